@@ -1,0 +1,127 @@
+/**
+ * The length-prefixed frame codec of the host ↔ workbench channel.
+ *
+ * A frame is a 4-byte big-endian unsigned length `N`, then `N` bytes of UTF-8 JSON encoding
+ * one object. Decoding failures are distinct {@linkcode KlbrError} codes: `frame_truncated`,
+ * `frame_oversize`, `frame_utf8`, `frame_json`.
+ *
+ * @module
+ */
+
+import { KlbrError } from "./errors.ts";
+
+/** The largest frame body either side accepts unless configured otherwise: 16 MiB. */
+export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
+
+const HEADER_BYTES = 4;
+const encoder = new TextEncoder();
+
+/**
+ * Encodes one JSON object as a frame.
+ *
+ * @example
+ * ```ts
+ * const bytes = encodeFrame({ kind: "ping", id: "rq_1" });
+ * ```
+ * @throws {KlbrError} `frame_oversize` when the encoded body exceeds `maxFrameBytes`.
+ */
+export function encodeFrame(
+  value: Record<string, unknown>,
+  maxFrameBytes: number = DEFAULT_MAX_FRAME_BYTES,
+): Uint8Array {
+  const body = encoder.encode(JSON.stringify(value));
+  if (body.length > maxFrameBytes) {
+    throw new KlbrError(
+      "frame_oversize",
+      `cannot encode frame: body is larger than the maximum of ${maxFrameBytes} bytes (got ${body.length})`,
+    );
+  }
+  const out = new Uint8Array(HEADER_BYTES + body.length);
+  new DataView(out.buffer).setUint32(0, body.length, false);
+  out.set(body, HEADER_BYTES);
+  return out;
+}
+
+/** Options for {@linkcode FrameDecoderStream}. */
+export interface FrameDecoderOptions {
+  /** The largest accepted frame body in bytes. @default {DEFAULT_MAX_FRAME_BYTES} */
+  maxFrameBytes?: number;
+}
+
+/**
+ * A `TransformStream` from raw bytes, split anywhere, to decoded JSON values.
+ *
+ * The stream errors with a {@linkcode KlbrError} on the first bad frame, and with
+ * `frame_truncated` when the input ends inside a frame; a clean end between frames closes it.
+ *
+ * @example
+ * ```ts
+ * const frames = child.stdout.pipeThrough(new FrameDecoderStream());
+ * for await (const frame of frames) console.log(frame);
+ * ```
+ */
+export class FrameDecoderStream extends TransformStream<Uint8Array, unknown> {
+  /** Creates a decoder with an optional maximum frame size. */
+  constructor(options: FrameDecoderOptions = {}) {
+    const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    const decoder = new TextDecoder("utf-8", { fatal: true });
+    let buffer = new Uint8Array(0);
+    let offset = 0;
+    super({
+      transform(chunk, controller) {
+        // Keep one contiguous buffer of the unread bytes; compact before growing.
+        const unread = buffer.length - offset;
+        const next = new Uint8Array(unread + chunk.length);
+        next.set(buffer.subarray(offset), 0);
+        next.set(chunk, unread);
+        buffer = next;
+        offset = 0;
+        while (buffer.length - offset >= HEADER_BYTES) {
+          const view = new DataView(buffer.buffer, buffer.byteOffset + offset, HEADER_BYTES);
+          const length = view.getUint32(0, false);
+          if (length > maxFrameBytes) {
+            throw new KlbrError(
+              "frame_oversize",
+              `cannot decode frame: length prefix exceeds the maximum of ${maxFrameBytes} bytes (got ${length})`,
+            );
+          }
+          if (buffer.length - offset - HEADER_BYTES < length) break;
+          const body = buffer.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + length);
+          offset += HEADER_BYTES + length;
+          controller.enqueue(decodeBody(decoder, body));
+        }
+      },
+      flush() {
+        const unread = buffer.length - offset;
+        if (unread > 0) {
+          throw new KlbrError(
+            "frame_truncated",
+            `cannot decode frame: input ended inside a frame (got ${unread} trailing bytes)`,
+          );
+        }
+      },
+    });
+  }
+}
+
+function decodeBody(decoder: TextDecoder, body: Uint8Array): unknown {
+  let text: string;
+  try {
+    text = decoder.decode(body);
+  } catch (cause) {
+    throw new KlbrError(
+      "frame_utf8",
+      `cannot decode frame: body is not valid UTF-8 (got ${body.length} bytes)`,
+      { cause },
+    );
+  }
+  try {
+    return JSON.parse(text);
+  } catch (cause) {
+    throw new KlbrError(
+      "frame_json",
+      `cannot decode frame: body is not valid JSON (got ${JSON.stringify(text.slice(0, 60))})`,
+      { cause },
+    );
+  }
+}
