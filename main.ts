@@ -1,0 +1,116 @@
+/**
+ * The klbr command line: `init | doctor | serve (default) | status | reset | compact | drain |
+ * stop | activate | example`.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { isKlbrError } from "./runtime/errors.ts";
+
+const USAGE = `usage: klbr [command] [options]
+
+commands:
+  serve                 start the daemon (default)
+  init                  create the state directory
+  doctor                check versions, state, skills and configuration
+  example               run the no-network workbench demonstration
+  status [session]      operator: show the runtime's state
+  reset <session>       operator: replace the kernel (heap state is not restored)
+  compact <session>     operator: compact the session's context
+  drain <session>       operator: finish accepted work, then stop
+  stop <session>        operator: stop the session's work now
+  activate <session> <epoch> <release-path>
+                        operator: switch behaviour by epoch compare-and-swap
+
+options:
+  --state DIR           state directory (default ./.klbr, or KLBR_STATE_DIR)
+  --config FILE         KDL configuration (default <state>/config.kdl, or KLBR_CONFIG)
+  --host HOST           serve: loopback address to bind (default 127.0.0.1)
+  --port PORT           serve: port (default 8765); operator commands: daemon port
+  --json                operator commands: print JSON
+  -h, --help            show this help
+`;
+
+/** Runs the CLI with the given arguments and returns the exit code. */
+export async function main(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      state: { type: "string" },
+      config: { type: "string" },
+      host: { type: "string" },
+      port: { type: "string" },
+      json: { type: "boolean", default: false },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const [command = "serve", ...rest] = positionals;
+  const { resolveStateDir } = await import("./runtime/state_dir.ts");
+  const stateDir = resolveStateDir(values.state);
+  switch (command) {
+    case "init": {
+      const { initStateDir } = await import("./runtime/state_dir.ts");
+      const report = await initStateDir(stateDir);
+      console.log(
+        report.created ? `initialised ${stateDir}` : `${stateDir} is already initialised`,
+      );
+      return 0;
+    }
+    case "doctor": {
+      const { runDoctor } = await import("./runtime/doctor.ts");
+      return await runDoctor({ stateDir, configPath: values.config });
+    }
+    case "serve": {
+      const { serve } = await import("./runtime/daemon.ts");
+      return await serve({
+        stateDir,
+        configPath: values.config,
+        host: values.host,
+        port: values.port === undefined ? undefined : Number(values.port),
+      });
+    }
+    case "example": {
+      const { runExample } = await import("./runtime/example.ts");
+      await runExample({ repoRoot: repoRoot(), python: "python3" });
+      return 0;
+    }
+    case "status":
+    case "reset":
+    case "compact":
+    case "drain":
+    case "stop":
+    case "activate": {
+      const { runOperatorCommand } = await import("./runtime/operator_cli.ts");
+      return await runOperatorCommand(command, rest, {
+        stateDir,
+        port: values.port === undefined ? undefined : Number(values.port),
+        json: values.json,
+      });
+    }
+    default:
+      console.error(`klbr: cannot run ${JSON.stringify(command)}: unknown command\n\n${USAGE}`);
+      return 2;
+  }
+}
+
+function repoRoot(): string {
+  return new URL(".", import.meta.url).pathname.replace(/\/$/, "");
+}
+
+if (import.meta.main) {
+  try {
+    Deno.exit(await main(Deno.args));
+  } catch (error) {
+    if (isKlbrError(error)) {
+      console.error(`klbr: ${error.message}`);
+      Deno.exit(1);
+    }
+    throw error;
+  }
+}

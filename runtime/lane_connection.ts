@@ -1,0 +1,224 @@
+/**
+ * One client connection of the v2 lane protocol, independent of the WebSocket carrying it.
+ *
+ * The connection keeps a cursor: the last durable sequence number it delivered. It delivers
+ * records by reading the store after its cursor — on `hello`, and again on each wake — so a
+ * record is sent exactly once, in order, and a reconnect with `since=<seq>` resumes without
+ * gaps. Token animation (`token`, `cell.output`) is pushed directly and may be lost.
+ *
+ * @module
+ */
+
+import { isKlbrError, KlbrError } from "./errors.ts";
+import {
+  type ClientMessage,
+  type ClientRole,
+  type LaneRecord,
+  parseClientMessage,
+  type ServerMessage,
+} from "./protocol.ts";
+import { checkOperatorToken } from "./operator_token.ts";
+
+/** A live notification for a subscribed connection. */
+export type LaneSignal =
+  | { kind: "wake" }
+  | Extract<ServerMessage, { kind: "token" | "cell.output" }>;
+
+/** What a connection needs from the daemon. */
+export interface LaneHost {
+  /** The daemon's version string, sent in `welcome`. */
+  readonly version: string;
+  /** The operator token. */
+  readonly token: string;
+  /** The last durable sequence number of a session (0 when empty). */
+  headSeq(session: string): number;
+  /** Up to `limit` durable records of a session with `seq > since`, in order. */
+  readRecords(session: string, since: number, limit: number): LaneRecord[];
+  /** Subscribes to a session's signals; returns the unsubscribe function. */
+  subscribe(session: string, listener: (signal: LaneSignal) => void): () => void;
+  /** Admits one input durably; resolves after the commit. */
+  admit(
+    session: string,
+    clientId: string,
+    input: Extract<ClientMessage, { kind: "input" }>,
+  ): { input_id: string; seq: number; duplicate: boolean };
+  /** Runs an operator command; never needs the model or a hook. */
+  operate(
+    message: Extract<ClientMessage, { kind: `op.${string}` }>,
+    session: string,
+  ): Promise<Record<string, unknown>>;
+  /** Logs a refused authorisation. */
+  logRefusal(reason: string): void;
+}
+
+/** Options for {@linkcode LaneConnection}. */
+export interface LaneConnectionOptions {
+  /** Whether the upgrade carried an `Origin` header (a browser). */
+  hasOrigin: boolean;
+  /** Sends one message to the client. */
+  send: (message: ServerMessage) => void;
+  /** Closes the transport with a code and reason. */
+  close: (code: number, reason: string) => void;
+  /** Records read per store query while catching up. @default {1000} */
+  pageSize?: number;
+}
+
+/**
+ * The protocol state machine of one `/v2` connection.
+ *
+ * @example
+ * ```ts
+ * const conn = new LaneConnection(host, { hasOrigin: false, send, close });
+ * await conn.receive(text);
+ * ```
+ */
+export class LaneConnection {
+  #host: LaneHost;
+  #options: LaneConnectionOptions;
+  #session: string | undefined;
+  #role: ClientRole = "client";
+  #clientId = "anonymous";
+  #cursor = 0;
+  #pumping = false;
+  #dirty = false;
+  #unsubscribe: (() => void) | undefined;
+  #closed = false;
+
+  /** Creates a connection that has not said hello yet. */
+  constructor(host: LaneHost, options: LaneConnectionOptions) {
+    this.#host = host;
+    this.#options = options;
+  }
+
+  /** The last sequence number delivered to this client. */
+  get cursor(): number {
+    return this.#cursor;
+  }
+
+  /** Handles one text message from the client; errors are answered, never thrown. */
+  async receive(text: string): Promise<void> {
+    let request: string | undefined;
+    try {
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch (cause) {
+        throw new KlbrError(
+          "invalid_input",
+          `cannot accept client message: not JSON (got ${JSON.stringify(text.slice(0, 40))})`,
+          { cause },
+        );
+      }
+      if (typeof value === "object" && value !== null && "request" in value) {
+        const r = (value as { request: unknown }).request;
+        if (typeof r === "string") request = r;
+      }
+      const message = parseClientMessage(value, this.#role);
+      await this.#dispatch(message);
+    } catch (error) {
+      if (!isKlbrError(error)) throw error;
+      this.#options.send({ kind: "error", request, code: error.code, message: error.message });
+      if (error.code.startsWith("token_")) {
+        this.#host.logRefusal(error.message);
+        this.#options.close(4401, error.code);
+        this.dispose();
+      }
+    }
+  }
+
+  /** Releases the subscription; later signals are ignored. */
+  dispose(): void {
+    this.#closed = true;
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
+  }
+
+  async #dispatch(message: ClientMessage): Promise<void> {
+    if (message.kind === "hello") return this.#hello(message);
+    const session = this.#session;
+    if (session === undefined) {
+      throw new KlbrError("invalid_input", `cannot accept ${message.kind}: say hello first`);
+    }
+    switch (message.kind) {
+      case "ping":
+        this.#options.send({ kind: "pong", request: message.request });
+        return;
+      case "input": {
+        const ack = this.#host.admit(session, this.#clientId, message);
+        this.#options.send({ kind: "ack", request: message.request, ...ack });
+        return;
+      }
+      default: {
+        const result = await this.#host.operate(message, session);
+        this.#options.send({
+          kind: "op.result",
+          request: message.request,
+          op: message.kind,
+          result,
+        });
+      }
+    }
+  }
+
+  #hello(message: Extract<ClientMessage, { kind: "hello" }>): void {
+    if (this.#session !== undefined) {
+      throw new KlbrError("invalid_input", "cannot accept hello: this connection already said it");
+    }
+    // A native client (no Origin) must prove it is the owner; a loopback browser page may
+    // watch and write without the token, and becomes operator when it presents one.
+    if (!this.#options.hasOrigin || message.token !== undefined) {
+      checkOperatorToken(message.token, this.#host.token);
+      this.#role = "operator";
+    }
+    this.#session = message.session;
+    this.#clientId = message.client ?? "anonymous";
+    this.#cursor = message.since;
+    this.#options.send({
+      kind: "welcome",
+      session: message.session,
+      role: this.#role,
+      head: this.#host.headSeq(message.session),
+      server: { version: this.#host.version },
+    });
+    this.#unsubscribe = this.#host.subscribe(message.session, (signal) => this.#signal(signal));
+    this.#pump();
+    this.#options.send({ kind: "replayed", session: message.session, head: this.#cursor });
+  }
+
+  #signal(signal: LaneSignal): void {
+    if (this.#closed) return;
+    if (signal.kind === "wake") this.#pump();
+    else this.#options.send(signal);
+  }
+
+  /** Sends every durable record after the cursor; re-entrant wakes only mark it dirty. */
+  #pump(): void {
+    const session = this.#session;
+    if (session === undefined) return;
+    if (this.#pumping) {
+      this.#dirty = true;
+      return;
+    }
+    this.#pumping = true;
+    try {
+      do {
+        this.#dirty = false;
+        for (;;) {
+          const page = this.#host.readRecords(
+            session,
+            this.#cursor,
+            this.#options.pageSize ?? 1000,
+          );
+          for (const record of page) {
+            if (this.#closed) return;
+            this.#options.send(record);
+            this.#cursor = record.seq;
+          }
+          if (page.length === 0) break;
+        }
+      } while (this.#dirty && !this.#closed);
+    } finally {
+      this.#pumping = false;
+    }
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * The daemon's HTTP surface: `/health`, the UI's static files and the v2 lane WebSocket.
+ *
+ * @module
+ */
+
+import { Hono } from "hono";
+import { upgradeWebSocket } from "hono/deno";
+import { extname, join } from "node:path";
+import { isKlbrError } from "./errors.ts";
+import { LaneConnection, type LaneHost } from "./lane_connection.ts";
+
+/** What {@linkcode createApp} needs. */
+export interface AppDeps {
+  /** The lane protocol's view of the daemon. */
+  lanes: LaneHost;
+  /** Answers `/health`; `ok: false` makes the status 503. */
+  health: () => Record<string, unknown> & { ok: boolean };
+  /** Directory of the built UI, or undefined when there is none. */
+  uiDir?: string;
+  /** Logger for refused connections and unexpected errors. */
+  log: (line: string) => void;
+}
+
+const CONTENT_TYPES: Record<string, string> = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".svg": "image/svg+xml",
+  ".json": "application/json",
+};
+
+/**
+ * Returns whether an `Origin` header names a loopback page.
+ *
+ * @example
+ * ```ts
+ * isLoopbackOrigin("http://127.0.0.1:8765"); // true
+ * isLoopbackOrigin("https://evil.example");  // false
+ * ```
+ */
+export function isLoopbackOrigin(origin: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    return false;
+  }
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  return (url.protocol === "http:" || url.protocol === "https:") &&
+    (host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host));
+}
+
+/**
+ * Builds the Hono app. Tests call `app.request(...)` without opening a port.
+ *
+ * @example
+ * ```ts
+ * const app = createApp({ lanes, health: () => ({ ok: true }), log: console.log });
+ * Deno.serve({ hostname: "127.0.0.1", port: 8765 }, app.fetch);
+ * ```
+ */
+export function createApp(deps: AppDeps): Hono {
+  const app = new Hono();
+
+  app.onError((error, c) => {
+    if (isKlbrError(error)) {
+      return c.json({ code: error.code, message: error.message }, (error.status ?? 400) as 400);
+    }
+    deps.log(`unexpected error: ${error instanceof Error ? error.stack : String(error)}`);
+    return c.json({ code: "internal", message: "internal error" }, 500);
+  });
+
+  app.get("/health", (c) => {
+    const health = deps.health();
+    return c.json(health, health.ok ? 200 : 503);
+  });
+
+  // A browser page on another origin must never drive the owner's agent: refuse the upgrade
+  // before it happens. A native client sends no Origin and must show the token at hello.
+  app.use("/v2", async (c, next) => {
+    const origin = c.req.header("origin");
+    if (origin !== undefined && !isLoopbackOrigin(origin)) {
+      deps.log(`refused /v2 upgrade from non-loopback origin ${JSON.stringify(origin)}`);
+      return c.json({
+        code: "forbidden",
+        message: `cannot open /v2: origin is not loopback (got ${origin})`,
+      }, 403);
+    }
+    await next();
+  });
+
+  app.get(
+    "/v2",
+    upgradeWebSocket((c) => {
+      const hasOrigin = c.req.header("origin") !== undefined;
+      let connection: LaneConnection | undefined;
+      let queue: Promise<void> = Promise.resolve();
+      return {
+        onOpen(_event, ws) {
+          connection = new LaneConnection(deps.lanes, {
+            hasOrigin,
+            send: (message) => {
+              if (ws.readyState === 1) ws.send(JSON.stringify(message));
+            },
+            close: (code, reason) => ws.close(code, reason),
+          });
+        },
+        onMessage(event, _ws) {
+          const text = typeof event.data === "string" ? event.data : "";
+          // Messages of one connection are handled strictly in arrival order.
+          queue = queue.then(() => connection?.receive(text)).catch((error) => {
+            deps.log(`lane connection error: ${error instanceof Error ? error.stack : error}`);
+          });
+        },
+        onClose() {
+          connection?.dispose();
+        },
+      };
+    }),
+  );
+
+  app.get("/*", async (c) => {
+    if (deps.uiDir === undefined) return c.text("klbr: no UI is built", 404);
+    const path = c.req.path === "/" ? "/index.html" : c.req.path;
+    if (path.includes("..")) return c.text("not found", 404);
+    try {
+      const body = await Deno.readFile(join(deps.uiDir, path));
+      return c.body(body, 200, {
+        "content-type": CONTENT_TYPES[extname(path)] ?? "application/octet-stream",
+        "cache-control": "no-cache",
+      });
+    } catch {
+      return c.text("not found", 404);
+    }
+  });
+
+  return app;
+}
