@@ -14,6 +14,7 @@ import { KlbrError } from "./errors.ts";
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 
 const HEADER_BYTES = 4;
+const RETAINED_BUFFER_BYTES = 1024 * 1024;
 const encoder = new TextEncoder();
 
 /**
@@ -65,34 +66,55 @@ export class FrameDecoderStream extends TransformStream<Uint8Array, unknown> {
   constructor(options: FrameDecoderOptions = {}) {
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     const decoder = new TextDecoder("utf-8", { fatal: true });
+    // Unread bytes are buffer[start, end). The buffer grows by doubling and is compacted in
+    // place, so a large frame arriving in small chunks costs linear, not quadratic, copying.
     let buffer = new Uint8Array(0);
-    let offset = 0;
+    let view = new DataView(buffer.buffer);
+    let start = 0;
+    let end = 0;
     super({
       transform(chunk, controller) {
-        // Keep one contiguous buffer of the unread bytes; compact before growing.
-        const unread = buffer.length - offset;
-        const next = new Uint8Array(unread + chunk.length);
-        next.set(buffer.subarray(offset), 0);
-        next.set(chunk, unread);
-        buffer = next;
-        offset = 0;
-        while (buffer.length - offset >= HEADER_BYTES) {
-          const view = new DataView(buffer.buffer, buffer.byteOffset + offset, HEADER_BYTES);
-          const length = view.getUint32(0, false);
+        if (end + chunk.length > buffer.length) {
+          const unread = end - start;
+          const needed = unread + chunk.length;
+          if (needed <= buffer.length) {
+            buffer.copyWithin(0, start, end);
+          } else {
+            const grown = new Uint8Array(Math.max(needed, buffer.length * 2, 4096));
+            grown.set(buffer.subarray(start, end), 0);
+            buffer = grown;
+            view = new DataView(buffer.buffer);
+          }
+          start = 0;
+          end = unread;
+        }
+        buffer.set(chunk, end);
+        end += chunk.length;
+        while (end - start >= HEADER_BYTES) {
+          const length = view.getUint32(start, false);
           if (length > maxFrameBytes) {
             throw new KlbrError(
               "frame_oversize",
               `cannot decode frame: length prefix exceeds the maximum of ${maxFrameBytes} bytes (got ${length})`,
             );
           }
-          if (buffer.length - offset - HEADER_BYTES < length) break;
-          const body = buffer.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + length);
-          offset += HEADER_BYTES + length;
+          if (end - start - HEADER_BYTES < length) break;
+          const body = buffer.subarray(start + HEADER_BYTES, start + HEADER_BYTES + length);
+          start += HEADER_BYTES + length;
           controller.enqueue(decodeBody(decoder, body));
+        }
+        if (start === end) {
+          start = 0;
+          end = 0;
+          if (buffer.length > RETAINED_BUFFER_BYTES) {
+            // One huge frame must not pin its buffer for the life of the worker.
+            buffer = new Uint8Array(0);
+            view = new DataView(buffer.buffer);
+          }
         }
       },
       flush() {
-        const unread = buffer.length - offset;
+        const unread = end - start;
         if (unread > 0) {
           throw new KlbrError(
             "frame_truncated",

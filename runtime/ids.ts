@@ -49,8 +49,11 @@ function randomDigits(): number[] {
   return Array.from(bytes, (b) => b % 32);
 }
 
-/** Increments base32 digits in place; within one millisecond ids still sort by creation. */
-function increment(digits: number[]): number[] {
+/**
+ * Increments base32 digits; within one millisecond ids still sort by creation.
+ * Returns `undefined` when every digit is already at its maximum.
+ */
+function increment(digits: number[]): number[] | undefined {
   const next = digits.slice();
   for (let i = next.length - 1; i >= 0; i--) {
     if (next[i] < 31) {
@@ -59,26 +62,47 @@ function increment(digits: number[]): number[] {
     }
     next[i] = 0;
   }
-  return randomDigits();
+  return undefined;
 }
+
+/** One past the largest time 10 base32 characters hold: 2^50 ms, in the year 37648. */
+const TIME_LIMIT = 2 ** 50;
 
 /**
  * Mints a new id of the given kind; ids minted later in this process sort after earlier ones.
+ *
+ * Within one millisecond, and when the clock steps backwards, the time part stays at the
+ * latest time seen and the random part counts up, so string order stays creation order.
  *
  * @example
  * ```ts
  * const id = newId("input"); // "in_01JD3…"
  * ```
+ * @throws {KlbrError} `invalid_input` when `now` is not a whole number of milliseconds in
+ * [0, 2^50).
  */
 export function newId<K extends IdKind>(kind: K, now: number = Date.now()): Id<K> {
-  if (now === lastTime) {
-    lastRandom = increment(lastRandom);
+  if (!Number.isInteger(now) || now < 0 || now >= TIME_LIMIT) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot mint ${kind} id: now must be a whole number of milliseconds from 0 to 2^50 - 1 (got ${now})`,
+    );
+  }
+  if (now <= lastTime) {
+    const next = increment(lastRandom);
+    if (next === undefined) {
+      // 2^80 ids in one millisecond: move to the next millisecond rather than wrap around.
+      lastTime++;
+      lastRandom = randomDigits();
+    } else {
+      lastRandom = next;
+    }
   } else {
     lastTime = now;
     lastRandom = randomDigits();
   }
   const random = lastRandom.map((d) => ALPHABET[d]).join("");
-  return `${ID_PREFIXES[kind]}_${encodeTime(now)}${random}` as Id<K>;
+  return `${ID_PREFIXES[kind]}_${encodeTime(lastTime)}${random}` as Id<K>;
 }
 
 const BODY = /^[0-9A-HJKMNP-TV-Z]{26}$/;
@@ -106,6 +130,6 @@ export function idSchema<K extends IdKind>(kind: K): z.ZodType<Id<K>> {
   const prefix = `${ID_PREFIXES[kind]}_`;
   return z.string().refine(
     (v) => v.startsWith(prefix) && BODY.test(v.slice(prefix.length)),
-    { message: `expected a ${kind} id ("${prefix}…")` },
+    { message: `expected ${/^[aeiou]/.test(kind) ? "an" : "a"} ${kind} id ("${prefix}…")` },
   ) as unknown as z.ZodType<Id<K>>;
 }

@@ -1,0 +1,148 @@
+/**
+ * Decides, without writing a byte, whether a file may be opened as the klbr store.
+ *
+ * The file is read with `immutable=1` (no locks, no side files). Only when that shows an empty
+ * schema while a non-empty `-wal` sits beside it (a WAL-mode database whose tables have not been
+ * checkpointed) is it read again through SQLite's WAL machinery, read-only; a `-shm` that this
+ * second read had to create is removed again when the file turns out not to be klbr's.
+ *
+ * @module
+ */
+
+import { DatabaseSync } from "node:sqlite";
+import { KlbrError } from "../runtime/errors.ts";
+import { LATEST_VERSION, STORE_FORMAT } from "./migrations.ts";
+
+/** What an inspected path holds. */
+export type StoreFileState = "absent" | "empty" | "klbr";
+
+const HEADER = new TextEncoder().encode("SQLite format 3\0");
+
+function size(path: string): number | undefined {
+  try {
+    return Deno.statSync(path).size;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    throw error;
+  }
+}
+
+function removeIfPresent(path: string): void {
+  try {
+    Deno.removeSync(path);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+}
+
+function foreign(path: string, found: string): KlbrError {
+  return new KlbrError(
+    "foreign_store",
+    `cannot open store ${path}: it is not a klbr store, found ${found}; it was left unchanged (got ${path})`,
+  );
+}
+
+function readHeader(path: string): Uint8Array {
+  const file = Deno.openSync(path, { read: true });
+  try {
+    const buffer = new Uint8Array(100);
+    let filled = 0;
+    while (filled < buffer.length) {
+      const n = file.readSync(buffer.subarray(filled));
+      if (n === null || n === 0) break;
+      filled += n;
+    }
+    return buffer.subarray(0, filled);
+  } finally {
+    file.close();
+  }
+}
+
+interface Schema {
+  tables: string[];
+  userVersion: number;
+  format: string | null | undefined;
+}
+
+function readSchema(path: string, immutable: boolean): Schema {
+  const url = new URL("file://");
+  url.pathname = path;
+  if (immutable) url.search = "immutable=1";
+  const db = new DatabaseSync(url, { readOnly: true });
+  try {
+    const tables = (db.prepare(
+      "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+    ).all() as { name: string }[]).map((r) => r.name);
+    const userVersion = (db.prepare("PRAGMA user_version").get() as { user_version: number })
+      .user_version;
+    let format: string | null | undefined;
+    if (tables.includes("klbr_meta")) {
+      const row = db.prepare("SELECT value FROM klbr_meta WHERE key = 'format'").get() as
+        | { value: string }
+        | undefined;
+      format = row ? String(row.value) : null;
+    }
+    return { tables, userVersion, format };
+  } finally {
+    db.close();
+  }
+}
+
+function judge(path: string, schema: Schema): StoreFileState {
+  if (schema.format === STORE_FORMAT) {
+    if (schema.userVersion > LATEST_VERSION) {
+      throw foreign(
+        path,
+        `a klbr store at schema version ${schema.userVersion}, newer than this build's ${LATEST_VERSION}`,
+      );
+    }
+    return "klbr";
+  }
+  if (schema.format !== undefined) {
+    throw foreign(path, `klbr_meta with format ${JSON.stringify(schema.format)}`);
+  }
+  if (schema.tables.length > 0) {
+    const shown = schema.tables.slice(0, 8).join(", ");
+    const more = schema.tables.length > 8 ? `, … (${schema.tables.length} in all)` : "";
+    throw foreign(path, `a SQLite database with tables ${shown}${more} and no klbr_meta`);
+  }
+  if (schema.userVersion !== 0) {
+    throw foreign(path, `an empty SQLite database with user_version ${schema.userVersion}`);
+  }
+  return "empty";
+}
+
+/**
+ * Inspects `path` read-only and says whether it is absent, empty (safe to initialise) or klbr's.
+ *
+ * @throws {KlbrError} `foreign_store` naming the path and what was found, for anything else; the
+ *   file and its side files are then exactly as they were.
+ */
+export function inspectStoreFile(path: string): StoreFileState {
+  const mainSize = size(path);
+  if (mainSize === undefined) return "absent";
+  if (!Deno.statSync(path).isFile) throw foreign(path, "something that is not a regular file");
+  // SQLite itself discards a -wal beside a zero-byte database, so a zero-byte file is empty.
+  if (mainSize === 0) return "empty";
+  const header = readHeader(path);
+  if (header.length < 100 || !HEADER.every((b, i) => header[i] === b)) {
+    const hex = Array.from(header.subarray(0, 16), (b) => b.toString(16).padStart(2, "0"));
+    throw foreign(path, `a file that is not a SQLite database (first bytes ${hex.join(" ")})`);
+  }
+  let schema: Schema;
+  try {
+    schema = readSchema(path, true);
+  } catch (error) {
+    throw foreign(path, `a SQLite file that cannot be read (${(error as Error).message})`);
+  }
+  const state = judge(path, schema);
+  if (state !== "empty" || !((size(`${path}-wal`) ?? 0) > 0)) return state;
+  const shmExisted = size(`${path}-shm`) !== undefined;
+  try {
+    return judge(path, readSchema(path, false));
+  } catch (error) {
+    if (!shmExisted) removeIfPresent(`${path}-shm`);
+    if (error instanceof KlbrError) throw error;
+    throw foreign(path, `a SQLite file that cannot be read (${(error as Error).message})`);
+  }
+}

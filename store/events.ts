@@ -1,0 +1,128 @@
+/**
+ * The `events` table: each session's append-only log of durable records, numbered 1, 2, 3, …
+ * This module is the table's only writer; triggers refuse every UPDATE and DELETE.
+ *
+ * A record's sequence number is taken from `sessions.next_seq` in the same transaction as the
+ * record (and as the row it describes), so numbers have no gaps and a reader resuming with
+ * `since=<seq>` gets every committed record after it, in order.
+ *
+ * @module
+ */
+
+import { assert, KlbrError } from "../runtime/errors.ts";
+import { allocateSeq, checkSessionId } from "./sessions.ts";
+import type { Store } from "./store.ts";
+
+/** One durable record of a session. */
+export interface EventRecord {
+  session: string;
+  seq: number;
+  kind: string;
+  /** When it was committed, in ms. */
+  at: number;
+  /** The JSON body, parsed. */
+  body: unknown;
+}
+
+/** Options for {@linkcode readEvents}. */
+export interface ReadEventsOptions {
+  /** Return events with `seq` greater than this. @default 0 */
+  since?: number;
+  /** At most this many events, 1–10000. @default 1000 */
+  limit?: number;
+}
+
+const KIND = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
+
+function encodeBody(kind: string, body: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(body);
+  } catch (error) {
+    throw new KlbrError("invalid_input", `cannot append event ${kind}: body is not JSON`, {
+      cause: error,
+    });
+  }
+  if (text === undefined) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot append event ${kind}: body is not JSON (got ${typeof body})`,
+    );
+  }
+  return text;
+}
+
+/**
+ * Appends one event inside the caller's open transaction and returns its sequence number; for
+ * writer modules that record a row and its event together.
+ *
+ * @throws {KlbrError} `not_found` when the session does not exist; `invalid_input` for a
+ *   malformed kind or a body that is not JSON.
+ */
+export function insertEvent(store: Store, session: string, kind: string, body: unknown): number {
+  assert(store.db.isTransaction, "insertEvent runs inside the writer's transaction");
+  if (!KIND.test(kind)) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot append event: kind must be dotted lowercase words (got ${JSON.stringify(kind)})`,
+    );
+  }
+  const text = encodeBody(kind, body);
+  const seq = allocateSeq(store, session);
+  store.statement("INSERT INTO events (session_id, seq, kind, at, body) VALUES (?, ?, ?, ?, ?)")
+    .run(session, seq, kind, store.clock(), text);
+  return seq;
+}
+
+/**
+ * Appends one event to `session`'s log and returns its sequence number.
+ *
+ * When it returns the event is committed with the next number of the session. Proven by
+ * "`appendEvent()` numbers a session's events 1, 2, 3 without gaps".
+ *
+ * @throws {KlbrError} `not_found` when the session does not exist; `invalid_input` for a
+ *   malformed kind or a body that is not JSON.
+ * @example
+ * ```ts
+ * const seq = appendEvent(store, "default", "scratchpad.text", { text: "thinking" });
+ * ```
+ */
+export function appendEvent(store: Store, session: string, kind: string, body: unknown): number {
+  checkSessionId(session);
+  return store.transaction(() => insertEvent(store, session, kind, body));
+}
+
+/**
+ * Returns `session`'s events with `seq > since`, in sequence order, at most `limit` of them.
+ *
+ * @throws {KlbrError} `invalid_input` for a negative `since` or a `limit` outside 1–10000.
+ */
+export function readEvents(
+  store: Store,
+  session: string,
+  options: ReadEventsOptions = {},
+): EventRecord[] {
+  const { since = 0, limit = 1000 } = options;
+  if (!Number.isSafeInteger(since) || since < 0) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot read events: since must be an integer >= 0 (got ${since})`,
+    );
+  }
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot read events: limit must be an integer in 1-10000 (got ${limit})`,
+    );
+  }
+  const rows = store.statement(
+    "SELECT seq, kind, at, body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+  ).all(session, since, limit) as { seq: number; kind: string; at: number; body: string }[];
+  return rows.map((row) => ({
+    session,
+    seq: row.seq,
+    kind: row.kind,
+    at: row.at,
+    body: JSON.parse(row.body),
+  }));
+}

@@ -1,0 +1,330 @@
+/**
+ * The `inputs` table, the inbox: every admitted input, once per source dedupe key. This module
+ * is the table's only writer.
+ *
+ * An input's identity (source kind, dedupe key, conversation, author, body, timestamps) is fixed
+ * at admission; triggers refuse changing it. Only `status` and `frame_id` move: `pending` →
+ * `consumed` when an accepted frame takes it, and back to `pending` when that frame is abandoned.
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import { assert, KlbrError } from "../runtime/errors.ts";
+import { newId } from "../runtime/ids.ts";
+import { insertEvent } from "./events.ts";
+import { checkSessionId } from "./sessions.ts";
+import type { Store } from "./store.ts";
+
+/** Where an input came from. */
+export const SOURCE_KINDS = ["local", "discord", "timer", "system"] as const;
+
+/** Largest accepted input body, as JSON text. */
+export const MAX_INPUT_BODY_BYTES = 1 << 20;
+
+function hasControl(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
+}
+
+const Text = z.string().min(1).max(512).refine((v) => !hasControl(v), "has a control character");
+
+const AdmitInputSchema = z.object({
+  /** The session the input is for; it must exist. */
+  session: z.string(),
+  sourceKind: z.enum(SOURCE_KINDS),
+  /** `<source_kind>:…`, e.g. from {@linkcode localDedupeKey} or {@linkcode discordDedupeKey}. */
+  dedupeKey: Text,
+  /** The conversation the input belongs to; immutable once admitted. */
+  conversationId: Text,
+  author: Text,
+  /** Any JSON value: a string for plain text. */
+  body: z.unknown(),
+  /** When the transport received it, in ms; defaults to the admission time. */
+  receivedAt: z.number().int().nonnegative().optional(),
+}).strict();
+
+/** What {@linkcode admitInput} takes. */
+export type AdmitInput = z.input<typeof AdmitInputSchema>;
+
+/** What {@linkcode admitInput} returns: the input id and the seq of its `input.admitted` event. */
+export interface AdmitResult {
+  inputId: string;
+  seq: number;
+  /** `true` when the dedupe key was admitted before; nothing was written this time. */
+  duplicate: boolean;
+}
+
+/** An admitted input. */
+export interface InputRecord {
+  id: string;
+  session: string;
+  sourceKind: (typeof SOURCE_KINDS)[number];
+  dedupeKey: string;
+  conversationId: string;
+  author: string;
+  body: unknown;
+  receivedAt: number;
+  admittedAt: number;
+  /** The seq of the input's `input.admitted` event; admission order within its session. */
+  seq: number;
+  status: "pending" | "consumed" | "dismissed";
+  frameId: string | null;
+}
+
+interface InputRow {
+  id: string;
+  session_id: string;
+  source_kind: InputRecord["sourceKind"];
+  dedupe_key: string;
+  conversation_id: string;
+  author: string;
+  body: string;
+  received_at: number;
+  admitted_at: number;
+  admitted_seq: number;
+  status: InputRecord["status"];
+  frame_id: string | null;
+}
+
+function toRecord(row: InputRow): InputRecord {
+  return {
+    id: row.id,
+    session: row.session_id,
+    sourceKind: row.source_kind,
+    dedupeKey: row.dedupe_key,
+    conversationId: row.conversation_id,
+    author: row.author,
+    body: JSON.parse(row.body),
+    receivedAt: row.received_at,
+    admittedAt: row.admitted_at,
+    seq: row.admitted_seq,
+    status: row.status,
+    frameId: row.frame_id,
+  };
+}
+
+function keyPart(action: string, name: string, value: string, colonAllowed: boolean): void {
+  if (
+    typeof value !== "string" || value.length === 0 || value.length > 200 || hasControl(value) ||
+    (!colonAllowed && value.includes(":"))
+  ) {
+    const rule = colonAllowed ? "1-200 characters" : `1-200 characters without ":"`;
+    throw new KlbrError(
+      "invalid_input",
+      `cannot build ${action} dedupe key: ${name} must be ${rule} and no control characters (got ${
+        JSON.stringify(value)
+      })`,
+    );
+  }
+}
+
+/**
+ * Builds the canonical dedupe key of a local input, `local:<client_id>:<client_msg_id>`.
+ *
+ * @throws {KlbrError} `invalid_input` when either part is empty, too long or has a control
+ *   character, or `clientId` has a `:` (which would make the key ambiguous).
+ * @example
+ * ```ts
+ * localDedupeKey("cl_7", "m-42"); // "local:cl_7:m-42"
+ * ```
+ */
+export function localDedupeKey(clientId: string, clientMsgId: string): string {
+  keyPart("local", "client_id", clientId, false);
+  keyPart("local", "client_msg_id", clientMsgId, true);
+  return `local:${clientId}:${clientMsgId}`;
+}
+
+/**
+ * Builds the canonical dedupe key of a Discord message, `discord:<channel_id>:<message_id>`.
+ *
+ * @throws {KlbrError} `invalid_input` unless both ids are Discord snowflakes (1–20 digits).
+ */
+export function discordDedupeKey(channelId: string, messageId: string): string {
+  for (const [name, value] of [["channel_id", channelId], ["message_id", messageId]]) {
+    if (typeof value !== "string" || !/^[0-9]{1,20}$/.test(value)) {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot build discord dedupe key: ${name} must be a snowflake of 1-20 digits (got ${
+          JSON.stringify(value)
+        })`,
+      );
+    }
+  }
+  return `discord:${channelId}:${messageId}`;
+}
+
+function parseInput(input: AdmitInput): z.infer<typeof AdmitInputSchema> & { bodyText: string } {
+  const parsed = AdmitInputSchema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = issue.path.join(".");
+    throw new KlbrError(
+      "invalid_input",
+      `cannot admit input: ${field || "input"} ${issue.message} (got ${
+        JSON.stringify(field ? (input as Record<string, unknown>)[field] : input)?.slice(0, 200)
+      })`,
+    );
+  }
+  const data = parsed.data;
+  checkSessionId(data.session);
+  if (!data.dedupeKey.startsWith(`${data.sourceKind}:`)) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot admit input: a ${data.sourceKind} dedupe key starts with "${data.sourceKind}:" (got ${
+        JSON.stringify(data.dedupeKey)
+      })`,
+    );
+  }
+  let bodyText: string | undefined;
+  try {
+    bodyText = JSON.stringify(data.body);
+  } catch {
+    bodyText = undefined;
+  }
+  if (bodyText === undefined || bodyText.length > MAX_INPUT_BODY_BYTES) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot admit input: body must be JSON of at most ${MAX_INPUT_BODY_BYTES} characters (got ${
+        bodyText === undefined ? typeof data.body : `${bodyText.length} characters`
+      })`,
+    );
+  }
+  return { ...data, bodyText };
+}
+
+/**
+ * Admits one input: inserts it and appends its `input.admitted` event in one transaction.
+ *
+ * When it returns the input is committed (at `synchronous=FULL`, on disk) and may be
+ * acknowledged. A repeated `(sourceKind, dedupeKey)` writes nothing and returns the first
+ * admission's id and seq with `duplicate: true`. Proven by "`admitInput()` keeps one row for a
+ * repeated dedupe key" and "`admitInput()` loses no acknowledged input when its process is
+ * SIGKILLed".
+ *
+ * @throws {KlbrError} `invalid_input` when the input fails its schema or its dedupe key does not
+ *   start with `<sourceKind>:`; `not_found` when the session does not exist.
+ * @example
+ * ```ts
+ * const { inputId, seq, duplicate } = admitInput(store, {
+ *   session: "default", sourceKind: "local", dedupeKey: localDedupeKey("cl_1", "m1"),
+ *   conversationId: "local:main", author: "owner", body: "hello",
+ * });
+ * ```
+ */
+export function admitInput(store: Store, input: AdmitInput): AdmitResult {
+  const data = parseInput(input);
+  return store.transaction(() => {
+    const first = store.statement(
+      "SELECT id, admitted_seq FROM inputs WHERE source_kind = ? AND dedupe_key = ?",
+    ).get(data.sourceKind, data.dedupeKey) as { id: string; admitted_seq: number } | undefined;
+    if (first !== undefined) {
+      return { inputId: first.id, seq: first.admitted_seq, duplicate: true };
+    }
+    const now = store.clock();
+    const inputId = newId("input", now);
+    const seq = insertEvent(store, data.session, "input.admitted", {
+      input_id: inputId,
+      source_kind: data.sourceKind,
+      dedupe_key: data.dedupeKey,
+      conversation_id: data.conversationId,
+      author: data.author,
+      received_at: data.receivedAt ?? now,
+      body: data.body,
+    });
+    store.statement(
+      `INSERT INTO inputs (id, session_id, source_kind, dedupe_key, conversation_id, author, body,
+         received_at, admitted_at, admitted_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      inputId,
+      data.session,
+      data.sourceKind,
+      data.dedupeKey,
+      data.conversationId,
+      data.author,
+      data.bodyText,
+      data.receivedAt ?? now,
+      now,
+      seq,
+    );
+    return { inputId, seq, duplicate: false };
+  });
+}
+
+/** Returns the input `id`, or `undefined` when there is none. */
+export function getInput(store: Store, id: string): InputRecord | undefined {
+  const row = store.statement("SELECT * FROM inputs WHERE id = ?").get(id) as InputRow | undefined;
+  return row ? toRecord(row) : undefined;
+}
+
+/**
+ * Returns `session`'s pending inputs in admission order, at most `limit` (1–10000, default 1000).
+ *
+ * @throws {KlbrError} `invalid_input` for a `limit` outside 1–10000.
+ */
+export function pendingInputs(
+  store: Store,
+  session: string,
+  options: { limit?: number } = {},
+): InputRecord[] {
+  const { limit = 1000 } = options;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot list pending inputs: limit must be an integer in 1-10000 (got ${limit})`,
+    );
+  }
+  const rows = store.statement(
+    "SELECT * FROM inputs WHERE session_id = ? AND status = 'pending' ORDER BY admitted_seq LIMIT ?",
+  ).all(session, limit) as unknown as InputRow[];
+  return rows.map(toRecord);
+}
+
+/**
+ * Marks `inputIds` consumed by `frameId`; for the frames writer, inside its transaction.
+ *
+ * @throws {KlbrError} `invalid_input` when an input is missing, in another session or not
+ *   pending; the caller's transaction then rolls back, so nothing is written.
+ */
+export function claimInputs(
+  store: Store,
+  claim: { session: string; inputIds: readonly string[]; frameId: string },
+): void {
+  assert(store.db.isTransaction, "inputs are claimed inside the frame's transaction");
+  const action = `cannot accept frame ${claim.frameId}`;
+  for (const id of claim.inputIds) {
+    const row = store.statement("SELECT session_id, status FROM inputs WHERE id = ?").get(id) as
+      | { session_id: string; status: string }
+      | undefined;
+    if (row === undefined) {
+      throw new KlbrError("invalid_input", `${action}: input ${id} does not exist (got ${id})`);
+    }
+    if (row.session_id !== claim.session) {
+      throw new KlbrError(
+        "invalid_input",
+        `${action}: input ${id} belongs to session ${row.session_id}, not ${claim.session} (got ${id})`,
+      );
+    }
+    if (row.status !== "pending") {
+      throw new KlbrError(
+        "invalid_input",
+        `${action}: input ${id} is not pending (got status ${row.status})`,
+      );
+    }
+    const changed = store.statement(
+      "UPDATE inputs SET status = 'consumed', frame_id = ? WHERE id = ? AND status = 'pending'",
+    ).run(claim.frameId, id).changes;
+    assert(changed === 1, "a pending input is claimed exactly once");
+  }
+}
+
+/** Returns the inputs of `frameId` to `pending`; for the frames writer, inside a transaction. */
+export function unclaimInputs(store: Store, frameId: string): void {
+  assert(store.db.isTransaction, "inputs are returned inside the frame's transaction");
+  store.statement(
+    "UPDATE inputs SET status = 'pending', frame_id = NULL WHERE frame_id = ? AND status = 'consumed'",
+  ).run(frameId);
+}

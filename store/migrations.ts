@@ -1,0 +1,254 @@
+/**
+ * The store's schema, as one ordered list of migrations.
+ *
+ * `PRAGMA user_version` is the number of the last migration applied; the `klbr_meta` row
+ * `format = 'klbr-runtime'` marks a file as klbr's. Each migration runs in its own
+ * `BEGIN IMMEDIATE` transaction together with the `user_version` bump, so a crash leaves the
+ * file at one version or the next, never between. Migrations are only ever appended.
+ *
+ * @module
+ */
+
+import type { DatabaseSync } from "node:sqlite";
+import { assert } from "../runtime/errors.ts";
+
+/** The value of the `klbr_meta` `format` row that marks a klbr store. */
+export const STORE_FORMAT = "klbr-runtime";
+
+/** One schema step: applied when `user_version` is below `version`. */
+export interface Migration {
+  /** 1, 2, 3, … without gaps. */
+  readonly version: number;
+  /** A short name for logs. */
+  readonly name: string;
+  /** The statements, run in one transaction. */
+  readonly sql: string;
+}
+
+/** Refuses a statement on a table whose rows are never changed or removed. */
+function appendOnly(table: string): string {
+  return `
+CREATE TRIGGER ${table}_no_update BEFORE UPDATE ON ${table}
+BEGIN SELECT RAISE(ABORT, '${table} is append-only'); END;
+CREATE TRIGGER ${table}_no_delete BEFORE DELETE ON ${table}
+BEGIN SELECT RAISE(ABORT, '${table} is append-only'); END;`;
+}
+
+/** Refuses an UPDATE that changes any of `columns`. */
+function immutable(table: string, columns: string[]): string {
+  const changed = columns.map((c) => `NEW.${c} IS NOT OLD.${c}`).join(" OR ");
+  return `
+CREATE TRIGGER ${table}_immutable BEFORE UPDATE ON ${table} WHEN ${changed}
+BEGIN SELECT RAISE(ABORT, '${table} identity is immutable'); END;`;
+}
+
+const V1 = `
+CREATE TABLE klbr_meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) STRICT;
+INSERT INTO klbr_meta (key, value) VALUES ('format', '${STORE_FORMAT}');
+
+CREATE TABLE sessions (
+  id TEXT PRIMARY KEY,
+  created_at INTEGER NOT NULL,
+  state TEXT NOT NULL DEFAULT 'open',
+  context_epoch INTEGER NOT NULL DEFAULT 0,
+  behavior_epoch INTEGER NOT NULL DEFAULT 0,
+  active_release TEXT NULL REFERENCES releases(id),
+  last_good_release TEXT NULL REFERENCES releases(id),
+  next_seq INTEGER NOT NULL DEFAULT 1 CHECK (next_seq >= 1)
+) STRICT;
+CREATE TRIGGER sessions_no_delete BEFORE DELETE ON sessions
+BEGIN SELECT RAISE(ABORT, 'sessions are never deleted'); END;
+${immutable("sessions", ["id", "created_at"])}
+CREATE TRIGGER sessions_seq_forward BEFORE UPDATE OF next_seq ON sessions
+WHEN NEW.next_seq < OLD.next_seq
+BEGIN SELECT RAISE(ABORT, 'sessions.next_seq never goes back'); END;
+
+CREATE TABLE events (
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  seq INTEGER NOT NULL CHECK (seq >= 1),
+  kind TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  body TEXT NOT NULL CHECK (json_valid(body)),
+  PRIMARY KEY (session_id, seq)
+) STRICT, WITHOUT ROWID;
+${appendOnly("events")}
+
+CREATE TABLE inputs (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  source_kind TEXT NOT NULL CHECK (source_kind IN ('local', 'discord', 'timer', 'system')),
+  dedupe_key TEXT NOT NULL,
+  conversation_id TEXT NOT NULL,
+  author TEXT NOT NULL,
+  body TEXT NOT NULL CHECK (json_valid(body)),
+  received_at INTEGER NOT NULL,
+  admitted_at INTEGER NOT NULL,
+  admitted_seq INTEGER NOT NULL,
+  status TEXT NOT NULL DEFAULT 'pending'
+    CHECK (status IN ('pending', 'consumed', 'dismissed')),
+  frame_id TEXT NULL REFERENCES frames(id),
+  UNIQUE (source_kind, dedupe_key),
+  CHECK ((status = 'consumed') = (frame_id IS NOT NULL))
+) STRICT;
+CREATE INDEX inputs_pending ON inputs (session_id, admitted_seq) WHERE status = 'pending';
+CREATE INDEX inputs_frame ON inputs (frame_id) WHERE frame_id IS NOT NULL;
+${
+  immutable("inputs", [
+    "id",
+    "session_id",
+    "source_kind",
+    "dedupe_key",
+    "conversation_id",
+    "author",
+    "body",
+    "received_at",
+    "admitted_at",
+    "admitted_seq",
+  ])
+}
+CREATE TRIGGER inputs_no_delete BEFORE DELETE ON inputs
+BEGIN SELECT RAISE(ABORT, 'inputs are never deleted'); END;
+
+CREATE TABLE frames (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  number INTEGER NOT NULL CHECK (number >= 1),
+  input_ids TEXT NOT NULL CHECK (json_valid(input_ids)),
+  routing TEXT NOT NULL CHECK (json_valid(routing)),
+  context_epoch INTEGER NOT NULL,
+  policy_revision TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('open', 'done', 'failed', 'abandoned')),
+  lease_owner TEXT NULL,
+  lease_expires_at INTEGER NULL,
+  created_at INTEGER NOT NULL,
+  ended_at INTEGER NULL,
+  ended_reason TEXT NULL,
+  UNIQUE (session_id, number),
+  CHECK ((state = 'open') = (ended_at IS NULL))
+) STRICT;
+CREATE INDEX frames_open ON frames (lease_expires_at) WHERE state = 'open';
+${
+  immutable("frames", [
+    "id",
+    "session_id",
+    "number",
+    "input_ids",
+    "routing",
+    "context_epoch",
+    "policy_revision",
+    "created_at",
+  ])
+}
+CREATE TRIGGER frames_final BEFORE UPDATE ON frames WHEN OLD.state <> 'open'
+BEGIN SELECT RAISE(ABORT, 'a finished frame is final'); END;
+CREATE TRIGGER frames_no_delete BEFORE DELETE ON frames
+BEGIN SELECT RAISE(ABORT, 'frames are never deleted'); END;
+
+CREATE TABLE releases (
+  id TEXT PRIMARY KEY CHECK (length(id) = 64 AND id NOT GLOB '*[^0-9a-f]*'),
+  path TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  file_count INTEGER NOT NULL,
+  byte_count INTEGER NOT NULL
+) STRICT;
+${appendOnly("releases")}
+
+CREATE TABLE activations (
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  epoch INTEGER NOT NULL,
+  release_id TEXT NOT NULL REFERENCES releases(id),
+  at INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  PRIMARY KEY (session_id, epoch)
+) STRICT;
+${appendOnly("activations")}
+
+CREATE TABLE kernel_generations (
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  generation INTEGER NOT NULL CHECK (generation >= 1),
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER NULL,
+  reason TEXT NOT NULL,
+  skills_revision TEXT NOT NULL,
+  behavior_revision TEXT NULL,
+  PRIMARY KEY (session_id, generation)
+) STRICT;
+CREATE TRIGGER kernel_generations_end_once BEFORE UPDATE ON kernel_generations
+WHEN OLD.ended_at IS NOT NULL OR NEW.session_id IS NOT OLD.session_id
+  OR NEW.generation IS NOT OLD.generation OR NEW.started_at IS NOT OLD.started_at
+  OR NEW.reason IS NOT OLD.reason OR NEW.skills_revision IS NOT OLD.skills_revision
+  OR NEW.behavior_revision IS NOT OLD.behavior_revision
+BEGIN SELECT RAISE(ABORT, 'a kernel generation only ends, once'); END;
+CREATE TRIGGER kernel_generations_no_delete BEFORE DELETE ON kernel_generations
+BEGIN SELECT RAISE(ABORT, 'kernel generations are never deleted'); END;
+
+CREATE TABLE cells (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  generation INTEGER NOT NULL,
+  frame_id TEXT NULL REFERENCES frames(id),
+  tool_call_id TEXT NULL,
+  code TEXT NOT NULL,
+  outcome TEXT NULL
+    CHECK (outcome IN ('ok', 'error', 'cancelled', 'timed_out', 'killed', 'interrupted')),
+  result TEXT NULL CHECK (result IS NULL OR json_valid(result)),
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER NULL,
+  FOREIGN KEY (session_id, generation) REFERENCES kernel_generations(session_id, generation),
+  CHECK ((outcome IS NULL) = (ended_at IS NULL))
+) STRICT;
+CREATE INDEX cells_open ON cells (session_id) WHERE outcome IS NULL;
+${
+  immutable("cells", [
+    "id",
+    "session_id",
+    "generation",
+    "frame_id",
+    "tool_call_id",
+    "code",
+    "started_at",
+  ])
+}
+CREATE TRIGGER cells_finish_once BEFORE UPDATE ON cells WHEN OLD.outcome IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'a finished cell is final'); END;
+CREATE TRIGGER cells_no_delete BEFORE DELETE ON cells
+BEGIN SELECT RAISE(ABORT, 'cells are never deleted'); END;
+`;
+
+/** Every migration, in order. Append only; never edit a released entry. */
+export const MIGRATIONS: readonly Migration[] = [
+  { version: 1, name: "runtime tables", sql: V1 },
+];
+
+/** The `user_version` a fully migrated store has. */
+export const LATEST_VERSION: number = MIGRATIONS[MIGRATIONS.length - 1].version;
+
+/**
+ * Applies every migration above the file's `user_version`, each in its own transaction.
+ *
+ * When it returns, `user_version` is {@linkcode LATEST_VERSION} and `klbr_meta.format` is
+ * {@linkcode STORE_FORMAT}. The caller has already refused a file newer than this build.
+ *
+ * @throws {Error} the SQLite error of a failing migration; that migration is rolled back.
+ */
+export function migrate(db: DatabaseSync): void {
+  const current = (db.prepare("PRAGMA user_version").get() as { user_version: number })
+    .user_version;
+  assert(current <= LATEST_VERSION, `store version ${current} above ${LATEST_VERSION}`);
+  for (const [index, migration] of MIGRATIONS.entries()) {
+    assert(migration.version === index + 1, "migration versions are 1, 2, 3, …");
+    if (migration.version <= current) continue;
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      db.exec(migration.sql);
+      db.exec(`PRAGMA user_version = ${migration.version}`);
+      db.exec("COMMIT");
+    } catch (error) {
+      if (db.isTransaction) db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,231 @@
+/**
+ * Opening and closing the one klbr store, `<stateDir>/runtime.sqlite`.
+ *
+ * Opening checks, in this order and before anything is written: the SQLite version, the state
+ * directory, the owner lock, and that the file is klbr's (or absent, or empty). Only then is the
+ * file switched to WAL and migrated. A file named `agent.db` is never opened: the only path
+ * this module ever opens is {@linkcode STORE_FILE}.
+ *
+ * @module
+ */
+
+import { DatabaseSync, type StatementSync } from "node:sqlite";
+import { join } from "node:path";
+import { z } from "zod";
+import { assert, KlbrError } from "../runtime/errors.ts";
+import { inspectStoreFile } from "./_inspect_file.ts";
+import { migrate, STORE_FORMAT } from "./migrations.ts";
+import { acquireOwnerLock, type OwnerLock, releaseOwnerLock } from "./owner_lock.ts";
+import { checkSqliteVersion, linkedSqliteVersion } from "./version_guard.ts";
+
+/** The store's file name inside the state directory. */
+export const STORE_FILE = "runtime.sqlite";
+
+const OpenStoreOptionsSchema = z.object({
+  /** Create the state directory and the store when missing (`init`); `false` requires both. */
+  create: z.boolean().default(true),
+  /** Take the owner lock; a second owner of the same directory is refused. */
+  owner: z.boolean().default(true),
+  /** The SQLite version to check instead of the linked one; for testing the guard. */
+  sqliteVersion: z.string().optional(),
+  /** How long a statement waits for another connection's lock, in ms. */
+  busyTimeoutMs: z.number().int().min(0).max(600_000).default(5_000),
+  /** The clock for every timestamp the store writes, in ms since the epoch. */
+  clock: z.custom<() => number>((v) => typeof v === "function", "expected a function")
+    .default(() => Date.now),
+});
+
+/** Options for {@linkcode openStore}; every field has a default. */
+export type OpenStoreOptions = z.input<typeof OpenStoreOptionsSchema>;
+
+/**
+ * An open store: the connection, where it lives, its clock and a transaction helper.
+ *
+ * Writer modules (`inputs.ts`, `events.ts`, …) take a `Store` as their first argument.
+ */
+export interface Store {
+  /** The connection. Writer modules own the SQL for their tables; nothing else writes. */
+  readonly db: DatabaseSync;
+  /** The state directory. */
+  readonly stateDir: string;
+  /** The store file, `<stateDir>/runtime.sqlite`. */
+  readonly path: string;
+  /** Returns the current time in integer ms; every stored timestamp comes from here. */
+  readonly clock: () => number;
+  /** Whether this store holds the owner lock. */
+  readonly owner: boolean;
+  /** Returns a prepared statement for `sql`, prepared once per store and cached. */
+  statement(sql: string): StatementSync;
+  /**
+   * Runs `fn` in a `BEGIN IMMEDIATE` transaction: committed when it returns, rolled back when
+   * it throws. A nested call runs in a savepoint of the outer transaction. `fn` must be
+   * synchronous.
+   */
+  transaction<T>(fn: () => T): T;
+  /** Closes the connection and releases the owner lock. Closing twice is a no-op. */
+  close(): void;
+}
+
+class SqliteStore implements Store {
+  readonly #statements = new Map<string, StatementSync>();
+  readonly #clock: () => number;
+  #depth = 0;
+  #lock: OwnerLock | undefined;
+
+  constructor(
+    readonly db: DatabaseSync,
+    readonly stateDir: string,
+    readonly path: string,
+    clock: () => number,
+    lock: OwnerLock | undefined,
+  ) {
+    this.#clock = clock;
+    this.#lock = lock;
+    this.owner = lock !== undefined;
+  }
+
+  readonly owner: boolean;
+
+  clock = (): number => {
+    const now = Math.trunc(this.#clock());
+    assert(Number.isSafeInteger(now), "the store clock returns finite ms");
+    return now;
+  };
+
+  statement(sql: string): StatementSync {
+    let statement = this.#statements.get(sql);
+    if (statement === undefined) {
+      statement = this.db.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  transaction<T>(fn: () => T): T {
+    const depth = this.#depth;
+    const savepoint = `klbr_${depth}`;
+    this.statement(depth === 0 ? "BEGIN IMMEDIATE" : `SAVEPOINT ${savepoint}`).run();
+    this.#depth++;
+    try {
+      const result = fn();
+      assert(!(result instanceof Promise), "a store transaction body is synchronous");
+      this.statement(depth === 0 ? "COMMIT" : `RELEASE ${savepoint}`).run();
+      return result;
+    } catch (error) {
+      if (depth === 0) {
+        if (this.db.isTransaction) this.statement("ROLLBACK").run();
+      } else {
+        this.statement(`ROLLBACK TO ${savepoint}`).run();
+        this.statement(`RELEASE ${savepoint}`).run();
+      }
+      throw error;
+    } finally {
+      this.#depth--;
+    }
+  }
+
+  close(): void {
+    if (this.db.isOpen) {
+      this.#statements.clear();
+      this.db.close();
+    }
+    if (this.#lock !== undefined) {
+      releaseOwnerLock(this.#lock);
+      this.#lock = undefined;
+    }
+  }
+}
+
+function isDirectory(path: string): boolean | undefined {
+  try {
+    return Deno.statSync(path).isDirectory;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    throw error;
+  }
+}
+
+function connect(path: string, busyTimeoutMs: number): DatabaseSync {
+  const db = new DatabaseSync(path, { enableForeignKeyConstraints: true });
+  try {
+    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+    const mode = db.prepare("PRAGMA journal_mode = WAL").get() as { journal_mode: string };
+    assert(mode.journal_mode === "wal", `journal_mode is wal (got ${mode.journal_mode})`);
+    // FULL: admission is acknowledged right after COMMIT returns, so COMMIT must reach the disk.
+    db.exec("PRAGMA synchronous = FULL");
+    db.exec("PRAGMA foreign_keys = ON");
+    migrate(db);
+    const row = db.prepare("SELECT value FROM klbr_meta WHERE key = 'format'").get() as
+      | { value: string }
+      | undefined;
+    assert(row?.value === STORE_FORMAT, "a migrated store has the klbr format row");
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/**
+ * Opens (and with `create`, creates) the store of `stateDir`.
+ *
+ * When it returns: SQLite is at least 3.51.3, this process holds the owner lock (unless
+ * `owner: false`), `runtime.sqlite` is in WAL mode with `synchronous=FULL` and foreign keys on,
+ * and it is migrated to the latest version. A file that is not klbr's was not modified.
+ *
+ * @throws {KlbrError} `sqlite_too_old` before anything is touched; `state_missing` when
+ *   `create` is `false` and the directory or the store is missing; `owner_locked` when another
+ *   live process owns the directory; `foreign_store` when `runtime.sqlite` is not a klbr store;
+ *   `invalid_input` when the options fail their schema.
+ * @example
+ * ```ts
+ * const store = openStore("./.klbr", { create: false });
+ * try { admitInput(store, input); } finally { store.close(); }
+ * ```
+ */
+export function openStore(stateDir: string, options: OpenStoreOptions = {}): Store {
+  const parsed = OpenStoreOptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new KlbrError(
+      "invalid_input",
+      `cannot open store: option ${issue.path.join(".")} ${issue.message} (got ${
+        JSON.stringify(options)
+      })`,
+    );
+  }
+  const { create, owner, sqliteVersion, busyTimeoutMs, clock } = parsed.data;
+  checkSqliteVersion(sqliteVersion ?? linkedSqliteVersion());
+  const isDir = isDirectory(stateDir);
+  if (isDir === false) {
+    throw new KlbrError(
+      "state_missing",
+      `cannot open store: the state directory is not a directory (got ${stateDir})`,
+    );
+  }
+  if (isDir === undefined) {
+    if (!create) {
+      throw new KlbrError(
+        "state_missing",
+        `cannot open store: the state directory does not exist; run init (got ${stateDir})`,
+      );
+    }
+    Deno.mkdirSync(stateDir, { recursive: true });
+  }
+  const path = join(stateDir, STORE_FILE);
+  const lock = owner ? acquireOwnerLock(stateDir, clock()) : undefined;
+  try {
+    const state = inspectStoreFile(path);
+    if (state === "absent" && !create) {
+      throw new KlbrError(
+        "state_missing",
+        `cannot open store: ${STORE_FILE} does not exist; run init (got ${path})`,
+      );
+    }
+    const db = connect(path, busyTimeoutMs);
+    return new SqliteStore(db, stateDir, path, clock, lock);
+  } catch (error) {
+    if (lock !== undefined) releaseOwnerLock(lock);
+    throw error;
+  }
+}

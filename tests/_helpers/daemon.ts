@@ -1,0 +1,159 @@
+/**
+ * Starts the real daemon (`main.ts serve`) as a child process for end-to-end tests, with
+ * exactly the permission flags of the `serve` task.
+ *
+ * @module
+ */
+
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The repository root. */
+export const REPO_ROOT: string = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+/** Options for {@linkcode startTestDaemon}. */
+export interface TestDaemonOptions {
+  /** Base URL of an OpenAI-compatible server, e.g. the fake's `url`. */
+  modelUrl?: string;
+  /** Reuse a state directory (e.g. after a kill); a fresh temp dir otherwise. */
+  stateDir?: string;
+  /** The workspace; a fresh temp dir otherwise. */
+  workspace?: string;
+  /** Extra environment for the daemon. */
+  env?: Record<string, string>;
+  /** Extra KDL appended to the generated configuration. */
+  extraConfig?: string;
+}
+
+/** A running daemon. */
+export interface TestDaemon {
+  readonly url: string;
+  readonly port: number;
+  readonly stateDir: string;
+  readonly workspace: string;
+  readonly token: string;
+  readonly pid: number;
+  /** Everything the daemon wrote to stdout and stderr so far. */
+  logs(): string;
+  /** Sends SIGTERM and resolves with the exit code. */
+  stop(): Promise<number>;
+  /** Sends SIGKILL to the daemon and its workbench process groups. */
+  kill(): Promise<void>;
+  /** Starts a new daemon on the same state directory and workspace. */
+  restart(): Promise<TestDaemon>;
+}
+
+/** The serve task's `deno run` permission flags, read from deno.json. */
+export function serveFlags(): string[] {
+  const config = JSON.parse(Deno.readTextFileSync(join(REPO_ROOT, "deno.json")));
+  const task: string = config.tasks.serve;
+  return task.split(/\s+/).filter((part) => part.startsWith("--allow-"));
+}
+
+/** Starts `main.ts serve` on a free port and waits until `/health` answers. */
+export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<TestDaemon> {
+  const stateDir = options.stateDir ?? await Deno.makeTempDir({ prefix: "klbr-state-" });
+  const workspace = options.workspace ?? await Deno.makeTempDir({ prefix: "klbr-ws-" });
+  const configPath = join(stateDir, "test-config.kdl");
+  const modelUrl = options.modelUrl ?? "http://127.0.0.1:9/v1";
+  await Deno.writeTextFile(
+    configPath,
+    `llm "main" {\n    url "${modelUrl}"\n    model "fake"\n    timeout_ms 20000\n}\n` +
+      (options.extraConfig ?? ""),
+  );
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      ...serveFlags(),
+      join(REPO_ROOT, "main.ts"),
+      "serve",
+      "--state",
+      stateDir,
+      "--config",
+      configPath,
+      "--port",
+      "0",
+    ],
+    cwd: REPO_ROOT,
+    env: {
+      KLBR_WORKSPACE: workspace,
+      KLBR_SKILLS_DIR: join(REPO_ROOT, "skills"),
+      NO_COLOR: "1",
+      ...options.env,
+    },
+    stdout: "piped",
+    stderr: "piped",
+    stdin: "null",
+  }).spawn();
+  let output = "";
+  let portResolve!: (port: number) => void;
+  const portPromise = new Promise<number>((r) => (portResolve = r));
+  const pump = async (stream: ReadableStream<Uint8Array>) => {
+    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
+      output += text;
+      const match = output.match(/listening on http:\/\/127\.0\.0\.1:(\d+)\//);
+      if (match) portResolve(Number(match[1]));
+    }
+  };
+  const pumps = Promise.all([pump(child.stdout), pump(child.stderr)]);
+  const status = child.status;
+  const port = await Promise.race([
+    portPromise,
+    status.then((s) => {
+      throw new Error(`daemon exited with ${s.code} before listening:\n${output}`);
+    }),
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`daemon did not listen within 30 s:\n${output}`)), 30_000)
+    ),
+  ]);
+  const token = (await Deno.readTextFile(join(stateDir, "operator.token"))).trim();
+  const daemon: TestDaemon = {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    stateDir,
+    workspace,
+    token,
+    pid: child.pid,
+    logs: () => output,
+    async stop() {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      const s = await status;
+      await pumps;
+      return s.code;
+    },
+    async kill() {
+      await killTree(child.pid);
+      await status;
+      await pumps;
+    },
+    restart: () => startTestDaemon({ ...options, stateDir, workspace }),
+  };
+  return daemon;
+}
+
+/** SIGKILLs a process and every process group its descendants lead. */
+async function killTree(pid: number): Promise<void> {
+  const groups = new Set<number>();
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const ppid = Number(fields[1]);
+      const pgrp = Number(fields[2]);
+      if (ppid === pid) groups.add(pgrp);
+    } catch { /* exited meanwhile */ }
+  }
+  try {
+    Deno.kill(pid, "SIGKILL");
+  } catch { /* gone */ }
+  for (const pgid of groups) {
+    if (pgid === pid) continue;
+    try {
+      Deno.kill(-pgid, "SIGKILL");
+    } catch { /* gone */ }
+  }
+  await Promise.resolve();
+}

@@ -1,0 +1,195 @@
+"""Running one cell: the work behind an ``execute`` request, testable without frames.
+
+``await run_cell(code, ns)`` compiles ``code`` with top-level ``await`` allowed, runs it
+in the namespace ``ns`` (which persists between cells) and returns a ``CellResult``. When
+the last statement is an expression its value is returned as a ``repr``, like a REPL
+(``None`` gives no value). ``print`` output of the cell is captured per cell.
+
+Outcomes: ``ok``; ``error`` when the cell raised (with type, message and a traceback
+without klbr's own frames); ``cancelled`` when the cell's task was cancelled. Calling
+``wait(reason)`` ends the cell with outcome ``ok`` and ``wait == {"reason": reason}``:
+waiting ends the cell and the turn, and the next turn starts from a new wake.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import itertools
+import linecache
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from klbr.capture import DEFAULT_OUTPUT_CAP, CellOutput, StreamSink, current_output, install
+
+__all__ = ["CellResult", "WaitRequested", "format_exception", "run_cell", "wait"]
+
+_KLBR_DIR = os.path.dirname(os.path.abspath(__file__))
+_VALUE_CAP = 1024 * 1024
+_cell_numbers = itertools.count(1)
+
+
+class WaitRequested(BaseException):
+    """Raised by ``wait()`` to end the running cell; the turn ends and waits for a wake.
+
+    It derives from ``BaseException`` so that ``except Exception`` in a cell does not
+    swallow it.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        """Carry the ``reason`` the cell gave for waiting."""
+        super().__init__(reason)
+        self.reason = reason
+
+
+def wait(reason: str = "") -> None:
+    """End this cell and the turn, and wait for the next input, timer or job completion.
+
+    Nothing after the call runs. The cell's reply has outcome ``ok`` and
+    ``wait == {"reason": reason}``. Waiting costs nothing: no model call happens until a
+    new wake arrives.
+
+    Raises ``TypeError`` when ``reason`` is not a string.
+
+    >>> wait("asked the owner which branch to use")  # doctest: +SKIP
+    """
+    if not isinstance(reason, str):
+        raise TypeError(f"cannot wait: reason must be a string (got {type(reason).__name__})")
+    raise WaitRequested(reason)
+
+
+@dataclass
+class CellResult:
+    """The result of one cell, shaped like the ``execute`` reply.
+
+    ``outcome`` is ``ok``, ``error`` or ``cancelled``; ``value`` the ``repr`` of a final
+    expression or ``None``; ``error`` ``None`` or ``{type, message, traceback}``; ``wait``
+    ``None`` or ``{reason}``.
+    """
+
+    outcome: str
+    value: str | None = None
+    stdout: str = ""
+    stderr: str = ""
+    error: dict[str, str] | None = None
+    wait: dict[str, str] | None = None
+    duration_ms: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``ok.result`` object of an ``execute`` reply."""
+        return {
+            "outcome": self.outcome,
+            "value": self.value,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "error": self.error,
+            "wait": self.wait,
+            "duration_ms": self.duration_ms,
+        }
+
+
+def _is_klbr_frame(filename: str) -> bool:
+    return os.path.dirname(os.path.abspath(filename)) == _KLBR_DIR
+
+
+def _trim(te: traceback.TracebackException, seen: set[int]) -> None:
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    kept = [f for f in te.stack if not _is_klbr_frame(f.filename)]
+    if kept:
+        te.stack = traceback.StackSummary.from_list(kept)
+    for other in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or [])):
+        if other is not None:
+            _trim(other, seen)
+
+
+def format_exception(exc: BaseException) -> dict[str, str]:
+    """Describe ``exc`` as ``{type, message, traceback}`` without klbr's own frames.
+
+    When every frame is klbr's (a fault in klbr itself), the frames are all kept.
+    """
+    te = traceback.TracebackException.from_exception(exc)
+    _trim(te, set())
+    return {"type": type(exc).__name__, "message": str(exc), "traceback": "".join(te.format())}
+
+
+def _cap_value(text: str) -> str:
+    if len(text) <= _VALUE_CAP:
+        return text
+    return text[:_VALUE_CAP] + f"... [klbr: repr truncated, {len(text) - _VALUE_CAP} more characters]"
+
+
+def _compile(code: str, filename: str) -> tuple[Any, Any]:
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    tree = compile(code, filename, "exec", flags | ast.PyCF_ONLY_AST, dont_inherit=True)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    body = compile(tree, filename, "exec", flags, dont_inherit=True)
+    expr = compile(last, filename, "eval", flags, dont_inherit=True) if last is not None else None
+    return body, expr
+
+
+async def _evaluate(code_obj: Any, ns: dict[str, Any]) -> Any:
+    result = eval(code_obj, ns)  # noqa: S307 - running the agent's cell is the point
+    if code_obj.co_flags & inspect.CO_COROUTINE:
+        result = await result
+    return result
+
+
+async def run_cell(
+    code: str,
+    ns: dict[str, Any],
+    *,
+    name: str | None = None,
+    sink: StreamSink | None = None,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+) -> CellResult:
+    """Run ``code`` in namespace ``ns`` and return its ``CellResult``; never raises for
+    anything the cell does.
+
+    ``name`` names the cell in tracebacks (default ``<cell N>``). ``sink(stream, text)``
+    receives live output batches, all before this returns. ``output_cap`` caps each
+    captured stream in UTF-8 bytes. A final expression's value is also bound to ``_``.
+
+    >>> asyncio.run(run_cell("x = 2\\nx * 21", {})).value
+    '42'
+    """
+    install()
+    filename = name or f"<cell {next(_cell_numbers)}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    output = CellOutput(output_cap, sink)
+    token = current_output.set(output)
+    started = time.monotonic()
+    result = CellResult("ok")
+    try:
+        try:
+            body, expr = _compile(code, filename)
+        except SyntaxError as exc:
+            exc.__traceback__ = None  # the compiler's frames are klbr's, not the cell's
+            raise
+        await _evaluate(body, ns)
+        if expr is not None:
+            value = await _evaluate(expr, ns)
+            if value is not None:
+                ns["_"] = value
+                result.value = _cap_value(repr(value))
+    except WaitRequested as waited:
+        result.wait = {"reason": waited.reason}
+    except asyncio.CancelledError:
+        result.outcome = "cancelled"
+    except BaseException as exc:  # noqa: BLE001 - a cell's SystemExit must not end the kernel
+        result.outcome = "error"
+        result.error = format_exception(exc)
+    finally:
+        current_output.reset(token)
+        output.close()
+    result.stdout = output.text("stdout")
+    result.stderr = output.text("stderr")
+    result.duration_ms = int((time.monotonic() - started) * 1000)
+    return result

@@ -1,0 +1,29 @@
+"""The names bound in every cell of a generation, built once at ``init``."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from klbr import skills, workspace
+from klbr.cells import wait
+from klbr.local import local
+
+__all__ = ["build_namespace"]
+
+
+def build_namespace() -> dict[str, Any]:
+    """A fresh cell namespace: the workspace functions, ``workspace``, ``local``, ``wait``, ``skills``.
+
+    The workspace must already be bound (``klbr.workspace.bind``).
+    """
+    ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    for name in workspace.PRELUDE_NAMES:
+        ns[name] = getattr(workspace, name)
+    ns.update(workspace=workspace, local=local, wait=wait, skills=skills)
+    return ns
+
+
+def prelude_names(ns: dict[str, Any]) -> list[str]:
+    """The prelude names in ``ns`` (every name not starting with ``_``), sorted."""
+    return sorted(name for name in ns if not name.startswith("_"))

@@ -1,0 +1,112 @@
+"""Host RPC: how a cell asks the host for an effect the host owns.
+
+A call sends an ``rpc`` frame ``{id, parent, method, params}`` with a worker-minted id
+(``w1``, ``w2``, ...) and the id of the ``execute`` request it runs under, then waits for
+the host's ``rpc_ok`` or ``rpc_error``. If the waiting task is cancelled, an
+``rpc_cancel`` frame tells the host to clean up (kill the process group of a ``run``).
+
+The kernel binds one ``HostRpc`` per process with ``bind()``; ``call()`` uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from contextvars import ContextVar
+from typing import Any, Callable
+
+__all__ = ["HostRpc", "RpcError", "bind", "call", "current_parent"]
+
+current_parent: ContextVar[str | None] = ContextVar("klbr_rpc_parent", default=None)
+"""The id of the ``execute`` request whose cell runs in this context, else ``None``."""
+
+FrameWriter = Callable[[dict[str, Any]], None]
+
+
+class RpcError(Exception):
+    """The host refused or failed an RPC; ``code`` is the host's stable error code."""
+
+    def __init__(self, method: str, code: str, message: str) -> None:
+        """Describe a failed ``method`` call with the host's ``code`` and ``message``."""
+        super().__init__(f"{method} failed ({code}): {message}")
+        self.method = method
+        self.code = code
+        self.host_message = message
+
+
+class HostRpc:
+    """Mints RPC ids, sends ``rpc`` frames and resolves them from the host's replies."""
+
+    def __init__(self, write: FrameWriter) -> None:
+        """Send frames with ``write(frame)``."""
+        self._write = write
+        self._ids = itertools.count(1)
+        self._pending: dict[str, tuple[str, asyncio.Future[Any]]] = {}
+
+    @property
+    def pending(self) -> int:
+        """How many calls are waiting for the host."""
+        return len(self._pending)
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        """Ask the host to perform ``method`` with ``params`` and return its result.
+
+        Raises ``RpcError`` when the host answers ``rpc_error``, and ``RuntimeError`` when
+        called outside a cell (there is no ``execute`` to attribute the effect to). On
+        cancellation sends ``rpc_cancel`` and re-raises.
+        """
+        parent = current_parent.get()
+        if parent is None:
+            raise RuntimeError(f"cannot call host rpc {method}: only a running cell may call it (got no cell)")
+        rpc_id = f"w{next(self._ids)}"
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[rpc_id] = (method, future)
+        try:
+            self._write({"kind": "rpc", "id": rpc_id, "parent": parent, "method": method, "params": params})
+            return await future
+        except asyncio.CancelledError:
+            if not future.done():
+                self._write({"kind": "rpc_cancel", "id": rpc_id})
+            raise
+        finally:
+            self._pending.pop(rpc_id, None)
+
+    def resolve(self, frame: dict[str, Any]) -> bool:
+        """Settle the call answered by an ``rpc_ok``/``rpc_error`` frame.
+
+        Returns False when no call waits for that id (it was cancelled or never made).
+        """
+        entry = self._pending.get(frame.get("id", ""))
+        if entry is None:
+            return False
+        method, future = entry
+        if future.done():
+            return False
+        if frame.get("kind") == "rpc_ok":
+            future.set_result(frame.get("result"))
+        else:
+            code = frame.get("code")
+            message = frame.get("message")
+            future.set_exception(
+                RpcError(method, code if isinstance(code, str) else "internal", str(message or "no message"))
+            )
+        return True
+
+
+_bound: HostRpc | None = None
+
+
+def bind(client: HostRpc | None) -> None:
+    """Make ``client`` the host RPC used by ``call()`` (``None`` unbinds)."""
+    global _bound
+    _bound = client
+
+
+async def call(method: str, params: dict[str, Any]) -> Any:
+    """Call ``method`` on the host through the bound ``HostRpc``.
+
+    Raises ``RuntimeError`` when no host is connected, ``RpcError`` when the host refuses.
+    """
+    if _bound is None:
+        raise RuntimeError(f"cannot call host rpc {method}: no host is connected (got no binding)")
+    return await _bound.call(method, params)

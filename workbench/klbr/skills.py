@@ -1,0 +1,89 @@
+"""The skills offered to this kernel generation, imported by id.
+
+    import klbr.skills as skills
+    dir(skills)              # the ids this generation offers (and the attributes below)
+    help(skills.workspace)   # one body
+    skills.refused           # ids found and not offered, with the reason
+    skills.revision          # content identity of the whole offered set
+    skills.roots             # where those ids were read from
+
+The set comes only from the host's ``init`` payload, fixed for the generation: this
+process never reads a skills directory. A skill written during a turn is offered by the
+next generation.
+"""
+
+__all__: list[str] = []
+
+refused: list[dict[str, str]] = []
+"""Skills found but not offered, each ``{id, root, reason}``."""
+
+revision: str | None = None
+"""The content identity of the offered set, as the host computed it."""
+
+roots: list[str] = []
+"""The skill roots the host read, in order."""
+
+class Skill:
+    """One offered skill; ``help(skill)`` and ``str(skill)`` show its body."""
+
+    def __init__(self, skill_id: str, body: str) -> None:
+        """Hold skill ``skill_id`` with its ``body`` (also its ``__doc__``)."""
+        self.id = skill_id
+        self.body = body
+        self.__doc__ = body
+
+    def __str__(self) -> str:
+        return self.body
+
+    def __repr__(self) -> str:
+        first = next((line for line in self.body.splitlines() if line.strip()), "")
+        return f"<skill {self.id}: {first.strip()!r}, {len(self.body)} characters>"
+
+
+Skill.__doc__ = None  # help(skill) must show the body, not this class's docstring
+
+_offered: dict[str, Skill] = {}
+_ATTRIBUTES = ("refused", "revision", "roots")
+
+
+def _install(payload: dict[str, object]) -> None:
+    """Replace the offered set with the ``skills`` object of an ``init`` request.
+
+    Raises ``ValueError`` naming the first malformed field; nothing changes then.
+    """
+    if not isinstance(payload, dict):
+        raise ValueError(f"cannot load skills: payload must be an object (got {type(payload).__name__})")
+    bodies = payload.get("bodies", {})
+    if not isinstance(bodies, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in bodies.items()):
+        raise ValueError("cannot load skills: bodies must map ids to strings (got a non-string entry)")
+    new_roots = payload.get("roots", [])
+    if not isinstance(new_roots, list) or not all(isinstance(r, str) for r in new_roots):
+        raise ValueError(f"cannot load skills: roots must be a list of strings (got {new_roots!r})")
+    new_refused = payload.get("refused", [])
+    if not isinstance(new_refused, list) or not all(isinstance(r, dict) for r in new_refused):
+        raise ValueError(f"cannot load skills: refused must be a list of objects (got {new_refused!r})")
+    new_revision = payload.get("revision")
+    if new_revision is not None and not isinstance(new_revision, str):
+        raise ValueError(f"cannot load skills: revision must be a string or null (got {new_revision!r})")
+    global revision
+    _offered.clear()
+    _offered.update({skill_id: Skill(skill_id, body) for skill_id, body in sorted(bodies.items())})
+    roots[:] = new_roots
+    refused[:] = [
+        {"id": str(r.get("id", "")), "root": str(r.get("root", "")), "reason": str(r.get("reason", ""))}
+        for r in new_refused
+    ]
+    revision = new_revision
+
+
+def __getattr__(name: str) -> Skill:
+    if name in _offered:
+        return _offered[name]
+    if name.startswith("__"):
+        raise AttributeError(name)
+    offered = ", ".join(_offered) or "none"
+    raise AttributeError(f"cannot import skill {name!r}: not offered in this generation (offered: {offered})")
+
+
+def __dir__() -> list[str]:
+    return sorted(_offered) + list(_ATTRIBUTES)
