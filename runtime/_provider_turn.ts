@@ -81,18 +81,22 @@ export function normalizeUsage(raw: unknown): ProviderUsage {
 
 /** The parts of a streamed chunk this module reads; everything else is ignored. */
 interface ChunkLike {
-  choices?: Array<{
-    index?: number;
-    delta?: {
-      content?: string | null;
-      tool_calls?: Array<{
-        index: number;
-        id?: string | null;
-        function?: { name?: string | null; arguments?: string | null } | null;
-      }> | null;
-    } | null;
-    finish_reason?: string | null;
-  }> | null;
+  choices?:
+    | Array<{
+      index?: number;
+      delta?: {
+        content?: string | null;
+        tool_calls?:
+          | Array<{
+            index: number;
+            id?: string | null;
+            function?: { name?: string | null; arguments?: string | null } | null;
+          }>
+          | null;
+      } | null;
+      finish_reason?: string | null;
+    }>
+    | null;
   usage?: unknown;
 }
 

@@ -138,9 +138,13 @@ export class WorkbenchHandle {
   readonly #pending = new Map<string, Pending>();
   readonly #rpcs = new Map<string, AbortController>();
   readonly #exit = deferred<WorkbenchExit>();
+  readonly #stderrReader: ReadableStreamDefaultReader<Uint8Array>;
+  readonly #stderrDone: Promise<void>;
   #writes: Promise<void> = Promise.resolve();
   #state: "running" | "closing" | "dead" = "running";
   #status: Deno.CommandStatus | null = null;
+  #lastWord: string | null = null;
+  #ending: { reason: WorkbenchExit["reason"]; message: string } | null = null;
 
   /** Wraps a spawned child; starts reading its frames and stderr. */
   constructor(child: Deno.ChildProcess, settings: HandleSettings) {
@@ -149,14 +153,20 @@ export class WorkbenchHandle {
     this.#settings = settings;
     this.#writer = child.stdin.getWriter();
     this.exited = this.#exit.promise;
+    this.#stderrReader = child.stderr.getReader();
+    this.#stderrDone = this.#readStderr();
     this.#readFrames();
-    this.#readStderr();
     child.status.then((status) => this.#onStatus(status));
   }
 
   /** Whether the handle still accepts requests. */
   get alive(): boolean {
     return this.#state === "running";
+  }
+
+  /** Why the handle ended, as soon as it has started ending; null while it is alive. */
+  get ending(): { reason: WorkbenchExit["reason"]; message: string } | null {
+    return this.#ending;
   }
 
   /** The last bytes the worker wrote to stderr, decoded. */
@@ -212,7 +222,9 @@ export class WorkbenchHandle {
       options.signal?.removeEventListener("abort", onAbort);
     }
     const reply = CellReply.safeParse(raw);
-    if (!reply.success) throw this.#protocolViolation(`execute reply ${describeIssues(reply.error)}`);
+    if (!reply.success) {
+      throw this.#protocolViolation(`execute reply ${describeIssues(reply.error)}`);
+    }
     const outcome = reply.data.outcome === "cancelled" && pending.stopping === "timeout"
       ? "timed_out"
       : reply.data.outcome;
@@ -361,7 +373,12 @@ export class WorkbenchHandle {
     } catch (error) {
       // An RPC result too large for a frame becomes an error the cell can read.
       if (frame.kind === "rpc_ok" && error instanceof KlbrError) {
-        this.#sendFrame({ kind: "rpc_error", id: frame.id, code: error.code, message: error.message });
+        this.#sendFrame({
+          kind: "rpc_error",
+          id: frame.id,
+          code: error.code,
+          message: error.message,
+        });
       }
     }
   }
@@ -422,13 +439,20 @@ export class WorkbenchHandle {
     const how = exited && this.#status
       ? `exited with ${this.#describeStatus(this.#status)}`
       : "closed its frame channel";
-    await this.#fail(new KlbrError("worker_failed", `cannot use workbench: the worker ${how}`));
+    const said = this.#lastWord === null ? "" : ` after reporting ${this.#lastWord}`;
+    await this.#fail(
+      new KlbrError("worker_failed", `cannot use workbench: the worker ${how}${said}`),
+    );
   }
 
   async #readStderr(): Promise<void> {
     try {
-      // Ends at end of file; a dead handle cancels it after the grace.
-      for await (const chunk of this.#child.stderr) this.#stderr.push(chunk);
+      // Ends at end of file; a dead handle cancels the reader after the grace.
+      while (true) {
+        const { done, value } = await this.#stderrReader.read();
+        if (done) return;
+        this.#stderr.push(value);
+      }
     } catch {
       // Cancelled: the tail so far stands.
     }
@@ -454,7 +478,13 @@ export class WorkbenchHandle {
       case "ok":
       case "error": {
         const pending = this.#pending.get(frame.id);
-        if (!pending) return; // a late reply to a request already ended
+        if (!pending) {
+          // An error without a request is the worker's last word before it exits.
+          if (frame.kind === "error" && frame.id === "") {
+            this.#lastWord = `${frame.code}: ${frame.message}`.slice(0, 2000);
+          }
+          return; // otherwise a late reply to a request already ended
+        }
         if (frame.kind === "ok") this.#settle(pending, { value: frame.result });
         else this.#settle(pending, { error: this.#replyError(pending, frame) });
         return;
@@ -511,12 +541,20 @@ export class WorkbenchHandle {
       ? this.#settings.rpc[frame.method]
       : undefined;
     if (!handler) {
-      return reply("not_found", `cannot call rpc: unknown method (got ${JSON.stringify(frame.method)})`);
+      return reply(
+        "not_found",
+        `cannot call rpc: unknown method (got ${JSON.stringify(frame.method)})`,
+      );
     }
     const controller = new AbortController();
     this.#rpcs.set(frame.id, controller);
     parent.rpcs.add(frame.id);
-    const ctx = { signal: controller.signal, method: frame.method, parent: parent.id, cell: parent.cell };
+    const ctx = {
+      signal: controller.signal,
+      method: frame.method,
+      parent: parent.id,
+      cell: parent.cell,
+    };
     Promise.resolve()
       .then(() => handler(frame.params, ctx))
       .then(
@@ -565,10 +603,11 @@ export class WorkbenchHandle {
   ): Promise<WorkbenchExit> {
     if (this.#state === "dead") return await this.exited;
     this.#state = "dead";
+    this.#ending = { reason, message };
     for (const pending of [...this.#pending.values()]) {
-      const error = cause
-        ? this.#deadError(pending.kind, cause.message, cause)
-        : new Killed(`the workbench was ${reason === "shutdown" ? "shut down" : "killed"}: ${message}`);
+      const error = cause ? this.#deadError(pending.kind, cause.message, cause) : new Killed(
+        `the workbench was ${reason === "shutdown" ? "shut down" : "killed"}: ${message}`,
+      );
       this.#settle(pending, { error });
     }
     for (const controller of this.#rpcs.values()) controller.abort();
@@ -577,7 +616,9 @@ export class WorkbenchHandle {
     // Children a cell started stay in the group after the leader; none may outlive it.
     if (processGroupAlive(this.pid)) await killProcessGroup(this.pid).catch(() => {});
     this.#writer.close().catch(() => {});
-    await settlesWithin(this.#readStderr(), 0);
+    if (!(await settlesWithin(this.#stderrDone, this.#settings.exitGraceMs))) {
+      this.#stderrReader.cancel().catch(() => {});
+    }
     const exit: WorkbenchExit = {
       reason,
       code: cause?.code ?? null,

@@ -27,7 +27,9 @@ export class ByteRing {
   /** Appends bytes, dropping the oldest beyond the capacity. */
   push(chunk: Uint8Array): void {
     if (this.#capacity === 0) return;
-    const kept = chunk.length > this.#capacity ? chunk.subarray(chunk.length - this.#capacity) : chunk;
+    const kept = chunk.length > this.#capacity
+      ? chunk.subarray(chunk.length - this.#capacity)
+      : chunk;
     this.#chunks.push(kept.slice());
     this.#size += kept.length;
     while (this.#size - this.#chunks[0].length >= this.#capacity) {

@@ -24,28 +24,30 @@ export {
 } from "./_provider_turn.ts";
 
 /** The one tool the model sees: a Python cell in the persistent workbench. */
-export const PYTHON_TOOL = Object.freeze({
-  type: "function",
-  function: Object.freeze({
-    name: "python",
-    description: [
-      "Run Python code in your persistent workbench. Top-level `await` works. Variables,",
-      "imports and objects persist between calls: the heap survives until the kernel is reset.",
-      "Your plain replies are a private scratchpad that nobody reads; `await local.send(text)`",
-      "is the only way to speak to the person. Call `wait()` when you are done: it ends the",
-      "cell and your turn, and you are woken by new input, a timer or a finished job.",
-      "open_file, ls, search, delete and run act on the workspace in every cell.",
-    ].join(" "),
-    parameters: Object.freeze({
-      type: "object",
-      properties: Object.freeze({
-        code: Object.freeze({ type: "string", description: "The Python source of one cell." }),
+export const PYTHON_TOOL = Object.freeze(
+  {
+    type: "function",
+    function: Object.freeze({
+      name: "python",
+      description: [
+        "Run Python code in your persistent workbench. Top-level `await` works. Variables,",
+        "imports and objects persist between calls: the heap survives until the kernel is reset.",
+        "Your plain replies are a private scratchpad that nobody reads; `await local.send(text)`",
+        "is the only way to speak to the person. Call `wait()` when you are done: it ends the",
+        "cell and your turn, and you are woken by new input, a timer or a finished job.",
+        "open_file, ls, search, delete and run act on the workspace in every cell.",
+      ].join(" "),
+      parameters: Object.freeze({
+        type: "object",
+        properties: Object.freeze({
+          code: Object.freeze({ type: "string", description: "The Python source of one cell." }),
+        }),
+        required: Object.freeze(["code"]),
+        additionalProperties: false,
       }),
-      required: Object.freeze(["code"]),
-      additionalProperties: false,
     }),
-  }),
-} as const);
+  } as const,
+);
 
 /** One chat message, in the OpenAI chat-completions shape. */
 export type ChatMessage = OpenAI.Chat.ChatCompletionMessageParam;
@@ -205,10 +207,14 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
           timeout: `the call took longer than ${route.timeout_ms} ms`,
           aborted: "aborted by the caller",
         }[reason];
-        throw new KlbrError("provider_failed", `cannot stream from ${where}: ${what} (got ${got})`, {
-          status,
-          cause: failure,
-        });
+        throw new KlbrError(
+          "provider_failed",
+          `cannot stream from ${where}: ${what} (got ${got})`,
+          {
+            status,
+            cause: failure,
+          },
+        );
       };
       const received = () => `${turn.partial().text.length} characters of text`;
       const stopped = (): ProviderFailureReason | undefined =>

@@ -16,6 +16,7 @@ import { insertEvent } from "./events.ts";
 import { currentGeneration } from "./kernel_generations.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
+import { schemaError } from "./_schema_error.ts";
 
 /** How a cell ended. */
 export const CELL_OUTCOMES = [
@@ -57,16 +58,6 @@ export interface CellRecord {
   endedAt: number | null;
 }
 
-function invalid(action: string, error: z.ZodError, input: unknown): KlbrError {
-  const issue = error.issues[0];
-  return new KlbrError(
-    "invalid_input",
-    `cannot ${action}: ${issue.path.join(".") || "options"} ${issue.message} (got ${
-      JSON.stringify(input)?.slice(0, 200)
-    })`,
-  );
-}
-
 /** Returns the cell `id`, or `undefined` when there is none. */
 export function getCell(store: Store, id: string): CellRecord | undefined {
   const row = store.statement("SELECT * FROM cells WHERE id = ?").get(id) as {
@@ -106,7 +97,7 @@ export function getCell(store: Store, id: string): CellRecord | undefined {
  */
 export function startCell(store: Store, request: StartCell): { cellId: string; seq: number } {
   const parsed = StartCellSchema.safeParse(request);
-  if (!parsed.success) throw invalid("start cell", parsed.error, request);
+  if (!parsed.success) throw schemaError("start cell", parsed.error, request);
   const { session, generation, frameId, toolCallId, code } = parsed.data;
   checkSessionId(session);
   return store.transaction(() => {

@@ -16,6 +16,7 @@ import { insertEvent } from "./events.ts";
 import { claimInputs, unclaimInputs } from "./inputs.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
+import { schemaError } from "./_schema_error.ts";
 
 const Owner = z.string().min(1).max(200);
 const LeaseMs = z.number().int().min(1).max(86_400_000);
@@ -100,16 +101,6 @@ function toRecord(row: FrameRow): FrameRecord {
   };
 }
 
-function invalid(action: string, error: z.ZodError, input: unknown): KlbrError {
-  const issue = error.issues[0];
-  return new KlbrError(
-    "invalid_input",
-    `cannot ${action}: ${issue.path.join(".") || "options"} ${issue.message} (got ${
-      JSON.stringify(input)?.slice(0, 200)
-    })`,
-  );
-}
-
 /** Returns the frame `id`, or `undefined` when there is none. */
 export function getFrame(store: Store, id: string): FrameRecord | undefined {
   const row = store.statement("SELECT * FROM frames WHERE id = ?").get(id) as FrameRow | undefined;
@@ -144,7 +135,7 @@ function requireOpenFrame(store: Store, action: string, id: string): FrameRecord
  */
 export function acceptFrame(store: Store, request: AcceptFrame): AcceptedFrame {
   const parsed = AcceptFrameSchema.safeParse(request);
-  if (!parsed.success) throw invalid("accept frame", parsed.error, request);
+  if (!parsed.success) throw schemaError("accept frame", parsed.error, request);
   const frame = parsed.data;
   checkSessionId(frame.session);
   const routing = JSON.stringify(frame.routing);
@@ -263,7 +254,7 @@ export function renewLease(
   options: { leaseOwner: string; leaseMs: number },
 ): number {
   const parsed = z.object({ leaseOwner: Owner, leaseMs: LeaseMs }).strict().safeParse(options);
-  if (!parsed.success) throw invalid(`renew lease of ${frameId}`, parsed.error, options);
+  if (!parsed.success) throw schemaError(`renew lease of ${frameId}`, parsed.error, options);
   return store.transaction(() => {
     const frame = requireOpenFrame(store, "renew lease of", frameId);
     const now = store.clock();

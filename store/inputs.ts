@@ -12,6 +12,7 @@
 import { z } from "zod";
 import { assert, KlbrError } from "../runtime/errors.ts";
 import { newId } from "../runtime/ids.ts";
+import { hasControlCharacter, schemaError } from "./_schema_error.ts";
 import { insertEvent } from "./events.ts";
 import { checkSessionId } from "./sessions.ts";
 import type { Store } from "./store.ts";
@@ -22,21 +23,16 @@ export const SOURCE_KINDS = ["local", "discord", "timer", "system"] as const;
 /** Largest accepted input body, as JSON text. */
 export const MAX_INPUT_BODY_BYTES = 1 << 20;
 
-function hasControl(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code < 0x20 || code === 0x7f) return true;
-  }
-  return false;
-}
-
-const Text = z.string().min(1).max(512).refine((v) => !hasControl(v), "has a control character");
+const Text = z.string().min(1).max(512).refine(
+  (v) => !hasControlCharacter(v),
+  "has a control character",
+);
 
 const AdmitInputSchema = z.object({
   /** The session the input is for; it must exist. */
   session: z.string(),
   sourceKind: z.enum(SOURCE_KINDS),
-  /** `<source_kind>:…`, e.g. from {@linkcode localDedupeKey} or {@linkcode discordDedupeKey}. */
+  /** `<source_kind>:…`, e.g. from `localDedupeKey` or `discordDedupeKey` (`dedupe_keys.ts`). */
   dedupeKey: Text,
   /** The conversation the input belongs to; immutable once admitted. */
   conversationId: Text,
@@ -107,68 +103,9 @@ function toRecord(row: InputRow): InputRecord {
   };
 }
 
-function keyPart(action: string, name: string, value: string, colonAllowed: boolean): void {
-  if (
-    typeof value !== "string" || value.length === 0 || value.length > 200 || hasControl(value) ||
-    (!colonAllowed && value.includes(":"))
-  ) {
-    const rule = colonAllowed ? "1-200 characters" : `1-200 characters without ":"`;
-    throw new KlbrError(
-      "invalid_input",
-      `cannot build ${action} dedupe key: ${name} must be ${rule} and no control characters (got ${
-        JSON.stringify(value)
-      })`,
-    );
-  }
-}
-
-/**
- * Builds the canonical dedupe key of a local input, `local:<client_id>:<client_msg_id>`.
- *
- * @throws {KlbrError} `invalid_input` when either part is empty, too long or has a control
- *   character, or `clientId` has a `:` (which would make the key ambiguous).
- * @example
- * ```ts
- * localDedupeKey("cl_7", "m-42"); // "local:cl_7:m-42"
- * ```
- */
-export function localDedupeKey(clientId: string, clientMsgId: string): string {
-  keyPart("local", "client_id", clientId, false);
-  keyPart("local", "client_msg_id", clientMsgId, true);
-  return `local:${clientId}:${clientMsgId}`;
-}
-
-/**
- * Builds the canonical dedupe key of a Discord message, `discord:<channel_id>:<message_id>`.
- *
- * @throws {KlbrError} `invalid_input` unless both ids are Discord snowflakes (1–20 digits).
- */
-export function discordDedupeKey(channelId: string, messageId: string): string {
-  for (const [name, value] of [["channel_id", channelId], ["message_id", messageId]]) {
-    if (typeof value !== "string" || !/^[0-9]{1,20}$/.test(value)) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot build discord dedupe key: ${name} must be a snowflake of 1-20 digits (got ${
-          JSON.stringify(value)
-        })`,
-      );
-    }
-  }
-  return `discord:${channelId}:${messageId}`;
-}
-
 function parseInput(input: AdmitInput): z.infer<typeof AdmitInputSchema> & { bodyText: string } {
   const parsed = AdmitInputSchema.safeParse(input);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const field = issue.path.join(".");
-    throw new KlbrError(
-      "invalid_input",
-      `cannot admit input: ${field || "input"} ${issue.message} (got ${
-        JSON.stringify(field ? (input as Record<string, unknown>)[field] : input)?.slice(0, 200)
-      })`,
-    );
-  }
+  if (!parsed.success) throw schemaError("admit input", parsed.error, input);
   const data = parsed.data;
   checkSessionId(data.session);
   if (!data.dedupeKey.startsWith(`${data.sourceKind}:`)) {

@@ -6,10 +6,10 @@
  */
 
 import { z } from "zod";
-import { KlbrError } from "../runtime/errors.ts";
 import { insertEvent } from "./events.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
+import { schemaError } from "./_schema_error.ts";
 
 const StartGenerationSchema = z.object({
   session: z.string(),
@@ -74,15 +74,7 @@ export function startGeneration(
   request: StartGeneration,
 ): { generation: number; seq: number } {
   const parsed = StartGenerationSchema.safeParse(request);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new KlbrError(
-      "invalid_input",
-      `cannot start kernel generation: ${issue.path.join(".") || "options"} ${issue.message} (got ${
-        JSON.stringify(request)?.slice(0, 200)
-      })`,
-    );
-  }
+  if (!parsed.success) throw schemaError("start kernel generation", parsed.error, request);
   const { session, reason, skillsRevision, behaviorRevision } = parsed.data;
   checkSessionId(session);
   return store.transaction(() => {

@@ -218,9 +218,28 @@ CREATE TRIGGER cells_no_delete BEFORE DELETE ON cells
 BEGIN SELECT RAISE(ABORT, 'cells are never deleted'); END;
 `;
 
+// The provider sequence of a session: every message sent to or received from the model, in
+// order. A tool call's item is written before its cell runs, its result item after.
+const V2 = `
+CREATE TABLE provider_items (
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  idx INTEGER NOT NULL CHECK (idx >= 1),
+  frame_id TEXT NULL REFERENCES frames(id),
+  role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
+  tool_call_id TEXT NULL,
+  message TEXT NOT NULL CHECK (json_valid(message)),
+  at INTEGER NOT NULL,
+  PRIMARY KEY (session_id, idx)
+) STRICT, WITHOUT ROWID;
+CREATE UNIQUE INDEX provider_items_tool_result ON provider_items (session_id, tool_call_id)
+  WHERE role = 'tool';
+${appendOnly("provider_items")}
+`;
+
 /** Every migration, in order. Append only; never edit a released entry. */
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "runtime tables", sql: V1 },
+  { version: 2, name: "provider items", sql: V2 },
 ];
 
 /** The `user_version` a fully migrated store has. */

@@ -18,6 +18,7 @@ import {
   swapBehaviorEpoch,
 } from "./sessions.ts";
 import type { Store } from "./store.ts";
+import { schemaError } from "./_schema_error.ts";
 
 const ReleaseId = z.string().regex(/^[0-9a-f]{64}$/, "is not 64 lowercase hex digits");
 
@@ -49,16 +50,6 @@ export interface ReleaseRecord {
   byteCount: number;
 }
 
-function invalid(action: string, error: z.ZodError, input: unknown): KlbrError {
-  const issue = error.issues[0];
-  return new KlbrError(
-    "invalid_input",
-    `cannot ${action}: ${issue.path.join(".") || "options"} ${issue.message} (got ${
-      JSON.stringify(input)?.slice(0, 200)
-    })`,
-  );
-}
-
 /** Returns the release `id`, or `undefined` when it was never recorded. */
 export function getRelease(store: Store, id: string): ReleaseRecord | undefined {
   const row = store.statement("SELECT * FROM releases WHERE id = ?").get(id) as {
@@ -88,7 +79,7 @@ export function getRelease(store: Store, id: string): ReleaseRecord | undefined 
  */
 export function recordRelease(store: Store, release: RecordRelease): ReleaseRecord {
   const parsed = RecordReleaseSchema.safeParse(release);
-  if (!parsed.success) throw invalid("record release", parsed.error, release);
+  if (!parsed.success) throw schemaError("record release", parsed.error, release);
   const { id, path, fileCount, byteCount } = parsed.data;
   return store.transaction(() => {
     store.statement(
@@ -120,7 +111,7 @@ export function activateRelease(
   request: ActivateRelease,
 ): { epoch: number; seq: number } {
   const parsed = ActivateSchema.safeParse(request);
-  if (!parsed.success) throw invalid("activate release", parsed.error, request);
+  if (!parsed.success) throw schemaError("activate release", parsed.error, request);
   const { session, expectedEpoch, releaseId, reason } = parsed.data;
   checkSessionId(session);
   const short = releaseId.slice(0, 12);

@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import { assert, KlbrError } from "../runtime/errors.ts";
 import { inspectStoreFile } from "./_inspect_file.ts";
+import { schemaError } from "./_schema_error.ts";
 import { migrate, STORE_FORMAT } from "./migrations.ts";
 import { acquireOwnerLock, type OwnerLock, releaseOwnerLock } from "./owner_lock.ts";
 import { checkSqliteVersion, linkedSqliteVersion } from "./version_guard.ts";
@@ -185,15 +186,7 @@ function connect(path: string, busyTimeoutMs: number): DatabaseSync {
  */
 export function openStore(stateDir: string, options: OpenStoreOptions = {}): Store {
   const parsed = OpenStoreOptionsSchema.safeParse(options);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new KlbrError(
-      "invalid_input",
-      `cannot open store: option ${issue.path.join(".")} ${issue.message} (got ${
-        JSON.stringify(options)
-      })`,
-    );
-  }
+  if (!parsed.success) throw schemaError("open store", parsed.error, options);
   const { create, owner, sqliteVersion, busyTimeoutMs, clock } = parsed.data;
   checkSqliteVersion(sqliteVersion ?? linkedSqliteVersion());
   const isDir = isDirectory(stateDir);

@@ -65,7 +65,7 @@ class HostRpc:
             self._write({"kind": "rpc", "id": rpc_id, "parent": parent, "method": method, "params": params})
             return await future
         except asyncio.CancelledError:
-            if not future.done():
+            if future.cancelled() or not future.done():  # awaiting it cancels the future too
                 self._write({"kind": "rpc_cancel", "id": rpc_id})
             raise
         finally:

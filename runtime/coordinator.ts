@@ -1,0 +1,390 @@
+/**
+ * The daemon's single owner of sessions: one store, one {@linkcode SessionRuntime} and one
+ * kernel per active session, admission, the lane host and the operator commands.
+ *
+ * @module
+ */
+
+import { appendEvent, readEvents } from "../store/events.ts";
+import { admitInput } from "../store/inputs.ts";
+import { localDedupeKey } from "../store/dedupe_keys.ts";
+import { closeDanglingToolCalls } from "../store/provider_items.ts";
+import { interruptOpenCells } from "../store/cells.ts";
+import { releaseExpiredFrames } from "../store/frames.ts";
+import { getRelease, activateRelease } from "../store/releases.ts";
+import { currentGeneration, startGeneration } from "../store/kernel_generations.ts";
+import { ensureSession, getSession, requireSession } from "../store/sessions.ts";
+import { verifyRelease } from "../store/snapshot_hash.ts";
+import type { Store } from "../store/store.ts";
+import type { BehaviorState } from "./behavior_releases.ts";
+import { KlbrError } from "./errors.ts";
+import { EventBus } from "./event_bus.ts";
+import type { LaneHost } from "./lane_connection.ts";
+import { createModelTurn } from "./model_loop.ts";
+import type { Provider } from "./provider.ts";
+import type { ClientMessage, LaneRecord } from "./protocol.ts";
+import { SendParams } from "./protocol.ts";
+import { type HookCaller, SessionRuntime } from "./session_runtime.ts";
+import type { SkillRoots } from "./skills.ts";
+import { KernelSupervisor } from "./workbench.ts";
+
+/** Options for {@linkcode Coordinator}. */
+export interface CoordinatorOptions {
+  store: Store;
+  token: string;
+  version: string;
+  python: string;
+  repoRoot: string;
+  workspace: string;
+  skillRoots: SkillRoots;
+  provider: (route: string) => Provider;
+  behavior: BehaviorState;
+  log: (line: string) => void;
+}
+
+interface SessionParts {
+  runtime: SessionRuntime;
+  kernel: KernelSupervisor;
+  hooks: KernelSupervisor;
+  behavior: { releaseId: string; path: string };
+  /** The frame whose turn is running, for routing `local.send`. */
+  frame: { id: string; routing: unknown } | null;
+}
+
+/**
+ * Owns every session of the daemon.
+ *
+ * @example
+ * ```ts
+ * const coordinator = new Coordinator(options);
+ * coordinator.start("default");
+ * ```
+ */
+export class Coordinator implements LaneHost {
+  readonly bus: EventBus = new EventBus();
+  readonly version: string;
+  readonly token: string;
+  readonly owner: string = `daemon-${Deno.pid}-${Date.now()}`;
+  #o: CoordinatorOptions;
+  #sessions = new Map<string, SessionParts>();
+  #admitting = true;
+  #recovered: string | null;
+
+  /** Creates the coordinator; call {@linkcode start} per session. */
+  constructor(options: CoordinatorOptions) {
+    this.#o = options;
+    this.version = options.version;
+    this.token = options.token;
+    this.#recovered = options.behavior.recovered;
+  }
+
+  /**
+   * Recovers a session after a restart and starts its loop.
+   *
+   * Open frames of the dead owner are abandoned and their inputs offered again; cells left
+   * without an outcome are recorded `interrupted`; every tool call gets a result.
+   */
+  start(session: string): void {
+    const { store } = this.#o;
+    ensureSession(store, session);
+    // We hold the owner lock, so every open frame belongs to a dead owner: its lease is void.
+    const abandoned = releaseExpiredFrames(store, Number.MAX_SAFE_INTEGER);
+    const interrupted = interruptOpenCells(store, session, "the daemon restarted while it ran");
+    const closed = closeDanglingToolCalls(store, session, "the daemon restarted");
+    if (abandoned.length || interrupted.length || closed.length) {
+      appendEvent(store, session, "recovery", {
+        abandoned_frames: abandoned,
+        interrupted_cells: interrupted,
+        closed_tool_calls: closed,
+      });
+    }
+    const parts = {} as SessionParts;
+    parts.behavior = { releaseId: this.#o.behavior.releaseId, path: this.#o.behavior.path };
+    parts.frame = null;
+    parts.kernel = new KernelSupervisor({
+      python: this.#o.python,
+      session,
+      workspace: this.#o.workspace,
+      repoRoot: this.#o.repoRoot,
+      skillRoots: this.#o.skillRoots,
+      behavior: () => ({ revision: parts.behavior.releaseId, path: parts.behavior.path }),
+      firstGeneration: (currentGeneration(store, session)?.generation ?? 0) + 1,
+      recordGeneration: (record) => {
+        startGeneration(store, {
+          session,
+          reason: record.reason,
+          skillsRevision: record.skillsRevision,
+          behaviorRevision: record.behaviorRevision,
+        });
+        this.bus.wake(session);
+      },
+      rpc: {
+        "local.send": (params, ctx) => Promise.resolve(this.#send(session, parts, params, ctx.cell)),
+      },
+    });
+    parts.hooks = new KernelSupervisor({
+      python: this.#o.python,
+      session,
+      workspace: this.#o.workspace,
+      repoRoot: this.#o.repoRoot,
+      skillRoots: this.#o.skillRoots,
+      behavior: () => ({ revision: parts.behavior.releaseId, path: parts.behavior.path }),
+      recordGeneration: (record) =>
+        this.#o.log(`hook worker generation ${record.generation} (${record.reason})`),
+    });
+    const hooks = (): HookCaller => ({
+      revision: parts.behavior.releaseId,
+      call: (name, args, options) => parts.hooks.hook(name, args, options),
+    });
+    const modelTurn = createModelTurn({
+      store,
+      bus: this.bus,
+      provider: this.#o.provider,
+      hooks,
+      log: this.#o.log,
+      system: () => systemMessage(this.#o.workspace),
+      kernel: {
+        generation: async () => {
+          await parts.kernel.ready();
+          return parts.kernel.generation;
+        },
+        execute: (cellId, code, options) => parts.kernel.execute(cellId, code, options),
+      },
+    });
+    parts.runtime = new SessionRuntime({
+      store,
+      bus: this.bus,
+      session,
+      owner: this.owner,
+      hooks,
+      log: this.#o.log,
+      turn: async (ctx) => {
+        parts.frame = { id: ctx.frame.id, routing: ctx.frame.routing };
+        try {
+          return await modelTurn(ctx);
+        } finally {
+          parts.frame = null;
+        }
+      },
+    });
+    this.#sessions.set(session, parts);
+    this.bus.wake(session);
+    parts.runtime.wake();
+  }
+
+  // ---- LaneHost ------------------------------------------------------------------------
+
+  /** The last sequence number of a session. */
+  headSeq(session: string): number {
+    const row = getSession(this.#o.store, session);
+    return row === undefined ? 0 : row.nextSeq - 1;
+  }
+
+  /** Durable records after `since`. */
+  readRecords(session: string, since: number, limit: number): LaneRecord[] {
+    if (getSession(this.#o.store, session) === undefined) return [];
+    return readEvents(this.#o.store, session, { since, limit }).map((event) => ({
+      kind: "record",
+      session,
+      seq: event.seq,
+      at: event.at,
+      type: event.kind,
+      data: (event.body ?? {}) as Record<string, unknown>,
+    }));
+  }
+
+  /** Subscribes to a session's signals. */
+  subscribe(session: string, listener: Parameters<EventBus["subscribe"]>[1]): () => void {
+    return this.bus.subscribe(session, listener);
+  }
+
+  /**
+   * Admits one local input: committed before this returns, then the session is woken.
+   *
+   * @throws {KlbrError} `shutting_down` while the daemon drains; `not_found` for a session
+   * that is not running.
+   */
+  admit(
+    session: string,
+    clientId: string,
+    input: Extract<ClientMessage, { kind: "input" }>,
+  ): { input_id: string; seq: number; duplicate: boolean } {
+    if (!this.#admitting) {
+      throw new KlbrError("shutting_down", "cannot admit input: the daemon is shutting down", {
+        status: 503,
+      });
+    }
+    const parts = this.#require(session);
+    const result = admitInput(this.#o.store, {
+      session,
+      sourceKind: "local",
+      dedupeKey: localDedupeKey(clientId, input.client_msg_id),
+      conversationId: input.conversation,
+      author: input.author,
+      body: input.text,
+    });
+    this.bus.wake(session);
+    if (!result.duplicate) parts.runtime.wake();
+    return { input_id: result.inputId, seq: result.seq, duplicate: result.duplicate };
+  }
+
+  /** Logs a refused authorisation. */
+  logRefusal(reason: string): void {
+    this.#o.log(`refused operator access: ${reason}`);
+  }
+
+  /** Runs one operator command; none needs the model or a hook. */
+  async operate(
+    message: Extract<ClientMessage, { kind: `op.${string}` }>,
+    connectionSession: string,
+  ): Promise<Record<string, unknown>> {
+    const session = message.session ?? connectionSession;
+    const { store } = this.#o;
+    const note = (result: Record<string, unknown>) => {
+      appendEvent(store, session, "operator", { op: message.kind, ...result });
+      this.bus.wake(session);
+      return result;
+    };
+    switch (message.kind) {
+      case "op.status":
+        return this.status(message.session);
+      case "op.reset": {
+        const parts = this.#require(session);
+        await parts.runtime.stop("operator reset");
+        const generation = await parts.kernel.reset("operator reset");
+        parts.runtime.resume();
+        return note({
+          generation: generation.generation,
+          heap_restored: false,
+          message: "a new kernel generation started; Python heap state was not restored",
+        });
+      }
+      case "op.compact":
+        return note({
+          compacted: false,
+          message: "compaction is a recorded no-op: context management does not exist yet",
+        });
+      case "op.drain": {
+        const parts = this.#require(session);
+        await parts.runtime.drain();
+        await parts.kernel.shutdown();
+        return note({ state: parts.runtime.state, message: "accepted work finished; stopped" });
+      }
+      case "op.stop": {
+        const parts = this.#require(session);
+        await parts.runtime.stop("operator stop");
+        return note({ state: parts.runtime.state, message: "stopped; reset resumes" });
+      }
+      case "op.activate": {
+        const parts = this.#require(session);
+        const snapshot = await verifyRelease(message.release);
+        if (getRelease(store, snapshot.id) === undefined) {
+          throw new KlbrError(
+            "not_found",
+            `cannot activate release ${snapshot.id.slice(0, 12)}: it was never published (got ${message.release})`,
+          );
+        }
+        const { epoch } = activateRelease(store, {
+          session,
+          expectedEpoch: message.epoch,
+          releaseId: snapshot.id,
+          reason: "operator activate",
+        });
+        // A running cell stays pinned: only hooks and kernels started from now use it.
+        parts.behavior = { releaseId: snapshot.id, path: getRelease(store, snapshot.id)!.path };
+        await parts.hooks.reset("behaviour activated");
+        this.bus.wake(session);
+        return { epoch, release_id: snapshot.id };
+      }
+    }
+    throw new KlbrError("invalid_input", `cannot run ${(message as { kind: string }).kind}`);
+  }
+
+  /** The runtime's state, for `status` and `/health`. */
+  status(only?: string): Record<string, unknown> {
+    const sessions: Record<string, unknown> = {};
+    for (const [id, parts] of this.#sessions) {
+      if (only !== undefined && id !== only) continue;
+      const row = requireSession(this.#o.store, id);
+      sessions[id] = {
+        ...parts.runtime.status(),
+        head_seq: row.nextSeq - 1,
+        behavior_epoch: row.behaviorEpoch,
+        active_release: row.activeRelease,
+        last_good_release: row.lastGoodRelease,
+        kernel_generation: parts.kernel.generation,
+        kernel_alive: parts.kernel.current !== null,
+      };
+    }
+    if (only !== undefined && !(only in sessions)) {
+      throw new KlbrError("not_found", `cannot show status: no session ${only} (got ${only})`);
+    }
+    return {
+      version: this.version,
+      admitting: this.#admitting,
+      recovered_release: this.#recovered,
+      sessions,
+    };
+  }
+
+  /** Stops admission, lets accepted turns finish, kills every workbench group. */
+  async shutdown(): Promise<void> {
+    this.#admitting = false;
+    for (const parts of this.#sessions.values()) {
+      await parts.runtime.drain();
+      parts.runtime.dispose();
+      await parts.kernel.shutdown();
+      await parts.hooks.shutdown();
+    }
+  }
+
+  #require(session: string): SessionParts {
+    const parts = this.#sessions.get(session);
+    if (parts === undefined) {
+      throw new KlbrError("not_found", `cannot use session ${session}: it is not running`);
+    }
+    return parts;
+  }
+
+  #send(
+    session: string,
+    parts: SessionParts,
+    params: Record<string, unknown>,
+    cell: string | null,
+  ): { send_id: string; seq: number } {
+    const parsed = SendParams.safeParse(params);
+    if (!parsed.success) {
+      throw new KlbrError("invalid_input", "cannot send: text must be a non-empty string");
+    }
+    const routing = (parts.frame?.routing ?? {}) as { conversation?: unknown };
+    const conversation = typeof routing.conversation === "string"
+      ? routing.conversation
+      : "local:default";
+    const sendId = `snd_${crypto.randomUUID()}`;
+    // A local send is a durable publication: committed before the cell hears it succeeded.
+    const seq = appendEvent(this.#o.store, session, "send", {
+      send_id: sendId,
+      text: parsed.data.text,
+      conversation,
+      frame_id: parts.frame?.id ?? null,
+      cell_id: cell,
+      state: "delivered",
+    });
+    this.bus.wake(session);
+    return { send_id: sendId, seq };
+  }
+}
+
+function systemMessage(workspace: string): string {
+  return [
+    "You are the klbr agent. You act only through the `python` tool: each call runs one cell",
+    "in your persistent workbench (top-level await works; the heap survives between cells).",
+    "Your plain text is a private scratchpad that no person sees.",
+    "Speak only with `await local.send(text)`: one call is one message to the conversation.",
+    "When you have nothing more to do, call `wait()` in a cell: it ends the cell and the turn,",
+    "and you are woken by the next input.",
+    `Workspace: ${workspace}. open_file, ls, search, delete and run are bound in every cell;`,
+    "`import klbr.skills as skills; dir(skills)` lists your skills, help(skills.<id>) reads one.",
+  ].join("\n");
+}
+

@@ -1,0 +1,186 @@
+/**
+ * `klbr serve`: validates the configuration, opens the store as owner, publishes behaviour,
+ * starts the default session and serves HTTP and the v2 socket on loopback. SIGINT and
+ * SIGTERM drain: admission stops, accepted turns finish, workbench groups die, exit 0.
+ *
+ * @module
+ */
+
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { DEFAULT_SESSION } from "../store/sessions.ts";
+import { openStore } from "../store/store.ts";
+import { prepareBehavior } from "./behavior_releases.ts";
+import { loadConfig, resolveApiKey, type Route } from "./config.ts";
+import { Coordinator } from "./coordinator.ts";
+import { KlbrError } from "./errors.ts";
+import { readOperatorToken } from "./operator_token.ts";
+import { createProvider, type Provider } from "./provider.ts";
+import { createApp } from "./server.ts";
+import { loadSkills, skillRoots } from "./skills.ts";
+import { CONFIG_FILE, initStateDir } from "./state_dir.ts";
+
+/** The version the daemon reports. */
+export const VERSION = "0.1.0";
+
+/** The repository root (where `behavior/`, `skills/`, `ui/` and `workbench/` live). */
+export const REPO_ROOT: string = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** Options for {@linkcode serve}. */
+export interface ServeOptions {
+  stateDir: string;
+  configPath?: string;
+  /** @default {"127.0.0.1"} */
+  host?: string;
+  /** @default {8765}; 0 picks a free port. */
+  port?: number;
+}
+
+/**
+ * Returns whether a bind address is loopback.
+ *
+ * @example
+ * ```ts
+ * isLoopbackHost("127.0.0.1"); // true
+ * isLoopbackHost("0.0.0.0");   // false
+ * ```
+ */
+export function isLoopbackHost(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host);
+}
+
+/** Resolves the configuration file: the flag, `KLBR_CONFIG`, then `<state>/config.kdl`. */
+export async function resolveConfigPath(
+  stateDir: string,
+  flag: string | undefined,
+): Promise<string | undefined> {
+  const chosen = flag ?? Deno.env.get("KLBR_CONFIG");
+  if (chosen !== undefined) return chosen;
+  const inState = join(stateDir, CONFIG_FILE);
+  try {
+    await Deno.stat(inState);
+    return inState;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Runs the daemon until a signal drains it; resolves with the exit code.
+ *
+ * @throws {KlbrError} `not_loopback` for a non-loopback host, `invalid_config` for a bad
+ * configuration — both before anything listens or is written.
+ */
+export async function serve(options: ServeOptions): Promise<number> {
+  const host = options.host ?? "127.0.0.1";
+  const port = options.port ?? 8765;
+  if (!isLoopbackHost(host)) {
+    throw new KlbrError(
+      "not_loopback",
+      `cannot serve: the bind address must be loopback (127.0.0.0/8, ::1 or localhost) (got ${host})`,
+    );
+  }
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new KlbrError("invalid_config", `cannot serve: port must be 0-65535 (got ${options.port})`);
+  }
+  const env = Deno.env.toObject();
+  const configPath = await resolveConfigPath(options.stateDir, options.configPath);
+  const { config, warnings } = await loadConfig(configPath, { env });
+  const keys = new Map<string, string | undefined>();
+  for (const route of Object.values(config.routes) as Route[]) {
+    keys.set(route.name, resolveApiKey(route, env));
+  }
+  const log = (line: string) => console.error(`klbr: ${line}`);
+  for (const warning of warnings) log(`config: ${warning}`);
+
+  await initStateDir(options.stateDir);
+  const store = openStore(options.stateDir, { create: false });
+  const workspace = env.KLBR_WORKSPACE ?? Deno.cwd();
+  const roots = skillRoots({ workspace, stateDir: options.stateDir, skillsDir: env.KLBR_SKILLS_DIR });
+  const skills = await loadSkills(roots);
+  log(
+    `skills ${skills.payload.revision.slice(0, 12)}: ${
+      skills.offered.map((s) => s.id).join(", ") || "(none)"
+    }${
+      skills.payload.refused.length
+        ? `; refused: ${skills.payload.refused.map((r) => `${r.id} (${r.reason})`).join("; ")}`
+        : ""
+    }`,
+  );
+  const behavior = await prepareBehavior(store, {
+    session: DEFAULT_SESSION,
+    sourceDir: join(REPO_ROOT, "behavior"),
+  });
+  log(`behaviour release ${behavior.releaseId.slice(0, 12)} at epoch ${behavior.epoch}`);
+  if (behavior.recovered) log(`recovered: ${behavior.recovered}`);
+
+  const providers = new Map<string, Provider>();
+  const coordinator = new Coordinator({
+    store,
+    token: await readOperatorToken(options.stateDir),
+    version: VERSION,
+    python: env.KLBR_PYTHON ?? "python3",
+    repoRoot: REPO_ROOT,
+    workspace,
+    skillRoots: roots,
+    behavior,
+    log,
+    provider: (name) => {
+      let provider = providers.get(name);
+      if (provider === undefined) {
+        const route = config.routes[name as keyof typeof config.routes] ?? config.routes.main;
+        provider = createProvider(route, { apiKey: keys.get(route.name) });
+        providers.set(name, provider);
+      }
+      return provider;
+    },
+  });
+  coordinator.start(DEFAULT_SESSION);
+
+  let uiDir: string | undefined;
+  try {
+    const { ensureUiBuilt } = await import("./ui_build.ts");
+    uiDir = await ensureUiBuilt({ repoRoot: REPO_ROOT });
+  } catch (error) {
+    log(`UI unavailable: ${error instanceof Error ? error.message : error}`);
+  }
+
+  const app = createApp({
+    lanes: coordinator,
+    log,
+    uiDir,
+    health: () => {
+      const status = coordinator.status();
+      const sessions = status.sessions as Record<string, Record<string, unknown>>;
+      const session = sessions[DEFAULT_SESSION] ?? {};
+      return {
+        ok: status.admitting === true,
+        admitting: status.admitting,
+        oldest_pending_age_ms: session.oldest_pending_age_ms ?? null,
+        pending_inputs: session.pending_inputs ?? 0,
+        hook_backlog: session.hook_backlog ?? 0,
+        last_hook_failure: session.last_hook_failure ?? null,
+        recovered_release: status.recovered_release,
+        version: VERSION,
+      };
+    },
+  });
+
+  const server = Deno.serve({
+    hostname: host,
+    port,
+    onListen: ({ port }) => console.log(`klbr: listening on http://${host}:${port}/`),
+  }, app.fetch);
+
+  const { promise: stopped, resolve } = Promise.withResolvers<string>();
+  const onSignal = (name: string) => () => resolve(name);
+  Deno.addSignalListener("SIGINT", onSignal("SIGINT"));
+  Deno.addSignalListener("SIGTERM", onSignal("SIGTERM"));
+  const signal = await stopped;
+  log(`${signal}: draining`);
+  await coordinator.shutdown();
+  await server.shutdown();
+  store.close();
+  log("drained; exiting");
+  return 0;
+}

@@ -1,0 +1,298 @@
+/**
+ * The model loop: one turn of the agent for one accepted frame.
+ *
+ * The model sees one tool, a Python cell. Each assistant message (scratchpad text and tool
+ * calls with their ids) is persisted before any cell runs; each cell's outcome is written
+ * before its result is given back to the model. Assistant text is scratchpad, never speech:
+ * only `local.send` from a cell reaches the conversation. `wait()` ends the cell and the turn.
+ *
+ * @module
+ */
+
+import { appendEvent } from "../store/events.ts";
+import { finishCell, startCell } from "../store/cells.ts";
+import type { InputRecord } from "../store/inputs.ts";
+import { appendProviderItems, readProviderItems } from "../store/provider_items.ts";
+import type { Store } from "../store/store.ts";
+import type { CellResult } from "./_workbench_parts.ts";
+import type { EventBus } from "./event_bus.ts";
+import type { ChatMessage, Provider } from "./provider.ts";
+import type { HookCaller, TurnContext, TurnEnd } from "./session_runtime.ts";
+
+/** The session's kernel as the loop uses it. */
+export interface TurnKernel {
+  /** The running generation; cells are recorded against it. */
+  generation(): Promise<number>;
+  /** Runs one cell; resolves with its outcome, never rejects for what the cell did. */
+  execute(
+    cellId: string,
+    code: string,
+    options: { signal: AbortSignal; onStream: (name: "stdout" | "stderr", text: string) => void },
+  ): Promise<CellResult>;
+}
+
+/** Options for {@linkcode createModelTurn}. */
+export interface ModelTurnOptions {
+  store: Store;
+  bus: EventBus;
+  kernel: TurnKernel;
+  /** Returns the provider for a route name (`main`, `fast`, `long`). */
+  provider: (route: string) => Provider;
+  hooks: () => HookCaller;
+  /** The contract message the model reads first. */
+  system: () => string;
+  /** Model requests per turn at most. @default {16} */
+  maxSteps?: number;
+  /** Provider items kept in a request at most (older ones are left out whole). @default {200} */
+  maxItems?: number;
+  log: (line: string) => void;
+}
+
+/** An error that says whether the turn had effects before it failed. */
+class TurnFailure extends Error {
+  constructor(message: string, readonly effects: boolean, options?: ErrorOptions) {
+    super(message, options);
+  }
+}
+
+const MAX_RESULT_CHARS = 20_000;
+
+/**
+ * Builds the {@linkcode TurnRunner} that drives the model for each frame.
+ *
+ * @example
+ * ```ts
+ * const turn = createModelTurn({ store, bus, kernel, provider, hooks, system, log });
+ * const runtime = new SessionRuntime({ ..., turn });
+ * ```
+ */
+export function createModelTurn(options: ModelTurnOptions): (ctx: TurnContext) => Promise<TurnEnd> {
+  const { store, bus, kernel } = options;
+  const maxSteps = options.maxSteps ?? 16;
+  return async (ctx) => {
+    const { session, frame } = ctx;
+    const record = (kind: string, body: Record<string, unknown>) => {
+      appendEvent(store, session, kind, body);
+      bus.wake(session);
+    };
+    let effects = false;
+    appendProviderItems(store, session, frame.id, [renderInputs(ctx.inputs)]);
+    record("turn.started", { frame_id: frame.id, frame: frame.number });
+    for (let step = 0; step < maxSteps; step++) {
+      const messages = await prepareContext(options, session);
+      const route = await planRoute(options, session);
+      let turn;
+      try {
+        turn = await options.provider(route).streamChat({ messages }, {
+          signal: ctx.signal,
+          onDelta: (delta) =>
+            bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text }),
+        });
+      } catch (error) {
+        const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
+        if (partial?.text) {
+          record("scratchpad", { frame_id: frame.id, text: partial.text, partial: true });
+        }
+        const message = error instanceof Error ? error.message : String(error);
+        record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
+        throw new TurnFailure(`model failed: ${message}`, effects, { cause: error });
+      }
+      const toolCalls = turn.toolCalls.map((call) => ({
+        id: call.id,
+        type: "function" as const,
+        function: { name: call.name, arguments: call.arguments },
+      }));
+      // The complete assistant block, with its tool-call ids, is durable before any cell runs.
+      appendProviderItems(store, session, frame.id, [{
+        role: "assistant",
+        content: turn.text === "" ? null : turn.text,
+        ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+      }]);
+      if (turn.text !== "") {
+        record("scratchpad", {
+          frame_id: frame.id,
+          text: turn.text,
+          partial: turn.textPartial,
+          usage: turn.usage,
+        });
+      }
+      if (toolCalls.length === 0) {
+        const next = await decideNext(options, session);
+        if (next !== "continue") {
+          record("turn.ended", { frame_id: frame.id, reason: `turn.next: ${next}` });
+          return { reason: `turn.next: ${next}`, effects };
+        }
+        appendProviderItems(store, session, frame.id, [{
+          role: "user",
+          content: "[runtime] continue: call the python tool, or wait() when you are done.",
+        }]);
+        continue;
+      }
+      let waited: string | undefined;
+      for (const call of turn.toolCalls) {
+        if (waited !== undefined || ctx.signal.aborted) {
+          appendProviderItems(store, session, frame.id, [{
+            role: "tool",
+            tool_call_id: call.id,
+            content: waited !== undefined
+              ? "[not run: the turn ended with wait()]"
+              : "[not run: the operator stopped the turn]",
+          }]);
+          continue;
+        }
+        const code = parseCode(call.name, call.arguments);
+        if (typeof code !== "string") {
+          appendProviderItems(store, session, frame.id, [{
+            role: "tool",
+            tool_call_id: call.id,
+            content: code.error,
+          }]);
+          continue;
+        }
+        const generation = await kernel.generation();
+        const { cellId } = startCell(store, {
+          session,
+          generation,
+          frameId: frame.id,
+          toolCallId: call.id,
+          code,
+        });
+        bus.wake(session);
+        effects = true;
+        const result = await kernel.execute(cellId, code, {
+          signal: ctx.signal,
+          onStream: (name, text) =>
+            bus.emit(session, { kind: "cell.output", session, cell: cellId, name, text }),
+        });
+        // The outcome is durable before the model (or anyone) is told about it.
+        finishCell(store, cellId, {
+          outcome: result.outcome,
+          result: {
+            value: result.value,
+            stdout: result.stdout,
+            stderr: result.stderr,
+            error: result.error,
+            wait: result.wait,
+            duration_ms: Math.round(result.duration_ms),
+          },
+        });
+        appendProviderItems(store, session, frame.id, [{
+          role: "tool",
+          tool_call_id: call.id,
+          content: renderCellResult(result),
+        }]);
+        bus.wake(session);
+        if (result.wait !== null) waited = result.wait.reason;
+      }
+      if (ctx.signal.aborted) {
+        record("turn.ended", { frame_id: frame.id, reason: "stopped by the operator" });
+        throw new TurnFailure("stopped by the operator", effects);
+      }
+      if (waited !== undefined) {
+        record("turn.ended", { frame_id: frame.id, reason: "wait", wait_reason: waited });
+        return { reason: "wait", effects };
+      }
+    }
+    record("turn.ended", { frame_id: frame.id, reason: `step limit ${maxSteps}` });
+    return { reason: `step limit ${maxSteps}`, effects };
+  };
+}
+
+function renderInputs(inputs: InputRecord[]): Record<string, unknown> {
+  const lines = inputs.map((input) => {
+    const body = typeof input.body === "string" ? input.body : JSON.stringify(input.body);
+    return `[input ${input.id} from ${input.author} in ${input.conversationId}]\n${body}`;
+  });
+  return { role: "user", content: lines.join("\n\n") };
+}
+
+function parseCode(name: string, args: string): string | { error: string } {
+  if (name !== "python") {
+    return { error: `[not run: there is one tool, python (got ${JSON.stringify(name)})]` };
+  }
+  try {
+    const parsed = JSON.parse(args);
+    if (typeof parsed?.code === "string") return parsed.code;
+  } catch { /* reported below */ }
+  return { error: `[not run: arguments must be JSON {"code": "..."} (got ${args.slice(0, 200)})]` };
+}
+
+function renderCellResult(result: CellResult): string {
+  const parts = [`outcome: ${result.outcome}`];
+  if (result.stdout) parts.push(`stdout:\n${result.stdout}`);
+  if (result.stderr) parts.push(`stderr:\n${result.stderr}`);
+  if (result.value !== null) parts.push(`value: ${result.value}`);
+  if (result.error) parts.push(`error:\n${result.error.traceback || result.error.message}`);
+  if (result.wait) parts.push(`waiting: ${result.wait.reason || "(no reason)"}`);
+  const text = parts.join("\n");
+  return text.length > MAX_RESULT_CHARS
+    ? `${text.slice(0, MAX_RESULT_CHARS)}\n[truncated ${text.length - MAX_RESULT_CHARS} characters]`
+    : text;
+}
+
+/** The request's messages: the contract, then the provider sequence, via `context.prepare`. */
+async function prepareContext(options: ModelTurnOptions, session: string): Promise<ChatMessage[]> {
+  const items = readProviderItems(options.store, session).map((item) => item.message);
+  const base = [{ role: "system", content: options.system() }, ...trimItems(items, options.maxItems ?? 200)];
+  try {
+    const value = await options.hooks().call("context.prepare", { messages: base }, {
+      timeoutMs: 10_000,
+    });
+    const messages = (value as { messages?: unknown })?.messages ?? value;
+    if (Array.isArray(messages) && messages.every((m) => typeof m?.role === "string")) {
+      return messages as ChatMessage[];
+    }
+    throw new Error("context.prepare must return a list of messages");
+  } catch (error) {
+    recordHookFailure(options, session, "context.prepare", error);
+    return base as unknown as ChatMessage[];
+  }
+}
+
+/** Keeps the last `max` items, starting at a user message so no tool group is split. */
+function trimItems(items: Record<string, unknown>[], max: number): Record<string, unknown>[] {
+  if (items.length <= max) return items;
+  let start = items.length - max;
+  while (start < items.length && items[start].role !== "user") start++;
+  return items.slice(start);
+}
+
+async function planRoute(options: ModelTurnOptions, session: string): Promise<string> {
+  try {
+    const value = await options.hooks().call("model.plan", { session: { id: session } }, {
+      timeoutMs: 10_000,
+    });
+    const route = (value as { route?: unknown })?.route;
+    if (route === "main" || route === "fast" || route === "long") return route;
+    throw new Error(`model.plan must return {"route": "main"|"fast"|"long"} (got ${JSON.stringify(value)})`);
+  } catch (error) {
+    recordHookFailure(options, session, "model.plan", error);
+    return "main";
+  }
+}
+
+async function decideNext(options: ModelTurnOptions, session: string): Promise<string> {
+  try {
+    const value = await options.hooks().call("turn.next", { session: { id: session } }, {
+      timeoutMs: 10_000,
+    });
+    const action = (value as { action?: unknown })?.action;
+    if (action === "continue" || action === "wait" || action === "stop") return action;
+    throw new Error(`turn.next must return {"action": "continue"|"wait"|"stop"} (got ${JSON.stringify(value)})`);
+  } catch (error) {
+    recordHookFailure(options, session, "turn.next", error);
+    return "wait";
+  }
+}
+
+function recordHookFailure(options: ModelTurnOptions, session: string, hook: string, error: unknown) {
+  const message = error instanceof Error ? error.message : String(error);
+  options.log(`hook ${hook} failed, using the safe default: ${message}`);
+  appendEvent(options.store, session, "hook.failed", {
+    hook,
+    revision: options.hooks().revision,
+    error: message.slice(0, 2000),
+    fallback: true,
+  });
+  options.bus.wake(session);
+}

@@ -1,0 +1,329 @@
+/**
+ * A scripted OpenAI-compatible server over real HTTP on 127.0.0.1, for tests.
+ *
+ * Each `POST /v1/chat/completions` takes the next scripted response from a queue (or asks
+ * the fallback responder when the queue is empty) and records the request, so a test can
+ * assert exactly what was sent. `GET /v1/models` lists the configured models.
+ *
+ * @example
+ * ```ts
+ * const fake = startFakeOpenAI();
+ * fake.enqueue({ text: "thinking…" }, { toolCall: { code: "await local.send('hi')" } });
+ * // … point a route at fake.url, run, then:
+ * assertEquals(fake.requests[0].body.tools[0].function.name, "python");
+ * await fake.close();
+ * ```
+ *
+ * @module
+ */
+
+/** One scripted tool call; `code` is shorthand for the `python` tool with `{code}` arguments. */
+export type FakeToolCall =
+  & { id?: string }
+  & ({ code: string } | { name: string; arguments: string });
+
+/** A usage shape: a named provider style, or the exact object to send. */
+export type FakeUsage = "openai" | "deepseek" | "none" | Record<string, unknown>;
+
+/** One scripted response to a chat-completions request. */
+export interface FakeResponse {
+  /** Assistant text, split into small chunks; an array gives the chunks exactly. */
+  text?: string | string[];
+  /** Tool calls whose arguments are split across many chunks, interleaved by index. */
+  toolCall?: FakeToolCall | FakeToolCall[];
+  /** The usage chunk sent after the finish chunk. Default `none`. */
+  usage?: FakeUsage;
+  /** Default `tool_calls` when there are tool calls, else `stop`. */
+  finishReason?: string;
+  /** Answer this HTTP status with an OpenAI-style error body instead of a stream. */
+  status?: number;
+  /** The error message for `status`, or the message of an in-stream error with `streamError`. */
+  message?: string;
+  /** Sent as the `retry-after` header (seconds) with `status`. */
+  retryAfter?: number | string;
+  /** After the first content chunk, send nothing more until the client goes away. */
+  stall?: boolean;
+  /** After the content chunks: `reset` breaks the connection, `close` ends the body cleanly; neither sends a finish reason. */
+  cut?: "reset" | "close";
+  /** After the content chunks, send `data: {"error": …}` and end. */
+  streamError?: boolean;
+}
+
+/** One request the fake received. */
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  // deno-lint-ignore no-explicit-any
+  body: any;
+}
+
+/** Options for {@linkcode startFakeOpenAI}. */
+export interface FakeOpenAIOptions {
+  /** Answers a chat request when the queue is empty; default: HTTP 500 "no scripted response". */
+  fallback?: (request: RecordedRequest) => FakeResponse;
+  /** Model ids `GET /v1/models` lists. Default `["fake-model"]`. */
+  models?: string[];
+}
+
+/** A running fake. */
+export interface FakeOpenAI {
+  /** The base URL, e.g. `http://127.0.0.1:41234/v1`. */
+  url: string;
+  /** Every request received, in order (chat and models). */
+  requests: RecordedRequest[];
+  /** Appends scripted responses for the next chat requests. */
+  enqueue(...responses: FakeResponse[]): void;
+  /** Resolves once `count` requests have arrived; rejects after `timeoutMs` (default 10 s). */
+  waitForRequests(count: number, timeoutMs?: number): Promise<RecordedRequest[]>;
+  /** Ends stalled responses and stops the server. */
+  close(): Promise<void>;
+}
+
+/** The usage objects the named shapes send. */
+export const FAKE_USAGE = {
+  openai: {
+    prompt_tokens: 1200,
+    completion_tokens: 34,
+    total_tokens: 1234,
+    prompt_tokens_details: { cached_tokens: 1024, cache_write_tokens: 176 },
+  },
+  deepseek: {
+    prompt_tokens: 1200,
+    completion_tokens: 34,
+    total_tokens: 1234,
+    prompt_cache_hit_tokens: 1024,
+    prompt_cache_miss_tokens: 176,
+  },
+} as const;
+
+const STALL_LIMIT_MS = 30_000;
+
+function pieces(text: string, size: number): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  return out;
+}
+
+/** Builds the SSE data lines of one scripted stream, without the ending. */
+function contentChunks(response: FakeResponse, model: string): Record<string, unknown>[] {
+  const base = { id: "chatcmpl-fake", object: "chat.completion.chunk", created: 1, model };
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+    ...base,
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  });
+  const out = [chunk({ role: "assistant", content: "" })];
+  const texts = typeof response.text === "string" ? pieces(response.text, 3) : response.text ?? [];
+  for (const text of texts) out.push(chunk({ content: text }));
+  const calls = response.toolCall === undefined ? [] : [response.toolCall].flat();
+  const parts = calls.map((call, index) => {
+    const name = "code" in call ? "python" : call.name;
+    const args = "code" in call ? JSON.stringify({ code: call.code }) : call.arguments;
+    return { index, id: call.id ?? `call_fake_${index}`, name, args: pieces(args, 5) };
+  });
+  for (const p of parts) {
+    out.push(chunk({
+      tool_calls: [{
+        index: p.index,
+        id: p.id,
+        type: "function",
+        function: { name: p.name, arguments: "" },
+      }],
+    }));
+  }
+  // Round-robin the argument pieces so calls interleave, as parallel tool calls do.
+  const longest = Math.max(0, ...parts.map((p) => p.args.length));
+  for (let i = 0; i < longest; i++) {
+    for (const p of parts) {
+      if (i < p.args.length) {
+        out.push(chunk({ tool_calls: [{ index: p.index, function: { arguments: p.args[i] } }] }));
+      }
+    }
+  }
+  return out;
+}
+
+function finishChunks(response: FakeResponse, model: string): Record<string, unknown>[] {
+  const base = { id: "chatcmpl-fake", object: "chat.completion.chunk", created: 1, model };
+  const finish = response.finishReason ?? (response.toolCall === undefined ? "stop" : "tool_calls");
+  const out: Record<string, unknown>[] = [{
+    ...base,
+    choices: [{ index: 0, delta: {}, finish_reason: finish }],
+  }];
+  const usage = response.usage ?? "none";
+  if (usage !== "none") {
+    out.push({
+      ...base,
+      choices: [],
+      usage: typeof usage === "string" ? FAKE_USAGE[usage] : usage,
+    });
+  }
+  return out;
+}
+
+/**
+ * Starts the fake on 127.0.0.1 with an OS-chosen port.
+ *
+ * @example
+ * ```ts
+ * const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
+ * ```
+ */
+export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
+  const queue: FakeResponse[] = [];
+  const requests: RecordedRequest[] = [];
+  const waiters = new Set<() => void>();
+  const closing = new AbortController();
+  const models = options.models ?? ["fake-model"];
+  const fallback: (request: RecordedRequest) => FakeResponse = options.fallback ??
+    (() => ({ status: 500, message: "fake: no scripted response left" }));
+
+  const sse = (response: FakeResponse, model: string, signal: AbortSignal) => {
+    const encoder = new TextEncoder();
+    const line = (data: unknown) =>
+      encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
+    const content = contentChunks(response, model);
+    // The script of the body: data to send, then how it ends.
+    const steps: (Uint8Array | "stall" | "reset")[] = [];
+    if (response.stall) {
+      steps.push(...content.slice(0, 2).map(line), "stall");
+    } else {
+      steps.push(...content.map(line));
+      if (response.cut === "reset") steps.push("reset");
+      else if (response.cut === "close") { /* end the body without a finish reason */ }
+      else if (response.streamError) {
+        steps.push(line({ error: { message: response.message ?? "fake stream error" } }));
+      } else steps.push(...finishChunks(response, model).map(line), line("[DONE]"));
+    }
+    const cancelled = new AbortController();
+    // highWaterMark 0: a step runs only when the server asks for the next piece, so every
+    // chunk before a reset has been written to the socket when the reset happens.
+    return new ReadableStream<Uint8Array>({
+      cancel() {
+        cancelled.abort();
+      },
+      async pull(controller) {
+        const step = steps.shift();
+        if (step === undefined) return controller.close();
+        if (step === "reset") return controller.error(new Error("fake: connection cut"));
+        if (step !== "stall") return controller.enqueue(step);
+        // Bounded: a stall ends when the client leaves, the fake closes, or at the limit.
+        const gone = AbortSignal.any([signal, cancelled.signal, closing.signal]);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, STALL_LIMIT_MS);
+          gone.addEventListener("abort", () => {
+            clearTimeout(timer);
+            resolve();
+          }, { once: true });
+        });
+        try {
+          controller.close();
+        } catch { /* the client already cancelled the body */ }
+      },
+    }, { highWaterMark: 0 });
+  };
+
+  const nonStreaming = (response: FakeResponse, model: string) => {
+    const calls = response.toolCall === undefined ? [] : [response.toolCall].flat();
+    const text = [response.text ?? ""].flat().join("");
+    const usage = response.usage ?? "none";
+    return {
+      id: "chatcmpl-fake",
+      object: "chat.completion",
+      created: 1,
+      model,
+      choices: [{
+        index: 0,
+        finish_reason: response.finishReason ?? (calls.length > 0 ? "tool_calls" : "stop"),
+        message: {
+          role: "assistant",
+          content: text === "" ? null : text,
+          tool_calls: calls.length === 0 ? undefined : calls.map((call, index) => ({
+            id: call.id ?? `call_fake_${index}`,
+            type: "function",
+            function: "code" in call
+              ? { name: "python", arguments: JSON.stringify({ code: call.code }) }
+              : { name: call.name, arguments: call.arguments },
+          })),
+        },
+      }],
+      ...(usage === "none" ? {} : { usage: typeof usage === "string" ? FAKE_USAGE[usage] : usage }),
+    };
+  };
+
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
+    const path = new URL(req.url).pathname;
+    const text = await req.text();
+    let body: unknown = null;
+    try {
+      body = text === "" ? null : JSON.parse(text);
+    } catch {
+      body = text;
+    }
+    const recorded: RecordedRequest = {
+      method: req.method,
+      path,
+      headers: Object.fromEntries(req.headers),
+      body,
+    };
+    requests.push(recorded);
+    for (const wake of [...waiters]) wake();
+
+    if (req.method === "GET" && path === "/v1/models") {
+      return Response.json({
+        object: "list",
+        data: models.map((id) => ({ id, object: "model", created: 1, owned_by: "fake" })),
+      });
+    }
+    if (req.method !== "POST" || path !== "/v1/chat/completions") {
+      return Response.json({ error: { message: `fake: no route ${req.method} ${path}` } }, {
+        status: 404,
+      });
+    }
+    const response = queue.shift() ?? fallback(recorded);
+    if (response.status !== undefined) {
+      const headers: Record<string, string> = {};
+      if (response.retryAfter !== undefined) headers["retry-after"] = String(response.retryAfter);
+      return Response.json({
+        error: {
+          message: response.message ?? `fake error ${response.status}`,
+          type: "fake_error",
+          code: null,
+        },
+      }, { status: response.status, headers });
+    }
+    const model = typeof recorded.body?.model === "string" ? recorded.body.model : models[0];
+    if (recorded.body?.stream !== true) return Response.json(nonStreaming(response, model));
+    return new Response(sse(response, model, req.signal), {
+      headers: { "content-type": "text/event-stream", "cache-control": "no-cache" },
+    });
+  });
+
+  return {
+    url: `http://127.0.0.1:${server.addr.port}/v1`,
+    requests,
+    enqueue(...responses) {
+      queue.push(...responses);
+    },
+    waitForRequests(count, timeoutMs = 10_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          if (requests.length < count) return;
+          waiters.delete(check);
+          clearTimeout(timer);
+          resolve(requests.slice(0, count));
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`fake: ${requests.length} of ${count} requests after ${timeoutMs} ms`));
+        }, timeoutMs);
+        waiters.add(check);
+        check();
+      });
+    },
+    async close() {
+      closing.abort();
+      await server.shutdown();
+    },
+  };
+}

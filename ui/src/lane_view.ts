@@ -1,0 +1,420 @@
+/**
+ * Sorts durable records into the four lanes the page shows — conversation, scratchpad, cells
+ * and runtime events — and derives each input's and send's state from later records.
+ *
+ * Every record lands in exactly one lane item (a `cell.finished` inside its cell's card), so
+ * a page rendering this view shows each record once. Unknown record types land in the events
+ * lane, rendered generically.
+ *
+ * @module
+ */
+
+import type { LaneRecord } from "../../runtime/protocol.ts";
+import { any, type Data, displayText, flag, num, strings, text } from "./_fields.ts";
+
+/** Where an input stands. */
+export type InputDisposition =
+  | { state: "pending" }
+  | { state: "consumed"; frame: number | undefined; frameId: string; end: FrameEnd }
+  | { state: "returned"; frame: number | undefined; frameId: string };
+
+/** How a frame that consumed inputs has ended so far. */
+export type FrameEnd = "running" | "done" | "failed";
+
+/** An admitted input. */
+export interface InputItem {
+  lane: "input";
+  seq: number;
+  at: number;
+  inputId: string;
+  conversation: string;
+  author: string;
+  text: string;
+  sourceKind: string;
+  clientMsgId: string | undefined;
+  disposition: InputDisposition;
+}
+
+/** An explicit send to a conversation. */
+export interface SendItem {
+  lane: "send";
+  seq: number;
+  at: number;
+  sendId: string;
+  conversation: string;
+  text: string;
+  /** `delivered` for a local send; an outbox state for a remote one. */
+  state: string;
+}
+
+/** One item of the conversation lane. */
+export type ConversationItem = InputItem | SendItem;
+
+/** One scratchpad draft. */
+export interface ScratchItem {
+  seq: number;
+  at: number;
+  text: string;
+  partial: boolean;
+  turn: string | undefined;
+}
+
+/** A cell's error. */
+export interface CellError {
+  type: string;
+  message: string;
+  traceback: string;
+}
+
+/** One cell, from `cell.started` and its `cell.finished`. */
+export interface CellItem {
+  seq: number;
+  at: number;
+  cellId: string;
+  code: string;
+  /** `interrupted` when a kernel reset came before its end. */
+  state: "running" | "finished" | "interrupted";
+  outcome: string | undefined;
+  stdout: string;
+  stderr: string;
+  value: string | undefined;
+  error: CellError | undefined;
+  durationMs: number | undefined;
+  wait: string | undefined;
+  /** The `seq` of `cell.finished`, when it is a separate record. */
+  finishedSeq: number | undefined;
+  finishedAt: number | undefined;
+}
+
+/** One runtime event. */
+export interface EventItem {
+  seq: number;
+  at: number;
+  type: string;
+  title: string;
+  detail: string;
+  severity: "info" | "warning" | "error";
+  data: Data;
+}
+
+/** Every lane of a session. */
+export interface LaneView {
+  conversation: ConversationItem[];
+  scratchpad: ScratchItem[];
+  cells: CellItem[];
+  events: EventItem[];
+  /** Inputs by id, for the composer's disposition line. */
+  inputs: Map<string, InputItem>;
+}
+
+/** Short form of a long id or hash for titles; the full value stays in the data. */
+export function shortId(value: string | undefined): string {
+  if (value === undefined) return "?";
+  return value.length > 16 ? `${value.slice(0, 12)}…` : value;
+}
+
+function isSend(type: string): boolean {
+  return type === "send" || type === "local.send";
+}
+
+function isSendUpdate(type: string, data: Data): boolean {
+  return (type.startsWith("send.") || type.startsWith("outbox.")) &&
+    text(data, "send_id") !== undefined;
+}
+
+function cellError(value: unknown): CellError | undefined {
+  if (typeof value === "string" && value !== "") {
+    return { type: "Error", message: value, traceback: "" };
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
+  const data = value as Data;
+  return {
+    type: text(data, "type", "name") ?? "Error",
+    message: text(data, "message") ?? displayText(data),
+    traceback: text(data, "traceback") ?? "",
+  };
+}
+
+function finishCell(cell: CellItem, record: LaneRecord, separate: boolean): void {
+  const d = record.data;
+  cell.state = "finished";
+  cell.outcome = text(d, "outcome", "result.outcome") ?? "finished";
+  cell.stdout = text(d, "stdout", "result.stdout") ?? "";
+  cell.stderr = text(d, "stderr", "result.stderr") ?? "";
+  const value = any(d, "value", "result.value");
+  cell.value = value === undefined ? undefined : displayText(value);
+  cell.error = cellError(any(d, "error", "result.error"));
+  cell.durationMs = num(d, "duration_ms", "result.duration_ms");
+  cell.wait = text(d, "wait.reason", "result.wait.reason");
+  cell.finishedSeq = separate ? record.seq : undefined;
+  cell.finishedAt = record.at;
+}
+
+function frameEvent(type: string, d: Data): Pick<EventItem, "title" | "detail" | "severity"> {
+  const n = num(d, "number", "frame_number", "frame");
+  const name = n === undefined ? `Frame ${shortId(text(d, "frame_id"))}` : `Frame ${n}`;
+  const reason = text(d, "reason") ?? "";
+  if (type === "frame.accepted") {
+    const ids = strings(d, "input_ids", "inputs");
+    const epoch = num(d, "context_epoch", "epoch");
+    const parts = [`consumes ${ids.length} input${ids.length === 1 ? "" : "s"}`];
+    if (epoch !== undefined) parts.push(`context epoch ${epoch}`);
+    const policy = text(d, "policy_revision");
+    if (policy !== undefined) parts.push(`policy ${shortId(policy)}`);
+    return { title: `${name} accepted`, detail: parts.join(" · "), severity: "info" };
+  }
+  if (type === "frame.abandoned") {
+    return {
+      title: `${name} abandoned`,
+      detail: [reason, "its inputs are pending again"].filter(Boolean).join(" · "),
+      severity: "warning",
+    };
+  }
+  const state = text(d, "state") ?? "done";
+  return {
+    title: `${name} ${state === "done" ? "finished" : state}`,
+    detail: reason,
+    severity: state === "done" ? "info" : "error",
+  };
+}
+
+/** Titles the event lane shows for one record; unknown types are described generically. */
+export function describeEvent(record: LaneRecord): Pick<EventItem, "title" | "detail" | "severity"> {
+  const d = record.data;
+  const type = record.type;
+  if (type.startsWith("frame.")) return frameEvent(type, d);
+  switch (type) {
+    case "kernel.reset": {
+      const generation = any(d, "generation");
+      const parts = [text(d, "reason") ?? ""];
+      const skills = text(d, "skills_revision", "skills.revision");
+      if (skills !== undefined) parts.push(`skills ${shortId(skills)}`);
+      const behavior = text(d, "behavior_revision");
+      if (behavior !== undefined) parts.push(`behaviour ${shortId(behavior)}`);
+      if (flag(d, "heap_restored") === false) parts.push("Python heap not restored");
+      return {
+        title: `Kernel reset${generation === undefined ? "" : ` (generation ${generation})`}`,
+        detail: parts.filter(Boolean).join(" · "),
+        severity: "warning",
+      };
+    }
+    case "activation": {
+      const release = text(d, "release_id", "release");
+      const epoch = num(d, "epoch");
+      const parts = [epoch === undefined ? "" : `epoch ${epoch}`];
+      const previous = text(d, "previous_release");
+      if (previous !== undefined) parts.push(`previous ${shortId(previous)}`);
+      parts.push(text(d, "reason") ?? "");
+      return {
+        title: `Activated release ${shortId(release)}`,
+        detail: parts.filter(Boolean).join(" · "),
+        severity: "info",
+      };
+    }
+    case "hook.failed":
+      return {
+        title: `Hook ${text(d, "hook", "name") ?? "?"} failed`,
+        detail: text(d, "error", "message", "error.message") ?? "",
+        severity: "error",
+      };
+    case "operator":
+      return {
+        title: `Operator: ${text(d, "op", "command", "kind") ?? "command"}`,
+        detail: text(d, "reason", "result", "detail") ?? "",
+        severity: "info",
+      };
+    case "turn.started":
+      return { title: "Turn started", detail: text(d, "reason", "turn_id") ?? "", severity: "info" };
+    case "turn.ended": {
+      const reason = text(d, "reason", "end") ?? "";
+      const failed = /error|fail/i.test(reason);
+      return { title: "Turn ended", detail: reason, severity: failed ? "error" : "info" };
+    }
+  }
+  if (isSendUpdate(type, d)) {
+    const state = text(d, "state") ?? type.split(".").pop() ?? "updated";
+    return {
+      title: `Send ${shortId(text(d, "send_id"))}: ${state}`,
+      detail: text(d, "error", "reason") ?? "",
+      severity: state === "failed" || state === "unknown" ? "error" : "info",
+    };
+  }
+  const error = text(d, "error", "error.message");
+  return {
+    title: type,
+    detail: error ?? "",
+    severity: error !== undefined || /fail|error/.test(type) ? "error" : "info",
+  };
+}
+
+function inputItem(record: LaneRecord): InputItem {
+  const d = record.data;
+  const conversation = text(d, "conversation_id", "conversation") ?? "local:default";
+  return {
+    lane: "input",
+    seq: record.seq,
+    at: record.at,
+    inputId: text(d, "input_id", "id") ?? `seq ${record.seq}`,
+    conversation,
+    author: text(d, "author") ?? "unknown",
+    text: displayText(any(d, "body", "text")),
+    sourceKind: text(d, "source_kind", "source") ?? conversation.split(":")[0],
+    clientMsgId: text(d, "client_msg_id", "body.client_msg_id"),
+    disposition: { state: "pending" },
+  };
+}
+
+function sendItem(record: LaneRecord): SendItem {
+  const d = record.data;
+  const conversation = text(d, "conversation", "conversation_id") ?? "local:default";
+  return {
+    lane: "send",
+    seq: record.seq,
+    at: record.at,
+    sendId: text(d, "send_id", "id") ?? `seq ${record.seq}`,
+    conversation,
+    text: displayText(any(d, "text", "body")),
+    state: text(d, "state") ?? (conversation.startsWith("local:") ? "delivered" : "pending"),
+  };
+}
+
+/**
+ * Builds every lane from records in `seq` order.
+ *
+ * @example
+ * ```ts
+ * const view = deriveLanes(log.records());
+ * view.conversation.length;
+ * ```
+ */
+export function deriveLanes(records: readonly LaneRecord[]): LaneView {
+  const view: LaneView = { conversation: [], scratchpad: [], cells: [], events: [], inputs: new Map() };
+  const sends = new Map<string, SendItem>();
+  const openCells = new Map<string, CellItem>();
+  const frameInputs = new Map<string, string[]>();
+  for (const record of records) {
+    const d = record.data;
+    const type = record.type;
+    if (type === "input.admitted") {
+      const item = inputItem(record);
+      view.conversation.push(item);
+      view.inputs.set(item.inputId, item);
+      continue;
+    }
+    if (isSend(type)) {
+      const item = sendItem(record);
+      view.conversation.push(item);
+      sends.set(item.sendId, item);
+      continue;
+    }
+    if (type === "scratchpad" || type.startsWith("scratchpad.")) {
+      view.scratchpad.push({
+        seq: record.seq,
+        at: record.at,
+        text: displayText(any(d, "text", "body", "content")),
+        partial: flag(d, "partial") ?? false,
+        turn: text(d, "turn_id", "turn"),
+      });
+      continue;
+    }
+    if (type === "cell.started") {
+      const cell: CellItem = {
+        seq: record.seq,
+        at: record.at,
+        cellId: text(d, "cell_id", "cell") ?? `seq ${record.seq}`,
+        code: text(d, "code") ?? "",
+        state: "running",
+        outcome: undefined,
+        stdout: "",
+        stderr: "",
+        value: undefined,
+        error: undefined,
+        durationMs: undefined,
+        wait: undefined,
+        finishedSeq: undefined,
+        finishedAt: undefined,
+      };
+      view.cells.push(cell);
+      openCells.set(cell.cellId, cell);
+      continue;
+    }
+    if (type === "cell.finished") {
+      const cellId = text(d, "cell_id", "cell") ?? `seq ${record.seq}`;
+      const open = openCells.get(cellId);
+      if (open !== undefined && open.finishedAt === undefined) {
+        finishCell(open, record, true);
+      } else {
+        // No start record to join: the finish stands as its own card.
+        const cell: CellItem = {
+          seq: record.seq,
+          at: record.at,
+          cellId,
+          code: text(d, "code") ?? "",
+          state: "finished",
+          outcome: undefined,
+          stdout: "",
+          stderr: "",
+          value: undefined,
+          error: undefined,
+          durationMs: undefined,
+          wait: undefined,
+          finishedSeq: undefined,
+          finishedAt: undefined,
+        };
+        finishCell(cell, record, false);
+        view.cells.push(cell);
+      }
+      continue;
+    }
+    // Everything else is a runtime event; some also move an input, a send or a cell.
+    view.events.push({ seq: record.seq, at: record.at, type, data: d, ...describeEvent(record) });
+    if (type.startsWith("frame.")) {
+      const frameId = text(d, "frame_id") ?? "";
+      const ids = strings(d, "input_ids", "inputs");
+      const consumed = ids.length > 0 ? ids : frameInputs.get(frameId) ?? [];
+      if (type === "frame.accepted") frameInputs.set(frameId, consumed);
+      const frame = num(d, "number", "frame_number");
+      for (const id of consumed) {
+        const input = view.inputs.get(id);
+        if (input === undefined) continue;
+        if (type === "frame.accepted") {
+          input.disposition = { state: "consumed", frame, frameId, end: "running" };
+        } else if (type === "frame.abandoned") {
+          input.disposition = { state: "returned", frame, frameId };
+        } else if (
+          input.disposition.state === "consumed" && input.disposition.frameId === frameId
+        ) {
+          const state = text(d, "state") ?? "done";
+          input.disposition = { ...input.disposition, end: state === "done" ? "done" : "failed" };
+        }
+      }
+    } else if (type === "kernel.reset") {
+      // A kernel reset ends every cell still running in the old generation; a later
+      // `cell.finished` for one of them still joins its card.
+      for (const cell of openCells.values()) {
+        if (cell.state === "running") cell.state = "interrupted";
+      }
+    } else if (isSendUpdate(type, d)) {
+      const send = sends.get(text(d, "send_id") ?? "");
+      const state = text(d, "state") ?? type.split(".").pop();
+      if (send !== undefined && state !== undefined) send.state = state;
+    }
+  }
+  return view;
+}
+
+/** The words an input's state badge shows; never colour alone. */
+export function dispositionLabel(disposition: InputDisposition): string {
+  switch (disposition.state) {
+    case "pending":
+      return "pending";
+    case "returned":
+      return `pending again (frame ${disposition.frame ?? "?"} abandoned)`;
+    case "consumed": {
+      const base = `consumed by frame ${disposition.frame ?? shortId(disposition.frameId)}`;
+      if (disposition.end === "done") return `${base} · done`;
+      if (disposition.end === "failed") return `${base} · failed`;
+      return base;
+    }
+  }
+}

@@ -1,0 +1,16 @@
+"""klbr's workbench: the persistent Python process in which the agent's cells run.
+
+The host starts it as ``python3 -m klbr`` and speaks length-prefixed JSON frames with it
+on stdio (see ``klbr.kernel``). Inside a cell these names are bound:
+
+    open_file, ls, search, delete, run   the workspace (``help(workspace)``)
+    workspace                            ``ws = await workspace.current()``
+    local                                ``await local.send(text)``: the only speech
+    wait                                 ``wait(reason)``: end the cell and the turn
+    skills                               ``dir(skills)``, ``help(skills.<id>)``
+
+Modules: ``kernel`` (handlers and loop), ``cells`` (running one cell), ``workspace``,
+``skills``, ``hooks`` (behaviour hooks), ``rpc`` (host calls), ``local``.
+"""
+
+__all__: list[str] = []
