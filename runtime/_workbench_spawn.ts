@@ -9,7 +9,8 @@ import { z } from "zod";
 import { DEFAULT_MAX_FRAME_BYTES } from "./frame_codec.ts";
 import { KlbrError } from "./errors.ts";
 import { describeIssues } from "./protocol.ts";
-import { type RpcHandler, type WorkbenchExit, WorkbenchHandle } from "./_workbench_handle.ts";
+import { WorkbenchHandle } from "./_workbench_handle.ts";
+import type { RpcHandler, WorkbenchExit } from "./_workbench_types.ts";
 
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
 

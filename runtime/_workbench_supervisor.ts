@@ -11,12 +11,8 @@ import { type LoadedSkills, loadSkills, type SkillRoots } from "./skills.ts";
 import { runInWorkspace } from "./workspace_run.ts";
 import type { CellResult } from "./_workbench_parts.ts";
 import { hostEndedResult } from "./_workbench_parts.ts";
-import type {
-  ExecuteOptions,
-  RpcHandler,
-  WorkbenchExit,
-  WorkbenchHandle,
-} from "./_workbench_handle.ts";
+import type { WorkbenchHandle } from "./_workbench_handle.ts";
+import type { ExecuteOptions, RpcHandler, WorkbenchExit } from "./_workbench_types.ts";
 import { spawnWorkbench, type WorkbenchOptions } from "./_workbench_spawn.ts";
 
 /** What `recordGeneration` is given before a new generation runs anything. */

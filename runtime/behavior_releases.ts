@@ -51,9 +51,9 @@ export async function prepareBehavior(
         (await verifies(store, session.lastGoodRelease))
       ? session.lastGoodRelease
       : published.id;
-    recovered = `active release ${
-      session.activeRelease.slice(0, 12)
-    } does not verify; restored ${fallback.slice(0, 12)}`;
+    recovered = `active release ${session.activeRelease.slice(0, 12)} does not verify; restored ${
+      fallback.slice(0, 12)
+    }`;
     activateRelease(store, {
       session: options.session,
       expectedEpoch: session.behaviorEpoch,

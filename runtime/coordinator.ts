@@ -11,7 +11,7 @@ import { localDedupeKey } from "../store/dedupe_keys.ts";
 import { closeDanglingToolCalls } from "../store/provider_items.ts";
 import { interruptOpenCells } from "../store/cells.ts";
 import { releaseExpiredFrames } from "../store/frames.ts";
-import { getRelease, activateRelease } from "../store/releases.ts";
+import { activateRelease, getRelease } from "../store/releases.ts";
 import { currentGeneration, startGeneration } from "../store/kernel_generations.ts";
 import { ensureSession, getSession, requireSession } from "../store/sessions.ts";
 import { verifyRelease } from "../store/snapshot_hash.ts";
@@ -119,7 +119,8 @@ export class Coordinator implements LaneHost {
         this.bus.wake(session);
       },
       rpc: {
-        "local.send": (params, ctx) => Promise.resolve(this.#send(session, parts, params, ctx.cell)),
+        "local.send": (params, ctx) =>
+          Promise.resolve(this.#send(session, parts, params, ctx.cell)),
       },
     });
     parts.hooks = new KernelSupervisor({
@@ -281,7 +282,9 @@ export class Coordinator implements LaneHost {
         if (getRelease(store, snapshot.id) === undefined) {
           throw new KlbrError(
             "not_found",
-            `cannot activate release ${snapshot.id.slice(0, 12)}: it was never published (got ${message.release})`,
+            `cannot activate release ${
+              snapshot.id.slice(0, 12)
+            }: it was never published (got ${message.release})`,
           );
         }
         const { epoch } = activateRelease(store, {
@@ -327,11 +330,17 @@ export class Coordinator implements LaneHost {
     };
   }
 
-  /** Stops admission, lets accepted turns finish, kills every workbench group. */
-  async shutdown(): Promise<void> {
+  /**
+   * Stops admission, lets accepted turns finish within `graceMs` (then stops them, so their
+   * cells end `killed` with the outcome recorded), and kills every workbench group.
+   */
+  async shutdown(graceMs = 10_000): Promise<void> {
     this.#admitting = false;
     for (const parts of this.#sessions.values()) {
-      await parts.runtime.drain();
+      const drained = parts.runtime.drain();
+      const timer = setTimeout(() => void parts.runtime.stop("daemon shutdown"), graceMs);
+      await drained;
+      clearTimeout(timer);
       parts.runtime.dispose();
       await parts.kernel.shutdown();
       await parts.hooks.shutdown();
@@ -356,10 +365,13 @@ export class Coordinator implements LaneHost {
     if (!parsed.success) {
       throw new KlbrError("invalid_input", "cannot send: text must be a non-empty string");
     }
-    const routing = (parts.frame?.routing ?? {}) as { conversation?: unknown };
-    const conversation = typeof routing.conversation === "string"
-      ? routing.conversation
-      : "local:default";
+    const routing = (parts.frame?.routing ?? {}) as {
+      conversation?: unknown;
+      conversations?: unknown;
+    };
+    const first = Array.isArray(routing.conversations) ? routing.conversations[0] : undefined;
+    const chosen = routing.conversation ?? first;
+    const conversation = typeof chosen === "string" ? chosen : "local:default";
     const sendId = `snd_${crypto.randomUUID()}`;
     // A local send is a durable publication: committed before the cell hears it succeeded.
     const seq = appendEvent(this.#o.store, session, "send", {
@@ -387,4 +399,3 @@ function systemMessage(workspace: string): string {
     "`import klbr.skills as skills; dir(skills)` lists your skills, help(skills.<id>) reads one.",
   ].join("\n");
 }
-

@@ -81,7 +81,10 @@ export async function serve(options: ServeOptions): Promise<number> {
     );
   }
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new KlbrError("invalid_config", `cannot serve: port must be 0-65535 (got ${options.port})`);
+    throw new KlbrError(
+      "invalid_config",
+      `cannot serve: port must be 0-65535 (got ${options.port})`,
+    );
   }
   const env = Deno.env.toObject();
   const configPath = await resolveConfigPath(options.stateDir, options.configPath);
@@ -96,7 +99,11 @@ export async function serve(options: ServeOptions): Promise<number> {
   await initStateDir(options.stateDir);
   const store = openStore(options.stateDir, { create: false });
   const workspace = env.KLBR_WORKSPACE ?? Deno.cwd();
-  const roots = skillRoots({ workspace, stateDir: options.stateDir, skillsDir: env.KLBR_SKILLS_DIR });
+  const roots = skillRoots({
+    workspace,
+    stateDir: options.stateDir,
+    skillsDir: env.KLBR_SKILLS_DIR,
+  });
   const skills = await loadSkills(roots);
   log(
     `skills ${skills.payload.revision.slice(0, 12)}: ${

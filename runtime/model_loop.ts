@@ -15,6 +15,7 @@ import type { InputRecord } from "../store/inputs.ts";
 import { appendProviderItems, readProviderItems } from "../store/provider_items.ts";
 import type { Store } from "../store/store.ts";
 import type { CellResult } from "./_workbench_parts.ts";
+import { newId } from "./ids.ts";
 import type { EventBus } from "./event_bus.ts";
 import type { ChatMessage, Provider } from "./provider.ts";
 import type { HookCaller, TurnContext, TurnEnd } from "./session_runtime.ts";
@@ -67,15 +68,32 @@ const MAX_RESULT_CHARS = 20_000;
  * ```
  */
 export function createModelTurn(options: ModelTurnOptions): (ctx: TurnContext) => Promise<TurnEnd> {
-  const { store, bus, kernel } = options;
   const maxSteps = options.maxSteps ?? 16;
   return async (ctx) => {
+    const state = { effects: false };
+    try {
+      return await runTurn(options, ctx, state, maxSteps);
+    } catch (error) {
+      if (error instanceof TurnFailure) throw error;
+      const message = error instanceof Error ? error.message : String(error);
+      throw new TurnFailure(message, state.effects, { cause: error });
+    }
+  };
+}
+
+async function runTurn(
+  options: ModelTurnOptions,
+  ctx: TurnContext,
+  state: { effects: boolean },
+  maxSteps: number,
+): Promise<TurnEnd> {
+  const { store, bus, kernel } = options;
+  {
     const { session, frame } = ctx;
     const record = (kind: string, body: Record<string, unknown>) => {
       appendEvent(store, session, kind, body);
       bus.wake(session);
     };
-    let effects = false;
     appendProviderItems(store, session, frame.id, [renderInputs(ctx.inputs)]);
     record("turn.started", { frame_id: frame.id, frame: frame.number });
     for (let step = 0; step < maxSteps; step++) {
@@ -95,9 +113,12 @@ export function createModelTurn(options: ModelTurnOptions): (ctx: TurnContext) =
         }
         const message = error instanceof Error ? error.message : String(error);
         record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
-        throw new TurnFailure(`model failed: ${message}`, effects, { cause: error });
+        throw new TurnFailure(`model failed: ${message}`, state.effects, { cause: error });
       }
-      const toolCalls = turn.toolCalls.map((call) => ({
+      // Tool-call ids are minted here: some providers repeat ids across responses, and a
+      // session's sequence needs each id once.
+      const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
+      const toolCalls = calls.map((call) => ({
         id: call.id,
         type: "function" as const,
         function: { name: call.name, arguments: call.arguments },
@@ -120,7 +141,7 @@ export function createModelTurn(options: ModelTurnOptions): (ctx: TurnContext) =
         const next = await decideNext(options, session);
         if (next !== "continue") {
           record("turn.ended", { frame_id: frame.id, reason: `turn.next: ${next}` });
-          return { reason: `turn.next: ${next}`, effects };
+          return { reason: `turn.next: ${next}`, effects: state.effects };
         }
         appendProviderItems(store, session, frame.id, [{
           role: "user",
@@ -129,7 +150,7 @@ export function createModelTurn(options: ModelTurnOptions): (ctx: TurnContext) =
         continue;
       }
       let waited: string | undefined;
-      for (const call of turn.toolCalls) {
+      for (const call of calls) {
         if (waited !== undefined || ctx.signal.aborted) {
           appendProviderItems(store, session, frame.id, [{
             role: "tool",
@@ -158,7 +179,7 @@ export function createModelTurn(options: ModelTurnOptions): (ctx: TurnContext) =
           code,
         });
         bus.wake(session);
-        effects = true;
+        state.effects = true;
         const result = await kernel.execute(cellId, code, {
           signal: ctx.signal,
           onStream: (name, text) =>
@@ -186,16 +207,16 @@ export function createModelTurn(options: ModelTurnOptions): (ctx: TurnContext) =
       }
       if (ctx.signal.aborted) {
         record("turn.ended", { frame_id: frame.id, reason: "stopped by the operator" });
-        throw new TurnFailure("stopped by the operator", effects);
+        throw new TurnFailure("stopped by the operator", state.effects);
       }
       if (waited !== undefined) {
         record("turn.ended", { frame_id: frame.id, reason: "wait", wait_reason: waited });
-        return { reason: "wait", effects };
+        return { reason: "wait", effects: state.effects };
       }
     }
     record("turn.ended", { frame_id: frame.id, reason: `step limit ${maxSteps}` });
-    return { reason: `step limit ${maxSteps}`, effects };
-  };
+    return { reason: `step limit ${maxSteps}`, effects: state.effects };
+  }
 }
 
 function renderInputs(inputs: InputRecord[]): Record<string, unknown> {
@@ -233,7 +254,10 @@ function renderCellResult(result: CellResult): string {
 /** The request's messages: the contract, then the provider sequence, via `context.prepare`. */
 async function prepareContext(options: ModelTurnOptions, session: string): Promise<ChatMessage[]> {
   const items = readProviderItems(options.store, session).map((item) => item.message);
-  const base = [{ role: "system", content: options.system() }, ...trimItems(items, options.maxItems ?? 200)];
+  const base = [
+    { role: "system", content: options.system() },
+    ...trimItems(items, options.maxItems ?? 200),
+  ];
   try {
     const value = await options.hooks().call("context.prepare", { messages: base }, {
       timeoutMs: 10_000,
@@ -264,7 +288,9 @@ async function planRoute(options: ModelTurnOptions, session: string): Promise<st
     });
     const route = (value as { route?: unknown })?.route;
     if (route === "main" || route === "fast" || route === "long") return route;
-    throw new Error(`model.plan must return {"route": "main"|"fast"|"long"} (got ${JSON.stringify(value)})`);
+    throw new Error(
+      `model.plan must return {"route": "main"|"fast"|"long"} (got ${JSON.stringify(value)})`,
+    );
   } catch (error) {
     recordHookFailure(options, session, "model.plan", error);
     return "main";
@@ -278,14 +304,21 @@ async function decideNext(options: ModelTurnOptions, session: string): Promise<s
     });
     const action = (value as { action?: unknown })?.action;
     if (action === "continue" || action === "wait" || action === "stop") return action;
-    throw new Error(`turn.next must return {"action": "continue"|"wait"|"stop"} (got ${JSON.stringify(value)})`);
+    throw new Error(
+      `turn.next must return {"action": "continue"|"wait"|"stop"} (got ${JSON.stringify(value)})`,
+    );
   } catch (error) {
     recordHookFailure(options, session, "turn.next", error);
     return "wait";
   }
 }
 
-function recordHookFailure(options: ModelTurnOptions, session: string, hook: string, error: unknown) {
+function recordHookFailure(
+  options: ModelTurnOptions,
+  session: string,
+  hook: string,
+  error: unknown,
+) {
   const message = error instanceof Error ? error.message : String(error);
   options.log(`hook ${hook} failed, using the safe default: ${message}`);
   appendEvent(options.store, session, "hook.failed", {

@@ -7,14 +7,14 @@
  * `child.kill()` does not. `Deno.kill(-pgid)` would need unscoped `--allow-run`, so the group
  * is killed by running `kill -KILL -- -<pgid>`, which works under `--allow-run=python3,kill`.
  *
+ * Membership is read with `ps` rather than from `/proc`: Deno refuses every read under
+ * `/proc` without `--allow-all`. `ps` and `kill` ship together (procps); only the
+ * diagnostics ({@linkcode processGroupMembers}) need `ps` in `--allow-run`.
+ *
  * @module
  */
 
 import { KlbrError } from "./errors.ts";
-
-const PROC = "/proc";
-/** Upper bound on `/proc` entries scanned, so a scan always ends. */
-const MAX_PROC_ENTRIES = 1_000_000;
 
 function checkPgid(action: string, pgid: number): void {
   if (!Number.isSafeInteger(pgid) || pgid <= 1) {
@@ -25,61 +25,89 @@ function checkPgid(action: string, pgid: number): void {
   }
 }
 
-/** Reads one `/proc/<pid>/stat` and returns its state letter and process group, if readable. */
-function readStat(pid: string): { state: string; pgrp: number } | null {
-  let text: string;
+/**
+ * Lists `pid pgid stat` of every process with `ps`: Deno refuses reads under `/proc` without
+ * `--allow-all`, and a child process is outside its sandbox. `ps` ships with `kill` (procps).
+ */
+async function listProcesses(
+  action: string,
+): Promise<{ pid: number; pgrp: number; state: string }[]> {
+  let output: Deno.CommandOutput;
   try {
-    text = Deno.readTextFileSync(`${PROC}/${pid}/stat`);
-  } catch {
-    return null; // the process ended between listing and reading
+    output = await new Deno.Command("ps", {
+      args: ["-e", "-o", "pid=,pgid=,stat="],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+  } catch (cause) {
+    const forbidden = cause instanceof Deno.errors.NotCapable ||
+      cause instanceof Deno.errors.PermissionDenied;
+    throw new KlbrError(
+      forbidden ? "forbidden" : "internal",
+      `cannot ${action}: "ps" ${
+        forbidden ? "is not permitted; add it to --allow-run" : "did not start"
+      } (got ${String(cause)})`,
+      { cause },
+    );
   }
-  // The command name is in parentheses and may itself contain spaces and parentheses.
-  const close = text.lastIndexOf(")");
-  if (close < 0) return null;
-  const fields = text.slice(close + 2).split(" ");
-  const pgrp = Number(fields[2]);
-  return Number.isInteger(pgrp) ? { state: fields[0], pgrp } : null;
+  if (!output.success) {
+    throw new KlbrError(
+      "internal",
+      `cannot ${action}: ps exited with ${output.code} (got ${
+        JSON.stringify(new TextDecoder().decode(output.stderr).trim().slice(0, 200))
+      })`,
+    );
+  }
+  const rows = [];
+  for (const line of new TextDecoder().decode(output.stdout).split("\n")) {
+    const [pid, pgrp, state] = line.trim().split(/\s+/);
+    if (pid && pgrp && state) rows.push({ pid: Number(pid), pgrp: Number(pgrp), state });
+  }
+  return rows;
 }
 
 /**
- * Lists the live processes whose process group is `pgid`, read from `/proc`.
+ * Lists the live processes whose process group is `pgid` (as `ps` reports them).
  *
  * Zombies (state `Z`, `X`) are left out: they have ended and only wait to be reaped.
  *
- * @throws {KlbrError} `invalid_input` when `pgid` is not an integer above 1.
+ * @throws {KlbrError} `invalid_input` when `pgid` is not an integer above 1; `forbidden`
+ * when running `ps` is not permitted.
  * @example
  * ```ts
- * const pids = processGroupMembers(child.pid); // [] once the group is gone
+ * const pids = await processGroupMembers(child.pid); // [] once the group is gone
  * ```
  */
-export function processGroupMembers(pgid: number): number[] {
+export async function processGroupMembers(pgid: number): Promise<number[]> {
   checkPgid("list process group", pgid);
-  const members: number[] = [];
-  let seen = 0;
-  for (const entry of Deno.readDirSync(PROC)) {
-    if (++seen > MAX_PROC_ENTRIES) break;
-    if (!/^\d+$/.test(entry.name)) continue;
-    const stat = readStat(entry.name);
-    if (stat === null || stat.pgrp !== pgid || stat.state === "Z" || stat.state === "X") {
-      continue;
-    }
-    members.push(Number(entry.name));
-  }
-  return members.sort((a, b) => a - b);
+  return (await listProcesses("list process group"))
+    .filter((p) => p.pgrp === pgid && !p.state.startsWith("Z") && !p.state.startsWith("X"))
+    .map((p) => p.pid)
+    .sort((a, b) => a - b);
 }
 
 /**
  * Returns whether any live (non-zombie) process is still in process group `pgid`.
  *
- * @throws {KlbrError} `invalid_input` when `pgid` is not an integer above 1.
+ * @throws {KlbrError} as {@linkcode processGroupMembers}.
  */
-export function processGroupAlive(pgid: number): boolean {
-  return processGroupMembers(pgid).length > 0;
+export async function processGroupAlive(pgid: number): Promise<boolean> {
+  return (await processGroupMembers(pgid)).length > 0;
 }
 
-/** This process's own process group, so it can never be killed by mistake. */
-function ownProcessGroup(): number | null {
-  return readStat(String(Deno.pid))?.pgrp ?? null;
+let ownGroup: Promise<number | null> | null = null;
+
+/**
+ * This process's own group (looked up once), so a bug can never kill the host itself.
+ * Without `ps` permission the lookup gives null and only the `pgid > 1` rule guards.
+ */
+function ownProcessGroup(): Promise<number | null> {
+  ownGroup ??= listProcesses("find own process group").then(
+    (rows) => rows.find((p) => p.pid === Deno.pid)?.pgrp ?? null,
+    () => null,
+  );
+  return ownGroup;
 }
 
 /**
@@ -99,7 +127,7 @@ function ownProcessGroup(): number | null {
  */
 export async function killProcessGroup(pgid: number): Promise<void> {
   checkPgid("kill process group", pgid);
-  if (pgid === ownProcessGroup()) {
+  if (pgid === await ownProcessGroup()) {
     throw new KlbrError(
       "invalid_input",
       `cannot kill process group: it is this process's own group (got ${pgid})`,
@@ -132,7 +160,7 @@ export async function killProcessGroup(pgid: number): Promise<void> {
   if (output.success) return;
   const stderr = new TextDecoder().decode(output.stderr).trim();
   // kill reports a vanished group as "No such process"; the group is gone, which is the goal.
-  if (/no such process/i.test(stderr) || !processGroupAlive(pgid)) return;
+  if (/no such process/i.test(stderr)) return;
   throw new KlbrError(
     "internal",
     `cannot kill process group: kill exited with ${output.code}: ${stderr} (got ${pgid})`,

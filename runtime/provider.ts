@@ -54,6 +54,7 @@ export type ChatMessage = OpenAI.Chat.ChatCompletionMessageParam;
 
 /** What to ask the model: the messages, and optionally how it must use the tool. */
 export interface ChatRequest {
+  /** The whole context, oldest first, as the model should read it. */
   messages: ChatMessage[];
   /** `auto` when absent. */
   toolChoice?: "auto" | "required" | "none";

@@ -149,7 +149,7 @@ export class SessionRuntime {
     this.#state = "draining";
     this.#clearRetry();
     await this.#running;
-    this.#state = "drained";
+    if (this.#state === "draining") this.#state = "drained";
   }
 
   /** Takes frames again after a stop or drain. */
@@ -249,7 +249,12 @@ export class SessionRuntime {
       // A turn that failed before any effect gives its inputs back; one that had effects keeps
       // them, so nothing it did is repeated.
       const end = stopped || effects ? "failed" : "abandoned";
-      finishFrame(store, frame.frameId, end, `${stopped ? "stopped: " : ""}${reason}`.slice(0, 1000));
+      finishFrame(
+        store,
+        frame.frameId,
+        end,
+        `${stopped ? "stopped: " : ""}${reason}`.slice(0, 1000),
+      );
       this.#o.log(`frame ${frame.number} ${end}: ${reason}`);
       return end !== "abandoned";
     } finally {

@@ -262,7 +262,11 @@ export async function loadSkills(roots: SkillRoots): Promise<LoadedSkills> {
   const bodies: Record<string, string> = {};
   const offered: SkillEntry[] = [];
   let offeredBytes = 0;
-  found.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.root < b.root ? -1 : 1));
+  // By id, then builtin before managed.
+  const order = (a: { id: string; root: string }, b: { id: string; root: string }) =>
+    a.id < b.id ? -1 : a.id > b.id ? 1 : rootRank(a.root) - rootRank(b.root);
+  const rootRank = (root: string) => root === builtinRoot ? 0 : 1;
+  found.sort(order);
   for (const f of found) {
     if ((counts.get(f.id) ?? 0) > 1) {
       refused.push({
@@ -296,7 +300,7 @@ export async function loadSkills(roots: SkillRoots): Promise<LoadedSkills> {
     bodies[f.id] = read.body;
     offered.push({ id: f.id, root: f.root, path: read.path, bytes: size });
   }
-  refused.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.root < b.root ? -1 : 1));
+  refused.sort(order);
   return {
     payload: {
       revision: await skillsRevision(bodies),

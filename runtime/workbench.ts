@@ -16,6 +16,7 @@
  * @module
  */
 
+export { WorkbenchHandle as Workbench } from "./_workbench_handle.ts";
 export {
   type ExecuteOptions,
   type InitPayload,
@@ -23,8 +24,7 @@ export {
   type RpcContext,
   type RpcHandler,
   type WorkbenchExit,
-  WorkbenchHandle as Workbench,
-} from "./_workbench_handle.ts";
+} from "./_workbench_types.ts";
 export type { CellOutcome, CellResult } from "./_workbench_parts.ts";
 export {
   type PythonInfo,

@@ -13,7 +13,7 @@ import { isAbsolute, relative, resolve, sep } from "node:path";
 import { z } from "zod";
 import { KlbrError } from "./errors.ts";
 import { describeIssues, RunParams } from "./protocol.ts";
-import { killProcessGroup, processGroupAlive } from "./process_group.ts";
+import { killProcessGroup } from "./process_group.ts";
 
 /** The fallback `PATH` when the host's own cannot be read. */
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
@@ -267,7 +267,7 @@ export async function runInWorkspace(
     signal?.removeEventListener("abort", onAbort);
   }
   // The leader is gone; anything left in its group (a background job) dies with the run.
-  if (processGroupAlive(pgid)) await killGroup();
+  await killGroup();
   // A descendant that left the group may still hold a pipe open: cut the readers off.
   let drainTimer: ReturnType<typeof setTimeout> | undefined;
   const drained = Promise.all([out, err]);

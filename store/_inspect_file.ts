@@ -1,10 +1,11 @@
 /**
  * Decides, without writing a byte, whether a file may be opened as the klbr store.
  *
- * The file is read with `immutable=1` (no locks, no side files). Only when that shows an empty
- * schema while a non-empty `-wal` sits beside it (a WAL-mode database whose tables have not been
- * checkpointed) is it read again through SQLite's WAL machinery, read-only; a `-shm` that this
- * second read had to create is removed again when the file turns out not to be klbr's.
+ * The first 100 bytes are checked for the SQLite header before SQLite sees the file. A SQLite
+ * file is then read through a read-only connection, which takes only shared locks and never
+ * writes the database or its `-wal`, so tables that live only in an uncheckpointed WAL are
+ * seen too. A `-wal` or `-shm` that this read had to create is removed again when the file
+ * turns out not to be klbr's, so a refused file is left exactly as it was found.
  *
  * @module
  */
@@ -64,11 +65,8 @@ interface Schema {
   format: string | null | undefined;
 }
 
-function readSchema(path: string, immutable: boolean): Schema {
-  const url = new URL("file://");
-  url.pathname = path;
-  if (immutable) url.search = "immutable=1";
-  const db = new DatabaseSync(url, { readOnly: true });
+function readSchema(path: string): Schema {
+  const db = new DatabaseSync(path, { readOnly: true });
   try {
     const tables = (db.prepare(
       "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
@@ -129,19 +127,14 @@ export function inspectStoreFile(path: string): StoreFileState {
     const hex = Array.from(header.subarray(0, 16), (b) => b.toString(16).padStart(2, "0"));
     throw foreign(path, `a file that is not a SQLite database (first bytes ${hex.join(" ")})`);
   }
-  let schema: Schema;
+  // A read-only connection never writes the database or its -wal, but on a WAL-mode file it
+  // may create a -wal or -shm that were not there; those are removed again unless it is ours.
+  const sideFiles = ["-wal", "-shm"].map((suffix) => `${path}${suffix}`);
+  const existed = sideFiles.map((side) => size(side) !== undefined);
   try {
-    schema = readSchema(path, true);
+    return judge(path, readSchema(path));
   } catch (error) {
-    throw foreign(path, `a SQLite file that cannot be read (${(error as Error).message})`);
-  }
-  const state = judge(path, schema);
-  if (state !== "empty" || !((size(`${path}-wal`) ?? 0) > 0)) return state;
-  const shmExisted = size(`${path}-shm`) !== undefined;
-  try {
-    return judge(path, readSchema(path, false));
-  } catch (error) {
-    if (!shmExisted) removeIfPresent(`${path}-shm`);
+    for (const [i, side] of sideFiles.entries()) if (!existed[i]) removeIfPresent(side);
     if (error instanceof KlbrError) throw error;
     throw foreign(path, `a SQLite file that cannot be read (${(error as Error).message})`);
   }

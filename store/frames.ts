@@ -243,7 +243,7 @@ export function finishFrame(
  * expiry.
  *
  * When it returns the new expiry is committed. A lease that has already run out cannot be
- * renewed: the frame is due to be abandoned. Proven by "`renewLease()` refuses an expired lease".
+ * renewed: the frame is due to be abandoned. Proven by "`renewLease()` refuses an expired lease, another owner and an ended frame".
  *
  * @throws {KlbrError} `not_found` for an unknown frame; `invalid_input` when the frame has ended,
  *   the owner differs, the lease has run out or the options are malformed.
@@ -279,7 +279,8 @@ export function renewLease(
 /**
  * Abandons every open frame whose lease expired at or before `now`; returns their ids.
  *
- * When it returns, each such frame is `abandoned` with reason `lease_expired`, its inputs are
+ * At most 1000 frames per call (call again while it returns 1000 ids). When it returns, each
+ * such frame is `abandoned` with reason `lease_expired`, its inputs are
  * `pending` again (without a frame) and a `frame.abandoned` event is appended, all in one
  * transaction. Proven by "`releaseExpiredFrames()` returns the inputs of an expired frame to
  * pending".

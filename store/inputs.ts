@@ -20,8 +20,8 @@ import type { Store } from "./store.ts";
 /** Where an input came from. */
 export const SOURCE_KINDS = ["local", "discord", "timer", "system"] as const;
 
-/** Largest accepted input body, as JSON text. */
-export const MAX_INPUT_BODY_BYTES = 1 << 20;
+/** Largest accepted input body, in UTF-16 code units of its JSON text. */
+export const MAX_INPUT_BODY_CHARS = 1 << 20;
 
 const Text = z.string().min(1).max(512).refine(
   (v) => !hasControlCharacter(v),
@@ -122,10 +122,10 @@ function parseInput(input: AdmitInput): z.infer<typeof AdmitInputSchema> & { bod
   } catch {
     bodyText = undefined;
   }
-  if (bodyText === undefined || bodyText.length > MAX_INPUT_BODY_BYTES) {
+  if (bodyText === undefined || bodyText.length > MAX_INPUT_BODY_CHARS) {
     throw new KlbrError(
       "invalid_input",
-      `cannot admit input: body must be JSON of at most ${MAX_INPUT_BODY_BYTES} characters (got ${
+      `cannot admit input: body must be JSON of at most ${MAX_INPUT_BODY_CHARS} characters (got ${
         bodyText === undefined ? typeof data.body : `${bodyText.length} characters`
       })`,
     );
@@ -231,7 +231,7 @@ export function claimInputs(
   claim: { session: string; inputIds: readonly string[]; frameId: string },
 ): void {
   assert(store.db.isTransaction, "inputs are claimed inside the frame's transaction");
-  const action = `cannot accept frame ${claim.frameId}`;
+  const action = "cannot accept frame";
   for (const id of claim.inputIds) {
     const row = store.statement("SELECT session_id, status FROM inputs WHERE id = ?").get(id) as
       | { session_id: string; status: string }

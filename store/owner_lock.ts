@@ -3,9 +3,11 @@
  *
  * The lock is an exclusive `flock` on `<stateDir>/owner.lock`, taken without waiting. The kernel
  * drops it when the holding process dies, however it dies, so a lock left by a killed process
- * is recovered by the next opener without guessing. The file's content names the holder (pid,
- * start time, hostname, boot id and the `/proc/<pid>/stat` start tick) so a refused opener can
- * say who holds it; that content is informational and is never what decides ownership.
+ * is recovered by the next opener with no guessing about pids: a reused pid cannot fake a live
+ * owner, and a stale file cannot block one. The file's content (pid, start time, hostname) only
+ * names the holder in a refusal; it never decides ownership. (Deno needs `--allow-all` to read
+ * `/proc/<pid>/stat`, so a start-tick check would not run under the daemon's narrow permissions
+ * anyway.)
  *
  * The file is never deleted: an opener that opened it just before a delete would lock an
  * unlinked inode while a third process locks a new file, and both would own the directory.
@@ -24,14 +26,12 @@ const HolderSchema = z.object({
   pid: z.number().int().positive(),
   started_at: z.number().int(),
   hostname: z.string(),
-  boot_id: z.string().nullable(),
-  proc_start: z.string().nullable(),
 });
 
 /** Who holds (or last held) an owner lock, as written in the lock file. */
 export type OwnerLockHolder = z.infer<typeof HolderSchema>;
 
-/** A held owner lock. Release it exactly once with {@linkcode releaseOwnerLock}. */
+/** A held owner lock. Release it with {@linkcode releaseOwnerLock}. */
 export interface OwnerLock {
   /** The lock file's path. */
   readonly path: string;
@@ -41,22 +41,9 @@ export interface OwnerLock {
   readonly file: Deno.FsFile;
 }
 
-function readText(path: string): string | null {
-  try {
-    return Deno.readTextFileSync(path);
-  } catch {
-    return null;
-  }
-}
-
-/** Field 22 of `/proc/<pid>/stat`: the process start time in clock ticks since boot. */
-function procStart(pid: number): string | null {
-  const stat = readText(`/proc/${pid}/stat`);
-  if (stat === null) return null;
-  // The command name (field 2) may contain spaces and parentheses; fields resume after the last ')'.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return fields[19] ?? null;
-}
+// A probe (readOwnerLock) holds a shared lock for an instant; an opener that meets only a
+// probe tries again, at most this many times.
+const MAX_ATTEMPTS = 100;
 
 function hostname(): string {
   try {
@@ -74,6 +61,25 @@ function parseHolder(text: string | null): OwnerLockHolder | undefined {
   } catch {
     return undefined;
   }
+}
+
+function readHolder(path: string): OwnerLockHolder | undefined {
+  try {
+    return parseHolder(Deno.readTextFileSync(path));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Takes the exclusive lock on `file`; `false` when another process owns it. */
+function lockExclusive(file: Deno.FsFile): boolean {
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    if (file.tryLockSync(true)) return true;
+    // A shared lock is only refused while someone holds the exclusive one: an owner.
+    if (!file.tryLockSync(false)) return false;
+    file.unlockSync();
+  }
+  return false;
 }
 
 /**
@@ -95,12 +101,12 @@ export function acquireOwnerLock(stateDir: string, now: number = Date.now()): Ow
   const file = Deno.openSync(path, { read: true, write: true, create: true });
   let locked = false;
   try {
-    locked = file.tryLockSync(true);
+    locked = lockExclusive(file);
   } finally {
     if (!locked) file.close();
   }
   if (!locked) {
-    const holder = parseHolder(readText(path));
+    const holder = readHolder(path);
     const who = holder
       ? `pid ${holder.pid} started at ${
         new Date(holder.started_at).toISOString()
@@ -111,13 +117,7 @@ export function acquireOwnerLock(stateDir: string, now: number = Date.now()): Ow
       `cannot open store as owner: the state directory is held by ${who} (got ${path})`,
     );
   }
-  const holder: OwnerLockHolder = {
-    pid: Deno.pid,
-    started_at: now,
-    hostname: hostname(),
-    boot_id: readText("/proc/sys/kernel/random/boot_id")?.trim() ?? null,
-    proc_start: procStart(Deno.pid),
-  };
+  const holder: OwnerLockHolder = { pid: Deno.pid, started_at: now, hostname: hostname() };
   try {
     file.truncateSync(0);
     const bytes = new TextEncoder().encode(JSON.stringify(holder) + "\n");
@@ -140,7 +140,7 @@ export function releaseOwnerLock(lock: OwnerLock): void {
     lock.file.truncateSync(0);
     lock.file.syncSync();
   } catch {
-    // Already closed: the lock is gone with the descriptor.
+    // Already closed: the lock went with the descriptor.
   }
   try {
     lock.file.close();
@@ -150,21 +150,29 @@ export function releaseOwnerLock(lock: OwnerLock): void {
 }
 
 /**
- * Reads who the lock file names, and whether that process still runs, without taking the lock.
+ * Reads who the lock file names and whether that process holds the lock now.
  *
- * `alive` is `true` when the named pid exists on this boot with the recorded start tick (which
- * rules out a reused pid). Meant for `doctor` and `status`; ownership itself is decided only by
- * {@linkcode acquireOwnerLock}.
+ * `alive` is `true` exactly when some process holds the exclusive lock. The probe takes a
+ * shared lock for an instant; an opener that meets it retries, so the probe never refuses an
+ * owner. Meant for `doctor` and `status`; returns `undefined` when the file names nobody.
  */
 export function readOwnerLock(
   stateDir: string,
 ): { holder: OwnerLockHolder; alive: boolean } | undefined {
-  const holder = parseHolder(readText(join(stateDir, OWNER_LOCK_FILE)));
+  const path = join(stateDir, OWNER_LOCK_FILE);
+  const holder = readHolder(path);
   if (holder === undefined) return undefined;
-  const bootId = readText("/proc/sys/kernel/random/boot_id")?.trim() ?? null;
-  const sameBoot = holder.boot_id === null || bootId === null || holder.boot_id === bootId;
-  const start = procStart(holder.pid);
-  const alive = sameBoot && start !== null &&
-    (holder.proc_start === null || start === holder.proc_start);
-  return { holder, alive };
+  let file: Deno.FsFile;
+  try {
+    file = Deno.openSync(path, { read: true });
+  } catch {
+    return undefined;
+  }
+  try {
+    const free = file.tryLockSync(false);
+    if (free) file.unlockSync();
+    return { holder, alive: !free };
+  } finally {
+    file.close();
+  }
 }

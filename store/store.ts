@@ -173,6 +173,9 @@ function connect(path: string, busyTimeoutMs: number): DatabaseSync {
  * When it returns: SQLite is at least 3.51.3, this process holds the owner lock (unless
  * `owner: false`), `runtime.sqlite` is in WAL mode with `synchronous=FULL` and foreign keys on,
  * and it is migrated to the latest version. A file that is not klbr's was not modified.
+ * Proven by "`openStore()` creates and migrates a missing store: WAL, FULL, foreign keys",
+ * "`openStore()` refuses an old agent schema and leaves it unchanged" and "`openStore()` never
+ * opens or changes an agent.db beside the store".
  *
  * @throws {KlbrError} `sqlite_too_old` before anything is touched; `state_missing` when
  *   `create` is `false` and the directory or the store is missing; `owner_locked` when another

@@ -17,7 +17,10 @@
  * @module
  */
 
-/** One scripted tool call; `code` is shorthand for the `python` tool with `{code}` arguments. */
+/**
+ * One scripted tool call; `code` is shorthand for the `python` tool with `{code}` arguments.
+ * The id defaults to `call_fake_<index>`; an empty id makes the provider mint one.
+ */
 export type FakeToolCall =
   & { id?: string }
   & ({ code: string } | { name: string; arguments: string });
@@ -51,9 +54,13 @@ export interface FakeResponse {
 
 /** One request the fake received. */
 export interface RecordedRequest {
+  /** `GET` or `POST`. */
   method: string;
+  /** The URL path, e.g. `/v1/chat/completions`. */
   path: string;
+  /** Request headers with lower-case names. */
   headers: Record<string, string>;
+  /** The parsed JSON body (`null` when empty), so tests can read `body.tools[0]` directly. */
   // deno-lint-ignore no-explicit-any
   body: any;
 }

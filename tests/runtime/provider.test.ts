@@ -391,3 +391,67 @@ Deno.test("`PYTHON_TOOL` is one python function taking only a code string", () =
   assert.match(description, /wait\(\)/);
   assert.ok(Object.isFrozen(PYTHON_TOOL.function.parameters));
 });
+
+// ---- the fake itself: the daemon's end-to-end tests rely on its script API ----
+
+Deno.test("`startFakeOpenAI()` lists its models and records the request", async () => {
+  const fake = startFakeOpenAI({ models: ["a", "b"] });
+  try {
+    const response = await fetch(`${fake.url}/models`);
+    const listed = await response.json();
+    assert.deepEqual(listed.data.map((m: { id: string }) => m.id), ["a", "b"]);
+    assert.equal(fake.requests[0].method, "GET");
+    assert.equal(fake.requests[0].path, "/v1/models");
+  } finally {
+    await fake.close();
+  }
+});
+
+Deno.test("`startFakeOpenAI()` answers 500 when nothing is scripted, or asks the fallback", async () => {
+  const bare = startFakeOpenAI();
+  try {
+    const { error } = await failOne(bare, {
+      status: 500,
+      message: "fake: no scripted response left",
+    });
+    assert.equal(error.status, 500);
+    // The queue is empty now: the default fallback says so in the same words.
+    const provider = createProvider(route(bare.url), { apiKey: undefined });
+    const again = await provider.streamChat({ messages: MESSAGES }).then(() => undefined, (e) => e);
+    assert.equal(again.message, error.message);
+  } finally {
+    await bare.close();
+  }
+  const scripted = startFakeOpenAI({ fallback: (req) => ({ text: `seen ${req.body.model}` }) });
+  try {
+    const provider = createProvider(route(scripted.url), { apiKey: undefined });
+    const turn = await provider.streamChat({ messages: MESSAGES });
+    assert.equal(turn.text, "seen fake-model");
+  } finally {
+    await scripted.close();
+  }
+});
+
+Deno.test("`startFakeOpenAI()` answers a non-streaming request with one whole completion", async () => {
+  await withFake(async (fake) => {
+    fake.enqueue({ text: "hi", toolCall: { code: "wait()" }, usage: "deepseek" });
+    const response = await fetch(`${fake.url}/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: "m", messages: MESSAGES }),
+    });
+    const body = await response.json();
+    assert.equal(body.choices[0].message.content, "hi");
+    assert.equal(body.choices[0].message.tool_calls[0].function.arguments, '{"code":"wait()"}');
+    assert.equal(body.choices[0].finish_reason, "tool_calls");
+    assert.equal(body.usage.prompt_cache_miss_tokens, 176);
+  });
+});
+
+Deno.test("`waitForRequests()` resolves once enough requests arrived and rejects after its timeout", async () => {
+  await withFake(async (fake) => {
+    const waiting = fake.waitForRequests(1);
+    await (await fetch(`${fake.url}/models`)).body?.cancel();
+    assert.equal((await waiting)[0].path, "/v1/models");
+    await assert.rejects(fake.waitForRequests(2, 50), /fake: 1 of 2 requests after 50 ms/);
+  });
+});

@@ -105,6 +105,8 @@ export interface LaneView {
   events: EventItem[];
   /** Inputs by id, for the composer's disposition line. */
   inputs: Map<string, InputItem>;
+  /** Local inputs by their `client_msg_id`. */
+  inputsByMessage: Map<string, InputItem>;
 }
 
 /** Short form of a long id or hash for titles; the full value stays in the data. */
@@ -179,7 +181,9 @@ function frameEvent(type: string, d: Data): Pick<EventItem, "title" | "detail" |
 }
 
 /** Titles the event lane shows for one record; unknown types are described generically. */
-export function describeEvent(record: LaneRecord): Pick<EventItem, "title" | "detail" | "severity"> {
+export function describeEvent(
+  record: LaneRecord,
+): Pick<EventItem, "title" | "detail" | "severity"> {
   const d = record.data;
   const type = record.type;
   if (type.startsWith("frame.")) return frameEvent(type, d);
@@ -224,7 +228,11 @@ export function describeEvent(record: LaneRecord): Pick<EventItem, "title" | "de
         severity: "info",
       };
     case "turn.started":
-      return { title: "Turn started", detail: text(d, "reason", "turn_id") ?? "", severity: "info" };
+      return {
+        title: "Turn started",
+        detail: text(d, "reason", "turn_id") ?? "",
+        severity: "info",
+      };
     case "turn.ended": {
       const reason = text(d, "reason", "end") ?? "";
       const failed = /error|fail/i.test(reason);
@@ -247,6 +255,11 @@ export function describeEvent(record: LaneRecord): Pick<EventItem, "title" | "de
   };
 }
 
+/** The `client_msg_id` inside a local dedupe key `local:<client>:<client_msg_id>`. */
+export function localMessageId(dedupeKey: string | undefined): string | undefined {
+  return dedupeKey?.match(/^local:[^:]+:(.+)$/)?.[1];
+}
+
 function inputItem(record: LaneRecord): InputItem {
   const d = record.data;
   const conversation = text(d, "conversation_id", "conversation") ?? "local:default";
@@ -259,7 +272,7 @@ function inputItem(record: LaneRecord): InputItem {
     author: text(d, "author") ?? "unknown",
     text: displayText(any(d, "body", "text")),
     sourceKind: text(d, "source_kind", "source") ?? conversation.split(":")[0],
-    clientMsgId: text(d, "client_msg_id", "body.client_msg_id"),
+    clientMsgId: text(d, "client_msg_id") ?? localMessageId(text(d, "dedupe_key")),
     disposition: { state: "pending" },
   };
 }
@@ -288,7 +301,14 @@ function sendItem(record: LaneRecord): SendItem {
  * ```
  */
 export function deriveLanes(records: readonly LaneRecord[]): LaneView {
-  const view: LaneView = { conversation: [], scratchpad: [], cells: [], events: [], inputs: new Map() };
+  const view: LaneView = {
+    conversation: [],
+    scratchpad: [],
+    cells: [],
+    events: [],
+    inputs: new Map(),
+    inputsByMessage: new Map(),
+  };
   const sends = new Map<string, SendItem>();
   const openCells = new Map<string, CellItem>();
   const frameInputs = new Map<string, string[]>();
@@ -299,6 +319,7 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
       const item = inputItem(record);
       view.conversation.push(item);
       view.inputs.set(item.inputId, item);
+      if (item.clientMsgId !== undefined) view.inputsByMessage.set(item.clientMsgId, item);
       continue;
     }
     if (isSend(type)) {
@@ -379,11 +400,15 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
         if (input === undefined) continue;
         if (type === "frame.accepted") {
           input.disposition = { state: "consumed", frame, frameId, end: "running" };
-        } else if (type === "frame.abandoned") {
+          continue;
+        }
+        // The end of a frame only moves inputs that this frame still holds.
+        if (input.disposition.state !== "consumed" || input.disposition.frameId !== frameId) {
+          continue;
+        }
+        if (type === "frame.abandoned") {
           input.disposition = { state: "returned", frame, frameId };
-        } else if (
-          input.disposition.state === "consumed" && input.disposition.frameId === frameId
-        ) {
+        } else {
           const state = text(d, "state") ?? "done";
           input.disposition = { ...input.disposition, end: state === "done" ? "done" : "failed" };
         }

@@ -40,6 +40,7 @@ export class RecordLog {
   #bySeq = new Map<number, LaneRecord>();
   #sorted: LaneRecord[] | undefined = [];
   #lastSeq = 0;
+  #revision = 0;
 
   /** Creates an empty log for `session`. */
   constructor(session: string) {
@@ -51,6 +52,11 @@ export class RecordLog {
     return this.#lastSeq;
   }
 
+  /** Grows whenever the kept set changes; views memoise on it. */
+  get revision(): number {
+    return this.#revision;
+  }
+
   /** How many records are kept. */
   get size(): number {
     return this.#bySeq.size;
@@ -60,6 +66,7 @@ export class RecordLog {
   add(record: LaneRecord): boolean {
     if (!isLaneRecord(record) || this.#bySeq.has(record.seq)) return false;
     this.#bySeq.set(record.seq, record);
+    this.#revision++;
     if (record.seq > this.#lastSeq) {
       this.#sorted?.push(record);
       this.#lastSeq = record.seq;
@@ -82,6 +89,7 @@ export class RecordLog {
     this.#bySeq.clear();
     this.#sorted = [];
     this.#lastSeq = 0;
+    this.#revision++;
   }
 
   /** The stored form of this log. */

@@ -1,7 +1,7 @@
 """klbr's workbench: the persistent Python process in which the agent's cells run.
 
 The host starts it as ``python3 -m klbr`` and speaks length-prefixed JSON frames with it
-on stdio (see ``klbr.kernel``). Inside a cell these names are bound:
+on stdio (see ``klbr.serve`` and ``klbr.kernel``). Inside a cell these names are bound:
 
     open_file, ls, search, delete, run   the workspace (``help(workspace)``)
     workspace                            ``ws = await workspace.current()``
@@ -9,8 +9,9 @@ on stdio (see ``klbr.kernel``). Inside a cell these names are bound:
     wait                                 ``wait(reason)``: end the cell and the turn
     skills                               ``dir(skills)``, ``help(skills.<id>)``
 
-Modules: ``kernel`` (handlers and loop), ``cells`` (running one cell), ``workspace``,
-``skills``, ``hooks`` (behaviour hooks), ``rpc`` (host calls), ``local``.
+Modules: ``serve`` (the process and its frame loop), ``kernel`` (the handler table),
+``cells`` (running one cell), ``workspace``, ``skills``, ``hooks`` (behaviour hooks),
+``rpc`` (host calls), ``local``, ``frames`` (the wire codec).
 """
 
 __all__: list[str] = []

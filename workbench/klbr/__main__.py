@@ -3,7 +3,7 @@
 import os
 import sys
 
-from klbr.kernel import main
+from klbr.serve import main
 
 if __name__ == "__main__":
     status = main()

@@ -45,7 +45,7 @@ def encode_frame(obj: dict[str, Any], max_frame_bytes: int = DEFAULT_MAX_FRAME_B
     ``TypeError``/``ValueError`` when the object is not JSON-serialisable.
 
     >>> encode_frame({"kind": "ok", "id": "r1", "result": {}})[:4]
-    b'\\x00\\x00\\x00*'
+    b'\\x00\\x00\\x00#'
     """
     text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     try:
@@ -65,7 +65,8 @@ def decode_body(body: bytes) -> dict[str, Any]:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise FrameError(f"cannot decode frame: body is not UTF-8 (got {err.reason} at byte {err.start})") from None
+        reason = f"body is not UTF-8 (got {err.reason} at byte {err.start})"
+        raise FrameError(f"cannot decode frame: {reason}") from None
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as err:
@@ -88,7 +89,9 @@ class FrameChannel:
     def __init__(self, read_fd: int, write_fd: int, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         """Use ``read_fd`` for incoming and ``write_fd`` for outgoing frames."""
         if max_frame_bytes < 64:
-            raise ValueError(f"cannot open frame channel: max_frame_bytes must be at least 64 (got {max_frame_bytes})")
+            raise ValueError(
+                f"cannot open frame channel: max_frame_bytes must be at least 64 (got {max_frame_bytes})"
+            )
         self.read_fd = read_fd
         self.write_fd = write_fd
         self.max_frame_bytes = max_frame_bytes

@@ -13,7 +13,7 @@ from klbr import rpc
 
 __all__ = ["Local", "local"]
 
-_MAX_TEXT = 1024 * 1024
+_MAX_TEXT = 1_000_000
 
 
 class Local:
@@ -27,7 +27,7 @@ class Local:
         value and assistant text are never delivered.
 
         Raises ``TypeError``/``ValueError`` for text that is not a non-empty string of at
-        most 1 MiB, and ``klbr.rpc.RpcError`` when the host refuses the send.
+        most 1,000,000 characters, and ``klbr.rpc.RpcError`` when the host refuses the send.
 
         >>> receipt = await local.send("Build is green; pushed nothing.")  # doctest: +SKIP
         """
@@ -35,9 +35,8 @@ class Local:
             raise TypeError(f"cannot send: text must be a string (got {type(text).__name__})")
         if not text.strip():
             raise ValueError("cannot send: text is empty (got only whitespace)")
-        size = len(text.encode("utf-8", "surrogatepass"))
-        if size > _MAX_TEXT:
-            raise ValueError(f"cannot send: text is over {_MAX_TEXT} bytes (got {size} bytes)")
+        if len(text) > _MAX_TEXT:
+            raise ValueError(f"cannot send: text is over {_MAX_TEXT} characters (got {len(text)})")
         result = await rpc.call("local.send", {"text": text})
         if not isinstance(result, dict):
             raise RuntimeError(f"cannot send: host replied with a non-object (got {type(result).__name__})")

@@ -1,7 +1,7 @@
 """Host RPC: how a cell asks the host for an effect the host owns.
 
 A call sends an ``rpc`` frame ``{id, parent, method, params}`` with a worker-minted id
-(``w1``, ``w2``, ...) and the id of the ``execute`` request it runs under, then waits for
+(``w1``, ``w2``, ...) and the id of the ``execute`` or ``hook`` request it runs under, then waits for
 the host's ``rpc_ok`` or ``rpc_error``. If the waiting task is cancelled, an
 ``rpc_cancel`` frame tells the host to clean up (kill the process group of a ``run``).
 
@@ -18,7 +18,7 @@ from typing import Any, Callable
 __all__ = ["HostRpc", "RpcError", "bind", "call", "current_parent"]
 
 current_parent: ContextVar[str | None] = ContextVar("klbr_rpc_parent", default=None)
-"""The id of the ``execute`` request whose cell runs in this context, else ``None``."""
+"""The id of the ``execute`` or ``hook`` request running in this context, else ``None``."""
 
 FrameWriter = Callable[[dict[str, Any]], None]
 
@@ -52,12 +52,14 @@ class HostRpc:
         """Ask the host to perform ``method`` with ``params`` and return its result.
 
         Raises ``RpcError`` when the host answers ``rpc_error``, and ``RuntimeError`` when
-        called outside a cell (there is no ``execute`` to attribute the effect to). On
+        called outside a cell or hook (there is no request to attribute the effect to). On
         cancellation sends ``rpc_cancel`` and re-raises.
         """
         parent = current_parent.get()
         if parent is None:
-            raise RuntimeError(f"cannot call host rpc {method}: only a running cell may call it (got no cell)")
+            raise RuntimeError(
+                f"cannot call host rpc {method}: only a running cell or hook may call it (got neither)"
+            )
         rpc_id = f"w{next(self._ids)}"
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[rpc_id] = (method, future)

@@ -54,7 +54,7 @@ def _install(payload: dict[str, object]) -> None:
     if not isinstance(payload, dict):
         raise ValueError(f"cannot load skills: payload must be an object (got {type(payload).__name__})")
     bodies = payload.get("bodies", {})
-    if not isinstance(bodies, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in bodies.items()):
+    if not isinstance(bodies, dict) or not all(isinstance(v, str) for v in bodies.values()):
         raise ValueError("cannot load skills: bodies must map ids to strings (got a non-string entry)")
     new_roots = payload.get("roots", [])
     if not isinstance(new_roots, list) or not all(isinstance(r, str) for r in new_roots):

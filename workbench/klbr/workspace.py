@@ -1,4 +1,4 @@
-"""The session's workspace, bound in every cell: ``open_file``, ``ls``, ``search``, ``delete``, ``run``.
+"""The session's workspace: ``open_file``, ``ls``, ``search``, ``delete`` and ``run``, bound in every cell.
 
 The root is resolved once per kernel generation (at ``init``); ``ws = await
 workspace.current()`` returns the object form, whose methods are the same functions.
@@ -34,6 +34,8 @@ __all__ = [
     "PRELUDE_NAMES", "Entry", "FileHandle", "Listing", "Match", "RunResult", "SearchResult",
     "Workspace", "WorkspaceEscape", "bind", "current", "delete", "ls", "open_file", "run", "search",
 ]
+
+_MAX_TIMEOUT_S = 24 * 3600
 
 PRELUDE_NAMES = ("open_file", "ls", "search", "delete", "run")
 """The workspace functions bound in every cell."""
@@ -117,7 +119,11 @@ class Workspace:
         return FileHandle(self.root, rel)
 
     async def ls(
-        self, path: PathArg = ".", recursive: bool = False, match: str | None = None, max_entries: int = 10_000
+        self,
+        path: PathArg = ".",
+        recursive: bool = False,
+        match: str | None = None,
+        max_entries: int = 10_000,
     ) -> Listing:
         """List a directory one level deep, or walk it with ``recursive=True``.
 
@@ -151,6 +157,8 @@ class Workspace:
         rel = to_relative(self.root, target)
         if str(target) == self.root:
             raise PermissionError(f"cannot delete {path!r}: it is the workspace root {self.root!r}")
+        if not os.path.lexists(target):
+            raise FileNotFoundError(f"cannot delete {rel}: no such file or directory")
         if target.is_symlink() or not target.is_dir():
             target.unlink()
         elif recursive:
@@ -168,7 +176,8 @@ class Workspace:
         ``cwd`` is a workspace path (default: the root). Cancelling the cell stops the program.
 
         Raises ``TypeError`` for a shell string or non-string items, ``ValueError`` for an
-        empty argv or a non-positive timeout, ``klbr.rpc.RpcError`` when the host refuses.
+        empty argv or a timeout outside (0, 86400] seconds, and ``klbr.rpc.RpcError`` when
+        the host refuses.
         """
         if isinstance(argv, (str, bytes)):
             raise TypeError(f"cannot run: run takes argv, not a shell string (got {argv!r})")
@@ -178,8 +187,11 @@ class Workspace:
         bad = [a for a in args if not isinstance(a, str)]
         if bad:
             raise TypeError(f"cannot run: every argv item must be a str (got {bad[0]!r})")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ValueError(f"cannot run: timeout must be a positive number of seconds (got {timeout!r})")
+        number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+        if not number or not 0 < timeout <= _MAX_TIMEOUT_S:
+            raise ValueError(
+                f"cannot run: timeout must be a number of seconds in (0, {_MAX_TIMEOUT_S}] (got {timeout!r})"
+            )
         where = self.resolve(cwd) if cwd is not None else None
         if where is not None and not os.path.isdir(where):
             raise NotADirectoryError(f"cannot run: cwd is not a directory (got {cwd!r})")
@@ -212,12 +224,16 @@ async def open_file(path: PathArg, create: bool = False) -> FileHandle:
     return await (await current()).open_file(path, create)
 
 
-async def ls(path: PathArg = ".", recursive: bool = False, match: str | None = None) -> Listing:
+async def ls(
+    path: PathArg = ".", recursive: bool = False, match: str | None = None, max_entries: int = 10_000
+) -> Listing:
     """List a workspace directory; see ``Workspace.ls``."""
-    return await (await current()).ls(path, recursive, match)
+    return await (await current()).ls(path, recursive, match, max_entries)
 
 
-async def search(pattern: str, path: PathArg = ".", max_results: int = 100, regex: bool = False) -> SearchResult:
+async def search(
+    pattern: str, path: PathArg = ".", max_results: int = 100, regex: bool = False
+) -> SearchResult:
     """Search workspace files for a pattern; see ``Workspace.search``."""
     return await (await current()).search(pattern, path, max_results, regex)
 
@@ -230,3 +246,9 @@ async def delete(path: PathArg, recursive: bool = False) -> None:
 async def run(argv: Sequence[str], timeout: float = 60, cwd: PathArg | None = None) -> RunResult:
     """Run a program through the host; see ``Workspace.run``."""
     return await (await current()).run(argv, timeout, cwd)
+
+
+# help(open_file) in a cell should give the whole contract, not a pointer to the class.
+for _name in PRELUDE_NAMES:
+    globals()[_name].__doc__ = getattr(Workspace, _name).__doc__
+del _name

@@ -163,7 +163,7 @@ class InitTest(KernelCase):
         """`handle_init()` refuses a second init: one generation per process."""
         await self.init()
         reply = await self.call({"kind": "init", "generation": 2, "session": "s", "workspace": self.root, "skills": {}, "behavior": None})
-        self.assertEqual(reply["message"], "cannot init: generation 1 is already initialised (got generation 2)")
+        self.assertEqual(reply["message"], "cannot init: generation 1 is already initialised (got 2)")
 
     async def test_prelude_names_are_bound_in_cells(self) -> None:
         """`handle_init()` binds the prelude so a cell can use it without imports."""

@@ -63,7 +63,8 @@ class RpcTest(KernelCase):
             "run('ls -la')": ("TypeError", "cannot run: run takes argv, not a shell string (got 'ls -la')"),
             "run([])": ("ValueError", "cannot run: argv is empty (got [])"),
             "run(['ls', 3])": ("TypeError", "cannot run: every argv item must be a str (got 3)"),
-            "run(['ls'], timeout=0)": ("ValueError", "cannot run: timeout must be a positive number of seconds (got 0)"),
+            "run(['ls'], timeout=0)": ("ValueError", "cannot run: timeout must be a number of seconds in (0, 86400] (got 0)"),
+            "run(['ls'], timeout=86401)": ("ValueError", None),
             "run(['ls'], cwd='/')": ("WorkspaceEscape", None),
         }
         for n, (code, (kind, message)) in enumerate(cases.items()):
@@ -87,8 +88,10 @@ class RpcTest(KernelCase):
         await self.init()
         empty = await self.call({"kind": "execute", "id": "e1", "cell": "c", "code": "await local.send('  ')"})
         number = await self.call({"kind": "execute", "id": "e2", "cell": "c", "code": "await local.send(5)"})
+        huge = await self.call({"kind": "execute", "id": "e3", "cell": "c", "code": "await local.send('x' * 1_000_001)"})
         self.assertEqual(empty["result"]["error"]["message"], "cannot send: text is empty (got only whitespace)")
         self.assertEqual(number["result"]["error"]["message"], "cannot send: text must be a string (got int)")
+        self.assertEqual(huge["result"]["error"]["message"], "cannot send: text is over 1000000 characters (got 1000001)")
         self.assertEqual(self.wire.of_kind("rpc"), [])
 
 
@@ -97,7 +100,7 @@ class RpcOutsideCellTest(unittest.IsolatedAsyncioTestCase):
         """`HostRpc.call()` refuses a call with no running cell to attribute it to."""
         sent: list = []
         client = rpc.HostRpc(sent.append)
-        with self.assertRaisesRegex(RuntimeError, r"^cannot call host rpc local.send: only a running cell may call it \(got no cell\)$"):
+        with self.assertRaisesRegex(RuntimeError, r"^cannot call host rpc local.send: only a running cell or hook may call it \(got neither\)$"):
             await client.call("local.send", {"text": "x"})
         self.assertEqual(sent, [])
 

@@ -1,0 +1,216 @@
+// End-to-end acceptance of the daemon: the real `main.ts serve` process under the serve
+// task's permissions, a real Python workbench, and the fake model over real HTTP.
+
+import assert from "node:assert/strict";
+import { startFakeOpenAI } from "../fakes/openai_server.ts";
+import { REPO_ROOT, serveFlags, startTestDaemon } from "../_helpers/daemon.ts";
+import { connectLane, type LaneClient } from "../_helpers/lane_client.ts";
+import type { LaneRecord, ServerMessage } from "../../runtime/protocol.ts";
+
+const records = (client: LaneClient, type?: string) =>
+  client.messages.filter((m): m is LaneRecord =>
+    m.kind === "record" && (type === undefined || m.type === type)
+  );
+
+const waitRecord = (client: LaneClient, type: string, extra: (r: LaneRecord) => boolean = () => true) =>
+  client.waitFor<LaneRecord>((m) => m.kind === "record" && m.type === type && extra(m), 30_000);
+
+const WAIT_CELL = { toolCall: { code: "wait()" } };
+
+Deno.test("serve refuses a non-loopback bind before it listens", async () => {
+  const state = await Deno.makeTempDir();
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", ...serveFlags(), `${REPO_ROOT}/main.ts`, "serve", "--state", state, "--host", "0.0.0.0"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 1);
+  assert.match(
+    new TextDecoder().decode(out.stderr),
+    /cannot serve: the bind address must be loopback .* \(got 0\.0\.0\.0\)/,
+  );
+  // Nothing was written: the refusal comes before the state directory is touched.
+  assert.deepEqual([...Deno.readDirSync(state)], []);
+});
+
+Deno.test("a message yields scratchpad, one cell and exactly one send; wait makes no idle request", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
+  try {
+    // /health answers JSON with the pending-input figures.
+    const health = await (await fetch(`${daemon.url}/health`)).json();
+    assert.equal(health.ok, true);
+    assert.equal(health.pending_inputs, 0);
+
+    fake.enqueue({
+      text: "thinking about a greeting",
+      toolCall: { code: "x = 41\nawait local.send('hello there')\nprint(x + 1)\nwait()" },
+      usage: "openai",
+    });
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    const ack = await client.request({ kind: "input", client_msg_id: "m1", text: "hi" });
+    assert.equal(ack.kind, "ack");
+    await waitRecord(client, "turn.ended");
+    await waitRecord(client, "frame.finished");
+
+    assert.equal(records(client, "send").length, 1);
+    assert.equal(records(client, "send")[0].data.text, "hello there");
+    const pad = records(client, "scratchpad");
+    assert.equal(pad.length, 1);
+    assert.equal(pad[0].data.text, "thinking about a greeting");
+    assert.equal(pad[0].data.partial, false);
+    const finished = records(client, "cell.finished");
+    assert.equal(finished.length, 1);
+    assert.equal(finished[0].data.outcome, "ok");
+    assert.equal((finished[0].data.result as { stdout: string }).stdout, "42\n");
+    assert.equal(records(client, "turn.ended")[0].data.reason, "wait");
+    // The model saw one tool, the python cell.
+    const chat = fake.requests.filter((r) => r.method === "POST");
+    assert.equal(chat.length, 1);
+    assert.deepEqual(chat[0].body.tools.map((t: { function: { name: string } }) => t.function.name), [
+      "python",
+    ]);
+
+    // Waiting costs nothing: no request until a new input wakes the agent.
+    await client.request({ kind: "ping" });
+    assert.equal(fake.requests.filter((r) => r.method === "POST").length, 1);
+    fake.enqueue({ toolCall: { code: "print(x)\nwait()" } });
+    await client.request({ kind: "input", client_msg_id: "m2", text: "again" });
+    await waitRecord(client, "turn.ended", (r) => r.seq > records(client, "turn.ended")[0].seq);
+    const second = records(client, "cell.finished")[1];
+    // The heap survived between turns.
+    assert.equal((second.data.result as { stdout: string }).stdout, "41\n");
+    const requests = fake.requests.filter((r) => r.method === "POST");
+    assert.equal(requests.length, 2);
+    // The second request carries the whole valid sequence: the tool call and its result.
+    const messages = requests[1].body.messages as { role: string; tool_call_id?: string }[];
+    const toolResults = messages.filter((m) => m.role === "tool");
+    assert.equal(toolResults.length, 1);
+    await client.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+});
+
+Deno.test("inputs burst during a blocked cell are acknowledged; reset replaces the kernel", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
+  try {
+    fake.enqueue({ toolCall: { code: "import time\ntime.sleep(10**9)" } });
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "first", text: "start" });
+    await waitRecord(client, "cell.started");
+    const acks = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        client.request({ kind: "input", client_msg_id: `burst-${i}`, text: `burst ${i}` })),
+    );
+    assert.equal(new Set(acks.map((a) => a.kind === "ack" && a.input_id)).size, 40);
+    const status = await client.request({ kind: "op.status" });
+    assert.equal(status.kind, "op.result");
+    const session = (status as Extract<ServerMessage, { kind: "op.result" }>).result
+      .sessions as Record<string, { pending_inputs: number }>;
+    assert.equal(session.default.pending_inputs, 40);
+
+    const reset = await client.request({ kind: "op.reset", session: "default" }, 30_000);
+    assert.equal(reset.kind, "op.result");
+    const result = (reset as Extract<ServerMessage, { kind: "op.result" }>).result;
+    assert.equal(result.heap_restored, false);
+    const blocked = await waitRecord(client, "cell.finished");
+    assert.ok(["killed", "cancelled"].includes(String(blocked.data.outcome)));
+    await waitRecord(client, "kernel.reset", (r) => r.data.reason === "operator reset");
+
+    // Every burst input is consumed by exactly one accepted frame after the reset.
+    const burstIds = new Set(acks.map((a) => (a as { input_id: string }).input_id));
+    await client.waitFor((m) =>
+      m.kind === "record" && m.type === "frame.accepted" &&
+      (m.data.input_ids as string[]).some((id) => burstIds.has(id))
+    , 30_000);
+    const consumed = records(client, "frame.accepted").flatMap((r) => r.data.input_ids as string[]);
+    for (const id of burstIds) assert.equal(consumed.filter((c) => c === id).length, 1, id);
+    await client.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+});
+
+Deno.test("SIGKILL mid-burst and mid-cell: after restart every acked input is there once, no cell reruns", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  fake.enqueue({ toolCall: { code: "import asyncio\nawait asyncio.sleep(10**6)" } });
+  let daemon = await startTestDaemon({ modelUrl: fake.url });
+  const acked = new Set<string>();
+  try {
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "k0", text: "go" });
+    await waitRecord(client, "cell.started");
+    for (let i = 1; i <= 60; i++) {
+      client.send({ kind: "input", request: `b${i}`, client_msg_id: `k${i}`, text: `n${i}` });
+    }
+    await client.waitFor((m) => m.kind === "ack" && m.request === "b20");
+    await daemon.kill();
+    for (const m of client.messages) if (m.kind === "ack") acked.add(m.input_id);
+    await client.closed;
+
+    daemon = await daemon.restart();
+    const after = await connectLane({ port: daemon.port, token: daemon.token });
+    await waitRecord(after, "recovery");
+    const admitted = records(after, "input.admitted").map((r) => r.data.input_id as string);
+    assert.equal(new Set(admitted).size, admitted.length, "no input admitted twice");
+    for (const id of acked) assert.ok(admitted.includes(id), `acked ${id} survived`);
+    const recovery = records(after, "recovery")[0];
+    assert.equal((recovery.data.closed_tool_calls as string[]).length, 1);
+    assert.equal((recovery.data.interrupted_cells as string[]).length, 1);
+
+    // The next model request is a valid sequence and the blocked cell never runs again.
+    await fake.waitForRequests(fake.requests.length + 1, 30_000);
+    await waitRecord(after, "turn.ended");
+    const last = fake.requests.filter((r) => r.method === "POST").at(-1)!;
+    const messages = last.body.messages as {
+      role: string;
+      tool_call_id?: string;
+      tool_calls?: { id: string }[];
+    }[];
+    const calls = messages.flatMap((m) => m.tool_calls?.map((c) => c.id) ?? []);
+    const results = messages.filter((m) => m.role === "tool").map((m) => m.tool_call_id);
+    assert.deepEqual(results.sort(), calls.sort());
+    const started = records(after, "cell.started").filter((r) =>
+      String(r.data.code).includes("asyncio.sleep")
+    );
+    assert.equal(started.length, 1, "the interrupted cell ran once");
+    // Each acked input is pending or consumed by exactly one frame that was not abandoned.
+    const abandoned = new Set(records(after, "frame.abandoned").map((r) => r.data.frame_id));
+    const live = records(after, "frame.accepted").filter((r) => !abandoned.has(r.data.frame_id));
+    for (const id of acked) {
+      assert.ok(live.filter((r) => (r.data.input_ids as string[]).includes(id)).length <= 1);
+    }
+    await after.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+});
+
+Deno.test("the v2 socket refuses a non-loopback Origin and a native client without the token", async () => {
+  const daemon = await startTestDaemon();
+  try {
+    // A page on another origin must never reach the owner's agent: refused before upgrade.
+    const refused = await fetch(`${daemon.url}/v2`, {
+      headers: { origin: "https://evil.example", upgrade: "websocket", connection: "Upgrade" },
+    });
+    assert.equal(refused.status, 403);
+    await refused.body?.cancel();
+    // A native client (no Origin) must show the token.
+    const anonymous = await connectLane({ port: daemon.port });
+    const error = anonymous.messages.find((m) => m.kind === "error");
+    assert.equal(error?.kind === "error" && error.code, "token_missing");
+    await anonymous.closed;
+    const wrong = await connectLane({ port: daemon.port, token: "0".repeat(64) });
+    const wrongError = wrong.messages.find((m) => m.kind === "error");
+    assert.equal(wrongError?.kind === "error" && wrongError.code, "token_wrong");
+    await wrong.closed;
+    assert.match(daemon.logs(), /refused operator access: cannot authorise: the operator token is wrong/);
+  } finally {
+    await daemon.stop();
+  }
+});

@@ -1,0 +1,197 @@
+/**
+ * An in-memory {@linkcode LaneHost} and a real HTTP server around it, for UI tests that need
+ * exact control over which records exist and when (reconnects, replays, rendering) without a
+ * model or a workbench. The protocol code is the daemon's own: `createApp` and
+ * `LaneConnection` serve the page and the socket.
+ *
+ * @module
+ */
+
+import { KlbrError } from "../../runtime/errors.ts";
+import type { LaneHost, LaneSignal } from "../../runtime/lane_connection.ts";
+import type { ClientMessage, LaneRecord } from "../../runtime/protocol.ts";
+import { createApp } from "../../runtime/server.ts";
+
+/** A 64-hex-character token for the in-memory host. */
+export const TEST_TOKEN = "ab".repeat(32);
+
+type InputMessage = Extract<ClientMessage, { kind: "input" }>;
+type OpMessage = Extract<ClientMessage, { kind: `op.${string}` }>;
+
+/** A lane host whose records live in an array. */
+export class MemoryLaneHost implements LaneHost {
+  readonly version = "test";
+  readonly token = TEST_TOKEN;
+  /** Every record of every session, per session in seq order. */
+  readonly sessions = new Map<string, LaneRecord[]>();
+  /** Every `admit` call, duplicates included. */
+  readonly admits: { clientId: string; input: InputMessage }[] = [];
+  /** Every operator command run. */
+  readonly operations: OpMessage[] = [];
+  /** The `since` of every store read, in order: shows where each connection resumed. */
+  readonly reads: number[] = [];
+  /** Operator kinds that never get an answer (to test a drop while one is pending). */
+  readonly holdOps = new Set<string>();
+  /** The epoch `op.activate` compares against. */
+  epoch = 3;
+  activeRelease = "rel_a1b2c3d4e5f6a7b8c9d0";
+  #listeners = new Map<string, Set<(signal: LaneSignal) => void>>();
+  #admitted = new Map<string, { input_id: string; seq: number }>();
+
+  #log(session: string): LaneRecord[] {
+    let log = this.sessions.get(session);
+    if (log === undefined) {
+      log = [];
+      this.sessions.set(session, log);
+    }
+    return log;
+  }
+
+  /** Appends one record and wakes the session's connections; returns it. */
+  append(type: string, data: Record<string, unknown>, session = "default"): LaneRecord {
+    const log = this.#log(session);
+    const record: LaneRecord = {
+      kind: "record",
+      session,
+      seq: log.length + 1,
+      at: Date.now(),
+      type,
+      data,
+    };
+    log.push(record);
+    this.emit({ kind: "wake" }, session);
+    return record;
+  }
+
+  /** Pushes a live signal (a wake, a token or cell output) to a session's connections. */
+  emit(signal: LaneSignal, session = "default"): void {
+    for (const listener of [...(this.#listeners.get(session) ?? [])]) listener(signal);
+  }
+
+  /** The number of live subscriptions of a session (one per said-hello socket). */
+  subscribers(session = "default"): number {
+    return this.#listeners.get(session)?.size ?? 0;
+  }
+
+  headSeq(session: string): number {
+    return this.#log(session).length;
+  }
+
+  readRecords(session: string, since: number, limit: number): LaneRecord[] {
+    this.reads.push(since);
+    return this.#log(session).slice(since, since + limit);
+  }
+
+  subscribe(session: string, listener: (signal: LaneSignal) => void): () => void {
+    let set = this.#listeners.get(session);
+    if (set === undefined) {
+      set = new Set();
+      this.#listeners.set(session, set);
+    }
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+
+  admit(
+    session: string,
+    clientId: string,
+    input: InputMessage,
+  ): { input_id: string; seq: number; duplicate: boolean } {
+    this.admits.push({ clientId, input });
+    const key = `local:${clientId}:${input.client_msg_id}`;
+    const known = this.#admitted.get(key);
+    if (known !== undefined) return { ...known, duplicate: true };
+    const inputId = `in_${String(this.admits.length).padStart(26, "0")}`;
+    const record = this.append("input.admitted", {
+      input_id: inputId,
+      source_kind: "local",
+      dedupe_key: key,
+      conversation_id: input.conversation,
+      author: input.author,
+      received_at: Date.now(),
+      body: input.text,
+    }, session);
+    this.#admitted.set(key, { input_id: inputId, seq: record.seq });
+    return { input_id: inputId, seq: record.seq, duplicate: false };
+  }
+
+  operate(message: OpMessage, session: string): Promise<Record<string, unknown>> {
+    this.operations.push(message);
+    if (this.holdOps.has(message.kind)) return new Promise(() => {});
+    if (message.kind === "op.status") {
+      return Promise.resolve({
+        session,
+        state: "running",
+        head: this.headSeq(session),
+        epoch: this.epoch,
+        active_release: this.activeRelease,
+        skills_revision: "sk_9b0c6a3e51f2",
+      });
+    }
+    if (message.kind === "op.activate") {
+      if (message.epoch !== this.epoch) {
+        return Promise.reject(
+          new KlbrError(
+            "epoch_moved",
+            `cannot activate release ${message.release}: epoch moved (expected ${message.epoch}, found ${this.epoch})`,
+          ),
+        );
+      }
+      this.epoch++;
+      this.activeRelease = message.release;
+      this.append("activation", {
+        epoch: this.epoch,
+        release_id: message.release,
+        reason: "operator",
+      }, session);
+      return Promise.resolve({ epoch: this.epoch, release: message.release });
+    }
+    this.append("operator", { op: message.kind, session }, session);
+    return Promise.resolve({ ok: true, op: message.kind });
+  }
+
+  logRefusal(_reason: string): void {}
+}
+
+/** A running test server. */
+export interface LaneServer {
+  readonly url: string;
+  readonly port: number;
+  /** Stops listening and drops every socket, like a killed daemon. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Serves the built UI and `/v2` for `host` on 127.0.0.1; `port` 0 picks a free one.
+ *
+ * @throws {Error} when the port cannot be bound.
+ */
+export function startLaneServer(
+  host: MemoryLaneHost,
+  options: { uiDir: string; port?: number },
+): Promise<LaneServer> {
+  const app = createApp({
+    lanes: host,
+    health: () => ({ ok: true }),
+    uiDir: options.uiDir,
+    log: () => {},
+  });
+  const abort = new AbortController();
+  return new Promise((resolve) => {
+    const server = Deno.serve({
+      hostname: "127.0.0.1",
+      port: options.port ?? 0,
+      signal: abort.signal,
+      onListen: ({ port }) => {
+        resolve({
+          url: `http://127.0.0.1:${port}`,
+          port,
+          stop: async () => {
+            abort.abort();
+            await server.finished;
+          },
+        });
+      },
+    }, app.fetch);
+  });
+}

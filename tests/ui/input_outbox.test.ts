@@ -1,0 +1,151 @@
+/**
+ * The page's outbox of inputs without a durable record: the states an input passes through,
+ * its ids kept for safe re-sending, and its survival across a reload.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { InputOutbox, type KeyValueStore } from "../../ui/src/input_outbox.ts";
+
+/** A storage object like `sessionStorage`, counting writes. */
+function memoryStorage(initial: Record<string, string> = {}): KeyValueStore & {
+  data: Map<string, string>;
+  writes: number;
+} {
+  const data = new Map(Object.entries(initial));
+  return {
+    data,
+    writes: 0,
+    getItem: (key) => data.get(key) ?? null,
+    setItem(key, value) {
+      this.writes++;
+      data.set(key, value);
+    },
+    removeItem: (key) => void data.delete(key),
+  };
+}
+
+const KEY = "klbr:outbox:default";
+const NONE = { clientMsgIds: new Set<string>(), inputIds: new Set<string>() };
+
+Deno.test("`InputOutbox.add()` gives each input fresh, distinct ids and queues it", () => {
+  const outbox = new InputOutbox(undefined, KEY);
+  const a = outbox.add("one", "local:default");
+  const b = outbox.add("two", "local:default");
+  assert.notEqual(a.clientMsgId, b.clientMsgId);
+  assert.equal(a.request, `in-${a.clientMsgId}`);
+  assert.deepEqual(outbox.unacknowledged().map((i) => i.text), ["one", "two"]);
+  assert.equal(a.status, "queued");
+});
+
+Deno.test("`InputOutbox.ack()` records the input id and ends re-sending", () => {
+  const outbox = new InputOutbox(undefined, KEY);
+  const item = outbox.add("one", "local:default");
+  outbox.markSent(item.request);
+  assert.equal(outbox.list()[0].status, "sent");
+  assert.equal(outbox.unacknowledged().length, 1, "a sent input is re-sent until acknowledged");
+  assert.equal(outbox.ack(item.request, { input_id: "in_1", seq: 7, duplicate: true }), true);
+  assert.deepEqual(
+    [outbox.list()[0].status, outbox.list()[0].inputId, outbox.list()[0].duplicate],
+    ["acked", "in_1", true],
+  );
+  assert.equal(outbox.unacknowledged().length, 0);
+});
+
+Deno.test("`InputOutbox.ack()` and `fail()` ignore requests that are not the outbox's", () => {
+  const outbox = new InputOutbox(undefined, KEY);
+  outbox.add("one", "local:default");
+  assert.equal(outbox.ack("op-1", { input_id: "in_1", seq: 1, duplicate: false }), false);
+  assert.equal(outbox.fail("op-1", { code: "x", message: "y" }), false);
+  assert.equal(outbox.list()[0].status, "queued");
+});
+
+Deno.test("`InputOutbox.fail()` keeps a refused input until it is retried or discarded", () => {
+  const outbox = new InputOutbox(undefined, KEY);
+  const a = outbox.add("one", "local:default");
+  const b = outbox.add("two", "local:default");
+  outbox.fail(a.request, { code: "invalid_input", message: "cannot accept" });
+  outbox.fail(b.request, { code: "internal", message: "boom" });
+  assert.equal(outbox.unacknowledged().length, 0, "a refused input is not re-sent by itself");
+  outbox.retry(a.clientMsgId);
+  assert.deepEqual(outbox.unacknowledged().map((i) => [i.clientMsgId, i.error]), [[
+    a.clientMsgId,
+    undefined,
+  ]]);
+  outbox.discard(b.clientMsgId);
+  assert.deepEqual(outbox.list().map((i) => i.text), ["one"]);
+});
+
+Deno.test("`InputOutbox.retry()` leaves inputs that were not refused alone", () => {
+  const outbox = new InputOutbox(undefined, KEY);
+  const a = outbox.add("one", "local:default");
+  outbox.ack(a.request, { input_id: "in_1", seq: 1, duplicate: false });
+  outbox.retry(a.clientMsgId);
+  assert.equal(outbox.list()[0].status, "acked");
+});
+
+Deno.test("`InputOutbox.settle()` drops inputs recorded by message id or by input id", () => {
+  const outbox = new InputOutbox(undefined, KEY);
+  const a = outbox.add("one", "local:default");
+  const b = outbox.add("two", "local:default");
+  const c = outbox.add("three", "local:default");
+  outbox.ack(b.request, { input_id: "in_b", seq: 2, duplicate: false });
+  assert.equal(outbox.settle(NONE), false);
+  assert.equal(
+    outbox.settle({ clientMsgIds: new Set([a.clientMsgId]), inputIds: new Set(["in_b"]) }),
+    true,
+  );
+  assert.deepEqual(outbox.list().map((i) => i.clientMsgId), [c.clientMsgId]);
+});
+
+Deno.test("`InputOutbox` survives a reload through its storage with the same ids", () => {
+  const storage = memoryStorage();
+  const first = new InputOutbox(storage, KEY);
+  const item = first.add("one", "local:default");
+  first.markSent(item.request);
+  const second = new InputOutbox(storage, KEY);
+  assert.deepEqual(second.list(), first.list());
+  assert.deepEqual(second.unacknowledged().map((i) => i.clientMsgId), [item.clientMsgId]);
+});
+
+Deno.test("`InputOutbox` removes its storage entry once nothing is left", () => {
+  const storage = memoryStorage();
+  const outbox = new InputOutbox(storage, KEY);
+  const item = outbox.add("one", "local:default");
+  assert.ok(storage.data.has(KEY));
+  outbox.discard(item.clientMsgId);
+  assert.equal(storage.data.has(KEY), false);
+});
+
+Deno.test("`InputOutbox` starts empty from a corrupt entry and drops malformed items", () => {
+  assert.equal(new InputOutbox(memoryStorage({ [KEY]: "{not json" }), KEY).list().length, 0);
+  assert.equal(new InputOutbox(memoryStorage({ [KEY]: '{"a":1}' }), KEY).list().length, 0);
+  const mixed = JSON.stringify([
+    { clientMsgId: "m1", request: "in-m1", text: "ok", conversation: "local:default", status: "sent" },
+    { clientMsgId: "m2", text: "no request", conversation: "local:default", status: "sent" },
+    "junk",
+  ]);
+  assert.deepEqual(
+    new InputOutbox(memoryStorage({ [KEY]: mixed }), KEY).list().map((i) => i.clientMsgId),
+    ["m1"],
+  );
+});
+
+Deno.test("`InputOutbox` keeps working in memory when its storage refuses writes", () => {
+  const storage: KeyValueStore = {
+    getItem: () => null,
+    setItem: () => {
+      throw new DOMException("quota", "QuotaExceededError");
+    },
+    removeItem: () => {
+      throw new DOMException("denied", "SecurityError");
+    },
+  };
+  const outbox = new InputOutbox(storage, KEY);
+  const item = outbox.add("one", "local:default");
+  outbox.ack(item.request, { input_id: "in_1", seq: 1, duplicate: false });
+  assert.equal(outbox.list()[0].inputId, "in_1");
+  outbox.discard(item.clientMsgId);
+  assert.equal(outbox.list().length, 0);
+});

@@ -1,0 +1,493 @@
+/**
+ * The page's lane socket, run in Deno against the daemon's own `createApp` and
+ * `LaneConnection` over real WebSockets, with an in-memory host: resuming after a restart,
+ * re-sending inputs, the token, operator commands and giving up. A scripted socket covers
+ * what a correct daemon never sends.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { LaneRecord } from "../../runtime/protocol.ts";
+import type { KeyValueStore } from "../../ui/src/input_outbox.ts";
+import { LaneClient, type LaneClientOptions } from "../../ui/src/lane_client.ts";
+import { RecordLog } from "../../ui/src/record_log.ts";
+import { type LaneServer, MemoryLaneHost, startLaneServer, TEST_TOKEN } from "./_memory_lane_host.ts";
+
+const UI_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "ui", "dist");
+
+/** A WebSocket that sends a loopback `Origin`, as a browser page on the daemon's origin does. */
+class BrowserSocket extends WebSocket {
+  constructor(url: string) {
+    super(url, { headers: { origin: "http://127.0.0.1" } } as unknown as string[]);
+  }
+}
+
+function memoryStorage(): KeyValueStore & { data: Map<string, string> } {
+  const data = new Map<string, string>();
+  return {
+    data,
+    getItem: (key) => data.get(key) ?? null,
+    setItem: (key, value) => void data.set(key, value),
+    removeItem: (key) => void data.delete(key),
+  };
+}
+
+/**
+ * Resolves once `predicate` holds, checked on every change of `client` and every 10 ms (for
+ * conditions on the host side); fails after `timeoutMs`.
+ */
+function until(
+  client: LaneClient,
+  predicate: () => boolean,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<void> {
+  if (predicate()) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      if (!predicate()) return;
+      clearTimeout(timer);
+      clearInterval(poll);
+      off();
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      clearInterval(poll);
+      off();
+      reject(
+        new Error(`timed out waiting for ${what}; connection ${JSON.stringify(client.connection)}`),
+      );
+    }, timeoutMs);
+    const poll = setInterval(check, 10);
+    const off = client.subscribe(check);
+  });
+}
+
+interface Setup {
+  host: MemoryLaneHost;
+  server: LaneServer;
+  client: LaneClient;
+  storage: ReturnType<typeof memoryStorage>;
+  cleanup(): Promise<void>;
+}
+
+async function setup(
+  options: Partial<LaneClientOptions> = {},
+  prepare?: (host: MemoryLaneHost, storage: ReturnType<typeof memoryStorage>) => void,
+): Promise<Setup> {
+  const host = new MemoryLaneHost();
+  const storage = memoryStorage();
+  prepare?.(host, storage);
+  const state = { server: await startLaneServer(host, { uiDir: UI_DIR }) };
+  const client = new LaneClient({
+    url: `ws://127.0.0.1:${state.server.port}/v2`,
+    clientId: "web-test",
+    storage,
+    webSocket: BrowserSocket,
+    minDelayMs: 20,
+    maxDelayMs: 100,
+    ...options,
+  });
+  return {
+    host,
+    get server() {
+      return state.server;
+    },
+    set server(value) {
+      state.server = value;
+    },
+    client,
+    storage,
+    async cleanup() {
+      client.stop();
+      await state.server.stop();
+    },
+  } as Setup;
+}
+
+function snapshotOf(records: LaneRecord[]): string {
+  const log = new RecordLog("default");
+  for (const record of records) log.add(record);
+  return JSON.stringify(log.toSnapshot());
+}
+
+Deno.test("`LaneClient` resumes after a daemon restart from its last seq and keeps each record once", async () => {
+  const s = await setup();
+  try {
+    for (const n of [1, 2, 3]) s.host.append("scratchpad", { text: `draft ${n}` });
+    s.client.start();
+    await until(s.client, () => s.client.log.size === 3 && s.client.connection.replayed, "3 records");
+    const port = s.server.port;
+    await s.server.stop();
+    await until(s.client, () => s.client.connection.phase === "unreachable", "unreachable");
+    assert.ok(s.client.connection.downSince !== undefined);
+    s.host.append("scratchpad", { text: "draft 4" });
+    s.host.append("cell.started", { cell_id: "cell_1", code: "1" });
+    const readsBefore = s.host.reads.length;
+    s.server = await startLaneServer(s.host, { uiDir: UI_DIR, port });
+    await until(s.client, () => s.client.log.size === 5, "5 records");
+    assert.deepEqual(s.client.log.records().map((r) => r.seq), [1, 2, 3, 4, 5]);
+    // The new connection asked only for what came after seq 3.
+    assert.equal(s.host.reads[readsBefore], 3);
+    assert.equal(s.client.connection.phase, "open");
+    assert.equal(s.client.connection.downSince, undefined);
+    assert.ok(s.client.connection.recoveredAt !== undefined, "the page can say the daemon is back");
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient` restores its log from storage and asks only for newer records", async () => {
+  const s = await setup({}, (host, storage) => {
+    for (const n of [1, 2, 3, 4]) host.append("scratchpad", { text: `draft ${n}` });
+    storage.data.set("klbr:log:default", snapshotOf(host.sessions.get("default")!.slice(0, 2)));
+  });
+  try {
+    assert.equal(s.client.log.size, 2, "the stored records are there before any socket opens");
+    s.client.start();
+    await until(s.client, () => s.client.log.size === 4, "4 records");
+    assert.deepEqual(s.host.reads.slice(0, 1), [2]);
+    s.client.persistNow();
+    const stored = JSON.parse(s.storage.data.get("klbr:log:default")!);
+    assert.deepEqual(stored.records.map((r: LaneRecord) => r.seq), [1, 2, 3, 4]);
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient` starts over from seq 0 when the daemon's log is shorter than its own", async () => {
+  const stale: LaneRecord[] = [1, 2, 3, 4, 5].map((seq) => ({
+    kind: "record",
+    session: "default",
+    seq,
+    at: 1,
+    type: "stale",
+    data: {},
+  }));
+  const s = await setup({}, (host, storage) => {
+    host.append("scratchpad", { text: "new store 1" });
+    host.append("scratchpad", { text: "new store 2" });
+    storage.data.set("klbr:log:default", snapshotOf(stale));
+  });
+  try {
+    s.client.start();
+    await until(
+      s.client,
+      () => s.client.log.records().every((r) => r.type === "scratchpad") && s.client.log.size === 2,
+      "the new store's records only",
+    );
+    assert.deepEqual(s.host.reads.filter((since) => since === 5 || since === 0).slice(0, 2), [5, 0]);
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient` re-sends an unacknowledged input after a reload and the daemon admits it once", async () => {
+  const s = await setup({}, (host, storage) => {
+    // The page sent this input, the daemon admitted it, and the page reloaded before the ack.
+    host.admit("default", "web-test", {
+      kind: "input",
+      request: "in-m1",
+      client_msg_id: "m1",
+      text: "hello",
+      conversation: "local:default",
+      author: "owner",
+    });
+    storage.data.set(
+      "klbr:outbox:default",
+      JSON.stringify([{
+        clientMsgId: "m1",
+        request: "in-m1",
+        text: "hello",
+        conversation: "local:default",
+        createdAt: 1,
+        status: "sent",
+      }]),
+    );
+  });
+  try {
+    s.client.start();
+    await until(s.client, () => s.host.admits.length === 2, "the re-send");
+    await until(s.client, () => s.client.outbox.list().length === 0, "the outbox to settle");
+    assert.equal(s.host.sessions.get("default")!.filter((r) => r.type === "input.admitted").length, 1);
+    assert.equal(s.client.log.size, 1);
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient.sendInput()` while the daemon is down sends once it is back", async () => {
+  const s = await setup();
+  try {
+    const port = s.server.port;
+    await s.server.stop();
+    s.client.start();
+    await until(s.client, () => s.client.connection.phase === "unreachable", "unreachable");
+    const item = s.client.sendInput("written offline");
+    assert.equal(s.client.outbox.list()[0].status, "queued");
+    s.server = await startLaneServer(s.host, { uiDir: UI_DIR, port });
+    await until(s.client, () => s.client.outbox.list().length === 0, "the input's record");
+    assert.deepEqual(s.host.admits.map((a) => [a.clientId, a.input.client_msg_id, a.input.text]), [
+      ["web-test", item.clientMsgId, "written offline"],
+    ]);
+    assert.ok(s.client.inputIdOf(item.clientMsgId)?.startsWith("in_"));
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient` with the token becomes operator and runs operator commands", async () => {
+  const s = await setup({ token: TEST_TOKEN });
+  try {
+    assert.equal(s.client.tokenStatus, "unverified");
+    s.client.start();
+    await until(s.client, () => s.client.connection.role === "operator", "the operator role");
+    assert.equal(s.client.tokenStatus, "accepted");
+    const status = await s.client.operate({ kind: "op.status", session: "default" });
+    assert.deepEqual([status.epoch, status.active_release], [3, "rel_a1b2c3d4e5f6a7b8c9d0"]);
+    const activated = await s.client.operate({
+      kind: "op.activate",
+      session: "default",
+      epoch: 3,
+      release: "rel_next",
+    });
+    assert.deepEqual(activated, { epoch: 4, release: "rel_next" });
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient.operate()` rejects with the daemon's code when the epoch moved", async () => {
+  const s = await setup({ token: TEST_TOKEN });
+  try {
+    s.client.start();
+    await until(s.client, () => s.client.connection.role === "operator", "the operator role");
+    await assert.rejects(
+      s.client.operate({ kind: "op.activate", session: "default", epoch: 2, release: "rel_x" }),
+      {
+        name: "OperatorCommandError",
+        code: "epoch_moved",
+        message: "cannot activate release rel_x: epoch moved (expected 2, found 3)",
+      },
+    );
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient.operate()` as a plain client is refused with `role_forbidden`", async () => {
+  const s = await setup();
+  try {
+    s.client.start();
+    await until(s.client, () => s.client.connection.phase === "open", "open");
+    assert.equal(s.client.connection.role, "client");
+    await assert.rejects(s.client.operate({ kind: "op.stop", session: "default" }), {
+      code: "role_forbidden",
+      message: "cannot run op.stop: the operator role needs the token given at hello",
+    });
+    assert.equal(s.host.operations.length, 0);
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient` forgets a wrong token and reconnects as a plain client", async () => {
+  const rejected: string[] = [];
+  const s = await setup({ token: "cd".repeat(32), onTokenRejected: (m) => rejected.push(m) });
+  try {
+    s.client.start();
+    await until(
+      s.client,
+      () => s.client.connection.phase === "open" && s.client.tokenStatus === "rejected",
+      "a client connection after the refusal",
+    );
+    assert.deepEqual(rejected, ["cannot authorise: the operator token is wrong"]);
+    assert.equal(s.client.tokenError, "cannot authorise: the operator token is wrong");
+    assert.deepEqual([s.client.connection.role, s.client.hasToken], ["client", false]);
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient` forgets a malformed token with the daemon's reason", async () => {
+  const rejected: string[] = [];
+  const s = await setup({ token: "short", onTokenRejected: (m) => rejected.push(m) });
+  try {
+    s.client.start();
+    await until(s.client, () => s.client.connection.role === "client", "a client connection");
+    assert.deepEqual(rejected, [
+      "cannot authorise: a token is 64 hex characters (got 5 characters)",
+    ]);
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient.setToken()` reconnects and asks for the operator role", async () => {
+  const s = await setup();
+  try {
+    s.client.start();
+    await until(s.client, () => s.client.connection.role === "client", "a client connection");
+    s.client.setToken(TEST_TOKEN);
+    await until(s.client, () => s.client.connection.role === "operator", "the operator role");
+    s.client.setToken(undefined);
+    await until(s.client, () => s.client.connection.role === "client", "the client role again");
+    assert.equal(s.client.tokenStatus, "none");
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient.operate()` rejects `not_connected` while the socket is closed", async () => {
+  const s = await setup({ token: TEST_TOKEN });
+  try {
+    await assert.rejects(s.client.operate({ kind: "op.status" }), {
+      code: "not_connected",
+      message: "cannot send the command: not connected",
+    });
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient.operate()` rejects `connection_lost` when the socket drops before the answer", async () => {
+  const s = await setup({ token: TEST_TOKEN });
+  try {
+    s.host.holdOps.add("op.drain");
+    s.client.start();
+    await until(s.client, () => s.client.connection.role === "operator", "the operator role");
+    const pending = s.client.operate({ kind: "op.drain", session: "default" });
+    pending.catch(() => {}); // awaited below; this keeps an early failure from going unhandled
+    await until(s.client, () => s.host.operations.length === 1, "the daemon to receive it");
+    await s.server.stop();
+    await assert.rejects(pending, {
+      code: "connection_lost",
+      message:
+        "cannot confirm the command: the connection dropped before the answer (it may have run)",
+    });
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient` gives up after `giveUpAfterMs` and `retryNow()` starts again", async () => {
+  const s = await setup({ giveUpAfterMs: 150, minDelayMs: 10, maxDelayMs: 30 });
+  try {
+    const port = s.server.port;
+    await s.server.stop();
+    s.client.start();
+    await until(s.client, () => s.client.connection.phase === "gave_up", "giving up");
+    assert.ok(s.client.connection.failures >= 2);
+    s.server = await startLaneServer(s.host, { uiDir: UI_DIR, port });
+    s.client.retryNow();
+    await until(s.client, () => s.client.connection.phase === "open", "open again");
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient` keeps live tokens until the durable scratchpad of their turn arrives", async () => {
+  const s = await setup();
+  try {
+    s.client.start();
+    await until(s.client, () => s.client.connection.replayed, "replayed");
+    s.host.emit({ kind: "token", session: "default", turn: "turn_1", text: "Check" });
+    s.host.emit({ kind: "token", session: "default", turn: "turn_1", text: "ing" });
+    s.host.emit({ kind: "token", session: "default", turn: "turn_2", text: "other" });
+    s.host.emit({ kind: "cell.output", session: "default", cell: "cell_1", name: "stderr", text: "w" });
+    await until(s.client, () => s.client.live.tokens.get("turn_1") === "Checking", "tokens");
+    await until(s.client, () => s.client.live.cells.get("cell_1")?.stderr === "w", "cell output");
+    s.host.append("scratchpad", { text: "Checking", partial: false, turn_id: "turn_1" });
+    s.host.append("cell.finished", { cell_id: "cell_1", outcome: "ok" });
+    await until(s.client, () => s.client.log.size === 2, "records");
+    assert.deepEqual([...s.client.live.tokens], [["turn_2", "other"]]);
+    assert.equal(s.client.live.cells.size, 0);
+  } finally {
+    await s.cleanup();
+  }
+});
+
+/** A socket the test scripts by hand: for messages a correct daemon never sends. */
+class ScriptedSocket {
+  static last: ScriptedSocket | undefined;
+  readyState = 0;
+  sent: unknown[] = [];
+  onopen: (() => void) | null = null;
+  onmessage: ((event: { data: string }) => void) | null = null;
+  onclose: ((event: { code: number }) => void) | null = null;
+  onerror: (() => void) | null = null;
+  constructor(_url: string) {
+    ScriptedSocket.last = this;
+  }
+  send(text: string): void {
+    this.sent.push(JSON.parse(text));
+  }
+  close(): void {
+    this.readyState = 3;
+  }
+  open(): void {
+    this.readyState = 1;
+    this.onopen?.();
+  }
+  message(value: unknown): void {
+    this.onmessage?.({ data: typeof value === "string" ? value : JSON.stringify(value) });
+  }
+}
+
+Deno.test("`LaneClient` ignores malformed messages and records of another session", () => {
+  const client = new LaneClient({
+    url: "ws://x/v2",
+    clientId: "web-test",
+    webSocket: ScriptedSocket as unknown as LaneClientOptions["webSocket"],
+  });
+  try {
+    client.start();
+    const socket = ScriptedSocket.last!;
+    socket.open();
+    assert.deepEqual(socket.sent, [{ kind: "hello", session: "default", since: 0, client: "web-test" }]);
+    socket.message({ kind: "welcome", session: "default", role: "client", head: 3, server: { version: "t" } });
+    const good = { kind: "record", session: "default", seq: 1, at: 1, type: "x", data: {} };
+    socket.message("{not json");
+    socket.message([1, 2]);
+    socket.message({ ...good, session: "other" });
+    socket.message({ ...good, seq: -1 });
+    socket.message({ ...good, data: "text" });
+    socket.message({ kind: "surprise", anything: true });
+    socket.message(good);
+    socket.message(good);
+    assert.deepEqual(client.log.records().map((r) => r.seq), [1]);
+    socket.message({ kind: "error", code: "internal", message: "internal error" });
+    assert.deepEqual(client.notices.map((n) => [n.code, n.message]), [["internal", "internal error"]]);
+  } finally {
+    client.stop();
+  }
+});
+
+Deno.test("`LaneClient.persistNow()` drops a log too large to store rather than writing part of it", () => {
+  const storage = memoryStorage();
+  storage.data.set("klbr:log:default", "old");
+  const client = new LaneClient({
+    url: "ws://x/v2",
+    clientId: "web-test",
+    storage,
+    webSocket: ScriptedSocket as unknown as LaneClientOptions["webSocket"],
+  });
+  try {
+    client.start();
+    const socket = ScriptedSocket.last!;
+    socket.open();
+    socket.message({ kind: "welcome", session: "default", role: "client", head: 2, server: { version: "t" } });
+    const big = "x".repeat(2_100_000);
+    for (const seq of [1, 2]) {
+      socket.message({ kind: "record", session: "default", seq, at: 1, type: "send", data: { text: big } });
+    }
+    client.persistNow();
+    assert.equal(storage.data.has("klbr:log:default"), false);
+    assert.equal(client.log.size, 2, "the page still shows what it cannot store");
+  } finally {
+    client.stop();
+  }
+});

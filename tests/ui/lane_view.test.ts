@@ -1,0 +1,369 @@
+/**
+ * The page's lane derivation: which lane each record lands in, the state each input and send
+ * shows, and that no record is shown twice or lost — whatever shape its `data` has.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import type { LaneRecord } from "../../runtime/protocol.ts";
+import {
+  deriveLanes,
+  describeEvent,
+  dispositionLabel,
+  type InputItem,
+  type LaneView,
+  localMessageId,
+} from "../../ui/src/lane_view.ts";
+
+let clock = 1_736_933_400_000;
+
+function records(...items: [string, Record<string, unknown>][]): LaneRecord[] {
+  return items.map(([type, data], i) => ({
+    kind: "record",
+    session: "default",
+    seq: i + 1,
+    at: clock += 1000,
+    type,
+    data,
+  }));
+}
+
+/** Every `seq` a page would render for the view: one element per record. */
+function renderedSeqs(view: LaneView): number[] {
+  return [
+    ...view.conversation.map((item) => item.seq),
+    ...view.scratchpad.map((item) => item.seq),
+    ...view.cells.flatMap((cell) =>
+      cell.finishedSeq === undefined ? [cell.seq] : [cell.seq, cell.finishedSeq]
+    ),
+    ...view.events.map((event) => event.seq),
+  ].sort((a, b) => a - b);
+}
+
+function input(view: LaneView, id: string): InputItem {
+  const item = view.inputs.get(id);
+  assert.ok(item, `no input ${id}`);
+  return item;
+}
+
+const ADMITTED = (id: string, body: unknown = "hi") =>
+  [
+    "input.admitted",
+    {
+      input_id: id,
+      source_kind: "local",
+      dedupe_key: `local:web-1:m-${id}`,
+      conversation_id: "local:default",
+      author: "owner",
+      body,
+    },
+  ] as [string, Record<string, unknown>];
+
+Deno.test("`deriveLanes()` renders every record exactly once for any mix of types and data", () => {
+  // The page's "each durable record once" rests on this: one element per seq, none dropped.
+  const type = fc.constantFrom(
+    "input.admitted",
+    "send",
+    "scratchpad",
+    "cell.started",
+    "cell.finished",
+    "frame.accepted",
+    "frame.finished",
+    "frame.abandoned",
+    "kernel.reset",
+    "activation",
+    "hook.failed",
+    "operator",
+    "turn.started",
+    "turn.ended",
+    "send.state",
+    "something.new",
+  );
+  const value = fc.oneof(fc.string(), fc.integer(), fc.boolean(), fc.constant(null));
+  const data = fc.record({
+    cell_id: fc.constantFrom("cell_a", "cell_b", "cell_c"),
+    input_id: fc.constantFrom("in_a", "in_b"),
+    input_ids: fc.array(fc.constantFrom("in_a", "in_b", "in_x")),
+    frame_id: fc.constantFrom("fr_1", "fr_2"),
+    send_id: fc.constantFrom("snd_1", "snd_2"),
+    text: value,
+    result: fc.oneof(value, fc.dictionary(fc.string(), value)),
+    error: fc.oneof(value, fc.dictionary(fc.string(), value)),
+  }, { requiredKeys: [] });
+  fc.assert(
+    fc.property(fc.array(fc.tuple(type, data), { maxLength: 60 }), (items) => {
+      const list = records(...items);
+      const view = deriveLanes(list);
+      assert.deepEqual(renderedSeqs(view), list.map((r) => r.seq));
+    }),
+    { numRuns: 300 },
+  );
+});
+
+Deno.test("`deriveLanes()` shows an input pending, then consumed by frame N, then done", () => {
+  const list = records(ADMITTED("in_a"), ADMITTED("in_b"), [
+    "frame.accepted",
+    { frame_id: "fr_1", number: 4, input_ids: ["in_a"] },
+  ]);
+  let view = deriveLanes(list);
+  assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 4");
+  assert.equal(dispositionLabel(input(view, "in_b").disposition), "pending");
+  list.push(...records(["frame.finished", {
+    frame_id: "fr_1",
+    number: 4,
+    state: "done",
+    input_ids: ["in_a"],
+  }]).map((r) => ({ ...r, seq: 4 })));
+  view = deriveLanes(list);
+  assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 4 · done");
+  assert.equal(view.events.map((e) => e.title).join("|"), "Frame 4 accepted|Frame 4 finished");
+});
+
+Deno.test("`deriveLanes()` gives an abandoned frame's inputs back as pending again", () => {
+  const view = deriveLanes(records(
+    ADMITTED("in_a"),
+    ["frame.accepted", { frame_id: "fr_1", number: 2, input_ids: ["in_a"] }],
+    ["frame.abandoned", { frame_id: "fr_1", number: 2, reason: "hook timed out" }],
+  ));
+  assert.equal(
+    dispositionLabel(input(view, "in_a").disposition),
+    "pending again (frame 2 abandoned)",
+  );
+  assert.equal(view.events[1].severity, "warning");
+  assert.equal(view.events[1].detail, "hook timed out · its inputs are pending again");
+});
+
+Deno.test("`deriveLanes()` marks inputs of a failed frame as failed, not done", () => {
+  const view = deriveLanes(records(
+    ADMITTED("in_a"),
+    ["frame.accepted", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }],
+    ["frame.finished", { frame_id: "fr_1", number: 1, state: "failed", reason: "stopped" }],
+  ));
+  assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 1 · failed");
+  assert.equal(view.events[1].title, "Frame 1 failed");
+  assert.equal(view.events[1].severity, "error");
+});
+
+Deno.test("`deriveLanes()` keeps a later frame's disposition over an earlier abandoned one", () => {
+  const view = deriveLanes(records(
+    ADMITTED("in_a"),
+    ["frame.accepted", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }],
+    ["frame.abandoned", { frame_id: "fr_1", number: 1 }],
+    ["frame.accepted", { frame_id: "fr_2", number: 2, input_ids: ["in_a"] }],
+    // A late end of the first frame must not overwrite the second frame's claim.
+    ["frame.finished", { frame_id: "fr_1", number: 1, state: "done", input_ids: ["in_a"] }],
+    ["frame.abandoned", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }],
+  ));
+  assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 2");
+});
+
+Deno.test("`deriveLanes()` joins a cell's finish, read flat or nested under `result`", () => {
+  const view = deriveLanes(records(
+    ["cell.started", { cell_id: "cell_a", code: "print(1)" }],
+    ["cell.started", { cell_id: "cell_b", code: "1/0" }],
+    ["cell.finished", {
+      cell_id: "cell_a",
+      outcome: "ok",
+      result: { stdout: "1\n", stderr: "", value: null, error: null, duration_ms: 41.7 },
+    }],
+    ["cell.finished", {
+      cell_id: "cell_b",
+      outcome: "error",
+      stdout: "",
+      stderr: "warn\n",
+      error: { type: "ZeroDivisionError", message: "division by zero", traceback: "tb" },
+      duration_ms: 3,
+      wait: { reason: "user" },
+    }],
+  ));
+  assert.equal(view.cells.length, 2);
+  const [a, b] = view.cells;
+  assert.deepEqual(
+    [a.state, a.outcome, a.stdout, a.durationMs, a.value, a.error, a.finishedSeq],
+    ["finished", "ok", "1\n", 41.7, undefined, undefined, 3],
+  );
+  assert.deepEqual(
+    [b.outcome, b.stderr, b.error, b.wait, b.finishedSeq],
+    [
+      "error",
+      "warn\n",
+      { type: "ZeroDivisionError", message: "division by zero", traceback: "tb" },
+      "user",
+      4,
+    ],
+  );
+});
+
+Deno.test("`deriveLanes()` shows a cell without a finish as running", () => {
+  const view = deriveLanes(records(["cell.started", { cell_id: "cell_a", code: "x" }]));
+  assert.equal(view.cells[0].state, "running");
+  assert.equal(view.cells[0].finishedAt, undefined);
+});
+
+Deno.test("`deriveLanes()` marks a running cell interrupted by a kernel reset", () => {
+  const view = deriveLanes(records(
+    ["cell.started", { cell_id: "cell_a", code: "x" }],
+    ["kernel.reset", { generation: 2, reason: "framing_failure", heap_restored: false }],
+  ));
+  assert.equal(view.cells[0].state, "interrupted");
+  assert.equal(view.events[0].title, "Kernel reset (generation 2)");
+  assert.equal(view.events[0].detail, "framing_failure · Python heap not restored");
+});
+
+Deno.test("`deriveLanes()` still joins a finish that comes after the reset that interrupted it", () => {
+  const view = deriveLanes(records(
+    ["cell.started", { cell_id: "cell_a", code: "x" }],
+    ["kernel.reset", { generation: 2 }],
+    ["cell.finished", { cell_id: "cell_a", outcome: "killed" }],
+  ));
+  assert.equal(view.cells.length, 1);
+  assert.deepEqual([view.cells[0].state, view.cells[0].outcome], ["finished", "killed"]);
+});
+
+Deno.test("`deriveLanes()` gives a finish without a start its own card", () => {
+  const view = deriveLanes(records(["cell.finished", { cell_id: "cell_z", outcome: "ok" }]));
+  assert.equal(view.cells.length, 1);
+  assert.deepEqual(
+    [view.cells[0].seq, view.cells[0].finishedSeq, view.cells[0].state],
+    [1, undefined, "finished"],
+  );
+});
+
+Deno.test("`deriveLanes()` gives a repeated finish of one cell its own card", () => {
+  const view = deriveLanes(records(
+    ["cell.started", { cell_id: "cell_a", code: "x" }],
+    ["cell.finished", { cell_id: "cell_a", outcome: "ok" }],
+    ["cell.finished", { cell_id: "cell_a", outcome: "ok" }],
+  ));
+  assert.deepEqual(renderedSeqs(view), [1, 2, 3]);
+});
+
+Deno.test("`deriveLanes()` marks partial scratchpad drafts and keeps complete ones unmarked", () => {
+  const view = deriveLanes(records(
+    ["scratchpad", { text: "thinking", partial: false, turn_id: "turn_1" }],
+    ["scratchpad", { text: "cut off", partial: true }],
+    ["scratchpad", { text: "no flag" }],
+  ));
+  assert.deepEqual(
+    view.scratchpad.map((s) => [s.text, s.partial, s.turn]),
+    [["thinking", false, "turn_1"], ["cut off", true, undefined], ["no flag", false, undefined]],
+  );
+});
+
+Deno.test("`deriveLanes()` shows a local send delivered and a remote one by its outbox state", () => {
+  const view = deriveLanes(records(
+    ["send", { send_id: "snd_1", text: "done", conversation: "local:default" }],
+    ["send", { send_id: "snd_2", text: "hey", conversation: "discord:1:2" }],
+    ["send.state", { send_id: "snd_2", state: "failed", error: "403" }],
+  ));
+  const states = view.conversation.map((item) => item.lane === "send" ? item.state : "");
+  assert.deepEqual(states, ["delivered", "failed"]);
+  assert.equal(view.events[0].title, "Send snd_2: failed");
+  assert.equal(view.events[0].severity, "error");
+});
+
+Deno.test("`deriveLanes()` reads an input's text from `body`, `text` or a JSON body", () => {
+  const view = deriveLanes(records(
+    ADMITTED("in_a", "plain"),
+    ["input.admitted", { input_id: "in_b", text: "from text" }],
+    ADMITTED("in_c", { text: "nested" }),
+    ADMITTED("in_d", { attachment: 1 }),
+  ));
+  assert.deepEqual(
+    view.conversation.map((item) => item.text),
+    ["plain", "from text", "nested", '{\n  "attachment": 1\n}'],
+  );
+  assert.equal(input(view, "in_b").conversation, "local:default");
+  assert.equal(input(view, "in_a").clientMsgId, "m-in_a");
+});
+
+Deno.test("`deriveLanes()` describes unknown record types generically in the events lane", () => {
+  const view = deriveLanes(records(
+    ["release.last_good", { release_id: "3fa2" }],
+    ["job.failed", { error: "out of budget" }],
+  ));
+  assert.deepEqual(
+    view.events.map((e) => [e.type, e.title, e.detail, e.severity]),
+    [
+      ["release.last_good", "release.last_good", "", "info"],
+      ["job.failed", "job.failed", "out of budget", "error"],
+    ],
+  );
+});
+
+Deno.test("`deriveLanes()` never throws on records whose data has unexpected types", () => {
+  const data = fc.dictionary(
+    fc.constantFrom(
+      "input_id",
+      "input_ids",
+      "cell_id",
+      "number",
+      "text",
+      "body",
+      "partial",
+      "result",
+      "error",
+      "state",
+      "send_id",
+      "generation",
+      "epoch",
+    ),
+    fc.anything(),
+  );
+  const type = fc.constantFrom(
+    "input.admitted",
+    "send",
+    "scratchpad",
+    "cell.started",
+    "cell.finished",
+    "frame.accepted",
+    "frame.finished",
+    "kernel.reset",
+    "activation",
+    "hook.failed",
+    "send.state",
+  );
+  fc.assert(
+    fc.property(fc.array(fc.tuple(type, data), { maxLength: 30 }), (items) => {
+      const view = deriveLanes(records(...items));
+      for (const item of view.conversation) assert.equal(typeof item.text, "string");
+      for (const event of view.events) assert.equal(typeof event.title, "string");
+    }),
+    { numRuns: 300 },
+  );
+});
+
+Deno.test("`describeEvent()` titles a failed hook as an error with its message", () => {
+  const [record] = records(["hook.failed", {
+    hook: "attention.plan",
+    error: "KeyError: 'pending'",
+  }]);
+  assert.deepEqual(describeEvent(record), {
+    title: "Hook attention.plan failed",
+    detail: "KeyError: 'pending'",
+    severity: "error",
+  });
+});
+
+Deno.test("`describeEvent()` titles an activation with its release and epoch", () => {
+  const [record] = records(["activation", {
+    epoch: 8,
+    release_id: "3fa2c41d9e8b7a6f5e4d3c2b1a0f9e8d",
+    previous_release: "aa",
+    reason: "operator",
+  }]);
+  assert.deepEqual(describeEvent(record), {
+    title: "Activated release 3fa2c41d9e8b…",
+    detail: "epoch 8 · previous aa · operator",
+    severity: "info",
+  });
+});
+
+Deno.test("`localMessageId()` reads the client message id of local dedupe keys only", () => {
+  assert.equal(localMessageId("local:web-1:m:with:colons"), "m:with:colons");
+  assert.equal(localMessageId("discord:1:2"), undefined);
+  assert.equal(localMessageId("local:no-message"), undefined);
+  assert.equal(localMessageId(undefined), undefined);
+});

@@ -1,0 +1,116 @@
+/**
+ * The page's record log: one copy per `seq`, in order, surviving a reload only when the
+ * stored copy is really this session's.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import type { LaneRecord } from "../../runtime/protocol.ts";
+import { isLaneRecord, RecordLog } from "../../ui/src/record_log.ts";
+
+function record(seq: number, type = "scratchpad", session = "default"): LaneRecord {
+  return { kind: "record", session, seq, at: 1_736_933_400_000 + seq, type, data: { seq } };
+}
+
+Deno.test("`RecordLog.add()` keeps one copy per seq however often a replay repeats it", () => {
+  const log = new RecordLog("default");
+  assert.equal(log.add(record(1)), true);
+  assert.equal(log.add(record(2)), true);
+  assert.equal(log.add(record(1)), false);
+  assert.equal(log.add({ ...record(2), type: "send" }), false);
+  assert.deepEqual(log.records().map((r) => [r.seq, r.type]), [[1, "scratchpad"], [
+    2,
+    "scratchpad",
+  ]]);
+  assert.equal(log.lastSeq, 2);
+});
+
+Deno.test("`RecordLog.records()` is in seq order whatever the arrival order", () => {
+  fc.assert(
+    fc.property(fc.array(fc.integer({ min: 1, max: 50 }), { maxLength: 80 }), (seqs) => {
+      const log = new RecordLog("default");
+      for (const seq of seqs) log.add(record(seq));
+      const unique = [...new Set(seqs)].sort((a, b) => a - b);
+      assert.deepEqual(log.records().map((r) => r.seq), unique);
+      assert.equal(log.lastSeq, unique.at(-1) ?? 0);
+      assert.equal(log.size, unique.length);
+    }),
+  );
+});
+
+Deno.test("`RecordLog.add()` refuses values that are not records", () => {
+  const log = new RecordLog("default");
+  const bad = [
+    { ...record(1), kind: "token" },
+    { ...record(1), seq: 0 },
+    { ...record(1), seq: 1.5 },
+    { ...record(1), seq: "1" },
+    { ...record(1), data: null },
+    { ...record(1), data: [] },
+    { ...record(1), type: 7 },
+    { ...record(1), at: "now" },
+  ];
+  for (const value of bad) {
+    assert.equal(log.add(value as unknown as LaneRecord), false, JSON.stringify(value));
+    assert.equal(isLaneRecord(value), false);
+  }
+  assert.equal(log.size, 0);
+  assert.equal(log.revision, 0);
+});
+
+Deno.test("`RecordLog.clear()` forgets every record and moves the revision", () => {
+  const log = new RecordLog("default");
+  log.add(record(1));
+  const before = log.revision;
+  log.clear();
+  assert.deepEqual([log.size, log.lastSeq, log.records().length], [0, 0, 0]);
+  assert.ok(log.revision > before);
+  assert.equal(log.add(record(1)), true);
+});
+
+Deno.test("`RecordLog.fromSnapshot()` restores what `toSnapshot()` stored", () => {
+  const log = new RecordLog("default");
+  for (const seq of [3, 1, 2]) log.add(record(seq));
+  const copy = RecordLog.fromSnapshot(JSON.parse(JSON.stringify(log.toSnapshot())), "default");
+  assert.deepEqual(copy.records(), log.records());
+  assert.equal(copy.lastSeq, 3);
+});
+
+Deno.test("`RecordLog.fromSnapshot()` starts empty for another session's snapshot", () => {
+  const log = new RecordLog("other");
+  log.add(record(1, "scratchpad", "other"));
+  assert.equal(RecordLog.fromSnapshot(log.toSnapshot(), "default").size, 0);
+});
+
+Deno.test("`RecordLog.fromSnapshot()` starts empty for a corrupt or unknown-version snapshot", () => {
+  const good = new RecordLog("default");
+  good.add(record(1));
+  const snapshot = good.toSnapshot();
+  for (
+    const value of [
+      null,
+      "text",
+      [],
+      { ...snapshot, version: 2 },
+      { ...snapshot, records: "no" },
+      { ...snapshot, session: undefined },
+    ]
+  ) {
+    assert.equal(RecordLog.fromSnapshot(value, "default").size, 0, JSON.stringify(value));
+  }
+});
+
+Deno.test("`RecordLog.fromSnapshot()` drops single bad or foreign records and keeps the rest", () => {
+  const snapshot = {
+    version: 1,
+    session: "default",
+    lastSeq: 9,
+    records: [record(1), { ...record(2), seq: -2 }, record(3, "x", "other"), record(4)],
+  };
+  const log = RecordLog.fromSnapshot(snapshot, "default");
+  assert.deepEqual(log.records().map((r) => r.seq), [1, 4]);
+  // The resume point is what the log holds, never a number the snapshot merely claims.
+  assert.equal(log.lastSeq, 4);
+});

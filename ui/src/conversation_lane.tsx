@@ -1,0 +1,167 @@
+/** @jsxRuntime automatic */
+/** @jsxImportSource preact */
+/**
+ * The conversation lane: admitted inputs and explicit sends in `seq` order, each with its
+ * state, then this page's inputs that have no record yet.
+ *
+ * @module
+ */
+
+import type { ComponentChildren, JSX } from "preact";
+import { clockTime, isoTime } from "./format.ts";
+import type { PendingInput } from "./input_outbox.ts";
+import {
+  type ConversationItem,
+  dispositionLabel,
+  type InputItem,
+  type SendItem,
+  shortId,
+} from "./lane_view.ts";
+import { renderMarkdown } from "./markdown.ts";
+import { type BadgeTone, StateBadge } from "./state_badge.tsx";
+
+/** The badge of an admitted input. */
+export function inputBadge(item: InputItem): { tone: BadgeTone; label: string } {
+  const d = item.disposition;
+  const label = dispositionLabel(d);
+  if (d.state === "pending") return { tone: "pending", label };
+  if (d.state === "returned") return { tone: "warning", label };
+  if (d.end === "failed") return { tone: "error", label };
+  return { tone: d.end === "done" ? "ok" : "progress", label };
+}
+
+/** The badge of an input that has no record yet. */
+export function pendingBadge(item: PendingInput): { tone: BadgeTone; label: string } {
+  switch (item.status) {
+    case "queued":
+      return { tone: "pending", label: "not sent yet" };
+    case "sent":
+      return { tone: "pending", label: "sent · awaiting acknowledgement" };
+    case "acked":
+      return {
+        tone: "ok",
+        label: `acknowledged${item.duplicate ? " (already admitted)" : ""} · pending`,
+      };
+    case "failed":
+      return { tone: "error", label: `refused: ${item.error?.code ?? "error"}` };
+  }
+}
+
+function sendTone(state: string): BadgeTone {
+  if (state === "delivered" || state === "confirmed") return "ok";
+  if (state === "failed" || state === "unknown") return "error";
+  return "pending";
+}
+
+function Meta(props: { children: ComponentChildren; at: number }): JSX.Element {
+  return (
+    <div class="meta">
+      {props.children}
+      <time dateTime={isoTime(props.at)}>{clockTime(props.at)}</time>
+    </div>
+  );
+}
+
+function InputRow({ item }: { item: InputItem }): JSX.Element {
+  const badge = inputBadge(item);
+  return (
+    <li class="msg msg-input" data-seq={item.seq} data-input-id={item.inputId}>
+      <Meta at={item.at}>
+        <span class="who">{item.author}</span>
+        <span class="where">{item.sourceKind} · {item.conversation}</span>
+      </Meta>
+      <div class="body plain">{item.text}</div>
+      <StateBadge tone={badge.tone} label={badge.label} title={item.inputId} />
+    </li>
+  );
+}
+
+function SendRow({ item }: { item: SendItem }): JSX.Element {
+  return (
+    <li class="msg msg-send" data-seq={item.seq} data-send-id={item.sendId}>
+      <Meta at={item.at}>
+        <span class="who">agent</span>
+        <span class="where">to {item.conversation}</span>
+      </Meta>
+      <div
+        class="body markdown"
+        // Sanitised by DOMPurify in renderMarkdown: no script, no handlers, no fetches.
+        dangerouslySetInnerHTML={{ __html: renderMarkdown(item.text) }}
+      />
+      <StateBadge tone={sendTone(item.state)} label={item.state} title={item.sendId} />
+    </li>
+  );
+}
+
+/** Props of {@linkcode ConversationLane}. */
+export interface ConversationLaneProps {
+  items: ConversationItem[];
+  pending: readonly PendingInput[];
+  onRetry: (clientMsgId: string) => void;
+  onDiscard: (clientMsgId: string) => void;
+  children?: ComponentChildren;
+}
+
+/** The conversation lane, with the composer as its child. */
+export function ConversationLane(props: ConversationLaneProps): JSX.Element {
+  return (
+    <section class="lane lane-conversation" id="lane-conversation" aria-labelledby="h-conversation">
+      <h2 id="h-conversation">Conversation</h2>
+      <div class="lane-scroll">
+        {props.items.length === 0 && props.pending.length === 0 && (
+          <p class="empty">No messages yet. Inputs and the agent's sends appear here.</p>
+        )}
+        <ol class="items" aria-label="Messages">
+          {props.items.map((item) =>
+            item.lane === "input"
+              ? <InputRow key={item.seq} item={item} />
+              : <SendRow key={item.seq} item={item} />
+          )}
+          {props.pending.map((item) => {
+            const badge = pendingBadge(item);
+            return (
+              <li
+                key={item.clientMsgId}
+                class="msg msg-input msg-unrecorded"
+                data-client-msg-id={item.clientMsgId}
+              >
+                <Meta at={item.createdAt}>
+                  <span class="who">you</span>
+                  <span class="where">{item.conversation}</span>
+                </Meta>
+                <div class="body plain">{item.text}</div>
+                <StateBadge
+                  tone={badge.tone}
+                  label={badge.label}
+                  title={item.inputId ?? item.clientMsgId}
+                />
+                {item.status === "failed" && (
+                  <div class="row-actions">
+                    <span class="error-text">{item.error?.message}</span>
+                    <button
+                      type="button"
+                      onClick={() => props.onRetry(item.clientMsgId)}
+                    >
+                      Retry
+                    </button>
+                    <button
+                      type="button"
+                      onClick={() =>
+                        props.onDiscard(item.clientMsgId)}
+                    >
+                      Discard
+                    </button>
+                  </div>
+                )}
+                {item.inputId !== undefined && (
+                  <span class="sr-only">input id {shortId(item.inputId)}</span>
+                )}
+              </li>
+            );
+          })}
+        </ol>
+      </div>
+      {props.children}
+    </section>
+  );
+}

@@ -1,0 +1,42 @@
+/**
+ * Text forms of times and durations the lanes show.
+ *
+ * @module
+ */
+
+/** Commit times are Unix milliseconds; a value that looks like seconds is scaled. */
+export function toMillis(at: number): number {
+  return at > 0 && at < 1e11 ? at * 1000 : at;
+}
+
+/** The local wall-clock time of `at`, e.g. `14:03:07`. */
+export function clockTime(at: number): string {
+  const date = new Date(toMillis(at));
+  if (Number.isNaN(date.getTime())) return "?";
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}
+
+/** An ISO timestamp of `at`, for `<time datetime>`. */
+export function isoTime(at: number): string {
+  const date = new Date(toMillis(at));
+  return Number.isNaN(date.getTime()) ? "" : date.toISOString();
+}
+
+/**
+ * A duration in words: `41 ms`, `1.2 s`, `2 min 3 s`, `1 h 4 min`.
+ *
+ * @example
+ * ```ts
+ * duration(1234); // "1.2 s"
+ * ```
+ */
+export function duration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return "?";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 10_000) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}

@@ -1,0 +1,178 @@
+/**
+ * The page's inputs that have no durable record yet: typed, maybe sent, maybe acknowledged.
+ *
+ * An input keeps its `client_msg_id` and `request` for life, so re-sending it after a dropped
+ * socket or a reload is safe: the daemon answers a repeated `client_msg_id` with the first
+ * input's id (`duplicate: true`). An input leaves the outbox once its `input.admitted` record
+ * is in the page's log; from then on the record is what the page shows.
+ *
+ * @module
+ */
+
+import { isObject } from "./_fields.ts";
+
+/** The subset of the Web Storage API the page keeps its state in. */
+export interface KeyValueStore {
+  getItem(key: string): string | null;
+  setItem(key: string, value: string): void;
+  removeItem(key: string): void;
+}
+
+/** Where an unrecorded input stands. */
+export type PendingStatus = "queued" | "sent" | "acked" | "failed";
+
+/** One input the page sent or will send. */
+export interface PendingInput {
+  clientMsgId: string;
+  request: string;
+  text: string;
+  conversation: string;
+  createdAt: number;
+  status: PendingStatus;
+  inputId?: string;
+  seq?: number;
+  duplicate?: boolean;
+  error?: { code: string; message: string };
+}
+
+/** What an `ack` tells about an input. */
+export interface AckFields {
+  input_id: string;
+  seq: number;
+  duplicate: boolean;
+}
+
+function isPending(value: unknown): value is PendingInput {
+  return isObject(value) && typeof value.clientMsgId === "string" &&
+    typeof value.request === "string" && typeof value.text === "string" &&
+    typeof value.conversation === "string" && typeof value.status === "string";
+}
+
+/**
+ * The list of unrecorded inputs, kept in `storage` under `key` so a reload re-sends them.
+ *
+ * @example
+ * ```ts
+ * const outbox = new InputOutbox(sessionStorage, "klbr:outbox:default");
+ * const item = outbox.add("hello", "local:default");
+ * outbox.ack(item.request, { input_id: "in_…", seq: 4, duplicate: false });
+ * ```
+ */
+export class InputOutbox {
+  #items: PendingInput[] = [];
+  #storage: KeyValueStore | undefined;
+  #key: string;
+
+  /** Loads the outbox kept under `key`, if any. */
+  constructor(storage: KeyValueStore | undefined, key: string) {
+    this.#storage = storage;
+    this.#key = key;
+    try {
+      const stored = JSON.parse(storage?.getItem(key) ?? "[]");
+      if (Array.isArray(stored)) this.#items = stored.filter(isPending);
+    } catch {
+      // A corrupt entry is dropped; inputs it held were either acknowledged or never sent.
+      this.#items = [];
+    }
+  }
+
+  /** Every unrecorded input, oldest first. */
+  list(): readonly PendingInput[] {
+    return this.#items;
+  }
+
+  /** Adds a new input with fresh ids, queued to be sent. */
+  add(text: string, conversation: string): PendingInput {
+    const id = crypto.randomUUID();
+    const item: PendingInput = {
+      clientMsgId: id,
+      request: `in-${id}`,
+      text,
+      conversation,
+      createdAt: Date.now(),
+      status: "queued",
+    };
+    this.#items.push(item);
+    this.#save();
+    return item;
+  }
+
+  /** Inputs to send on a fresh connection: queued, or sent without an acknowledgement. */
+  unacknowledged(): PendingInput[] {
+    return this.#items.filter((item) => item.status === "queued" || item.status === "sent");
+  }
+
+  /** Marks an input as written to a socket. */
+  markSent(request: string): void {
+    this.#update(request, (item) => {
+      if (item.status === "queued") item.status = "sent";
+    });
+  }
+
+  /** Records the daemon's acknowledgement; returns whether `request` was one of ours. */
+  ack(request: string, ack: AckFields): boolean {
+    return this.#update(request, (item) => {
+      item.status = "acked";
+      item.inputId = ack.input_id;
+      item.seq = ack.seq;
+      item.duplicate = ack.duplicate;
+      delete item.error;
+    });
+  }
+
+  /** Records a refusal; returns whether `request` was one of ours. */
+  fail(request: string, error: { code: string; message: string }): boolean {
+    return this.#update(request, (item) => {
+      item.status = "failed";
+      item.error = error;
+    });
+  }
+
+  /** Queues a failed input again with the same ids. */
+  retry(clientMsgId: string): void {
+    const item = this.#items.find((i) => i.clientMsgId === clientMsgId);
+    if (item === undefined || item.status !== "failed") return;
+    item.status = "queued";
+    delete item.error;
+    this.#save();
+  }
+
+  /** Forgets an input the owner gave up on. */
+  discard(clientMsgId: string): void {
+    const before = this.#items.length;
+    this.#items = this.#items.filter((i) => i.clientMsgId !== clientMsgId);
+    if (this.#items.length !== before) this.#save();
+  }
+
+  /**
+   * Drops inputs whose durable record the page now has; returns whether any was dropped.
+   * An input is recorded when its `client_msg_id` or its acknowledged input id was admitted.
+   */
+  settle(recorded: { clientMsgIds: ReadonlySet<string>; inputIds: ReadonlySet<string> }): boolean {
+    const before = this.#items.length;
+    this.#items = this.#items.filter((item) =>
+      !recorded.clientMsgIds.has(item.clientMsgId) &&
+      !(item.inputId !== undefined && recorded.inputIds.has(item.inputId))
+    );
+    if (this.#items.length === before) return false;
+    this.#save();
+    return true;
+  }
+
+  #update(request: string, change: (item: PendingInput) => void): boolean {
+    const item = this.#items.find((i) => i.request === request);
+    if (item === undefined) return false;
+    change(item);
+    this.#save();
+    return true;
+  }
+
+  #save(): void {
+    try {
+      if (this.#items.length === 0) this.#storage?.removeItem(this.#key);
+      else this.#storage?.setItem(this.#key, JSON.stringify(this.#items));
+    } catch {
+      // Storage full or denied: the outbox still works for this page's lifetime.
+    }
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * Markdown of explicit sends, rendered to sanitised HTML: `marked` parses, `DOMPurify` keeps
+ * only inert markup. Images, styles, forms and embedded content are dropped, so a send can
+ * neither run script nor make the page fetch anything; links open in a new tab without a
+ * referrer.
+ *
+ * @module
+ */
+
+import { Marked } from "marked";
+import DOMPurify from "dompurify";
+
+const marked = new Marked({ gfm: true, breaks: true, async: false });
+
+const FORBID_TAGS = [
+  "style",
+  "img",
+  "picture",
+  "source",
+  "video",
+  "audio",
+  "iframe",
+  "frame",
+  "object",
+  "embed",
+  "form",
+  "input",
+  "button",
+  "textarea",
+  "select",
+  "svg",
+  "math",
+  "link",
+  "meta",
+  "base",
+];
+
+let hooked = false;
+
+function escapeHtml(source: string): string {
+  return source.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/**
+ * Renders Markdown to HTML that is safe to insert into the page.
+ *
+ * Without a DOM (where `DOMPurify` cannot work) it returns the source escaped, never raw.
+ *
+ * @example
+ * ```ts
+ * element.innerHTML = renderMarkdown("**done** <script>x()</script>"); // "<p><strong>done</strong> </p>"
+ * ```
+ */
+export function renderMarkdown(source: string): string {
+  if (!DOMPurify.isSupported) return `<p>${escapeHtml(source)}</p>`;
+  if (!hooked) {
+    DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+      if (node.tagName === "A" && node.hasAttribute("href")) {
+        node.setAttribute("target", "_blank");
+        node.setAttribute("rel", "noopener noreferrer nofollow");
+      }
+    });
+    hooked = true;
+  }
+  const html = marked.parse(source, { async: false });
+  return DOMPurify.sanitize(html, {
+    FORBID_TAGS,
+    FORBID_ATTR: ["style", "srcset", "formaction", "background"],
+    ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#|\/(?!\/))/i,
+  });
+}

@@ -1,0 +1,250 @@
+/** @jsxRuntime automatic */
+/** @jsxImportSource preact */
+/**
+ * The operator panel: the token (entered once, kept in the browser), the session's status,
+ * and stop, drain, reset, compact and activate. None of these needs the model.
+ *
+ * @module
+ */
+
+import type { JSX } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { isObject } from "./_fields.ts";
+import { type LaneClient, OperatorCommandError } from "./lane_client.ts";
+import { StateBadge } from "./state_badge.tsx";
+
+/** Props of {@linkcode OperatorPanel}. */
+export interface OperatorPanelProps {
+  client: LaneClient;
+  /** Keeps (or with `undefined` forgets) the token and reconnects with it. */
+  onToken: (token: string | undefined) => void;
+}
+
+type Command = "op.stop" | "op.drain" | "op.reset" | "op.compact" | "op.activate";
+
+const COMMANDS: { kind: Command; label: string; confirm?: string }[] = [
+  { kind: "op.stop", label: "Stop", confirm: "Stop the current turn and take no new frames?" },
+  { kind: "op.drain", label: "Drain", confirm: "Finish accepted work, then stop?" },
+  { kind: "op.reset", label: "Reset", confirm: "Replace the kernel? The Python heap is not kept." },
+  { kind: "op.compact", label: "Compact" },
+];
+
+/**
+ * Finds the first field named one of `names` in `value`, searching nested objects
+ * breadth-first down to `depth` levels.
+ */
+export function findField(value: unknown, names: string[], depth = 3): unknown {
+  let level: unknown[] = [value];
+  for (let d = 0; d <= depth && level.length > 0; d++) {
+    const next: unknown[] = [];
+    for (const item of level) {
+      if (!isObject(item)) continue;
+      for (const name of names) {
+        if (item[name] !== undefined && item[name] !== null && !isObject(item[name])) {
+          return item[name];
+        }
+      }
+      next.push(...Object.values(item).filter(isObject));
+      for (const v of Object.values(item)) if (Array.isArray(v)) next.push(...v);
+    }
+    level = next;
+  }
+  return undefined;
+}
+
+function TokenForm(props: { onToken: (token: string) => void; error?: string }): JSX.Element {
+  const [value, setValue] = useState("");
+  return (
+    <form
+      class="token-form"
+      onSubmit={(event) => {
+        event.preventDefault();
+        if (value.trim() !== "") props.onToken(value.trim());
+      }}
+    >
+      {props.error !== undefined && (
+        <p class="error-text" role="alert">Token refused: {props.error}</p>
+      )}
+      <label for="operator-token">Operator token</label>
+      <input
+        id="operator-token"
+        type="password"
+        autoComplete="off"
+        value={value}
+        onInput={(event) => setValue((event.currentTarget as HTMLInputElement).value)}
+      />
+      <button type="submit">Use token</button>
+      <p class="hint">
+        Kept in this browser. The URL that <code>klbr</code>{" "}
+        prints (<code>#token=…</code>) sets it too.
+      </p>
+    </form>
+  );
+}
+
+/** The operator panel. */
+export function OperatorPanel({ client, onToken }: OperatorPanelProps): JSX.Element {
+  const [status, setStatus] = useState<Record<string, unknown> | undefined>(undefined);
+  const [result, setResult] = useState<{ ok: boolean; text: string } | undefined>(undefined);
+  const [busy, setBusy] = useState<string | undefined>(undefined);
+  const [confirming, setConfirming] = useState<Command | undefined>(undefined);
+  const [release, setRelease] = useState("");
+  const operator = client.connection.role === "operator" && client.connection.phase === "open";
+
+  const run = async (message: Parameters<LaneClient["operate"]>[0], label: string) => {
+    setBusy(label);
+    setConfirming(undefined);
+    try {
+      const answer = await client.operate(message);
+      if (message.kind === "op.status") setStatus(answer);
+      else setResult({ ok: true, text: `${label}: done. ${JSON.stringify(answer)}` });
+      if (message.kind !== "op.status") void refresh();
+    } catch (error) {
+      const code = error instanceof OperatorCommandError ? error.code : "error";
+      const text = error instanceof Error ? error.message : String(error);
+      setResult({ ok: false, text: `${label} refused (${code}): ${text}` });
+    } finally {
+      setBusy(undefined);
+    }
+  };
+  const refresh = () => run({ kind: "op.status", session: client.session }, "Status");
+
+  useEffect(() => {
+    if (operator) void refresh();
+  }, [operator]);
+
+  if (!client.hasToken) {
+    return (
+      <section class="panel operator" aria-labelledby="h-operator" id="operator">
+        <h2 id="h-operator">Operator</h2>
+        <TokenForm onToken={onToken} error={client.tokenError} />
+      </section>
+    );
+  }
+
+  const epoch = findField(status, ["epoch", "context_epoch"]);
+  const epochNumber = typeof epoch === "number" ? epoch : undefined;
+  const activeRelease = findField(status, ["active_release", "release", "release_id"]);
+  const skills = findField(status, ["skills_revision"]);
+  const state = findField(status, ["state"]);
+  return (
+    <section class="panel operator" aria-labelledby="h-operator" id="operator">
+      <h2 id="h-operator">Operator</h2>
+      <p class="role-line">
+        {operator
+          ? <StateBadge tone="ok" label="operator role granted" />
+          : <StateBadge tone="pending" label="token not yet confirmed" />}
+        <button type="button" class="link-button" onClick={() => onToken(undefined)}>
+          Forget token
+        </button>
+      </p>
+      <dl class="status-list">
+        <dt>State</dt>
+        <dd data-field="state">{state === undefined ? "unknown" : String(state)}</dd>
+        <dt>Epoch</dt>
+        <dd data-field="epoch">{epochNumber ?? "unknown"}</dd>
+        <dt>Active release</dt>
+        <dd data-field="release" class="wrap">
+          {activeRelease === undefined ? "unknown" : String(activeRelease)}
+        </dd>
+        <dt>Skills revision</dt>
+        <dd data-field="skills" class="wrap">
+          {skills === undefined ? "unknown" : String(skills)}
+        </dd>
+      </dl>
+      <div class="op-buttons">
+        <button type="button" disabled={!operator || busy !== undefined} onClick={refresh}>
+          Refresh status
+        </button>
+        {COMMANDS.map((command) => (
+          <button
+            key={command.kind}
+            type="button"
+            class={command.confirm ? "danger" : ""}
+            disabled={!operator || busy !== undefined}
+            onClick={() =>
+              command.confirm ? setConfirming(command.kind) : run(
+                { kind: command.kind, session: client.session } as Parameters<
+                  LaneClient["operate"]
+                >[0],
+                command.label,
+              )}
+          >
+            {command.label}
+          </button>
+        ))}
+      </div>
+      <form
+        class="activate-form"
+        onSubmit={(event) => {
+          event.preventDefault();
+          if (release.trim() !== "" && epochNumber !== undefined) setConfirming("op.activate");
+        }}
+      >
+        <label for="activate-release">Release to activate (id or path)</label>
+        <input
+          id="activate-release"
+          value={release}
+          onInput={(event) => setRelease((event.currentTarget as HTMLInputElement).value)}
+        />
+        <button
+          type="submit"
+          disabled={!operator || busy !== undefined || release.trim() === "" ||
+            epochNumber === undefined}
+        >
+          Activate at epoch {epochNumber ?? "?"}
+        </button>
+      </form>
+      {confirming !== undefined && (
+        <div class="confirm" role="alertdialog" aria-labelledby="confirm-text">
+          <p id="confirm-text">
+            {confirming === "op.activate"
+              ? `Activate ${release.trim()} if the epoch is still ${epochNumber}?`
+              : COMMANDS.find((c) =>
+                c.kind === confirming
+              )?.confirm}
+          </p>
+          <button
+            type="button"
+            class="danger"
+            autoFocus
+            onClick={() =>
+              confirming === "op.activate"
+                ? run({
+                  kind: "op.activate",
+                  session: client.session,
+                  epoch: epochNumber ?? 0,
+                  release: release.trim(),
+                }, "Activate")
+                : run(
+                  { kind: confirming, session: client.session } as Parameters<
+                    LaneClient["operate"]
+                  >[0],
+                  COMMANDS.find((c) =>
+                    c.kind === confirming
+                  )?.label ?? confirming,
+                )}
+          >
+            Confirm
+          </button>
+          <button type="button" onClick={() => setConfirming(undefined)}>Cancel</button>
+        </div>
+      )}
+      <p class="op-result" role="status" aria-live="polite">
+        {busy !== undefined ? `${busy}…` : result === undefined ? "" : (
+          <>
+            <StateBadge tone={result.ok ? "ok" : "error"} label={result.ok ? "done" : "refused"} />
+            {" "}
+            {result.text}
+          </>
+        )}
+      </p>
+      {status !== undefined && (
+        <details class="status-raw">
+          <summary>Full status</summary>
+          <pre class="text">{JSON.stringify(status, null, 2)}</pre>
+        </details>
+      )}
+    </section>
+  );
+}
