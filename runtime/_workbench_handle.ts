@@ -16,13 +16,8 @@ import {
   type HostRpcReply,
   type WorkerFrame,
 } from "./protocol.ts";
-import {
-  type CellResult,
-  deferred,
-  hostEndedResult,
-  settlesWithin,
-  StreamText,
-} from "./_workbench_parts.ts";
+import { type CellResult, deferred, hostEndedResult, settlesWithin } from "./_workbench_parts.ts";
+import { Killed, type Pending, PendingRequests, replyError } from "./_workbench_pending.ts";
 import { WorkerChannel } from "./_workbench_channel.ts";
 import { RpcDispatcher } from "./_workbench_rpc.ts";
 import {
@@ -32,29 +27,6 @@ import {
   InitReply,
   type WorkbenchExit,
 } from "./_workbench_types.ts";
-
-const STREAM_CAP = 1024 * 1024;
-
-type Pending = {
-  id: string;
-  kind: HostRequest["kind"];
-  cell: string | null;
-  done: ReturnType<typeof deferred<unknown>>;
-  settled: boolean;
-  /** Why the host asked it to stop, once the ladder started. */
-  stopping: "cancel" | "timeout" | null;
-  ladder: Promise<void> | null;
-  onStream?: ExecuteOptions["onStream"];
-  out: StreamText;
-  err: StreamText;
-  /** RPC calls running under this request, by rpc id. */
-  rpcs: Map<string, Promise<void>>;
-};
-
-/** Marks a request ended by a deliberate kill; `execute` turns it into a `killed` result. */
-class Killed {
-  constructor(readonly message: string) {}
-}
 
 /** A running workbench process. Create it with `spawnWorkbench`. */
 export class WorkbenchHandle {
@@ -66,7 +38,7 @@ export class WorkbenchHandle {
   readonly #settings: HandleSettings;
   readonly #channel: WorkerChannel;
   readonly #rpc: RpcDispatcher;
-  readonly #pending = new Map<string, Pending>();
+  readonly #pending = new PendingRequests();
   readonly #exit = deferred<WorkbenchExit>();
   #state: "running" | "closing" | "dead" = "running";
   #ending: { reason: WorkbenchExit["reason"]; message: string } | null = null;
@@ -163,9 +135,8 @@ export class WorkbenchHandle {
    * Resolves when the target has ended; `false` when nothing by that id was running.
    */
   async cancel(target: string): Promise<boolean> {
-    const pending = this.#pending.get(target) ??
-      [...this.#pending.values()].find((p) => p.cell === target && p.kind === "execute");
-    if (!pending || (pending.kind !== "execute" && pending.kind !== "hook")) return false;
+    const pending = this.#pending.findRunning(target);
+    if (!pending) return false;
     await this.#ladder(pending.id, "cancel");
     return true;
   }
@@ -239,23 +210,8 @@ export class WorkbenchHandle {
     onStream?: ExecuteOptions["onStream"],
   ): Pending {
     if (this.#state !== "running") throw this.#deadError(frame.kind, "the worker has ended");
-    const pending: Pending = {
-      id: frame.id,
-      kind: frame.kind,
-      cell,
-      done: deferred<unknown>(),
-      settled: false,
-      stopping: null,
-      ladder: null,
-      onStream,
-      out: new StreamText(STREAM_CAP),
-      err: new StreamText(STREAM_CAP),
-      rpcs: new Map(),
-    };
-    pending.done.promise.catch(() => {});
     this.#channel.send(frame); // throws frame_oversize before anything is registered
-    this.#pending.set(frame.id, pending);
-    return pending;
+    return this.#pending.add(frame, cell, onStream);
   }
 
   /** Sends a request; no reply within `deadlineMs` declares the worker dead. */
@@ -295,23 +251,8 @@ export class WorkbenchHandle {
     }
   }
 
-  /**
-   * Settles a request once. Its running RPCs are aborted first and awaited (bounded), so
-   * when a cell's result is reported, the process groups its `run` calls started are dead.
-   */
   #settle(pending: Pending, how: { value: unknown } | { error: unknown }): void {
-    if (pending.settled) return;
-    pending.settled = true;
-    this.#pending.delete(pending.id);
-    for (const id of pending.rpcs.keys()) this.#rpc.abort(id);
-    const finish = () => {
-      if ("error" in how) pending.done.reject(how.error);
-      else pending.done.resolve(how.value);
-    };
-    if (pending.rpcs.size === 0) return finish();
-    settlesWithin(Promise.allSettled(pending.rpcs.values()), this.#settings.exitGraceMs).then(
-      finish,
-    );
+    this.#pending.settle(pending, how, (id) => this.#rpc.abort(id), this.#settings.exitGraceMs);
   }
 
   #ladder(id: string, why: "cancel" | "timeout"): Promise<void> {
@@ -344,7 +285,7 @@ export class WorkbenchHandle {
         const pending = this.#pending.get(frame.id);
         if (!pending) return; // a late reply to a request that already ended
         if (frame.kind === "ok") this.#settle(pending, { value: frame.result });
-        else this.#settle(pending, { error: this.#replyError(pending, frame) });
+        else this.#settle(pending, { error: replyError(pending, frame) });
         return;
       }
       case "stream": {
@@ -372,21 +313,6 @@ export class WorkbenchHandle {
         this.#rpc.abort(frame.id);
         return;
     }
-  }
-
-  #replyError(pending: Pending, frame: Extract<WorkerFrame, { kind: "error" }>): KlbrError {
-    const detail = `${frame.code}: ${frame.message}`;
-    if (pending.kind === "hook") {
-      return new KlbrError("hook_failed", `cannot run hook: ${detail}`, { cause: frame });
-    }
-    if (pending.kind === "execute") {
-      return new KlbrError("cell_failed", `cannot execute cell ${pending.cell}: ${detail}`, {
-        cause: frame,
-      });
-    }
-    return new KlbrError("worker_failed", `cannot ${pending.kind} workbench: ${detail}`, {
-      cause: frame,
-    });
   }
 
   #protocolViolation(what: string): KlbrError {
@@ -435,7 +361,7 @@ export class WorkbenchHandle {
       // A failing listener must not keep the handle from ending.
     }
     // Pending requests end last: when a caller sees a killed cell, the group is dead.
-    for (const pending of [...this.#pending.values()]) {
+    for (const pending of this.#pending.all()) {
       const error = cause ? this.#deadError(pending.kind, cause.message, cause) : new Killed(
         `the workbench was ${reason === "shutdown" ? "shut down" : "killed"}: ${message}`,
       );

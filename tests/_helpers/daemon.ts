@@ -133,27 +133,20 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
   return daemon;
 }
 
-/** SIGKILLs a process and every process group its descendants lead. */
+/** SIGKILLs a process and every process group its children lead (read with `ps`). */
 async function killTree(pid: number): Promise<void> {
+  const out = await new Deno.Command("ps", { args: ["-e", "-o", "pid=,ppid=,pgid="] }).output();
   const groups = new Set<number>();
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      const ppid = Number(fields[1]);
-      const pgrp = Number(fields[2]);
-      if (ppid === pid) groups.add(pgrp);
-    } catch { /* exited meanwhile */ }
+  for (const line of new TextDecoder().decode(out.stdout).split("\n")) {
+    const [, ppid, pgid] = line.trim().split(/\s+/).map(Number);
+    if (ppid === pid && pgid !== pid) groups.add(pgid);
   }
   try {
     Deno.kill(pid, "SIGKILL");
   } catch { /* gone */ }
   for (const pgid of groups) {
-    if (pgid === pid) continue;
     try {
       Deno.kill(-pgid, "SIGKILL");
     } catch { /* gone */ }
   }
-  await Promise.resolve();
 }

@@ -93,7 +93,7 @@ export async function connectLane(options: ConnectLaneOptions): Promise<LaneClie
       const request = `t${++counter}`;
       client.send({ ...message, request });
       return client.waitFor(
-        (m) => "request" in m && m.request === request && m.kind !== "pong",
+        (m) => "request" in m && m.request === request,
         timeoutMs,
       );
     },

@@ -1,0 +1,402 @@
+/**
+ * The page in real headless Chromium, served by the daemon's own `createApp` and
+ * `LaneConnection` over an in-memory lane host, so each test decides exactly which records
+ * exist and when: the composer, the four lanes, safe Markdown, a reload and an outage, the
+ * operator panel, and the layout at 1280 and 390 pixels. Screenshots of each step go to
+ * `tests/.artifacts/ui/`.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import type { Page } from "playwright-core";
+import { ensureUiBuilt } from "../../runtime/ui_build.ts";
+import {
+  assertEachRecordOnce,
+  launchChromium,
+  openPage,
+  REPO,
+  screenshot,
+  waitForSeq,
+} from "./_browser.ts";
+import {
+  type LaneServer,
+  MemoryLaneHost,
+  startLaneServer,
+  TEST_TOKEN,
+} from "./_memory_lane_host.ts";
+
+const UI_DIR = await ensureUiBuilt({ repoRoot: REPO });
+
+interface Scene {
+  host: MemoryLaneHost;
+  server: LaneServer;
+  page: Page;
+  errors: string[];
+}
+
+/** Runs `body` with a fresh host, server, browser and page; closes them all afterwards. */
+async function scene(width: number, body: (s: Scene) => Promise<void>): Promise<void> {
+  const host = new MemoryLaneHost();
+  const s = { host, server: await startLaneServer(host, { uiDir: UI_DIR }) } as Scene;
+  const browser = await launchChromium();
+  try {
+    const opened = await openPage(browser, width);
+    s.page = opened.page;
+    s.errors = opened.errors;
+    await body(s);
+    assert.deepEqual(s.errors, [], "the page threw");
+  } finally {
+    await browser.close();
+    await s.server.stop();
+  }
+}
+
+/** Text of the element matching `selector`, whitespace collapsed. */
+async function textOf(page: Page, selector: string): Promise<string> {
+  const text = await page.locator(selector).first().textContent();
+  return (text ?? "").replace(/\s+/g, " ").trim();
+}
+
+/** Appends the records of one turn that consumed `inputId`; returns the head seq. */
+function playTurn(host: MemoryLaneHost, inputId: string): number {
+  host.append("frame.accepted", { frame_id: "fr_1", number: 1, input_ids: [inputId] });
+  host.append("turn.started", { turn_id: "turn_1" });
+  host.append("scratchpad", { text: "I will check the build.", partial: false, turn_id: "turn_1" });
+  host.append("cell.started", {
+    cell_id: "cell_1",
+    code: "r = await run(('deno', 'check', 'main.ts'))\nprint(r.exit_code)",
+  });
+  host.append("cell.finished", {
+    cell_id: "cell_1",
+    outcome: "ok",
+    result: {
+      stdout: Array.from({ length: 40 }, (_, i) => `checked file ${i}`).join("\n"),
+      stderr: "warning: slow\n",
+      value: null,
+      error: null,
+      duration_ms: 1234,
+    },
+  });
+  host.append("send", {
+    send_id: "snd_1",
+    text: "The build is **green**.",
+    conversation: "local:default",
+  });
+  host.append("scratchpad", { text: "Half a tho", partial: true, turn_id: "turn_1" });
+  host.append("frame.finished", {
+    frame_id: "fr_1",
+    number: 1,
+    state: "done",
+    reason: "wait",
+    input_ids: [inputId],
+  });
+  return host.headSeq("default");
+}
+
+async function typeAndSend(page: Page, text: string): Promise<void> {
+  await page.focus("#composer-input");
+  await page.keyboard.type(text);
+  await page.keyboard.press("Enter");
+}
+
+Deno.test("the page sends a typed message on Enter and shows its acknowledgement and disposition", async () => {
+  await scene(1280, async ({ host, server, page }) => {
+    await page.goto(server.url);
+    await page.waitForSelector("text=connected as client");
+    await page.focus("#composer-input");
+    await page.keyboard.type("Is the build green?");
+    await page.keyboard.press("Shift+Enter");
+    await page.keyboard.type("Check all of it.");
+    assert.equal(host.admits.length, 0, "Shift+Enter must not send");
+    await page.keyboard.press("Enter");
+    await waitForSeq(page, 1);
+    assert.deepEqual(host.admits.map((a) => a.input.text), ["Is the build green?\nCheck all of it."]);
+    assert.equal(await page.inputValue("#composer-input"), "");
+    const inputId = String(host.sessions.get("default")![0].data.input_id);
+    await page.waitForSelector(`#composer-status:has-text("acknowledged as ${inputId} · pending")`);
+    assert.equal(await textOf(page, '[data-seq="1"] .badge'), "◷ pending");
+    await screenshot(page, "composer", "01-admitted");
+    host.append("frame.accepted", { frame_id: "fr_1", number: 1, input_ids: [inputId] });
+    await page.waitForSelector('[data-seq="1"] .badge:has-text("consumed by frame 1")');
+    await page.waitForSelector('#composer-status:has-text("consumed by frame 1")');
+    host.append("frame.finished", { frame_id: "fr_1", number: 1, state: "done", input_ids: [inputId] });
+    await page.waitForSelector('[data-seq="1"] .badge:has-text("consumed by frame 1 · done")');
+    await screenshot(page, "composer", "02-consumed");
+  });
+});
+
+Deno.test("the page refuses to send an empty message and says why", async () => {
+  await scene(1280, async ({ host, server, page }) => {
+    await page.goto(server.url);
+    await page.waitForSelector("text=connected as client");
+    await page.focus("#composer-input");
+    await page.keyboard.type("   ");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector('#composer-status:has-text("Write something first.")');
+    assert.equal(await page.getAttribute("#composer-input", "aria-invalid"), "true");
+    assert.equal(host.admits.length, 0);
+  });
+});
+
+Deno.test("the page shows scratchpad, cells, sends and runtime events each in its own lane", async () => {
+  await scene(1280, async ({ host, server, page }) => {
+    await page.goto(server.url);
+    await typeAndSend(page, "Is the build green?");
+    await waitForSeq(page, 1);
+    host.append("cell.started", { cell_id: "cell_0", code: "await wait_for_it()" });
+    await waitForSeq(page, 2);
+    await page.waitForSelector('#lane-cells [data-seq="2"] .badge:has-text("running ·")');
+    await screenshot(page, "lanes", "01-running-cell");
+    host.append("kernel.reset", { generation: 2, reason: "operator", heap_restored: false });
+    const head = playTurn(host, String(host.sessions.get("default")![0].data.input_id));
+    await waitForSeq(page, head);
+    // Each record sits in its lane.
+    const lanes = await page.$$eval("[data-seq]", (nodes) =>
+      nodes.map((n) => [Number(n.getAttribute("data-seq")), n.closest("section")?.id]));
+    const laneOf = new Map(lanes as [number, string][]);
+    const types = host.sessions.get("default")!.map((r) => [r.seq, r.type] as const);
+    for (const [seq, type] of types) {
+      const expected = type === "input.admitted" || type === "send"
+        ? "lane-conversation"
+        : type === "scratchpad"
+        ? "lane-scratchpad"
+        : type.startsWith("cell.")
+        ? "lane-cells"
+        : "lane-events";
+      assert.equal(laneOf.get(seq), expected, `record ${seq} (${type})`);
+    }
+    await assertEachRecordOnce(page, head);
+    assert.equal(await textOf(page, '[data-seq="2"] .badge'), "! interrupted by a kernel reset");
+    assert.match(await textOf(page, '#lane-scratchpad li:has-text("Half a tho") .badge'), /partial/);
+    assert.match(await textOf(page, '#lane-scratchpad li:has-text("I will check") .badge'), /complete/);
+    const cell = '#lane-cells [data-cell-id="cell_1"]';
+    assert.match(await textOf(page, `${cell} .meta`), /✓ ok.*1\.2 s/);
+    assert.match(await textOf(page, `${cell} .output-stderr`), /warning: slow/);
+    // Long output is collapsed behind a button that opens it.
+    const more = page.locator(`${cell} .output-stdout button`);
+    assert.equal(await more.getAttribute("aria-expanded"), "false");
+    assert.doesNotMatch(await textOf(page, `${cell} .output-stdout pre`), /checked file 39/);
+    await more.click();
+    assert.equal(await more.getAttribute("aria-expanded"), "true");
+    assert.match(await textOf(page, `${cell} .output-stdout pre`), /checked file 39/);
+    assert.equal(await page.locator("#lane-conversation .msg-send strong").textContent(), "green");
+    assert.match(await textOf(page, "#lane-conversation .msg-send .badge"), /delivered/);
+    assert.match(await textOf(page, "#lane-events"), /Frame 1 accepted.*Kernel reset \(generation 2\)/);
+    await screenshot(page, "lanes", "02-turn-done");
+    await page.setViewportSize({ width: 390, height: 844 });
+    await screenshot(page, "lanes", "03-turn-done");
+  });
+});
+
+Deno.test("the page renders a send's Markdown without running script or fetching anything", async () => {
+  await scene(1280, async ({ host, server, page }) => {
+    const requests: string[] = [];
+    page.on("request", (request) => requests.push(request.url()));
+    await page.goto(server.url);
+    await page.waitForSelector("text=connected as client");
+    host.append("send", {
+      send_id: "snd_x",
+      conversation: "local:default",
+      text: [
+        "**ok** <img src=x onerror=\"window.__xss=1\"> <script>window.__xss=2</script>",
+        "[click](javascript:window.__xss=3) [docs](https://example.invalid/a)",
+        '<iframe src="https://example.invalid/"></iframe><a href="#" onclick="window.__xss=4">x</a>',
+        "![remote](https://example.invalid/pixel.png)",
+      ].join("\n\n"),
+    });
+    await waitForSeq(page, 1);
+    const body = page.locator('[data-seq="1"] .markdown');
+    await body.locator("a").last().click();
+    assert.equal(await page.evaluate(() => (globalThis as { __xss?: number }).__xss), undefined);
+    assert.equal(await body.locator("strong").textContent(), "ok");
+    assert.equal(await body.locator("img, script, iframe, [onerror], [onclick]").count(), 0);
+    assert.equal(await body.locator('a[href^="javascript"]').count(), 0);
+    const docs = body.locator('a:has-text("docs")');
+    assert.equal(await docs.getAttribute("href"), "https://example.invalid/a");
+    assert.equal(await docs.getAttribute("rel"), "noopener noreferrer nofollow");
+    assert.deepEqual(requests.filter((url) => !url.startsWith(server.url)), []);
+  });
+});
+
+Deno.test("a reload in the middle of a turn shows every record once and resumes from its last seq", async () => {
+  await scene(1280, async ({ host, server, page }) => {
+    await page.goto(server.url);
+    await typeAndSend(page, "Is the build green?");
+    await waitForSeq(page, 1);
+    const inputId = String(host.sessions.get("default")![0].data.input_id);
+    host.append("frame.accepted", { frame_id: "fr_1", number: 1, input_ids: [inputId] });
+    host.append("scratchpad", { text: "first draft", partial: false });
+    host.append("cell.started", { cell_id: "cell_1", code: "print(1)" });
+    await waitForSeq(page, 4);
+    // Let the page store its log, as it does on pagehide.
+    await page.evaluate(() => dispatchEvent(new Event("pagehide")));
+    const readsBefore = host.reads.length;
+    await page.reload();
+    // Records that commit while the page is away arrive once it is back.
+    host.append("cell.finished", { cell_id: "cell_1", outcome: "ok", stdout: "1\n" });
+    host.append("send", { send_id: "snd_1", text: "Green.", conversation: "local:default" });
+    await waitForSeq(page, 6);
+    await assertEachRecordOnce(page, 6);
+    assert.equal(host.reads[readsBefore], 4, "the reloaded page resumed after seq 4");
+    await screenshot(page, "reload", "01-after-reload");
+    // A second reload with nothing new still shows the same records once.
+    await page.reload();
+    await waitForSeq(page, 6);
+    await page.waitForSelector("text=connected as client");
+    await assertEachRecordOnce(page, 6);
+  });
+});
+
+Deno.test("the page says when the daemon is unreachable and when it is back, losing nothing", async () => {
+  await scene(1280, async (s) => {
+    const { host, page } = s;
+    await page.goto(s.server.url);
+    host.append("scratchpad", { text: "before the outage" });
+    await waitForSeq(page, 1);
+    const port = s.server.port;
+    await s.server.stop();
+    await page.waitForSelector('[data-banner="unreachable"]');
+    assert.match(await textOf(page, '[data-banner="unreachable"]'), /The daemon is unreachable since/);
+    assert.match(await textOf(page, ".topbar"), /offline/);
+    await typeAndSend(page, "written while offline");
+    await page.waitForSelector('.msg-unrecorded .badge:has-text("not sent yet")');
+    await screenshot(page, "outage", "01-unreachable");
+    host.append("scratchpad", { text: "during the outage" });
+    s.server = await startLaneServer(host, { uiDir: UI_DIR, port });
+    await page.waitForSelector('[data-banner="back"]');
+    assert.match(await textOf(page, '[data-banner="back"]'), /The daemon is back/);
+    await waitForSeq(page, 3);
+    assert.equal(await page.locator(".msg-unrecorded").count(), 0);
+    assert.deepEqual(host.admits.map((a) => a.input.text), ["written while offline"]);
+    await assertEachRecordOnce(page, 3);
+    await screenshot(page, "outage", "02-back");
+    await page.click('[data-banner="back"] button');
+    assert.equal(await page.locator("[data-banner]").count(), 0);
+  });
+});
+
+Deno.test("the operator panel takes the token from the URL and stops the session after confirmation", async () => {
+  await scene(1280, async ({ host, server, page }) => {
+    await page.goto(`${server.url}/#token=${TEST_TOKEN}`);
+    await page.waitForSelector("text=operator role granted");
+    assert.equal(await page.evaluate(() => location.hash), "");
+    assert.equal(await page.evaluate(() => localStorage.getItem("klbr:token")), TEST_TOKEN);
+    await page.waitForSelector('[data-field="epoch"]:has-text("3")');
+    assert.equal(await textOf(page, '[data-field="release"]'), "rel_a1b2c3d4e5f6a7b8c9d0");
+    assert.equal(await textOf(page, '[data-field="skills"]'), "sk_9b0c6a3e51f2");
+    await page.click('#operator button:has-text("Stop")');
+    await page.waitForSelector("text=Stop the current turn and take no new frames?");
+    assert.equal(host.operations.filter((o) => o.kind === "op.stop").length, 0);
+    await screenshot(page, "operator", "01-confirm-stop");
+    await page.click('#operator button:has-text("Confirm")');
+    await page.waitForSelector('.op-result:has-text("Stop: done")');
+    assert.deepEqual(host.operations.map((o) => o.kind).filter((k) => k !== "op.status"), ["op.stop"]);
+    await waitForSeq(page, 1);
+    assert.match(await textOf(page, '[data-seq="1"]'), /Operator: op\.stop/);
+    // A reload keeps the token without the URL.
+    await page.reload();
+    await page.waitForSelector("text=operator role granted");
+  });
+});
+
+Deno.test("the operator panel activates with the current epoch and shows an `epoch_moved` refusal", async () => {
+  await scene(1280, async ({ host, server, page }) => {
+    await page.goto(`${server.url}/#token=${TEST_TOKEN}`);
+    await page.waitForSelector('[data-field="epoch"]:has-text("3")');
+    await page.fill("#activate-release", "rel_next");
+    await page.click('button:has-text("Activate at epoch 3")');
+    await page.click('#operator button:has-text("Confirm")');
+    await page.waitForSelector('.op-result:has-text("Activate: done")');
+    assert.deepEqual([host.epoch, host.activeRelease], [4, "rel_next"]);
+    await page.waitForSelector('[data-field="epoch"]:has-text("4")');
+    // Someone else moves the epoch; the page still shows 4.
+    host.epoch = 9;
+    await page.fill("#activate-release", "rel_other");
+    await page.click('button:has-text("Activate at epoch 4")');
+    await page.click('#operator button:has-text("Confirm")');
+    await page.waitForSelector(".op-result:has-text(\"refused (epoch_moved)\")");
+    assert.match(await textOf(page, ".op-result"), /epoch moved \(expected 4, found 9\)/);
+    assert.equal(host.activeRelease, "rel_next");
+    await screenshot(page, "operator", "02-epoch-moved");
+  });
+});
+
+Deno.test("the page forgets a refused token and stays usable as a client", async () => {
+  await scene(1280, async ({ host, server, page }) => {
+    await page.goto(`${server.url}/#token=${"cd".repeat(32)}`);
+    await page.waitForSelector("text=Token refused: cannot authorise: the operator token is wrong");
+    await page.waitForSelector("text=connected as client");
+    assert.equal(await page.evaluate(() => localStorage.getItem("klbr:token")), null);
+    await typeAndSend(page, "still here");
+    await waitForSeq(page, 1);
+    assert.equal(host.admits.length, 1);
+    // Entering the right token in the form makes the page an operator.
+    await page.fill("#operator-token", TEST_TOKEN);
+    await page.click('button:has-text("Use token")');
+    await page.waitForSelector("text=operator role granted");
+    await screenshot(page, "operator", "03-token-entered");
+  });
+});
+
+/** Controls without an accessible name: no label, no `aria-label`, no text. */
+async function unlabelledControls(page: Page): Promise<string[]> {
+  return await page.evaluate(`
+    [...document.querySelectorAll("button, input, textarea, select, a[href], summary")]
+      .filter((el) => {
+        const label = el.id ? document.querySelector('label[for="' + el.id + '"]') : null;
+        const name = el.getAttribute("aria-label") ?? label?.textContent ?? el.textContent ?? "";
+        return name.trim() === "";
+      })
+      .map((el) => el.outerHTML.slice(0, 80))
+  `) as string[];
+}
+
+for (const width of [1280, 390]) {
+  Deno.test(`the page at ${width} px has labelled, keyboard-reachable controls and no sideways scroll`, async () => {
+    await scene(width, async ({ host, server, page }) => {
+      await page.goto(`${server.url}/#token=${TEST_TOKEN}`);
+      await typeAndSend(page, "layout check");
+      await waitForSeq(page, 1);
+      playTurn(host, String(host.sessions.get("default")![0].data.input_id));
+      await waitForSeq(page, host.headSeq("default"));
+      await page.waitForSelector("text=operator role granted");
+      assert.deepEqual(await unlabelledControls(page), []);
+      const overflow = await page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+      );
+      assert.equal(overflow, 0, "the page scrolls sideways");
+      // The first Tab reaches the skip link, and following it lands in the composer.
+      await page.evaluate("document.activeElement?.blur()");
+      await page.keyboard.press("Tab");
+      assert.equal(
+        await page.evaluate("document.activeElement?.textContent"),
+        "Skip to the message box",
+      );
+      await page.keyboard.press("Enter");
+      await page.keyboard.type("typed via keyboard only");
+      await page.keyboard.press("Enter");
+      await page.waitForSelector("text=typed via keyboard only");
+      // Every state badge carries words, not colour alone.
+      const bare = await page.$$eval(".badge", (nodes) =>
+        nodes.filter((n) => (n.textContent ?? "").replace(/[◷▶✓✕!◐•\s]/g, "") === "").length);
+      assert.equal(bare, 0);
+      await screenshot(page, "layout", "01-full-turn");
+    });
+  });
+}
+
+Deno.test("the page serves only local files and a strict content security policy", async () => {
+  const html = await Deno.readTextFile(join(UI_DIR, "index.html"));
+  assert.match(html, /script-src 'self'/);
+  assert.match(html, /connect-src 'self'/);
+  await scene(1280, async ({ server, page }) => {
+    const requests: string[] = [];
+    page.on("request", (request) => requests.push(request.url()));
+    await page.goto(server.url);
+    await page.waitForSelector("text=connected as client");
+    assert.ok(requests.length >= 3);
+    assert.deepEqual(requests.filter((url) => !url.startsWith(server.url)), []);
+  });
+});
