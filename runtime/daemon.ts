@@ -173,16 +173,17 @@ export async function serve(options: ServeOptions): Promise<number> {
     },
   });
 
+  // Listen for signals before announcing the port, so an early SIGTERM still drains.
+  const { promise: stopped, resolve } = Promise.withResolvers<string>();
+  const onSignal = (name: string) => () => resolve(name);
+  Deno.addSignalListener("SIGINT", onSignal("SIGINT"));
+  Deno.addSignalListener("SIGTERM", onSignal("SIGTERM"));
   const server = Deno.serve({
     hostname: host,
     port,
     onListen: ({ port }) => console.log(`klbr: listening on http://${host}:${port}/`),
   }, app.fetch);
 
-  const { promise: stopped, resolve } = Promise.withResolvers<string>();
-  const onSignal = (name: string) => () => resolve(name);
-  Deno.addSignalListener("SIGINT", onSignal("SIGINT"));
-  Deno.addSignalListener("SIGTERM", onSignal("SIGTERM"));
   const signal = await stopped;
   log(`${signal}: draining`);
   await coordinator.shutdown();

@@ -265,6 +265,10 @@ export async function publishRelease(
       await syncPath(absolute);
     });
     target = join(releasesDir, snapshot.id);
+    if (await exists(target) && !(await verifiesQuietly(target, limits))) {
+      // A damaged copy of this very release: keep it aside for diagnosis, install a good one.
+      await Deno.rename(target, join(releasesDir, `.broken-${snapshot.id}-${Date.now()}`));
+    }
     if (!(await exists(target))) {
       for (const dir of [...dirs].sort((a, b) => b.length - a.length)) await syncPath(dir);
       try {
@@ -293,5 +297,15 @@ export async function publishRelease(
     return { ...verified, path: target, created };
   } finally {
     if (!created) await removeQuietly(temp);
+  }
+}
+
+async function verifiesQuietly(path: string, limits: SnapshotLimits): Promise<boolean> {
+  try {
+    await verifyRelease(path, limits);
+    return true;
+  } catch (error) {
+    if (error instanceof KlbrError) return false;
+    throw error;
   }
 }

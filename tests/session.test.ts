@@ -570,7 +570,7 @@ Deno.test("garbage on the frame channel kills the worker and is reported as fram
 });
 
 /** A fake `klbr` package that answers with bad frames, for failures Python would not make. */
-async function fakeRepo(body: string): Promise<string> {
+async function fakeRepo(body: string, options = { waitFirstHeader: true }): Promise<string> {
   const repo = await Deno.makeTempDir({ prefix: "klbr-fake-" });
   await Deno.mkdir(join(repo, "workbench", "klbr"), { recursive: true });
   await Deno.writeTextFile(join(repo, "workbench", "klbr", "__init__.py"), "");
@@ -582,7 +582,11 @@ async function fakeRepo(body: string): Promise<string> {
       "    b = json.dumps(obj).encode()\n" +
       "    out.write(struct.pack('>I', len(b)) + b)\n" +
       "    out.flush()\n" +
-      "sys.stdin.buffer.read(4)\n" + // the first request has arrived: it is pending
+      "def read():\n" +
+      "    n = struct.unpack('>I', sys.stdin.buffer.read(4))[0]\n" +
+      "    return json.loads(sys.stdin.buffer.read(n))\n" +
+      // Once the first request's header has arrived, that request is pending on the host.
+      (options.waitFirstHeader ? "sys.stdin.buffer.read(4)\n" : "") +
       "sys.stderr.write('fake worker here\\n'); sys.stderr.flush()\n" +
       body + "\n" +
       "time.sleep(1000)\n",
@@ -636,6 +640,54 @@ for (const [what, body, code] of BAD_FRAMES) {
     }
   });
 }
+
+Deno.test("a cell's result is reported only after its cancelled RPC's cleanup has finished", async () => {
+  // The fake answers in one ordered burst: rpc, rpc_cancel, the cell's reply, then the
+  // ping's reply. When ping resolves the cell's reply has been read, yet the cell must not be
+  // reported while the run's cleanup (here: held by a gate) is still going on.
+  const repo = await fakeRepo(
+    "ex = read(); pg = read()\n" +
+      "frame({'kind': 'rpc', 'id': 'w1', 'parent': ex['id'], 'method': 'workspace.run', 'params': {}})\n" +
+      "frame({'kind': 'rpc_cancel', 'id': 'w1'})\n" +
+      "frame({'kind': 'ok', 'id': ex['id'], 'result': {'outcome': 'cancelled', 'value': None, " +
+      "'stdout': '', 'stderr': '', 'error': None, 'wait': None, 'duration_ms': 1}})\n" +
+      "frame({'kind': 'ok', 'id': pg['id'], 'result': {}})",
+    { waitFirstHeader: false },
+  );
+  const cwd = await Deno.makeTempDir();
+  const cleanup = Promise.withResolvers<void>();
+  let cleaned = false;
+  try {
+    const wb = spawnWorkbench(PYTHON, {
+      cwd,
+      repoRoot: repo,
+      rpc: {
+        "workspace.run": async (_params, ctx) => {
+          if (!ctx.signal.aborted) {
+            await new Promise((r) => ctx.signal.addEventListener("abort", r, { once: true }));
+          }
+          await cleanup.promise;
+          cleaned = true;
+          return null;
+        },
+      },
+    });
+    let reported = false;
+    const cell = wb.execute("cell_x", "await run(['sleep', '1000'])").then((r) => {
+      reported = true;
+      assert.equal(cleaned, true, "reported before the run's cleanup finished");
+      return r;
+    });
+    await bounded(wb.ping(), "ping");
+    assert.equal(reported, false);
+    cleanup.resolve();
+    assert.equal((await bounded(cell, "cell")).outcome, "cancelled");
+    await wb.kill("test over");
+  } finally {
+    await Deno.remove(repo, { recursive: true });
+    await Deno.remove(cwd, { recursive: true });
+  }
+});
 
 Deno.test("a worker that exits unexpectedly is reported with its exit code and last word", async () => {
   const repo = await fakeRepo(

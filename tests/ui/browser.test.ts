@@ -183,7 +183,7 @@ Deno.test("the page shows scratchpad, cells, sends and runtime events each in it
     assert.match(await textOf(page, `${cell} .output-stdout pre`), /checked file 39/);
     assert.equal(await page.locator("#lane-conversation .msg-send strong").textContent(), "green");
     assert.match(await textOf(page, "#lane-conversation .msg-send .badge"), /delivered/);
-    assert.match(await textOf(page, "#lane-events"), /Frame 1 accepted.*Kernel reset \(generation 2\)/);
+    assert.match(await textOf(page, "#lane-events"), /Kernel reset \(generation 2\).*Frame 1 accepted.*Frame 1 finished/);
     await screenshot(page, "lanes", "02-turn-done");
     await page.setViewportSize({ width: 390, height: 844 });
     await screenshot(page, "lanes", "03-turn-done");
@@ -357,18 +357,8 @@ for (const width of [1280, 390]) {
   Deno.test(`the page at ${width} px has labelled, keyboard-reachable controls and no sideways scroll`, async () => {
     await scene(width, async ({ host, server, page }) => {
       await page.goto(`${server.url}/#token=${TEST_TOKEN}`);
-      await typeAndSend(page, "layout check");
-      await waitForSeq(page, 1);
-      playTurn(host, String(host.sessions.get("default")![0].data.input_id));
-      await waitForSeq(page, host.headSeq("default"));
       await page.waitForSelector("text=operator role granted");
-      assert.deepEqual(await unlabelledControls(page), []);
-      const overflow = await page.evaluate(
-        "document.documentElement.scrollWidth - document.documentElement.clientWidth",
-      );
-      assert.equal(overflow, 0, "the page scrolls sideways");
       // The first Tab reaches the skip link, and following it lands in the composer.
-      await page.evaluate("document.activeElement?.blur()");
       await page.keyboard.press("Tab");
       assert.equal(
         await page.evaluate("document.activeElement?.textContent"),
@@ -377,7 +367,15 @@ for (const width of [1280, 390]) {
       await page.keyboard.press("Enter");
       await page.keyboard.type("typed via keyboard only");
       await page.keyboard.press("Enter");
-      await page.waitForSelector("text=typed via keyboard only");
+      await waitForSeq(page, 1);
+      assert.equal(host.admits[0].input.text, "typed via keyboard only");
+      playTurn(host, String(host.sessions.get("default")![0].data.input_id));
+      await waitForSeq(page, host.headSeq("default"));
+      assert.deepEqual(await unlabelledControls(page), []);
+      const overflow = await page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+      );
+      assert.equal(overflow, 0, "the page scrolls sideways");
       // Every state badge carries words, not colour alone.
       const bare = await page.$$eval(".badge", (nodes) =>
         nodes.filter((n) => (n.textContent ?? "").replace(/[◷▶✓✕!◐•\s]/g, "") === "").length);

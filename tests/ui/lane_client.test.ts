@@ -158,6 +158,30 @@ Deno.test("`LaneClient` restores its log from storage and asks only for newer re
   }
 });
 
+Deno.test("`LaneClient` settles stored inputs whose record is in the stored log", () => {
+  const storage = memoryStorage();
+  const admitted: LaneRecord = {
+    kind: "record",
+    session: "default",
+    seq: 1,
+    at: 1,
+    type: "input.admitted",
+    data: { input_id: "in_1", dedupe_key: "local:web-test:m1", body: "hello" },
+  };
+  storage.data.set("klbr:log:default", snapshotOf([admitted]));
+  storage.data.set(
+    "klbr:outbox:default",
+    JSON.stringify([
+      { clientMsgId: "m1", request: "in-m1", text: "hello", conversation: "local:default", status: "sent" },
+      { clientMsgId: "m2", request: "in-m2", text: "later", conversation: "local:default", status: "queued" },
+    ]),
+  );
+  const client = new LaneClient({ url: "ws://127.0.0.1:9/v2", clientId: "web-test", storage });
+  assert.deepEqual(client.outbox.list().map((i) => i.clientMsgId), ["m2"]);
+  assert.equal(client.inputIdOf("m1"), "in_1");
+  client.stop();
+});
+
 Deno.test("`LaneClient` starts over from seq 0 when the daemon's log is shorter than its own", async () => {
   const stale: LaneRecord[] = [1, 2, 3, 4, 5].map((seq) => ({
     kind: "record",

@@ -58,7 +58,17 @@ export function App({ client, onToken }: AppProps): JSX.Element {
   };
   return (
     <div class="app">
-      <a class="skip-link" href="#composer-input">Skip to the message box</a>
+      <a
+        class="skip-link"
+        href="#composer-input"
+        onClick={(event) => {
+          // Following a fragment does not move keyboard focus everywhere; do it explicitly.
+          event.preventDefault();
+          document.getElementById("composer-input")?.focus();
+        }}
+      >
+        Skip to the message box
+      </a>
       <header class="topbar">
         <h1>klbr</h1>
         <span class="session">
@@ -97,7 +107,11 @@ export function App({ client, onToken }: AppProps): JSX.Element {
           <CellsLane cells={view.cells} live={client.live.cells} />
         </div>
         <div class="column column-side">
-          <OperatorPanel client={client} onToken={onToken} />
+          <OperatorPanel
+            client={client}
+            onToken={onToken}
+            fromRecords={{ skillsRevision: view.skillsRevision, activation: view.activation }}
+          />
           <EventsLane events={view.events} notices={client.notices} />
         </div>
       </main>

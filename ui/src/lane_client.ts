@@ -178,9 +178,8 @@ export class LaneClient {
       stored = null;
     }
     this.log = RecordLog.fromSnapshot(stored, this.session);
-    for (const record of this.log.records()) this.#index(record);
     this.outbox = new InputOutbox(options.storage, `klbr:outbox:${this.session}`);
-    this.outbox.settle({ clientMsgIds: this.#recordedMsgIds, inputIds: this.#recordedInputIds });
+    for (const record of this.log.records()) this.#index(record);
   }
 
   get #logKey(): string {
@@ -539,7 +538,7 @@ export class LaneClient {
       this.outbox.settle({ clientMsgIds: this.#recordedMsgIds, inputIds: this.#recordedInputIds });
     } else if (record.type === "scratchpad" || record.type === "turn.ended") {
       // The durable text replaces the animation that led to it.
-      const turn = text(d, "turn_id", "turn");
+      const turn = text(d, "turn_id", "turn", "frame_id");
       if (turn === undefined) this.live.tokens.clear();
       else this.live.tokens.delete(turn);
     } else if (record.type === "cell.finished") {

@@ -107,6 +107,10 @@ export interface LaneView {
   inputs: Map<string, InputItem>;
   /** Local inputs by their `client_msg_id`. */
   inputsByMessage: Map<string, InputItem>;
+  /** The skills revision of the latest `kernel.reset`, when one said it. */
+  skillsRevision: string | undefined;
+  /** The release and epoch of the latest `activation`. */
+  activation: { release: string | undefined; epoch: number | undefined } | undefined;
 }
 
 /** Short form of a long id or hash for titles; the full value stays in the data. */
@@ -224,15 +228,17 @@ export function describeEvent(
     case "operator":
       return {
         title: `Operator: ${text(d, "op", "command", "kind") ?? "command"}`,
-        detail: text(d, "reason", "result", "detail") ?? "",
+        detail: text(d, "message", "reason", "result", "detail") ?? "",
         severity: "info",
       };
-    case "turn.started":
+    case "turn.started": {
+      const frame = num(d, "frame", "frame_number");
       return {
         title: "Turn started",
-        detail: text(d, "reason", "turn_id") ?? "",
+        detail: frame === undefined ? text(d, "reason", "turn_id") ?? "" : `frame ${frame}`,
         severity: "info",
       };
+    }
     case "turn.ended": {
       const reason = text(d, "reason", "end") ?? "";
       const failed = /error|fail/i.test(reason);
@@ -308,6 +314,8 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
     events: [],
     inputs: new Map(),
     inputsByMessage: new Map(),
+    skillsRevision: undefined,
+    activation: undefined,
   };
   const sends = new Map<string, SendItem>();
   const openCells = new Map<string, CellItem>();
@@ -334,7 +342,7 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
         at: record.at,
         text: displayText(any(d, "text", "body", "content")),
         partial: flag(d, "partial") ?? false,
-        turn: text(d, "turn_id", "turn"),
+        turn: text(d, "turn_id", "turn", "frame_id"),
       });
       continue;
     }
@@ -419,6 +427,9 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
       for (const cell of openCells.values()) {
         if (cell.state === "running") cell.state = "interrupted";
       }
+      view.skillsRevision = text(d, "skills_revision", "skills.revision") ?? view.skillsRevision;
+    } else if (type === "activation") {
+      view.activation = { release: text(d, "release_id", "release"), epoch: num(d, "epoch") };
     } else if (isSendUpdate(type, d)) {
       const send = sends.get(text(d, "send_id") ?? "");
       const state = text(d, "state") ?? type.split(".").pop();

@@ -16,6 +16,11 @@ import { StateBadge } from "./state_badge.tsx";
 /** Props of {@linkcode OperatorPanel}. */
 export interface OperatorPanelProps {
   client: LaneClient;
+  /** What the records say, shown where the status does not: skills revision, last activation. */
+  fromRecords: {
+    skillsRevision: string | undefined;
+    activation: { release: string | undefined; epoch: number | undefined } | undefined;
+  };
   /** Keeps (or with `undefined` forgets) the token and reconnects with it. */
   onToken: (token: string | undefined) => void;
 }
@@ -83,7 +88,7 @@ function TokenForm(props: { onToken: (token: string) => void; error?: string }):
 }
 
 /** The operator panel. */
-export function OperatorPanel({ client, onToken }: OperatorPanelProps): JSX.Element {
+export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelProps): JSX.Element {
   const [status, setStatus] = useState<Record<string, unknown> | undefined>(undefined);
   const [result, setResult] = useState<{ ok: boolean; text: string } | undefined>(undefined);
   const [busy, setBusy] = useState<string | undefined>(undefined);
@@ -122,10 +127,12 @@ export function OperatorPanel({ client, onToken }: OperatorPanelProps): JSX.Elem
     );
   }
 
-  const epoch = findField(status, ["epoch", "context_epoch"]);
-  const epochNumber = typeof epoch === "number" ? epoch : undefined;
-  const activeRelease = findField(status, ["active_release", "release", "release_id"]);
-  const skills = findField(status, ["skills_revision"]);
+  // The status is authoritative; the records fill in what it does not carry.
+  const epoch = findField(status, ["behavior_epoch", "epoch"]);
+  const epochNumber = typeof epoch === "number" ? epoch : fromRecords.activation?.epoch;
+  const activeRelease = findField(status, ["active_release", "release_id", "release"]) ??
+    fromRecords.activation?.release;
+  const skills = findField(status, ["skills_revision"]) ?? fromRecords.skillsRevision;
   const state = findField(status, ["state"]);
   return (
     <section class="panel operator" aria-labelledby="h-operator" id="operator">
