@@ -89,7 +89,11 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   });
   await check("skills", async () => {
     const skills = await loadSkills(roots);
-    say(`skills ${skills.payload.revision.slice(0, 12)} from ${roots.builtinRoot} and ${roots.managedRoot}`);
+    say(
+      `skills ${
+        skills.payload.revision.slice(0, 12)
+      } from ${roots.builtinRoot} and ${roots.managedRoot}`,
+    );
     for (const skill of skills.offered) say(`  skill ${skill.id}`);
     for (const refused of skills.payload.refused) {
       say(`  refused ${refused.id} in ${refused.root}: ${refused.reason}`);

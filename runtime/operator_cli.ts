@@ -88,11 +88,19 @@ async function exchange(
   try {
     return await new Promise<ServerMessage>((resolve, reject) => {
       const timer = setTimeout(
-        () => reject(new KlbrError("worker_timeout", `cannot reach the daemon: no reply within ${timeoutMs} ms`)),
+        () =>
+          reject(
+            new KlbrError(
+              "worker_timeout",
+              `cannot reach the daemon: no reply within ${timeoutMs} ms`,
+            ),
+          ),
         timeoutMs,
       );
       ws.onopen = () => {
-        ws.send(JSON.stringify({ kind: "hello", since: Number.MAX_SAFE_INTEGER, token, client: "cli" }));
+        ws.send(
+          JSON.stringify({ kind: "hello", since: Number.MAX_SAFE_INTEGER, token, client: "cli" }),
+        );
         ws.send(JSON.stringify({ ...message, request }));
       };
       ws.onerror = () => {

@@ -1702,23 +1702,22 @@ Deno.test("`publishRelease()` writes a release once and records it", async () =>
   });
 });
 
-Deno.test("`publishRelease()` refuses to reuse a tampered release directory", async () => {
+Deno.test("`publishRelease()` sets a tampered release directory aside and installs a good copy", async () => {
   await withStore(async (store, dir) => {
     const source = join(dir, "behavior");
     const releasesDir = join(dir, "releases");
     await writeTree(source, TREE);
     const { path, id } = await publishRelease(store, { sourceDir: source, releasesDir });
     await Deno.writeTextFile(join(path, "README.md"), "tampered\n");
-    await rejectsKlbr(
-      () => publishRelease(store, { sourceDir: source, releasesDir }),
-      "release_invalid",
-      new RegExp(
-        `^cannot verify release ${
-          id.slice(0, 12)
-        }: its content hashes to [0-9a-f]{12} \\(got ${path}\\)$`,
-      ),
-    );
-    assert.deepEqual(listDir(releasesDir), [id], "the temp copy was removed");
+    // The source is authoritative for its own id: the damaged copy is kept for diagnosis.
+    const again = await publishRelease(store, { sourceDir: source, releasesDir });
+    assert.equal(again.id, id);
+    assert.equal(again.created, true);
+    await verifyRelease(path);
+    const names = listDir(releasesDir);
+    assert.equal(names.length, 2);
+    assert.ok(names.includes(id));
+    assert.ok(names.some((n) => n.startsWith(`.broken-${id}-`)));
   });
 });
 

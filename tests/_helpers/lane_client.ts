@@ -45,7 +45,9 @@ export async function connectLane(options: ConnectLaneOptions): Promise<LaneClie
   // Deno's WebSocket accepts headers as a second-argument option.
   const ws = new WebSocket(url, { headers: options.headers } as unknown as string[]);
   const messages: ServerMessage[] = [];
-  const waiters = new Set<{ predicate: (m: ServerMessage) => boolean; resolve: (m: ServerMessage) => void }>();
+  const waiters = new Set<
+    { predicate: (m: ServerMessage) => boolean; resolve: (m: ServerMessage) => void }
+  >();
   let closeResolve!: (e: CloseEvent) => void;
   const closed = new Promise<CloseEvent>((r) => (closeResolve = r));
   ws.onmessage = (event) => {
@@ -82,9 +84,13 @@ export async function connectLane(options: ConnectLaneOptions): Promise<LaneClie
         };
         const timer = setTimeout(() => {
           waiters.delete(waiter);
-          reject(new Error(`no matching message within ${timeoutMs} ms; got ${messages.length}: ${
-            JSON.stringify(messages.slice(-5))
-          }`));
+          reject(
+            new Error(
+              `no matching message within ${timeoutMs} ms; got ${messages.length}: ${
+                JSON.stringify(messages.slice(-5))
+              }`,
+            ),
+          );
         }, timeoutMs);
         waiters.add(waiter);
       });

@@ -16,15 +16,27 @@ const records = (client: LaneClient, type?: string) =>
     m.kind === "record" && (type === undefined || m.type === type)
   );
 
-const waitRecord = (client: LaneClient, type: string, extra: (r: LaneRecord) => boolean = () => true) =>
-  client.waitFor<LaneRecord>((m) => m.kind === "record" && m.type === type && extra(m), 30_000);
+const waitRecord = (
+  client: LaneClient,
+  type: string,
+  extra: (r: LaneRecord) => boolean = () => true,
+) => client.waitFor<LaneRecord>((m) => m.kind === "record" && m.type === type && extra(m), 30_000);
 
 const WAIT_CELL = { toolCall: { code: "wait()" } };
 
 Deno.test("serve refuses a non-loopback bind before it listens", async () => {
   const state = await Deno.makeTempDir();
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", ...serveFlags(), `${REPO_ROOT}/main.ts`, "serve", "--state", state, "--host", "0.0.0.0"],
+    args: [
+      "run",
+      ...serveFlags(),
+      `${REPO_ROOT}/main.ts`,
+      "serve",
+      "--state",
+      state,
+      "--host",
+      "0.0.0.0",
+    ],
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -71,9 +83,12 @@ Deno.test("a message yields scratchpad, one cell and exactly one send; wait make
     // The model saw one tool, the python cell.
     const chat = fake.requests.filter((r) => r.method === "POST");
     assert.equal(chat.length, 1);
-    assert.deepEqual(chat[0].body.tools.map((t: { function: { name: string } }) => t.function.name), [
-      "python",
-    ]);
+    assert.deepEqual(
+      chat[0].body.tools.map((t: { function: { name: string } }) => t.function.name),
+      [
+        "python",
+      ],
+    );
 
     // Waiting costs nothing: no request until a new input wakes the agent.
     await client.request({ kind: "ping" });
@@ -106,8 +121,11 @@ Deno.test("inputs burst during a blocked cell are acknowledged; reset replaces t
     await client.request({ kind: "input", client_msg_id: "first", text: "start" });
     await waitRecord(client, "cell.started");
     const acks = await Promise.all(
-      Array.from({ length: 40 }, (_, i) =>
-        client.request({ kind: "input", client_msg_id: `burst-${i}`, text: `burst ${i}` })),
+      Array.from(
+        { length: 40 },
+        (_, i) =>
+          client.request({ kind: "input", client_msg_id: `burst-${i}`, text: `burst ${i}` }),
+      ),
     );
     assert.equal(new Set(acks.map((a) => a.kind === "ack" && a.input_id)).size, 40);
     const status = await client.request({ kind: "op.status" });
@@ -128,8 +146,7 @@ Deno.test("inputs burst during a blocked cell are acknowledged; reset replaces t
     const burstIds = new Set(acks.map((a) => (a as { input_id: string }).input_id));
     await client.waitFor((m) =>
       m.kind === "record" && m.type === "frame.accepted" &&
-      (m.data.input_ids as string[]).some((id) => burstIds.has(id))
-    , 30_000);
+      (m.data.input_ids as string[]).some((id) => burstIds.has(id)), 30_000);
     const consumed = records(client, "frame.accepted").flatMap((r) => r.data.input_ids as string[]);
     for (const id of burstIds) assert.equal(consumed.filter((c) => c === id).length, 1, id);
     await client.close();
@@ -213,7 +230,10 @@ Deno.test("the v2 socket refuses a non-loopback Origin and a native client witho
     const wrongError = wrong.messages.find((m) => m.kind === "error");
     assert.equal(wrongError?.kind === "error" && wrongError.code, "token_wrong");
     await wrong.closed;
-    assert.match(daemon.logs(), /refused operator access: cannot authorise: the operator token is wrong/);
+    assert.match(
+      daemon.logs(),
+      /refused operator access: cannot authorise: the operator token is wrong/,
+    );
   } finally {
     await daemon.stop();
   }
@@ -226,7 +246,9 @@ Deno.test("a corrupt active release falls back without running hooks; SIGTERM dr
   // While the daemon is down, activate a second release, then damage it in place.
   const source = await Deno.makeTempDir();
   for (const entry of Deno.readDirSync(`${REPO_ROOT}/behavior`)) {
-    if (entry.isFile) await Deno.copyFile(`${REPO_ROOT}/behavior/${entry.name}`, `${source}/${entry.name}`);
+    if (entry.isFile) {
+      await Deno.copyFile(`${REPO_ROOT}/behavior/${entry.name}`, `${source}/${entry.name}`);
+    }
   }
   await Deno.writeTextFile(`${source}/extra.py`, "# another revision\n");
   const store = openStore(daemon.stateDir, { create: false });
@@ -235,7 +257,12 @@ Deno.test("a corrupt active release falls back without running hooks; SIGTERM dr
     releasesDir: `${daemon.stateDir}/releases`,
   });
   const epoch = requireSession(store, "default").behaviorEpoch;
-  activateRelease(store, { session: "default", expectedEpoch: epoch, releaseId: published.id, reason: "test" });
+  activateRelease(store, {
+    session: "default",
+    expectedEpoch: epoch,
+    releaseId: published.id,
+    reason: "test",
+  });
   store.close();
   await Deno.chmod(`${published.path}/extra.py`, 0o644);
   await Deno.writeTextFile(`${published.path}/extra.py`, "raise SystemExit('tampered')\n");

@@ -68,7 +68,9 @@ export async function openPage(
   browser: Browser,
   width: number,
 ): Promise<{ page: Page; errors: string[] }> {
-  const context = await browser.newContext({ viewport: { width, height: width < 600 ? 844 : 800 } });
+  const context = await browser.newContext({
+    viewport: { width, height: width < 600 ? 844 : 800 },
+  });
   const page = await context.newPage();
   const errors: string[] = [];
   page.on("pageerror", (error) => errors.push(error.message));

@@ -112,7 +112,9 @@ Deno.test("the page sends a typed message on Enter and shows its acknowledgement
     assert.equal(host.admits.length, 0, "Shift+Enter must not send");
     await page.keyboard.press("Enter");
     await waitForSeq(page, 1);
-    assert.deepEqual(host.admits.map((a) => a.input.text), ["Is the build green?\nCheck all of it."]);
+    assert.deepEqual(host.admits.map((a) => a.input.text), [
+      "Is the build green?\nCheck all of it.",
+    ]);
     assert.equal(await page.inputValue("#composer-input"), "");
     const inputId = String(host.sessions.get("default")![0].data.input_id);
     await page.waitForSelector(`#composer-status:has-text("acknowledged as ${inputId} · pending")`);
@@ -121,7 +123,12 @@ Deno.test("the page sends a typed message on Enter and shows its acknowledgement
     host.append("frame.accepted", { frame_id: "fr_1", number: 1, input_ids: [inputId] });
     await page.waitForSelector('[data-seq="1"] .badge:has-text("consumed by frame 1")');
     await page.waitForSelector('#composer-status:has-text("consumed by frame 1")');
-    host.append("frame.finished", { frame_id: "fr_1", number: 1, state: "done", input_ids: [inputId] });
+    host.append("frame.finished", {
+      frame_id: "fr_1",
+      number: 1,
+      state: "done",
+      input_ids: [inputId],
+    });
     await page.waitForSelector('[data-seq="1"] .badge:has-text("consumed by frame 1 · done")');
     await screenshot(page, "composer", "02-consumed");
   });
@@ -153,8 +160,10 @@ Deno.test("the page shows scratchpad, cells, sends and runtime events each in it
     const head = playTurn(host, String(host.sessions.get("default")![0].data.input_id));
     await waitForSeq(page, head);
     // Each record sits in its lane.
-    const lanes = await page.$$eval("[data-seq]", (nodes) =>
-      nodes.map((n) => [Number(n.getAttribute("data-seq")), n.closest("section")?.id]));
+    const lanes = await page.$$eval(
+      "[data-seq]",
+      (nodes) => nodes.map((n) => [Number(n.getAttribute("data-seq")), n.closest("section")?.id]),
+    );
     const laneOf = new Map(lanes as [number, string][]);
     const types = host.sessions.get("default")!.map((r) => [r.seq, r.type] as const);
     for (const [seq, type] of types) {
@@ -169,8 +178,14 @@ Deno.test("the page shows scratchpad, cells, sends and runtime events each in it
     }
     await assertEachRecordOnce(page, head);
     assert.equal(await textOf(page, '[data-seq="2"] .badge'), "! interrupted by a kernel reset");
-    assert.match(await textOf(page, '#lane-scratchpad li:has-text("Half a tho") .badge'), /partial/);
-    assert.match(await textOf(page, '#lane-scratchpad li:has-text("I will check") .badge'), /complete/);
+    assert.match(
+      await textOf(page, '#lane-scratchpad li:has-text("Half a tho") .badge'),
+      /partial/,
+    );
+    assert.match(
+      await textOf(page, '#lane-scratchpad li:has-text("I will check") .badge'),
+      /complete/,
+    );
     const cell = '#lane-cells [data-cell-id="cell_1"]';
     assert.match(await textOf(page, `${cell} .meta`), /✓ ok.*1\.2 s/);
     assert.match(await textOf(page, `${cell} .output-stderr`), /warning: slow/);
@@ -183,7 +198,10 @@ Deno.test("the page shows scratchpad, cells, sends and runtime events each in it
     assert.match(await textOf(page, `${cell} .output-stdout pre`), /checked file 39/);
     assert.equal(await page.locator("#lane-conversation .msg-send strong").textContent(), "green");
     assert.match(await textOf(page, "#lane-conversation .msg-send .badge"), /delivered/);
-    assert.match(await textOf(page, "#lane-events"), /Kernel reset \(generation 2\).*Frame 1 accepted.*Frame 1 finished/);
+    assert.match(
+      await textOf(page, "#lane-events"),
+      /Kernel reset \(generation 2\).*Frame 1 accepted.*Frame 1 finished/,
+    );
     await screenshot(page, "lanes", "02-turn-done");
     await page.setViewportSize({ width: 390, height: 844 });
     await screenshot(page, "lanes", "03-turn-done");
@@ -200,7 +218,7 @@ Deno.test("the page renders a send's Markdown without running script or fetching
       send_id: "snd_x",
       conversation: "local:default",
       text: [
-        "**ok** <img src=x onerror=\"window.__xss=1\"> <script>window.__xss=2</script>",
+        '**ok** <img src=x onerror="window.__xss=1"> <script>window.__xss=2</script>',
         "[click](javascript:window.__xss=3) [docs](https://example.invalid/a)",
         '<iframe src="https://example.invalid/"></iframe><a href="#" onclick="window.__xss=4">x</a>',
         "![remote](https://example.invalid/pixel.png)",
@@ -258,7 +276,10 @@ Deno.test("the page says when the daemon is unreachable and when it is back, los
     const port = s.server.port;
     await s.server.stop();
     await page.waitForSelector('[data-banner="unreachable"]');
-    assert.match(await textOf(page, '[data-banner="unreachable"]'), /The daemon is unreachable since/);
+    assert.match(
+      await textOf(page, '[data-banner="unreachable"]'),
+      /The daemon is unreachable since/,
+    );
     assert.match(await textOf(page, ".topbar"), /offline/);
     await typeAndSend(page, "written while offline");
     await page.waitForSelector('.msg-unrecorded .badge:has-text("not sent yet")');
@@ -292,7 +313,9 @@ Deno.test("the operator panel takes the token from the URL and stops the session
     await screenshot(page, "operator", "01-confirm-stop");
     await page.click('#operator button:has-text("Confirm")');
     await page.waitForSelector('.op-result:has-text("Stop: done")');
-    assert.deepEqual(host.operations.map((o) => o.kind).filter((k) => k !== "op.status"), ["op.stop"]);
+    assert.deepEqual(host.operations.map((o) => o.kind).filter((k) => k !== "op.status"), [
+      "op.stop",
+    ]);
     await waitForSeq(page, 1);
     assert.match(await textOf(page, '[data-seq="1"]'), /Operator: op\.stop/);
     // A reload keeps the token without the URL.
@@ -316,7 +339,7 @@ Deno.test("the operator panel activates with the current epoch and shows an `epo
     await page.fill("#activate-release", "rel_other");
     await page.click('button:has-text("Activate at epoch 4")');
     await page.click('#operator button:has-text("Confirm")');
-    await page.waitForSelector(".op-result:has-text(\"refused (epoch_moved)\")");
+    await page.waitForSelector('.op-result:has-text("refused (epoch_moved)")');
     assert.match(await textOf(page, ".op-result"), /epoch moved \(expected 4, found 9\)/);
     assert.equal(host.activeRelease, "rel_next");
     await screenshot(page, "operator", "02-epoch-moved");
@@ -377,8 +400,11 @@ for (const width of [1280, 390]) {
       );
       assert.equal(overflow, 0, "the page scrolls sideways");
       // Every state badge carries words, not colour alone.
-      const bare = await page.$$eval(".badge", (nodes) =>
-        nodes.filter((n) => (n.textContent ?? "").replace(/[◷▶✓✕!◐•\s]/g, "") === "").length);
+      const bare = await page.$$eval(
+        ".badge",
+        (nodes) =>
+          nodes.filter((n) => (n.textContent ?? "").replace(/[◷▶✓✕!◐•\s]/g, "") === "").length,
+      );
       assert.equal(bare, 0);
       await screenshot(page, "layout", "01-full-turn");
     });

@@ -122,7 +122,13 @@ Deno.test("`InputOutbox` starts empty from a corrupt entry and drops malformed i
   assert.equal(new InputOutbox(memoryStorage({ [KEY]: "{not json" }), KEY).list().length, 0);
   assert.equal(new InputOutbox(memoryStorage({ [KEY]: '{"a":1}' }), KEY).list().length, 0);
   const mixed = JSON.stringify([
-    { clientMsgId: "m1", request: "in-m1", text: "ok", conversation: "local:default", status: "sent" },
+    {
+      clientMsgId: "m1",
+      request: "in-m1",
+      text: "ok",
+      conversation: "local:default",
+      status: "sent",
+    },
     { clientMsgId: "m2", text: "no request", conversation: "local:default", status: "sent" },
     "junk",
   ]);

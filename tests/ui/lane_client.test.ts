@@ -14,7 +14,12 @@ import type { LaneRecord } from "../../runtime/protocol.ts";
 import type { KeyValueStore } from "../../ui/src/input_outbox.ts";
 import { LaneClient, type LaneClientOptions } from "../../ui/src/lane_client.ts";
 import { RecordLog } from "../../ui/src/record_log.ts";
-import { type LaneServer, MemoryLaneHost, startLaneServer, TEST_TOKEN } from "./_memory_lane_host.ts";
+import {
+  type LaneServer,
+  MemoryLaneHost,
+  startLaneServer,
+  TEST_TOKEN,
+} from "./_memory_lane_host.ts";
 
 const UI_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "ui", "dist");
 
@@ -119,7 +124,11 @@ Deno.test("`LaneClient` resumes after a daemon restart from its last seq and kee
   try {
     for (const n of [1, 2, 3]) s.host.append("scratchpad", { text: `draft ${n}` });
     s.client.start();
-    await until(s.client, () => s.client.log.size === 3 && s.client.connection.replayed, "3 records");
+    await until(
+      s.client,
+      () => s.client.log.size === 3 && s.client.connection.replayed,
+      "3 records",
+    );
     const port = s.server.port;
     await s.server.stop();
     await until(s.client, () => s.client.connection.phase === "unreachable", "unreachable");
@@ -172,8 +181,20 @@ Deno.test("`LaneClient` settles stored inputs whose record is in the stored log"
   storage.data.set(
     "klbr:outbox:default",
     JSON.stringify([
-      { clientMsgId: "m1", request: "in-m1", text: "hello", conversation: "local:default", status: "sent" },
-      { clientMsgId: "m2", request: "in-m2", text: "later", conversation: "local:default", status: "queued" },
+      {
+        clientMsgId: "m1",
+        request: "in-m1",
+        text: "hello",
+        conversation: "local:default",
+        status: "sent",
+      },
+      {
+        clientMsgId: "m2",
+        request: "in-m2",
+        text: "later",
+        conversation: "local:default",
+        status: "queued",
+      },
     ]),
   );
   const client = new LaneClient({ url: "ws://127.0.0.1:9/v2", clientId: "web-test", storage });
@@ -203,7 +224,10 @@ Deno.test("`LaneClient` starts over from seq 0 when the daemon's log is shorter 
       () => s.client.log.records().every((r) => r.type === "scratchpad") && s.client.log.size === 2,
       "the new store's records only",
     );
-    assert.deepEqual(s.host.reads.filter((since) => since === 5 || since === 0).slice(0, 2), [5, 0]);
+    assert.deepEqual(s.host.reads.filter((since) => since === 5 || since === 0).slice(0, 2), [
+      5,
+      0,
+    ]);
   } finally {
     await s.cleanup();
   }
@@ -236,7 +260,10 @@ Deno.test("`LaneClient` re-sends an unacknowledged input after a reload and the 
     s.client.start();
     await until(s.client, () => s.host.admits.length === 2, "the re-send");
     await until(s.client, () => s.client.outbox.list().length === 0, "the outbox to settle");
-    assert.equal(s.host.sessions.get("default")!.filter((r) => r.type === "input.admitted").length, 1);
+    assert.equal(
+      s.host.sessions.get("default")!.filter((r) => r.type === "input.admitted").length,
+      1,
+    );
     assert.equal(s.client.log.size, 1);
   } finally {
     await s.cleanup();
@@ -421,7 +448,13 @@ Deno.test("`LaneClient` keeps live tokens until the durable scratchpad of their 
     s.host.emit({ kind: "token", session: "default", turn: "turn_1", text: "Check" });
     s.host.emit({ kind: "token", session: "default", turn: "turn_1", text: "ing" });
     s.host.emit({ kind: "token", session: "default", turn: "turn_2", text: "other" });
-    s.host.emit({ kind: "cell.output", session: "default", cell: "cell_1", name: "stderr", text: "w" });
+    s.host.emit({
+      kind: "cell.output",
+      session: "default",
+      cell: "cell_1",
+      name: "stderr",
+      text: "w",
+    });
     await until(s.client, () => s.client.live.tokens.get("turn_1") === "Checking", "tokens");
     await until(s.client, () => s.client.live.cells.get("cell_1")?.stderr === "w", "cell output");
     s.host.append("scratchpad", { text: "Checking", partial: false, turn_id: "turn_1" });
@@ -471,8 +504,19 @@ Deno.test("`LaneClient` ignores malformed messages and records of another sessio
     client.start();
     const socket = ScriptedSocket.last!;
     socket.open();
-    assert.deepEqual(socket.sent, [{ kind: "hello", session: "default", since: 0, client: "web-test" }]);
-    socket.message({ kind: "welcome", session: "default", role: "client", head: 3, server: { version: "t" } });
+    assert.deepEqual(socket.sent, [{
+      kind: "hello",
+      session: "default",
+      since: 0,
+      client: "web-test",
+    }]);
+    socket.message({
+      kind: "welcome",
+      session: "default",
+      role: "client",
+      head: 3,
+      server: { version: "t" },
+    });
     const good = { kind: "record", session: "default", seq: 1, at: 1, type: "x", data: {} };
     socket.message("{not json");
     socket.message([1, 2]);
@@ -484,7 +528,10 @@ Deno.test("`LaneClient` ignores malformed messages and records of another sessio
     socket.message(good);
     assert.deepEqual(client.log.records().map((r) => r.seq), [1]);
     socket.message({ kind: "error", code: "internal", message: "internal error" });
-    assert.deepEqual(client.notices.map((n) => [n.code, n.message]), [["internal", "internal error"]]);
+    assert.deepEqual(client.notices.map((n) => [n.code, n.message]), [[
+      "internal",
+      "internal error",
+    ]]);
   } finally {
     client.stop();
   }
@@ -503,10 +550,23 @@ Deno.test("`LaneClient.persistNow()` drops a log too large to store rather than 
     client.start();
     const socket = ScriptedSocket.last!;
     socket.open();
-    socket.message({ kind: "welcome", session: "default", role: "client", head: 2, server: { version: "t" } });
+    socket.message({
+      kind: "welcome",
+      session: "default",
+      role: "client",
+      head: 2,
+      server: { version: "t" },
+    });
     const big = "x".repeat(2_100_000);
     for (const seq of [1, 2]) {
-      socket.message({ kind: "record", session: "default", seq, at: 1, type: "send", data: { text: big } });
+      socket.message({
+        kind: "record",
+        session: "default",
+        seq,
+        at: 1,
+        type: "send",
+        data: { text: big },
+      });
     }
     client.persistNow();
     assert.equal(storage.data.has("klbr:log:default"), false);

@@ -110,12 +110,14 @@ Deno.test("`deriveLanes()` shows an input pending, then consumed by frame N, the
   let view = deriveLanes(list);
   assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 4");
   assert.equal(dispositionLabel(input(view, "in_b").disposition), "pending");
-  list.push(...records(["frame.finished", {
-    frame_id: "fr_1",
-    number: 4,
-    state: "done",
-    input_ids: ["in_a"],
-  }]).map((r) => ({ ...r, seq: 4 })));
+  list.push(
+    ...records(["frame.finished", {
+      frame_id: "fr_1",
+      number: 4,
+      state: "done",
+      input_ids: ["in_a"],
+    }]).map((r) => ({ ...r, seq: 4 })),
+  );
   view = deriveLanes(list);
   assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 4 · done");
   assert.equal(view.events.map((e) => e.title).join("|"), "Frame 4 accepted|Frame 4 finished");

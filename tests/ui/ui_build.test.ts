@@ -156,7 +156,10 @@ Deno.test("`ensureUiBuilt()` reports a bundler failure and keeps the last good b
     await assert.rejects(ensureUiBuilt({ repoRoot: root }), (error) => {
       assert.ok(error instanceof KlbrError);
       assert.equal(error.code, "internal");
-      assert.match(error.message, /^cannot build ui: deno bundle exited with 1 \(got ".*format\.ts/s);
+      assert.match(
+        error.message,
+        /^cannot build ui: deno bundle exited with 1 \(got ".*format\.ts/s,
+      );
       return true;
     });
     assert.equal(await Deno.readTextFile(app), good);

@@ -77,7 +77,9 @@ function Cell(
               )}
             </div>
           )}
-          {cell.wait !== undefined && <p class="note">waits: {cell.wait}</p>}
+          {cell.wait !== undefined && (
+            <p class="note">called wait(){cell.wait === "" ? "" : `: ${cell.wait}`}</p>
+          )}
         </div>
       )}
     </li>

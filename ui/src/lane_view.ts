@@ -200,10 +200,12 @@ export function describeEvent(
       const behavior = text(d, "behavior_revision");
       if (behavior !== undefined) parts.push(`behaviour ${shortId(behavior)}`);
       if (flag(d, "heap_restored") === false) parts.push("Python heap not restored");
+      // The first kernel of a daemon is routine; any later replacement is worth a look.
+      const routine = /^(start|startup)$/.test(text(d, "reason") ?? "");
       return {
         title: `Kernel reset${generation === undefined ? "" : ` (generation ${generation})`}`,
         detail: parts.filter(Boolean).join(" · "),
-        severity: "warning",
+        severity: routine ? "info" : "warning",
       };
     }
     case "activation": {
