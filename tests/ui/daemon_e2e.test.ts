@@ -218,3 +218,36 @@ Deno.test("a daemon killed and restarted is reconnected to, and input typed mean
     await fake.close();
   }
 });
+
+Deno.test("the operator panel shows the real daemon's epoch and release and stops the session", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
+  try {
+    const p = await probe(daemon);
+    const activation = p.records().find((r) => r.type === "activation");
+    assert.ok(activation, "the daemon activates its startup release");
+    await withBrowser(async (browser) => {
+      const { page, errors } = await openPage(browser, 1280);
+      await page.goto(`${daemon.url}/#token=${daemon.token}`);
+      await page.waitForSelector("text=operator role granted");
+      assert.equal(await page.evaluate("location.hash"), "");
+      await page.waitForSelector(`[data-field="epoch"]:has-text("${activation.data.epoch}")`);
+      assert.equal(
+        await page.locator('[data-field="release"]').textContent(),
+        String(activation.data.release_id),
+      );
+      assert.equal(await page.locator('[data-field="state"]').textContent(), "running");
+      await page.click('#operator button:has-text("Stop")');
+      await page.click('#operator button:has-text("Confirm")');
+      await page.waitForSelector('.op-result:has-text("Stop: done")');
+      await p.waitFor(page, "operator", (r) => r.data.op === "op.stop");
+      await page.waitForSelector('[data-field="state"]:has-text("stopped")');
+      await screenshot(page, "daemon-operator", "01-stopped");
+      assert.deepEqual(errors, []);
+    });
+    await p.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+});

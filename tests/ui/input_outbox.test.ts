@@ -27,7 +27,6 @@ function memoryStorage(initial: Record<string, string> = {}): KeyValueStore & {
 }
 
 const KEY = "klbr:outbox:default";
-const NONE = { clientMsgIds: new Set<string>(), inputIds: new Set<string>() };
 
 Deno.test("`InputOutbox.add()` gives each input fresh, distinct ids and queues it", () => {
   const outbox = new InputOutbox(undefined, KEY);
@@ -85,18 +84,54 @@ Deno.test("`InputOutbox.retry()` leaves inputs that were not refused alone", () 
   assert.equal(outbox.list()[0].status, "acked");
 });
 
-Deno.test("`InputOutbox.settle()` drops inputs recorded by message id or by input id", () => {
+/** An `input.admitted` record as the daemon writes it. */
+function admitted(inputId: string, clientMsgId?: string) {
+  return {
+    type: "input.admitted",
+    data: {
+      input_id: inputId,
+      source_kind: "local",
+      ...(clientMsgId === undefined ? {} : { dedupe_key: `local:web-1:${clientMsgId}` }),
+      body: "x",
+    },
+  };
+}
+
+Deno.test("`InputOutbox.noteRecord()` drops the input its record names by message id", () => {
   const outbox = new InputOutbox(undefined, KEY);
   const a = outbox.add("one", "local:default");
   const b = outbox.add("two", "local:default");
-  const c = outbox.add("three", "local:default");
-  outbox.ack(b.request, { input_id: "in_b", seq: 2, duplicate: false });
-  assert.equal(outbox.settle(NONE), false);
-  assert.equal(
-    outbox.settle({ clientMsgIds: new Set([a.clientMsgId]), inputIds: new Set(["in_b"]) }),
-    true,
-  );
-  assert.deepEqual(outbox.list().map((i) => i.clientMsgId), [c.clientMsgId]);
+  outbox.noteRecord(admitted("in_a", a.clientMsgId));
+  assert.deepEqual(outbox.list().map((i) => i.clientMsgId), [b.clientMsgId]);
+  assert.equal(outbox.inputIdOf(a.clientMsgId), "in_a");
+});
+
+Deno.test("`InputOutbox.ack()` drops an input whose record came first without a message id", () => {
+  const outbox = new InputOutbox(undefined, KEY);
+  const a = outbox.add("one", "local:default");
+  outbox.noteRecord(admitted("in_a"));
+  assert.equal(outbox.list().length, 1, "nothing ties the record to the input yet");
+  outbox.ack(a.request, { input_id: "in_a", seq: 1, duplicate: false });
+  assert.equal(outbox.list().length, 0);
+  assert.equal(outbox.inputIdOf(a.clientMsgId), "in_a");
+});
+
+Deno.test("`InputOutbox.noteRecord()` ignores other record types and foreign inputs", () => {
+  const outbox = new InputOutbox(undefined, KEY);
+  outbox.add("one", "local:default");
+  outbox.noteRecord({ type: "send", data: { input_id: "in_a", dedupe_key: "local:x:y" } });
+  outbox.noteRecord(admitted("in_z", "someone-else"));
+  outbox.noteRecord({ type: "input.admitted", data: { dedupe_key: "discord:1:2" } });
+  assert.equal(outbox.list().length, 1);
+});
+
+Deno.test("`InputOutbox.forgetRecords()` stops settling by records of a replaced log", () => {
+  const outbox = new InputOutbox(undefined, KEY);
+  outbox.noteRecord(admitted("in_a"));
+  outbox.forgetRecords();
+  const a = outbox.add("one", "local:default");
+  outbox.ack(a.request, { input_id: "in_a", seq: 1, duplicate: false });
+  assert.equal(outbox.list().length, 1, "in_a belonged to the old log");
 });
 
 Deno.test("`InputOutbox` survives a reload through its storage with the same ids", () => {

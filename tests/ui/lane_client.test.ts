@@ -575,3 +575,63 @@ Deno.test("`LaneClient.persistNow()` drops a log too large to store rather than 
     client.stop();
   }
 });
+
+Deno.test("`LaneClient` drops a socket that opens but never says welcome and tries again", async () => {
+  const sockets: ScriptedSocket[] = [];
+  class Counting extends ScriptedSocket {
+    constructor(url: string) {
+      super(url);
+      sockets.push(this);
+    }
+  }
+  const client = new LaneClient({
+    url: "ws://x/v2",
+    clientId: "web-test",
+    heartbeatMs: 30,
+    minDelayMs: 10,
+    webSocket: Counting as unknown as LaneClientOptions["webSocket"],
+  });
+  try {
+    client.start();
+    sockets[0].open();
+    await until(client, () => sockets.length >= 2, "a second attempt");
+    assert.equal(sockets[0].readyState, 3, "the silent socket was closed");
+    assert.equal(client.connection.failures >= 1, true);
+    assert.equal(sockets[0].onmessage, null, "the dropped socket can no longer deliver");
+  } finally {
+    client.stop();
+  }
+});
+
+Deno.test("`LaneClient` drops a welcomed socket that falls silent and says so", async () => {
+  const sockets: ScriptedSocket[] = [];
+  class Counting extends ScriptedSocket {
+    constructor(url: string) {
+      super(url);
+      sockets.push(this);
+    }
+  }
+  const client = new LaneClient({
+    url: "ws://x/v2",
+    clientId: "web-test",
+    heartbeatMs: 20,
+    minDelayMs: 1000,
+    webSocket: Counting as unknown as LaneClientOptions["webSocket"],
+  });
+  try {
+    client.start();
+    sockets[0].open();
+    sockets[0].message({
+      kind: "welcome",
+      session: "default",
+      role: "client",
+      head: 0,
+      server: { version: "t" },
+    });
+    assert.equal(client.connection.phase, "open");
+    await until(client, () => client.connection.phase === "unreachable", "unreachable");
+    assert.ok(sockets[0].sent.some((m) => (m as { kind: string }).kind === "ping"));
+  } finally {
+    client.stop();
+  }
+});

@@ -8,9 +8,9 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import type { LaneRecord } from "../../runtime/protocol.ts";
+import { describeEvent } from "../../ui/src/event_titles.ts";
 import {
   deriveLanes,
-  describeEvent,
   dispositionLabel,
   type InputItem,
   type LaneView,

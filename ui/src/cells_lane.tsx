@@ -10,7 +10,8 @@
 import type { JSX } from "preact";
 import { CollapsibleText } from "./collapsible_text.tsx";
 import { clockTime, duration, isoTime, toMillis } from "./format.ts";
-import { type CellItem, shortId } from "./lane_view.ts";
+import { shortId } from "./event_titles.ts";
+import type { CellItem } from "./lane_view.ts";
 import { type BadgeTone, StateBadge } from "./state_badge.tsx";
 import { useNow } from "./use_now.ts";
 

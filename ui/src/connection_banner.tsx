@@ -9,7 +9,7 @@
 import type { JSX } from "preact";
 import { useState } from "preact/hooks";
 import { clockTime, duration } from "./format.ts";
-import type { ConnectionState } from "./lane_client.ts";
+import type { ConnectionState } from "./lane_socket.ts";
 import { useNow } from "./use_now.ts";
 
 /** How long the "back" banner stays, in ms. */

@@ -10,12 +10,12 @@
 import type { ComponentChildren, JSX } from "preact";
 import { clockTime, isoTime } from "./format.ts";
 import type { PendingInput } from "./input_outbox.ts";
+import { shortId } from "./event_titles.ts";
 import {
   type ConversationItem,
   dispositionLabel,
   type InputItem,
   type SendItem,
-  shortId,
 } from "./lane_view.ts";
 import { renderMarkdown } from "./markdown.ts";
 import { type BadgeTone, StateBadge } from "./state_badge.tsx";

@@ -4,12 +4,14 @@
  * An input keeps its `client_msg_id` and `request` for life, so re-sending it after a dropped
  * socket or a reload is safe: the daemon answers a repeated `client_msg_id` with the first
  * input's id (`duplicate: true`). An input leaves the outbox once its `input.admitted` record
- * is in the page's log; from then on the record is what the page shows.
+ * is in the page's log (matched by `client_msg_id`, read from the record's local dedupe key,
+ * or by the acknowledged input id); from then on the record is what the page shows.
  *
  * @module
  */
 
-import { isObject } from "./_fields.ts";
+import { isObject, text } from "./_fields.ts";
+import { localMessageId } from "./lane_view.ts";
 
 /** The subset of the Web Storage API the page keeps its state in. */
 export interface KeyValueStore {
@@ -62,6 +64,9 @@ export class InputOutbox {
   #items: PendingInput[] = [];
   #storage: KeyValueStore | undefined;
   #key: string;
+  #recordedMsgIds = new Set<string>();
+  #recordedInputIds = new Set<string>();
+  #inputIds = new Map<string, string>();
 
   /** Loads the outbox kept under `key`, if any. */
   constructor(storage: KeyValueStore | undefined, key: string) {
@@ -111,13 +116,21 @@ export class InputOutbox {
 
   /** Records the daemon's acknowledgement; returns whether `request` was one of ours. */
   ack(request: string, ack: AckFields): boolean {
-    return this.#update(request, (item) => {
+    const known = this.#update(request, (item) => {
       item.status = "acked";
       item.inputId = ack.input_id;
       item.seq = ack.seq;
       item.duplicate = ack.duplicate;
       delete item.error;
+      this.#inputIds.set(item.clientMsgId, ack.input_id);
     });
+    if (known) this.#settle();
+    return known;
+  }
+
+  /** The input id the daemon gave one of this page's inputs, from its ack or its record. */
+  inputIdOf(clientMsgId: string): string | undefined {
+    return this.#inputIds.get(clientMsgId);
   }
 
   /** Records a refusal; returns whether `request` was one of ours. */
@@ -144,19 +157,34 @@ export class InputOutbox {
     if (this.#items.length !== before) this.#save();
   }
 
-  /**
-   * Drops inputs whose durable record the page now has; returns whether any was dropped.
-   * An input is recorded when its `client_msg_id` or its acknowledged input id was admitted.
-   */
-  settle(recorded: { clientMsgIds: ReadonlySet<string>; inputIds: ReadonlySet<string> }): boolean {
+  /** Learns from one durable record; an `input.admitted` settles the input it records. */
+  noteRecord(record: { type: string; data: Record<string, unknown> }): void {
+    if (record.type !== "input.admitted") return;
+    const inputId = text(record.data, "input_id");
+    if (inputId !== undefined) this.#recordedInputIds.add(inputId);
+    const msgId = text(record.data, "client_msg_id") ??
+      localMessageId(text(record.data, "dedupe_key"));
+    if (msgId !== undefined) {
+      this.#recordedMsgIds.add(msgId);
+      if (inputId !== undefined) this.#inputIds.set(msgId, inputId);
+    }
+    this.#settle();
+  }
+
+  /** Forgets which inputs were recorded, when the page's log starts over. */
+  forgetRecords(): void {
+    this.#recordedMsgIds.clear();
+    this.#recordedInputIds.clear();
+  }
+
+  /** Drops inputs whose durable record the page now has. */
+  #settle(): void {
     const before = this.#items.length;
     this.#items = this.#items.filter((item) =>
-      !recorded.clientMsgIds.has(item.clientMsgId) &&
-      !(item.inputId !== undefined && recorded.inputIds.has(item.inputId))
+      !this.#recordedMsgIds.has(item.clientMsgId) &&
+      !(item.inputId !== undefined && this.#recordedInputIds.has(item.inputId))
     );
-    if (this.#items.length === before) return false;
-    this.#save();
-    return true;
+    if (this.#items.length !== before) this.#save();
   }
 
   #update(request: string, change: (item: PendingInput) => void): boolean {

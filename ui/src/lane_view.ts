@@ -11,6 +11,7 @@
 
 import type { LaneRecord } from "../../runtime/protocol.ts";
 import { any, type Data, displayText, flag, num, strings, text } from "./_fields.ts";
+import { describeEvent, isSendUpdate, type Severity, shortId } from "./event_titles.ts";
 
 /** Where an input stands. */
 export type InputDisposition =
@@ -93,7 +94,7 @@ export interface EventItem {
   type: string;
   title: string;
   detail: string;
-  severity: "info" | "warning" | "error";
+  severity: Severity;
   data: Data;
 }
 
@@ -113,19 +114,8 @@ export interface LaneView {
   activation: { release: string | undefined; epoch: number | undefined } | undefined;
 }
 
-/** Short form of a long id or hash for titles; the full value stays in the data. */
-export function shortId(value: string | undefined): string {
-  if (value === undefined) return "?";
-  return value.length > 16 ? `${value.slice(0, 12)}…` : value;
-}
-
 function isSend(type: string): boolean {
   return type === "send" || type === "local.send";
-}
-
-function isSendUpdate(type: string, data: Data): boolean {
-  return (type.startsWith("send.") || type.startsWith("outbox.")) &&
-    text(data, "send_id") !== undefined;
 }
 
 function cellError(value: unknown): CellError | undefined {
@@ -154,113 +144,6 @@ function finishCell(cell: CellItem, record: LaneRecord, separate: boolean): void
   cell.wait = text(d, "wait.reason", "result.wait.reason");
   cell.finishedSeq = separate ? record.seq : undefined;
   cell.finishedAt = record.at;
-}
-
-function frameEvent(type: string, d: Data): Pick<EventItem, "title" | "detail" | "severity"> {
-  const n = num(d, "number", "frame_number", "frame");
-  const name = n === undefined ? `Frame ${shortId(text(d, "frame_id"))}` : `Frame ${n}`;
-  const reason = text(d, "reason") ?? "";
-  if (type === "frame.accepted") {
-    const ids = strings(d, "input_ids", "inputs");
-    const epoch = num(d, "context_epoch", "epoch");
-    const parts = [`consumes ${ids.length} input${ids.length === 1 ? "" : "s"}`];
-    if (epoch !== undefined) parts.push(`context epoch ${epoch}`);
-    const policy = text(d, "policy_revision");
-    if (policy !== undefined) parts.push(`policy ${shortId(policy)}`);
-    return { title: `${name} accepted`, detail: parts.join(" · "), severity: "info" };
-  }
-  if (type === "frame.abandoned") {
-    return {
-      title: `${name} abandoned`,
-      detail: [reason, "its inputs are pending again"].filter(Boolean).join(" · "),
-      severity: "warning",
-    };
-  }
-  const state = text(d, "state") ?? "done";
-  return {
-    title: `${name} ${state === "done" ? "finished" : state}`,
-    detail: reason,
-    severity: state === "done" ? "info" : "error",
-  };
-}
-
-/** Titles the event lane shows for one record; unknown types are described generically. */
-export function describeEvent(
-  record: LaneRecord,
-): Pick<EventItem, "title" | "detail" | "severity"> {
-  const d = record.data;
-  const type = record.type;
-  if (type.startsWith("frame.")) return frameEvent(type, d);
-  switch (type) {
-    case "kernel.reset": {
-      const generation = any(d, "generation");
-      const parts = [text(d, "reason") ?? ""];
-      const skills = text(d, "skills_revision", "skills.revision");
-      if (skills !== undefined) parts.push(`skills ${shortId(skills)}`);
-      const behavior = text(d, "behavior_revision");
-      if (behavior !== undefined) parts.push(`behaviour ${shortId(behavior)}`);
-      if (flag(d, "heap_restored") === false) parts.push("Python heap not restored");
-      // The first kernel of a daemon is routine; any later replacement is worth a look.
-      const routine = /^(start|startup)$/.test(text(d, "reason") ?? "");
-      return {
-        title: `Kernel reset${generation === undefined ? "" : ` (generation ${generation})`}`,
-        detail: parts.filter(Boolean).join(" · "),
-        severity: routine ? "info" : "warning",
-      };
-    }
-    case "activation": {
-      const release = text(d, "release_id", "release");
-      const epoch = num(d, "epoch");
-      const parts = [epoch === undefined ? "" : `epoch ${epoch}`];
-      const previous = text(d, "previous_release");
-      if (previous !== undefined) parts.push(`previous ${shortId(previous)}`);
-      parts.push(text(d, "reason") ?? "");
-      return {
-        title: `Activated release ${shortId(release)}`,
-        detail: parts.filter(Boolean).join(" · "),
-        severity: "info",
-      };
-    }
-    case "hook.failed":
-      return {
-        title: `Hook ${text(d, "hook", "name") ?? "?"} failed`,
-        detail: text(d, "error", "message", "error.message") ?? "",
-        severity: "error",
-      };
-    case "operator":
-      return {
-        title: `Operator: ${text(d, "op", "command", "kind") ?? "command"}`,
-        detail: text(d, "message", "reason", "result", "detail") ?? "",
-        severity: "info",
-      };
-    case "turn.started": {
-      const frame = num(d, "frame", "frame_number");
-      return {
-        title: "Turn started",
-        detail: frame === undefined ? text(d, "reason", "turn_id") ?? "" : `frame ${frame}`,
-        severity: "info",
-      };
-    }
-    case "turn.ended": {
-      const reason = text(d, "reason", "end") ?? "";
-      const failed = /error|fail/i.test(reason);
-      return { title: "Turn ended", detail: reason, severity: failed ? "error" : "info" };
-    }
-  }
-  if (isSendUpdate(type, d)) {
-    const state = text(d, "state") ?? type.split(".").pop() ?? "updated";
-    return {
-      title: `Send ${shortId(text(d, "send_id"))}: ${state}`,
-      detail: text(d, "error", "reason") ?? "",
-      severity: state === "failed" || state === "unknown" ? "error" : "info",
-    };
-  }
-  const error = text(d, "error", "error.message");
-  return {
-    title: type,
-    detail: error ?? "",
-    severity: error !== undefined || /fail|error/.test(type) ? "error" : "info",
-  };
 }
 
 /** The `client_msg_id` inside a local dedupe key `local:<client>:<client_msg_id>`. */

@@ -1,6 +1,5 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource preact */
-/// <reference lib="dom" />
 /**
  * The page's entry: reads the token from `#token=…` (then removes it from the address bar),
  * keeps a stable client id in `localStorage`, opens the lane socket and renders the app.

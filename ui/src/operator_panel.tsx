@@ -10,7 +10,8 @@
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { isObject } from "./_fields.ts";
-import { type LaneClient, OperatorCommandError } from "./lane_client.ts";
+import type { LaneClient } from "./lane_client.ts";
+import { OperatorCommandError } from "./operator_requests.ts";
 import { StateBadge } from "./state_badge.tsx";
 
 /** Props of {@linkcode OperatorPanel}. */

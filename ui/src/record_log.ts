@@ -7,6 +7,7 @@
 
 import type { LaneRecord } from "../../runtime/protocol.ts";
 import { isObject } from "./_fields.ts";
+import type { KeyValueStore } from "./input_outbox.ts";
 
 /** The stored form of a {@linkcode RecordLog}. */
 export interface RecordLogSnapshot {
@@ -118,5 +119,42 @@ export class RecordLog {
       if (isLaneRecord(record) && record.session === session) log.add(record);
     }
     return log;
+  }
+}
+
+/** The largest stored log, in characters of JSON; a larger one is not stored at all. */
+export const STORED_LOG_LIMIT = 4_000_000;
+
+/** The storage key of a session's log. */
+export function logKey(session: string): string {
+  return `klbr:log:${session}`;
+}
+
+/** Loads the log a page stored for `session`; an empty log when there is none or it is bad. */
+export function loadRecordLog(storage: KeyValueStore | undefined, session: string): RecordLog {
+  let stored: unknown = null;
+  try {
+    stored = JSON.parse(storage?.getItem(logKey(session)) ?? "null");
+  } catch {
+    // Corrupt: a replay from 0 refills the log.
+  }
+  return RecordLog.fromSnapshot(stored, session);
+}
+
+/**
+ * Stores `log` whole, or removes the stored copy when it is too large or storage refuses it:
+ * a reload then replays from seq 0, which the log dedupes. Never stores a part of a log.
+ */
+export function saveRecordLog(storage: KeyValueStore | undefined, log: RecordLog): void {
+  if (storage === undefined) return;
+  const key = logKey(log.session);
+  try {
+    const json = JSON.stringify(log.toSnapshot());
+    if (json.length > STORED_LOG_LIMIT) storage.removeItem(key);
+    else storage.setItem(key, json);
+  } catch {
+    try {
+      storage.removeItem(key);
+    } catch { /* storage unavailable: replay from 0 on reload */ }
   }
 }
