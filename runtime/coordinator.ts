@@ -18,6 +18,7 @@ import { verifyRelease } from "../store/snapshot_hash.ts";
 import type { Store } from "../store/store.ts";
 import type { BehaviorState } from "./behavior_releases.ts";
 import { KlbrError } from "./errors.ts";
+import { newId } from "./ids.ts";
 import { EventBus } from "./event_bus.ts";
 import type { LaneHost } from "./lane_connection.ts";
 import { createModelTurn } from "./model_loop.ts";
@@ -101,13 +102,17 @@ export class Coordinator implements LaneHost {
     const parts = {} as SessionParts;
     parts.behavior = { releaseId: this.#o.behavior.releaseId, path: this.#o.behavior.path };
     parts.frame = null;
-    parts.kernel = new KernelSupervisor({
+    // The workbench and the hook worker run the same package from the same release.
+    const common = {
       python: this.#o.python,
       session,
       workspace: this.#o.workspace,
       repoRoot: this.#o.repoRoot,
       skillRoots: this.#o.skillRoots,
       behavior: () => ({ revision: parts.behavior.releaseId, path: parts.behavior.path }),
+    };
+    parts.kernel = new KernelSupervisor({
+      ...common,
       firstGeneration: (currentGeneration(store, session)?.generation ?? 0) + 1,
       recordGeneration: (record) => {
         startGeneration(store, {
@@ -124,12 +129,7 @@ export class Coordinator implements LaneHost {
       },
     });
     parts.hooks = new KernelSupervisor({
-      python: this.#o.python,
-      session,
-      workspace: this.#o.workspace,
-      repoRoot: this.#o.repoRoot,
-      skillRoots: this.#o.skillRoots,
-      behavior: () => ({ revision: parts.behavior.releaseId, path: parts.behavior.path }),
+      ...common,
       recordGeneration: (record) =>
         this.#o.log(`hook worker generation ${record.generation} (${record.reason})`),
     });
@@ -372,7 +372,7 @@ export class Coordinator implements LaneHost {
     const first = Array.isArray(routing.conversations) ? routing.conversations[0] : undefined;
     const chosen = routing.conversation ?? first;
     const conversation = typeof chosen === "string" ? chosen : "local:default";
-    const sendId = `snd_${crypto.randomUUID()}`;
+    const sendId = newId("send");
     // A local send is a durable publication: committed before the cell hears it succeeded.
     const seq = appendEvent(this.#o.store, session, "send", {
       send_id: sendId,

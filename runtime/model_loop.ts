@@ -281,37 +281,46 @@ function trimItems(items: Record<string, unknown>[], max: number): Record<string
   return items.slice(start);
 }
 
-async function planRoute(options: ModelTurnOptions, session: string): Promise<string> {
+/**
+ * Calls a hook that picks one of `allowed` values in its result's `field`; any failure or an
+ * unknown value records `hook.failed` and returns `fallback`.
+ */
+async function chooseByHook(
+  options: ModelTurnOptions,
+  session: string,
+  hook: "model.plan" | "turn.next",
+  choice: { field: string; allowed: readonly string[]; fallback: string },
+): Promise<string> {
   try {
-    const value = await options.hooks().call("model.plan", { session: { id: session } }, {
+    const value = await options.hooks().call(hook, { session: { id: session } }, {
       timeoutMs: 10_000,
     });
-    const route = (value as { route?: unknown })?.route;
-    if (route === "main" || route === "fast" || route === "long") return route;
+    const picked = (value as Record<string, unknown> | null)?.[choice.field];
+    if (typeof picked === "string" && choice.allowed.includes(picked)) return picked;
     throw new Error(
-      `model.plan must return {"route": "main"|"fast"|"long"} (got ${JSON.stringify(value)})`,
+      `${hook} must return {"${choice.field}": ${
+        choice.allowed.map((a) => `"${a}"`).join("|")
+      }} (got ${JSON.stringify(value)})`,
     );
   } catch (error) {
-    recordHookFailure(options, session, "model.plan", error);
-    return "main";
+    recordHookFailure(options, session, hook, error);
+    return choice.fallback;
   }
 }
 
-async function decideNext(options: ModelTurnOptions, session: string): Promise<string> {
-  try {
-    const value = await options.hooks().call("turn.next", { session: { id: session } }, {
-      timeoutMs: 10_000,
-    });
-    const action = (value as { action?: unknown })?.action;
-    if (action === "continue" || action === "wait" || action === "stop") return action;
-    throw new Error(
-      `turn.next must return {"action": "continue"|"wait"|"stop"} (got ${JSON.stringify(value)})`,
-    );
-  } catch (error) {
-    recordHookFailure(options, session, "turn.next", error);
-    return "wait";
-  }
-}
+const planRoute = (options: ModelTurnOptions, session: string) =>
+  chooseByHook(options, session, "model.plan", {
+    field: "route",
+    allowed: ["main", "fast", "long"],
+    fallback: "main",
+  });
+
+const decideNext = (options: ModelTurnOptions, session: string) =>
+  chooseByHook(options, session, "turn.next", {
+    field: "action",
+    allowed: ["continue", "wait", "stop"],
+    fallback: "wait",
+  });
 
 function recordHookFailure(
   options: ModelTurnOptions,

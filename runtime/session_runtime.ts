@@ -11,7 +11,7 @@
 import { z } from "zod";
 import { appendEvent } from "../store/events.ts";
 import { acceptFrame, finishFrame, renewLease } from "../store/frames.ts";
-import { type InputRecord, pendingInputs } from "../store/inputs.ts";
+import { type InputRecord, pendingInputs, pendingSummary } from "../store/inputs.ts";
 import { requireSession } from "../store/sessions.ts";
 import type { Store } from "../store/store.ts";
 import { describeIssues, type HookName } from "./protocol.ts";
@@ -120,13 +120,16 @@ export class SessionRuntime {
 
   /** A JSON view for `status` and `/health`. */
   status(): Record<string, unknown> {
-    const pending = pendingInputs(this.#o.store, this.#o.session, { limit: 10_000 });
+    // One aggregate query: /health calls this, and the backlog may be large.
+    const pending = pendingSummary(this.#o.store, this.#o.session);
     const now = this.#o.store.clock();
     return {
       state: this.#state,
-      pending_inputs: pending.length,
-      oldest_pending_age_ms: pending.length ? now - pending[0].admittedAt : null,
-      hook_backlog: this.#lastHookFailure === undefined ? 0 : pending.length,
+      pending_inputs: pending.count,
+      oldest_pending_age_ms: pending.oldestAdmittedAt === null
+        ? null
+        : now - pending.oldestAdmittedAt,
+      hook_backlog: this.#lastHookFailure === undefined ? 0 : pending.count,
       last_hook_failure: this.#lastHookFailure ?? null,
       consecutive_failures: this.#failures,
       current_frame: this.#currentFrame === undefined ? null : {

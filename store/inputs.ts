@@ -220,6 +220,17 @@ export function pendingInputs(
   return rows.map(toRecord);
 }
 
+/** How many inputs of `session` are pending, and when the oldest was admitted (ms). */
+export function pendingSummary(
+  store: Store,
+  session: string,
+): { count: number; oldestAdmittedAt: number | null } {
+  const row = store.statement(
+    "SELECT count(*) AS count, min(admitted_at) AS oldest FROM inputs WHERE session_id = ? AND status = 'pending'",
+  ).get(session) as { count: number; oldest: number | null };
+  return { count: row.count, oldestAdmittedAt: row.oldest };
+}
+
 /**
  * Marks `inputIds` consumed by `frameId`; for the frames writer, inside its transaction.
  *

@@ -25,7 +25,13 @@ import {
   releaseExpiredFrames,
   renewLease,
 } from "../store/frames.ts";
-import { type AdmitInput, admitInput, getInput, pendingInputs } from "../store/inputs.ts";
+import {
+  type AdmitInput,
+  admitInput,
+  getInput,
+  pendingInputs,
+  pendingSummary,
+} from "../store/inputs.ts";
 import { currentGeneration, startGeneration } from "../store/kernel_generations.ts";
 import { LATEST_VERSION } from "../store/migrations.ts";
 import { readOwnerLock } from "../store/owner_lock.ts";
@@ -943,6 +949,23 @@ Deno.test("`pendingInputs()` lists pending inputs in admission order", async () 
       "invalid_input",
       "cannot list pending inputs: limit must be an integer in 1-10000 (got 0)",
     );
+  });
+});
+
+Deno.test("`pendingSummary()` counts pending inputs and names the oldest admission", async () => {
+  await withStore((store, _dir, time) => {
+    assert.deepEqual(pendingSummary(store, "default"), { count: 0, oldestAdmittedAt: null });
+    const first = time.now;
+    const a = admitInput(store, local(1)).inputId;
+    time.now += 500;
+    admitInput(store, local(2));
+    assert.deepEqual(pendingSummary(store, "default"), { count: 2, oldestAdmittedAt: first });
+    // A consumed input no longer counts, and the oldest moves on.
+    frameOf(store, [a]);
+    assert.deepEqual(pendingSummary(store, "default"), {
+      count: 1,
+      oldestAdmittedAt: first + 500,
+    });
   });
 });
 
