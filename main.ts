@@ -11,7 +11,8 @@ import { isKlbrError } from "./runtime/errors.ts";
 const USAGE = `usage: klbr [command] [options]
 
 commands:
-  serve                 start the daemon (default)
+  serve                 start the daemon under permissions derived from the configuration (default)
+  daemon                run the daemon in this process (serve starts it this way)
   init                  create the state directory
   doctor                check versions, state, skills and configuration
   example               run the no-network workbench demonstration
@@ -67,6 +68,15 @@ export async function main(args: string[]): Promise<number> {
       return await runDoctor({ stateDir, configPath: values.config });
     }
     case "serve": {
+      const { launchDaemon } = await import("./runtime/launcher.ts");
+      return await launchDaemon({
+        stateDir,
+        configPath: values.config,
+        host: values.host,
+        port: values.port === undefined ? undefined : Number(values.port),
+      });
+    }
+    case "daemon": {
       const { serve } = await import("./runtime/daemon.ts");
       return await serve({
         stateDir,

@@ -18,7 +18,8 @@ import { readOperatorToken } from "./operator_token.ts";
 import { createProvider, type Provider } from "./provider.ts";
 import { createApp } from "./server.ts";
 import { loadSkills, skillRoots } from "./skills.ts";
-import { CONFIG_FILE, initStateDir } from "./state_dir.ts";
+import { initStateDir, resolveConfigPath } from "./state_dir.ts";
+import { requireLoopbackHost } from "./loopback.ts";
 
 /** The version the daemon reports. */
 export const VERSION = "0.1.0";
@@ -37,35 +38,6 @@ export interface ServeOptions {
 }
 
 /**
- * Returns whether a bind address is loopback.
- *
- * @example
- * ```ts
- * isLoopbackHost("127.0.0.1"); // true
- * isLoopbackHost("0.0.0.0");   // false
- * ```
- */
-export function isLoopbackHost(host: string): boolean {
-  return host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host);
-}
-
-/** Resolves the configuration file: the flag, `KLBR_CONFIG`, then `<state>/config.kdl`. */
-export async function resolveConfigPath(
-  stateDir: string,
-  flag: string | undefined,
-): Promise<string | undefined> {
-  const chosen = flag ?? Deno.env.get("KLBR_CONFIG");
-  if (chosen !== undefined) return chosen;
-  const inState = join(stateDir, CONFIG_FILE);
-  try {
-    await Deno.stat(inState);
-    return inState;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
  * Runs the daemon until a signal drains it; resolves with the exit code.
  *
  * @throws {KlbrError} `not_loopback` for a non-loopback host, `invalid_config` for a bad
@@ -74,12 +46,7 @@ export async function resolveConfigPath(
 export async function serve(options: ServeOptions): Promise<number> {
   const host = options.host ?? "127.0.0.1";
   const port = options.port ?? 8765;
-  if (!isLoopbackHost(host)) {
-    throw new KlbrError(
-      "not_loopback",
-      `cannot serve: the bind address must be loopback (127.0.0.0/8, ::1 or localhost) (got ${host})`,
-    );
-  }
+  requireLoopbackHost(host);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     throw new KlbrError(
       "invalid_config",

@@ -15,7 +15,10 @@ import {
   MIN_SQLITE_VERSION,
 } from "../store/version_guard.ts";
 import { loadConfig, redactRoute, type Route } from "./config.ts";
-import { REPO_ROOT, resolveConfigPath } from "./daemon.ts";
+import { REPO_ROOT } from "./daemon.ts";
+import { resolveConfigPath } from "./state_dir.ts";
+import { derivePermissionInput } from "./launcher.ts";
+import { servePermissionFlags } from "./serve_permissions.ts";
 import { isKlbrError } from "./errors.ts";
 import { loadSkills, skillRoots } from "./skills.ts";
 import { resolvePython } from "./workbench.ts";
@@ -109,6 +112,18 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
       const shown = redactRoute(route);
       const reach = options.probeRoutes === false ? "not probed" : await probe(route.url);
       say(`  route ${route.name}: ${shown.url} model ${shown.model} (${reach})`);
+    }
+  });
+
+  await check("permissions", async () => {
+    const input = await derivePermissionInput({
+      stateDir: options.stateDir,
+      configPath: options.configPath,
+    });
+    say("daemon permissions (derived from the configuration):");
+    for (const flag of servePermissionFlags(input)) say(`  ${flag}`);
+    if (input.runPrograms === undefined) {
+      say("  note: run is unscoped; set KLBR_RUN_PROGRAMS=git,deno,… to narrow workspace.run");
     }
   });
 

@@ -9,6 +9,7 @@ import { upgradeWebSocket } from "hono/deno";
 import { extname, join } from "node:path";
 import { isKlbrError } from "./errors.ts";
 import { LaneConnection, type LaneHost } from "./lane_connection.ts";
+import { isLoopbackOrigin } from "./loopback.ts";
 
 /** What {@linkcode createApp} needs. */
 export interface AppDeps {
@@ -29,27 +30,6 @@ const CONTENT_TYPES: Record<string, string> = {
   ".svg": "image/svg+xml",
   ".json": "application/json",
 };
-
-/**
- * Returns whether an `Origin` header names a loopback page.
- *
- * @example
- * ```ts
- * isLoopbackOrigin("http://127.0.0.1:8765"); // true
- * isLoopbackOrigin("https://evil.example");  // false
- * ```
- */
-export function isLoopbackOrigin(origin: string): boolean {
-  let url: URL;
-  try {
-    url = new URL(origin);
-  } catch {
-    return false;
-  }
-  const host = url.hostname.replace(/^\[|\]$/g, "");
-  return (url.protocol === "http:" || url.protocol === "https:") &&
-    (host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host));
-}
 
 /**
  * Builds the Hono app. Tests call `app.request(...)` without opening a port.

@@ -75,3 +75,14 @@ async function exists(path: string): Promise<boolean> {
     throw error;
   }
 }
+
+/** Resolves the configuration file: the flag, `KLBR_CONFIG`, then `<state>/config.kdl`. */
+export async function resolveConfigPath(
+  stateDir: string,
+  flag: string | undefined,
+): Promise<string | undefined> {
+  const chosen = flag ?? Deno.env.get("KLBR_CONFIG");
+  if (chosen !== undefined) return resolve(chosen);
+  const inState = join(stateDir, CONFIG_FILE);
+  return (await exists(inState)) ? inState : undefined;
+}

@@ -7,6 +7,7 @@
 
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { daemonArgs, derivePermissionInput } from "../../runtime/launcher.ts";
 
 /** The repository root. */
 export const REPO_ROOT: string = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -23,6 +24,9 @@ export interface TestDaemonOptions {
   env?: Record<string, string>;
   /** Extra KDL appended to the generated configuration. */
   extraConfig?: string;
+  /** `daemon` (default) starts `main.ts daemon` under the derived permissions directly;
+   * `launcher` starts `main.ts serve`, which derives them itself. */
+  via?: "daemon" | "launcher";
 }
 
 /** A running daemon. */
@@ -50,7 +54,7 @@ export function serveFlags(): string[] {
   return task.split(/\s+/).filter((part) => part.startsWith("--allow-"));
 }
 
-/** Starts `main.ts serve` on a free port and waits until `/health` answers. */
+/** Starts the daemon on a free port and waits until `/health` answers. */
 export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<TestDaemon> {
   const stateDir = options.stateDir ?? await Deno.makeTempDir({ prefix: "klbr-state-" });
   const workspace = options.workspace ?? await Deno.makeTempDir({ prefix: "klbr-ws-" });
@@ -61,8 +65,17 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
     `llm "main" {\n    url "${modelUrl}"\n    model "fake"\n    timeout_ms 20000\n}\n` +
       (options.extraConfig ?? ""),
   );
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
+  const env = {
+    ...Deno.env.toObject(),
+    KLBR_WORKSPACE: workspace,
+    KLBR_SKILLS_DIR: join(REPO_ROOT, "skills"),
+    NO_COLOR: "1",
+    ...options.env,
+  };
+  // By default the daemon runs exactly as `serve` starts it: under the permission set derived
+  // from this configuration. `via: "launcher"` goes through `serve` itself.
+  const args = options.via === "launcher"
+    ? [
       "run",
       ...serveFlags(),
       join(REPO_ROOT, "main.ts"),
@@ -73,14 +86,13 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
       configPath,
       "--port",
       "0",
-    ],
+    ]
+    : daemonArgs(await derivePermissionInput({ stateDir, configPath, port: 0 }, env));
+  const child = new Deno.Command(Deno.execPath(), {
+    args,
     cwd: REPO_ROOT,
-    env: {
-      KLBR_WORKSPACE: workspace,
-      KLBR_SKILLS_DIR: join(REPO_ROOT, "skills"),
-      NO_COLOR: "1",
-      ...options.env,
-    },
+    clearEnv: true,
+    env,
     stdout: "piped",
     stderr: "piped",
     stdin: "null",

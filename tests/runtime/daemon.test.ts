@@ -279,3 +279,41 @@ Deno.test("a corrupt active release falls back without running hooks; SIGTERM dr
     assert.equal(await again.stop(), 0);
   }
 });
+
+Deno.test("serve starts the daemon under derived permissions and forwards SIGTERM", async () => {
+  const daemon = await startTestDaemon({ via: "launcher" });
+  const health = await (await fetch(`${daemon.url}/health`)).json();
+  assert.equal(health.ok, true);
+  assert.equal(await daemon.stop(), 0);
+  assert.match(daemon.logs(), /SIGTERM: draining/);
+});
+
+Deno.test("with KLBR_RUN_PROGRAMS, workspace.run starts listed programs only", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  const daemon = await startTestDaemon({ modelUrl: fake.url, env: { KLBR_RUN_PROGRAMS: "echo" } });
+  try {
+    fake.enqueue({
+      toolCall: {
+        code: [
+          "r = await run(['echo', 'allowed'])",
+          "print(r.stdout.decode().strip())",
+          "try:",
+          "    await run(['sh', '-c', 'true'])",
+          "except Exception as e:",
+          "    print('refused:', e)",
+          "wait()",
+        ].join("\n"),
+      },
+    });
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "r1", text: "run things" });
+    const finished = await waitRecord(client, "cell.finished");
+    const stdout = (finished.data.result as { stdout: string }).stdout;
+    assert.match(stdout, /^allowed\n/);
+    assert.match(stdout, /refused: .*cannot run: the host may not start this program \(got "sh"\)/);
+    await client.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+});
