@@ -9,8 +9,8 @@ import { appendEvent, readEvents } from "../store/events.ts";
 import { admitInput } from "../store/inputs.ts";
 import { localDedupeKey } from "../store/dedupe_keys.ts";
 import { closeDanglingToolCalls } from "../store/provider_items.ts";
-import { interruptOpenCells } from "../store/cells.ts";
-import { releaseExpiredFrames } from "../store/frames.ts";
+import { frameHasCells, interruptOpenCells } from "../store/cells.ts";
+import { adoptFrame, finishFrame, type FrameRecord, openFrames } from "../store/frames.ts";
 import { activateRelease, getRelease } from "../store/releases.ts";
 import { currentGeneration, startGeneration } from "../store/kernel_generations.ts";
 import { ensureSession, getSession, requireSession } from "../store/sessions.ts";
@@ -88,13 +88,31 @@ export class Coordinator implements LaneHost {
   start(session: string): void {
     const { store } = this.#o;
     ensureSession(store, session);
-    // We hold the owner lock, so every open frame belongs to a dead owner: its lease is void.
-    const abandoned = releaseExpiredFrames(store, Number.MAX_SAFE_INTEGER);
+    // We hold the owner lock, so every open frame belongs to a dead owner. A turn that had
+    // not run a cell gives its inputs back; one that had is continued, so it can finish (and
+    // speak) without repeating what it did.
+    const abandoned: string[] = [];
+    const resumed: FrameRecord[] = [];
+    for (const frame of openFrames(store, session)) {
+      if (frameHasCells(store, frame.id)) {
+        adoptFrame(store, frame.id, { leaseOwner: this.owner, leaseMs: LEASE_MS });
+        resumed.push(frame);
+      } else {
+        finishFrame(
+          store,
+          frame.id,
+          "abandoned",
+          "the daemon restarted before the turn had effects",
+        );
+        abandoned.push(frame.id);
+      }
+    }
     const interrupted = interruptOpenCells(store, session, "the daemon restarted while it ran");
     const closed = closeDanglingToolCalls(store, session, "the daemon restarted");
-    if (abandoned.length || interrupted.length || closed.length) {
+    if (abandoned.length || resumed.length || interrupted.length || closed.length) {
       appendEvent(store, session, "recovery", {
         abandoned_frames: abandoned,
+        resumed_frames: resumed.map((frame) => frame.id),
         interrupted_cells: interrupted,
         closed_tool_calls: closed,
       });
@@ -157,6 +175,7 @@ export class Coordinator implements LaneHost {
       bus: this.bus,
       session,
       owner: this.owner,
+      leaseMs: LEASE_MS,
       hooks,
       log: this.#o.log,
       turn: async (ctx) => {
@@ -170,7 +189,7 @@ export class Coordinator implements LaneHost {
     });
     this.#sessions.set(session, parts);
     this.bus.wake(session);
-    parts.runtime.wake();
+    parts.runtime.resumeFrames(resumed);
   }
 
   // ---- LaneHost ------------------------------------------------------------------------
@@ -297,6 +316,8 @@ export class Coordinator implements LaneHost {
         parts.behavior = { releaseId: snapshot.id, path: getRelease(store, snapshot.id)!.path };
         await parts.hooks.reset("behaviour activated");
         this.bus.wake(session);
+        // Inputs a broken hook left pending get a fresh try under the new release.
+        parts.runtime.wake();
         return { epoch, release_id: snapshot.id };
       }
     }
@@ -386,6 +407,9 @@ export class Coordinator implements LaneHost {
     return { send_id: sendId, seq };
   }
 }
+
+/** How long a turn's frame lease lasts without renewal. */
+const LEASE_MS = 30_000;
 
 function systemMessage(workspace: string): string {
   return [

@@ -127,9 +127,21 @@ export async function serve(options: ServeOptions): Promise<number> {
       const status = coordinator.status();
       const sessions = status.sessions as Record<string, Record<string, unknown>>;
       const session = sessions[DEFAULT_SESSION] ?? {};
+      // Admission works only if the store takes a write lock now; check it, do not assume it.
+      let writable = true;
+      try {
+        store.transaction(() => {});
+      } catch (error) {
+        writable = false;
+        log(`health: the store refused a write transaction: ${error}`);
+      }
+      const degraded = session.last_hook_failure != null || session.stalled === true;
       return {
-        ok: status.admitting === true,
+        ok: status.admitting === true && writable,
+        status: !(status.admitting === true && writable) ? "failing" : degraded ? "degraded" : "ok",
         admitting: status.admitting,
+        store_writable: writable,
+        stalled: session.stalled ?? false,
         oldest_pending_age_ms: session.oldest_pending_age_ms ?? null,
         pending_inputs: session.pending_inputs ?? 0,
         hook_backlog: session.hook_backlog ?? 0,

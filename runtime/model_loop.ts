@@ -58,6 +58,14 @@ class TurnFailure extends Error {
 
 const MAX_RESULT_CHARS = 20_000;
 
+/** What a continued turn's model reads where a new turn reads its inputs. */
+const RESUMED_NOTE = {
+  role: "user",
+  content: "[runtime] the daemon restarted during this turn. Cells that had not finished were " +
+    "interrupted and not run again; their results say so. Continue the turn: anything you " +
+    "already sent was delivered.",
+};
+
 /**
  * Builds the {@linkcode TurnRunner} that drives the model for each frame.
  *
@@ -94,8 +102,10 @@ async function runTurn(
       appendEvent(store, session, kind, body);
       bus.wake(session);
     };
-    appendProviderItems(store, session, frame.id, [renderInputs(ctx.inputs)]);
-    record("turn.started", { frame_id: frame.id, frame: frame.number });
+    appendProviderItems(store, session, frame.id, [
+      ctx.resumed ? RESUMED_NOTE : renderInputs(ctx.inputs),
+    ]);
+    record("turn.started", { frame_id: frame.id, frame: frame.number, resumed: ctx.resumed });
     for (let step = 0; step < maxSteps; step++) {
       const messages = await prepareContext(options, session);
       const route = await planRoute(options, session);

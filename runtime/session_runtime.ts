@@ -10,8 +10,8 @@
 
 import { z } from "zod";
 import { appendEvent } from "../store/events.ts";
-import { acceptFrame, finishFrame, renewLease } from "../store/frames.ts";
-import { type InputRecord, pendingInputs, pendingSummary } from "../store/inputs.ts";
+import { acceptFrame, finishFrame, type FrameRecord, renewLease } from "../store/frames.ts";
+import { getInput, type InputRecord, pendingInputs, pendingSummary } from "../store/inputs.ts";
 import { requireSession } from "../store/sessions.ts";
 import type { Store } from "../store/store.ts";
 import { describeIssues, type HookName } from "./protocol.ts";
@@ -32,6 +32,8 @@ export interface TurnContext {
   session: string;
   frame: { id: string; number: number; policyRevision: string; routing: unknown };
   inputs: InputRecord[];
+  /** True for a turn that a previous daemon started and this one continues. */
+  resumed: boolean;
   /** Aborted when the operator stops the session. */
   signal: AbortSignal;
 }
@@ -67,6 +69,8 @@ export interface SessionRuntimeOptions {
   leaseMs?: number;
   /** @default {10_000} */
   hookTimeoutMs?: number;
+  /** Retries after failed attempts (1 s, 2 s, 4 s, … apart) before the loop waits for a wake. @default {6} */
+  maxRetries?: number;
 }
 
 /** Why the loop is not taking new frames. */
@@ -91,10 +95,11 @@ export class SessionRuntime {
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
   #failures = 0;
   #lastHookFailure: string | undefined;
+  #resumable: FrameRecord[] = [];
 
   /** Creates the runtime; nothing runs until {@linkcode SessionRuntime.wake}. */
   constructor(options: SessionRuntimeOptions) {
-    this.#o = { leaseMs: 30_000, hookTimeoutMs: 10_000, ...options };
+    this.#o = { leaseMs: 30_000, hookTimeoutMs: 10_000, maxRetries: 6, ...options };
   }
 
   /** The loop's state. */
@@ -132,6 +137,7 @@ export class SessionRuntime {
       hook_backlog: this.#lastHookFailure === undefined ? 0 : pending.count,
       last_hook_failure: this.#lastHookFailure ?? null,
       consecutive_failures: this.#failures,
+      stalled: this.#failures >= this.#o.maxRetries,
       current_frame: this.#currentFrame === undefined ? null : {
         ...this.#currentFrame,
         running_ms: now - this.#currentFrame.startedAt,
@@ -162,7 +168,26 @@ export class SessionRuntime {
     this.wake();
   }
 
+  /**
+   * Queues frames a dead owner left open after their turn had effects; the loop continues
+   * them (the lease is already this owner's) before it plans new frames.
+   */
+  resumeFrames(frames: FrameRecord[]): void {
+    this.#resumable.push(...frames);
+    this.wake();
+  }
+
   async #loop(): Promise<void> {
+    while (this.#state === "running" && this.#resumable.length > 0) {
+      const frame = this.#resumable.shift()!;
+      const inputs = frame.inputIds.map((id) => getInput(this.#o.store, id)!);
+      await this.#runTurn(
+        { id: frame.id, number: frame.number, policyRevision: frame.policyRevision },
+        inputs,
+        (frame.routing ?? {}) as Record<string, unknown>,
+        true,
+      );
+    }
     while (this.#state === "running") {
       const inputs = pendingInputs(this.#o.store, this.#o.session);
       if (inputs.length === 0) return;
@@ -220,29 +245,41 @@ export class SessionRuntime {
       leaseMs,
     });
     this.#o.bus.wake(session);
+    return await this.#runTurn(
+      { id: frame.frameId, number: frame.number, policyRevision: hooks.revision },
+      inputs,
+      routing,
+      false,
+    );
+  }
+
+  /** Runs the turn of an accepted frame; `false` when its inputs were given back. */
+  async #runTurn(
+    frame: { id: string; number: number; policyRevision: string },
+    inputs: InputRecord[],
+    routing: Record<string, unknown>,
+    resumed: boolean,
+  ): Promise<boolean> {
+    const { store, session, owner, leaseMs } = this.#o;
     const abort = new AbortController();
     this.#turnAbort = abort;
-    this.#currentFrame = { id: frame.frameId, number: frame.number, startedAt: store.clock() };
+    this.#currentFrame = { id: frame.id, number: frame.number, startedAt: store.clock() };
     const renew = setInterval(() => {
       try {
-        renewLease(store, frame.frameId, { leaseOwner: owner, leaseMs });
+        renewLease(store, frame.id, { leaseOwner: owner, leaseMs });
       } catch (error) {
-        this.#o.log(`cannot renew lease of ${frame.frameId}: ${error}`);
+        this.#o.log(`cannot renew lease of ${frame.id}: ${error}`);
       }
     }, Math.max(1000, Math.floor(leaseMs / 3)));
     try {
       const end = await this.#o.turn({
         session,
-        frame: {
-          id: frame.frameId,
-          number: frame.number,
-          policyRevision: hooks.revision,
-          routing,
-        },
+        frame: { ...frame, routing },
         inputs,
+        resumed,
         signal: abort.signal,
       });
-      finishFrame(store, frame.frameId, "done", end.reason);
+      finishFrame(store, frame.id, "done", end.reason);
       this.#failures = 0;
       return true;
     } catch (error) {
@@ -254,7 +291,7 @@ export class SessionRuntime {
       const end = stopped || effects ? "failed" : "abandoned";
       finishFrame(
         store,
-        frame.frameId,
+        frame.id,
         end,
         `${stopped ? "stopped: " : ""}${reason}`.slice(0, 1000),
       );
@@ -271,6 +308,15 @@ export class SessionRuntime {
   #retryLater(): void {
     this.#clearRetry();
     if (this.#state !== "running") return;
+    if (this.#failures >= this.#o.maxRetries) {
+      // Past the limit nothing retries by itself: the next input, `reset` or a restart does.
+      this.#record("session.stalled", {
+        failures: this.#failures,
+        message:
+          `gave up retrying after ${this.#failures} failed attempts; the inputs stay pending`,
+      });
+      return;
+    }
     const delay = Math.min(60_000, 1000 * 2 ** Math.min(this.#failures, 6));
     this.#failures++;
     this.#retryTimer = setTimeout(() => {

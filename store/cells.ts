@@ -226,3 +226,9 @@ export function interruptOpenCells(store: Store, session: string, reason: string
     return ids;
   });
 }
+
+/** Returns whether any cell ran (or started) under `frameId`: the frame's turn had effects. */
+export function frameHasCells(store: Store, frameId: string): boolean {
+  return store.statement("SELECT 1 FROM cells WHERE frame_id = ? LIMIT 1").get(frameId) !==
+    undefined;
+}

@@ -294,3 +294,46 @@ export function releaseExpiredFrames(store: Store, now: number = store.clock()):
     return rows.map((row) => row.id);
   });
 }
+
+/** Returns the session's open frames, oldest first. */
+export function openFrames(store: Store, session: string): FrameRecord[] {
+  const rows = store.statement(
+    "SELECT * FROM frames WHERE session_id = ? AND state = 'open' ORDER BY number",
+  ).all(session) as unknown as FrameRow[];
+  return rows.map(toRecord);
+}
+
+/**
+ * Gives an open frame of a dead owner to `leaseOwner` with a fresh lease and appends
+ * `frame.resumed`; returns the new expiry.
+ *
+ * The caller holds the store's owner lock, which proves the previous lease owner is gone.
+ * When it returns the new lease and the event are committed together. Proven by
+ * "`adoptFrame()` moves an open frame's lease to the new owner".
+ *
+ * @throws {KlbrError} `not_found` for an unknown frame; `invalid_input` when it has ended or
+ *   the options are malformed.
+ */
+export function adoptFrame(
+  store: Store,
+  frameId: string,
+  options: { leaseOwner: string; leaseMs: number },
+): number {
+  const parsed = z.object({ leaseOwner: Owner, leaseMs: LeaseMs }).strict().safeParse(options);
+  if (!parsed.success) throw schemaError(`adopt frame ${frameId}`, parsed.error, options);
+  return store.transaction(() => {
+    const frame = requireOpenFrame(store, "adopt frame", frameId);
+    const expires = store.clock() + parsed.data.leaseMs;
+    store.statement("UPDATE frames SET lease_owner = ?, lease_expires_at = ? WHERE id = ?").run(
+      parsed.data.leaseOwner,
+      expires,
+      frameId,
+    );
+    insertEvent(store, frame.session, "frame.resumed", {
+      frame_id: frameId,
+      number: frame.number,
+      previous_owner: frame.leaseOwner,
+    });
+    return expires;
+  });
+}

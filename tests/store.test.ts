@@ -20,8 +20,10 @@ import { discordDedupeKey, localDedupeKey } from "../store/dedupe_keys.ts";
 import { appendEvent, readEvents } from "../store/events.ts";
 import {
   acceptFrame,
+  adoptFrame,
   finishFrame,
   getFrame,
+  openFrames,
   releaseExpiredFrames,
   renewLease,
 } from "../store/frames.ts";
@@ -1157,6 +1159,42 @@ Deno.test("`releaseExpiredFrames()` returns the inputs of an expired frame to pe
     assert.deepEqual(releaseExpiredFrames(store), [], "an abandoned frame is released once");
     // The returned input can be taken by a new frame.
     assert.equal(frameOf(store, [a]).number, 3);
+  });
+});
+
+Deno.test("`adoptFrame()` moves an open frame's lease to the new owner", async () => {
+  await withStore((store, _dir, time) => {
+    const a = admitInput(store, local(1)).inputId;
+    const open = frameOf(store, [a], { leaseMs: 1_000 });
+    const ended = frameOf(store, [admitInput(store, local(2)).inputId]);
+    finishFrame(store, ended.frameId, "done", "finished");
+    assert.deepEqual(openFrames(store, "default").map((f) => f.id), [open.frameId]);
+    const expires = adoptFrame(store, open.frameId, { leaseOwner: "worker-2", leaseMs: 5_000 });
+    assert.equal(expires, time.now + 5_000);
+    const frame = getFrame(store, open.frameId)!;
+    assert.deepEqual([frame.state, frame.leaseOwner, frame.leaseExpiresAt], [
+      "open",
+      "worker-2",
+      time.now + 5_000,
+    ]);
+    // Its inputs stay consumed by it: adopting is not re-offering.
+    assert.deepEqual(pendingInputs(store, "default"), []);
+    const event = readEvents(store, "default").at(-1)!;
+    assert.deepEqual([event.kind, event.body], ["frame.resumed", {
+      frame_id: open.frameId,
+      number: 1,
+      previous_owner: "worker-1",
+    }]);
+    throwsKlbr(
+      () => adoptFrame(store, ended.frameId, { leaseOwner: "worker-2", leaseMs: 5_000 }),
+      "invalid_input",
+      `cannot adopt frame ${ended.frameId}: the frame has ended (got state done)`,
+    );
+    throwsKlbr(
+      () => adoptFrame(store, open.frameId, { leaseOwner: "", leaseMs: 5_000 }),
+      "invalid_input",
+      /^cannot adopt frame /,
+    );
   });
 });
 

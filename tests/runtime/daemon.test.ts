@@ -24,6 +24,36 @@ const waitRecord = (
 
 const WAIT_CELL = { toolCall: { code: "wait()" } };
 
+/** Publishes `behavior/` with `files` replaced and activates it, on a stopped daemon's state. */
+async function activateVariant(stateDir: string, files: Record<string, string>) {
+  const source = await Deno.makeTempDir();
+  for (const entry of Deno.readDirSync(`${REPO_ROOT}/behavior`)) {
+    if (entry.isFile) {
+      await Deno.copyFile(`${REPO_ROOT}/behavior/${entry.name}`, `${source}/${entry.name}`);
+    }
+  }
+  for (const [name, text] of Object.entries(files)) {
+    await Deno.writeTextFile(`${source}/${name}`, text);
+  }
+  const store = openStore(stateDir, { create: false });
+  try {
+    const published = await publishRelease(store, {
+      sourceDir: source,
+      releasesDir: `${stateDir}/releases`,
+    });
+    const epoch = requireSession(store, "default").behaviorEpoch;
+    activateRelease(store, {
+      session: "default",
+      expectedEpoch: epoch,
+      releaseId: published.id,
+      reason: "test",
+    });
+    return published;
+  } finally {
+    store.close();
+  }
+}
+
 Deno.test("serve refuses a non-loopback bind before it listens", async () => {
   const state = await Deno.makeTempDir();
   const out = await new Deno.Command(Deno.execPath(), {
@@ -182,6 +212,13 @@ Deno.test("SIGKILL mid-burst and mid-cell: after restart every acked input is th
     const recovery = records(after, "recovery")[0];
     assert.equal((recovery.data.closed_tool_calls as string[]).length, 1);
     assert.equal((recovery.data.interrupted_cells as string[]).length, 1);
+    // The turn had run a cell, so it is continued rather than re-offered: it can still answer.
+    const [resumedFrame] = recovery.data.resumed_frames as string[];
+    assert.ok(resumedFrame);
+    assert.deepEqual(recovery.data.abandoned_frames, []);
+    await waitRecord(after, "turn.started", (r) => r.data.resumed === true);
+    const done = await waitRecord(after, "frame.finished", (r) => r.data.frame_id === resumedFrame);
+    assert.equal(done.data.state, "done");
 
     // The next model request is a valid sequence and the blocked cell never runs again.
     await fake.waitForRequests(fake.requests.length + 1, 30_000);
@@ -244,26 +281,7 @@ Deno.test("a corrupt active release falls back without running hooks; SIGTERM dr
   assert.equal(await daemon.stop(), 0);
 
   // While the daemon is down, activate a second release, then damage it in place.
-  const source = await Deno.makeTempDir();
-  for (const entry of Deno.readDirSync(`${REPO_ROOT}/behavior`)) {
-    if (entry.isFile) {
-      await Deno.copyFile(`${REPO_ROOT}/behavior/${entry.name}`, `${source}/${entry.name}`);
-    }
-  }
-  await Deno.writeTextFile(`${source}/extra.py`, "# another revision\n");
-  const store = openStore(daemon.stateDir, { create: false });
-  const published = await publishRelease(store, {
-    sourceDir: source,
-    releasesDir: `${daemon.stateDir}/releases`,
-  });
-  const epoch = requireSession(store, "default").behaviorEpoch;
-  activateRelease(store, {
-    session: "default",
-    expectedEpoch: epoch,
-    releaseId: published.id,
-    reason: "test",
-  });
-  store.close();
+  const published = await activateVariant(daemon.stateDir, { "extra.py": "# another revision\n" });
   await Deno.chmod(`${published.path}/extra.py`, 0o644);
   await Deno.writeTextFile(`${published.path}/extra.py`, "raise SystemExit('tampered')\n");
 
@@ -311,6 +329,104 @@ Deno.test("with KLBR_RUN_PROGRAMS, workspace.run starts listed programs only", a
     const stdout = (finished.data.result as { stdout: string }).stdout;
     assert.match(stdout, /^allowed\n/);
     assert.match(stdout, /refused: .*cannot run: the host may not start this program \(got "sh"\)/);
+    await client.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+});
+
+Deno.test("a turn killed before any cell ran gives its input back to a new frame at restart", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  // The model stalls mid-stream: the frame is accepted, no cell has run.
+  fake.enqueue({ text: "thinking", stall: true });
+  let daemon = await startTestDaemon({ modelUrl: fake.url });
+  try {
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    const ack = await client.request({ kind: "input", client_msg_id: "s1", text: "hello" });
+    const inputId = (ack as { input_id: string }).input_id;
+    const accepted = await waitRecord(client, "frame.accepted");
+    await fake.waitForRequests(1);
+    await daemon.kill();
+    await client.closed;
+
+    daemon = await daemon.restart();
+    const after = await connectLane({ port: daemon.port, token: daemon.token });
+    const recovery = await waitRecord(after, "recovery");
+    assert.deepEqual(recovery.data.abandoned_frames, [accepted.data.frame_id]);
+    assert.deepEqual(recovery.data.resumed_frames, []);
+    const again = await waitRecord(after, "frame.accepted", (r) => r.seq > recovery.seq);
+    assert.deepEqual(again.data.input_ids, [inputId]);
+    await waitRecord(after, "frame.finished", (r) => r.data.frame_id === again.data.frame_id);
+    await after.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+});
+
+Deno.test("a failing attention.plan keeps inputs pending, health says degraded, activate repairs it", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  let daemon = await startTestDaemon({ modelUrl: fake.url });
+  try {
+    const first = await connectLane({ port: daemon.port, token: daemon.token });
+    const good = String((await waitRecord(first, "activation")).data.release_id);
+    await first.close();
+    await daemon.stop();
+    await activateVariant(daemon.stateDir, {
+      "attention.py": "def plan(inputs, session):\n    raise RuntimeError('broken policy')\n",
+    });
+    daemon = await daemon.restart();
+
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "h1", text: "are you there?" });
+    const failed = await waitRecord(client, "hook.failed");
+    assert.match(String(failed.data.error), /broken policy/);
+    const health = await (await fetch(`${daemon.url}/health`)).json();
+    assert.equal(health.ok, true, "admission still works");
+    assert.equal(health.status, "degraded");
+    assert.equal(health.pending_inputs, 1);
+    assert.equal(health.hook_backlog, 1);
+    assert.match(String(health.last_hook_failure), /broken policy/);
+    assert.equal(records(client, "frame.accepted").length, 0);
+
+    // The operator repairs it without the model: activate the good release at the current epoch.
+    const status = await client.request({ kind: "op.status" });
+    const epoch =
+      ((status as Extract<ServerMessage, { kind: "op.result" }>).result.sessions as Record<
+        string,
+        { behavior_epoch: number }
+      >).default.behavior_epoch;
+    // A stale epoch and a release that does not exist are refused, and change nothing.
+    const stale = await client.request({
+      kind: "op.activate",
+      session: "default",
+      epoch: epoch - 1,
+      release: `${daemon.stateDir}/releases/${good}`,
+    });
+    assert.equal(stale.kind === "error" && stale.code, "epoch_moved");
+    assert.equal(
+      stale.kind === "error" && stale.message,
+      `cannot activate release ${good.slice(0, 12)}: epoch moved (expected ${
+        epoch - 1
+      }, found ${epoch})`,
+    );
+    const missing = await client.request({
+      kind: "op.activate",
+      session: "default",
+      epoch,
+      release: `${daemon.stateDir}/releases/${"0".repeat(64)}`,
+    });
+    assert.equal(missing.kind === "error" && missing.code, "release_invalid");
+    const activated = await client.request({
+      kind: "op.activate",
+      session: "default",
+      epoch,
+      release: `${daemon.stateDir}/releases/${good}`,
+    }, 30_000);
+    assert.equal(activated.kind, "op.result");
+    const frame = await waitRecord(client, "frame.accepted");
+    assert.equal((frame.data.input_ids as string[]).length, 1);
     await client.close();
   } finally {
     await daemon.stop();
