@@ -433,3 +433,38 @@ Deno.test("a failing attention.plan keeps inputs pending, health says degraded, 
     await fake.close();
   }
 });
+
+Deno.test("failing model.plan, context.prepare and turn.next fall back to safe defaults", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  let daemon = await startTestDaemon({ modelUrl: fake.url });
+  try {
+    await daemon.stop();
+    await activateVariant(daemon.stateDir, {
+      "model.py": "def plan(session):\n    raise ValueError('no route today')\n",
+      "context.py": "def prepare(messages):\n    return 'not a list'\n",
+      "turn.py": "def next(session):\n    return {'action': 'dance'}\n",
+    });
+    daemon = await daemon.restart();
+    // Text only, no tool call: turn.next decides, and its garbage falls back to wait.
+    fake.enqueue({ text: "just thinking" });
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "f1", text: "hello" });
+    const ended = await waitRecord(client, "turn.ended");
+    assert.equal(ended.data.reason, "turn.next: wait");
+    const failures = records(client, "hook.failed").map((r) => [r.data.hook, r.data.fallback]);
+    assert.deepEqual(failures.sort(), [
+      ["context.prepare", true],
+      ["model.plan", true],
+      ["turn.next", true],
+    ]);
+    // The request still went out, on the main route, with the unprepared context.
+    const chat = fake.requests.filter((r) => r.method === "POST");
+    assert.equal(chat.length, 1);
+    assert.equal(chat[0].body.messages[0].role, "system");
+    assert.equal(records(client, "send").length, 0, "a turn without a send says nothing");
+    await client.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+});
