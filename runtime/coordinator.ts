@@ -20,7 +20,7 @@ import type { BehaviorState } from "./behavior_releases.ts";
 import { KlbrError } from "./errors.ts";
 import { newId } from "./ids.ts";
 import { EventBus } from "./event_bus.ts";
-import type { LaneHost } from "./lane_connection.ts";
+import type { AdmitOutcome, InputMessage, LaneHost } from "./lane_connection.ts";
 import { createModelTurn } from "./model_loop.ts";
 import type { Provider } from "./provider.ts";
 import type { ClientMessage, LaneRecord } from "./protocol.ts";
@@ -219,33 +219,47 @@ export class Coordinator implements LaneHost {
   }
 
   /**
-   * Admits one local input: committed before this returns, then the session is woken.
-   *
-   * @throws {KlbrError} `shutting_down` while the daemon drains; `not_found` for a session
-   * that is not running.
+   * Admits local inputs in one transaction, then wakes the session: every ack follows the
+   * commit that holds its input. A refused input (bad field) is rolled back alone.
    */
-  admit(
-    session: string,
-    clientId: string,
-    input: Extract<ClientMessage, { kind: "input" }>,
-  ): { input_id: string; seq: number; duplicate: boolean } {
+  admitMany(session: string, clientId: string, inputs: InputMessage[]): AdmitOutcome[] {
+    const refuse = (error: KlbrError) => inputs.map(() => ({ error }));
     if (!this.#admitting) {
-      throw new KlbrError("shutting_down", "cannot admit input: the daemon is shutting down", {
-        status: 503,
-      });
+      return refuse(
+        new KlbrError("shutting_down", "cannot admit input: the daemon is shutting down", {
+          status: 503,
+        }),
+      );
     }
-    const parts = this.#require(session);
-    const result = admitInput(this.#o.store, {
-      session,
-      sourceKind: "local",
-      dedupeKey: localDedupeKey(clientId, input.client_msg_id),
-      conversationId: input.conversation,
-      author: input.author,
-      body: input.text,
-    });
+    const parts = this.#sessions.get(session);
+    if (parts === undefined) {
+      return refuse(
+        new KlbrError("not_found", `cannot admit input: session ${session} is not running`),
+      );
+    }
+    const outcomes = this.#o.store.transaction(() =>
+      inputs.map((input): AdmitOutcome => {
+        try {
+          const result = admitInput(this.#o.store, {
+            session,
+            sourceKind: "local",
+            dedupeKey: localDedupeKey(clientId, input.client_msg_id),
+            conversationId: input.conversation,
+            author: input.author,
+            body: input.text,
+          });
+          return {
+            ack: { input_id: result.inputId, seq: result.seq, duplicate: result.duplicate },
+          };
+        } catch (error) {
+          if (error instanceof KlbrError) return { error };
+          throw error;
+        }
+      })
+    );
     this.bus.wake(session);
-    if (!result.duplicate) parts.runtime.wake();
-    return { input_id: result.inputId, seq: result.seq, duplicate: result.duplicate };
+    if (outcomes.some((o) => "ack" in o && !o.ack.duplicate)) parts.runtime.wake();
+    return outcomes;
   }
 
   /** Logs a refused authorisation. */

@@ -6,8 +6,8 @@
  * @module
  */
 
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { REPO_ROOT } from "./repo_root.ts";
 import { DEFAULT_SESSION } from "../store/sessions.ts";
 import { openStore } from "../store/store.ts";
 import { prepareBehavior } from "./behavior_releases.ts";
@@ -24,8 +24,7 @@ import { requireLoopbackHost } from "./loopback.ts";
 /** The version the daemon reports. */
 export const VERSION = "0.1.0";
 
-/** The repository root (where `behavior/`, `skills/`, `ui/` and `workbench/` live). */
-export const REPO_ROOT: string = join(dirname(fileURLToPath(import.meta.url)), "..");
+export { REPO_ROOT };
 
 /** Options for {@linkcode serve}. */
 export interface ServeOptions {

@@ -15,7 +15,7 @@ import {
   MIN_SQLITE_VERSION,
 } from "../store/version_guard.ts";
 import { loadConfig, redactRoute, type Route } from "./config.ts";
-import { REPO_ROOT } from "./daemon.ts";
+import { REPO_ROOT } from "./repo_root.ts";
 import { resolveConfigPath } from "./state_dir.ts";
 import { derivePermissionInput } from "./launcher.ts";
 import { servePermissionFlags } from "./serve_permissions.ts";

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { isKlbrError, KlbrError } from "./errors.ts";
+import { assert, isKlbrError, KlbrError } from "./errors.ts";
 import {
   type ClientMessage,
   type ClientRole,
@@ -24,6 +24,14 @@ export type LaneSignal =
   | { kind: "wake" }
   | Extract<ServerMessage, { kind: "token" | "cell.output" }>;
 
+/** A client's `input` message. */
+export type InputMessage = Extract<ClientMessage, { kind: "input" }>;
+
+/** What admission did with one input. */
+export type AdmitOutcome =
+  | { ack: { input_id: string; seq: number; duplicate: boolean } }
+  | { error: KlbrError };
+
 /** What a connection needs from the daemon. */
 export interface LaneHost {
   /** The daemon's version string, sent in `welcome`. */
@@ -36,12 +44,15 @@ export interface LaneHost {
   readRecords(session: string, since: number, limit: number): LaneRecord[];
   /** Subscribes to a session's signals; returns the unsubscribe function. */
   subscribe(session: string, listener: (signal: LaneSignal) => void): () => void;
-  /** Admits one input durably; resolves after the commit. */
-  admit(
+  /**
+   * Admits inputs durably, in order, in one commit; returns after it, one outcome per input.
+   * A refused input is an `error` outcome and does not stop the others.
+   */
+  admitMany(
     session: string,
     clientId: string,
-    input: Extract<ClientMessage, { kind: "input" }>,
-  ): { input_id: string; seq: number; duplicate: boolean };
+    inputs: InputMessage[],
+  ): AdmitOutcome[];
   /** Runs an operator command; never needs the model or a hook. */
   operate(
     message: Extract<ClientMessage, { kind: `op.${string}` }>,
@@ -96,33 +107,78 @@ export class LaneConnection {
   }
 
   /** Handles one text message from the client; errors are answered, never thrown. */
-  async receive(text: string): Promise<void> {
-    let request: string | undefined;
-    try {
-      let value: unknown;
+  receive(text: string): Promise<void> {
+    return this.receiveAll([text]);
+  }
+
+  /**
+   * Handles messages that arrived together, in order. Consecutive inputs are admitted in one
+   * commit (group commit); each still gets its own `ack` only after that commit.
+   */
+  async receiveAll(texts: string[]): Promise<void> {
+    let batch: InputMessage[] = [];
+    const flush = () => {
+      if (batch.length === 0) return;
+      const inputs = batch;
+      batch = [];
+      const outcomes = this.#host.admitMany(this.#session!, this.#clientId, inputs);
+      outcomes.forEach((outcome, i) => {
+        const request = inputs[i].request;
+        if ("ack" in outcome) this.#options.send({ kind: "ack", request, ...outcome.ack });
+        else this.#answer(outcome.error, request);
+      });
+    };
+    for (const text of texts) {
+      if (this.#closed) return;
+      const { message, request, error } = this.#parse(text);
+      if (message?.kind === "input" && this.#session !== undefined) {
+        batch.push(message);
+        continue;
+      }
+      flush();
       try {
-        value = JSON.parse(text);
-      } catch (cause) {
-        throw new KlbrError(
+        if (error !== undefined) throw error;
+        await this.#dispatch(message!);
+      } catch (caught) {
+        if (!isKlbrError(caught)) throw caught;
+        this.#answer(caught, request);
+      }
+    }
+    flush();
+  }
+
+  #parse(text: string): { message?: ClientMessage; request?: string; error?: KlbrError } {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (cause) {
+      return {
+        error: new KlbrError(
           "invalid_input",
           `cannot accept client message: not JSON (got ${JSON.stringify(text.slice(0, 40))})`,
           { cause },
-        );
-      }
-      if (typeof value === "object" && value !== null && "request" in value) {
-        const r = (value as { request: unknown }).request;
-        if (typeof r === "string") request = r;
-      }
-      const message = parseClientMessage(value, this.#role);
-      await this.#dispatch(message);
+        ),
+      };
+    }
+    let request: string | undefined;
+    if (typeof value === "object" && value !== null && "request" in value) {
+      const r = (value as { request: unknown }).request;
+      if (typeof r === "string") request = r;
+    }
+    try {
+      return { message: parseClientMessage(value, this.#role), request };
     } catch (error) {
       if (!isKlbrError(error)) throw error;
-      this.#options.send({ kind: "error", request, code: error.code, message: error.message });
-      if (error.code.startsWith("token_")) {
-        this.#host.logRefusal(error.message);
-        this.#options.close(4401, error.code);
-        this.dispose();
-      }
+      return { request, error };
+    }
+  }
+
+  #answer(error: KlbrError, request: string | undefined): void {
+    this.#options.send({ kind: "error", request, code: error.code, message: error.message });
+    if (error.code.startsWith("token_")) {
+      this.#host.logRefusal(error.message);
+      this.#options.close(4401, error.code);
+      this.dispose();
     }
   }
 
@@ -143,11 +199,9 @@ export class LaneConnection {
       case "ping":
         this.#options.send({ kind: "pong", request: message.request });
         return;
-      case "input": {
-        const ack = this.#host.admit(session, this.#clientId, message);
-        this.#options.send({ kind: "ack", request: message.request, ...ack });
-        return;
-      }
+      case "input":
+        // receiveAll batches every input of a connection that said hello.
+        return assert(false, "an input reached #dispatch past receiveAll");
       default: {
         const result = await this.#host.operate(message, session);
         this.#options.send({

@@ -8,7 +8,8 @@
 
 import { join, resolve } from "node:path";
 import { loadConfig, type Route } from "./config.ts";
-import { REPO_ROOT, type ServeOptions } from "./daemon.ts";
+import type { ServeOptions } from "./daemon.ts";
+import { REPO_ROOT } from "./repo_root.ts";
 import { requireLoopbackHost } from "./loopback.ts";
 import { parseRunPrograms, type ServePermissionInput } from "./serve_permissions.ts";
 import { servePermissionFlags } from "./serve_permissions.ts";

@@ -5,12 +5,11 @@
  * @module
  */
 
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { REPO_ROOT } from "../../runtime/repo_root.ts";
 import { daemonArgs, derivePermissionInput } from "../../runtime/launcher.ts";
 
-/** The repository root. */
-export const REPO_ROOT: string = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export { REPO_ROOT };
 
 /** Options for {@linkcode startTestDaemon}. */
 export interface TestDaemonOptions {
@@ -109,15 +108,19 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
   };
   const pumps = Promise.all([pump(child.stdout), pump(child.stderr)]);
   const status = child.status;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   const port = await Promise.race([
     portPromise,
     status.then((s) => {
       throw new Error(`daemon exited with ${s.code} before listening:\n${output}`);
     }),
-    new Promise<never>((_, reject) =>
-      setTimeout(() => reject(new Error(`daemon did not listen within 30 s:\n${output}`)), 30_000)
-    ),
-  ]);
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`daemon did not listen within 30 s:\n${output}`)),
+        30_000,
+      );
+    }),
+  ]).finally(() => clearTimeout(timer));
   const token = (await Deno.readTextFile(join(stateDir, "operator.token"))).trim();
   const daemon: TestDaemon = {
     url: `http://127.0.0.1:${port}`,

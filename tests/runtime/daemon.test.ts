@@ -468,3 +468,38 @@ Deno.test("failing model.plan, context.prepare and turn.next fall back to safe d
     await fake.close();
   }
 });
+
+Deno.test("inputs sent together commit together; a refused one is answered alone", async () => {
+  const daemon = await startTestDaemon();
+  try {
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    // Sent back to back, these reach the daemon together and share one commit.
+    for (let i = 0; i < 30; i++) {
+      const id = i === 7 ? "bad\u0001id" : `g${i}`;
+      client.send({ kind: "input", request: `g${i}`, client_msg_id: id, text: `n${i}` });
+    }
+    await client.waitFor((m) => "request" in m && m.request === "g29");
+    const replies = client.messages.filter((m) =>
+      "request" in m && String(m.request).startsWith("g")
+    );
+    assert.equal(replies.length, 30);
+    const refused = replies.filter((m) => m.kind === "error");
+    assert.equal(refused.length, 1);
+    assert.equal(refused[0].kind === "error" && refused[0].request, "g7");
+    assert.equal(refused[0].kind === "error" && refused[0].code, "invalid_input");
+    // Acks come in request order, and every acked input is in the log exactly once.
+    const acks = replies.filter((m): m is Extract<ServerMessage, { kind: "ack" }> =>
+      m.kind === "ack"
+    );
+    assert.deepEqual(
+      acks.map((a) => a.request),
+      Array.from({ length: 30 }, (_, i) => `g${i}`).filter((r) => r !== "g7"),
+    );
+    await client.waitFor((m) => m.kind === "record" && m.seq === acks.at(-1)!.seq);
+    const admitted = records(client, "input.admitted").map((r) => r.data.input_id);
+    for (const ack of acks) assert.equal(admitted.filter((id) => id === ack.input_id).length, 1);
+    await client.close();
+  } finally {
+    await daemon.stop();
+  }
+});

@@ -8,7 +8,7 @@
  */
 
 import { KlbrError } from "../../runtime/errors.ts";
-import type { LaneHost, LaneSignal } from "../../runtime/lane_connection.ts";
+import type { AdmitOutcome, LaneHost, LaneSignal } from "../../runtime/lane_connection.ts";
 import type { ClientMessage, LaneRecord } from "../../runtime/protocol.ts";
 import { createApp } from "../../runtime/server.ts";
 
@@ -90,6 +90,10 @@ export class MemoryLaneHost implements LaneHost {
     }
     set.add(listener);
     return () => set.delete(listener);
+  }
+
+  admitMany(session: string, clientId: string, inputs: InputMessage[]): AdmitOutcome[] {
+    return inputs.map((input) => ({ ack: this.admit(session, clientId, input) }));
   }
 
   admit(
