@@ -1,0 +1,276 @@
+/**
+ * One benchmark run: every figure of `deno task bench` in a fixed order, each phase on its
+ * own daemons in one scratch directory that is removed at the end. A phase that fails gives
+ * rows without values whose note names the failure; the others still run.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { startTestDaemon, type TestDaemon } from "../tests/_helpers/daemon.ts";
+import { resolvePython } from "../runtime/workbench.ts";
+import { benchAdmission, benchBlockedAdmission, benchStoreAdmission } from "./admission.ts";
+import { benchAdmissionLatency } from "./admission_latency.ts";
+import { prepareBlockedState } from "./blocked_release.ts";
+import { benchCellRoundTrip } from "./cell_round_trip.ts";
+import { benchGenerationSpawn } from "./generation_spawn.ts";
+import { runJupyterPeer } from "./jupyter_peer.ts";
+import { describeMachine } from "./machine.ts";
+import { memoryRows, type MemorySamples } from "./memory.ts";
+import { measureRawCommits } from "./raw_commit.ts";
+import { measureReplay, replayRow, seedRecords } from "./replay.ts";
+import { type BenchRow, failedRows, type RowSpec, sortRows } from "./row.ts";
+import { residentBytes, workingDenoPid } from "./rss.ts";
+import { benchStartup } from "./startup.ts";
+import type { BenchReport } from "./table.ts";
+
+/** How much each figure measures. */
+export interface BenchCounts {
+  /** Inputs per admission run (figure 1). */
+  admissionInputs: number;
+  /** The in-flight bound of the windowed admission run. */
+  admissionWindow: number;
+  /** Raw commits per ceiling measurement (figures 1 and 2). */
+  rawCommits: number;
+  /** Inputs timed one at a time while attention.plan is blocked (figure 2). */
+  latencyInputs: number;
+  /** Records in the log a since=0 client replays (figure 4). */
+  replayRecords: number;
+  /** Timed `1+1` cells, workbench and Jupyter each (figure 3). */
+  cells: number;
+  /** Timed raw echo frames (figure 3). */
+  echoes: number;
+  /** Untimed rounds before each timed series. */
+  warmup: number;
+  /** Jupyter kernels started and timed (figure 5d). */
+  jupyterStarts: number;
+  /** Workbench generations and bare interpreters started (figure 5c). */
+  spawns: number;
+  /** Restarts of serve and the bare server (figures 5b, 6a). */
+  restarts: number;
+  /** How long a process settles before its size is read, in ms. */
+  settleMs: number;
+}
+
+/** The counts the issue asks for. */
+export const FULL_COUNTS: BenchCounts = {
+  admissionInputs: 10_000,
+  admissionWindow: 64,
+  rawCommits: 3_000,
+  latencyInputs: 2_000,
+  replayRecords: 100_000,
+  cells: 1_000,
+  echoes: 5_000,
+  warmup: 50,
+  jupyterStarts: 3,
+  spawns: 10,
+  restarts: 3,
+  settleMs: 1_000,
+};
+
+/** Smaller counts for `--quick`: the same figures, noisier. */
+export const QUICK_COUNTS: BenchCounts = {
+  admissionInputs: 1_000,
+  admissionWindow: 64,
+  rawCommits: 500,
+  latencyInputs: 300,
+  replayRecords: 10_000,
+  cells: 200,
+  echoes: 1_000,
+  warmup: 20,
+  jupyterStarts: 1,
+  spawns: 3,
+  restarts: 1,
+  settleMs: 500,
+};
+
+/** Options for {@linkcode runBench}. */
+export interface RunBenchOptions {
+  /** Use {@linkcode QUICK_COUNTS}. */
+  quick: boolean;
+  /** Overrides the counts (tests use tiny ones). */
+  counts?: BenchCounts;
+  /** Receives progress lines. @default nothing */
+  log?: (line: string) => void;
+}
+
+/** A finished run: the report and the phases that failed. */
+export interface BenchRun {
+  report: BenchReport;
+  /** `"<phase>: <message>"` for each phase that failed; empty when all ran. */
+  failures: string[];
+}
+
+const SPECS: Record<string, Omit<RowSpec, "value">> = {
+  "1a": { id: "1a", figure: "admission throughput, all sent at once", unit: "inputs/s" },
+  "1b": { id: "1b", figure: "admission throughput, windowed", unit: "inputs/s" },
+  "1c": { id: "1c", figure: "admission throughput, attention.plan blocked", unit: "inputs/s" },
+  "1d": { id: "1d", figure: "admitInput in-process", unit: "inputs/s" },
+  "2a": { id: "2a", figure: "admission latency p50, attention.plan blocked", unit: "ms" },
+  "2b": { id: "2b", figure: "admission latency p99, attention.plan blocked", unit: "ms" },
+  "3a": { id: "3a", figure: "cell round trip 1+1, p50", unit: "ms" },
+  "3b": { id: "3b", figure: "cell round trip 1+1, p99", unit: "ms" },
+  "3c": { id: "3c", figure: "cell round trip 1+1, p50, against Jupyter", unit: "ms" },
+  "3d": { id: "3d", figure: "cell round trip 1+1, p99, against Jupyter", unit: "ms" },
+  "4a": { id: "4a", figure: "replay to a since=0 client", unit: "records/s" },
+  "5a": { id: "5a", figure: "serve answers /health, first start", unit: "s" },
+  "5b": { id: "5b", figure: "serve answers /health, restart", unit: "s" },
+  "5c": { id: "5c", figure: "spawn a workbench generation", unit: "ms" },
+  "5d": { id: "5d", figure: "spawn a workbench generation, against Jupyter", unit: "ms" },
+};
+
+/**
+ * Runs every figure and returns the report; never throws for a failing phase.
+ *
+ * @throws {KlbrError} only when the scratch directory cannot be created.
+ * @example
+ * ```ts
+ * const { report } = await runBench({ quick: true });
+ * console.log(formatTable(report));
+ * ```
+ */
+export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
+  const counts = options.counts ?? (options.quick ? QUICK_COUNTS : FULL_COUNTS);
+  const log = options.log ?? (() => {});
+  const started = performance.now();
+  const root = await Deno.makeTempDir({ prefix: "klbr-bench-" });
+  const rows: BenchRow[] = [];
+  const failures: string[] = [];
+  const memory: MemorySamples = {
+    idleDaemonBytes: null,
+    launcherBytes: null,
+    floorBytes: null,
+    beforeReplayBytes: null,
+    afterReplayBytes: null,
+    settledAfterReplayBytes: null,
+    records: null,
+  };
+  const dir = async (name: string) => {
+    const path = join(root, name);
+    await Deno.mkdir(path, { recursive: true });
+    return path;
+  };
+  const phase = async (name: string, ids: string[], fn: () => Promise<void>) => {
+    log(`${name} (${ids.join(", ")}) at ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    try {
+      await fn();
+    } catch (error) {
+      failures.push(`${name}: ${error instanceof Error ? error.message : error}`);
+      const done = new Set(rows.map((row) => row.id));
+      rows.push(...failedRows(ids.filter((id) => !done.has(id)).map((id) => SPECS[id]), error));
+    }
+  };
+
+  try {
+    const machine = await describeMachine();
+
+    await phase("start-up", ["5a", "5b"], async () => {
+      const result = await benchStartup({
+        root: await dir("startup"),
+        restarts: counts.restarts,
+        settleMs: counts.settleMs,
+      });
+      rows.push(...result.rows);
+      memory.idleDaemonBytes = result.idleDaemonBytes;
+      memory.launcherBytes = result.launcherBytes;
+      memory.floorBytes = result.floorBytes;
+    });
+
+    await phase("admission", ["1a", "1b", "1d"], async () => {
+      const ceiling = measureRawCommits({ dir: await dir("raw-1"), count: counts.rawCommits });
+      rows.push(
+        ...await benchAdmission({
+          root: await dir("admission"),
+          inputs: counts.admissionInputs,
+          window: counts.admissionWindow,
+          ceiling,
+        }),
+      );
+      rows.push(benchStoreAdmission({
+        dir: await dir("store-admission"),
+        inputs: counts.admissionInputs,
+        ceiling,
+      }));
+    });
+
+    const stateDir = join(root, "blocked", "state");
+    const workspace = await dir("blocked/ws");
+    let blocked = false;
+    await phase("blocked attention.plan", ["2a", "2b", "1c"], async () => {
+      await Deno.mkdir(stateDir, { recursive: true });
+      await prepareBlockedState({ stateDir, workspace, scratch: await dir("blocked/scratch") });
+      blocked = true;
+      const daemon = await startTestDaemon({ stateDir, workspace });
+      try {
+        const ceiling = measureRawCommits({ dir: await dir("raw-2"), count: counts.rawCommits });
+        rows.push(
+          ...await benchAdmissionLatency({
+            daemon,
+            count: counts.latencyInputs,
+            settleMs: counts.settleMs,
+            ceiling,
+          }),
+        );
+        rows.push(
+          await benchBlockedAdmission({ daemon, inputs: counts.admissionInputs, ceiling }),
+        );
+      } finally {
+        await daemon.kill();
+      }
+    });
+
+    await phase("replay", ["4a"], async () => {
+      if (!blocked) throw new Error("the blocked state directory could not be prepared");
+      const seed = seedRecords(stateDir, counts.replayRecords);
+      let daemon: TestDaemon | undefined;
+      try {
+        daemon = await startTestDaemon({ stateDir, workspace });
+        await new Promise((resolve) => setTimeout(resolve, counts.settleMs));
+        const pid = await workingDenoPid(daemon.pid);
+        memory.beforeReplayBytes = await residentBytes(pid);
+        const replay = await measureReplay({
+          port: daemon.port,
+          token: daemon.token,
+          head: seed.head,
+        });
+        memory.afterReplayBytes = await residentBytes(pid);
+        memory.records = replay.records;
+        await new Promise((resolve) => setTimeout(resolve, counts.settleMs));
+        memory.settledAfterReplayBytes = await residentBytes(pid);
+        rows.push(replayRow(seed, replay));
+      } finally {
+        await daemon?.kill();
+      }
+    });
+
+    let python = "python3";
+    await phase("cells", ["3a", "3b", "3c", "3d", "5c", "5d"], async () => {
+      python = (await resolvePython("python3")).executable;
+      const jupyter = await runJupyterPeer({
+        count: counts.cells,
+        warmup: counts.warmup,
+        starts: counts.jupyterStarts,
+        scratch: await dir("jupyter"),
+      });
+      const scratch = await dir("cells");
+      rows.push(...await benchCellRoundTrip({ ...counts, python, scratch, jupyter }));
+      rows.push(
+        ...await benchGenerationSpawn({ python, scratch, spawns: counts.spawns, jupyter }),
+      );
+    });
+
+    rows.push(...memoryRows(memory));
+    return {
+      report: {
+        generatedAt: new Date().toISOString(),
+        machine,
+        quick: options.quick,
+        counts: { ...counts },
+        rows: sortRows(rows),
+      },
+      failures,
+    };
+  } finally {
+    await Deno.remove(root, { recursive: true }).catch(() => {});
+  }
+}

@@ -1,0 +1,79 @@
+// End to end: one whole bench run with tiny counts against real daemons, real Python and
+// real SQLite. It checks the report's shape and bookkeeping, never a speed.
+
+import assert from "node:assert/strict";
+import { type BenchCounts, runBench } from "../run_bench.ts";
+import { formatTable } from "../table.ts";
+
+const TINY: BenchCounts = {
+  admissionInputs: 30,
+  admissionWindow: 4,
+  rawCommits: 30,
+  latencyInputs: 10,
+  replayRecords: 300,
+  cells: 5,
+  echoes: 20,
+  warmup: 1,
+  jupyterStarts: 1,
+  spawns: 1,
+  restarts: 1,
+  settleMs: 200,
+};
+
+Deno.test("`runBench()` measures every figure and prints one row for each", async () => {
+  const lines: string[] = [];
+  const { report, failures } = await runBench({
+    quick: true,
+    counts: TINY,
+    log: (line) => lines.push(line),
+  });
+  assert.deepEqual(failures, []);
+  const ids = report.rows.map((row) => row.id);
+  const expected = [
+    "1a",
+    "1b",
+    "1c",
+    "1d",
+    "2a",
+    "2b",
+    "3a",
+    "3b",
+    "3c",
+    "3d",
+    "4a",
+    "5a",
+    "5b",
+    "5c",
+    "5d",
+    "6a",
+    "6b",
+  ];
+  // 6c exists only when serve runs the daemon as a child process.
+  assert.deepEqual(ids.filter((id) => id !== "6c"), expected);
+  for (const row of report.rows) {
+    assert.notEqual(row.value, null, `${row.id} has a value`);
+    assert.ok(row.peer !== null, `${row.id} has a ceiling or peer`);
+  }
+  // Every row whose peer was measured has its ratio.
+  for (const row of report.rows.filter((r) => r.peer?.value != null)) {
+    assert.equal(row.ratio, row.value! / row.peer!.value!, row.id);
+  }
+  // The replay delivered the whole seeded log, and the bookkeeping says so.
+  assert.match(
+    report.rows.find((r) => r.id === "4a")!.figure,
+    /^replay to a since=0 client, \d{3},?\d* records$/,
+  );
+  assert.equal(report.counts.replayRecords, 300);
+  assert.deepEqual(
+    lines.map((line) => line.replace(/ at [\d.]+ s$/, "")),
+    [
+      "start-up (5a, 5b)",
+      "admission (1a, 1b, 1d)",
+      "blocked attention.plan (2a, 2b, 1c)",
+      "replay (4a)",
+      "cells (3a, 3b, 3c, 3d, 5c, 5d)",
+    ],
+  );
+  const table = formatTable(report).split("\n");
+  assert.equal(table.filter((l) => /^\| \d[a-z] /.test(l)).length, report.rows.length);
+});
