@@ -171,9 +171,12 @@ Deno.test("`runJupyterPeer()` says why when the interpreter does not exist", asy
 });
 
 Deno.test("`runJupyterPeer()` says why when the interpreter has no Jupyter", async () => {
-  // The workbench interpreter is stdlib-only; Debian's Jupyter lives under /usr/bin/python3.
+  // An interpreter without site-packages cannot import Jupyter, wherever Jupyter is installed.
+  const scratch = await Deno.makeTempDir();
+  const bare = join(scratch, "python3");
+  await Deno.writeTextFile(bare, `#!/bin/sh\nexec ${python} -S "$@"\n`, { mode: 0o755 });
   const result = await runJupyterPeer({
-    python,
+    python: bare,
     count: 1,
     warmup: 0,
     starts: 1,
