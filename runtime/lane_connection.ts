@@ -72,6 +72,8 @@ export interface LaneConnectionOptions {
   close: (code: number, reason: string) => void;
   /** Records read per store query while catching up. @default {1000} */
   pageSize?: number;
+  /** Resolves when the transport can take another page; absent means always. */
+  writable?: () => Promise<void>;
 }
 
 /**
@@ -214,7 +216,7 @@ export class LaneConnection {
     }
   }
 
-  #hello(message: Extract<ClientMessage, { kind: "hello" }>): void {
+  async #hello(message: Extract<ClientMessage, { kind: "hello" }>): Promise<void> {
     if (this.#session !== undefined) {
       throw new KlbrError("invalid_input", "cannot accept hello: this connection already said it");
     }
@@ -235,18 +237,19 @@ export class LaneConnection {
       server: { version: this.#host.version },
     });
     this.#unsubscribe = this.#host.subscribe(message.session, (signal) => this.#signal(signal));
-    this.#pump();
+    await this.#pump();
+    if (this.#closed) return;
     this.#options.send({ kind: "replayed", session: message.session, head: this.#cursor });
   }
 
   #signal(signal: LaneSignal): void {
     if (this.#closed) return;
-    if (signal.kind === "wake") this.#pump();
+    if (signal.kind === "wake") void this.#pump();
     else this.#options.send(signal);
   }
 
   /** Sends every durable record after the cursor; re-entrant wakes only mark it dirty. */
-  #pump(): void {
+  async #pump(): Promise<void> {
     const session = this.#session;
     if (session === undefined) return;
     if (this.#pumping) {
@@ -269,10 +272,14 @@ export class LaneConnection {
             this.#cursor = record.seq;
           }
           if (page.length === 0) break;
+          // A long catch-up goes out page by page as the client reads it, so the daemon never
+          // holds the whole log in a socket buffer.
+          await this.#options.writable?.();
         }
       } while (this.#dirty && !this.#closed);
     } finally {
       this.#pumping = false;
     }
   }
+
 }

@@ -103,6 +103,7 @@ export function createApp(deps: AppDeps): Hono {
               if (ws.readyState === 1) ws.send(JSON.stringify(message));
             },
             close: (code, reason) => ws.close(code, reason),
+            writable: () => whenDrained(ws.raw as WebSocket | undefined),
           });
         },
         onMessage(event, _ws) {
@@ -149,4 +150,22 @@ function nextMacrotask(): Promise<void> {
     };
     port2.postMessage(undefined);
   });
+}
+
+/** Bytes a socket may hold unsent before a catch-up waits for the client. */
+const HIGH_WATER_BYTES = 1 << 20;
+/** How long a catch-up waits for a client that reads nothing before closing it. */
+const STALL_LIMIT_MS = 60_000;
+
+/** Resolves once the socket's unsent bytes fall under the high-water mark, or it closes. */
+async function whenDrained(socket: WebSocket | undefined): Promise<void> {
+  if (socket === undefined) return;
+  const deadline = Date.now() + STALL_LIMIT_MS;
+  while (socket.readyState === WebSocket.OPEN && socket.bufferedAmount > HIGH_WATER_BYTES) {
+    if (Date.now() > deadline) {
+      socket.close(1013, "client too slow to read its catch-up");
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
 }
