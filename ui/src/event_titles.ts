@@ -6,7 +6,7 @@
  */
 
 import type { LaneRecord } from "../../runtime/protocol.ts";
-import { any, type Data, flag, num, strings, text } from "./_fields.ts";
+import { type Data, flag, num, strings, text } from "./_fields.ts";
 
 /** How an event is shown; `error` and `warning` also carry a badge with that word. */
 export type Severity = "info" | "warning" | "error";
@@ -67,7 +67,7 @@ export function describeEvent(
   if (type.startsWith("frame.")) return frameEvent(type, d);
   switch (type) {
     case "kernel.reset": {
-      const generation = any(d, "generation");
+      const generation = num(d, "generation");
       const parts = [text(d, "reason") ?? ""];
       const skills = text(d, "skills_revision", "skills.revision");
       if (skills !== undefined) parts.push(`skills ${shortId(skills)}`);
