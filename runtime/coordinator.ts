@@ -11,13 +11,15 @@ import { localDedupeKey } from "../store/dedupe_keys.ts";
 import { closeDanglingToolCalls } from "../store/provider_items.ts";
 import { frameHasCells, interruptOpenCells } from "../store/cells.ts";
 import { adoptFrame, finishFrame, type FrameRecord, openFrames } from "../store/frames.ts";
-import { activateRelease, getRelease } from "../store/releases.ts";
+import { activateRelease, getRelease, markLastGood } from "../store/releases.ts";
 import { currentGeneration, startGeneration } from "../store/kernel_generations.ts";
 import { ensureSession, getSession, requireSession } from "../store/sessions.ts";
 import { verifyRelease } from "../store/snapshot_hash.ts";
 import type { Store } from "../store/store.ts";
 import type { BehaviorState } from "./behavior_releases.ts";
 import { KlbrError } from "./errors.ts";
+import { behaviorHandlers } from "./behavior_editing.ts";
+import { checkHookResult } from "./hook_contracts.ts";
 import { newId } from "./ids.ts";
 import { EventBus } from "./event_bus.ts";
 import type { AdmitOutcome, InputMessage, LaneHost } from "./lane_connection.ts";
@@ -50,6 +52,8 @@ interface SessionParts {
   behavior: { releaseId: string; path: string };
   /** The frame whose turn is running, for routing `local.send`. */
   frame: { id: string; routing: unknown } | null;
+  /** Hook calls that failed (or broke their contract) since the count was last read. */
+  hookFailures: number;
 }
 
 /**
@@ -120,6 +124,7 @@ export class Coordinator implements LaneHost {
     const parts = {} as SessionParts;
     parts.behavior = { releaseId: this.#o.behavior.releaseId, path: this.#o.behavior.path };
     parts.frame = null;
+    parts.hookFailures = 0;
     // The workbench and the hook worker run the same package from the same release.
     const common = {
       python: this.#o.python,
@@ -144,6 +149,15 @@ export class Coordinator implements LaneHost {
       rpc: {
         "local.send": (params, ctx) =>
           Promise.resolve(this.#send(session, parts, params, ctx.cell)),
+        ...behaviorHandlers({
+          store,
+          session,
+          python: this.#o.python,
+          repoRoot: this.#o.repoRoot,
+          workspace: this.#o.workspace,
+          activate: (releaseId, epoch, reason) =>
+            this.#activate(session, parts, releaseId, epoch, reason),
+        }),
       },
     });
     parts.hooks = new KernelSupervisor({
@@ -153,7 +167,14 @@ export class Coordinator implements LaneHost {
     });
     const hooks = (): HookCaller => ({
       revision: parts.behavior.releaseId,
-      call: (name, args, options) => parts.hooks.hook(name, args, options),
+      call: async (name, args, options) => {
+        try {
+          return checkHookResult(name, await parts.hooks.hook(name, args, options));
+        } catch (error) {
+          parts.hookFailures++;
+          throw error;
+        }
+      },
     });
     const modelTurn = createModelTurn({
       store,
@@ -180,8 +201,20 @@ export class Coordinator implements LaneHost {
       log: this.#o.log,
       turn: async (ctx) => {
         parts.frame = { id: ctx.frame.id, routing: ctx.frame.routing };
+        parts.hookFailures = 0;
         try {
-          return await modelTurn(ctx);
+          const end = await modelTurn(ctx);
+          // A release that ran a whole turn with every hook answering is a good one to go
+          // back to.
+          const row = requireSession(store, session);
+          if (
+            parts.hookFailures === 0 && row.activeRelease === ctx.frame.policyRevision &&
+            row.lastGoodRelease !== row.activeRelease
+          ) {
+            markLastGood(store, session, row.activeRelease);
+            this.bus.wake(session);
+          }
+          return end;
         } finally {
           parts.frame = null;
         }
@@ -312,26 +345,13 @@ export class Coordinator implements LaneHost {
       case "op.activate": {
         const parts = this.#require(session);
         const snapshot = await verifyRelease(message.release);
-        if (getRelease(store, snapshot.id) === undefined) {
-          throw new KlbrError(
-            "not_found",
-            `cannot activate release ${
-              snapshot.id.slice(0, 12)
-            }: it was never published (got ${message.release})`,
-          );
-        }
-        const { epoch } = activateRelease(store, {
+        const epoch = await this.#activate(
           session,
-          expectedEpoch: message.epoch,
-          releaseId: snapshot.id,
-          reason: "operator activate",
-        });
-        // A running cell stays pinned: only hooks and kernels started from now use it.
-        parts.behavior = { releaseId: snapshot.id, path: getRelease(store, snapshot.id)!.path };
-        await parts.hooks.reset("behaviour activated");
-        this.bus.wake(session);
-        // Inputs a broken hook left pending get a fresh try under the new release.
-        parts.runtime.wake();
+          parts,
+          snapshot.id,
+          message.epoch,
+          "operator activate",
+        );
         return { epoch, release_id: snapshot.id };
       }
     }
@@ -380,6 +400,40 @@ export class Coordinator implements LaneHost {
       await parts.kernel.shutdown();
       await parts.hooks.shutdown();
     }
+  }
+
+  /**
+   * The one activation path: verify, compare-and-swap the epoch, switch the hook worker.
+   *
+   * A running cell stays pinned to the release it started with; the workbench heap is kept.
+   * @throws {KlbrError} `not_found` for a release never published, `release_invalid` when it
+   * no longer verifies, `epoch_moved` when the epoch is not `expectedEpoch`.
+   */
+  async #activate(
+    session: string,
+    parts: SessionParts,
+    releaseId: string,
+    expectedEpoch: number,
+    reason: string,
+  ): Promise<number> {
+    const { store } = this.#o;
+    const release = getRelease(store, releaseId);
+    if (release === undefined) {
+      throw new KlbrError(
+        "not_found",
+        `cannot activate release ${
+          releaseId.slice(0, 12)
+        }: it was never published (got ${releaseId})`,
+      );
+    }
+    await verifyRelease(release.path);
+    const { epoch } = activateRelease(store, { session, expectedEpoch, releaseId, reason });
+    parts.behavior = { releaseId, path: release.path };
+    await parts.hooks.reset("behaviour activated");
+    this.bus.wake(session);
+    // Inputs a broken hook left pending get a fresh try under the new release.
+    parts.runtime.wake();
+    return epoch;
   }
 
   #require(session: string): SessionParts {
@@ -435,5 +489,6 @@ function systemMessage(workspace: string): string {
     "and you are woken by the next input.",
     `Workspace: ${workspace}. open_file, ls, search, delete and run are bound in every cell;`,
     "`import klbr.skills as skills; dir(skills)` lists your skills, help(skills.<id>) reads one.",
+    "`behavior` edits your own policy hooks (help(behavior); the maintenance skill explains it).",
   ].join("\n");
 }

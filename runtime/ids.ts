@@ -23,6 +23,7 @@ export const ID_PREFIXES = {
   client: "cl",
   call: "call",
   job: "job",
+  draft: "dr",
 } as const;
 
 /** The kinds of id klbr mints. */

@@ -269,14 +269,10 @@ async function prepareContext(options: ModelTurnOptions, session: string): Promi
     ...trimItems(items, options.maxItems ?? 200),
   ];
   try {
-    const value = await options.hooks().call("context.prepare", { messages: base }, {
+    const messages = await options.hooks().call("context.prepare", { messages: base }, {
       timeoutMs: 10_000,
     });
-    const messages = (value as { messages?: unknown })?.messages ?? value;
-    if (Array.isArray(messages) && messages.every((m) => typeof m?.role === "string")) {
-      return messages as ChatMessage[];
-    }
-    throw new Error("context.prepare must return a list of messages");
+    return messages as unknown as ChatMessage[];
   } catch (error) {
     recordHookFailure(options, session, "context.prepare", error);
     return base as unknown as ChatMessage[];
@@ -291,46 +287,29 @@ function trimItems(items: Record<string, unknown>[], max: number): Record<string
   return items.slice(start);
 }
 
-/**
- * Calls a hook that picks one of `allowed` values in its result's `field`; any failure or an
- * unknown value records `hook.failed` and returns `fallback`.
- */
-async function chooseByHook(
-  options: ModelTurnOptions,
-  session: string,
-  hook: "model.plan" | "turn.next",
-  choice: { field: string; allowed: readonly string[]; fallback: string },
-): Promise<string> {
+async function planRoute(options: ModelTurnOptions, session: string): Promise<string> {
   try {
-    const value = await options.hooks().call(hook, { session: { id: session } }, {
+    const plan = await options.hooks().call("model.plan", { session: { id: session } }, {
       timeoutMs: 10_000,
     });
-    const picked = (value as Record<string, unknown> | null)?.[choice.field];
-    if (typeof picked === "string" && choice.allowed.includes(picked)) return picked;
-    throw new Error(
-      `${hook} must return {"${choice.field}": ${
-        choice.allowed.map((a) => `"${a}"`).join("|")
-      }} (got ${JSON.stringify(value)})`,
-    );
+    return plan.route;
   } catch (error) {
-    recordHookFailure(options, session, hook, error);
-    return choice.fallback;
+    recordHookFailure(options, session, "model.plan", error);
+    return "main";
   }
 }
 
-const planRoute = (options: ModelTurnOptions, session: string) =>
-  chooseByHook(options, session, "model.plan", {
-    field: "route",
-    allowed: ["main", "fast", "long"],
-    fallback: "main",
-  });
-
-const decideNext = (options: ModelTurnOptions, session: string) =>
-  chooseByHook(options, session, "turn.next", {
-    field: "action",
-    allowed: ["continue", "wait", "stop"],
-    fallback: "wait",
-  });
+async function decideNext(options: ModelTurnOptions, session: string): Promise<string> {
+  try {
+    const next = await options.hooks().call("turn.next", { session: { id: session } }, {
+      timeoutMs: 10_000,
+    });
+    return next.action;
+  } catch (error) {
+    recordHookFailure(options, session, "turn.next", error);
+    return "wait";
+  }
+}
 
 function recordHookFailure(
   options: ModelTurnOptions,

@@ -14,17 +14,20 @@ import { acceptFrame, finishFrame, type FrameRecord, renewLease } from "../store
 import { getInput, type InputRecord, pendingInputs, pendingSummary } from "../store/inputs.ts";
 import { requireSession } from "../store/sessions.ts";
 import type { Store } from "../store/store.ts";
-import { describeIssues, type HookName } from "./protocol.ts";
+import type { HookName } from "./protocol.ts";
+import type { AttentionPlan, HookResult } from "./hook_contracts.ts";
 import type { EventBus } from "./event_bus.ts";
 
 /** Calls a policy hook of the active release. */
 export interface HookCaller {
   /** The active release id the hooks come from. */
   readonly revision: string;
-  /** Runs one hook; rejects on failure or timeout. */
-  call(name: HookName, args: Record<string, unknown>, options: { timeoutMs: number }): Promise<
-    unknown
-  >;
+  /** Runs one hook and checks its result against its contract; rejects on any failure. */
+  call<N extends HookName>(
+    name: N,
+    args: Record<string, unknown>,
+    options: { timeoutMs: number },
+  ): Promise<HookResult<N>>;
 }
 
 /** What a turn is given. */
@@ -48,12 +51,6 @@ export interface TurnEnd {
 
 /** Runs one turn for one accepted frame. */
 export type TurnRunner = (context: TurnContext) => Promise<TurnEnd>;
-
-/** The result `attention.plan` must return. */
-export const AttentionPlan = z.object({
-  consume: z.array(z.string()).max(1000),
-  routing: z.record(z.string(), z.unknown()).default({}),
-});
 
 /** Options for {@linkcode SessionRuntime}. */
 export interface SessionRuntimeOptions {
@@ -213,10 +210,9 @@ export class SessionRuntime {
         })),
         session: { id: this.#o.session },
       }, { timeoutMs: this.#o.hookTimeoutMs });
-      const parsed = AttentionPlan.safeParse(value);
-      if (!parsed.success) throw new Error(`returned ${describeIssues(parsed.error)}`);
+      const plan = value;
       this.#lastHookFailure = undefined;
-      return parsed.data;
+      return plan;
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       this.#lastHookFailure = message;

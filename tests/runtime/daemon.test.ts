@@ -503,3 +503,88 @@ Deno.test("inputs sent together commit together; a refused one is answered alone
     await daemon.stop();
   }
 });
+
+Deno.test("the agent edits, tests and activates a hook from a cell; the heap lives on; rollback works", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
+  try {
+    const newContext = [
+      "def prepare(messages, **context):",
+      "    return messages + [{'role': 'user', 'content': '[policy v2]'}]",
+      "",
+    ].join("\\n");
+    fake.enqueue({
+      toolCall: {
+        code: [
+          "alive = {'n': 1}",
+          "d = await behavior.draft()",
+          "print(sorted(await d.files()))",
+          `await d.write('context.py', "${newContext}")`,
+          "print('test', (await d.test()).ok)",
+          "print('epoch', await d.activate())",
+          "bad = await behavior.draft()",
+          "await bad.write('turn.py', 'def next(**context):\\n    return 42\\n')",
+          "print('bad', (await bad.test()).ok)",
+          "try:",
+          "    await bad.publish()",
+          "except Exception as e:",
+          "    print('refused', e)",
+          "wait()",
+        ].join("\n"),
+      },
+    });
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "b1", text: "improve yourself" });
+    const first = await waitRecord(client, "cell.finished");
+    const out1 = (first.data.result as { stdout: string; stderr: string }).stdout;
+    assert.match(out1, /\['attention\.py', 'context\.py', 'model\.py', 'turn\.py'\]/);
+    assert.match(out1, /^test True$/m);
+    assert.match(out1, /^epoch 2$/m);
+    assert.match(out1, /^bad False$/m);
+    assert.match(
+      out1,
+      /^refused .*cannot publish draft dr_\w+: its hooks failed the host's test \(turn\.next: turn\.next returned/m,
+    );
+    const activation = await waitRecord(
+      client,
+      "activation",
+      (r) => r.data.reason === "agent activate",
+    );
+    const v2 = String(activation.data.release_id);
+    await waitRecord(client, "frame.finished");
+
+    // The next turn runs the new hook and the same heap.
+    fake.enqueue({ toolCall: { code: "print(alive['n'])\nwait()" } });
+    await client.request({ kind: "input", client_msg_id: "b2", text: "again" });
+    const second = await waitRecord(client, "cell.finished", (r) => r.seq > first.seq);
+    assert.equal((second.data.result as { stdout: string }).stdout, "1\n");
+    const chat = fake.requests.filter((r) => r.method === "POST");
+    assert.equal(chat.at(-1)!.body.messages.at(-1).content, "[policy v2]");
+    // A whole turn ran on v2 with every hook answering: it is now the last good release.
+    await waitRecord(client, "release.last_good", (r) => r.data.release_id === v2);
+
+    // Activate a third release, then roll back to the last good one, all from a cell.
+    fake.enqueue({
+      toolCall: {
+        code: [
+          "d3 = await behavior.draft()",
+          "await d3.write('model.py', (await d3.read('model.py')) + '\\n# v3\\n')",
+          "print('v3 epoch', await d3.activate())",
+          "print('rolled back to', await behavior.rollback())",
+          "print((await behavior.status())['release_id'])",
+          "wait()",
+        ].join("\n"),
+      },
+    });
+    await client.request({ kind: "input", client_msg_id: "b3", text: "and back" });
+    const third = await waitRecord(client, "cell.finished", (r) => r.seq > second.seq);
+    const out3 = (third.data.result as { stdout: string }).stdout;
+    assert.match(out3, /^v3 epoch 3$/m);
+    assert.match(out3, /^rolled back to 4$/m);
+    assert.match(out3, new RegExp(`^${v2}$`, "m"));
+    await client.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+});

@@ -138,7 +138,10 @@ class InitTest(KernelCase):
         result = (await self.init())["result"]
         self.assertIsInstance(result["pid"], int)
         self.assertRegex(result["python"], r"^3\.\d+\.\d+")
-        self.assertEqual(result["prelude"], ["delete", "local", "ls", "open_file", "run", "search", "skills", "wait", "workspace"])
+        self.assertEqual(
+            result["prelude"],
+            ["behavior", "delete", "local", "ls", "open_file", "run", "search", "skills", "wait", "workspace"],
+        )
 
     async def test_init_refuses_bad_fields(self) -> None:
         """`handle_init()` refuses a bad generation, workspace, skills, behavior or session."""

@@ -1,0 +1,137 @@
+"""``behavior``: edit your own policy hooks, test them, publish and activate them.
+
+Your hooks (``attention.plan``, ``model.plan``, ``context.prepare``, ``turn.next``) are
+plain Python files in an immutable, content-addressed *release*. To change one:
+
+    d = await behavior.draft()             # a writable copy of the active release
+    src = await d.read("turn.py")
+    await d.write("turn.py", src.replace(...))
+    report = await d.test()                # the host runs every hook on fixtures
+    print(report)                          # which hooks answered, and how
+    await d.activate()                     # publish, then switch if nobody switched since
+
+The host checks a candidate itself; a draft cannot declare itself tested. Activation is a
+compare-and-swap on the behaviour epoch: it fails if the epoch moved since the draft was
+taken. Your workbench heap is kept: only the hook worker is replaced, and a cell that is
+running keeps the release it started with. ``await behavior.rollback()`` returns to the
+last release that completed a turn with every hook answering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from klbr import rpc
+
+__all__ = ["Behavior", "Draft", "TestReport", "behavior"]
+
+
+def _object(result: Any, action: str) -> dict[str, Any]:
+    if not isinstance(result, dict):
+        raise RuntimeError(f"cannot {action}: host replied with a non-object (got {type(result).__name__})")
+    return result
+
+
+@dataclass(frozen=True)
+class TestReport:
+    """What the host found when it ran each hook of a draft on fixture inputs.
+
+    ``ok`` is true only when every hook answered with a result that fits its contract.
+    ``checks`` holds one ``{"hook", "ok", "detail"}`` per hook.
+    """
+
+    ok: bool
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"draft test: {'ok' if self.ok else 'FAILED'}"]
+        for check in self.checks:
+            mark = "ok  " if check.get("ok") else "FAIL"
+            lines.append(f"  {mark} {check.get('hook')}: {check.get('detail', '')}")
+        return "\n".join(lines)
+
+
+class Draft:
+    """A writable copy of a release, in the state directory (not in your workspace).
+
+    ``base_release`` and ``base_epoch`` are what was active when the draft was taken;
+    ``activate()`` refuses if the epoch has moved since.
+    """
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.id: str = str(info["draft_id"])
+        self.base_release: str = str(info["base_release"])
+        self.base_epoch: int = int(info["base_epoch"])
+        self.release: str | None = None
+
+    async def files(self) -> list[str]:
+        """The draft's file paths, relative and sorted."""
+        result = _object(await rpc.call("behavior.files", {"draft_id": self.id}), "list draft files")
+        return [str(path) for path in result.get("files", [])]
+
+    async def read(self, path: str) -> str:
+        """The text of one draft file, e.g. ``await d.read("turn.py")``."""
+        result = _object(await rpc.call("behavior.read", {"draft_id": self.id, "path": path}), "read")
+        return str(result["text"])
+
+    async def write(self, path: str, text: str) -> None:
+        """Replace (or create) one draft file. Paths stay inside the draft; no links."""
+        if not isinstance(text, str):
+            raise TypeError(f"cannot write {path}: text must be a string (got {type(text).__name__})")
+        await rpc.call("behavior.write", {"draft_id": self.id, "path": path, "text": text})
+        self.release = None
+
+    async def test(self) -> TestReport:
+        """Run every hook of the draft on fixtures in a throwaway worker; nothing is changed."""
+        result = _object(await rpc.call("behavior.test", {"draft_id": self.id}), "test draft")
+        return TestReport(ok=bool(result.get("ok")), checks=list(result.get("checks", [])))
+
+    async def publish(self) -> str:
+        """Test, then publish the draft as an immutable release; return its sha256 id.
+
+        Raises ``klbr.rpc.RpcError`` naming the failing hooks when the test fails.
+        """
+        result = _object(await rpc.call("behavior.publish", {"draft_id": self.id}), "publish")
+        self.release = str(result["release_id"])
+        return self.release
+
+    async def activate(self) -> int:
+        """Publish (if not yet) and activate at the draft's base epoch; return the new epoch."""
+        release = self.release or await self.publish()
+        return await behavior.activate(release, self.base_epoch)
+
+    def __repr__(self) -> str:
+        return f"<draft {self.id} of release {self.base_release[:12]} at epoch {self.base_epoch}>"
+
+
+class Behavior:
+    """Your behaviour releases. Bound in every cell as ``behavior``."""
+
+    async def status(self) -> dict[str, Any]:
+        """The active release, its epoch and the last good release."""
+        return _object(await rpc.call("behavior.status", {}), "read behaviour status")
+
+    async def draft(self) -> Draft:
+        """A new writable draft copied from the active release."""
+        return Draft(_object(await rpc.call("behavior.draft", {}), "take a draft"))
+
+    async def activate(self, release_id: str, expected_epoch: int) -> int:
+        """Switch to a published release if the epoch is still ``expected_epoch``; return the new one."""
+        result = _object(
+            await rpc.call("behavior.activate", {"release_id": release_id, "expected_epoch": expected_epoch}),
+            "activate",
+        )
+        return int(result["epoch"])
+
+    async def rollback(self) -> int:
+        """Return to the last good release (compare-and-swap on the current epoch)."""
+        result = _object(await rpc.call("behavior.rollback", {}), "roll back")
+        return int(result["epoch"])
+
+    def __repr__(self) -> str:
+        return "<behaviour releases: await behavior.draft(), .status(), .activate(), .rollback()>"
+
+
+behavior = Behavior()
+"""The one ``Behavior`` object the prelude binds."""
