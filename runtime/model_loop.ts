@@ -16,6 +16,8 @@ import { appendProviderItems, readProviderItems } from "../store/provider_items.
 import type { Store } from "../store/store.ts";
 import type { CellResult } from "./_workbench_parts.ts";
 import { newId } from "./ids.ts";
+import type { HookResult } from "./hook_contracts.ts";
+import type { HookName } from "./protocol.ts";
 import type { EventBus } from "./event_bus.ts";
 import type { ChatMessage, Provider } from "./provider.ts";
 import type { HookCaller, TurnContext, TurnEnd } from "./session_runtime.ts";
@@ -264,19 +266,13 @@ function renderCellResult(result: CellResult): string {
 /** The request's messages: the contract, then the provider sequence, via `context.prepare`. */
 async function prepareContext(options: ModelTurnOptions, session: string): Promise<ChatMessage[]> {
   const items = readProviderItems(options.store, session).map((item) => item.message);
+  // Every stored provider item has a role: appendProviderItems refuses any other.
   const base = [
     { role: "system", content: options.system() },
     ...trimItems(items, options.maxItems ?? 200),
-  ];
-  try {
-    const messages = await options.hooks().call("context.prepare", { messages: base }, {
-      timeoutMs: 10_000,
-    });
-    return messages as unknown as ChatMessage[];
-  } catch (error) {
-    recordHookFailure(options, session, "context.prepare", error);
-    return base as unknown as ChatMessage[];
-  }
+  ] as HookResult<"context.prepare">;
+  const messages = await hookOr(options, session, "context.prepare", { messages: base }, base);
+  return messages as unknown as ChatMessage[];
 }
 
 /** Keeps the last `max` items, starting at a user message so no tool group is split. */
@@ -287,29 +283,32 @@ function trimItems(items: Record<string, unknown>[], max: number): Record<string
   return items.slice(start);
 }
 
-async function planRoute(options: ModelTurnOptions, session: string): Promise<string> {
+/**
+ * Runs a hook of the turn; on any failure records `hook.failed` and returns `fallback`, the
+ * hook's documented safe default.
+ */
+async function hookOr<N extends HookName>(
+  options: ModelTurnOptions,
+  session: string,
+  name: N,
+  args: Record<string, unknown>,
+  fallback: HookResult<N>,
+): Promise<HookResult<N>> {
   try {
-    const plan = await options.hooks().call("model.plan", { session: { id: session } }, {
-      timeoutMs: 10_000,
-    });
-    return plan.route;
+    return await options.hooks().call(name, args, { timeoutMs: 10_000 });
   } catch (error) {
-    recordHookFailure(options, session, "model.plan", error);
-    return "main";
+    recordHookFailure(options, session, name, error);
+    return fallback;
   }
 }
 
-async function decideNext(options: ModelTurnOptions, session: string): Promise<string> {
-  try {
-    const next = await options.hooks().call("turn.next", { session: { id: session } }, {
-      timeoutMs: 10_000,
-    });
-    return next.action;
-  } catch (error) {
-    recordHookFailure(options, session, "turn.next", error);
-    return "wait";
-  }
-}
+const planRoute = async (options: ModelTurnOptions, session: string) =>
+  (await hookOr(options, session, "model.plan", { session: { id: session } }, { route: "main" }))
+    .route;
+
+const decideNext = async (options: ModelTurnOptions, session: string) =>
+  (await hookOr(options, session, "turn.next", { session: { id: session } }, { action: "wait" }))
+    .action;
 
 function recordHookFailure(
   options: ModelTurnOptions,
