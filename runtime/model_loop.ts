@@ -13,6 +13,7 @@ import { appendEvent } from "../store/events.ts";
 import { finishCell, startCell } from "../store/cells.ts";
 import type { InputRecord } from "../store/inputs.ts";
 import { appendProviderItems, readProviderItems } from "../store/provider_items.ts";
+import { type ArtifactRef, spoolArtifact } from "../store/artifacts.ts";
 import type { Store } from "../store/store.ts";
 import type { CellResult } from "./_workbench_parts.ts";
 import { newId } from "./ids.ts";
@@ -197,13 +198,20 @@ async function runTurn(
           onStream: (name, text) =>
             bus.emit(session, { kind: "cell.output", session, cell: cellId, name, text }),
         });
+        // Long output is spooled whole to an artifact; records and the model get an excerpt
+        // that names it, so nothing printed is discarded and no record is huge.
+        const stdout = await spoolLongText(store.stateDir, result.stdout);
+        const stderr = await spoolLongText(store.stateDir, result.stderr);
+        const shown = { ...result, stdout: stdout.text, stderr: stderr.text };
         // The outcome is durable before the model (or anyone) is told about it.
         finishCell(store, cellId, {
           outcome: result.outcome,
           result: {
             value: result.value,
-            stdout: result.stdout,
-            stderr: result.stderr,
+            stdout: stdout.text,
+            stderr: stderr.text,
+            ...(stdout.artifact ? { stdout_artifact: stdout.artifact } : {}),
+            ...(stderr.artifact ? { stderr_artifact: stderr.artifact } : {}),
             error: result.error,
             wait: result.wait,
             duration_ms: Math.round(result.duration_ms),
@@ -212,7 +220,7 @@ async function runTurn(
         appendProviderItems(store, session, frame.id, [{
           role: "tool",
           tool_call_id: call.id,
-          content: renderCellResult(result),
+          content: renderCellResult(shown),
         }]);
         bus.wake(session);
         if (result.wait !== null) waited = result.wait.reason;
@@ -248,6 +256,25 @@ function parseCode(name: string, args: string): string | { error: string } {
     if (typeof parsed?.code === "string") return parsed.code;
   } catch { /* reported below */ }
   return { error: `[not run: arguments must be JSON {"code": "..."} (got ${args.slice(0, 200)})]` };
+}
+
+/** Output longer than this many characters is spooled to an artifact. */
+const SPOOL_ABOVE_CHARS = 8_192;
+
+/** Keeps `text` when short; otherwise spools it whole and returns its head, tail and id. */
+async function spoolLongText(
+  stateDir: string,
+  text: string,
+): Promise<{ text: string; artifact?: ArtifactRef }> {
+  if (text.length <= SPOOL_ABOVE_CHARS) return { text };
+  const artifact = await spoolArtifact(stateDir, new TextEncoder().encode(text));
+  const head = text.slice(0, 4_000);
+  const tail = text.slice(-2_000);
+  return {
+    text: `${head}\n[… ${text.length - 6_000} characters not shown; the whole output is ` +
+      `${artifact.bytes} bytes in artifact ${artifact.id} …]\n${tail}`,
+    artifact,
+  };
 }
 
 function renderCellResult(result: CellResult): string {

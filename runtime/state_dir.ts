@@ -18,6 +18,7 @@ import { isAbsolute, join, resolve } from "node:path";
 import { openStore } from "../store/store.ts";
 import { defaultConfigText } from "./config.ts";
 import { ensureOperatorToken } from "./operator_token.ts";
+import { pathExists } from "../store/files.ts";
 
 /** The subdirectories `init` creates. */
 export const STATE_SUBDIRS = ["releases", "drafts", "artifacts", "skills"] as const;
@@ -56,24 +57,14 @@ export interface InitReport {
  */
 export async function initStateDir(stateDir: string): Promise<InitReport> {
   await Deno.mkdir(stateDir, { recursive: true });
-  const created = !(await exists(join(stateDir, "runtime.sqlite")));
+  const created = !(await pathExists(join(stateDir, "runtime.sqlite")));
   const store = openStore(stateDir, { create: true, owner: true });
   store.close();
   for (const sub of STATE_SUBDIRS) await Deno.mkdir(join(stateDir, sub), { recursive: true });
   await ensureOperatorToken(stateDir);
   const config = join(stateDir, CONFIG_FILE);
-  if (!(await exists(config))) await Deno.writeTextFile(config, defaultConfigText());
+  if (!(await pathExists(config))) await Deno.writeTextFile(config, defaultConfigText());
   return { created, stateDir };
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return false;
-    throw error;
-  }
 }
 
 /** Resolves the configuration file: the flag, `KLBR_CONFIG`, then `<state>/config.kdl`. */
@@ -84,5 +75,5 @@ export async function resolveConfigPath(
   const chosen = flag ?? Deno.env.get("KLBR_CONFIG");
   if (chosen !== undefined) return resolve(chosen);
   const inState = join(stateDir, CONFIG_FILE);
-  return (await exists(inState)) ? inState : undefined;
+  return (await pathExists(inState)) ? inState : undefined;
 }

@@ -17,6 +17,7 @@ import { basename, join } from "node:path";
 import { KlbrError } from "../runtime/errors.ts";
 import { recordRelease } from "./releases.ts";
 import type { Store } from "./store.ts";
+import { pathExists } from "./files.ts";
 
 /** One file of a snapshot. */
 export interface TreeFile {
@@ -177,16 +178,6 @@ async function syncPath(path: string): Promise<void> {
   }
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return false;
-    throw error;
-  }
-}
-
 /**
  * Re-hashes the release at `path` and checks it against its directory name.
  *
@@ -265,18 +256,18 @@ export async function publishRelease(
       await syncPath(absolute);
     });
     target = join(releasesDir, snapshot.id);
-    if (await exists(target) && !(await verifiesQuietly(target, limits))) {
+    if (await pathExists(target) && !(await verifiesQuietly(target, limits))) {
       // A damaged copy of this very release: keep it aside for diagnosis, install a good one.
       await Deno.rename(target, join(releasesDir, `.broken-${snapshot.id}-${Date.now()}`));
     }
-    if (!(await exists(target))) {
+    if (!(await pathExists(target))) {
       for (const dir of [...dirs].sort((a, b) => b.length - a.length)) await syncPath(dir);
       try {
         await Deno.rename(temp, target);
         created = true;
       } catch (error) {
         // Another publisher renamed the same id first; its copy is verified below.
-        if (!(await exists(target))) throw error;
+        if (!(await pathExists(target))) throw error;
       }
       await syncPath(releasesDir);
     }

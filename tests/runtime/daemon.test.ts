@@ -588,3 +588,37 @@ Deno.test("the agent edits, tests and activates a hook from a cell; the heap liv
     await fake.close();
   }
 });
+
+Deno.test("long cell output is spooled whole to an artifact; records and the model get an excerpt", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
+  try {
+    fake.enqueue({ toolCall: { code: "print('x' * 50_000 + 'END')" } });
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "long", text: "print a lot" });
+    const finished = await waitRecord(client, "cell.finished");
+    const result = finished.data.result as {
+      stdout: string;
+      stdout_artifact: { id: string; bytes: number };
+    };
+    assert.equal(result.stdout_artifact.bytes, 50_004);
+    assert.ok(
+      result.stdout.length < 7_000,
+      `the record keeps an excerpt (${result.stdout.length})`,
+    );
+    assert.match(result.stdout, new RegExp(`50004 bytes in artifact ${result.stdout_artifact.id}`));
+    assert.ok(result.stdout.endsWith("END\n"), "the tail is kept");
+    const whole = await Deno.readTextFile(
+      `${daemon.stateDir}/artifacts/${result.stdout_artifact.id}`,
+    );
+    assert.equal(whole, "x".repeat(50_000) + "END\n");
+    await fake.waitForRequests(2);
+    const tool = fake.requests.filter((r) => r.method === "POST")[1].body.messages.at(-1);
+    assert.equal(tool.role, "tool");
+    assert.match(tool.content, /whole output is 50004 bytes in artifact/);
+    await client.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+});

@@ -1,0 +1,59 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { readArtifact, spoolArtifact } from "../../store/artifacts.ts";
+import { isKlbrError } from "../../runtime/errors.ts";
+
+const bytes = (text: string) => new TextEncoder().encode(text);
+
+Deno.test("`spoolArtifact()` writes once and evicts the oldest", async () => {
+  const state = await Deno.makeTempDir();
+  const a = await spoolArtifact(state, bytes("a".repeat(600)), 1_000);
+  const again = await spoolArtifact(state, bytes("a".repeat(600)), 1_000);
+  assert.deepEqual(again, a, "the same bytes are one artifact");
+  assert.equal(a.bytes, 600);
+  assert.match(a.id, /^[0-9a-f]{64}$/);
+  // Make the first one clearly older, then go over the budget with a second.
+  await Deno.utime(join(state, "artifacts", a.id), 1, 1);
+  const b = await spoolArtifact(state, bytes("b".repeat(600)), 1_000);
+  const names = [...Deno.readDirSync(join(state, "artifacts"))].map((e) => e.name);
+  assert.deepEqual(names, [b.id], "the oldest went, the new one stayed, no temp file is left");
+  // A single artifact over the budget is still kept: the newest is never evicted.
+  const big = await spoolArtifact(state, bytes("c".repeat(5_000)), 1_000);
+  assert.deepEqual([...Deno.readDirSync(join(state, "artifacts"))].map((e) => e.name), [big.id]);
+});
+
+Deno.test("`readArtifact()` reads a range and refuses bad ids, ranges and evicted artifacts", async () => {
+  const state = await Deno.makeTempDir();
+  const ref = await spoolArtifact(state, bytes("0123456789"));
+  const part = await readArtifact(state, ref.id, { offset: 3, length: 4 });
+  assert.equal(new TextDecoder().decode(part.data), "3456");
+  assert.equal(part.bytes, 10);
+  assert.equal((await readArtifact(state, ref.id, { offset: 10 })).data.length, 0);
+  const refuse = async (fn: () => Promise<unknown>, code: string, message: string) => {
+    try {
+      await fn();
+      assert.fail("expected a refusal");
+    } catch (error) {
+      assert.ok(isKlbrError(error));
+      assert.equal(error.code, code);
+      assert.equal(error.message, message);
+    }
+  };
+  await refuse(
+    () => readArtifact(state, "../etc"),
+    "invalid_input",
+    "cannot read artifact: id must be 64 hex characters (got ../etc)",
+  );
+  await refuse(
+    () => readArtifact(state, ref.id, { offset: -1 }),
+    "invalid_input",
+    `cannot read artifact ${
+      ref.id.slice(0, 12)
+    }: offset must be >= 0 and length 1-16777216 (got -1, 65536)`,
+  );
+  await refuse(
+    () => readArtifact(state, "f".repeat(64)),
+    "not_found",
+    "cannot read artifact ffffffffffff: it does not exist or was evicted",
+  );
+});
