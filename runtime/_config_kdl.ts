@@ -39,6 +39,8 @@ export interface RawRoute {
 /** What the KDL text declares: the routes by role and the warnings about removed fields. */
 export interface RawConfig {
   routes: Partial<Record<RouteName, RawRoute>>;
+  /** The `discord` node, when the text declares one. */
+  discord?: RawRoute;
   warnings: string[];
 }
 
@@ -73,7 +75,14 @@ export function readKdlRoutes(text: string, file: string): RawConfig {
     return failAt(file, first?.start?.line ?? 1, `invalid KDL (got ${show(message)})`, error);
   }
   const reader = new Reader(file);
-  return { routes: reader.routes(nodes), warnings: reader.warnings };
+  const discordNodes = nodes.filter((node) => node.getName() === "discord");
+  if (discordNodes.length > 1) {
+    const [first, second] = discordNodes.map(lineOf);
+    failAt(file, second, `discord: declared twice (got lines ${first} and ${second})`);
+  }
+  const routes = reader.routes(nodes.filter((node) => node.getName() !== "discord"));
+  const discord = discordNodes.length === 1 ? reader.discord(discordNodes[0]) : undefined;
+  return { routes, discord, warnings: reader.warnings };
 }
 
 class Reader {
@@ -128,6 +137,34 @@ class Reader {
         this.fail(line, `${where}: expected exactly one value (got ${args.length} values)`);
       }
       raw.fields[field] = args[0];
+    }
+    return raw;
+  }
+
+  /** Reads the `discord` block: `channels` takes one or more values, every other field one. */
+  discord(node: Node): RawRoute {
+    const raw: RawRoute = { line: lineOf(node), fields: {}, lines: new Map() };
+    if (node.getArguments().length > 0 || node.getProperties().size > 0) {
+      this.fail(raw.line, `discord: expected a block (got values)`);
+    }
+    for (const child of node.children?.nodes ?? []) {
+      const field = child.getName();
+      const line = lineOf(child);
+      const where = `discord ${field}`;
+      if (raw.lines.has(field)) {
+        this.fail(line, `${where}: given twice (got lines ${raw.lines.get(field)} and ${line})`);
+      }
+      raw.lines.set(field, line);
+      const args = child.getArguments();
+      const many = field === "channels";
+      if (
+        (many ? args.length === 0 : args.length !== 1) || child.getProperties().size > 0 ||
+        child.children !== null
+      ) {
+        const rule = many ? "one or more values" : "exactly one value";
+        this.fail(line, `${where}: expected ${rule} (got ${args.length} values)`);
+      }
+      raw.fields[field] = many ? args : args[0];
     }
     return raw;
   }

@@ -36,10 +36,12 @@ const RETENTION_BY_PROFILE: Record<typeof CACHE_PROFILES[number], readonly strin
 };
 
 /**
- * An API key read from the configuration file, kept out of every printed form.
+ * A secret (an API key from the configuration file, the Discord bot token), kept out of every
+ * printed form.
  *
  * `JSON.stringify`, `String()` and `Deno.inspect` all show `[redacted]`; only
- * {@linkcode Secret.reveal} returns the value, and only the provider calls it.
+ * {@linkcode Secret.reveal} returns the value, and only the provider and the Discord transport
+ * call it.
  */
 export class Secret {
   readonly #value: string;
@@ -146,17 +148,45 @@ function routeSchema(name: RouteName, url: string) {
 
 const ROUTE_FIELD_NAMES = Object.keys(routeFields("").shape);
 
-/** The whole model configuration: one route per role, each defaulted when absent. */
+const isWsUrl = (value: string): boolean => {
+  try {
+    return ["ws:", "wss:"].includes(new URL(value).protocol);
+  } catch {
+    return false;
+  }
+};
+
+/** The `discord` node: where the bot listens and speaks; every Discord default lives here. */
+const DiscordSchema = z.strictObject({
+  token_env: z.string(expected("an environment variable name"))
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, expected("an environment variable name")),
+  channels: z.array(
+    z.string(expected("a channel id string")).regex(/^[0-9]{1,20}$/, expected("a channel id")),
+  ).min(1, expected("at least one channel id")),
+  api_url: z.string(expected("an http(s) URL")).refine(isHttpUrl, expected("an http(s) URL"))
+    .default("https://discord.com/api/v10"),
+  gateway_url: z.string(expected("a ws(s) URL")).refine(isWsUrl, expected("a ws(s) URL"))
+    .default("wss://gateway.discord.gg"),
+  /** How long one send may take before its outcome is recorded `unknown`. */
+  send_timeout_ms: timeoutMs().default(15_000),
+});
+
+const DISCORD_FIELD_NAMES = Object.keys(DiscordSchema.shape);
+
+/** The whole configuration: one route per role, each defaulted when absent; Discord if given. */
 const ConfigSchema = z.strictObject({
   routes: z.strictObject({
     main: routeSchema("main", "http://localhost:8001/v1"),
     fast: routeSchema("fast", "http://localhost:8002/v1"),
     long: routeSchema("long", "http://localhost:8003/v1"),
   }).prefault({}),
+  discord: DiscordSchema.optional(),
 });
 
 /** The validated model configuration. */
 export type Config = z.output<typeof ConfigSchema>;
+/** The validated `discord` node; absent when Discord is off. */
+export type DiscordConfig = NonNullable<Config["discord"]>;
 /** One validated route. Its `api_key`, when the file gives one, is a {@linkcode Secret}. */
 export type Route = Config["routes"][RouteName];
 
@@ -213,16 +243,30 @@ export function parseConfig(
   options: ParseConfigOptions,
 ): Omit<LoadedConfig, "source"> {
   const { file, env } = options;
-  const { routes: declared, warnings } = readKdlRoutes(text, file);
+  const { routes: declared, discord: rawDiscord, warnings } = readKdlRoutes(text, file);
   // An undeclared role copies what main declares; main's own defaults are per role.
   const raw: Partial<Record<RouteName, RawRoute>> = {};
   for (const role of ROUTE_NAMES) raw[role] = declared[role] ?? declared.main;
   const input = Object.fromEntries(
     ROUTE_NAMES.filter((role) => raw[role] !== undefined).map((role) => [role, raw[role]?.fields]),
   );
-  const result = ConfigSchema.safeParse({ routes: input });
+  const result = ConfigSchema.safeParse({
+    routes: input,
+    ...(rawDiscord === undefined ? {} : { discord: rawDiscord.fields }),
+  });
   if (!result.success) {
     const located = result.error.issues.map((issue) => {
+      if (issue.path[0] === "discord") {
+        const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
+        const field = keys.length > 0 ? keys.join(", ") : String(issue.path[1] ?? "");
+        const message = keys.length > 0
+          ? `unknown field, expected one of ${DISCORD_FIELD_NAMES.join(", ")} (got ${
+            keys.join(", ")
+          })`
+          : issue.message;
+        const line = rawDiscord?.lines.get(keys[0] ?? field) ?? rawDiscord?.line ?? 1;
+        return { line, order: ROUTE_NAMES.length, text: `discord ${field}: ${message}`.trim() };
+      }
       const role = issue.path[1] as RouteName;
       const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
       const rest = issue.path.slice(2);
@@ -246,7 +290,39 @@ export function parseConfig(
       );
     }
   }
+  const tokenEnv = result.data.discord?.token_env;
+  if (env !== undefined && tokenEnv !== undefined && !env[tokenEnv]) {
+    failAt(
+      file,
+      rawDiscord?.lines.get("token_env") ?? 1,
+      `discord token_env: environment variable is not set (got ${tokenEnv})`,
+    );
+  }
   return { config: result.data, warnings };
+}
+
+/**
+ * Returns the Discord bot token from the `token_env` variable, wrapped so no printed form
+ * shows it.
+ *
+ * @throws {KlbrError} `invalid_config` when the variable is not set or empty.
+ * @example
+ * ```ts
+ * const token = resolveDiscordToken(config.discord, Deno.env.toObject()); // Secret
+ * ```
+ */
+export function resolveDiscordToken(
+  discord: DiscordConfig,
+  env: Record<string, string | undefined>,
+): Secret {
+  const token = env[discord.token_env];
+  if (!token) {
+    throw new KlbrError(
+      "invalid_config",
+      `cannot resolve the discord token: environment variable is not set (got ${discord.token_env})`,
+    );
+  }
+  return new Secret(token);
 }
 
 /**

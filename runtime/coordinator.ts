@@ -6,8 +6,9 @@
  */
 
 import { appendEvent, readEvents } from "../store/events.ts";
-import { admitInput } from "../store/inputs.ts";
-import { localDedupeKey } from "../store/dedupe_keys.ts";
+import { type AdmitInput, admitInput } from "../store/inputs.ts";
+import { discordDedupeKey, localDedupeKey } from "../store/dedupe_keys.ts";
+import { recoverOutbox } from "../store/outbox.ts";
 import { closeDanglingToolCalls } from "../store/provider_items.ts";
 import { frameHasCells, interruptOpenCells } from "../store/cells.ts";
 import { adoptFrame, finishFrame, type FrameRecord, openFrames } from "../store/frames.ts";
@@ -19,6 +20,8 @@ import type { Store } from "../store/store.ts";
 import type { BehaviorState } from "./behavior_releases.ts";
 import { KlbrError } from "./errors.ts";
 import { behaviorHandlers } from "./behavior_editing.ts";
+import { discordHandlers } from "./_discord_rpc.ts";
+import type { DiscordMessage } from "./discord.ts";
 import { checkHookResult } from "./hook_contracts.ts";
 import { newId } from "./ids.ts";
 import { EventBus } from "./event_bus.ts";
@@ -43,6 +46,8 @@ export interface CoordinatorOptions {
   provider: (route: string) => Provider;
   behavior: BehaviorState;
   log: (line: string) => void;
+  /** The Discord sender, when the configuration has a `discord` node. */
+  discord?: { channels: readonly string[]; wake(): void };
 }
 
 interface SessionParts {
@@ -113,6 +118,9 @@ export class Coordinator implements LaneHost {
     }
     const interrupted = interruptOpenCells(store, session, "the daemon restarted while it ran");
     const closed = closeDanglingToolCalls(store, session, "the daemon restarted");
+    // Nobody knows whether a send that was in flight reached Discord: say so, never resend.
+    const unknownSends = recoverOutbox(store, session);
+    if (unknownSends.length) this.#o.log(`outbox: ${unknownSends.length} send(s) now unknown`);
     if (abandoned.length || resumed.length || interrupted.length || closed.length) {
       appendEvent(store, session, "recovery", {
         abandoned_frames: abandoned,
@@ -149,6 +157,13 @@ export class Coordinator implements LaneHost {
       rpc: {
         "local.send": (params, ctx) =>
           Promise.resolve(this.#send(session, parts, params, ctx.cell)),
+        ...discordHandlers({
+          store,
+          session,
+          discord: this.#o.discord,
+          frame: () => parts.frame,
+          notify: () => this.bus.wake(session),
+        }),
         ...behaviorHandlers({
           store,
           session,
@@ -256,6 +271,47 @@ export class Coordinator implements LaneHost {
    * commit that holds its input. A refused input (bad field) is rolled back alone.
    */
   admitMany(session: string, clientId: string, inputs: InputMessage[]): AdmitOutcome[] {
+    return this.#admit(
+      session,
+      inputs.map((input) => () => ({
+        sourceKind: "local",
+        dedupeKey: localDedupeKey(clientId, input.client_msg_id),
+        conversationId: input.conversation,
+        author: input.author,
+        body: input.text,
+      })),
+    );
+  }
+
+  /**
+   * Admits one Discord message through the same path as local inputs: source `discord`,
+   * dedupe key `discord:<channel>:<message>` (a redelivered message is one input),
+   * conversation `discord:<channel>`. It commits and wakes the session; it never waits for
+   * Python.
+   *
+   * @example
+   * ```ts
+   * coordinator.admitDiscord("default", { channelId: "1", messageId: "2", authorId: "3",
+   *   username: "ann", content: "hi", receivedAt: Date.now() });
+   * ```
+   */
+  admitDiscord(session: string, message: DiscordMessage): AdmitOutcome {
+    return this.#admit(session, [() => ({
+      sourceKind: "discord",
+      dedupeKey: discordDedupeKey(message.channelId, message.messageId),
+      conversationId: `discord:${message.channelId}`,
+      author: `discord:${message.authorId}:${message.username}`,
+      body: message.content,
+      receivedAt: message.receivedAt,
+    })])[0];
+  }
+
+  /**
+   * The one admission path: every input in one transaction (each in its own savepoint, so a
+   * refused one rolls back alone), then one wake. Each entry builds its input lazily, so a
+   * bad field (e.g. a dedupe key part) refuses that input only.
+   */
+  #admit(session: string, inputs: (() => Omit<AdmitInput, "session">)[]): AdmitOutcome[] {
     const refuse = (error: KlbrError) => inputs.map(() => ({ error }));
     if (!this.#admitting) {
       return refuse(
@@ -273,14 +329,7 @@ export class Coordinator implements LaneHost {
     const outcomes = this.#o.store.transaction(() =>
       inputs.map((input): AdmitOutcome => {
         try {
-          const result = admitInput(this.#o.store, {
-            session,
-            sourceKind: "local",
-            dedupeKey: localDedupeKey(clientId, input.client_msg_id),
-            conversationId: input.conversation,
-            author: input.author,
-            body: input.text,
-          });
+          const result = admitInput(this.#o.store, { session, ...input() });
           return {
             ack: { input_id: result.inputId, seq: result.seq, duplicate: result.duplicate },
           };
@@ -485,6 +534,8 @@ function systemMessage(workspace: string): string {
     "in your persistent workbench (top-level await works; the heap survives between cells).",
     "Your plain text is a private scratchpad that no person sees.",
     "Speak only with `await local.send(text)`: one call is one message to the conversation.",
+    "Inputs from Discord (conversation `discord:<channel id>`) are answered with",
+    "`await discord.send(text)`; help(discord) explains its delivery states.",
     "When you have nothing more to do, call `wait()` in a cell: it ends the cell and the turn,",
     "and you are woken by the next input.",
     `Workspace: ${workspace}. open_file, ls, search, delete and run are bound in every cell;`,

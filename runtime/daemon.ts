@@ -11,7 +11,8 @@ import { REPO_ROOT } from "./repo_root.ts";
 import { DEFAULT_SESSION } from "../store/sessions.ts";
 import { openStore } from "../store/store.ts";
 import { prepareBehavior } from "./behavior_releases.ts";
-import { loadConfig, resolveApiKey, type Route } from "./config.ts";
+import { loadConfig, resolveApiKey, resolveDiscordToken, type Route } from "./config.ts";
+import { DiscordTransport } from "./discord.ts";
 import { Coordinator } from "./coordinator.ts";
 import { KlbrError } from "./errors.ts";
 import { readOperatorToken } from "./operator_token.ts";
@@ -59,6 +60,9 @@ export async function serve(options: ServeOptions): Promise<number> {
   for (const route of Object.values(config.routes) as Route[]) {
     keys.set(route.name, resolveApiKey(route, env));
   }
+  const discordToken = config.discord === undefined
+    ? undefined
+    : resolveDiscordToken(config.discord, env);
   const log = (line: string) => console.error(`klbr: ${line}`);
   for (const warning of warnings) log(`config: ${warning}`);
 
@@ -87,6 +91,9 @@ export async function serve(options: ServeOptions): Promise<number> {
   log(`behaviour release ${behavior.releaseId.slice(0, 12)} at epoch ${behavior.epoch}`);
   if (behavior.recovered) log(`recovered: ${behavior.recovered}`);
 
+  const discord = config.discord === undefined || discordToken === undefined
+    ? undefined
+    : new DiscordTransport({ config: config.discord, token: discordToken, store, log });
   const providers = new Map<string, Provider>();
   const coordinator = new Coordinator({
     store,
@@ -98,6 +105,7 @@ export async function serve(options: ServeOptions): Promise<number> {
     skillRoots: roots,
     behavior,
     log,
+    discord,
     provider: (name) => {
       let provider = providers.get(name);
       if (provider === undefined) {
@@ -109,6 +117,16 @@ export async function serve(options: ServeOptions): Promise<number> {
     },
   });
   coordinator.start(DEFAULT_SESSION);
+  // After start: recovery has turned any send left `attempting` into `unknown`.
+  discord?.start({
+    admitDiscord: (message) => {
+      const outcome = coordinator.admitDiscord(DEFAULT_SESSION, message);
+      if ("error" in outcome) {
+        log(`discord: refused message ${message.messageId}: ${outcome.error}`);
+      }
+    },
+    notify: (session) => coordinator.bus.wake(session),
+  });
 
   let uiDir: string | undefined;
   try {
@@ -165,6 +183,7 @@ export async function serve(options: ServeOptions): Promise<number> {
   const signal = await stopped;
   log(`${signal}: draining`);
   await coordinator.shutdown();
+  await discord?.stop();
   await server.shutdown();
   store.close();
   log("drained; exiting");

@@ -24,6 +24,7 @@ export const ID_PREFIXES = {
   call: "call",
   job: "job",
   draft: "dr",
+  outbox: "ob",
 } as const;
 
 /** The kinds of id klbr mints. */

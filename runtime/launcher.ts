@@ -17,8 +17,8 @@ import { skillRoots } from "./skills.ts";
 import { resolveConfigPath } from "./state_dir.ts";
 
 /**
- * Collects what the daemon's permissions derive from: the configuration's model hosts, the
- * state directory, workspace, skills root, interpreter and `KLBR_RUN_PROGRAMS`.
+ * Collects what the daemon's permissions derive from: the configuration's model and Discord
+ * hosts, the state directory, workspace, skills root, interpreter and `KLBR_RUN_PROGRAMS`.
  *
  * @throws {KlbrError} `not_loopback` for a non-loopback host; `invalid_config` for a bad
  * configuration file.
@@ -42,6 +42,9 @@ export async function derivePermissionInput(
     workspace,
     skillsRoot: skillRoots({ workspace, stateDir, skillsDir: env.KLBR_SKILLS_DIR }).builtinRoot,
     modelUrls: (Object.values(config.routes) as Route[]).map((route) => route.url),
+    discordUrls: config.discord === undefined
+      ? []
+      : [config.discord.api_url, config.discord.gateway_url],
     python: env.KLBR_PYTHON ?? "python3",
     deno: Deno.execPath(),
     runPrograms: parseRunPrograms(env.KLBR_RUN_PROGRAMS),

@@ -1,6 +1,7 @@
 /**
  * The daemon's permission set, derived from its configuration: read and write only where
- * klbr keeps state, network only to the listen address and the configured model hosts, and
+ * klbr keeps state, network only to the listen address, the configured model hosts and (when
+ * configured) the Discord API and gateway hosts, and
  * run only the Python interpreter, `kill`, `ps`, Deno (to bundle the UI) and the programs
  * `workspace.run` may start.
  *
@@ -26,6 +27,8 @@ export interface ServePermissionInput {
   skillsRoot: string;
   /** Base URLs of every configured model route. */
   modelUrls: string[];
+  /** The Discord API and gateway URLs; empty or absent when Discord is not configured. */
+  discordUrls?: string[];
   /** The Python interpreter the workbench runs, as configured (`python3` by default). */
   python: string;
   /** The Deno executable, for `deno bundle`. */
@@ -60,6 +63,7 @@ export function servePermissionFlags(input: ServePermissionInput): string[] {
   const net = list([
     input.port === 0 ? input.host : `${input.host}:${input.port}`,
     ...input.modelUrls.map(hostOf),
+    ...(input.discordUrls ?? []).map(hostOf),
   ]);
   const run = input.runPrograms === undefined
     ? "--allow-run"
@@ -78,7 +82,8 @@ export function servePermissionFlags(input: ServePermissionInput): string[] {
 
 function hostOf(url: string): string {
   const parsed = new URL(url);
-  const port = parsed.port || (parsed.protocol === "https:" ? "443" : "80");
+  const secure = parsed.protocol === "https:" || parsed.protocol === "wss:";
+  const port = parsed.port || (secure ? "443" : "80");
   return `${parsed.hostname}:${port}`;
 }
 

@@ -236,10 +236,52 @@ CREATE UNIQUE INDEX provider_items_tool_result ON provider_items (session_id, to
 ${appendOnly("provider_items")}
 `;
 
+// The Discord outbox: one row per message the agent asked to send. Its state says honestly
+// what is known about the remote send: `attempting` is written before the request, and a
+// request whose answer was lost ends `unknown`, never retried.
+const V3 = `
+CREATE TABLE outbox (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  conversation TEXT NOT NULL,
+  destination TEXT NOT NULL CHECK (json_valid(destination)),
+  body TEXT NOT NULL,
+  state TEXT NOT NULL
+    CHECK (state IN ('pending', 'attempting', 'confirmed', 'failed', 'unknown')),
+  attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+  remote_id TEXT NULL,
+  error TEXT NULL,
+  frame_id TEXT NULL REFERENCES frames(id),
+  cell_id TEXT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  CHECK ((state = 'confirmed') = (remote_id IS NOT NULL))
+) STRICT;
+CREATE INDEX outbox_open ON outbox (state, created_at) WHERE state IN ('pending', 'attempting');
+${
+  immutable("outbox", [
+    "id",
+    "session_id",
+    "conversation",
+    "destination",
+    "body",
+    "frame_id",
+    "cell_id",
+    "created_at",
+  ])
+}
+CREATE TRIGGER outbox_final BEFORE UPDATE ON outbox
+WHEN OLD.state IN ('confirmed', 'failed', 'unknown')
+BEGIN SELECT RAISE(ABORT, 'a finished outbox row is final'); END;
+CREATE TRIGGER outbox_no_delete BEFORE DELETE ON outbox
+BEGIN SELECT RAISE(ABORT, 'outbox rows are never deleted'); END;
+`;
+
 /** Every migration, in order. Append only; never edit a released entry. */
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "runtime tables", sql: V1 },
   { version: 2, name: "provider items", sql: V2 },
+  { version: 3, name: "discord outbox", sql: V3 },
 ];
 
 /** The `user_version` a fully migrated store has. */

@@ -8,6 +8,7 @@ import {
   parseConfig,
   redactRoute,
   resolveApiKey,
+  resolveDiscordToken,
   type Route,
   routeRequestFields,
 } from "../../runtime/config.ts";
@@ -433,4 +434,110 @@ Deno.test("`resolveApiKey()` refuses a route whose variable is unset and allows 
     return true;
   });
   assert.equal(resolveApiKey(mainRoute(`model "m"`), { OPENAI_API_KEY: "sk-ignored" }), undefined);
+});
+
+// ---- discord ----
+
+const DISCORD = `discord {\n token_env "DISCORD_TOKEN"\n channels "123" "456"\n}`;
+
+Deno.test("`parseConfig()` reads a discord node and defaults its URLs to Discord's", () => {
+  const { config } = parse(DISCORD, { DISCORD_TOKEN: "t" });
+  assert.deepEqual(config.discord, {
+    token_env: "DISCORD_TOKEN",
+    channels: ["123", "456"],
+    api_url: "https://discord.com/api/v10",
+    gateway_url: "wss://gateway.discord.gg",
+    send_timeout_ms: 15_000,
+  });
+  // The model routes are unaffected by the discord node.
+  assert.equal(config.routes.main.url, "http://localhost:8001/v1");
+});
+
+Deno.test("`parseConfig()` leaves discord off without a discord node", () => {
+  assert.equal(parse(`llm {}`).config.discord, undefined);
+});
+
+Deno.test("`parseConfig()` takes loopback discord URLs and a send timeout", () => {
+  const { config } = parse(
+    `discord {\n token_env "T"\n channels "1"\n api_url "http://127.0.0.1:9/api"\n gateway_url "ws://127.0.0.1:9/gw"\n send_timeout_ms 500\n}`,
+  );
+  assert.equal(config.discord?.api_url, "http://127.0.0.1:9/api");
+  assert.equal(config.discord?.gateway_url, "ws://127.0.0.1:9/gw");
+  assert.equal(config.discord?.send_timeout_ms, 500);
+});
+
+Deno.test("`parseConfig()` refuses a discord token_env that is not set", () => {
+  assertRefused(
+    DISCORD,
+    `cannot load config /x/klbr.kdl:2: discord token_env: environment variable is not set (got DISCORD_TOKEN)`,
+    {},
+  );
+});
+
+Deno.test("`parseConfig()` refuses a discord node without token_env", () => {
+  assertRefused(
+    `llm {}\ndiscord {\n channels "1"\n}`,
+    `cannot load config /x/klbr.kdl:2: discord token_env: expected an environment variable name (got undefined)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a discord channel that is not a snowflake", () => {
+  assertRefused(
+    `discord {\n token_env "T"\n channels "123" "general"\n}`,
+    `cannot load config /x/klbr.kdl:3: discord channels: expected a channel id (got "general")`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses discord channels given as numbers", () => {
+  assertRefused(
+    `discord {\n token_env "T"\n channels 123\n}`,
+    `cannot load config /x/klbr.kdl:3: discord channels: expected a channel id string (got 123)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a discord gateway_url that is not ws(s)", () => {
+  assertRefused(
+    `discord {\n token_env "T"\n channels "1"\n gateway_url "http://127.0.0.1:1"\n}`,
+    `cannot load config /x/klbr.kdl:4: discord gateway_url: expected a ws(s) URL (got "http://127.0.0.1:1")`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses an unknown discord field, naming it and its line", () => {
+  assertRefused(
+    `discord {\n token_env "T"\n channels "1"\n token "abc"\n}`,
+    `cannot load config /x/klbr.kdl:4: discord token: unknown field, expected one of token_env, channels, api_url, gateway_url, send_timeout_ms (got token)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses two discord nodes and an empty channels list", () => {
+  assertRefused(
+    `discord {\n token_env "T"\n channels "1"\n}\ndiscord {\n}`,
+    `cannot load config /x/klbr.kdl:5: discord: declared twice (got lines 1 and 5)`,
+  );
+  assertRefused(
+    `discord {\n token_env "T"\n channels\n}`,
+    `cannot load config /x/klbr.kdl:3: discord channels: expected one or more values (got 0 values)`,
+  );
+});
+
+Deno.test("`resolveDiscordToken()` reads the variable and never prints it", () => {
+  const { config } = parse(DISCORD);
+  const token = resolveDiscordToken(config.discord!, { DISCORD_TOKEN: "sekrit-token" });
+  assert.equal(token.reveal(), "sekrit-token");
+  assert.equal(JSON.stringify({ token }), '{"token":"[redacted]"}');
+  assert.equal(Deno.inspect(token), "[redacted]");
+  assert.equal(String(token), "[redacted]");
+  assert.doesNotMatch(JSON.stringify(config), /sekrit/);
+});
+
+Deno.test("`resolveDiscordToken()` refuses an unset variable", () => {
+  const { config } = parse(DISCORD);
+  assert.throws(() => resolveDiscordToken(config.discord!, {}), (error) => {
+    assert.ok(isKlbrError(error, "invalid_config"));
+    assert.equal(
+      error.message,
+      "cannot resolve the discord token: environment variable is not set (got DISCORD_TOKEN)",
+    );
+    return true;
+  });
 });

@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { join } from "node:path";
+import { derivePermissionInput } from "../../runtime/launcher.ts";
 import { parseRunPrograms, servePermissionFlags } from "../../runtime/serve_permissions.ts";
 
 const base = {
@@ -40,4 +42,47 @@ Deno.test("`parseRunPrograms()` splits a comma list and treats empty as unset", 
   assert.deepEqual(parseRunPrograms(" git, deno ,,sh"), ["git", "deno", "sh"]);
   assert.equal(parseRunPrograms(""), undefined);
   assert.equal(parseRunPrograms(undefined), undefined);
+});
+
+Deno.test("`servePermissionFlags()` adds the Discord API and gateway hosts only when given", () => {
+  const net = (flags: string[]) => flags.find((f) => f.startsWith("--allow-net="));
+  assert.equal(
+    net(servePermissionFlags({
+      ...base,
+      discordUrls: ["https://discord.com/api/v10", "wss://gateway.discord.gg"],
+    })),
+    "--allow-net=127.0.0.1:8765,localhost:8001,api.example:443,discord.com:443,gateway.discord.gg:443",
+  );
+  assert.equal(
+    net(servePermissionFlags({ ...base, discordUrls: [] })),
+    "--allow-net=127.0.0.1:8765,localhost:8001,api.example:443",
+  );
+  assert.equal(
+    net(servePermissionFlags({ ...base, discordUrls: ["ws://127.0.0.1:4000/gw"] })),
+    "--allow-net=127.0.0.1:8765,localhost:8001,api.example:443,127.0.0.1:4000",
+  );
+});
+
+Deno.test("`derivePermissionInput()` reads Discord hosts from the config only when it has a discord node", async () => {
+  const state = await Deno.makeTempDir();
+  try {
+    const configPath = join(state, "klbr.kdl");
+    const env = { DISCORD_TOKEN: "t", KLBR_WORKSPACE: state };
+    await Deno.writeTextFile(configPath, `llm { url "http://127.0.0.1:1/v1" }\n`);
+    const off = await derivePermissionInput({ stateDir: state, configPath }, env);
+    assert.deepEqual(off.discordUrls, []);
+    await Deno.writeTextFile(
+      configPath,
+      `llm { url "http://127.0.0.1:1/v1" }\ndiscord {\n token_env "DISCORD_TOKEN"\n channels "1"\n}\n`,
+    );
+    const on = await derivePermissionInput({ stateDir: state, configPath }, env);
+    assert.deepEqual(on.discordUrls, ["https://discord.com/api/v10", "wss://gateway.discord.gg"]);
+    // Without the token variable the configuration is refused before any flag is derived.
+    await assert.rejects(
+      derivePermissionInput({ stateDir: state, configPath }, { KLBR_WORKSPACE: state }),
+      /discord token_env: environment variable is not set \(got DISCORD_TOKEN\)/,
+    );
+  } finally {
+    await Deno.remove(state, { recursive: true });
+  }
 });

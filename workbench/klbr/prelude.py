@@ -8,21 +8,23 @@ from typing import Any
 from klbr import skills, workspace
 from klbr.behavior import behavior
 from klbr.cells import wait
+from klbr.discord import discord
 from klbr.local import local
 
 __all__ = ["build_namespace"]
 
 
 def build_namespace() -> dict[str, Any]:
-    """A fresh cell namespace: the workspace functions, ``workspace``, ``local``, ``wait``,
-    ``skills`` and ``behavior``.
+    """A fresh cell namespace: the workspace functions, ``workspace``, ``local``, ``discord``,
+    ``wait``, ``skills`` and ``behavior``.
 
     The workspace must already be bound (``klbr.workspace.bind``).
     """
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     for name in workspace.PRELUDE_NAMES:
         ns[name] = getattr(workspace, name)
-    ns.update(workspace=workspace, local=local, wait=wait, skills=skills, behavior=behavior)
+    ns.update(workspace=workspace, local=local, discord=discord, wait=wait, skills=skills,
+              behavior=behavior)
     return ns
 
 

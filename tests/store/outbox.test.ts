@@ -1,0 +1,249 @@
+// The outbox writer against real SQLite in a temp dir: every allowed move commits with its
+// event, every refused move writes nothing, and a restart turns `attempting` into `unknown`.
+
+import assert from "node:assert/strict";
+import { readEvents } from "../../store/events.ts";
+import {
+  enqueueOutbox,
+  getOutbox,
+  moveOutbox,
+  nextPendingOutbox,
+  recoverOutbox,
+} from "../../store/outbox.ts";
+import { ensureSession } from "../../store/sessions.ts";
+import { openStore, type Store } from "../../store/store.ts";
+import { KlbrError } from "../../runtime/errors.ts";
+
+async function withStore(fn: (store: Store) => void | Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "klbr-outbox-" });
+  let now = 1_000;
+  const store = openStore(dir, { clock: () => now++ });
+  try {
+    ensureSession(store);
+    await fn(store);
+  } finally {
+    store.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const message = (body = "hi") => ({
+  session: "default",
+  conversation: "discord:123",
+  destination: { channel_id: "123" },
+  body,
+});
+
+const kinds = (store: Store) =>
+  readEvents(store, "default", { since: 0, limit: 100 }).map((e) => e.kind);
+
+function refuses(fn: () => unknown, code: string, text: string): void {
+  assert.throws(fn, (error) => {
+    assert.ok(error instanceof KlbrError);
+    assert.equal(error.code, code);
+    assert.equal(error.message, text);
+    return true;
+  });
+}
+
+Deno.test("`enqueueOutbox()` commits a pending row with its event", async () => {
+  await withStore((store) => {
+    const row = enqueueOutbox(store, {
+      ...message(),
+      destination: { channel_id: "123", reply_to: "77" },
+    });
+    assert.match(row.id, /^ob_/);
+    assert.equal(row.state, "pending");
+    assert.equal(row.attempts, 0);
+    assert.deepEqual(row.destination, { channel_id: "123", reply_to: "77" });
+    assert.deepEqual(getOutbox(store, row.id), row);
+    const [event] = readEvents(store, "default", { since: 0, limit: 10 });
+    assert.equal(event.kind, "outbox.pending");
+    assert.deepEqual(event.body, {
+      outbox_id: row.id,
+      state: "pending",
+      conversation: "discord:123",
+      destination: { channel_id: "123", reply_to: "77" },
+      body: "hi",
+      frame_id: null,
+      cell_id: null,
+    });
+  });
+});
+
+Deno.test("`enqueueOutbox()` refuses a channel that is not a snowflake and writes nothing", async () => {
+  await withStore((store) => {
+    refuses(
+      () => enqueueOutbox(store, { ...message(), destination: { channel_id: "general" } }),
+      "invalid_input",
+      'cannot enqueue outbox message: destination.channel_id expected a snowflake of 1-20 digits (got {"channel_id":"general"})',
+    );
+    assert.equal(nextPendingOutbox(store), undefined);
+    assert.deepEqual(kinds(store), []);
+  });
+});
+
+Deno.test("`enqueueOutbox()` refuses an empty or over-long body", async () => {
+  await withStore((store) => {
+    assert.throws(() => enqueueOutbox(store, message("")), /cannot enqueue outbox message: body/);
+    assert.throws(
+      () => enqueueOutbox(store, message("x".repeat(2001))),
+      /cannot enqueue outbox message: body/,
+    );
+    assert.deepEqual(kinds(store), []);
+  });
+});
+
+Deno.test("`enqueueOutbox()` refuses a session that does not exist", async () => {
+  await withStore((store) => {
+    assert.throws(
+      () => enqueueOutbox(store, { ...message(), session: "nobody" }),
+      (error) => error instanceof KlbrError && error.code === "not_found",
+    );
+  });
+});
+
+Deno.test("`moveOutbox()` records every allowed move with its event", async () => {
+  await withStore((store) => {
+    const a = enqueueOutbox(store, message("a"));
+    const b = enqueueOutbox(store, message("b"));
+    const c = enqueueOutbox(store, message("c"));
+    assert.equal(moveOutbox(store, a.id, "attempting").attempts, 1);
+    const confirmed = moveOutbox(store, a.id, "confirmed", { remoteId: "999" });
+    assert.equal(confirmed.state, "confirmed");
+    assert.equal(confirmed.remoteId, "999");
+    moveOutbox(store, b.id, "attempting");
+    const failed = moveOutbox(store, b.id, "failed", { error: "HTTP 403" });
+    assert.equal(failed.error, "HTTP 403");
+    assert.equal(failed.remoteId, null);
+    moveOutbox(store, c.id, "attempting");
+    assert.equal(moveOutbox(store, c.id, "unknown", { error: "timed out" }).state, "unknown");
+    assert.deepEqual(kinds(store), [
+      "outbox.pending",
+      "outbox.pending",
+      "outbox.pending",
+      "outbox.attempting",
+      "outbox.confirmed",
+      "outbox.attempting",
+      "outbox.failed",
+      "outbox.attempting",
+      "outbox.unknown",
+    ]);
+    const events = readEvents(store, "default", { since: 0, limit: 100 });
+    assert.deepEqual(events[4].body, {
+      outbox_id: a.id,
+      state: "confirmed",
+      attempts: 1,
+      remote_id: "999",
+      error: null,
+    });
+  });
+});
+
+Deno.test("`moveOutbox()` refuses to confirm, fail or lose a row that was never attempted", async () => {
+  await withStore((store) => {
+    const row = enqueueOutbox(store, message());
+    for (const state of ["confirmed", "failed", "unknown"] as const) {
+      refuses(
+        () => moveOutbox(store, row.id, state, { remoteId: "1", error: "x" }),
+        "invalid_input",
+        `cannot mark outbox message ${row.id} ${state}: it is pending, not attempting (got pending)`,
+      );
+    }
+    assert.equal(getOutbox(store, row.id)?.state, "pending");
+    assert.deepEqual(kinds(store), ["outbox.pending"]);
+  });
+});
+
+Deno.test("`moveOutbox()` refuses to attempt a row twice", async () => {
+  await withStore((store) => {
+    const row = enqueueOutbox(store, message());
+    moveOutbox(store, row.id, "attempting");
+    refuses(
+      () => moveOutbox(store, row.id, "attempting"),
+      "invalid_input",
+      `cannot mark outbox message ${row.id} attempting: it is attempting, not pending (got attempting)`,
+    );
+    assert.equal(getOutbox(store, row.id)?.attempts, 1);
+  });
+});
+
+Deno.test("`moveOutbox()` refuses a move from a final state", async () => {
+  await withStore((store) => {
+    const row = enqueueOutbox(store, message());
+    moveOutbox(store, row.id, "attempting");
+    moveOutbox(store, row.id, "unknown", { error: "reset" });
+    for (const state of ["attempting", "confirmed", "failed", "unknown"] as const) {
+      const from = state === "attempting" ? "pending" : "attempting";
+      refuses(
+        () => moveOutbox(store, row.id, state, { remoteId: "1", error: "x" }),
+        "invalid_input",
+        `cannot mark outbox message ${row.id} ${state}: it is unknown, not ${from} (got unknown)`,
+      );
+    }
+    // The table refuses it too, whoever writes.
+    assert.throws(
+      () => store.db.exec(`UPDATE outbox SET state = 'pending' WHERE id = '${row.id}'`),
+      /a finished outbox row is final/,
+    );
+  });
+});
+
+Deno.test("`moveOutbox()` refuses a confirmation without a remote id and a failure without a reason", async () => {
+  await withStore((store) => {
+    const row = enqueueOutbox(store, message());
+    moveOutbox(store, row.id, "attempting");
+    refuses(
+      () => moveOutbox(store, row.id, "confirmed"),
+      "invalid_input",
+      `cannot mark outbox message ${row.id} confirmed: a remote id is required (got undefined)`,
+    );
+    refuses(
+      () => moveOutbox(store, row.id, "failed", { error: "" }),
+      "invalid_input",
+      `cannot mark outbox message ${row.id} failed: a reason is required (got "")`,
+    );
+    assert.equal(getOutbox(store, row.id)?.state, "attempting");
+  });
+});
+
+Deno.test("`moveOutbox()` refuses a row that does not exist", async () => {
+  await withStore((store) => {
+    refuses(
+      () => moveOutbox(store, "ob_missing", "attempting"),
+      "not_found",
+      "cannot find outbox message: no row ob_missing (got ob_missing)",
+    );
+  });
+});
+
+Deno.test("`nextPendingOutbox()` gives pending rows in the order they were written", async () => {
+  await withStore((store) => {
+    const a = enqueueOutbox(store, message("a"));
+    const b = enqueueOutbox(store, message("b"));
+    assert.equal(nextPendingOutbox(store)?.id, a.id);
+    moveOutbox(store, a.id, "attempting");
+    assert.equal(nextPendingOutbox(store)?.id, b.id);
+    moveOutbox(store, b.id, "attempting");
+    assert.equal(nextPendingOutbox(store), undefined);
+  });
+});
+
+Deno.test("`recoverOutbox()` marks attempting rows unknown and leaves the others", async () => {
+  await withStore((store) => {
+    const pending = enqueueOutbox(store, message("p"));
+    const attempting = enqueueOutbox(store, message("a"));
+    const confirmed = enqueueOutbox(store, message("c"));
+    moveOutbox(store, attempting.id, "attempting");
+    moveOutbox(store, confirmed.id, "attempting");
+    moveOutbox(store, confirmed.id, "confirmed", { remoteId: "5" });
+    assert.deepEqual(recoverOutbox(store, "default"), [attempting.id]);
+    const lost = getOutbox(store, attempting.id);
+    assert.equal(lost?.state, "unknown");
+    assert.equal(lost?.attempts, 1);
+    assert.match(lost?.error ?? "", /restarted during the request/);
+    assert.equal(getOutbox(store, pending.id)?.state, "pending");
+    assert.equal(getOutbox(store, confirmed.id)?.state, "confirmed");
+    assert.deepEqual(recoverOutbox(store, "default"), []);
+  });
+});

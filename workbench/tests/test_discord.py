@@ -1,0 +1,83 @@
+"""Tests of ``discord``: each call is one host RPC with the documented params."""
+
+import unittest
+
+from tests.support import KernelCase, until
+
+
+class DiscordTest(KernelCase):
+    async def _rpc(self, index: int) -> dict:
+        await until(lambda: len(self.wire.of_kind("rpc")) > index, f"rpc frame {index} sent")
+        return self.wire.of_kind("rpc")[index]
+
+    async def test_send_speaks_one_rpc_and_returns_the_receipt(self) -> None:
+        """`discord.send()` sends text, channel and reply_to as strings and returns the host's receipt."""
+        await self.init()
+        self.send({"kind": "execute", "id": "e1", "cell": "c1",
+                   "code": "await discord.send('hi', channel=123, reply_to='456')"})
+        frame = await self._rpc(0)
+        self.assertEqual((frame["method"], frame["params"]),
+                         ("discord.send", {"text": "hi", "channel": "123", "reply_to": "456"}))
+        self.assertEqual(frame["parent"], "e1")
+        self.kernel.receive({"kind": "rpc_ok", "id": frame["id"],
+                             "result": {"outbox_id": "ob_1", "state": "pending"}})
+        await self.kernel.idle()
+        self.assertEqual(self.wire.reply("e1")["result"]["value"],
+                         "{'outbox_id': 'ob_1', 'state': 'pending'}")
+
+    async def test_send_without_channel_leaves_routing_to_the_host(self) -> None:
+        """`discord.send(text)` sends only the text: the host picks the turn's channel."""
+        await self.init()
+        self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "await discord.send('yo')"})
+        frame = await self._rpc(0)
+        self.assertEqual(frame["params"], {"text": "yo"})
+        self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": {"outbox_id": "ob_2", "state": "pending"}})
+        await self.kernel.idle()
+
+    async def test_status_speaks_one_rpc(self) -> None:
+        """`discord.status()` asks the host for one outbox row."""
+        await self.init()
+        self.send({"kind": "execute", "id": "e1", "cell": "c1",
+                   "code": "(await discord.status('ob_1'))['state']"})
+        frame = await self._rpc(0)
+        self.assertEqual((frame["method"], frame["params"]), ("discord.status", {"outbox_id": "ob_1"}))
+        self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": {"outbox_id": "ob_1", "state": "unknown"}})
+        await self.kernel.idle()
+        self.assertEqual(self.wire.reply("e1")["result"]["value"], "'unknown'")
+
+    async def test_host_refusal_reaches_the_cell(self) -> None:
+        """`discord.send()` raises the host's refusal, e.g. when Discord is not configured."""
+        await self.init()
+        self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "await discord.send('hi')"})
+        frame = await self._rpc(0)
+        self.kernel.receive({"kind": "rpc_error", "id": frame["id"], "code": "invalid_config",
+                             "message": "cannot send to discord: discord is not configured"})
+        await self.kernel.idle()
+        error = self.wire.reply("e1")["result"]["error"]
+        self.assertEqual(error["type"], "RpcError")
+        self.assertIn("discord is not configured", error["message"])
+
+    async def test_send_refuses_bad_arguments_without_rpc(self) -> None:
+        """`discord.send()` refuses empty, long or non-text messages and bad ids before any frame."""
+        await self.init()
+        cases = [
+            ("await discord.send('  ')", "ValueError", "cannot send to discord: text is empty (got only whitespace)"),
+            ("await discord.send('x' * 2001)", "ValueError", "cannot send to discord: text is over 2000 characters (got 2001)"),
+            ("await discord.send(b'x')", "TypeError", "cannot send to discord: text must be a string (got bytes)"),
+            ("await discord.send('x', channel='general')", "ValueError",
+             "cannot send to discord: channel must be a Discord id of 1-20 digits (got 'general')"),
+            ("await discord.send('x', reply_to=True)", "ValueError",
+             "cannot send to discord: reply_to must be a Discord id of 1-20 digits (got True)"),
+            ("await discord.status('')", "TypeError",
+             "cannot read discord send status: outbox_id must be a non-empty string (got '')"),
+        ]
+        for index, (code, kind, message) in enumerate(cases):
+            self.send({"kind": "execute", "id": f"e{index}", "cell": f"c{index}", "code": code})
+            await self.kernel.idle()
+            error = self.wire.reply(f"e{index}")["result"]["error"]
+            self.assertEqual((error["type"], error["message"]), (kind, message))
+        self.assertEqual(self.wire.of_kind("rpc"), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
