@@ -5,10 +5,12 @@
  * @module
  */
 
+import { Buffer } from "node:buffer";
 import { appendEvent, readEvents } from "../store/events.ts";
 import { type AdmitInput, admitInput } from "../store/inputs.ts";
 import { discordDedupeKey, localDedupeKey } from "../store/dedupe_keys.ts";
 import { recoverOutbox } from "../store/outbox.ts";
+import { readArtifact } from "../store/artifacts.ts";
 import { closeDanglingToolCalls } from "../store/provider_items.ts";
 import { frameHasCells, interruptOpenCells } from "../store/cells.ts";
 import { adoptFrame, finishFrame, type FrameRecord, openFrames } from "../store/frames.ts";
@@ -157,6 +159,14 @@ export class Coordinator implements LaneHost {
       rpc: {
         "local.send": (params, ctx) =>
           Promise.resolve(this.#send(session, parts, params, ctx.cell)),
+        "artifact.read": async (params) => {
+          const p = params as { id?: unknown; offset?: unknown; length?: unknown };
+          const { data, bytes } = await readArtifact(store.stateDir, String(p.id), {
+            offset: typeof p.offset === "number" ? p.offset : undefined,
+            length: typeof p.length === "number" ? p.length : undefined,
+          });
+          return { data_b64: Buffer.from(data).toString("base64"), bytes };
+        },
         ...discordHandlers({
           store,
           session,

@@ -9,6 +9,7 @@
  * @module
  */
 
+import { Buffer } from "node:buffer";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import { z } from "zod";
 import { KlbrError } from "./errors.ts";
@@ -151,11 +152,7 @@ async function readCapped(
 }
 
 function toBase64(bytes: Uint8Array): string {
-  let binary = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  }
-  return btoa(binary);
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
 }
 
 function hostPath(): string {

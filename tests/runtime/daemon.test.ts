@@ -593,7 +593,17 @@ Deno.test("long cell output is spooled whole to an artifact; records and the mod
   const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
   const daemon = await startTestDaemon({ modelUrl: fake.url });
   try {
-    fake.enqueue({ toolCall: { code: "print('x' * 50_000 + 'END')" } });
+    fake.enqueue({ toolCall: { code: "print('x' * 50_000 + 'END')" } }, {
+      // The next cell reads the spooled bytes back by their content address.
+      toolCall: {
+        code: [
+          "import hashlib",
+          "aid = hashlib.sha256(('x' * 50_000 + 'END\\n').encode()).hexdigest()",
+          "print(await read_artifact(aid, offset=49_998))",
+          "wait()",
+        ].join("\n"),
+      },
+    });
     const client = await connectLane({ port: daemon.port, token: daemon.token });
     await client.request({ kind: "input", client_msg_id: "long", text: "print a lot" });
     const finished = await waitRecord(client, "cell.finished");
@@ -616,6 +626,8 @@ Deno.test("long cell output is spooled whole to an artifact; records and the mod
     const tool = fake.requests.filter((r) => r.method === "POST")[1].body.messages.at(-1);
     assert.equal(tool.role, "tool");
     assert.match(tool.content, /whole output is 50004 bytes in artifact/);
+    const reread = await waitRecord(client, "cell.finished", (r) => r.seq > finished.seq);
+    assert.equal((reread.data.result as { stdout: string }).stdout, "b'xxEND\\n'\n");
     await client.close();
   } finally {
     await daemon.stop();

@@ -6,6 +6,7 @@ import builtins
 from typing import Any
 
 from klbr import skills, workspace
+from klbr.artifacts import read_artifact
 from klbr.behavior import behavior
 from klbr.cells import wait
 from klbr.discord import discord
@@ -16,7 +17,7 @@ __all__ = ["build_namespace"]
 
 def build_namespace() -> dict[str, Any]:
     """A fresh cell namespace: the workspace functions, ``workspace``, ``local``, ``discord``,
-    ``wait``, ``skills`` and ``behavior``.
+    ``wait``, ``skills``, ``behavior`` and ``read_artifact``.
 
     The workspace must already be bound (``klbr.workspace.bind``).
     """
@@ -24,7 +25,7 @@ def build_namespace() -> dict[str, Any]:
     for name in workspace.PRELUDE_NAMES:
         ns[name] = getattr(workspace, name)
     ns.update(workspace=workspace, local=local, discord=discord, wait=wait, skills=skills,
-              behavior=behavior)
+              behavior=behavior, read_artifact=read_artifact)
     return ns
 
 
