@@ -13,6 +13,7 @@ import { enqueueOutbox, getOutbox } from "../store/outbox.ts";
 import type { Store } from "../store/store.ts";
 import { KlbrError } from "./errors.ts";
 import type { RpcHandler } from "./workbench.ts";
+import { routedConversations } from "./hook_contracts.ts";
 
 const Snowflake = z.string().regex(/^[0-9]{1,20}$/);
 
@@ -34,13 +35,6 @@ export interface DiscordRpcOptions {
   frame: () => { id: string; routing: unknown } | null;
   /** Wakes lane clients of the session. */
   notify: () => void;
-}
-
-/** Returns the conversations the running frame answers, from its routing. */
-function conversations(routing: unknown): string[] {
-  const r = (routing ?? {}) as { conversation?: unknown; conversations?: unknown };
-  const list = Array.isArray(r.conversations) ? r.conversations : [];
-  return [r.conversation, ...list].filter((c): c is string => typeof c === "string");
 }
 
 /**
@@ -80,12 +74,12 @@ export function discordHandlers(options: DiscordRpcOptions): Record<string, RpcH
     const frame = options.frame();
     let channel = parsed.data.channel;
     if (channel === undefined) {
-      const routed = conversations(frame?.routing).find((c) => c.startsWith("discord:"));
+      const routed = routedConversations(frame?.routing).find((c) => c.startsWith("discord:"));
       if (routed === undefined) {
         throw new KlbrError(
           "invalid_input",
           `cannot send to discord: this turn answers no discord conversation; pass channel= (got ${
-            JSON.stringify(conversations(frame?.routing))
+            JSON.stringify(routedConversations(frame?.routing))
           })`,
         );
       }

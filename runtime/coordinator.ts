@@ -24,7 +24,7 @@ import { KlbrError } from "./errors.ts";
 import { behaviorHandlers } from "./behavior_editing.ts";
 import { discordHandlers } from "./_discord_rpc.ts";
 import type { DiscordMessage } from "./discord.ts";
-import { checkHookResult } from "./hook_contracts.ts";
+import { checkHookResult, routedConversations } from "./hook_contracts.ts";
 import { newId } from "./ids.ts";
 import { EventBus } from "./event_bus.ts";
 import type { AdmitOutcome, InputMessage, LaneHost } from "./lane_connection.ts";
@@ -513,13 +513,9 @@ export class Coordinator implements LaneHost {
     if (!parsed.success) {
       throw new KlbrError("invalid_input", "cannot send: text must be a non-empty string");
     }
-    const routing = (parts.frame?.routing ?? {}) as {
-      conversation?: unknown;
-      conversations?: unknown;
-    };
-    const first = Array.isArray(routing.conversations) ? routing.conversations[0] : undefined;
-    const chosen = routing.conversation ?? first;
-    const conversation = typeof chosen === "string" ? chosen : "local:default";
+    // local.send speaks to the local conversation the turn answers, never to a remote one.
+    const conversation = routedConversations(parts.frame?.routing)
+      .find((c) => c.startsWith("local:")) ?? "local:default";
     const sendId = newId("send");
     // A local send is a durable publication: committed before the cell hears it succeeded.
     const seq = appendEvent(this.#o.store, session, "send", {

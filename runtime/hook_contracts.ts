@@ -17,6 +17,20 @@ export const AttentionPlan = z.object({
   routing: z.record(z.string(), z.unknown()).default({}),
 });
 
+/**
+ * The conversations a frame answers, from its routing (`conversation` and `conversations`).
+ *
+ * @example
+ * ```ts
+ * routedConversations({ conversations: ["local:default", "discord:1"] }); // both, in order
+ * ```
+ */
+export function routedConversations(routing: unknown): string[] {
+  const r = (routing ?? {}) as { conversation?: unknown; conversations?: unknown };
+  const list = Array.isArray(r.conversations) ? r.conversations : [];
+  return [r.conversation, ...list].filter((c): c is string => typeof c === "string");
+}
+
 /** `model.plan`: which route the next request uses. */
 export const ModelPlan = z.object({ route: z.enum(["main", "fast", "long"]) });
 

@@ -270,7 +270,9 @@ Deno.test("a Discord message delivered twice is admitted once; discord.send post
     assert.equal(discord.identifies[0].intents, GATEWAY_INTENTS);
     assert.equal(GATEWAY_INTENTS, 512 | 4096 | 32768);
     model.enqueue({
-      toolCall: { code: "r = await discord.send('hi')\nprint(r['state'])\nwait()" },
+      toolCall: {
+        code: "r = await discord.send('hi')\nprint(r['state'])\nawait local.send('noted')\nwait()",
+      },
     });
     discord.dispatchMessage({ channelId: "123", messageId: "555", content: "hello bot" });
     discord.dispatchMessage({ channelId: "123", messageId: "555", content: "hello bot" });
@@ -307,6 +309,11 @@ Deno.test("a Discord message delivered twice is admitted once; discord.send post
     assert.deepEqual(discord.posts[0].body, { content: "hi" });
     const cell = await waitRecord(client, "cell.finished");
     assert.equal((cell.data.result as { stdout: string }).stdout, "pending\n");
+    // local.send in a turn that answers Discord still speaks to the local conversation only.
+    const local = records(client, "send");
+    assert.deepEqual(local.map((r) => [r.data.text, r.data.conversation]), [
+      ["noted", "local:default"],
+    ]);
     // The token never reaches the log.
     assert.ok(!daemon.logs().includes(TOKEN));
   } finally {
