@@ -48,6 +48,8 @@ export interface CoordinatorOptions {
   provider: (route: string) => Provider;
   behavior: BehaviorState;
   log: (line: string) => void;
+  /** How long one cell may run before it is ended `timed_out`. @default {600_000} */
+  cellTimeoutMs?: number;
   /** The Discord sender, when the configuration has a `discord` node. */
   discord?: { channels: readonly string[]; wake(): void };
 }
@@ -208,6 +210,7 @@ export class Coordinator implements LaneHost {
       hooks,
       log: this.#o.log,
       system: () => systemMessage(this.#o.workspace),
+      cellTimeoutMs: this.#o.cellTimeoutMs,
       kernel: {
         generation: async () => {
           await parts.kernel.ready();

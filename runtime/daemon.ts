@@ -63,6 +63,7 @@ export async function serve(options: ServeOptions): Promise<number> {
   const discordToken = config.discord === undefined
     ? undefined
     : resolveDiscordToken(config.discord, env);
+  const cellTimeoutMs = parseCellTimeout(env.KLBR_CELL_TIMEOUT_MS);
   const log = (line: string) => console.error(`klbr: ${line}`);
   for (const warning of warnings) log(`config: ${warning}`);
 
@@ -100,6 +101,7 @@ export async function serve(options: ServeOptions): Promise<number> {
     token: await readOperatorToken(options.stateDir),
     version: VERSION,
     python: env.KLBR_PYTHON ?? "python3",
+    cellTimeoutMs,
     repoRoot: REPO_ROOT,
     workspace,
     skillRoots: roots,
@@ -188,4 +190,21 @@ export async function serve(options: ServeOptions): Promise<number> {
   store.close();
   log("drained; exiting");
   return 0;
+}
+
+/**
+ * Reads `KLBR_CELL_TIMEOUT_MS`: how long one cell may run (default 10 minutes).
+ *
+ * @throws {KlbrError} `invalid_config` for anything but a whole number of 1,000–86,400,000 ms.
+ */
+export function parseCellTimeout(value: string | undefined): number {
+  if (value === undefined || value === "") return 600_000;
+  const ms = Number(value);
+  if (!Number.isInteger(ms) || ms < 1_000 || ms > 86_400_000) {
+    throw new KlbrError(
+      "invalid_config",
+      `cannot serve: KLBR_CELL_TIMEOUT_MS must be a whole number of milliseconds from 1000 to 86400000 (got ${value})`,
+    );
+  }
+  return ms;
 }

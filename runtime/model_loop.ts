@@ -31,7 +31,11 @@ export interface TurnKernel {
   execute(
     cellId: string,
     code: string,
-    options: { signal: AbortSignal; onStream: (name: "stdout" | "stderr", text: string) => void },
+    options: {
+      signal: AbortSignal;
+      timeoutMs: number;
+      onStream: (name: "stdout" | "stderr", text: string) => void;
+    },
   ): Promise<CellResult>;
 }
 
@@ -47,6 +51,11 @@ export interface ModelTurnOptions {
   system: () => string;
   /** Model requests per turn at most. @default {16} */
   maxSteps?: number;
+  /**
+   * How long one cell may run before it is cancelled (then killed): a cell never holds the
+   * agent forever. @default {600_000}
+   */
+  cellTimeoutMs?: number;
   /** Provider items kept in a request at most (older ones are left out whole). @default {200} */
   maxItems?: number;
   log: (line: string) => void;
@@ -195,6 +204,7 @@ async function runTurn(
         state.effects = true;
         const result = await kernel.execute(cellId, code, {
           signal: ctx.signal,
+          timeoutMs: options.cellTimeoutMs ?? 600_000,
           onStream: (name, text) =>
             bus.emit(session, { kind: "cell.output", session, cell: cellId, name, text }),
         });

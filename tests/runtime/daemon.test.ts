@@ -634,3 +634,42 @@ Deno.test("long cell output is spooled whole to an artifact; records and the mod
     await fake.close();
   }
 });
+
+Deno.test("a cell that outruns KLBR_CELL_TIMEOUT_MS ends timed_out and the turn goes on", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  const daemon = await startTestDaemon({
+    modelUrl: fake.url,
+    env: { KLBR_CELL_TIMEOUT_MS: "1000" },
+  });
+  try {
+    fake.enqueue({ toolCall: { code: "import time\ntime.sleep(10**6)" } });
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "slow", text: "block" });
+    const finished = await waitRecord(client, "cell.finished");
+    assert.equal(finished.data.outcome, "timed_out");
+    // The model hears the outcome and the turn ends normally on its next cell.
+    const ended = await waitRecord(client, "turn.ended");
+    assert.equal(ended.data.reason, "wait");
+    const tool = fake.requests.filter((r) => r.method === "POST")[1].body.messages.at(-1);
+    assert.match(tool.content, /^outcome: timed_out/);
+    await client.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+});
+
+Deno.test("serve refuses a malformed KLBR_CELL_TIMEOUT_MS before it listens", async () => {
+  const state = await Deno.makeTempDir();
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", ...serveFlags(), `${REPO_ROOT}/main.ts`, "serve", "--state", state],
+    env: { KLBR_CELL_TIMEOUT_MS: "soon" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 1);
+  assert.match(
+    new TextDecoder().decode(out.stderr),
+    /cannot serve: KLBR_CELL_TIMEOUT_MS must be a whole number of milliseconds from 1000 to 86400000 \(got soon\)/,
+  );
+});
