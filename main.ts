@@ -16,6 +16,7 @@ commands:
   init                  create the state directory
   doctor                check versions, state, skills and configuration
   example               run the no-network workbench demonstration
+  url                   print the UI's address with the operator token (keep it private)
   status [session]      operator: show the runtime's state
   reset <session>       operator: replace the kernel (heap state is not restored)
   compact <session>     operator: compact the session's context
@@ -84,6 +85,14 @@ export async function main(args: string[]): Promise<number> {
         host: values.host,
         port: values.port === undefined ? undefined : Number(values.port),
       });
+    }
+    case "url": {
+      // The browser reads the token from the fragment, stores it and removes it from the bar;
+      // a fragment never reaches the server or its logs.
+      const { readOperatorToken } = await import("./runtime/operator_token.ts");
+      const token = await readOperatorToken(stateDir);
+      console.log(`http://127.0.0.1:${values.port ?? "8765"}/#token=${token}`);
+      return 0;
     }
     case "example": {
       const { runExample } = await import("./runtime/example.ts");

@@ -110,3 +110,15 @@ Deno.test("klbr status, compact and a refused activate speak to the daemon over 
     await daemon.stop();
   }
 });
+
+Deno.test("klbr url prints the UI address with the operator token in its fragment", async () => {
+  const state = join(await Deno.makeTempDir(), "state");
+  assert.equal((await cli("init", ["init", "--state", state])).code, 0);
+  const token = (await Deno.readTextFile(join(state, "operator.token"))).trim();
+  const out = await cli("klbr", ["url", "--state", state, "--port", "9123"]);
+  assert.equal(out.code, 0, out.stderr);
+  assert.equal(out.stdout, `http://127.0.0.1:9123/#token=${token}\n`);
+  const missing = await cli("klbr", ["url", "--state", join(state, "nowhere")]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /cannot read operator token: .* does not exist \(run klbr init\)/);
+});
