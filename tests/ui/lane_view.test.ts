@@ -33,7 +33,11 @@ function records(...items: [string, Record<string, unknown>][]): LaneRecord[] {
 /** Every `seq` a page would render for the view: one element per record. */
 function renderedSeqs(view: LaneView): number[] {
   return [
-    ...view.conversation.map((item) => item.seq),
+    ...view.conversation.flatMap((item) =>
+      item.lane === "send" && item.delivery !== undefined
+        ? [item.seq, ...item.delivery.steps.map((step) => step.seq)]
+        : [item.seq]
+    ),
     ...view.scratchpad.map((item) => item.seq),
     ...view.cells.flatMap((cell) =>
       cell.finishedSeq === undefined ? [cell.seq] : [cell.seq, cell.finishedSeq]
@@ -80,6 +84,16 @@ Deno.test("`deriveLanes()` renders every record exactly once for any mix of type
     "turn.ended",
     "send.state",
     "something.new",
+    "outbox.pending",
+    "outbox.attempting",
+    "outbox.confirmed",
+    "outbox.failed",
+    "outbox.unknown",
+    "frame.resumed",
+    "recovery",
+    "session.stalled",
+    "release.last_good",
+    "release.recovered",
   );
   const value = fc.oneof(fc.string(), fc.integer(), fc.boolean(), fc.constant(null));
   const data = fc.record({
@@ -88,6 +102,8 @@ Deno.test("`deriveLanes()` renders every record exactly once for any mix of type
     input_ids: fc.array(fc.constantFrom("in_a", "in_b", "in_x")),
     frame_id: fc.constantFrom("fr_1", "fr_2"),
     send_id: fc.constantFrom("snd_1", "snd_2"),
+    outbox_id: fc.constantFrom("ob_1", "ob_2"),
+    state: fc.constantFrom("pending", "attempting", "confirmed", "failed", "unknown"),
     text: value,
     result: fc.oneof(value, fc.dictionary(fc.string(), value)),
     error: fc.oneof(value, fc.dictionary(fc.string(), value)),
@@ -97,6 +113,11 @@ Deno.test("`deriveLanes()` renders every record exactly once for any mix of type
       const list = records(...items);
       const view = deriveLanes(list);
       assert.deepEqual(renderedSeqs(view), list.map((r) => r.seq));
+      // An outbox step shown inside its message is never also an event.
+      const steps = view.conversation.flatMap((item) =>
+        item.lane === "send" ? item.delivery?.steps.map((step) => step.seq) ?? [] : []
+      );
+      for (const event of view.events) assert.ok(!steps.includes(event.seq));
     }),
     { numRuns: 300 },
   );
@@ -283,13 +304,13 @@ Deno.test("`deriveLanes()` reads an input's text from `body`, `text` or a JSON b
 
 Deno.test("`deriveLanes()` describes unknown record types generically in the events lane", () => {
   const view = deriveLanes(records(
-    ["release.last_good", { release_id: "3fa2" }],
+    ["job.started", { job_id: "3fa2" }],
     ["job.failed", { error: "out of budget" }],
   ));
   assert.deepEqual(
     view.events.map((e) => [e.type, e.title, e.detail, e.severity]),
     [
-      ["release.last_good", "release.last_good", "", "info"],
+      ["job.started", "job.started", "", "info"],
       ["job.failed", "job.failed", "out of budget", "error"],
     ],
   );
@@ -311,6 +332,10 @@ Deno.test("`deriveLanes()` never throws on records whose data has unexpected typ
       "send_id",
       "generation",
       "epoch",
+      "outbox_id",
+      "stdout_artifact",
+      "abandoned_frames",
+      "failures",
     ),
     fc.anything(),
   );
@@ -326,6 +351,12 @@ Deno.test("`deriveLanes()` never throws on records whose data has unexpected typ
     "activation",
     "hook.failed",
     "send.state",
+    "outbox.pending",
+    "outbox.unknown",
+    "frame.resumed",
+    "recovery",
+    "session.stalled",
+    "release.recovered",
   );
   fc.assert(
     fc.property(fc.array(fc.tuple(type, data), { maxLength: 30 }), (items) => {

@@ -9,9 +9,9 @@
 
 import type { JSX } from "preact";
 import { CollapsibleText } from "./collapsible_text.tsx";
-import { clockTime, duration, isoTime, toMillis } from "./format.ts";
+import { clockTime, duration, isoTime, spooledLabel, toMillis } from "./format.ts";
 import { shortId } from "./event_titles.ts";
-import type { CellItem } from "./lane_view.ts";
+import type { CellItem, SpooledOutput } from "./lane_view.ts";
 import { type BadgeTone, StateBadge } from "./state_badge.tsx";
 import { useNow } from "./use_now.ts";
 
@@ -28,11 +28,18 @@ function outcomeTone(outcome: string | undefined): BadgeTone {
   return "error";
 }
 
-function Output(props: { name: string; text: string }): JSX.Element | null {
-  if (props.text === "") return null;
+function Output(
+  props: { name: string; text: string; spooled?: SpooledOutput },
+): JSX.Element | null {
+  if (props.text === "" && props.spooled === undefined) return null;
   return (
     <div class={`output output-${props.name}`}>
       <h3 class="output-name">{props.name}</h3>
+      {props.spooled !== undefined && (
+        <p class="note spooled" title={props.spooled.id}>
+          {spooledLabel(props.name, props.spooled)}
+        </p>
+      )}
       <CollapsibleText text={props.text} label={props.name} />
     </div>
   );
@@ -66,8 +73,8 @@ function Cell(
       )}
       {cell.finishedAt !== undefined && (
         <div class="cell-result" data-seq={cell.finishedSeq}>
-          <Output name="stdout" text={cell.stdout} />
-          <Output name="stderr" text={cell.stderr} />
+          <Output name="stdout" text={cell.stdout} spooled={cell.stdoutArtifact} />
+          <Output name="stderr" text={cell.stderr} spooled={cell.stderrArtifact} />
           {cell.value !== undefined && <Output name="value" text={cell.value} />}
           {cell.error !== undefined && (
             <div class="output output-error">

@@ -18,6 +18,8 @@ import {
   type SendItem,
 } from "./lane_view.ts";
 import { renderMarkdown } from "./markdown.ts";
+import { conversationLabel } from "./discord_names.ts";
+import { sendLabel } from "./outbox_view.ts";
 import { type BadgeTone, StateBadge } from "./state_badge.tsx";
 
 /** The badge of an admitted input. */
@@ -49,8 +51,14 @@ export function pendingBadge(item: PendingInput): { tone: BadgeTone; label: stri
 
 function sendTone(state: string): BadgeTone {
   if (state === "delivered" || state === "confirmed") return "ok";
-  if (state === "failed" || state === "unknown") return "error";
+  if (state === "failed") return "error";
+  if (state === "unknown") return "warning";
+  if (state === "attempting") return "progress";
   return "pending";
+}
+
+function sendBadge(item: SendItem): { tone: BadgeTone; label: string } {
+  return { tone: sendTone(item.state), label: sendLabel(item.state, item.delivery) };
 }
 
 function Meta(props: { children: ComponentChildren; at: number }): JSX.Element {
@@ -64,11 +72,18 @@ function Meta(props: { children: ComponentChildren; at: number }): JSX.Element {
 
 function InputRow({ item }: { item: InputItem }): JSX.Element {
   const badge = inputBadge(item);
+  const discord = item.sourceKind === "discord";
   return (
-    <li class="msg msg-input" data-seq={item.seq} data-input-id={item.inputId}>
+    <li
+      class={`msg msg-input${discord ? " msg-discord" : ""}`}
+      data-seq={item.seq}
+      data-input-id={item.inputId}
+    >
       <Meta at={item.at}>
-        <span class="who">{item.author}</span>
-        <span class="where">{item.sourceKind} · {item.conversation}</span>
+        <span class="who" title={item.author}>{item.authorName}</span>
+        <span class="where" title={item.conversation}>
+          {discord ? "on Discord" : item.sourceKind} · {conversationLabel(item.conversation)}
+        </span>
       </Meta>
       <div class="body plain">{item.text}</div>
       <StateBadge tone={badge.tone} label={badge.label} title={item.inputId} />
@@ -77,18 +92,43 @@ function InputRow({ item }: { item: InputItem }): JSX.Element {
 }
 
 function SendRow({ item }: { item: SendItem }): JSX.Element {
+  const badge = sendBadge(item);
+  const delivery = item.delivery;
   return (
-    <li class="msg msg-send" data-seq={item.seq} data-send-id={item.sendId}>
+    <li
+      class={`msg msg-send${delivery === undefined ? "" : " msg-discord"}`}
+      data-seq={item.seq}
+      data-send-id={item.sendId}
+    >
       <Meta at={item.at}>
         <span class="who">agent</span>
-        <span class="where">to {item.conversation}</span>
+        <span class="where" title={item.conversation}>
+          {delivery === undefined ? "to" : "to Discord ·"} {conversationLabel(item.conversation)}
+        </span>
       </Meta>
       <div
         class="body markdown"
         // Sanitised by DOMPurify in renderMarkdown: no script, no handlers, no fetches.
         dangerouslySetInnerHTML={{ __html: renderMarkdown(item.text) }}
       />
-      <StateBadge tone={sendTone(item.state)} label={item.state} title={item.sendId} />
+      <StateBadge tone={badge.tone} label={badge.label} title={item.sendId} />
+      {delivery !== undefined && (
+        <>
+          {item.state === "unknown" && delivery.error !== undefined && (
+            <p class="note">reason: {delivery.error}</p>
+          )}
+          <ol class="delivery-steps" aria-label={`delivery of ${item.sendId}`}>
+            <li data-step="pending">
+              pending <time dateTime={isoTime(item.at)}>{clockTime(item.at)}</time>
+            </li>
+            {delivery.steps.map((step) => (
+              <li key={step.seq} data-seq={step.seq} data-step={step.state}>
+                {step.state} <time dateTime={isoTime(step.at)}>{clockTime(step.at)}</time>
+              </li>
+            ))}
+          </ol>
+        </>
+      )}
     </li>
   );
 }

@@ -34,6 +34,14 @@ function frameEvent(type: string, d: Data): EventTitle {
   const n = num(d, "number", "frame_number", "frame");
   const name = n === undefined ? `Frame ${shortId(text(d, "frame_id"))}` : `Frame ${n}`;
   const reason = text(d, "reason") ?? "";
+  if (type === "frame.resumed") {
+    const owner = text(d, "previous_owner");
+    return {
+      title: `Turn of f${name.slice(1)} continued after a restart`,
+      detail: owner === undefined ? "" : `previous owner ${shortId(owner)}`,
+      severity: "info",
+    };
+  }
   if (type === "frame.accepted") {
     const ids = strings(d, "input_ids", "inputs");
     const epoch = num(d, "context_epoch", "epoch");
@@ -55,6 +63,28 @@ function frameEvent(type: string, d: Data): EventTitle {
     title: `${name} ${state === "done" ? "finished" : state}`,
     detail: reason,
     severity: state === "done" ? "info" : "error",
+  };
+}
+
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}
+
+/** Lists may hold ids or be counts; either way the event shows how many. */
+function count(d: Data, key: string): number {
+  return num(d, key) ?? strings(d, key).length;
+}
+
+function recoveryEvent(d: Data): EventTitle {
+  return {
+    title: "Recovered after a restart",
+    detail: [
+      `${plural(count(d, "abandoned_frames"), "frame")} abandoned`,
+      `${plural(count(d, "resumed_frames"), "frame")} resumed`,
+      `${plural(count(d, "interrupted_cells"), "cell")} interrupted`,
+      `${plural(count(d, "closed_tool_calls"), "tool call")} closed`,
+    ].join(" · "),
+    severity: "warning",
   };
 }
 
@@ -115,11 +145,46 @@ export function describeEvent(
         severity: "info",
       };
     }
+    case "recovery":
+      return recoveryEvent(d);
+    case "session.stalled": {
+      const failures = num(d, "failures");
+      return {
+        title: `Session stalled${
+          failures === undefined ? "" : ` after ${plural(failures, "failed attempt")}`
+        }`,
+        detail: text(d, "message", "reason") ?? "",
+        severity: "warning",
+      };
+    }
+    case "release.last_good":
+      return {
+        title: `Release ${shortId(text(d, "release_id", "release"))} marked last good`,
+        detail: "",
+        severity: "info",
+      };
+    case "release.recovered":
+      return {
+        title: `Release ${shortId(text(d, "broken"))} does not verify; restored ${
+          shortId(text(d, "restored"))
+        }`,
+        detail: text(d, "reason") ?? "",
+        severity: "warning",
+      };
     case "turn.ended": {
       const reason = text(d, "reason", "end") ?? "";
       const failed = /error|fail/i.test(reason);
       return { title: "Turn ended", detail: reason, severity: failed ? "error" : "info" };
     }
+  }
+  if (type.startsWith("outbox.")) {
+    // Only a step whose `outbox.pending` the page never saw lands here.
+    const state = text(d, "state") ?? type.slice("outbox.".length);
+    return {
+      title: `Discord send ${shortId(text(d, "outbox_id"))}: ${state}`,
+      detail: text(d, "error") ?? "",
+      severity: state === "failed" || state === "unknown" ? "error" : "info",
+    };
   }
   if (isSendUpdate(type, d)) {
     const state = text(d, "state") ?? type.split(".").pop() ?? "updated";

@@ -1,5 +1,5 @@
 /**
- * Text forms of times and durations the lanes show.
+ * Text forms of times, durations and sizes the lanes show.
  *
  * @module
  */
@@ -39,4 +39,33 @@ export function duration(ms: number): string {
   if (s < 60) return `${s} s`;
   if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
   return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+/**
+ * A byte count in words: `812 bytes`, `118.3 KiB`, `2.0 MiB`.
+ *
+ * @example
+ * ```ts
+ * byteSize(121_140); // "118.3 KiB"
+ * ```
+ */
+export function byteSize(bytes: number): string {
+  if (!Number.isFinite(bytes) || bytes < 0) return "?";
+  if (bytes < 1024) return `${Math.round(bytes)} byte${bytes === 1 ? "" : "s"}`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
+}
+
+/**
+ * The words that say an output was spooled: its size and the artifact holding all of it.
+ *
+ * @example
+ * ```ts
+ * spooledLabel("stdout", { id: "art_1", bytes: 20480 });
+ * // "stdout spooled: 20.0 KiB in artifact art_1; an excerpt is shown"
+ * ```
+ */
+export function spooledLabel(name: string, spooled: { id: string; bytes?: number }): string {
+  const size = spooled.bytes === undefined ? "" : `${byteSize(spooled.bytes)} `;
+  return `${name} spooled: ${size}in artifact ${spooled.id}; an excerpt is shown`;
 }

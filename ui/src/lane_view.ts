@@ -12,6 +12,8 @@
 import type { LaneRecord } from "../../runtime/protocol.ts";
 import { any, type Data, displayText, flag, num, strings, text } from "./_fields.ts";
 import { describeEvent, isSendUpdate, type Severity, shortId } from "./event_titles.ts";
+import { authorName } from "./discord_names.ts";
+import { applyOutboxStep, outboxId, pendingSend, type SendDelivery } from "./outbox_view.ts";
 
 /** Where an input stands. */
 export type InputDisposition =
@@ -30,6 +32,8 @@ export interface InputItem {
   inputId: string;
   conversation: string;
   author: string;
+  /** The author as shown: the username of a Discord author, any other author as it is. */
+  authorName: string;
   text: string;
   sourceKind: string;
   clientMsgId: string | undefined;
@@ -46,6 +50,8 @@ export interface SendItem {
   text: string;
   /** `delivered` for a local send; an outbox state for a remote one. */
   state: string;
+  /** The outbox delivery of a Discord send; `undefined` for a local send. */
+  delivery: SendDelivery | undefined;
 }
 
 /** One item of the conversation lane. */
@@ -67,6 +73,12 @@ export interface CellError {
   traceback: string;
 }
 
+/** Output spooled whole to an artifact; the cell shows an excerpt. */
+export interface SpooledOutput {
+  id: string;
+  bytes: number | undefined;
+}
+
 /** One cell, from `cell.started` and its `cell.finished`. */
 export interface CellItem {
   seq: number;
@@ -78,6 +90,9 @@ export interface CellItem {
   outcome: string | undefined;
   stdout: string;
   stderr: string;
+  /** Set when the whole stdout is in an artifact and `stdout` is an excerpt. */
+  stdoutArtifact: SpooledOutput | undefined;
+  stderrArtifact: SpooledOutput | undefined;
   value: string | undefined;
   error: CellError | undefined;
   durationMs: number | undefined;
@@ -131,12 +146,20 @@ function cellError(value: unknown): CellError | undefined {
   };
 }
 
+function spooled(data: Data, name: string): SpooledOutput | undefined {
+  const id = text(data, `${name}_artifact.id`, `result.${name}_artifact.id`);
+  if (id === undefined) return undefined;
+  return { id, bytes: num(data, `${name}_artifact.bytes`, `result.${name}_artifact.bytes`) };
+}
+
 function finishCell(cell: CellItem, record: LaneRecord, separate: boolean): void {
   const d = record.data;
   cell.state = "finished";
   cell.outcome = text(d, "outcome", "result.outcome") ?? "finished";
   cell.stdout = text(d, "stdout", "result.stdout") ?? "";
   cell.stderr = text(d, "stderr", "result.stderr") ?? "";
+  cell.stdoutArtifact = spooled(d, "stdout");
+  cell.stderrArtifact = spooled(d, "stderr");
   const value = any(d, "value", "result.value");
   cell.value = value === undefined ? undefined : displayText(value);
   cell.error = cellError(any(d, "error", "result.error"));
@@ -154,13 +177,15 @@ export function localMessageId(dedupeKey: string | undefined): string | undefine
 function inputItem(record: LaneRecord): InputItem {
   const d = record.data;
   const conversation = text(d, "conversation_id", "conversation") ?? "local:default";
+  const author = text(d, "author") ?? "unknown";
   return {
     lane: "input",
     seq: record.seq,
     at: record.at,
     inputId: text(d, "input_id", "id") ?? `seq ${record.seq}`,
     conversation,
-    author: text(d, "author") ?? "unknown",
+    author,
+    authorName: authorName(author),
     text: displayText(any(d, "body", "text")),
     sourceKind: text(d, "source_kind", "source") ?? conversation.split(":")[0],
     clientMsgId: text(d, "client_msg_id") ?? localMessageId(text(d, "dedupe_key")),
@@ -179,6 +204,7 @@ function sendItem(record: LaneRecord): SendItem {
     conversation,
     text: displayText(any(d, "text", "body")),
     state: text(d, "state") ?? (conversation.startsWith("local:") ? "delivered" : "pending"),
+    delivery: undefined,
   };
 }
 
@@ -203,6 +229,7 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
     activation: undefined,
   };
   const sends = new Map<string, SendItem>();
+  const outbox = new Map<string, SendItem>();
   const openCells = new Map<string, CellItem>();
   const frameInputs = new Map<string, string[]>();
   for (const record of records) {
@@ -219,6 +246,25 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
       const item = sendItem(record);
       view.conversation.push(item);
       sends.set(item.sendId, item);
+      continue;
+    }
+    if (type === "outbox.pending") {
+      // One message per outbox row; a repeated pending record gets its own, and later steps
+      // move the latest one.
+      const item: SendItem = {
+        lane: "send",
+        seq: record.seq,
+        at: record.at,
+        ...pendingSend(record),
+      };
+      view.conversation.push(item);
+      outbox.set(item.sendId, item);
+      continue;
+    }
+    const outboxSend = type.startsWith("outbox.") ? outbox.get(outboxId(record) ?? "") : undefined;
+    if (outboxSend?.delivery !== undefined) {
+      // Rendered inside its message, like a `cell.finished` inside its cell.
+      outboxSend.state = applyOutboxStep(outboxSend.delivery, record);
       continue;
     }
     if (type === "scratchpad" || type.startsWith("scratchpad.")) {
@@ -241,6 +287,8 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
         outcome: undefined,
         stdout: "",
         stderr: "",
+        stdoutArtifact: undefined,
+        stderrArtifact: undefined,
         value: undefined,
         error: undefined,
         durationMs: undefined,
@@ -268,6 +316,8 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
           outcome: undefined,
           stdout: "",
           stderr: "",
+          stdoutArtifact: undefined,
+          stderrArtifact: undefined,
           value: undefined,
           error: undefined,
           durationMs: undefined,
@@ -287,6 +337,8 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
       const ids = strings(d, "input_ids", "inputs");
       const consumed = ids.length > 0 ? ids : frameInputs.get(frameId) ?? [];
       if (type === "frame.accepted") frameInputs.set(frameId, consumed);
+      // A resumed frame keeps its inputs; only an end moves them.
+      if (type === "frame.resumed") continue;
       const frame = num(d, "number", "frame_number");
       for (const id of consumed) {
         const input = view.inputs.get(id);

@@ -1,0 +1,157 @@
+/**
+ * The runtime-events lane's words for resumed turns, restart recovery, a stalled session and
+ * release recovery, and spooled cell output in the cells lane.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type { LaneRecord } from "../../runtime/protocol.ts";
+import { describeEvent } from "../../ui/src/event_titles.ts";
+import { byteSize, spooledLabel } from "../../ui/src/format.ts";
+import { deriveLanes, dispositionLabel } from "../../ui/src/lane_view.ts";
+
+function record(type: string, data: Record<string, unknown>, seq = 1): LaneRecord {
+  return { kind: "record", session: "default", seq, at: 1_736_933_400_000 + seq, type, data };
+}
+
+Deno.test("`describeEvent()` titles a resumed frame as its turn continued after a restart", () => {
+  assert.deepEqual(
+    describeEvent(record("frame.resumed", {
+      frame_id: "fr_1",
+      number: 7,
+      previous_owner: "own_01JHMMRR878CS2QQ58HYY0RD73",
+    })),
+    {
+      title: "Turn of frame 7 continued after a restart",
+      detail: "previous owner own_01JHMMRR…",
+      severity: "info",
+    },
+  );
+});
+
+Deno.test("`describeEvent()` names a resumed frame without a number by its id", () => {
+  assert.deepEqual(describeEvent(record("frame.resumed", { frame_id: "FR_Upper" })), {
+    title: "Turn of frame FR_Upper continued after a restart",
+    detail: "",
+    severity: "info",
+  });
+});
+
+Deno.test("`deriveLanes()` keeps a resumed frame's inputs consumed and running", () => {
+  // `frame.resumed` is no end: the inputs must not read as done before the frame finishes.
+  const view = deriveLanes([
+    record("input.admitted", { input_id: "in_a", body: "hi" }, 1),
+    record("frame.accepted", { frame_id: "fr_1", number: 3, input_ids: ["in_a"] }, 2),
+    record("frame.resumed", { frame_id: "fr_1", number: 3 }, 3),
+  ]);
+  assert.equal(dispositionLabel(view.inputs.get("in_a")!.disposition), "consumed by frame 3");
+  assert.equal(view.events[1].title, "Turn of frame 3 continued after a restart");
+});
+
+Deno.test("`describeEvent()` counts what a recovery abandoned, resumed, interrupted and closed", () => {
+  assert.deepEqual(
+    describeEvent(record("recovery", {
+      abandoned_frames: ["fr_1"],
+      resumed_frames: ["fr_2", "fr_3"],
+      interrupted_cells: ["cell_1"],
+      closed_tool_calls: ["call_1", "call_2", "call_3"],
+    })),
+    {
+      title: "Recovered after a restart",
+      detail: "1 frame abandoned · 2 frames resumed · 1 cell interrupted · 3 tool calls closed",
+      severity: "warning",
+    },
+  );
+});
+
+Deno.test("`describeEvent()` counts a recovery's missing lists as zero and reads plain counts", () => {
+  assert.equal(
+    describeEvent(record("recovery", { resumed_frames: "fr_2", interrupted_cells: 2 })).detail,
+    "0 frames abandoned · 0 frames resumed · 2 cells interrupted · 0 tool calls closed",
+  );
+});
+
+Deno.test("`describeEvent()` warns of a stalled session with its message", () => {
+  assert.deepEqual(
+    describeEvent(record("session.stalled", {
+      failures: 5,
+      message: "gave up retrying after 5 failed attempts; the inputs stay pending",
+    })),
+    {
+      title: "Session stalled after 5 failed attempts",
+      detail: "gave up retrying after 5 failed attempts; the inputs stay pending",
+      severity: "warning",
+    },
+  );
+  assert.deepEqual(describeEvent(record("session.stalled", { failures: "x" })), {
+    title: "Session stalled",
+    detail: "",
+    severity: "warning",
+  });
+});
+
+Deno.test("`describeEvent()` titles a last good release and warns of a recovered one", () => {
+  assert.deepEqual(
+    describeEvent(record("release.last_good", { release_id: "3fa2c41d9e8b7a6f5e4d3c2b1a0f9e8d" })),
+    { title: "Release 3fa2c41d9e8b… marked last good", detail: "", severity: "info" },
+  );
+  assert.deepEqual(
+    describeEvent(record("release.recovered", { broken: "bad1", restored: "good2" })),
+    { title: "Release bad1 does not verify; restored good2", detail: "", severity: "warning" },
+  );
+  assert.equal(
+    describeEvent(record("release.recovered", {})).title,
+    "Release ? does not verify; restored ?",
+  );
+});
+
+Deno.test("`deriveLanes()` reads spooled stdout and stderr artifacts from a cell's result", () => {
+  const view = deriveLanes([
+    record("cell.started", { cell_id: "cell_a", code: "print('x' * 100000)" }, 1),
+    record("cell.finished", {
+      cell_id: "cell_a",
+      outcome: "ok",
+      result: {
+        stdout: "xxxx\n[… 94000 characters not shown …]\nxxxx",
+        stderr: "",
+        stdout_artifact: { id: "art_01JHMMRR878CS2QQ58HYY0RD73", bytes: 100001 },
+        stderr_artifact: { id: "art_2", bytes: "many" },
+      },
+    }, 2),
+  ]);
+  const [cell] = view.cells;
+  assert.deepEqual(cell.stdoutArtifact, { id: "art_01JHMMRR878CS2QQ58HYY0RD73", bytes: 100001 });
+  assert.deepEqual(cell.stderrArtifact, { id: "art_2", bytes: undefined });
+  assert.match(cell.stdout, /characters not shown/);
+  assert.equal(
+    spooledLabel("stdout", cell.stdoutArtifact!),
+    "stdout spooled: 97.7 KiB in artifact art_01JHMMRR878CS2QQ58HYY0RD73; an excerpt is shown",
+  );
+  assert.equal(
+    spooledLabel("stderr", cell.stderrArtifact!),
+    "stderr spooled: in artifact art_2; an excerpt is shown",
+  );
+});
+
+Deno.test("`deriveLanes()` ignores artifact refs without an id", () => {
+  const view = deriveLanes([
+    record("cell.finished", {
+      cell_id: "cell_a",
+      outcome: "ok",
+      result: { stdout: "short", stdout_artifact: { bytes: 10 }, stderr_artifact: "art_3" },
+    }),
+  ]);
+  assert.deepEqual([view.cells[0].stdoutArtifact, view.cells[0].stderrArtifact], [
+    undefined,
+    undefined,
+  ]);
+});
+
+Deno.test("`byteSize()` says bytes, KiB and MiB and refuses nonsense", () => {
+  assert.deepEqual(
+    [0, 1, 1023, 1024, 121_140, 2 * 1024 * 1024].map(byteSize),
+    ["0 bytes", "1 byte", "1023 bytes", "1.0 KiB", "118.3 KiB", "2.0 MiB"],
+  );
+  assert.deepEqual([-1, NaN, Infinity].map(byteSize), ["?", "?", "?"]);
+});
