@@ -2,8 +2,8 @@
 // task's permissions, a real Python workbench, and the fake model over real HTTP.
 
 import assert from "node:assert/strict";
-import { startFakeOpenAI } from "../fakes/openai_server.ts";
-import { REPO_ROOT, serveFlags, startTestDaemon } from "../_helpers/daemon.ts";
+import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai_server.ts";
+import { REPO_ROOT, serveFlags, startTestDaemon, type TestDaemon } from "../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../_helpers/lane_client.ts";
 import type { LaneRecord, ServerMessage } from "../../runtime/protocol.ts";
 import { openStore } from "../../store/store.ts";
@@ -23,6 +23,21 @@ const waitRecord = (
 ) => client.waitFor<LaneRecord>((m) => m.kind === "record" && m.type === type && extra(m), 30_000);
 
 const WAIT_CELL = { toolCall: { code: "wait()" } };
+
+/** Runs `fn` against a fresh daemon whose model is a fake that answers `wait()` by default. */
+async function withModelDaemon(
+  options: { env?: Record<string, string> },
+  fn: (parts: { fake: FakeOpenAI; daemon: TestDaemon }) => Promise<void>,
+): Promise<void> {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  const daemon = await startTestDaemon({ modelUrl: fake.url, ...options });
+  try {
+    await fn({ fake, daemon });
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
+}
 
 /** Publishes `behavior/` with `files` replaced and activates it, on a stopped daemon's state. */
 async function activateVariant(stateDir: string, files: Record<string, string>) {
@@ -80,9 +95,7 @@ Deno.test("serve refuses a non-loopback bind before it listens", async () => {
 });
 
 Deno.test("a message yields scratchpad, one cell and exactly one send; wait makes no idle request", async () => {
-  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
-  const daemon = await startTestDaemon({ modelUrl: fake.url });
-  try {
+  await withModelDaemon({}, async ({ fake, daemon }) => {
     // /health answers JSON with the pending-input figures.
     const health = await (await fetch(`${daemon.url}/health`)).json();
     assert.equal(health.ok, true);
@@ -136,16 +149,11 @@ Deno.test("a message yields scratchpad, one cell and exactly one send; wait make
     const toolResults = messages.filter((m) => m.role === "tool");
     assert.equal(toolResults.length, 1);
     await client.close();
-  } finally {
-    await daemon.stop();
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("inputs burst during a blocked cell are acknowledged; reset replaces the kernel", async () => {
-  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
-  const daemon = await startTestDaemon({ modelUrl: fake.url });
-  try {
+  await withModelDaemon({}, async ({ fake, daemon }) => {
     fake.enqueue({ toolCall: { code: "import time\ntime.sleep(10**9)" } });
     const client = await connectLane({ port: daemon.port, token: daemon.token });
     await client.request({ kind: "input", client_msg_id: "first", text: "start" });
@@ -180,10 +188,7 @@ Deno.test("inputs burst during a blocked cell are acknowledged; reset replaces t
     const consumed = records(client, "frame.accepted").flatMap((r) => r.data.input_ids as string[]);
     for (const id of burstIds) assert.equal(consumed.filter((c) => c === id).length, 1, id);
     await client.close();
-  } finally {
-    await daemon.stop();
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("SIGKILL mid-burst and mid-cell: after restart every acked input is there once, no cell reruns", async () => {
@@ -307,9 +312,7 @@ Deno.test("serve starts the daemon under derived permissions and forwards SIGTER
 });
 
 Deno.test("with KLBR_RUN_PROGRAMS, workspace.run starts listed programs only", async () => {
-  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
-  const daemon = await startTestDaemon({ modelUrl: fake.url, env: { KLBR_RUN_PROGRAMS: "echo" } });
-  try {
+  await withModelDaemon({ env: { KLBR_RUN_PROGRAMS: "echo" } }, async ({ fake, daemon }) => {
     fake.enqueue({
       toolCall: {
         code: [
@@ -330,10 +333,7 @@ Deno.test("with KLBR_RUN_PROGRAMS, workspace.run starts listed programs only", a
     assert.match(stdout, /^allowed\n/);
     assert.match(stdout, /refused: .*cannot run: the host may not start this program \(got "sh"\)/);
     await client.close();
-  } finally {
-    await daemon.stop();
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("a turn killed before any cell ran gives its input back to a new frame at restart", async () => {
@@ -505,9 +505,7 @@ Deno.test("inputs sent together commit together; a refused one is answered alone
 });
 
 Deno.test("the agent edits, tests and activates a hook from a cell; the heap lives on; rollback works", async () => {
-  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
-  const daemon = await startTestDaemon({ modelUrl: fake.url });
-  try {
+  await withModelDaemon({}, async ({ fake, daemon }) => {
     const newContext = [
       "def prepare(messages, **context):",
       "    return messages + [{'role': 'user', 'content': '[policy v2]'}]",
@@ -583,16 +581,11 @@ Deno.test("the agent edits, tests and activates a hook from a cell; the heap liv
     assert.match(out3, /^rolled back to 4$/m);
     assert.match(out3, new RegExp(`^${v2}$`, "m"));
     await client.close();
-  } finally {
-    await daemon.stop();
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("long cell output is spooled whole to an artifact; records and the model get an excerpt", async () => {
-  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
-  const daemon = await startTestDaemon({ modelUrl: fake.url });
-  try {
+  await withModelDaemon({}, async ({ fake, daemon }) => {
     fake.enqueue({ toolCall: { code: "print('x' * 50_000 + 'END')" } }, {
       // The next cell reads the spooled bytes back by their content address.
       toolCall: {
@@ -629,19 +622,11 @@ Deno.test("long cell output is spooled whole to an artifact; records and the mod
     const reread = await waitRecord(client, "cell.finished", (r) => r.seq > finished.seq);
     assert.equal((reread.data.result as { stdout: string }).stdout, "b'xxEND\\n'\n");
     await client.close();
-  } finally {
-    await daemon.stop();
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("a cell that outruns KLBR_CELL_TIMEOUT_MS ends timed_out and the turn goes on", async () => {
-  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
-  const daemon = await startTestDaemon({
-    modelUrl: fake.url,
-    env: { KLBR_CELL_TIMEOUT_MS: "1000" },
-  });
-  try {
+  await withModelDaemon({ env: { KLBR_CELL_TIMEOUT_MS: "1000" } }, async ({ fake, daemon }) => {
     fake.enqueue({ toolCall: { code: "import time\ntime.sleep(10**6)" } });
     const client = await connectLane({ port: daemon.port, token: daemon.token });
     await client.request({ kind: "input", client_msg_id: "slow", text: "block" });
@@ -653,10 +638,7 @@ Deno.test("a cell that outruns KLBR_CELL_TIMEOUT_MS ends timed_out and the turn 
     const tool = fake.requests.filter((r) => r.method === "POST")[1].body.messages.at(-1);
     assert.match(tool.content, /^outcome: timed_out/);
     await client.close();
-  } finally {
-    await daemon.stop();
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("serve refuses a malformed KLBR_CELL_TIMEOUT_MS before it listens", async () => {
