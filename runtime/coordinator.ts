@@ -10,6 +10,7 @@ import { appendEvent, readEvents } from "../store/events.ts";
 import { type AdmitInput, admitInput } from "../store/inputs.ts";
 import { discordDedupeKey, localDedupeKey } from "../store/dedupe_keys.ts";
 import { recoverOutbox } from "../store/outbox.ts";
+import { compactContext } from "../store/context_summaries.ts";
 import { readArtifact } from "../store/artifacts.ts";
 import { closeDanglingToolCalls } from "../store/provider_items.ts";
 import { frameHasCells, interruptOpenCells } from "../store/cells.ts";
@@ -388,11 +389,21 @@ export class Coordinator implements LaneHost {
           message: "a new kernel generation started; Python heap state was not restored",
         });
       }
-      case "op.compact":
-        return note({
-          compacted: false,
-          message: "compaction is a recorded no-op: context management does not exist yet",
-        });
+      case "op.compact": {
+        this.#require(session);
+        // Extractive: it needs neither the model nor a hook.
+        const done = compactContext(store, session, { keepItems: 20 });
+        return note(
+          done === undefined
+            ? { compacted: false, message: "nothing to compact: the context is already short" }
+            : {
+              compacted: true,
+              epoch: done.epoch,
+              covers_to_idx: done.coversToIdx,
+              summarized_items: done.summarizedItems,
+            },
+        );
+      }
       case "op.drain": {
         const parts = this.#require(session);
         await parts.runtime.drain();

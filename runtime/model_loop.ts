@@ -14,6 +14,7 @@ import { finishCell, startCell } from "../store/cells.ts";
 import type { InputRecord } from "../store/inputs.ts";
 import { appendProviderItems, readProviderItems } from "../store/provider_items.ts";
 import { type ArtifactRef, spoolArtifact } from "../store/artifacts.ts";
+import { compactContext, latestSummary } from "../store/context_summaries.ts";
 import type { Store } from "../store/store.ts";
 import type { CellResult } from "./_workbench_parts.ts";
 import { newId } from "./ids.ts";
@@ -58,6 +59,10 @@ export interface ModelTurnOptions {
   cellTimeoutMs?: number;
   /** Provider items kept in a request at most (older ones are left out whole). @default {200} */
   maxItems?: number;
+  /** Uncovered provider items above which a turn compacts the context first. @default {150} */
+  compactAboveItems?: number;
+  /** Items a compaction keeps whole after its cut. @default {60} */
+  keepItemsAfterCompaction?: number;
   log: (line: string) => void;
 }
 
@@ -118,6 +123,17 @@ async function runTurn(
       ctx.resumed ? RESUMED_NOTE : renderInputs(ctx.inputs),
     ]);
     record("turn.started", { frame_id: frame.id, frame: frame.number, resumed: ctx.resumed });
+    // A long sequence is compacted before it is sent: no model, and nothing is deleted.
+    const uncovered = readProviderItems(
+      store,
+      session,
+      latestSummary(store, session)?.coversToIdx ?? 0,
+    );
+    if (uncovered.length > (options.compactAboveItems ?? 150)) {
+      if (compactContext(store, session, { keepItems: options.keepItemsAfterCompaction ?? 60 })) {
+        bus.wake(session);
+      }
+    }
     for (let step = 0; step < maxSteps; step++) {
       const messages = await prepareContext(options, session);
       const route = await planRoute(options, session);
@@ -302,10 +318,14 @@ function renderCellResult(result: CellResult): string {
 
 /** The request's messages: the contract, then the provider sequence, via `context.prepare`. */
 async function prepareContext(options: ModelTurnOptions, session: string): Promise<ChatMessage[]> {
-  const items = readProviderItems(options.store, session).map((item) => item.message);
+  // The summary stands in for the items it covers; the items after it follow whole.
+  const summary = latestSummary(options.store, session);
+  const items = readProviderItems(options.store, session, summary?.coversToIdx ?? 0)
+    .map((item) => item.message);
   // Every stored provider item has a role: appendProviderItems refuses any other.
   const base = [
     { role: "system", content: options.system() },
+    ...(summary ? [{ role: "user", content: `[runtime] ${summary.text}` }] : []),
     ...trimItems(items, options.maxItems ?? 200),
   ] as HookResult<"context.prepare">;
   const messages = await hookOr(options, session, "context.prepare", { messages: base }, base);

@@ -126,3 +126,16 @@ export function readEvents(
     body: JSON.parse(row.body),
   }));
 }
+
+/** Returns a session's events of one kind, oldest first, at most `limit` (default 10,000). */
+export function readEventsOfKind(
+  store: Store,
+  session: string,
+  kind: string,
+  limit = 10_000,
+): EventRecord[] {
+  const rows = store.statement(
+    "SELECT seq, kind, at, body FROM events WHERE session_id = ? AND kind = ? ORDER BY seq LIMIT ?",
+  ).all(session, kind, limit) as { seq: number; kind: string; at: number; body: string }[];
+  return rows.map((row) => ({ session, ...row, body: JSON.parse(row.body) }));
+}

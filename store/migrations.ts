@@ -277,11 +277,27 @@ CREATE TRIGGER outbox_no_delete BEFORE DELETE ON outbox
 BEGIN SELECT RAISE(ABORT, 'outbox rows are never deleted'); END;
 `;
 
+// Context summaries: what replaced the oldest provider items in a request. Each compaction
+// bumps the session's context epoch and covers the items up to `covers_to_idx`; the items
+// themselves are never changed or removed.
+const V4 = `
+CREATE TABLE context_summaries (
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  epoch INTEGER NOT NULL CHECK (epoch >= 1),
+  covers_to_idx INTEGER NOT NULL CHECK (covers_to_idx >= 1),
+  text TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  PRIMARY KEY (session_id, epoch)
+) STRICT, WITHOUT ROWID;
+${appendOnly("context_summaries")}
+`;
+
 /** Every migration, in order. Append only; never edit a released entry. */
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "runtime tables", sql: V1 },
   { version: 2, name: "provider items", sql: V2 },
   { version: 3, name: "discord outbox", sql: V3 },
+  { version: 4, name: "context summaries", sql: V4 },
 ];
 
 /** The `user_version` a fully migrated store has. */

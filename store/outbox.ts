@@ -281,3 +281,12 @@ export function recoverOutbox(store: Store, session: string): string[] {
     return ids;
   });
 }
+
+/** Returns the outbox rows written by the turns of `frameIds`, oldest first. */
+export function outboxOfFrames(store: Store, frameIds: readonly string[]): OutboxRecord[] {
+  if (frameIds.length === 0) return [];
+  const rows = store.statement(
+    `SELECT * FROM outbox WHERE frame_id IN (SELECT value FROM json_each(?)) ORDER BY created_at, id`,
+  ).all(JSON.stringify(frameIds)) as unknown as OutboxRow[];
+  return rows.map(toRecord);
+}

@@ -149,3 +149,14 @@ export function setLastGoodRelease(store: Store, session: string, releaseId: str
     session,
   );
 }
+
+/**
+ * Moves `context_epoch` from `expectedEpoch` to the next; for the context-summaries writer,
+ * inside its transaction. Returns whether it moved.
+ */
+export function bumpContextEpoch(store: Store, session: string, expectedEpoch: number): boolean {
+  assert(store.db.isTransaction, "a context epoch moves inside a transaction");
+  return store.statement(
+    "UPDATE sessions SET context_epoch = context_epoch + 1 WHERE id = ? AND context_epoch = ?",
+  ).run(session, expectedEpoch).changes === 1;
+}

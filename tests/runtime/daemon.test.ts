@@ -655,3 +655,53 @@ Deno.test("serve refuses a malformed KLBR_CELL_TIMEOUT_MS before it listens", as
     /cannot serve: KLBR_CELL_TIMEOUT_MS must be a whole number of milliseconds from 1000 to 86400000 \(got soon\)/,
   );
 });
+
+Deno.test("compact replaces old turns with a summary in the next request, without the model", async () => {
+  await withModelDaemon({}, async ({ fake, daemon }) => {
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    // Eight short turns, each with a draft and one sent message: over the 20 items compact keeps.
+    for (let n = 1; n <= 8; n++) {
+      fake.enqueue({
+        text: `draft ${n}`,
+        toolCall: { code: `await local.send('reply ${n}')\nwait()` },
+      });
+      await client.request({ kind: "input", client_msg_id: `c${n}`, text: `question ${n}` });
+      await waitRecord(client, "turn.ended", (r) => records(client, "turn.ended").length >= n);
+    }
+    const before = fake.requests.filter((r) => r.method === "POST").length;
+    const result = await client.request({ kind: "op.compact", session: "default" });
+    assert.equal(result.kind, "op.result");
+    const compacted = (result as Extract<ServerMessage, { kind: "op.result" }>).result;
+    assert.equal(compacted.compacted, true);
+    assert.equal(compacted.epoch, 1);
+    // No model request was made to compact.
+    assert.equal(fake.requests.filter((r) => r.method === "POST").length, before);
+
+    fake.enqueue({ toolCall: { code: "wait()" } });
+    await client.request({ kind: "input", client_msg_id: "c9", text: "question 9" });
+    const frame = await waitRecord(
+      client,
+      "frame.accepted",
+      (r) => (r.data.input_ids as string[]).length === 1 && r.data.number === 9,
+    );
+    assert.equal(frame.data.context_epoch, 1, "the frame records the new context epoch");
+    await waitRecord(client, "turn.ended", (r) => records(client, "turn.ended").length >= 9);
+    const last = fake.requests.filter((r) => r.method === "POST").at(-1)!;
+    const messages = last.body.messages as { role: string; content: string | null }[];
+    const summary = messages[1].content!;
+    assert.match(summary, /^\[runtime\] \[summary of \d+ earlier items/);
+    // Sent messages and drafts stay apart in the summary.
+    assert.match(
+      summary,
+      /Messages you sent \(these reached the conversation\):\n- to local:default: reply 1 \(delivered\)/,
+    );
+    assert.match(summary, /Your scratchpad notes \(never delivered to anyone\):\n- draft 1/);
+    // The covered turn (the first; compact keeps the last 20 items whole) is not sent whole any
+    // more; the later ones are.
+    const whole = messages.slice(2).map((m) => m.content ?? "");
+    assert.equal(whole.filter((c) => c.endsWith("\nquestion 1")).length, 0);
+    assert.equal(whole.filter((c) => c.endsWith("\nquestion 2")).length, 1);
+    assert.ok(messages.some((m) => m.content?.includes("question 9")));
+    await client.close();
+  });
+});
