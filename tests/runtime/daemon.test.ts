@@ -666,7 +666,7 @@ Deno.test("compact replaces old turns with a summary in the next request, withou
         toolCall: { code: `await local.send('reply ${n}')\nwait()` },
       });
       await client.request({ kind: "input", client_msg_id: `c${n}`, text: `question ${n}` });
-      await waitRecord(client, "turn.ended", (r) => records(client, "turn.ended").length >= n);
+      await waitRecord(client, "turn.ended", () => records(client, "turn.ended").length >= n);
     }
     const before = fake.requests.filter((r) => r.method === "POST").length;
     const result = await client.request({ kind: "op.compact", session: "default" });
@@ -685,7 +685,7 @@ Deno.test("compact replaces old turns with a summary in the next request, withou
       (r) => (r.data.input_ids as string[]).length === 1 && r.data.number === 9,
     );
     assert.equal(frame.data.context_epoch, 1, "the frame records the new context epoch");
-    await waitRecord(client, "turn.ended", (r) => records(client, "turn.ended").length >= 9);
+    await waitRecord(client, "turn.ended", () => records(client, "turn.ended").length >= 9);
     const last = fake.requests.filter((r) => r.method === "POST").at(-1)!;
     const messages = last.body.messages as { role: string; content: string | null }[];
     const summary = messages[1].content!;
