@@ -113,156 +113,158 @@ async function runTurn(
   maxSteps: number,
 ): Promise<TurnEnd> {
   const { store, bus, kernel } = options;
-  {
-    const { session, frame } = ctx;
-    const record = (kind: string, body: Record<string, unknown>) => {
-      appendEvent(store, session, kind, body);
+  const { session, frame } = ctx;
+  const record = (kind: string, body: Record<string, unknown>) => {
+    appendEvent(store, session, kind, body);
+    bus.wake(session);
+  };
+  // What the turn opens with is sent with each request but written only together with the
+  // first reply: a turn that fails before the model answers leaves nothing in the sequence, so
+  // its retry does not repeat the inputs.
+  let opening: Record<string, unknown> | null = ctx.resumed
+    ? RESUMED_NOTE
+    : renderInputs(ctx.inputs);
+  record("turn.started", { frame_id: frame.id, frame: frame.number, resumed: ctx.resumed });
+  // A long sequence is compacted before it is sent: no model, and nothing is deleted.
+  const uncovered = readProviderItems(
+    store,
+    session,
+    latestSummary(store, session)?.coversToIdx ?? 0,
+  );
+  if (uncovered.length > (options.compactAboveItems ?? 150)) {
+    if (compactContext(store, session, { keepItems: options.keepItemsAfterCompaction ?? 60 })) {
       bus.wake(session);
-    };
-    appendProviderItems(store, session, frame.id, [
-      ctx.resumed ? RESUMED_NOTE : renderInputs(ctx.inputs),
-    ]);
-    record("turn.started", { frame_id: frame.id, frame: frame.number, resumed: ctx.resumed });
-    // A long sequence is compacted before it is sent: no model, and nothing is deleted.
-    const uncovered = readProviderItems(
-      store,
-      session,
-      latestSummary(store, session)?.coversToIdx ?? 0,
-    );
-    if (uncovered.length > (options.compactAboveItems ?? 150)) {
-      if (compactContext(store, session, { keepItems: options.keepItemsAfterCompaction ?? 60 })) {
-        bus.wake(session);
-      }
     }
-    for (let step = 0; step < maxSteps; step++) {
-      const messages = await prepareContext(options, session);
-      const route = await planRoute(options, session);
-      let turn;
-      try {
-        turn = await options.provider(route).streamChat({ messages }, {
-          signal: ctx.signal,
-          onDelta: (delta) =>
-            bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text }),
-        });
-      } catch (error) {
-        const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
-        if (partial?.text) {
-          record("scratchpad", { frame_id: frame.id, text: partial.text, partial: true });
-        }
-        const message = error instanceof Error ? error.message : String(error);
-        record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
-        throw new TurnFailure(`model failed: ${message}`, state.effects, { cause: error });
+  }
+  for (let step = 0; step < maxSteps; step++) {
+    const messages = await prepareContext(options, session, opening ? [opening] : []);
+    const route = await planRoute(options, session);
+    let turn;
+    try {
+      turn = await options.provider(route).streamChat({ messages }, {
+        signal: ctx.signal,
+        onDelta: (delta) =>
+          bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text }),
+      });
+    } catch (error) {
+      const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
+      if (partial?.text) {
+        record("scratchpad", { frame_id: frame.id, text: partial.text, partial: true });
       }
-      // Tool-call ids are minted here: some providers repeat ids across responses, and a
-      // session's sequence needs each id once.
-      const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
-      const toolCalls = calls.map((call) => ({
-        id: call.id,
-        type: "function" as const,
-        function: { name: call.name, arguments: call.arguments },
-      }));
-      // The complete assistant block, with its tool-call ids, is durable before any cell runs.
+      const message = error instanceof Error ? error.message : String(error);
+      record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
+      throw new TurnFailure(`model failed: ${message}`, state.effects, { cause: error });
+    }
+    // Tool-call ids are minted here: some providers repeat ids across responses, and a
+    // session's sequence needs each id once.
+    const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
+    const toolCalls = calls.map((call) => ({
+      id: call.id,
+      type: "function" as const,
+      function: { name: call.name, arguments: call.arguments },
+    }));
+    // The complete assistant block, with its tool-call ids, is durable before any cell runs.
+    appendProviderItems(store, session, frame.id, [...(opening ? [opening] : []), {
+      role: "assistant",
+      content: turn.text === "" ? null : turn.text,
+      ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+    }]);
+    opening = null;
+    if (turn.text !== "") {
+      record("scratchpad", {
+        frame_id: frame.id,
+        text: turn.text,
+        partial: turn.textPartial,
+        usage: turn.usage,
+      });
+    }
+    if (toolCalls.length === 0) {
+      const next = await decideNext(options, session);
+      if (next !== "continue") {
+        record("turn.ended", { frame_id: frame.id, reason: `turn.next: ${next}` });
+        return { reason: `turn.next: ${next}`, effects: state.effects };
+      }
       appendProviderItems(store, session, frame.id, [{
-        role: "assistant",
-        content: turn.text === "" ? null : turn.text,
-        ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+        role: "user",
+        content: "[runtime] continue: call the python tool, or wait() when you are done.",
       }]);
-      if (turn.text !== "") {
-        record("scratchpad", {
-          frame_id: frame.id,
-          text: turn.text,
-          partial: turn.textPartial,
-          usage: turn.usage,
-        });
-      }
-      if (toolCalls.length === 0) {
-        const next = await decideNext(options, session);
-        if (next !== "continue") {
-          record("turn.ended", { frame_id: frame.id, reason: `turn.next: ${next}` });
-          return { reason: `turn.next: ${next}`, effects: state.effects };
-        }
-        appendProviderItems(store, session, frame.id, [{
-          role: "user",
-          content: "[runtime] continue: call the python tool, or wait() when you are done.",
-        }]);
-        continue;
-      }
-      let waited: string | undefined;
-      for (const call of calls) {
-        if (waited !== undefined || ctx.signal.aborted) {
-          appendProviderItems(store, session, frame.id, [{
-            role: "tool",
-            tool_call_id: call.id,
-            content: waited !== undefined
-              ? "[not run: the turn ended with wait()]"
-              : "[not run: the operator stopped the turn]",
-          }]);
-          continue;
-        }
-        const code = parseCode(call.name, call.arguments);
-        if (typeof code !== "string") {
-          appendProviderItems(store, session, frame.id, [{
-            role: "tool",
-            tool_call_id: call.id,
-            content: code.error,
-          }]);
-          continue;
-        }
-        const generation = await kernel.generation();
-        const { cellId } = startCell(store, {
-          session,
-          generation,
-          frameId: frame.id,
-          toolCallId: call.id,
-          code,
-        });
-        bus.wake(session);
-        state.effects = true;
-        const result = await kernel.execute(cellId, code, {
-          signal: ctx.signal,
-          timeoutMs: options.cellTimeoutMs ?? 600_000,
-          onStream: (name, text) =>
-            bus.emit(session, { kind: "cell.output", session, cell: cellId, name, text }),
-        });
-        // Long output is spooled whole to an artifact; records and the model get an excerpt
-        // that names it, so nothing printed is discarded and no record is huge.
-        const stdout = await spoolLongText(store.stateDir, result.stdout);
-        const stderr = await spoolLongText(store.stateDir, result.stderr);
-        const shown = { ...result, stdout: stdout.text, stderr: stderr.text };
-        // The outcome is durable before the model (or anyone) is told about it.
-        finishCell(store, cellId, {
-          outcome: result.outcome,
-          result: {
-            value: result.value,
-            stdout: stdout.text,
-            stderr: stderr.text,
-            ...(stdout.artifact ? { stdout_artifact: stdout.artifact } : {}),
-            ...(stderr.artifact ? { stderr_artifact: stderr.artifact } : {}),
-            error: result.error,
-            wait: result.wait,
-            duration_ms: Math.round(result.duration_ms),
-          },
-        });
+      continue;
+    }
+    let waited: string | undefined;
+    for (const call of calls) {
+      if (waited !== undefined || ctx.signal.aborted) {
         appendProviderItems(store, session, frame.id, [{
           role: "tool",
           tool_call_id: call.id,
-          content: renderCellResult(shown),
+          content: waited !== undefined
+            ? "[not run: the turn ended with wait()]"
+            : "[not run: the operator stopped the turn]",
         }]);
-        bus.wake(session);
-        if (result.wait !== null) waited = result.wait.reason;
+        continue;
       }
-      if (ctx.signal.aborted) {
-        record("turn.ended", { frame_id: frame.id, reason: "stopped by the operator" });
-        throw new TurnFailure("stopped by the operator", state.effects);
+      const code = parseCode(call.name, call.arguments);
+      if (typeof code !== "string") {
+        appendProviderItems(store, session, frame.id, [{
+          role: "tool",
+          tool_call_id: call.id,
+          content: code.error,
+        }]);
+        continue;
       }
-      if (waited !== undefined) {
-        record("turn.ended", { frame_id: frame.id, reason: "wait", wait_reason: waited });
-        return { reason: "wait", effects: state.effects };
-      }
+      const generation = await kernel.generation();
+      const { cellId } = startCell(store, {
+        session,
+        generation,
+        frameId: frame.id,
+        toolCallId: call.id,
+        code,
+      });
+      bus.wake(session);
+      state.effects = true;
+      const result = await kernel.execute(cellId, code, {
+        signal: ctx.signal,
+        timeoutMs: options.cellTimeoutMs ?? 600_000,
+        onStream: (name, text) =>
+          bus.emit(session, { kind: "cell.output", session, cell: cellId, name, text }),
+      });
+      // Long output is spooled whole to an artifact; records and the model get an excerpt
+      // that names it, so nothing printed is discarded and no record is huge.
+      const stdout = await spoolLongText(store.stateDir, result.stdout);
+      const stderr = await spoolLongText(store.stateDir, result.stderr);
+      const shown = { ...result, stdout: stdout.text, stderr: stderr.text };
+      // The outcome is durable before the model (or anyone) is told about it.
+      finishCell(store, cellId, {
+        outcome: result.outcome,
+        result: {
+          value: result.value,
+          stdout: stdout.text,
+          stderr: stderr.text,
+          ...(stdout.artifact ? { stdout_artifact: stdout.artifact } : {}),
+          ...(stderr.artifact ? { stderr_artifact: stderr.artifact } : {}),
+          error: result.error,
+          wait: result.wait,
+          duration_ms: Math.round(result.duration_ms),
+        },
+      });
+      appendProviderItems(store, session, frame.id, [{
+        role: "tool",
+        tool_call_id: call.id,
+        content: renderCellResult(shown),
+      }]);
+      bus.wake(session);
+      if (result.wait !== null) waited = result.wait.reason;
     }
-    record("turn.ended", { frame_id: frame.id, reason: `step limit ${maxSteps}` });
-    return { reason: `step limit ${maxSteps}`, effects: state.effects };
+    if (ctx.signal.aborted) {
+      record("turn.ended", { frame_id: frame.id, reason: "stopped by the operator" });
+      throw new TurnFailure("stopped by the operator", state.effects);
+    }
+    if (waited !== undefined) {
+      record("turn.ended", { frame_id: frame.id, reason: "wait", wait_reason: waited });
+      return { reason: "wait", effects: state.effects };
+    }
   }
+  record("turn.ended", { frame_id: frame.id, reason: `step limit ${maxSteps}` });
+  return { reason: `step limit ${maxSteps}`, effects: state.effects };
 }
 
 function renderInputs(inputs: InputRecord[]): Record<string, unknown> {
@@ -317,7 +319,11 @@ function renderCellResult(result: CellResult): string {
 }
 
 /** The request's messages: the contract, then the provider sequence, via `context.prepare`. */
-async function prepareContext(options: ModelTurnOptions, session: string): Promise<ChatMessage[]> {
+async function prepareContext(
+  options: ModelTurnOptions,
+  session: string,
+  opening: Record<string, unknown>[],
+): Promise<ChatMessage[]> {
   // The summary stands in for the items it covers; the items after it follow whole.
   const summary = latestSummary(options.store, session);
   const items = readProviderItems(options.store, session, summary?.coversToIdx ?? 0)
@@ -327,6 +333,7 @@ async function prepareContext(options: ModelTurnOptions, session: string): Promi
     { role: "system", content: options.system() },
     ...(summary ? [{ role: "user", content: `[runtime] ${summary.text}` }] : []),
     ...trimItems(items, options.maxItems ?? 200),
+    ...opening,
   ] as HookResult<"context.prepare">;
   const messages = await hookOr(options, session, "context.prepare", { messages: base }, base);
   return messages as unknown as ChatMessage[];

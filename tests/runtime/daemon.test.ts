@@ -705,3 +705,22 @@ Deno.test("compact replaces old turns with a summary in the next request, withou
     await client.close();
   });
 });
+
+Deno.test("a model failure gives the input back; the retry sends it once, not twice", async () => {
+  await withModelDaemon({}, async ({ fake, daemon }) => {
+    fake.enqueue({ status: 500, message: "overloaded" }, { toolCall: { code: "wait()" } });
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "retry", text: "only once please" });
+    const abandoned = await waitRecord(client, "frame.abandoned");
+    assert.match(String(abandoned.data.reason), /model failed: .*500/);
+    // The retry (after the first backoff) takes the same input in a new frame and finishes.
+    const done = await waitRecord(client, "frame.finished");
+    assert.deepEqual(done.data.input_ids, abandoned.data.input_ids);
+    const chat = fake.requests.filter((r) => r.method === "POST");
+    assert.equal(chat.length, 2);
+    const copies = (chat[1].body.messages as { content: string | null }[])
+      .filter((m) => m.content?.includes("only once please"));
+    assert.equal(copies.length, 1);
+    await client.close();
+  });
+});
