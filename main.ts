@@ -6,7 +6,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { isKlbrError } from "./runtime/errors.ts";
+import { isKlbrError } from "./runtime/core/mod.ts";
 
 const USAGE = `usage: klbr [command] [options]
 
@@ -53,11 +53,11 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   const [command = "serve", ...rest] = positionals;
-  const { resolveStateDir } = await import("./runtime/state_dir.ts");
+  const { resolveStateDir } = await import("./runtime/setup/mod.ts");
   const stateDir = resolveStateDir(values.state);
   switch (command) {
     case "init": {
-      const { initStateDir } = await import("./runtime/state_dir.ts");
+      const { initStateDir } = await import("./runtime/setup/mod.ts");
       const report = await initStateDir(stateDir);
       console.log(
         report.created ? `initialised ${stateDir}` : `${stateDir} is already initialised`,
@@ -65,11 +65,11 @@ export async function main(args: string[]): Promise<number> {
       return 0;
     }
     case "doctor": {
-      const { runDoctor } = await import("./runtime/doctor.ts");
+      const { runDoctor } = await import("./runtime/setup/mod.ts");
       return await runDoctor({ stateDir, configPath: values.config });
     }
     case "serve": {
-      const { launchDaemon } = await import("./runtime/launcher.ts");
+      const { launchDaemon } = await import("./runtime/setup/mod.ts");
       return await launchDaemon({
         stateDir,
         configPath: values.config,
@@ -78,7 +78,7 @@ export async function main(args: string[]): Promise<number> {
       });
     }
     case "daemon": {
-      const { serve } = await import("./runtime/daemon.ts");
+      const { serve } = await import("./runtime/daemon/mod.ts");
       return await serve({
         stateDir,
         configPath: values.config,
@@ -89,13 +89,13 @@ export async function main(args: string[]): Promise<number> {
     case "url": {
       // The browser reads the token from the fragment, stores it and removes it from the bar;
       // a fragment never reaches the server or its logs.
-      const { readOperatorToken } = await import("./runtime/operator_token.ts");
+      const { readOperatorToken } = await import("./runtime/lanes/mod.ts");
       const token = await readOperatorToken(stateDir);
       console.log(`http://127.0.0.1:${values.port ?? "8765"}/#token=${token}`);
       return 0;
     }
     case "example": {
-      const { runExample } = await import("./runtime/example.ts");
+      const { runExample } = await import("./runtime/setup/mod.ts");
       await runExample({ repoRoot: repoRoot(), python: "python3" });
       return 0;
     }
@@ -105,7 +105,7 @@ export async function main(args: string[]): Promise<number> {
     case "drain":
     case "stop":
     case "activate": {
-      const { runOperatorCommand } = await import("./runtime/operator_cli.ts");
+      const { runOperatorCommand } = await import("./runtime/operator/mod.ts");
       return await runOperatorCommand(command, rest, {
         stateDir,
         port: values.port === undefined ? undefined : Number(values.port),

@@ -15,7 +15,7 @@
 import { join } from "node:path";
 import { startFakeOpenAI } from "../tests/fakes/openai_server.ts";
 import { startTestDaemon, type TestDaemon } from "../tests/_helpers/daemon.ts";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { localDedupeKey } from "../store/dedupe_keys.ts";
 import { admitInput } from "../store/inputs.ts";
 import { ensureSession } from "../store/sessions.ts";

@@ -6,7 +6,7 @@
  */
 
 import type { TestDaemon } from "../tests/_helpers/daemon.ts";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { openLane } from "./lane_driver.ts";
 import type { RawCommitResult } from "./raw_commit.ts";
 import { type BenchRow, makeRow } from "./row.ts";

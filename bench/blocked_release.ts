@@ -7,7 +7,7 @@
 
 import { join } from "node:path";
 import { REPO_ROOT, startTestDaemon } from "../tests/_helpers/daemon.ts";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { activateRelease } from "../store/releases.ts";
 import { requireSession } from "../store/sessions.ts";
 import { publishRelease } from "../store/snapshot_hash.ts";

@@ -8,10 +8,10 @@
 
 import { join } from "node:path";
 import { REPO_ROOT } from "../tests/_helpers/daemon.ts";
-import { KlbrError } from "../runtime/errors.ts";
-import { encodeFrame, FrameDecoderStream } from "../runtime/frame_codec.ts";
-import { newId } from "../runtime/ids.ts";
-import { KernelSupervisor } from "../runtime/workbench.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
+import { encodeFrame, FrameDecoderStream } from "../runtime/kernel/mod.ts";
+import { newId } from "../runtime/core/mod.ts";
+import { KernelSupervisor } from "../runtime/kernel/mod.ts";
 import type { JupyterPeerResult } from "./jupyter_peer.ts";
 import { below, belowPeer, type BenchRow, makeRow } from "./row.ts";
 import { type LatencySummary, summarize } from "./stats.ts";

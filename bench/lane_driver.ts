@@ -5,7 +5,7 @@
  * @module
  */
 
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 
 /** Options for {@linkcode openLane}. */
 export interface OpenLaneOptions {

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { resolvePython } from "../runtime/workbench.ts";
+import { resolvePython } from "../runtime/kernel/mod.ts";
 import { linkedSqliteVersion } from "../store/version_guard.ts";
 
 /** The machine and software a report's figures came from. */

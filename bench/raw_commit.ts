@@ -7,7 +7,7 @@
 
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { type LatencySummary, ratePerSecond, summarize } from "./stats.ts";
 
 /** Options for {@linkcode measureRawCommits}. */

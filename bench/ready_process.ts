@@ -4,7 +4,7 @@
  * @module
  */
 
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 
 /** Options for {@linkcode startUntilReady}. */
 export interface ReadyOptions {

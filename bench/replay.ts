@@ -14,7 +14,7 @@ import { localDedupeKey } from "../store/dedupe_keys.ts";
 import { admitInput } from "../store/inputs.ts";
 import { requireSession } from "../store/sessions.ts";
 import { openStore } from "../store/store.ts";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { openLane, type ReplayStats } from "./lane_driver.ts";
 import { above, type BenchRow, makeRow } from "./row.ts";
 import { ratePerSecond } from "./stats.ts";

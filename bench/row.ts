@@ -5,7 +5,7 @@
  * @module
  */
 
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 
 /** The units the figures are reported in. */
 export type Unit = "inputs/s" | "records/s" | "ms" | "s" | "MB";

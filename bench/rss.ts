@@ -6,7 +6,7 @@
  */
 
 import { basename } from "node:path";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 
 /**
  * Returns the resident set size of `pid` in bytes (`ps -o rss=`, which reports KiB).

@@ -8,7 +8,7 @@
 
 import { join } from "node:path";
 import { startTestDaemon, type TestDaemon } from "../tests/_helpers/daemon.ts";
-import { resolvePython } from "../runtime/workbench.ts";
+import { resolvePython } from "../runtime/kernel/mod.ts";
 import { benchAdmission, benchBlockedAdmission, benchStoreAdmission } from "./admission.ts";
 import { benchAdmissionLatency } from "./admission_latency.ts";
 import { prepareBlockedState } from "./blocked_release.ts";

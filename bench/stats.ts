@@ -4,7 +4,7 @@
  * @module
  */
 
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 
 /** The percentiles every latency figure reports, in the samples' unit. */
 export interface LatencySummary {

@@ -11,7 +11,7 @@
  */
 
 import { DatabaseSync } from "node:sqlite";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { LATEST_VERSION, STORE_FORMAT } from "./migrations.ts";
 
 /** What an inspected path holds. */

@@ -5,7 +5,7 @@
  */
 
 import type { z } from "zod";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 
 /** Returns `cannot <action>: <field> <issue> (got <input, at most 200 characters>)`. */
 export function schemaError(action: string, error: z.ZodError, input: unknown): KlbrError {

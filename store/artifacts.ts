@@ -9,7 +9,7 @@
  */
 
 import { join } from "node:path";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { pathExists } from "./files.ts";
 
 /** What {@linkcode spoolArtifact} returns. */

@@ -11,7 +11,7 @@
  * @module
  */
 
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { insertEvent, readEventsOfKind } from "./events.ts";
 import { outboxOfFrames } from "./outbox.ts";
 import { type ProviderItem, readProviderItems } from "./provider_items.ts";

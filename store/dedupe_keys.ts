@@ -6,7 +6,7 @@
  * @module
  */
 
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { hasControlCharacter } from "./_schema_error.ts";
 
 function keyPart(action: string, name: string, value: string, colonAllowed: boolean): void {

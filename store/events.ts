@@ -9,7 +9,7 @@
  * @module
  */
 
-import { assert, KlbrError } from "../runtime/errors.ts";
+import { assert, KlbrError } from "../runtime/core/mod.ts";
 import { allocateSeq, checkSessionId } from "./sessions.ts";
 import type { Store } from "./store.ts";
 

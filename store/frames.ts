@@ -10,8 +10,8 @@
  */
 
 import { z } from "zod";
-import { KlbrError } from "../runtime/errors.ts";
-import { newId } from "../runtime/ids.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
+import { newId } from "../runtime/core/mod.ts";
 import { insertEvent } from "./events.ts";
 import { claimInputs, unclaimInputs } from "./inputs.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";

@@ -10,8 +10,8 @@
  */
 
 import { z } from "zod";
-import { assert, KlbrError } from "../runtime/errors.ts";
-import { newId } from "../runtime/ids.ts";
+import { assert, KlbrError } from "../runtime/core/mod.ts";
+import { newId } from "../runtime/core/mod.ts";
 import { hasControlCharacter, schemaError } from "./_schema_error.ts";
 import { insertEvent } from "./events.ts";
 import { checkSessionId } from "./sessions.ts";

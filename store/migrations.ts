@@ -10,7 +10,7 @@
  */
 
 import type { DatabaseSync } from "node:sqlite";
-import { assert } from "../runtime/errors.ts";
+import { assert } from "../runtime/core/mod.ts";
 
 /** The value of the `klbr_meta` `format` row that marks a klbr store. */
 export const STORE_FORMAT = "klbr-runtime";

@@ -17,7 +17,7 @@
 
 import { join } from "node:path";
 import { z } from "zod";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 
 /** The lock file's name inside the state directory. */
 export const OWNER_LOCK_FILE = "owner.lock";

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import type { Store } from "./store.ts";
 
 /** One stored provider message. */

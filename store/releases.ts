@@ -9,7 +9,7 @@
  */
 
 import { z } from "zod";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { insertEvent } from "./events.ts";
 import {
   checkSessionId,

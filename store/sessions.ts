@@ -5,7 +5,7 @@
  * @module
  */
 
-import { assert, KlbrError } from "../runtime/errors.ts";
+import { assert, KlbrError } from "../runtime/core/mod.ts";
 import type { Store } from "./store.ts";
 
 /** The session a single-owner runtime uses unless told otherwise. */

@@ -14,7 +14,7 @@
 
 import { createHash, type Hash } from "node:crypto";
 import { basename, join } from "node:path";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { recordRelease } from "./releases.ts";
 import type { Store } from "./store.ts";
 import { pathExists } from "./files.ts";

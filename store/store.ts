@@ -12,7 +12,7 @@
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { join } from "node:path";
 import { z } from "zod";
-import { assert, KlbrError } from "../runtime/errors.ts";
+import { assert, KlbrError } from "../runtime/core/mod.ts";
 import { inspectStoreFile } from "./_inspect_file.ts";
 import { schemaError } from "./_schema_error.ts";
 import { migrate, STORE_FORMAT } from "./migrations.ts";

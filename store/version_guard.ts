@@ -9,7 +9,7 @@
  */
 
 import { DatabaseSync } from "node:sqlite";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 
 /** The oldest SQLite the store accepts: the release with the WAL-reset corruption fix. */
 export const MIN_SQLITE_VERSION = "3.51.3";

@@ -3,16 +3,16 @@
  * refusals when it oversteps, envelopes surviving the frame codec whatever the chunking, and
  * `docs/protocol.md` staying true to the schemas.
  *
- * Byte-level codec failures live in `tests/runtime/frame_codec.test.ts`; ids in
- * `tests/runtime/ids.test.ts`.
+ * Byte-level codec failures live in `tests/runtime/kernel/frame_codec.test.ts`; ids in
+ * `tests/runtime/core/ids.test.ts`.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { encodeFrame, FrameDecoderStream } from "../runtime/frame_codec.ts";
-import { KlbrError } from "../runtime/errors.ts";
+import { encodeFrame, FrameDecoderStream } from "../runtime/kernel/mod.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import {
   CellReply,
   ClientMessage,
@@ -26,7 +26,7 @@ import {
   SendParams,
   ServerMessage,
   WorkerFrame,
-} from "../runtime/protocol.ts";
+} from "../runtime/core/mod.ts";
 
 function assertKlbr(error: unknown, code: string, message: string): true {
   assert.ok(error instanceof KlbrError, `expected a KlbrError, got ${String(error)}`);

@@ -6,11 +6,11 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { isKlbrError, KlbrError } from "../runtime/errors.ts";
-import { newId } from "../runtime/ids.ts";
-import { processGroupMembers } from "../runtime/process_group.ts";
-import { runExample } from "../runtime/example.ts";
-import { skillsRevision } from "../runtime/skills.ts";
+import { isKlbrError, KlbrError } from "../runtime/core/mod.ts";
+import { newId } from "../runtime/core/mod.ts";
+import { processGroupMembers } from "../runtime/kernel/mod.ts";
+import { runExample } from "../runtime/setup/mod.ts";
+import { skillsRevision } from "../runtime/kernel/mod.ts";
 import {
   type CellOutcomeRecord,
   type CellResult,
@@ -21,7 +21,7 @@ import {
   resolvePython,
   spawnWorkbench,
   type WorkbenchExit,
-} from "../runtime/workbench.ts";
+} from "../runtime/kernel/mod.ts";
 
 const REPO = fileURLToPath(new URL("..", import.meta.url));
 const PYTHON = (await resolvePython("python3")).executable;

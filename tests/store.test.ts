@@ -14,7 +14,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import fc from "fast-check";
-import { KlbrError } from "../runtime/errors.ts";
+import { KlbrError } from "../runtime/core/mod.ts";
 import { finishCell, getCell, interruptOpenCells, startCell } from "../store/cells.ts";
 import { discordDedupeKey, localDedupeKey } from "../store/dedupe_keys.ts";
 import { appendEvent, readEvents } from "../store/events.ts";

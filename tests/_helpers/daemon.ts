@@ -6,8 +6,8 @@
  */
 
 import { join } from "node:path";
-import { REPO_ROOT } from "../../runtime/repo_root.ts";
-import { daemonArgs, derivePermissionInput } from "../../runtime/launcher.ts";
+import { REPO_ROOT } from "../../runtime/setup/mod.ts";
+import { daemonArgs, derivePermissionInput } from "../../runtime/setup/mod.ts";
 
 export { REPO_ROOT };
 

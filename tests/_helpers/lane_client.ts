@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { ServerMessage } from "../../runtime/protocol.ts";
+import type { ServerMessage } from "../../runtime/core/mod.ts";
 
 /** Options for {@linkcode connectLane}. */
 export interface ConnectLaneOptions {

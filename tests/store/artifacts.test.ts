@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readArtifact, spoolArtifact } from "../../store/artifacts.ts";
-import { isKlbrError } from "../../runtime/errors.ts";
+import { isKlbrError } from "../../runtime/core/mod.ts";
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 

@@ -2,7 +2,7 @@
 // keeps apart, and the epoch it moves.
 
 import assert from "node:assert/strict";
-import { isKlbrError } from "../../runtime/errors.ts";
+import { isKlbrError } from "../../runtime/core/mod.ts";
 import { compactContext, latestSummary } from "../../store/context_summaries.ts";
 import { appendEvent, readEvents } from "../../store/events.ts";
 import { acceptFrame } from "../../store/frames.ts";

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { isKlbrError } from "../../runtime/errors.ts";
+import { isKlbrError } from "../../runtime/core/mod.ts";
 import { openStore } from "../../store/store.ts";
 
 const stateDir = Deno.args[0];

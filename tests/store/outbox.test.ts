@@ -12,7 +12,7 @@ import {
 } from "../../store/outbox.ts";
 import { ensureSession } from "../../store/sessions.ts";
 import { openStore, type Store } from "../../store/store.ts";
-import { KlbrError } from "../../runtime/errors.ts";
+import { KlbrError } from "../../runtime/core/mod.ts";
 
 async function withStore(fn: (store: Store) => void | Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "klbr-outbox-" });

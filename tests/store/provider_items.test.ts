@@ -2,7 +2,7 @@
 // so the next request is valid and no finished cell runs again.
 
 import assert from "node:assert/strict";
-import { isKlbrError } from "../../runtime/errors.ts";
+import { isKlbrError } from "../../runtime/core/mod.ts";
 import { finishCell, startCell } from "../../store/cells.ts";
 import { startGeneration } from "../../store/kernel_generations.ts";
 import {

@@ -7,10 +7,11 @@
  * @module
  */
 
-import { KlbrError } from "../../runtime/errors.ts";
-import type { AdmitOutcome, LaneHost, LaneSignal } from "../../runtime/lane_connection.ts";
-import type { ClientMessage, LaneRecord } from "../../runtime/protocol.ts";
-import { createApp } from "../../runtime/server.ts";
+import { KlbrError } from "../../runtime/core/mod.ts";
+import type { AdmitOutcome, LaneHost } from "../../runtime/lanes/mod.ts";
+import type { ClientMessage, LaneRecord } from "../../runtime/core/mod.ts";
+import { createApp } from "../../runtime/lanes/mod.ts";
+import type { LaneSignal } from "../../runtime/core/mod.ts";
 
 /** A 64-hex-character token for the in-memory host. */
 export const TEST_TOKEN = "ab".repeat(32);

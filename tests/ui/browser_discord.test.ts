@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import type { Page } from "playwright-core";
-import { ensureUiBuilt } from "../../runtime/ui_build.ts";
+import { ensureUiBuilt } from "../../runtime/setup/mod.ts";
 import {
   assertEachRecordOnce,
   launchChromium,

@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { LaneRecord } from "../../runtime/protocol.ts";
+import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { describeEvent } from "../../ui/src/event_titles.ts";
 import { byteSize, spooledLabel } from "../../ui/src/format.ts";
 import { deriveLanes, dispositionLabel } from "../../ui/src/lane_view.ts";

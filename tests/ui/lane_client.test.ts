@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { LaneRecord } from "../../runtime/protocol.ts";
+import type { LaneRecord } from "../../runtime/core/mod.ts";
 import type { KeyValueStore } from "../../ui/src/input_outbox.ts";
 import { LaneClient, type LaneClientOptions } from "../../ui/src/lane_client.ts";
 import { RecordLog } from "../../ui/src/record_log.ts";

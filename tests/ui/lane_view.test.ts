@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import type { LaneRecord } from "../../runtime/protocol.ts";
+import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { describeEvent } from "../../ui/src/event_titles.ts";
 import {
   deriveLanes,

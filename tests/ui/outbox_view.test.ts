@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { LaneRecord } from "../../runtime/protocol.ts";
+import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { authorName, conversationLabel } from "../../ui/src/discord_names.ts";
 import { deriveLanes, type SendItem } from "../../ui/src/lane_view.ts";
 import { deliveryLabel, sendLabel } from "../../ui/src/outbox_view.ts";

@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import type { LaneRecord } from "../../runtime/protocol.ts";
+import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { isLaneRecord, RecordLog } from "../../ui/src/record_log.ts";
 
 function record(seq: number, type = "scratchpad", session = "default"): LaneRecord {

@@ -9,8 +9,8 @@
 import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { KlbrError } from "../../runtime/errors.ts";
-import { ensureUiBuilt, UI_OUTPUTS, uiIsStale } from "../../runtime/ui_build.ts";
+import { KlbrError } from "../../runtime/core/mod.ts";
+import { ensureUiBuilt, UI_OUTPUTS, uiIsStale } from "../../runtime/setup/mod.ts";
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -27,10 +27,7 @@ async function tempCheckout(): Promise<string> {
   const root = await Deno.makeTempDir({ prefix: "klbr-ui-build-" });
   await copyDir(join(REPO, "ui", "src"), join(root, "ui", "src"));
   await copyDir(join(REPO, "ui", "static"), join(root, "ui", "static"));
-  await Deno.mkdir(join(root, "runtime"));
-  for (const name of ["protocol.ts", "errors.ts"]) {
-    await Deno.copyFile(join(REPO, "runtime", name), join(root, "runtime", name));
-  }
+  await copyDir(join(REPO, "runtime", "core"), join(root, "runtime", "core"));
   for (const name of ["deno.json", "deno.lock"]) {
     await Deno.copyFile(join(REPO, name), join(root, name));
   }

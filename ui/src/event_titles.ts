@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { LaneRecord } from "../../runtime/protocol.ts";
+import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { type Data, flag, num, strings, text } from "./_fields.ts";
 
 /** How an event is shown; `error` and `warning` also carry a badge with that word. */

@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { ClientMessage, ServerMessage } from "../../runtime/protocol.ts";
+import type { ClientMessage, ServerMessage } from "../../runtime/core/mod.ts";
 import { isObject } from "./_fields.ts";
 import { InputOutbox, type KeyValueStore, type PendingInput } from "./input_outbox.ts";
 import { type ConnectionState, LaneSocket, type LaneSocketOptions } from "./lane_socket.ts";

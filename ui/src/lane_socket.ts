@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { ServerMessage } from "../../runtime/protocol.ts";
+import type { ServerMessage } from "../../runtime/core/mod.ts";
 import { isObject } from "./_fields.ts";
 
 /** Where the connection stands. */

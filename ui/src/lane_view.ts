@@ -9,7 +9,7 @@
  * @module
  */
 
-import type { LaneRecord } from "../../runtime/protocol.ts";
+import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { any, type Data, displayText, flag, num, strings, text } from "./_fields.ts";
 import { describeEvent, isSendUpdate, type Severity, shortId } from "./event_titles.ts";
 import { authorName } from "./discord_names.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { ClientMessage } from "../../runtime/protocol.ts";
+import type { ClientMessage } from "../../runtime/core/mod.ts";
 
 /** An operator message as the page builds it; the `request` id is added when it is sent. */
 export type OperatorRequest = Extract<ClientMessage, { kind: `op.${string}` }> extends infer M

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { LaneRecord } from "../../runtime/protocol.ts";
+import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { any, displayText, num, text } from "./_fields.ts";
 
 /** One step of a Discord send after `outbox.pending`: the record that moved it. */

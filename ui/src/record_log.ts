@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { LaneRecord } from "../../runtime/protocol.ts";
+import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { isObject } from "./_fields.ts";
 import type { KeyValueStore } from "./input_outbox.ts";
 

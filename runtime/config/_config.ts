@@ -1,0 +1,457 @@
+/**
+ * The model configuration: `llm` routes read from a KDL file and validated by zod.
+ *
+ * Three routes exist, one per role: `main` runs the agent's turns, `fast` runs policy hooks
+ * and other cheap calls, `long` runs compaction. Prompt caching is a route property, declared
+ * with `cache_profile` and never guessed. See `docs/configuration.md`.
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import {
+  CACHE_FIELDS,
+  failAt,
+  type RawRoute,
+  readKdlRoutes,
+  ROUTE_NAMES,
+  type RouteName,
+} from "./_kdl.ts";
+import { KlbrError } from "../core/mod.ts";
+
+export { CACHE_FIELDS, ROUTE_NAMES, type RouteName };
+
+/** The cache profiles a route may declare; each names the cache fields that route accepts. */
+export const CACHE_PROFILES = [
+  "openai_prompt_cache_key",
+  "openai_prompt_cache_retention",
+  "openai_prompt_cache_options",
+] as const;
+
+/** Which `cache_retention` values each profile accepts (checked at parse time). */
+const RETENTION_BY_PROFILE: Record<typeof CACHE_PROFILES[number], readonly string[]> = {
+  openai_prompt_cache_key: [],
+  openai_prompt_cache_retention: ["in_memory", "24h"],
+  openai_prompt_cache_options: ["in_memory", "24h", "30m"],
+};
+
+/**
+ * A secret (an API key from the configuration file, the Discord bot token), kept out of every
+ * printed form.
+ *
+ * `JSON.stringify`, `String()` and `Deno.inspect` all show `[redacted]`; only
+ * {@linkcode Secret.reveal} returns the value, and only the provider and the Discord transport
+ * call it.
+ */
+export class Secret {
+  readonly #value: string;
+  /** Wraps a secret string. */
+  constructor(value: string) {
+    this.#value = value;
+  }
+  /** Returns the secret itself; never log the result. */
+  reveal(): string {
+    return this.#value;
+  }
+  /** Returns `[redacted]`, so serialising a config never writes the key. */
+  toJSON(): string {
+    return "[redacted]";
+  }
+  /** Returns `[redacted]`. */
+  toString(): string {
+    return "[redacted]";
+  }
+  /** Shows `[redacted]` in `console.log` and `Deno.inspect`. */
+  [Symbol.for("Deno.customInspect")](): string {
+    return "[redacted]";
+  }
+}
+
+const show = (value: unknown): string =>
+  typeof value === "string" ? JSON.stringify(value) : String(value);
+const expected = (what: string) => ({
+  error: (issue: { input?: unknown }) => `expected ${what} (got ${show(issue.input)})`,
+});
+const isHttpUrl = (value: string): boolean => {
+  try {
+    return ["http:", "https:"].includes(new URL(value).protocol);
+  } catch {
+    return false;
+  }
+};
+const timeoutMs = () => z.int(expected("whole milliseconds")).min(1, expected("at least 1 ms"));
+
+/** The fields of one route; every default of the model configuration lives here. */
+function routeFields(url: string) {
+  return z.strictObject({
+    url: z.string(expected("an http(s) URL")).refine(isHttpUrl, expected("an http(s) URL"))
+      .default(url),
+    model: z.string(expected("a model name")).min(1, expected("a model name")).default("default"),
+    api_key_env: z.string(expected("an environment variable name"))
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, expected("an environment variable name")).optional(),
+    api_key: z.string(expected("a key")).min(1, expected("a key"))
+      .transform((key) => new Secret(key)).optional(),
+    cache_profile: z.enum(CACHE_PROFILES, expected(CACHE_PROFILES.join(", "))).optional(),
+    cache_affinity: z.string(expected("a stable cache key")).min(1, expected("a stable cache key"))
+      .optional(),
+    cache_retention: z.enum(["in_memory", "24h", "30m"], expected("in_memory, 24h or 30m"))
+      .optional(),
+    timeout_ms: timeoutMs().default(600_000),
+    idle_timeout_ms: timeoutMs().default(120_000),
+    extra_options: z.record(z.string(), z.json()).default({}),
+  });
+}
+
+/** Rules that tie fields together: the cache profile and the key source. */
+function checkRoute(route: z.output<ReturnType<typeof routeFields>>, ctx: z.RefinementCtx): void {
+  const profile = route.cache_profile;
+  const retention = route.cache_retention;
+  if (retention !== undefined) {
+    const accepting = CACHE_PROFILES.filter((p) => RETENTION_BY_PROFILE[p].includes(retention));
+    if (profile === undefined || !accepting.includes(profile)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["cache_retention"],
+        message: `"${retention}" needs cache_profile ${accepting.join(" or ")} (got ${
+          profile ?? "no cache_profile"
+        })`,
+      });
+    }
+  }
+  if (route.cache_affinity !== undefined && profile === undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["cache_affinity"],
+      message: `needs a cache_profile to be sent (got no cache_profile)`,
+    });
+  }
+  if (profile === "openai_prompt_cache_key" && route.cache_affinity === undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["cache_profile"],
+      message: `openai_prompt_cache_key needs cache_affinity (got no cache_affinity)`,
+    });
+  }
+  if (route.api_key !== undefined && route.api_key_env !== undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["api_key"],
+      message: `give api_key or api_key_env, not both (got both)`,
+    });
+  }
+}
+
+function routeSchema(name: RouteName, url: string) {
+  return routeFields(url).superRefine(checkRoute).transform((route) => ({ name, ...route }))
+    .prefault({});
+}
+
+const ROUTE_FIELD_NAMES = Object.keys(routeFields("").shape);
+
+const isWsUrl = (value: string): boolean => {
+  try {
+    return ["ws:", "wss:"].includes(new URL(value).protocol);
+  } catch {
+    return false;
+  }
+};
+
+/** The `discord` node: where the bot listens and speaks; every Discord default lives here. */
+const DiscordSchema = z.strictObject({
+  token_env: z.string(expected("an environment variable name"))
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, expected("an environment variable name")),
+  channels: z.array(
+    z.string(expected("a channel id string")).regex(/^[0-9]{1,20}$/, expected("a channel id")),
+  ).min(1, expected("at least one channel id")),
+  api_url: z.string(expected("an http(s) URL")).refine(isHttpUrl, expected("an http(s) URL"))
+    .default("https://discord.com/api/v10"),
+  gateway_url: z.string(expected("a ws(s) URL")).refine(isWsUrl, expected("a ws(s) URL"))
+    .default("wss://gateway.discord.gg"),
+  /** How long one send may take before its outcome is recorded `unknown`. */
+  send_timeout_ms: timeoutMs().default(15_000),
+});
+
+const DISCORD_FIELD_NAMES = Object.keys(DiscordSchema.shape);
+
+/** The whole configuration: one route per role, each defaulted when absent; Discord if given. */
+const ConfigSchema = z.strictObject({
+  routes: z.strictObject({
+    main: routeSchema("main", "http://localhost:8001/v1"),
+    fast: routeSchema("fast", "http://localhost:8002/v1"),
+    long: routeSchema("long", "http://localhost:8003/v1"),
+  }).prefault({}),
+  discord: DiscordSchema.optional(),
+});
+
+/** The validated model configuration. */
+export type Config = z.output<typeof ConfigSchema>;
+/** The validated `discord` node; absent when Discord is off. */
+export type DiscordConfig = NonNullable<Config["discord"]>;
+/** One validated route. Its `api_key`, when the file gives one, is a {@linkcode Secret}. */
+export type Route = Config["routes"][RouteName];
+
+/** Where a loaded configuration came from. */
+export type ConfigSource = { kind: "file"; path: string } | { kind: "defaults" };
+
+/** The result of loading a configuration: warnings are for the operator, never fatal. */
+export interface LoadedConfig {
+  /** The validated routes. */
+  config: Config;
+  /** One line per ignored setting, e.g. a cache field removed from `extra_options`. */
+  warnings: string[];
+  /** The file read, or `defaults` when there was none. */
+  source: ConfigSource;
+}
+
+/** Options for {@linkcode parseConfig}. */
+export interface ParseConfigOptions {
+  /** The file name used in errors and warnings. */
+  file: string;
+  /** When given, every `api_key_env` must name a set variable here. */
+  env?: Record<string, string | undefined>;
+}
+
+/** Options for {@linkcode loadConfig}. */
+export interface LoadConfigOptions {
+  /** The environment `api_key_env` is checked against, e.g. `Deno.env.toObject()`. */
+  env: Record<string, string | undefined>;
+}
+
+function issueLine(raw: RawRoute | undefined, path: PropertyKey[], keys: string[]): number {
+  if (raw === undefined) return 1;
+  const [field, sub] = [String(keys[0] ?? path[0] ?? ""), path[1]];
+  return (sub !== undefined ? raw.lines.get(`${field}.${String(sub)}`) : undefined) ??
+    raw.lines.get(field) ?? raw.line;
+}
+
+/**
+ * Parses and validates KDL configuration text.
+ *
+ * A role the text does not declare takes the declared `main` route's settings; with no
+ * routes at all every role gets its own default endpoint.
+ *
+ * @throws {KlbrError} `invalid_config` naming the file, the line and the field, e.g.
+ * `cannot load config /x/klbr.kdl:7: llm "main" cache_retention: "30m" needs cache_profile
+ * openai_prompt_cache_options (got openai_prompt_cache_key)`.
+ * @example
+ * ```ts
+ * const { config, warnings } = parseConfig('llm { url "http://127.0.0.1:9000/v1" }', { file: "x.kdl" });
+ * ```
+ */
+export function parseConfig(
+  text: string,
+  options: ParseConfigOptions,
+): Omit<LoadedConfig, "source"> {
+  const { file, env } = options;
+  const { routes: declared, discord: rawDiscord, warnings } = readKdlRoutes(text, file);
+  // An undeclared role copies what main declares; main's own defaults are per role.
+  const raw: Partial<Record<RouteName, RawRoute>> = {};
+  for (const role of ROUTE_NAMES) raw[role] = declared[role] ?? declared.main;
+  const input = Object.fromEntries(
+    ROUTE_NAMES.filter((role) => raw[role] !== undefined).map((role) => [role, raw[role]?.fields]),
+  );
+  const result = ConfigSchema.safeParse({
+    routes: input,
+    ...(rawDiscord === undefined ? {} : { discord: rawDiscord.fields }),
+  });
+  if (!result.success) {
+    const located = result.error.issues.map((issue) => {
+      if (issue.path[0] === "discord") {
+        const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
+        const field = keys.length > 0 ? keys.join(", ") : String(issue.path[1] ?? "");
+        const message = keys.length > 0
+          ? `unknown field, expected one of ${DISCORD_FIELD_NAMES.join(", ")} (got ${
+            keys.join(", ")
+          })`
+          : issue.message;
+        const line = rawDiscord?.lines.get(keys[0] ?? field) ?? rawDiscord?.line ?? 1;
+        return { line, order: ROUTE_NAMES.length, text: `discord ${field}: ${message}`.trim() };
+      }
+      const role = issue.path[1] as RouteName;
+      const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
+      const rest = issue.path.slice(2);
+      const field = keys.length > 0 ? keys.join(", ") : rest.map(String).join(".");
+      const message = keys.length > 0
+        ? `unknown field, expected one of ${ROUTE_FIELD_NAMES.join(", ")} (got ${keys.join(", ")})`
+        : issue.message;
+      const line = issueLine(raw[role], rest, keys);
+      return { line, order: ROUTE_NAMES.indexOf(role), text: `llm "${role}" ${field}: ${message}` };
+    }).sort((a, b) => a.order - b.order || a.line - b.line);
+    return failAt(file, located[0].line, located[0].text);
+  }
+  for (const role of ROUTE_NAMES) {
+    const name = result.data.routes[role].api_key_env;
+    if (env !== undefined && name !== undefined && !env[name]) {
+      const line = raw[role]?.lines.get("api_key_env") ?? 1;
+      failAt(
+        file,
+        line,
+        `llm "${role}" api_key_env: environment variable is not set (got ${name})`,
+      );
+    }
+  }
+  const tokenEnv = result.data.discord?.token_env;
+  if (env !== undefined && tokenEnv !== undefined && !env[tokenEnv]) {
+    failAt(
+      file,
+      rawDiscord?.lines.get("token_env") ?? 1,
+      `discord token_env: environment variable is not set (got ${tokenEnv})`,
+    );
+  }
+  return { config: result.data, warnings };
+}
+
+/**
+ * Returns the Discord bot token from the `token_env` variable, wrapped so no printed form
+ * shows it.
+ *
+ * @throws {KlbrError} `invalid_config` when the variable is not set or empty.
+ * @example
+ * ```ts
+ * const token = resolveDiscordToken(config.discord, Deno.env.toObject()); // Secret
+ * ```
+ */
+export function resolveDiscordToken(
+  discord: DiscordConfig,
+  env: Record<string, string | undefined>,
+): Secret {
+  const token = env[discord.token_env];
+  if (!token) {
+    throw new KlbrError(
+      "invalid_config",
+      `cannot resolve the discord token: environment variable is not set (got ${discord.token_env})`,
+    );
+  }
+  return new Secret(token);
+}
+
+/**
+ * Reads and validates the configuration file; `undefined` means "no file": the defaults.
+ *
+ * @throws {KlbrError} `invalid_config` when the file cannot be read, is not KDL, breaks a
+ * rule, or names an unset `api_key_env`.
+ * @example
+ * ```ts
+ * const { config, warnings } = await loadConfig(`${state}/klbr.kdl`, { env: Deno.env.toObject() });
+ * ```
+ */
+export async function loadConfig(
+  path: string | undefined,
+  options: LoadConfigOptions,
+): Promise<LoadedConfig> {
+  if (path === undefined) {
+    return { config: ConfigSchema.parse({}), warnings: [], source: { kind: "defaults" } };
+  }
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (error) {
+    const reason = error instanceof Deno.errors.NotFound ? "file not found" : "file unreadable";
+    throw new KlbrError("invalid_config", `cannot load config ${path}: ${reason} (got ${path})`, {
+      cause: error,
+    });
+  }
+  const parsed = parseConfig(text, { file: path, env: options.env });
+  return { ...parsed, source: { kind: "file", path } };
+}
+
+const ROLE_NOTES: Record<RouteName, string> = {
+  main: "the agent's turns",
+  fast: "policy hooks and other cheap calls",
+  long: "compaction of long histories",
+};
+
+/**
+ * Returns the commented default configuration file that `init` writes into the state dir.
+ *
+ * Its values are the schema's defaults, so parsing it gives the same routes as no file.
+ */
+export function defaultConfigText(): string {
+  const { routes } = ConfigSchema.parse({});
+  const blocks = ROUTE_NAMES.map((role) =>
+    [
+      `// ${role}: ${ROLE_NOTES[role]}`,
+      `llm "${role}" {`,
+      `    url "${routes[role].url}"`,
+      `    model "${routes[role].model}"`,
+      `    // api_key_env "OPENAI_API_KEY"    // the key's environment variable (or api_key "…")`,
+      `    timeout_ms ${routes[role].timeout_ms}          // the whole request`,
+      `    idle_timeout_ms ${
+        routes[role].idle_timeout_ms
+      }     // the longest silence inside a stream`,
+      `}`,
+    ].join("\n")
+  );
+  return [
+    "// klbr model routes (KDL v2). See docs/configuration.md.",
+    "//",
+    "// Prompt caching is opt-in per route, e.g.:",
+    '//     cache_profile "openai_prompt_cache_retention"  // or openai_prompt_cache_key | openai_prompt_cache_options',
+    '//     cache_affinity "klbr:work"                     // one stable key for related requests',
+    '//     cache_retention "24h"                          // in_memory | 24h, or 30m on an options route',
+    "// and extra request fields go in a block:",
+    "//     extra_options { temperature 0.2; max_tokens 4096 }",
+    "",
+    ...blocks.flatMap((block) => [block, ""]),
+  ].join("\n");
+}
+
+/**
+ * Returns the cache fields a request on this route carries, from its declared profile only.
+ *
+ * `openai_prompt_cache_key` sends `prompt_cache_key`; `openai_prompt_cache_retention` adds
+ * `prompt_cache_retention` (`in_memory` | `24h`); `openai_prompt_cache_options` sends `30m` as
+ * `prompt_cache_options: {ttl: "30m"}` and the other retentions as `prompt_cache_retention`.
+ * A route without a profile gets `{}`.
+ */
+export function routeRequestFields(route: Route): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  if (route.cache_profile === undefined) return fields;
+  if (route.cache_affinity !== undefined) fields.prompt_cache_key = route.cache_affinity;
+  const retention = route.cache_retention;
+  if (retention === "30m") fields.prompt_cache_options = { ttl: "30m" };
+  else if (retention !== undefined) fields.prompt_cache_retention = retention;
+  return fields;
+}
+
+/** A route as it may be printed: the key is replaced by where it comes from. */
+export type RedactedRoute = Omit<Route, "api_key" | "api_key_env"> & { api_key: string };
+
+/**
+ * Returns a printable copy of a route; the key itself never appears in it.
+ *
+ * @example
+ * ```ts
+ * console.log(redactRoute(config.routes.main).api_key); // "env OPENAI_API_KEY" | "file" | "none"
+ * ```
+ */
+export function redactRoute(route: Route): RedactedRoute {
+  const { api_key, api_key_env, ...rest } = route;
+  const source = api_key_env !== undefined
+    ? `env ${api_key_env}`
+    : api_key !== undefined
+    ? "file"
+    : "none";
+  return { ...structuredClone(rest), api_key: source };
+}
+
+/**
+ * Returns the route's API key: from the file, else from its `api_key_env` variable, else none.
+ *
+ * @throws {KlbrError} `invalid_config` when `api_key_env` names a variable that is not set.
+ */
+export function resolveApiKey(
+  route: Route,
+  env: Record<string, string | undefined>,
+): string | undefined {
+  if (route.api_key !== undefined) return route.api_key.reveal();
+  if (route.api_key_env === undefined) return undefined;
+  const key = env[route.api_key_env];
+  if (!key) {
+    throw new KlbrError(
+      "invalid_config",
+      `cannot resolve api key for llm "${route.name}": environment variable is not set (got ${route.api_key_env})`,
+    );
+  }
+  return key;
+}

@@ -1,0 +1,224 @@
+/**
+ * Reads the KDL text of the model configuration into raw route fields with their lines.
+ *
+ * Private to `runtime/`: `config.ts` validates what this returns. Only the shape of the
+ * document is checked here (node names, value counts, duplicates, `extra_options`); every
+ * value rule and default lives in the zod schema of `config.ts`.
+ *
+ * @module
+ */
+
+import { getLocation, type Node, parse } from "@bgotink/kdl";
+import { KlbrError } from "../core/mod.ts";
+
+/** The route roles, in the order errors are reported. */
+export const ROUTE_NAMES = ["main", "fast", "long"] as const;
+
+/** One route role: `main` (turns), `fast` (hooks, cheap calls) or `long` (compaction). */
+export type RouteName = typeof ROUTE_NAMES[number];
+
+/** Request fields only a cache profile may set; `extra_options` naming them loses them. */
+export const CACHE_FIELDS = [
+  "cache_prompt",
+  "cache_control",
+  "prompt_cache_key",
+  "prompt_cache_retention",
+  "prompt_cache_options",
+] as const;
+
+/** Request fields the provider owns; `extra_options` naming them is a configuration error. */
+const RUNTIME_FIELDS = ["model", "messages", "stream", "stream_options", "tools", "n"];
+
+/** One declared route's raw values, the line of its `llm` node and the line of each field. */
+export interface RawRoute {
+  line: number;
+  fields: Record<string, unknown>;
+  lines: Map<string, number>;
+}
+
+/** What the KDL text declares: the routes by role and the warnings about removed fields. */
+export interface RawConfig {
+  routes: Partial<Record<RouteName, RawRoute>>;
+  /** The `discord` node, when the text declares one. */
+  discord?: RawRoute;
+  warnings: string[];
+}
+
+const lineOf = (node: Node): number => getLocation(node)?.start.line ?? 1;
+const show = (value: unknown): string =>
+  typeof value === "string" ? JSON.stringify(value) : String(value);
+
+/**
+ * Throws the configuration error for one line of one file.
+ *
+ * @throws {KlbrError} `invalid_config`, always.
+ */
+export function failAt(file: string, line: number, what: string, cause?: unknown): never {
+  throw new KlbrError("invalid_config", `cannot load config ${file}:${line}: ${what}`, { cause });
+}
+
+/**
+ * Parses KDL text into raw routes.
+ *
+ * @throws {KlbrError} `invalid_config` for invalid KDL, an unknown node or route name, a
+ * route or field given twice, a field with other than one value, or a runtime-owned option.
+ */
+export function readKdlRoutes(text: string, file: string): RawConfig {
+  let nodes: Node[];
+  try {
+    nodes = parse(text, { storeLocations: true }).nodes;
+  } catch (error) {
+    const first = error instanceof Error && "flat" in error
+      ? [...(error as { flat(): Iterable<Error & { start?: { line: number } }> }).flat()][0]
+      : undefined;
+    const message = (first ?? error as Error).message;
+    return failAt(file, first?.start?.line ?? 1, `invalid KDL (got ${show(message)})`, error);
+  }
+  const reader = new Reader(file);
+  const discordNodes = nodes.filter((node) => node.getName() === "discord");
+  if (discordNodes.length > 1) {
+    const [first, second] = discordNodes.map(lineOf);
+    failAt(file, second, `discord: declared twice (got lines ${first} and ${second})`);
+  }
+  const routes = reader.routes(nodes.filter((node) => node.getName() !== "discord"));
+  const discord = discordNodes.length === 1 ? reader.discord(discordNodes[0]) : undefined;
+  return { routes, discord, warnings: reader.warnings };
+}
+
+class Reader {
+  readonly warnings: string[] = [];
+  constructor(readonly file: string) {}
+
+  fail(line: number, what: string): never {
+    return failAt(this.file, line, what);
+  }
+
+  routes(nodes: Node[]): Partial<Record<RouteName, RawRoute>> {
+    const routes: Partial<Record<RouteName, RawRoute>> = {};
+    for (const node of nodes) {
+      const line = lineOf(node);
+      if (node.getName() !== "llm") {
+        this.fail(line, `unknown node, expected llm (got ${node.getName()})`);
+      }
+      const args = node.getArguments();
+      const name = args[0] ?? "main";
+      if (args.length > 1 || node.getProperties().size > 0) {
+        this.fail(line, `llm: expected one route name and a block (got ${args.map(show)})`);
+      }
+      if (!ROUTE_NAMES.includes(name as RouteName)) {
+        this.fail(line, `llm: unknown route name, expected main, fast or long (got ${show(name)})`);
+      }
+      const role = name as RouteName;
+      const earlier = routes[role];
+      if (earlier !== undefined) {
+        this.fail(line, `llm "${role}": declared twice (got lines ${earlier.line} and ${line})`);
+      }
+      routes[role] = this.route(role, node);
+    }
+    return routes;
+  }
+
+  route(role: RouteName, node: Node): RawRoute {
+    const raw: RawRoute = { line: lineOf(node), fields: {}, lines: new Map() };
+    for (const child of node.children?.nodes ?? []) {
+      const field = child.getName();
+      const line = lineOf(child);
+      const where = `llm "${role}" ${field}`;
+      if (raw.lines.has(field)) {
+        this.fail(line, `${where}: given twice (got lines ${raw.lines.get(field)} and ${line})`);
+      }
+      raw.lines.set(field, line);
+      if (field === "extra_options") {
+        raw.fields[field] = this.extraOptions(where, child, raw.lines);
+        continue;
+      }
+      const args = child.getArguments();
+      if (args.length !== 1 || child.getProperties().size > 0 || child.children !== null) {
+        this.fail(line, `${where}: expected exactly one value (got ${args.length} values)`);
+      }
+      raw.fields[field] = args[0];
+    }
+    return raw;
+  }
+
+  /** Reads the `discord` block: `channels` takes one or more values, every other field one. */
+  discord(node: Node): RawRoute {
+    const raw: RawRoute = { line: lineOf(node), fields: {}, lines: new Map() };
+    if (node.getArguments().length > 0 || node.getProperties().size > 0) {
+      this.fail(raw.line, `discord: expected a block (got values)`);
+    }
+    for (const child of node.children?.nodes ?? []) {
+      const field = child.getName();
+      const line = lineOf(child);
+      const where = `discord ${field}`;
+      if (raw.lines.has(field)) {
+        this.fail(line, `${where}: given twice (got lines ${raw.lines.get(field)} and ${line})`);
+      }
+      raw.lines.set(field, line);
+      const args = child.getArguments();
+      const many = field === "channels";
+      if (
+        (many ? args.length === 0 : args.length !== 1) || child.getProperties().size > 0 ||
+        child.children !== null
+      ) {
+        const rule = many ? "one or more values" : "exactly one value";
+        this.fail(line, `${where}: expected ${rule} (got ${args.length} values)`);
+      }
+      raw.fields[field] = many ? args : args[0];
+    }
+    return raw;
+  }
+
+  extraOptions(where: string, node: Node, lines: Map<string, number>): Record<string, unknown> {
+    if (node.getArguments().length > 0 || node.getProperties().size > 0) {
+      this.fail(lineOf(node), `${where}: expected a block of options (got values)`);
+    }
+    const options: Record<string, unknown> = {};
+    const removed: string[] = [];
+    for (const child of node.children?.nodes ?? []) {
+      const key = child.getName();
+      const line = lineOf(child);
+      if ((CACHE_FIELDS as readonly string[]).includes(key)) {
+        removed.push(key);
+        continue;
+      }
+      if (RUNTIME_FIELDS.includes(key)) {
+        this.fail(line, `${where}.${key}: set by the runtime, not by extra_options (got ${key})`);
+      }
+      if (Object.hasOwn(options, key)) this.fail(line, `${where}.${key}: given twice (got ${key})`);
+      lines.set(`extra_options.${key}`, line);
+      options[key] = this.json(`${where}.${key}`, child);
+    }
+    if (removed.length > 0) {
+      // A warning, not an error: the route still works, it just never gets those fields.
+      this.warnings.push(
+        `config ${this.file}:${lineOf(node)}: ${where}: removed ${
+          removed.join(", ")
+        }; only cache_profile adds cache fields`,
+      );
+    }
+    return options;
+  }
+
+  /** Reads an option node as JSON: one value, a list of values, properties or a block. */
+  json(where: string, node: Node): unknown {
+    const args = node.getArguments();
+    const props = node.getProperties();
+    const kids = node.children?.nodes;
+    const shapes = [args.length > 0, props.size > 0, kids !== undefined].filter(Boolean).length;
+    if (shapes === 0) this.fail(lineOf(node), `${where}: needs a value (got nothing)`);
+    if (shapes > 1) {
+      this.fail(
+        lineOf(node),
+        `${where}: give values, properties or a block, not several (got ${shapes})`,
+      );
+    }
+    if (args.length > 0) return args.length === 1 ? args[0] : args;
+    if (props.size > 0) return Object.fromEntries(props);
+    const object: Record<string, unknown> = {};
+    for (const kid of kids ?? []) {
+      object[kid.getName()] = this.json(`${where}.${kid.getName()}`, kid);
+    }
+    return object;
+  }
+}

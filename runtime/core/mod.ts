@@ -1,0 +1,30 @@
+/**
+ * The base every other part stands on: errors, ids, the wire envelopes of both protocols,
+ * and the in-process event bus. It imports no domain; it is all of `runtime/` that `store/`
+ * and `ui/` import.
+ *
+ * @module
+ */
+
+export { assert, isKlbrError, KlbrError, type KlbrErrorCode } from "./_errors.ts";
+export { EventBus, type LaneSignal } from "./_event_bus.ts";
+export { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "./_ids.ts";
+export {
+  CellReply,
+  ClientMessage,
+  type ClientRole,
+  describeIssues,
+  HookName,
+  HostFrame,
+  HostRequest,
+  HostRpcReply,
+  LaneRecord,
+  OPERATOR_KINDS,
+  parseClientMessage,
+  parseWorkerFrame,
+  RunParams,
+  SendParams,
+  ServerMessage,
+  SkillsPayload,
+  WorkerFrame,
+} from "./_protocol.ts";

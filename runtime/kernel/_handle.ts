@@ -1,0 +1,372 @@
+/**
+ * The live handle on one workbench process: request/reply correlation, the cancellation
+ * ladder, host RPC dispatch and the one end of the process (shutdown, kill or failure).
+ * `spawnWorkbench` builds it.
+ *
+ * @module
+ */
+
+import { KlbrError } from "../core/mod.ts";
+import { newId } from "../core/mod.ts";
+import {
+  CellReply,
+  describeIssues,
+  type HookName,
+  type HostRequest,
+  type HostRpcReply,
+  type WorkerFrame,
+} from "../core/mod.ts";
+import { type CellResult, deferred, hostEndedResult, settlesWithin } from "./_parts.ts";
+import { Killed, type Pending, PendingRequests, replyError } from "./_pending.ts";
+import { WorkerChannel } from "./_channel.ts";
+import { RpcDispatcher } from "./_rpc.ts";
+import {
+  type ExecuteOptions,
+  type HandleSettings,
+  type InitPayload,
+  InitReply,
+  type WorkbenchExit,
+} from "./_types.ts";
+
+/** A running workbench process. Create it with `spawnWorkbench`. */
+export class WorkbenchHandle {
+  /** The worker's pid, which is also its process group id. */
+  readonly pid: number;
+  /** Resolves once, when the process has ended and its group is dead. */
+  readonly exited: Promise<WorkbenchExit>;
+
+  readonly #settings: HandleSettings;
+  readonly #channel: WorkerChannel;
+  readonly #rpc: RpcDispatcher;
+  readonly #pending = new PendingRequests();
+  readonly #exit = deferred<WorkbenchExit>();
+  #state: "running" | "closing" | "dead" = "running";
+  #ending: { reason: WorkbenchExit["reason"]; message: string } | null = null;
+
+  /** Wraps a spawned child; starts reading its frames and stderr. */
+  constructor(child: Deno.ChildProcess, settings: HandleSettings) {
+    this.pid = child.pid;
+    this.#settings = settings;
+    this.exited = this.#exit.promise;
+    this.#rpc = new RpcDispatcher(settings.rpc, (frame) => {
+      if (this.#state !== "dead") this.#sendReply(frame);
+    });
+    this.#channel = new WorkerChannel(
+      child,
+      { maxFrameBytes: settings.maxFrameBytes, graceMs: settings.exitGraceMs },
+      { frame: (frame) => this.#dispatch(frame), broken: (cause) => void this.#fail(cause) },
+    );
+  }
+
+  /** Whether the handle still accepts requests. */
+  get alive(): boolean {
+    return this.#state === "running";
+  }
+
+  /** Why the handle ended, as soon as it has started ending; null while it is alive. */
+  get ending(): { reason: WorkbenchExit["reason"]; message: string } | null {
+    return this.#ending;
+  }
+
+  /** The last bytes the worker wrote to stderr, decoded. */
+  stderrTail(): string {
+    return this.#channel.stderrTail();
+  }
+
+  /**
+   * Sends `init` and returns the worker's `{pid, python, prelude}`.
+   * @throws {KlbrError} `worker_failed` when the worker refuses, fails or does not answer.
+   */
+  async init(payload: InitPayload): Promise<InitReply> {
+    const frame = { kind: "init" as const, id: newId("request"), ...payload };
+    const result = await this.#request(frame, this.#settings.initTimeoutMs);
+    const parsed = InitReply.safeParse(result);
+    if (!parsed.success) {
+      throw this.#protocolViolation(`init reply ${describeIssues(parsed.error)}`);
+    }
+    return parsed.data;
+  }
+
+  /**
+   * Runs one cell and returns its result; never rejects for what the cell does. `timed_out`
+   * means the timeout ended it, `killed` that the host killed the worker under it.
+   * @throws {KlbrError} `worker_failed` (its cause names the framing failure or exit) when
+   * the worker dies other than by the host's kill; `frame_oversize` for too much code.
+   */
+  async execute(cell: string, code: string, options: ExecuteOptions = {}): Promise<CellResult> {
+    const id = newId("request");
+    const started = performance.now();
+    const pending = this.#register({ kind: "execute", id, cell, code }, cell, options.onStream);
+    const timer = options.timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => void this.#ladder(id, "timeout"), options.timeoutMs);
+    const onAbort = () => void this.#ladder(id, "cancel");
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    if (options.signal?.aborted) onAbort();
+    let raw: unknown;
+    try {
+      raw = await pending.done.promise;
+    } catch (error) {
+      if (!(error instanceof Killed)) throw error;
+      return hostEndedResult(
+        pending.stopping === "timeout" ? "timed_out" : "killed",
+        error.message,
+        pending.out.text(),
+        pending.err.text(),
+        performance.now() - started,
+      );
+    } finally {
+      clearTimeout(timer);
+      options.signal?.removeEventListener("abort", onAbort);
+    }
+    const reply = CellReply.safeParse(raw);
+    if (!reply.success) {
+      throw this.#protocolViolation(`execute reply ${describeIssues(reply.error)}`);
+    }
+    const outcome = reply.data.outcome === "cancelled" && pending.stopping === "timeout"
+      ? "timed_out"
+      : reply.data.outcome;
+    return { ...reply.data, outcome };
+  }
+
+  /**
+   * Runs the cancellation ladder on a running `execute` or `hook`, found by request id or
+   * cell id: a `cancel` frame, then, without a reply within the grace, a kill of the group.
+   * Resolves when the target has ended; `false` when nothing by that id was running.
+   */
+  async cancel(target: string): Promise<boolean> {
+    const pending = this.#pending.findRunning(target);
+    if (!pending) return false;
+    await this.#ladder(pending.id, "cancel");
+    return true;
+  }
+
+  /**
+   * Runs a policy hook and returns its JSON value.
+   * @throws {KlbrError} `hook_failed` when the hook raised; `worker_timeout` when it did not
+   * answer within `timeoutMs` (the ladder ran); `worker_failed` when the worker died.
+   */
+  async hook(
+    name: HookName,
+    args: Record<string, unknown>,
+    options: { timeoutMs?: number } = {},
+  ): Promise<unknown> {
+    const id = newId("request");
+    const pending = this.#register({ kind: "hook", id, name, args }, null);
+    const timer = options.timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => void this.#ladder(id, "timeout"), options.timeoutMs);
+    try {
+      const value = await pending.done.promise;
+      if (pending.stopping !== "timeout") return value;
+    } catch (error) {
+      if (pending.stopping !== "timeout") {
+        throw error instanceof Killed ? this.#deadError("hook", error.message) : error;
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+    throw new KlbrError(
+      "worker_timeout",
+      `cannot run hook ${name}: no reply within ${options.timeoutMs} ms (got pid ${this.pid})`,
+    );
+  }
+
+  /**
+   * Checks the worker answers; one that does not within the deadline is declared dead.
+   * @throws {KlbrError} `worker_failed` with a `worker_timeout` cause after the deadline.
+   */
+  async ping(options: { timeoutMs?: number } = {}): Promise<void> {
+    const deadline = options.timeoutMs ?? this.#settings.pingTimeoutMs;
+    await this.#request({ kind: "ping", id: newId("request") }, deadline);
+  }
+
+  /**
+   * Asks the worker to exit; kills its group if it has not exited within the grace.
+   * Resolves with how it ended; requests still pending end as if killed.
+   */
+  async shutdown(): Promise<WorkbenchExit> {
+    if (this.#state !== "running") return await this.exited;
+    const request = this.#request({ kind: "shutdown", id: newId("request") }, undefined);
+    this.#state = "closing";
+    this.#channel.expectExit();
+    await settlesWithin(request, this.#settings.exitGraceMs);
+    if (!(await this.#channel.exitedWithin(this.#settings.exitGraceMs))) {
+      return await this.#end("killed", null, "shutdown: no exit within the grace, killed");
+    }
+    return await this.#end("shutdown", null, "shut down on request");
+  }
+
+  /** Kills the worker's process group; running cells end `killed` with `reason`. */
+  kill(reason: string): Promise<WorkbenchExit> {
+    return this.#end("killed", null, reason);
+  }
+
+  // -------------------------------------------------------------------------------------
+
+  #register(
+    frame: HostRequest,
+    cell: string | null,
+    onStream?: ExecuteOptions["onStream"],
+  ): Pending {
+    if (this.#state !== "running") throw this.#deadError(frame.kind, "the worker has ended");
+    this.#channel.send(frame); // throws frame_oversize before anything is registered
+    return this.#pending.add(frame, cell, onStream);
+  }
+
+  /** Sends a request; no reply within `deadlineMs` declares the worker dead. */
+  async #request(frame: HostRequest, deadlineMs: number | undefined): Promise<unknown> {
+    const pending = this.#register(frame, null);
+    if (deadlineMs !== undefined) {
+      settlesWithin(pending.done.promise, deadlineMs).then((settled) => {
+        if (settled) return;
+        this.#fail(
+          new KlbrError(
+            "worker_timeout",
+            `cannot ${frame.kind} workbench: no reply within ${deadlineMs} ms (got pid ${this.pid})`,
+          ),
+        );
+      });
+    }
+    try {
+      return await pending.done.promise;
+    } catch (error) {
+      throw error instanceof Killed ? this.#deadError(frame.kind, error.message) : error;
+    }
+  }
+
+  #sendReply(frame: HostRpcReply): void {
+    try {
+      this.#channel.send(frame);
+    } catch (error) {
+      // A result too large for a frame becomes an error the cell can read.
+      if (frame.kind === "rpc_ok" && error instanceof KlbrError) {
+        this.#channel.send({
+          kind: "rpc_error",
+          id: frame.id,
+          code: error.code,
+          message: error.message,
+        });
+      }
+    }
+  }
+
+  #settle(pending: Pending, how: { value: unknown } | { error: unknown }): void {
+    this.#pending.settle(pending, how, (id) => this.#rpc.abort(id), this.#settings.exitGraceMs);
+  }
+
+  #ladder(id: string, why: "cancel" | "timeout"): Promise<void> {
+    const pending = this.#pending.get(id);
+    if (!pending || pending.settled || this.#state === "dead") return Promise.resolve();
+    if (pending.ladder) return pending.ladder;
+    pending.stopping = why;
+    const grace = this.#settings.cancelGraceMs;
+    pending.ladder = (async () => {
+      try {
+        this.#register({ kind: "cancel", id: newId("request"), target: id }, null);
+      } catch {
+        // The worker is ending; the target settles with it.
+      }
+      if (await settlesWithin(pending.done.promise, grace)) return;
+      await this.#end(
+        "killed",
+        null,
+        `${why === "timeout" ? "timed out" : "cancelled"}: no reply to cancel within ${grace} ms`,
+      );
+    })();
+    return pending.ladder;
+  }
+
+  #dispatch(frame: WorkerFrame): void {
+    if (this.#state === "dead") return;
+    switch (frame.kind) {
+      case "ok":
+      case "error": {
+        const pending = this.#pending.get(frame.id);
+        if (!pending) return; // a late reply to a request that already ended
+        if (frame.kind === "ok") this.#settle(pending, { value: frame.result });
+        else this.#settle(pending, { error: replyError(pending, frame) });
+        return;
+      }
+      case "stream": {
+        const pending = this.#pending.get(frame.id);
+        if (!pending || pending.kind !== "execute") return;
+        (frame.name === "stdout" ? pending.out : pending.err).add(frame.text);
+        try {
+          pending.onStream?.(frame.name, frame.text);
+        } catch {
+          // Live output is lossy; a failing listener must not end the cell.
+        }
+        return;
+      }
+      case "rpc": {
+        const parent = this.#pending.get(frame.parent);
+        const open = parent && (parent.kind === "execute" || parent.kind === "hook");
+        const call = this.#rpc.start(frame, open ? parent : null);
+        if (call && parent) {
+          parent.rpcs.set(frame.id, call);
+          call.finally(() => parent.rpcs.delete(frame.id));
+        }
+        return;
+      }
+      case "rpc_cancel":
+        this.#rpc.abort(frame.id);
+        return;
+    }
+  }
+
+  #protocolViolation(what: string): KlbrError {
+    const cause = new KlbrError("frame_invalid", `cannot accept worker frame: ${what}`);
+    this.#fail(cause);
+    return this.#deadError("use", cause.message, cause);
+  }
+
+  #deadError(action: string, why: string, cause?: unknown): KlbrError {
+    return new KlbrError("worker_failed", `cannot ${action} workbench ${this.pid}: ${why}`, {
+      cause,
+    });
+  }
+
+  #fail(cause: KlbrError): Promise<WorkbenchExit> {
+    return this.#end("failed", cause, cause.message);
+  }
+
+  /**
+   * Ends the handle once: aborts RPCs, kills the group and reaps the leader, reports
+   * `onExit`, and only then settles the pending requests.
+   */
+  async #end(
+    reason: WorkbenchExit["reason"],
+    cause: KlbrError | null,
+    message: string,
+  ): Promise<WorkbenchExit> {
+    if (this.#state === "dead") return await this.exited;
+    this.#state = "dead";
+    this.#ending = { reason, message };
+    this.#rpc.abortAll();
+    await this.#channel.terminate();
+    const status = this.#channel.status;
+    const exit: WorkbenchExit = {
+      reason,
+      code: cause?.code ?? null,
+      message,
+      exitCode: status && status.signal === null ? status.code : null,
+      signal: status?.signal ?? null,
+      stderrTail: this.#channel.stderrTail(),
+    };
+    this.#exit.resolve(exit);
+    try {
+      this.#settings.onExit?.(exit);
+    } catch {
+      // A failing listener must not keep the handle from ending.
+    }
+    // Pending requests end last: when a caller sees a killed cell, the group is dead.
+    for (const pending of this.#pending.all()) {
+      const error = cause ? this.#deadError(pending.kind, cause.message, cause) : new Killed(
+        `the workbench was ${reason === "shutdown" ? "shut down" : "killed"}: ${message}`,
+      );
+      this.#settle(pending, { error });
+    }
+    return exit;
+  }
+}

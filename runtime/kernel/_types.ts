@@ -1,0 +1,80 @@
+/**
+ * The types the workbench handle shares with its callers: RPC handlers, exit reports, the
+ * `init` payload and reply, and execute options.
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import type { KlbrErrorCode } from "../core/mod.ts";
+import type { SkillsPayload } from "../core/mod.ts";
+
+/** Context an RPC handler gets besides the params. */
+export interface RpcContext {
+  /** Aborted by `rpc_cancel`, by the end of the parent request, or by the worker's end. */
+  signal: AbortSignal;
+  /** The RPC method. */
+  method: string;
+  /** The id of the request (an `execute` or `hook`) the call runs under. */
+  parent: string;
+  /** The cell id, when the parent is an `execute`. */
+  cell: string | null;
+}
+
+/** One host-owned effect a cell may ask for; throw a `KlbrError` to answer `rpc_error`. */
+export type RpcHandler = (params: Record<string, unknown>, ctx: RpcContext) => Promise<unknown>;
+
+/** How a workbench process ended. */
+export interface WorkbenchExit {
+  /** `shutdown` (asked), `killed` (the host killed it) or `failed` (framing, exit, no ping). */
+  reason: "shutdown" | "killed" | "failed";
+  /** The code of the failure (`frame_json`, `worker_timeout`, `worker_failed`, …), else null. */
+  code: KlbrErrorCode | null;
+  /** Says what happened, naming the cause. */
+  message: string;
+  /** The process's exit code, or null when a signal ended it or it could not be reaped. */
+  exitCode: number | null;
+  /** The signal that ended it, or null. */
+  signal: string | null;
+  /** The end of the worker's stderr, for diagnostics. */
+  stderrTail: string;
+}
+
+/** The settings a handle runs with (validated and defaulted by `spawnWorkbench`). */
+export interface HandleSettings {
+  maxFrameBytes: number;
+  cancelGraceMs: number;
+  pingTimeoutMs: number;
+  initTimeoutMs: number;
+  exitGraceMs: number;
+  rpc: Record<string, RpcHandler>;
+  onExit?: (exit: WorkbenchExit) => void;
+}
+
+/** The `ok.result` of `init`. */
+export const InitReply = z.object({
+  pid: z.number().int(),
+  python: z.string(),
+  prelude: z.array(z.string()),
+}).passthrough();
+/** What a worker reports after `init`. */
+export type InitReply = z.infer<typeof InitReply>;
+
+/** The `init` fields the caller supplies. */
+export type InitPayload = {
+  generation: number;
+  session: string;
+  workspace: string;
+  skills: SkillsPayload;
+  behavior: { revision: string; path: string } | null;
+};
+
+/** Options of `Workbench.execute`. */
+export interface ExecuteOptions {
+  /** After this long the ladder runs: `cancel`, then a kill. Outcome `timed_out`. */
+  timeoutMs?: number;
+  /** Aborting runs the ladder. Outcome `cancelled`, or `killed` after the grace. */
+  signal?: AbortSignal;
+  /** Live output; lossy animation, the result carries the whole capture. */
+  onStream?: (name: "stdout" | "stderr", text: string) => void;
+}

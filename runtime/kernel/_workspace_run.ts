@@ -1,0 +1,290 @@
+/**
+ * The `workspace.run` host RPC: a program started from argv (never a shell) in the workspace,
+ * in its own process group, with capped output, a timeout and cancellation cleanup.
+ *
+ * The host owns the program's process group, so ending the run (timeout, a cancelled cell, a
+ * replaced kernel) kills every descendant still in the group, and a replaced kernel can never
+ * strand a build.
+ *
+ * @module
+ */
+
+import { Buffer } from "node:buffer";
+import { isAbsolute, relative, resolve, sep } from "node:path";
+import { z } from "zod";
+import { KlbrError } from "../core/mod.ts";
+import { describeIssues, RunParams } from "../core/mod.ts";
+import { killProcessGroup } from "./_process_group.ts";
+
+/** The fallback `PATH` when the host's own cannot be read. */
+const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
+/** How long the output readers may keep going once the group is dead, before they are cut. */
+const DRAIN_GRACE_MS = 2_000;
+
+/** Options for {@linkcode runInWorkspace}; defaults live here. */
+export const RunOptions = z.object({
+  /** The workspace root; `cwd` is resolved inside it. */
+  root: z.string().min(1),
+  /** Aborting it (cell cancelled, kernel replaced) kills the program's process group. */
+  signal: z.custom<AbortSignal>((v) => v instanceof AbortSignal).optional(),
+  /** Bytes kept of each of stdout and stderr; the rest is drained and discarded. */
+  outputCapBytes: z.number().int().nonnegative().default(1024 * 1024),
+  /** The only variables the program sees besides `HOME` (= the root). */
+  env: z.object({
+    PATH: z.string().optional(),
+    LANG: z.string().default("C.UTF-8"),
+  }).strict().default({ LANG: "C.UTF-8" }),
+});
+/** Options for {@linkcode runInWorkspace}. */
+export type RunOptions = z.input<typeof RunOptions>;
+
+/** The result of a `workspace.run`, as the worker receives it. */
+export interface RunResult {
+  /** The exit code, or `null` when the program was ended by a signal (timeout, cancel). */
+  exit_code: number | null;
+  /** Captured stdout, base64, at most `outputCapBytes` bytes before encoding. */
+  stdout_b64: string;
+  /** Captured stderr, base64, at most `outputCapBytes` bytes before encoding. */
+  stderr_b64: string;
+  /** Whether stdout had more bytes than the cap (the rest were discarded). */
+  stdout_truncated: boolean;
+  /** Whether stderr had more bytes than the cap (the rest were discarded). */
+  stderr_truncated: boolean;
+  /** Whether the timeout ended the program. */
+  timed_out: boolean;
+  /** Wall time from spawn to the group's end, in milliseconds. */
+  duration_ms: number;
+}
+
+function within(root: string, path: string): boolean {
+  const rel = relative(root, path);
+  return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel));
+}
+
+/**
+ * Resolves `cwd` inside `root`, following symlinks, and checks it is a directory there.
+ *
+ * @throws {KlbrError} `path_escape` for a path that leaves the root by `..`, an absolute path
+ * or a symlink; `not_found` when it does not exist; `path_invalid` when it is not a directory.
+ */
+async function resolveCwd(
+  root: string,
+  cwd: string | null,
+): Promise<{ realRoot: string; dir: string }> {
+  let realRoot: string;
+  try {
+    realRoot = await Deno.realPath(root);
+  } catch (cause) {
+    throw new KlbrError(
+      "not_found",
+      `cannot run: the workspace root does not exist (got ${root})`,
+      {
+        cause,
+      },
+    );
+  }
+  const wanted = cwd ?? ".";
+  const candidate = resolve(realRoot, wanted);
+  if (!within(realRoot, candidate)) {
+    throw new KlbrError(
+      "path_escape",
+      `cannot run: cwd leaves the workspace (got ${JSON.stringify(wanted)})`,
+    );
+  }
+  let real: string;
+  try {
+    real = await Deno.realPath(candidate);
+  } catch (cause) {
+    throw new KlbrError(
+      "not_found",
+      `cannot run: cwd does not exist (got ${JSON.stringify(wanted)})`,
+      {
+        cause,
+      },
+    );
+  }
+  if (!within(realRoot, real)) {
+    throw new KlbrError(
+      "path_escape",
+      `cannot run: cwd leaves the workspace through a symlink (got ${JSON.stringify(wanted)})`,
+    );
+  }
+  if (!(await Deno.stat(real)).isDirectory) {
+    throw new KlbrError(
+      "path_invalid",
+      `cannot run: cwd is not a directory (got ${JSON.stringify(wanted)})`,
+    );
+  }
+  return { realRoot, dir: real };
+}
+
+/** Reads a stream to its end, keeping the first `cap` bytes and discarding the rest. */
+async function readCapped(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  cap: number,
+): Promise<{ bytes: Uint8Array; truncated: boolean }> {
+  const kept: Uint8Array[] = [];
+  let length = 0;
+  let truncated = false;
+  try {
+    // Ends when every holder of the pipe has closed it or the reader is cancelled.
+    while (true) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const room = cap - length;
+      if (value.length > room) truncated = true;
+      if (room > 0) {
+        const part = value.subarray(0, Math.min(room, value.length));
+        kept.push(part.slice());
+        length += part.length;
+      }
+    }
+  } catch {
+    // A cancelled reader ends the capture; what was kept stands.
+  }
+  const bytes = new Uint8Array(length);
+  let at = 0;
+  for (const part of kept) {
+    bytes.set(part, at);
+    at += part.length;
+  }
+  return { bytes, truncated };
+}
+
+function toBase64(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
+}
+
+function hostPath(): string {
+  try {
+    return Deno.env.get("PATH") ?? FALLBACK_PATH;
+  } catch {
+    return FALLBACK_PATH; // no --allow-env for PATH
+  }
+}
+
+/**
+ * Runs a program from argv in the workspace and returns its capped output.
+ *
+ * The program runs with a cleared environment (`PATH`, `HOME` = the root, `LANG` only), stdin
+ * on `/dev/null`, in its own process group. On return that group is dead: a timeout, an
+ * aborted `signal`, or the leader's own exit with descendants left behind all end in SIGKILL
+ * to the group. `exit_code` is `null` when the program was killed by a signal. An aborted
+ * run resolves like a finished one, with `exit_code: null` and `timed_out: false`.
+ *
+ * @throws {KlbrError} `invalid_input` when `params` or `options` fail their schema;
+ * `path_escape`, `not_found` or `path_invalid` for a bad `cwd`; `not_found` naming `argv[0]`
+ * when the program does not exist; `forbidden` when the host may not run it.
+ * @example
+ * ```ts
+ * const r = await runInWorkspace({ argv: ["git", "status"], timeout_s: 30 }, { root: ws });
+ * console.log(r.exit_code, atob(r.stdout_b64));
+ * ```
+ */
+export async function runInWorkspace(
+  params: z.input<typeof RunParams>,
+  options: RunOptions,
+): Promise<RunResult> {
+  const p = RunParams.safeParse(params);
+  if (!p.success) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot run: ${describeIssues(p.error)} (got ${JSON.stringify(params)})`,
+    );
+  }
+  const o = RunOptions.safeParse(options);
+  if (!o.success) {
+    throw new KlbrError("invalid_input", `cannot run: options ${describeIssues(o.error)}`);
+  }
+  const { argv, timeout_s: timeoutS, cwd } = p.data;
+  const { root, signal, outputCapBytes: cap, env } = o.data;
+  const { realRoot, dir } = await resolveCwd(root, cwd);
+  const empty = (): RunResult => ({
+    exit_code: null,
+    stdout_b64: "",
+    stderr_b64: "",
+    stdout_truncated: false,
+    stderr_truncated: false,
+    timed_out: false,
+    duration_ms: 0,
+  });
+  if (signal?.aborted) return empty();
+
+  const started = performance.now();
+  let child: Deno.ChildProcess;
+  try {
+    child = new Deno.Command(argv[0], {
+      args: argv.slice(1),
+      cwd: dir,
+      clearEnv: true,
+      env: { PATH: env.PATH ?? hostPath(), HOME: realRoot, LANG: env.LANG },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      detached: true,
+    }).spawn();
+  } catch (cause) {
+    if (cause instanceof Deno.errors.NotFound) {
+      throw new KlbrError(
+        "not_found",
+        `cannot run: program not found on PATH or at that path (got ${JSON.stringify(argv[0])})`,
+        { cause },
+      );
+    }
+    if (cause instanceof Deno.errors.NotCapable || cause instanceof Deno.errors.PermissionDenied) {
+      throw new KlbrError(
+        "forbidden",
+        `cannot run: the host may not start this program (got ${JSON.stringify(argv[0])})`,
+        { cause },
+      );
+    }
+    throw new KlbrError("internal", `cannot run: spawn failed (got ${JSON.stringify(argv[0])})`, {
+      cause,
+    });
+  }
+  const pgid = child.pid;
+  const outReader = child.stdout.getReader();
+  const errReader = child.stderr.getReader();
+  const out = readCapped(outReader, cap);
+  const err = readCapped(errReader, cap);
+
+  let timedOut = false;
+  const killGroup = () => killProcessGroup(pgid).catch(() => {});
+  const timer = setTimeout(() => {
+    timedOut = true;
+    killGroup();
+  }, timeoutS * 1000);
+  const onAbort = () => void killGroup();
+  signal?.addEventListener("abort", onAbort, { once: true });
+  let status: Deno.CommandStatus;
+  try {
+    status = await child.status;
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", onAbort);
+  }
+  // The leader is gone; anything left in its group (a background job) dies with the run.
+  await killGroup();
+  // A descendant that left the group may still hold a pipe open: cut the readers off.
+  let drainTimer: ReturnType<typeof setTimeout> | undefined;
+  const drained = Promise.all([out, err]);
+  const cut = new Promise<void>((done) => {
+    drainTimer = setTimeout(() => {
+      outReader.cancel().catch(() => {});
+      errReader.cancel().catch(() => {});
+      done();
+    }, DRAIN_GRACE_MS);
+  });
+  await Promise.race([drained, cut]);
+  clearTimeout(drainTimer);
+  const [stdout, stderr] = await drained;
+  return {
+    exit_code: status.signal === null ? status.code : null,
+    stdout_b64: toBase64(stdout.bytes),
+    stderr_b64: toBase64(stderr.bytes),
+    stdout_truncated: stdout.truncated,
+    stderr_truncated: stderr.truncated,
+    timed_out: timedOut,
+    duration_ms: Math.round(performance.now() - started),
+  };
+}

@@ -1,0 +1,46 @@
+/**
+ * The host side of the workbench: spawning `python -m klbr` in its own process group,
+ * request/reply correlation over length-prefixed stdio frames, the cancellation ladder,
+ * host RPC dispatch, and the supervisor that owns a session's kernel generations.
+ *
+ * Guarantees (each proven in `tests/session.test.ts`, see `docs/workbench.md`):
+ * - a cell is ended by a `cancel` frame first; without a reply within the grace (2 s by
+ *   default) the worker's whole process group is killed and the cell ends `killed`;
+ * - a framing failure or an unexpected exit fails every pending request with
+ *   `worker_failed` naming the cause, kills the group and reports `onExit`;
+ * - the worker's stderr never mixes with frames; it is kept in a bounded ring;
+ * - the workbench module never touches the store: durable records are the caller's
+ *   callbacks (`recordGeneration`, `onCellStarted`, `recordOutcome`), awaited before the
+ *   generation is used, before the code is sent and before the outcome is returned.
+ *
+ * @module
+ */
+
+export { WorkbenchHandle as Workbench } from "./_handle.ts";
+export {
+  type ExecuteOptions,
+  type InitPayload,
+  InitReply,
+  type RpcContext,
+  type RpcHandler,
+  type WorkbenchExit,
+} from "./_types.ts";
+export type { CellOutcome, CellResult } from "./_parts.ts";
+export {
+  type PythonInfo,
+  resolvePython,
+  spawnWorkbench,
+  type WorkbenchOptions,
+  WorkbenchSettings,
+} from "./_spawn.ts";
+export {
+  type CellOutcomeRecord,
+  type CellStart,
+  type GenerationRecord,
+  KernelSupervisor,
+  type KernelSupervisorOptions,
+} from "./_supervisor.ts";
+export { DEFAULT_MAX_FRAME_BYTES, encodeFrame, FrameDecoderStream } from "./_frame_codec.ts";
+export { killProcessGroup, processGroupAlive, processGroupMembers } from "./_process_group.ts";
+export { loadSkills, MAX_SKILL_BYTES, SkillRoots, skillRoots, skillsRevision } from "./_skills.ts";
+export { runInWorkspace } from "./_workspace_run.ts";

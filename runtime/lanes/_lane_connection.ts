@@ -1,0 +1,280 @@
+/**
+ * One client connection of the v2 lane protocol, independent of the WebSocket carrying it.
+ *
+ * The connection keeps a cursor: the last durable sequence number it delivered. It delivers
+ * records by reading the store after its cursor — on `hello`, and again on each wake — so a
+ * record is sent exactly once, in order, and a reconnect with `since=<seq>` resumes without
+ * gaps. Token animation (`token`, `cell.output`) is pushed directly and may be lost.
+ *
+ * @module
+ */
+
+import { assert, isKlbrError, KlbrError } from "../core/mod.ts";
+import {
+  type ClientMessage,
+  type ClientRole,
+  type LaneRecord,
+  parseClientMessage,
+  type ServerMessage,
+} from "../core/mod.ts";
+import { checkOperatorToken } from "./_operator_token.ts";
+import type { LaneSignal } from "../core/mod.ts";
+
+/** A client's `input` message. */
+export type InputMessage = Extract<ClientMessage, { kind: "input" }>;
+
+/** What admission did with one input. */
+export type AdmitOutcome =
+  | { ack: { input_id: string; seq: number; duplicate: boolean } }
+  | { error: KlbrError };
+
+/** What a connection needs from the daemon. */
+export interface LaneHost {
+  /** The daemon's version string, sent in `welcome`. */
+  readonly version: string;
+  /** The operator token. */
+  readonly token: string;
+  /** The last durable sequence number of a session (0 when empty). */
+  headSeq(session: string): number;
+  /** Up to `limit` durable records of a session with `seq > since`, in order. */
+  readRecords(session: string, since: number, limit: number): LaneRecord[];
+  /** Subscribes to a session's signals; returns the unsubscribe function. */
+  subscribe(session: string, listener: (signal: LaneSignal) => void): () => void;
+  /**
+   * Admits inputs durably, in order, in one commit; returns after it, one outcome per input.
+   * A refused input is an `error` outcome and does not stop the others.
+   */
+  admitMany(
+    session: string,
+    clientId: string,
+    inputs: InputMessage[],
+  ): AdmitOutcome[];
+  /** Runs an operator command; never needs the model or a hook. */
+  operate(
+    message: Extract<ClientMessage, { kind: `op.${string}` }>,
+    session: string,
+  ): Promise<Record<string, unknown>>;
+  /** Logs a refused authorisation. */
+  logRefusal(reason: string): void;
+}
+
+/** Options for {@linkcode LaneConnection}. */
+export interface LaneConnectionOptions {
+  /** Whether the upgrade carried an `Origin` header (a browser). */
+  hasOrigin: boolean;
+  /** Sends one message to the client. */
+  send: (message: ServerMessage) => void;
+  /** Closes the transport with a code and reason. */
+  close: (code: number, reason: string) => void;
+  /** Records read per store query while catching up. @default {1000} */
+  pageSize?: number;
+  /** Resolves when the transport can take another page; absent means always. */
+  writable?: () => Promise<void>;
+}
+
+/**
+ * The protocol state machine of one `/v2` connection.
+ *
+ * @example
+ * ```ts
+ * const conn = new LaneConnection(host, { hasOrigin: false, send, close });
+ * await conn.receive(text);
+ * ```
+ */
+export class LaneConnection {
+  #host: LaneHost;
+  #options: LaneConnectionOptions;
+  #session: string | undefined;
+  #role: ClientRole = "client";
+  #clientId = "anonymous";
+  #cursor = 0;
+  #pumping = false;
+  #dirty = false;
+  #unsubscribe: (() => void) | undefined;
+  #closed = false;
+
+  /** Creates a connection that has not said hello yet. */
+  constructor(host: LaneHost, options: LaneConnectionOptions) {
+    this.#host = host;
+    this.#options = options;
+  }
+
+  /** The last sequence number delivered to this client. */
+  get cursor(): number {
+    return this.#cursor;
+  }
+
+  /** Handles one text message from the client; errors are answered, never thrown. */
+  receive(text: string): Promise<void> {
+    return this.receiveAll([text]);
+  }
+
+  /**
+   * Handles messages that arrived together, in order. Consecutive inputs are admitted in one
+   * commit (group commit); each still gets its own `ack` only after that commit.
+   */
+  async receiveAll(texts: string[]): Promise<void> {
+    let batch: InputMessage[] = [];
+    const flush = () => {
+      if (batch.length === 0) return;
+      const inputs = batch;
+      batch = [];
+      const outcomes = this.#host.admitMany(this.#session!, this.#clientId, inputs);
+      outcomes.forEach((outcome, i) => {
+        const request = inputs[i].request;
+        if ("ack" in outcome) this.#options.send({ kind: "ack", request, ...outcome.ack });
+        else this.#answer(outcome.error, request);
+      });
+    };
+    for (const text of texts) {
+      if (this.#closed) return;
+      const { message, request, error } = this.#parse(text);
+      if (message?.kind === "input" && this.#session !== undefined) {
+        batch.push(message);
+        continue;
+      }
+      flush();
+      try {
+        if (error !== undefined) throw error;
+        await this.#dispatch(message!);
+      } catch (caught) {
+        if (!isKlbrError(caught)) throw caught;
+        this.#answer(caught, request);
+      }
+    }
+    flush();
+  }
+
+  #parse(text: string): { message?: ClientMessage; request?: string; error?: KlbrError } {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (cause) {
+      return {
+        error: new KlbrError(
+          "invalid_input",
+          `cannot accept client message: not JSON (got ${JSON.stringify(text.slice(0, 40))})`,
+          { cause },
+        ),
+      };
+    }
+    let request: string | undefined;
+    if (typeof value === "object" && value !== null && "request" in value) {
+      const r = (value as { request: unknown }).request;
+      if (typeof r === "string") request = r;
+    }
+    try {
+      return { message: parseClientMessage(value, this.#role), request };
+    } catch (error) {
+      if (!isKlbrError(error)) throw error;
+      return { request, error };
+    }
+  }
+
+  #answer(error: KlbrError, request: string | undefined): void {
+    this.#options.send({ kind: "error", request, code: error.code, message: error.message });
+    if (error.code.startsWith("token_")) {
+      this.#host.logRefusal(error.message);
+      this.#options.close(4401, error.code);
+      this.dispose();
+    }
+  }
+
+  /** Releases the subscription; later signals are ignored. */
+  dispose(): void {
+    this.#closed = true;
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
+  }
+
+  async #dispatch(message: ClientMessage): Promise<void> {
+    if (message.kind === "hello") return this.#hello(message);
+    const session = this.#session;
+    if (session === undefined) {
+      throw new KlbrError("invalid_input", `cannot accept ${message.kind}: say hello first`);
+    }
+    switch (message.kind) {
+      case "ping":
+        this.#options.send({ kind: "pong", request: message.request });
+        return;
+      case "input":
+        // receiveAll batches every input of a connection that said hello.
+        return assert(false, "an input reached #dispatch past receiveAll");
+      default: {
+        const result = await this.#host.operate(message, session);
+        this.#options.send({
+          kind: "op.result",
+          request: message.request,
+          op: message.kind,
+          result,
+        });
+      }
+    }
+  }
+
+  async #hello(message: Extract<ClientMessage, { kind: "hello" }>): Promise<void> {
+    if (this.#session !== undefined) {
+      throw new KlbrError("invalid_input", "cannot accept hello: this connection already said it");
+    }
+    // A native client (no Origin) must prove it is the owner; a loopback browser page may
+    // watch and write without the token, and becomes operator when it presents one.
+    if (!this.#options.hasOrigin || message.token !== undefined) {
+      checkOperatorToken(message.token, this.#host.token);
+      this.#role = "operator";
+    }
+    this.#session = message.session;
+    this.#clientId = message.client ?? "anonymous";
+    this.#cursor = message.since;
+    this.#options.send({
+      kind: "welcome",
+      session: message.session,
+      role: this.#role,
+      head: this.#host.headSeq(message.session),
+      server: { version: this.#host.version },
+    });
+    this.#unsubscribe = this.#host.subscribe(message.session, (signal) => this.#signal(signal));
+    await this.#pump();
+    if (this.#closed) return;
+    this.#options.send({ kind: "replayed", session: message.session, head: this.#cursor });
+  }
+
+  #signal(signal: LaneSignal): void {
+    if (this.#closed) return;
+    if (signal.kind === "wake") void this.#pump();
+    else this.#options.send(signal);
+  }
+
+  /** Sends every durable record after the cursor; re-entrant wakes only mark it dirty. */
+  async #pump(): Promise<void> {
+    const session = this.#session;
+    if (session === undefined) return;
+    if (this.#pumping) {
+      this.#dirty = true;
+      return;
+    }
+    this.#pumping = true;
+    try {
+      do {
+        this.#dirty = false;
+        for (;;) {
+          const page = this.#host.readRecords(
+            session,
+            this.#cursor,
+            this.#options.pageSize ?? 1000,
+          );
+          for (const record of page) {
+            if (this.#closed) return;
+            this.#options.send(record);
+            this.#cursor = record.seq;
+          }
+          if (page.length === 0) break;
+          // A long catch-up goes out page by page as the client reads it, so the daemon never
+          // holds the whole log in a socket buffer.
+          await this.#options.writable?.();
+        }
+      } while (this.#dirty && !this.#closed);
+    } finally {
+      this.#pumping = false;
+    }
+  }
+}

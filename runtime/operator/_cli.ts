@@ -1,0 +1,126 @@
+/**
+ * The operator commands of the CLI (`status`, `reset`, `compact`, `drain`, `stop`,
+ * `activate`): a native client of the daemon's v2 socket, authorised by the token in the
+ * state directory.
+ *
+ * @module
+ */
+
+import { KlbrError } from "../core/mod.ts";
+import { readOperatorToken } from "../lanes/mod.ts";
+import type { ServerMessage } from "../core/mod.ts";
+
+/** Options for {@linkcode runOperatorCommand}. */
+export interface OperatorCliOptions {
+  stateDir: string;
+  /** The daemon's port. @default {8765} */
+  port?: number;
+  /** Print the reply as JSON. */
+  json: boolean;
+  /** How long to wait for the reply, in ms. @default {600_000} */
+  timeoutMs?: number;
+}
+
+/**
+ * Sends one operator command and prints the reply; resolves with the exit code.
+ *
+ * @example
+ * ```ts
+ * await runOperatorCommand("status", [], { stateDir: ".klbr", json: true });
+ * ```
+ * @throws {KlbrError} `invalid_input` for missing arguments.
+ */
+export async function runOperatorCommand(
+  command: string,
+  args: string[],
+  options: OperatorCliOptions,
+): Promise<number> {
+  const message = buildMessage(command, args);
+  const token = await readOperatorToken(options.stateDir);
+  const reply = await exchange(options.port ?? 8765, token, message, options.timeoutMs ?? 600_000);
+  if (reply.kind === "error") {
+    console.error(options.json ? JSON.stringify(reply) : `klbr ${command}: ${reply.message}`);
+    return 1;
+  }
+  const result = reply.kind === "op.result" ? reply.result : reply;
+  console.log(options.json ? JSON.stringify(result) : JSON.stringify(result, null, 2));
+  return 0;
+}
+
+function buildMessage(command: string, args: string[]): Record<string, unknown> {
+  const need = (n: number, usage: string) => {
+    if (args.length < n) {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot run ${command}: usage: klbr ${usage} (got ${args.length} arguments)`,
+      );
+    }
+  };
+  switch (command) {
+    case "status":
+      return { kind: "op.status", session: args[0] };
+    case "activate": {
+      need(3, "activate <session> <epoch> <release-path>");
+      const epoch = Number(args[1]);
+      if (!Number.isInteger(epoch) || epoch < 0) {
+        throw new KlbrError(
+          "invalid_input",
+          `cannot run activate: epoch must be a whole number (got ${args[1]})`,
+        );
+      }
+      return { kind: "op.activate", session: args[0], epoch, release: args[2] };
+    }
+    default:
+      need(1, `${command} <session>`);
+      return { kind: `op.${command}`, session: args[0] };
+  }
+}
+
+async function exchange(
+  port: number,
+  token: string,
+  message: Record<string, unknown>,
+  timeoutMs: number,
+): Promise<ServerMessage> {
+  const url = `ws://127.0.0.1:${port}/v2`;
+  const ws = new WebSocket(url);
+  const request = `cli-${crypto.randomUUID()}`;
+  try {
+    return await new Promise<ServerMessage>((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(
+            new KlbrError(
+              "worker_timeout",
+              `cannot reach the daemon: no reply within ${timeoutMs} ms`,
+            ),
+          ),
+        timeoutMs,
+      );
+      ws.onopen = () => {
+        ws.send(
+          JSON.stringify({ kind: "hello", since: Number.MAX_SAFE_INTEGER, token, client: "cli" }),
+        );
+        ws.send(JSON.stringify({ ...message, request }));
+      };
+      ws.onerror = () => {
+        clearTimeout(timer);
+        reject(
+          new KlbrError("not_found", `cannot reach the daemon at ${url}: is klbr serve running?`),
+        );
+      };
+      ws.onmessage = (event) => {
+        const reply = JSON.parse(String(event.data)) as ServerMessage;
+        if (
+          (reply.kind === "op.result" && reply.request === request) ||
+          (reply.kind === "error")
+        ) {
+          clearTimeout(timer);
+          resolve(reply);
+        }
+      };
+    });
+  } finally {
+    ws.close();
+  }
+}

@@ -1,0 +1,338 @@
+/**
+ * One session's work loop: pending inputs → `attention.plan` → an accepted frame → a turn.
+ *
+ * Admission never passes through here: inputs are already durable when this loop is woken.
+ * Inputs become consumed only through {@linkcode acceptFrame}; a failing hook or a turn that
+ * failed before any effect leaves them pending, and the loop retries after a backoff.
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import { appendEvent } from "../../store/events.ts";
+import { acceptFrame, finishFrame, type FrameRecord, renewLease } from "../../store/frames.ts";
+import { getInput, type InputRecord, pendingInputs, pendingSummary } from "../../store/inputs.ts";
+import { requireSession } from "../../store/sessions.ts";
+import type { Store } from "../../store/store.ts";
+import type { HookName } from "../core/mod.ts";
+import type { AttentionPlan, HookResult } from "../behavior/mod.ts";
+import type { EventBus } from "../core/mod.ts";
+
+/** Calls a policy hook of the active release. */
+export interface HookCaller {
+  /** The active release id the hooks come from. */
+  readonly revision: string;
+  /** Runs one hook and checks its result against its contract; rejects on any failure. */
+  call<N extends HookName>(
+    name: N,
+    args: Record<string, unknown>,
+    options: { timeoutMs: number },
+  ): Promise<HookResult<N>>;
+}
+
+/** What a turn is given. */
+export interface TurnContext {
+  session: string;
+  frame: { id: string; number: number; policyRevision: string; routing: unknown };
+  inputs: InputRecord[];
+  /** True for a turn that a previous daemon started and this one continues. */
+  resumed: boolean;
+  /** Aborted when the operator stops the session. */
+  signal: AbortSignal;
+}
+
+/** How a turn ended. */
+export interface TurnEnd {
+  /** Why it ended, for the frame record. */
+  reason: string;
+  /** Whether the turn did something that must not be repeated (a cell ran, a send). */
+  effects: boolean;
+}
+
+/** Runs one turn for one accepted frame. */
+export type TurnRunner = (context: TurnContext) => Promise<TurnEnd>;
+
+/** Options for {@linkcode SessionRuntime}. */
+export interface SessionRuntimeOptions {
+  store: Store;
+  bus: EventBus;
+  session: string;
+  /** This daemon instance's lease owner name. */
+  owner: string;
+  hooks: () => HookCaller;
+  turn: TurnRunner;
+  log: (line: string) => void;
+  /** @default {30_000} */
+  leaseMs?: number;
+  /** @default {10_000} */
+  hookTimeoutMs?: number;
+  /** Retries after failed attempts (1 s, 2 s, 4 s, … apart) before the loop waits for a wake. @default {6} */
+  maxRetries?: number;
+}
+
+/** Why the loop is not taking new frames. */
+export type SessionState = "running" | "stopped" | "draining" | "drained";
+
+/**
+ * The single owner of one session's turn loop.
+ *
+ * @example
+ * ```ts
+ * const runtime = new SessionRuntime({ store, bus, session: "default", owner, hooks, turn, log });
+ * runtime.wake();
+ * ```
+ */
+export class SessionRuntime {
+  #o: Required<SessionRuntimeOptions>;
+  #state: SessionState = "running";
+  #running: Promise<void> | undefined;
+  #again = false;
+  #turnAbort: AbortController | undefined;
+  #currentFrame: { id: string; number: number; startedAt: number } | undefined;
+  #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  #failures = 0;
+  #lastHookFailure: string | undefined;
+  #resumable: FrameRecord[] = [];
+
+  /** Creates the runtime; nothing runs until {@linkcode SessionRuntime.wake}. */
+  constructor(options: SessionRuntimeOptions) {
+    this.#o = { leaseMs: 30_000, hookTimeoutMs: 10_000, maxRetries: 6, ...options };
+  }
+
+  /** The loop's state. */
+  get state(): SessionState {
+    return this.#state;
+  }
+
+  /** Schedules the loop; merged with a run already in progress. */
+  wake(): void {
+    if (this.#state !== "running") return;
+    if (this.#running !== undefined) {
+      this.#again = true;
+      return;
+    }
+    this.#running = this.#loop().finally(() => {
+      this.#running = undefined;
+      if (this.#again) {
+        this.#again = false;
+        this.wake();
+      }
+    });
+  }
+
+  /** A JSON view for `status` and `/health`. */
+  status(): Record<string, unknown> {
+    // One aggregate query: /health calls this, and the backlog may be large.
+    const pending = pendingSummary(this.#o.store, this.#o.session);
+    const now = this.#o.store.clock();
+    return {
+      state: this.#state,
+      pending_inputs: pending.count,
+      oldest_pending_age_ms: pending.oldestAdmittedAt === null
+        ? null
+        : now - pending.oldestAdmittedAt,
+      hook_backlog: this.#lastHookFailure === undefined ? 0 : pending.count,
+      last_hook_failure: this.#lastHookFailure ?? null,
+      consecutive_failures: this.#failures,
+      stalled: this.#failures >= this.#o.maxRetries,
+      current_frame: this.#currentFrame === undefined ? null : {
+        ...this.#currentFrame,
+        running_ms: now - this.#currentFrame.startedAt,
+      },
+    };
+  }
+
+  /** Stops the current turn now and takes no new frames until {@linkcode resume}. */
+  async stop(reason: string): Promise<void> {
+    this.#state = "stopped";
+    this.#clearRetry();
+    this.#turnAbort?.abort(new Error(reason));
+    await this.#running;
+  }
+
+  /** Lets the current turn finish, then takes no new frames. */
+  async drain(): Promise<void> {
+    this.#state = "draining";
+    this.#clearRetry();
+    await this.#running;
+    if (this.#state === "draining") this.#state = "drained";
+  }
+
+  /** Takes frames again after a stop or drain. */
+  resume(): void {
+    this.#state = "running";
+    this.#failures = 0;
+    this.wake();
+  }
+
+  /**
+   * Queues frames a dead owner left open after their turn had effects; the loop continues
+   * them (the lease is already this owner's) before it plans new frames.
+   */
+  resumeFrames(frames: FrameRecord[]): void {
+    this.#resumable.push(...frames);
+    this.wake();
+  }
+
+  async #loop(): Promise<void> {
+    while (this.#state === "running" && this.#resumable.length > 0) {
+      const frame = this.#resumable.shift()!;
+      const inputs = frame.inputIds.map((id) => getInput(this.#o.store, id)!);
+      await this.#runTurn(
+        { id: frame.id, number: frame.number, policyRevision: frame.policyRevision },
+        inputs,
+        (frame.routing ?? {}) as Record<string, unknown>,
+        true,
+      );
+    }
+    while (this.#state === "running") {
+      const inputs = pendingInputs(this.#o.store, this.#o.session);
+      if (inputs.length === 0) return;
+      const plan = await this.#plan(inputs);
+      if (plan === undefined) return this.#retryLater();
+      const chosen = inputs.filter((input) => plan.consume.includes(input.id));
+      if (chosen.length === 0) return; // ambient: nothing to do until the next wake
+      if (!(await this.#runFrame(chosen, plan.routing))) return this.#retryLater();
+    }
+  }
+
+  async #plan(inputs: InputRecord[]): Promise<z.infer<typeof AttentionPlan> | undefined> {
+    const hooks = this.#o.hooks();
+    try {
+      const value = await hooks.call("attention.plan", {
+        inputs: inputs.map((input) => ({
+          id: input.id,
+          source_kind: input.sourceKind,
+          conversation: input.conversationId,
+          author: input.author,
+          body: input.body,
+          received_at: input.receivedAt,
+        })),
+        session: { id: this.#o.session },
+      }, { timeoutMs: this.#o.hookTimeoutMs });
+      const plan = value;
+      this.#lastHookFailure = undefined;
+      return plan;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      this.#lastHookFailure = message;
+      this.#record("hook.failed", {
+        hook: "attention.plan",
+        revision: hooks.revision,
+        error: message,
+        pending: inputs.length,
+      });
+      return undefined;
+    }
+  }
+
+  /** Runs one frame; returns `false` when its inputs were given back and a retry is due. */
+  async #runFrame(inputs: InputRecord[], routing: Record<string, unknown>): Promise<boolean> {
+    const { store, session, owner, leaseMs } = this.#o;
+    const hooks = this.#o.hooks();
+    const sessionRow = requireSession(store, session);
+    const frame = acceptFrame(store, {
+      session,
+      inputIds: inputs.map((input) => input.id),
+      routing,
+      contextEpoch: sessionRow.contextEpoch,
+      policyRevision: hooks.revision,
+      leaseOwner: owner,
+      leaseMs,
+    });
+    this.#o.bus.wake(session);
+    return await this.#runTurn(
+      { id: frame.frameId, number: frame.number, policyRevision: hooks.revision },
+      inputs,
+      routing,
+      false,
+    );
+  }
+
+  /** Runs the turn of an accepted frame; `false` when its inputs were given back. */
+  async #runTurn(
+    frame: { id: string; number: number; policyRevision: string },
+    inputs: InputRecord[],
+    routing: Record<string, unknown>,
+    resumed: boolean,
+  ): Promise<boolean> {
+    const { store, session, owner, leaseMs } = this.#o;
+    const abort = new AbortController();
+    this.#turnAbort = abort;
+    this.#currentFrame = { id: frame.id, number: frame.number, startedAt: store.clock() };
+    const renew = setInterval(() => {
+      try {
+        renewLease(store, frame.id, { leaseOwner: owner, leaseMs });
+      } catch (error) {
+        this.#o.log(`cannot renew lease of ${frame.id}: ${error}`);
+      }
+    }, Math.max(1000, Math.floor(leaseMs / 3)));
+    try {
+      const end = await this.#o.turn({
+        session,
+        frame: { ...frame, routing },
+        inputs,
+        resumed,
+        signal: abort.signal,
+      });
+      finishFrame(store, frame.id, "done", end.reason);
+      this.#failures = 0;
+      return true;
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      const effects = (error as { effects?: boolean }).effects === true;
+      const stopped = abort.signal.aborted;
+      // A turn that failed before any effect gives its inputs back; one that had effects keeps
+      // them, so nothing it did is repeated.
+      const end = stopped || effects ? "failed" : "abandoned";
+      finishFrame(
+        store,
+        frame.id,
+        end,
+        `${stopped ? "stopped: " : ""}${reason}`.slice(0, 1000),
+      );
+      this.#o.log(`frame ${frame.number} ${end}: ${reason}`);
+      return end !== "abandoned";
+    } finally {
+      clearInterval(renew);
+      this.#turnAbort = undefined;
+      this.#currentFrame = undefined;
+      this.#o.bus.wake(session);
+    }
+  }
+
+  #retryLater(): void {
+    this.#clearRetry();
+    if (this.#state !== "running") return;
+    if (this.#failures >= this.#o.maxRetries) {
+      // Past the limit nothing retries by itself: the next input, `reset` or a restart does.
+      this.#record("session.stalled", {
+        failures: this.#failures,
+        message:
+          `gave up retrying after ${this.#failures} failed attempts; the inputs stay pending`,
+      });
+      return;
+    }
+    const delay = Math.min(60_000, 1000 * 2 ** Math.min(this.#failures, 6));
+    this.#failures++;
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = undefined;
+      this.wake();
+    }, delay);
+  }
+
+  #clearRetry(): void {
+    if (this.#retryTimer !== undefined) clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
+  }
+
+  #record(kind: string, body: Record<string, unknown>): void {
+    appendEvent(this.#o.store, this.#o.session, kind, body);
+    this.#o.bus.wake(this.#o.session);
+  }
+
+  /** Clears timers; call after {@linkcode stop} or {@linkcode drain}. */
+  dispose(): void {
+    this.#clearRetry();
+  }
+}

@@ -1,0 +1,79 @@
+/**
+ * The state directory: where it is and how `init` lays it out.
+ *
+ * ```
+ * runtime.sqlite    the one store (WAL)
+ * releases/<sha256> immutable published behaviour trees
+ * drafts/           writable behaviour drafts
+ * artifacts/        spooled large outputs
+ * skills/           managed skills
+ * operator.token    the operator token (0600)
+ * config.kdl        the model configuration
+ * ```
+ *
+ * @module
+ */
+
+import { isAbsolute, join, resolve } from "node:path";
+import { openStore } from "../../store/store.ts";
+import { defaultConfigText } from "../config/mod.ts";
+import { ensureOperatorToken } from "../lanes/mod.ts";
+import { pathExists } from "../../store/files.ts";
+
+/** The subdirectories `init` creates. */
+export const STATE_SUBDIRS = ["releases", "drafts", "artifacts", "skills"] as const;
+
+/** The configuration file `init` writes into the state directory. */
+export const CONFIG_FILE = "config.kdl";
+
+/**
+ * Resolves the state directory: the `--state` flag, then `KLBR_STATE_DIR`, then `./.klbr`.
+ *
+ * @example
+ * ```ts
+ * resolveStateDir(undefined); // "/home/me/klbr/.klbr"
+ * ```
+ */
+export function resolveStateDir(flag: string | undefined): string {
+  const chosen = flag ?? Deno.env.get("KLBR_STATE_DIR") ?? ".klbr";
+  return isAbsolute(chosen) ? chosen : resolve(Deno.cwd(), chosen);
+}
+
+/** What {@linkcode initStateDir} did. */
+export interface InitReport {
+  /** Whether the store file did not exist before. */
+  created: boolean;
+  /** The state directory. */
+  stateDir: string;
+}
+
+/**
+ * Creates the state directory, its store, token and default configuration; idempotent.
+ *
+ * On return every path above exists; nothing that existed was overwritten.
+ *
+ * @throws {KlbrError} from {@linkcode openStore}: `foreign_store`, `owner_locked`,
+ * `sqlite_too_old`.
+ */
+export async function initStateDir(stateDir: string): Promise<InitReport> {
+  await Deno.mkdir(stateDir, { recursive: true });
+  const created = !(await pathExists(join(stateDir, "runtime.sqlite")));
+  const store = openStore(stateDir, { create: true, owner: true });
+  store.close();
+  for (const sub of STATE_SUBDIRS) await Deno.mkdir(join(stateDir, sub), { recursive: true });
+  await ensureOperatorToken(stateDir);
+  const config = join(stateDir, CONFIG_FILE);
+  if (!(await pathExists(config))) await Deno.writeTextFile(config, defaultConfigText());
+  return { created, stateDir };
+}
+
+/** Resolves the configuration file: the flag, `KLBR_CONFIG`, then `<state>/config.kdl`. */
+export async function resolveConfigPath(
+  stateDir: string,
+  flag: string | undefined,
+): Promise<string | undefined> {
+  const chosen = flag ?? Deno.env.get("KLBR_CONFIG");
+  if (chosen !== undefined) return resolve(chosen);
+  const inState = join(stateDir, CONFIG_FILE);
+  return (await pathExists(inState)) ? inState : undefined;
+}

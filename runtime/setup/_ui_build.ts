@@ -1,0 +1,173 @@
+/**
+ * Builds the browser UI: `deno bundle` turns `ui/src/main.tsx` into `ui/dist/app.js`, and the
+ * files of `ui/static/` are copied beside it. Nothing is fetched at run time; the page works
+ * offline.
+ *
+ * Run as a script (`deno task ui:build`) it rebuilds unconditionally.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { KlbrError } from "../core/mod.ts";
+
+/** Options for {@linkcode ensureUiBuilt}. */
+export interface EnsureUiBuiltOptions {
+  /** The checkout's root: the directory holding `deno.json` and `ui/`. */
+  repoRoot: string;
+  /** Rebuild even when the output is newer than every source. @default {false} */
+  force?: boolean;
+  /** The Deno executable that bundles. @default {Deno.execPath()} */
+  deno?: string;
+  /** Longest time the bundler may take. @default {120_000} */
+  timeoutMs?: number;
+}
+
+/** The files a complete build holds; `build.json` is written last. */
+export const UI_OUTPUTS = ["app.js", "index.html", "style.css", "build.json"] as const;
+
+/** Newest modification time (ms) of any file under `dir`, recursively; 0 when there is none. */
+async function newestMtime(dir: string): Promise<number> {
+  let newest = 0;
+  let entries: AsyncIterable<Deno.DirEntry>;
+  try {
+    entries = Deno.readDir(dir);
+    for await (const entry of entries) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory) newest = Math.max(newest, await newestMtime(path));
+      else if (entry.isFile) {
+        newest = Math.max(newest, (await Deno.stat(path)).mtime?.getTime() ?? 0);
+      }
+    }
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  return newest;
+}
+
+/** Oldest modification time (ms) of the build outputs; 0 when one is missing. */
+async function builtAt(dist: string): Promise<number> {
+  let oldest = Infinity;
+  for (const name of UI_OUTPUTS) {
+    try {
+      oldest = Math.min(oldest, (await Deno.stat(join(dist, name))).mtime?.getTime() ?? 0);
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return 0;
+      throw error;
+    }
+  }
+  return oldest;
+}
+
+/**
+ * Returns whether `ui/dist` lacks an output or is older than a source: a file under
+ * `ui/src` or `ui/static`, `deno.json` or `deno.lock`.
+ */
+export async function uiIsStale(repoRoot: string): Promise<boolean> {
+  const built = await builtAt(join(repoRoot, "ui", "dist"));
+  if (built === 0) return true;
+  const sources = Math.max(
+    await newestMtime(join(repoRoot, "ui", "src")),
+    await newestMtime(join(repoRoot, "ui", "static")),
+    await fileMtime(join(repoRoot, "deno.json")),
+    await fileMtime(join(repoRoot, "deno.lock")),
+  );
+  return sources > built;
+}
+
+async function fileMtime(path: string): Promise<number> {
+  try {
+    return (await Deno.stat(path)).mtime?.getTime() ?? 0;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return 0;
+    throw error;
+  }
+}
+
+/**
+ * Builds the UI when it is missing or stale and returns the absolute `ui/dist` directory.
+ *
+ * Each output is written to a temp file inside `ui/dist/` and renamed into place, and
+ * `build.json` last, so a page never loads a half-written file and a build that failed
+ * half-way is redone on the next call.
+ *
+ * @throws {KlbrError} `not_found` when `ui/src/main.tsx` does not exist; `internal` when the
+ *   bundler fails or runs longer than `timeoutMs` (its stderr is in the message).
+ * @example
+ * ```ts
+ * const uiDir = await ensureUiBuilt({ repoRoot: Deno.cwd() });
+ * const app = createApp({ lanes, health, uiDir, log });
+ * ```
+ */
+export async function ensureUiBuilt(options: EnsureUiBuiltOptions): Promise<string> {
+  const { repoRoot, force = false, deno = Deno.execPath(), timeoutMs = 120_000 } = options;
+  const ui = join(repoRoot, "ui");
+  const dist = join(ui, "dist");
+  const entry = join(ui, "src", "main.tsx");
+  try {
+    await Deno.stat(entry);
+  } catch (cause) {
+    throw new KlbrError("not_found", `cannot build ui: no entry module (got ${entry})`, { cause });
+  }
+  if (!force && !(await uiIsStale(repoRoot))) return dist;
+
+  await Deno.mkdir(dist, { recursive: true });
+  const temp = await Deno.makeTempDir({ dir: dist, prefix: ".build-" });
+  try {
+    const bundled = join(temp, "app.js");
+    const output = await new Deno.Command(deno, {
+      args: [
+        "bundle",
+        "--quiet",
+        "--platform",
+        "browser",
+        "--config",
+        join(repoRoot, "deno.json"),
+        "-o",
+        bundled,
+        entry,
+      ],
+      cwd: repoRoot,
+      env: { NO_COLOR: "1" },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      signal: AbortSignal.timeout(timeoutMs),
+    }).output();
+    if (!output.success) {
+      const stderr = new TextDecoder().decode(output.stderr);
+      throw new KlbrError(
+        "internal",
+        `cannot build ui: deno bundle exited with ${output.code} (got ${
+          JSON.stringify(stderr.trim().slice(-2000))
+        })`,
+      );
+    }
+    for (const name of ["index.html", "style.css"]) {
+      await Deno.copyFile(join(ui, "static", name), join(temp, name));
+    }
+    await Deno.writeTextFile(
+      join(temp, "build.json"),
+      JSON.stringify({ built_at: new Date().toISOString(), entry: "ui/src/main.tsx" }) + "\n",
+    );
+    for (const name of UI_OUTPUTS) await Deno.rename(join(temp, name), join(dist, name));
+  } catch (error) {
+    if (error instanceof DOMException && error.name === "TimeoutError") {
+      throw new KlbrError(
+        "internal",
+        `cannot build ui: deno bundle ran longer than the limit (got ${timeoutMs} ms)`,
+        { cause: error },
+      );
+    }
+    throw error;
+  } finally {
+    await Deno.remove(temp, { recursive: true }).catch(() => {});
+  }
+  return dist;
+}
+
+if (import.meta.main) {
+  const repoRoot = join(import.meta.dirname ?? ".", "..", "..");
+  const dist = await ensureUiBuilt({ repoRoot, force: true });
+  console.log(`ui built: ${dist}`);
+}

@@ -1,0 +1,15 @@
+/**
+ * What runs before and around the daemon without loading it: the state directory and
+ * `init`, `doctor`, the `serve` launcher and its derived permissions, the UI build and the
+ * example.
+ *
+ * @module
+ */
+
+export { runDoctor } from "./_doctor.ts";
+export { runExample } from "./_example.ts";
+export { daemonArgs, derivePermissionInput, launchDaemon } from "./_launcher.ts";
+export { REPO_ROOT } from "./_repo_root.ts";
+export { parseRunPrograms, servePermissionFlags } from "./_serve_permissions.ts";
+export { initStateDir, resolveConfigPath, resolveStateDir } from "./_state_dir.ts";
+export { ensureUiBuilt, UI_OUTPUTS, uiIsStale } from "./_ui_build.ts";

@@ -1,0 +1,82 @@
+/**
+ * The layout's rules, checked on the source itself: each folder of `runtime/` is reached only
+ * through its face (`mod.ts`), `runtime/core/` imports no domain, `store/` and `ui/` import
+ * nothing of `runtime/` but `core/`.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { dirname, join, normalize } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const REPO = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+async function sourceFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const entry of Deno.readDir(join(REPO, dir))) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory) out.push(...await sourceFiles(path));
+    else if (/\.tsx?$/.test(entry.name)) out.push(path);
+  }
+  return out;
+}
+
+/** Every relative module a file imports (static, re-exported or dynamic), repo-relative. */
+async function importsOf(file: string): Promise<string[]> {
+  const text = await Deno.readTextFile(join(REPO, file));
+  const specs = [...text.matchAll(/(?:from|import)\s*\(?\s*"(\.{1,2}\/[^"]+)"/g)].map((m) => m[1]);
+  return specs.map((spec) => normalize(join(dirname(file), spec)));
+}
+
+/** `runtime/<folder>/...` → the folder's name, else undefined. */
+function folderOf(path: string): string | undefined {
+  return /^runtime\/([a-z_]+)\//.exec(path)?.[1];
+}
+
+const roots = ["runtime", "store", "ui/src", "tests", "bench"];
+
+Deno.test("every folder of runtime/ is imported from outside only through its mod.ts", async () => {
+  const broken: string[] = [];
+  for (const root of roots) {
+    for (const file of await sourceFiles(root)) {
+      for (const target of await importsOf(file)) {
+        const folder = folderOf(target);
+        if (folder === undefined || folderOf(file) === folder) continue;
+        if (target !== `runtime/${folder}/mod.ts`) broken.push(`${file} → ${target}`);
+      }
+    }
+  }
+  assert.deepEqual(broken, [], "imports past a folder's face");
+});
+
+Deno.test("runtime/ has no file outside a domain folder, and each folder has a mod.ts", async () => {
+  const loose: string[] = [];
+  for await (const entry of Deno.readDir(join(REPO, "runtime"))) {
+    if (entry.isFile) loose.push(entry.name);
+    if (entry.isDirectory) {
+      const face = await Deno.stat(join(REPO, "runtime", entry.name, "mod.ts")).catch(() => null);
+      if (face === null) loose.push(`${entry.name}/ (no mod.ts)`);
+    }
+  }
+  assert.deepEqual(loose, []);
+});
+
+Deno.test("runtime/core imports no domain; store/ and ui/ import only runtime/core", async () => {
+  const broken: string[] = [];
+  const check = async (root: string, allowed: (folder: string) => boolean) => {
+    for (const file of await sourceFiles(root)) {
+      for (const target of await importsOf(file)) {
+        const folder = folderOf(target);
+        if (folder !== undefined && !allowed(folder)) broken.push(`${file} → ${target}`);
+        if (root === "runtime/core" && !target.startsWith("runtime/core/")) {
+          broken.push(`${file} → ${target}`);
+        }
+      }
+    }
+  };
+  await check("runtime/core", (folder) => folder === "core");
+  await check("store", (folder) => folder === "core");
+  await check("ui/src", (folder) => folder === "core");
+  assert.deepEqual(broken, []);
+});

@@ -1,0 +1,165 @@
+// The host side of behaviour editing against a real store, real releases and a real Python
+// worker for the trusted test; no daemon.
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { behaviorHandlers } from "../../../runtime/behavior/mod.ts";
+import { isKlbrError } from "../../../runtime/core/mod.ts";
+import { REPO_ROOT } from "../../../runtime/setup/mod.ts";
+import { activateRelease, markLastGood } from "../../../store/releases.ts";
+import { ensureSession } from "../../../store/sessions.ts";
+import { publishRelease } from "../../../store/snapshot_hash.ts";
+import { openStore, type Store } from "../../../store/store.ts";
+
+// Handler results are JSON objects; the tests read their fields directly.
+// deno-lint-ignore no-explicit-any
+type Json = any;
+
+async function withEditor(
+  fn: (
+    call: (method: string, params?: Record<string, unknown>) => Promise<Json>,
+    store: Store,
+  ) => Promise<void>,
+) {
+  const state = await Deno.makeTempDir();
+  const store = openStore(state);
+  try {
+    ensureSession(store, "default");
+    const release = await publishRelease(store, {
+      sourceDir: join(REPO_ROOT, "behavior"),
+      releasesDir: join(state, "releases"),
+    });
+    activateRelease(store, {
+      session: "default",
+      expectedEpoch: 0,
+      releaseId: release.id,
+      reason: "test",
+    });
+    markLastGood(store, "default", release.id);
+    const handlers = behaviorHandlers({
+      store,
+      session: "default",
+      python: "python3",
+      repoRoot: REPO_ROOT,
+      workspace: state,
+      activate: (releaseId, expectedEpoch, reason) =>
+        Promise.resolve(
+          activateRelease(store, { session: "default", expectedEpoch, releaseId, reason }).epoch,
+        ),
+    });
+    const ctx = { signal: new AbortController().signal, method: "", parent: "", cell: null };
+    await fn((method, params = {}) => handlers[method](params, { ...ctx, method }), store);
+  } finally {
+    store.close();
+  }
+}
+
+async function rejects(promise: Promise<unknown>, code: string, message: RegExp | string) {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(isKlbrError(error), String(error));
+    assert.equal(error.code, code);
+    if (typeof message === "string") assert.equal(error.message, message);
+    else assert.match(error.message, message);
+    return;
+  }
+  assert.fail("expected a rejection");
+}
+
+Deno.test("`behaviorHandlers()` keeps draft paths inside the draft", async () => {
+  await withEditor(async (call) => {
+    const { draft_id } = await call("behavior.draft");
+    for (const path of ["../escape.py", "/etc/passwd", ".hidden.py", "sub/../../x.py"]) {
+      await rejects(
+        call("behavior.write", { draft_id, path, text: "x" }),
+        "path_escape",
+        `cannot use draft path: it must be relative, inside the draft, without dot segments (got ${path})`,
+      );
+    }
+    await rejects(
+      call("behavior.read", { draft_id, path: "missing.py" }),
+      "not_found",
+      `cannot read missing.py: no such file in draft ${draft_id}`,
+    );
+    await call("behavior.write", { draft_id, path: "lib/helper.py", text: "X = 1\n" });
+    assert.deepEqual(
+      (await call("behavior.files", { draft_id })).files,
+      ["attention.py", "context.py", "lib/helper.py", "model.py", "turn.py"],
+    );
+    await rejects(
+      call("behavior.files", { draft_id: "dr_00000000000000000000000000" }),
+      "not_found",
+      "cannot use draft dr_00000000000000000000000000: it does not exist",
+    );
+    await rejects(
+      call("behavior.files", { draft_id: "nope" }),
+      "invalid_input",
+      /draft_id: expected a draft id/,
+    );
+  });
+});
+
+Deno.test("`behaviorHandlers()` tests every hook itself and refuses to publish a failing draft", async () => {
+  await withEditor(async (call) => {
+    const { draft_id } = await call("behavior.draft");
+    const good = await call("behavior.test", { draft_id });
+    assert.equal(good.ok, true);
+    assert.deepEqual(good.checks.map((c: { hook: string }) => c.hook), [
+      "attention.plan",
+      "model.plan",
+      "context.prepare",
+      "turn.next",
+    ]);
+    await call("behavior.write", {
+      draft_id,
+      path: "model.py",
+      text: "def plan(**context):\n    raise RuntimeError('no')\n",
+    });
+    await call("behavior.write", {
+      draft_id,
+      path: "attention.py",
+      // Claims success in a form the contract does not accept.
+      text: "TESTED = True\ndef plan(inputs, session):\n    return {'consume': 'all'}\n",
+    });
+    const bad = await call("behavior.test", { draft_id });
+    assert.equal(bad.ok, false);
+    const failing = bad.checks.filter((c: { ok: boolean }) => !c.ok).map((c: { hook: string }) =>
+      c.hook
+    );
+    assert.deepEqual(failing, ["attention.plan", "model.plan"]);
+    await rejects(
+      call("behavior.publish", { draft_id }),
+      "release_invalid",
+      new RegExp(
+        `^cannot publish draft ${draft_id}: its hooks failed the host's test \\(attention\\.plan: `,
+      ),
+    );
+  });
+});
+
+Deno.test("`behaviorHandlers()` activates by epoch and rolls back to the last good release", async () => {
+  await withEditor(async (call) => {
+    await rejects(
+      call("behavior.rollback"),
+      "not_found",
+      /^cannot roll back: the active release is the last good one/,
+    );
+    const status = await call("behavior.status");
+    assert.equal(status.epoch, 1);
+    const { draft_id, base_epoch } = await call("behavior.draft");
+    await call("behavior.write", { draft_id, path: "notes.md", text: "v2\n" });
+    const { release_id } = await call("behavior.publish", { draft_id });
+    await rejects(
+      call("behavior.activate", { release_id, expected_epoch: base_epoch - 1 }),
+      "epoch_moved",
+      `cannot activate release ${release_id.slice(0, 12)}: epoch moved (expected 0, found 1)`,
+    );
+    assert.equal(
+      (await call("behavior.activate", { release_id, expected_epoch: base_epoch })).epoch,
+      2,
+    );
+    const back = await call("behavior.rollback");
+    assert.deepEqual(back, { epoch: 3, release_id: status.release_id });
+  });
+});

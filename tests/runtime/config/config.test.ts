@@ -1,0 +1,543 @@
+// The model configuration: KDL routes, their defaults, every refusal with its exact message
+// and line, removal of smuggled cache fields, and keys that never reach printed output.
+
+import assert from "node:assert/strict";
+import {
+  defaultConfigText,
+  loadConfig,
+  parseConfig,
+  redactRoute,
+  resolveApiKey,
+  resolveDiscordToken,
+  type Route,
+  routeRequestFields,
+} from "../../../runtime/config/mod.ts";
+import { isKlbrError } from "../../../runtime/core/mod.ts";
+
+const FILE = "/x/klbr.kdl";
+
+function parse(text: string, env?: Record<string, string>) {
+  return parseConfig(text, { file: FILE, env });
+}
+
+function mainRoute(fields: string): Route {
+  return parse(`llm "main" {\n${fields}\n}`).config.routes.main;
+}
+
+/** Asserts that `text` is refused as `invalid_config` with exactly `message`. */
+function assertRefused(text: string, message: string, env?: Record<string, string>): void {
+  assert.throws(() => parse(text, env), (error) => {
+    assert.ok(isKlbrError(error, "invalid_config"), `unexpected error: ${error}`);
+    assert.equal(error.message, message);
+    return true;
+  });
+}
+
+// ---- defaults and what is read ----
+
+Deno.test("`loadConfig()` without a file gives each role its own local endpoint", async () => {
+  const { config, warnings, source } = await loadConfig(undefined, { env: {} });
+  assert.deepEqual(source, { kind: "defaults" });
+  assert.deepEqual(warnings, []);
+  assert.equal(config.routes.main.url, "http://localhost:8001/v1");
+  assert.equal(config.routes.fast.url, "http://localhost:8002/v1");
+  assert.equal(config.routes.long.url, "http://localhost:8003/v1");
+  assert.deepEqual(Object.keys(config.routes), ["main", "fast", "long"]);
+  for (const role of ["main", "fast", "long"] as const) {
+    assert.equal(config.routes[role].name, role);
+    assert.equal(config.routes[role].cache_profile, undefined);
+    assert.deepEqual(routeRequestFields(config.routes[role]), {});
+  }
+});
+
+Deno.test("`parseConfig()` of `defaultConfigText()` gives exactly the defaults", async () => {
+  const text = defaultConfigText();
+  const { config: defaults } = await loadConfig(undefined, { env: {} });
+  assert.deepEqual(parse(text).config, defaults);
+  // The file init writes documents each role.
+  assert.match(text, /\/\/ main: the agent's turns/);
+  assert.match(text, /\/\/ fast: policy hooks/);
+  assert.match(text, /\/\/ long: compaction/);
+});
+
+Deno.test("`parseConfig()` of a file without routes gives the defaults", async () => {
+  const { config: defaults } = await loadConfig(undefined, { env: {} });
+  assert.deepEqual(parse("// nothing here yet\n").config, defaults);
+});
+
+Deno.test("`parseConfig()` reads every field, and an unnamed llm is main", () => {
+  const { config, warnings } = parse(`
+llm {
+    url "https://api.example/v1"
+    model "m"
+    api_key_env "EXAMPLE_KEY"
+    cache_profile "openai_prompt_cache_retention"
+    cache_affinity "klbr:work"
+    cache_retention "24h"
+    timeout_ms 120000
+    idle_timeout_ms 5000
+    extra_options { temperature 0.2; max_tokens 4096; stop "a" "b"; response_format type="json_object" }
+}`);
+  assert.deepEqual(warnings, []);
+  assert.deepEqual(config.routes.main, {
+    name: "main",
+    url: "https://api.example/v1",
+    model: "m",
+    api_key_env: "EXAMPLE_KEY",
+    cache_profile: "openai_prompt_cache_retention",
+    cache_affinity: "klbr:work",
+    cache_retention: "24h",
+    timeout_ms: 120000,
+    idle_timeout_ms: 5000,
+    extra_options: {
+      temperature: 0.2,
+      max_tokens: 4096,
+      stop: ["a", "b"],
+      response_format: { type: "json_object" },
+    },
+  });
+});
+
+Deno.test("`parseConfig()` gives undeclared roles the fields main declares", () => {
+  const { config } = parse(`llm { url "https://api.example/v1"; model "m" }
+llm "long" { model "big" }`);
+  assert.equal(config.routes.fast.name, "fast");
+  assert.equal(config.routes.fast.url, "https://api.example/v1");
+  assert.equal(config.routes.fast.model, "m");
+  // A declared role is taken as written, with its own defaults.
+  assert.equal(config.routes.long.url, "http://localhost:8003/v1");
+  assert.equal(config.routes.long.model, "big");
+});
+
+Deno.test("`loadConfig()` reads a file and names it as the source", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = `${dir}/klbr.kdl`;
+    await Deno.writeTextFile(path, `llm "fast" { url "http://127.0.0.1:9/v1" }\n`);
+    const { config, source } = await loadConfig(path, { env: {} });
+    assert.deepEqual(source, { kind: "file", path });
+    assert.equal(config.routes.fast.url, "http://127.0.0.1:9/v1");
+    assert.equal(config.routes.main.url, "http://localhost:8001/v1");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// ---- cache profiles ----
+
+Deno.test("`routeRequestFields()` sends only what the declared profile accepts", () => {
+  const cases: [string, Record<string, unknown>][] = [
+    [`cache_affinity "k"; cache_profile "openai_prompt_cache_key"`, { prompt_cache_key: "k" }],
+    [`cache_profile "openai_prompt_cache_retention"`, {}],
+    [
+      `cache_profile "openai_prompt_cache_retention"; cache_affinity "k"; cache_retention "in_memory"`,
+      { prompt_cache_key: "k", prompt_cache_retention: "in_memory" },
+    ],
+    [
+      `cache_profile "openai_prompt_cache_retention"; cache_retention "24h"`,
+      { prompt_cache_retention: "24h" },
+    ],
+    [
+      `cache_profile "openai_prompt_cache_options"; cache_affinity "k"; cache_retention "30m"`,
+      { prompt_cache_key: "k", prompt_cache_options: { ttl: "30m" } },
+    ],
+    [
+      `cache_profile "openai_prompt_cache_options"; cache_retention "24h"`,
+      { prompt_cache_retention: "24h" },
+    ],
+  ];
+  for (const [fields, expected] of cases) {
+    assert.deepEqual(routeRequestFields(mainRoute(fields)), expected, fields);
+  }
+});
+
+Deno.test("`parseConfig()` refuses 30m on a key-only profile, naming file, line and field", () => {
+  assertRefused(
+    `llm "main" {
+    url "https://api.example/v1"
+    model "m"
+    cache_profile "openai_prompt_cache_key"
+    cache_affinity "klbr:work"
+
+    cache_retention "30m"
+}`,
+    `cannot load config /x/klbr.kdl:7: llm "main" cache_retention: "30m" needs cache_profile openai_prompt_cache_options (got openai_prompt_cache_key)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses 30m on a retention profile", () => {
+  assertRefused(
+    `llm {\n cache_profile "openai_prompt_cache_retention"\n cache_retention "30m"\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "main" cache_retention: "30m" needs cache_profile openai_prompt_cache_options (got openai_prompt_cache_retention)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses any retention on a key-only profile", () => {
+  assertRefused(
+    `llm {\n cache_profile "openai_prompt_cache_key"\n cache_affinity "k"\n cache_retention "24h"\n}`,
+    `cannot load config /x/klbr.kdl:4: llm "main" cache_retention: "24h" needs cache_profile openai_prompt_cache_retention or openai_prompt_cache_options (got openai_prompt_cache_key)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a retention without a profile: caching is never guessed", () => {
+  assertRefused(
+    `llm {\n cache_retention "in_memory"\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" cache_retention: "in_memory" needs cache_profile openai_prompt_cache_retention or openai_prompt_cache_options (got no cache_profile)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses an unknown retention value", () => {
+  assertRefused(
+    `llm {\n cache_profile "openai_prompt_cache_options"\n cache_retention "1h"\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "main" cache_retention: expected in_memory, 24h or 30m (got "1h")`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses an unknown cache profile", () => {
+  assertRefused(
+    `llm {\n cache_profile "anthropic"\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" cache_profile: expected openai_prompt_cache_key, openai_prompt_cache_retention, openai_prompt_cache_options (got "anthropic")`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a cache affinity without a profile", () => {
+  assertRefused(
+    `llm {\n url "http://127.0.0.1:1/v1"\n cache_affinity "klbr:work"\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "main" cache_affinity: needs a cache_profile to be sent (got no cache_profile)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses the key profile without an affinity to send", () => {
+  assertRefused(
+    `llm {\n model "m"\n cache_profile "openai_prompt_cache_key"\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "main" cache_profile: openai_prompt_cache_key needs cache_affinity (got no cache_affinity)`,
+  );
+});
+
+Deno.test("`parseConfig()` removes smuggled cache fields from extra_options and warns naming them", () => {
+  const { config, warnings } = parse(`llm {
+  cache_profile "openai_prompt_cache_key"
+  cache_affinity "klbr:work"
+  extra_options {
+    temperature 0.5
+    cache_prompt #true
+    cache_control type="ephemeral"
+    prompt_cache_key "smuggled"
+    prompt_cache_retention "24h"
+    prompt_cache_options { ttl "30m" }
+  }
+}`);
+  assert.deepEqual(config.routes.main.extra_options, { temperature: 0.5 });
+  assert.deepEqual(warnings, [
+    `config /x/klbr.kdl:4: llm "main" extra_options: removed cache_prompt, cache_control, prompt_cache_key, prompt_cache_retention, prompt_cache_options; only cache_profile adds cache fields`,
+  ]);
+  // Only the declared profile re-adds a cache field, with the declared value.
+  assert.deepEqual(routeRequestFields(config.routes.main), { prompt_cache_key: "klbr:work" });
+});
+
+// ---- shape and value refusals ----
+
+Deno.test("`parseConfig()` refuses an unknown field, naming it and its line", () => {
+  assertRefused(
+    `llm "fast" {\n url "http://127.0.0.1:1/v1"\n temprature 0.2\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "fast" temprature: unknown field, expected one of url, model, api_key_env, api_key, cache_profile, cache_affinity, cache_retention, timeout_ms, idle_timeout_ms, extra_options (got temprature)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses an unknown top-level node", () => {
+  assertRefused(
+    `llm {}\nserver { port 1 }`,
+    `cannot load config /x/klbr.kdl:2: unknown node, expected llm (got server)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a route name that is not a role", () => {
+  assertRefused(
+    `llm "mian" {}`,
+    `cannot load config /x/klbr.kdl:1: llm: unknown route name, expected main, fast or long (got "mian")`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a route declared twice, counting an unnamed llm as main", () => {
+  assertRefused(
+    `llm "main" {}\n\nllm {}`,
+    `cannot load config /x/klbr.kdl:3: llm "main": declared twice (got lines 1 and 3)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a field given twice", () => {
+  assertRefused(
+    `llm {\n model "a"\n model "b"\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "main" model: given twice (got lines 2 and 3)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a field with two values or none", () => {
+  assertRefused(
+    `llm {\n url "http://a/v1" "http://b/v1"\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" url: expected exactly one value (got 2 values)`,
+  );
+  assertRefused(
+    `llm {\n model\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" model: expected exactly one value (got 0 values)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a url that is not http(s)", () => {
+  assertRefused(
+    `llm {\n url "ftp://models.example/v1"\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" url: expected an http(s) URL (got "ftp://models.example/v1")`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses timeouts that are not whole positive milliseconds", () => {
+  assertRefused(
+    `llm {\n timeout_ms "2m"\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" timeout_ms: expected whole milliseconds (got "2m")`,
+  );
+  assertRefused(
+    `llm {\n idle_timeout_ms 1.5\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" idle_timeout_ms: expected whole milliseconds (got 1.5)`,
+  );
+  assertRefused(
+    `llm {\n timeout_ms 0\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" timeout_ms: expected at least 1 ms (got 0)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses an empty model name", () => {
+  assertRefused(
+    `llm {\n model ""\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" model: expected a model name (got "")`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a key given both in the file and by variable", () => {
+  assertRefused(
+    `llm {\n api_key_env "K"\n api_key "sk-both"\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "main" api_key: give api_key or api_key_env, not both (got both)`,
+  );
+});
+
+Deno.test("`parseConfig()` with an env refuses an api_key_env that is not set", () => {
+  assertRefused(
+    `llm "long" {\n model "m"\n api_key_env "KLBR_TEST_UNSET_KEY"\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "long" api_key_env: environment variable is not set (got KLBR_TEST_UNSET_KEY)`,
+    { OTHER: "x" },
+  );
+});
+
+Deno.test("`parseConfig()` refuses extra_options that set a field the runtime owns", () => {
+  assertRefused(
+    `llm {\n extra_options {\n  temperature 1\n  tools "none"\n }\n}`,
+    `cannot load config /x/klbr.kdl:4: llm "main" extra_options.tools: set by the runtime, not by extra_options (got tools)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses an extra option without a value or with mixed shapes", () => {
+  assertRefused(
+    `llm {\n extra_options { seed }\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" extra_options.seed: needs a value (got nothing)`,
+  );
+  assertRefused(
+    `llm {\n extra_options {\n  stop "a" x=1\n }\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "main" extra_options.stop: give values, properties or a block, not several (got 2)`,
+  );
+  assertRefused(
+    `llm {\n extra_options 1\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" extra_options: expected a block of options (got values)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses text that is not KDL, naming the line", () => {
+  assertRefused(
+    `llm {\n model "m\n}`,
+    `cannot load config /x/klbr.kdl:3: invalid KDL (got "Unexpected EOF inside string at 3:2")`,
+  );
+});
+
+Deno.test("`parseConfig()` reports the first refusal by route and line", () => {
+  assertRefused(
+    `llm "fast" {\n timeout_ms 0\n}\nllm "main" {\n model ""\n url "x"\n}`,
+    `cannot load config /x/klbr.kdl:5: llm "main" model: expected a model name (got "")`,
+  );
+});
+
+Deno.test("`loadConfig()` refuses a missing file naming its path", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = `${dir}/missing.kdl`;
+    await assert.rejects(loadConfig(path, { env: {} }), (error) => {
+      assert.ok(isKlbrError(error, "invalid_config"));
+      assert.equal(error.message, `cannot load config ${path}: file not found (got ${path})`);
+      return true;
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("`loadConfig()` refuses an api_key_env the given environment does not set", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = `${dir}/klbr.kdl`;
+    await Deno.writeTextFile(path, `llm {\n  api_key_env "KLBR_KEY"\n}\n`);
+    await assert.rejects(loadConfig(path, { env: { KLBR_KEY: "" } }), (error) => {
+      assert.ok(isKlbrError(error, "invalid_config"));
+      assert.equal(
+        error.message,
+        `cannot load config ${path}:2: llm "main" api_key_env: environment variable is not set (got KLBR_KEY)`,
+      );
+      return true;
+    });
+    const { config } = await loadConfig(path, { env: { KLBR_KEY: "sk-env" } });
+    assert.equal(resolveApiKey(config.routes.main, { KLBR_KEY: "sk-env" }), "sk-env");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// ---- keys never printed ----
+
+Deno.test("`parseConfig()` keeps a file key out of JSON, inspection and string forms", () => {
+  const { config } = parse(`llm {\n api_key "sk-live-SECRET"\n}`);
+  const route = config.routes.main;
+  assert.equal(JSON.stringify(config).includes("sk-live-SECRET"), false);
+  assert.equal(Deno.inspect(config, { depth: 10 }).includes("sk-live-SECRET"), false);
+  assert.equal(String(route.api_key), "[redacted]");
+  assert.equal(JSON.stringify({ ...route }).includes("sk-live-SECRET"), false);
+  assert.equal(resolveApiKey(route, {}), "sk-live-SECRET");
+});
+
+Deno.test("`redactRoute()` names where the key comes from and never the key", () => {
+  const fromFile = mainRoute(`api_key "sk-live-SECRET"`);
+  const printed = redactRoute(fromFile);
+  assert.equal(printed.api_key, "file");
+  assert.equal(JSON.stringify(printed).includes("sk-live-SECRET"), false);
+  assert.equal(Deno.inspect(printed).includes("sk-live-SECRET"), false);
+  assert.equal(
+    redactRoute(mainRoute(`api_key_env "OPENAI_API_KEY"`)).api_key,
+    "env OPENAI_API_KEY",
+  );
+  assert.equal(redactRoute(mainRoute(`model "m"`)).api_key, "none");
+  assert.equal("api_key_env" in redactRoute(mainRoute(`api_key_env "K"`)), false);
+});
+
+Deno.test("`resolveApiKey()` refuses a route whose variable is unset and allows a keyless route", () => {
+  const route = mainRoute(`api_key_env "KLBR_TEST_UNSET_KEY"`);
+  assert.throws(() => resolveApiKey(route, {}), (error) => {
+    assert.ok(isKlbrError(error, "invalid_config"));
+    assert.equal(
+      error.message,
+      `cannot resolve api key for llm "main": environment variable is not set (got KLBR_TEST_UNSET_KEY)`,
+    );
+    return true;
+  });
+  assert.equal(resolveApiKey(mainRoute(`model "m"`), { OPENAI_API_KEY: "sk-ignored" }), undefined);
+});
+
+// ---- discord ----
+
+const DISCORD = `discord {\n token_env "DISCORD_TOKEN"\n channels "123" "456"\n}`;
+
+Deno.test("`parseConfig()` reads a discord node and defaults its URLs to Discord's", () => {
+  const { config } = parse(DISCORD, { DISCORD_TOKEN: "t" });
+  assert.deepEqual(config.discord, {
+    token_env: "DISCORD_TOKEN",
+    channels: ["123", "456"],
+    api_url: "https://discord.com/api/v10",
+    gateway_url: "wss://gateway.discord.gg",
+    send_timeout_ms: 15_000,
+  });
+  // The model routes are unaffected by the discord node.
+  assert.equal(config.routes.main.url, "http://localhost:8001/v1");
+});
+
+Deno.test("`parseConfig()` leaves discord off without a discord node", () => {
+  assert.equal(parse(`llm {}`).config.discord, undefined);
+});
+
+Deno.test("`parseConfig()` takes loopback discord URLs and a send timeout", () => {
+  const { config } = parse(
+    `discord {\n token_env "T"\n channels "1"\n api_url "http://127.0.0.1:9/api"\n gateway_url "ws://127.0.0.1:9/gw"\n send_timeout_ms 500\n}`,
+  );
+  assert.equal(config.discord?.api_url, "http://127.0.0.1:9/api");
+  assert.equal(config.discord?.gateway_url, "ws://127.0.0.1:9/gw");
+  assert.equal(config.discord?.send_timeout_ms, 500);
+});
+
+Deno.test("`parseConfig()` refuses a discord token_env that is not set", () => {
+  assertRefused(
+    DISCORD,
+    `cannot load config /x/klbr.kdl:2: discord token_env: environment variable is not set (got DISCORD_TOKEN)`,
+    {},
+  );
+});
+
+Deno.test("`parseConfig()` refuses a discord node without token_env", () => {
+  assertRefused(
+    `llm {}\ndiscord {\n channels "1"\n}`,
+    `cannot load config /x/klbr.kdl:2: discord token_env: expected an environment variable name (got undefined)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a discord channel that is not a snowflake", () => {
+  assertRefused(
+    `discord {\n token_env "T"\n channels "123" "general"\n}`,
+    `cannot load config /x/klbr.kdl:3: discord channels: expected a channel id (got "general")`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses discord channels given as numbers", () => {
+  assertRefused(
+    `discord {\n token_env "T"\n channels 123\n}`,
+    `cannot load config /x/klbr.kdl:3: discord channels: expected a channel id string (got 123)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a discord gateway_url that is not ws(s)", () => {
+  assertRefused(
+    `discord {\n token_env "T"\n channels "1"\n gateway_url "http://127.0.0.1:1"\n}`,
+    `cannot load config /x/klbr.kdl:4: discord gateway_url: expected a ws(s) URL (got "http://127.0.0.1:1")`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses an unknown discord field, naming it and its line", () => {
+  assertRefused(
+    `discord {\n token_env "T"\n channels "1"\n token "abc"\n}`,
+    `cannot load config /x/klbr.kdl:4: discord token: unknown field, expected one of token_env, channels, api_url, gateway_url, send_timeout_ms (got token)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses two discord nodes and an empty channels list", () => {
+  assertRefused(
+    `discord {\n token_env "T"\n channels "1"\n}\ndiscord {\n}`,
+    `cannot load config /x/klbr.kdl:5: discord: declared twice (got lines 1 and 5)`,
+  );
+  assertRefused(
+    `discord {\n token_env "T"\n channels\n}`,
+    `cannot load config /x/klbr.kdl:3: discord channels: expected one or more values (got 0 values)`,
+  );
+});
+
+Deno.test("`resolveDiscordToken()` reads the variable and never prints it", () => {
+  const { config } = parse(DISCORD);
+  const token = resolveDiscordToken(config.discord!, { DISCORD_TOKEN: "sekrit-token" });
+  assert.equal(token.reveal(), "sekrit-token");
+  assert.equal(JSON.stringify({ token }), '{"token":"[redacted]"}');
+  assert.equal(Deno.inspect(token), "[redacted]");
+  assert.equal(String(token), "[redacted]");
+  assert.doesNotMatch(JSON.stringify(config), /sekrit/);
+});
+
+Deno.test("`resolveDiscordToken()` refuses an unset variable", () => {
+  const { config } = parse(DISCORD);
+  assert.throws(() => resolveDiscordToken(config.discord!, {}), (error) => {
+    assert.ok(isKlbrError(error, "invalid_config"));
+    assert.equal(
+      error.message,
+      "cannot resolve the discord token: environment variable is not set (got DISCORD_TOKEN)",
+    );
+    return true;
+  });
+});

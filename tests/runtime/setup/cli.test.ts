@@ -1,0 +1,124 @@
+// The CLI as a user runs it: `deno task init`, `doctor` and the operator commands, each as a
+// real process with its task's permission flags.
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { REPO_ROOT, startTestDaemon } from "../../_helpers/daemon.ts";
+
+/** Runs `main.ts <args>` with the permission flags of the named deno.json task. */
+async function cli(task: string, args: string[], env: Record<string, string> = {}) {
+  const config = JSON.parse(await Deno.readTextFile(join(REPO_ROOT, "deno.json")));
+  const flags = (config.tasks[task] as string).split(/\s+/).filter((p) => p.startsWith("--allow-"));
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", ...flags, join(REPO_ROOT, "main.ts"), ...args],
+    cwd: REPO_ROOT,
+    env: { NO_COLOR: "1", KLBR_SKILLS_DIR: join(REPO_ROOT, "skills"), ...env },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+}
+
+Deno.test("init lays out the state directory once and keeps what exists", async () => {
+  const state = join(await Deno.makeTempDir(), "state");
+  const first = await cli("init", ["init", "--state", state]);
+  assert.equal(first.code, 0, first.stderr);
+  assert.equal(first.stdout.trim(), `initialised ${state}`);
+  for (
+    const name of ["runtime.sqlite", "releases", "drafts", "artifacts", "skills", "config.kdl"]
+  ) {
+    await Deno.stat(join(state, name));
+  }
+  const token = await Deno.readTextFile(join(state, "operator.token"));
+  assert.match(token.trim(), /^[0-9a-f]{64}$/);
+  // The token is the owner's alone.
+  assert.equal((await Deno.stat(join(state, "operator.token"))).mode! & 0o777, 0o600);
+
+  const second = await cli("init", ["init", "--state", state]);
+  assert.equal(second.code, 0, second.stderr);
+  assert.equal(second.stdout.trim(), `${state} is already initialised`);
+  assert.equal(await Deno.readTextFile(join(state, "operator.token")), token, "token kept");
+});
+
+Deno.test("doctor reports versions and exits 0 on a healthy state, 1 with one line per problem", async () => {
+  const state = join(await Deno.makeTempDir(), "state");
+  assert.equal((await cli("init", ["init", "--state", state])).code, 0);
+  const healthy = await cli("doctor", ["doctor", "--state", state]);
+  assert.equal(healthy.code, 0, healthy.stdout + healthy.stderr);
+  assert.match(healthy.stdout, /^deno \d+\.\d+\.\d+, v8 .*, typescript /m);
+  assert.match(healthy.stdout, /^sqlite 3\.\d+\.\d+ \(minimum 3\.51\.3\)$/m);
+  assert.match(healthy.stdout, /^python 3\.\d+\.\d+ at /m);
+  assert.match(healthy.stdout, /^ {2}skill workspace$/m);
+  assert.match(healthy.stdout, /^ {2}route main: http:\/\/localhost:8001\/v1 model default \(/m);
+  assert.match(healthy.stdout, /^ {2}--allow-write=.*state/m);
+  assert.match(healthy.stdout, /^doctor: ok$/m);
+
+  const missing = await cli("doctor", ["doctor", "--state", join(state, "nowhere")]);
+  assert.equal(missing.code, 1);
+  const problems = missing.stdout.split("\n").filter((l) => l.startsWith("problem: "));
+  assert.equal(problems.length, 1, missing.stdout);
+  assert.equal(
+    problems[0],
+    `problem: state: cannot open store: the state directory does not exist; run init (got ${
+      join(state, "nowhere")
+    })`,
+  );
+  assert.match(missing.stdout, /^doctor: 1 problem\(s\)$/m);
+});
+
+Deno.test("doctor names the owner while a daemon holds the state directory", async () => {
+  const daemon = await startTestDaemon();
+  try {
+    const report = await cli("doctor", ["doctor", "--state", daemon.stateDir]);
+    assert.equal(report.code, 1);
+    assert.match(
+      report.stdout,
+      new RegExp(
+        `^problem: owner lock held by pid ${daemon.pid} since .* \\(a daemon is running`,
+        "m",
+      ),
+    );
+  } finally {
+    await daemon.stop();
+  }
+});
+
+Deno.test("klbr status, compact and a refused activate speak to the daemon over its socket", async () => {
+  const daemon = await startTestDaemon();
+  try {
+    const base = ["--state", daemon.stateDir, "--port", String(daemon.port)];
+    const status = await cli("klbr", ["status", "--json", ...base]);
+    assert.equal(status.code, 0, status.stderr);
+    const parsed = JSON.parse(status.stdout);
+    assert.equal(parsed.admitting, true);
+    assert.equal(parsed.sessions.default.state, "running");
+    assert.equal(parsed.sessions.default.behavior_epoch, 1);
+
+    const compact = await cli("klbr", ["compact", "default", "--json", ...base]);
+    assert.equal(compact.code, 0, compact.stderr);
+    assert.equal(JSON.parse(compact.stdout).compacted, false);
+
+    const stale = await cli("klbr", ["activate", "default", "0", "/nowhere", ...base]);
+    assert.equal(stale.code, 1);
+    assert.match(stale.stderr, /^klbr activate: cannot verify release/m);
+
+    const usage = await cli("klbr", ["reset", ...base]);
+    assert.equal(usage.code, 1);
+    assert.match(usage.stderr, /cannot run reset: usage: klbr reset <session> \(got 0 arguments\)/);
+  } finally {
+    await daemon.stop();
+  }
+});
+
+Deno.test("klbr url prints the UI address with the operator token in its fragment", async () => {
+  const state = join(await Deno.makeTempDir(), "state");
+  assert.equal((await cli("init", ["init", "--state", state])).code, 0);
+  const token = (await Deno.readTextFile(join(state, "operator.token"))).trim();
+  const out = await cli("klbr", ["url", "--state", state, "--port", "9123"]);
+  assert.equal(out.code, 0, out.stderr);
+  assert.equal(out.stdout, `http://127.0.0.1:9123/#token=${token}\n`);
+  const missing = await cli("klbr", ["url", "--state", join(state, "nowhere")]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /cannot read operator token: .* does not exist \(run klbr init\)/);
+});
