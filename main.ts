@@ -6,7 +6,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { isKlbrError } from "./runtime/core/mod.ts";
+import { isKlbrError, KlbrError, LogFormat } from "./runtime/core/mod.ts";
 
 const USAGE = `usage: klbr [command] [options]
 
@@ -31,6 +31,7 @@ options:
   --host HOST           serve: loopback address to bind (default 127.0.0.1)
   --port PORT           serve: port (default 8765); operator commands: daemon port
   --json                operator commands: print JSON
+  --log-format FORMAT   serve: text (default) or json, one object a line
   -h, --help            show this help
 `;
 
@@ -45,6 +46,7 @@ export async function main(args: string[]): Promise<number> {
       host: { type: "string" },
       port: { type: "string" },
       json: { type: "boolean", default: false },
+      "log-format": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -75,6 +77,7 @@ export async function main(args: string[]): Promise<number> {
         configPath: values.config,
         host: values.host,
         port: values.port === undefined ? undefined : Number(values.port),
+        logFormat: logFormat(values["log-format"]),
       });
     }
     case "daemon": {
@@ -84,6 +87,7 @@ export async function main(args: string[]): Promise<number> {
         configPath: values.config,
         host: values.host,
         port: values.port === undefined ? undefined : Number(values.port),
+        logFormat: logFormat(values["log-format"]),
       });
     }
     case "url": {
@@ -116,6 +120,16 @@ export async function main(args: string[]): Promise<number> {
       console.error(`klbr: cannot run ${JSON.stringify(command)}: unknown command\n\n${USAGE}`);
       return 2;
   }
+}
+
+function logFormat(value: string | undefined): LogFormat | undefined {
+  if (value === undefined) return undefined;
+  const parsed = LogFormat.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw new KlbrError(
+    "invalid_config",
+    `cannot serve: --log-format must be text or json (got ${JSON.stringify(value)})`,
+  );
 }
 
 function repoRoot(): string {

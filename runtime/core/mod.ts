@@ -8,6 +8,15 @@
 
 export { assert, isKlbrError, KlbrError, type KlbrErrorCode } from "./_errors.ts";
 export { EventBus, type LaneSignal } from "./_event_bus.ts";
+export {
+  createLogger,
+  type LogFields,
+  LogFormat,
+  type Logger,
+  type LoggerOptions,
+  type LogLevel,
+  SILENT_LOGGER,
+} from "./_log.ts";
 export { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "./_ids.ts";
 export {
   CellReply,

@@ -36,6 +36,7 @@ import { SendParams } from "../core/mod.ts";
 import { type HookCaller, SessionRuntime } from "../session/mod.ts";
 import type { SkillRoots } from "../kernel/mod.ts";
 import { KernelSupervisor } from "../kernel/mod.ts";
+import type { Logger } from "../core/mod.ts";
 
 /** Options for {@linkcode Coordinator}. */
 export interface CoordinatorOptions {
@@ -48,7 +49,7 @@ export interface CoordinatorOptions {
   skillRoots: SkillRoots;
   provider: (route: string) => Provider;
   behavior: BehaviorState;
-  log: (line: string) => void;
+  log: Logger;
   /** How long one cell may run before it is ended `timed_out`. @default {600_000} */
   cellTimeoutMs?: number;
   /** The Discord sender, when the configuration has a `discord` node. */
@@ -125,7 +126,13 @@ export class Coordinator implements LaneHost {
     const closed = closeDanglingToolCalls(store, session, "the daemon restarted");
     // Nobody knows whether a send that was in flight reached Discord: say so, never resend.
     const unknownSends = recoverOutbox(store, session);
-    if (unknownSends.length) this.#o.log(`outbox: ${unknownSends.length} send(s) now unknown`);
+    if (unknownSends.length) {
+      this.#o.log.warn(
+        "outbox.unknown",
+        `outbox: ${unknownSends.length} send(s) now unknown; they are never resent`,
+        { count: unknownSends.length },
+      );
+    }
     if (abandoned.length || resumed.length || interrupted.length || closed.length) {
       appendEvent(store, session, "recovery", {
         abandoned_frames: abandoned,
@@ -191,7 +198,11 @@ export class Coordinator implements LaneHost {
     parts.hooks = new KernelSupervisor({
       ...common,
       recordGeneration: (record) =>
-        this.#o.log(`hook worker generation ${record.generation} (${record.reason})`),
+        this.#o.log.info(
+          "hooks.generation",
+          `hook worker generation ${record.generation} (${record.reason})`,
+          { generation: record.generation, reason: record.reason },
+        ),
     });
     const hooks = (): HookCaller => ({
       revision: parts.behavior.releaseId,
@@ -360,7 +371,7 @@ export class Coordinator implements LaneHost {
 
   /** Logs a refused authorisation. */
   logRefusal(reason: string): void {
-    this.#o.log(`refused operator access: ${reason}`);
+    this.#o.log.warn("lane.refused", `refused operator access: ${reason}`);
   }
 
   /** Runs one operator command; none needs the model or a hook. */

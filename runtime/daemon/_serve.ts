@@ -14,7 +14,7 @@ import { prepareBehavior } from "../behavior/mod.ts";
 import { loadConfig, resolveApiKey, resolveDiscordToken, type Route } from "../config/mod.ts";
 import { DiscordTransport } from "../discord/mod.ts";
 import { Coordinator } from "./_coordinator.ts";
-import { KlbrError } from "../core/mod.ts";
+import { createLogger, KlbrError, type LogFormat } from "../core/mod.ts";
 import { readOperatorToken } from "../lanes/mod.ts";
 import { createProvider, type Provider } from "../model/mod.ts";
 import { createApp } from "../lanes/mod.ts";
@@ -35,6 +35,8 @@ export interface ServeOptions {
   host?: string;
   /** @default {8765}; 0 picks a free port. */
   port?: number;
+  /** How log lines are written. @default {"text"} */
+  logFormat?: LogFormat;
 }
 
 /**
@@ -64,8 +66,8 @@ export async function serve(options: ServeOptions): Promise<number> {
     ? undefined
     : resolveDiscordToken(config.discord, env);
   const cellTimeoutMs = parseCellTimeout(env.KLBR_CELL_TIMEOUT_MS);
-  const log = (line: string) => console.error(`klbr: ${line}`);
-  for (const warning of warnings) log(`config: ${warning}`);
+  const log = createLogger({ format: options.logFormat });
+  for (const warning of warnings) log.warn("config.warning", `config: ${warning}`);
 
   await initStateDir(options.stateDir);
   const store = openStore(options.stateDir, { create: false });
@@ -76,7 +78,8 @@ export async function serve(options: ServeOptions): Promise<number> {
     skillsDir: env.KLBR_SKILLS_DIR,
   });
   const skills = await loadSkills(roots);
-  log(
+  log.info(
+    "skills.index",
     `skills ${skills.payload.revision.slice(0, 12)}: ${
       skills.offered.map((s) => s.id).join(", ") || "(none)"
     }${
@@ -89,8 +92,12 @@ export async function serve(options: ServeOptions): Promise<number> {
     session: DEFAULT_SESSION,
     sourceDir: join(REPO_ROOT, "behavior"),
   });
-  log(`behaviour release ${behavior.releaseId.slice(0, 12)} at epoch ${behavior.epoch}`);
-  if (behavior.recovered) log(`recovered: ${behavior.recovered}`);
+  log.info(
+    "behavior.release",
+    `behaviour release ${behavior.releaseId.slice(0, 12)} at epoch ${behavior.epoch}`,
+    { release_id: behavior.releaseId, epoch: behavior.epoch },
+  );
+  if (behavior.recovered) log.warn("behavior.recovered", `recovered: ${behavior.recovered}`);
 
   const discord = config.discord === undefined || discordToken === undefined
     ? undefined
@@ -124,7 +131,11 @@ export async function serve(options: ServeOptions): Promise<number> {
     admitDiscord: (message) => {
       const outcome = coordinator.admitDiscord(DEFAULT_SESSION, message);
       if ("error" in outcome) {
-        log(`discord: refused message ${message.messageId}: ${outcome.error}`);
+        log.warn(
+          "discord.refused",
+          `discord: refused message ${message.messageId}: ${outcome.error}`,
+          { message_id: message.messageId },
+        );
       }
     },
     notify: (session) => coordinator.bus.wake(session),
@@ -135,7 +146,12 @@ export async function serve(options: ServeOptions): Promise<number> {
     const { ensureUiBuilt } = await import("../setup/mod.ts");
     uiDir = await ensureUiBuilt({ repoRoot: REPO_ROOT });
   } catch (error) {
-    log(`UI unavailable: ${error instanceof Error ? error.message : error}`);
+    log.error(
+      "ui.unavailable",
+      `UI unavailable: ${
+        error instanceof Error ? error.message : error
+      }; run deno task ui:build to see why`,
+    );
   }
 
   const app = createApp({
@@ -152,7 +168,10 @@ export async function serve(options: ServeOptions): Promise<number> {
         store.transaction(() => {});
       } catch (error) {
         writable = false;
-        log(`health: the store refused a write transaction: ${error}`);
+        log.error(
+          "health.store_unwritable",
+          `health: the store refused a write transaction: ${error}`,
+        );
       }
       const degraded = session.last_hook_failure != null || session.stalled === true;
       return {
@@ -179,16 +198,17 @@ export async function serve(options: ServeOptions): Promise<number> {
   const server = Deno.serve({
     hostname: host,
     port,
-    onListen: ({ port }) => console.log(`klbr: listening on http://${host}:${port}/`),
+    onListen: ({ port }) =>
+      log.info("daemon.listening", `listening on http://${host}:${port}/`, { host, port }),
   }, app.fetch);
 
   const signal = await stopped;
-  log(`${signal}: draining`);
+  log.info("daemon.draining", `${signal}: draining`, { signal });
   await coordinator.shutdown();
   await discord?.stop();
   await server.shutdown();
   store.close();
-  log("drained; exiting");
+  log.info("daemon.drained", "drained; exiting");
   return 0;
 }
 

@@ -10,6 +10,7 @@
  */
 
 import type { Secret } from "../config/mod.ts";
+import type { Logger } from "../core/mod.ts";
 
 /** GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT. */
 export const GATEWAY_INTENTS: number = (1 << 9) | (1 << 12) | (1 << 15);
@@ -30,7 +31,7 @@ export interface DiscordGatewayOptions {
   token: Secret;
   /** Called with each dispatch (op 0) but `READY`: its event name and data. */
   onDispatch: (event: string, data: unknown) => void;
-  log: (line: string) => void;
+  log: Logger;
 }
 
 interface Payload {
@@ -70,12 +71,20 @@ export class DiscordGateway {
       const { ready, code } = await this.#connectOnce();
       if (this.#stop.signal.aborted) return;
       if (FATAL_CLOSE_CODES.has(code)) {
-        this.#o.log(`discord gateway closed with ${code}; not reconnecting`);
+        this.#o.log.error(
+          "discord.gateway_closed",
+          `discord gateway closed with ${code}; not reconnecting`,
+          { code },
+        );
         return;
       }
       failures = ready ? 0 : failures + 1;
       const wait = Math.min(MAX_BACKOFF_MS, 500 * 2 ** Math.min(failures, 10));
-      this.#o.log(`discord gateway closed (${code}); reconnecting in ${wait} ms`);
+      this.#o.log.warn(
+        "discord.gateway_reconnect",
+        `discord gateway closed (${code}); reconnecting in ${wait} ms`,
+        { code, wait_ms: wait },
+      );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, wait);
         this.#stop.signal.addEventListener("abort", () => {
@@ -85,7 +94,11 @@ export class DiscordGateway {
       });
     }
     if (failures >= MAX_FAILURES) {
-      this.#o.log(`discord gateway failed ${failures} times in a row; giving up`);
+      this.#o.log.error(
+        "discord.gateway_gave_up",
+        `discord gateway failed ${failures} times in a row; giving up until the daemon restarts`,
+        { failures },
+      );
     }
   }
 
@@ -98,7 +111,10 @@ export class DiscordGateway {
     try {
       socket = new WebSocket(url);
     } catch (error) {
-      this.#o.log(`discord gateway: cannot connect: ${error}`);
+      this.#o.log.warn(
+        "discord.gateway_connect_failed",
+        `discord gateway: cannot connect: ${error}`,
+      );
       return Promise.resolve({ ready: false, code: 0 });
     }
     this.#socket = socket;
@@ -123,7 +139,10 @@ export class DiscordGateway {
       try {
         payload = JSON.parse(String(event.data));
       } catch {
-        this.#o.log("discord gateway: ignored a frame that is not JSON");
+        this.#o.log.warn(
+          "discord.gateway_bad_frame",
+          "discord gateway: ignored a frame that is not JSON",
+        );
         return;
       }
       if (typeof payload.s === "number") seq = payload.s;
@@ -156,7 +175,7 @@ export class DiscordGateway {
         case 0:
           if (payload.t === "READY") {
             ready = true;
-            this.#o.log("discord gateway ready");
+            this.#o.log.info("discord.gateway_ready", "discord gateway ready");
           } else if (typeof payload.t === "string") {
             this.#o.onDispatch(payload.t, payload.d);
           }

@@ -16,6 +16,7 @@ import { moveOutbox, nextPendingOutbox, type OutboxRecord } from "../../store/ou
 import type { Store } from "../../store/store.ts";
 import type { DiscordConfig, Secret } from "../config/mod.ts";
 import { DiscordGateway } from "./_gateway.ts";
+import type { Logger } from "../core/mod.ts";
 
 /** A `MESSAGE_CREATE` the transport admits, reduced to what admission needs. */
 export interface DiscordMessage {
@@ -41,7 +42,7 @@ export interface DiscordTransportOptions {
   config: DiscordConfig;
   token: Secret;
   store: Store;
-  log: (line: string) => void;
+  log: Logger;
 }
 
 const MessageCreate = z.object({
@@ -125,7 +126,10 @@ export class DiscordTransport {
   #onMessage(data: unknown): void {
     const parsed = MessageCreate.safeParse(data);
     if (!parsed.success) {
-      this.#o.log("discord: ignored a MESSAGE_CREATE that does not parse");
+      this.#o.log.warn(
+        "discord.bad_message",
+        "discord: ignored a MESSAGE_CREATE that does not parse",
+      );
       return;
     }
     const m = parsed.data;
@@ -141,7 +145,9 @@ export class DiscordTransport {
         receivedAt: Number.isFinite(at) && at >= 0 ? at : Date.now(),
       });
     } catch (error) {
-      this.#o.log(`discord: cannot admit message ${m.id}: ${error}`);
+      this.#o.log.error("discord.admit_failed", `discord: cannot admit message ${m.id}: ${error}`, {
+        message_id: m.id,
+      });
     }
   }
 
@@ -156,7 +162,10 @@ export class DiscordTransport {
     } catch (error) {
       // A store failure stops this drain only; the rows stay where the store left them and
       // the next wake tries again.
-      this.#o.log(`discord: the outbox sender stopped: ${error}`);
+      this.#o.log.error(
+        "discord.sender_stopped",
+        `discord: the outbox sender stopped: ${error}; sends wait until the daemon restarts`,
+      );
     }
   }
 
@@ -165,7 +174,10 @@ export class DiscordTransport {
     const move = (state: "confirmed" | "failed" | "unknown", fields: object) => {
       moveOutbox(store, row.id, state, fields);
       this.#host?.notify(row.session);
-      log(`discord: outbox ${row.id} ${state}`);
+      log.info("discord.outbox_state", `discord: outbox ${row.id} ${state}`, {
+        outbox_id: row.id,
+        state,
+      });
     };
     // Durable before the request leaves: a crash from here on leaves `attempting`, which the
     // next start records as `unknown`.

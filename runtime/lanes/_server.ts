@@ -10,6 +10,7 @@ import { extname, join } from "node:path";
 import { isKlbrError } from "../core/mod.ts";
 import { LaneConnection, type LaneHost } from "./_lane_connection.ts";
 import { isLoopbackOrigin } from "./_loopback.ts";
+import type { Logger } from "../core/mod.ts";
 
 /** What {@linkcode createApp} needs. */
 export interface AppDeps {
@@ -20,7 +21,7 @@ export interface AppDeps {
   /** Directory of the built UI, or undefined when there is none. */
   uiDir?: string;
   /** Logger for refused connections and unexpected errors. */
-  log: (line: string) => void;
+  log: Logger;
 }
 
 const CONTENT_TYPES: Record<string, string> = {
@@ -36,7 +37,7 @@ const CONTENT_TYPES: Record<string, string> = {
  *
  * @example
  * ```ts
- * const app = createApp({ lanes, health: () => ({ ok: true }), log: console.log });
+ * const app = createApp({ lanes, health: () => ({ ok: true }), log: createLogger() });
  * Deno.serve({ hostname: "127.0.0.1", port: 8765 }, app.fetch);
  * ```
  */
@@ -47,7 +48,10 @@ export function createApp(deps: AppDeps): Hono {
     if (isKlbrError(error)) {
       return c.json({ code: error.code, message: error.message }, (error.status ?? 400) as 400);
     }
-    deps.log(`unexpected error: ${error instanceof Error ? error.stack : String(error)}`);
+    deps.log.error(
+      "http.internal",
+      `unexpected error: ${error instanceof Error ? error.stack : String(error)}`,
+    );
     return c.json({ code: "internal", message: "internal error" }, 500);
   });
 
@@ -61,7 +65,11 @@ export function createApp(deps: AppDeps): Hono {
   app.use("/v2", async (c, next) => {
     const origin = c.req.header("origin");
     if (origin !== undefined && !isLoopbackOrigin(origin)) {
-      deps.log(`refused /v2 upgrade from non-loopback origin ${JSON.stringify(origin)}`);
+      deps.log.warn(
+        "lane.refused_origin",
+        `refused /v2 upgrade from non-loopback origin ${JSON.stringify(origin)}`,
+        { origin },
+      );
       return c.json({
         code: "forbidden",
         message: `cannot open /v2: origin is not loopback (got ${origin})`,
@@ -90,7 +98,10 @@ export function createApp(deps: AppDeps): Hono {
             await nextMacrotask();
           }
         } catch (error) {
-          deps.log(`lane connection error: ${error instanceof Error ? error.stack : error}`);
+          deps.log.error(
+            "lane.internal",
+            `lane connection error: ${error instanceof Error ? error.stack : error}`,
+          );
         } finally {
           draining = false;
         }

@@ -23,6 +23,7 @@ import type { HookName } from "../core/mod.ts";
 import type { EventBus } from "../core/mod.ts";
 import type { ChatMessage, Provider } from "../model/mod.ts";
 import type { HookCaller, TurnContext, TurnEnd } from "./_session_runtime.ts";
+import type { Logger } from "../core/mod.ts";
 
 /** The session's kernel as the loop uses it. */
 export interface TurnKernel {
@@ -63,7 +64,7 @@ export interface ModelTurnOptions {
   compactAboveItems?: number;
   /** Items a compaction keeps whole after its cut. @default {60} */
   keepItemsAfterCompaction?: number;
-  log: (line: string) => void;
+  log: Logger;
 }
 
 /** An error that says whether the turn had effects before it failed. */
@@ -381,7 +382,9 @@ function recordHookFailure(
   error: unknown,
 ) {
   const message = error instanceof Error ? error.message : String(error);
-  options.log(`hook ${hook} failed, using the safe default: ${message}`);
+  options.log.warn("hook.fallback", `hook ${hook} failed, using the safe default: ${message}`, {
+    hook,
+  });
   appendEvent(options.store, session, "hook.failed", {
     hook,
     revision: options.hooks().revision,

@@ -17,6 +17,7 @@ import type { Store } from "../../store/store.ts";
 import type { HookName } from "../core/mod.ts";
 import type { AttentionPlan, HookResult } from "../behavior/mod.ts";
 import type { EventBus } from "../core/mod.ts";
+import type { Logger } from "../core/mod.ts";
 
 /** Calls a policy hook of the active release. */
 export interface HookCaller {
@@ -61,7 +62,7 @@ export interface SessionRuntimeOptions {
   owner: string;
   hooks: () => HookCaller;
   turn: TurnRunner;
-  log: (line: string) => void;
+  log: Logger;
   /** @default {30_000} */
   leaseMs?: number;
   /** @default {10_000} */
@@ -264,7 +265,9 @@ export class SessionRuntime {
       try {
         renewLease(store, frame.id, { leaseOwner: owner, leaseMs });
       } catch (error) {
-        this.#o.log(`cannot renew lease of ${frame.id}: ${error}`);
+        this.#o.log.error("frame.lease_failed", `cannot renew lease of ${frame.id}: ${error}`, {
+          frame_id: frame.id,
+        });
       }
     }, Math.max(1000, Math.floor(leaseMs / 3)));
     try {
@@ -291,7 +294,10 @@ export class SessionRuntime {
         end,
         `${stopped ? "stopped: " : ""}${reason}`.slice(0, 1000),
       );
-      this.#o.log(`frame ${frame.number} ${end}: ${reason}`);
+      this.#o.log.warn("frame.ended", `frame ${frame.number} ${end}: ${reason}`, {
+        frame: frame.number,
+        end,
+      });
       return end !== "abandoned";
     } finally {
       clearInterval(renew);

@@ -52,7 +52,10 @@ export async function derivePermissionInput(
 }
 
 /** The `deno run` arguments that start the daemon under its derived permissions. */
-export function daemonArgs(input: ServePermissionInput): string[] {
+export function daemonArgs(
+  input: ServePermissionInput,
+  options: Pick<ServeOptions, "logFormat"> = {},
+): string[] {
   return [
     "run",
     "--no-prompt",
@@ -66,6 +69,7 @@ export function daemonArgs(input: ServePermissionInput): string[] {
     "--port",
     String(input.port),
     ...(input.configPath === undefined ? [] : ["--config", input.configPath]),
+    ...(options.logFormat === undefined ? [] : ["--log-format", options.logFormat]),
   ];
 }
 
@@ -81,7 +85,7 @@ export function daemonArgs(input: ServePermissionInput): string[] {
 export async function launchDaemon(options: ServeOptions): Promise<number> {
   const input = await derivePermissionInput(options);
   const child = new Deno.Command(Deno.execPath(), {
-    args: daemonArgs(input),
+    args: daemonArgs(input, options),
     env: { KLBR_WORKSPACE: input.workspace },
     stdin: "inherit",
     stdout: "inherit",

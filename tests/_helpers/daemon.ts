@@ -26,6 +26,8 @@ export interface TestDaemonOptions {
   /** `daemon` (default) starts `main.ts daemon` under the derived permissions directly;
    * `launcher` starts `main.ts serve`, which derives them itself. */
   via?: "daemon" | "launcher";
+  /** `--log-format` for the daemon; its own default (text) otherwise. */
+  logFormat?: "text" | "json";
 }
 
 /** A running daemon. */
@@ -85,8 +87,11 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
       configPath,
       "--port",
       "0",
+      ...(options.logFormat === undefined ? [] : ["--log-format", options.logFormat]),
     ]
-    : daemonArgs(await derivePermissionInput({ stateDir, configPath, port: 0 }, env));
+    : daemonArgs(await derivePermissionInput({ stateDir, configPath, port: 0 }, env), {
+      logFormat: options.logFormat,
+    });
   const child = new Deno.Command(Deno.execPath(), {
     args,
     cwd: REPO_ROOT,

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { KlbrError } from "../../runtime/core/mod.ts";
+import { KlbrError, SILENT_LOGGER } from "../../runtime/core/mod.ts";
 import type { AdmitOutcome, LaneHost } from "../../runtime/lanes/mod.ts";
 import type { ClientMessage, LaneRecord } from "../../runtime/core/mod.ts";
 import { createApp } from "../../runtime/lanes/mod.ts";
@@ -179,7 +179,7 @@ export function startLaneServer(
     lanes: host,
     health: () => ({ ok: true }),
     uiDir: options.uiDir,
-    log: () => {},
+    log: SILENT_LOGGER,
   });
   const abort = new AbortController();
   return new Promise((resolve) => {

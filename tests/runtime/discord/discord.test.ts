@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { discordHandlers } from "../../../runtime/discord/mod.ts";
 import { DiscordGateway, GATEWAY_INTENTS } from "../../../runtime/discord/mod.ts";
 import { Secret } from "../../../runtime/config/mod.ts";
-import { KlbrError } from "../../../runtime/core/mod.ts";
+import { KlbrError, type Logger } from "../../../runtime/core/mod.ts";
 import type { LaneRecord } from "../../../runtime/core/mod.ts";
 import { getOutbox } from "../../../store/outbox.ts";
 import { ensureSession } from "../../../store/sessions.ts";
@@ -144,6 +144,12 @@ Deno.test("`discord.status` refuses an unknown outbox id", async () => {
 
 // ---- the gateway client ----
 
+/** A logger that hands each line's message to `push`. */
+function messagesTo(push: (message: string) => void): Logger {
+  const line = (_event: string, message: string) => push(message);
+  return { info: line, warn: line, error: line };
+}
+
 /** A gateway client of `fake` whose log lines and dispatches tests can wait for. */
 function gatewayOf(fake: FakeDiscord) {
   const lines: string[] = [];
@@ -157,10 +163,11 @@ function gatewayOf(fake: FakeDiscord) {
   const gateway = new DiscordGateway({
     url: fake.gatewayUrl,
     token: new Secret("gw-token"),
-    log: (line) => {
-      lines.push(line);
+    // The test reads each line's sentence; the logger adds the time, level and event.
+    log: messagesTo((message) => {
+      lines.push(message);
       settle();
-    },
+    }),
     onDispatch: (event, data) => {
       dispatches.push([event, data]);
       settle();

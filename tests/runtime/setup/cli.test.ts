@@ -122,3 +122,28 @@ Deno.test("klbr url prints the UI address with the operator token in its fragmen
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /cannot read operator token: .* does not exist \(run klbr init\)/);
 });
+
+Deno.test("serve --log-format json writes one JSON object a line; a bad format is refused", async () => {
+  const daemon = await startTestDaemon({ via: "launcher", logFormat: "json" });
+  try {
+    const lines = daemon.logs().split("\n").filter((line) => line.startsWith("{"));
+    const listening = lines.map((line) => JSON.parse(line)).find((l) =>
+      l.event === "daemon.listening"
+    );
+    assert.equal(listening?.level, "info");
+    assert.equal(listening?.port, daemon.port);
+    assert.match(listening?.at, /^\d{4}-\d\d-\d\dT/);
+  } finally {
+    assert.equal(await daemon.stop(), 0);
+    await Deno.remove(daemon.stateDir, { recursive: true });
+    await Deno.remove(daemon.workspace, { recursive: true });
+  }
+  const state = await Deno.makeTempDir({ prefix: "klbr-state-" });
+  try {
+    const bad = await cli("serve", ["serve", "--state", state, "--log-format", "xml"]);
+    assert.equal(bad.code, 1);
+    assert.equal(bad.stderr, 'klbr: cannot serve: --log-format must be text or json (got "xml")\n');
+  } finally {
+    await Deno.remove(state, { recursive: true });
+  }
+});
