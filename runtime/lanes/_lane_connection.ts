@@ -9,7 +9,8 @@
  * @module
  */
 
-import { assert, isKlbrError, KlbrError } from "../core/mod.ts";
+import { assert, createLogger, KlbrError, type Logger } from "../core/mod.ts";
+import { type ErrorReply, errorReply } from "./_replies.ts";
 import {
   type ClientMessage,
   type ClientRole,
@@ -70,6 +71,8 @@ export interface LaneConnectionOptions {
   pageSize?: number;
   /** Resolves when the transport can take another page; absent means always. */
   writable?: () => Promise<void>;
+  /** Where an unexpected error is logged before it is answered `internal`. @default {stderr} */
+  log?: Logger;
 }
 
 /**
@@ -92,11 +95,13 @@ export class LaneConnection {
   #dirty = false;
   #unsubscribe: (() => void) | undefined;
   #closed = false;
+  #log: Logger;
 
   /** Creates a connection that has not said hello yet. */
   constructor(host: LaneHost, options: LaneConnectionOptions) {
     this.#host = host;
     this.#options = options;
+    this.#log = options.log ?? createLogger();
   }
 
   /** The last sequence number delivered to this client. */
@@ -104,14 +109,15 @@ export class LaneConnection {
     return this.#cursor;
   }
 
-  /** Handles one text message from the client; errors are answered, never thrown. */
+  /** Handles one text message from the client; every error is answered, never thrown. */
   receive(text: string): Promise<void> {
     return this.receiveAll([text]);
   }
 
   /**
    * Handles messages that arrived together, in order. Consecutive inputs are admitted in one
-   * commit (group commit); each still gets its own `ack` only after that commit.
+   * commit (group commit); each still gets its own `ack` only after that commit. Every
+   * message is answered even when another one of the batch failed unexpectedly.
    */
   async receiveAll(texts: string[]): Promise<void> {
     let batch: InputMessage[] = [];
@@ -119,7 +125,15 @@ export class LaneConnection {
       if (batch.length === 0) return;
       const inputs = batch;
       batch = [];
-      const outcomes = this.#host.admitMany(this.#session!, this.#clientId, inputs);
+      let outcomes: AdmitOutcome[];
+      try {
+        outcomes = this.#host.admitMany(this.#session!, this.#clientId, inputs);
+      } catch (error) {
+        // Nothing of the batch was acknowledged: each input hears why; the log hears it once.
+        const reply = errorReply(error, this.#log);
+        for (const input of inputs) this.#reply(reply, input.request);
+        return;
+      }
       outcomes.forEach((outcome, i) => {
         const request = inputs[i].request;
         if ("ack" in outcome) this.#options.send({ kind: "ack", request, ...outcome.ack });
@@ -138,14 +152,13 @@ export class LaneConnection {
         if (error !== undefined) throw error;
         await this.#dispatch(message!);
       } catch (caught) {
-        if (!isKlbrError(caught)) throw caught;
         this.#answer(caught, request);
       }
     }
     flush();
   }
 
-  #parse(text: string): { message?: ClientMessage; request?: string; error?: KlbrError } {
+  #parse(text: string): { message?: ClientMessage; request?: string; error?: unknown } {
     let value: unknown;
     try {
       value = JSON.parse(text);
@@ -166,16 +179,19 @@ export class LaneConnection {
     try {
       return { message: parseClientMessage(value, this.#role), request };
     } catch (error) {
-      if (!isKlbrError(error)) throw error;
       return { request, error };
     }
   }
 
-  #answer(error: KlbrError, request: string | undefined): void {
-    this.#options.send({ kind: "error", request, code: error.code, message: error.message });
-    if (error.code.startsWith("token_")) {
-      this.#host.logRefusal(error.message);
-      this.#options.close(4401, error.code);
+  #answer(error: unknown, request: string | undefined): void {
+    this.#reply(errorReply(error, this.#log), request);
+  }
+
+  #reply({ code, message }: ErrorReply, request: string | undefined): void {
+    this.#options.send({ kind: "error", request, code, message });
+    if (code.startsWith("token_")) {
+      this.#host.logRefusal(message);
+      this.#options.close(4401, code);
       this.dispose();
     }
   }

@@ -7,7 +7,7 @@
 import { Hono } from "hono";
 import { upgradeWebSocket } from "hono/deno";
 import { extname, join } from "node:path";
-import { isKlbrError } from "../core/mod.ts";
+import { errorReply } from "./_replies.ts";
 import { LaneConnection, type LaneHost } from "./_lane_connection.ts";
 import { isLoopbackOrigin } from "./_loopback.ts";
 import type { Logger } from "../core/mod.ts";
@@ -45,14 +45,8 @@ export function createApp(deps: AppDeps): Hono {
   const app = new Hono();
 
   app.onError((error, c) => {
-    if (isKlbrError(error)) {
-      return c.json({ code: error.code, message: error.message }, (error.status ?? 400) as 400);
-    }
-    deps.log.error(
-      "http.internal",
-      `unexpected error: ${error instanceof Error ? error.stack : String(error)}`,
-    );
-    return c.json({ code: "internal", message: "internal error" }, 500);
+    const { status, code, message } = errorReply(error, deps.log);
+    return c.json({ code, message }, status as 400);
   });
 
   app.get("/health", (c) => {
@@ -115,6 +109,7 @@ export function createApp(deps: AppDeps): Hono {
             },
             close: (code, reason) => ws.close(code, reason),
             writable: () => whenDrained(ws.raw as WebSocket | undefined),
+            log: deps.log,
           });
         },
         onMessage(event, _ws) {

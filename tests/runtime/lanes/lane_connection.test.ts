@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { LaneConnection, type LaneHost } from "../../../runtime/lanes/mod.ts";
-import type { LaneRecord, ServerMessage } from "../../../runtime/core/mod.ts";
+import type { LaneRecord, Logger, ServerMessage } from "../../../runtime/core/mod.ts";
 import type { LaneSignal } from "../../../runtime/core/mod.ts";
 
 const TOKEN = "a".repeat(64);
@@ -87,4 +87,68 @@ Deno.test("`LaneConnection` sends records committed during a catch-up once, in o
   const seqs = sent.filter((m) => m.kind === "record").map((m) => (m as LaneRecord).seq);
   assert.deepEqual(seqs, [1, 2, 3, 4]);
   assert.equal(connection.cursor, 4);
+});
+
+/** A logger that keeps each line's event and message. */
+function keptLog(): { lines: string[]; log: Logger } {
+  const lines: string[] = [];
+  const line = (event: string, message: string) => lines.push(`${event}: ${message}`);
+  return { lines, log: { info: line, warn: line, error: line } };
+}
+
+Deno.test("`LaneConnection` answers an unexpected error `internal`, logs its stack, and answers the rest of the batch", async () => {
+  const host = hostWith(0);
+  host.operate = () => Promise.reject(new TypeError("boom in a handler"));
+  const { lines, log } = keptLog();
+  const sent: ServerMessage[] = [];
+  const connection = new LaneConnection(host, {
+    hasOrigin: false,
+    send: (m) => sent.push(m),
+    close: () => {},
+    log,
+  });
+  await connection.receiveAll([
+    JSON.stringify({ kind: "hello", since: 0, token: TOKEN }),
+    JSON.stringify({ kind: "op.status", request: "r1" }),
+    JSON.stringify({ kind: "ping", request: "r2" }),
+  ]);
+  const replies = sent.filter((m) => m.kind === "error" || m.kind === "pong");
+  // The bug's text never reaches the client; the client still hears about its request.
+  assert.deepEqual(replies, [
+    { kind: "error", request: "r1", code: "internal", message: "internal error" },
+    { kind: "pong", request: "r2" },
+  ]);
+  assert.equal(lines.length, 1);
+  assert.match(lines[0], /^internal: unexpected error: TypeError: boom in a handler\n\s+at /);
+});
+
+Deno.test("`LaneConnection` answers every input of a batch whose commit threw", async () => {
+  const host = hostWith(0);
+  host.admitMany = () => {
+    throw new Error("disk I/O error");
+  };
+  const { lines, log } = keptLog();
+  const sent: ServerMessage[] = [];
+  const connection = new LaneConnection(host, {
+    hasOrigin: false,
+    send: (m) => sent.push(m),
+    close: () => {},
+    log,
+  });
+  const input = (request: string) =>
+    JSON.stringify({ kind: "input", request, client_msg_id: request, text: "hi" });
+  await connection.receiveAll([
+    JSON.stringify({ kind: "hello", since: 0, token: TOKEN }),
+    input("a"),
+    input("b"),
+    JSON.stringify({ kind: "ping", request: "c" }),
+  ]);
+  const replies = sent.filter((m) => m.kind === "error" || m.kind === "pong" || m.kind === "ack");
+  assert.deepEqual(replies.map((m) => [m.kind, "request" in m ? m.request : undefined]), [
+    ["error", "a"],
+    ["error", "b"],
+    ["pong", "c"],
+  ]);
+  assert.equal(lines.length, 1, "the failure is logged once");
+  assert.match(lines[0], /disk I\/O error/);
 });
