@@ -6,7 +6,13 @@
  */
 
 import { parseArgs } from "node:util";
-import { isKlbrError, KlbrError, LogFormat } from "./runtime/core/mod.ts";
+import {
+  DEFAULT_HOST,
+  DEFAULT_PORT,
+  isKlbrError,
+  KlbrError,
+  LogFormat,
+} from "./runtime/core/mod.ts";
 
 const USAGE = `usage: klbr [command] [options]
 
@@ -29,7 +35,7 @@ options:
   --state DIR           state directory (default ./.klbr, or KLBR_STATE_DIR)
   --config FILE         KDL configuration (default <state>/config.kdl, or KLBR_CONFIG)
   --host HOST           serve: loopback address to bind (default 127.0.0.1)
-  --port PORT           serve: port (default 8765); operator commands: daemon port
+  --port PORT           serve: port (default ${DEFAULT_PORT}); operator commands: daemon port
   --json                operator commands: print JSON
   --log-format FORMAT   serve: text (default) or json, one object a line
   -h, --help            show this help
@@ -95,7 +101,7 @@ export async function main(args: string[]): Promise<number> {
       // a fragment never reaches the server or its logs.
       const { readOperatorToken } = await import("./runtime/lanes/mod.ts");
       const token = await readOperatorToken(stateDir);
-      console.log(`http://127.0.0.1:${values.port ?? "8765"}/#token=${token}`);
+      console.log(`http://${DEFAULT_HOST}:${values.port ?? DEFAULT_PORT}/#token=${token}`);
       return 0;
     }
     case "example": {

@@ -3,8 +3,9 @@
  * table's only writer.
  *
  * Accepting a frame records which inputs it consumes, its routing handles, context epoch and
- * policy revision, and marks those inputs consumed, in one transaction. A frame is leased to a
- * worker; a frame whose lease runs out is abandoned and its inputs become pending again.
+ * policy revision, and marks those inputs consumed, in one transaction. Only the daemon that
+ * holds the store's owner lock accepts frames, so an open frame found at start belongs to a
+ * dead owner: recovery continues it or abandons it, giving its inputs back.
  *
  * @module
  */
@@ -18,9 +19,6 @@ import { checkSessionId, requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
 import { schemaError } from "./_schema_error.ts";
 
-const Owner = z.string().min(1).max(200);
-const LeaseMs = z.number().int().min(1).max(86_400_000);
-
 const AcceptFrameSchema = z.object({
   session: z.string(),
   /** The inputs this frame consumes: 1–1000 distinct ids, all pending, all in `session`. */
@@ -30,8 +28,6 @@ const AcceptFrameSchema = z.object({
   routing: z.unknown().default({}),
   contextEpoch: z.number().int().nonnegative(),
   policyRevision: z.string().min(1).max(200),
-  leaseOwner: Owner,
-  leaseMs: LeaseMs,
 }).strict();
 
 /** What {@linkcode acceptFrame} takes. */
@@ -44,7 +40,6 @@ export interface AcceptedFrame {
   number: number;
   /** The seq of the `frame.accepted` event. */
   seq: number;
-  leaseExpiresAt: number;
 }
 
 /** How a frame ended through {@linkcode finishFrame}. */
@@ -60,8 +55,6 @@ export interface FrameRecord {
   contextEpoch: number;
   policyRevision: string;
   state: "open" | FrameEnd;
-  leaseOwner: string | null;
-  leaseExpiresAt: number | null;
   createdAt: number;
   endedAt: number | null;
   endedReason: string | null;
@@ -76,8 +69,6 @@ interface FrameRow {
   context_epoch: number;
   policy_revision: string;
   state: FrameRecord["state"];
-  lease_owner: string | null;
-  lease_expires_at: number | null;
   created_at: number;
   ended_at: number | null;
   ended_reason: string | null;
@@ -93,8 +84,6 @@ function toRecord(row: FrameRow): FrameRecord {
     contextEpoch: row.context_epoch,
     policyRevision: row.policy_revision,
     state: row.state,
-    leaseOwner: row.lease_owner,
-    leaseExpiresAt: row.lease_expires_at,
     createdAt: row.created_at,
     endedAt: row.ended_at,
     endedReason: row.ended_reason,
@@ -152,11 +141,10 @@ export function acceptFrame(store: Store, request: AcceptFrame): AcceptedFrame {
     const { number } = store.statement(
       "SELECT COALESCE(MAX(number), 0) + 1 AS number FROM frames WHERE session_id = ?",
     ).get(frame.session) as { number: number };
-    const leaseExpiresAt = now + frame.leaseMs;
     store.statement(
       `INSERT INTO frames (id, session_id, number, input_ids, routing, context_epoch,
-         policy_revision, state, lease_owner, lease_expires_at, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?)`,
+         policy_revision, state, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)`,
     ).run(
       frameId,
       frame.session,
@@ -165,8 +153,6 @@ export function acceptFrame(store: Store, request: AcceptFrame): AcceptedFrame {
       routing,
       frame.contextEpoch,
       frame.policyRevision,
-      frame.leaseOwner,
-      leaseExpiresAt,
       now,
     );
     claimInputs(store, { session: frame.session, inputIds: frame.inputIds, frameId });
@@ -178,14 +164,13 @@ export function acceptFrame(store: Store, request: AcceptFrame): AcceptedFrame {
       context_epoch: frame.contextEpoch,
       policy_revision: frame.policyRevision,
     });
-    return { frameId, number, seq, leaseExpiresAt };
+    return { frameId, number, seq };
   });
 }
 
 function endFrame(store: Store, frame: FrameRecord, state: FrameEnd, reason: string): number {
   store.statement(
-    `UPDATE frames SET state = ?, ended_at = ?, ended_reason = ?, lease_owner = NULL,
-       lease_expires_at = NULL WHERE id = ? AND state = 'open'`,
+    "UPDATE frames SET state = ?, ended_at = ?, ended_reason = ? WHERE id = ? AND state = 'open'",
   ).run(state, store.clock(), reason, frame.id);
   if (state === "abandoned") unclaimInputs(store, frame.id);
   return insertEvent(
@@ -238,63 +223,6 @@ export function finishFrame(
   });
 }
 
-/**
- * Extends the lease of an open frame held by `leaseOwner` to `now + leaseMs`; returns the new
- * expiry.
- *
- * When it returns the new expiry is committed. A lease that has already run out cannot be
- * renewed: the frame is due to be abandoned. Proven by "`renewLease()` refuses an expired lease, another owner and an ended frame".
- *
- * @throws {KlbrError} `not_found` for an unknown frame; `invalid_input` when the frame has ended,
- *   the owner differs, the lease has run out or the options are malformed.
- */
-export function renewLease(
-  store: Store,
-  frameId: string,
-  options: { leaseOwner: string; leaseMs: number },
-): number {
-  const parsed = z.object({ leaseOwner: Owner, leaseMs: LeaseMs }).strict().safeParse(options);
-  if (!parsed.success) throw schemaError(`renew lease of ${frameId}`, parsed.error, options);
-  return store.transaction(() => {
-    const frame = requireOpenFrame(store, "renew lease of", frameId);
-    const now = store.clock();
-    if (frame.leaseOwner !== parsed.data.leaseOwner) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot renew lease of ${frameId}: it is held by ${frame.leaseOwner} (got ${parsed.data.leaseOwner})`,
-      );
-    }
-    if (frame.leaseExpiresAt !== null && frame.leaseExpiresAt <= now) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot renew lease of ${frameId}: it expired at ${frame.leaseExpiresAt} (got now ${now})`,
-      );
-    }
-    const expires = now + parsed.data.leaseMs;
-    store.statement("UPDATE frames SET lease_expires_at = ? WHERE id = ?").run(expires, frameId);
-    return expires;
-  });
-}
-
-/**
- * Abandons every open frame whose lease expired at or before `now`; returns their ids.
- *
- * At most 1000 frames per call (call again while it returns 1000 ids). When it returns, each
- * such frame is `abandoned` with reason `lease_expired`, its inputs are
- * `pending` again (without a frame) and a `frame.abandoned` event is appended, all in one
- * transaction. Proven by "`releaseExpiredFrames()` returns the inputs of an expired frame to
- * pending".
- */
-export function releaseExpiredFrames(store: Store, now: number = store.clock()): string[] {
-  return store.transaction(() => {
-    const rows = store.statement(
-      "SELECT * FROM frames WHERE state = 'open' AND lease_expires_at <= ? ORDER BY created_at LIMIT 1000",
-    ).all(now) as unknown as FrameRow[];
-    for (const row of rows) endFrame(store, toRecord(row), "abandoned", "lease_expired");
-    return rows.map((row) => row.id);
-  });
-}
-
 /** Returns the session's open frames, oldest first. */
 export function openFrames(store: Store, session: string): FrameRecord[] {
   const rows = store.statement(
@@ -304,36 +232,19 @@ export function openFrames(store: Store, session: string): FrameRecord[] {
 }
 
 /**
- * Gives an open frame of a dead owner to `leaseOwner` with a fresh lease and appends
- * `frame.resumed`; returns the new expiry.
+ * Continues an open frame of a dead owner in this daemon: appends `frame.resumed`.
  *
- * The caller holds the store's owner lock, which proves the previous lease owner is gone.
- * When it returns the new lease and the event are committed together. Proven by
- * "`adoptFrame()` moves an open frame's lease to the new owner".
+ * The caller holds the store's owner lock, which proves the previous owner is gone. Proven by
+ * "`adoptFrame()` records that an open frame is continued".
  *
- * @throws {KlbrError} `not_found` for an unknown frame; `invalid_input` when it has ended or
- *   the options are malformed.
+ * @throws {KlbrError} `not_found` for an unknown frame; `invalid_input` when it has ended.
  */
-export function adoptFrame(
-  store: Store,
-  frameId: string,
-  options: { leaseOwner: string; leaseMs: number },
-): number {
-  const parsed = z.object({ leaseOwner: Owner, leaseMs: LeaseMs }).strict().safeParse(options);
-  if (!parsed.success) throw schemaError(`adopt frame ${frameId}`, parsed.error, options);
-  return store.transaction(() => {
+export function adoptFrame(store: Store, frameId: string): void {
+  store.transaction(() => {
     const frame = requireOpenFrame(store, "adopt frame", frameId);
-    const expires = store.clock() + parsed.data.leaseMs;
-    store.statement("UPDATE frames SET lease_owner = ?, lease_expires_at = ? WHERE id = ?").run(
-      parsed.data.leaseOwner,
-      expires,
-      frameId,
-    );
     insertEvent(store, frame.session, "frame.resumed", {
       frame_id: frameId,
       number: frame.number,
-      previous_owner: frame.leaseOwner,
     });
-    return expires;
   });
 }

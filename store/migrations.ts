@@ -292,12 +292,22 @@ CREATE TABLE context_summaries (
 ${appendOnly("context_summaries")}
 `;
 
+// Frames carry no lease: the store's owner lock already makes every open frame found at start
+// a dead owner's, so nothing reads the lease columns. They stay in the table, always NULL from
+// here on (dropping a column rebuilds the schema in a temp database this store never opens);
+// the open-frame index follows the one query that reads open frames, by session.
+const V5 = `
+DROP INDEX frames_open;
+CREATE INDEX frames_open ON frames (session_id, number) WHERE state = 'open';
+`;
+
 /** Every migration, in order. Append only; never edit a released entry. */
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "runtime tables", sql: V1 },
   { version: 2, name: "provider items", sql: V2 },
   { version: 3, name: "discord outbox", sql: V3 },
   { version: 4, name: "context summaries", sql: V4 },
+  { version: 5, name: "frames without leases", sql: V5 },
 ];
 
 /** The `user_version` a fully migrated store has. */

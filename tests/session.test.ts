@@ -12,7 +12,6 @@ import { processGroupMembers } from "../runtime/kernel/mod.ts";
 import { runExample } from "../runtime/setup/mod.ts";
 import { skillsRevision } from "../runtime/kernel/mod.ts";
 import {
-  type CellOutcomeRecord,
   type CellResult,
   type ExecuteOptions,
   type GenerationRecord,
@@ -81,7 +80,6 @@ async function session(options: SessionOptions = {}) {
   await Deno.mkdir(workspace);
   await Deno.mkdir(stateDir);
   const generations: GenerationRecord[] = [];
-  const outcomes: CellOutcomeRecord[] = [];
   const exits: WorkbenchExit[] = [];
   const kernel = new KernelSupervisor({
     python: PYTHON,
@@ -90,7 +88,6 @@ async function session(options: SessionOptions = {}) {
     repoRoot: REPO,
     skillRoots: { builtinRoot: join(workspace, "skills"), managedRoot: join(stateDir, "skills") },
     recordGeneration: (g) => void generations.push(g),
-    recordOutcome: (o) => void outcomes.push(o),
     onExit: (_g, e) => void exits.push(e),
     workbench: { cancelGraceMs: GRACE_MS },
     ...options,
@@ -103,7 +100,6 @@ async function session(options: SessionOptions = {}) {
     stateDir,
     kernel,
     generations,
-    outcomes,
     exits,
     exec,
     /** Starts a cell that creates `marker` and then blocks; resolves once it is running. */
@@ -488,11 +484,9 @@ Deno.test("`reset()` records the generation with reason, revisions and heap not 
   }
 });
 
-Deno.test("`execute()` awaits recordGeneration and onCellStarted before sending the code", async () => {
+Deno.test("`execute()` awaits recordGeneration before sending the code", async () => {
   const generationReached = Promise.withResolvers<void>();
   const generationGate = Promise.withResolvers<void>();
-  const startReached = Promise.withResolvers<void>();
-  const startGate = Promise.withResolvers<void>();
   const order: string[] = [];
   await using s = await session({
     recordGeneration: async (g) => {
@@ -500,50 +494,16 @@ Deno.test("`execute()` awaits recordGeneration and onCellStarted before sending 
       generationReached.resolve();
       await generationGate.promise;
     },
-    onCellStarted: async (c) => {
-      order.push(`started ${c.generation}`);
-      startReached.resolve();
-      await startGate.promise;
-    },
-    recordOutcome: (o) => void order.push(`outcome ${o.result.outcome}`),
   });
   const marker = join(s.workspace, "ran");
   const result = s.exec("open('ran', 'w').write('1')");
   await bounded(generationReached.promise, "recordGeneration");
   assert.deepEqual(order, ["generation 1"]);
-  generationGate.resolve();
-  await bounded(startReached.promise, "onCellStarted");
-  // The code is sent only after onCellStarted resolves, so the cell cannot have run.
+  // The code is sent only after the generation is recorded, so the cell cannot have run.
   await assert.rejects(Deno.stat(marker), Deno.errors.NotFound);
-  startGate.resolve();
+  generationGate.resolve();
   assert.equal((await result).outcome, "ok");
-  assert.deepEqual(order, ["generation 1", "started 1", "outcome ok"]);
   await Deno.stat(marker);
-});
-
-Deno.test("`execute()` reports an outcome only after recordOutcome has finished", async () => {
-  const reached = Promise.withResolvers<void>();
-  const gate = Promise.withResolvers<void>();
-  let recorded: CellOutcomeRecord | null = null;
-  await using s = await session({
-    recordOutcome: async (o) => {
-      reached.resolve();
-      await gate.promise;
-      recorded = o;
-    },
-  });
-  let reported = false;
-  const result = s.exec("40 + 2").then((r) => {
-    reported = true;
-    return r;
-  });
-  await bounded(reached.promise, "recordOutcome");
-  // The cell has finished and its outcome is being written: it must not be reported yet.
-  assert.equal(reported, false);
-  gate.resolve();
-  assert.equal(ok(await result), "42");
-  assert.equal(recorded!.result.value, "42");
-  assert.equal(recorded!.generation, 1);
 });
 
 // ---------------------------------------------------------------------------------------

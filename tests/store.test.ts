@@ -18,15 +18,7 @@ import { KlbrError } from "../runtime/core/mod.ts";
 import { finishCell, getCell, interruptOpenCells, startCell } from "../store/cells.ts";
 import { discordDedupeKey, localDedupeKey } from "../store/dedupe_keys.ts";
 import { appendEvent, readEvents } from "../store/events.ts";
-import {
-  acceptFrame,
-  adoptFrame,
-  finishFrame,
-  getFrame,
-  openFrames,
-  releaseExpiredFrames,
-  renewLease,
-} from "../store/frames.ts";
+import { acceptFrame, adoptFrame, finishFrame, getFrame, openFrames } from "../store/frames.ts";
 import {
   type AdmitInput,
   admitInput,
@@ -148,8 +140,6 @@ function frameOf(store: Store, inputIds: string[], extra: Record<string, unknown
     routing: { reply_to: "local:main" },
     contextEpoch: 0,
     policyRevision: "builtin",
-    leaseOwner: "worker-1",
-    leaseMs: 30_000,
     ...extra,
   });
 }
@@ -975,14 +965,13 @@ Deno.test("`pendingSummary()` counts pending inputs and names the oldest admissi
 // frames
 
 Deno.test("`acceptFrame()` consumes its inputs and appends frame.accepted", async () => {
-  await withStore((store, _dir, time) => {
+  await withStore((store) => {
     const a = admitInput(store, local(1)).inputId;
     const b = admitInput(store, local(2)).inputId;
     const c = admitInput(store, local(3)).inputId;
     const frame = frameOf(store, [a, b], { contextEpoch: 4, policyRevision: "rev-9" });
     assert.equal(frame.number, 1);
     assert.equal(frame.seq, 4);
-    assert.equal(frame.leaseExpiresAt, time.now + 30_000);
     assert.deepEqual(pendingInputs(store, "default").map((i) => i.id), [c]);
     for (const id of [a, b]) {
       assert.deepEqual(
@@ -1049,7 +1038,7 @@ Deno.test("`acceptFrame()` refuses a missing input and an input of another sessi
   });
 });
 
-Deno.test("`acceptFrame()` refuses an empty or repeated input list and a bad lease", async () => {
+Deno.test("`acceptFrame()` refuses an empty or repeated input list and a bad epoch", async () => {
   await withStore((store) => {
     const a = admitInput(store, local(1)).inputId;
     throwsKlbr(() => frameOf(store, []), "invalid_input", /^cannot accept frame: inputIds /);
@@ -1058,8 +1047,6 @@ Deno.test("`acceptFrame()` refuses an empty or repeated input list and a bad lea
       "invalid_input",
       /^cannot accept frame: inputIds has a repeated id/,
     );
-    throwsKlbr(() => frameOf(store, [a], { leaseMs: 0 }), "invalid_input", /leaseMs .* \(got 0\)/);
-    throwsKlbr(() => frameOf(store, [a], { leaseOwner: "" }), "invalid_input", /leaseOwner/);
     throwsKlbr(() => frameOf(store, [a], { contextEpoch: -1 }), "invalid_input", /contextEpoch/);
     assert.equal(count(store, "SELECT COUNT(*) AS n FROM frames"), 0);
   });
@@ -1073,8 +1060,8 @@ Deno.test("`finishFrame()` ends a frame and keeps its inputs consumed", async ()
     const seq = finishFrame(store, frameId, "done", "turn ended");
     const frame = getFrame(store, frameId)!;
     assert.deepEqual(
-      [frame.state, frame.endedAt, frame.endedReason, frame.leaseOwner, frame.leaseExpiresAt],
-      ["done", time.now, "turn ended", null, null],
+      [frame.state, frame.endedAt, frame.endedReason],
+      ["done", time.now, "turn ended"],
     );
     assert.equal(getInput(store, a)?.status, "consumed");
     const event = readEvents(store, "default", { since: seq - 1 })[0];
@@ -1133,112 +1120,26 @@ Deno.test("`finishFrame()` refuses an unknown frame, state or empty reason", asy
   });
 });
 
-Deno.test("`releaseExpiredFrames()` returns the inputs of an expired frame to pending", async () => {
-  await withStore((store, _dir, time) => {
+Deno.test("`adoptFrame()` records that an open frame is continued", async () => {
+  await withStore((store) => {
     const a = admitInput(store, local(1)).inputId;
-    const b = admitInput(store, local(2)).inputId;
-    const expiring = frameOf(store, [a], { leaseMs: 1_000 });
-    const lasting = frameOf(store, [b], { leaseMs: 60_000 });
-    assert.deepEqual(releaseExpiredFrames(store, time.now + 999), [], "not yet expired");
-    time.now += 1_000;
-    assert.deepEqual(releaseExpiredFrames(store), [expiring.frameId]);
-    const frame = getFrame(store, expiring.frameId)!;
-    assert.deepEqual([frame.state, frame.endedReason], ["abandoned", "lease_expired"]);
-    assert.deepEqual(pendingInputs(store, "default").map((i) => [i.id, i.status, i.frameId]), [
-      [a, "pending", null],
-    ]);
-    assert.equal(getFrame(store, lasting.frameId)?.state, "open");
-    const event = readEvents(store, "default").at(-1)!;
-    assert.deepEqual([event.kind, event.body], ["frame.abandoned", {
-      frame_id: expiring.frameId,
-      number: 1,
-      state: "abandoned",
-      reason: "lease_expired",
-      input_ids: [a],
-    }]);
-    assert.deepEqual(releaseExpiredFrames(store), [], "an abandoned frame is released once");
-    // The returned input can be taken by a new frame.
-    assert.equal(frameOf(store, [a]).number, 3);
-  });
-});
-
-Deno.test("`adoptFrame()` moves an open frame's lease to the new owner", async () => {
-  await withStore((store, _dir, time) => {
-    const a = admitInput(store, local(1)).inputId;
-    const open = frameOf(store, [a], { leaseMs: 1_000 });
+    const open = frameOf(store, [a]);
     const ended = frameOf(store, [admitInput(store, local(2)).inputId]);
     finishFrame(store, ended.frameId, "done", "finished");
     assert.deepEqual(openFrames(store, "default").map((f) => f.id), [open.frameId]);
-    const expires = adoptFrame(store, open.frameId, { leaseOwner: "worker-2", leaseMs: 5_000 });
-    assert.equal(expires, time.now + 5_000);
-    const frame = getFrame(store, open.frameId)!;
-    assert.deepEqual([frame.state, frame.leaseOwner, frame.leaseExpiresAt], [
-      "open",
-      "worker-2",
-      time.now + 5_000,
-    ]);
+    adoptFrame(store, open.frameId);
+    assert.equal(getFrame(store, open.frameId)!.state, "open");
     // Its inputs stay consumed by it: adopting is not re-offering.
     assert.deepEqual(pendingInputs(store, "default"), []);
     const event = readEvents(store, "default").at(-1)!;
     assert.deepEqual([event.kind, event.body], ["frame.resumed", {
       frame_id: open.frameId,
       number: 1,
-      previous_owner: "worker-1",
     }]);
     throwsKlbr(
-      () => adoptFrame(store, ended.frameId, { leaseOwner: "worker-2", leaseMs: 5_000 }),
+      () => adoptFrame(store, ended.frameId),
       "invalid_input",
       `cannot adopt frame ${ended.frameId}: the frame has ended (got state done)`,
-    );
-    throwsKlbr(
-      () => adoptFrame(store, open.frameId, { leaseOwner: "", leaseMs: 5_000 }),
-      "invalid_input",
-      /^cannot adopt frame /,
-    );
-  });
-});
-
-Deno.test("`renewLease()` extends the lease of its owner", async () => {
-  await withStore((store, _dir, time) => {
-    const { frameId } = frameOf(store, [admitInput(store, local(1)).inputId], { leaseMs: 1_000 });
-    time.now += 900;
-    assert.equal(
-      renewLease(store, frameId, { leaseOwner: "worker-1", leaseMs: 1_000 }),
-      time.now + 1_000,
-    );
-    time.now += 900;
-    assert.deepEqual(releaseExpiredFrames(store), [], "the renewed lease still runs");
-  });
-});
-
-Deno.test("`renewLease()` refuses an expired lease, another owner and an ended frame", async () => {
-  await withStore((store, _dir, time) => {
-    const { frameId } = frameOf(store, [admitInput(store, local(1)).inputId], { leaseMs: 1_000 });
-    throwsKlbr(
-      () => renewLease(store, frameId, { leaseOwner: "worker-2", leaseMs: 1_000 }),
-      "invalid_input",
-      `cannot renew lease of ${frameId}: it is held by worker-1 (got worker-2)`,
-    );
-    time.now += 1_000;
-    throwsKlbr(
-      () => renewLease(store, frameId, { leaseOwner: "worker-1", leaseMs: 1_000 }),
-      "invalid_input",
-      `cannot renew lease of ${frameId}: it expired at ${time.now} (got now ${time.now})`,
-    );
-    releaseExpiredFrames(store);
-    throwsKlbr(
-      () => renewLease(store, frameId, { leaseOwner: "worker-1", leaseMs: 1_000 }),
-      "invalid_input",
-      /the frame has ended \(got state abandoned\)/,
-    );
-    throwsKlbr(
-      () => renewLease(store, "fr_NOPE", { leaseOwner: "worker-1", leaseMs: 1_000 }),
-      "not_found",
-    );
-    throwsKlbr(
-      () => renewLease(store, frameId, { leaseOwner: "worker-1", leaseMs: -1 }),
-      "invalid_input",
-      /leaseMs/,
     );
   });
 });

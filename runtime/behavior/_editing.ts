@@ -17,7 +17,7 @@ import { getRelease } from "../../store/releases.ts";
 import { requireSession } from "../../store/sessions.ts";
 import { publishRelease, snapshotTree } from "../../store/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
-import { KlbrError } from "../core/mod.ts";
+import { DEFAULT_HOOK_TIMEOUT_MS, KlbrError } from "../core/mod.ts";
 import { checkHookResult, hookFixtures } from "./_hook_contracts.ts";
 import { newId } from "../core/mod.ts";
 import { describeIssues, HookName } from "../core/mod.ts";
@@ -33,7 +33,7 @@ export interface BehaviorEditingOptions {
   workspace: string;
   /** The one activation path (shared with the operator's `activate`). */
   activate: (releaseId: string, expectedEpoch: number, reason: string) => Promise<number>;
-  /** How long one hook may take in a test. @default {10_000} */
+  /** How long one hook may take in a test. @default {DEFAULT_HOOK_TIMEOUT_MS} */
   hookTimeoutMs?: number;
 }
 
@@ -198,7 +198,7 @@ async function testHooks(
     for (const hook of HookName.options) {
       try {
         const value = await worker.hook(hook, fixtures[hook], {
-          timeoutMs: options.hookTimeoutMs ?? 10_000,
+          timeoutMs: options.hookTimeoutMs ?? DEFAULT_HOOK_TIMEOUT_MS,
         });
         checkHookResult(hook, value);
         checks.push({ hook, ok: true, detail: `returned ${JSON.stringify(value).slice(0, 120)}` });

@@ -6,6 +6,7 @@
  */
 
 export {
+  type Config,
   defaultConfigText,
   type DiscordConfig,
   loadConfig,
@@ -17,3 +18,4 @@ export {
   routeRequestFields,
   Secret,
 } from "./_config.ts";
+export type { ServeOptions } from "./_serve_options.ts";

@@ -6,6 +6,14 @@
  * @module
  */
 
+export {
+  DEFAULT_CELL_TIMEOUT_MS,
+  DEFAULT_DRAIN_GRACE_MS,
+  DEFAULT_HOOK_TIMEOUT_MS,
+  DEFAULT_HOST,
+  DEFAULT_OPERATOR_TIMEOUT_MS,
+  DEFAULT_PORT,
+} from "./_defaults.ts";
 export { assert, isKlbrError, KlbrError, type KlbrErrorCode } from "./_errors.ts";
 export { EventBus, type LaneSignal } from "./_event_bus.ts";
 export {
@@ -17,6 +25,7 @@ export {
   type LogLevel,
   SILENT_LOGGER,
 } from "./_log.ts";
+export { SerialRunner } from "./_serial.ts";
 export { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "./_ids.ts";
 export {
   CellReply,

@@ -1,8 +1,8 @@
 /**
- * The daemon process: configuration, store, behaviour at start, the coordinator of
- * sessions, the HTTP server, and the drain on SIGINT/SIGTERM.
+ * The daemon process: its settings, the start of its parts, the coordinator of sessions,
+ * `/health`, the HTTP server, and the drain on SIGINT/SIGTERM.
  *
  * @module
  */
 
-export { serve, type ServeOptions } from "./_serve.ts";
+export { serve } from "./_serve.ts";

@@ -16,7 +16,7 @@ import { moveOutbox, nextPendingOutbox, type OutboxRecord } from "../../store/ou
 import type { Store } from "../../store/store.ts";
 import type { DiscordConfig, Secret } from "../config/mod.ts";
 import { DiscordGateway } from "./_gateway.ts";
-import type { Logger } from "../core/mod.ts";
+import { type Logger, SerialRunner } from "../core/mod.ts";
 
 /** A `MESSAGE_CREATE` the transport admits, reduced to what admission needs. */
 export interface DiscordMessage {
@@ -76,8 +76,7 @@ export class DiscordTransport {
   #host: DiscordHost | null = null;
   #gateway: DiscordGateway | null = null;
   #stop = new AbortController();
-  #draining: Promise<void> | null = null;
-  #again = false;
+  #sender = new SerialRunner(() => this.#drain());
 
   /** Creates the transport; {@linkcode start} connects and sends. */
   constructor(options: DiscordTransportOptions) {
@@ -103,24 +102,15 @@ export class DiscordTransport {
   /** Tells the sender that a row may be pending; sends run one at a time, in order. */
   wake(): void {
     if (this.#host === null || this.#stop.signal.aborted) return;
-    if (this.#draining !== null) {
-      this.#again = true;
-      return;
-    }
-    this.#draining = this.#drain().finally(() => {
-      this.#draining = null;
-      if (this.#again) {
-        this.#again = false;
-        this.wake();
-      }
-    });
+    // #drain catches its own failures, so a run never rejects.
+    void this.#sender.run();
   }
 
   /** Closes the gateway; a send in flight is aborted and recorded `unknown`. */
   async stop(): Promise<void> {
     this.#stop.abort();
     await this.#gateway?.stop();
-    await this.#draining;
+    await this.#sender.idle();
   }
 
   #onMessage(data: unknown): void {
@@ -158,7 +148,8 @@ export class DiscordTransport {
         if (row === undefined) return;
         await this.#send(row);
       }
-      if (!this.#stop.signal.aborted) this.#again = true;
+      // A long backlog is sent batch by batch: ask for one more run.
+      if (!this.#stop.signal.aborted) void this.#sender.run();
     } catch (error) {
       // A store failure stops this drain only; the rows stay where the store left them and
       // the next wake tries again.

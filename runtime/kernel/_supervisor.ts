@@ -31,19 +31,6 @@ export interface GenerationRecord {
   pid: number;
 }
 
-/** A cell about to run, given to `onCellStarted` before its code is sent. */
-export interface CellStart {
-  cell: string;
-  generation: number;
-}
-
-/** A finished cell, given to `recordOutcome` before `execute` returns it. */
-export interface CellOutcomeRecord {
-  cell: string;
-  generation: number;
-  result: CellResult;
-}
-
 type Awaitable<T> = T | Promise<T>;
 
 /** Options of {@linkcode KernelSupervisor}. */
@@ -64,10 +51,6 @@ export interface KernelSupervisorOptions {
   firstGeneration?: number;
   /** Durably records a generation; awaited before the generation is used. */
   recordGeneration: (record: GenerationRecord) => Awaitable<void>;
-  /** Durably records a cell start; awaited before the cell's code is sent. */
-  onCellStarted?: (start: CellStart) => Awaitable<void>;
-  /** Durably records a cell outcome; awaited before `execute` returns it. */
-  recordOutcome?: (record: CellOutcomeRecord) => Awaitable<void>;
   /** Sees each skill load (for logs and `doctor`). */
   onSkillsLoaded?: (skills: LoadedSkills) => void;
   /** Sees each generation's end. */
@@ -141,15 +124,14 @@ export class KernelSupervisor {
   }
 
   /**
-   * Runs a cell on the live generation: `onCellStarted` is awaited before the code is sent
-   * and `recordOutcome` before the result is returned. A worker that dies under the cell
-   * gives outcome `killed` (the error names the cause) and is replaced at the next use.
-   * @throws {KlbrError} what `ready`, `onCellStarted` or `recordOutcome` throw.
+   * Runs a cell on the live generation (spawned, and its generation recorded, first). The
+   * caller records the cell before and its outcome after: this module never touches the
+   * store. A worker that dies under the cell gives outcome `killed` (the error names the
+   * cause) and is replaced at the next use.
+   * @throws {KlbrError} what `ready` throws.
    */
   async execute(cell: string, code: string, options: ExecuteOptions = {}): Promise<CellResult> {
     const wb = await this.ready();
-    const generation = this.#generation;
-    await this.#options.onCellStarted?.({ cell, generation });
     const started = performance.now();
     let result: CellResult;
     try {
@@ -174,7 +156,6 @@ export class KernelSupervisor {
           error: { type: code, message: error.message, traceback: "" },
         };
     }
-    await this.#options.recordOutcome?.({ cell, generation, result });
     return result;
   }
 

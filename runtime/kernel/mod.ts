@@ -9,9 +9,9 @@
  * - a framing failure or an unexpected exit fails every pending request with
  *   `worker_failed` naming the cause, kills the group and reports `onExit`;
  * - the worker's stderr never mixes with frames; it is kept in a bounded ring;
- * - the workbench module never touches the store: durable records are the caller's
- *   callbacks (`recordGeneration`, `onCellStarted`, `recordOutcome`), awaited before the
- *   generation is used, before the code is sent and before the outcome is returned.
+ * - the kernel never touches the store: a generation is recorded by the caller's
+ *   `recordGeneration`, awaited before the generation is used; cells are recorded by the
+ *   caller around `execute`.
  *
  * @module
  */
@@ -34,8 +34,6 @@ export {
   WorkbenchSettings,
 } from "./_spawn.ts";
 export {
-  type CellOutcomeRecord,
-  type CellStart,
   type GenerationRecord,
   KernelSupervisor,
   type KernelSupervisorOptions,

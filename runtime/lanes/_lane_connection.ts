@@ -9,7 +9,7 @@
  * @module
  */
 
-import { assert, createLogger, KlbrError, type Logger } from "../core/mod.ts";
+import { assert, createLogger, KlbrError, type Logger, SerialRunner } from "../core/mod.ts";
 import { type ErrorReply, errorReply } from "./_replies.ts";
 import {
   type ClientMessage,
@@ -91,8 +91,8 @@ export class LaneConnection {
   #role: ClientRole = "client";
   #clientId = "anonymous";
   #cursor = 0;
-  #pumping = false;
-  #dirty = false;
+  /** Wakes merge: a wake during a catch-up makes one more pass after it. */
+  #pump = new SerialRunner(() => this.#sendNewRecords());
   #unsubscribe: (() => void) | undefined;
   #closed = false;
   #log: Logger;
@@ -249,48 +249,32 @@ export class LaneConnection {
       server: { version: this.#host.version },
     });
     this.#unsubscribe = this.#host.subscribe(message.session, (signal) => this.#signal(signal));
-    await this.#pump();
+    await this.#pump.run();
     if (this.#closed) return;
     this.#options.send({ kind: "replayed", session: message.session, head: this.#cursor });
   }
 
   #signal(signal: LaneSignal): void {
     if (this.#closed) return;
-    if (signal.kind === "wake") void this.#pump();
+    if (signal.kind === "wake") void this.#pump.run();
     else this.#options.send(signal);
   }
 
-  /** Sends every durable record after the cursor; re-entrant wakes only mark it dirty. */
-  async #pump(): Promise<void> {
+  /** Sends every durable record after the cursor, page by page; one pump at a time. */
+  async #sendNewRecords(): Promise<void> {
     const session = this.#session;
     if (session === undefined) return;
-    if (this.#pumping) {
-      this.#dirty = true;
-      return;
-    }
-    this.#pumping = true;
-    try {
-      do {
-        this.#dirty = false;
-        for (;;) {
-          const page = this.#host.readRecords(
-            session,
-            this.#cursor,
-            this.#options.pageSize ?? 1000,
-          );
-          for (const record of page) {
-            if (this.#closed) return;
-            this.#options.send(record);
-            this.#cursor = record.seq;
-          }
-          if (page.length === 0) break;
-          // A long catch-up goes out page by page as the client reads it, so the daemon never
-          // holds the whole log in a socket buffer.
-          await this.#options.writable?.();
-        }
-      } while (this.#dirty && !this.#closed);
-    } finally {
-      this.#pumping = false;
+    for (;;) {
+      const page = this.#host.readRecords(session, this.#cursor, this.#options.pageSize ?? 1000);
+      for (const record of page) {
+        if (this.#closed) return;
+        this.#options.send(record);
+        this.#cursor = record.seq;
+      }
+      if (page.length === 0) return;
+      // A long catch-up goes out page by page as the client reads it, so the daemon never
+      // holds the whole log in a socket buffer.
+      await this.#options.writable?.();
     }
   }
 }

@@ -10,7 +10,7 @@ import { extname, join } from "node:path";
 import { errorReply } from "./_replies.ts";
 import { LaneConnection, type LaneHost } from "./_lane_connection.ts";
 import { isLoopbackOrigin } from "./_loopback.ts";
-import type { Logger } from "../core/mod.ts";
+import { type Logger, SerialRunner } from "../core/mod.ts";
 
 /** What {@linkcode createApp} needs. */
 export interface AppDeps {
@@ -80,26 +80,16 @@ export function createApp(deps: AppDeps): Hono {
       // Messages that arrive while a batch is being handled wait here and go together next:
       // that is what lets admission commit many inputs at once.
       let buffered: string[] = [];
-      let draining = false;
-      const drain = async () => {
-        draining = true;
-        try {
-          while (buffered.length > 0 && connection !== undefined) {
-            const batch = buffered;
-            buffered = [];
-            await connection.receiveAll(batch);
-            // Let the socket deliver what arrived during that commit, so it joins the next batch.
-            await nextMacrotask();
-          }
-        } catch (error) {
-          deps.log.error(
-            "lane.internal",
-            `lane connection error: ${error instanceof Error ? error.stack : error}`,
-          );
-        } finally {
-          draining = false;
+      const handler = new SerialRunner(async () => {
+        while (buffered.length > 0 && connection !== undefined) {
+          const batch = buffered;
+          buffered = [];
+          // receiveAll answers every message, whatever fails.
+          await connection.receiveAll(batch);
+          // Let the socket deliver what arrived during that commit, so it joins the next batch.
+          await nextMacrotask();
         }
-      };
+      });
       return {
         onOpen(_event, ws) {
           connection = new LaneConnection(deps.lanes, {
@@ -115,7 +105,9 @@ export function createApp(deps: AppDeps): Hono {
         onMessage(event, _ws) {
           // Messages of one connection are handled strictly in arrival order.
           buffered.push(typeof event.data === "string" ? event.data : "");
-          if (!draining) void drain();
+          handler.run().catch((error) =>
+            deps.log.error("lane.internal", `lane connection error: ${error?.stack ?? error}`)
+          );
         },
         onClose() {
           connection?.dispose();

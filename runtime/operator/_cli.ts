@@ -6,18 +6,18 @@
  * @module
  */
 
-import { KlbrError } from "../core/mod.ts";
+import { DEFAULT_OPERATOR_TIMEOUT_MS, DEFAULT_PORT, KlbrError } from "../core/mod.ts";
 import { readOperatorToken } from "../lanes/mod.ts";
 import type { ServerMessage } from "../core/mod.ts";
 
 /** Options for {@linkcode runOperatorCommand}. */
 export interface OperatorCliOptions {
   stateDir: string;
-  /** The daemon's port. @default {8765} */
+  /** The daemon's port. @default {DEFAULT_PORT} */
   port?: number;
   /** Print the reply as JSON. */
   json: boolean;
-  /** How long to wait for the reply, in ms. @default {600_000} */
+  /** How long to wait for the reply, in ms. @default {DEFAULT_OPERATOR_TIMEOUT_MS} */
   timeoutMs?: number;
 }
 
@@ -37,7 +37,12 @@ export async function runOperatorCommand(
 ): Promise<number> {
   const message = buildMessage(command, args);
   const token = await readOperatorToken(options.stateDir);
-  const reply = await exchange(options.port ?? 8765, token, message, options.timeoutMs ?? 600_000);
+  const reply = await exchange(
+    options.port ?? DEFAULT_PORT,
+    token,
+    message,
+    options.timeoutMs ?? DEFAULT_OPERATOR_TIMEOUT_MS,
+  );
   if (reply.kind === "error") {
     console.error(options.json ? JSON.stringify(reply) : `klbr ${command}: ${reply.message}`);
     return 1;

@@ -10,14 +10,14 @@
 
 import { z } from "zod";
 import { appendEvent } from "../../store/events.ts";
-import { acceptFrame, finishFrame, type FrameRecord, renewLease } from "../../store/frames.ts";
+import { acceptFrame, finishFrame, type FrameRecord } from "../../store/frames.ts";
 import { getInput, type InputRecord, pendingInputs, pendingSummary } from "../../store/inputs.ts";
 import { requireSession } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import type { HookName } from "../core/mod.ts";
 import type { AttentionPlan, HookResult } from "../behavior/mod.ts";
 import type { EventBus } from "../core/mod.ts";
-import type { Logger } from "../core/mod.ts";
+import { DEFAULT_HOOK_TIMEOUT_MS, type Logger, SerialRunner } from "../core/mod.ts";
 
 /** Calls a policy hook of the active release. */
 export interface HookCaller {
@@ -42,30 +42,29 @@ export interface TurnContext {
   signal: AbortSignal;
 }
 
-/** How a turn ended. */
-export interface TurnEnd {
+/**
+ * How a turn ended: `ok` when it finished (a wait, `turn.next`, the step limit), otherwise
+ * failed; `effects` says whether it did something that must not be repeated (a cell ran).
+ */
+export interface TurnResult {
+  ok: boolean;
   /** Why it ended, for the frame record. */
   reason: string;
-  /** Whether the turn did something that must not be repeated (a cell ran, a send). */
   effects: boolean;
 }
 
-/** Runs one turn for one accepted frame. */
-export type TurnRunner = (context: TurnContext) => Promise<TurnEnd>;
+/** Runs one turn for one accepted frame; a failure is a result, never a rejection. */
+export type TurnRunner = (context: TurnContext) => Promise<TurnResult>;
 
 /** Options for {@linkcode SessionRuntime}. */
 export interface SessionRuntimeOptions {
   store: Store;
   bus: EventBus;
   session: string;
-  /** This daemon instance's lease owner name. */
-  owner: string;
   hooks: () => HookCaller;
   turn: TurnRunner;
   log: Logger;
-  /** @default {30_000} */
-  leaseMs?: number;
-  /** @default {10_000} */
+  /** @default {DEFAULT_HOOK_TIMEOUT_MS} */
   hookTimeoutMs?: number;
   /** Retries after failed attempts (1 s, 2 s, 4 s, … apart) before the loop waits for a wake. @default {6} */
   maxRetries?: number;
@@ -79,15 +78,14 @@ export type SessionState = "running" | "stopped" | "draining" | "drained";
  *
  * @example
  * ```ts
- * const runtime = new SessionRuntime({ store, bus, session: "default", owner, hooks, turn, log });
+ * const runtime = new SessionRuntime({ store, bus, session: "default", hooks, turn, log });
  * runtime.wake();
  * ```
  */
 export class SessionRuntime {
   #o: Required<SessionRuntimeOptions>;
   #state: SessionState = "running";
-  #running: Promise<void> | undefined;
-  #again = false;
+  #loop = new SerialRunner(() => this.#takeFrames());
   #turnAbort: AbortController | undefined;
   #currentFrame: { id: string; number: number; startedAt: number } | undefined;
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
@@ -97,7 +95,11 @@ export class SessionRuntime {
 
   /** Creates the runtime; nothing runs until {@linkcode SessionRuntime.wake}. */
   constructor(options: SessionRuntimeOptions) {
-    this.#o = { leaseMs: 30_000, hookTimeoutMs: 10_000, maxRetries: 6, ...options };
+    this.#o = {
+      hookTimeoutMs: DEFAULT_HOOK_TIMEOUT_MS,
+      maxRetries: 6,
+      ...options,
+    };
   }
 
   /** The loop's state. */
@@ -108,17 +110,7 @@ export class SessionRuntime {
   /** Schedules the loop; merged with a run already in progress. */
   wake(): void {
     if (this.#state !== "running") return;
-    if (this.#running !== undefined) {
-      this.#again = true;
-      return;
-    }
-    this.#running = this.#loop().finally(() => {
-      this.#running = undefined;
-      if (this.#again) {
-        this.#again = false;
-        this.wake();
-      }
-    });
+    void this.#loop.run();
   }
 
   /** A JSON view for `status` and `/health`. */
@@ -148,14 +140,14 @@ export class SessionRuntime {
     this.#state = "stopped";
     this.#clearRetry();
     this.#turnAbort?.abort(new Error(reason));
-    await this.#running;
+    await this.#loop.idle();
   }
 
   /** Lets the current turn finish, then takes no new frames. */
   async drain(): Promise<void> {
     this.#state = "draining";
     this.#clearRetry();
-    await this.#running;
+    await this.#loop.idle();
     if (this.#state === "draining") this.#state = "drained";
   }
 
@@ -168,14 +160,14 @@ export class SessionRuntime {
 
   /**
    * Queues frames a dead owner left open after their turn had effects; the loop continues
-   * them (the lease is already this owner's) before it plans new frames.
+   * them before it plans new frames.
    */
   resumeFrames(frames: FrameRecord[]): void {
     this.#resumable.push(...frames);
     this.wake();
   }
 
-  async #loop(): Promise<void> {
+  async #takeFrames(): Promise<void> {
     while (this.#state === "running" && this.#resumable.length > 0) {
       const frame = this.#resumable.shift()!;
       const inputs = frame.inputIds.map((id) => getInput(this.#o.store, id)!);
@@ -229,7 +221,7 @@ export class SessionRuntime {
 
   /** Runs one frame; returns `false` when its inputs were given back and a retry is due. */
   async #runFrame(inputs: InputRecord[], routing: Record<string, unknown>): Promise<boolean> {
-    const { store, session, owner, leaseMs } = this.#o;
+    const { store, session } = this.#o;
     const hooks = this.#o.hooks();
     const sessionRow = requireSession(store, session);
     const frame = acceptFrame(store, {
@@ -238,8 +230,6 @@ export class SessionRuntime {
       routing,
       contextEpoch: sessionRow.contextEpoch,
       policyRevision: hooks.revision,
-      leaseOwner: owner,
-      leaseMs,
     });
     this.#o.bus.wake(session);
     return await this.#runTurn(
@@ -257,33 +247,30 @@ export class SessionRuntime {
     routing: Record<string, unknown>,
     resumed: boolean,
   ): Promise<boolean> {
-    const { store, session, owner, leaseMs } = this.#o;
+    const { store, session } = this.#o;
     const abort = new AbortController();
     this.#turnAbort = abort;
     this.#currentFrame = { id: frame.id, number: frame.number, startedAt: store.clock() };
-    const renew = setInterval(() => {
-      try {
-        renewLease(store, frame.id, { leaseOwner: owner, leaseMs });
-      } catch (error) {
-        this.#o.log.error("frame.lease_failed", `cannot renew lease of ${frame.id}: ${error}`, {
-          frame_id: frame.id,
-        });
-      }
-    }, Math.max(1000, Math.floor(leaseMs / 3)));
     try {
-      const end = await this.#o.turn({
+      const result = await this.#o.turn({
         session,
         frame: { ...frame, routing },
         inputs,
         resumed,
         signal: abort.signal,
-      });
-      finishFrame(store, frame.id, "done", end.reason);
-      this.#failures = 0;
-      return true;
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      const effects = (error as { effects?: boolean }).effects === true;
+      }).catch((error): TurnResult => ({
+        // A runner that broke its contract may have done anything: keep the inputs with the
+        // frame rather than risk repeating what it did.
+        ok: false,
+        reason: error instanceof Error ? error.message : String(error),
+        effects: true,
+      }));
+      if (result.ok) {
+        finishFrame(store, frame.id, "done", result.reason);
+        this.#failures = 0;
+        return true;
+      }
+      const { reason, effects } = result;
       const stopped = abort.signal.aborted;
       // A turn that failed before any effect gives its inputs back; one that had effects keeps
       // them, so nothing it did is repeated.
@@ -300,7 +287,6 @@ export class SessionRuntime {
       });
       return end !== "abandoned";
     } finally {
-      clearInterval(renew);
       this.#turnAbort = undefined;
       this.#currentFrame = undefined;
       this.#o.bus.wake(session);

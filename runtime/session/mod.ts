@@ -1,9 +1,18 @@
 /**
- * One session's work: the loop from pending inputs through `attention.plan` to an
- * accepted frame, and the model turn that runs for it.
+ * One session's work: recovery at start-up, the loop from pending inputs through
+ * `attention.plan` to an accepted frame, the model turn that runs for it, its contract
+ * message, and `local.send`.
  *
  * @module
  */
 
-export { createModelTurn } from "./_model_loop.ts";
-export { type HookCaller, SessionRuntime } from "./_session_runtime.ts";
+export { contractMessage } from "./_contract.ts";
+export { localSend, type RunningFrame } from "./_local_send.ts";
+export { createModelTurn, type ModelTurnOptions } from "./_model_turn.ts";
+export { recoverSession, type RecoveryOptions } from "./_recovery.ts";
+export {
+  type HookCaller,
+  SessionRuntime,
+  type TurnContext,
+  type TurnResult,
+} from "./_session_runtime.ts";

@@ -8,7 +8,8 @@
 
 import { join, resolve } from "node:path";
 import { loadConfig, type Route } from "../config/mod.ts";
-import type { ServeOptions } from "../daemon/mod.ts";
+import { DEFAULT_HOST, DEFAULT_PORT } from "../core/mod.ts";
+import type { ServeOptions } from "../config/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
 import { requireLoopbackHost } from "../lanes/mod.ts";
 import { parseRunPrograms, type ServePermissionInput } from "./_serve_permissions.ts";
@@ -27,7 +28,7 @@ export async function derivePermissionInput(
   options: ServeOptions,
   env: Record<string, string | undefined> = Deno.env.toObject(),
 ): Promise<ServePermissionInput> {
-  const host = options.host ?? "127.0.0.1";
+  const host = options.host ?? DEFAULT_HOST;
   requireLoopbackHost(host);
   const stateDir = resolve(options.stateDir);
   const configPath = await resolveConfigPath(stateDir, options.configPath);
@@ -37,7 +38,7 @@ export async function derivePermissionInput(
     stateDir,
     configPath,
     host,
-    port: options.port ?? 8765,
+    port: options.port ?? DEFAULT_PORT,
     repoRoot: REPO_ROOT,
     workspace,
     skillsRoot: skillRoots({ workspace, stateDir, skillsDir: env.KLBR_SKILLS_DIR }).builtinRoot,

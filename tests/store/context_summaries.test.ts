@@ -36,8 +36,6 @@ function turn(store: Store, n: number) {
     inputIds: [inputId],
     contextEpoch: requireSession(store, "default").contextEpoch,
     policyRevision: "test",
-    leaseOwner: "t",
-    leaseMs: 1000,
   });
   const call = `call_${n}`;
   appendProviderItems(store, "default", frameId, [

@@ -1,0 +1,20 @@
+/**
+ * What `serve` (and the daemon it starts) is told on the command line.
+ *
+ * @module
+ */
+
+import type { LogFormat } from "../core/mod.ts";
+
+/** Options of `serve` and of the daemon it starts. */
+export interface ServeOptions {
+  stateDir: string;
+  /** The KDL configuration; `<state>/config.kdl` (or `KLBR_CONFIG`) otherwise. */
+  configPath?: string;
+  /** A loopback address. @default {DEFAULT_HOST} */
+  host?: string;
+  /** 0 picks a free port. @default {DEFAULT_PORT} */
+  port?: number;
+  /** How log lines are written. @default {"text"} */
+  logFormat?: LogFormat;
+}

@@ -1,0 +1,19 @@
+/**
+ * The runtime's defaults, each declared once: every option that falls back to one of these
+ * imports it, so documentation, CLI help and code cannot disagree.
+ *
+ * @module
+ */
+
+/** The loopback address `serve` binds and the CLI connects to. */
+export const DEFAULT_HOST = "127.0.0.1";
+/** The port `serve` listens on and the operator CLI connects to. */
+export const DEFAULT_PORT = 8765;
+/** How long one cell may run before it is cancelled, then killed, and ends `timed_out`. */
+export const DEFAULT_CELL_TIMEOUT_MS = 600_000;
+/** How long one policy hook call may take before it counts as failed. */
+export const DEFAULT_HOOK_TIMEOUT_MS = 10_000;
+/** How long a drain lets accepted turns finish before it stops them. */
+export const DEFAULT_DRAIN_GRACE_MS = 10_000;
+/** How long an operator command waits for the daemon's reply. */
+export const DEFAULT_OPERATOR_TIMEOUT_MS = 600_000;

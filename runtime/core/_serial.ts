@@ -1,0 +1,64 @@
+/**
+ * Runs one piece of work at a time without losing a request for it: a request while it runs
+ * makes it run once more after (any number of such requests merge into one).
+ *
+ * Every loop of the runtime that is woken by a signal carrying no data (the session's turn
+ * loop, the Discord sender, a connection's record pump, a socket's message queue) uses this,
+ * so "run again if woken meanwhile" is written once.
+ *
+ * @module
+ */
+
+/**
+ * A coalescing, one-at-a-time runner.
+ *
+ * @example
+ * ```ts
+ * const pump = new SerialRunner(async () => { while (await sendNextPage()); });
+ * pump.run();          // starts
+ * pump.run();          // while it runs: it runs once more after
+ * await pump.idle();   // both done
+ * ```
+ */
+export class SerialRunner {
+  #work: () => Promise<void>;
+  #running: Promise<void> | undefined;
+  #again = false;
+
+  /** Creates a runner for `work`; nothing runs until {@linkcode SerialRunner.run}. */
+  constructor(work: () => Promise<void>) {
+    this.#work = work;
+  }
+
+  /** Whether the work is running now. */
+  get running(): boolean {
+    return this.#running !== undefined;
+  }
+
+  /**
+   * Runs the work now, or once more after the run in progress. Resolves when no run is in
+   * progress or owed; rejects with the last run's error, after which a later call runs again.
+   */
+  run(): Promise<void> {
+    if (this.#running !== undefined) {
+      this.#again = true;
+      return this.#running;
+    }
+    this.#running = this.#chain().finally(() => {
+      this.#running = undefined;
+    });
+    return this.#running;
+  }
+
+  /** Resolves when no run is in progress or owed; never rejects. */
+  async idle(): Promise<void> {
+    await this.#running?.catch(() => {});
+  }
+
+  async #chain(): Promise<void> {
+    do {
+      this.#again = false;
+      await this.#work();
+    } while (this.#again);
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * The one activation path, shared by the operator's `activate` and the agent's
+ * `behavior.activate`/`rollback`: verify, compare-and-swap the epoch, switch the hook worker.
+ *
+ * @module
+ */
+
+import { activateRelease, getRelease } from "../../store/releases.ts";
+import { verifyRelease } from "../../store/snapshot_hash.ts";
+import type { Store } from "../../store/store.ts";
+import { type EventBus, KlbrError } from "../core/mod.ts";
+import type { SessionParts } from "./_session_parts.ts";
+
+/** One activation request. */
+export interface Activation {
+  releaseId: string;
+  expectedEpoch: number;
+  reason: string;
+}
+
+/**
+ * Activates a published release for the session. A running cell stays pinned to the release
+ * it started with; the workbench heap is kept, only the hook worker is replaced.
+ *
+ * @returns the new epoch
+ * @throws {KlbrError} `not_found` for a release never published, `release_invalid` when it no
+ * longer verifies, `epoch_moved` when the epoch is not `expectedEpoch`.
+ */
+export async function activateBehavior(
+  deps: { store: Store; bus: EventBus },
+  session: string,
+  parts: SessionParts,
+  activation: Activation,
+): Promise<number> {
+  const { store, bus } = deps;
+  const { releaseId, expectedEpoch, reason } = activation;
+  const release = getRelease(store, releaseId);
+  if (release === undefined) {
+    throw new KlbrError(
+      "not_found",
+      `cannot activate release ${
+        releaseId.slice(0, 12)
+      }: it was never published (got ${releaseId})`,
+    );
+  }
+  await verifyRelease(release.path);
+  const { epoch } = activateRelease(store, { session, expectedEpoch, releaseId, reason });
+  parts.behavior = { releaseId, path: release.path };
+  await parts.hooks.reset("behaviour activated");
+  bus.wake(session);
+  // Inputs a broken hook left pending get a fresh try under the new release.
+  parts.runtime.wake();
+  return epoch;
+}

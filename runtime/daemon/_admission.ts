@@ -1,0 +1,65 @@
+/**
+ * The one admission path for every source: inputs are committed (dedupe key, source kind,
+ * conversation, author, timestamps) in one transaction before any of them is acknowledged.
+ * Admission never waits for Python; the caller wakes the session after the commit.
+ *
+ * @module
+ */
+
+import { type AdmitInput, admitInput } from "../../store/inputs.ts";
+import { discordDedupeKey, localDedupeKey } from "../../store/dedupe_keys.ts";
+import type { Store } from "../../store/store.ts";
+import { KlbrError } from "../core/mod.ts";
+import type { DiscordMessage } from "../discord/mod.ts";
+import type { AdmitOutcome, InputMessage } from "../lanes/mod.ts";
+
+/** One input to admit, built lazily so a bad field refuses that input only. */
+export type PendingInput = () => Omit<AdmitInput, "session">;
+
+/**
+ * Commits every input in one transaction, each in its own savepoint, so a refused one (a bad
+ * field, a malformed dedupe key part) rolls back alone. On return each `ack` outcome's input
+ * is durable; a repeated dedupe key is acknowledged with the first input's id.
+ *
+ * Proven by "inputs sent together commit together; a refused one is answered alone" in
+ * `tests/runtime/daemon/daemon.test.ts`.
+ */
+export function admitBatch(store: Store, session: string, inputs: PendingInput[]): AdmitOutcome[] {
+  return store.transaction(() =>
+    inputs.map((input): AdmitOutcome => {
+      try {
+        const result = admitInput(store, { session, ...input() });
+        return { ack: { input_id: result.inputId, seq: result.seq, duplicate: result.duplicate } };
+      } catch (error) {
+        if (error instanceof KlbrError) return { error };
+        throw error;
+      }
+    })
+  );
+}
+
+/** A local input from a lane client: its dedupe key is the client's id and message id. */
+export function localInput(clientId: string, input: InputMessage): PendingInput {
+  return () => ({
+    sourceKind: "local",
+    dedupeKey: localDedupeKey(clientId, input.client_msg_id),
+    conversationId: input.conversation,
+    author: input.author,
+    body: input.text,
+  });
+}
+
+/**
+ * A Discord message: source `discord`, dedupe key `discord:<channel>:<message>` (a
+ * redelivered message is one input), conversation `discord:<channel>`.
+ */
+export function discordInput(message: DiscordMessage): PendingInput {
+  return () => ({
+    sourceKind: "discord",
+    dedupeKey: discordDedupeKey(message.channelId, message.messageId),
+    conversationId: `discord:${message.channelId}`,
+    author: `discord:${message.authorId}:${message.username}`,
+    body: message.content,
+    receivedAt: message.receivedAt,
+  });
+}

@@ -1,0 +1,106 @@
+/**
+ * The operator commands the daemon runs for the lane socket (`status`, `reset`, `compact`,
+ * `drain`, `stop`, `activate`). None needs the model or a hook to succeed, so an operator
+ * can always repair a session whose policy is broken.
+ *
+ * They live with the daemon, not in `runtime/operator/`: they act on the daemon's session
+ * parts, while `operator/` is the CLI client that must start without loading the daemon.
+ *
+ * @module
+ */
+
+import { appendEvent } from "../../store/events.ts";
+import { compactContext } from "../../store/context_summaries.ts";
+import { verifyRelease } from "../../store/snapshot_hash.ts";
+import type { Store } from "../../store/store.ts";
+import { type ClientMessage, type EventBus, KlbrError } from "../core/mod.ts";
+import type { Activation } from "./_activation.ts";
+import type { SessionParts } from "./_session_parts.ts";
+
+/** An operator command from the lane protocol. */
+export type OperatorMessage = Extract<ClientMessage, { kind: `op.${string}` }>;
+
+/** What the commands need from the daemon. */
+export interface OperationHost {
+  store: Store;
+  bus: EventBus;
+  /** The running session's parts. @throws {KlbrError} `not_found` when it is not running. */
+  require(session: string): SessionParts;
+  status(only?: string): Record<string, unknown>;
+  activate(session: string, parts: SessionParts, activation: Activation): Promise<number>;
+}
+
+/**
+ * Runs one operator command against `message.session`, or the connection's session.
+ *
+ * @throws {KlbrError} `not_found` for a session that is not running, and whatever the command
+ * refuses (e.g. `epoch_moved`, `release_invalid` for `activate`).
+ */
+export async function runOperation(
+  host: OperationHost,
+  message: OperatorMessage,
+  connectionSession: string,
+): Promise<Record<string, unknown>> {
+  const session = message.session ?? connectionSession;
+  // Every command but status and activate leaves a durable note of what it did.
+  const note = (result: Record<string, unknown>) => {
+    appendEvent(host.store, session, "operator", { op: message.kind, ...result });
+    host.bus.wake(session);
+    return result;
+  };
+  switch (message.kind) {
+    case "op.status":
+      return host.status(message.session);
+    case "op.reset":
+      return note(await reset(host.require(session)));
+    case "op.compact":
+      host.require(session);
+      return note(compact(host.store, session));
+    case "op.drain": {
+      const parts = host.require(session);
+      await parts.runtime.drain();
+      await parts.kernel.shutdown();
+      return note({ state: parts.runtime.state, message: "accepted work finished; stopped" });
+    }
+    case "op.stop": {
+      const parts = host.require(session);
+      await parts.runtime.stop("operator stop");
+      return note({ state: parts.runtime.state, message: "stopped; reset resumes" });
+    }
+    case "op.activate": {
+      const parts = host.require(session);
+      const snapshot = await verifyRelease(message.release);
+      const epoch = await host.activate(session, parts, {
+        releaseId: snapshot.id,
+        expectedEpoch: message.epoch,
+        reason: "operator activate",
+      });
+      return { epoch, release_id: snapshot.id };
+    }
+  }
+  throw new KlbrError("invalid_input", `cannot run ${(message as { kind: string }).kind}`);
+}
+
+async function reset(parts: SessionParts): Promise<Record<string, unknown>> {
+  await parts.runtime.stop("operator reset");
+  const generation = await parts.kernel.reset("operator reset");
+  parts.runtime.resume();
+  return {
+    generation: generation.generation,
+    heap_restored: false,
+    message: "a new kernel generation started; Python heap state was not restored",
+  };
+}
+
+/** Extractive: it needs neither the model nor a hook. */
+function compact(store: Store, session: string): Record<string, unknown> {
+  const done = compactContext(store, session, { keepItems: 20 });
+  return done === undefined
+    ? { compacted: false, message: "nothing to compact: the context is already short" }
+    : {
+      compacted: true,
+      epoch: done.epoch,
+      covers_to_idx: done.coversToIdx,
+      summarized_items: done.summarizedItems,
+    };
+}

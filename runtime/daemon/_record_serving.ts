@@ -1,0 +1,35 @@
+/**
+ * Durable records as the lane protocol serves them: the session's head and the records after
+ * a cursor, in sequence order.
+ *
+ * @module
+ */
+
+import { readEvents } from "../../store/events.ts";
+import { getSession } from "../../store/sessions.ts";
+import type { Store } from "../../store/store.ts";
+import type { LaneRecord } from "../core/mod.ts";
+
+/** The last sequence number of a session (0 when it has none, or does not exist). */
+export function headSeq(store: Store, session: string): number {
+  const row = getSession(store, session);
+  return row === undefined ? 0 : row.nextSeq - 1;
+}
+
+/** Up to `limit` durable records of a session with `seq > since`, in order. */
+export function recordsAfter(
+  store: Store,
+  session: string,
+  since: number,
+  limit: number,
+): LaneRecord[] {
+  if (getSession(store, session) === undefined) return [];
+  return readEvents(store, session, { since, limit }).map((event) => ({
+    kind: "record",
+    session,
+    seq: event.seq,
+    at: event.at,
+    type: event.kind,
+    data: (event.body ?? {}) as Record<string, unknown>,
+  }));
+}

@@ -1,0 +1,63 @@
+/**
+ * The host RPCs a cell of one session may call, beyond what the kernel serves itself
+ * (`workspace.run`): `local.send`, `artifact.read`, the `discord.*` effects and the
+ * `behavior.*` editing calls.
+ *
+ * @module
+ */
+
+import { Buffer } from "node:buffer";
+import { readArtifact } from "../../store/artifacts.ts";
+import { behaviorHandlers } from "../behavior/mod.ts";
+import { discordHandlers } from "../discord/mod.ts";
+import type { RpcHandler } from "../kernel/mod.ts";
+import { localSend } from "../session/mod.ts";
+import type { SessionDeps, SessionParts } from "./_session_parts.ts";
+
+/** What the session's RPCs need beyond the session's own parts. */
+export interface SessionRpcDeps extends SessionDeps {
+  /** The Discord sender, when the configuration has a `discord` node. */
+  discord?: { channels: readonly string[]; wake(): void };
+  /** The one activation path, shared with the operator's `activate`. */
+  activate: (releaseId: string, expectedEpoch: number, reason: string) => Promise<number>;
+}
+
+/** The RPC handlers of one session's workbench. */
+export function sessionRpcHandlers(
+  deps: SessionRpcDeps,
+  session: string,
+  parts: SessionParts,
+): Record<string, RpcHandler> {
+  const { store, bus } = deps;
+  return {
+    "local.send": (params, ctx) => {
+      // A local send is a durable publication: committed before the cell hears it succeeded.
+      const sent = localSend(store, session, parts.frame, params, ctx.cell);
+      bus.wake(session);
+      return Promise.resolve(sent);
+    },
+    "artifact.read": async (params) => {
+      const p = params as { id?: unknown; offset?: unknown; length?: unknown };
+      const { data, bytes } = await readArtifact(store.stateDir, String(p.id), {
+        offset: typeof p.offset === "number" ? p.offset : undefined,
+        length: typeof p.length === "number" ? p.length : undefined,
+      });
+      return { data_b64: Buffer.from(data).toString("base64"), bytes };
+    },
+    ...discordHandlers({
+      store,
+      session,
+      discord: deps.discord,
+      frame: () => parts.frame,
+      notify: () => bus.wake(session),
+    }),
+    ...behaviorHandlers({
+      store,
+      session,
+      python: deps.python,
+      repoRoot: deps.repoRoot,
+      workspace: deps.workspace,
+      activate: deps.activate,
+    }),
+  };
+}

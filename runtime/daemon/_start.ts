@@ -1,0 +1,117 @@
+/**
+ * Start-up of the daemon's parts, in order: the state directory and store (as owner), the
+ * skills index, behaviour published as a release, Discord when configured, the coordinator
+ * with the default session recovered and running.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { DEFAULT_SESSION } from "../../store/sessions.ts";
+import { openStore, type Store } from "../../store/store.ts";
+import { prepareBehavior } from "../behavior/mod.ts";
+import type { Config } from "../config/mod.ts";
+import type { Logger } from "../core/mod.ts";
+import { DiscordTransport } from "../discord/mod.ts";
+import { loadSkills, skillRoots } from "../kernel/mod.ts";
+import { readOperatorToken } from "../lanes/mod.ts";
+import { createProvider, type Provider } from "../model/mod.ts";
+import { initStateDir, REPO_ROOT } from "../setup/mod.ts";
+import { Coordinator } from "./_coordinator.ts";
+import { VERSION } from "./_health.ts";
+import type { ServeSettings } from "./_serve_settings.ts";
+
+/** The daemon's running parts. */
+export interface DaemonParts {
+  store: Store;
+  coordinator: Coordinator;
+  discord: DiscordTransport | undefined;
+}
+
+/**
+ * Opens the state and starts every part; on return the default session has been recovered
+ * and its loop is running.
+ *
+ * @throws {KlbrError} from the store (owner lock held, foreign or too-new store) and from
+ * behaviour publication.
+ */
+export async function startDaemon(settings: ServeSettings, log: Logger): Promise<DaemonParts> {
+  await initStateDir(settings.stateDir);
+  const store = openStore(settings.stateDir, { create: false });
+  const roots = skillRoots({
+    workspace: settings.workspace,
+    stateDir: settings.stateDir,
+    skillsDir: settings.skillsDir,
+  });
+  const skills = await loadSkills(roots);
+  const refused = skills.payload.refused.map((r) => `${r.id} (${r.reason})`).join("; ");
+  log.info(
+    "skills.index",
+    `skills ${skills.payload.revision.slice(0, 12)}: ${
+      skills.offered.map((s) => s.id).join(", ") || "(none)"
+    }${refused ? `; refused: ${refused}` : ""}`,
+  );
+  const behavior = await prepareBehavior(store, {
+    session: DEFAULT_SESSION,
+    sourceDir: join(REPO_ROOT, "behavior"),
+  });
+  log.info(
+    "behavior.release",
+    `behaviour release ${behavior.releaseId.slice(0, 12)} at epoch ${behavior.epoch}`,
+    { release_id: behavior.releaseId, epoch: behavior.epoch },
+  );
+  if (behavior.recovered) log.warn("behavior.recovered", `recovered: ${behavior.recovered}`);
+  const { config } = settings;
+  const discord = config.discord === undefined || settings.discordToken === undefined
+    ? undefined
+    : new DiscordTransport({ config: config.discord, token: settings.discordToken, store, log });
+  const coordinator = new Coordinator({
+    store,
+    token: await readOperatorToken(settings.stateDir),
+    version: VERSION,
+    python: settings.python,
+    cellTimeoutMs: settings.cellTimeoutMs,
+    repoRoot: REPO_ROOT,
+    workspace: settings.workspace,
+    skillRoots: roots,
+    behavior,
+    log,
+    discord,
+    provider: providersOf(config, settings.apiKeys),
+  });
+  coordinator.start(DEFAULT_SESSION);
+  // After start: recovery has turned any send left `attempting` into `unknown`.
+  discord?.start({
+    admitDiscord: (message) => {
+      const outcome = coordinator.admitDiscord(DEFAULT_SESSION, message);
+      if ("error" in outcome) {
+        log.warn(
+          "discord.refused",
+          `discord: refused message ${message.messageId}: ${outcome.error}`,
+          {
+            message_id: message.messageId,
+          },
+        );
+      }
+    },
+    notify: (session) => coordinator.bus.wake(session),
+  });
+  return { store, coordinator, discord };
+}
+
+/** One provider per route, made on first use; an unknown route name falls back to `main`. */
+function providersOf(
+  config: Config,
+  apiKeys: Map<string, string | undefined>,
+): (route: string) => Provider {
+  const providers = new Map<string, Provider>();
+  return (name) => {
+    let provider = providers.get(name);
+    if (provider === undefined) {
+      const route = config.routes[name as keyof typeof config.routes] ?? config.routes.main;
+      provider = createProvider(route, { apiKey: apiKeys.get(route.name) });
+      providers.set(name, provider);
+    }
+    return provider;
+  };
+}

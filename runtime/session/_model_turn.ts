@@ -1,0 +1,181 @@
+/**
+ * The model turn: one turn of the agent for one accepted frame.
+ *
+ * The model sees one tool, a Python cell. Each assistant message (scratchpad text and tool
+ * calls with their ids) is persisted before any cell runs; each cell's outcome is written
+ * before its result is given back to the model. Assistant text is scratchpad, never speech:
+ * only `local.send` from a cell reaches the conversation. `wait()` ends the cell and the turn.
+ *
+ * @module
+ */
+
+import { appendEvent } from "../../store/events.ts";
+import { appendProviderItems } from "../../store/provider_items.ts";
+import { DEFAULT_CELL_TIMEOUT_MS, newId } from "../core/mod.ts";
+import type { Provider } from "../model/mod.ts";
+import { compactIfLong, type ContextDeps, prepareContext, renderInputs } from "./_context.ts";
+import type { TurnContext, TurnResult } from "./_session_runtime.ts";
+import { runToolCalls, type ToolCall, type ToolCallDeps } from "./_tool_calls.ts";
+import { decideNext, planRoute } from "./_turn_hooks.ts";
+
+/** Options for {@linkcode createModelTurn}. */
+export interface ModelTurnOptions extends ContextDeps, Omit<ToolCallDeps, "cellTimeoutMs"> {
+  /** Returns the provider for a route name (`main`, `fast`, `long`). */
+  provider: (route: string) => Provider;
+  /** Model requests per turn at most. @default {16} */
+  maxSteps?: number;
+  /**
+   * How long one cell may run before it is cancelled (then killed): a cell never holds the
+   * agent forever. @default {DEFAULT_CELL_TIMEOUT_MS}
+   */
+  cellTimeoutMs?: number;
+}
+
+/** What a continued turn's model reads where a new turn reads its inputs. */
+const RESUMED_NOTE = {
+  role: "user",
+  content: "[runtime] the daemon restarted during this turn. Cells that had not finished were " +
+    "interrupted and not run again; their results say so. Continue the turn: anything you " +
+    "already sent was delivered.",
+};
+
+/** A turn step's view of the turn: its options, context, record writer and effects so far. */
+interface TurnScope {
+  options: ModelTurnOptions;
+  ctx: TurnContext;
+  record: (kind: string, body: Record<string, unknown>) => void;
+  state: { effects: boolean };
+}
+
+/**
+ * Builds the turn runner that drives the model for each frame. It never rejects: a failure is
+ * a `failed` result saying whether the turn had effects.
+ *
+ * @example
+ * ```ts
+ * const turn = createModelTurn({ store, bus, kernel, provider, hooks, system, log });
+ * const runtime = new SessionRuntime({ ..., turn });
+ * ```
+ */
+export function createModelTurn(
+  options: ModelTurnOptions,
+): (ctx: TurnContext) => Promise<TurnResult> {
+  return async (ctx) => {
+    const state = { effects: false };
+    const record = (kind: string, body: Record<string, unknown>) => {
+      appendEvent(options.store, ctx.session, kind, body);
+      options.bus.wake(ctx.session);
+    };
+    try {
+      return await runTurn({ options, ctx, record, state });
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      return { ok: false, reason, effects: state.effects };
+    }
+  };
+}
+
+async function runTurn(scope: TurnScope): Promise<TurnResult> {
+  const { options, ctx, record, state } = scope;
+  const { frame, session } = ctx;
+  const maxSteps = options.maxSteps ?? 16;
+  // What the turn opens with is sent with each request but written only together with the
+  // first reply: a turn that fails before the model answers leaves nothing in the sequence, so
+  // its retry does not repeat the inputs.
+  let opening: Record<string, unknown> | null = ctx.resumed
+    ? RESUMED_NOTE
+    : renderInputs(ctx.inputs);
+  record("turn.started", { frame_id: frame.id, frame: frame.number, resumed: ctx.resumed });
+  compactIfLong(options, session);
+  for (let step = 0; step < maxSteps; step++) {
+    const reply = await requestStep(scope, opening);
+    opening = null;
+    if (!("calls" in reply)) return reply;
+    if (reply.calls.length === 0) {
+      const next = await decideNext(options, session);
+      if (next !== "continue") {
+        record("turn.ended", { frame_id: frame.id, reason: `turn.next: ${next}` });
+        return { ok: true, reason: `turn.next: ${next}`, effects: state.effects };
+      }
+      appendProviderItems(options.store, session, frame.id, [{
+        role: "user",
+        content: "[runtime] continue: call the python tool, or wait() when you are done.",
+      }]);
+      continue;
+    }
+    const { waited } = await runToolCalls(
+      { ...options, cellTimeoutMs: options.cellTimeoutMs ?? DEFAULT_CELL_TIMEOUT_MS },
+      ctx,
+      reply.calls,
+      state,
+    );
+    if (ctx.signal.aborted) {
+      record("turn.ended", { frame_id: frame.id, reason: "stopped by the operator" });
+      return { ok: false, reason: "stopped by the operator", effects: state.effects };
+    }
+    if (waited !== undefined) {
+      record("turn.ended", { frame_id: frame.id, reason: "wait", wait_reason: waited });
+      return { ok: true, reason: "wait", effects: state.effects };
+    }
+  }
+  record("turn.ended", { frame_id: frame.id, reason: `step limit ${maxSteps}` });
+  return { ok: true, reason: `step limit ${maxSteps}`, effects: state.effects };
+}
+
+/**
+ * One model request: the context, the route, the streamed reply, then the complete assistant
+ * block (with host-minted tool-call ids) made durable before any of its cells runs.
+ *
+ * @returns the reply's tool calls, or the failed result that ends the turn
+ */
+async function requestStep(
+  scope: TurnScope,
+  opening: Record<string, unknown> | null,
+): Promise<{ calls: ToolCall[] } | TurnResult> {
+  const { options, ctx, record, state } = scope;
+  const { session, frame } = ctx;
+  const messages = await prepareContext(options, session, opening ? [opening] : []);
+  const route = await planRoute(options, session);
+  let turn;
+  try {
+    turn = await options.provider(route).streamChat({ messages }, {
+      signal: ctx.signal,
+      onDelta: (delta) =>
+        options.bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text }),
+    });
+  } catch (error) {
+    // The provider's failure (the error's cause) carries the text streamed before it.
+    const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
+    if (partial?.text) {
+      record("scratchpad", { frame_id: frame.id, text: partial.text, partial: true });
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
+    return { ok: false, reason: `model failed: ${message}`, effects: state.effects };
+  }
+  // Tool-call ids are minted here: some providers repeat ids across responses, and a
+  // session's sequence needs each id once.
+  const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
+  appendProviderItems(options.store, session, frame.id, [...(opening ? [opening] : []), {
+    role: "assistant",
+    content: turn.text === "" ? null : turn.text,
+    ...(calls.length
+      ? {
+        tool_calls: calls.map((call) => ({
+          id: call.id,
+          type: "function" as const,
+          function: { name: call.name, arguments: call.arguments },
+        })),
+      }
+      : {}),
+  }]);
+  if (turn.text !== "") {
+    record("scratchpad", {
+      frame_id: frame.id,
+      text: turn.text,
+      partial: turn.textPartial,
+      usage: turn.usage,
+    });
+  }
+  return { calls };
+}

@@ -1,0 +1,131 @@
+/**
+ * The tool-call step of a turn: each call of one assistant reply runs as a cell, in order.
+ * The cell is recorded before it runs and its outcome before the model is told; every call
+ * gets exactly one tool result, also the ones that are not run.
+ *
+ * @module
+ */
+
+import { finishCell, startCell } from "../../store/cells.ts";
+import { appendProviderItems } from "../../store/provider_items.ts";
+import type { Store } from "../../store/store.ts";
+import type { EventBus } from "../core/mod.ts";
+import type { CellResult } from "../kernel/mod.ts";
+import { parseCode, renderCellResult, spoolLongText } from "./_cell_output.ts";
+import type { TurnContext } from "./_session_runtime.ts";
+
+/** The session's kernel as the loop uses it. */
+export interface TurnKernel {
+  /** The running generation; cells are recorded against it. */
+  generation(): Promise<number>;
+  /** Runs one cell; resolves with its outcome, never rejects for what the cell did. */
+  execute(
+    cellId: string,
+    code: string,
+    options: {
+      signal: AbortSignal;
+      timeoutMs: number;
+      onStream: (name: "stdout" | "stderr", text: string) => void;
+    },
+  ): Promise<CellResult>;
+}
+
+/** What the tool-call step needs. */
+export interface ToolCallDeps {
+  store: Store;
+  bus: EventBus;
+  kernel: TurnKernel;
+  /** How long one cell may run before it is cancelled (then killed). */
+  cellTimeoutMs: number;
+}
+
+/** One tool call of an assistant reply, with its host-minted id. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+/**
+ * Runs the calls in order and gives each exactly one result. Once a cell waits, or the
+ * operator stops the turn, the remaining calls are answered without running.
+ *
+ * @returns the reason of the `wait()` that ended the turn, if one did
+ */
+export async function runToolCalls(
+  deps: ToolCallDeps,
+  ctx: TurnContext,
+  calls: ToolCall[],
+  state: { effects: boolean },
+): Promise<{ waited?: string }> {
+  const { store, bus } = deps;
+  const { session, frame } = ctx;
+  const answer = (callId: string, content: string) =>
+    appendProviderItems(store, session, frame.id, [{
+      role: "tool",
+      tool_call_id: callId,
+      content,
+    }]);
+  let waited: string | undefined;
+  for (const call of calls) {
+    if (waited !== undefined || ctx.signal.aborted) {
+      answer(
+        call.id,
+        waited !== undefined
+          ? "[not run: the turn ended with wait()]"
+          : "[not run: the operator stopped the turn]",
+      );
+      continue;
+    }
+    const code = parseCode(call.name, call.arguments);
+    if (typeof code !== "string") {
+      answer(call.id, code.error);
+      continue;
+    }
+    const result = await runCell(deps, ctx, call.id, code, state);
+    answer(call.id, renderCellResult(result));
+    bus.wake(session);
+    if (result.wait !== null) waited = result.wait.reason;
+  }
+  return { waited };
+}
+
+/** Runs one cell: recorded before it runs, its outcome durable before anyone is told. */
+async function runCell(
+  deps: ToolCallDeps,
+  ctx: TurnContext,
+  toolCallId: string,
+  code: string,
+  state: { effects: boolean },
+): Promise<CellResult> {
+  const { store, bus, kernel } = deps;
+  const { session, frame } = ctx;
+  const generation = await kernel.generation();
+  const { cellId } = startCell(store, { session, generation, frameId: frame.id, toolCallId, code });
+  bus.wake(session);
+  state.effects = true;
+  const result = await kernel.execute(cellId, code, {
+    signal: ctx.signal,
+    timeoutMs: deps.cellTimeoutMs,
+    onStream: (name, text) =>
+      bus.emit(session, { kind: "cell.output", session, cell: cellId, name, text }),
+  });
+  // Long output is spooled whole to an artifact; records and the model get an excerpt that
+  // names it, so nothing printed is discarded and no record is huge.
+  const stdout = await spoolLongText(store.stateDir, result.stdout);
+  const stderr = await spoolLongText(store.stateDir, result.stderr);
+  finishCell(store, cellId, {
+    outcome: result.outcome,
+    result: {
+      value: result.value,
+      stdout: stdout.text,
+      stderr: stderr.text,
+      ...(stdout.artifact ? { stdout_artifact: stdout.artifact } : {}),
+      ...(stderr.artifact ? { stderr_artifact: stderr.artifact } : {}),
+      error: result.error,
+      wait: result.wait,
+      duration_ms: Math.round(result.duration_ms),
+    },
+  });
+  return { ...result, stdout: stdout.text, stderr: stderr.text };
+}
