@@ -60,7 +60,7 @@ function encodeBody(kind: string, body: unknown): string {
  *   malformed kind or a body that is not JSON.
  */
 export function insertEvent(store: Store, session: string, kind: string, body: unknown): number {
-  assert(store.db.isTransaction, "insertEvent runs inside the writer's transaction");
+  assert(store.inTransaction, "insertEvent runs inside the writer's transaction");
   if (!KIND.test(kind)) {
     throw new KlbrError(
       "invalid_input",

@@ -241,7 +241,7 @@ export function claimInputs(
   store: Store,
   claim: { session: string; inputIds: readonly string[]; frameId: string },
 ): void {
-  assert(store.db.isTransaction, "inputs are claimed inside the frame's transaction");
+  assert(store.inTransaction, "inputs are claimed inside the frame's transaction");
   const action = "cannot accept frame";
   for (const id of claim.inputIds) {
     const row = store.statement("SELECT session_id, status FROM inputs WHERE id = ?").get(id) as
@@ -271,7 +271,7 @@ export function claimInputs(
 
 /** Returns the inputs of `frameId` to `pending`; for the frames writer, inside a transaction. */
 export function unclaimInputs(store: Store, frameId: string): void {
-  assert(store.db.isTransaction, "inputs are returned inside the frame's transaction");
+  assert(store.inTransaction, "inputs are returned inside the frame's transaction");
   store.statement(
     "UPDATE inputs SET status = 'pending', frame_id = NULL WHERE frame_id = ? AND status = 'consumed'",
   ).run(frameId);

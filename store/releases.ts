@@ -170,3 +170,14 @@ export function markLastGood(store: Store, session: string, releaseId: string): 
     return insertEvent(store, session, "release.last_good", { release_id: releaseId });
   });
 }
+
+/**
+ * The release the last start-up activated for `session` (an activation whose reason begins
+ * `startup:`), or `undefined` when no start-up activated one.
+ */
+export function lastStartupRelease(store: Store, session: string): string | undefined {
+  const row = store.statement(
+    "SELECT release_id FROM activations WHERE session_id = ? AND reason LIKE 'startup:%' ORDER BY epoch DESC LIMIT 1",
+  ).get(session) as { release_id: string } | undefined;
+  return row?.release_id;
+}

@@ -117,7 +117,7 @@ export function requireSession(store: Store, id: string): Session {
  * @throws {KlbrError} `not_found` when the session does not exist.
  */
 export function allocateSeq(store: Store, session: string): number {
-  assert(store.db.isTransaction, "a sequence number is allocated inside a transaction");
+  assert(store.inTransaction, "a sequence number is allocated inside a transaction");
   const row = store.statement(
     "UPDATE sessions SET next_seq = next_seq + 1 WHERE id = ? RETURNING next_seq - 1 AS seq",
   ).get(session) as { seq: number } | undefined;
@@ -134,7 +134,7 @@ export function swapBehaviorEpoch(
   session: string,
   swap: { expectedEpoch: number; releaseId: string },
 ): boolean {
-  assert(store.db.isTransaction, "an epoch swap runs inside a transaction");
+  assert(store.inTransaction, "an epoch swap runs inside a transaction");
   const result = store.statement(
     "UPDATE sessions SET behavior_epoch = behavior_epoch + 1, active_release = ? WHERE id = ? AND behavior_epoch = ?",
   ).run(swap.releaseId, session, swap.expectedEpoch);
@@ -143,7 +143,7 @@ export function swapBehaviorEpoch(
 
 /** Records `releaseId` as the session's last good release; for the releases writer. */
 export function setLastGoodRelease(store: Store, session: string, releaseId: string): void {
-  assert(store.db.isTransaction, "last_good_release is set inside a transaction");
+  assert(store.inTransaction, "last_good_release is set inside a transaction");
   store.statement("UPDATE sessions SET last_good_release = ? WHERE id = ?").run(
     releaseId,
     session,
@@ -155,7 +155,7 @@ export function setLastGoodRelease(store: Store, session: string, releaseId: str
  * inside its transaction. Returns whether it moved.
  */
 export function bumpContextEpoch(store: Store, session: string, expectedEpoch: number): boolean {
-  assert(store.db.isTransaction, "a context epoch moves inside a transaction");
+  assert(store.inTransaction, "a context epoch moves inside a transaction");
   return store.statement(
     "UPDATE sessions SET context_epoch = context_epoch + 1 WHERE id = ? AND context_epoch = ?",
   ).run(session, expectedEpoch).changes === 1;

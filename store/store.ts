@@ -45,8 +45,6 @@ export type OpenStoreOptions = z.input<typeof OpenStoreOptionsSchema>;
  * Writer modules (`inputs.ts`, `events.ts`, …) take a `Store` as their first argument.
  */
 export interface Store {
-  /** The connection. Writer modules own the SQL for their tables; nothing else writes. */
-  readonly db: DatabaseSync;
   /** The state directory. */
   readonly stateDir: string;
   /** The store file, `<stateDir>/runtime.sqlite`. */
@@ -55,7 +53,15 @@ export interface Store {
   readonly clock: () => number;
   /** Whether this store holds the owner lock. */
   readonly owner: boolean;
-  /** Returns a prepared statement for `sql`, prepared once per store and cached. */
+  /** The schema version the file is at (`PRAGMA user_version`). */
+  readonly schemaVersion: number;
+  /** Whether a transaction is open: writers that must run inside one assert it. */
+  readonly inTransaction: boolean;
+  /**
+   * Returns a prepared statement for `sql`, prepared once per store and cached. Only the
+   * writer modules of `store/` call it, each for its own tables (`tests/architecture.test.ts`
+   * checks that nothing outside `store/` does).
+   */
   statement(sql: string): StatementSync;
   /**
    * Runs `fn` in a `BEGIN IMMEDIATE` transaction: committed when it returns, rolled back when
@@ -73,19 +79,31 @@ class SqliteStore implements Store {
   #depth = 0;
   #lock: OwnerLock | undefined;
 
+  readonly #db: DatabaseSync;
+
   constructor(
-    readonly db: DatabaseSync,
+    db: DatabaseSync,
     readonly stateDir: string,
     readonly path: string,
     clock: () => number,
     lock: OwnerLock | undefined,
   ) {
+    this.#db = db;
     this.#clock = clock;
     this.#lock = lock;
     this.owner = lock !== undefined;
   }
 
   readonly owner: boolean;
+
+  get inTransaction(): boolean {
+    return this.#db.isTransaction;
+  }
+
+  get schemaVersion(): number {
+    return (this.statement("PRAGMA user_version").get() as { user_version: number })
+      .user_version;
+  }
 
   clock = (): number => {
     const now = Math.trunc(this.#clock());
@@ -96,7 +114,7 @@ class SqliteStore implements Store {
   statement(sql: string): StatementSync {
     let statement = this.#statements.get(sql);
     if (statement === undefined) {
-      statement = this.db.prepare(sql);
+      statement = this.#db.prepare(sql);
       this.#statements.set(sql, statement);
     }
     return statement;
@@ -114,7 +132,7 @@ class SqliteStore implements Store {
       return result;
     } catch (error) {
       if (depth === 0) {
-        if (this.db.isTransaction) this.statement("ROLLBACK").run();
+        if (this.#db.isTransaction) this.statement("ROLLBACK").run();
       } else {
         this.statement(`ROLLBACK TO ${savepoint}`).run();
         this.statement(`RELEASE ${savepoint}`).run();
@@ -126,9 +144,9 @@ class SqliteStore implements Store {
   }
 
   close(): void {
-    if (this.db.isOpen) {
+    if (this.#db.isOpen) {
       this.#statements.clear();
-      this.db.close();
+      this.#db.close();
     }
     if (this.#lock !== undefined) {
       releaseOwnerLock(this.#lock);

@@ -1,7 +1,8 @@
 /**
  * The layout's rules, checked on the source itself: each folder of `runtime/` is reached only
  * through its face (`mod.ts`), `runtime/core/` imports no domain, `store/` and `ui/` import
- * nothing of `runtime/` but `core/`.
+ * nothing of `runtime/` but `core/`, only `store/` runs SQL, and no file of `runtime/` or
+ * `store/` grows past 400 lines.
  *
  * @module
  */
@@ -79,4 +80,27 @@ Deno.test("runtime/core imports no domain; store/ and ui/ import only runtime/co
   await check("store", (folder) => folder === "core");
   await check("ui/src", (folder) => folder === "core");
   assert.deepEqual(broken, []);
+});
+
+Deno.test("no file in runtime/ or store/ is over 400 lines", async () => {
+  const long: string[] = [];
+  for (const root of ["runtime", "store"]) {
+    for (const file of await sourceFiles(root)) {
+      const lines = (await Deno.readTextFile(join(REPO, file))).split("\n").length;
+      if (lines > 400) long.push(`${file} (${lines} lines)`);
+    }
+  }
+  assert.deepEqual(long, []);
+});
+
+Deno.test("only store/ runs SQL: nothing else prepares a statement", async () => {
+  const found: string[] = [];
+  for (const root of ["runtime", "ui/src", "main.ts"]) {
+    const files = root.endsWith(".ts") ? [root] : await sourceFiles(root);
+    for (const file of files) {
+      const text = await Deno.readTextFile(join(REPO, file));
+      if (/\.statement\(|DatabaseSync/.test(text)) found.push(file);
+    }
+  }
+  assert.deepEqual(found, []);
 });

@@ -130,7 +130,7 @@ function local(n: number | string, session = "default"): AdmitInput {
 }
 
 function count(store: Store, sql: string, ...params: (string | number)[]): number {
-  return (store.db.prepare(sql).get(...params) as { n: number }).n;
+  return (store.statement(sql).get(...params) as { n: number }).n;
 }
 
 function frameOf(store: Store, inputIds: string[], extra: Record<string, unknown> = {}) {
@@ -260,7 +260,7 @@ Deno.test("`openStore()` creates and migrates a missing store: WAL, FULL, foreig
     const store = openStore(stateDir, { busyTimeoutMs: 1234 });
     try {
       const pragma = (name: string) =>
-        Object.values(store.db.prepare(`PRAGMA ${name}`).get() as Record<string, unknown>)[0];
+        Object.values(store.statement(`PRAGMA ${name}`).get() as Record<string, unknown>)[0];
       assert.equal(store.path, join(stateDir, "runtime.sqlite"));
       assert.equal(pragma("journal_mode"), "wal");
       assert.equal(pragma("synchronous"), 2, "synchronous=FULL");
@@ -268,7 +268,7 @@ Deno.test("`openStore()` creates and migrates a missing store: WAL, FULL, foreig
       assert.equal(pragma("busy_timeout"), 1234);
       assert.equal(pragma("user_version"), LATEST_VERSION);
       assert.deepEqual(
-        store.db.prepare("SELECT key, value FROM klbr_meta").all().map((r) => ({ ...r })),
+        store.statement("SELECT key, value FROM klbr_meta").all().map((r) => ({ ...r })),
         [{ key: "format", value: "klbr-runtime" }],
       );
     } finally {
@@ -356,7 +356,7 @@ Deno.test("`openStore()` never opens or changes an agent.db beside the store", a
     ensureSession(store);
     admitInput(store, local(1));
     // The only database this connection has attached is runtime.sqlite.
-    const attached = store.db.prepare("PRAGMA database_list").all() as { file: string }[];
+    const attached = store.statement("PRAGMA database_list").all() as { file: string }[];
     assert.deepEqual(attached.map((r) => r.file), [join(dir, "runtime.sqlite")]);
     store.close();
     assert.equal(sha256(agentDb), before);
@@ -602,7 +602,8 @@ Deno.test("`transaction()` rolls back every write when the body throws", async (
     assert.equal(count(store, "SELECT COUNT(*) AS n FROM inputs"), 0);
     assert.equal(count(store, "SELECT COUNT(*) AS n FROM events"), 0);
     assert.equal(getSession(store, "default")?.nextSeq, 1);
-    assert.equal(store.db.isTransaction, false);
+    // No transaction was left open: a new one begins.
+    assert.doesNotThrow(() => store.transaction(() => {}));
   });
 });
 
@@ -732,8 +733,11 @@ Deno.test("`appendEvent()` refuses a malformed kind and a body that is not JSON"
 Deno.test("the events table refuses UPDATE and DELETE", async () => {
   await withStore((store) => {
     appendEvent(store, "default", "test.a", {});
-    assert.throws(() => store.db.exec("UPDATE events SET kind = 'x'"), /events is append-only/);
-    assert.throws(() => store.db.exec("DELETE FROM events"), /events is append-only/);
+    assert.throws(
+      () => store.statement("UPDATE events SET kind = 'x'").run(),
+      /events is append-only/,
+    );
+    assert.throws(() => store.statement("DELETE FROM events").run(), /events is append-only/);
     assert.deepEqual(readEvents(store, "default").map((e) => e.kind), ["test.a"]);
   });
 });
@@ -882,17 +886,17 @@ Deno.test("an input's identity cannot be changed or deleted after admission", as
     for (const column of ["conversation_id", "dedupe_key", "author", "body", "source_kind"]) {
       const value = column === "body" ? '"x"' : column === "source_kind" ? "timer" : "changed";
       assert.throws(
-        () => store.db.prepare(`UPDATE inputs SET ${column} = ? WHERE id = ?`).run(value, inputId),
+        () => store.statement(`UPDATE inputs SET ${column} = ? WHERE id = ?`).run(value, inputId),
         /inputs identity is immutable/,
       );
     }
     for (const column of ["received_at", "admitted_at"]) {
       assert.throws(
-        () => store.db.prepare(`UPDATE inputs SET ${column} = 1 WHERE id = ?`).run(inputId),
+        () => store.statement(`UPDATE inputs SET ${column} = 1 WHERE id = ?`).run(inputId),
         /inputs identity is immutable/,
       );
     }
-    assert.throws(() => store.db.exec("DELETE FROM inputs"), /inputs are never deleted/);
+    assert.throws(() => store.statement("DELETE FROM inputs").run(), /inputs are never deleted/);
     assert.equal(getInput(store, inputId)?.conversationId, "local:main");
   });
 });
@@ -1098,7 +1102,7 @@ Deno.test("`finishFrame()` refuses a frame that has already ended", async () => 
     assert.equal(count(store, "SELECT COUNT(*) AS n FROM events"), events);
     // The table itself refuses reopening an ended frame.
     assert.throws(
-      () => store.db.prepare("UPDATE frames SET state = 'open', ended_at = NULL").run(),
+      () => store.statement("UPDATE frames SET state = 'open', ended_at = NULL").run(),
       /a finished frame is final/,
     );
   });
@@ -1180,7 +1184,7 @@ Deno.test("`activateRelease()` bumps the epoch and records the activation", asyn
     const session = getSession(store, "default")!;
     assert.deepEqual([session.behaviorEpoch, session.activeRelease], [2, RELEASE_B]);
     assert.deepEqual(
-      store.db.prepare("SELECT epoch, release_id, reason FROM activations ORDER BY epoch").all()
+      store.statement("SELECT epoch, release_id, reason FROM activations ORDER BY epoch").all()
         .map((r) => ({ ...r })),
       [
         { epoch: 1, release_id: RELEASE_A, reason: "startup" },
@@ -1318,7 +1322,7 @@ Deno.test("`recordRelease()` keeps the first row and refuses a malformed id", as
       "invalid_input",
       /^cannot record release: id is not 64 lowercase hex digits/,
     );
-    assert.throws(() => store.db.exec("DELETE FROM releases"), /releases is append-only/);
+    assert.throws(() => store.statement("DELETE FROM releases").run(), /releases is append-only/);
   });
 });
 
@@ -1351,7 +1355,7 @@ Deno.test("`startGeneration()` numbers generations and records kernel.reset", as
       null,
       "skills-2",
     ]);
-    const ended = store.db.prepare(
+    const ended = store.statement(
       "SELECT ended_at FROM kernel_generations WHERE generation = 1",
     ).get() as { ended_at: number };
     assert.equal(ended.ended_at, time.now);
@@ -1447,7 +1451,7 @@ Deno.test("`finishCell()` refuses to overwrite a finished cell", async () => {
     );
     assert.deepEqual(getCell(store, cellId)?.result, { type: "ValueError" });
     assert.throws(
-      () => store.db.prepare("UPDATE cells SET outcome = 'ok' WHERE id = ?").run(cellId),
+      () => store.statement("UPDATE cells SET outcome = 'ok' WHERE id = ?").run(cellId),
       /a finished cell is final/,
     );
   });
@@ -1791,11 +1795,11 @@ Deno.test("`admitInput()` loses no acknowledged input when its process is SIGKIL
     const store = openStore(dir, { create: false });
     try {
       assert.equal(
-        (store.db.prepare("PRAGMA integrity_check").get() as { integrity_check: string })
+        (store.statement("PRAGMA integrity_check").get() as { integrity_check: string })
           .integrity_check,
         "ok",
       );
-      assert.deepEqual(store.db.prepare("PRAGMA foreign_key_check").all(), []);
+      assert.deepEqual(store.statement("PRAGMA foreign_key_check").all(), []);
       for (const id of reported) {
         assert.equal(count(store, "SELECT COUNT(*) AS n FROM inputs WHERE id = ?", id), 1, id);
       }

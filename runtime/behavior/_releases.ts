@@ -7,7 +7,12 @@
 
 import { join } from "node:path";
 import { appendEvent } from "../../store/events.ts";
-import { activateRelease, getRelease, markLastGood } from "../../store/releases.ts";
+import {
+  activateRelease,
+  getRelease,
+  lastStartupRelease,
+  markLastGood,
+} from "../../store/releases.ts";
 import { ensureSession, requireSession } from "../../store/sessions.ts";
 import { publishRelease, verifyRelease } from "../../store/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
@@ -41,9 +46,7 @@ export async function prepareBehavior(
   let session = requireSession(store, options.session);
   let recovered: string | null = null;
 
-  const lastStartup = store.statement(
-    "SELECT release_id FROM activations WHERE session_id = ? AND reason LIKE 'startup:%' ORDER BY epoch DESC LIMIT 1",
-  ).get(options.session) as { release_id: string } | undefined;
+  const lastStartup = lastStartupRelease(store, options.session);
 
   if (session.activeRelease !== null && !(await verifies(store, session.activeRelease))) {
     const fallback = session.lastGoodRelease !== null &&
@@ -64,7 +67,7 @@ export async function prepareBehavior(
       broken: session.activeRelease,
       restored: fallback,
     });
-  } else if (session.activeRelease === null || lastStartup?.release_id !== published.id) {
+  } else if (session.activeRelease === null || lastStartup !== published.id) {
     if (session.activeRelease !== published.id) {
       activateRelease(store, {
         session: options.session,

@@ -174,7 +174,8 @@ const DiscordSchema = z.strictObject({
 const DISCORD_FIELD_NAMES = Object.keys(DiscordSchema.shape);
 
 /** The whole configuration: one route per role, each defaulted when absent; Discord if given. */
-const ConfigSchema = z.strictObject({
+/** The whole configuration; every default lives here. */
+export const ConfigSchema = z.strictObject({
   routes: z.strictObject({
     main: routeSchema("main", "http://localhost:8001/v1"),
     fast: routeSchema("fast", "http://localhost:8002/v1"),
@@ -302,30 +303,6 @@ export function parseConfig(
 }
 
 /**
- * Returns the Discord bot token from the `token_env` variable, wrapped so no printed form
- * shows it.
- *
- * @throws {KlbrError} `invalid_config` when the variable is not set or empty.
- * @example
- * ```ts
- * const token = resolveDiscordToken(config.discord, Deno.env.toObject()); // Secret
- * ```
- */
-export function resolveDiscordToken(
-  discord: DiscordConfig,
-  env: Record<string, string | undefined>,
-): Secret {
-  const token = env[discord.token_env];
-  if (!token) {
-    throw new KlbrError(
-      "invalid_config",
-      `cannot resolve the discord token: environment variable is not set (got ${discord.token_env})`,
-    );
-  }
-  return new Secret(token);
-}
-
-/**
  * Reads and validates the configuration file; `undefined` means "no file": the defaults.
  *
  * @throws {KlbrError} `invalid_config` when the file cannot be read, is not KDL, breaks a
@@ -353,105 +330,4 @@ export async function loadConfig(
   }
   const parsed = parseConfig(text, { file: path, env: options.env });
   return { ...parsed, source: { kind: "file", path } };
-}
-
-const ROLE_NOTES: Record<RouteName, string> = {
-  main: "the agent's turns",
-  fast: "policy hooks and other cheap calls",
-  long: "compaction of long histories",
-};
-
-/**
- * Returns the commented default configuration file that `init` writes into the state dir.
- *
- * Its values are the schema's defaults, so parsing it gives the same routes as no file.
- */
-export function defaultConfigText(): string {
-  const { routes } = ConfigSchema.parse({});
-  const blocks = ROUTE_NAMES.map((role) =>
-    [
-      `// ${role}: ${ROLE_NOTES[role]}`,
-      `llm "${role}" {`,
-      `    url "${routes[role].url}"`,
-      `    model "${routes[role].model}"`,
-      `    // api_key_env "OPENAI_API_KEY"    // the key's environment variable (or api_key "…")`,
-      `    timeout_ms ${routes[role].timeout_ms}          // the whole request`,
-      `    idle_timeout_ms ${
-        routes[role].idle_timeout_ms
-      }     // the longest silence inside a stream`,
-      `}`,
-    ].join("\n")
-  );
-  return [
-    "// klbr model routes (KDL v2). See docs/configuration.md.",
-    "//",
-    "// Prompt caching is opt-in per route, e.g.:",
-    '//     cache_profile "openai_prompt_cache_retention"  // or openai_prompt_cache_key | openai_prompt_cache_options',
-    '//     cache_affinity "klbr:work"                     // one stable key for related requests',
-    '//     cache_retention "24h"                          // in_memory | 24h, or 30m on an options route',
-    "// and extra request fields go in a block:",
-    "//     extra_options { temperature 0.2; max_tokens 4096 }",
-    "",
-    ...blocks.flatMap((block) => [block, ""]),
-  ].join("\n");
-}
-
-/**
- * Returns the cache fields a request on this route carries, from its declared profile only.
- *
- * `openai_prompt_cache_key` sends `prompt_cache_key`; `openai_prompt_cache_retention` adds
- * `prompt_cache_retention` (`in_memory` | `24h`); `openai_prompt_cache_options` sends `30m` as
- * `prompt_cache_options: {ttl: "30m"}` and the other retentions as `prompt_cache_retention`.
- * A route without a profile gets `{}`.
- */
-export function routeRequestFields(route: Route): Record<string, unknown> {
-  const fields: Record<string, unknown> = {};
-  if (route.cache_profile === undefined) return fields;
-  if (route.cache_affinity !== undefined) fields.prompt_cache_key = route.cache_affinity;
-  const retention = route.cache_retention;
-  if (retention === "30m") fields.prompt_cache_options = { ttl: "30m" };
-  else if (retention !== undefined) fields.prompt_cache_retention = retention;
-  return fields;
-}
-
-/** A route as it may be printed: the key is replaced by where it comes from. */
-export type RedactedRoute = Omit<Route, "api_key" | "api_key_env"> & { api_key: string };
-
-/**
- * Returns a printable copy of a route; the key itself never appears in it.
- *
- * @example
- * ```ts
- * console.log(redactRoute(config.routes.main).api_key); // "env OPENAI_API_KEY" | "file" | "none"
- * ```
- */
-export function redactRoute(route: Route): RedactedRoute {
-  const { api_key, api_key_env, ...rest } = route;
-  const source = api_key_env !== undefined
-    ? `env ${api_key_env}`
-    : api_key !== undefined
-    ? "file"
-    : "none";
-  return { ...structuredClone(rest), api_key: source };
-}
-
-/**
- * Returns the route's API key: from the file, else from its `api_key_env` variable, else none.
- *
- * @throws {KlbrError} `invalid_config` when `api_key_env` names a variable that is not set.
- */
-export function resolveApiKey(
-  route: Route,
-  env: Record<string, string | undefined>,
-): string | undefined {
-  if (route.api_key !== undefined) return route.api_key.reveal();
-  if (route.api_key_env === undefined) return undefined;
-  const key = env[route.api_key_env];
-  if (!key) {
-    throw new KlbrError(
-      "invalid_config",
-      `cannot resolve api key for llm "${route.name}": environment variable is not set (got ${route.api_key_env})`,
-    );
-  }
-  return key;
 }

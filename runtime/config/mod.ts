@@ -7,15 +7,12 @@
 
 export {
   type Config,
-  defaultConfigText,
   type DiscordConfig,
   loadConfig,
   parseConfig,
-  redactRoute,
-  resolveApiKey,
-  resolveDiscordToken,
   type Route,
-  routeRequestFields,
   Secret,
 } from "./_config.ts";
+export { defaultConfigText } from "./_default_text.ts";
+export { redactRoute, resolveApiKey, resolveDiscordToken, routeRequestFields } from "./_resolve.ts";
 export type { ServeOptions } from "./_serve_options.ts";

@@ -11,7 +11,6 @@
 export type KlbrErrorCode =
   | "invalid_input"
   | "invalid_config"
-  | "duplicate_input"
   | "not_found"
   | "epoch_moved"
   | "release_invalid"
@@ -32,7 +31,6 @@ export type KlbrErrorCode =
   | "worker_timeout"
   | "cell_failed"
   | "hook_failed"
-  | "unauthorized"
   | "token_missing"
   | "token_malformed"
   | "token_wrong"

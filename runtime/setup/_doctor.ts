@@ -78,8 +78,7 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   } else {
     await check("state", () => {
       const store = openStore(options.stateDir, { create: false, owner: false });
-      const version = store.db.prepare("PRAGMA user_version").get() as { user_version: number };
-      say(`store ${store.path}: klbr store, schema ${version.user_version}`);
+      say(`store ${store.path}: klbr store, schema ${store.schemaVersion}`);
       store.close();
     });
   }

@@ -183,7 +183,7 @@ Deno.test("`moveOutbox()` refuses a move from a final state", async () => {
     }
     // The table refuses it too, whoever writes.
     assert.throws(
-      () => store.db.exec(`UPDATE outbox SET state = 'pending' WHERE id = '${row.id}'`),
+      () => store.statement(`UPDATE outbox SET state = 'pending' WHERE id = '${row.id}'`).run(),
       /a finished outbox row is final/,
     );
   });

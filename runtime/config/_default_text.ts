@@ -1,0 +1,50 @@
+/**
+ * The commented configuration file `init` writes: the schema's defaults, so parsing it gives
+ * the same routes as no file at all.
+ *
+ * @module
+ */
+
+import { ConfigSchema } from "./_config.ts";
+import { ROUTE_NAMES, type RouteName } from "./_kdl.ts";
+
+const ROLE_NOTES: Record<RouteName, string> = {
+  main: "the agent's turns",
+  fast: "policy hooks and other cheap calls",
+  long: "compaction of long histories",
+};
+
+/**
+ * Returns the commented default configuration file that `init` writes into the state dir.
+ *
+ * Its values are the schema's defaults, so parsing it gives the same routes as no file.
+ */
+export function defaultConfigText(): string {
+  const { routes } = ConfigSchema.parse({});
+  const blocks = ROUTE_NAMES.map((role) =>
+    [
+      `// ${role}: ${ROLE_NOTES[role]}`,
+      `llm "${role}" {`,
+      `    url "${routes[role].url}"`,
+      `    model "${routes[role].model}"`,
+      `    // api_key_env "OPENAI_API_KEY"    // the key's environment variable (or api_key "…")`,
+      `    timeout_ms ${routes[role].timeout_ms}          // the whole request`,
+      `    idle_timeout_ms ${
+        routes[role].idle_timeout_ms
+      }     // the longest silence inside a stream`,
+      `}`,
+    ].join("\n")
+  );
+  return [
+    "// klbr model routes (KDL v2). See docs/configuration.md.",
+    "//",
+    "// Prompt caching is opt-in per route, e.g.:",
+    '//     cache_profile "openai_prompt_cache_retention"  // or openai_prompt_cache_key | openai_prompt_cache_options',
+    '//     cache_affinity "klbr:work"                     // one stable key for related requests',
+    '//     cache_retention "24h"                          // in_memory | 24h, or 30m on an options route',
+    "// and extra request fields go in a block:",
+    "//     extra_options { temperature 0.2; max_tokens 4096 }",
+    "",
+    ...blocks.flatMap((block) => [block, ""]),
+  ].join("\n");
+}
