@@ -8,10 +8,8 @@
 
 import { join } from "node:path";
 import { REPO_ROOT } from "../tests/_helpers/daemon.ts";
-import { KlbrError } from "../runtime/core/mod.ts";
-import { encodeFrame, FrameDecoderStream } from "../runtime/kernel/mod.ts";
-import { newId } from "../runtime/core/mod.ts";
-import { KernelSupervisor } from "../runtime/kernel/mod.ts";
+import { KlbrError, newId } from "../runtime/core/mod.ts";
+import { encodeFrame, FrameDecoderStream, KernelSupervisor } from "../runtime/kernel/mod.ts";
 import type { JupyterPeerResult } from "./jupyter_peer.ts";
 import { below, belowPeer, type BenchRow, makeRow } from "./row.ts";
 import { type LatencySummary, summarize } from "./stats.ts";

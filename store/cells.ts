@@ -10,8 +10,7 @@
  */
 
 import { z } from "zod";
-import { KlbrError } from "../runtime/core/mod.ts";
-import { newId } from "../runtime/core/mod.ts";
+import { KlbrError, newId } from "../runtime/core/mod.ts";
 import { insertEvent } from "./events.ts";
 import { currentGeneration } from "./kernel_generations.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";

@@ -10,8 +10,7 @@
  */
 
 import { z } from "zod";
-import { assert, KlbrError } from "../runtime/core/mod.ts";
-import { newId } from "../runtime/core/mod.ts";
+import { assert, KlbrError, newId } from "../runtime/core/mod.ts";
 import { hasControlCharacter, schemaError } from "./_schema_error.ts";
 import { insertEvent } from "./events.ts";
 import { checkSessionId } from "./sessions.ts";

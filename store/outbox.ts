@@ -11,8 +11,7 @@
  */
 
 import { z } from "zod";
-import { KlbrError } from "../runtime/core/mod.ts";
-import { newId } from "../runtime/core/mod.ts";
+import { KlbrError, newId } from "../runtime/core/mod.ts";
 import { schemaError } from "./_schema_error.ts";
 import { insertEvent } from "./events.ts";
 import { requireSession } from "./sessions.ts";

@@ -104,3 +104,26 @@ Deno.test("only store/ runs SQL: nothing else prepares a statement", async () =>
   }
   assert.deepEqual(found, []);
 });
+
+Deno.test("the folders of runtime/ import each other without a cycle", async () => {
+  const edges = new Map<string, Set<string>>();
+  for (const file of await sourceFiles("runtime")) {
+    const from = folderOf(file)!;
+    for (const target of await importsOf(file)) {
+      const to = folderOf(target);
+      if (to === undefined || to === from) continue;
+      if (!edges.has(from)) edges.set(from, new Set());
+      edges.get(from)!.add(to);
+    }
+  }
+  const cycles: string[] = [];
+  const visit = (node: string, path: string[]) => {
+    if (path.includes(node)) {
+      cycles.push([...path.slice(path.indexOf(node)), node].join(" → "));
+      return;
+    }
+    for (const next of edges.get(node) ?? []) visit(next, [...path, node]);
+  };
+  for (const node of edges.keys()) visit(node, []);
+  assert.deepEqual(cycles, []);
+});

@@ -12,13 +12,13 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { encodeFrame, FrameDecoderStream } from "../runtime/kernel/mod.ts";
-import { KlbrError } from "../runtime/core/mod.ts";
 import {
   CellReply,
   ClientMessage,
   HostFrame,
   HostRequest,
   HostRpcReply,
+  KlbrError,
   OPERATOR_KINDS,
   parseClientMessage,
   parseWorkerFrame,

@@ -6,21 +6,20 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { isKlbrError, KlbrError } from "../runtime/core/mod.ts";
-import { newId } from "../runtime/core/mod.ts";
-import { processGroupMembers } from "../runtime/kernel/mod.ts";
-import { runExample } from "../runtime/setup/mod.ts";
-import { skillsRevision } from "../runtime/kernel/mod.ts";
+import { isKlbrError, KlbrError, newId } from "../runtime/core/mod.ts";
 import {
   type CellResult,
   type ExecuteOptions,
   type GenerationRecord,
   KernelSupervisor,
   type KernelSupervisorOptions,
+  processGroupMembers,
   resolvePython,
+  skillsRevision,
   spawnWorkbench,
   type WorkbenchExit,
 } from "../runtime/kernel/mod.ts";
+import { runExample } from "../runtime/setup/mod.ts";
 
 const REPO = fileURLToPath(new URL("..", import.meta.url));
 const PYTHON = (await resolvePython("python3")).executable;

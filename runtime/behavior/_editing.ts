@@ -17,10 +17,14 @@ import { getRelease } from "../../store/releases.ts";
 import { requireSession } from "../../store/sessions.ts";
 import { publishRelease, snapshotTree } from "../../store/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
-import { DEFAULT_HOOK_TIMEOUT_MS, KlbrError } from "../core/mod.ts";
+import {
+  DEFAULT_HOOK_TIMEOUT_MS,
+  describeIssues,
+  HookName,
+  KlbrError,
+  newId,
+} from "../core/mod.ts";
 import { checkHookResult, hookFixtures } from "./_hook_contracts.ts";
-import { newId } from "../core/mod.ts";
-import { describeIssues, HookName } from "../core/mod.ts";
 import { type RpcHandler, spawnWorkbench } from "../kernel/mod.ts";
 
 /** Options for {@linkcode behaviorHandlers}. */

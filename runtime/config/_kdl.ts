@@ -1,9 +1,9 @@
 /**
  * Reads the KDL text of the model configuration into raw route fields with their lines.
  *
- * Private to `runtime/`: `config.ts` validates what this returns. Only the shape of the
+ * `_config.ts` validates what this returns. Only the shape of the
  * document is checked here (node names, value counts, duplicates, `extra_options`); every
- * value rule and default lives in the zod schema of `config.ts`.
+ * value rule and default lives in the zod schema of `_config.ts`.
  *
  * @module
  */

@@ -8,36 +8,21 @@
  */
 
 import { ensureSession, requireSession } from "../../store/sessions.ts";
-import type { Store } from "../../store/store.ts";
-import { DEFAULT_DRAIN_GRACE_MS, EventBus, KlbrError, type Logger } from "../core/mod.ts";
-import type { BehaviorState } from "../behavior/mod.ts";
+import { DEFAULT_DRAIN_GRACE_MS, EventBus, KlbrError, type LaneRecord } from "../core/mod.ts";
 import type { DiscordMessage } from "../discord/mod.ts";
-import type { SkillRoots } from "../kernel/mod.ts";
 import type { AdmitOutcome, InputMessage, LaneHost } from "../lanes/mod.ts";
-import type { Provider } from "../model/mod.ts";
 import { recoverSession } from "../session/mod.ts";
-import type { LaneRecord } from "../core/mod.ts";
 import { activateBehavior, type Activation } from "./_activation.ts";
 import { admitBatch, discordInput, localInput, type PendingInput } from "./_admission.ts";
 import { type OperatorMessage, runOperation } from "./_operations.ts";
 import { headSeq, recordsAfter } from "./_record_serving.ts";
-import { createSessionParts, type SessionParts } from "./_session_parts.ts";
+import { createSessionParts, type SessionDeps, type SessionParts } from "./_session_parts.ts";
 import { sessionRpcHandlers } from "./_session_rpc.ts";
 
-/** Options for {@linkcode Coordinator}. */
-export interface CoordinatorOptions {
-  store: Store;
+/** Options for {@linkcode Coordinator}: what every session is built from, and the daemon's. */
+export interface CoordinatorOptions extends Omit<SessionDeps, "bus"> {
   token: string;
   version: string;
-  python: string;
-  repoRoot: string;
-  workspace: string;
-  skillRoots: SkillRoots;
-  provider: (route: string) => Provider;
-  behavior: BehaviorState;
-  log: Logger;
-  /** How long one cell may run before it is ended `timed_out`. */
-  cellTimeoutMs?: number;
   /** The Discord sender, when the configuration has a `discord` node. */
   discord?: { channels: readonly string[]; wake(): void };
 }

@@ -4,7 +4,7 @@
  * dispatches (op 0) handed to the caller. A lost connection is replaced by a fresh Identify
  * (no resume): a message delivered again is deduplicated at admission.
  *
- * Private to `runtime/`: `discord.ts` owns the transport.
+ * `_transport.ts` owns it.
  *
  * @module
  */

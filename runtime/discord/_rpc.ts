@@ -3,7 +3,7 @@
  * `pending` outbox row (committed before the RPC answers) and wakes the sender; it never
  * waits for Discord.
  *
- * Private to `runtime/`: the coordinator binds these per session.
+ * The daemon binds these per session (`runtime/daemon/_session_rpc.ts`).
  *
  * @module
  */

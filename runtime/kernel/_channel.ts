@@ -6,8 +6,7 @@
  */
 
 import { encodeFrame, FrameDecoderStream } from "./_frame_codec.ts";
-import { KlbrError } from "../core/mod.ts";
-import { type HostFrame, parseWorkerFrame, type WorkerFrame } from "../core/mod.ts";
+import { type HostFrame, KlbrError, parseWorkerFrame, type WorkerFrame } from "../core/mod.ts";
 import { killProcessGroup } from "./_process_group.ts";
 import { ByteRing, settlesWithin } from "./_parts.ts";
 

@@ -6,14 +6,14 @@
  * @module
  */
 
-import { KlbrError } from "../core/mod.ts";
-import { newId } from "../core/mod.ts";
 import {
   CellReply,
   describeIssues,
   type HookName,
   type HostRequest,
   type HostRpcReply,
+  KlbrError,
+  newId,
   type WorkerFrame,
 } from "../core/mod.ts";
 import { type CellResult, deferred, hostEndedResult, settlesWithin } from "./_parts.ts";

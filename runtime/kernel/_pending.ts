@@ -4,8 +4,7 @@
  * @module
  */
 
-import { KlbrError } from "../core/mod.ts";
-import type { HostRequest, WorkerFrame } from "../core/mod.ts";
+import { type HostRequest, KlbrError, type WorkerFrame } from "../core/mod.ts";
 import { deferred, settlesWithin, StreamText } from "./_parts.ts";
 import type { ExecuteOptions } from "./_types.ts";
 

@@ -5,8 +5,7 @@
  * @module
  */
 
-import { KlbrError } from "../core/mod.ts";
-import type { HostRpcReply, WorkerFrame } from "../core/mod.ts";
+import { type HostRpcReply, KlbrError, type WorkerFrame } from "../core/mod.ts";
 import type { RpcHandler } from "./_types.ts";
 
 type RpcFrame = Extract<WorkerFrame, { kind: "rpc" }>;

@@ -12,9 +12,7 @@
 
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { KlbrError } from "../core/mod.ts";
-import type { SkillsPayload } from "../core/mod.ts";
-import { describeIssues } from "../core/mod.ts";
+import { describeIssues, KlbrError, type SkillsPayload } from "../core/mod.ts";
 
 /**
  * The id rule: lowercase ASCII letter, then lowercase letters, digits and underscores. It is

@@ -7,8 +7,7 @@
 import { resolve } from "node:path";
 import { z } from "zod";
 import { DEFAULT_MAX_FRAME_BYTES } from "./_frame_codec.ts";
-import { KlbrError } from "../core/mod.ts";
-import { describeIssues } from "../core/mod.ts";
+import { describeIssues, KlbrError } from "../core/mod.ts";
 import { WorkbenchHandle } from "./_handle.ts";
 import type { RpcHandler, WorkbenchExit } from "./_types.ts";
 

@@ -5,12 +5,10 @@
  * @module
  */
 
-import { KlbrError } from "../core/mod.ts";
-import type { HookName } from "../core/mod.ts";
+import { type HookName, KlbrError } from "../core/mod.ts";
 import { type LoadedSkills, loadSkills, type SkillRoots } from "./_skills.ts";
 import { runInWorkspace } from "./_workspace_run.ts";
-import type { CellResult } from "./_parts.ts";
-import { hostEndedResult } from "./_parts.ts";
+import { type CellResult, hostEndedResult } from "./_parts.ts";
 import type { WorkbenchHandle } from "./_handle.ts";
 import type { ExecuteOptions, RpcHandler, WorkbenchExit } from "./_types.ts";
 import { spawnWorkbench, type WorkbenchOptions } from "./_spawn.ts";

@@ -6,8 +6,7 @@
  */
 
 import { z } from "zod";
-import type { KlbrErrorCode } from "../core/mod.ts";
-import type { SkillsPayload } from "../core/mod.ts";
+import type { KlbrErrorCode, SkillsPayload } from "../core/mod.ts";
 
 /** Context an RPC handler gets besides the params. */
 export interface RpcContext {

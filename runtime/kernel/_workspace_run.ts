@@ -12,8 +12,7 @@
 import { Buffer } from "node:buffer";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import { z } from "zod";
-import { KlbrError } from "../core/mod.ts";
-import { describeIssues, RunParams } from "../core/mod.ts";
+import { describeIssues, KlbrError, RunParams } from "../core/mod.ts";
 import { killProcessGroup } from "./_process_group.ts";
 
 /** The fallback `PATH` when the host's own cannot be read. */

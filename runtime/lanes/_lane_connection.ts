@@ -9,17 +9,21 @@
  * @module
  */
 
-import { assert, createLogger, KlbrError, type Logger, SerialRunner } from "../core/mod.ts";
-import { type ErrorReply, errorReply } from "./_replies.ts";
 import {
+  assert,
   type ClientMessage,
   type ClientRole,
+  createLogger,
+  KlbrError,
   type LaneRecord,
+  type LaneSignal,
+  type Logger,
   parseClientMessage,
+  SerialRunner,
   type ServerMessage,
 } from "../core/mod.ts";
+import { type ErrorReply, errorReply } from "./_replies.ts";
 import { checkOperatorToken } from "./_operator_token.ts";
-import type { LaneSignal } from "../core/mod.ts";
 
 /** A client's `input` message. */
 export type InputMessage = Extract<ClientMessage, { kind: "input" }>;

@@ -1,7 +1,7 @@
 /**
  * Folds streamed chat-completion chunks into one provider turn.
  *
- * Private to `runtime/`: `provider.ts` feeds it chunks and reads the turn. Text deltas are
+ * `_provider.ts` feeds it chunks and reads the turn. Text deltas are
  * concatenated, tool-call deltas are reassembled by their `index`, and the last usage the
  * provider reported is normalised without inventing a single number.
  *

@@ -6,9 +6,13 @@
  * @module
  */
 
-import { DEFAULT_OPERATOR_TIMEOUT_MS, DEFAULT_PORT, KlbrError } from "../core/mod.ts";
+import {
+  DEFAULT_OPERATOR_TIMEOUT_MS,
+  DEFAULT_PORT,
+  KlbrError,
+  type ServerMessage,
+} from "../core/mod.ts";
 import { readOperatorToken } from "../lanes/mod.ts";
-import type { ServerMessage } from "../core/mod.ts";
 
 /** Options for {@linkcode runOperatorCommand}. */
 export interface OperatorCliOptions {

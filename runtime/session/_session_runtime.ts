@@ -14,10 +14,14 @@ import { acceptFrame, finishFrame, type FrameRecord } from "../../store/frames.t
 import { getInput, type InputRecord, pendingInputs, pendingSummary } from "../../store/inputs.ts";
 import { requireSession } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
-import type { HookName } from "../core/mod.ts";
+import {
+  DEFAULT_HOOK_TIMEOUT_MS,
+  type EventBus,
+  type HookName,
+  type Logger,
+  SerialRunner,
+} from "../core/mod.ts";
 import type { AttentionPlan, HookResult } from "../behavior/mod.ts";
-import type { EventBus } from "../core/mod.ts";
-import { DEFAULT_HOOK_TIMEOUT_MS, type Logger, SerialRunner } from "../core/mod.ts";
 
 /** Calls a policy hook of the active release. */
 export interface HookCaller {

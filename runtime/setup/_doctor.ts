@@ -20,8 +20,7 @@ import { resolveConfigPath } from "./_state_dir.ts";
 import { derivePermissionInput } from "./_launcher.ts";
 import { servePermissionFlags } from "./_serve_permissions.ts";
 import { isKlbrError } from "../core/mod.ts";
-import { loadSkills, skillRoots } from "../kernel/mod.ts";
-import { resolvePython } from "../kernel/mod.ts";
+import { loadSkills, resolvePython, skillRoots } from "../kernel/mod.ts";
 
 /** Options for {@linkcode runDoctor}. */
 export interface DoctorOptions {

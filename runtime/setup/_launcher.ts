@@ -7,13 +7,15 @@
  */
 
 import { join, resolve } from "node:path";
-import { loadConfig, type Route } from "../config/mod.ts";
+import { loadConfig, type Route, type ServeOptions } from "../config/mod.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../core/mod.ts";
-import type { ServeOptions } from "../config/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
 import { requireLoopbackHost } from "../lanes/mod.ts";
-import { parseRunPrograms, type ServePermissionInput } from "./_serve_permissions.ts";
-import { servePermissionFlags } from "./_serve_permissions.ts";
+import {
+  parseRunPrograms,
+  servePermissionFlags,
+  type ServePermissionInput,
+} from "./_serve_permissions.ts";
 import { skillRoots } from "../kernel/mod.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
 

@@ -6,8 +6,7 @@
  */
 
 import { join } from "node:path";
-import { REPO_ROOT } from "../../runtime/setup/mod.ts";
-import { daemonArgs, derivePermissionInput } from "../../runtime/setup/mod.ts";
+import { daemonArgs, derivePermissionInput, REPO_ROOT } from "../../runtime/setup/mod.ts";
 
 export { REPO_ROOT };
 

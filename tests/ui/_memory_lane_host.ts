@@ -7,11 +7,14 @@
  * @module
  */
 
-import { KlbrError, SILENT_LOGGER } from "../../runtime/core/mod.ts";
-import type { AdmitOutcome, LaneHost } from "../../runtime/lanes/mod.ts";
-import type { ClientMessage, LaneRecord } from "../../runtime/core/mod.ts";
-import { createApp } from "../../runtime/lanes/mod.ts";
-import type { LaneSignal } from "../../runtime/core/mod.ts";
+import {
+  type ClientMessage,
+  KlbrError,
+  type LaneRecord,
+  type LaneSignal,
+  SILENT_LOGGER,
+} from "../../runtime/core/mod.ts";
+import { type AdmitOutcome, createApp, type LaneHost } from "../../runtime/lanes/mod.ts";
 
 /** A 64-hex-character token for the in-memory host. */
 export const TEST_TOKEN = "ab".repeat(32);

@@ -8,13 +8,12 @@ cancels the running cell's task, or drops a queued cell (its future resolves wit
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from klbr.cells import CellResult
-from klbr.rpc import current_parent
+from klbr.rpc import attributed_task, settle
 
 __all__ = ["CellJob", "CellQueue"]
 
@@ -86,15 +85,10 @@ class CellQueue:
     async def _drain(self) -> None:
         while self._pending:
             job = self._pending.popleft()
-            context = contextvars.copy_context()
-            context.run(current_parent.set, job.request_id)
-            task = asyncio.get_running_loop().create_task(self._runner(job), context=context)
+            task = attributed_task(self._runner(job), job.request_id)
             self._running = (job, task)
             try:
-                await asyncio.wait({task})
-            except asyncio.CancelledError:
-                task.cancel()
-                raise
+                await settle(task)
             finally:
                 self._running = None
             if job.done.done():

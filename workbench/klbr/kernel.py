@@ -14,7 +14,6 @@ reaches the running cell, a queued cell or a running hook.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import os
 import platform
 from dataclasses import dataclass
@@ -147,15 +146,10 @@ class Kernel:
         RPCs the hook makes are attributed to ``request_id``. Raises ``RequestError``
         (``hook_failed``) when the hook fails or is cancelled.
         """
-        context = contextvars.copy_context()
-        context.run(rpc.current_parent.set, request_id)
-        task = asyncio.get_running_loop().create_task(call_hook(name, args, behavior), context=context)
+        task = rpc.attributed_task(call_hook(name, args, behavior), request_id)
         self._hooks[request_id] = task
         try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
+            await rpc.settle(task)
         finally:
             self._hooks.pop(request_id, None)
         if task.cancelled():

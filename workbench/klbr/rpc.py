@@ -11,13 +11,33 @@ The kernel binds one ``HostRpc`` per process with ``bind()``; ``call()`` uses it
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 from contextvars import ContextVar
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine
 
-__all__ = ["HostRpc", "RpcError", "bind", "call", "current_parent"]
+__all__ = ["HostRpc", "RpcError", "attributed_task", "bind", "call", "current_parent", "settle"]
 
 current_parent: ContextVar[str | None] = ContextVar("klbr_rpc_parent", default=None)
+
+
+def attributed_task(coro: Coroutine[Any, Any, Any], request_id: str) -> asyncio.Task[Any]:
+    """Start ``coro`` as a task whose host RPCs are attributed to ``request_id``."""
+    context = contextvars.copy_context()
+    context.run(current_parent.set, request_id)
+    return asyncio.get_running_loop().create_task(coro, context=context)
+
+
+async def settle(task: asyncio.Task[Any]) -> None:
+    """Wait until ``task`` ends; when the waiter itself is cancelled, cancel ``task`` too.
+
+    The task's own outcome (result, exception or cancellation) is left on it for the caller.
+    """
+    try:
+        await asyncio.wait({task})
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
 """The id of the ``execute`` or ``hook`` request running in this context, else ``None``."""
 
 FrameWriter = Callable[[dict[str, Any]], None]

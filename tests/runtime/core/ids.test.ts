@@ -10,8 +10,14 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { z } from "zod";
-import { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "../../../runtime/core/mod.ts";
-import { KlbrError } from "../../../runtime/core/mod.ts";
+import {
+  ID_PREFIXES,
+  type IdKind,
+  idSchema,
+  KlbrError,
+  newId,
+  parseId,
+} from "../../../runtime/core/mod.ts";
 
 const KINDS = Object.keys(ID_PREFIXES) as IdKind[];
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";

@@ -3,11 +3,9 @@
 // loopback fake of Discord's gateway and REST API.
 
 import assert from "node:assert/strict";
-import { discordHandlers } from "../../../runtime/discord/mod.ts";
-import { DiscordGateway, GATEWAY_INTENTS } from "../../../runtime/discord/mod.ts";
+import { DiscordGateway, discordHandlers, GATEWAY_INTENTS } from "../../../runtime/discord/mod.ts";
 import { Secret } from "../../../runtime/config/mod.ts";
-import { KlbrError, type Logger } from "../../../runtime/core/mod.ts";
-import type { LaneRecord } from "../../../runtime/core/mod.ts";
+import { KlbrError, type LaneRecord, type Logger } from "../../../runtime/core/mod.ts";
 import { getOutbox } from "../../../store/outbox.ts";
 import { ensureSession } from "../../../store/sessions.ts";
 import { openStore, type Store } from "../../../store/store.ts";

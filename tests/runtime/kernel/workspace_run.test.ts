@@ -5,8 +5,8 @@ import {
   killProcessGroup,
   processGroupAlive,
   processGroupMembers,
+  runInWorkspace,
 } from "../../../runtime/kernel/mod.ts";
-import { runInWorkspace } from "../../../runtime/kernel/mod.ts";
 
 /** A fresh workspace (real path) inside a temp dir that also holds a sibling directory. */
 async function workspace() {

@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { LaneConnection, type LaneHost } from "../../../runtime/lanes/mod.ts";
-import type { LaneRecord, Logger, ServerMessage } from "../../../runtime/core/mod.ts";
-import type { LaneSignal } from "../../../runtime/core/mod.ts";
+import type { LaneRecord, LaneSignal, Logger, ServerMessage } from "../../../runtime/core/mod.ts";
 
 const TOKEN = "a".repeat(64);
 

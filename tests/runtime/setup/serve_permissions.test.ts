@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { derivePermissionInput } from "../../../runtime/setup/mod.ts";
-import { parseRunPrograms, servePermissionFlags } from "../../../runtime/setup/mod.ts";
+import {
+  derivePermissionInput,
+  parseRunPrograms,
+  servePermissionFlags,
+} from "../../../runtime/setup/mod.ts";
 
 const base = {
   stateDir: "/s",
