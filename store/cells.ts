@@ -10,24 +10,14 @@
  */
 
 import { z } from "zod";
-import { KlbrError, newId } from "../runtime/core/mod.ts";
+import { CELL_OUTCOMES, KlbrError, newId } from "../runtime/core/mod.ts";
 import { insertEvent } from "./events.ts";
 import { currentGeneration } from "./kernel_generations.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
 import { schemaError } from "./_schema_error.ts";
 
-/** How a cell ended. */
-export const CELL_OUTCOMES = [
-  "ok",
-  "error",
-  "cancelled",
-  "timed_out",
-  "killed",
-  "interrupted",
-] as const;
-
-/** One of {@linkcode CELL_OUTCOMES}. */
+/** One of `CELL_OUTCOMES` (`runtime/core/_records.ts`): how a cell ended. */
 export type CellOutcome = (typeof CELL_OUTCOMES)[number];
 
 const StartCellSchema = z.object({

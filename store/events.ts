@@ -6,10 +6,23 @@
  * record (and as the row it describes), so numbers have no gaps and a reader resuming with
  * `since=<seq>` gets every committed record after it, in order.
  *
+ * The append is typed: a record type of the union in `runtime/core/_records.ts` takes a body of
+ * that type's schema, and a body that does not match is refused before anything is written. A
+ * kind outside the union is kept as it is (the log stays open to a newer writer's types; readers
+ * show such a record as unknown).
+ *
  * @module
  */
 
-import { assert, KlbrError } from "../runtime/core/mod.ts";
+import {
+  assert,
+  describeIssues,
+  isRecordType,
+  KlbrError,
+  recordDataSchema,
+  type RecordInput,
+  type RecordType,
+} from "../runtime/core/mod.ts";
 import { allocateSeq, checkSessionId } from "./sessions.ts";
 import type { Store } from "./store.ts";
 
@@ -34,6 +47,21 @@ export interface ReadEventsOptions {
 
 const KIND = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
 
+/** `K` itself unless it is a record type: such a kind must take its typed overload. */
+type OtherKind<K extends string> = K & (K extends RecordType ? never : unknown);
+
+/** Refuses a record type's body that does not match its schema. */
+function checkBody(kind: string, body: unknown, text: string): void {
+  if (!isRecordType(kind)) return;
+  const parsed = recordDataSchema(kind).safeParse(body);
+  if (parsed.success) return;
+  const got = text.length > 200 ? `${text.slice(0, 200)}…` : text;
+  throw new KlbrError(
+    "invalid_input",
+    `cannot append record ${kind}: ${describeIssues(parsed.error)} (got ${got})`,
+  );
+}
+
 function encodeBody(kind: string, body: unknown): string {
   let text: string | undefined;
   try {
@@ -57,8 +85,22 @@ function encodeBody(kind: string, body: unknown): string {
  * writer modules that record a row and its event together.
  *
  * @throws {KlbrError} `not_found` when the session does not exist; `invalid_input` for a
- *   malformed kind or a body that is not JSON.
+ *   malformed kind, a body that is not JSON, or a record type's body that does not match its
+ *   schema ("cannot append record <type>: <field>: <problem> (got <body>)").
  */
+export function insertEvent<T extends RecordType>(
+  store: Store,
+  session: string,
+  type: T,
+  body: RecordInput<T>,
+): number;
+/** Appends an event of a kind outside the record union; its body is any JSON value. */
+export function insertEvent<K extends string>(
+  store: Store,
+  session: string,
+  kind: OtherKind<K>,
+  body: unknown,
+): number;
 export function insertEvent(store: Store, session: string, kind: string, body: unknown): number {
   assert(store.inTransaction, "insertEvent runs inside the writer's transaction");
   if (!KIND.test(kind)) {
@@ -68,6 +110,7 @@ export function insertEvent(store: Store, session: string, kind: string, body: u
     );
   }
   const text = encodeBody(kind, body);
+  checkBody(kind, body, text);
   const seq = allocateSeq(store, session);
   store.statement("INSERT INTO events (session_id, seq, kind, at, body) VALUES (?, ?, ?, ?, ?)")
     .run(session, seq, kind, store.clock(), text);
@@ -77,16 +120,34 @@ export function insertEvent(store: Store, session: string, kind: string, body: u
 /**
  * Appends one event to `session`'s log and returns its sequence number.
  *
- * When it returns the event is committed with the next number of the session. Proven by
- * "`appendEvent()` numbers a session's events 1, 2, 3 without gaps".
+ * When it returns the event is committed with the next number of the session; a refused body
+ * writes nothing. Proven by "`appendEvent()` numbers a session's events 1, 2, 3 without gaps"
+ * and "`appendEvent()` refuses a record body that does not match its type and writes nothing".
  *
  * @throws {KlbrError} `not_found` when the session does not exist; `invalid_input` for a
- *   malformed kind or a body that is not JSON.
+ *   malformed kind, a body that is not JSON, or a record type's body that does not match its
+ *   schema ("cannot append record <type>: <field>: <problem> (got <body>)").
  * @example
  * ```ts
- * const seq = appendEvent(store, "default", "scratchpad.text", { text: "thinking" });
+ * const seq = appendEvent(store, "default", "session.stalled", {
+ *   failures: 6,
+ *   message: "gave up retrying after 6 failed attempts; the inputs stay pending",
+ * });
  * ```
  */
+export function appendEvent<T extends RecordType>(
+  store: Store,
+  session: string,
+  type: T,
+  body: RecordInput<T>,
+): number;
+/** Appends an event of a kind outside the record union; its body is any JSON value. */
+export function appendEvent<K extends string>(
+  store: Store,
+  session: string,
+  kind: OtherKind<K>,
+  body: unknown,
+): number;
 export function appendEvent(store: Store, session: string, kind: string, body: unknown): number {
   checkSessionId(session);
   return store.transaction(() => insertEvent(store, session, kind, body));

@@ -10,14 +10,11 @@
  */
 
 import { z } from "zod";
-import { assert, KlbrError, newId } from "../runtime/core/mod.ts";
+import { assert, KlbrError, newId, SOURCE_KINDS } from "../runtime/core/mod.ts";
 import { hasControlCharacter, schemaError } from "./_schema_error.ts";
 import { insertEvent } from "./events.ts";
 import { checkSessionId } from "./sessions.ts";
 import type { Store } from "./store.ts";
-
-/** Where an input came from. */
-export const SOURCE_KINDS = ["local", "discord", "timer", "system"] as const;
 
 /** Largest accepted input body, in UTF-16 code units of its JSON text. */
 export const MAX_INPUT_BODY_CHARS = 1 << 20;
@@ -40,6 +37,11 @@ const AdmitInputSchema = z.object({
   body: z.unknown(),
   /** When the transport received it, in ms; defaults to the admission time. */
   receivedAt: z.number().int().nonnegative().optional(),
+  /**
+   * A local input's `client_msg_id`, written into `input.admitted` so a client can match the
+   * record to what it sent without reading the dedupe key.
+   */
+  clientMsgId: Text.optional(),
 }).strict();
 
 /** What {@linkcode admitInput} takes. */
@@ -170,6 +172,7 @@ export function admitInput(store: Store, input: AdmitInput): AdmitResult {
       author: data.author,
       received_at: data.receivedAt ?? now,
       body: data.body,
+      ...(data.clientMsgId === undefined ? {} : { client_msg_id: data.clientMsgId }),
     });
     store.statement(
       `INSERT INTO inputs (id, session_id, source_kind, dedupe_key, conversation_id, author, body,

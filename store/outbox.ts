@@ -11,16 +11,13 @@
  */
 
 import { z } from "zod";
-import { KlbrError, newId } from "../runtime/core/mod.ts";
+import { KlbrError, newId, OUTBOX_STATES } from "../runtime/core/mod.ts";
 import { schemaError } from "./_schema_error.ts";
 import { insertEvent } from "./events.ts";
 import { requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
 
-/** Every outbox state, in the order a row may reach them. */
-export const OUTBOX_STATES = ["pending", "attempting", "confirmed", "failed", "unknown"] as const;
-
-/** One outbox state. */
+/** One of `OUTBOX_STATES` (`runtime/core/_records.ts`): an outbox row's state. */
 export type OutboxState = (typeof OUTBOX_STATES)[number];
 
 const Snowflake = z.string().regex(/^[0-9]{1,20}$/, "expected a snowflake of 1-20 digits");

@@ -1,7 +1,7 @@
 /**
  * The base every other part stands on: errors, ids, the wire envelopes of both protocols,
- * and the in-process event bus. It imports no domain; it is all of `runtime/` that `store/`
- * and `ui/` import.
+ * the durable record bodies, and the in-process event bus. It imports no domain; it is all of
+ * `runtime/` that `store/` and `ui/` import.
  *
  * @module
  */
@@ -46,3 +46,22 @@ export {
   SkillsPayload,
   WorkerFrame,
 } from "./_protocol.ts";
+export {
+  ArtifactRef,
+  CELL_OUTCOMES,
+  CellInterruption,
+  CellRunResult,
+  DurableRecord,
+  isRecordType,
+  KnownRecord,
+  OUTBOX_STATES,
+  RECORD_TYPES,
+  type RecordData,
+  recordDataSchema,
+  type RecordInput,
+  type RecordReading,
+  type RecordType,
+  readRecord,
+  SOURCE_KINDS,
+  UnknownRecord,
+} from "./_records.ts";

@@ -43,6 +43,7 @@ export function localInput(clientId: string, input: InputMessage): PendingInput 
   return () => ({
     sourceKind: "local",
     dedupeKey: localDedupeKey(clientId, input.client_msg_id),
+    clientMsgId: input.client_msg_id,
     conversationId: input.conversation,
     author: input.author,
     body: input.text,

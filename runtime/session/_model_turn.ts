@@ -11,7 +11,12 @@
 
 import { appendEvent } from "../../store/events.ts";
 import { appendProviderItems } from "../../store/provider_items.ts";
-import { DEFAULT_CELL_TIMEOUT_MS, newId } from "../core/mod.ts";
+import {
+  DEFAULT_CELL_TIMEOUT_MS,
+  newId,
+  type RecordInput,
+  type RecordType,
+} from "../core/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import { compactIfLong, type ContextDeps, prepareContext, renderInputs } from "./_context.ts";
 import type { TurnContext, TurnResult } from "./_session_runtime.ts";
@@ -43,7 +48,7 @@ const RESUMED_NOTE = {
 interface TurnScope {
   options: ModelTurnOptions;
   ctx: TurnContext;
-  record: (kind: string, body: Record<string, unknown>) => void;
+  record: <T extends RecordType>(type: T, body: RecordInput<T>) => void;
   state: { effects: boolean };
 }
 
@@ -62,8 +67,8 @@ export function createModelTurn(
 ): (ctx: TurnContext) => Promise<TurnResult> {
   return async (ctx) => {
     const state = { effects: false };
-    const record = (kind: string, body: Record<string, unknown>) => {
-      appendEvent(options.store, ctx.session, kind, body);
+    const record = <T extends RecordType>(type: T, body: RecordInput<T>) => {
+      appendEvent(options.store, ctx.session, type, body);
       options.bus.wake(ctx.session);
     };
     try {

@@ -19,6 +19,8 @@ import {
   type EventBus,
   type HookName,
   type Logger,
+  type RecordInput,
+  type RecordType,
   SerialRunner,
 } from "../core/mod.ts";
 import type { AttentionPlan, HookResult } from "../behavior/mod.ts";
@@ -322,8 +324,8 @@ export class SessionRuntime {
     this.#retryTimer = undefined;
   }
 
-  #record(kind: string, body: Record<string, unknown>): void {
-    appendEvent(this.#o.store, this.#o.session, kind, body);
+  #record<T extends RecordType>(type: T, body: RecordInput<T>): void {
+    appendEvent(this.#o.store, this.#o.session, type, body);
     this.#o.bus.wake(this.#o.session);
   }
 

@@ -55,9 +55,12 @@ function turn(store: Store, n: number) {
     { role: "tool", tool_call_id: call, content: "outcome: ok" },
   ]);
   appendEvent(store, "default", "send", {
+    send_id: `snd_${n}`,
     text: `answer ${n}`,
     conversation: "local:default",
     frame_id: frameId,
+    cell_id: null,
+    state: "delivered",
   });
 }
 

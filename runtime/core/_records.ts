@@ -1,0 +1,308 @@
+/**
+ * The durable record bodies: one zod schema for the `data` of every record `type` the runtime
+ * and the store write, gathered into one union discriminated on `type`.
+ *
+ * The store's typed append ({@linkcode recordDataSchema}) refuses a body that does not match its
+ * type's schema, and the UI reads records through {@linkcode readRecord} instead of guessing field
+ * names. Every shape tolerates fields it does not name, so a record from a newer writer still
+ * parses; a type outside the union is an {@linkcode UnknownRecord}, shown as such and never
+ * dropped. `docs/protocol.md` lists every type with an example body, checked by
+ * `tests/runtime/core/records.test.ts`.
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import { describeIssues } from "./_protocol.ts";
+
+/** Where an input came from. */
+export const SOURCE_KINDS = ["local", "discord", "timer", "system"] as const;
+
+/** Every way a cell can end: the worker's three, and the host's for cells it had to end. */
+export const CELL_OUTCOMES = [
+  "ok",
+  "error",
+  "cancelled",
+  "timed_out",
+  "killed",
+  "interrupted",
+] as const;
+
+/** Every outbox state, in the order a row may reach them. */
+export const OUTBOX_STATES = ["pending", "attempting", "confirmed", "failed", "unknown"] as const;
+
+const ids = z.array(z.string());
+/** Any JSON value; required. The store has already refused what is not JSON. */
+const json = z.unknown();
+const int = z.number().int();
+
+/** A spooled output: the artifact that holds it whole, and its size. */
+export const ArtifactRef = z.looseObject({ id: z.string(), bytes: int.nonnegative() });
+/** A spooled output's artifact. */
+export type ArtifactRef = z.infer<typeof ArtifactRef>;
+
+/**
+ * The `result` of a `cell.finished` for a cell that ran: the worker's reply, with long output
+ * cut to an excerpt whose whole text is in `stdout_artifact` / `stderr_artifact`.
+ */
+export const CellRunResult = z.looseObject({
+  value: z.string().nullable(),
+  stdout: z.string(),
+  stderr: z.string(),
+  stdout_artifact: ArtifactRef.optional(),
+  stderr_artifact: ArtifactRef.optional(),
+  error: z.looseObject({ type: z.string(), message: z.string(), traceback: z.string() })
+    .nullable(),
+  wait: z.looseObject({ reason: z.string() }).nullable(),
+  duration_ms: z.number().nonnegative(),
+});
+/** What a cell that ran reported. */
+export type CellRunResult = z.infer<typeof CellRunResult>;
+
+/** The `result` of a `cell.finished` for a cell that never reported: why it was cut short. */
+export const CellInterruption = z.looseObject({ interrupted: z.string() });
+
+const frameEnd = {
+  frame_id: z.string(),
+  number: int,
+  reason: z.string(),
+  input_ids: ids,
+};
+
+/** The data of one outbox step: the state the row moved to, and what that move recorded. */
+function outboxStep<S extends Exclude<(typeof OUTBOX_STATES)[number], "pending">>(state: S) {
+  return z.looseObject({
+    outbox_id: z.string(),
+    state: z.literal(state),
+    attempts: int.nonnegative(),
+    remote_id: z.string().nullable(),
+    error: z.string().nullable(),
+  });
+}
+
+/** The `data` schema of each record type. Each tolerates fields it does not name. */
+const DATA = {
+  "input.admitted": z.looseObject({
+    input_id: z.string(),
+    source_kind: z.enum(SOURCE_KINDS),
+    dedupe_key: z.string(),
+    conversation_id: z.string(),
+    author: z.string(),
+    received_at: int,
+    /** Any JSON value: a string for plain text. */
+    body: json,
+    /** The client's message id, for a local input (absent from records before it was added). */
+    client_msg_id: z.string().optional(),
+  }),
+  "frame.accepted": z.looseObject({
+    frame_id: z.string(),
+    number: int,
+    input_ids: ids,
+    routing: json,
+    context_epoch: int,
+    policy_revision: z.string(),
+  }),
+  "frame.finished": z.looseObject({ ...frameEnd, state: z.enum(["done", "failed"]) }),
+  "frame.abandoned": z.looseObject({ ...frameEnd, state: z.literal("abandoned") }),
+  "frame.resumed": z.looseObject({
+    frame_id: z.string(),
+    number: int,
+    /** The dead owner, in records written while frames had lease owners. */
+    previous_owner: z.string().nullable().optional(),
+  }),
+  "kernel.reset": z.looseObject({
+    generation: int,
+    reason: z.string(),
+    skills_revision: z.string(),
+    behavior_revision: z.string().nullable(),
+    heap_restored: z.boolean(),
+  }),
+  "cell.started": z.looseObject({
+    cell_id: z.string(),
+    generation: int,
+    frame_id: z.string().nullable(),
+    tool_call_id: z.string().nullable(),
+    code: z.string(),
+  }),
+  "cell.finished": z.looseObject({
+    cell_id: z.string(),
+    tool_call_id: z.string().nullable(),
+    outcome: z.enum(CELL_OUTCOMES),
+    /** A {@linkcode CellRunResult}, a {@linkcode CellInterruption}, or any JSON a caller gave. */
+    result: json,
+  }),
+  "scratchpad": z.looseObject({
+    frame_id: z.string(),
+    text: z.string(),
+    partial: z.boolean(),
+    usage: z.record(z.string(), z.number()).optional(),
+  }),
+  "send": z.looseObject({
+    send_id: z.string(),
+    text: z.string(),
+    conversation: z.string(),
+    frame_id: z.string().nullable(),
+    cell_id: z.string().nullable(),
+    state: z.literal("delivered"),
+  }),
+  "outbox.pending": z.looseObject({
+    outbox_id: z.string(),
+    state: z.literal("pending"),
+    conversation: z.string(),
+    destination: z.looseObject({ channel_id: z.string(), reply_to: z.string().optional() }),
+    body: z.string(),
+    frame_id: z.string().nullable(),
+    cell_id: z.string().nullable(),
+  }),
+  "outbox.attempting": outboxStep("attempting"),
+  "outbox.confirmed": outboxStep("confirmed"),
+  "outbox.failed": outboxStep("failed"),
+  "outbox.unknown": outboxStep("unknown"),
+  "activation": z.looseObject({
+    epoch: int,
+    release_id: z.string(),
+    previous_release: z.string().nullable(),
+    reason: z.string(),
+  }),
+  "release.last_good": z.looseObject({ release_id: z.string() }),
+  "release.recovered": z.looseObject({ broken: z.string(), restored: z.string() }),
+  "hook.failed": z.looseObject({
+    hook: z.string(),
+    revision: z.string(),
+    error: z.string(),
+    /** How many inputs stay pending (`attention.plan`). */
+    pending: int.nonnegative().optional(),
+    /** The turn went on with the hook's safe default (the turn's hooks). */
+    fallback: z.boolean().optional(),
+  }),
+  "session.stalled": z.looseObject({ failures: int.nonnegative(), message: z.string() }),
+  "recovery": z.looseObject({
+    abandoned_frames: ids,
+    resumed_frames: ids,
+    interrupted_cells: ids,
+    closed_tool_calls: ids,
+  }),
+  "operator": z.looseObject({
+    /** The command, e.g. `op.reset`; the rest is its result. */
+    op: z.string(),
+    message: z.string().optional(),
+  }),
+  "context.compacted": z.looseObject({
+    epoch: int,
+    covers_to_idx: int,
+    summarized_items: int.nonnegative(),
+    summary_chars: int.nonnegative(),
+  }),
+  "turn.started": z.looseObject({ frame_id: z.string(), frame: int, resumed: z.boolean() }),
+  "turn.ended": z.looseObject({
+    frame_id: z.string(),
+    reason: z.string(),
+    /** The reason given to `wait()`, when the turn ended waiting. */
+    wait_reason: z.string().optional(),
+  }),
+} as const;
+
+type DataSchemas = typeof DATA;
+
+/** Every record type with a schema. */
+export type RecordType = keyof DataSchemas;
+
+/** Every record type with a schema, in the order `docs/protocol.md` lists them. */
+export const RECORD_TYPES = Object.keys(DATA) as RecordType[];
+
+function variant<T extends RecordType>(type: T) {
+  return z.object({ type: z.literal(type), data: DATA[type] as DataSchemas[T] });
+}
+
+/** A record of a known type with a body that matches it, discriminated on `type`. */
+export const KnownRecord = z.discriminatedUnion("type", [
+  variant("input.admitted"),
+  variant("frame.accepted"),
+  variant("frame.finished"),
+  variant("frame.abandoned"),
+  variant("frame.resumed"),
+  variant("kernel.reset"),
+  variant("cell.started"),
+  variant("cell.finished"),
+  variant("scratchpad"),
+  variant("send"),
+  variant("outbox.pending"),
+  variant("outbox.attempting"),
+  variant("outbox.confirmed"),
+  variant("outbox.failed"),
+  variant("outbox.unknown"),
+  variant("activation"),
+  variant("release.last_good"),
+  variant("release.recovered"),
+  variant("hook.failed"),
+  variant("session.stalled"),
+  variant("recovery"),
+  variant("operator"),
+  variant("context.compacted"),
+  variant("turn.started"),
+  variant("turn.ended"),
+]);
+/** A record of a known type, its `data` typed by that type. */
+export type KnownRecord = z.infer<typeof KnownRecord>;
+
+/** The `data` of a record of type `T`, as read. */
+export type RecordData<T extends RecordType> = z.infer<DataSchemas[T]>;
+
+/** The `data` a writer gives for a record of type `T`. */
+export type RecordInput<T extends RecordType> = z.input<DataSchemas[T]>;
+
+/** Returns whether `type` is a record type with a schema. */
+export function isRecordType(type: string): type is RecordType {
+  return Object.hasOwn(DATA, type);
+}
+
+/** A record whose type has no schema here, e.g. one a newer writer added: kept as it is. */
+export const UnknownRecord = z.object({
+  type: z.string().refine((type) => !isRecordType(type), "is a known record type"),
+  data: z.unknown(),
+});
+/** A record of a type this schema does not know. */
+export type UnknownRecord = z.infer<typeof UnknownRecord>;
+
+/** Every durable record body: a known type with a matching body, or an unknown type. */
+export const DurableRecord = z.union([KnownRecord, UnknownRecord]);
+/** A durable record body. */
+export type DurableRecord = z.infer<typeof DurableRecord>;
+
+/** Returns the `data` schema of a known record type. */
+export function recordDataSchema<T extends RecordType>(type: T): DataSchemas[T] {
+  return DATA[type];
+}
+
+/** What {@linkcode readRecord} made of a record. */
+export type RecordReading =
+  | { ok: true; record: KnownRecord }
+  | {
+    ok: false;
+    type: string;
+    data: unknown;
+    /** `unknown_type`: no schema for the type; `invalid_body`: the body does not match it. */
+    reason: "unknown_type" | "invalid_body";
+    /** What is wrong, in words ("text: Invalid input: …"); empty for an unknown type. */
+    problem: string;
+  };
+
+/**
+ * Reads a record's `type` and `data` against the union. A known type whose body matches is
+ * typed; anything else is reported with the reason, never thrown or dropped.
+ *
+ * @example
+ * ```ts
+ * const read = readRecord(record.type, record.data);
+ * if (read.ok && read.record.type === "send") read.record.data.text;
+ * ```
+ */
+export function readRecord(type: string, data: unknown): RecordReading {
+  if (!isRecordType(type)) return { ok: false, type, data, reason: "unknown_type", problem: "" };
+  const body = DATA[type].safeParse(data);
+  if (!body.success) {
+    return { ok: false, type, data, reason: "invalid_body", problem: describeIssues(body.error) };
+  }
+  // The body matched its own type's schema, which is exactly that variant of the union.
+  return { ok: true, record: { type, data: body.data } as KnownRecord };
+}
