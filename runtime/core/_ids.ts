@@ -7,7 +7,8 @@
  * @module
  */
 
-import { z } from "zod";
+// A namespace import lets the UI bundle keep only the parts of zod that core uses.
+import * as z from "zod";
 import { KlbrError } from "./_errors.ts";
 
 /** Prefix for each kind of id. */

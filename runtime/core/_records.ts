@@ -12,7 +12,8 @@
  * @module
  */
 
-import { z } from "zod";
+// A namespace import lets the UI bundle keep only the parts of zod that core uses.
+import * as z from "zod";
 import { describeIssues } from "./_protocol.ts";
 
 /** Where an input came from. */

@@ -61,7 +61,8 @@ async function builtAt(dist: string): Promise<number> {
 
 /**
  * Returns whether `ui/dist` lacks an output or is older than a source: a file under
- * `ui/src` or `ui/static`, `deno.json` or `deno.lock`.
+ * `ui/src`, `ui/static` or `runtime/core` (the schemas the page bundles), `deno.json` or
+ * `deno.lock`.
  */
 export async function uiIsStale(repoRoot: string): Promise<boolean> {
   const built = await builtAt(join(repoRoot, "ui", "dist"));
@@ -69,6 +70,7 @@ export async function uiIsStale(repoRoot: string): Promise<boolean> {
   const sources = Math.max(
     await newestMtime(join(repoRoot, "ui", "src")),
     await newestMtime(join(repoRoot, "ui", "static")),
+    await newestMtime(join(repoRoot, "runtime", "core")),
     await fileMtime(join(repoRoot, "deno.json")),
     await fileMtime(join(repoRoot, "deno.lock")),
   );

@@ -27,7 +27,7 @@ export interface RecordExample {
 export function recordExamples(): RecordExample[] {
   const markdown = Deno.readTextFileSync(DOC);
   const start = markdown.indexOf("\n### Record types");
-  if (start < 0) throw new Error("docs/protocol.md has no \"### Record types\" section");
+  if (start < 0) throw new Error('docs/protocol.md has no "### Record types" section');
   const end = markdown.indexOf("\n### ", start + 1);
   const section = markdown.slice(start, end < 0 ? undefined : end);
   const rows = section.split("\n").filter((line) => /^\| `[^`]+` +\|/.test(line));

@@ -74,7 +74,13 @@ Deno.test("`appendEvent()` refuses a record body that does not match its type an
 
 Deno.test("`appendEvent()` refuses an outbox step whose state is not its type's", async () => {
   await withStore((store) => {
-    const body = { outbox_id: "ob_1", state: "confirmed", attempts: 1, remote_id: "1", error: null };
+    const body = {
+      outbox_id: "ob_1",
+      state: "confirmed",
+      attempts: 1,
+      remote_id: "1",
+      error: null,
+    };
     refuses(
       () => appendEvent(store, "default", "outbox.failed", untyped(body)),
       `cannot append record outbox.failed: state: Invalid input: expected "failed" (got ${

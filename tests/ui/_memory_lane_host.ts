@@ -118,6 +118,7 @@ export class MemoryLaneHost implements LaneHost {
       author: input.author,
       received_at: Date.now(),
       body: input.text,
+      client_msg_id: input.client_msg_id,
     }, session);
     this.#admitted.set(key, { input_id: inputId, seq: record.seq });
     return { input_id: inputId, seq: record.seq, duplicate: false };
@@ -146,10 +147,12 @@ export class MemoryLaneHost implements LaneHost {
         );
       }
       this.epoch++;
+      const previous = this.activeRelease ?? null;
       this.activeRelease = message.release;
       this.append("activation", {
         epoch: this.epoch,
         release_id: message.release,
+        previous_release: previous,
         reason: "operator",
       }, session);
       return Promise.resolve({ epoch: this.epoch, release: message.release });

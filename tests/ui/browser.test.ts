@@ -26,6 +26,7 @@ import {
   startLaneServer,
   TEST_TOKEN,
 } from "./_memory_lane_host.ts";
+import { body as full } from "./_record_data.ts";
 
 const UI_DIR = await ensureUiBuilt({ repoRoot: REPO });
 
@@ -61,30 +62,33 @@ async function textOf(page: Page, selector: string): Promise<string> {
 
 /** Appends the records of one turn that consumed `inputId`; returns the head seq. */
 function playTurn(host: MemoryLaneHost, inputId: string): number {
-  host.append("frame.accepted", { frame_id: "fr_1", number: 1, input_ids: [inputId] });
-  host.append("turn.started", { turn_id: "turn_1" });
-  host.append("scratchpad", { text: "I will check the build.", partial: false, turn_id: "turn_1" });
-  host.append("cell.started", {
-    cell_id: "cell_1",
-    code: "r = await run(('deno', 'check', 'main.ts'))\nprint(r.exit_code)",
-  });
-  host.append("cell.finished", {
-    cell_id: "cell_1",
-    outcome: "ok",
-    result: {
-      stdout: Array.from({ length: 40 }, (_, i) => `checked file ${i}`).join("\n"),
-      stderr: "warning: slow\n",
-      value: null,
-      error: null,
-      duration_ms: 1234,
-    },
-  });
-  host.append("send", {
-    send_id: "snd_1",
-    text: "The build is **green**.",
-    conversation: "local:default",
-  });
-  host.append("scratchpad", { text: "Half a tho", partial: true, turn_id: "turn_1" });
+  host.append("frame.accepted", full("frame.accepted", { input_ids: [inputId] }));
+  host.append("turn.started", full("turn.started"));
+  host.append("scratchpad", full("scratchpad", { text: "I will check the build." }));
+  host.append(
+    "cell.started",
+    full("cell.started", {
+      cell_id: "cell_1",
+      code: "r = await run(('deno', 'check', 'main.ts'))\nprint(r.exit_code)",
+    }),
+  );
+  host.append(
+    "cell.finished",
+    full("cell.finished", {
+      cell_id: "cell_1",
+      outcome: "ok",
+      result: {
+        stdout: Array.from({ length: 40 }, (_, i) => `checked file ${i}`).join("\n"),
+        stderr: "warning: slow\n",
+        value: null,
+        error: null,
+        wait: null,
+        duration_ms: 1234,
+      },
+    }),
+  );
+  host.append("send", full("send", { send_id: "snd_1", text: "The build is **green**." }));
+  host.append("scratchpad", full("scratchpad", { text: "Half a tho", partial: true }));
   host.append("frame.finished", {
     frame_id: "fr_1",
     number: 1,
@@ -120,15 +124,10 @@ Deno.test("the page sends a typed message on Enter and shows its acknowledgement
     await page.waitForSelector(`#composer-status:has-text("acknowledged as ${inputId} · pending")`);
     assert.equal(await textOf(page, '[data-seq="1"] .badge'), "◷ pending");
     await screenshot(page, "composer", "01-admitted");
-    host.append("frame.accepted", { frame_id: "fr_1", number: 1, input_ids: [inputId] });
+    host.append("frame.accepted", full("frame.accepted", { input_ids: [inputId] }));
     await page.waitForSelector('[data-seq="1"] .badge:has-text("consumed by frame 1")');
     await page.waitForSelector('#composer-status:has-text("consumed by frame 1")');
-    host.append("frame.finished", {
-      frame_id: "fr_1",
-      number: 1,
-      state: "done",
-      input_ids: [inputId],
-    });
+    host.append("frame.finished", full("frame.finished", { state: "done", input_ids: [inputId] }));
     await page.waitForSelector('[data-seq="1"] .badge:has-text("consumed by frame 1 · done")');
     await screenshot(page, "composer", "02-consumed");
   });
@@ -152,11 +151,14 @@ Deno.test("the page shows scratchpad, cells, sends and runtime events each in it
     await page.goto(server.url);
     await typeAndSend(page, "Is the build green?");
     await waitForSeq(page, 1);
-    host.append("cell.started", { cell_id: "cell_0", code: "await wait_for_it()" });
+    host.append(
+      "cell.started",
+      full("cell.started", { cell_id: "cell_0", code: "await wait_for_it()" }),
+    );
     await waitForSeq(page, 2);
     await page.waitForSelector('#lane-cells [data-seq="2"] .badge:has-text("running ·")');
     await screenshot(page, "lanes", "01-running-cell");
-    host.append("kernel.reset", { generation: 2, reason: "operator", heap_restored: false });
+    host.append("kernel.reset", full("kernel.reset", { generation: 2, reason: "operator" }));
     const head = playTurn(host, String(host.sessions.get("default")![0].data.input_id));
     await waitForSeq(page, head);
     // Each record sits in its lane.
@@ -214,16 +216,19 @@ Deno.test("the page renders a send's Markdown without running script or fetching
     page.on("request", (request) => requests.push(request.url()));
     await page.goto(server.url);
     await page.waitForSelector("text=connected as client");
-    host.append("send", {
-      send_id: "snd_x",
-      conversation: "local:default",
-      text: [
-        '**ok** <img src=x onerror="window.__xss=1"> <script>window.__xss=2</script>',
-        "[click](javascript:window.__xss=3) [docs](https://example.invalid/a)",
-        '<iframe src="https://example.invalid/"></iframe><a href="#" onclick="window.__xss=4">x</a>',
-        "![remote](https://example.invalid/pixel.png)",
-      ].join("\n\n"),
-    });
+    host.append(
+      "send",
+      full("send", {
+        send_id: "snd_x",
+        conversation: "local:default",
+        text: [
+          '**ok** <img src=x onerror="window.__xss=1"> <script>window.__xss=2</script>',
+          "[click](javascript:window.__xss=3) [docs](https://example.invalid/a)",
+          '<iframe src="https://example.invalid/"></iframe><a href="#" onclick="window.__xss=4">x</a>',
+          "![remote](https://example.invalid/pixel.png)",
+        ].join("\n\n"),
+      }),
+    );
     await waitForSeq(page, 1);
     const body = page.locator('[data-seq="1"] .markdown');
     await body.locator("a").last().click();
@@ -244,17 +249,24 @@ Deno.test("a reload in the middle of a turn shows every record once and resumes 
     await typeAndSend(page, "Is the build green?");
     await waitForSeq(page, 1);
     const inputId = String(host.sessions.get("default")![0].data.input_id);
-    host.append("frame.accepted", { frame_id: "fr_1", number: 1, input_ids: [inputId] });
-    host.append("scratchpad", { text: "first draft", partial: false });
-    host.append("cell.started", { cell_id: "cell_1", code: "print(1)" });
+    host.append("frame.accepted", full("frame.accepted", { input_ids: [inputId] }));
+    host.append("scratchpad", full("scratchpad", { text: "first draft" }));
+    host.append("cell.started", full("cell.started", { cell_id: "cell_1", code: "print(1)" }));
     await waitForSeq(page, 4);
     // Let the page store its log, as it does on pagehide.
     await page.evaluate(() => dispatchEvent(new Event("pagehide")));
     const readsBefore = host.reads.length;
     await page.reload();
     // Records that commit while the page is away arrive once it is back.
-    host.append("cell.finished", { cell_id: "cell_1", outcome: "ok", stdout: "1\n" });
-    host.append("send", { send_id: "snd_1", text: "Green.", conversation: "local:default" });
+    host.append(
+      "cell.finished",
+      full("cell.finished", {
+        cell_id: "cell_1",
+        outcome: "ok",
+        result: { value: null, stdout: "1\n", stderr: "", error: null, wait: null, duration_ms: 5 },
+      }),
+    );
+    host.append("send", full("send", { send_id: "snd_1", text: "Green." }));
     await waitForSeq(page, 6);
     await assertEachRecordOnce(page, 6);
     assert.equal(host.reads[readsBefore], 4, "the reloaded page resumed after seq 4");
@@ -271,7 +283,7 @@ Deno.test("the page says when the daemon is unreachable and when it is back, los
   await scene(1280, async (s) => {
     const { host, page } = s;
     await page.goto(s.server.url);
-    host.append("scratchpad", { text: "before the outage" });
+    host.append("scratchpad", full("scratchpad", { text: "before the outage" }));
     await waitForSeq(page, 1);
     const port = s.server.port;
     await s.server.stop();
@@ -284,7 +296,7 @@ Deno.test("the page says when the daemon is unreachable and when it is back, los
     await typeAndSend(page, "written while offline");
     await page.waitForSelector('.msg-unrecorded .badge:has-text("not sent yet")');
     await screenshot(page, "outage", "01-unreachable");
-    host.append("scratchpad", { text: "during the outage" });
+    host.append("scratchpad", full("scratchpad", { text: "during the outage" }));
     s.server = await startLaneServer(host, { uiDir: UI_DIR, port });
     await page.waitForSelector('[data-banner="back"]');
     assert.match(await textOf(page, '[data-banner="back"]'), /The daemon is back/);

@@ -19,6 +19,7 @@ import {
   waitForSeq,
 } from "./_browser.ts";
 import { MemoryLaneHost, startLaneServer } from "./_memory_lane_host.ts";
+import { body as full } from "./_record_data.ts";
 
 const UI_DIR = await ensureUiBuilt({ repoRoot: REPO });
 
@@ -44,6 +45,7 @@ for (const width of [1280, 390]) {
         dedupe_key: "discord:555:9001",
         conversation_id: "discord:555",
         author: "discord:4417:alice",
+        received_at: 1_736_933_400_000,
         body: "Is the build green?",
       });
       await waitForSeq(page, 1);
@@ -61,12 +63,14 @@ for (const width of [1280, 390]) {
         conversation: "discord:555",
         destination: { channel_id: "555" },
         body: "The build is **green**.",
+        frame_id: "fr_1",
+        cell_id: "cell_1",
       });
       const first = '#lane-conversation [data-send-id="ob_1"]';
       await page.waitForSelector(`${first} .badge:has-text("pending · not posted yet")`);
       assert.equal(await textOf(page, `${first} .where`), "to Discord · Discord channel 555");
       assert.equal(await page.locator(`${first} .body strong`).textContent(), "green");
-      host.append("outbox.attempting", { outbox_id: "ob_1", state: "attempting", attempts: 1 });
+      host.append("outbox.attempting", full("outbox.attempting", { outbox_id: "ob_1" }));
       await page.waitForSelector(`${first} .badge:has-text("posting to Discord · attempt 1")`);
       await screenshot(page, "discord", "01-attempting");
       host.append("outbox.confirmed", {
@@ -74,6 +78,7 @@ for (const width of [1280, 390]) {
         state: "confirmed",
         attempts: 1,
         remote_id: "1234567",
+        error: null,
       });
       await page.waitForSelector(
         `${first} .badge:has-text("confirmed · posted as message 1234567")`,
@@ -93,12 +98,15 @@ for (const width of [1280, 390]) {
         conversation: "discord:555",
         destination: { channel_id: "555" },
         body: "Deploying now.",
+        frame_id: "fr_1",
+        cell_id: "cell_2",
       });
-      host.append("outbox.attempting", { outbox_id: "ob_2", state: "attempting", attempts: 1 });
+      host.append("outbox.attempting", full("outbox.attempting", { outbox_id: "ob_2" }));
       host.append("outbox.unknown", {
         outbox_id: "ob_2",
         state: "unknown",
         attempts: 1,
+        remote_id: null,
         error: "no answer within 15000 ms",
       });
       const second = '#lane-conversation [data-send-id="ob_2"]';
@@ -110,8 +118,12 @@ for (const width of [1280, 390]) {
       assert.equal(await page.locator(`${second} .badge.badge-warning`).count(), 1);
       assert.equal(await page.locator(`${first} .badge.badge-ok`).count(), 1);
 
-      host.append("cell.started", { cell_id: "cell_big", code: "print('line\\n' * 20000)" });
+      host.append(
+        "cell.started",
+        full("cell.started", { cell_id: "cell_big", code: "print('line\\n' * 20000)" }),
+      );
       host.append("cell.finished", {
+        ...full("cell.finished"),
         cell_id: "cell_big",
         outcome: "ok",
         result: {

@@ -10,6 +10,7 @@ import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { describeEvent } from "../../ui/src/event_titles.ts";
 import { byteSize, spooledLabel } from "../../ui/src/format.ts";
 import { deriveLanes, dispositionLabel } from "../../ui/src/lane_view.ts";
+import { body } from "./_record_data.ts";
 
 function record(type: string, data: Record<string, unknown>, seq = 1): LaneRecord {
   return { kind: "record", session: "default", seq, at: 1_736_933_400_000 + seq, type, data };
@@ -30,20 +31,31 @@ Deno.test("`describeEvent()` titles a resumed frame as its turn continued after 
   );
 });
 
-Deno.test("`describeEvent()` names a resumed frame without a number by its id", () => {
+Deno.test("`describeEvent()` shows a resumed frame without its number as an unknown record", () => {
   assert.deepEqual(describeEvent(record("frame.resumed", { frame_id: "FR_Upper" })), {
-    title: "Turn of frame FR_Upper continued after a restart",
-    detail: "",
-    severity: "info",
+    title: "unknown record frame.resumed",
+    detail: "its data does not match the type: " +
+      "number: Invalid input: expected number, received undefined; " +
+      "previous_owner: Invalid input: expected string, received undefined",
+    severity: "warning",
   });
+  assert.equal(
+    describeEvent(record("frame.resumed", body("frame.resumed", { number: 7 }))).detail,
+    "",
+    "no previous owner, no detail",
+  );
 });
 
 Deno.test("`deriveLanes()` keeps a resumed frame's inputs consumed and running", () => {
   // `frame.resumed` is no end: the inputs must not read as done before the frame finishes.
   const view = deriveLanes([
-    record("input.admitted", { input_id: "in_a", body: "hi" }, 1),
-    record("frame.accepted", { frame_id: "fr_1", number: 3, input_ids: ["in_a"] }, 2),
-    record("frame.resumed", { frame_id: "fr_1", number: 3 }, 3),
+    record("input.admitted", body("input.admitted", { input_id: "in_a", body: "hi" }), 1),
+    record(
+      "frame.accepted",
+      body("frame.accepted", { frame_id: "fr_1", number: 3, input_ids: ["in_a"] }),
+      2,
+    ),
+    record("frame.resumed", body("frame.resumed", { frame_id: "fr_1", number: 3 }), 3),
   ]);
   assert.equal(dispositionLabel(view.inputs.get("in_a")!.disposition), "consumed by frame 3");
   assert.equal(view.events[1].title, "Turn of frame 3 continued after a restart");
@@ -65,10 +77,14 @@ Deno.test("`describeEvent()` counts what a recovery abandoned, resumed, interrup
   );
 });
 
-Deno.test("`describeEvent()` counts a recovery's missing lists as zero and reads plain counts", () => {
+Deno.test("`describeEvent()` shows a recovery whose lists are missing or counts as unknown", () => {
+  assert.deepEqual(
+    describeEvent(record("recovery", { resumed_frames: "fr_2", interrupted_cells: 2 })).title,
+    "unknown record recovery",
+  );
   assert.equal(
-    describeEvent(record("recovery", { resumed_frames: "fr_2", interrupted_cells: 2 })).detail,
-    "0 frames abandoned · 0 frames resumed · 2 cells interrupted · 0 tool calls closed",
+    describeEvent(record("recovery", body("recovery"))).detail,
+    "0 frames abandoned · 0 frames resumed · 0 cells interrupted · 0 tool calls closed",
   );
 });
 
@@ -85,8 +101,10 @@ Deno.test("`describeEvent()` warns of a stalled session with its message", () =>
     },
   );
   assert.deepEqual(describeEvent(record("session.stalled", { failures: "x" })), {
-    title: "Session stalled",
-    detail: "",
+    title: "unknown record session.stalled",
+    detail: "its data does not match the type: " +
+      "failures: Invalid input: expected number, received string; " +
+      "message: Invalid input: expected string, received undefined",
     severity: "warning",
   });
 });
@@ -102,45 +120,57 @@ Deno.test("`describeEvent()` titles a last good release and warns of a recovered
   );
   assert.equal(
     describeEvent(record("release.recovered", {})).title,
-    "Release ? does not verify; restored ?",
+    "unknown record release.recovered",
   );
 });
 
 Deno.test("`deriveLanes()` reads spooled stdout and stderr artifacts from a cell's result", () => {
   const view = deriveLanes([
-    record("cell.started", { cell_id: "cell_a", code: "print('x' * 100000)" }, 1),
-    record("cell.finished", {
-      cell_id: "cell_a",
-      outcome: "ok",
-      result: {
-        stdout: "xxxx\n[… 94000 characters not shown …]\nxxxx",
-        stderr: "",
-        stdout_artifact: { id: "art_01JHMMRR878CS2QQ58HYY0RD73", bytes: 100001 },
-        stderr_artifact: { id: "art_2", bytes: "many" },
-      },
-    }, 2),
+    record(
+      "cell.started",
+      body("cell.started", { cell_id: "cell_a", code: "print('x' * 100000)" }),
+      1,
+    ),
+    record(
+      "cell.finished",
+      body("cell.finished", {
+        cell_id: "cell_a",
+        outcome: "ok",
+        result: {
+          stdout: "xxxx\n[… 94000 characters not shown …]\nxxxx",
+          stderr: "",
+          stdout_artifact: { id: "art_01JHMMRR878CS2QQ58HYY0RD73", bytes: 100001 },
+          stderr_artifact: { id: "art_2", bytes: "many" },
+        },
+      }),
+      2,
+    ),
   ]);
   const [cell] = view.cells;
   assert.deepEqual(cell.stdoutArtifact, { id: "art_01JHMMRR878CS2QQ58HYY0RD73", bytes: 100001 });
-  assert.deepEqual(cell.stderrArtifact, { id: "art_2", bytes: undefined });
+  // A reference whose size is not a byte count is no reference the runtime writes.
+  assert.equal(cell.stderrArtifact, undefined);
   assert.match(cell.stdout, /characters not shown/);
   assert.equal(
     spooledLabel("stdout", cell.stdoutArtifact!),
     "stdout spooled: 97.7 KiB in artifact art_01JHMMRR878CS2QQ58HYY0RD73; an excerpt is shown",
   );
   assert.equal(
-    spooledLabel("stderr", cell.stderrArtifact!),
+    spooledLabel("stderr", { id: "art_2" }),
     "stderr spooled: in artifact art_2; an excerpt is shown",
   );
 });
 
 Deno.test("`deriveLanes()` ignores artifact refs without an id", () => {
   const view = deriveLanes([
-    record("cell.finished", {
-      cell_id: "cell_a",
-      outcome: "ok",
-      result: { stdout: "short", stdout_artifact: { bytes: 10 }, stderr_artifact: "art_3" },
-    }),
+    record(
+      "cell.finished",
+      body("cell.finished", {
+        cell_id: "cell_a",
+        outcome: "ok",
+        result: { stdout: "short", stdout_artifact: { bytes: 10 }, stderr_artifact: "art_3" },
+      }),
+    ),
   ]);
   assert.deepEqual([view.cells[0].stdoutArtifact, view.cells[0].stderrArtifact], [
     undefined,

@@ -7,6 +7,7 @@
 
 import assert from "node:assert/strict";
 import { InputOutbox, type KeyValueStore } from "../../ui/src/input_outbox.ts";
+import { body } from "./_record_data.ts";
 
 /** A storage object like `sessionStorage`, counting writes. */
 function memoryStorage(initial: Record<string, string> = {}): KeyValueStore & {
@@ -84,16 +85,17 @@ Deno.test("`InputOutbox.retry()` leaves inputs that were not refused alone", () 
   assert.equal(outbox.list()[0].status, "acked");
 });
 
-/** An `input.admitted` record as the daemon writes it. */
+/** An `input.admitted` record as the daemon writes it; without a message id, as an older one did. */
 function admitted(inputId: string, clientMsgId?: string) {
   return {
     type: "input.admitted",
-    data: {
+    data: body("input.admitted", {
       input_id: inputId,
       source_kind: "local",
-      ...(clientMsgId === undefined ? {} : { dedupe_key: `local:web-1:${clientMsgId}` }),
+      dedupe_key: `local:web-1:${clientMsgId ?? "m-unknown"}`,
       body: "x",
-    },
+      ...(clientMsgId === undefined ? {} : { client_msg_id: clientMsgId }),
+    }),
   };
 }
 

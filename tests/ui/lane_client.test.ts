@@ -14,6 +14,7 @@ import type { LaneRecord } from "../../runtime/core/mod.ts";
 import type { KeyValueStore } from "../../ui/src/input_outbox.ts";
 import { LaneClient, type LaneClientOptions } from "../../ui/src/lane_client.ts";
 import { RecordLog } from "../../ui/src/record_log.ts";
+import { body } from "./_record_data.ts";
 import {
   type LaneServer,
   MemoryLaneHost,
@@ -175,7 +176,12 @@ Deno.test("`LaneClient` settles stored inputs whose record is in the stored log"
     seq: 1,
     at: 1,
     type: "input.admitted",
-    data: { input_id: "in_1", dedupe_key: "local:web-test:m1", body: "hello" },
+    data: body("input.admitted", {
+      input_id: "in_1",
+      dedupe_key: "local:web-test:m1",
+      body: "hello",
+      client_msg_id: "m1",
+    }),
   };
   storage.data.set("klbr:log:default", snapshotOf([admitted]));
   storage.data.set(
@@ -457,8 +463,8 @@ Deno.test("`LaneClient` keeps live tokens until the durable scratchpad of their 
     });
     await until(s.client, () => s.client.live.tokens.get("turn_1") === "Checking", "tokens");
     await until(s.client, () => s.client.live.cells.get("cell_1")?.stderr === "w", "cell output");
-    s.host.append("scratchpad", { text: "Checking", partial: false, turn_id: "turn_1" });
-    s.host.append("cell.finished", { cell_id: "cell_1", outcome: "ok" });
+    s.host.append("scratchpad", body("scratchpad", { text: "Checking", frame_id: "turn_1" }));
+    s.host.append("cell.finished", body("cell.finished", { cell_id: "cell_1", outcome: "ok" }));
     await until(s.client, () => s.client.log.size === 2, "records");
     assert.deepEqual([...s.client.live.tokens], [["turn_2", "other"]]);
     assert.equal(s.client.live.cells.size, 0);

@@ -14,8 +14,8 @@ import {
   dispositionLabel,
   type InputItem,
   type LaneView,
-  localMessageId,
 } from "../../ui/src/lane_view.ts";
+import { rec } from "./_record_data.ts";
 
 let clock = 1_736_933_400_000;
 
@@ -53,17 +53,15 @@ function input(view: LaneView, id: string): InputItem {
 }
 
 const ADMITTED = (id: string, body: unknown = "hi") =>
-  [
-    "input.admitted",
-    {
-      input_id: id,
-      source_kind: "local",
-      dedupe_key: `local:web-1:m-${id}`,
-      conversation_id: "local:default",
-      author: "owner",
-      body,
-    },
-  ] as [string, Record<string, unknown>];
+  rec("input.admitted", {
+    input_id: id,
+    source_kind: "local",
+    dedupe_key: `local:web-1:m-${id}`,
+    conversation_id: "local:default",
+    author: "owner",
+    body,
+    client_msg_id: `m-${id}`,
+  });
 
 Deno.test("`deriveLanes()` renders every record exactly once for any mix of types and data", () => {
   // The page's "each durable record once" rests on this: one element per seq, none dropped.
@@ -124,20 +122,21 @@ Deno.test("`deriveLanes()` renders every record exactly once for any mix of type
 });
 
 Deno.test("`deriveLanes()` shows an input pending, then consumed by frame N, then done", () => {
-  const list = records(ADMITTED("in_a"), ADMITTED("in_b"), [
-    "frame.accepted",
-    { frame_id: "fr_1", number: 4, input_ids: ["in_a"] },
-  ]);
+  const list = records(
+    ADMITTED("in_a"),
+    ADMITTED("in_b"),
+    rec("frame.accepted", { frame_id: "fr_1", number: 4, input_ids: ["in_a"] }),
+  );
   let view = deriveLanes(list);
   assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 4");
   assert.equal(dispositionLabel(input(view, "in_b").disposition), "pending");
   list.push(
-    ...records(["frame.finished", {
+    ...records(rec("frame.finished", {
       frame_id: "fr_1",
       number: 4,
       state: "done",
       input_ids: ["in_a"],
-    }]).map((r) => ({ ...r, seq: 4 })),
+    })).map((r) => ({ ...r, seq: 4 })),
   );
   view = deriveLanes(list);
   assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 4 · done");
@@ -147,8 +146,13 @@ Deno.test("`deriveLanes()` shows an input pending, then consumed by frame N, the
 Deno.test("`deriveLanes()` gives an abandoned frame's inputs back as pending again", () => {
   const view = deriveLanes(records(
     ADMITTED("in_a"),
-    ["frame.accepted", { frame_id: "fr_1", number: 2, input_ids: ["in_a"] }],
-    ["frame.abandoned", { frame_id: "fr_1", number: 2, reason: "hook timed out" }],
+    rec("frame.accepted", { frame_id: "fr_1", number: 2, input_ids: ["in_a"] }),
+    rec("frame.abandoned", {
+      frame_id: "fr_1",
+      number: 2,
+      reason: "hook timed out",
+      input_ids: ["in_a"],
+    }),
   ));
   assert.equal(
     dispositionLabel(input(view, "in_a").disposition),
@@ -161,8 +165,14 @@ Deno.test("`deriveLanes()` gives an abandoned frame's inputs back as pending aga
 Deno.test("`deriveLanes()` marks inputs of a failed frame as failed, not done", () => {
   const view = deriveLanes(records(
     ADMITTED("in_a"),
-    ["frame.accepted", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }],
-    ["frame.finished", { frame_id: "fr_1", number: 1, state: "failed", reason: "stopped" }],
+    rec("frame.accepted", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }),
+    rec("frame.finished", {
+      frame_id: "fr_1",
+      number: 1,
+      state: "failed",
+      reason: "stopped",
+      input_ids: ["in_a"],
+    }),
   ));
   assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 1 · failed");
   assert.equal(view.events[1].title, "Frame 1 failed");
@@ -172,34 +182,44 @@ Deno.test("`deriveLanes()` marks inputs of a failed frame as failed, not done", 
 Deno.test("`deriveLanes()` keeps a later frame's disposition over an earlier abandoned one", () => {
   const view = deriveLanes(records(
     ADMITTED("in_a"),
-    ["frame.accepted", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }],
-    ["frame.abandoned", { frame_id: "fr_1", number: 1 }],
-    ["frame.accepted", { frame_id: "fr_2", number: 2, input_ids: ["in_a"] }],
+    rec("frame.accepted", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }),
+    rec("frame.abandoned", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }),
+    rec("frame.accepted", { frame_id: "fr_2", number: 2, input_ids: ["in_a"] }),
     // A late end of the first frame must not overwrite the second frame's claim.
-    ["frame.finished", { frame_id: "fr_1", number: 1, state: "done", input_ids: ["in_a"] }],
-    ["frame.abandoned", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }],
+    rec("frame.finished", { frame_id: "fr_1", number: 1, state: "done", input_ids: ["in_a"] }),
+    rec("frame.abandoned", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }),
   ));
   assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 2");
 });
 
-Deno.test("`deriveLanes()` joins a cell's finish, read flat or nested under `result`", () => {
+Deno.test("`deriveLanes()` joins a cell's finish and reads its result", () => {
   const view = deriveLanes(records(
-    ["cell.started", { cell_id: "cell_a", code: "print(1)" }],
-    ["cell.started", { cell_id: "cell_b", code: "1/0" }],
-    ["cell.finished", {
+    rec("cell.started", { cell_id: "cell_a", code: "print(1)" }),
+    rec("cell.started", { cell_id: "cell_b", code: "1/0" }),
+    rec("cell.finished", {
       cell_id: "cell_a",
       outcome: "ok",
-      result: { stdout: "1\n", stderr: "", value: null, error: null, duration_ms: 41.7 },
-    }],
-    ["cell.finished", {
+      result: {
+        stdout: "1\n",
+        stderr: "",
+        value: null,
+        error: null,
+        wait: null,
+        duration_ms: 41.7,
+      },
+    }),
+    rec("cell.finished", {
       cell_id: "cell_b",
       outcome: "error",
-      stdout: "",
-      stderr: "warn\n",
-      error: { type: "ZeroDivisionError", message: "division by zero", traceback: "tb" },
-      duration_ms: 3,
-      wait: { reason: "user" },
-    }],
+      result: {
+        value: null,
+        stdout: "",
+        stderr: "warn\n",
+        error: { type: "ZeroDivisionError", message: "division by zero", traceback: "tb" },
+        duration_ms: 3,
+        wait: { reason: "user" },
+      },
+    }),
   ));
   assert.equal(view.cells.length, 2);
   const [a, b] = view.cells;
@@ -220,33 +240,41 @@ Deno.test("`deriveLanes()` joins a cell's finish, read flat or nested under `res
 });
 
 Deno.test("`deriveLanes()` shows a cell without a finish as running", () => {
-  const view = deriveLanes(records(["cell.started", { cell_id: "cell_a", code: "x" }]));
+  const view = deriveLanes(records(rec("cell.started", { cell_id: "cell_a", code: "x" })));
   assert.equal(view.cells[0].state, "running");
   assert.equal(view.cells[0].finishedAt, undefined);
 });
 
 Deno.test("`deriveLanes()` marks a running cell interrupted by a kernel reset", () => {
   const view = deriveLanes(records(
-    ["cell.started", { cell_id: "cell_a", code: "x" }],
-    ["kernel.reset", { generation: 2, reason: "framing_failure", heap_restored: false }],
+    rec("cell.started", { cell_id: "cell_a", code: "x" }),
+    rec("kernel.reset", {
+      generation: 2,
+      reason: "framing_failure",
+      skills_revision: "9b0c6a3e51f2",
+      heap_restored: false,
+    }),
   ));
   assert.equal(view.cells[0].state, "interrupted");
   assert.equal(view.events[0].title, "Kernel reset (generation 2)");
-  assert.equal(view.events[0].detail, "framing_failure · Python heap not restored");
+  assert.equal(
+    view.events[0].detail,
+    "framing_failure · skills 9b0c6a3e51f2 · Python heap not restored",
+  );
 });
 
 Deno.test("`deriveLanes()` still joins a finish that comes after the reset that interrupted it", () => {
   const view = deriveLanes(records(
-    ["cell.started", { cell_id: "cell_a", code: "x" }],
-    ["kernel.reset", { generation: 2 }],
-    ["cell.finished", { cell_id: "cell_a", outcome: "killed" }],
+    rec("cell.started", { cell_id: "cell_a", code: "x" }),
+    rec("kernel.reset", { generation: 2 }),
+    rec("cell.finished", { cell_id: "cell_a", outcome: "killed" }),
   ));
   assert.equal(view.cells.length, 1);
   assert.deepEqual([view.cells[0].state, view.cells[0].outcome], ["finished", "killed"]);
 });
 
 Deno.test("`deriveLanes()` gives a finish without a start its own card", () => {
-  const view = deriveLanes(records(["cell.finished", { cell_id: "cell_z", outcome: "ok" }]));
+  const view = deriveLanes(records(rec("cell.finished", { cell_id: "cell_z", outcome: "ok" })));
   assert.equal(view.cells.length, 1);
   assert.deepEqual(
     [view.cells[0].seq, view.cells[0].finishedSeq, view.cells[0].state],
@@ -256,38 +284,46 @@ Deno.test("`deriveLanes()` gives a finish without a start its own card", () => {
 
 Deno.test("`deriveLanes()` gives a repeated finish of one cell its own card", () => {
   const view = deriveLanes(records(
-    ["cell.started", { cell_id: "cell_a", code: "x" }],
-    ["cell.finished", { cell_id: "cell_a", outcome: "ok" }],
-    ["cell.finished", { cell_id: "cell_a", outcome: "ok" }],
+    rec("cell.started", { cell_id: "cell_a", code: "x" }),
+    rec("cell.finished", { cell_id: "cell_a", outcome: "ok" }),
+    rec("cell.finished", { cell_id: "cell_a", outcome: "ok" }),
   ));
   assert.deepEqual(renderedSeqs(view), [1, 2, 3]);
 });
 
 Deno.test("`deriveLanes()` marks partial scratchpad drafts and keeps complete ones unmarked", () => {
   const view = deriveLanes(records(
-    ["scratchpad", { text: "thinking", partial: false, turn_id: "turn_1" }],
-    ["scratchpad", { text: "cut off", partial: true }],
+    rec("scratchpad", { text: "thinking", partial: false, frame_id: "fr_1" }),
+    rec("scratchpad", { text: "cut off", partial: true, frame_id: "fr_2" }),
     ["scratchpad", { text: "no flag" }],
   ));
   assert.deepEqual(
     view.scratchpad.map((s) => [s.text, s.partial, s.turn]),
-    [["thinking", false, "turn_1"], ["cut off", true, undefined], ["no flag", false, undefined]],
+    [["thinking", false, "fr_1"], ["cut off", true, "fr_2"]],
   );
+  // A draft without its frame and flag is no body the runtime writes: shown, but as unknown.
+  assert.deepEqual(view.events.map((e) => [e.seq, e.title, e.severity]), [
+    [3, "unknown record scratchpad", "warning"],
+  ]);
 });
 
 Deno.test("`deriveLanes()` shows a local send delivered and a remote one by its outbox state", () => {
   const view = deriveLanes(records(
-    ["send", { send_id: "snd_1", text: "done", conversation: "local:default" }],
-    ["send", { send_id: "snd_2", text: "hey", conversation: "discord:1:2" }],
-    ["send.state", { send_id: "snd_2", state: "failed", error: "403" }],
+    rec("send", { send_id: "snd_1", text: "done", conversation: "local:default" }),
+    rec("outbox.pending", { outbox_id: "ob_2", body: "hey", conversation: "discord:1" }),
+    rec("outbox.attempting", { outbox_id: "ob_2" }),
+    rec("outbox.failed", { outbox_id: "ob_2", error: "HTTP 403: Missing Access" }),
+    // No writer has a `send.state` record: it moves nothing and is shown as unknown.
+    ["send.state", { send_id: "snd_1", state: "failed", error: "403" }],
   ));
   const states = view.conversation.map((item) => item.lane === "send" ? item.state : "");
   assert.deepEqual(states, ["delivered", "failed"]);
-  assert.equal(view.events[0].title, "Send snd_2: failed");
-  assert.equal(view.events[0].severity, "error");
+  assert.deepEqual(view.events.map((e) => [e.title, e.severity]), [
+    ["unknown record send.state", "info"],
+  ]);
 });
 
-Deno.test("`deriveLanes()` reads an input's text from `body`, `text` or a JSON body", () => {
+Deno.test("`deriveLanes()` reads an input's text from a plain or a JSON body", () => {
   const view = deriveLanes(records(
     ADMITTED("in_a", "plain"),
     ["input.admitted", { input_id: "in_b", text: "from text" }],
@@ -296,22 +332,28 @@ Deno.test("`deriveLanes()` reads an input's text from `body`, `text` or a JSON b
   ));
   assert.deepEqual(
     view.conversation.map((item) => item.text),
-    ["plain", "from text", "nested", '{\n  "attachment": 1\n}'],
+    ["plain", "nested", '{\n  "attachment": 1\n}'],
   );
-  assert.equal(input(view, "in_b").conversation, "local:default");
   assert.equal(input(view, "in_a").clientMsgId, "m-in_a");
+  // An input record without the fields the runtime writes is not guessed at: shown as unknown.
+  assert.equal(view.inputs.has("in_b"), false);
+  assert.deepEqual(view.events.map((e) => [e.seq, e.title]), [
+    [2, "unknown record input.admitted"],
+  ]);
+  assert.match(view.events[0].detail, /^its data does not match the type: source_kind: /);
 });
 
-Deno.test("`deriveLanes()` describes unknown record types generically in the events lane", () => {
+Deno.test("`deriveLanes()` shows records of unknown types as such in the events lane", () => {
   const view = deriveLanes(records(
     ["job.started", { job_id: "3fa2" }],
     ["job.failed", { error: "out of budget" }],
   ));
+  const unknown = "a type this page does not know; its data is shown as it is";
   assert.deepEqual(
-    view.events.map((e) => [e.type, e.title, e.detail, e.severity]),
+    view.events.map((e) => [e.type, e.title, e.detail, e.severity, e.data]),
     [
-      ["job.started", "job.started", "", "info"],
-      ["job.failed", "job.failed", "out of budget", "error"],
+      ["job.started", "unknown record job.started", unknown, "info", { job_id: "3fa2" }],
+      ["job.failed", "unknown record job.failed", unknown, "info", { error: "out of budget" }],
     ],
   );
 });
@@ -369,10 +411,10 @@ Deno.test("`deriveLanes()` never throws on records whose data has unexpected typ
 });
 
 Deno.test("`describeEvent()` titles a failed hook as an error with its message", () => {
-  const [record] = records(["hook.failed", {
+  const [record] = records(rec("hook.failed", {
     hook: "attention.plan",
     error: "KeyError: 'pending'",
-  }]);
+  }));
   assert.deepEqual(describeEvent(record), {
     title: "Hook attention.plan failed",
     detail: "KeyError: 'pending'",
@@ -392,11 +434,4 @@ Deno.test("`describeEvent()` titles an activation with its release and epoch", (
     detail: "epoch 8 · previous aa · operator",
     severity: "info",
   });
-});
-
-Deno.test("`localMessageId()` reads the client message id of local dedupe keys only", () => {
-  assert.equal(localMessageId("local:web-1:m:with:colons"), "m:with:colons");
-  assert.equal(localMessageId("discord:1:2"), undefined);
-  assert.equal(localMessageId("local:no-message"), undefined);
-  assert.equal(localMessageId(undefined), undefined);
 });

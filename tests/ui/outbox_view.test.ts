@@ -10,6 +10,7 @@ import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { authorName, conversationLabel } from "../../ui/src/discord_names.ts";
 import { deriveLanes, type SendItem } from "../../ui/src/lane_view.ts";
 import { deliveryLabel, sendLabel } from "../../ui/src/outbox_view.ts";
+import { rec } from "./_record_data.ts";
 
 let clock = 1_736_933_400_000;
 
@@ -38,8 +39,16 @@ const PENDING = (id: string, body = "Build is green.") =>
     },
   ] as [string, Record<string, unknown>];
 
+/** An `outbox.<state>` step as the sender writes it: every field, `extra` over them. */
 const STEP = (id: string, state: string, extra: Record<string, unknown> = {}) =>
-  [`outbox.${state}`, { outbox_id: id, state, ...extra }] as [string, Record<string, unknown>];
+  [`outbox.${state}`, {
+    outbox_id: id,
+    state,
+    attempts: 1,
+    remote_id: null,
+    error: null,
+    ...extra,
+  }] as [string, Record<string, unknown>];
 
 /** The badge words of a send, as the conversation lane shows them. */
 function badge(send: SendItem): string {
@@ -57,6 +66,7 @@ Deno.test("`deriveLanes()` shows a Discord input by its username and channel, no
     dedupe_key: "discord:555:9001",
     conversation_id: "discord:555",
     author: "discord:4417:alice",
+    received_at: 1_736_933_400_000,
     body: "is the build green?",
   }]));
   const [item] = view.conversation;
@@ -130,7 +140,7 @@ Deno.test("`deriveLanes()` shows a failed send with Discord's error", () => {
 
 Deno.test("`deriveLanes()` keeps a local send delivered beside Discord sends", () => {
   const items = sends(records(
-    ["send", { send_id: "snd_1", text: "done", conversation: "local:default" }],
+    rec("send", { send_id: "snd_1", text: "done", conversation: "local:default" }),
     PENDING("ob_1"),
   ));
   assert.deepEqual(items.map((s) => [s.state, s.delivery === undefined]), [
@@ -161,10 +171,11 @@ Deno.test("`deriveLanes()` puts an outbox step without its pending record in the
     ["outbox.confirmed", { remote_id: "1" }],
   ));
   assert.equal(view.conversation.length, 0);
-  assert.deepEqual(view.events.map((e) => [e.seq, e.title, e.detail, e.severity]), [
-    [1, "Discord send ob_9: unknown", "restart during the request", "error"],
-    [2, "Discord send ?: confirmed", "", "info"],
+  assert.deepEqual(view.events.map((e) => [e.seq, e.title, e.severity]), [
+    [1, "Discord send ob_9: unknown", "error"],
+    [2, "unknown record outbox.confirmed", "warning"],
   ]);
+  assert.equal(view.events[0].detail, "restart during the request");
 });
 
 Deno.test("`deriveLanes()` gives a repeated pending record of one row its own message", () => {
@@ -178,21 +189,26 @@ Deno.test("`deriveLanes()` gives a repeated pending record of one row its own me
   assert.equal(view.events.length, 0);
 });
 
-Deno.test("`deriveLanes()` reads an outbox send with missing or mistyped fields", () => {
-  const items = sends(records(
+Deno.test("`deriveLanes()` shows an outbox row with missing or mistyped fields as an unknown record", () => {
+  const view = deriveLanes(records(
     ["outbox.pending", { destination: { channel_id: "777" }, body: 42 }],
     ["outbox.pending", { outbox_id: 5, conversation: null }],
   ));
-  assert.deepEqual(items.map((s) => [s.sendId, s.conversation, s.text]), [
-    ["seq 1", "discord:777", "42"],
-    ["seq 2", "discord:?", ""],
+  assert.equal(view.conversation.length, 0, "no message is guessed from them");
+  assert.deepEqual(view.events.map((e) => [e.seq, e.title]), [
+    [1, "unknown record outbox.pending"],
+    [2, "unknown record outbox.pending"],
   ]);
 });
 
-Deno.test("`deriveLanes()` takes a step's state from its type when `state` is missing", () => {
-  const [send] = sends(records(PENDING("ob_1"), ["outbox.attempting", { outbox_id: "ob_1" }]));
-  assert.equal(send.state, "attempting");
-  assert.equal(badge(send), "posting to Discord");
+Deno.test("`deriveLanes()` leaves a send where it was when a step lacks its fields", () => {
+  const view = deriveLanes(records(PENDING("ob_1"), ["outbox.attempting", { outbox_id: "ob_1" }]));
+  const [send] = view.conversation as SendItem[];
+  assert.equal(send.state, "pending");
+  assert.equal(badge(send), "pending · not posted yet");
+  assert.deepEqual(view.events.map((e) => [e.seq, e.title]), [
+    [2, "unknown record outbox.attempting"],
+  ]);
 });
 
 Deno.test("`deliveryLabel()` names a failure without an error and an unfamiliar state as it is", () => {

@@ -99,6 +99,25 @@ Deno.test("`ensureUiBuilt()` rebuilds when a source is newer than the build", as
   }
 });
 
+Deno.test("`ensureUiBuilt()` rebuilds when a record schema in runtime/core is newer than the build", async () => {
+  // The page bundles the shared record schemas: a changed schema must reach the page.
+  const root = await tempCheckout();
+  try {
+    await ensureUiBuilt({ repoRoot: root });
+    const app = join(root, "ui", "dist", "app.js");
+    assert.match(await Deno.readTextFile(app), /session\.stalled/, "the schemas are bundled");
+    for (const name of UI_OUTPUTS) await touchLater(join(root, "ui", "dist", name));
+    await Deno.writeTextFile(app, "// stale\n");
+    assert.equal(await uiIsStale(root), false);
+    await touchLater(join(root, "runtime", "core", "_records.ts"), 3_600_000);
+    assert.equal(await uiIsStale(root), true);
+    await ensureUiBuilt({ repoRoot: root });
+    assert.match(await Deno.readTextFile(app), /Skip to the message box/);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
 Deno.test("`ensureUiBuilt()` rebuilds when a static file is newer than the build", async () => {
   const root = await tempCheckout();
   try {

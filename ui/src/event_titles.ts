@@ -1,12 +1,19 @@
 /**
  * The words the runtime-events lane shows for a record: a title, a detail line and a
- * severity. Known types get specific wording; any other type is described generically.
+ * severity. Each record is read through the shared schemas (`readRecord`); a known type gets
+ * specific wording, and a record of an unknown type or with a body that does not match its
+ * type is shown as `unknown record <type>`.
  *
  * @module
  */
 
-import type { LaneRecord } from "../../runtime/core/mod.ts";
-import { type Data, flag, num, strings, text } from "./_fields.ts";
+import {
+  type KnownRecord,
+  readRecord,
+  type RecordData,
+  type RecordReading,
+} from "../../runtime/core/mod.ts";
+import type { OutboxStepRecord } from "./outbox_view.ts";
 
 /** How an event is shown; `error` and `warning` also carry a badge with that word. */
 export type Severity = "info" | "warning" | "error";
@@ -19,185 +26,203 @@ export interface EventTitle {
 }
 
 /** Short form of a long id or hash for titles; the full value stays in the data. */
-export function shortId(value: string | undefined): string {
-  if (value === undefined) return "?";
+export function shortId(value: string | null | undefined): string {
+  if (value === undefined || value === null) return "?";
   return value.length > 16 ? `${value.slice(0, 12)}…` : value;
-}
-
-/** Whether a record updates the state of an earlier send (an outbox record). */
-export function isSendUpdate(type: string, data: Data): boolean {
-  return (type.startsWith("send.") || type.startsWith("outbox.")) &&
-    text(data, "send_id") !== undefined;
-}
-
-function frameEvent(type: string, d: Data): EventTitle {
-  const n = num(d, "number", "frame_number", "frame");
-  const name = n === undefined ? `Frame ${shortId(text(d, "frame_id"))}` : `Frame ${n}`;
-  const reason = text(d, "reason") ?? "";
-  if (type === "frame.resumed") {
-    const owner = text(d, "previous_owner");
-    return {
-      title: `Turn of f${name.slice(1)} continued after a restart`,
-      detail: owner === undefined ? "" : `previous owner ${shortId(owner)}`,
-      severity: "info",
-    };
-  }
-  if (type === "frame.accepted") {
-    const ids = strings(d, "input_ids", "inputs");
-    const epoch = num(d, "context_epoch", "epoch");
-    const parts = [`consumes ${ids.length} input${ids.length === 1 ? "" : "s"}`];
-    if (epoch !== undefined) parts.push(`context epoch ${epoch}`);
-    const policy = text(d, "policy_revision");
-    if (policy !== undefined) parts.push(`policy ${shortId(policy)}`);
-    return { title: `${name} accepted`, detail: parts.join(" · "), severity: "info" };
-  }
-  if (type === "frame.abandoned") {
-    return {
-      title: `${name} abandoned`,
-      detail: [reason, "its inputs are pending again"].filter(Boolean).join(" · "),
-      severity: "warning",
-    };
-  }
-  const state = text(d, "state") ?? "done";
-  return {
-    title: `${name} ${state === "done" ? "finished" : state}`,
-    detail: reason,
-    severity: state === "done" ? "info" : "error",
-  };
 }
 
 function plural(n: number, noun: string): string {
   return `${n} ${noun}${n === 1 ? "" : "s"}`;
 }
 
-/** Lists may hold ids or be counts; either way the event shows how many. */
-function count(d: Data, key: string): number {
-  return num(d, key) ?? strings(d, key).length;
+type FrameRecord = Extract<KnownRecord, { type: `frame.${string}` }>;
+
+function frameEvent(record: FrameRecord): EventTitle {
+  const name = `Frame ${record.data.number}`;
+  switch (record.type) {
+    case "frame.resumed":
+      return {
+        title: `Turn of frame ${record.data.number} continued after a restart`,
+        detail: record.data.previous_owner === null
+          ? ""
+          : `previous owner ${shortId(record.data.previous_owner)}`,
+        severity: "info",
+      };
+    case "frame.accepted": {
+      const d = record.data;
+      const detail = [
+        `consumes ${plural(d.input_ids.length, "input")}`,
+        `context epoch ${d.context_epoch}`,
+        `policy ${shortId(d.policy_revision)}`,
+      ];
+      return { title: `${name} accepted`, detail: detail.join(" · "), severity: "info" };
+    }
+    case "frame.abandoned":
+      return {
+        title: `${name} abandoned`,
+        detail: [record.data.reason, "its inputs are pending again"].filter(Boolean).join(" · "),
+        severity: "warning",
+      };
+    case "frame.finished": {
+      const done = record.data.state === "done";
+      return {
+        title: `${name} ${done ? "finished" : record.data.state}`,
+        detail: record.data.reason,
+        severity: done ? "info" : "error",
+      };
+    }
+  }
 }
 
-function recoveryEvent(d: Data): EventTitle {
+function kernelEvent(d: RecordData<"kernel.reset">): EventTitle {
+  const parts = [d.reason, `skills ${shortId(d.skills_revision)}`];
+  if (d.behavior_revision !== null) parts.push(`behaviour ${shortId(d.behavior_revision)}`);
+  if (!d.heap_restored) parts.push("Python heap not restored");
+  // The first kernel of a daemon is routine; any later replacement is worth a look.
+  const routine = /^(start|startup)$/.test(d.reason);
+  return {
+    title: `Kernel reset (generation ${d.generation})`,
+    detail: parts.filter(Boolean).join(" · "),
+    severity: routine ? "info" : "warning",
+  };
+}
+
+function activationEvent(d: RecordData<"activation">): EventTitle {
+  const parts = [`epoch ${d.epoch}`];
+  if (d.previous_release !== null) parts.push(`previous ${shortId(d.previous_release)}`);
+  parts.push(d.reason);
+  return {
+    title: `Activated release ${shortId(d.release_id)}`,
+    detail: parts.filter(Boolean).join(" · "),
+    severity: "info",
+  };
+}
+
+function recoveryEvent(d: RecordData<"recovery">): EventTitle {
   return {
     title: "Recovered after a restart",
     detail: [
-      `${plural(count(d, "abandoned_frames"), "frame")} abandoned`,
-      `${plural(count(d, "resumed_frames"), "frame")} resumed`,
-      `${plural(count(d, "interrupted_cells"), "cell")} interrupted`,
-      `${plural(count(d, "closed_tool_calls"), "tool call")} closed`,
+      `${plural(d.abandoned_frames.length, "frame")} abandoned`,
+      `${plural(d.resumed_frames.length, "frame")} resumed`,
+      `${plural(d.interrupted_cells.length, "cell")} interrupted`,
+      `${plural(d.closed_tool_calls.length, "tool call")} closed`,
     ].join(" · "),
     severity: "warning",
   };
 }
 
-/** Titles the event lane shows for one record; unknown types are described generically. */
-export function describeEvent(
-  record: LaneRecord,
-): EventTitle {
-  const d = record.data;
-  const type = record.type;
-  if (type.startsWith("frame.")) return frameEvent(type, d);
-  switch (type) {
-    case "kernel.reset": {
-      const generation = num(d, "generation");
-      const parts = [text(d, "reason") ?? ""];
-      const skills = text(d, "skills_revision", "skills.revision");
-      if (skills !== undefined) parts.push(`skills ${shortId(skills)}`);
-      const behavior = text(d, "behavior_revision");
-      if (behavior !== undefined) parts.push(`behaviour ${shortId(behavior)}`);
-      if (flag(d, "heap_restored") === false) parts.push("Python heap not restored");
-      // The first kernel of a daemon is routine; any later replacement is worth a look.
-      const routine = /^(start|startup)$/.test(text(d, "reason") ?? "");
-      return {
-        title: `Kernel reset${generation === undefined ? "" : ` (generation ${generation})`}`,
-        detail: parts.filter(Boolean).join(" · "),
-        severity: routine ? "info" : "warning",
-      };
-    }
-    case "activation": {
-      const release = text(d, "release_id", "release");
-      const epoch = num(d, "epoch");
-      const parts = [epoch === undefined ? "" : `epoch ${epoch}`];
-      const previous = text(d, "previous_release");
-      if (previous !== undefined) parts.push(`previous ${shortId(previous)}`);
-      parts.push(text(d, "reason") ?? "");
-      return {
-        title: `Activated release ${shortId(release)}`,
-        detail: parts.filter(Boolean).join(" · "),
-        severity: "info",
-      };
-    }
+function outboxEvent(record: OutboxStepRecord): EventTitle {
+  // Only a step whose `outbox.pending` the page never saw lands here.
+  const { state, outbox_id, error } = record.data;
+  return {
+    title: `Discord send ${shortId(outbox_id)}: ${state}`,
+    detail: error ?? "",
+    severity: state === "failed" || state === "unknown" ? "error" : "info",
+  };
+}
+
+function unknownEvent(read: Extract<RecordReading, { ok: false }>): EventTitle {
+  return {
+    title: `unknown record ${read.type}`,
+    detail: read.reason === "unknown_type"
+      ? "a type this page does not know; its data is shown as it is"
+      : `its data does not match the type: ${read.problem}`,
+    severity: read.reason === "unknown_type" ? "info" : "warning",
+  };
+}
+
+/** Titles the event lane shows for a record already read; see {@linkcode describeEvent}. */
+export function describeReading(read: RecordReading): EventTitle {
+  if (!read.ok) return unknownEvent(read);
+  const record = read.record;
+  switch (record.type) {
+    case "frame.accepted":
+    case "frame.finished":
+    case "frame.abandoned":
+    case "frame.resumed":
+      return frameEvent(record);
+    case "outbox.attempting":
+    case "outbox.confirmed":
+    case "outbox.failed":
+    case "outbox.unknown":
+      return outboxEvent(record);
+    case "kernel.reset":
+      return kernelEvent(record.data);
+    case "activation":
+      return activationEvent(record.data);
+    case "recovery":
+      return recoveryEvent(record.data);
+    default:
+      return otherEvent(record);
+  }
+}
+
+function otherEvent(record: KnownRecord): EventTitle {
+  switch (record.type) {
     case "hook.failed":
       return {
-        title: `Hook ${text(d, "hook", "name") ?? "?"} failed`,
-        detail: text(d, "error", "message", "error.message") ?? "",
+        title: `Hook ${record.data.hook} failed`,
+        detail: record.data.error,
         severity: "error",
       };
     case "operator":
       return {
-        title: `Operator: ${text(d, "op", "command", "kind") ?? "command"}`,
-        detail: text(d, "message", "reason", "result", "detail") ?? "",
+        title: `Operator: ${record.data.op}`,
+        detail: record.data.message ?? "",
         severity: "info",
       };
-    case "turn.started": {
-      const frame = num(d, "frame", "frame_number");
+    case "turn.started":
+      return { title: "Turn started", detail: `frame ${record.data.frame}`, severity: "info" };
+    case "turn.ended": {
+      const reason = record.data.reason;
       return {
-        title: "Turn started",
-        detail: frame === undefined ? text(d, "reason", "turn_id") ?? "" : `frame ${frame}`,
-        severity: "info",
+        title: "Turn ended",
+        detail: reason,
+        severity: /error|fail/i.test(reason) ? "error" : "info",
       };
     }
-    case "recovery":
-      return recoveryEvent(d);
-    case "session.stalled": {
-      const failures = num(d, "failures");
+    case "session.stalled":
       return {
-        title: `Session stalled${
-          failures === undefined ? "" : ` after ${plural(failures, "failed attempt")}`
-        }`,
-        detail: text(d, "message", "reason") ?? "",
+        title: `Session stalled after ${plural(record.data.failures, "failed attempt")}`,
+        detail: record.data.message,
         severity: "warning",
       };
-    }
     case "release.last_good":
       return {
-        title: `Release ${shortId(text(d, "release_id", "release"))} marked last good`,
+        title: `Release ${shortId(record.data.release_id)} marked last good`,
         detail: "",
         severity: "info",
       };
     case "release.recovered":
       return {
-        title: `Release ${shortId(text(d, "broken"))} does not verify; restored ${
-          shortId(text(d, "restored"))
+        title: `Release ${shortId(record.data.broken)} does not verify; restored ${
+          shortId(record.data.restored)
         }`,
-        detail: text(d, "reason") ?? "",
+        detail: "",
         severity: "warning",
       };
-    case "turn.ended": {
-      const reason = text(d, "reason", "end") ?? "";
-      const failed = /error|fail/i.test(reason);
-      return { title: "Turn ended", detail: reason, severity: failed ? "error" : "info" };
-    }
+    case "context.compacted":
+      return {
+        title: `Context compacted (epoch ${record.data.epoch})`,
+        detail: `${plural(record.data.summarized_items, "item")} summarised in ${
+          plural(record.data.summary_chars, "character")
+        }`,
+        severity: "info",
+      };
+    default:
+      // The lanes show these elsewhere; here they are named by their type.
+      return { title: record.type, detail: "", severity: "info" };
   }
-  if (type.startsWith("outbox.")) {
-    // Only a step whose `outbox.pending` the page never saw lands here.
-    const state = text(d, "state") ?? type.slice("outbox.".length);
-    return {
-      title: `Discord send ${shortId(text(d, "outbox_id"))}: ${state}`,
-      detail: text(d, "error") ?? "",
-      severity: state === "failed" || state === "unknown" ? "error" : "info",
-    };
-  }
-  if (isSendUpdate(type, d)) {
-    const state = text(d, "state") ?? type.split(".").pop() ?? "updated";
-    return {
-      title: `Send ${shortId(text(d, "send_id"))}: ${state}`,
-      detail: text(d, "error", "reason") ?? "",
-      severity: state === "failed" || state === "unknown" ? "error" : "info",
-    };
-  }
-  const error = text(d, "error", "error.message");
-  return {
-    title: type,
-    detail: error ?? "",
-    severity: error !== undefined || /fail|error/.test(type) ? "error" : "info",
-  };
+}
+
+/**
+ * Titles the event lane shows for one record, read through the shared record schemas.
+ *
+ * @example
+ * ```ts
+ * describeEvent({ type: "job.started", data: {} }).title; // "unknown record job.started"
+ * ```
+ */
+export function describeEvent(record: { type: string; data: unknown }): EventTitle {
+  return describeReading(readRecord(record.type, record.data));
 }

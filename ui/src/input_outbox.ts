@@ -4,14 +4,14 @@
  * An input keeps its `client_msg_id` and `request` for life, so re-sending it after a dropped
  * socket or a reload is safe: the daemon answers a repeated `client_msg_id` with the first
  * input's id (`duplicate: true`). An input leaves the outbox once its `input.admitted` record
- * is in the page's log (matched by `client_msg_id`, read from the record's local dedupe key,
- * or by the acknowledged input id); from then on the record is what the page shows.
+ * is in the page's log (matched by the record's `client_msg_id`, or by the acknowledged input
+ * id); from then on the record is what the page shows.
  *
  * @module
  */
 
-import { isObject, text } from "./_fields.ts";
-import { localMessageId } from "./lane_view.ts";
+import { readRecord } from "../../runtime/core/mod.ts";
+import { isObject } from "./json_value.ts";
 
 /** The subset of the Web Storage API the page keeps its state in. */
 export interface KeyValueStore {
@@ -158,15 +158,14 @@ export class InputOutbox {
   }
 
   /** Learns from one durable record; an `input.admitted` settles the input it records. */
-  noteRecord(record: { type: string; data: Record<string, unknown> }): void {
-    if (record.type !== "input.admitted") return;
-    const inputId = text(record.data, "input_id");
-    if (inputId !== undefined) this.#recordedInputIds.add(inputId);
-    const msgId = text(record.data, "client_msg_id") ??
-      localMessageId(text(record.data, "dedupe_key"));
+  noteRecord(record: { type: string; data: unknown }): void {
+    const read = readRecord(record.type, record.data);
+    if (!read.ok || read.record.type !== "input.admitted") return;
+    const { input_id: inputId, client_msg_id: msgId } = read.record.data;
+    this.#recordedInputIds.add(inputId);
     if (msgId !== undefined) {
       this.#recordedMsgIds.add(msgId);
-      if (inputId !== undefined) this.#inputIds.set(msgId, inputId);
+      this.#inputIds.set(msgId, inputId);
     }
     this.#settle();
   }

@@ -9,7 +9,7 @@
  */
 
 import type { ClientMessage, ServerMessage } from "../../runtime/core/mod.ts";
-import { isObject } from "./_fields.ts";
+import { isObject } from "./json_value.ts";
 import { InputOutbox, type KeyValueStore, type PendingInput } from "./input_outbox.ts";
 import { type ConnectionState, LaneSocket, type LaneSocketOptions } from "./lane_socket.ts";
 import { LiveOutput } from "./live_output.ts";

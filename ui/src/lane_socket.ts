@@ -9,7 +9,7 @@
  */
 
 import type { ServerMessage } from "../../runtime/core/mod.ts";
-import { isObject } from "./_fields.ts";
+import { isObject } from "./json_value.ts";
 
 /** Where the connection stands. */
 export type ConnectionPhase = "connecting" | "open" | "unreachable" | "gave_up" | "stopped";

@@ -3,17 +3,29 @@
  * and runtime events — and derives each input's and send's state from later records.
  *
  * Every record lands in exactly one lane item (a `cell.finished` inside its cell's card), so
- * a page rendering this view shows each record once. Unknown record types land in the events
- * lane, rendered generically.
+ * a page rendering this view shows each record once. Records are read through the shared
+ * schemas of `runtime/core/`; an unknown type, or a body that does not match its type, lands in
+ * the events lane as `unknown record <type>`, never dropped.
  *
  * @module
  */
 
-import type { LaneRecord } from "../../runtime/core/mod.ts";
-import { any, type Data, displayText, flag, num, strings, text } from "./_fields.ts";
-import { describeEvent, isSendUpdate, type Severity, shortId } from "./event_titles.ts";
+import {
+  CellRunResult,
+  type KnownRecord,
+  type LaneRecord,
+  readRecord,
+  type RecordData,
+} from "../../runtime/core/mod.ts";
+import { displayText, isObject } from "./json_value.ts";
+import { describeReading, type Severity, shortId } from "./event_titles.ts";
 import { authorName } from "./discord_names.ts";
-import { applyOutboxStep, outboxId, pendingSend, type SendDelivery } from "./outbox_view.ts";
+import {
+  applyOutboxStep,
+  type OutboxStepRecord,
+  pendingSend,
+  type SendDelivery,
+} from "./outbox_view.ts";
 
 /** Where an input stands. */
 export type InputDisposition =
@@ -110,7 +122,7 @@ export interface EventItem {
   title: string;
   detail: string;
   severity: Severity;
-  data: Data;
+  data: LaneRecord["data"];
 }
 
 /** Every lane of a session. */
@@ -129,96 +141,99 @@ export interface LaneView {
   activation: { release: string | undefined; epoch: number | undefined } | undefined;
 }
 
-function isSend(type: string): boolean {
-  return type === "send" || type === "local.send";
+/** Where a record sits in the log. */
+interface Place {
+  seq: number;
+  at: number;
 }
 
-function cellError(value: unknown): CellError | undefined {
-  if (typeof value === "string" && value !== "") {
-    return { type: "Error", message: value, traceback: "" };
+type OutboxStepType = OutboxStepRecord["type"];
+
+function cellError(error: CellRunResult["error"] | undefined): CellError | undefined {
+  if (error === undefined || error === null) return undefined;
+  return { type: error.type, message: error.message, traceback: error.traceback };
+}
+
+/**
+ * The fields of a cell's `result` that have the type a cell that ran reports. A record's
+ * `result` may be any JSON (an interruption is `{interrupted}`), so each field is read alone.
+ */
+function runResult(result: unknown): Partial<CellRunResult> {
+  if (!isObject(result)) return {};
+  const fields: Record<string, unknown> = {};
+  for (const [key, schema] of Object.entries(CellRunResult.shape)) {
+    const parsed = schema.safeParse(result[key]);
+    if (parsed.success && parsed.data !== undefined) fields[key] = parsed.data;
   }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
-  const data = value as Data;
+  // Each field was checked by its own schema just above.
+  return fields as Partial<CellRunResult>;
+}
+
+function spooled(ref: CellRunResult["stdout_artifact"]): SpooledOutput | undefined {
+  return ref === undefined ? undefined : { id: ref.id, bytes: ref.bytes };
+}
+
+function newCell(place: Place, cellId: string, code: string): CellItem {
   return {
-    type: text(data, "type", "name") ?? "Error",
-    message: text(data, "message") ?? displayText(data),
-    traceback: text(data, "traceback") ?? "",
+    ...place,
+    cellId,
+    code,
+    state: "running",
+    outcome: undefined,
+    stdout: "",
+    stderr: "",
+    stdoutArtifact: undefined,
+    stderrArtifact: undefined,
+    value: undefined,
+    error: undefined,
+    durationMs: undefined,
+    wait: undefined,
+    finishedSeq: undefined,
+    finishedAt: undefined,
   };
 }
 
-function spooled(data: Data, name: string): SpooledOutput | undefined {
-  const id = text(data, `${name}_artifact.id`, `result.${name}_artifact.id`);
-  if (id === undefined) return undefined;
-  return { id, bytes: num(data, `${name}_artifact.bytes`, `result.${name}_artifact.bytes`) };
-}
-
-function finishCell(cell: CellItem, record: LaneRecord, separate: boolean): void {
-  const d = record.data;
+function finishCell(
+  cell: CellItem,
+  place: Place,
+  d: RecordData<"cell.finished">,
+  separate: boolean,
+): void {
+  const result = runResult(d.result);
   cell.state = "finished";
-  cell.outcome = text(d, "outcome", "result.outcome") ?? "finished";
-  cell.stdout = text(d, "stdout", "result.stdout") ?? "";
-  cell.stderr = text(d, "stderr", "result.stderr") ?? "";
-  cell.stdoutArtifact = spooled(d, "stdout");
-  cell.stderrArtifact = spooled(d, "stderr");
-  const value = any(d, "value", "result.value");
-  cell.value = value === undefined ? undefined : displayText(value);
-  cell.error = cellError(any(d, "error", "result.error"));
-  cell.durationMs = num(d, "duration_ms", "result.duration_ms");
-  cell.wait = text(d, "wait.reason", "result.wait.reason");
-  cell.finishedSeq = separate ? record.seq : undefined;
-  cell.finishedAt = record.at;
+  cell.outcome = d.outcome;
+  cell.stdout = result.stdout ?? "";
+  cell.stderr = result.stderr ?? "";
+  cell.stdoutArtifact = spooled(result.stdout_artifact);
+  cell.stderrArtifact = spooled(result.stderr_artifact);
+  cell.value = result.value ?? undefined;
+  cell.error = cellError(result.error);
+  cell.durationMs = result.duration_ms;
+  cell.wait = result.wait?.reason;
+  cell.finishedSeq = separate ? place.seq : undefined;
+  cell.finishedAt = place.at;
 }
 
-/** The `client_msg_id` inside a local dedupe key `local:<client>:<client_msg_id>`. */
-export function localMessageId(dedupeKey: string | undefined): string | undefined {
-  return dedupeKey?.match(/^local:[^:]+:(.+)$/)?.[1];
-}
-
-function inputItem(record: LaneRecord): InputItem {
-  const d = record.data;
-  const conversation = text(d, "conversation_id", "conversation") ?? "local:default";
-  const author = text(d, "author") ?? "unknown";
+function inputItem(place: Place, d: RecordData<"input.admitted">): InputItem {
   return {
     lane: "input",
-    seq: record.seq,
-    at: record.at,
-    inputId: text(d, "input_id", "id") ?? `seq ${record.seq}`,
-    conversation,
-    author,
-    authorName: authorName(author),
-    text: displayText(any(d, "body", "text")),
-    sourceKind: text(d, "source_kind", "source") ?? conversation.split(":")[0],
-    clientMsgId: text(d, "client_msg_id") ?? localMessageId(text(d, "dedupe_key")),
+    ...place,
+    inputId: d.input_id,
+    conversation: d.conversation_id,
+    author: d.author,
+    authorName: authorName(d.author),
+    text: displayText(d.body),
+    sourceKind: d.source_kind,
+    clientMsgId: d.client_msg_id,
     disposition: { state: "pending" },
   };
 }
 
-function sendItem(record: LaneRecord): SendItem {
-  const d = record.data;
-  const conversation = text(d, "conversation", "conversation_id") ?? "local:default";
-  return {
-    lane: "send",
-    seq: record.seq,
-    at: record.at,
-    sendId: text(d, "send_id", "id") ?? `seq ${record.seq}`,
-    conversation,
-    text: displayText(any(d, "text", "body")),
-    state: text(d, "state") ?? (conversation.startsWith("local:") ? "delivered" : "pending"),
-    delivery: undefined,
-  };
-}
+type FrameRecord = Extract<KnownRecord, { type: `frame.${string}` }>;
 
-/**
- * Builds every lane from records in `seq` order.
- *
- * @example
- * ```ts
- * const view = deriveLanes(log.records());
- * view.conversation.length;
- * ```
- */
-export function deriveLanes(records: readonly LaneRecord[]): LaneView {
-  const view: LaneView = {
+/** Builds a {@linkcode LaneView} one record at a time, in `seq` order. */
+class LaneBuilder {
+  readonly view: LaneView = {
     conversation: [],
     scratchpad: [],
     cells: [],
@@ -228,152 +243,159 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
     skillsRevision: undefined,
     activation: undefined,
   };
-  const sends = new Map<string, SendItem>();
-  const outbox = new Map<string, SendItem>();
-  const openCells = new Map<string, CellItem>();
-  const frameInputs = new Map<string, string[]>();
-  for (const record of records) {
-    const d = record.data;
-    const type = record.type;
-    if (type === "input.admitted") {
-      const item = inputItem(record);
-      view.conversation.push(item);
-      view.inputs.set(item.inputId, item);
-      if (item.clientMsgId !== undefined) view.inputsByMessage.set(item.clientMsgId, item);
-      continue;
-    }
-    if (isSend(type)) {
-      const item = sendItem(record);
-      view.conversation.push(item);
-      sends.set(item.sendId, item);
-      continue;
-    }
-    if (type === "outbox.pending") {
-      // One message per outbox row; a repeated pending record gets its own, and later steps
-      // move the latest one.
-      const item: SendItem = {
-        lane: "send",
-        seq: record.seq,
-        at: record.at,
-        ...pendingSend(record),
-      };
-      view.conversation.push(item);
-      outbox.set(item.sendId, item);
-      continue;
-    }
-    const outboxSend = type.startsWith("outbox.") ? outbox.get(outboxId(record) ?? "") : undefined;
-    if (outboxSend?.delivery !== undefined) {
-      // Rendered inside its message, like a `cell.finished` inside its cell.
-      outboxSend.state = applyOutboxStep(outboxSend.delivery, record);
-      continue;
-    }
-    if (type === "scratchpad" || type.startsWith("scratchpad.")) {
-      view.scratchpad.push({
-        seq: record.seq,
-        at: record.at,
-        text: displayText(any(d, "text", "body", "content")),
-        partial: flag(d, "partial") ?? false,
-        turn: text(d, "turn_id", "turn", "frame_id"),
-      });
-      continue;
-    }
-    if (type === "cell.started") {
-      const cell: CellItem = {
-        seq: record.seq,
-        at: record.at,
-        cellId: text(d, "cell_id", "cell") ?? `seq ${record.seq}`,
-        code: text(d, "code") ?? "",
-        state: "running",
-        outcome: undefined,
-        stdout: "",
-        stderr: "",
-        stdoutArtifact: undefined,
-        stderrArtifact: undefined,
-        value: undefined,
-        error: undefined,
-        durationMs: undefined,
-        wait: undefined,
-        finishedSeq: undefined,
-        finishedAt: undefined,
-      };
-      view.cells.push(cell);
-      openCells.set(cell.cellId, cell);
-      continue;
-    }
-    if (type === "cell.finished") {
-      const cellId = text(d, "cell_id", "cell") ?? `seq ${record.seq}`;
-      const open = openCells.get(cellId);
-      if (open !== undefined && open.finishedAt === undefined) {
-        finishCell(open, record, true);
-      } else {
-        // No start record to join: the finish stands as its own card.
-        const cell: CellItem = {
-          seq: record.seq,
-          at: record.at,
-          cellId,
-          code: text(d, "code") ?? "",
-          state: "finished",
-          outcome: undefined,
-          stdout: "",
-          stderr: "",
-          stdoutArtifact: undefined,
-          stderrArtifact: undefined,
-          value: undefined,
-          error: undefined,
-          durationMs: undefined,
-          wait: undefined,
-          finishedSeq: undefined,
-          finishedAt: undefined,
-        };
-        finishCell(cell, record, false);
-        view.cells.push(cell);
+  #outbox = new Map<string, SendItem>();
+  #openCells = new Map<string, CellItem>();
+
+  add(record: LaneRecord): void {
+    const read = readRecord(record.type, record.data);
+    const place = { seq: record.seq, at: record.at };
+    if (read.ok && this.#inLane(place, read.record)) return;
+    // Everything else is a runtime event; some also move an input or a cell.
+    this.view.events.push({
+      ...place,
+      type: record.type,
+      data: record.data,
+      ...describeReading(read),
+    });
+    if (read.ok) this.#effects(read.record);
+  }
+
+  /** Puts a record into its lane item; `false` when it belongs in the events lane. */
+  #inLane(place: Place, r: KnownRecord): boolean {
+    switch (r.type) {
+      case "input.admitted": {
+        const item = inputItem(place, r.data);
+        this.view.conversation.push(item);
+        this.view.inputs.set(item.inputId, item);
+        if (item.clientMsgId !== undefined) this.view.inputsByMessage.set(item.clientMsgId, item);
+        return true;
       }
-      continue;
+      case "send": {
+        const d = r.data;
+        this.view.conversation.push({
+          lane: "send",
+          ...place,
+          sendId: d.send_id,
+          conversation: d.conversation,
+          text: d.text,
+          state: d.state,
+          delivery: undefined,
+        });
+        return true;
+      }
+      case "outbox.pending": {
+        // One message per outbox row; a repeated pending record gets its own, and later steps
+        // move the latest one.
+        const item: SendItem = { lane: "send", ...place, ...pendingSend(r.data) };
+        this.view.conversation.push(item);
+        this.#outbox.set(item.sendId, item);
+        return true;
+      }
+      case "scratchpad":
+        this.view.scratchpad.push({
+          ...place,
+          text: r.data.text,
+          partial: r.data.partial,
+          turn: r.data.frame_id,
+        });
+        return true;
+      case "cell.started": {
+        const cell = newCell(place, r.data.cell_id, r.data.code);
+        this.view.cells.push(cell);
+        this.#openCells.set(cell.cellId, cell);
+        return true;
+      }
+      case "cell.finished":
+        this.#cellFinished(place, r.data);
+        return true;
     }
-    // Everything else is a runtime event; some also move an input, a send or a cell.
-    view.events.push({ seq: record.seq, at: record.at, type, data: d, ...describeEvent(record) });
-    if (type.startsWith("frame.")) {
-      const frameId = text(d, "frame_id") ?? "";
-      const ids = strings(d, "input_ids", "inputs");
-      const consumed = ids.length > 0 ? ids : frameInputs.get(frameId) ?? [];
-      if (type === "frame.accepted") frameInputs.set(frameId, consumed);
-      // A resumed frame keeps its inputs; only an end moves them.
-      if (type === "frame.resumed") continue;
-      const frame = num(d, "number", "frame_number");
-      for (const id of consumed) {
-        const input = view.inputs.get(id);
-        if (input === undefined) continue;
-        if (type === "frame.accepted") {
-          input.disposition = { state: "consumed", frame, frameId, end: "running" };
-          continue;
+    return OUTBOX_STEPS.has(r.type as OutboxStepType) &&
+      this.#outboxStep(place, r as OutboxStepRecord);
+  }
+
+  #cellFinished(place: Place, d: RecordData<"cell.finished">): void {
+    const open = this.#openCells.get(d.cell_id);
+    if (open !== undefined && open.finishedAt === undefined) {
+      finishCell(open, place, d, true);
+      return;
+    }
+    // No start record to join: the finish stands as its own card.
+    const cell = newCell(place, d.cell_id, "");
+    finishCell(cell, place, d, false);
+    this.view.cells.push(cell);
+  }
+
+  /** Moves the message of a step's outbox row, rendered inside it like a `cell.finished`. */
+  #outboxStep(place: Place, record: OutboxStepRecord): boolean {
+    const send = this.#outbox.get(record.data.outbox_id);
+    if (send?.delivery === undefined) return false;
+    send.state = applyOutboxStep(send.delivery, { ...place, record });
+    return true;
+  }
+
+  #effects(r: KnownRecord): void {
+    switch (r.type) {
+      case "frame.accepted":
+      case "frame.finished":
+      case "frame.abandoned":
+        return this.#frameMoves(r);
+      case "kernel.reset":
+        // A kernel reset ends every cell still running in the old generation; a later
+        // `cell.finished` for one of them still joins its card.
+        for (const cell of this.#openCells.values()) {
+          if (cell.state === "running") cell.state = "interrupted";
         }
-        // The end of a frame only moves inputs that this frame still holds.
-        if (input.disposition.state !== "consumed" || input.disposition.frameId !== frameId) {
-          continue;
-        }
-        if (type === "frame.abandoned") {
-          input.disposition = { state: "returned", frame, frameId };
-        } else {
-          const state = text(d, "state") ?? "done";
-          input.disposition = { ...input.disposition, end: state === "done" ? "done" : "failed" };
-        }
-      }
-    } else if (type === "kernel.reset") {
-      // A kernel reset ends every cell still running in the old generation; a later
-      // `cell.finished` for one of them still joins its card.
-      for (const cell of openCells.values()) {
-        if (cell.state === "running") cell.state = "interrupted";
-      }
-      view.skillsRevision = text(d, "skills_revision", "skills.revision") ?? view.skillsRevision;
-    } else if (type === "activation") {
-      view.activation = { release: text(d, "release_id", "release"), epoch: num(d, "epoch") };
-    } else if (isSendUpdate(type, d)) {
-      const send = sends.get(text(d, "send_id") ?? "");
-      const state = text(d, "state") ?? type.split(".").pop();
-      if (send !== undefined && state !== undefined) send.state = state;
+        this.view.skillsRevision = r.data.skills_revision;
+        return;
+      case "activation":
+        this.view.activation = { release: r.data.release_id, epoch: r.data.epoch };
+        return;
     }
   }
-  return view;
+
+  /** A frame's acceptance consumes its inputs; its end moves those it still holds. */
+  #frameMoves(r: Exclude<FrameRecord, { type: "frame.resumed" }>): void {
+    const { frame_id: frameId, number: frame } = r.data;
+    for (const id of r.data.input_ids) {
+      const input = this.view.inputs.get(id);
+      if (input === undefined) continue;
+      if (r.type === "frame.accepted") {
+        input.disposition = { state: "consumed", frame, frameId, end: "running" };
+        continue;
+      }
+      // The end of a frame only moves inputs that this frame still holds.
+      if (input.disposition.state !== "consumed" || input.disposition.frameId !== frameId) {
+        continue;
+      }
+      input.disposition = r.type === "frame.abandoned"
+        ? { state: "returned", frame, frameId }
+        : { ...input.disposition, end: r.data.state };
+    }
+  }
+}
+
+const OUTBOX_STEPS = new Set<OutboxStepType>([
+  "outbox.attempting",
+  "outbox.confirmed",
+  "outbox.failed",
+  "outbox.unknown",
+]);
+
+/**
+ * Builds every lane from records in `seq` order. Each record is read through the shared
+ * record schemas; one of an unknown type, or whose body does not match its type, is shown in
+ * the events lane as `unknown record <type>`.
+ *
+ * @example
+ * ```ts
+ * const view = deriveLanes(log.records());
+ * view.conversation.length;
+ * ```
+ */
+export function deriveLanes(records: readonly LaneRecord[]): LaneView {
+  const builder = new LaneBuilder();
+  for (const record of records) builder.add(record);
+  return builder.view;
 }
 
 /** The words an input's state badge shows; never colour alone. */

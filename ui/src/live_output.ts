@@ -6,7 +6,7 @@
  * @module
  */
 
-import { text } from "./_fields.ts";
+import { readRecord } from "../../runtime/core/mod.ts";
 
 /** Most characters kept per turn or per cell stream; older text is cut from the front. */
 export const LIVE_LIMIT = 200_000;
@@ -23,7 +23,7 @@ function append(current: string | undefined, more: string): string {
  * ```ts
  * const live = new LiveOutput();
  * live.addToken("fr_1", "Checking");
- * live.settle({ type: "scratchpad", data: { frame_id: "fr_1", text: "Checking" } });
+ * live.settle({ type: "scratchpad", data: { frame_id: "fr_1", text: "Checking", partial: false } });
  * ```
  */
 export class LiveOutput {
@@ -45,15 +45,16 @@ export class LiveOutput {
   }
 
   /** Drops what a durable record now shows: a turn's text, a cell's output. */
-  settle(record: { type: string; data: Record<string, unknown> }): void {
-    if (record.type === "scratchpad" || record.type === "turn.ended") {
-      const turn = text(record.data, "turn_id", "turn", "frame_id");
-      if (turn === undefined) this.tokens.clear();
-      else this.tokens.delete(turn);
-    } else if (record.type === "cell.finished") {
-      const cell = text(record.data, "cell_id", "cell");
-      if (cell !== undefined) this.cells.delete(cell);
+  settle(record: { type: string; data: unknown }): void {
+    const read = readRecord(record.type, record.data);
+    if (!read.ok) {
+      // A turn's record that cannot be read still says some turn moved on.
+      if (record.type === "scratchpad" || record.type === "turn.ended") this.tokens.clear();
+      return;
     }
+    const r = read.record;
+    if (r.type === "scratchpad" || r.type === "turn.ended") this.tokens.delete(r.data.frame_id);
+    else if (r.type === "cell.finished") this.cells.delete(r.data.cell_id);
   }
 
   /** Forgets everything, e.g. when the socket drops (what was missed is not replayed). */

@@ -9,7 +9,7 @@
 
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { isObject } from "./_fields.ts";
+import { isObject } from "./json_value.ts";
 import type { LaneClient } from "./lane_client.ts";
 import { OperatorCommandError } from "./operator_requests.ts";
 import { StateBadge } from "./state_badge.tsx";

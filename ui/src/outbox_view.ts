@@ -6,8 +6,7 @@
  * @module
  */
 
-import type { LaneRecord } from "../../runtime/core/mod.ts";
-import { any, displayText, num, text } from "./_fields.ts";
+import type { KnownRecord, RecordData } from "../../runtime/core/mod.ts";
 
 /** One step of a Discord send after `outbox.pending`: the record that moved it. */
 export interface DeliveryStep {
@@ -26,30 +25,27 @@ export interface SendDelivery {
   steps: DeliveryStep[];
 }
 
-/** The outbox id of an `outbox.*` record, when it names one. */
-export function outboxId(record: LaneRecord): string | undefined {
-  return text(record.data, "outbox_id");
-}
+/** An `outbox.<state>` record after `outbox.pending`. */
+export type OutboxStepRecord = Extract<
+  KnownRecord,
+  { type: "outbox.attempting" | "outbox.confirmed" | "outbox.failed" | "outbox.unknown" }
+>;
 
 /** The parts of a send item that an `outbox.pending` record gives. */
-export function pendingSend(record: LaneRecord): {
+export function pendingSend(data: RecordData<"outbox.pending">): {
   sendId: string;
   conversation: string;
   text: string;
   state: string;
   delivery: SendDelivery;
 } {
-  const d = record.data;
-  const id = outboxId(record) ?? `seq ${record.seq}`;
-  const channel = text(d, "destination.channel_id");
   return {
-    sendId: id,
-    conversation: text(d, "conversation") ??
-      (channel === undefined ? "discord:?" : `discord:${channel}`),
-    text: displayText(any(d, "body", "text")),
+    sendId: data.outbox_id,
+    conversation: data.conversation,
+    text: data.body,
     state: "pending",
     delivery: {
-      outboxId: id,
+      outboxId: data.outbox_id,
       attempts: undefined,
       remoteId: undefined,
       error: undefined,
@@ -59,14 +55,16 @@ export function pendingSend(record: LaneRecord): {
 }
 
 /** Applies a later `outbox.<state>` record to a send's delivery; returns the new state. */
-export function applyOutboxStep(delivery: SendDelivery, record: LaneRecord): string {
-  const d = record.data;
-  const state = text(d, "state") ?? record.type.slice("outbox.".length);
-  delivery.steps.push({ seq: record.seq, at: record.at, state });
-  delivery.attempts = num(d, "attempts") ?? delivery.attempts;
-  delivery.remoteId = text(d, "remote_id") ?? delivery.remoteId;
-  delivery.error = text(d, "error") ?? delivery.error;
-  return state;
+export function applyOutboxStep(
+  delivery: SendDelivery,
+  step: { seq: number; at: number; record: OutboxStepRecord },
+): string {
+  const d = step.record.data;
+  delivery.steps.push({ seq: step.seq, at: step.at, state: d.state });
+  delivery.attempts = d.attempts;
+  delivery.remoteId = d.remote_id ?? delivery.remoteId;
+  delivery.error = d.error ?? delivery.error;
+  return d.state;
 }
 
 /**

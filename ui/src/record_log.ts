@@ -5,8 +5,8 @@
  * @module
  */
 
-import type { LaneRecord } from "../../runtime/core/mod.ts";
-import { isObject } from "./_fields.ts";
+import { LaneRecord } from "../../runtime/core/mod.ts";
+import { isObject } from "./json_value.ts";
 import type { KeyValueStore } from "./input_outbox.ts";
 
 /** The stored form of a {@linkcode RecordLog}. */
@@ -17,12 +17,12 @@ export interface RecordLogSnapshot {
   records: LaneRecord[];
 }
 
-/** Returns whether `value` has the shape of a durable record (`kind: "record"`). */
+/**
+ * Returns whether `value` is a durable record envelope (`kind: "record"`), by the shared
+ * `LaneRecord` schema; its body is read later, by type, and kept whatever it holds.
+ */
 export function isLaneRecord(value: unknown): value is LaneRecord {
-  if (!isObject(value)) return false;
-  return value.kind === "record" && typeof value.seq === "number" &&
-    Number.isSafeInteger(value.seq) && value.seq > 0 && typeof value.type === "string" &&
-    typeof value.at === "number" && isObject(value.data);
+  return LaneRecord.safeParse(value).success;
 }
 
 /**

@@ -13,8 +13,8 @@ import {
   DurableRecord,
   isRecordType,
   KnownRecord,
-  RECORD_TYPES,
   readRecord,
+  RECORD_TYPES,
 } from "../../../runtime/core/mod.ts";
 import { recordExamples } from "../../_helpers/record_examples.ts";
 

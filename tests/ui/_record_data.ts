@@ -1,0 +1,134 @@
+/**
+ * Complete record bodies for UI tests: each type's body as the runtime writes it, with the
+ * fields a test cares about given as overrides. The page reads records through the shared
+ * schemas, so a fixture must be a body a writer could have written.
+ *
+ * @module
+ */
+
+import type { RecordInput, RecordType } from "../../runtime/core/mod.ts";
+
+const FRAME = "fr_1";
+const RELEASE = "3fa2c41d9e8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f";
+
+const DEFAULTS: { [T in RecordType]: RecordInput<T> } = {
+  "input.admitted": {
+    input_id: "in_1",
+    source_kind: "local",
+    dedupe_key: "local:web-1:m-1",
+    conversation_id: "local:default",
+    author: "owner",
+    received_at: 1_736_933_400_000,
+    body: "hi",
+  },
+  "frame.accepted": {
+    frame_id: FRAME,
+    number: 1,
+    input_ids: [],
+    routing: {},
+    context_epoch: 0,
+    policy_revision: RELEASE,
+  },
+  "frame.finished": { frame_id: FRAME, number: 1, state: "done", reason: "wait", input_ids: [] },
+  "frame.abandoned": {
+    frame_id: FRAME,
+    number: 1,
+    state: "abandoned",
+    reason: "lease_expired",
+    input_ids: [],
+  },
+  "frame.resumed": { frame_id: FRAME, number: 1, previous_owner: null },
+  "kernel.reset": {
+    generation: 1,
+    reason: "start",
+    skills_revision: "9b0c6a3e51f2",
+    behavior_revision: null,
+    heap_restored: false,
+  },
+  "cell.started": {
+    cell_id: "cell_1",
+    generation: 1,
+    frame_id: FRAME,
+    tool_call_id: null,
+    code: "1",
+  },
+  "cell.finished": { cell_id: "cell_1", tool_call_id: null, outcome: "ok", result: null },
+  "scratchpad": { frame_id: FRAME, text: "thinking", partial: false },
+  "send": {
+    send_id: "snd_1",
+    text: "done",
+    conversation: "local:default",
+    frame_id: FRAME,
+    cell_id: null,
+    state: "delivered",
+  },
+  "outbox.pending": {
+    outbox_id: "ob_1",
+    state: "pending",
+    conversation: "discord:555",
+    destination: { channel_id: "555" },
+    body: "Build is green.",
+    frame_id: FRAME,
+    cell_id: "cell_1",
+  },
+  "outbox.attempting": {
+    outbox_id: "ob_1",
+    state: "attempting",
+    attempts: 1,
+    remote_id: null,
+    error: null,
+  },
+  "outbox.confirmed": {
+    outbox_id: "ob_1",
+    state: "confirmed",
+    attempts: 1,
+    remote_id: "1234567",
+    error: null,
+  },
+  "outbox.failed": { outbox_id: "ob_1", state: "failed", attempts: 1, remote_id: null, error: "x" },
+  "outbox.unknown": {
+    outbox_id: "ob_1",
+    state: "unknown",
+    attempts: 1,
+    remote_id: null,
+    error: "x",
+  },
+  "activation": { epoch: 1, release_id: RELEASE, previous_release: null, reason: "startup" },
+  "release.last_good": { release_id: RELEASE },
+  "release.recovered": { broken: RELEASE, restored: RELEASE },
+  "hook.failed": { hook: "attention.plan", revision: RELEASE, error: "boom" },
+  "session.stalled": { failures: 6, message: "gave up" },
+  "recovery": {
+    abandoned_frames: [],
+    resumed_frames: [],
+    interrupted_cells: [],
+    closed_tool_calls: [],
+  },
+  "operator": { op: "op.stop", message: "stopped; reset resumes" },
+  "context.compacted": { epoch: 1, covers_to_idx: 10, summarized_items: 10, summary_chars: 100 },
+  "turn.started": { frame_id: FRAME, frame: 1, resumed: false },
+  "turn.ended": { frame_id: FRAME, reason: "wait" },
+};
+
+/**
+ * A complete body of `type`: the defaults above with `fields` over them.
+ *
+ * @example
+ * ```ts
+ * host.append("scratchpad", body("scratchpad", { text: "draft 1" }));
+ * ```
+ */
+export function body<T extends RecordType>(
+  type: T,
+  fields: Partial<RecordInput<T>> = {},
+): Record<string, unknown> {
+  return { ...DEFAULTS[type], ...fields };
+}
+
+/** A `[type, body]` pair, for tests that list records as tuples. */
+export function rec<T extends RecordType>(
+  type: T,
+  fields: Partial<RecordInput<T>> = {},
+): [string, Record<string, unknown>] {
+  return [type, body(type, fields)];
+}
