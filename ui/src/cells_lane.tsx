@@ -11,7 +11,7 @@ import type { JSX } from "preact";
 import { CollapsibleText } from "./collapsible_text.tsx";
 import { clockTime, duration, isoTime, spooledLabel, toMillis } from "./format.ts";
 import { shortId } from "./event_titles.ts";
-import type { CellItem, SpooledOutput } from "./lane_view.ts";
+import type { CellItem, SpooledOutput } from "./cell_view.ts";
 import { type BadgeTone, StateBadge } from "./state_badge.tsx";
 import { useNow } from "./use_now.ts";
 

@@ -11,13 +11,13 @@
  */
 
 import {
-  CellRunResult,
   type KnownRecord,
   type LaneRecord,
   readRecord,
   type RecordData,
 } from "../../runtime/core/mod.ts";
-import { displayText, isObject } from "./json_value.ts";
+import { type CellItem, finishCell, newCell, type Place } from "./cell_view.ts";
+import { displayText } from "./json_value.ts";
 import { describeReading, type Severity, shortId } from "./event_titles.ts";
 import { authorName } from "./discord_names.ts";
 import {
@@ -78,42 +78,6 @@ export interface ScratchItem {
   turn: string | undefined;
 }
 
-/** A cell's error. */
-export interface CellError {
-  type: string;
-  message: string;
-  traceback: string;
-}
-
-/** Output spooled whole to an artifact; the cell shows an excerpt. */
-export interface SpooledOutput {
-  id: string;
-  bytes: number | undefined;
-}
-
-/** One cell, from `cell.started` and its `cell.finished`. */
-export interface CellItem {
-  seq: number;
-  at: number;
-  cellId: string;
-  code: string;
-  /** `interrupted` when a kernel reset came before its end. */
-  state: "running" | "finished" | "interrupted";
-  outcome: string | undefined;
-  stdout: string;
-  stderr: string;
-  /** Set when the whole stdout is in an artifact and `stdout` is an excerpt. */
-  stdoutArtifact: SpooledOutput | undefined;
-  stderrArtifact: SpooledOutput | undefined;
-  value: string | undefined;
-  error: CellError | undefined;
-  durationMs: number | undefined;
-  wait: string | undefined;
-  /** The `seq` of `cell.finished`, when it is a separate record. */
-  finishedSeq: number | undefined;
-  finishedAt: number | undefined;
-}
-
 /** One runtime event. */
 export interface EventItem {
   seq: number;
@@ -139,79 +103,6 @@ export interface LaneView {
   skillsRevision: string | undefined;
   /** The release and epoch of the latest `activation`. */
   activation: { release: string | undefined; epoch: number | undefined } | undefined;
-}
-
-/** Where a record sits in the log. */
-interface Place {
-  seq: number;
-  at: number;
-}
-
-type OutboxStepType = OutboxStepRecord["type"];
-
-function cellError(error: CellRunResult["error"] | undefined): CellError | undefined {
-  if (error === undefined || error === null) return undefined;
-  return { type: error.type, message: error.message, traceback: error.traceback };
-}
-
-/**
- * The fields of a cell's `result` that have the type a cell that ran reports. A record's
- * `result` may be any JSON (an interruption is `{interrupted}`), so each field is read alone.
- */
-function runResult(result: unknown): Partial<CellRunResult> {
-  if (!isObject(result)) return {};
-  const fields: Record<string, unknown> = {};
-  for (const [key, schema] of Object.entries(CellRunResult.shape)) {
-    const parsed = schema.safeParse(result[key]);
-    if (parsed.success && parsed.data !== undefined) fields[key] = parsed.data;
-  }
-  // Each field was checked by its own schema just above.
-  return fields as Partial<CellRunResult>;
-}
-
-function spooled(ref: CellRunResult["stdout_artifact"]): SpooledOutput | undefined {
-  return ref === undefined ? undefined : { id: ref.id, bytes: ref.bytes };
-}
-
-function newCell(place: Place, cellId: string, code: string): CellItem {
-  return {
-    ...place,
-    cellId,
-    code,
-    state: "running",
-    outcome: undefined,
-    stdout: "",
-    stderr: "",
-    stdoutArtifact: undefined,
-    stderrArtifact: undefined,
-    value: undefined,
-    error: undefined,
-    durationMs: undefined,
-    wait: undefined,
-    finishedSeq: undefined,
-    finishedAt: undefined,
-  };
-}
-
-function finishCell(
-  cell: CellItem,
-  place: Place,
-  d: RecordData<"cell.finished">,
-  separate: boolean,
-): void {
-  const result = runResult(d.result);
-  cell.state = "finished";
-  cell.outcome = d.outcome;
-  cell.stdout = result.stdout ?? "";
-  cell.stderr = result.stderr ?? "";
-  cell.stdoutArtifact = spooled(result.stdout_artifact);
-  cell.stderrArtifact = spooled(result.stderr_artifact);
-  cell.value = result.value ?? undefined;
-  cell.error = cellError(result.error);
-  cell.durationMs = result.duration_ms;
-  cell.wait = result.wait?.reason;
-  cell.finishedSeq = separate ? place.seq : undefined;
-  cell.finishedAt = place.at;
 }
 
 function inputItem(place: Place, d: RecordData<"input.admitted">): InputItem {
@@ -308,9 +199,13 @@ class LaneBuilder {
       case "cell.finished":
         this.#cellFinished(place, r.data);
         return true;
+      case "outbox.attempting":
+      case "outbox.confirmed":
+      case "outbox.failed":
+      case "outbox.unknown":
+        return this.#outboxStep(place, r);
     }
-    return OUTBOX_STEPS.has(r.type as OutboxStepType) &&
-      this.#outboxStep(place, r as OutboxStepRecord);
+    return false;
   }
 
   #cellFinished(place: Place, d: RecordData<"cell.finished">): void {
@@ -373,13 +268,6 @@ class LaneBuilder {
     }
   }
 }
-
-const OUTBOX_STEPS = new Set<OutboxStepType>([
-  "outbox.attempting",
-  "outbox.confirmed",
-  "outbox.failed",
-  "outbox.unknown",
-]);
 
 /**
  * Builds every lane from records in `seq` order. Each record is read through the shared
