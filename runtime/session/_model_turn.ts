@@ -11,12 +11,7 @@
 
 import { appendEvent } from "../../store/events.ts";
 import { appendProviderItems } from "../../store/provider_items.ts";
-import {
-  DEFAULT_CELL_TIMEOUT_MS,
-  newId,
-  type RecordInput,
-  type RecordType,
-} from "../core/mod.ts";
+import { DEFAULT_CELL_TIMEOUT_MS, newId, type RecordInput, type RecordType } from "../core/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import { compactIfLong, type ContextDeps, prepareContext, renderInputs } from "./_context.ts";
 import type { TurnContext, TurnResult } from "./_session_runtime.ts";

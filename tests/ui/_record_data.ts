@@ -37,7 +37,7 @@ const DEFAULTS: { [T in RecordType]: RecordInput<T> } = {
     reason: "lease_expired",
     input_ids: [],
   },
-  "frame.resumed": { frame_id: FRAME, number: 1, previous_owner: null },
+  "frame.resumed": { frame_id: FRAME, number: 1 },
   "kernel.reset": {
     generation: 1,
     reason: "start",

@@ -35,8 +35,7 @@ Deno.test("`describeEvent()` shows a resumed frame without its number as an unkn
   assert.deepEqual(describeEvent(record("frame.resumed", { frame_id: "FR_Upper" })), {
     title: "unknown record frame.resumed",
     detail: "its data does not match the type: " +
-      "number: Invalid input: expected number, received undefined; " +
-      "previous_owner: Invalid input: expected string, received undefined",
+      "number: Invalid input: expected number, received undefined",
     severity: "warning",
   });
   assert.equal(

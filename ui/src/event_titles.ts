@@ -43,9 +43,9 @@ function frameEvent(record: FrameRecord): EventTitle {
     case "frame.resumed":
       return {
         title: `Turn of frame ${record.data.number} continued after a restart`,
-        detail: record.data.previous_owner === null
-          ? ""
-          : `previous owner ${shortId(record.data.previous_owner)}`,
+        detail: typeof record.data.previous_owner === "string"
+          ? `previous owner ${shortId(record.data.previous_owner)}`
+          : "",
         severity: "info",
       };
     case "frame.accepted": {
