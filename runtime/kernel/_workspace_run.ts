@@ -10,10 +10,10 @@
  */
 
 import { Buffer } from "node:buffer";
-import { isAbsolute, relative, resolve, sep } from "node:path";
 import { z } from "zod";
 import { describeIssues, KlbrError, RunParams } from "../core/mod.ts";
 import { killProcessGroup } from "./_process_group.ts";
+import { resolveInWorkspace } from "./_workspace_paths.ts";
 
 /** The fallback `PATH` when the host's own cannot be read. */
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
@@ -53,68 +53,6 @@ export interface RunResult {
   timed_out: boolean;
   /** Wall time from spawn to the group's end, in milliseconds. */
   duration_ms: number;
-}
-
-function within(root: string, path: string): boolean {
-  const rel = relative(root, path);
-  return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel));
-}
-
-/**
- * Resolves `cwd` inside `root`, following symlinks, and checks it is a directory there.
- *
- * @throws {KlbrError} `path_escape` for a path that leaves the root by `..`, an absolute path
- * or a symlink; `not_found` when it does not exist; `path_invalid` when it is not a directory.
- */
-async function resolveCwd(
-  root: string,
-  cwd: string | null,
-): Promise<{ realRoot: string; dir: string }> {
-  let realRoot: string;
-  try {
-    realRoot = await Deno.realPath(root);
-  } catch (cause) {
-    throw new KlbrError(
-      "not_found",
-      `cannot run: the workspace root does not exist (got ${root})`,
-      {
-        cause,
-      },
-    );
-  }
-  const wanted = cwd ?? ".";
-  const candidate = resolve(realRoot, wanted);
-  if (!within(realRoot, candidate)) {
-    throw new KlbrError(
-      "path_escape",
-      `cannot run: cwd leaves the workspace (got ${JSON.stringify(wanted)})`,
-    );
-  }
-  let real: string;
-  try {
-    real = await Deno.realPath(candidate);
-  } catch (cause) {
-    throw new KlbrError(
-      "not_found",
-      `cannot run: cwd does not exist (got ${JSON.stringify(wanted)})`,
-      {
-        cause,
-      },
-    );
-  }
-  if (!within(realRoot, real)) {
-    throw new KlbrError(
-      "path_escape",
-      `cannot run: cwd leaves the workspace through a symlink (got ${JSON.stringify(wanted)})`,
-    );
-  }
-  if (!(await Deno.stat(real)).isDirectory) {
-    throw new KlbrError(
-      "path_invalid",
-      `cannot run: cwd is not a directory (got ${JSON.stringify(wanted)})`,
-    );
-  }
-  return { realRoot, dir: real };
 }
 
 /** Reads a stream to its end, keeping the first `cap` bytes and discarding the rest. */
@@ -197,7 +135,11 @@ export async function runInWorkspace(
   }
   const { argv, timeout_s: timeoutS, cwd } = p.data;
   const { root, signal, outputCapBytes: cap, env } = o.data;
-  const { realRoot, dir } = await resolveCwd(root, cwd);
+  const { realRoot, real: dir } = await resolveInWorkspace(root, cwd, {
+    action: "run",
+    label: "cwd",
+    expect: "directory",
+  });
   const empty = (): RunResult => ({
     exit_code: null,
     stdout_b64: "",

@@ -42,3 +42,9 @@ export { DEFAULT_MAX_FRAME_BYTES, encodeFrame, FrameDecoderStream } from "./_fra
 export { killProcessGroup, processGroupAlive, processGroupMembers } from "./_process_group.ts";
 export { loadSkills, MAX_SKILL_BYTES, SkillRoots, skillRoots, skillsRevision } from "./_skills.ts";
 export { runInWorkspace } from "./_workspace_run.ts";
+export {
+  resolveInWorkspace,
+  withinRoot,
+  type WorkspacePath,
+  type WorkspacePathOptions,
+} from "./_workspace_paths.ts";
