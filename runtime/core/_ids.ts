@@ -26,6 +26,7 @@ export const ID_PREFIXES = {
   job: "job",
   draft: "dr",
   outbox: "ob",
+  patch: "pa",
 } as const;
 
 /** The kinds of id klbr mints. */

@@ -59,6 +59,7 @@ Deno.test("`newId()` gives each kind its own prefix and a 26-character base32 bo
     job: "job",
     draft: "dr",
     outbox: "ob",
+    patch: "pa",
   });
   assert.equal(new Set(Object.values(ID_PREFIXES)).size, KINDS.length);
   for (const kind of KINDS) {
