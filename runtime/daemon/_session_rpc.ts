@@ -1,7 +1,7 @@
 /**
  * The host RPCs a cell of one session may call, beyond what the kernel serves itself
- * (`workspace.run`): `local.send`, `artifact.read`, the `discord.*` effects and the
- * `behavior.*` editing calls.
+ * (`workspace.run`): `local.send`, `artifact.read`, the `discord.*` effects, the
+ * `behavior.*` editing calls and the `code.*` tree-sitter calls.
  *
  * @module
  */
@@ -9,6 +9,7 @@
 import { Buffer } from "node:buffer";
 import { readArtifact } from "../../store/artifacts.ts";
 import { behaviorHandlers } from "../behavior/mod.ts";
+import { codeHandlers } from "../code/mod.ts";
 import { discordHandlers } from "../discord/mod.ts";
 import type { RpcHandler } from "../kernel/mod.ts";
 import { localSend } from "../session/mod.ts";
@@ -59,5 +60,6 @@ export function sessionRpcHandlers(
       workspace: deps.workspace,
       activate: deps.activate,
     }),
+    ...codeHandlers({ store, session, workspace: deps.workspace, notify: () => bus.wake(session) }),
   };
 }

@@ -26,5 +26,6 @@ export function contractMessage(workspace: string): string {
     `Workspace: ${workspace}. open_file, ls, search, delete and run are bound in every cell;`,
     "`import klbr.skills as skills; dir(skills)` lists your skills, help(skills.<id>) reads one.",
     "`behavior` edits your own policy hooks (help(behavior); the maintenance skill explains it).",
+    "`code` outlines, reads and patches source with tree-sitter (help(skills.code)).",
   ].join("\n");
 }

@@ -59,7 +59,12 @@ export function servePermissionFlags(input: ServePermissionInput): string[] {
     resolve(input.skillsRoot),
     input.configPath === undefined ? undefined : resolve(input.configPath),
   ]);
-  const write = list([resolve(input.stateDir), join(resolve(input.repoRoot), "ui", "dist")]);
+  // The workspace: `code.patch` writes its files from the host.
+  const write = list([
+    resolve(input.stateDir),
+    join(resolve(input.repoRoot), "ui", "dist"),
+    resolve(input.workspace),
+  ]);
   const net = list([
     input.port === 0 ? input.host : `${input.host}:${input.port}`,
     ...input.modelUrls.map(hostOf),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from klbr import skills, workspace
+from klbr import code, skills, workspace
 from klbr.artifacts import read_artifact
 from klbr.behavior import behavior
 from klbr.cells import wait
@@ -16,15 +16,15 @@ __all__ = ["build_namespace"]
 
 
 def build_namespace() -> dict[str, Any]:
-    """A fresh cell namespace: the workspace functions, ``workspace``, ``local``, ``discord``,
-    ``wait``, ``skills``, ``behavior`` and ``read_artifact``.
+    """A fresh cell namespace: the workspace functions, ``workspace``, ``code``, ``local``,
+    ``discord``, ``wait``, ``skills``, ``behavior`` and ``read_artifact``.
 
     The workspace must already be bound (``klbr.workspace.bind``).
     """
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     for name in workspace.PRELUDE_NAMES:
         ns[name] = getattr(workspace, name)
-    ns.update(workspace=workspace, local=local, discord=discord, wait=wait, skills=skills,
+    ns.update(workspace=workspace, code=code, local=local, discord=discord, wait=wait, skills=skills,
               behavior=behavior, read_artifact=read_artifact)
     return ns
 

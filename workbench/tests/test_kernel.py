@@ -140,7 +140,8 @@ class InitTest(KernelCase):
         self.assertRegex(result["python"], r"^3\.\d+\.\d+")
         self.assertEqual(
             result["prelude"],
-            ["behavior", "delete", "discord", "local", "ls", "open_file", "read_artifact", "run", "search", "skills", "wait", "workspace"],
+            ["behavior", "code", "delete", "discord", "local", "ls", "open_file", "read_artifact", "run", "search", "skills", "wait",
+             "workspace"],
         )
 
     async def test_init_refuses_bad_fields(self) -> None:

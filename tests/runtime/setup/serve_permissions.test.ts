@@ -23,8 +23,8 @@ Deno.test("`servePermissionFlags()` derives read, write, net and run from the co
   const flags = servePermissionFlags({ ...base, runPrograms: ["git", "sh"] });
   assert.deepEqual(flags, [
     "--allow-read=/s,/repo,/ws,/repo/skills,/s/config.kdl",
-    // Writes stay in the state directory and the UI build output.
-    "--allow-write=/s,/repo/ui/dist",
+    // Writes stay in the state directory, the UI build output and the workspace (code.patch).
+    "--allow-write=/s,/repo/ui/dist,/ws",
     // The listen address and each model host once, with the scheme's default port.
     "--allow-net=127.0.0.1:8765,localhost:8001,api.example:443",
     "--allow-run=python3,kill,ps,/usr/bin/deno,git,sh",
