@@ -13,6 +13,7 @@ import { benchAdmission, benchBlockedAdmission, benchStoreAdmission } from "./ad
 import { benchAdmissionLatency } from "./admission_latency.ts";
 import { prepareBlockedState } from "./blocked_release.ts";
 import { benchCellRoundTrip } from "./cell_round_trip.ts";
+import { benchCodeOutline } from "./code_outline.ts";
 import { benchGenerationSpawn } from "./generation_spawn.ts";
 import { runJupyterPeer } from "./jupyter_peer.ts";
 import { describeMachine } from "./machine.ts";
@@ -50,6 +51,8 @@ export interface BenchCounts {
   restarts: number;
   /** How long a process settles before its size is read, in ms. */
   settleMs: number;
+  /** Timed outlines of the 5,000-line file, cold and cached each (figure 7). */
+  outlines: number;
 }
 
 /** The counts the issue asks for. */
@@ -66,6 +69,7 @@ export const FULL_COUNTS: BenchCounts = {
   spawns: 10,
   restarts: 3,
   settleMs: 1_000,
+  outlines: 50,
 };
 
 /** Smaller counts for `--quick`: the same figures, noisier. */
@@ -82,6 +86,7 @@ export const QUICK_COUNTS: BenchCounts = {
   spawns: 3,
   restarts: 1,
   settleMs: 500,
+  outlines: 15,
 };
 
 /** Options for {@linkcode runBench}. */
@@ -117,6 +122,8 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
   "5b": { id: "5b", figure: "serve answers /health, restart", unit: "s" },
   "5c": { id: "5c", figure: "spawn a workbench generation", unit: "ms" },
   "5d": { id: "5d", figure: "spawn a workbench generation, against Jupyter", unit: "ms" },
+  "7a": { id: "7a", figure: "outline of a 5,000-line file, cold", unit: "ms" },
+  "7b": { id: "7b", figure: "outline of a 5,000-line file, cached", unit: "ms" },
 };
 
 /**
@@ -257,6 +264,10 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       rows.push(
         ...await benchGenerationSpawn({ python, scratch, spawns: counts.spawns, jupyter }),
       );
+    });
+
+    await phase("code outline", ["7a", "7b"], async () => {
+      rows.push(...await benchCodeOutline({ scratch: await dir("code"), count: counts.outlines }));
     });
 
     rows.push(...memoryRows(memory));

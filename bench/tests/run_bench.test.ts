@@ -18,6 +18,7 @@ const TINY: BenchCounts = {
   spawns: 1,
   restarts: 1,
   settleMs: 200,
+  outlines: 2,
 };
 
 Deno.test("`runBench()` measures every figure and prints one row for each", async () => {
@@ -47,6 +48,8 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     "5d",
     "6a",
     "6b",
+    "7a",
+    "7b",
   ];
   // 6c exists only when serve runs the daemon as a child process.
   assert.deepEqual(ids.filter((id) => id !== "6c"), expected);
@@ -72,6 +75,7 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
       "blocked attention.plan (2a, 2b, 1c)",
       "replay (4a)",
       "cells (3a, 3b, 3c, 3d, 5c, 5d)",
+      "code outline (7a, 7b)",
     ],
   );
   const table = formatTable(report).split("\n");

@@ -72,6 +72,13 @@ export class TreeCache {
     return entry;
   }
 
+  /** Frees every tree and empties the cache. */
+  clear(): void {
+    for (const entry of this.#entries.values()) entry.tree.delete();
+    this.#entries.clear();
+    this.#bytes = 0;
+  }
+
   /** How many trees are held. */
   get size(): number {
     return this.#entries.size;

@@ -106,20 +106,44 @@ function compile(id: LanguageId, pattern: string, cache: Map<LanguageId, Query |
   });
 }
 
-function queryMatches(
+async function symbolMatches(
+  service: CodeService,
   source: Source,
-  root: Node,
+  glob: string,
+): Promise<FindMatch[]> {
+  const outline = await service.outlineOfSource(source, `find in ${source.path}`);
+  return outline.symbols
+    .filter((s) => matchesGlob(s.qualified_name, glob) || matchesGlob(s.name, glob))
+    .map((s) => ({
+      path: source.path,
+      range: s.range,
+      text: s.signature,
+      symbol: { kind: s.kind, qualified_name: s.qualified_name },
+    }));
+}
+
+async function queryMatches(
+  service: CodeService,
+  source: Source,
   query: Query,
   capture: string | null,
-): FindMatch[] {
+): Promise<FindMatch[]> {
+  if (capture !== null && !query.captureNames.includes(capture)) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot find: the query has no capture @${capture} (got ${
+        query.captureNames.map((n) => "@" + n).join(", ") || "none"
+      })`,
+    );
+  }
+  const parsed = await service.parsed(source);
+  if (parsed === null) return [];
   const out: FindMatch[] = [];
-  for (const match of query.matches(root)) {
+  const size = (n: Node) => n.endIndex - n.startIndex;
+  for (const match of query.matches(parsed.cached.tree.rootNode)) {
     if (match.captures.length === 0) continue;
     const chosen = capture === null
-      ? match.captures.reduce((
-        a,
-        b,
-      ) => (b.node.endIndex - b.node.startIndex > a.node.endIndex - a.node.startIndex ? b : a))
+      ? match.captures.reduce((a, b) => (size(b.node) > size(a.node) ? b : a))
       : match.captures.find((c) => c.name === capture);
     if (chosen === undefined) continue;
     const captures: Record<string, string> = {};
@@ -158,55 +182,34 @@ export async function findInWorkspace(
   };
   const queries = new Map<LanguageId, Query | string>();
   let compiled = 0;
-  for (const file of files) {
-    if (result.matches.length > request.max_results) break;
-    let source: Source;
-    try {
-      source = await service.source(file, `find in ${file}`);
-    } catch (error) {
-      if (error instanceof KlbrError && error.code === "invalid_input") {
+  try {
+    for (const file of files) {
+      if (result.matches.length > request.max_results) break;
+      let source: Source;
+      try {
+        source = await service.source(file, `find in ${file}`);
+      } catch (error) {
+        if (!(error instanceof KlbrError && error.code === "invalid_input")) throw error;
         result.files_skipped++;
         continue;
       }
-      throw error;
-    }
-    result.files_searched++;
-    if (mode === "symbol") {
-      const outline = await service.outlineOfSource(source, `find in ${file}`);
-      for (const s of outline.symbols) {
-        if (!matchesGlob(s.qualified_name, trimmed) && !matchesGlob(s.name, trimmed)) continue;
-        result.matches.push({
-          path: source.path,
-          range: s.range,
-          text: s.signature,
-          symbol: { kind: s.kind, qualified_name: s.qualified_name },
-        });
+      result.files_searched++;
+      if (mode === "symbol") {
+        result.matches.push(...await symbolMatches(service, source, trimmed));
+        continue;
       }
-      continue;
+      const id = languageOf(file)!;
+      const query = await compile(id, request.pattern, queries);
+      if (typeof query === "string") {
+        result.refused_languages[id] = query;
+        continue;
+      }
+      compiled++;
+      result.matches.push(...await queryMatches(service, source, query, request.capture));
     }
-    const id = languageOf(file)!;
-    const query = await compile(id, request.pattern, queries);
-    if (typeof query === "string") {
-      result.refused_languages[id] = query;
-      continue;
-    }
-    compiled++;
-    if (request.capture !== null && !query.captureNames.includes(request.capture)) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot find: the query has no capture @${request.capture} (got ${
-          query.captureNames.map((n) => "@" + n).join(", ") || "none"
-        })`,
-      );
-    }
-    const parsed = await service.parsed(source);
-    if (parsed !== null) {
-      result.matches.push(
-        ...queryMatches(source, parsed.cached.tree.rootNode, query, request.capture),
-      );
-    }
+  } finally {
+    for (const q of queries.values()) if (typeof q !== "string") q.delete();
   }
-  for (const q of queries.values()) if (typeof q !== "string") q.delete();
   if (mode === "query" && compiled === 0 && Object.keys(result.refused_languages).length > 0) {
     const [lang, message] = Object.entries(result.refused_languages)[0];
     throw new KlbrError(

@@ -60,6 +60,11 @@ export class CodeService {
     return { ...this.#stats };
   }
 
+  /** Frees every cached tree (their memory is WASM's, not the garbage collector's). */
+  dispose(): void {
+    this.#cache.clear();
+  }
+
   /** Runs `fn` after every earlier `exclusive` call has settled (the patch lock). */
   exclusive<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.#queue.then(fn, fn);

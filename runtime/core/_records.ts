@@ -63,6 +63,14 @@ export type CellRunResult = z.infer<typeof CellRunResult>;
 /** The `result` of a `cell.finished` for a cell that never reported: why it was cut short. */
 export const CellInterruption = z.looseObject({ interrupted: z.string() });
 
+/** A span of a file patched by `code.patch`: bytes `[start_byte, end_byte)` and its lines. */
+const codeSpan = z.looseObject({
+  start_byte: int.nonnegative(),
+  end_byte: int.nonnegative(),
+  start_line: int.positive(),
+  end_line: int.positive(),
+});
+
 const frameEnd = {
   frame_id: z.string(),
   number: int,
@@ -201,6 +209,19 @@ const DATA = {
     /** The reason given to `wait()`, when the turn ended waiting. */
     wait_reason: z.string().optional(),
   }),
+  "code.patch": z.looseObject({
+    patch_id: z.string(),
+    /** The cell that made the patch (`null` outside a cell). */
+    cell_id: z.string().nullable(),
+    files: z.array(z.looseObject({
+      path: z.string(),
+      before_hash: z.string(),
+      after_hash: z.string(),
+      /** Whether a grammar re-parsed the result (files without one are patched unchecked). */
+      syntax_checked: z.boolean(),
+      edits: z.array(z.looseObject({ before: codeSpan, after: codeSpan })),
+    })),
+  }),
 } as const;
 
 type DataSchemas = typeof DATA;
@@ -242,6 +263,7 @@ export const KnownRecord = z.discriminatedUnion("type", [
   variant("context.compacted"),
   variant("turn.started"),
   variant("turn.ended"),
+  variant("code.patch"),
 ]);
 /** A record of a known type, its `data` typed by that type. */
 export type KnownRecord = z.infer<typeof KnownRecord>;
