@@ -161,8 +161,9 @@ async function syntaxCheck(service: CodeService, plan: FilePlan): Promise<Syntax
  * with one bad edit leaves every file byte-identical" in `tests/runtime/code/patch.test.ts`.
  *
  * @throws {KlbrError} `invalid_input` for overlapping edits or a range that does not fit its
- * file; the path check's codes; `internal` when a rename fails (the files already renamed are
- * restored first).
+ * file; the path check's codes; `internal` when writing or renaming fails (the files already
+ * renamed are restored first). The `code.patch` record is the caller's, committed after the
+ * renames: a crash between the two leaves the files patched without their record.
  */
 export function applyPatch(service: CodeService, edits: CodeEdit[]): Promise<PatchOutcome> {
   return service.exclusive(async () => {
@@ -229,6 +230,8 @@ async function writeAll(service: CodeService, plans: FilePlan[]): Promise<StaleR
       await Deno.rename(temps[renamed], plans[renamed].source.real);
     }
   } catch (cause) {
+    // Nothing renamed yet: the refusal (a path check, say) is the answer as it stands.
+    if (renamed === 0 && cause instanceof KlbrError) throw cause;
     for (let i = 0; i < renamed; i++) {
       const back = await writeTemp(plans[i].source.real, plans[i].source.bytes);
       await Deno.rename(back, plans[i].source.real);
