@@ -15,8 +15,8 @@ import { type Source, sourceFromBytes, utf8 } from "./_source.ts";
 
 type Span = Pick<CodeRange, "start_byte" | "end_byte" | "start_line" | "end_line">;
 
-/** What a patch did to one file. */
-export interface PatchedFile {
+/** What a patch did to one file (a type, not an interface: it is a record body). */
+export type PatchedFile = {
   path: string;
   before_hash: string;
   after_hash: string;
@@ -24,7 +24,7 @@ export interface PatchedFile {
   syntax_checked: boolean;
   /** Each edit's span before and after, in file order. */
   edits: { before: Span; after: Span }[];
-}
+};
 
 /** A file whose patched text would have more syntax errors than it has. */
 export interface SyntaxRefusal {

@@ -108,6 +108,20 @@ const DEFAULTS: { [T in RecordType]: RecordInput<T> } = {
   "context.compacted": { epoch: 1, covers_to_idx: 10, summarized_items: 10, summary_chars: 100 },
   "turn.started": { frame_id: FRAME, frame: 1, resumed: false },
   "turn.ended": { frame_id: FRAME, reason: "wait" },
+  "code.patch": {
+    patch_id: "pa_1",
+    cell_id: "cell_1",
+    files: [{
+      path: "calc.py",
+      before_hash: "a".repeat(64),
+      after_hash: "b".repeat(64),
+      syntax_checked: true,
+      edits: [{
+        before: { start_byte: 0, end_byte: 31, start_line: 1, end_line: 2 },
+        after: { start_byte: 0, end_byte: 31, start_line: 1, end_line: 2 },
+      }],
+    }],
+  },
 };
 
 /**

@@ -42,6 +42,7 @@ const EXPECTED: { [T in RecordType]: Lane } = {
   "context.compacted": "events",
   "turn.started": "events",
   "turn.ended": "events",
+  "code.patch": "events",
 };
 
 function record(seq: number, type: string, data: unknown): LaneRecord {

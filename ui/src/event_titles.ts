@@ -209,6 +209,16 @@ function otherEvent(record: KnownRecord): EventTitle {
         }`,
         severity: "info",
       };
+    case "code.patch": {
+      const files = record.data.files;
+      return {
+        title: `Patched ${files.map((f) => f.path).join(", ") || plural(0, "file")}`,
+        detail: `${plural(files.reduce((n, f) => n + f.edits.length, 0), "edit")} · cell ${
+          shortId(record.data.cell_id)
+        } · patch ${shortId(record.data.patch_id)}`,
+        severity: "info",
+      };
+    }
     default:
       // The lanes show these elsewhere; here they are named by their type.
       return { title: record.type, detail: "", severity: "info" };
