@@ -37,6 +37,7 @@ options:
   --host HOST           serve: loopback address to bind (default 127.0.0.1)
   --port PORT           serve: port (default ${DEFAULT_PORT}); operator commands: daemon port
   --json                operator commands: print JSON
+  --probe               doctor: check the Discord token with one GET /users/@me
   --log-format FORMAT   serve: text (default) or json, one object a line
   -h, --help            show this help
 `;
@@ -52,6 +53,7 @@ export async function main(args: string[]): Promise<number> {
       host: { type: "string" },
       port: { type: "string" },
       json: { type: "boolean", default: false },
+      probe: { type: "boolean", default: false },
       "log-format": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -74,7 +76,7 @@ export async function main(args: string[]): Promise<number> {
     }
     case "doctor": {
       const { runDoctor } = await import("./runtime/setup/mod.ts");
-      return await runDoctor({ stateDir, configPath: values.config });
+      return await runDoctor({ stateDir, configPath: values.config, probeDiscord: values.probe });
     }
     case "serve": {
       const { launchDaemon } = await import("./runtime/setup/mod.ts");

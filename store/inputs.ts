@@ -199,6 +199,17 @@ export function getInput(store: Store, id: string): InputRecord | undefined {
   return row ? toRecord(row) : undefined;
 }
 
+/** Returns the input admitted under `(sourceKind, dedupeKey)`, or `undefined`. */
+export function inputByDedupeKey(
+  store: Store,
+  sourceKind: InputRecord["sourceKind"],
+  dedupeKey: string,
+): InputRecord | undefined {
+  const row = store.statement("SELECT * FROM inputs WHERE source_kind = ? AND dedupe_key = ?")
+    .get(sourceKind, dedupeKey) as InputRow | undefined;
+  return row ? toRecord(row) : undefined;
+}
+
 /**
  * Returns `session`'s pending inputs in admission order, at most `limit` (1–10000, default 1000).
  *

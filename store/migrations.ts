@@ -301,6 +301,52 @@ DROP INDEX frames_open;
 CREATE INDEX frames_open ON frames (session_id, number) WHERE state = 'open';
 `;
 
+// Discord that loses nothing: the outbox gains the nonce a send carries, the input it answers,
+// reactions, `not_before` (a 429's retry_after or a reconciliation's backoff; NULL on `unknown`
+// leaves the row to the operator) and its reconciliation tries; `unknown` may become
+// `confirmed` on evidence, nothing else. The gateway's resume state and each channel's backfill
+// cursor (the last admitted message id; threads name their parent) are kept across restarts.
+const V6 = `
+ALTER TABLE outbox ADD COLUMN kind TEXT NOT NULL DEFAULT 'message' CHECK (kind IN ('message', 'reaction'));
+ALTER TABLE outbox ADD COLUMN nonce TEXT NULL;
+ALTER TABLE outbox ADD COLUMN input_id TEXT NULL;
+ALTER TABLE outbox ADD COLUMN not_before INTEGER NULL;
+ALTER TABLE outbox ADD COLUMN first_attempt_at INTEGER NULL;
+ALTER TABLE outbox ADD COLUMN tries TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tries));
+CREATE UNIQUE INDEX outbox_nonce ON outbox (nonce) WHERE nonce IS NOT NULL;
+DROP INDEX outbox_open;
+CREATE INDEX outbox_open ON outbox (state, created_at) WHERE state IN ('pending', 'attempting', 'unknown');
+DROP TRIGGER outbox_immutable;
+${
+  immutable(
+    "outbox",
+    "id session_id conversation destination body frame_id cell_id created_at kind nonce input_id"
+      .split(" "),
+  )
+}
+DROP TRIGGER outbox_final;
+CREATE TRIGGER outbox_final BEFORE UPDATE ON outbox
+WHEN OLD.state IN ('confirmed', 'failed')
+  OR (OLD.state = 'unknown' AND NEW.state NOT IN ('unknown', 'confirmed'))
+BEGIN SELECT RAISE(ABORT, 'a finished outbox row is final'); END;
+
+CREATE TABLE discord_gateway (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  session_id TEXT NULL,
+  resume_url TEXT NULL,
+  seq INTEGER NULL,
+  self_id TEXT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE discord_channels (
+  channel_id TEXT PRIMARY KEY,
+  parent_id TEXT NULL,
+  last_message_id TEXT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT;
+`;
+
 /** Every migration, in order. Append only; never edit a released entry. */
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "runtime tables", sql: V1 },
@@ -308,6 +354,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 3, name: "discord outbox", sql: V3 },
   { version: 4, name: "context summaries", sql: V4 },
   { version: 5, name: "frames without leases", sql: V5 },
+  { version: 6, name: "discord resume and reconciliation", sql: V6 },
 ];
 
 /** The `user_version` a fully migrated store has. */

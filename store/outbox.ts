@@ -4,95 +4,46 @@
  *
  * A row moves `pending` → `attempting` → `confirmed` | `failed` | `unknown`, and every move is
  * committed together with its `outbox.<state>` event. `attempting` is written before the
- * request leaves; a request whose outcome is not known ends `unknown` and is never retried,
- * because a retry could post the message twice.
+ * request leaves. A 429 returns the row to `pending` (Discord did not process it). A request
+ * whose outcome is not known ends `unknown`: it is never blindly resent, only reconciled by
+ * the Discord sender through its nonce, and may end `confirmed` on evidence. `confirmed`
+ * and `failed` are final; a confirmed reply consumes its input's reply state
+ * (`input.replied`).
  *
  * @module
  */
 
 import { z } from "zod";
-import { KlbrError, newId, OUTBOX_STATES } from "../runtime/core/mod.ts";
+import { KlbrError, newId } from "../runtime/core/mod.ts";
 import { schemaError } from "./_schema_error.ts";
 import { insertEvent } from "./events.ts";
+import {
+  nonceOf,
+  OutboxDestination,
+  type OutboxRecord,
+  type OutboxState,
+  type OutboxTry,
+  requireOutbox,
+} from "./outbox_rows.ts";
 import { requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
 
-/** One of `OUTBOX_STATES` (`runtime/core/_records.ts`): an outbox row's state. */
-export type OutboxState = (typeof OUTBOX_STATES)[number];
-
-const Snowflake = z.string().regex(/^[0-9]{1,20}$/, "expected a snowflake of 1-20 digits");
-
-/** Where a Discord message goes: a channel and, optionally, the message it answers. */
-export const OutboxDestination = z.strictObject({
-  channel_id: Snowflake,
-  reply_to: Snowflake.optional(),
-});
-
-/** A validated destination. */
-export type OutboxDestination = z.infer<typeof OutboxDestination>;
+export * from "./outbox_rows.ts";
 
 const EnqueueSchema = z.strictObject({
   session: z.string(),
   conversation: z.string().min(1).max(512),
   destination: OutboxDestination,
   body: z.string().min(1).max(2000),
+  kind: z.enum(["message", "reaction"]).default("message"),
+  /** The input this message answers: its reply state is consumed when the row is confirmed. */
+  inputId: z.string().nullable().default(null),
   frameId: z.string().nullable().default(null),
   cellId: z.string().nullable().default(null),
 });
 
 /** What {@linkcode enqueueOutbox} takes. */
 export type EnqueueOutbox = z.input<typeof EnqueueSchema>;
-
-/** One outbox row. */
-export interface OutboxRecord {
-  id: string;
-  session: string;
-  conversation: string;
-  destination: OutboxDestination;
-  body: string;
-  state: OutboxState;
-  attempts: number;
-  remoteId: string | null;
-  error: string | null;
-  frameId: string | null;
-  cellId: string | null;
-  createdAt: number;
-  updatedAt: number;
-}
-
-interface OutboxRow {
-  id: string;
-  session_id: string;
-  conversation: string;
-  destination: string;
-  body: string;
-  state: OutboxState;
-  attempts: number;
-  remote_id: string | null;
-  error: string | null;
-  frame_id: string | null;
-  cell_id: string | null;
-  created_at: number;
-  updated_at: number;
-}
-
-function toRecord(row: OutboxRow): OutboxRecord {
-  return {
-    id: row.id,
-    session: row.session_id,
-    conversation: row.conversation,
-    destination: JSON.parse(row.destination),
-    body: row.body,
-    state: row.state,
-    attempts: row.attempts,
-    remoteId: row.remote_id,
-    error: row.error,
-    frameId: row.frame_id,
-    cellId: row.cell_id,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  };
-}
 
 /**
  * Writes a `pending` row and its `outbox.pending` event in one transaction.
@@ -118,14 +69,18 @@ export function enqueueOutbox(store: Store, input: EnqueueOutbox): OutboxRecord 
     const now = store.clock();
     const id = newId("outbox", now);
     store.statement(
-      `INSERT INTO outbox (id, session_id, conversation, destination, body, state, attempts,
-         frame_id, cell_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)`,
+      `INSERT INTO outbox (id, session_id, conversation, destination, body, kind, nonce, input_id,
+         state, attempts, frame_id, cell_id, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)`,
     ).run(
       id,
       data.session,
       data.conversation,
       JSON.stringify(data.destination),
       data.body,
+      data.kind,
+      nonceOf(id),
+      data.inputId,
       data.frameId,
       data.cellId,
       now,
@@ -137,35 +92,14 @@ export function enqueueOutbox(store: Store, input: EnqueueOutbox): OutboxRecord 
       conversation: data.conversation,
       destination: data.destination,
       body: data.body,
+      kind: data.kind,
+      nonce: nonceOf(id),
+      input_id: data.inputId,
       frame_id: data.frameId,
       cell_id: data.cellId,
     });
     return requireOutbox(store, id);
   });
-}
-
-/** Returns the outbox row `id`, or `undefined` when there is none. */
-export function getOutbox(store: Store, id: string): OutboxRecord | undefined {
-  const row = store.statement("SELECT * FROM outbox WHERE id = ?").get(id) as
-    | OutboxRow
-    | undefined;
-  return row ? toRecord(row) : undefined;
-}
-
-function requireOutbox(store: Store, id: string): OutboxRecord {
-  const row = getOutbox(store, id);
-  if (row === undefined) {
-    throw new KlbrError("not_found", `cannot find outbox message: no row ${id} (got ${id})`);
-  }
-  return row;
-}
-
-/** Returns the oldest `pending` row of any session, or `undefined` when none waits. */
-export function nextPendingOutbox(store: Store): OutboxRecord | undefined {
-  const row = store.statement(
-    "SELECT * FROM outbox WHERE state = 'pending' ORDER BY created_at, id LIMIT 1",
-  ).get() as OutboxRow | undefined;
-  return row ? toRecord(row) : undefined;
 }
 
 /** The state a move starts from, for each target state. */
@@ -182,6 +116,8 @@ export interface OutboxMove {
   remoteId?: string;
   /** Why the send failed or its outcome is unknown; required for `failed` and `unknown`. */
   error?: string;
+  /** For `unknown`: when reconciliation is due (default now). */
+  notBefore?: number;
 }
 
 /**
@@ -232,27 +168,55 @@ export function moveOutbox(
         })`,
       );
     }
+    const now = store.clock();
     store.statement(
       `UPDATE outbox SET state = ?, attempts = attempts + ?, remote_id = ?, error = ?,
-         updated_at = ? WHERE id = ?`,
+         not_before = ?, first_attempt_at = COALESCE(first_attempt_at, ?), updated_at = ?
+       WHERE id = ?`,
     ).run(
       state,
       state === "attempting" ? 1 : 0,
       state === "confirmed" ? move.remoteId ?? null : null,
       state === "failed" || state === "unknown" ? move.error ?? null : null,
-      store.clock(),
+      // An `unknown` row is due for reconciliation at once (or when the caller says).
+      state === "unknown" ? move.notBefore ?? now : null,
+      state === "attempting" ? now : null,
+      now,
       id,
     );
-    const moved = requireOutbox(store, id);
-    insertEvent(store, row.session, `outbox.${state}`, {
-      outbox_id: id,
-      state,
-      attempts: moved.attempts,
-      remote_id: moved.remoteId,
-      error: moved.error,
-    });
-    return moved;
+    return recordMove(store, row, id, state);
   });
+}
+
+/** Appends the row's `outbox.<state>` event (and `input.replied` on a confirmed reply). */
+function recordMove(
+  store: Store,
+  row: OutboxRecord,
+  id: string,
+  state: OutboxState,
+  type: `outbox.${OutboxState}` | "outbox.rate_limited" = `outbox.${state}`,
+): OutboxRecord {
+  const moved = requireOutbox(store, id);
+  const body = {
+    outbox_id: id,
+    state,
+    kind: moved.kind,
+    attempts: moved.attempts,
+    remote_id: moved.remoteId,
+    error: moved.error,
+    not_before: moved.notBefore,
+    tries: moved.tries,
+  };
+  // deno-lint-ignore no-explicit-any
+  insertEvent(store, row.session, type as "outbox.unknown", body as any);
+  if (state === "confirmed" && moved.inputId !== null) {
+    insertEvent(store, row.session, "input.replied", {
+      input_id: moved.inputId,
+      outbox_id: id,
+      remote_id: moved.remoteId,
+    });
+  }
+  return moved;
 }
 
 /**
@@ -278,11 +242,75 @@ export function recoverOutbox(store: Store, session: string): string[] {
   });
 }
 
-/** Returns the outbox rows written by the turns of `frameIds`, oldest first. */
-export function outboxOfFrames(store: Store, frameIds: readonly string[]): OutboxRecord[] {
-  if (frameIds.length === 0) return [];
-  const rows = store.statement(
-    `SELECT * FROM outbox WHERE frame_id IN (SELECT value FROM json_each(?)) ORDER BY created_at, id`,
-  ).all(JSON.stringify(frameIds)) as unknown as OutboxRow[];
-  return rows.map(toRecord);
+/**
+ * Returns `attempting` row `id` to `pending` after a 429: Discord did not process the request.
+ * The attempt stays counted, the try is recorded, and the row is not taken before `notBefore`.
+ *
+ * @throws {KlbrError} `not_found` for a missing row; `invalid_input` unless it is `attempting`.
+ */
+export function deferOutbox(
+  store: Store,
+  id: string,
+  defer: { notBefore: number; error: string },
+): OutboxRecord {
+  return store.transaction(() => {
+    const row = requireState(store, id, "attempting", "pending");
+    const now = store.clock();
+    const tries = [...row.tries, { at: now, how: "rate_limit", outcome: defer.error }];
+    store.statement(
+      "UPDATE outbox SET state = 'pending', error = ?, not_before = ?, tries = ?, updated_at = ? WHERE id = ?",
+    ).run(defer.error, defer.notBefore, JSON.stringify(tries), now, id);
+    return recordMove(store, row, id, "pending", "outbox.rate_limited");
+  });
+}
+
+/**
+ * Records one reconciliation try on `unknown` row `id`: with `remoteId` (evidence that the
+ * message exists) the row becomes `confirmed`; without, it stays `unknown`, due again at
+ * `notBefore`, or left to the operator when `notBefore` is `null`. `counted` adds an attempt
+ * (a request that could have posted, i.e. a re-post).
+ *
+ * @throws {KlbrError} `not_found` for a missing row; `invalid_input` unless it is `unknown`.
+ */
+export function reconcileOutbox(
+  store: Store,
+  id: string,
+  result: {
+    try: Omit<OutboxTry, "at">;
+    remoteId?: string;
+    notBefore: number | null;
+    counted?: boolean;
+  },
+): OutboxRecord {
+  return store.transaction(() => {
+    const row = requireState(store, id, "unknown", result.remoteId ? "confirmed" : "unknown");
+    const now = store.clock();
+    const tries = [...row.tries, { at: now, ...result.try }];
+    const state = result.remoteId ? "confirmed" : "unknown";
+    store.statement(
+      `UPDATE outbox SET state = ?, remote_id = ?, error = ?, not_before = ?, tries = ?,
+         attempts = attempts + ?, updated_at = ? WHERE id = ?`,
+    ).run(
+      state,
+      result.remoteId ?? null,
+      result.remoteId ? null : row.error,
+      result.remoteId ? null : result.notBefore,
+      JSON.stringify(tries),
+      result.counted ? 1 : 0,
+      now,
+      id,
+    );
+    return recordMove(store, row, id, state);
+  });
+}
+
+function requireState(store: Store, id: string, from: OutboxState, to: OutboxState) {
+  const row = requireOutbox(store, id);
+  if (row.state !== from) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot mark outbox message ${id} ${to}: it is ${row.state}, not ${from} (got ${row.state})`,
+    );
+  }
+  return row;
 }

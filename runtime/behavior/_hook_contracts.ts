@@ -11,9 +11,15 @@
 import { z } from "zod";
 import { describeIssues, type HookName } from "../core/mod.ts";
 
-/** `attention.plan`: which pending inputs one frame consumes, and their routing. */
+/**
+ * `attention.plan`: which pending inputs one frame consumes (a turn answers them), which it
+ * takes without a turn and why (`ignore`: read, recorded in the frame, not answered), and the
+ * routing.
+ */
 export const AttentionPlan = z.object({
   consume: z.array(z.string()).max(1000),
+  ignore: z.array(z.object({ id: z.string(), reason: z.string().min(1).max(500) })).max(1000)
+    .default([]),
   routing: z.record(z.string(), z.unknown()).default({}),
 });
 

@@ -169,6 +169,18 @@ const DiscordSchema = z.strictObject({
     .default("wss://gateway.discord.gg"),
   /** How long one send may take before its outcome is recorded `unknown`. */
   send_timeout_ms: timeoutMs().default(15_000),
+  /**
+   * How long after a send's first request a re-post with the same nonce is trusted to return
+   * the original message rather than post a second one. Discord enforces a nonce for "a few
+   * minutes"; past this, reconciliation only looks for the nonce in the channel's messages.
+   */
+  nonce_window_ms: timeoutMs().max(600_000, expected("at most 600000 ms")).default(120_000),
+  /** Attachments up to this size are fetched into artifacts; 0 fetches none. */
+  attachment_max_bytes: z.int(expected("whole bytes")).min(0, expected("0 or more bytes"))
+    .default(8 * 1024 * 1024),
+  /** Messages a backfill admits per channel at most, after a refused resume. */
+  backfill_max_messages: z.int(expected("a count")).min(1, expected("at least 1"))
+    .default(1000),
 });
 
 const DISCORD_FIELD_NAMES = Object.keys(DiscordSchema.shape);

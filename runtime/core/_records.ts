@@ -78,14 +78,24 @@ const frameEnd = {
   input_ids: ids,
 };
 
-/** The data of one outbox step: the state the row moved to, and what that move recorded. */
-function outboxStep<S extends Exclude<(typeof OUTBOX_STATES)[number], "pending">>(state: S) {
+/** One reconciliation or rate-limit try of an outbox row (`docs/discord.md`). */
+export const OutboxTry = z.looseObject({ at: int, how: z.string(), outcome: z.string() });
+
+/**
+ * The data of one outbox step: the state the row moved to, and what that move recorded. Rows
+ * written before reconciliation existed carry no `kind`, `not_before` or `tries`.
+ */
+function outboxStep<S extends (typeof OUTBOX_STATES)[number]>(state: S) {
   return z.looseObject({
     outbox_id: z.string(),
     state: z.literal(state),
+    kind: z.enum(["message", "reaction"]).optional(),
     attempts: int.nonnegative(),
     remote_id: z.string().nullable(),
     error: z.string().nullable(),
+    /** When the row is due again (a 429, a reconciliation); `null` on `unknown`: the owner's. */
+    not_before: int.nullable().optional(),
+    tries: z.array(OutboxTry).optional(),
   });
 }
 
@@ -158,8 +168,18 @@ const DATA = {
     outbox_id: z.string(),
     state: z.literal("pending"),
     conversation: z.string(),
-    destination: z.looseObject({ channel_id: z.string(), reply_to: z.string().optional() }),
+    destination: z.looseObject({
+      channel_id: z.string(),
+      reply_to: z.string().optional(),
+      /** A reaction's message. */
+      message_id: z.string().optional(),
+    }),
+    /** A message's text, or a reaction's emoji. */
     body: z.string(),
+    kind: z.enum(["message", "reaction"]).optional(),
+    nonce: z.string().optional(),
+    /** The input this message answers: its reply state. */
+    input_id: z.string().nullable().optional(),
     frame_id: z.string().nullable(),
     cell_id: z.string().nullable(),
   }),
@@ -167,6 +187,26 @@ const DATA = {
   "outbox.confirmed": outboxStep("confirmed"),
   "outbox.failed": outboxStep("failed"),
   "outbox.unknown": outboxStep("unknown"),
+  /** A 429: the row is `pending` again, not processed by Discord, due at `not_before`. */
+  "outbox.rate_limited": outboxStep("pending"),
+  "input.replied": z.looseObject({
+    input_id: z.string(),
+    outbox_id: z.string(),
+    remote_id: z.string().nullable(),
+  }),
+  "input.ignored": z.looseObject({
+    input_id: z.string(),
+    frame_id: z.string(),
+    reason: z.string(),
+    by: z.string(),
+  }),
+  "input.edited": z.looseObject({
+    input_id: z.string(),
+    message_id: z.string(),
+    text: z.string(),
+    edited_at: z.string().nullable(),
+  }),
+  "input.deleted": z.looseObject({ input_id: z.string(), message_id: z.string() }),
   "activation": z.looseObject({
     epoch: int,
     release_id: z.string(),
@@ -253,6 +293,11 @@ export const KnownRecord = z.discriminatedUnion("type", [
   variant("outbox.confirmed"),
   variant("outbox.failed"),
   variant("outbox.unknown"),
+  variant("outbox.rate_limited"),
+  variant("input.replied"),
+  variant("input.ignored"),
+  variant("input.edited"),
+  variant("input.deleted"),
   variant("activation"),
   variant("release.last_good"),
   variant("release.recovered"),

@@ -51,8 +51,9 @@ export function localInput(clientId: string, input: InputMessage): PendingInput 
 }
 
 /**
- * A Discord message: source `discord`, dedupe key `discord:<channel>:<message>` (a
- * redelivered message is one input), conversation `discord:<channel>`.
+ * A Discord message: source `discord`, dedupe key `discord:<channel>:<message>` (a message
+ * delivered again, replayed or backfilled is one input), conversation `discord:<channel>` (a
+ * thread is a channel: its own conversation), body the text with its Discord details.
  */
 export function discordInput(message: DiscordMessage): PendingInput {
   return () => ({
@@ -60,7 +61,7 @@ export function discordInput(message: DiscordMessage): PendingInput {
     dedupeKey: discordDedupeKey(message.channelId, message.messageId),
     conversationId: `discord:${message.channelId}`,
     author: `discord:${message.authorId}:${message.username}`,
-    body: message.content,
+    body: message.body,
     receivedAt: message.receivedAt,
   });
 }

@@ -9,7 +9,7 @@
 
 import { ensureSession, requireSession } from "../../store/sessions.ts";
 import { DEFAULT_DRAIN_GRACE_MS, EventBus, KlbrError, type LaneRecord } from "../core/mod.ts";
-import type { DiscordMessage } from "../discord/mod.ts";
+import type { DiscordEffects, DiscordMessage } from "../discord/mod.ts";
 import type { AdmitOutcome, InputMessage, LaneHost } from "../lanes/mod.ts";
 import { recoverSession } from "../session/mod.ts";
 import { activateBehavior, type Activation } from "./_activation.ts";
@@ -23,8 +23,8 @@ import { sessionRpcHandlers } from "./_session_rpc.ts";
 export interface CoordinatorOptions extends Omit<SessionDeps, "bus"> {
   token: string;
   version: string;
-  /** The Discord sender, when the configuration has a `discord` node. */
-  discord?: { channels: readonly string[]; wake(): void };
+  /** The Discord transport, when the configuration has a `discord` node. */
+  discord?: DiscordEffects;
 }
 
 /**

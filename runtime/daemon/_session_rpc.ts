@@ -10,15 +10,15 @@ import { Buffer } from "node:buffer";
 import { readArtifact } from "../../store/artifacts.ts";
 import { behaviorHandlers } from "../behavior/mod.ts";
 import { codeHandlers } from "../code/mod.ts";
-import { discordHandlers } from "../discord/mod.ts";
+import { type DiscordEffects, discordHandlers } from "../discord/mod.ts";
 import type { RpcHandler } from "../kernel/mod.ts";
 import { localSend } from "../session/mod.ts";
 import type { SessionDeps, SessionParts } from "./_session_parts.ts";
 
 /** What the session's RPCs need beyond the session's own parts. */
 export interface SessionRpcDeps extends SessionDeps {
-  /** The Discord sender, when the configuration has a `discord` node. */
-  discord?: { channels: readonly string[]; wake(): void };
+  /** The Discord transport, when the configuration has a `discord` node. */
+  discord?: DiscordEffects;
   /** The one activation path, shared with the operator's `activate`. */
   activate: (releaseId: string, expectedEpoch: number, reason: string) => Promise<number>;
 }

@@ -84,15 +84,9 @@ export async function startDaemon(settings: ServeSettings, log: Logger): Promise
   discord?.start({
     admitDiscord: (message) => {
       const outcome = coordinator.admitDiscord(DEFAULT_SESSION, message);
-      if ("error" in outcome) {
-        log.warn(
-          "discord.refused",
-          `discord: refused message ${message.messageId}: ${outcome.error}`,
-          {
-            message_id: message.messageId,
-          },
-        );
-      }
+      return "error" in outcome
+        ? { error: outcome.error.message }
+        : { inputId: outcome.ack.input_id };
     },
     notify: (session) => coordinator.bus.wake(session),
   });

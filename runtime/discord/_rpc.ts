@@ -1,7 +1,13 @@
 /**
- * The `discord.send` and `discord.status` RPCs of a session's workbench. A send writes a
- * `pending` outbox row (committed before the RPC answers) and wakes the sender; it never
- * waits for Discord.
+ * The agent's Discord effects and its explicit social decisions, as RPCs of a session's
+ * workbench: `discord.send` and `discord.react` write an outbox row (committed before the RPC
+ * answers) and wake the sender, never waiting for Discord; `discord.typing` is best effort and
+ * never an outbox row; `discord.status` reads a row; `input.ignore` records that the agent read
+ * an input of its frame and chose not to answer it.
+ *
+ * A reply names the message it answers (`message_reference`): by default the newest Discord
+ * input the turn answers in that channel, so its reply state is consumed (`input.replied`) only
+ * once that row is `confirmed`.
  *
  * The daemon binds these per session (`runtime/daemon/_session_rpc.ts`).
  *
@@ -9,6 +15,9 @@
  */
 
 import { z } from "zod";
+import { appendEvent } from "../../store/events.ts";
+import { getFrame } from "../../store/frames.ts";
+import { getInput, type InputRecord } from "../../store/inputs.ts";
 import { enqueueOutbox, getOutbox } from "../../store/outbox.ts";
 import type { Store } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
@@ -16,95 +25,210 @@ import type { RpcHandler } from "../kernel/mod.ts";
 import { routedConversations } from "../behavior/mod.ts";
 
 const Snowflake = z.string().regex(/^[0-9]{1,20}$/);
+const InputId = z.string().regex(/^in_[0-9A-Z]{26}$/);
 
 const DiscordSendParams = z.strictObject({
   text: z.string(),
   channel: Snowflake.optional(),
-  reply_to: Snowflake.optional(),
+  /** A message id, an input id, or `false` for no reply anchor. */
+  reply_to: z.union([Snowflake, InputId, z.literal(false)]).optional(),
 });
 
+const DiscordReactParams = z.strictObject({
+  message: z.union([Snowflake, InputId]),
+  emoji: z.string().min(1).max(100).refine((e) => !/[\s/]/.test(e), "has a space or a slash"),
+  channel: Snowflake.optional(),
+});
+
+const DiscordTypingParams = z.strictObject({ channel: Snowflake.optional() });
 const DiscordStatusParams = z.strictObject({ outbox_id: z.string().min(1) });
+const IgnoreParams = z.strictObject({
+  input: InputId,
+  reason: z.string().min(1).max(500),
+});
+
+/** The transport, as the handlers see it. */
+export interface DiscordEffects {
+  /** Configured channels and known threads of them. */
+  channels(): readonly string[];
+  /** Wakes the sender. */
+  wake(): void;
+  /** Shows "typing…" in `channel` for a few seconds; best effort. */
+  typing(channel: string): Promise<{ ok: boolean; error: string | null }>;
+}
 
 /** What the handlers need: the session, its store and the transport, if Discord is on. */
 export interface DiscordRpcOptions {
   store: Store;
   session: string;
   /** `undefined` when the configuration has no `discord` node. */
-  discord: { channels: readonly string[]; wake(): void } | undefined;
-  /** The frame whose turn is running, for the default channel. */
+  discord: DiscordEffects | undefined;
+  /** The frame whose turn is running. */
   frame: () => { id: string; routing: unknown } | null;
   /** Wakes lane clients of the session. */
   notify: () => void;
 }
 
+function parse<T extends z.ZodType>(schema: T, params: Record<string, unknown>, action: string) {
+  const parsed = schema.safeParse(params);
+  if (!parsed.success) {
+    const field = String(parsed.error.issues[0].path[0] ?? "params");
+    throw new KlbrError(
+      "invalid_input",
+      `cannot ${action}: ${field} is invalid (got ${JSON.stringify(params[field])?.slice(0, 100)})`,
+    );
+  }
+  return parsed.data as z.infer<T>;
+}
+
+/** The Discord channel and message of a Discord input, from its dedupe key. */
+function discordOf(input: InputRecord | undefined): { channel: string; message: string } | null {
+  const m = input?.sourceKind === "discord" ? input.dedupeKey.match(/^discord:(\d+):(\d+)$/) : null;
+  return m ? { channel: m[1], message: m[2] } : null;
+}
+
+/** The inputs the running frame answers (not those it ignored), newest last. */
+function answeredInputs(store: Store, frame: { id: string; routing: unknown } | null) {
+  if (frame === null) return [];
+  const ignored = new Set(
+    ((frame.routing as { ignored?: { input_id?: string }[] })?.ignored ?? []).map((i) =>
+      i.input_id
+    ),
+  );
+  return (getFrame(store, frame.id)?.inputIds ?? [])
+    .filter((id) => !ignored.has(id))
+    .map((id) => getInput(store, id))
+    .filter((i): i is InputRecord => i !== undefined);
+}
+
 /**
- * Returns the `discord.*` RPC handlers for one session's workbench.
+ * Returns the `discord.*` and `input.ignore` RPC handlers for one session's workbench.
  *
  * @throws {KlbrError} (from a handler) `invalid_config` when Discord is not configured;
- *   `invalid_input` for bad text, a channel not configured or no channel to default to;
- *   `not_found` for an unknown outbox id.
+ *   `invalid_input` for bad text, a channel not configured, no channel to default to or an
+ *   input outside the frame; `not_found` for an unknown outbox id or input.
  */
 export function discordHandlers(options: DiscordRpcOptions): Record<string, RpcHandler> {
   const { store, session } = options;
-  const send = (params: Record<string, unknown>, cell: string | null) => {
-    const discord = options.discord;
-    if (discord === undefined) {
+  const transport = (action: string) => {
+    if (options.discord === undefined) {
       throw new KlbrError(
         "invalid_config",
-        "cannot send to discord: discord is not configured (got no discord node in the configuration)",
+        `cannot ${action}: discord is not configured (got no discord node in the configuration)`,
       );
     }
-    const parsed = DiscordSendParams.safeParse(params);
-    if (!parsed.success) {
-      const field = String(parsed.error.issues[0].path[0] ?? "params");
-      throw new KlbrError(
-        "invalid_input",
-        `cannot send to discord: ${field} is invalid (got ${
-          JSON.stringify(params[field])?.slice(0, 100)
-        })`,
-      );
-    }
-    const { text, reply_to } = parsed.data;
-    if (text.trim() === "" || text.length > 2000) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot send to discord: text must be 1-2000 characters and not blank (got ${text.length} characters)`,
-      );
-    }
+    return options.discord;
+  };
+  const channelOf = (action: string, given: string | undefined): string => {
+    const discord = transport(action);
     const frame = options.frame();
-    let channel = parsed.data.channel;
+    let channel = given;
     if (channel === undefined) {
       const routed = routedConversations(frame?.routing).find((c) => c.startsWith("discord:"));
       if (routed === undefined) {
         throw new KlbrError(
           "invalid_input",
-          `cannot send to discord: this turn answers no discord conversation; pass channel= (got ${
+          `cannot ${action}: this turn answers no discord conversation; pass channel= (got ${
             JSON.stringify(routedConversations(frame?.routing))
           })`,
         );
       }
       channel = routed.slice("discord:".length);
     }
-    if (!discord.channels.includes(channel)) {
+    if (!discord.channels().includes(channel)) {
       throw new KlbrError(
         "invalid_input",
-        `cannot send to discord: channel ${channel} is not configured (got ${channel})`,
+        `cannot ${action}: channel ${channel} is not configured (got ${channel})`,
       );
     }
-    const row = enqueueOutbox(store, {
+    return channel;
+  };
+  const enqueue = (row: Parameters<typeof enqueueOutbox>[1]) => {
+    const written = enqueueOutbox(store, row);
+    options.notify();
+    options.discord?.wake();
+    return { outbox_id: written.id, state: written.state };
+  };
+
+  const send = (params: Record<string, unknown>, cell: string | null) => {
+    transport("send to discord");
+    const p = parse(DiscordSendParams, params, "send to discord");
+    if (p.text.trim() === "" || p.text.length > 2000) {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot send to discord: text must be 1-2000 characters and not blank (got ${p.text.length} characters)`,
+      );
+    }
+    const channel = channelOf("send to discord", p.channel);
+    const frame = options.frame();
+    // The anchor: an input named, a message named, or the newest input answered here.
+    let anchor: { message: string; input: string | null } | null = null;
+    if (typeof p.reply_to === "string" && p.reply_to.startsWith("in_")) {
+      const input = getInput(store, p.reply_to);
+      const where = discordOf(input);
+      if (where === null || where.channel !== channel) {
+        throw new KlbrError(
+          "invalid_input",
+          `cannot send to discord: reply_to ${p.reply_to} is not a discord input of channel ${channel} (got ${p.reply_to})`,
+        );
+      }
+      anchor = { message: where.message, input: input!.id };
+    } else if (typeof p.reply_to === "string") {
+      anchor = { message: p.reply_to, input: null };
+    } else if (p.reply_to === undefined) {
+      const newest = answeredInputs(store, frame).filter((i) => discordOf(i)?.channel === channel)
+        .pop();
+      if (newest !== undefined) anchor = { message: discordOf(newest)!.message, input: newest.id };
+    }
+    return enqueue({
       session,
       conversation: `discord:${channel}`,
-      destination: reply_to === undefined
+      destination: anchor === null
         ? { channel_id: channel }
-        : { channel_id: channel, reply_to },
-      body: text,
+        : { channel_id: channel, reply_to: anchor.message },
+      body: p.text,
+      inputId: anchor?.input ?? null,
       frameId: frame?.id ?? null,
       cellId: cell,
     });
-    options.notify();
-    discord.wake();
-    return { outbox_id: row.id, state: row.state };
   };
+
+  const react = (params: Record<string, unknown>, cell: string | null) => {
+    transport("react on discord");
+    const p = parse(DiscordReactParams, params, "react on discord");
+    let channel = p.channel;
+    let message = p.message;
+    if (p.message.startsWith("in_")) {
+      const where = discordOf(getInput(store, p.message));
+      if (where === null) {
+        throw new KlbrError(
+          "invalid_input",
+          `cannot react on discord: ${p.message} is not a discord input (got ${p.message})`,
+        );
+      }
+      channel = where.channel;
+      message = where.message;
+    }
+    channel = channelOf("react on discord", channel);
+    return enqueue({
+      session,
+      conversation: `discord:${channel}`,
+      destination: { channel_id: channel, message_id: message },
+      body: p.emoji,
+      kind: "reaction",
+      inputId: p.message.startsWith("in_") ? p.message : null,
+      frameId: options.frame()?.id ?? null,
+      cellId: cell,
+    });
+  };
+
+  const typing = async (params: Record<string, unknown>) => {
+    const p = parse(DiscordTypingParams, params, "show typing on discord");
+    return await transport("show typing on discord").typing(
+      channelOf("show typing on discord", p.channel),
+    );
+  };
+
   const status = (params: Record<string, unknown>) => {
     const parsed = DiscordStatusParams.safeParse(params);
     const id = parsed.success ? parsed.data.outbox_id : undefined;
@@ -119,15 +243,48 @@ export function discordHandlers(options: DiscordRpcOptions): Record<string, RpcH
     }
     return {
       outbox_id: row.id,
+      kind: row.kind,
       state: row.state,
       attempts: row.attempts,
       remote_id: row.remoteId,
       error: row.error,
       channel_id: row.destination.channel_id,
+      reply_to: row.destination.reply_to ?? null,
+      input_id: row.inputId,
+      nonce: row.nonce,
+      tries: row.tries,
     };
   };
+
+  const ignore = (params: Record<string, unknown>) => {
+    const p = parse(IgnoreParams, params, "ignore input");
+    const frame = options.frame();
+    const inFrame = frame === null ? [] : getFrame(store, frame.id)?.inputIds ?? [];
+    if (frame === null || !inFrame.includes(p.input)) {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot ignore input: ${p.input} is not an input of this turn's frame (got ${p.input})`,
+      );
+    }
+    const seq = appendEvent(store, session, "input.ignored", {
+      input_id: p.input,
+      frame_id: frame.id,
+      reason: p.reason,
+      by: "agent",
+    });
+    options.notify();
+    return { input_id: p.input, seq };
+  };
+
+  const wrap =
+    (fn: (params: Record<string, unknown>, cell: string | null) => unknown) =>
+    (params: Record<string, unknown>, ctx: { cell: string | null }) =>
+      Promise.resolve().then(() => fn(params, ctx.cell));
   return {
-    "discord.send": (params, ctx) => Promise.resolve().then(() => send(params, ctx.cell)),
-    "discord.status": (params) => Promise.resolve().then(() => status(params)),
+    "discord.send": wrap(send),
+    "discord.react": wrap(react),
+    "discord.typing": wrap(typing),
+    "discord.status": wrap(status),
+    "input.ignore": wrap(ignore),
   };
 }

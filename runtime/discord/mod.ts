@@ -1,10 +1,15 @@
 /**
- * Discord behind the same admission path as local input: the gateway client, the one
- * outbox sender, and the `discord.*` RPCs a cell calls.
+ * Discord behind the same admission path as local input: the gateway (resumed across
+ * reconnects and restarts, backfilled when a resume is refused), the one outbox sender (nonces,
+ * rate limits, reconciliation), and the `discord.*` RPCs a cell calls.
  *
  * @module
  */
 
-export { DiscordGateway, GATEWAY_INTENTS } from "./_gateway.ts";
-export { discordHandlers } from "./_rpc.ts";
-export { type DiscordMessage, DiscordTransport } from "./_transport.ts";
+export { DiscordGateway, GATEWAY_INTENTS, type GatewaySession } from "./_gateway.ts";
+export { type DiscordInputBody, type DiscordMessage } from "./_inbound.ts";
+export { type DiscordHost, snowflakeAt } from "./_receiver.ts";
+export { DiscordRest, routeKey } from "./_rest.ts";
+export { type DiscordEffects, discordHandlers } from "./_rpc.ts";
+export { MAX_RECONCILE_TRIES, OutboxSender } from "./_sender.ts";
+export { DiscordTransport } from "./_transport.ts";

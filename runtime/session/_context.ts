@@ -28,7 +28,13 @@ export interface ContextDeps extends TurnHookDeps {
 /** The message a new turn opens with: its inputs, each headed by who said it where. */
 export function renderInputs(inputs: InputRecord[]): Record<string, unknown> {
   const lines = inputs.map((input) => {
-    const body = typeof input.body === "string" ? input.body : JSON.stringify(input.body);
+    // A Discord input's body is its text and its details (mention, reply, attachments, …).
+    const { text, ...details } = (input.body ?? {}) as { text?: unknown };
+    const body = typeof input.body === "string"
+      ? input.body
+      : typeof text === "string"
+      ? `${text}\n${JSON.stringify(details)}`
+      : JSON.stringify(input.body);
     return `[input ${input.id} from ${input.author} in ${input.conversationId}]\n${body}`;
   });
   return { role: "user", content: lines.join("\n\n") };

@@ -48,12 +48,13 @@ export function recoverSession(
   }
   const interrupted = interruptOpenCells(store, session, "the daemon restarted while it ran");
   const closed = closeDanglingToolCalls(store, session, "the daemon restarted");
-  // Nobody knows whether a send that was in flight reached Discord: say so, never resend.
+  // Nobody knows whether a send that was in flight reached Discord: say so; the sender
+  // reconciles it by its nonce and never blindly resends it.
   const unknownSends = recoverOutbox(store, session);
   if (unknownSends.length) {
     options.log.warn(
       "outbox.unknown",
-      `outbox: ${unknownSends.length} send(s) now unknown; they are never resent`,
+      `outbox: ${unknownSends.length} send(s) now unknown; they are reconciled, never blindly resent`,
       { count: unknownSends.length },
     );
   }

@@ -176,7 +176,12 @@ export class SessionRuntime {
   async #takeFrames(): Promise<void> {
     while (this.#state === "running" && this.#resumable.length > 0) {
       const frame = this.#resumable.shift()!;
-      const inputs = frame.inputIds.map((id) => getInput(this.#o.store, id)!);
+      const ignored = new Set(
+        ((frame.routing as { ignored?: { input_id: string }[] })?.ignored ?? [])
+          .map((i) => i.input_id),
+      );
+      const inputs = frame.inputIds.filter((id) => !ignored.has(id))
+        .map((id) => getInput(this.#o.store, id)!);
       await this.#runTurn(
         { id: frame.id, number: frame.number, policyRevision: frame.policyRevision },
         inputs,
@@ -190,8 +195,17 @@ export class SessionRuntime {
       const plan = await this.#plan(inputs);
       if (plan === undefined) return this.#retryLater();
       const chosen = inputs.filter((input) => plan.consume.includes(input.id));
-      if (chosen.length === 0) return; // ambient: nothing to do until the next wake
-      if (!(await this.#runFrame(chosen, plan.routing))) return this.#retryLater();
+      const ignored = plan.ignore.filter((i) =>
+        !plan.consume.includes(i.id) && inputs.some((input) => input.id === i.id)
+      );
+      if (chosen.length === 0 && ignored.length === 0) return; // nothing until the next wake
+      // Ignored inputs are taken by the frame, with their reasons, and given to no turn.
+      const routing = ignored.length === 0 ? plan.routing : {
+        ...plan.routing,
+        ignored: ignored.map((i) => ({ input_id: i.id, reason: i.reason })),
+      };
+      const ignoredIds = ignored.map((i) => i.id);
+      if (!(await this.#runFrame(chosen, routing, ignoredIds))) return this.#retryLater();
     }
   }
 
@@ -225,19 +239,31 @@ export class SessionRuntime {
     }
   }
 
-  /** Runs one frame; returns `false` when its inputs were given back and a retry is due. */
-  async #runFrame(inputs: InputRecord[], routing: Record<string, unknown>): Promise<boolean> {
+  /**
+   * Runs one frame; returns `false` when its inputs were given back and a retry is due. A frame
+   * of ignored inputs only runs no turn: it ends `done` at once.
+   */
+  async #runFrame(
+    inputs: InputRecord[],
+    routing: Record<string, unknown>,
+    ignoredIds: string[] = [],
+  ): Promise<boolean> {
     const { store, session } = this.#o;
     const hooks = this.#o.hooks();
     const sessionRow = requireSession(store, session);
     const frame = acceptFrame(store, {
       session,
-      inputIds: inputs.map((input) => input.id),
+      inputIds: [...inputs.map((input) => input.id), ...ignoredIds],
       routing,
       contextEpoch: sessionRow.contextEpoch,
       policyRevision: hooks.revision,
     });
     this.#o.bus.wake(session);
+    if (inputs.length === 0) {
+      finishFrame(store, frame.frameId, "done", "every input ignored; no turn");
+      this.#o.bus.wake(session);
+      return true;
+    }
     return await this.#runTurn(
       { id: frame.frameId, number: frame.number, policyRevision: hooks.revision },
       inputs,

@@ -1,7 +1,8 @@
 /**
- * `klbr doctor`: prints versions, the state directory's health, the skills index and the
- * model routes, and exits non-zero with one line per problem. It never makes a paid request:
- * a route is probed with `GET <url>/models` only.
+ * `klbr doctor`: prints versions, the state directory's health, the skills index, the model
+ * routes and the Discord configuration, and exits non-zero with one line per problem. It never
+ * makes a paid request: a route is probed with `GET <url>/models` only, and with `--probe` the
+ * Discord token with one `GET /users/@me`.
  *
  * @module
  */
@@ -14,7 +15,8 @@ import {
   linkedSqliteVersion,
   MIN_SQLITE_VERSION,
 } from "../../store/version_guard.ts";
-import { loadConfig, redactRoute, type Route } from "../config/mod.ts";
+import { type DiscordConfig, loadConfig, redactRoute, type Route, Secret } from "../config/mod.ts";
+import { DiscordRest, GATEWAY_INTENTS } from "../discord/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
 import { derivePermissionInput } from "./_launcher.ts";
@@ -28,6 +30,8 @@ export interface DoctorOptions {
   configPath?: string;
   /** Probe each route's `/models` (no paid request). @default {true} */
   probeRoutes?: boolean;
+  /** Check the Discord token with one `GET /users/@me`. @default {false} */
+  probeDiscord?: boolean;
 }
 
 /**
@@ -113,6 +117,17 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
     }
   });
 
+  await check("discord", async () => {
+    // Read without the token check: a missing variable is reported here, by name.
+    const path = await resolveConfigPath(options.stateDir, options.configPath);
+    const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
+    const { config } = await loadConfig(path, { env: everySet });
+    if (config.discord === undefined) {
+      return say("discord off (no discord node in the configuration)");
+    }
+    await reportDiscord(config.discord, options.probeDiscord === true, say, problem);
+  });
+
   await check("permissions", async () => {
     const input = await derivePermissionInput({
       stateDir: options.stateDir,
@@ -146,4 +161,46 @@ async function probe(url: string): Promise<string> {
   } catch (error) {
     return `unreachable: ${error instanceof Error ? error.message.slice(0, 80) : error}`;
   }
+}
+
+/** The names of the gateway intents klbr asks for. */
+const INTENT_NAMES: [number, string][] = [
+  [1 << 0, "GUILDS"],
+  [1 << 9, "GUILD_MESSAGES"],
+  [1 << 12, "DIRECT_MESSAGES"],
+  [1 << 15, "MESSAGE_CONTENT"],
+];
+
+/** Prints the Discord configuration; with `probe`, checks the token with `GET /users/@me`. */
+async function reportDiscord(
+  discord: DiscordConfig,
+  probe: boolean,
+  say: (line: string) => void,
+  problem: (line: string) => void,
+): Promise<void> {
+  const token = Deno.env.get(discord.token_env);
+  const intents = INTENT_NAMES.filter(([bit]) => (GATEWAY_INTENTS & bit) !== 0).map(([, n]) => n);
+  say(`discord: token ${discord.token_env} ${token ? "is set" : "is NOT set"}`);
+  say(`  channels ${discord.channels.join(", ")}`);
+  say(`  intents ${GATEWAY_INTENTS} (${intents.join(" | ")}; MESSAGE_CONTENT is privileged)`);
+  say(`  api ${discord.api_url}, gateway ${discord.gateway_url}`);
+  say(
+    `  send timeout ${discord.send_timeout_ms} ms, nonce window ${discord.nonce_window_ms} ms, attachments up to ${discord.attachment_max_bytes} bytes, backfill up to ${discord.backfill_max_messages} messages a channel`,
+  );
+  if (!token) return problem(`discord: environment variable ${discord.token_env} is not set`);
+  if (!probe) return say("  token not probed (doctor --probe checks it with GET /users/@me)");
+  const stop = new AbortController();
+  const rest = new DiscordRest({
+    apiUrl: discord.api_url,
+    token: new Secret(token),
+    timeoutMs: 5000,
+    signal: stop.signal,
+  });
+  const result = await rest.request("GET", "/users/@me");
+  if (result.kind === "ok") {
+    const me = result.json as { id?: string; username?: string };
+    return say(`  token ok: GET /users/@me is bot ${me.username} (${me.id})`);
+  }
+  const why = result.kind === "lost" ? result.reason : `HTTP ${result.status}`;
+  problem(`discord: GET /users/@me refused the token: ${why}`);
 }

@@ -68,7 +68,7 @@ export function servePermissionFlags(input: ServePermissionInput): string[] {
   const net = list([
     input.port === 0 ? input.host : `${input.host}:${input.port}`,
     ...input.modelUrls.map(hostOf),
-    ...(input.discordUrls ?? []).map(hostOf),
+    ...(input.discordUrls ?? []).flatMap(discordHostsOf),
   ]);
   const run = input.runPrograms === undefined
     ? "--allow-run"
@@ -83,6 +83,20 @@ export function servePermissionFlags(input: ServePermissionInput): string[] {
     // The owner lock records the hostname; the SDK reports the platform.
     "--allow-sys",
   ];
+}
+
+/**
+ * The hosts a Discord URL needs: its own; for Discord's gateway also its resume hosts
+ * (`READY` names one like `gateway-us-east1-b.discord.gg`); for Discord's API also the CDN
+ * hosts attachments are fetched from.
+ */
+function discordHostsOf(url: string): string[] {
+  const host = hostOf(url);
+  if (host === "gateway.discord.gg:443") return [host, "*.discord.gg:443"];
+  if (host === "discord.com:443") {
+    return [host, "cdn.discordapp.com:443", "media.discordapp.net:443"];
+  }
+  return [host];
 }
 
 function hostOf(url: string): string {

@@ -65,9 +65,14 @@ Deno.test("`enqueueOutbox()` commits a pending row with its event", async () => 
       conversation: "discord:123",
       destination: { channel_id: "123", reply_to: "77" },
       body: "hi",
+      kind: "message",
+      nonce: row.id.slice(-25),
+      input_id: null,
       frame_id: null,
       cell_id: null,
     });
+    // The nonce Discord sees is the id's last 25 characters: unique like the id.
+    assert.equal(row.nonce.length, 25);
   });
 });
 
@@ -133,9 +138,12 @@ Deno.test("`moveOutbox()` records every allowed move with its event", async () =
     assert.deepEqual(events[4].body, {
       outbox_id: a.id,
       state: "confirmed",
+      kind: "message",
       attempts: 1,
       remote_id: "999",
       error: null,
+      not_before: null,
+      tries: [],
     });
   });
 });

@@ -218,6 +218,8 @@ Deno.test("`deliveryLabel()` names a failure without an error and an unfamiliar 
     remoteId: undefined,
     error: undefined,
     steps: [],
+    tries: [],
+    notBefore: undefined,
   };
   assert.equal(
     deliveryLabel("failed", delivery),
@@ -225,4 +227,69 @@ Deno.test("`deliveryLabel()` names a failure without an error and an unfamiliar 
   );
   assert.equal(deliveryLabel("confirmed", delivery), "confirmed · posted");
   assert.equal(deliveryLabel("held", delivery), "held");
+});
+
+Deno.test("`deriveLanes()` shows a rate-limited retry, a reconciliation and a reaction in words", () => {
+  const [send, reaction] = sends(records(
+    PENDING("ob_1"),
+    ["outbox.attempting", {
+      outbox_id: "ob_1",
+      state: "attempting",
+      attempts: 1,
+      remote_id: null,
+      error: null,
+    }],
+    ["outbox.rate_limited", {
+      outbox_id: "ob_1",
+      state: "pending",
+      attempts: 1,
+      remote_id: null,
+      error: "HTTP 429: not processed; retry after 200 ms",
+      tries: [{ at: 3, how: "rate_limit", outcome: "HTTP 429: not processed; retry after 200 ms" }],
+    }],
+    ["outbox.attempting", {
+      outbox_id: "ob_1",
+      state: "attempting",
+      attempts: 2,
+      remote_id: null,
+      error: null,
+    }],
+    ["outbox.unknown", {
+      outbox_id: "ob_1",
+      state: "unknown",
+      attempts: 2,
+      remote_id: null,
+      error: "no answer",
+      not_before: 5,
+      tries: [],
+    }],
+    ["outbox.pending", {
+      outbox_id: "ob_2",
+      state: "pending",
+      kind: "reaction",
+      conversation: "discord:555",
+      destination: { channel_id: "555", message_id: "77" },
+      body: "👍",
+      frame_id: null,
+      cell_id: null,
+    }],
+  ));
+  assert.equal(badge(send), "unknown · may or may not have been posted; reconciling by its nonce");
+  assert.equal(reaction.text, "reaction 👍 on message 77");
+  const delivery = {
+    ...send.delivery!,
+    tries: [{ how: "repost", outcome: "a re-post with the same nonce returned message 9" }],
+  };
+  assert.equal(
+    deliveryLabel("confirmed", { ...delivery, remoteId: "9" }),
+    "confirmed · posted as message 9 · reconciled: a re-post with the same nonce returned message 9",
+  );
+  assert.equal(
+    deliveryLabel("unknown", { ...delivery, notBefore: null }),
+    "unknown · left to you after 1 tries; never blindly resent: a re-post with the same nonce returned message 9",
+  );
+  assert.equal(
+    deliveryLabel("pending", { ...delivery, tries: [{ how: "rate_limit", outcome: "HTTP 429" }] }),
+    "pending · rate limited, retrying the same message: HTTP 429",
+  );
 });

@@ -203,6 +203,7 @@ class LaneBuilder {
       case "outbox.confirmed":
       case "outbox.failed":
       case "outbox.unknown":
+      case "outbox.rate_limited":
         return this.#outboxStep(place, r);
     }
     return false;

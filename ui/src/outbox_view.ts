@@ -1,7 +1,8 @@
 /**
- * Discord sends as the conversation lane shows them: one message per outbox row, built from its
- * `outbox.pending` record and moved by each later `outbox.<state>` record, with the delivery
- * state in words.
+ * Discord sends as the conversation lane shows them: one message (or reaction) per outbox row,
+ * built from its `outbox.pending` record and moved by each later `outbox.<state>` record, with
+ * the delivery state in words: a rate-limited retry, and what reconciliation of an `unknown`
+ * row did (re-post with the same nonce, history search, the gateway's echo).
  *
  * @module
  */
@@ -23,12 +24,23 @@ export interface SendDelivery {
   error: string | undefined;
   /** Each `outbox.<state>` record after the pending one, in `seq` order. */
   steps: DeliveryStep[];
+  /** Reconciliation and rate-limit tries, as the last record listed them. */
+  tries: { how: string; outcome: string }[];
+  /** On an `unknown` row: when reconciliation is due; `null` when it is left to the owner. */
+  notBefore: number | null | undefined;
 }
 
 /** An `outbox.<state>` record after `outbox.pending`. */
 export type OutboxStepRecord = Extract<
   KnownRecord,
-  { type: "outbox.attempting" | "outbox.confirmed" | "outbox.failed" | "outbox.unknown" }
+  {
+    type:
+      | "outbox.attempting"
+      | "outbox.confirmed"
+      | "outbox.failed"
+      | "outbox.unknown"
+      | "outbox.rate_limited";
+  }
 >;
 
 /** The parts of a send item that an `outbox.pending` record gives. */
@@ -42,7 +54,9 @@ export function pendingSend(data: RecordData<"outbox.pending">): {
   return {
     sendId: data.outbox_id,
     conversation: data.conversation,
-    text: data.body,
+    text: data.kind === "reaction"
+      ? `reaction ${data.body} on message ${data.destination.message_id ?? "?"}`
+      : data.body,
     state: "pending",
     delivery: {
       outboxId: data.outbox_id,
@@ -50,6 +64,8 @@ export function pendingSend(data: RecordData<"outbox.pending">): {
       remoteId: undefined,
       error: undefined,
       steps: [],
+      tries: [],
+      notBefore: undefined,
     },
   };
 }
@@ -64,6 +80,8 @@ export function applyOutboxStep(
   delivery.attempts = d.attempts;
   delivery.remoteId = d.remote_id ?? delivery.remoteId;
   delivery.error = d.error ?? delivery.error;
+  if (d.tries !== undefined) delivery.tries = d.tries;
+  if (d.not_before !== undefined) delivery.notBefore = d.not_before;
   return d.state;
 }
 
@@ -89,9 +107,12 @@ export function sendLabel(state: string, delivery: SendDelivery | undefined): st
  * ```
  */
 export function deliveryLabel(state: string, delivery: SendDelivery): string {
+  const last = delivery.tries.at(-1);
   switch (state) {
     case "pending":
-      return "pending · not posted yet";
+      return last?.how === "rate_limit"
+        ? `pending · rate limited, retrying the same message: ${last.outcome}`
+        : "pending · not posted yet";
     case "attempting":
       return `posting to Discord${
         delivery.attempts === undefined ? "" : ` · attempt ${delivery.attempts}`
@@ -99,11 +120,16 @@ export function deliveryLabel(state: string, delivery: SendDelivery): string {
     case "confirmed":
       return `confirmed · posted${
         delivery.remoteId === undefined ? "" : ` as message ${delivery.remoteId}`
-      }`;
+      }${last === undefined || last.how === "rate_limit" ? "" : ` · reconciled: ${last.outcome}`}`;
     case "failed":
       return `failed: ${delivery.error ?? "Discord refused it"} · not posted; not retried`;
     case "unknown":
-      return "unknown · may or may not have been posted; not retried";
+      if (typeof delivery.notBefore === "number") {
+        return "unknown · may or may not have been posted; reconciling by its nonce";
+      }
+      return last === undefined
+        ? "unknown · may or may not have been posted; not retried"
+        : `unknown · left to you after ${delivery.tries.length} tries; never blindly resent: ${last.outcome}`;
     default:
       return state;
   }

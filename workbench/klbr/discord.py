@@ -1,16 +1,25 @@
-"""``discord``: the agent's messages to Discord channels, through the host's outbox.
+"""``discord``: the agent's messages and reactions in Discord channels, through the host's
+outbox, and its explicit social decisions.
 
 ``await discord.send(text)`` does not post anything itself: the host writes an outbox row
-(``pending``) and answers at once; one sender in the daemon posts rows in order. Ask
-``await discord.status(outbox_id)`` what became of a message:
+(``pending``) and answers at once; one sender in the daemon posts rows in order per channel.
+In a turn that answers Discord input, a send replies to (``message_reference``) the newest
+input it answers in that channel; that input's reply state is consumed only once the reply is
+``confirmed``. ``await discord.react(message, emoji)`` adds a reaction the same way,
+``await discord.typing()`` shows "typing…" (best effort, never queued), and
+``await ignore(input_id, reason)`` records that you read an input and chose not to answer.
+Ask ``await discord.status(outbox_id)`` what became of a row:
 
-- ``pending``: written, not yet sent;
+- ``pending``: written, not yet sent (or waiting out a rate limit: Discord's 429 means it was
+  not processed, so the same row is tried again, and the attempt counted);
 - ``attempting``: the request is on its way;
-- ``confirmed``: Discord answered with a message id (``remote_id``);
-- ``failed``: Discord refused it (an HTTP 4xx, e.g. no permission); it was not posted;
+- ``confirmed``: Discord has the message (``remote_id``); never posted again;
+- ``failed``: Discord refused it (an HTTP 4xx other than 429, e.g. no permission); not posted;
 - ``unknown``: no clear answer (timeout, network error, server error, or a restart during
-  the request). It may or may not have been posted, and it is never retried by itself,
-  because a retry could post it twice. Look at the channel before sending it again.
+  the request). It is never blindly resent: the host reconciles it by its ``nonce`` (a
+  re-post with the same nonce inside Discord's nonce window returns the original; outside it
+  the channel's recent messages are searched) and it becomes ``confirmed``, or stays
+  ``unknown`` with every try listed in ``tries`` for you or the owner to decide.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from typing import Any
 
 from klbr import rpc
 
-__all__ = ["Discord", "discord"]
+__all__ = ["Discord", "discord", "ignore"]
 
 _MAX_TEXT = 2000
 
@@ -31,16 +40,26 @@ def _snowflake(name: str, value: object) -> str:
     return text
 
 
+def _anchor(value: object) -> str | bool:
+    if value is False:
+        return False
+    if isinstance(value, str) and value.startswith("in_"):
+        return value
+    return _snowflake("reply_to", value)
+
+
 class Discord:
     """Discord channels of the configuration. Bound in every cell as ``discord``."""
 
     async def send(self, text: str, channel: str | int | None = None,
-                   reply_to: str | int | None = None) -> dict[str, Any]:
+                   reply_to: str | int | bool | None = None) -> dict[str, Any]:
         """Queue ``text`` (at most 2000 characters) for a Discord channel; return ``{outbox_id, state}``.
 
         With ``channel=None`` the message goes to the Discord channel of the inputs this turn
         answers (their conversation ``discord:<channel id>``); otherwise ``channel`` must be
-        one of the configured channel ids. ``reply_to`` is the id of a message to answer.
+        one of the configured channel ids or a thread of one. ``reply_to`` is the message to
+        answer: a message id or an input id (``in_…``); by default the newest input this turn
+        answers in that channel; ``False`` for none.
 
         The receipt's ``state`` is ``"pending"``: the row is durable, not yet posted. Use
         ``await discord.status(receipt["outbox_id"])`` to learn the outcome.
@@ -61,11 +80,36 @@ class Discord:
         if channel is not None:
             params["channel"] = _snowflake("channel", channel)
         if reply_to is not None:
-            params["reply_to"] = _snowflake("reply_to", reply_to)
+            params["reply_to"] = _anchor(reply_to)
         return await self._call("discord.send", params)
 
+    async def react(self, message: str | int, emoji: str, channel: str | int | None = None) -> dict[str, Any]:
+        """Queue a reaction ``emoji`` (``"👍"``, or ``"name:id"`` for a custom one) on ``message``.
+
+        ``message`` is an input id (``in_…``: its channel is known) or a message id (in
+        ``channel``, by default this turn's). Returns ``{outbox_id, state}`` like ``send``.
+
+        >>> await discord.react(input_id, "👀")  # doctest: +SKIP
+        """
+        if not isinstance(emoji, str) or not emoji or len(emoji) > 100:
+            raise ValueError(f"cannot react on discord: emoji must be 1-100 characters (got {emoji!r})")
+        target = message if isinstance(message, str) and message.startswith("in_") else _snowflake("message", message)
+        params: dict[str, Any] = {"message": target, "emoji": emoji}
+        if channel is not None:
+            params["channel"] = _snowflake("channel", channel)
+        return await self._call("discord.react", params)
+
+    async def typing(self, channel: str | int | None = None) -> dict[str, Any]:
+        """Show "typing…" in ``channel`` (by default this turn's) for a few seconds.
+
+        Best effort: returns ``{ok, error}`` and is never queued or retried.
+        """
+        params: dict[str, Any] = {} if channel is None else {"channel": _snowflake("channel", channel)}
+        return await self._call("discord.typing", params)
+
     async def status(self, outbox_id: str) -> dict[str, Any]:
-        """Return what is known of a queued message: ``{outbox_id, state, attempts, remote_id, error, channel_id}``.
+        """Return what is known of a queued row: ``{outbox_id, kind, state, attempts, remote_id, error,
+        channel_id, reply_to, input_id, nonce, tries}``; ``tries`` lists what reconciliation did.
 
         ``state`` is one of ``pending``, ``attempting``, ``confirmed``, ``failed`` or
         ``unknown`` (see ``help(klbr.discord)``). Raises ``klbr.rpc.RpcError`` for an id the
@@ -86,8 +130,23 @@ class Discord:
         return result
 
     def __repr__(self) -> str:
-        return "<discord: await discord.send(text, channel=None, reply_to=None); await discord.status(outbox_id)>"
+        return ("<discord: await discord.send(text, channel=None, reply_to=None); "
+                "await discord.react(message, emoji); await discord.typing(); await discord.status(outbox_id)>")
 
 
 discord = Discord()
 """The one ``Discord`` object the prelude binds."""
+
+
+async def ignore(input_id: str, reason: str) -> dict[str, Any]:
+    """Record that you read input ``input_id`` of this turn and chose not to answer it, and why.
+
+    The host appends ``input.ignored`` for the turn's frame; nothing is sent.
+
+    >>> await ignore(input_id, "small talk between others")  # doctest: +SKIP
+    """
+    if not isinstance(input_id, str) or not input_id.startswith("in_"):
+        raise ValueError(f"cannot ignore input: input_id must be an input id (got {input_id!r})")
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
+        raise ValueError(f"cannot ignore input: reason must be 1-500 characters (got {reason!r})")
+    return await Discord._call("input.ignore", {"input": input_id, "reason": reason})

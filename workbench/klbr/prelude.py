@@ -9,7 +9,7 @@ from klbr import code, skills, workspace
 from klbr.artifacts import read_artifact
 from klbr.behavior import behavior
 from klbr.cells import wait
-from klbr.discord import discord
+from klbr.discord import discord, ignore
 from klbr.local import local
 
 __all__ = ["build_namespace"]
@@ -17,14 +17,14 @@ __all__ = ["build_namespace"]
 
 def build_namespace() -> dict[str, Any]:
     """A fresh cell namespace: the workspace functions, ``workspace``, ``code``, ``local``,
-    ``discord``, ``wait``, ``skills``, ``behavior`` and ``read_artifact``.
+    ``discord``, ``ignore``, ``wait``, ``skills``, ``behavior`` and ``read_artifact``.
 
     The workspace must already be bound (``klbr.workspace.bind``).
     """
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     for name in workspace.PRELUDE_NAMES:
         ns[name] = getattr(workspace, name)
-    ns.update(workspace=workspace, code=code, local=local, discord=discord, wait=wait, skills=skills,
+    ns.update(workspace=workspace, code=code, local=local, discord=discord, ignore=ignore, wait=wait, skills=skills,
               behavior=behavior, read_artifact=read_artifact)
     return ns
 

@@ -78,6 +78,45 @@ class DiscordTest(KernelCase):
             self.assertEqual((error["type"], error["message"]), (kind, message))
         self.assertEqual(self.wire.of_kind("rpc"), [])
 
+    async def test_react_typing_and_ignore_speak_one_rpc_each(self) -> None:
+        """`discord.react()`, `discord.typing()` and `ignore()` each send one RPC with their params."""
+        await self.init()
+        calls = [
+            ("await discord.react('in_01J0000000AAAAAAAAAAAAAAAA', '👀')", "discord.react",
+             {"message": "in_01J0000000AAAAAAAAAAAAAAAA", "emoji": "👀"}),
+            ("await discord.react(555, 'ok:123', channel=7)", "discord.react",
+             {"message": "555", "emoji": "ok:123", "channel": "7"}),
+            ("await discord.typing()", "discord.typing", {}),
+            ("await ignore('in_01J0000000AAAAAAAAAAAAAAAA', 'small talk')", "input.ignore",
+             {"input": "in_01J0000000AAAAAAAAAAAAAAAA", "reason": "small talk"}),
+            ("await discord.send('x', reply_to=False)", "discord.send", {"text": "x", "reply_to": False}),
+            ("await discord.send('x', reply_to='in_01J0000000AAAAAAAAAAAAAAAA')", "discord.send",
+             {"text": "x", "reply_to": "in_01J0000000AAAAAAAAAAAAAAAA"}),
+        ]
+        for index, (code, method, params) in enumerate(calls):
+            self.send({"kind": "execute", "id": f"e{index}", "cell": f"c{index}", "code": code})
+            frame = await self._rpc(index)
+            self.assertEqual((frame["method"], frame["params"]), (method, params))
+            self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": {"ok": True}})
+            await self.kernel.idle()
+
+    async def test_react_and_ignore_refuse_bad_arguments_without_rpc(self) -> None:
+        """A bad emoji, message id, input id or reason is refused in the cell, before any frame."""
+        await self.init()
+        cases = [
+            ("await discord.react('in_1', '')", "ValueError", "cannot react on discord: emoji must be 1-100 characters (got '')"),
+            ("await discord.react('abc', 'x')", "ValueError",
+             "cannot send to discord: message must be a Discord id of 1-20 digits (got 'abc')"),
+            ("await ignore('x', 'why')", "ValueError", "cannot ignore input: input_id must be an input id (got 'x')"),
+            ("await ignore('in_1', ' ')", "ValueError", "cannot ignore input: reason must be 1-500 characters (got ' ')"),
+        ]
+        for index, (code, kind, message) in enumerate(cases):
+            self.send({"kind": "execute", "id": f"e{index}", "cell": f"c{index}", "code": code})
+            await self.kernel.idle()
+            error = self.wire.reply(f"e{index}")["result"]["error"]
+            self.assertEqual((error["type"], error["message"]), (kind, message))
+        self.assertEqual(self.wire.of_kind("rpc"), [])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -140,7 +140,7 @@ class InitTest(KernelCase):
         self.assertRegex(result["python"], r"^3\.\d+\.\d+")
         self.assertEqual(
             result["prelude"],
-            ["behavior", "code", "delete", "discord", "local", "ls", "open_file", "read_artifact", "run", "search", "skills", "wait",
+            ["behavior", "code", "delete", "discord", "ignore", "local", "ls", "open_file", "read_artifact", "run", "search", "skills", "wait",
              "workspace"],
         )
 

@@ -448,6 +448,9 @@ Deno.test("`parseConfig()` reads a discord node and defaults its URLs to Discord
     api_url: "https://discord.com/api/v10",
     gateway_url: "wss://gateway.discord.gg",
     send_timeout_ms: 15_000,
+    nonce_window_ms: 120_000,
+    attachment_max_bytes: 8 * 1024 * 1024,
+    backfill_max_messages: 1000,
   });
   // The model routes are unaffected by the discord node.
   assert.equal(config.routes.main.url, "http://localhost:8001/v1");
@@ -464,6 +467,19 @@ Deno.test("`parseConfig()` takes loopback discord URLs and a send timeout", () =
   assert.equal(config.discord?.api_url, "http://127.0.0.1:9/api");
   assert.equal(config.discord?.gateway_url, "ws://127.0.0.1:9/gw");
   assert.equal(config.discord?.send_timeout_ms, 500);
+});
+
+Deno.test("`parseConfig()` takes the nonce window, attachment size and backfill bound, and refuses a window over 10 minutes", () => {
+  const { config } = parse(
+    `discord {\n token_env "T"\n channels "1"\n nonce_window_ms 5000\n attachment_max_bytes 0\n backfill_max_messages 10\n}`,
+  );
+  assert.equal(config.discord?.nonce_window_ms, 5000);
+  assert.equal(config.discord?.attachment_max_bytes, 0);
+  assert.equal(config.discord?.backfill_max_messages, 10);
+  assert.throws(
+    () => parse(`discord {\n token_env "T"\n channels "1"\n nonce_window_ms 600001\n}`),
+    /discord nonce_window_ms: expected at most 600000 ms/,
+  );
 });
 
 Deno.test("`parseConfig()` refuses a discord token_env that is not set", () => {
@@ -505,7 +521,7 @@ Deno.test("`parseConfig()` refuses a discord gateway_url that is not ws(s)", () 
 Deno.test("`parseConfig()` refuses an unknown discord field, naming it and its line", () => {
   assertRefused(
     `discord {\n token_env "T"\n channels "1"\n token "abc"\n}`,
-    `cannot load config /x/klbr.kdl:4: discord token: unknown field, expected one of token_env, channels, api_url, gateway_url, send_timeout_ms (got token)`,
+    `cannot load config /x/klbr.kdl:4: discord token: unknown field, expected one of token_env, channels, api_url, gateway_url, send_timeout_ms, nonce_window_ms, attachment_max_bytes, backfill_max_messages (got token)`,
   );
 });
 

@@ -1,11 +1,14 @@
 // Discord behind the admission path, with an honest outbox: the RPC handlers against a real
 // store, then end to end with the real daemon, the real workbench, the fake model and a
-// loopback fake of Discord's gateway and REST API.
+// loopback fake of Discord's gateway and REST API (tests/fakes/discord_server.ts). The gateway
+// and the sender alone are in gateway.test.ts and sender.test.ts.
 
 import assert from "node:assert/strict";
-import { DiscordGateway, discordHandlers, GATEWAY_INTENTS } from "../../../runtime/discord/mod.ts";
-import { Secret } from "../../../runtime/config/mod.ts";
-import { KlbrError, type LaneRecord, type Logger } from "../../../runtime/core/mod.ts";
+import { discordHandlers, GATEWAY_INTENTS } from "../../../runtime/discord/mod.ts";
+import { KlbrError, type LaneRecord } from "../../../runtime/core/mod.ts";
+import { readEvents } from "../../../store/events.ts";
+import { acceptFrame } from "../../../store/frames.ts";
+import { admitInput } from "../../../store/inputs.ts";
 import { getOutbox } from "../../../store/outbox.ts";
 import { ensureSession } from "../../../store/sessions.ts";
 import { openStore, type Store } from "../../../store/store.ts";
@@ -22,24 +25,33 @@ async function withHandlers(
     call: (method: string, params: Record<string, unknown>) => Promise<unknown>,
     store: Store,
     wakes: () => number,
+    setFrame: (frame: { id: string; routing: unknown } | null) => void,
   ) => Promise<void>,
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "klbr-discord-" });
   const store = openStore(dir);
   let wakes = 0;
+  let frame: { id: string; routing: unknown } | null = null;
   try {
     ensureSession(store);
     const handlers = discordHandlers({
       store,
       session: "default",
-      discord: discord === undefined
-        ? undefined
-        : { channels: discord.channels, wake: () => wakes++ },
-      frame: () => null,
+      discord: discord === undefined ? undefined : {
+        channels: () => discord.channels,
+        wake: () => void wakes++,
+        typing: (channel) => Promise.resolve({ ok: channel === "123", error: null }),
+      },
+      frame: () => frame,
       notify: () => {},
     });
     const ctx = { signal: new AbortController().signal, method: "", parent: "e1", cell: null };
-    await fn((method, params) => handlers[method](params, { ...ctx, method }), store, () => wakes);
+    await fn(
+      (method, params) => handlers[method](params, { ...ctx, method }),
+      store,
+      () => wakes,
+      (f) => void (frame = f),
+    );
   } finally {
     store.close();
     await Deno.remove(dir, { recursive: true });
@@ -70,11 +82,16 @@ Deno.test("`discord.send` writes a pending row before it answers and wakes the s
     const status = await call("discord.status", { outbox_id: receipt.outbox_id });
     assert.deepEqual(status, {
       outbox_id: receipt.outbox_id,
+      kind: "message",
       state: "pending",
       attempts: 0,
       remote_id: null,
       error: null,
       channel_id: "123",
+      reply_to: "9",
+      input_id: null,
+      nonce: receipt.outbox_id.slice(-25),
+      tries: [],
     });
   });
 });
@@ -140,95 +157,98 @@ Deno.test("`discord.status` refuses an unknown outbox id", async () => {
   });
 });
 
-// ---- the gateway client ----
-
-/** A logger that hands each line's message to `push`. */
-function messagesTo(push: (message: string) => void): Logger {
-  const line = (_event: string, message: string) => push(message);
-  return { info: line, warn: line, error: line };
-}
-
-/** A gateway client of `fake` whose log lines and dispatches tests can wait for. */
-function gatewayOf(fake: FakeDiscord) {
-  const lines: string[] = [];
-  const dispatches: [string, unknown][] = [];
-  const waiters: { check: () => boolean; resolve: () => void }[] = [];
-  const settle = () => {
-    for (const w of [...waiters]) {
-      if (w.check()) waiters.splice(waiters.indexOf(w), 1) && w.resolve();
-    }
+/** A Discord input of channel 123 consumed by an accepted frame routed to its conversation. */
+function discordFrame(store: Store, messageId: string, ignored: string[] = []) {
+  const input = admitInput(store, {
+    session: "default",
+    sourceKind: "discord",
+    dedupeKey: `discord:123:${messageId}`,
+    conversationId: "discord:123",
+    author: "discord:42:ann",
+    body: { text: "hi" },
+  }).inputId;
+  const routing = {
+    conversations: ["discord:123"],
+    ...(ignored.length ? { ignored: [{ input_id: input, reason: "ambient" }] } : {}),
   };
-  const gateway = new DiscordGateway({
-    url: fake.gatewayUrl,
-    token: new Secret("gw-token"),
-    // The test reads each line's sentence; the logger adds the time, level and event.
-    log: messagesTo((message) => {
-      lines.push(message);
-      settle();
-    }),
-    onDispatch: (event, data) => {
-      dispatches.push([event, data]);
-      settle();
-    },
+  const frame = acceptFrame(store, {
+    session: "default",
+    inputIds: [input],
+    routing,
+    contextEpoch: 0,
+    policyRevision: "r",
   });
-  const until = (check: () => boolean) =>
-    new Promise<void>((resolve) => {
-      waiters.push({ check, resolve });
-      settle();
-    });
-  return { gateway, lines, dispatches, until };
+  return { input, frame: { id: frame.frameId, routing } };
 }
 
-Deno.test("`DiscordGateway` identifies after Hello, heartbeats on the interval and hands dispatches on", async () => {
-  const fake = startFakeDiscord({ heartbeatMs: 100 });
-  const { gateway, dispatches, until } = gatewayOf(fake);
-  try {
-    gateway.start();
-    await fake.identified();
-    assert.equal(fake.identifies[0].token, "gw-token");
-    assert.equal(fake.identifies[0].intents, GATEWAY_INTENTS);
-    await fake.heartbeated(2);
-    fake.dispatchMessage({ channelId: "1", messageId: "2", content: "x" });
-    await until(() => dispatches.length === 1);
-    // READY is the client's own business; only MESSAGE_CREATE reached the caller.
-    assert.equal(dispatches[0][0], "MESSAGE_CREATE");
-    assert.equal((dispatches[0][1] as { content: string }).content, "x");
-  } finally {
-    await gateway.stop();
-    await fake.close();
-  }
+Deno.test("`discord.send` in a turn answering Discord replies to its newest input, which is the reply state", async () => {
+  await withHandlers({ channels: ["123"] }, async (call, store, _wakes, setFrame) => {
+    const { input, frame } = discordFrame(store, "555");
+    setFrame(frame);
+    const receipt = await call("discord.send", { text: "pong" }) as { outbox_id: string };
+    const row = getOutbox(store, receipt.outbox_id)!;
+    assert.deepEqual(row.destination, { channel_id: "123", reply_to: "555" });
+    assert.equal(row.inputId, input);
+    // reply_to=False sends without an anchor; an input of another channel is refused.
+    const plain = await call("discord.send", { text: "x", reply_to: false }) as {
+      outbox_id: string;
+    };
+    assert.deepEqual(getOutbox(store, plain.outbox_id)?.destination, { channel_id: "123" });
+    assert.equal(getOutbox(store, plain.outbox_id)?.inputId, null);
+    await rejects(
+      call("discord.send", { text: "x", reply_to: "in_01J0000000AAAAAAAAAAAAAAAA" }),
+      "invalid_input",
+      "cannot send to discord: reply_to in_01J0000000AAAAAAAAAAAAAAAA is not a discord input of channel 123 (got in_01J0000000AAAAAAAAAAAAAAAA)",
+    );
+  });
 });
 
-Deno.test("`DiscordGateway` identifies again after the connection drops", async () => {
-  const fake = startFakeDiscord();
-  const { gateway } = gatewayOf(fake);
-  try {
-    gateway.start();
-    await fake.identified(1);
-    fake.drop();
-    await fake.identified(2);
-    assert.equal(fake.identifies.length, 2);
-  } finally {
-    await gateway.stop();
-    await fake.close();
-  }
+Deno.test("`discord.react` queues a reaction row on an input's message; `discord.typing` is never a row", async () => {
+  await withHandlers({ channels: ["123"] }, async (call, store, wakes, setFrame) => {
+    const { input, frame } = discordFrame(store, "556");
+    setFrame(frame);
+    const receipt = await call("discord.react", { message: input, emoji: "👀" }) as {
+      outbox_id: string;
+    };
+    const row = getOutbox(store, receipt.outbox_id)!;
+    assert.equal(row.kind, "reaction");
+    assert.equal(row.body, "👀");
+    assert.deepEqual(row.destination, { channel_id: "123", message_id: "556" });
+    assert.equal(wakes(), 1);
+    assert.deepEqual(await call("discord.typing", {}), { ok: true, error: null });
+    assert.equal(
+      readEvents(store, "default", { since: 0, limit: 100 }).filter((e) =>
+        e.kind === "outbox.pending"
+      ).length,
+      1,
+    );
+    await rejects(
+      call("discord.react", { message: "556", emoji: "a b" }),
+      "invalid_input",
+      'cannot react on discord: emoji is invalid (got "a b")',
+    );
+  });
 });
 
-Deno.test("`DiscordGateway` stops reconnecting after an authentication failure (4004)", async () => {
-  const fake = startFakeDiscord();
-  const { gateway, lines, until } = gatewayOf(fake);
-  try {
-    gateway.start();
-    await fake.identified(1);
-    fake.drop(4004);
-    await until(() => lines.some((l) => l.includes("not reconnecting")));
-    assert.ok(lines.includes("discord gateway closed with 4004; not reconnecting"));
-    assert.equal(fake.identifies.length, 1);
-    assert.ok(!lines.join("\n").includes("gw-token"));
-  } finally {
-    await gateway.stop();
-    await fake.close();
-  }
+Deno.test("`input.ignore` records the agent's decision on an input of its frame, and refuses others", async () => {
+  await withHandlers({ channels: ["123"] }, async (call, store, _wakes, setFrame) => {
+    const { input, frame } = discordFrame(store, "557");
+    await rejects(
+      call("input.ignore", { input, reason: "small talk" }),
+      "invalid_input",
+      `cannot ignore input: ${input} is not an input of this turn's frame (got ${input})`,
+    );
+    setFrame(frame);
+    const result = await call("input.ignore", { input, reason: "small talk" }) as { seq: number };
+    const event = readEvents(store, "default", { since: result.seq - 1, limit: 1 })[0];
+    assert.equal(event.kind, "input.ignored");
+    assert.deepEqual(event.body, {
+      input_id: input,
+      frame_id: frame.id,
+      reason: "small talk",
+      by: "agent",
+    });
+  });
 });
 
 // ---- end to end ----
@@ -236,8 +256,8 @@ Deno.test("`DiscordGateway` stops reconnecting after an authentication failure (
 const TOKEN = "fake-bot-token-7";
 const WAIT_CELL = { toolCall: { code: "wait()" } };
 
-const discordConfig = (fake: FakeDiscord, timeoutMs: number) =>
-  `discord {\n    token_env "DISCORD_TOKEN"\n    channels "123" "456"\n    api_url "${fake.apiUrl}"\n    gateway_url "${fake.gatewayUrl}"\n    send_timeout_ms ${timeoutMs}\n}\n`;
+const discordConfig = (fake: FakeDiscord, timeoutMs: number, extra = "") =>
+  `discord {\n    token_env "DISCORD_TOKEN"\n    channels "123" "456"\n    api_url "${fake.apiUrl}"\n    gateway_url "${fake.gatewayUrl}"\n    send_timeout_ms ${timeoutMs}\n${extra}}\n`;
 
 const records = (client: LaneClient, type: string) =>
   client.messages.filter((m): m is LaneRecord => m.kind === "record" && m.type === type);
@@ -254,12 +274,16 @@ const statesOf = (client: LaneClient, id: string) =>
     m.kind === "record" && m.type.startsWith("outbox.") && m.data.outbox_id === id
   ).map((m) => m.data.state);
 
-async function startAll(timeoutMs: number) {
+/** The dedupe keys the lane saw admitted, in order. */
+const admittedKeys = (client: LaneClient) =>
+  records(client, "input.admitted").map((r) => r.data.dedupe_key as string);
+
+async function startAll(timeoutMs: number, extra = "") {
   const model = startFakeOpenAI({ fallback: () => WAIT_CELL });
   const discord = startFakeDiscord();
   const daemon = await startTestDaemon({
     modelUrl: model.url,
-    extraConfig: discordConfig(discord, timeoutMs),
+    extraConfig: discordConfig(discord, timeoutMs, extra),
     env: { DISCORD_TOKEN: TOKEN },
   });
   await discord.identified();
@@ -267,20 +291,20 @@ async function startAll(timeoutMs: number) {
   return { model, discord, daemon, client };
 }
 
-Deno.test("a Discord message delivered twice is admitted once; discord.send posts once and is confirmed", async () => {
+Deno.test("a Discord message delivered twice is admitted once; discord.send replies once, anchored, and is confirmed", async () => {
   const { model, discord, daemon, client } = await startAll(10_000);
   try {
     // Identify carries the token and the message intents.
-    assert.equal(discord.identifies[0].token, TOKEN);
+    assert.equal(discord.identifies[0].token, `Bot ${TOKEN}`);
     assert.equal(discord.identifies[0].intents, GATEWAY_INTENTS);
-    assert.equal(GATEWAY_INTENTS, 512 | 4096 | 32768);
     model.enqueue({
       toolCall: {
         code: "r = await discord.send('hi')\nprint(r['state'])\nawait local.send('noted')\nwait()",
       },
     });
-    discord.dispatchMessage({ channelId: "123", messageId: "555", content: "hello bot" });
-    discord.dispatchMessage({ channelId: "123", messageId: "555", content: "hello bot" });
+    const mention = { channelId: "123", messageId: "555", content: "hello bot", mentionBot: true };
+    discord.dispatchMessage(mention);
+    discord.dispatchMessage(mention);
     // Ignored: a bot author, and a channel that is not configured.
     discord.dispatchMessage({ channelId: "123", messageId: "557", content: "beep", bot: true });
     discord.dispatchMessage({ channelId: "789", messageId: "558", content: "elsewhere" });
@@ -288,30 +312,52 @@ Deno.test("a Discord message delivered twice is admitted once; discord.send post
     discord.dispatchMessage({ channelId: "456", messageId: "556", content: "second" });
     await waitRecord(client, "input.admitted", (r) => r.data.dedupe_key === "discord:456:556");
 
-    const admitted = records(client, "input.admitted");
-    assert.deepEqual(admitted.map((r) => r.data.dedupe_key), [
-      "discord:123:555",
-      "discord:456:556",
-    ]);
-    const first = admitted[0].data;
+    assert.deepEqual(admittedKeys(client), ["discord:123:555", "discord:456:556"]);
+    const first = records(client, "input.admitted")[0].data;
     assert.equal(first.source_kind, "discord");
     assert.equal(first.conversation_id, "discord:123");
     assert.equal(first.author, "discord:42:ann");
-    assert.equal(first.body, "hello bot");
+    assert.deepEqual(first.body, {
+      text: "<@1> hello bot",
+      message_id: "555",
+      channel_id: "123",
+      guild_id: "900",
+      dm: false,
+      mentioned: true,
+      reply_to: null,
+      thread_of: null,
+      attachments: [],
+    });
     assert.equal(first.received_at, Date.parse("2026-01-02T03:04:05.678Z"));
 
     const confirmed = await waitRecord(client, "outbox.confirmed");
     const id = confirmed.data.outbox_id as string;
     assert.deepEqual(statesOf(client, id), ["pending", "attempting", "confirmed"]);
-    assert.equal(confirmed.data.remote_id, "1000000");
+    assert.equal(confirmed.data.remote_id, discord.botMessages("123")[0].id);
     const pending = records(client, "outbox.pending")[0].data;
     assert.equal(pending.conversation, "discord:123");
     assert.ok(typeof pending.cell_id === "string" && typeof pending.frame_id === "string");
+    // The reply state of input 555 is consumed by the confirmation, not before.
+    const replied = await waitRecord(client, "input.replied");
+    assert.deepEqual(replied.data, {
+      input_id: first.input_id,
+      outbox_id: id,
+      remote_id: confirmed.data.remote_id,
+    });
+    assert.ok(
+      replied.seq > confirmed.seq - 1 && replied.seq > records(client, "outbox.attempting")[0].seq,
+    );
 
-    assert.equal(discord.posts.length, 1);
-    assert.equal(discord.posts[0].path, "/channels/123/messages");
-    assert.equal(discord.posts[0].authorization, `Bot ${TOKEN}`);
-    assert.deepEqual(discord.posts[0].body, { content: "hi" });
+    const posts = discord.messagePosts();
+    assert.equal(posts.length, 1);
+    assert.equal(posts[0].path, "/channels/123/messages");
+    assert.equal(posts[0].authorization, `Bot ${TOKEN}`);
+    assert.deepEqual(posts[0].body, {
+      content: "hi",
+      nonce: id.slice(-25),
+      enforce_nonce: true,
+      message_reference: { message_id: "555", fail_if_not_exists: false },
+    });
     const cell = await waitRecord(client, "cell.finished");
     assert.equal((cell.data.result as { stdout: string }).stdout, "pending\n");
     // local.send in a turn that answers Discord still speaks to the local conversation only.
@@ -329,10 +375,175 @@ Deno.test("a Discord message delivered twice is admitted once; discord.send post
   }
 });
 
-Deno.test("a 4xx ends failed, a 5xx and a hanging request end unknown, and nothing is retried", async () => {
+Deno.test("an ambient message gets no reply and no model request; a mention, a DM and a reply to the bot each get one", async () => {
+  const { model, discord, daemon, client } = await startAll(10_000);
+  try {
+    discord.dispatchMessage({ channelId: "123", messageId: "600", content: "lunch anyone?" });
+    // Its frame takes it as ignored, with the reason, and ends at once without a turn.
+    const accepted = await waitRecord(client, "frame.accepted");
+    const routing = accepted.data.routing as { ignored: { input_id: string; reason: string }[] };
+    assert.equal(routing.ignored.length, 1);
+    assert.match(routing.ignored[0].reason, /^ambient: a Discord message that does not mention/);
+    const finished = await waitRecord(client, "frame.finished");
+    assert.equal(finished.data.reason, "every input ignored; no turn");
+    // A local ping after it: once its turn has asked the model, the ambient frame made no request.
+    await client.request({ kind: "input", client_msg_id: "p1", text: "ping" });
+    await model.waitForRequests(1);
+    await waitRecord(client, "frame.finished", (r) => r.seq > finished.seq);
+    assert.equal(model.requests.length, 1);
+    assert.ok(!JSON.stringify(model.requests[0].body).includes("lunch anyone?"));
+
+    model.enqueue(
+      { toolCall: { code: "await discord.send('yes?')\nwait()" } },
+      { toolCall: { code: "await discord.send('dm back')\nwait()" } },
+    );
+    discord.dispatchMessage({
+      channelId: "123",
+      messageId: "601",
+      content: "help",
+      mentionBot: true,
+    });
+    await waitRecord(client, "outbox.confirmed");
+    discord.dispatchMessage({ channelId: "456", messageId: "602", content: "psst", guildId: null });
+    await client.waitFor(() => records(client, "outbox.confirmed").length === 2, 30_000);
+    const replyTo = discord.botMessages("123")[0].id;
+    model.enqueue({ toolCall: { code: "await discord.send('you replied')\nwait()" } });
+    discord.dispatchMessage({
+      channelId: "123",
+      messageId: "603",
+      content: "thanks",
+      replyTo: { messageId: replyTo, authorId: "1" },
+    });
+    await client.waitFor(() => records(client, "outbox.confirmed").length === 3, 30_000);
+    assert.deepEqual(
+      discord.botMessages("123").map((m) => [m.content, m.message_reference?.message_id]),
+      [
+        ["yes?", "601"],
+        ["you replied", "603"],
+      ],
+    );
+    assert.deepEqual(discord.botMessages("456").map((m) => m.content), ["dm back"]);
+    // Four model requests: the local ping and the three addressed messages, none for ambient.
+    assert.equal(model.requests.length, 4);
+  } finally {
+    await client.close();
+    await daemon.stop();
+    await discord.close();
+    await model.close();
+  }
+});
+
+Deno.test("messages sent while the gateway is down, and while the daemon is killed, are each admitted exactly once", async () => {
+  const { model, discord, daemon, client } = await startAll(10_000);
+  let restarted: Awaited<ReturnType<typeof daemon.restart>> | undefined;
+  let again: Awaited<ReturnType<typeof daemon.restart>> | undefined;
+  let after: LaneClient | undefined;
+  try {
+    // Real snowflakes (from the clock): later than the cursor each channel got at first READY.
+    const key = (channel: string, content: string) =>
+      `discord:${channel}:${discord.dispatchMessage({ channelId: channel, content })}`;
+    const keys = [key("123", "before")];
+    await waitRecord(client, "input.admitted", (r) => r.data.dedupe_key === keys[0]);
+    // 1. The gateway goes down; two messages are sent; it comes back: the resume replays them.
+    discord.down();
+    keys.push(key("123", "gap 1"), key("456", "gap 2"));
+    discord.up();
+    await waitRecord(client, "input.admitted", (r) => r.data.dedupe_key === keys[2]);
+    assert.equal(discord.resumedCount >= 1, true);
+    assert.equal(discord.identifies.length, 1);
+    await client.close();
+
+    // 2. The daemon is killed; two messages are sent; the new daemon resumes the saved session.
+    await daemon.kill();
+    keys.push(key("123", "while dead"), key("123", "while dead 2"));
+    restarted = await daemon.restart();
+    after = await connectLane({ port: restarted.port, token: restarted.token });
+    await waitRecord(after, "input.admitted", (r) => r.data.dedupe_key === keys[4]);
+    assert.equal(discord.identifies.length, 1);
+    assert.equal(discord.resumes.at(-1)?.session_id, "s1");
+    await after.close();
+
+    // 3. Killed again, and Discord refuses to resume: the new session backfills from history.
+    await restarted.kill();
+    keys.push(key("123", "missed 1"), key("456", "missed 2"));
+    discord.invalidateSessions();
+    again = await restarted.restart();
+    after = await connectLane({ port: again.port, token: again.token });
+    await waitRecord(after, "input.admitted", (r) => r.data.dedupe_key === keys[5]);
+    await waitRecord(after, "input.admitted", (r) => r.data.dedupe_key === keys[6]);
+    assert.equal(discord.identifies.length, 2);
+    // The backfill paged both channels from their last admitted message.
+    const pages = discord.posts.filter((p) => p.method === "GET" && p.path.endsWith("/messages"));
+    assert.ok(pages.length >= 2);
+    // A new message after the backfill arrives live; then every message was admitted once.
+    keys.push(key("123", "live"));
+    await waitRecord(after, "input.admitted", (r) => r.data.dedupe_key === keys[7]);
+    assert.deepEqual(admittedKeys(after), keys);
+    // Ambient talk: read, every one of it, without a single model request.
+    assert.equal(model.requests.length, 0);
+  } finally {
+    await client.close();
+    await after?.close();
+    await again?.stop();
+    await discord.close();
+    await model.close();
+  }
+});
+
+Deno.test("SIGKILL between attempting and the response: one posted message, confirmed after reconciliation", async () => {
+  const { model, discord, daemon, client } = await startAll(60_000);
+  let restarted: Awaited<ReturnType<typeof daemon.restart>> | undefined;
+  let after: LaneClient | undefined;
+  try {
+    // The fake posts the message and never answers: the response is lost with the daemon.
+    discord.script("hang");
+    model.enqueue({ toolCall: { code: "await discord.send('in flight')\nwait()" } });
+    discord.dispatchMessage({
+      channelId: "123",
+      messageId: "700",
+      content: "go",
+      mentionBot: true,
+    });
+    const attempting = await waitRecord(client, "outbox.attempting");
+    const id = attempting.data.outbox_id as string;
+    await discord.posted(1);
+    // The kill lands while the request is open: the fake holds it and the row says attempting.
+    assert.equal(discord.botMessages("123").length, 1);
+    assert.deepEqual(statesOf(client, id), ["pending", "attempting"]);
+    await client.close();
+    await daemon.kill();
+
+    restarted = await daemon.restart();
+    after = await connectLane({ port: restarted.port, token: restarted.token });
+    const unknown = await waitRecord(after, "outbox.unknown", (r) => r.data.outbox_id === id);
+    assert.match(unknown.data.error as string, /restarted during the request/);
+    const confirmed = await waitRecord(after, "outbox.confirmed", (r) => r.data.outbox_id === id);
+    assert.deepEqual(statesOf(after, id), ["pending", "attempting", "unknown", "confirmed"]);
+    const posted = discord.botMessages("123");
+    assert.equal(posted.length, 1);
+    assert.equal(confirmed.data.remote_id, posted[0].id);
+    // Reconciled by evidence: the gateway's replay of the bot's own message or a re-post with
+    // the same nonce, both of which name the one message.
+    const tries = confirmed.data.tries as { how: string }[];
+    assert.ok(["gateway", "repost"].includes(tries.at(-1)!.how));
+    await after.request({ kind: "ping" });
+    assert.ok(discord.messagePosts().length <= 2);
+    assert.equal(discord.botMessages("123").length, 1);
+  } finally {
+    await after?.close();
+    await restarted?.stop();
+    await discord.close();
+    await model.close();
+  }
+});
+
+Deno.test("a 4xx ends failed; a 5xx and a hanging request end unknown and are reconciled to confirmed, each posted once", async () => {
   const { model, discord, daemon, client } = await startAll(1_000);
   try {
-    discord.script({ status: 403 }, { status: 502 }, "hang", { status: 200, id: "777" });
+    // Per message: the first POST of "two" fails after posting it, "three" never hears back.
+    discord.scriptFor("one", { status: 403 });
+    discord.scriptFor("two", { status: 502, created: true });
+    discord.scriptFor("three", "hang");
     model.enqueue({
       toolCall: {
         code: [
@@ -342,34 +553,38 @@ Deno.test("a 4xx ends failed, a 5xx and a hanging request end unknown, and nothi
         ].join("\n"),
       },
     });
-    discord.dispatchMessage({ channelId: "123", messageId: "600", content: "go" });
-    // The fourth send is taken only after the third has ended: rows go one at a time, in order.
-    const done = await waitRecord(client, "outbox.confirmed");
+    discord.dispatchMessage({
+      channelId: "123",
+      messageId: "600",
+      content: "go",
+      mentionBot: true,
+    });
+    await client.waitFor(() => records(client, "outbox.confirmed").length === 3, 30_000);
     const ids = records(client, "outbox.pending").map((r) => r.data.outbox_id as string);
     assert.equal(ids.length, 4);
-    assert.equal(done.data.outbox_id, ids[3]);
     assert.deepEqual(statesOf(client, ids[0]), ["pending", "attempting", "failed"]);
-    assert.deepEqual(statesOf(client, ids[1]), ["pending", "attempting", "unknown"]);
-    assert.deepEqual(statesOf(client, ids[2]), ["pending", "attempting", "unknown"]);
+    assert.deepEqual(statesOf(client, ids[1]), ["pending", "attempting", "unknown", "confirmed"]);
+    assert.deepEqual(statesOf(client, ids[2]), ["pending", "attempting", "unknown", "confirmed"]);
     assert.deepEqual(statesOf(client, ids[3]), ["pending", "attempting", "confirmed"]);
     const ended = (type: string, id: string) =>
       records(client, type).find((r) => r.data.outbox_id === id)?.data;
     assert.match(ended("outbox.failed", ids[0])?.error as string, /^HTTP 403: /);
     assert.match(
       ended("outbox.unknown", ids[1])?.error as string,
-      /^HTTP 502; it may have been posted/,
+      /^HTTP 502: .*; it may have been posted/,
     );
     assert.equal(
       ended("outbox.unknown", ids[2])?.error,
       "no answer within 1000 ms; it may have been posted",
     );
-    // Exactly one POST per row: the failed and unknown ones were not sent again.
-    assert.deepEqual(discord.posts.map((p) => [p.path, p.body.content]), [
-      ["/channels/123/messages", "one"],
-      ["/channels/123/messages", "two"],
-      ["/channels/123/messages", "three"],
-      ["/channels/456/messages", "four"],
-    ]);
+    // Every message that Discord has, exactly once, in the order it was written per channel.
+    assert.deepEqual(discord.botMessages("123").map((m) => m.content), ["two", "three"]);
+    assert.deepEqual(discord.botMessages("456").map((m) => m.content), ["four"]);
+    // The re-posts carried the same nonce as the first request.
+    const nonces = discord.messagePosts().filter((p) => p.body.content === "three").map((p) =>
+      p.body.nonce
+    );
+    assert.equal(new Set(nonces).size, 1);
   } finally {
     await client.close();
     await daemon.stop();
@@ -378,32 +593,101 @@ Deno.test("a 4xx ends failed, a 5xx and a hanging request end unknown, and nothi
   }
 });
 
-Deno.test("SIGKILL while a send is attempting: after restart the row is unknown and not sent again", async () => {
-  const { model, discord, daemon, client } = await startAll(60_000);
-  let restarted: Awaited<ReturnType<typeof daemon.restart>> | undefined;
-  let after: LaneClient | undefined;
+Deno.test("attachments are fetched into artifacts up to the limit; edits and deletions are events on the input; a thread is its own conversation", async () => {
+  const { model, discord, daemon, client } = await startAll(
+    10_000,
+    "    attachment_max_bytes 16\n",
+  );
   try {
-    discord.script("hang");
-    model.enqueue({ toolCall: { code: "await discord.send('in flight')\nwait()" } });
-    discord.dispatchMessage({ channelId: "123", messageId: "700", content: "go" });
-    const attempting = await waitRecord(client, "outbox.attempting");
-    const id = attempting.data.outbox_id as string;
-    await discord.posted(1);
-    await client.close();
-    await daemon.kill();
+    discord.serveAttachment("801", new TextEncoder().encode("tiny file"));
+    discord.dispatchMessage({
+      channelId: "123",
+      messageId: "800",
+      content: "see attached",
+      attachments: [
+        { id: "801", filename: "a.txt", size: 9, content_type: "text/plain" },
+        { id: "802", filename: "big.bin", size: 17 },
+      ],
+    });
+    const admitted = await waitRecord(
+      client,
+      "input.admitted",
+      (r) => r.data.dedupe_key === "discord:123:800",
+    );
+    const [small, big] =
+      (admitted.data.body as { attachments: Record<string, unknown>[] }).attachments;
+    const sha = Array.from(
+      new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode("tiny file"))),
+      (b) => b.toString(16).padStart(2, "0"),
+    ).join("");
+    assert.deepEqual(small, {
+      id: "801",
+      filename: "a.txt",
+      size: 9,
+      content_type: "text/plain",
+      artifact: sha,
+      skipped: null,
+    });
+    assert.equal(await Deno.readTextFile(`${daemon.stateDir}/artifacts/${sha}`), "tiny file");
+    assert.equal(big.artifact, null);
+    assert.equal(big.skipped, "over attachment_max_bytes (16 bytes)");
 
-    restarted = await daemon.restart();
-    after = await connectLane({ port: restarted.port, token: restarted.token });
-    const unknown = await waitRecord(after, "outbox.unknown", (r) => r.data.outbox_id === id);
-    assert.match(unknown.data.error as string, /restarted during the request/);
-    assert.deepEqual(statesOf(after, id), ["pending", "attempting", "unknown"]);
-    // The new daemon is connected and its sender has run: still exactly one POST.
-    await discord.identified(2);
-    await after.request({ kind: "ping" });
-    assert.equal(discord.posts.length, 1);
+    discord.editMessage("123", "800", "see attached (edited)");
+    const edited = await waitRecord(client, "input.edited");
+    assert.deepEqual(
+      [edited.data.input_id, edited.data.text],
+      [admitted.data.input_id, "see attached (edited)"],
+    );
+    discord.deleteMessage("123", "800");
+    const deleted = await waitRecord(client, "input.deleted");
+    assert.equal(deleted.data.input_id, admitted.data.input_id);
+
+    discord.createThread("850", "123");
+    discord.dispatchMessage({ channelId: "850", messageId: "851", content: "in the thread" });
+    const threaded = await waitRecord(
+      client,
+      "input.admitted",
+      (r) => r.data.dedupe_key === "discord:850:851",
+    );
+    assert.equal(threaded.data.conversation_id, "discord:850");
+    assert.equal((threaded.data.body as { thread_of: string }).thread_of, "123");
+    // Still one input each: the edit and the deletion were not admitted as inputs.
+    assert.deepEqual(admittedKeys(client), ["discord:123:800", "discord:850:851"]);
+    assert.equal(model.requests.length, 0);
   } finally {
-    await after?.close();
-    await restarted?.stop();
+    await client.close();
+    await daemon.stop();
+    await discord.close();
+    await model.close();
+  }
+});
+
+Deno.test("a cell reacts and shows typing; the reaction is an outbox row, typing is not", async () => {
+  const { model, discord, daemon, client } = await startAll(10_000);
+  try {
+    model.enqueue({
+      toolCall: {
+        code:
+          "t = await discord.typing()\nprint(t['ok'])\nawait discord.react('900', '👍')\nwait()",
+      },
+    });
+    discord.dispatchMessage({
+      channelId: "123",
+      messageId: "900",
+      content: "ship it?",
+      mentionBot: true,
+    });
+    const confirmed = await waitRecord(client, "outbox.confirmed");
+    assert.equal(confirmed.data.kind, "reaction");
+    assert.equal(confirmed.data.remote_id, "900:👍");
+    assert.deepEqual(discord.reactions, [{ channelId: "123", messageId: "900", emoji: "👍" }]);
+    assert.equal(discord.typing, 1);
+    const cell = await waitRecord(client, "cell.finished");
+    assert.equal((cell.data.result as { stdout: string }).stdout, "True\n");
+    assert.equal(records(client, "outbox.pending").length, 1);
+  } finally {
+    await client.close();
+    await daemon.stop();
     await discord.close();
     await model.close();
   }

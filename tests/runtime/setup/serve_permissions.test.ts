@@ -54,7 +54,7 @@ Deno.test("`servePermissionFlags()` adds the Discord API and gateway hosts only 
       ...base,
       discordUrls: ["https://discord.com/api/v10", "wss://gateway.discord.gg"],
     })),
-    "--allow-net=127.0.0.1:8765,localhost:8001,api.example:443,discord.com:443,gateway.discord.gg:443",
+    "--allow-net=127.0.0.1:8765,localhost:8001,api.example:443,discord.com:443,cdn.discordapp.com:443,media.discordapp.net:443,gateway.discord.gg:443,*.discord.gg:443",
   );
   assert.equal(
     net(servePermissionFlags({ ...base, discordUrls: [] })),

@@ -1,0 +1,192 @@
+/**
+ * What a Discord message becomes before admission: parsed (camel-cased, from the gateway or from
+ * history), classified (ignored: a bot, the bot itself, a channel that is neither configured
+ * nor a thread of one; admitted otherwise) and described in the input's body — the text, where
+ * it was said, whether it mentions the bot, is a direct message or replies to the bot, its
+ * thread's parent, and its attachments, each fetched into an artifact when small enough.
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import { spoolArtifact } from "../../store/artifacts.ts";
+
+const Snowflake = z.string().regex(/^[0-9]{1,20}$/);
+
+/** A message as the gateway (camelized by the library) or `camelize`d history gives it. */
+export const DiscordApiMessage = z.object({
+  id: Snowflake,
+  channelId: Snowflake,
+  guildId: Snowflake.optional().nullable(),
+  content: z.string().default(""),
+  timestamp: z.string(),
+  author: z.object({ id: Snowflake, username: z.string().min(1), bot: z.boolean().optional() }),
+  mentions: z.array(z.object({ id: Snowflake })).default([]),
+  messageReference: z.object({ messageId: Snowflake.optional() }).optional().nullable(),
+  referencedMessage: z.object({ author: z.object({ id: Snowflake }) }).optional().nullable(),
+  attachments: z.array(z.object({
+    id: Snowflake,
+    filename: z.string(),
+    size: z.number().int().nonnegative(),
+    url: z.string(),
+    contentType: z.string().optional(),
+  })).default([]),
+  nonce: z.union([z.string(), z.number()]).optional().nullable(),
+});
+
+/** A parsed message. */
+export type DiscordApiMessage = z.infer<typeof DiscordApiMessage>;
+
+/** One attachment as named in an input: fetched into `artifact`, or `skipped` with a reason. */
+export interface InputAttachment {
+  id: string;
+  filename: string;
+  size: number;
+  content_type: string | null;
+  artifact: string | null;
+  skipped: string | null;
+}
+
+/** The body of a Discord input: the text and what attention and the agent need about it. */
+export interface DiscordInputBody {
+  text: string;
+  message_id: string;
+  channel_id: string;
+  guild_id: string | null;
+  /** A direct message (no guild). */
+  dm: boolean;
+  /** The bot is mentioned. */
+  mentioned: boolean;
+  /** The message it replies to, and whether that message is the bot's. */
+  reply_to: { message_id: string; to_bot: boolean } | null;
+  /** For a message in a thread: the configured channel the thread belongs to. */
+  thread_of: string | null;
+  attachments: InputAttachment[];
+}
+
+/** A message ready for admission. */
+export interface DiscordMessage {
+  channelId: string;
+  messageId: string;
+  authorId: string;
+  username: string;
+  content: string;
+  /** The message timestamp, in ms since the epoch. */
+  receivedAt: number;
+  body: DiscordInputBody;
+}
+
+/** Where a message may be admitted from, and who the bot is. */
+export interface InboundContext {
+  selfId: string | null;
+  channels: readonly string[];
+  /** The thread's parent, for a known thread of a configured channel. */
+  threadParent: (channelId: string) => string | null;
+  /** Whether `messageId` is one the bot posted (a reply to it addresses the bot). */
+  isOwnMessage: (messageId: string) => boolean;
+}
+
+/** How a message is handled: admitted, evidence about our own send, or ignored (and why). */
+export type Classified =
+  | { kind: "admit"; message: DiscordApiMessage; threadOf: string | null }
+  | { kind: "own"; message: DiscordApiMessage }
+  | { kind: "ignore"; reason: string };
+
+/** Sorts a message: bots and the bot itself are never admitted; unknown channels neither. */
+export function classify(data: unknown, context: InboundContext): Classified {
+  const parsed = DiscordApiMessage.safeParse(data);
+  if (!parsed.success) return { kind: "ignore", reason: "does not parse" };
+  const m = parsed.data;
+  if (context.selfId !== null && m.author.id === context.selfId) return { kind: "own", message: m };
+  if (m.author.bot === true) return { kind: "ignore", reason: "from a bot" };
+  const threadOf = context.channels.includes(m.channelId)
+    ? null
+    : context.threadParent(m.channelId);
+  if (!context.channels.includes(m.channelId) && threadOf === null) {
+    return { kind: "ignore", reason: "not a configured channel" };
+  }
+  return { kind: "admit", message: m, threadOf };
+}
+
+/** Whether `m` addresses the bot: a mention of it (in `mentions` or the text). */
+function mentions(m: DiscordApiMessage, selfId: string | null): boolean {
+  if (selfId === null) return false;
+  return m.mentions.some((u) => u.id === selfId) || m.content.includes(`<@${selfId}>`) ||
+    m.content.includes(`<@!${selfId}>`);
+}
+
+/**
+ * Builds the admission record of `m`, fetching each attachment of at most `maxBytes` into an
+ * artifact (a failed or oversized one is named with the reason it was skipped).
+ */
+export async function describe(
+  m: DiscordApiMessage,
+  threadOf: string | null,
+  context: InboundContext,
+  fetchOptions: { stateDir: string; maxBytes: number; timeoutMs: number; signal: AbortSignal },
+): Promise<DiscordMessage> {
+  const replyId = m.messageReference?.messageId ?? null;
+  const toBot = replyId !== null && (
+    (context.selfId !== null && m.referencedMessage?.author.id === context.selfId) ||
+    context.isOwnMessage(replyId)
+  );
+  const attachments: InputAttachment[] = [];
+  for (const a of m.attachments) {
+    attachments.push({
+      id: a.id,
+      filename: a.filename,
+      size: a.size,
+      content_type: a.contentType ?? null,
+      ...(await fetchAttachment(a, fetchOptions)),
+    });
+  }
+  const at = Date.parse(m.timestamp);
+  return {
+    channelId: m.channelId,
+    messageId: m.id,
+    authorId: m.author.id,
+    username: m.author.username,
+    content: m.content,
+    receivedAt: Number.isFinite(at) && at >= 0 ? at : Date.now(),
+    body: {
+      text: m.content,
+      message_id: m.id,
+      channel_id: m.channelId,
+      guild_id: m.guildId ?? null,
+      dm: m.guildId === undefined || m.guildId === null,
+      mentioned: mentions(m, context.selfId),
+      reply_to: replyId === null ? null : { message_id: replyId, to_bot: toBot },
+      thread_of: threadOf,
+      attachments,
+    },
+  };
+}
+
+async function fetchAttachment(
+  a: { url: string; size: number },
+  o: { stateDir: string; maxBytes: number; timeoutMs: number; signal: AbortSignal },
+): Promise<{ artifact: string | null; skipped: string | null }> {
+  if (a.size > o.maxBytes) {
+    return { artifact: null, skipped: `over attachment_max_bytes (${o.maxBytes} bytes)` };
+  }
+  try {
+    const response = await fetch(a.url, {
+      signal: AbortSignal.any([AbortSignal.timeout(o.timeoutMs), o.signal]),
+    });
+    if (!response.ok) {
+      await response.body?.cancel();
+      return { artifact: null, skipped: `download answered HTTP ${response.status}` };
+    }
+    const data = new Uint8Array(await response.arrayBuffer());
+    if (data.length > o.maxBytes) {
+      return { artifact: null, skipped: `over attachment_max_bytes (${o.maxBytes} bytes)` };
+    }
+    const ref = await spoolArtifact(o.stateDir, data);
+    return { artifact: ref.id, skipped: null };
+  } catch (error) {
+    return {
+      artifact: null,
+      skipped: `download failed: ${error instanceof Error ? error.message : error}`.slice(0, 200),
+    };
+  }
+}

@@ -1,0 +1,259 @@
+/**
+ * Everything the gateway delivers, and the backfill when a resume was refused. A message from a
+ * configured channel (or a thread of one) is admitted through the daemon's one admission path
+ * under its dedupe key `discord:<channel>:<message>`, so one arriving by replay, by backfill or
+ * both is one input; the channel's cursor moves past it only once it is admitted. Edits and
+ * deletions are recorded as `input.edited` / `input.deleted` events on the original input;
+ * threads of configured channels become channels of their own; the bot's own messages are
+ * evidence for reconciliation, never input.
+ *
+ * @module
+ */
+
+import { camelize } from "@discordeno/utils";
+import { appendEvent } from "../../store/events.ts";
+import { inputByDedupeKey } from "../../store/inputs.ts";
+import { discordDedupeKey } from "../../store/dedupe_keys.ts";
+import {
+  advanceChannelCursor,
+  channelCursors,
+  ensureChannel,
+  readGatewayState,
+} from "../../store/discord_gateway.ts";
+import { isOwnMessage } from "../../store/outbox.ts";
+import type { Store } from "../../store/store.ts";
+import type { DiscordConfig } from "../config/mod.ts";
+import type { Logger } from "../core/mod.ts";
+import type { GatewaySession } from "./_gateway.ts";
+import {
+  classify,
+  describe,
+  type DiscordApiMessage,
+  type DiscordMessage,
+  type InboundContext,
+} from "./_inbound.ts";
+import { type DiscordRest, sleep } from "./_rest.ts";
+
+/** What the receiver needs from the daemon. */
+export interface DiscordHost {
+  /** Admits one message; it must not wait for Python. Returns the input id, or an error. */
+  admitDiscord(message: DiscordMessage): { inputId: string } | { error: string };
+  /** Tells lane clients of `session` that new records exist. */
+  notify(session: string): void;
+}
+
+/** Options for {@linkcode DiscordReceiver}. */
+export interface DiscordReceiverOptions {
+  config: DiscordConfig;
+  store: Store;
+  rest: DiscordRest;
+  log: Logger;
+  host: DiscordHost;
+  /** Called with the nonce and id of each message of the bot's own seen on the gateway. */
+  onOwnMessage: (nonce: string, messageId: string) => void;
+  signal: AbortSignal;
+}
+
+/** A snowflake for time `at` (ms): messages sent after `at` have larger ids. */
+export function snowflakeAt(at: number): string {
+  return String((BigInt(Math.max(at, 1420070400000)) - 1420070400000n) << 22n);
+}
+
+const bigger = (a: string, b: string) => a.length > b.length || (a.length === b.length && a > b);
+
+/** Admits what the gateway and the backfill deliver. */
+export class DiscordReceiver {
+  #o: DiscordReceiverOptions;
+  #selfId: string | null;
+  #guildOf = new Map<string, string | null>();
+
+  /** Creates the receiver; the bot's id is the one saved from the last `READY`, if any. */
+  constructor(options: DiscordReceiverOptions) {
+    this.#o = options;
+    this.#selfId = readGatewayState(options.store)?.selfId ?? null;
+  }
+
+  /** The context a message is classified in. */
+  #context(): InboundContext {
+    const cursors = channelCursors(this.#o.store);
+    const channels = this.#o.config.channels;
+    return {
+      selfId: this.#selfId,
+      channels,
+      threadParent: (id) => {
+        const parent = cursors.find((c) => c.channelId === id)?.parentId ?? null;
+        return parent !== null && channels.includes(parent) ? parent : null;
+      },
+      isOwnMessage: (id) => isOwnMessage(this.#o.store, id),
+    };
+  }
+
+  /** Handles one dispatch of the gateway, in order. */
+  async onDispatch(event: string, data: unknown): Promise<void> {
+    const d = (data ?? {}) as Record<string, unknown>;
+    switch (event) {
+      case "MESSAGE_CREATE":
+        await this.#message(data);
+        return;
+      case "MESSAGE_UPDATE":
+        if (typeof d.content === "string") {
+          this.#onOriginal(d, "input.edited", {
+            text: d.content,
+            edited_at: typeof d.editedTimestamp === "string" ? d.editedTimestamp : null,
+          });
+        }
+        return;
+      case "MESSAGE_DELETE":
+        return this.#onOriginal(d, "input.deleted", {});
+      case "THREAD_CREATE":
+      case "THREAD_UPDATE":
+        return this.#thread(d);
+      case "THREAD_LIST_SYNC":
+        for (const thread of Array.isArray(d.threads) ? d.threads : []) this.#thread(thread);
+        return;
+    }
+  }
+
+  /** After `READY` or `RESUMED`: anchors new channels, and backfills when nothing is replayed. */
+  async onSession(session: GatewaySession): Promise<void> {
+    if (session.selfId !== null) this.#selfId = session.selfId;
+    const anchor = snowflakeAt(Date.now());
+    for (const channel of this.#o.config.channels) {
+      ensureChannel(this.#o.store, channel, { anchor });
+    }
+    if (session.resumed) return;
+    for (const cursor of channelCursors(this.#o.store)) {
+      if (this.#o.signal.aborted) return;
+      if (cursor.lastMessageId === null) continue;
+      if (cursor.parentId !== null && !this.#o.config.channels.includes(cursor.parentId)) continue;
+      await this.#backfill(cursor.channelId, cursor.lastMessageId);
+    }
+  }
+
+  /**
+   * Classifies, describes and admits one message. `guildId` is given for a backfilled one
+   * (history carries no guild): `null` for a direct message, `undefined` when not known, which
+   * is taken as not a direct message.
+   */
+  async #message(
+    data: unknown,
+    backfill?: { guildId: string | null | undefined },
+  ): Promise<"admitted" | "skipped"> {
+    const { store, log, host } = this.#o;
+    const context = this.#context();
+    const sorted = classify(data, context);
+    if (sorted.kind === "own") {
+      const nonce = sorted.message.nonce;
+      if (nonce !== undefined && nonce !== null) {
+        this.#o.onOwnMessage(String(nonce), sorted.message.id);
+      }
+      return "skipped";
+    }
+    if (sorted.kind === "ignore") return "skipped";
+    const m: DiscordApiMessage = backfill === undefined ? sorted.message : {
+      ...sorted.message,
+      guildId: sorted.message.guildId ?? backfill.guildId,
+    };
+    if (backfill === undefined) this.#guildOf.set(m.channelId, m.guildId ?? null);
+    const message = await describe(m, sorted.threadOf, context, {
+      stateDir: store.stateDir,
+      maxBytes: this.#o.config.attachment_max_bytes,
+      timeoutMs: this.#o.config.send_timeout_ms,
+      signal: this.#o.signal,
+    });
+    if (backfill !== undefined && backfill.guildId === undefined) message.body.dm = false;
+    const outcome = host.admitDiscord(message);
+    if ("error" in outcome) {
+      log.warn("discord.refused", `discord: refused message ${m.id}: ${outcome.error}`, {
+        message_id: m.id,
+      });
+      return "skipped";
+    }
+    advanceChannelCursor(store, m.channelId, m.id);
+    return "admitted";
+  }
+
+  /** Records an edit or a deletion on the input it concerns; unknown messages change nothing. */
+  #onOriginal(d: Record<string, unknown>, kind: string, fields: Record<string, unknown>): void {
+    const { store, host } = this.#o;
+    if (typeof d.id !== "string" || typeof d.channelId !== "string") return;
+    let key: string;
+    try {
+      key = discordDedupeKey(d.channelId, d.id);
+    } catch {
+      return;
+    }
+    const input = inputByDedupeKey(store, "discord", key);
+    if (input === undefined) return;
+    appendEvent(store, input.session, kind, { input_id: input.id, message_id: d.id, ...fields });
+    host.notify(input.session);
+  }
+
+  #thread(thread: unknown): void {
+    const t = (thread ?? {}) as { id?: unknown; parentId?: unknown; guildId?: unknown };
+    if (typeof t.id !== "string" || typeof t.parentId !== "string") return;
+    if (!this.#o.config.channels.includes(t.parentId) || !/^[0-9]{1,20}$/.test(t.id)) return;
+    // A thread's id is the time it was made: every message in it is later.
+    ensureChannel(this.#o.store, t.id, { parentId: t.parentId, anchor: t.id });
+    if (typeof t.guildId === "string") this.#guildOf.set(t.id, t.guildId);
+  }
+
+  /** Pages `GET /channels/{id}/messages?after=` until caught up, admitting each message. */
+  async #backfill(channelId: string, after: string): Promise<void> {
+    const { rest, log, config } = this.#o;
+    const guildId = await this.#guild(channelId);
+    let cursor = after;
+    let admitted = 0;
+    let pages = 0;
+    const maxPages = Math.ceil(config.backfill_max_messages / 100) + 10;
+    for (let tries = 0; tries < 5 && admitted < config.backfill_max_messages && pages < maxPages;) {
+      const result = await rest.request(
+        "GET",
+        `/channels/${channelId}/messages?after=${cursor}&limit=100`,
+      );
+      if (result.kind === "rate_limited") {
+        tries++;
+        await sleep(result.retryAfterMs, this.#o.signal);
+        continue;
+      }
+      if (result.kind !== "ok" || !Array.isArray(result.json)) {
+        log.warn(
+          "discord.backfill_failed",
+          `discord: cannot backfill channel ${channelId}: ${
+            result.kind === "lost"
+              ? result.reason
+              : `HTTP ${"status" in result ? result.status : "?"}`
+          }`,
+          { channel: channelId },
+        );
+        return;
+      }
+      pages++;
+      const page = (camelize(result.json) as { id: string }[])
+        .filter((m) => typeof m?.id === "string")
+        .sort((a, b) => (bigger(a.id, b.id) ? 1 : -1));
+      for (const m of page) {
+        if (this.#o.signal.aborted) return;
+        if (await this.#message({ channelId, ...m }, { guildId }) === "admitted") admitted++;
+        if (bigger(m.id, cursor)) cursor = m.id;
+      }
+      if (page.length < 100) break;
+    }
+    log.info(
+      "discord.backfilled",
+      `discord: backfilled channel ${channelId}: ${admitted} message(s) in ${pages} page(s)`,
+      { channel: channelId, admitted, pages },
+    );
+  }
+
+  /** The guild of a channel (`null` for a direct message), asked of Discord once. */
+  async #guild(channelId: string): Promise<string | null | undefined> {
+    if (this.#guildOf.has(channelId)) return this.#guildOf.get(channelId);
+    const result = await this.#o.rest.request("GET", `/channels/${channelId}`);
+    if (result.kind !== "ok") return undefined;
+    const channel = result.json as { type?: unknown; guild_id?: unknown };
+    const guild = typeof channel.guild_id === "string" ? channel.guild_id : null;
+    this.#guildOf.set(channelId, guild);
+    return guild;
+  }
+}

@@ -1,0 +1,299 @@
+/**
+ * The one outbox sender: takes rows one at a time, each channel's strictly in the order they
+ * were written (`nextOutboxWork`), and records honestly what each request did.
+ *
+ * - A `pending` row: `attempting` is committed, then one request carrying the row's nonce with
+ *   `enforce_nonce: true` (a reaction is a `PUT`, idempotent). 2xx with an id → `confirmed`; a 429
+ *   → back to `pending` until its `retry_after` (Discord did not process it; the attempt is
+ *   recorded); another 4xx → `failed`; a 5xx, a timeout or a network error → `unknown`.
+ * - An `unknown` row is reconciled, never blindly resent: within the nonce window it is posted
+ *   again with the same nonce, which returns the original message if the first request had
+ *   posted it and posts it once if not; outside the window the channel's recent messages are
+ *   searched for the nonce. Found → `confirmed` with that message's id; otherwise it stays
+ *   `unknown`, each try recorded on the row, and after the last try it is left to the operator.
+ *   The bot's own message seen on the gateway with the row's nonce confirms it too.
+ *
+ * @module
+ */
+
+import { camelize } from "@discordeno/utils";
+import {
+  deferOutbox,
+  getOutbox,
+  moveOutbox,
+  nextOutboxWork,
+  openOutboxByNonce,
+  type OutboxRecord,
+  type OutboxTry,
+  reconcileOutbox,
+} from "../../store/outbox.ts";
+import { readGatewayState } from "../../store/discord_gateway.ts";
+import type { Store } from "../../store/store.ts";
+import type { DiscordConfig } from "../config/mod.ts";
+import { type Logger, SerialRunner } from "../core/mod.ts";
+import { type DiscordRest, type RestResult, sleep } from "./_rest.ts";
+
+/** Reconciliation tries of one row before it is left to the operator. */
+export const MAX_RECONCILE_TRIES = 5;
+
+/** Rows (or waits) one drain handles at most before it yields to the next wake. */
+const MAX_STEPS_PER_DRAIN = 1000;
+
+/** Options for {@linkcode OutboxSender}. */
+export interface OutboxSenderOptions {
+  config: DiscordConfig;
+  store: Store;
+  rest: DiscordRest;
+  log: Logger;
+  /** Tells lane clients of `session` that new records exist. */
+  notify: (session: string) => void;
+  signal: AbortSignal;
+}
+
+/** Drains the outbox; {@linkcode wake} after a row is written. */
+export class OutboxSender {
+  #o: OutboxSenderOptions;
+  #runner = new SerialRunner(() => this.#drain());
+  #interrupt = new AbortController();
+
+  /** Creates the sender; nothing is sent until {@linkcode wake}. */
+  constructor(options: OutboxSenderOptions) {
+    this.#o = options;
+  }
+
+  /** Tells the sender that a row may be due; a wait in progress is cut short. */
+  wake(): void {
+    if (this.#o.signal.aborted) return;
+    this.#interrupt.abort();
+    // #drain catches its own failures, so a run never rejects.
+    void this.#runner.run();
+  }
+
+  /** Resolves when no drain runs. */
+  idle(): Promise<void> {
+    return this.#runner.idle();
+  }
+
+  /** The bot's own message with `nonce` was seen: evidence for an `unknown` row. */
+  onOwnMessage(nonce: string, messageId: string): void {
+    const row = openOutboxByNonce(this.#o.store, nonce);
+    if (row === undefined || row.state !== "unknown") return;
+    this.#reconciled(
+      row,
+      {
+        how: "gateway",
+        outcome: `saw message ${messageId} with this nonce on the gateway`,
+      },
+      messageId,
+      null,
+    );
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      for (let i = 0; i < MAX_STEPS_PER_DRAIN && !this.#o.signal.aborted; i++) {
+        const row = nextOutboxWork(this.#o.store);
+        if (row === undefined) return;
+        const wait = (row.notBefore ?? 0) - Date.now();
+        if (wait > 0) {
+          this.#interrupt = new AbortController();
+          await sleep(wait, AbortSignal.any([this.#interrupt.signal, this.#o.signal]));
+          continue;
+        }
+        if (row.state === "pending") await this.#send(row);
+        else await this.#reconcile(row);
+      }
+      if (!this.#o.signal.aborted) void this.#runner.run();
+    } catch (error) {
+      // A store failure stops this drain only; the rows stay where the store left them and
+      // the next wake tries again.
+      this.#o.log.error(
+        "discord.sender_stopped",
+        `discord: the outbox sender stopped: ${error}; sends wait for the next wake`,
+      );
+    }
+  }
+
+  /** The one request of a row: a message POST with its nonce, or a reaction PUT. */
+  #request(row: OutboxRecord): Promise<RestResult> {
+    const channel = row.destination.channel_id;
+    if (row.kind === "reaction") {
+      const emoji = encodeURIComponent(row.body);
+      return this.#o.rest.request(
+        "PUT",
+        `/channels/${channel}/messages/${row.destination.message_id}/reactions/${emoji}/@me`,
+      );
+    }
+    const body: Record<string, unknown> = {
+      content: row.body,
+      nonce: row.nonce,
+      enforce_nonce: true,
+    };
+    if (row.destination.reply_to !== undefined) {
+      body.message_reference = { message_id: row.destination.reply_to, fail_if_not_exists: false };
+    }
+    return this.#o.rest.request("POST", `/channels/${channel}/messages`, { body });
+  }
+
+  /** The message id a 2xx proves, or `null`. */
+  #remoteId(row: OutboxRecord, result: RestResult): string | null {
+    if (result.kind !== "ok") return null;
+    if (row.kind === "reaction") return `${row.destination.message_id}:${row.body}`;
+    const id = (result.json as { id?: unknown } | null)?.id;
+    return typeof id === "string" && id !== "" ? id : null;
+  }
+
+  async #send(row: OutboxRecord): Promise<void> {
+    // Durable before the request leaves: a crash from here on leaves `attempting`, which the
+    // next start records as `unknown` and reconciles.
+    this.#moved(moveOutbox(this.#o.store, row.id, "attempting"));
+    const result = await this.#request(row);
+    const remoteId = this.#remoteId(row, result);
+    const { store } = this.#o;
+    if (remoteId !== null) return this.#moved(moveOutbox(store, row.id, "confirmed", { remoteId }));
+    switch (result.kind) {
+      case "rate_limited":
+        return this.#moved(deferOutbox(store, row.id, {
+          notBefore: Date.now() + result.retryAfterMs,
+          error: `HTTP 429${
+            result.global ? " (global)" : ""
+          }: not processed; retry after ${result.retryAfterMs} ms`,
+        }));
+      case "refused":
+        return this.#moved(moveOutbox(store, row.id, "failed", {
+          error: `HTTP ${result.status}: ${result.text}`,
+        }));
+      case "ok":
+        return this.#moved(moveOutbox(store, row.id, "unknown", {
+          error: `HTTP ${result.status} without a message id; it may have been posted`,
+        }));
+      case "lost":
+        return this.#moved(moveOutbox(store, row.id, "unknown", {
+          error: `${result.reason}; it may have been posted`,
+        }));
+    }
+  }
+
+  /** One reconciliation try of an `unknown` row. */
+  async #reconcile(row: OutboxRecord): Promise<void> {
+    const { config } = this.#o;
+    const tried = row.tries.filter((t) => t.how !== "rate_limit").length;
+    const backoff = Date.now() + Math.min(30_000, 1000 * 2 ** tried);
+    const last = tried + 1 >= MAX_RECONCILE_TRIES;
+    // A re-post is trusted only if it reaches Discord inside the nonce window.
+    const inWindow = row.kind === "reaction" || (row.firstAttemptAt !== null &&
+      Date.now() + config.send_timeout_ms - row.firstAttemptAt < config.nonce_window_ms);
+    if (inWindow) {
+      const result = await this.#request(row);
+      const how = row.kind === "reaction" ? "reput" : "repost";
+      const remoteId = this.#remoteId(row, result);
+      if (remoteId !== null) {
+        const outcome = row.kind === "reaction"
+          ? "the reaction is in place"
+          : `a re-post with the same nonce returned message ${remoteId}`;
+        return this.#reconciled(row, { how, outcome }, remoteId, null, true);
+      }
+      if (result.kind === "rate_limited") {
+        return this.#reconciled(
+          row,
+          {
+            how,
+            outcome: `HTTP 429: not processed; retry after ${result.retryAfterMs} ms`,
+          },
+          null,
+          Date.now() + result.retryAfterMs,
+          true,
+        );
+      }
+      const outcome = result.kind === "lost"
+        ? result.reason
+        : `HTTP ${"status" in result ? result.status : "?"}`;
+      return this.#reconciled(
+        row,
+        { how, outcome: `${outcome}; still unknown` },
+        null,
+        last ? null : backoff,
+        true,
+      );
+    }
+    await this.#searchHistory(row, last ? null : backoff);
+  }
+
+  /** Looks for the row's nonce among the channel's last 100 messages. */
+  async #searchHistory(row: OutboxRecord, retryAt: number | null): Promise<void> {
+    const channel = row.destination.channel_id;
+    const result = await this.#o.rest.request("GET", `/channels/${channel}/messages?limit=100`);
+    if (result.kind !== "ok" || !Array.isArray(result.json)) {
+      const outcome = result.kind === "lost"
+        ? result.reason
+        : `HTTP ${"status" in result ? result.status : "?"}`;
+      return this.#reconciled(
+        row,
+        { how: "history", outcome: `cannot read recent messages: ${outcome}` },
+        null,
+        retryAt,
+      );
+    }
+    const selfId = readGatewayState(this.#o.store)?.selfId ?? null;
+    const messages = camelize(result.json) as {
+      id?: string;
+      nonce?: unknown;
+      author?: { id?: string };
+    }[];
+    const found = messages.find((m) =>
+      m.nonce !== undefined && m.nonce !== null && String(m.nonce) === row.nonce &&
+      (selfId === null || m.author?.id === selfId)
+    );
+    if (found?.id) {
+      return this.#reconciled(
+        row,
+        {
+          how: "history",
+          outcome: `found message ${found.id} with this nonce among the last ${messages.length}`,
+        },
+        found.id,
+        null,
+      );
+    }
+    this.#reconciled(
+      row,
+      {
+        how: "history",
+        outcome:
+          `no message with this nonce among the last ${messages.length}; outside the nonce window a re-post could post it twice, so it is left to the operator`,
+      },
+      null,
+      null,
+    );
+  }
+
+  #reconciled(
+    row: OutboxRecord,
+    attempt: Omit<OutboxTry, "at">,
+    remoteId: string | null,
+    notBefore: number | null,
+    counted = false,
+  ): void {
+    const { store } = this.#o;
+    // The gateway's echo and a reconciliation may race for one row: the first settles it.
+    const current = store.transaction(() => {
+      const now = getOutbox(store, row.id);
+      if (now?.state !== "unknown") return undefined;
+      return reconcileOutbox(store, row.id, {
+        try: attempt,
+        remoteId: remoteId ?? undefined,
+        notBefore,
+        counted,
+      });
+    });
+    if (current !== undefined) this.#moved(current);
+  }
+
+  #moved(row: OutboxRecord): void {
+    this.#o.notify(row.session);
+    this.#o.log.info("discord.outbox_state", `discord: outbox ${row.id} ${row.state}`, {
+      outbox_id: row.id,
+      state: row.state,
+    });
+  }
+}

@@ -1,0 +1,200 @@
+// The gateway on `@discordeno/gateway` against the loopback fake Discord, with a real store:
+// identify, heartbeats, a resume that replays what a dropped connection missed, a refused
+// resume that identifies anew, the resume state kept across a new client (a restart), a fatal
+// close code, and a gateway that refuses connections without a tight reconnect loop.
+
+import assert from "node:assert/strict";
+import {
+  DiscordGateway,
+  GATEWAY_INTENTS,
+  type GatewaySession,
+} from "../../../runtime/discord/mod.ts";
+import { Secret } from "../../../runtime/config/mod.ts";
+import type { Logger } from "../../../runtime/core/mod.ts";
+import { readGatewayState } from "../../../store/discord_gateway.ts";
+import { openStore, type Store } from "../../../store/store.ts";
+import { type FakeDiscord, startFakeDiscord } from "../../fakes/discord_server.ts";
+
+/** A logger that hands each line's message to `push`. */
+function messagesTo(push: (message: string) => void): Logger {
+  const line = (_event: string, message: string) => push(message);
+  return { info: line, warn: line, error: line };
+}
+
+/** A gateway client of `fake` whose log lines, dispatches and sessions tests can wait for. */
+function gatewayOf(fake: FakeDiscord, store: Store) {
+  const lines: string[] = [];
+  const dispatches: [string, { id?: string; content?: string }][] = [];
+  const sessions: GatewaySession[] = [];
+  const waiters: { check: () => boolean; resolve: () => void }[] = [];
+  const settle = () => {
+    for (const w of [...waiters]) {
+      if (w.check()) waiters.splice(waiters.indexOf(w), 1) && w.resolve();
+    }
+  };
+  const gateway = new DiscordGateway({
+    url: fake.gatewayUrl,
+    token: new Secret("gw-token"),
+    store,
+    // The test reads each line's sentence; the logger adds the time, level and event.
+    log: messagesTo((message) => {
+      lines.push(message);
+      settle();
+    }),
+    onDispatch: (event, data) => {
+      dispatches.push([event, data as { id?: string }]);
+      // After the gateway has saved the dispatch's sequence, which follows this handler.
+      setTimeout(settle, 0);
+    },
+    onSession: (session) => {
+      sessions.push(session);
+      settle();
+    },
+  });
+  const until = (check: () => boolean) =>
+    new Promise<void>((resolve) => {
+      waiters.push({ check, resolve });
+      settle();
+    });
+  return { gateway, lines, dispatches, sessions, until };
+}
+
+async function withFake(
+  fn: (fake: FakeDiscord, store: Store) => Promise<void>,
+  heartbeatMs?: number,
+) {
+  const dir = await Deno.makeTempDir({ prefix: "klbr-gateway-" });
+  const store = openStore(dir);
+  const fake = startFakeDiscord({ heartbeatMs });
+  try {
+    await fn(fake, store);
+  } finally {
+    await fake.close();
+    store.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("`DiscordGateway` identifies after Hello, heartbeats on the interval and hands dispatches on", async () => {
+  // The library's send bucket leaves no room for Identify below a ~1.02 s heartbeat interval.
+  await withFake(async (fake, store) => {
+    const { gateway, dispatches, sessions, until } = gatewayOf(fake, store);
+    try {
+      gateway.start();
+      await fake.identified();
+      assert.equal(fake.identifies[0].token, "Bot gw-token");
+      assert.equal(fake.identifies[0].intents, GATEWAY_INTENTS);
+      assert.equal(GATEWAY_INTENTS, 1 | 512 | 4096 | 32768);
+      await until(() => sessions.length === 1);
+      assert.deepEqual(sessions[0], { resumed: false, sessionId: "s1", selfId: "1" });
+      await fake.heartbeated(2);
+      fake.dispatchMessage({ channelId: "1", messageId: "2", content: "x" });
+      await until(() => dispatches.length === 1);
+      // READY is the client's own business; only MESSAGE_CREATE reached the caller.
+      assert.equal(dispatches[0][0], "MESSAGE_CREATE");
+      assert.equal(dispatches[0][1].content, "x");
+      // Saved after it was handled: a restart resumes from here.
+      await until(() => readGatewayState(store)?.seq === 2);
+      assert.equal(readGatewayState(store)?.sessionId, "s1");
+      assert.equal(readGatewayState(store)?.resumeUrl, fake.gatewayUrl);
+    } finally {
+      await gateway.stop();
+    }
+  }, 1100);
+});
+
+Deno.test("`DiscordGateway` resumes after the connection drops and receives what it missed, once", async () => {
+  await withFake(async (fake, store) => {
+    const { gateway, dispatches, sessions, until } = gatewayOf(fake, store);
+    try {
+      gateway.start();
+      await fake.identified(1);
+      fake.dispatchMessage({ channelId: "1", messageId: "10", content: "before" });
+      await until(() => dispatches.length === 1);
+      fake.down();
+      // Sent while the connection is gone: in the session, not yet delivered.
+      fake.dispatchMessage({ channelId: "1", messageId: "11", content: "during" });
+      fake.dispatchMessage({ channelId: "1", messageId: "12", content: "during 2" });
+      fake.up();
+      await fake.resumed(1);
+      await until(() => dispatches.length === 3);
+      assert.deepEqual(dispatches.map(([, d]) => d.id), ["10", "11", "12"]);
+      assert.equal(fake.identifies.length, 1);
+      assert.equal(fake.resumes[0].session_id, "s1");
+      assert.equal(fake.resumes[0].seq, 2);
+      await until(() => sessions.length === 2);
+      assert.equal(sessions[1].resumed, true);
+    } finally {
+      await gateway.stop();
+    }
+  });
+});
+
+Deno.test("`DiscordGateway` resumes a saved session in a new client, and identifies anew when Discord refuses", async () => {
+  await withFake(async (fake, store) => {
+    const first = gatewayOf(fake, store);
+    first.gateway.start();
+    await fake.identified(1);
+    fake.dispatchMessage({ channelId: "1", messageId: "20", content: "a" });
+    await first.until(() => readGatewayState(store)?.seq === 2);
+    await first.gateway.stop();
+    // A "restart": a new client reads the saved state and resumes where the old one stopped.
+    fake.dispatchMessage({ channelId: "1", messageId: "21", content: "while away" });
+    const second = gatewayOf(fake, store);
+    try {
+      second.gateway.start();
+      await fake.resumed(1);
+      await second.until(() => second.dispatches.length === 1);
+      assert.equal(second.dispatches[0][1].id, "21");
+      assert.deepEqual(fake.resumes[0], { token: "Bot gw-token", session_id: "s1", seq: 2 });
+      // Discord refuses the next resume: op 9, then a new session the caller is told about.
+      fake.invalidateSessions();
+      fake.drop();
+      await fake.identified(2);
+      await second.until(() => second.sessions.some((s) => !s.resumed && s.sessionId === "s2"));
+      assert.equal(readGatewayState(store)?.sessionId, "s2");
+    } finally {
+      await second.gateway.stop();
+    }
+  });
+});
+
+Deno.test("`DiscordGateway` stops reconnecting after an authentication failure (4004)", async () => {
+  await withFake(async (fake, store) => {
+    const { gateway, lines, until } = gatewayOf(fake, store);
+    try {
+      gateway.start();
+      await fake.identified(1);
+      fake.drop(4004);
+      await until(() => lines.some((l) => l.includes("not reconnecting")));
+      assert.ok(lines.includes("discord gateway closed with 4004; not reconnecting"));
+      assert.equal(fake.identifies.length, 1);
+      assert.equal(fake.resumes.length, 0);
+      assert.ok(!lines.join("\n").includes("gw-token"));
+    } finally {
+      await gateway.stop();
+    }
+  });
+});
+
+Deno.test("`DiscordGateway` backs off while the gateway refuses connections, then resumes", async () => {
+  await withFake(async (fake, store) => {
+    const { gateway, lines, until } = gatewayOf(fake, store);
+    try {
+      gateway.start();
+      await fake.identified(1);
+      fake.down();
+      // Three refused attempts, each announced with its (growing) wait.
+      await until(() => lines.filter((l) => l.includes("reconnecting in")).length >= 3);
+      const waits = lines.filter((l) => l.includes("reconnecting in"))
+        .map((l) => Number(l.match(/reconnecting in (\d+) ms/)?.[1]));
+      assert.deepEqual(waits.slice(0, 3), [500, 1000, 2000]);
+      fake.up();
+      await fake.resumed(1);
+      // It kept the session: a resume, not a new identify.
+      assert.equal(fake.identifies.length, 1);
+    } finally {
+      await gateway.stop();
+    }
+  });
+});
