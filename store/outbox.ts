@@ -207,8 +207,8 @@ function recordMove(
     not_before: moved.notBefore,
     tries: moved.tries,
   };
-  // deno-lint-ignore no-explicit-any
-  insertEvent(store, row.session, type as "outbox.unknown", body as any);
+  const step = type === "outbox.rate_limited" ? "rate_limited" : state;
+  insertEvent(store, row.session, `outbox.${step}` as "outbox.unknown", body as never);
   if (state === "confirmed" && moved.inputId !== null) {
     insertEvent(store, row.session, "input.replied", {
       input_id: moved.inputId,

@@ -174,7 +174,11 @@ export class DiscordReceiver {
   }
 
   /** Records an edit or a deletion on the input it concerns; unknown messages change nothing. */
-  #onOriginal(d: Record<string, unknown>, kind: string, fields: Record<string, unknown>): void {
+  #onOriginal(
+    d: Record<string, unknown>,
+    kind: "input.edited" | "input.deleted",
+    fields: Record<string, unknown>,
+  ): void {
     const { store, host } = this.#o;
     if (typeof d.id !== "string" || typeof d.channelId !== "string") return;
     let key: string;
@@ -185,7 +189,13 @@ export class DiscordReceiver {
     }
     const input = inputByDedupeKey(store, "discord", key);
     if (input === undefined) return;
-    appendEvent(store, input.session, kind, { input_id: input.id, message_id: d.id, ...fields });
+    const body = { input_id: input.id, message_id: d.id, ...fields } as never;
+    appendEvent(
+      store,
+      input.session,
+      kind === "input.edited" ? "input.edited" : "input.deleted",
+      body,
+    );
     host.notify(input.session);
   }
 

@@ -128,7 +128,8 @@ Deno.test("`deriveLanes()` shows every documented example once when they come as
   const outbox = view.conversation.find((item) => item.lane === "send" && item.delivery);
   assert.deepEqual(
     outbox?.lane === "send" ? outbox.delivery?.steps.map((s) => s.state) : [],
-    ["attempting", "confirmed", "failed", "unknown"],
+    // `outbox.rate_limited` moves the row back to pending.
+    ["attempting", "confirmed", "failed", "unknown", "pending"],
   );
   assert.deepEqual(view.events.filter((e) => e.title.startsWith("unknown record")), []);
 });
