@@ -11,6 +11,8 @@
 
 import type { DatabaseSync } from "node:sqlite";
 import { assert } from "../runtime/core/mod.ts";
+import { appendOnly, immutable } from "./_migration_sql.ts";
+import { V7 } from "./_migration_jobs.ts";
 
 /** The value of the `klbr_meta` `format` row that marks a klbr store. */
 export const STORE_FORMAT = "klbr-runtime";
@@ -23,23 +25,6 @@ export interface Migration {
   readonly name: string;
   /** The statements, run in one transaction. */
   readonly sql: string;
-}
-
-/** Refuses a statement on a table whose rows are never changed or removed. */
-function appendOnly(table: string): string {
-  return `
-CREATE TRIGGER ${table}_no_update BEFORE UPDATE ON ${table}
-BEGIN SELECT RAISE(ABORT, '${table} is append-only'); END;
-CREATE TRIGGER ${table}_no_delete BEFORE DELETE ON ${table}
-BEGIN SELECT RAISE(ABORT, '${table} is append-only'); END;`;
-}
-
-/** Refuses an UPDATE that changes any of `columns`. */
-function immutable(table: string, columns: string[]): string {
-  const changed = columns.map((c) => `NEW.${c} IS NOT OLD.${c}`).join(" OR ");
-  return `
-CREATE TRIGGER ${table}_immutable BEFORE UPDATE ON ${table} WHEN ${changed}
-BEGIN SELECT RAISE(ABORT, '${table} identity is immutable'); END;`;
 }
 
 const V1 = `
@@ -355,6 +340,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 4, name: "context summaries", sql: V4 },
   { version: 5, name: "frames without leases", sql: V5 },
   { version: 6, name: "discord resume and reconciliation", sql: V6 },
+  { version: 7, name: "timers, jobs, model calls and maintenance", sql: V7 },
 ];
 
 /** The `user_version` a fully migrated store has. */

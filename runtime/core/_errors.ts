@@ -39,6 +39,7 @@ export type KlbrErrorCode =
   | "shutting_down"
   | "provider_failed"
   | "skill_invalid"
+  | "over_budget"
   | "internal";
 
 /** Options for {@linkcode KlbrError}. */

@@ -27,6 +27,9 @@ export const ID_PREFIXES = {
   draft: "dr",
   outbox: "ob",
   patch: "pa",
+  timer: "tm",
+  model_call: "mc",
+  maintenance: "mt",
 } as const;
 
 /** The kinds of id klbr mints. */

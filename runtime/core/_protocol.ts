@@ -106,7 +106,12 @@ export const CellReply = z.object({
   stdout: z.string(),
   stderr: z.string(),
   error: z.object({ type: z.string(), message: z.string(), traceback: z.string() }).nullable(),
-  wait: z.object({ reason: z.string() }).nullable(),
+  /** Set when the cell called `wait()`; `wait(seconds=…)` adds the durable timer it armed. */
+  wait: z.object({
+    reason: z.string(),
+    timer_id: z.string().optional(),
+    due_at: z.number().int().optional(),
+  }).nullable(),
   duration_ms: z.number().nonnegative(),
 });
 /** What a worker reports for one cell. */
@@ -184,6 +189,8 @@ export const OPERATOR_KINDS = [
   "op.drain",
   "op.stop",
   "op.activate",
+  "op.jobs",
+  "op.cancel_job",
 ] as const;
 
 /** Every message a client may send over `/v2`. */
@@ -219,6 +226,13 @@ export const ClientMessage = z.discriminatedUnion("kind", [
     session: sessionName,
     epoch: z.number().int().nonnegative(),
     release: z.string().min(1),
+  }),
+  z.object({ kind: z.literal("op.jobs"), request: clientRequest, session: sessionName.optional() }),
+  z.object({
+    kind: z.literal("op.cancel_job"),
+    request: clientRequest,
+    job: z.string().min(1).max(64),
+    session: sessionName.optional(),
   }),
 ]);
 /** A client → daemon message. */

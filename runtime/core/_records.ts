@@ -17,7 +17,7 @@ import * as z from "zod";
 import { describeIssues } from "./_protocol.ts";
 
 /** Where an input came from. */
-export const SOURCE_KINDS = ["local", "discord", "timer", "system"] as const;
+export const SOURCE_KINDS = ["local", "discord", "timer", "job", "system"] as const;
 
 /** Every way a cell can end: the worker's three, and the host's for cells it had to end. */
 export const CELL_OUTCOMES = [

@@ -60,6 +60,9 @@ Deno.test("`newId()` gives each kind its own prefix and a 26-character base32 bo
     draft: "dr",
     outbox: "ob",
     patch: "pa",
+    timer: "tm",
+    model_call: "mc",
+    maintenance: "mt",
   });
   assert.equal(new Set(Object.values(ID_PREFIXES)).size, KINDS.length);
   for (const kind of KINDS) {
