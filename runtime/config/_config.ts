@@ -18,6 +18,7 @@ import {
   type RouteName,
 } from "./_kdl.ts";
 import { KlbrError } from "../core/mod.ts";
+import { BudgetSchema, CleanupSchema, locateSettingsIssue, SETTINGS_NODES } from "./_settings.ts";
 
 export { CACHE_FIELDS, ROUTE_NAMES, type RouteName };
 
@@ -194,7 +195,18 @@ export const ConfigSchema = z.strictObject({
     long: routeSchema("long", "http://localhost:8003/v1"),
   }).prefault({}),
   discord: DiscordSchema.optional(),
+  budget: BudgetSchema.prefault({}),
+  cleanup: CleanupSchema.prefault({}),
 });
+
+const settingsFieldNames = (node: "budget" | "cleanup", nested: boolean): string[] =>
+  Object.keys(
+    node === "cleanup"
+      ? CleanupSchema.shape
+      : nested
+      ? BudgetSchema.shape.job.unwrap().shape
+      : BudgetSchema.shape,
+  );
 
 /** The validated model configuration. */
 export type Config = z.output<typeof ConfigSchema>;
@@ -256,7 +268,7 @@ export function parseConfig(
   options: ParseConfigOptions,
 ): Omit<LoadedConfig, "source"> {
   const { file, env } = options;
-  const { routes: declared, discord: rawDiscord, warnings } = readKdlRoutes(text, file);
+  const { routes: declared, discord: rawDiscord, settings, warnings } = readKdlRoutes(text, file);
   // An undeclared role copies what main declares; main's own defaults are per role.
   const raw: Partial<Record<RouteName, RawRoute>> = {};
   for (const role of ROUTE_NAMES) raw[role] = declared[role] ?? declared.main;
@@ -266,9 +278,14 @@ export function parseConfig(
   const result = ConfigSchema.safeParse({
     routes: input,
     ...(rawDiscord === undefined ? {} : { discord: rawDiscord.fields }),
+    ...Object.fromEntries(Object.entries(settings).map(([name, raw]) => [name, raw.fields])),
   });
   if (!result.success) {
     const located = result.error.issues.map((issue) => {
+      if ((SETTINGS_NODES as readonly PropertyKey[]).includes(issue.path[0])) {
+        const at = locateSettingsIssue(issue, settings, settingsFieldNames);
+        return { ...at, order: ROUTE_NAMES.length + 1 };
+      }
       if (issue.path[0] === "discord") {
         const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
         const field = keys.length > 0 ? keys.join(", ") : String(issue.path[1] ?? "");

@@ -20,7 +20,7 @@ const ROLE_NOTES: Record<RouteName, string> = {
  * Its values are the schema's defaults, so parsing it gives the same routes as no file.
  */
 export function defaultConfigText(): string {
-  const { routes } = ConfigSchema.parse({});
+  const { routes, budget, cleanup } = ConfigSchema.parse({});
   const blocks = ROUTE_NAMES.map((role) =>
     [
       `// ${role}: ${ROLE_NOTES[role]}`,
@@ -46,5 +46,25 @@ export function defaultConfigText(): string {
     "//     extra_options { temperature 0.2; max_tokens 4096 }",
     "",
     ...blocks.flatMap((block) => [block, ""]),
+    "// Budgets of unattended work (timers, jobs, llm() and agent()); these are the defaults.",
+    "// See docs/jobs.md.",
+    "// budget {",
+    `//     model_requests_per_hour ${budget.model_requests_per_hour}   // the whole daemon, any rolling hour`,
+    `//     tokens_per_hour ${budget.tokens_per_hour}`,
+    `//     concurrent_jobs ${budget.concurrent_jobs}                 // more wait pending`,
+    `//     concurrent_processes ${budget.concurrent_processes}            // job workbenches and workspace.run children`,
+    `//     artifact_disk_mb ${budget.artifact_disk_mb}`,
+    "//     job {                             // each job's limits: what it may ask for at most",
+    `//         wall_time_s ${budget.job.wall_time_s}`,
+    `//         model_requests ${budget.job.model_requests}`,
+    `//         tokens ${budget.job.tokens}`,
+    "//     }",
+    "// }",
+    "// cleanup {",
+    `//     draft_max_age_days ${cleanup.draft_max_age_days}`,
+    `//     release_keep_days ${cleanup.release_keep_days}             // unless active, last good or pinned`,
+    `//     interval_hours ${cleanup.interval_hours}`,
+    "// }",
+    "",
   ].join("\n");
 }

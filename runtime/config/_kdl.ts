@@ -10,6 +10,12 @@
 
 import { getLocation, type Node, parse } from "@bgotink/kdl";
 import { KlbrError } from "../core/mod.ts";
+import {
+  type RawSettings,
+  readSettingsNodes,
+  SETTINGS_NODES,
+  type SettingsNode,
+} from "./_settings.ts";
 
 /** The route roles, in the order errors are reported. */
 export const ROUTE_NAMES = ["main", "fast", "long"] as const;
@@ -41,6 +47,8 @@ export interface RawConfig {
   routes: Partial<Record<RouteName, RawRoute>>;
   /** The `discord` node, when the text declares one. */
   discord?: RawRoute;
+  /** The `budget` and `cleanup` nodes the text declares. */
+  settings: Partial<Record<SettingsNode, RawSettings>>;
   warnings: string[];
 }
 
@@ -80,9 +88,10 @@ export function readKdlRoutes(text: string, file: string): RawConfig {
     const [first, second] = discordNodes.map(lineOf);
     failAt(file, second, `discord: declared twice (got lines ${first} and ${second})`);
   }
-  const routes = reader.routes(nodes.filter((node) => node.getName() !== "discord"));
+  const other = ["discord", ...SETTINGS_NODES];
+  const routes = reader.routes(nodes.filter((node) => !other.includes(node.getName())));
   const discord = discordNodes.length === 1 ? reader.discord(discordNodes[0]) : undefined;
-  return { routes, discord, warnings: reader.warnings };
+  return { routes, discord, settings: readSettingsNodes(nodes, file), warnings: reader.warnings };
 }
 
 class Reader {

@@ -1,5 +1,6 @@
 /**
- * The KDL configuration: model routes, prompt-cache profiles, Discord; validated by zod,
+ * The KDL configuration: model routes, prompt-cache profiles, Discord, the budgets of unattended
+ * work and the cleanup policy; validated by zod,
  * with errors naming the file, the line and the field.
  *
  * @module
@@ -14,5 +15,6 @@ export {
   Secret,
 } from "./_config.ts";
 export { defaultConfigText } from "./_default_text.ts";
+export type { BudgetConfig, CleanupConfig } from "./_settings.ts";
 export { redactRoute, resolveApiKey, resolveDiscordToken, routeRequestFields } from "./_resolve.ts";
 export type { ServeOptions } from "./_serve_options.ts";

@@ -557,3 +557,87 @@ Deno.test("`resolveDiscordToken()` refuses an unset variable", () => {
     return true;
   });
 });
+
+// ---- budget and cleanup ----
+
+Deno.test("`parseConfig()` without budget or cleanup nodes gives the documented defaults", () => {
+  const { config } = parse(`llm {}`);
+  assert.deepEqual(config.budget, {
+    model_requests_per_hour: 600,
+    tokens_per_hour: 2_000_000,
+    concurrent_jobs: 2,
+    concurrent_processes: 8,
+    artifact_disk_mb: 256,
+    job: { wall_time_s: 1800, model_requests: 100, tokens: 200_000 },
+  });
+  assert.deepEqual(config.cleanup, {
+    draft_max_age_days: 7,
+    release_keep_days: 30,
+    interval_hours: 6,
+  });
+});
+
+Deno.test("`parseConfig()` reads a budget node with a nested job block, and a cleanup node", () => {
+  const { config } = parse(
+    `budget {\n tokens_per_hour 5000\n concurrent_jobs 3\n job {\n  tokens 1000\n  wall_time_s 60\n }\n}\n` +
+      `cleanup {\n release_keep_days 2\n}`,
+  );
+  assert.equal(config.budget.tokens_per_hour, 5000);
+  assert.equal(config.budget.concurrent_jobs, 3);
+  // Fields left out keep their defaults, also inside the job block.
+  assert.equal(config.budget.model_requests_per_hour, 600);
+  assert.deepEqual(config.budget.job, { wall_time_s: 60, model_requests: 100, tokens: 1000 });
+  assert.equal(config.cleanup.release_keep_days, 2);
+  assert.equal(config.cleanup.draft_max_age_days, 7);
+});
+
+Deno.test("`parseConfig()` refuses bad budget and cleanup fields with their line", () => {
+  assertRefused(
+    `budget {\n concurrent_jobs 0\n}`,
+    "cannot load config /x/klbr.kdl:2: budget concurrent_jobs: expected at least 1 (got 0)",
+  );
+  assertRefused(
+    `budget {\n job {\n  tokens "many"\n }\n}`,
+    'cannot load config /x/klbr.kdl:3: budget job tokens: expected a whole number of tokens (got "many")',
+  );
+  assertRefused(
+    `budget {\n tokens 5\n}`,
+    "cannot load config /x/klbr.kdl:2: budget tokens: unknown field, expected one of " +
+      "model_requests_per_hour, tokens_per_hour, concurrent_jobs, concurrent_processes, " +
+      "artifact_disk_mb, job (got tokens)",
+  );
+  assertRefused(
+    `budget {\n job {\n  cpu 1\n }\n}`,
+    "cannot load config /x/klbr.kdl:3: budget job cpu: unknown field, expected one of " +
+      "wall_time_s, model_requests, tokens (got cpu)",
+  );
+  assertRefused(
+    `cleanup {\n interval_hours 1 2\n}`,
+    "cannot load config /x/klbr.kdl:2: cleanup interval_hours: expected exactly one value (got 2 values)",
+  );
+  assertRefused(
+    `budget {}\nbudget {}`,
+    "cannot load config /x/klbr.kdl:2: budget: declared twice (got lines 1 and 2)",
+  );
+  assertRefused(
+    `cleanup 3`,
+    "cannot load config /x/klbr.kdl:1: cleanup: expected a block (got values)",
+  );
+});
+
+Deno.test("`defaultConfigText()` shows the budget and cleanup defaults, commented out", () => {
+  const text = defaultConfigText();
+  assert.match(text, /^\/\/ budget \{$/m);
+  assert.match(text, /^\/\/\s+tokens_per_hour 2000000$/m);
+  assert.match(text, /^\/\/\s+release_keep_days 30\b/m);
+  // Uncommented, the blocks parse to the same defaults as no blocks at all.
+  const uncommented = text.split("\n").map((line) =>
+    /^\/\/ (budget|cleanup) \{|^\/\/\s{4,}\w+ \d+|^\/\/\s+job \{|^\/\/\s*\}$/.test(line)
+      ? line.replace(/^\/\/ ?/, "").replace(/\s+\/\/.*$/, "")
+      : line
+  ).join("\n");
+  assert.match(uncommented, /^budget \{$/m);
+  const { config } = parse(uncommented);
+  assert.deepEqual(config.budget, parse("").config.budget);
+  assert.deepEqual(config.cleanup, parse("").config.cleanup);
+});

@@ -1,0 +1,190 @@
+/**
+ * The `budget` and `cleanup` nodes of the configuration: the limits of unattended work (model
+ * requests and tokens per hour and per job, wall time per job, concurrent jobs and processes,
+ * artifact disk) and the cleanup policy (old drafts, unpinned releases). Every default lives in
+ * these schemas; `docs/jobs.md` explains what each limit governs.
+ *
+ * ```kdl
+ * budget {
+ *     model_requests_per_hour 600
+ *     tokens_per_hour 2000000
+ *     concurrent_jobs 2
+ *     concurrent_processes 8
+ *     artifact_disk_mb 256
+ *     job {
+ *         wall_time_s 1800
+ *         model_requests 100
+ *         tokens 200000
+ *     }
+ * }
+ * cleanup {
+ *     draft_max_age_days 7
+ *     release_keep_days 30
+ *     interval_hours 6
+ * }
+ * ```
+ *
+ * @module
+ */
+
+import { getLocation, type Node } from "@bgotink/kdl";
+import { z } from "zod";
+import { KlbrError } from "../core/mod.ts";
+
+/** The names of the settings nodes, each a block of single-valued fields. */
+export const SETTINGS_NODES = ["budget", "cleanup"] as const;
+
+/** One settings node's name. */
+export type SettingsNode = typeof SETTINGS_NODES[number];
+
+const show = (value: unknown): string =>
+  typeof value === "string" ? JSON.stringify(value) : String(value);
+const whole = (what: string, min: number, max: number) =>
+  z.int({ error: (issue) => `expected ${what} (got ${show(issue.input)})` })
+    .min(min, { error: (issue) => `expected at least ${min} (got ${show(issue.input)})` })
+    .max(max, { error: (issue) => `expected at most ${max} (got ${show(issue.input)})` });
+
+/** The limits of one job; what a job may ask for at most, and what it gets when it asks nothing. */
+export const JobBudgetSchema = z.strictObject(
+  {
+    /** How long a job may run before it is killed and ends `over_budget`. */
+    wall_time_s: whole("whole seconds", 1, 7 * 86_400).default(1_800),
+    /** Model requests a job (with its children) may make. */
+    model_requests: whole("a whole number of requests", 0, 1_000_000).default(100),
+    /** Tokens (prompt + completion) a job (with its children) may use. */
+    tokens: whole("a whole number of tokens", 0, 1_000_000_000).default(200_000),
+  },
+  { error: (issue) => `expected a block of fields (got ${show(issue.input)})` },
+);
+
+/** The `budget` node: the daemon's limits, and `job` for each job's. */
+export const BudgetSchema = z.strictObject({
+  /** Model requests of the whole daemon (turns, `llm()`, child agents) in any rolling hour. */
+  model_requests_per_hour: whole("a whole number of requests", 1, 1_000_000).default(600),
+  /** Tokens of the whole daemon in any rolling hour. */
+  tokens_per_hour: whole("a whole number of tokens", 1, 10_000_000_000).default(2_000_000),
+  /** Jobs running at once; more wait `pending`. */
+  concurrent_jobs: whole("a whole number of jobs", 1, 64).default(2),
+  /** Job workbenches and `workspace.run` children at once; more wait for a slot. */
+  concurrent_processes: whole("a whole number of processes", 1, 256).default(8),
+  /** The artifacts directory's size; the oldest artifacts are evicted beyond it. */
+  artifact_disk_mb: whole("whole MiB", 1, 1_048_576).default(256),
+  job: JobBudgetSchema.prefault({}),
+});
+
+/** The `cleanup` node: what the maintenance step removes, and how often it runs. */
+export const CleanupSchema = z.strictObject({
+  /** Drafts untouched for longer than this are removed. */
+  draft_max_age_days: whole("whole days", 1, 3_650).default(7),
+  /** A release no frame used for this long (and not active, last good or pinned) is removed. */
+  release_keep_days: whole("whole days", 1, 3_650).default(30),
+  /** How often the maintenance step runs (it also runs at start). */
+  interval_hours: whole("whole hours", 1, 24 * 30).default(6),
+});
+
+/** The validated `budget` node. */
+export type BudgetConfig = z.output<typeof BudgetSchema>;
+/** The validated `cleanup` node. */
+export type CleanupConfig = z.output<typeof CleanupSchema>;
+
+/** One settings node's raw values (a nested block becomes an object) and their lines. */
+export interface RawSettings {
+  line: number;
+  fields: Record<string, unknown>;
+  lines: Map<string, number>;
+}
+
+const lineOf = (node: Node): number => getLocation(node)?.start.line ?? 1;
+
+function failAt(file: string, line: number, what: string): never {
+  throw new KlbrError("invalid_config", `cannot load config ${file}:${line}: ${what}`);
+}
+
+/**
+ * Reads the settings nodes of a document: each a block whose fields take one value, and `job`
+ * (in `budget`) a nested block of the same kind.
+ *
+ * @throws {KlbrError} `invalid_config` naming the line: a node given twice or with values, a
+ *   field given twice or with other than one value.
+ */
+export function readSettingsNodes(
+  nodes: Node[],
+  file: string,
+): Partial<Record<SettingsNode, RawSettings>> {
+  const out: Partial<Record<SettingsNode, RawSettings>> = {};
+  for (const name of SETTINGS_NODES) {
+    const found = nodes.filter((node) => node.getName() === name);
+    if (found.length > 1) {
+      failAt(
+        file,
+        lineOf(found[1]),
+        `${name}: declared twice (got lines ${lineOf(found[0])} and ${lineOf(found[1])})`,
+      );
+    }
+    if (found.length === 1) {
+      const raw: RawSettings = { line: lineOf(found[0]), fields: {}, lines: new Map() };
+      readBlock(found[0], name, "", raw, file);
+      out[name] = raw;
+    }
+  }
+  return out;
+}
+
+function readBlock(node: Node, where: string, prefix: string, raw: RawSettings, file: string) {
+  if (node.getArguments().length > 0 || node.getProperties().size > 0) {
+    failAt(file, lineOf(node), `${where}: expected a block (got values)`);
+  }
+  const target: Record<string, unknown> = {};
+  for (const child of node.children?.nodes ?? []) {
+    const field = child.getName();
+    const key = prefix + field;
+    const line = lineOf(child);
+    if (raw.lines.has(key)) {
+      failAt(
+        file,
+        line,
+        `${where} ${field}: given twice (got lines ${raw.lines.get(key)} and ${line})`,
+      );
+    }
+    raw.lines.set(key, line);
+    if (child.children !== null && prefix === "" && where === "budget" && field === "job") {
+      const nested: RawSettings = { line, fields: {}, lines: raw.lines };
+      readBlock(child, `${where} job`, "job.", nested, file);
+      target[field] = nested.fields;
+      continue;
+    }
+    const args = child.getArguments();
+    if (args.length !== 1 || child.getProperties().size > 0 || child.children !== null) {
+      failAt(
+        file,
+        line,
+        `${where} ${field}: expected exactly one value (got ${args.length} values)`,
+      );
+    }
+    target[field] = args[0];
+  }
+  Object.assign(raw.fields, target);
+}
+
+/**
+ * Places a schema issue of a settings node: the line of the field (or the node) and the text.
+ */
+export function locateSettingsIssue(
+  issue: z.core.$ZodIssue,
+  raw: Partial<Record<SettingsNode, RawSettings>>,
+  fieldNames: (node: SettingsNode, nested: boolean) => string[],
+): { line: number; text: string } {
+  const node = issue.path[0] as SettingsNode;
+  const rest = issue.path.slice(1).map(String);
+  const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
+  const field = [...rest, ...(keys.length ? [keys.join(", ")] : [])].join(".");
+  const nested = rest[0] === "job";
+  const message = keys.length > 0
+    ? `unknown field, expected one of ${fieldNames(node, nested).join(", ")} (got ${
+      keys.join(", ")
+    })`
+    : issue.message;
+  const key = [...rest, ...(keys.length ? [keys[0]] : [])].join(".");
+  const line = raw[node]?.lines.get(key) ?? raw[node]?.line ?? 1;
+  return { line, text: `${node} ${field.replace(".", " ")}: ${message}`.trim() };
+}
