@@ -19,14 +19,21 @@ export type PendingInput = () => Omit<AdmitInput, "session">;
 /**
  * Commits every input in one transaction, each in its own savepoint, so a refused one (a bad
  * field, a malformed dedupe key part) rolls back alone. On return each `ack` outcome's input
- * is durable; a repeated dedupe key is acknowledged with the first input's id.
+ * is durable; a repeated dedupe key is acknowledged with the first input's id. `within`, when
+ * given, runs in the same transaction after the inputs (a fired timer marks itself there), so
+ * what it writes commits with them or not at all.
  *
  * Proven by "inputs sent together commit together; a refused one is answered alone" in
  * `tests/runtime/daemon/daemon.test.ts`.
  */
-export function admitBatch(store: Store, session: string, inputs: PendingInput[]): AdmitOutcome[] {
-  return store.transaction(() =>
-    inputs.map((input): AdmitOutcome => {
+export function admitBatch(
+  store: Store,
+  session: string,
+  inputs: PendingInput[],
+  within?: (outcomes: AdmitOutcome[]) => void,
+): AdmitOutcome[] {
+  return store.transaction(() => {
+    const outcomes = inputs.map((input): AdmitOutcome => {
       try {
         const result = admitInput(store, { session, ...input() });
         return { ack: { input_id: result.inputId, seq: result.seq, duplicate: result.duplicate } };
@@ -34,8 +41,10 @@ export function admitBatch(store: Store, session: string, inputs: PendingInput[]
         if (error instanceof KlbrError) return { error };
         throw error;
       }
-    })
-  );
+    });
+    within?.(outcomes);
+    return outcomes;
+  });
 }
 
 /** A local input from a lane client: its dedupe key is the client's id and message id. */

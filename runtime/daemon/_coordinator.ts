@@ -7,9 +7,17 @@
  * @module
  */
 
-import { ensureSession, requireSession } from "../../store/sessions.ts";
-import { DEFAULT_DRAIN_GRACE_MS, EventBus, KlbrError, type LaneRecord } from "../core/mod.ts";
+import { DEFAULT_SESSION, ensureSession, requireSession } from "../../store/sessions.ts";
+import {
+  DEFAULT_CELL_TIMEOUT_MS,
+  DEFAULT_DRAIN_GRACE_MS,
+  EventBus,
+  KlbrError,
+  type LaneRecord,
+} from "../core/mod.ts";
+import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { DiscordEffects, DiscordMessage } from "../discord/mod.ts";
+import { Jobs, type UnattendedInput } from "../jobs/mod.ts";
 import type { AdmitOutcome, InputMessage, LaneHost } from "../lanes/mod.ts";
 import { recoverSession } from "../session/mod.ts";
 import { activateBehavior, type Activation } from "./_activation.ts";
@@ -25,6 +33,9 @@ export interface CoordinatorOptions extends Omit<SessionDeps, "bus"> {
   version: string;
   /** The Discord transport, when the configuration has a `discord` node. */
   discord?: DiscordEffects;
+  /** The budgets of unattended work and the cleanup policy (`budget`, `cleanup` nodes). */
+  budget: BudgetConfig;
+  cleanup: CleanupConfig;
 }
 
 /**
@@ -44,6 +55,7 @@ export class Coordinator implements LaneHost {
   #sessions = new Map<string, SessionParts>();
   #admitting = true;
   #recovered: string | null;
+  #jobs: Jobs;
 
   /** Creates the coordinator; call {@linkcode start} per session. */
   constructor(options: CoordinatorOptions) {
@@ -51,6 +63,13 @@ export class Coordinator implements LaneHost {
     this.version = options.version;
     this.token = options.token;
     this.#recovered = options.behavior.recovered;
+    this.#jobs = new Jobs({
+      ...options,
+      bus: this.bus,
+      cellTimeoutMs: options.cellTimeoutMs ?? DEFAULT_CELL_TIMEOUT_MS,
+      admit: (session, input, within) => this.#admitUnattended(session, input, within),
+      maintenanceSession: DEFAULT_SESSION,
+    });
   }
 
   /**
@@ -61,11 +80,13 @@ export class Coordinator implements LaneHost {
     const { store, log } = this.#o;
     ensureSession(store, session);
     const resumed = recoverSession(store, session, { log });
-    const deps = { ...this.#o, bus: this.bus };
+    const jobs = this.#jobs;
+    const deps = { ...this.#o, bus: this.bus, meter: jobs.meter.bind(jobs) };
     const parts = createSessionParts(deps, session, (parts) =>
       sessionRpcHandlers(
         {
           ...deps,
+          jobs,
           activate: (releaseId, expectedEpoch, reason) =>
             this.#activate(session, parts, { releaseId, expectedEpoch, reason }),
         },
@@ -73,6 +94,8 @@ export class Coordinator implements LaneHost {
         parts,
       ));
     this.#sessions.set(session, parts);
+    // Jobs left running are interrupted and timers that fell due while down fire, as inputs.
+    jobs.startSession(session);
     this.bus.wake(session);
     parts.runtime.resumeFrames(resumed);
   }
@@ -137,6 +160,36 @@ export class Coordinator implements LaneHost {
     return outcomes;
   }
 
+  /**
+   * Admits a fired timer or a finished job through the same path as every input; `within` runs
+   * in the admission's transaction. Returns `false`, writing nothing, while admission is closed,
+   * the session is not running or the input is refused; the caller keeps it for later.
+   */
+  #admitUnattended(
+    session: string,
+    input: UnattendedInput,
+    within: (inputId: string) => void,
+  ): boolean {
+    const parts = this.#sessions.get(session);
+    if (!this.#admitting || parts === undefined) return false;
+    let admitted = false;
+    try {
+      admitBatch(this.#o.store, session, [() => input], ([outcome]) => {
+        if ("error" in outcome) throw outcome.error;
+        within(outcome.ack.input_id);
+        admitted = true;
+      });
+    } catch (error) {
+      this.#o.log.error("admission.refused", `cannot admit ${input.dedupeKey}: ${error}`, {
+        dedupe_key: input.dedupeKey,
+      });
+      return false;
+    }
+    this.bus.wake(session);
+    parts.runtime.wake();
+    return admitted;
+  }
+
   /** Logs a refused authorisation. */
   logRefusal(reason: string): void {
     this.#o.log.warn("lane.refused", `refused operator access: ${reason}`);
@@ -151,6 +204,7 @@ export class Coordinator implements LaneHost {
         require: (session) => this.#require(session),
         status: (only) => this.status(only),
         activate: (session, parts, activation) => this.#activate(session, parts, activation),
+        jobs: this.#jobs,
       },
       message,
       connectionSession,
@@ -171,6 +225,7 @@ export class Coordinator implements LaneHost {
         last_good_release: row.lastGoodRelease,
         kernel_generation: parts.kernel.generation,
         kernel_alive: parts.kernel.current !== null,
+        ...this.#jobs.status(id),
       };
     }
     if (only !== undefined && !(only in sessions)) {
@@ -180,6 +235,7 @@ export class Coordinator implements LaneHost {
       version: this.version,
       admitting: this.#admitting,
       recovered_release: this.#recovered,
+      budget: this.#jobs.budget.status(),
       sessions,
     };
   }
@@ -190,6 +246,8 @@ export class Coordinator implements LaneHost {
    */
   async shutdown(graceMs = DEFAULT_DRAIN_GRACE_MS): Promise<void> {
     this.#admitting = false;
+    // Jobs still running are reported `interrupted` at the next start, never resumed.
+    await this.#jobs.shutdown();
     for (const parts of this.#sessions.values()) {
       const drained = parts.runtime.drain();
       const timer = setTimeout(() => void parts.runtime.stop("daemon shutdown"), graceMs);

@@ -1,6 +1,7 @@
 /**
- * `/health`: whether the daemon can admit input now, and whether its default session is
- * degraded (a hook failing, retries exhausted).
+ * `/health`: whether the daemon can admit input now, whether its default session is degraded (a
+ * hook failing, retries exhausted), and its unattended work: jobs running and pending, timers
+ * pending and due, and the budgets that are spent.
  *
  * @module
  */
@@ -46,6 +47,11 @@ export function healthReport(
     pending_inputs: session.pending_inputs ?? 0,
     hook_backlog: session.hook_backlog ?? 0,
     last_hook_failure: session.last_hook_failure ?? null,
+    running_jobs: session.running_jobs ?? 0,
+    pending_jobs: session.pending_jobs ?? 0,
+    pending_timers: session.pending_timers ?? 0,
+    due_timers: session.due_timers ?? 0,
+    over_budget: (status.budget as { over_budget?: unknown[] } | undefined)?.over_budget ?? [],
     recovered_release: status.recovered_release,
     version: VERSION,
   };

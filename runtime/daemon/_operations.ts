@@ -1,6 +1,6 @@
 /**
  * The operator commands the daemon runs for the lane socket (`status`, `reset`, `compact`,
- * `drain`, `stop`, `activate`). None needs the model or a hook to succeed, so an operator
+ * `drain`, `stop`, `activate`, `jobs`, `cancel_job`). None needs the model or a hook to succeed, so an operator
  * can always repair a session whose policy is broken.
  *
  * They live with the daemon, not in `runtime/operator/`: they act on the daemon's session
@@ -14,6 +14,7 @@ import { compactContext } from "../../store/context_summaries.ts";
 import { verifyRelease } from "../../store/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
 import { type ClientMessage, type EventBus, KlbrError } from "../core/mod.ts";
+import type { Jobs } from "../jobs/mod.ts";
 import type { Activation } from "./_activation.ts";
 import type { SessionParts } from "./_session_parts.ts";
 
@@ -28,6 +29,8 @@ export interface OperationHost {
   require(session: string): SessionParts;
   status(only?: string): Record<string, unknown>;
   activate(session: string, parts: SessionParts, activation: Activation): Promise<number>;
+  /** The daemon's timers and jobs. */
+  jobs: Jobs;
 }
 
 /**
@@ -77,6 +80,12 @@ export async function runOperation(
       });
       return { epoch, release_id: snapshot.id };
     }
+    case "op.jobs":
+      host.require(session);
+      return host.jobs.listing(session);
+    case "op.cancel_job":
+      // The cancellation is recorded by the job's own `job.state` move, with its cause.
+      return await host.jobs.cancelJob(message.job, message.session);
   }
   throw new KlbrError("invalid_input", `cannot run ${(message as { kind: string }).kind}`);
 }

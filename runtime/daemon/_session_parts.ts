@@ -36,6 +36,8 @@ export interface SessionDeps {
   behavior: BehaviorState;
   /** How long one cell may run before it is ended `timed_out`. */
   cellTimeoutMs?: number;
+  /** The agent's provider for a route, metered against the daemon's budgets. */
+  meter?: (route: string, scope: () => { session: string; frameId: string | null }) => Provider;
 }
 
 /** One running session's parts. */
@@ -45,8 +47,8 @@ export interface SessionParts {
   hooks: KernelSupervisor;
   /** The release the hooks come from; activation replaces it. */
   behavior: { releaseId: string; path: string };
-  /** The frame whose turn is running, for routing `local.send` and Discord sends. */
-  frame: { id: string; routing: unknown } | null;
+  /** The frame whose turn is running, for routing sends and pinning the jobs it starts. */
+  frame: { id: string; routing: unknown; policyRevision: string } | null;
   /** Hook calls that failed (or broke their contract) since the turn began. */
   hookFailures: number;
 }
@@ -132,10 +134,13 @@ function modelTurnFor(
   session: string,
   parts: SessionParts,
 ): (ctx: TurnContext) => Promise<TurnResult> {
+  const meter = deps.meter;
   const modelTurn = createModelTurn({
     store: deps.store,
     bus: deps.bus,
-    provider: deps.provider,
+    provider: meter === undefined
+      ? deps.provider
+      : (route) => meter(route, () => ({ session, frameId: parts.frame?.id ?? null })),
     hooks: () => hookCaller(parts),
     log: deps.log,
     system: () => contractMessage(deps.workspace),
@@ -149,7 +154,11 @@ function modelTurnFor(
     },
   });
   return async (ctx) => {
-    parts.frame = { id: ctx.frame.id, routing: ctx.frame.routing };
+    parts.frame = {
+      id: ctx.frame.id,
+      routing: ctx.frame.routing,
+      policyRevision: ctx.frame.policyRevision,
+    };
     parts.hookFailures = 0;
     try {
       const result = await modelTurn(ctx);

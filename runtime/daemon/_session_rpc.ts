@@ -1,7 +1,8 @@
 /**
  * The host RPCs a cell of one session may call, beyond what the kernel serves itself
- * (`workspace.run`): `local.send`, `artifact.read`, the `discord.*` effects, the
- * `behavior.*` editing calls and the `code.*` tree-sitter calls.
+ * (`workspace.run`): `local.send`, `artifact.read`, the `discord.*` effects, the `behavior.*`
+ * editing calls, the `code.*` tree-sitter calls, and the `timers.*`, `jobs.*` and `llm` calls of
+ * unattended work.
  *
  * @module
  */
@@ -11,6 +12,7 @@ import { readArtifact } from "../../store/artifacts.ts";
 import { behaviorHandlers } from "../behavior/mod.ts";
 import { codeHandlers } from "../code/mod.ts";
 import { type DiscordEffects, discordHandlers } from "../discord/mod.ts";
+import type { Jobs } from "../jobs/mod.ts";
 import type { RpcHandler } from "../kernel/mod.ts";
 import { localSend } from "../session/mod.ts";
 import type { SessionDeps, SessionParts } from "./_session_parts.ts";
@@ -21,6 +23,8 @@ export interface SessionRpcDeps extends SessionDeps {
   discord?: DiscordEffects;
   /** The one activation path, shared with the operator's `activate`. */
   activate: (releaseId: string, expectedEpoch: number, reason: string) => Promise<number>;
+  /** The daemon's timers, jobs and child model calls. */
+  jobs: Jobs;
 }
 
 /** The RPC handlers of one session's workbench. */
@@ -51,6 +55,12 @@ export function sessionRpcHandlers(
       discord: deps.discord,
       frame: () => parts.frame,
       notify: () => bus.wake(session),
+    }),
+    ...deps.jobs.handlers({
+      session,
+      frame: () => parts.frame,
+      release: () => parts.behavior.releaseId,
+      workspace: deps.workspace,
     }),
     ...behaviorHandlers({
       store,

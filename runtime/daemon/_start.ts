@@ -78,6 +78,8 @@ export async function startDaemon(settings: ServeSettings, log: Logger): Promise
     log,
     discord,
     provider: providersOf(config, settings.apiKeys),
+    budget: config.budget,
+    cleanup: config.cleanup,
   });
   coordinator.start(DEFAULT_SESSION);
   // After start: recovery has turned any send left `attempting` into `unknown`.

@@ -57,6 +57,11 @@ export interface KernelSupervisorOptions {
   rpc?: Record<string, RpcHandler>;
   /** Byte cap of each output stream of a `workspace.run`. @default 1 MiB */
   runOutputCapBytes?: number;
+  /**
+   * Waits for a process slot before each `workspace.run` and returns its release, so the
+   * daemon's process budget covers these children. @default no limit
+   */
+  runSlot?: (signal: AbortSignal) => Promise<() => void>;
   /** Workbench process settings (frame cap, grace and deadlines, `PATH`). */
   workbench?: Omit<WorkbenchOptions, "cwd" | "repoRoot" | "rpc" | "onExit">;
 }
@@ -217,13 +222,19 @@ export class KernelSupervisor {
     const workspace = await Deno.realPath(o.workspace);
     const cap = o.runOutputCapBytes;
     const rpc: Record<string, RpcHandler> = {
-      "workspace.run": (params, ctx) =>
-        runInWorkspace(params as Parameters<typeof runInWorkspace>[0], {
-          root: workspace,
-          signal: ctx.signal,
-          outputCapBytes: cap,
-          env: { PATH: o.workbench?.env?.PATH },
-        }),
+      "workspace.run": async (params, ctx) => {
+        const release = await o.runSlot?.(ctx.signal);
+        try {
+          return await runInWorkspace(params as Parameters<typeof runInWorkspace>[0], {
+            root: workspace,
+            signal: ctx.signal,
+            outputCapBytes: cap,
+            env: { PATH: o.workbench?.env?.PATH },
+          });
+        } finally {
+          release?.();
+        }
+      },
       ...o.rpc,
     };
     const wb = spawnWorkbench(o.python, {

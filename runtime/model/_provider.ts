@@ -58,6 +58,8 @@ export interface ChatRequest {
   messages: ChatMessage[];
   /** `auto` when absent. */
   toolChoice?: "auto" | "required" | "none";
+  /** The most completion tokens to ask for (`max_tokens`); the route's own setting when absent. */
+  maxTokens?: number;
 }
 
 /** A lossy animation event; the returned turn is the record. */
@@ -179,6 +181,7 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
         stream_options: { include_usage: true },
         tools: [PYTHON_TOOL],
         ...(request.toolChoice === undefined ? {} : { tool_choice: request.toolChoice }),
+        ...(request.maxTokens === undefined ? {} : { max_tokens: request.maxTokens }),
         ...routeRequestFields(route),
       } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming;
 

@@ -9,6 +9,8 @@ Outcomes: ``ok``; ``error`` when the cell raised (with type, message and a trace
 without klbr's own frames); ``cancelled`` when the cell's task was cancelled. Calling
 ``wait(reason)`` ends the cell with outcome ``ok`` and ``wait == {"reason": reason}``:
 waiting ends the cell and the turn, and the next turn starts from a new wake.
+``wait(reason, seconds=…)`` (or ``until=…``) first sets a durable timer through the host,
+so ``wait`` also carries its ``timer_id`` and ``due_at``; the timer's firing is that wake.
 """
 
 from __future__ import annotations
@@ -37,29 +39,44 @@ class WaitRequested(BaseException):
     """Raised by ``wait()`` to end the running cell; the turn ends and waits for a wake.
 
     It derives from ``BaseException`` so that ``except Exception`` in a cell does not
-    swallow it.
+    swallow it. ``timer`` is the host's ``timers.at`` parameters when the wait has a time.
     """
 
-    def __init__(self, reason: str = "") -> None:
-        """Carry the ``reason`` the cell gave for waiting."""
+    def __init__(self, reason: str = "", timer: dict[str, Any] | None = None) -> None:
+        """Carry the ``reason`` the cell gave for waiting, and the timer to set, if any."""
         super().__init__(reason)
         self.reason = reason
+        self.timer = timer
 
 
-def wait(reason: str = "") -> None:
+def wait(reason: str = "", *, seconds: float | None = None, until: Any = None) -> None:
     """End this cell and the turn, and wait for the next input, timer or job completion.
 
     Nothing after the call runs. The cell's reply has outcome ``ok`` and
     ``wait == {"reason": reason}``. Waiting costs nothing: no model call happens until a
     new wake arrives.
 
-    Raises ``TypeError`` when ``reason`` is not a string.
+    With ``seconds`` (a positive number) or ``until`` (an aware ``datetime``, an ISO 8601
+    text with its offset, or Unix seconds) the host first writes a durable timer; it fires
+    once at that time (also after a restart) and wakes you with an input from ``timer``,
+    even if nobody writes. The reply's ``wait`` then has ``timer_id`` and ``due_at`` too.
+
+    Raises ``TypeError`` when ``reason`` is not a string, ``ValueError`` for a bad time or
+    both ``seconds`` and ``until``.
 
     >>> wait("asked the owner which branch to use")  # doctest: +SKIP
+    >>> wait("check the build again", seconds=600)  # doctest: +SKIP
     """
     if not isinstance(reason, str):
         raise TypeError(f"cannot wait: reason must be a string (got {type(reason).__name__})")
-    raise WaitRequested(reason)
+    if seconds is not None and until is not None:
+        raise ValueError("cannot wait: give seconds or until, not both (got both)")
+    timer = None
+    if seconds is not None or until is not None:
+        from klbr.timers import due_params
+
+        timer = due_params(until, seconds=seconds, action="wait")
+    raise WaitRequested(reason, timer)
 
 
 @dataclass
@@ -142,6 +159,22 @@ async def _evaluate(code_obj: Any, ns: dict[str, Any]) -> Any:
     return result
 
 
+async def _arm_wait(result: CellResult, waited: WaitRequested) -> None:
+    """Set the durable timer of a timed ``wait()`` before the cell replies; a refusal is the
+    cell's error, so no turn ends waiting for a timer that does not exist."""
+    from klbr.timers import arm_wait
+
+    try:
+        armed = await arm_wait(waited.reason, waited.timer or {})
+    except asyncio.CancelledError:
+        result.outcome, result.wait = "cancelled", None
+    except BaseException as exc:  # noqa: BLE001 - reported as the cell's error
+        result.outcome, result.wait, result.error = "error", None, format_exception(exc)
+    else:
+        assert result.wait is not None
+        result.wait.update(timer_id=armed["timer_id"], due_at=armed["due_at"])
+
+
 async def run_cell(
     code: str,
     ns: dict[str, Any],
@@ -181,6 +214,8 @@ async def run_cell(
                 result.value = _cap_value(repr(value))
     except WaitRequested as waited:
         result.wait = {"reason": waited.reason}
+        if waited.timer is not None:
+            await _arm_wait(result, waited)
     except asyncio.CancelledError:
         result.outcome = "cancelled"
     except BaseException as exc:  # noqa: BLE001 - a cell's SystemExit must not end the kernel

@@ -10,22 +10,27 @@ from klbr.artifacts import read_artifact
 from klbr.behavior import behavior
 from klbr.cells import wait
 from klbr.discord import discord, ignore
+from klbr.jobs import jobs
+from klbr.llm import agent, llm
 from klbr.local import local
+from klbr.timers import timers
 
 __all__ = ["build_namespace"]
 
 
 def build_namespace() -> dict[str, Any]:
     """A fresh cell namespace: the workspace functions, ``workspace``, ``code``, ``local``,
-    ``discord``, ``ignore``, ``wait``, ``skills``, ``behavior`` and ``read_artifact``.
+    ``discord``, ``ignore``, ``wait``, ``skills``, ``behavior``, ``read_artifact``, ``timers``,
+    ``jobs``, ``llm`` and ``agent``.
 
     The workspace must already be bound (``klbr.workspace.bind``).
     """
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     for name in workspace.PRELUDE_NAMES:
         ns[name] = getattr(workspace, name)
-    ns.update(workspace=workspace, code=code, local=local, discord=discord, ignore=ignore, wait=wait, skills=skills,
-              behavior=behavior, read_artifact=read_artifact)
+    ns.update(workspace=workspace, code=code, local=local, discord=discord, ignore=ignore, wait=wait,
+              skills=skills, behavior=behavior, read_artifact=read_artifact, timers=timers, jobs=jobs,
+              llm=llm, agent=agent)
     return ns
 
 

@@ -9,7 +9,7 @@ import unittest
 from klbr.kernel import HANDLERS
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODULES = ["cells", "errors", "frames", "paths"]
+MODULES = ["cells", "errors", "frames", "paths", "timers", "jobs"]
 BEHAVIOR = ["attention.py", "context.py", "model.py", "turn.py"]
 
 

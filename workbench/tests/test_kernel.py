@@ -140,8 +140,8 @@ class InitTest(KernelCase):
         self.assertRegex(result["python"], r"^3\.\d+\.\d+")
         self.assertEqual(
             result["prelude"],
-            ["behavior", "code", "delete", "discord", "ignore", "local", "ls", "open_file", "read_artifact", "run", "search", "skills", "wait",
-             "workspace"],
+            ["agent", "behavior", "code", "delete", "discord", "ignore", "jobs", "llm", "local", "ls",
+             "open_file", "read_artifact", "run", "search", "skills", "timers", "wait", "workspace"],
         )
 
     async def test_init_refuses_bad_fields(self) -> None:

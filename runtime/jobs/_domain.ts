@@ -1,0 +1,235 @@
+/**
+ * Unattended work of one daemon, put together: the budgets, the timer scheduler, the job
+ * runner, child model calls, the RPCs of cells and jobs, the maintenance schedule, and what
+ * `status`, `/health` and the operator commands show of them.
+ *
+ * Everything it admits (fired timers, finished jobs) goes through the coordinator's one
+ * admission path, given as `admit`.
+ *
+ * @module
+ */
+
+import { getJob, jobCounts, listJobs } from "../../store/jobs.ts";
+import { failOpenModelCalls } from "../../store/model_calls.ts";
+import { listTimers, markTimerFired, timerCounts, type TimerRecord } from "../../store/timers.ts";
+import type { Store } from "../../store/store.ts";
+import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
+import type { EventBus, Logger } from "../core/mod.ts";
+import type { RpcHandler, SkillRoots } from "../kernel/mod.ts";
+import type { Provider } from "../model/mod.ts";
+import { Budget } from "./_budget.ts";
+import { runChildAgent } from "./_child_agent.ts";
+import { timerInput } from "./_inputs.ts";
+import { type AdmitFn, JobRunner } from "./_job_runner.ts";
+import { jobKernel, runCodeJob } from "./_job_workbench.ts";
+import { MaintenanceSchedule } from "./_maintenance.ts";
+import { childCall, meteredProvider, type ModelCallDeps } from "./_model_calls.ts";
+import { type RpcScope, unattendedHandlers } from "./_rpc.ts";
+import { type HostTimers, TimerScheduler } from "./_timers.ts";
+import { jobView, timerView } from "./_views.ts";
+
+/** What the domain is built from. */
+export interface JobsOptions {
+  store: Store;
+  bus: EventBus;
+  log: Logger;
+  python: string;
+  repoRoot: string;
+  skillRoots: SkillRoots;
+  provider: (route: string) => Provider;
+  budget: BudgetConfig;
+  cleanup: CleanupConfig;
+  /** How long one cell of a child agent may run. */
+  cellTimeoutMs: number;
+  /** The coordinator's admission path; `within` runs in the transaction that admits the input. */
+  admit: AdmitFn;
+  /** The session whose log records maintenance runs. */
+  maintenanceSession: string;
+  /** Host timers for the scheduler and maintenance; `setTimeout` unless a test injects its own. */
+  timers?: HostTimers;
+}
+
+const REAL_TIMERS: HostTimers = {
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: (handle) => clearTimeout(handle as number),
+};
+
+/**
+ * The daemon's timers, jobs, child calls and budgets.
+ *
+ * @example
+ * ```ts
+ * const jobs = new Jobs({ ...deps, admit: (session, input, within) => coordinator.admitUnattended(…) });
+ * jobs.startSession("default");
+ * const rpc = jobs.handlers({ session: "default", frame, release, workspace });
+ * ```
+ */
+export class Jobs {
+  /** The daemon's budgets. */
+  readonly budget: Budget;
+  readonly #o: JobsOptions;
+  readonly #scheduler: TimerScheduler;
+  readonly #runner: JobRunner;
+  readonly #maintenance: MaintenanceSchedule;
+  readonly #calls: ModelCallDeps;
+  #started = false;
+
+  /** Builds the parts; nothing runs until {@linkcode Jobs.startSession}. */
+  constructor(options: JobsOptions) {
+    this.#o = options;
+    const { store, bus, log } = options;
+    const timers = options.timers ?? REAL_TIMERS;
+    this.budget = new Budget(store, options.budget);
+    this.#calls = {
+      store,
+      bus,
+      provider: options.provider,
+      budget: this.budget,
+      overBudget: (job, spent) => this.#runner.overBudget(job, spent),
+    };
+    this.#scheduler = new TimerScheduler({ store, log, timers, fire: (t) => this.#fire(t) });
+    this.#runner = new JobRunner({
+      store,
+      bus,
+      log,
+      budget: this.budget,
+      admit: options.admit,
+      kernelFor: (job) =>
+        jobKernel(this.#workbenchDeps(), job, this.handlers(this.#jobScope(job.id))),
+      run: (job, kernel, signal) => this.#runJob(job.id, kernel, signal),
+    });
+    this.#maintenance = new MaintenanceSchedule({
+      store,
+      bus,
+      log,
+      cleanup: options.cleanup,
+      session: options.maintenanceSession,
+    }, timers);
+  }
+
+  /** The RPC handlers of a scope: a session's cells, or a job's workbench. */
+  handlers(scope: RpcScope): Record<string, RpcHandler> {
+    return unattendedHandlers({
+      ...this.#calls,
+      runner: this.#runner,
+      pokeTimers: () => this.#scheduler.poke(),
+    }, scope);
+  }
+
+  /** The agent's provider for `route`, metered against the hourly budgets. */
+  meter(route: string, scope: () => { session: string; frameId: string | null }): Provider {
+    return meteredProvider(this.#calls, route, scope);
+  }
+
+  /**
+   * Recovers a session's unattended work after a restart — calls left without an answer are
+   * `failed`, jobs left running are `interrupted` and announced — then fires every timer that
+   * fell due while the daemon was down and starts pending jobs. The first call also starts the
+   * timer scheduler and the maintenance schedule.
+   */
+  startSession(session: string): void {
+    failOpenModelCalls(this.#o.store, session, "the daemon restarted before the answer arrived");
+    this.#runner.recover(session);
+    if (!this.#started) {
+      this.#started = true;
+      this.#scheduler.start();
+      this.#maintenance.start();
+    } else {
+      this.#scheduler.poke();
+    }
+    this.#runner.pump();
+  }
+
+  /** Counts for `status` and `/health`: jobs running and pending, timers pending and due. */
+  status(session?: string): Record<string, number> {
+    const jobs = jobCounts(this.#o.store, session);
+    const timers = timerCounts(this.#o.store, this.#o.store.clock(), session);
+    return {
+      running_jobs: jobs.running,
+      pending_jobs: jobs.pending,
+      pending_timers: timers.pending,
+      due_timers: timers.due,
+    };
+  }
+
+  /** The operator's view of a session: its jobs and timers with their states. */
+  listing(session: string): Record<string, unknown> {
+    return {
+      session,
+      jobs: listJobs(this.#o.store, session).map((job) => jobView(job)),
+      timers: listTimers(this.#o.store, session, { all: true, limit: 50 }).map(timerView),
+      ...this.status(session),
+      budget: this.budget.status(),
+    };
+  }
+
+  /**
+   * Cancels a job for the operator; the agent is woken with its `cancelled` outcome.
+   *
+   * @throws {KlbrError} `not_found` for an unknown job.
+   */
+  async cancelJob(id: string, session?: string): Promise<Record<string, unknown>> {
+    const before = this.#runner.require(session, id);
+    const after = await this.#runner.cancel(session, id, "cancelled by the operator");
+    return {
+      ...jobView(after),
+      cancelled: before.state !== after.state && after.state === "cancelled",
+    };
+  }
+
+  /** Stops the scheduler and maintenance, and every job's group (reported `interrupted` next start). */
+  async shutdown(): Promise<void> {
+    this.#scheduler.stop();
+    await this.#maintenance.stop();
+    await this.#runner.shutdown();
+  }
+
+  #fire(timer: TimerRecord): boolean {
+    return this.#o.admit(
+      timer.session,
+      timerInput(timer),
+      (inputId) => markTimerFired(this.#o.store, timer.id, inputId),
+    );
+  }
+
+  #workbenchDeps() {
+    return {
+      store: this.#o.store,
+      python: this.#o.python,
+      repoRoot: this.#o.repoRoot,
+      skillRoots: this.#o.skillRoots,
+      runSlot: (signal: AbortSignal) => this.budget.processes.take(signal),
+    };
+  }
+
+  #jobScope(id: string): RpcScope {
+    const job = getJob(this.#o.store, id)!;
+    return {
+      session: job.session,
+      frame: () => null,
+      release: () => job.releaseId,
+      workspace: job.workspace,
+      job,
+    };
+  }
+
+  #runJob(id: string, kernel: Parameters<typeof runCodeJob>[2], signal: AbortSignal) {
+    const job = getJob(this.#o.store, id)!;
+    const artifactBytes = this.budget.artifactBytes;
+    if (job.kind === "code") {
+      return runCodeJob({ store: this.#o.store, artifactBytes }, job, kernel, signal);
+    }
+    return runChildAgent(
+      {
+        store: this.#o.store,
+        bus: this.#o.bus,
+        call: (request) => childCall(this.#calls, request),
+        cellTimeoutMs: Math.min(this.#o.cellTimeoutMs, job.budget.wall_time_ms),
+        artifactBytes,
+      },
+      job,
+      kernel,
+      signal,
+    );
+  }
+}

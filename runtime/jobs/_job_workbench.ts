@@ -1,0 +1,156 @@
+/**
+ * A job's own workbench: a kernel supervisor of its own (its own process group, heap and
+ * generation), pinned to the release and the workspace recorded on the job, and the code job's
+ * one cell run in it under the job's wall time.
+ *
+ * @module
+ */
+
+import { type ArtifactRef, spoolArtifact } from "../../store/artifacts.ts";
+import { type JobEnd, type JobRecord, setJobPid } from "../../store/jobs.ts";
+import { getRelease } from "../../store/releases.ts";
+import type { Store } from "../../store/store.ts";
+import { KlbrError } from "../core/mod.ts";
+import {
+  type CellResult,
+  KernelSupervisor,
+  type RpcHandler,
+  type SkillRoots,
+} from "../kernel/mod.ts";
+import type { Release } from "./_slots.ts";
+
+/** How a job ended: its final state, the cause, and what it ended with. */
+export interface JobEnding {
+  state: JobEnd;
+  cause: string;
+  result: Record<string, unknown>;
+}
+
+/** What a job's workbench is built from. */
+export interface JobWorkbenchDeps {
+  store: Store;
+  python: string;
+  repoRoot: string;
+  skillRoots: SkillRoots;
+  /** Waits for a process slot before each `workspace.run` of the job. */
+  runSlot: (signal: AbortSignal) => Promise<Release>;
+}
+
+/**
+ * Builds the job's kernel supervisor; nothing is spawned until its first cell. Its generation
+ * is the job's, recorded as the job's pid, never as a generation of the session.
+ *
+ * @throws {KlbrError} `not_found` when the pinned release was never recorded.
+ */
+export function jobKernel(
+  deps: JobWorkbenchDeps,
+  job: JobRecord,
+  rpc: Record<string, RpcHandler>,
+): KernelSupervisor {
+  const release = getRelease(deps.store, job.releaseId);
+  if (release === undefined) {
+    throw new KlbrError(
+      "not_found",
+      `cannot start job ${job.id}: its release was never recorded (got ${job.releaseId})`,
+    );
+  }
+  return new KernelSupervisor({
+    python: deps.python,
+    session: job.session,
+    workspace: job.workspace,
+    repoRoot: deps.repoRoot,
+    skillRoots: deps.skillRoots,
+    behavior: () => ({ revision: release.id, path: release.path }),
+    recordGeneration: (record) => setJobPid(deps.store, job.id, record.pid),
+    rpc,
+    runSlot: deps.runSlot,
+  });
+}
+
+/**
+ * Ends the job's workbench now: no new generation may start, and the live one's whole process
+ * group is killed (its running cell ends `killed`). Resolves when the group is dead.
+ */
+export async function stopJobKernel(kernel: KernelSupervisor, reason: string): Promise<void> {
+  const current = kernel.current;
+  const closing = kernel.shutdown();
+  await current?.kill(reason);
+  await closing;
+}
+
+/** Output longer than this is spooled whole to an artifact; the result keeps an excerpt. */
+const SPOOL_ABOVE_CHARS = 8_192;
+
+async function spool(
+  stateDir: string,
+  text: string,
+  budgetBytes: number,
+): Promise<{ text: string; artifact?: ArtifactRef }> {
+  if (text.length <= SPOOL_ABOVE_CHARS) return { text };
+  const artifact = await spoolArtifact(stateDir, new TextEncoder().encode(text), budgetBytes);
+  return {
+    text: `${text.slice(0, 4_000)}\n[… ${text.length - 6_000} characters not shown; all ` +
+      `${artifact.bytes} bytes are in artifact ${artifact.id} …]\n${text.slice(-2_000)}`,
+    artifact,
+  };
+}
+
+/** A cell's result as a job records it, long output spooled to artifacts. */
+export async function jobCellResult(
+  stateDir: string,
+  result: CellResult,
+  artifactBytes: number,
+): Promise<Record<string, unknown>> {
+  const stdout = await spool(stateDir, result.stdout, artifactBytes);
+  const stderr = await spool(stateDir, result.stderr, artifactBytes);
+  return {
+    outcome: result.outcome,
+    value: result.value,
+    stdout: stdout.text,
+    stderr: stderr.text,
+    ...(stdout.artifact ? { stdout_artifact: stdout.artifact.id } : {}),
+    ...(stderr.artifact ? { stderr_artifact: stderr.artifact.id } : {}),
+    error: result.error,
+    duration_ms: Math.round(result.duration_ms),
+  };
+}
+
+/**
+ * Runs a code job's one cell in its workbench, under the wall time it has left, and says how the
+ * job ended: `done`, `failed` (it raised, or the workbench died), `over_budget` (wall time).
+ * A cancellation or another budget's end is decided by the runner, which aborts `signal`.
+ */
+export async function runCodeJob(
+  deps: { store: Store; artifactBytes: number },
+  job: JobRecord,
+  kernel: KernelSupervisor,
+  signal: AbortSignal,
+): Promise<JobEnding> {
+  await kernel.ready();
+  const started = job.startedAt ?? deps.store.clock();
+  const left = Math.max(1, job.budget.wall_time_ms - (deps.store.clock() - started));
+  const cell = await kernel.execute(job.id, job.code, { timeoutMs: left, signal });
+  const result = await jobCellResult(deps.store.stateDir, cell, deps.artifactBytes);
+  switch (cell.outcome) {
+    case "ok":
+      return { state: "done", cause: "its code finished", result };
+    case "error":
+      return {
+        state: "failed",
+        cause: `its code raised ${cell.error?.type ?? "an error"}: ${cell.error?.message ?? ""}`,
+        result,
+      };
+    case "timed_out":
+      return {
+        state: "over_budget",
+        cause: `wall_time: ran for its whole ${job.budget.wall_time_ms} ms and was killed`,
+        result,
+      };
+    default:
+      return {
+        state: "failed",
+        cause: `its workbench ended: ${cell.error?.message ?? cell.outcome}`,
+        result,
+      };
+  }
+}

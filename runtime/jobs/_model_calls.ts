@@ -1,0 +1,260 @@
+/**
+ * Model requests under the budgets: the child calls of `llm()` and of child agents, and the
+ * agent's own turns (through {@linkcode meteredProvider}). Each request is recorded in
+ * `model_calls` with its causation (frame, cell, job) before it leaves and finished with its
+ * usage after; the usage is drawn from the job that asked and every job above it.
+ *
+ * @module
+ */
+
+import { drawJobUsage, getJob, type JobRecord } from "../../store/jobs.ts";
+import { finishModelCall, startModelCall } from "../../store/model_calls.ts";
+import { appendEvent } from "../../store/events.ts";
+import type { Store } from "../../store/store.ts";
+import { type EventBus, KlbrError } from "../core/mod.ts";
+import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
+import {
+  type Budget,
+  budgetChain,
+  describeExhaustion,
+  type Exhaustion,
+  jobExhaustion,
+} from "./_budget.ts";
+
+/** What caused a model request: the session, and the frame, cell or job it ran for. */
+export interface Causation {
+  session: string;
+  frameId: string | null;
+  cellId: string | null;
+  jobId: string | null;
+}
+
+/** What the model calls need. */
+export interface ModelCallDeps {
+  store: Store;
+  bus: EventBus;
+  provider: (route: string) => Provider;
+  budget: Budget;
+  /** Ends a job whose own limit is spent with `over_budget`; the job runner owns jobs. */
+  overBudget: (job: JobRecord, spent: Exhaustion) => void;
+}
+
+/** One child request. */
+export interface ChildRequest {
+  causation: Causation;
+  kind: "llm" | "agent";
+  route: string;
+  messages: ChatMessage[];
+  /** What is recorded as the request (the prompt, or a step summary). */
+  summary: Record<string, unknown>;
+  maxTokens?: number;
+  /** Tokens this one call may use at most. */
+  callTokens?: number;
+  toolChoice?: "auto" | "none";
+  signal?: AbortSignal;
+}
+
+/** A finished child request. */
+export interface ChildReply {
+  callId: string;
+  turn: ProviderTurn;
+  tokens: number;
+}
+
+const announced = new WeakMap<Budget, Set<string>>();
+
+/** Records a spent limit once per limit and freeing time, so a paused session is not flooded. */
+export function recordExhaustion(
+  deps: { store: Store; bus: EventBus; budget: Budget },
+  session: string,
+  spent: Exhaustion,
+  effect: string,
+): void {
+  const seen = announced.get(deps.budget) ?? new Set<string>();
+  announced.set(deps.budget, seen);
+  const key = `${session}|${spent.what}|${spent.until}`;
+  if (seen.has(key)) return;
+  seen.add(key);
+  appendEvent(deps.store, session, "budget.exhausted", {
+    what: spent.what,
+    limit: spent.limit,
+    used: spent.used,
+    until: spent.until === null ? null : new Date(spent.until).toISOString(),
+    effect,
+  });
+  deps.bus.wake(session);
+}
+
+function overBudgetError(action: string, spent: Exhaustion): KlbrError {
+  return new KlbrError(
+    "over_budget",
+    `cannot ${action}: the budget is spent (got ${describeExhaustion(spent)})`,
+  );
+}
+
+/**
+ * Checks the budgets a child request draws from: the daemon's hour, and the asking job's and
+ * its parents' limits. A job whose own limit is spent is ended `over_budget`.
+ *
+ * @throws {KlbrError} `over_budget` naming the limit and, for the hour, when it frees.
+ */
+function checkBudgets(deps: ModelCallDeps, causation: Causation): JobRecord[] {
+  const hourly = deps.budget.exhausted();
+  if (hourly !== undefined) {
+    recordExhaustion(deps, causation.session, hourly, "llm() and child agents are refused");
+    throw overBudgetError("call the model", hourly);
+  }
+  const job = causation.jobId === null ? undefined : getJob(deps.store, causation.jobId);
+  const chain = job === undefined ? [] : budgetChain(job, (id) => getJob(deps.store, id));
+  for (const link of chain) {
+    const spent = jobExhaustion(link);
+    if (spent !== undefined) {
+      deps.overBudget(link, spent);
+      throw overBudgetError(`call the model for job ${link.id}`, spent);
+    }
+  }
+  return chain;
+}
+
+/**
+ * Makes one child model request under the budgets and records it with its causation.
+ *
+ * When it returns the call is recorded `done` with its usage, and the usage is drawn from the
+ * asking job and its parents; a job pushed over its token or request limit is ended
+ * `over_budget`. A failed request is recorded `failed` and still counts one request. Proven by
+ * "`llm()` is recorded with its causation and drawn from the job's budget" in
+ * `tests/runtime/jobs/jobs_daemon.test.ts` and `tests/runtime/jobs/model_calls.test.ts`.
+ *
+ * @throws {KlbrError} `over_budget` before any request when a budget is spent;
+ *   `provider_failed` from the provider.
+ */
+export async function childCall(deps: ModelCallDeps, request: ChildRequest): Promise<ChildReply> {
+  const chain = checkBudgets(deps, request.causation);
+  const left = chain.map((job) => job.budget.tokens - job.tokensUsed);
+  const caps = [request.maxTokens, request.callTokens, ...left].filter((n) => n !== undefined);
+  const maxTokens = caps.length ? Math.max(1, Math.min(...(caps as number[]))) : undefined;
+  const { session, frameId, cellId, jobId } = request.causation;
+  const callId = startModelCall(deps.store, {
+    session,
+    kind: request.kind,
+    route: request.route,
+    frameId,
+    cellId,
+    jobId,
+    request: { ...request.summary, max_tokens: maxTokens ?? null },
+  });
+  let turn: ProviderTurn;
+  try {
+    turn = await deps.provider(request.route).streamChat(
+      { messages: request.messages, toolChoice: request.toolChoice, maxTokens },
+      { signal: request.signal },
+    );
+  } catch (error) {
+    finishModelCall(deps.store, callId, { state: "failed", error: String(error) });
+    draw(deps, chain, 0);
+    deps.bus.wake(session);
+    throw error;
+  }
+  const { promptTokens = 0, completionTokens = 0 } = turn.usage;
+  finishModelCall(deps.store, callId, {
+    state: "done",
+    response: {
+      text: turn.text,
+      tool_calls: turn.toolCalls.length,
+      finish_reason: turn.finishReason,
+    },
+    promptTokens: turn.usage.promptTokens,
+    completionTokens: turn.usage.completionTokens,
+  });
+  draw(deps, chain, promptTokens + completionTokens);
+  deps.bus.wake(session);
+  return { callId, turn, tokens: promptTokens + completionTokens };
+}
+
+/** Draws one request of `tokens` from each job of `chain`; ends those pushed over a limit. */
+function draw(deps: ModelCallDeps, chain: JobRecord[], tokens: number): void {
+  if (chain.length === 0) return;
+  const after = drawJobUsage(deps.store, chain.map((job) => job.id), { requests: 1, tokens });
+  for (const job of after) {
+    if (job.state !== "running" && job.state !== "pending") continue;
+    if (job.tokensUsed > job.budget.tokens) {
+      deps.overBudget(job, {
+        what: "job tokens",
+        limit: job.budget.tokens,
+        used: job.tokensUsed,
+        until: null,
+      });
+    } else if (job.requestsUsed > job.budget.model_requests) {
+      deps.overBudget(job, {
+        what: "job model_requests",
+        limit: job.budget.model_requests,
+        used: job.requestsUsed,
+        until: null,
+      });
+    }
+  }
+}
+
+/** Resolves at `until` (ms, by the store's clock) or rejects when `signal` aborts. */
+function pauseUntil(store: Store, until: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(done, Math.max(0, until - store.clock()));
+    function done() {
+      signal?.removeEventListener("abort", aborted);
+      resolve();
+    }
+    function aborted() {
+      clearTimeout(timer);
+      reject(signal?.reason ?? new Error("aborted"));
+    }
+    if (signal?.aborted) return aborted();
+    signal?.addEventListener("abort", aborted, { once: true });
+  });
+}
+
+/**
+ * The agent's own provider for one route, metered: each request of a turn is recorded in
+ * `model_calls` (kind `turn`, with its frame) and counts against the daemon's hourly budgets.
+ * While an hourly limit is spent, the next request waits until it frees, with one
+ * `budget.exhausted` record; the operator's stop aborts the wait. Inputs keep being admitted.
+ */
+export function meteredProvider(
+  deps: Omit<ModelCallDeps, "overBudget">,
+  route: string,
+  scope: () => { session: string; frameId: string | null },
+): Provider {
+  const inner = deps.provider(route);
+  return {
+    route: inner.route,
+    async streamChat(request, options = {}) {
+      const { session, frameId } = scope();
+      for (
+        let spent = deps.budget.exhausted();
+        spent !== undefined;
+        spent = deps.budget.exhausted()
+      ) {
+        recordExhaustion(deps, session, spent, "the agent's next model request waits");
+        await pauseUntil(deps.store, spent.until ?? deps.store.clock() + 60_000, options.signal);
+      }
+      const callId = startModelCall(deps.store, {
+        session,
+        kind: "turn",
+        route,
+        frameId,
+        request: { messages: request.messages.length },
+      });
+      try {
+        const turn = await inner.streamChat(request, options);
+        finishModelCall(deps.store, callId, {
+          state: "done",
+          promptTokens: turn.usage.promptTokens,
+          completionTokens: turn.usage.completionTokens,
+        });
+        return turn;
+      } catch (error) {
+        finishModelCall(deps.store, callId, { state: "failed", error: String(error) });
+        throw error;
+      }
+    },
+  };
+}

@@ -1,0 +1,15 @@
+/**
+ * Unattended work: durable timers that wake the agent, jobs in workbenches of their own,
+ * child model calls (`llm()`, `agent()`), the budgets that govern them, and the cleanup
+ * policy. See `docs/jobs.md` for every guarantee and the test that proves it.
+ *
+ * @module
+ */
+
+export { type Exhaustion, HOUR_MS } from "./_budget.ts";
+export { Jobs, type JobsOptions } from "./_domain.ts";
+export type { UnattendedInput } from "./_inputs.ts";
+export type { AdmitFn } from "./_job_runner.ts";
+export { type MaintenanceReport, runMaintenance } from "./_maintenance.ts";
+export type { RpcScope } from "./_rpc.ts";
+export { type HostTimers, TimerScheduler } from "./_timers.ts";
