@@ -1,6 +1,6 @@
 /**
  * The klbr command line: `init | doctor | serve (default) | status | reset | compact | drain |
- * stop | activate | example`.
+ * stop | activate | jobs | cancel-job | example`.
  *
  * @module
  */
@@ -30,6 +30,8 @@ commands:
   stop <session>        operator: stop the session's work now
   activate <session> <epoch> <release-path>
                         operator: switch behaviour by epoch compare-and-swap
+  jobs [session]        operator: list jobs and timers with their states, and the budgets
+  cancel-job <job-id>   operator: cancel a job (its process group is killed)
 
 options:
   --state DIR           state directory (default ./.klbr, or KLBR_STATE_DIR)
@@ -116,7 +118,9 @@ export async function main(args: string[]): Promise<number> {
     case "compact":
     case "drain":
     case "stop":
-    case "activate": {
+    case "activate":
+    case "jobs":
+    case "cancel-job": {
       const { runOperatorCommand } = await import("./runtime/operator/mod.ts");
       return await runOperatorCommand(command, rest, {
         stateDir,

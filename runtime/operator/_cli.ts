@@ -1,7 +1,7 @@
 /**
  * The operator commands of the CLI (`status`, `reset`, `compact`, `drain`, `stop`,
- * `activate`): a native client of the daemon's v2 socket, authorised by the token in the
- * state directory.
+ * `activate`, `jobs`, `cancel-job`): a native client of the daemon's v2 socket, authorised by
+ * the token in the state directory.
  *
  * @module
  */
@@ -52,8 +52,29 @@ export async function runOperatorCommand(
     return 1;
   }
   const result = reply.kind === "op.result" ? reply.result : reply;
-  console.log(options.json ? JSON.stringify(result) : JSON.stringify(result, null, 2));
+  if (!options.json && command === "jobs") console.log(formatJobs(result));
+  else console.log(options.json ? JSON.stringify(result) : JSON.stringify(result, null, 2));
   return 0;
+}
+
+/** `klbr jobs` for a person: one line per job and per timer, then the counts and budgets. */
+function formatJobs(result: Record<string, unknown>): string {
+  const jobs = (result.jobs ?? []) as Record<string, unknown>[];
+  const timers = (result.timers ?? []) as Record<string, unknown>[];
+  const budget = (result.budget ?? {}) as { over_budget?: Record<string, unknown>[] };
+  const lines = [
+    `jobs of ${result.session}: ${result.running_jobs} running, ${result.pending_jobs} pending`,
+    ...jobs.map((j) =>
+      `  ${j.job_id}  ${String(j.state).padEnd(11)} ${j.kind} "${j.name}"  ${j.cause}  ` +
+      `(${j.requests_used} requests, ${j.tokens_used} tokens)`
+    ),
+    `timers: ${result.pending_timers} pending, ${result.due_timers} due`,
+    ...timers.map((t) => `  ${t.timer_id}  ${String(t.state).padEnd(9)} due ${t.due}  ${t.note}`),
+    ...(budget.over_budget ?? []).map((e) =>
+      `over budget: ${e.what} ${e.used} of ${e.limit}, frees at ${e.until}`
+    ),
+  ];
+  return lines.join("\n");
 }
 
 function buildMessage(command: string, args: string[]): Record<string, unknown> {
@@ -68,6 +89,11 @@ function buildMessage(command: string, args: string[]): Record<string, unknown> 
   switch (command) {
     case "status":
       return { kind: "op.status", session: args[0] };
+    case "jobs":
+      return { kind: "op.jobs", session: args[0] ?? "default" };
+    case "cancel-job":
+      need(1, "cancel-job <job-id>");
+      return { kind: "op.cancel_job", job: args[0] };
     case "activate": {
       need(3, "activate <session> <epoch> <release-path>");
       const epoch = Number(args[1]);
