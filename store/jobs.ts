@@ -351,7 +351,7 @@ export function jobCounts(store: Store, session?: string): { pending: number; ru
        coalesce(sum(state = 'running'), 0) AS running
      FROM jobs WHERE state IN ('pending', 'running') AND (? IS NULL OR session_id = ?)`,
   ).get(session ?? null, session ?? null) as { pending: number; running: number };
-  return row;
+  return { pending: row.pending, running: row.running };
 }
 
 /** The jobs a cell started, oldest first: an effect of that cell. */

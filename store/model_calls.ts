@@ -218,10 +218,11 @@ export function modelUsageSince(
   store: Store,
   since: number,
 ): { at: number; tokens: number }[] {
-  return store.statement(
+  const rows = store.statement(
     `SELECT created_at AS at, coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0) AS tokens
      FROM model_calls WHERE created_at >= ? ORDER BY created_at, id`,
   ).all(since) as { at: number; tokens: number }[];
+  return rows.map((row) => ({ at: row.at, tokens: row.tokens }));
 }
 
 /** The model calls a cell made (directly, not through a job), oldest first. */

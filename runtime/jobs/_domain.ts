@@ -25,7 +25,7 @@ import { jobKernel, runCodeJob } from "./_job_workbench.ts";
 import { MaintenanceSchedule } from "./_maintenance.ts";
 import { childCall, meteredProvider, type ModelCallDeps } from "./_model_calls.ts";
 import { type RpcScope, unattendedHandlers } from "./_rpc.ts";
-import { type HostTimers, TimerScheduler } from "./_timers.ts";
+import { type HostTimers, REAL_TIMERS, TimerScheduler } from "./_timers.ts";
 import { jobView, timerView } from "./_views.ts";
 
 /** What the domain is built from. */
@@ -48,11 +48,6 @@ export interface JobsOptions {
   /** Host timers for the scheduler and maintenance; `setTimeout` unless a test injects its own. */
   timers?: HostTimers;
 }
-
-const REAL_TIMERS: HostTimers = {
-  set: (fn, ms) => setTimeout(fn, ms),
-  clear: (handle) => clearTimeout(handle as number),
-};
 
 /**
  * The daemon's timers, jobs, child calls and budgets.
@@ -86,6 +81,7 @@ export class Jobs {
       provider: options.provider,
       budget: this.budget,
       overBudget: (job, spent) => this.#runner.overBudget(job, spent),
+      timers,
     };
     this.#scheduler = new TimerScheduler({ store, log, timers, fire: (t) => this.#fire(t) });
     this.#runner = new JobRunner({

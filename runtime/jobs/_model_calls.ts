@@ -20,6 +20,7 @@ import {
   type Exhaustion,
   jobExhaustion,
 } from "./_budget.ts";
+import { type HostTimers, REAL_TIMERS } from "./_timers.ts";
 
 /** What caused a model request: the session, and the frame, cell or job it ran for. */
 export interface Causation {
@@ -37,6 +38,8 @@ export interface ModelCallDeps {
   budget: Budget;
   /** Ends a job whose own limit is spent with `over_budget`; the job runner owns jobs. */
   overBudget: (job: JobRecord, spent: Exhaustion) => void;
+  /** Host timers for a paused turn; `setTimeout` unless a test injects its own. */
+  timers?: HostTimers;
 }
 
 /** One child request. */
@@ -196,15 +199,20 @@ function draw(deps: ModelCallDeps, chain: JobRecord[], tokens: number): void {
 }
 
 /** Resolves at `until` (ms, by the store's clock) or rejects when `signal` aborts. */
-function pauseUntil(store: Store, until: number, signal: AbortSignal | undefined): Promise<void> {
+function pauseUntil(
+  deps: { store: Store; timers?: HostTimers },
+  until: number,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const timers = deps.timers ?? REAL_TIMERS;
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(done, Math.max(0, until - store.clock()));
+    const timer = timers.set(done, Math.max(0, until - deps.store.clock()));
     function done() {
       signal?.removeEventListener("abort", aborted);
       resolve();
     }
     function aborted() {
-      clearTimeout(timer);
+      timers.clear(timer);
       reject(signal?.reason ?? new Error("aborted"));
     }
     if (signal?.aborted) return aborted();
@@ -234,7 +242,7 @@ export function meteredProvider(
         spent = deps.budget.exhausted()
       ) {
         recordExhaustion(deps, session, spent, "the agent's next model request waits");
-        await pauseUntil(deps.store, spent.until ?? deps.store.clock() + 60_000, options.signal);
+        await pauseUntil(deps, spent.until ?? deps.store.clock() + 60_000, options.signal);
       }
       const callId = startModelCall(deps.store, {
         session,

@@ -40,7 +40,8 @@ export interface TimerSchedulerOptions {
   timers?: HostTimers;
 }
 
-const REAL_TIMERS: HostTimers = {
+/** The host's own timers. */
+export const REAL_TIMERS: HostTimers = {
   set: (fn, ms) => setTimeout(fn, ms),
   clear: (handle) => clearTimeout(handle as number),
 };

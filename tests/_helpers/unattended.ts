@@ -1,0 +1,89 @@
+/**
+ * Fixtures for the tests of unattended work: a store in a temp dir with a controllable clock,
+ * a recorded release, a kernel generation with a cell (so rows can name their cell), and an
+ * admission like the coordinator's (the input and `within` in one transaction).
+ *
+ * @module
+ */
+
+import { admitInput } from "../../store/inputs.ts";
+import { startCell } from "../../store/cells.ts";
+import { startGeneration } from "../../store/kernel_generations.ts";
+import { recordRelease } from "../../store/releases.ts";
+import { ensureSession } from "../../store/sessions.ts";
+import { openStore, type Store } from "../../store/store.ts";
+import type { UnattendedInput } from "../../runtime/jobs/mod.ts";
+
+/** A store whose clock the test sets: `clock.now` is the time every write sees. */
+export interface ClockedStore {
+  store: Store;
+  dir: string;
+  clock: { now: number };
+  /** Closes the store and opens it again on the same directory, as a restart does. */
+  reopen(): Store;
+}
+
+/** The release id the fixtures record. */
+export const RELEASE = "a".repeat(64);
+
+/** Runs `fn` with a fresh store (session `default`, one release), then removes everything. */
+export async function withClockedStore(
+  fn: (s: ClockedStore) => void | Promise<void>,
+  start = 1_700_000_000_000,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "klbr-unattended-" });
+  const clock = { now: start };
+  const open = () => openStore(dir, { clock: () => clock.now });
+  const s: ClockedStore = {
+    store: open(),
+    dir,
+    clock,
+    reopen() {
+      s.store.close();
+      s.store = open();
+      return s.store;
+    },
+  };
+  try {
+    ensureSession(s.store);
+    recordRelease(s.store, {
+      id: RELEASE,
+      path: `${dir}/releases/${RELEASE}`,
+      fileCount: 1,
+      byteCount: 1,
+    });
+    await fn(s);
+  } finally {
+    s.store.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** Records a kernel generation and one cell in it; returns the cell id. */
+export function someCell(store: Store, session = "default"): string {
+  const { generation } = startGeneration(store, {
+    session,
+    reason: "test",
+    skillsRevision: "s",
+    behaviorRevision: null,
+  });
+  return startCell(store, { session, generation, code: "pass" }).cellId;
+}
+
+/**
+ * Admits like the coordinator: the input and `within` commit together; returns `false` (and
+ * writes nothing) while `open.value` is false.
+ */
+export function testAdmit(store: Store, open = { value: true }) {
+  const admitted: string[] = [];
+  const admit = (session: string, input: UnattendedInput, within: (inputId: string) => void) => {
+    if (!open.value) return false;
+    store.transaction(() => {
+      const result = admitInput(store, { session, ...input });
+      within(result.inputId);
+      admitted.push(result.inputId);
+    });
+    return true;
+  };
+  return { admit, admitted, open };
+}
