@@ -24,6 +24,8 @@ export class SerialRunner {
   #work: () => Promise<void>;
   #running: Promise<void> | undefined;
   #again = false;
+  #started = 0;
+  #ended = 0;
 
   /** Creates a runner for `work`; nothing runs until {@linkcode SerialRunner.run}. */
   constructor(work: () => Promise<void>) {
@@ -44,10 +46,10 @@ export class SerialRunner {
       this.#again = true;
       return this.#running;
     }
-    this.#running = this.#chain().finally(() => {
-      this.#running = undefined;
-    });
-    return this.#running;
+    const chain = this.#chain(++this.#started);
+    // A chain whose work threw at once has already ended and cleared itself.
+    if (this.#ended !== this.#started) this.#running = chain;
+    return chain;
   }
 
   /** Resolves when no run is in progress or owed; never rejects. */
@@ -55,10 +57,17 @@ export class SerialRunner {
     await this.#running?.catch(() => {});
   }
 
-  async #chain(): Promise<void> {
-    do {
-      this.#again = false;
-      await this.#work();
-    } while (this.#again);
+  async #chain(run: number): Promise<void> {
+    try {
+      do {
+        this.#again = false;
+        await this.#work();
+      } while (this.#again);
+    } finally {
+      // Cleared the moment the last pass ends, not a microtask later: a request arriving in
+      // between would otherwise be merged into a chain that is no longer looking at it.
+      this.#ended = run;
+      this.#running = undefined;
+    }
   }
 }

@@ -70,3 +70,37 @@ Deno.test("`SerialRunner.run()` rejects with the work's error and runs again whe
   await runner.run();
   assert.equal(runs, 2);
 });
+
+Deno.test("`SerialRunner.run()` right after the last pass ended starts a new run, never loses it", async () => {
+  // The request lands in the microtask after the chain's last pass has seen no request: a
+  // runner that clears itself a microtask later would merge it into the ending chain and drop it.
+  let runs = 0;
+  let again: Promise<void> | undefined;
+  const runner = new SerialRunner(() => {
+    runs++;
+    const done = Promise.resolve();
+    if (runs === 1) {
+      done.then(() => {}).then(() => {
+        again = runner.run();
+      });
+    }
+    return done;
+  });
+  await runner.run();
+  for (let i = 0; i < 10 && again === undefined; i++) await Promise.resolve();
+  await again;
+  assert.equal(runs, 2);
+  assert.equal(runner.running, false);
+});
+
+Deno.test("`SerialRunner.run()` whose work throws at once leaves the runner free", async () => {
+  let runs = 0;
+  const runner = new SerialRunner(() => {
+    runs++;
+    throw new Error("at once");
+  });
+  await assert.rejects(runner.run(), /at once/);
+  assert.equal(runner.running, false);
+  await assert.rejects(runner.run(), /at once/);
+  assert.equal(runs, 2);
+});
