@@ -93,6 +93,7 @@ export class Jobs {
       kernelFor: (job) =>
         jobKernel(this.#workbenchDeps(), job, this.handlers(this.#jobScope(job.id))),
       run: (job, kernel, signal) => this.#runJob(job.id, kernel, signal),
+      timers,
     });
     this.#maintenance = new MaintenanceSchedule({
       store,

@@ -33,6 +33,7 @@ import { describeExhaustion } from "./_budget.ts";
 import { jobInput, type UnattendedInput } from "./_inputs.ts";
 import { type JobEnding, stopJobKernel } from "./_job_workbench.ts";
 import type { Release } from "./_slots.ts";
+import type { HostTimers } from "./_timers.ts";
 
 /** Admits an input through the coordinator; `within` runs in its transaction. */
 export type AdmitFn = (
@@ -52,6 +53,8 @@ export interface JobRunnerDeps {
   kernelFor: (job: JobRecord) => KernelSupervisor;
   /** Runs a started job in its workbench and says how it ended. */
   run: (job: JobRecord, kernel: KernelSupervisor, signal: AbortSignal) => Promise<JobEnding>;
+  /** Host timers for each job's wall time. */
+  timers: HostTimers;
 }
 
 interface LiveJob {
@@ -276,11 +279,11 @@ export class JobRunner {
     let ending: JobEnding;
     try {
       live.kernel = this.#d.kernelFor(job);
-      const wall = setTimeout(() => this.#wallTimeSpent(job), job.budget.wall_time_ms);
+      const wall = this.#d.timers.set(() => this.#wallTimeSpent(job), job.budget.wall_time_ms);
       try {
         ending = await this.#d.run(job, live.kernel, live.abort.signal);
       } finally {
-        clearTimeout(wall);
+        this.#d.timers.clear(wall);
       }
     } catch (error) {
       ending = { state: "failed", cause: `the runtime could not run it: ${error}`, result: {} };

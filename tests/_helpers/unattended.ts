@@ -8,6 +8,7 @@
 
 import { admitInput } from "../../store/inputs.ts";
 import { startCell } from "../../store/cells.ts";
+import { acceptFrame } from "../../store/frames.ts";
 import { startGeneration } from "../../store/kernel_generations.ts";
 import { recordRelease } from "../../store/releases.ts";
 import { ensureSession } from "../../store/sessions.ts";
@@ -59,15 +60,36 @@ export async function withClockedStore(
   }
 }
 
-/** Records a kernel generation and one cell in it; returns the cell id. */
-export function someCell(store: Store, session = "default"): string {
+/** Records a kernel generation and one cell in it (in `frameId`, if given); returns its id. */
+export function someCell(store: Store, session = "default", frameId: string | null = null): string {
   const { generation } = startGeneration(store, {
     session,
     reason: "test",
     skillsRevision: "s",
     behaviorRevision: null,
   });
-  return startCell(store, { session, generation, code: "pass" }).cellId;
+  return startCell(store, { session, generation, code: "pass", frameId }).cellId;
+}
+
+let inputs = 0;
+
+/** Admits a local input and accepts a frame for it, routed to `local:default`; returns its id. */
+export function someFrame(store: Store, session = "default"): string {
+  const input = admitInput(store, {
+    session,
+    sourceKind: "local",
+    dedupeKey: `local:test:${++inputs}`,
+    conversationId: "local:default",
+    author: "owner",
+    body: "hi",
+  });
+  return acceptFrame(store, {
+    session,
+    inputIds: [input.inputId],
+    routing: { conversations: ["local:default"] },
+    contextEpoch: 0,
+    policyRevision: RELEASE,
+  }).frameId;
 }
 
 /**

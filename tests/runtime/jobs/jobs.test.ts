@@ -1,0 +1,440 @@
+// The jobs domain through its face: real SQLite with an injected clock, real Python workbenches
+// for jobs, a fake provider (an object of functions that counts its calls) and manual host
+// timers, so budgets and wall time are driven without waiting.
+
+import assert from "node:assert/strict";
+import { readEventsOfKind } from "../../../store/events.ts";
+import { getJob, type JobRecord, listJobs } from "../../../store/jobs.ts";
+import { getModelCall, modelCallsOfJob } from "../../../store/model_calls.ts";
+import { moveJob } from "../../../store/jobs.ts";
+import { getInput, pendingInputs } from "../../../store/inputs.ts";
+import { EventBus, KlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
+import { parseConfig } from "../../../runtime/config/mod.ts";
+import { processGroupAlive, type RpcContext, skillRoots } from "../../../runtime/kernel/mod.ts";
+import type { ChatMessage, Provider, ProviderTurn } from "../../../runtime/model/mod.ts";
+import { Jobs, type RpcScope } from "../../../runtime/jobs/mod.ts";
+import { REPO_ROOT } from "../../_helpers/daemon.ts";
+import { ManualTimers } from "../../_helpers/fake_timers.ts";
+import {
+  type ClockedStore,
+  RELEASE,
+  someCell,
+  someFrame,
+  testAdmit,
+  withClockedStore,
+} from "../../_helpers/unattended.ts";
+
+type Reply = Partial<ProviderTurn> & { text?: string };
+
+/** A provider whose answers come from `answer`; every request is kept. */
+function fakeProvider(answer: (messages: ChatMessage[], n: number) => Reply) {
+  const requests: { route: string; messages: ChatMessage[]; maxTokens?: number }[] = [];
+  const provider = (route: string): Provider => ({
+    route: { name: route } as unknown as Provider["route"],
+    streamChat: (request) => {
+      requests.push({ route, messages: [...request.messages], maxTokens: request.maxTokens });
+      const reply = answer(request.messages, requests.length);
+      return Promise.resolve({
+        text: reply.text ?? "",
+        textPartial: false,
+        toolCalls: reply.toolCalls ?? [],
+        finishReason: "stop",
+        usage: reply.usage ?? { promptTokens: 100, completionTokens: 20 },
+      });
+    },
+  });
+  return { provider, requests };
+}
+
+interface Domain {
+  jobs: Jobs;
+  timers: ManualTimers;
+  admitted: string[];
+  requests: ReturnType<typeof fakeProvider>["requests"];
+  scope: RpcScope;
+  frameId: string;
+  cellId: string;
+  workspace: string;
+  call: (method: string, params: Record<string, unknown>) => Promise<Record<string, unknown>>;
+}
+
+async function withJobs(
+  options: { budget?: string; answer?: (m: ChatMessage[], n: number) => Reply },
+  fn: (d: Domain, cs: ClockedStore) => Promise<void>,
+): Promise<void> {
+  await withClockedStore(async (cs) => {
+    const workspace = await Deno.realPath(await Deno.makeTempDir({ prefix: "klbr-job-ws-" }));
+    const { config } = parseConfig(options.budget ?? "", { file: "test.kdl" });
+    const timers = new ManualTimers(cs.clock);
+    const { admit, admitted } = testAdmit(cs.store);
+    const fake = fakeProvider(options.answer ?? (() => ({ text: "child answer" })));
+    const jobs = new Jobs({
+      store: cs.store,
+      bus: new EventBus(),
+      log: SILENT_LOGGER,
+      python: "python3",
+      repoRoot: REPO_ROOT,
+      skillRoots: skillRoots({ workspace, stateDir: cs.dir }),
+      provider: fake.provider,
+      budget: config.budget,
+      cleanup: config.cleanup,
+      cellTimeoutMs: 60_000,
+      admit,
+      maintenanceSession: "default",
+      timers,
+    });
+    const frameId = someFrame(cs.store);
+    const cellId = someCell(cs.store, "default", frameId);
+    const frame = {
+      id: frameId,
+      routing: { conversations: ["local:default"] },
+      policyRevision: RELEASE,
+    };
+    const scope: RpcScope = {
+      session: "default",
+      frame: () => frame,
+      release: () => RELEASE,
+      workspace,
+    };
+    const handlers = jobs.handlers(scope);
+    const call = async (method: string, params: Record<string, unknown>) => {
+      const ctx: RpcContext = {
+        signal: new AbortController().signal,
+        method,
+        parent: "rq_1",
+        cell: cellId,
+      };
+      return await handlers[method](params, ctx) as Record<string, unknown>;
+    };
+    jobs.startSession("default");
+    try {
+      await fn({
+        jobs,
+        timers,
+        admitted,
+        requests: fake.requests,
+        scope,
+        frameId,
+        cellId,
+        workspace,
+        call,
+      }, cs);
+    } finally {
+      await jobs.shutdown();
+      await Deno.remove(workspace, { recursive: true });
+    }
+  });
+}
+
+const result = (d: Domain, id: string) => d.call("jobs.result", { job_id: id });
+
+async function refusedWith(
+  promise: Promise<unknown>,
+  code: string,
+  pattern: RegExp,
+): Promise<void> {
+  await assert.rejects(promise, (error) => {
+    assert.ok(error instanceof KlbrError, String(error));
+    assert.equal(error.code, code);
+    assert.match(error.message, pattern);
+    return true;
+  });
+}
+
+Deno.test("`llm` from a cell is recorded with its frame and cell and counted in the hour", async () => {
+  await withJobs({}, async (d, { store }) => {
+    const reply = await d.call("llm", { prompt: "name a prime", max_tokens: 7 });
+    assert.equal(reply.text, "child answer");
+    assert.deepEqual(reply.usage, { prompt_tokens: 100, completion_tokens: 20 });
+    const call = getModelCall(store, String(reply.call_id))!;
+    assert.deepEqual([call.kind, call.route, call.frameId, call.cellId, call.jobId], [
+      "llm",
+      "fast",
+      d.frameId,
+      d.cellId,
+      null,
+    ]);
+    assert.equal(call.request.prompt, "name a prime");
+    assert.deepEqual([call.promptTokens, call.completionTokens, call.state], [100, 20, "done"]);
+    // The request asked for no tool and at most the given completion tokens.
+    assert.equal(d.requests[0].maxTokens, 7);
+    const hour = d.jobs.budget.status() as { tokens_hour: { used: number } };
+    assert.equal(hour.tokens_hour.used, 120);
+  });
+});
+
+Deno.test("`llm` is refused `over_budget` once the hour's tokens are spent, until they free", async () => {
+  await withJobs({ budget: "budget {\n tokens_per_hour 200\n}" }, async (d, { store, clock }) => {
+    const first = clock.now;
+    await d.call("llm", { prompt: "a" });
+    clock.now += 1_000;
+    await d.call("llm", { prompt: "b" });
+    // 240 tokens in the hour: the next call is refused before any request, saying when it frees.
+    // It frees when the first call leaves the hour: 120 tokens are then under the limit.
+    const frees = new Date(first + 3_600_000).toISOString();
+    await refusedWith(
+      d.call("llm", { prompt: "c" }),
+      "over_budget",
+      new RegExp(`tokens_per_hour: 240 of 200 used; frees at ${frees}`),
+    );
+    assert.equal(d.requests.length, 2);
+    await refusedWith(d.call("llm", { prompt: "d" }), "over_budget", /tokens_per_hour/);
+    // One record per spent limit, however often it refuses.
+    const spent = readEventsOfKind(store, "default", "budget.exhausted");
+    assert.equal(spent.length, 1);
+    assert.deepEqual((spent[0].body as { what: string; until: string }).until, frees);
+    // An hour after the first call it fits again.
+    clock.now = first + 3_600_000;
+    await d.call("llm", { prompt: "e" });
+    assert.equal(d.requests.length, 3);
+  });
+});
+
+Deno.test("a job runs in its own workbench, pinned, and is reaped before its completion input", async () => {
+  await withJobs({}, async (d, { store }) => {
+    const started = await d.call("jobs.start", {
+      code: "import os\nprint(os.getcwd())\npid = os.getpid()\n(os.getpgid(0) == pid, 6 * 7)",
+      name: "answer",
+    });
+    assert.equal(started.state, "pending");
+    const ended = await result(d, String(started.job_id));
+    assert.equal(ended.state, "done");
+    assert.equal(ended.cause, "its code finished");
+    const job = getJob(store, String(started.job_id))!;
+    assert.deepEqual((job.result as { value: string }).value, "(True, 42)");
+    assert.equal((job.result as { stdout: string }).stdout, `${d.workspace}\n`);
+    assert.deepEqual([job.releaseId, job.workspace, job.frameId, job.cellId], [
+      RELEASE,
+      d.workspace,
+      d.frameId,
+      d.cellId,
+    ]);
+    // It no longer has a process once it is reported, and it woke the agent exactly once.
+    assert.equal(job.pid, null);
+    assert.equal(d.admitted.length, 1);
+    const input = getInput(store, d.admitted[0])!;
+    assert.deepEqual([input.sourceKind, input.dedupeKey, input.conversationId], [
+      "job",
+      `job:${job.id}`,
+      "local:default",
+    ]);
+    assert.match(String(input.body), /ended done: its code finished\nvalue: \(True, 42\)/);
+    assert.equal(job.inputId, input.id);
+  });
+});
+
+Deno.test("a job's process group is dead once it has ended", async () => {
+  await withJobs({}, async (d, { store }) => {
+    const started = await d.call("jobs.start", { code: "import os\nos.getpid()" });
+    const ended = await result(d, String(started.job_id));
+    const pid = Number((getJob(store, String(ended.job_id))!.result as { value: string }).value);
+    assert.ok(pid > 1);
+    assert.equal(await processGroupAlive(pid), false);
+  });
+});
+
+Deno.test("cancelling a running job kills its group; it ends `cancelled` with the cause", async () => {
+  await withJobs({}, async (d, { store }) => {
+    const started = await d.call("jobs.start", {
+      code:
+        "import os, time\nwith open('pid', 'w') as f:\n    f.write(str(os.getpid()))\ntime.sleep(600)",
+    });
+    const id = String(started.job_id);
+    for (let i = 0; i < 500 && !(await exists(`${d.workspace}/pid`)); i++) await tick();
+    const pid = Number(await Deno.readTextFile(`${d.workspace}/pid`));
+    assert.equal(await processGroupAlive(pid), true);
+    const cancelled = await d.call("jobs.cancel", { job_id: id });
+    assert.deepEqual([cancelled.state, cancelled.cause], ["cancelled", "cancelled by a cell"]);
+    assert.equal(await processGroupAlive(pid), false);
+    assert.equal(getJob(store, id)!.state, "cancelled");
+    // Cancelling an ended job leaves it as it was.
+    const again = await d.call("jobs.cancel", { job_id: id });
+    assert.equal(again.state, "cancelled");
+    assert.equal(d.admitted.length, 1);
+  });
+});
+
+Deno.test("a job past its wall time is killed and ends `over_budget`", async () => {
+  await withJobs({}, async (d, { store }) => {
+    const started = await d.call("jobs.start", {
+      code: "open('started', 'w').close()\nimport asyncio\nawait asyncio.sleep(600)",
+      budget: { wall_time_s: 30 },
+    });
+    for (let i = 0; i < 500 && !(await exists(`${d.workspace}/started`)); i++) await tick();
+    const waiting = result(d, String(started.job_id));
+    d.timers.advance(30_000);
+    const ended = await waiting;
+    assert.equal(ended.state, "over_budget");
+    assert.match(String(ended.cause), /^job wall_time_ms: 30000 of 30000 used$/);
+    assert.equal(getJob(store, String(started.job_id))!.budget.wall_time_ms, 30_000);
+  });
+});
+
+Deno.test("a job's `llm` calls draw from its budget; past its tokens it ends `over_budget`", async () => {
+  await withJobs({}, async (d, { store }) => {
+    const started = await d.call("jobs.start", {
+      code: "for i in range(10):\n    await llm(f'q{i}', max_tokens=50)\n    print(i)",
+      budget: { tokens: 300 },
+    });
+    const ended = await result(d, String(started.job_id));
+    assert.equal(ended.state, "over_budget");
+    assert.equal(ended.cause, "job tokens: 360 of 300 used");
+    const job = getJob(store, String(started.job_id))!;
+    assert.deepEqual([job.requestsUsed, job.tokensUsed], [3, 360]);
+    // Each call was recorded against the job, and none was made past the limit.
+    const calls = modelCallsOfJob(store, job.id);
+    assert.deepEqual(calls.map((c) => [c.kind, c.jobId, c.frameId, c.cellId]), [
+      ["llm", job.id, d.frameId, null],
+      ["llm", job.id, d.frameId, null],
+      ["llm", job.id, d.frameId, null],
+    ]);
+    assert.equal(d.requests.length, 3);
+    // The completion of each request was capped by what the job had left.
+    assert.deepEqual(d.requests.map((r) => r.maxTokens), [50, 50, 50]);
+    assert.equal(d.admitted.length, 1);
+    assert.match(
+      String(getInput(store, d.admitted[0])!.body),
+      /ended over_budget: job tokens: 360 of 300/,
+    );
+  });
+});
+
+Deno.test("with one job slot a second job waits `pending`, recorded, and starts when the first ends", async () => {
+  await withJobs(
+    { budget: "budget {\n concurrent_jobs 1\n concurrent_processes 2\n}" },
+    async (d, { store }) => {
+      const first = await d.call("jobs.start", {
+        code:
+          "for _ in range(2000):\n    import os\n    if os.path.exists('go'): break\n    import time; time.sleep(0.005)\n1",
+      });
+      const second = await d.call("jobs.start", { code: "2" });
+      assert.equal(getJob(store, String(second.job_id))!.state, "pending");
+      const [queued] = readEventsOfKind(store, "default", "job.queued");
+      assert.equal((queued.body as { job_id: string }).job_id, second.job_id);
+      assert.match((queued.body as { reason: string }).reason, /1 of 1 jobs/);
+      await Deno.writeTextFile(`${d.workspace}/go`, "");
+      assert.equal((await result(d, String(first.job_id))).state, "done");
+      assert.equal((await result(d, String(second.job_id))).state, "done");
+      const order = readEventsOfKind(store, "default", "job.state").map((e) =>
+        e.body as Record<string, string>
+      )
+        .filter((b) => b.to === "running" || b.to === "done").map((b) =>
+          `${b.job_id === first.job_id ? 1 : 2}${b.to}`
+        );
+      assert.deepEqual(order, ["1running", "1done", "2running", "2done"]);
+    },
+  );
+});
+
+Deno.test("a job a dead daemon left running is `interrupted` and announced, never run again", async () => {
+  await withJobs({}, async (d, cs) => {
+    await d.jobs.shutdown();
+    const started = await d.call("jobs.start", { code: "open('ran', 'a').write('x')" });
+    // As if a dead daemon had started it: running, with no process left.
+    const running = moveJob(cs.store, String(started.job_id), {
+      to: "running",
+      cause: "a job slot was free",
+    });
+    const store = cs.reopen();
+    const { admit, admitted } = testAdmit(store);
+    const fresh = new Jobs({
+      store,
+      bus: new EventBus(),
+      log: SILENT_LOGGER,
+      python: "python3",
+      repoRoot: REPO_ROOT,
+      skillRoots: skillRoots({ workspace: d.workspace, stateDir: cs.dir }),
+      provider: () => {
+        throw new Error("no model");
+      },
+      budget: parseConfig("", { file: "x" }).config.budget,
+      cleanup: parseConfig("", { file: "x" }).config.cleanup,
+      cellTimeoutMs: 1000,
+      admit,
+      maintenanceSession: "default",
+      timers: new ManualTimers(cs.clock),
+    });
+    fresh.startSession("default");
+    try {
+      const job = getJob(store, running.id)!;
+      assert.equal(job.state, "interrupted");
+      assert.match(job.cause, /the daemon stopped while it ran .*never resumed or run again/);
+      assert.equal(admitted.length, 1);
+      assert.equal(getInput(store, admitted[0])!.dedupeKey, `job:${job.id}`);
+      assert.equal(await exists(`${d.workspace}/ran`), false);
+      // Another start announces nothing twice.
+      fresh.startSession("default");
+      assert.equal(admitted.length, 1);
+      assert.deepEqual(listJobs(store, "default").map((j: JobRecord) => j.state), ["interrupted"]);
+    } finally {
+      await fresh.shutdown();
+    }
+  });
+});
+
+Deno.test("a child agent runs cells in its job's workbench, cannot speak, and ends with its answer", async () => {
+  const answer = (messages: ChatMessage[], n: number): Reply =>
+    n === 1
+      ? {
+        toolCalls: [{
+          id: "c1",
+          name: "python",
+          arguments: JSON.stringify({
+            code:
+              "x = 2 + 2\ntry:\n    await local.send('hi')\nexcept Exception as e:\n    print(type(e).__name__, 'refused')\nx",
+          }),
+        }],
+      }
+      : { text: `the answer is ${String(messages.at(-1)?.content).match(/value: (\d+)/)?.[1]}` };
+  await withJobs({ answer }, async (d, { store }) => {
+    const started = await d.call("jobs.start", {
+      code: "add two and two",
+      kind: "agent",
+      budget: { tokens: 1000 },
+    });
+    const ended = await result(d, String(started.job_id));
+    assert.equal(ended.state, "done");
+    assert.deepEqual(ended.result, { value: "the answer is 4" });
+    const [cell] = readEventsOfKind(store, "default", "job.cell");
+    assert.equal((cell.body as { stdout: string }).stdout, "RpcError refused\n");
+    assert.equal(readEventsOfKind(store, "default", "send").length, 0);
+    // Its own provider sequence: the contract, the task, its reply and the tool result.
+    assert.deepEqual(d.requests[1].messages.map((m) => m.role), [
+      "system",
+      "user",
+      "assistant",
+      "tool",
+    ]);
+    assert.equal(d.requests[1].messages[1].content, "add two and two");
+    const job = getJob(store, String(started.job_id))!;
+    assert.deepEqual([job.kind, job.requestsUsed, job.tokensUsed], ["agent", 2, 240]);
+    assert.deepEqual(modelCallsOfJob(store, job.id).map((c) => c.kind), ["agent", "agent"]);
+  });
+});
+
+Deno.test("a turn's request waits while the hour is spent, recorded, and goes out when it frees", async () => {
+  await withJobs({ budget: "budget {\n model_requests_per_hour 1\n}" }, async (d, { store }) => {
+    await d.call("llm", { prompt: "spend the hour" });
+    const turns = d.jobs.meter("main", () => ({ session: "default", frameId: d.frameId }));
+    const stop = new AbortController();
+    const stopped = turns.streamChat({ messages: [] }, { signal: stop.signal });
+    assert.equal(readEventsOfKind(store, "default", "budget.exhausted").length, 1);
+    stop.abort(new Error("operator stop"));
+    await assert.rejects(stopped, /operator stop/);
+    assert.equal(d.requests.length, 1);
+    const waiting = turns.streamChat({ messages: [] });
+    d.timers.advance(3_600_000);
+    const turn = await waiting;
+    assert.equal(turn.text, "child answer");
+    assert.equal(d.requests.length, 2);
+    assert.equal(pendingInputs(store, "default").length, 0);
+  });
+});
+
+async function exists(path: string): Promise<boolean> {
+  return await Deno.stat(path).then(() => true, () => false);
+}
+
+function tick(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 10));
+}
