@@ -1,0 +1,155 @@
+// The cleanup policy against a real store and real directories, with an injected clock: old
+// drafts and unpinned releases are removed by a recorded maintenance step; a release that is
+// active, last good, used by a recent or open frame, pinned by a job or a running kernel, or
+// recently published is never removed, and nothing outside `<state>/releases/` is touched.
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { readEventsOfKind } from "../../../store/events.ts";
+import { acceptFrame, finishFrame } from "../../../store/frames.ts";
+import { admitInput } from "../../../store/inputs.ts";
+import { createJob } from "../../../store/jobs.ts";
+import { startGeneration } from "../../../store/kernel_generations.ts";
+import { listMaintenance } from "../../../store/maintenance.ts";
+import { activateRelease, markLastGood, recordRelease } from "../../../store/releases.ts";
+import type { Store } from "../../../store/store.ts";
+import { EventBus, newId, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
+import { parseConfig } from "../../../runtime/config/mod.ts";
+import { runMaintenance } from "../../../runtime/jobs/mod.ts";
+import { withClockedStore } from "../../_helpers/unattended.ts";
+
+const DAY = 86_400_000;
+
+async function release(store: Store, name: string, dir = join(store.stateDir, "releases")) {
+  const id = name.repeat(64).slice(0, 64);
+  const path = join(dir, id);
+  await Deno.mkdir(path, { recursive: true });
+  await Deno.writeTextFile(join(path, "attention.py"), "x = 1\n");
+  recordRelease(store, { id, path, fileCount: 1, byteCount: 6 });
+  return { id, path };
+}
+
+let n = 0;
+function frameOn(store: Store, releaseId: string, open = false) {
+  const input = admitInput(store, {
+    session: "default",
+    sourceKind: "local",
+    dedupeKey: `local:m:${++n}`,
+    conversationId: "local:default",
+    author: "owner",
+    body: "hi",
+  });
+  const frame = acceptFrame(store, {
+    session: "default",
+    inputIds: [input.inputId],
+    contextEpoch: 0,
+    policyRevision: releaseId,
+  });
+  if (!open) finishFrame(store, frame.frameId, "done", "test");
+}
+
+async function draft(store: Store, now: number): Promise<string> {
+  const id = newId("draft", now);
+  await Deno.mkdir(join(store.stateDir, "drafts", id), { recursive: true });
+  await Deno.writeTextFile(join(store.stateDir, "drafts", id, "turn.py"), "y = 2\n");
+  return id;
+}
+
+const exists = (path: string) => Deno.stat(path).then(() => true, () => false);
+
+Deno.test("`runMaintenance()` removes old drafts and unpinned releases, never a pinned one", async () => {
+  const start = Date.now();
+  await withClockedStore(async ({ store, clock }) => {
+    // Long ago: releases published, frames made, a draft written.
+    const lastGood = await release(store, "1");
+    const active = await release(store, "2");
+    const oldFrame = await release(store, "3");
+    const openFrame = await release(store, "4");
+    const job = await release(store, "5");
+    const kernel = await release(store, "6");
+    const unused = await release(store, "7");
+    const outside = await release(store, "8", join(store.stateDir, "elsewhere"));
+    activateRelease(store, {
+      session: "default",
+      expectedEpoch: 0,
+      releaseId: lastGood.id,
+      reason: "t",
+    });
+    markLastGood(store, "default", lastGood.id);
+    activateRelease(store, {
+      session: "default",
+      expectedEpoch: 1,
+      releaseId: active.id,
+      reason: "t",
+    });
+    frameOn(store, oldFrame.id);
+    frameOn(store, openFrame.id, true);
+    startGeneration(store, {
+      session: "default",
+      reason: "t",
+      skillsRevision: "s",
+      behaviorRevision: kernel.id,
+    });
+    createJob(store, {
+      session: "default",
+      kind: "code",
+      name: "j",
+      code: "1",
+      budget: { wall_time_ms: 1000, model_requests: 1, tokens: 1 },
+      releaseId: job.id,
+      workspace: "/w",
+      conversation: "local:default",
+      cause: "t",
+    });
+    const oldDraft = await draft(store, clock.now);
+    // Forty days later: a recent frame on one more release, one just published, a fresh draft.
+    clock.now = start + 40 * DAY;
+    const recentFrame = await release(store, "9");
+    frameOn(store, recentFrame.id);
+    const published = await release(store, "b");
+    const freshDraft = await draft(store, clock.now);
+
+    const { config } = parseConfig("cleanup {\n release_keep_days 30\n draft_max_age_days 7\n}", {
+      file: "t",
+    });
+    const deps = {
+      store,
+      bus: new EventBus(),
+      log: SILENT_LOGGER,
+      cleanup: config.cleanup,
+      session: "default",
+    };
+    const report = await runMaintenance(deps, "test");
+    // The only release old and unused is removed; the only old draft too.
+    assert.deepEqual(report.releases.sort(), [oldFrame.id, unused.id].sort());
+    assert.deepEqual(report.drafts, [oldDraft]);
+    assert.deepEqual(report.errors, []);
+    for (const gone of [oldFrame, unused]) assert.equal(await exists(gone.path), false, gone.id);
+    for (
+      const kept of [lastGood, active, openFrame, job, kernel, outside, recentFrame, published]
+    ) {
+      assert.equal(await exists(kept.path), true, kept.id);
+    }
+    assert.equal(await exists(join(store.stateDir, "drafts", oldDraft)), false);
+    assert.equal(await exists(join(store.stateDir, "drafts", freshDraft)), true);
+    // Recorded before anything was removed, with exactly what it removes, then finished.
+    const [started] = readEventsOfKind(store, "default", "maintenance.started");
+    assert.deepEqual(
+      (started.body as { releases: string[] }).releases.sort(),
+      report.releases.sort(),
+    );
+    assert.deepEqual((started.body as { drafts: string[] }).drafts, [oldDraft]);
+    const [run] = listMaintenance(store);
+    assert.deepEqual([run.id, run.state, run.errors, run.trigger], [
+      report.runId,
+      "done",
+      [],
+      "test",
+    ]);
+    assert.equal(readEventsOfKind(store, "default", "maintenance.finished").length, 1);
+    // A second run finds nothing to do and records nothing.
+    const again = await runMaintenance(deps, "test");
+    assert.deepEqual([again.runId, again.releases, again.drafts], [null, [], []]);
+    assert.equal(listMaintenance(store).length, 1);
+  }, start);
+});
