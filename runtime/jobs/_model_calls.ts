@@ -66,7 +66,10 @@ export interface ChildReply {
 
 const announced = new WeakMap<Budget, Set<string>>();
 
-/** Records a spent limit once per limit and freeing time, so a paused session is not flooded. */
+/**
+ * Records a spent limit once per limit, freeing time and effect, so a paused session is not
+ * flooded with the same record.
+ */
 export function recordExhaustion(
   deps: { store: Store; bus: EventBus; budget: Budget },
   session: string,
@@ -75,7 +78,7 @@ export function recordExhaustion(
 ): void {
   const seen = announced.get(deps.budget) ?? new Set<string>();
   announced.set(deps.budget, seen);
-  const key = `${session}|${spent.what}|${spent.until}`;
+  const key = `${session}|${spent.what}|${spent.until}|${effect}`;
   if (seen.has(key)) return;
   seen.add(key);
   appendEvent(deps.store, session, "budget.exhausted", {
