@@ -15,6 +15,8 @@ import { Composer } from "./composer.tsx";
 import { ConnectionBanner } from "./connection_banner.tsx";
 import { ConversationLane, inputBadge, pendingBadge } from "./conversation_lane.tsx";
 import { EventsLane } from "./events_lane.tsx";
+import { JobsPanel } from "./jobs_panel.tsx";
+import { deriveUnattended } from "./jobs_view.ts";
 import type { LaneClient } from "./lane_client.ts";
 import { deriveLanes } from "./lane_view.ts";
 import { OperatorPanel } from "./operator_panel.tsx";
@@ -47,6 +49,7 @@ export function App({ client, onToken }: AppProps): JSX.Element {
   useClient(client);
   const revision = client.log.revision;
   const view = useMemo(() => deriveLanes(client.log.records()), [revision]);
+  const unattended = useMemo(() => deriveUnattended(client.log.records()), [revision]);
   const statusOf = (clientMsgId: string): string => {
     const pending = client.outbox.list().find((item) => item.clientMsgId === clientMsgId);
     if (pending !== undefined) return pendingBadge(pending).label;
@@ -82,6 +85,7 @@ export function App({ client, onToken }: AppProps): JSX.Element {
           <a href="#lane-cells">Cells</a>
           <a href="#lane-events">Events</a>
           <a href="#operator">Operator</a>
+          <a href="#jobs">Jobs</a>
         </nav>
       </header>
       <ConnectionBanner
@@ -112,6 +116,7 @@ export function App({ client, onToken }: AppProps): JSX.Element {
             onToken={onToken}
             fromRecords={{ skillsRevision: view.skillsRevision, activation: view.activation }}
           />
+          <JobsPanel client={client} view={unattended} />
           <EventsLane events={view.events} notices={client.notices} />
         </div>
       </main>
