@@ -18,7 +18,14 @@ import {
   type RouteName,
 } from "./_kdl.ts";
 import { KlbrError } from "../core/mod.ts";
-import { BudgetSchema, CleanupSchema, locateSettingsIssue, SETTINGS_NODES } from "./_settings.ts";
+import {
+  BUDGET_FIELDS,
+  BudgetSchema,
+  CleanupSchema,
+  JobBudgetSchema,
+  locateSettingsIssue,
+  SETTINGS_NODES,
+} from "./_settings.ts";
 
 export { CACHE_FIELDS, ROUTE_NAMES, type RouteName };
 
@@ -201,11 +208,7 @@ export const ConfigSchema = z.strictObject({
 
 const settingsFieldNames = (node: "budget" | "cleanup", nested: boolean): string[] =>
   Object.keys(
-    node === "cleanup"
-      ? CleanupSchema.shape
-      : nested
-      ? BudgetSchema.shape.job.unwrap().shape
-      : BudgetSchema.shape,
+    node === "cleanup" ? CleanupSchema.shape : nested ? JobBudgetSchema.shape : BUDGET_FIELDS,
   );
 
 /** The validated model configuration. */

@@ -57,8 +57,7 @@ export const JobBudgetSchema = z.strictObject(
   { error: (issue) => `expected a block of fields (got ${show(issue.input)})` },
 );
 
-/** The `budget` node: the daemon's limits, and `job` for each job's. */
-export const BudgetSchema = z.strictObject({
+const BudgetFields = z.strictObject({
   /** Model requests of the whole daemon (turns, `llm()`, child agents) in any rolling hour. */
   model_requests_per_hour: whole("a whole number of requests", 1, 1_000_000).default(600),
   /** Tokens of the whole daemon in any rolling hour. */
@@ -70,6 +69,22 @@ export const BudgetSchema = z.strictObject({
   /** The artifacts directory's size; the oldest artifacts are evicted beyond it. */
   artifact_disk_mb: whole("whole MiB", 1, 1_048_576).default(256),
   job: JobBudgetSchema.prefault({}),
+});
+
+/** The fields of the `budget` node, by name (for "expected one of" messages). */
+export const BUDGET_FIELDS = BudgetFields.shape;
+
+/** The `budget` node: the daemon's limits, and `job` for each job's. */
+export const BudgetSchema = BudgetFields.superRefine((budget, ctx) => {
+  // Each running job holds a process slot for its workbench; its workspace.run needs another.
+  if (budget.concurrent_processes <= budget.concurrent_jobs) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["concurrent_processes"],
+      message: `must be more than concurrent_jobs ${budget.concurrent_jobs}, since each running ` +
+        `job holds one for its workbench (got ${budget.concurrent_processes})`,
+    });
+  }
 });
 
 /** The `cleanup` node: what the maintenance step removes, and how often it runs. */

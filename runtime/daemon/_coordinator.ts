@@ -81,7 +81,13 @@ export class Coordinator implements LaneHost {
     ensureSession(store, session);
     const resumed = recoverSession(store, session, { log });
     const jobs = this.#jobs;
-    const deps = { ...this.#o, bus: this.bus, meter: jobs.meter.bind(jobs) };
+    const deps = {
+      ...this.#o,
+      bus: this.bus,
+      meter: jobs.meter.bind(jobs),
+      runSlot: jobs.processSlot.bind(jobs),
+      artifactBytes: jobs.budget.artifactBytes,
+    };
     const parts = createSessionParts(deps, session, (parts) =>
       sessionRpcHandlers(
         {

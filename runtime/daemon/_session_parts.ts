@@ -38,6 +38,10 @@ export interface SessionDeps {
   cellTimeoutMs?: number;
   /** The agent's provider for a route, metered against the daemon's budgets. */
   meter?: (route: string, scope: () => { session: string; frameId: string | null }) => Provider;
+  /** Waits for a process slot before each `workspace.run` of the session's cells. */
+  runSlot?: (session: string) => (signal: AbortSignal) => Promise<() => void>;
+  /** The artifacts directory's size limit, in bytes. */
+  artifactBytes?: number;
 }
 
 /** One running session's parts. */
@@ -89,6 +93,7 @@ export function createSessionParts(
       deps.bus.wake(session);
     },
     rpc: rpc(parts),
+    runSlot: deps.runSlot?.(session),
   });
   parts.hooks = new KernelSupervisor({
     ...common,
@@ -145,6 +150,7 @@ function modelTurnFor(
     log: deps.log,
     system: () => contractMessage(deps.workspace),
     cellTimeoutMs: deps.cellTimeoutMs,
+    artifactBytes: deps.artifactBytes,
     kernel: {
       generation: async () => {
         await parts.kernel.ready();

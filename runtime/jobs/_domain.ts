@@ -9,7 +9,8 @@
  * @module
  */
 
-import { getJob, jobCounts, listJobs } from "../../store/jobs.ts";
+import { appendEvent } from "../../store/events.ts";
+import { getJob, jobCounts, type JobRecord, listJobs } from "../../store/jobs.ts";
 import { failOpenModelCalls } from "../../store/model_calls.ts";
 import { listTimers, markTimerFired, timerCounts, type TimerRecord } from "../../store/timers.ts";
 import type { Store } from "../../store/store.ts";
@@ -25,6 +26,7 @@ import { jobKernel, runCodeJob } from "./_job_workbench.ts";
 import { MaintenanceSchedule } from "./_maintenance.ts";
 import { childCall, meteredProvider, type ModelCallDeps } from "./_model_calls.ts";
 import { type RpcScope, unattendedHandlers } from "./_rpc.ts";
+import type { Release } from "./_slots.ts";
 import { type HostTimers, REAL_TIMERS, TimerScheduler } from "./_timers.ts";
 import { jobView, timerView } from "./_views.ts";
 
@@ -91,7 +93,7 @@ export class Jobs {
       budget: this.budget,
       admit: options.admit,
       kernelFor: (job) =>
-        jobKernel(this.#workbenchDeps(), job, this.handlers(this.#jobScope(job.id))),
+        jobKernel(this.#workbenchDeps(job), job, this.handlers(this.#jobScope(job.id))),
       run: (job, kernel, signal) => this.#runJob(job.id, kernel, signal),
       timers,
     });
@@ -116,6 +118,27 @@ export class Jobs {
   /** The agent's provider for `route`, metered against the hourly budgets. */
   meter(route: string, scope: () => { session: string; frameId: string | null }): Provider {
     return meteredProvider(this.#calls, route, scope);
+  }
+
+  /**
+   * A process slot for each `workspace.run` of a scope: taken at once when one is free;
+   * otherwise the run waits, with a `budget.exhausted` record saying so.
+   */
+  processSlot(session: string): (signal: AbortSignal) => Promise<Release> {
+    return (signal) => {
+      const now = this.budget.processes.tryTake();
+      if (now !== undefined) return Promise.resolve(now);
+      const { inUse, limit } = this.budget.processes;
+      appendEvent(this.#o.store, session, "budget.exhausted", {
+        what: "concurrent_processes",
+        limit,
+        used: inUse,
+        until: null,
+        effect: "workspace.run waits for a process slot",
+      });
+      this.#o.bus.wake(session);
+      return this.budget.processes.take(signal);
+    };
   }
 
   /**
@@ -189,13 +212,13 @@ export class Jobs {
     );
   }
 
-  #workbenchDeps() {
+  #workbenchDeps(job: JobRecord) {
     return {
       store: this.#o.store,
       python: this.#o.python,
       repoRoot: this.#o.repoRoot,
       skillRoots: this.#o.skillRoots,
-      runSlot: (signal: AbortSignal) => this.budget.processes.take(signal),
+      runSlot: (signal: AbortSignal) => this.processSlot(job.session)(signal),
     };
   }
 

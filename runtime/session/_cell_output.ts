@@ -29,9 +29,10 @@ export function parseCode(name: string, args: string): string | { error: string 
 export async function spoolLongText(
   stateDir: string,
   text: string,
+  budgetBytes?: number,
 ): Promise<{ text: string; artifact?: ArtifactRef }> {
   if (text.length <= SPOOL_ABOVE_CHARS) return { text };
-  const artifact = await spoolArtifact(stateDir, new TextEncoder().encode(text));
+  const artifact = await spoolArtifact(stateDir, new TextEncoder().encode(text), budgetBytes);
   const head = text.slice(0, 4_000);
   const tail = text.slice(-2_000);
   return {

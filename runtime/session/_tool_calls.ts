@@ -37,6 +37,8 @@ export interface ToolCallDeps {
   kernel: TurnKernel;
   /** How long one cell may run before it is cancelled (then killed). */
   cellTimeoutMs: number;
+  /** The artifacts directory's size limit (the `artifact_disk_mb` budget). @default 256 MiB */
+  artifactBytes?: number;
 }
 
 /** One tool call of an assistant reply, with its host-minted id. */
@@ -112,8 +114,8 @@ async function runCell(
   });
   // Long output is spooled whole to an artifact; records and the model get an excerpt that
   // names it, so nothing printed is discarded and no record is huge.
-  const stdout = await spoolLongText(store.stateDir, result.stdout);
-  const stderr = await spoolLongText(store.stateDir, result.stderr);
+  const stdout = await spoolLongText(store.stateDir, result.stdout, deps.artifactBytes);
+  const stderr = await spoolLongText(store.stateDir, result.stderr, deps.artifactBytes);
   finishCell(store, cellId, {
     outcome: result.outcome,
     result: {

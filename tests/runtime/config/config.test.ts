@@ -623,6 +623,15 @@ Deno.test("`parseConfig()` refuses bad budget and cleanup fields with their line
     `cleanup 3`,
     "cannot load config /x/klbr.kdl:1: cleanup: expected a block (got values)",
   );
+  // Each running job holds a process slot, so its own workspace.run needs one more.
+  assertRefused(
+    `budget {
+ concurrent_jobs 4
+ concurrent_processes 4
+}`,
+    "cannot load config /x/klbr.kdl:3: budget concurrent_processes: must be more than " +
+      "concurrent_jobs 4, since each running job holds one for its workbench (got 4)",
+  );
 });
 
 Deno.test("`defaultConfigText()` shows the budget and cleanup defaults, commented out", () => {

@@ -326,6 +326,32 @@ Deno.test("with one job slot a second job waits `pending`, recorded, and starts 
   );
 });
 
+Deno.test("a job's workspace.run waits for a process slot, recorded, and runs when one frees", async () => {
+  await withJobs(
+    { budget: "budget {\n concurrent_jobs 1\n concurrent_processes 2\n}" },
+    async (d, { store }) => {
+      // The job holds one of the two slots; of its two runs, the second waits for the first.
+      const code = "import asyncio\nslow = ('python3', '-c', 'import time; time.sleep(0.5)')\n" +
+        "fast = ('python3', '-c', 'print(1)')\n" +
+        "a, b = await asyncio.gather(run(slow), run(fast))\n(a.exit_code, b.exit_code)";
+      const started = await d.call("jobs.start", { code });
+      const ended = await result(d, String(started.job_id));
+      assert.equal(ended.state, "done", String(ended.cause));
+      assert.equal((ended.result as { value: string }).value, "(0, 0)");
+      const [spent] = readEventsOfKind(store, "default", "budget.exhausted");
+      assert.deepEqual(
+        [(spent.body as { what: string }).what, (spent.body as { effect: string }).effect],
+        ["concurrent_processes", "workspace.run waits for a process slot"],
+      );
+      assert.deepEqual((d.jobs.budget.status() as { processes: unknown }).processes, {
+        in_use: 0,
+        limit: 2,
+        waiting: 0,
+      });
+    },
+  );
+});
+
 Deno.test("a job a dead daemon left running is `interrupted` and announced, never run again", async () => {
   await withJobs({}, async (d, cs) => {
     await d.jobs.shutdown();
