@@ -81,6 +81,8 @@ export class JobRunner {
   readonly #live = new Map<string, LiveJob>();
   readonly #waiters = new Map<string, Set<(job: JobRecord) => void>>();
   readonly #queued = new Set<string>();
+  /** Ends (of children, of spent budgets) still in progress, awaited at shutdown. */
+  readonly #cascades = new Set<Promise<unknown>>();
   readonly #pump = new SerialRunner(() => Promise.resolve(this.#startPending()));
   #closing = false;
 
@@ -169,10 +171,15 @@ export class JobRunner {
 
   /** Ends a job whose own budget is spent with `over_budget`, killing its group if it runs. */
   overBudget(job: JobRecord, spent: Exhaustion): void {
-    const cause = describeExhaustion(spent);
-    void this.#stop(job, { state: "over_budget", cause, result: {} }).catch((error) =>
-      this.#d.log.error("job.stop_failed", `cannot end job ${job.id} over budget: ${error}`)
-    );
+    this.#detach(job, { state: "over_budget", cause: describeExhaustion(spent), result: {} });
+  }
+
+  /** Ends a job without waiting for it; shutdown waits for every such end still in progress. */
+  #detach(job: JobRecord, ending: JobEnding): void {
+    const stopping = this.#stop(job, ending).catch((error) =>
+      this.#d.log.error("job.stop_failed", `cannot end job ${job.id}: ${error}`)
+    ).finally(() => this.#cascades.delete(stopping));
+    this.#cascades.add(stopping);
   }
 
   async #stop(job: JobRecord, ending: JobEnding): Promise<void> {
@@ -216,6 +223,7 @@ export class JobRunner {
       if (live.kernel !== undefined) await stopJobKernel(live.kernel, "daemon shutdown");
     }
     await Promise.all([...this.#live.values()].map((live) => live.done));
+    await Promise.all([...this.#cascades]);
     // Whoever waited ran in a workbench that is being shut down with the daemon.
     this.#waiters.clear();
   }
@@ -314,7 +322,8 @@ export class JobRunner {
     this.#d.bus.wake(ended.session);
     this.#announce(ended);
     for (const child of openChildJobs(this.#d.store, ended.id)) {
-      void this.cancel(undefined, child.id, `its parent job ${ended.id} ended ${ended.state}`);
+      const cause = `its parent job ${ended.id} ended ${ended.state}`;
+      this.#detach(child, { state: "cancelled", cause, result: {} });
     }
     const waiters = this.#waiters.get(ended.id);
     this.#waiters.delete(ended.id);

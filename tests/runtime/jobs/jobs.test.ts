@@ -352,6 +352,32 @@ Deno.test("a job's workspace.run waits for a process slot, recorded, and runs wh
   );
 });
 
+Deno.test("ending a job ends its open child jobs, which drew from its budget", async () => {
+  await withJobs({}, async (d, { store }) => {
+    const parent = await d.call("jobs.start", {
+      code:
+        "child = await jobs.start('import time\\ntime.sleep(600)', budget={'tokens': 999999})\n" +
+        "print(child)\nimport asyncio\nawait asyncio.sleep(600)",
+      budget: { tokens: 500 },
+    });
+    const parentId = String(parent.job_id);
+    let childId: string | undefined;
+    for (let i = 0; i < 500 && childId === undefined; i++) {
+      childId = listJobs(store, "default").find((j) =>
+        j.parentJobId === parentId && j.state === "running"
+      )?.id;
+      if (childId === undefined) await tick();
+    }
+    const child = getJob(store, childId!)!;
+    // A child gets at most what its parent has left.
+    assert.equal(child.budget.tokens, 500);
+    await d.call("jobs.cancel", { job_id: parentId });
+    const ended = await result(d, childId!);
+    assert.equal(ended.state, "cancelled");
+    assert.equal(ended.cause, `its parent job ${parentId} ended cancelled`);
+  });
+});
+
 Deno.test("a job a dead daemon left running is `interrupted` and announced, never run again", async () => {
   await withJobs({}, async (d, cs) => {
     await d.jobs.shutdown();
