@@ -8,7 +8,9 @@
 
 import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { num, text } from "./_fields.ts";
-import type { BadgeTone } from "./state_badge.tsx";
+
+/** A badge tone of `state_badge.tsx` (named here so this module stays free of JSX). */
+export type BadgeTone = "pending" | "progress" | "ok" | "error" | "warning" | "partial" | "info";
 
 /** One durable timer. */
 export interface TimerItem {
