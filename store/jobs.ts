@@ -13,24 +13,13 @@
  */
 
 import { z } from "zod";
-import { assert, KlbrError, newId } from "../runtime/core/mod.ts";
+import { assert, JOB_STATES, KlbrError, newId } from "../runtime/core/mod.ts";
 import { schemaError } from "./_schema_error.ts";
 import { insertEvent } from "./events.ts";
 import { requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
 
-/** Every state of a job, in the order a job may reach them. */
-export const JOB_STATES = [
-  "pending",
-  "running",
-  "done",
-  "failed",
-  "cancelled",
-  "interrupted",
-  "over_budget",
-] as const;
-
-/** One job state. */
+/** One of `JOB_STATES` (`runtime/core/_records_jobs.ts`): a job's state. */
 export type JobState = (typeof JOB_STATES)[number];
 
 /** The states a job ends in. */

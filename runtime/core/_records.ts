@@ -15,6 +15,7 @@
 // A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
 import { describeIssues } from "./_protocol.ts";
+import { UNATTENDED_DATA } from "./_records_jobs.ts";
 
 /** Where an input came from. */
 export const SOURCE_KINDS = ["local", "discord", "timer", "job", "system"] as const;
@@ -54,7 +55,12 @@ export const CellRunResult = z.looseObject({
   stderr_artifact: ArtifactRef.optional(),
   error: z.looseObject({ type: z.string(), message: z.string(), traceback: z.string() })
     .nullable(),
-  wait: z.looseObject({ reason: z.string() }).nullable(),
+  /** `wait(seconds=…)` adds the timer it set. */
+  wait: z.looseObject({
+    reason: z.string(),
+    timer_id: z.string().optional(),
+    due_at: int.optional(),
+  }).nullable(),
   duration_ms: z.number().nonnegative(),
 });
 /** What a cell that ran reported. */
@@ -262,6 +268,7 @@ const DATA = {
       edits: z.array(z.looseObject({ before: codeSpan, after: codeSpan })),
     })),
   }),
+  ...UNATTENDED_DATA,
 } as const;
 
 type DataSchemas = typeof DATA;
@@ -309,6 +316,16 @@ export const KnownRecord = z.discriminatedUnion("type", [
   variant("turn.started"),
   variant("turn.ended"),
   variant("code.patch"),
+  variant("timer.set"),
+  variant("timer.fired"),
+  variant("timer.cancelled"),
+  variant("job.state"),
+  variant("job.queued"),
+  variant("job.cell"),
+  variant("model_call"),
+  variant("budget.exhausted"),
+  variant("maintenance.started"),
+  variant("maintenance.finished"),
 ]);
 /** A record of a known type, its `data` typed by that type. */
 export type KnownRecord = z.infer<typeof KnownRecord>;

@@ -65,3 +65,4 @@ export {
   SOURCE_KINDS,
   UnknownRecord,
 } from "./_records.ts";
+export { JOB_STATES } from "./_records_jobs.ts";

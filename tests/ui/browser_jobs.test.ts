@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { ensureUiBuilt } from "../../runtime/setup/mod.ts";
 import { launchChromium, openPage, REPO, screenshot } from "./_browser.ts";
 import { MemoryLaneHost, startLaneServer, TEST_TOKEN } from "./_memory_lane_host.ts";
+import { body } from "./_record_data.ts";
 
 const UI_DIR = await ensureUiBuilt({ repoRoot: REPO });
 
@@ -19,26 +20,22 @@ Deno.test("the jobs panel shows timers and jobs and cancels a running job for th
   const browser = await launchChromium();
   try {
     const { page, errors } = await openPage(browser, 1280);
-    host.append("timer.set", {
-      timer_id: "tm_1",
-      due_at: Date.now() + 60_000,
-      note: "check the build",
-      wait: true,
-    });
-    host.append("job.state", {
-      job_id: "job_1",
-      name: "tests",
-      kind: "code",
-      to: "running",
-      cause: "a job slot was free",
-    });
-    host.append("job.state", {
-      job_id: "job_2",
-      name: "old",
-      kind: "agent",
-      to: "interrupted",
-      cause: "the daemon stopped while it ran",
-    });
+    host.append("timer.set", body("timer.set", { due_at: Date.now() + 60_000 }));
+    host.append(
+      "job.state",
+      body("job.state", { from: "pending", to: "running", cause: "a job slot was free" }),
+    );
+    host.append(
+      "job.state",
+      body("job.state", {
+        job_id: "job_2",
+        name: "old",
+        kind: "agent",
+        from: "running",
+        to: "interrupted",
+        cause: "the daemon stopped while it ran",
+      }),
+    );
     await page.goto(`${server.url}/#token=${TEST_TOKEN}`);
     await page.waitForSelector("text=operator role granted");
     await page.waitForSelector('#jobs [data-job="job_1"]');
@@ -60,11 +57,10 @@ Deno.test("the jobs panel shows timers and jobs and cancels a running job for th
         job: "job_1",
       },
     ]);
-    host.append("job.state", {
-      job_id: "job_1",
-      to: "cancelled",
-      cause: "cancelled by the operator",
-    });
+    host.append(
+      "job.state",
+      body("job.state", { from: "running", to: "cancelled", cause: "cancelled by the operator" }),
+    );
     await page.waitForSelector('#jobs [data-job="job_1"][data-state="cancelled"]');
     assert.equal(await page.locator('#jobs [data-job="job_1"] button').count(), 0);
     assert.deepEqual(errors, [], "the page threw");

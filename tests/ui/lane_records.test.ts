@@ -48,6 +48,16 @@ const EXPECTED: { [T in RecordType]: Lane } = {
   "turn.started": "events",
   "turn.ended": "events",
   "code.patch": "events",
+  "timer.set": "events",
+  "timer.fired": "events",
+  "timer.cancelled": "events",
+  "job.state": "events",
+  "job.queued": "events",
+  "job.cell": "events",
+  "model_call": "events",
+  "budget.exhausted": "events",
+  "maintenance.started": "events",
+  "maintenance.finished": "events",
 };
 
 function record(seq: number, type: string, data: unknown): LaneRecord {

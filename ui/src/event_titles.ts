@@ -14,6 +14,7 @@ import {
   type RecordReading,
 } from "../../runtime/core/mod.ts";
 import type { OutboxStepRecord } from "./outbox_view.ts";
+import { unattendedTitle } from "./jobs_view.ts";
 
 /** How an event is shown; `error` and `warning` also carry a badge with that word. */
 export type Severity = "info" | "warning" | "error";
@@ -153,7 +154,7 @@ export function describeReading(read: RecordReading): EventTitle {
     case "recovery":
       return recoveryEvent(record.data);
     default:
-      return otherEvent(record);
+      return unattendedTitle(record) ?? otherEvent(record);
   }
 }
 

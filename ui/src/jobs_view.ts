@@ -1,13 +1,13 @@
 /**
- * Timers and jobs as the jobs panel shows them, derived from the durable records: a timer from
- * its `timer.set` record, moved by `timer.fired` or `timer.cancelled`; a job from its
- * `job.state` records, each move with its cause.
+ * Timers and jobs as the jobs panel shows them, derived from the durable records (read through
+ * the shared schemas): a timer from its `timer.set` record, moved by `timer.fired` or
+ * `timer.cancelled`; a job from its `job.state` records, each move with its cause. Also the
+ * events lane's titles of these records.
  *
  * @module
  */
 
-import type { LaneRecord } from "../../runtime/core/mod.ts";
-import { num, text } from "./_fields.ts";
+import { type KnownRecord, type LaneRecord, readRecord } from "../../runtime/core/mod.ts";
 
 /** A badge tone of `state_badge.tsx` (named here so this module stays free of JSX). */
 export type BadgeTone = "pending" | "progress" | "ok" | "error" | "warning" | "partial" | "info";
@@ -16,7 +16,7 @@ export type BadgeTone = "pending" | "progress" | "ok" | "error" | "warning" | "p
 export interface TimerItem {
   timerId: string;
   note: string;
-  dueAt: number | undefined;
+  dueAt: number;
   /** `pending`, `fired` or `cancelled`. */
   state: string;
   /** Whether `wait(seconds=…)` set it. */
@@ -50,54 +50,57 @@ export function cancellable(state: string): boolean {
   return !ENDED.has(state);
 }
 
-function applyTimer(timers: Map<string, TimerItem>, record: LaneRecord): void {
+type TimerRecord = Extract<KnownRecord, { type: `timer.${string}` }>;
+type JobStateRecord = Extract<KnownRecord, { type: "job.state" }>;
+
+function applyTimer(timers: Map<string, TimerItem>, record: TimerRecord): void {
   const d = record.data;
-  const id = text(d, "timer_id");
-  if (id === undefined) return;
   if (record.type === "timer.set") {
-    timers.set(id, {
-      timerId: id,
-      note: text(d, "note") ?? "",
-      dueAt: num(d, "due_at"),
+    const data = record.data;
+    timers.set(data.timer_id, {
+      timerId: data.timer_id,
+      note: data.note,
+      dueAt: data.due_at,
       state: "pending",
-      wait: d.wait === true,
+      wait: data.wait,
       cause: undefined,
-      setBy: text(d, "cell_id", "job_id"),
+      setBy: data.cell_id ?? data.job_id ?? undefined,
     });
     return;
   }
-  const timer = timers.get(id);
+  const timer = timers.get(d.timer_id);
   if (timer === undefined) return;
   timer.state = record.type === "timer.fired" ? "fired" : "cancelled";
-  timer.cause = text(d, "cause") ?? (record.type === "timer.fired" ? "fired" : undefined);
+  timer.cause = record.type === "timer.cancelled" ? record.data.cause : "fired";
 }
 
-function applyJob(jobs: Map<string, JobItem>, record: LaneRecord): void {
+function applyJob(
+  jobs: Map<string, JobItem>,
+  record: JobStateRecord,
+  at: { seq: number; at: number },
+) {
   const d = record.data;
-  const id = text(d, "job_id");
-  const to = text(d, "to");
-  if (id === undefined || to === undefined) return;
-  const job = jobs.get(id) ?? {
-    jobId: id,
-    name: text(d, "name") ?? id,
-    kind: text(d, "kind") ?? "code",
-    state: to,
+  const job = jobs.get(d.job_id) ?? {
+    jobId: d.job_id,
+    name: d.name,
+    kind: d.kind,
+    state: d.to,
     cause: "",
     tokensUsed: undefined,
     requestsUsed: undefined,
     moves: [],
   };
-  const cause = text(d, "cause") ?? "";
-  job.state = to;
-  job.cause = cause;
-  job.tokensUsed = num(d, "tokens_used") ?? job.tokensUsed;
-  job.requestsUsed = num(d, "requests_used") ?? job.requestsUsed;
-  job.moves.push({ seq: record.seq, at: record.at, to, cause });
-  jobs.set(id, job);
+  job.state = d.to;
+  job.cause = d.cause;
+  job.tokensUsed = d.tokens_used ?? job.tokensUsed;
+  job.requestsUsed = d.requests_used ?? job.requestsUsed;
+  job.moves.push({ seq: at.seq, at: at.at, to: d.to, cause: d.cause });
+  jobs.set(d.job_id, job);
 }
 
 /**
- * Builds the panel's view from records in `seq` order.
+ * Builds the panel's view from records in `seq` order; a record that does not read is skipped
+ * here (the events lane shows it as unknown).
  *
  * @example
  * ```ts
@@ -108,8 +111,12 @@ export function deriveUnattended(records: readonly LaneRecord[]): UnattendedView
   const timers = new Map<string, TimerItem>();
   const jobs = new Map<string, JobItem>();
   for (const record of records) {
-    if (record.type.startsWith("timer.")) applyTimer(timers, record);
-    else if (record.type === "job.state") applyJob(jobs, record);
+    if (!record.type.startsWith("timer.") && record.type !== "job.state") continue;
+    const read = readRecord(record.type, record.data);
+    if (!read.ok) continue;
+    const known = read.record;
+    if (known.type === "job.state") applyJob(jobs, known, record);
+    else if (known.type.startsWith("timer.")) applyTimer(timers, known as TimerRecord);
   }
   return { timers: [...timers.values()].reverse(), jobs: [...jobs.values()].reverse() };
 }
@@ -141,5 +148,51 @@ export function stateBadge(state: string): { tone: BadgeTone; label: string } {
       return { tone: "info", label: "cancelled" };
     default:
       return { tone: "info", label: state };
+  }
+}
+
+/**
+ * The events lane's words for a record of unattended work, or `undefined` for any other.
+ *
+ * @example
+ * ```ts
+ * unattendedTitle(record)?.title; // "Job tests: running → done"
+ * ```
+ */
+export function unattendedTitle(
+  record: KnownRecord,
+): { title: string; detail: string; severity: "info" | "warning" | "error" } | undefined {
+  switch (record.type) {
+    case "timer.set":
+      return {
+        title: `Timer set for ${new Date(record.data.due_at).toISOString()}`,
+        detail: record.data.note,
+        severity: "info",
+      };
+    case "timer.fired":
+      return { title: "Timer fired", detail: record.data.note, severity: "info" };
+    case "timer.cancelled":
+      return { title: "Timer cancelled", detail: record.data.cause, severity: "info" };
+    case "job.state": {
+      const d = record.data;
+      const bad = d.to === "failed" || d.to === "over_budget" || d.to === "interrupted";
+      return {
+        title: `Job ${d.name}: ${d.from ?? "started"} → ${d.to}`,
+        detail: d.cause,
+        severity: d.to === "failed" ? "error" : bad ? "warning" : "info",
+      };
+    }
+    case "job.queued":
+      return { title: "Job waits for a slot", detail: record.data.reason, severity: "info" };
+    case "budget.exhausted":
+      return {
+        title: `Budget spent: ${record.data.what}`,
+        detail: `${record.data.used} of ${record.data.limit}${
+          record.data.until === null ? "" : `; frees at ${record.data.until}`
+        } · ${record.data.effect}`,
+        severity: "warning",
+      };
+    default:
+      return undefined;
   }
 }
