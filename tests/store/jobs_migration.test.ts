@@ -1,4 +1,4 @@
-// Migration 6 rebuilds the inbox to admit job inputs: every input of a version-5 store survives
+// Migration 7 rebuilds the inbox to admit job inputs: every input of a version-6 store survives
 // with its identity, status and frame, and the inbox's triggers and indexes are back.
 
 import assert from "node:assert/strict";
@@ -8,12 +8,12 @@ import { MIGRATIONS } from "../../store/migrations.ts";
 import { admitInput, getInput, pendingInputs } from "../../store/inputs.ts";
 import { openStore } from "../../store/store.ts";
 
-Deno.test("migration 6 keeps every input of a version-5 store and admits job inputs", async () => {
+Deno.test("migration 7 keeps every input of a version-6 store and admits job inputs", async () => {
   const dir = await Deno.makeTempDir({ prefix: "klbr-mig6-" });
   try {
     const db = new DatabaseSync(join(dir, "runtime.sqlite"));
     db.exec("PRAGMA journal_mode = WAL");
-    for (const migration of MIGRATIONS.filter((m) => m.version <= 5)) {
+    for (const migration of MIGRATIONS.filter((m) => m.version <= 6)) {
       db.exec("BEGIN");
       db.exec(migration.sql);
       db.exec(`PRAGMA user_version = ${migration.version}`);
