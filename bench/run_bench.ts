@@ -14,6 +14,7 @@ import { benchAdmissionLatency } from "./admission_latency.ts";
 import { prepareBlockedState } from "./blocked_release.ts";
 import { benchCellRoundTrip } from "./cell_round_trip.ts";
 import { benchCodeOutline } from "./code_outline.ts";
+import { benchContext } from "./context.ts";
 import { benchGenerationSpawn } from "./generation_spawn.ts";
 import { runJupyterPeer } from "./jupyter_peer.ts";
 import { describeMachine } from "./machine.ts";
@@ -53,6 +54,10 @@ export interface BenchCounts {
   settleMs: number;
   /** Timed outlines of the 5,000-line file, cold and cached each (figure 7). */
   outlines: number;
+  /** The largest history of figure 8, in provider items (also a tenth and a hundredth). */
+  contextItems: number;
+  /** The largest store of figure 9, in records (also a tenth and a hundredth). */
+  contextRecords: number;
 }
 
 /** The counts the issue asks for. */
@@ -70,6 +75,8 @@ export const FULL_COUNTS: BenchCounts = {
   restarts: 3,
   settleMs: 1_000,
   outlines: 50,
+  contextItems: 100_000,
+  contextRecords: 1_000_000,
 };
 
 /** Smaller counts for `--quick`: the same figures, noisier. */
@@ -87,6 +94,9 @@ export const QUICK_COUNTS: BenchCounts = {
   restarts: 1,
   settleMs: 500,
   outlines: 15,
+  // Figure 8's smallest size must already fill a request, or its growth says nothing.
+  contextItems: 100_000,
+  contextRecords: 100_000,
 };
 
 /** Options for {@linkcode runBench}. */
@@ -124,6 +134,25 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
   "5d": { id: "5d", figure: "spawn a workbench generation, against Jupyter", unit: "ms" },
   "7a": { id: "7a", figure: "outline of a 5,000-line file, cold", unit: "ms" },
   "7b": { id: "7b", figure: "outline of a 5,000-line file, cached", unit: "ms" },
+  ...Object.fromEntries(
+    [
+      ["8a", "build one request", "ms"],
+      ["8b", "build one request", "ms"],
+      ["8c", "build one request", "ms"],
+      ["8d", "request size", "KB"],
+      ["8e", "request size", "KB"],
+      ["8f", "request size", "KB"],
+      ["8g", "one compaction step", "ms"],
+      ["8h", "one compaction step", "ms"],
+      ["8i", "one compaction step", "ms"],
+      ["9a", "serve answers /health", "s"],
+      ["9b", "serve answers /health", "s"],
+      ["9c", "serve answers /health", "s"],
+      ["9d", "daemon resident size, idle", "MB"],
+      ["9e", "daemon resident size, idle", "MB"],
+      ["9f", "daemon resident size, idle", "MB"],
+    ].map(([id, figure, unit]) => [id, { id, figure, unit: unit as RowSpec["unit"] }]),
+  ),
 };
 
 /**
@@ -269,6 +298,21 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     await phase("code outline", ["7a", "7b"], async () => {
       rows.push(...await benchCodeOutline({ scratch: await dir("code"), count: counts.outlines }));
     });
+    await phase(
+      "context",
+      ["8a", "8b", "8c", "8d", "8e", "8f", "8g", "8h", "8i", "9a", "9b", "9c", "9d", "9e", "9f"],
+      async () => {
+        rows.push(
+          ...await benchContext({
+            root: await dir("context"),
+            items: counts.contextItems,
+            records: counts.contextRecords,
+            runs: 50,
+            settleMs: counts.settleMs,
+          }),
+        );
+      },
+    );
 
     rows.push(...memoryRows(memory));
     return {

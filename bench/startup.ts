@@ -37,7 +37,7 @@ export interface StartupResult {
 const GOAL = below(1.5, "< 1.5 s");
 
 /** Starts `main.ts serve` exactly as `deno task serve` does, on `port`. */
-function startServe(
+export function startServe(
   options: { stateDir: string; configPath: string; workspace: string; port: number },
 ): Promise<ReadyProcess> {
   return startUntilReady(Deno.execPath(), [

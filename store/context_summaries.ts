@@ -1,162 +1,177 @@
 /**
- * The `context_summaries` table: compaction of a session's provider sequence. This module is
- * the table's only writer.
+ * The `context_summaries` table: what stands in for the oldest provider items in requests.
+ * This module is the table's only writer.
  *
- * Compaction is extractive and needs no model: the oldest provider items (up to a user
- * message, so no tool group is split) are replaced in requests by a summary that lists what
- * the person said, what was delivered to them and what stayed scratchpad, and which cells ran
- * with which outcome. A draft is never presented as a sent message. The items themselves are
- * kept; the summary and the new context epoch commit together.
+ * Summaries are hierarchical: each row covers every item from the start of the session up to
+ * `covers_to_idx`, and a new row replaces the previous one in requests (it was written from
+ * the previous summary plus the newer items). Rows are never changed or removed, so every
+ * earlier summary stays readable by its epoch. A row and the session's new context epoch commit
+ * in one transaction; until then the previous summary is the one in use.
  *
  * @module
  */
 
 import { KlbrError } from "../runtime/core/mod.ts";
-import { insertEvent, readEventsOfKind } from "./events.ts";
-import { outboxOfFrames } from "./outbox.ts";
-import { type ProviderItem, readProviderItems } from "./provider_items.ts";
+import { insertEvent } from "./events.ts";
 import { bumpContextEpoch, requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
 
-/** A session's current summary. */
+/** Who wrote a summary's text: the `long` route's model, or the extractive fallback. */
+export type SummarySource = "model" | "extractive";
+
+/** One summary row. */
 export interface ContextSummary {
   epoch: number;
   /** Provider items with `idx` up to this are replaced by `text` in requests. */
   coversToIdx: number;
   text: string;
+  source: SummarySource;
+  /** The structured digest the next summary is folded from (`null` for rows before it). */
+  digest: unknown;
+  /** The text's raw token estimate. */
+  tokens: number;
+  /** Why the model's summary was not used, when `source` is `extractive` for that reason. */
+  fallbackReason: string | null;
   at: number;
 }
 
-/** What {@linkcode compactContext} did. */
+/** What {@linkcode commitSummary} writes. */
+export interface NewSummary {
+  /** The context epoch the summary was written against; the commit refuses a moved one. */
+  expectedEpoch: number;
+  coversToIdx: number;
+  text: string;
+  source: SummarySource;
+  digest: unknown;
+  tokens: number;
+  fallbackReason: string | null;
+  /** How many provider items this step newly covers, for the event. */
+  summarizedItems: number;
+  /**
+   * Runs inside the transaction after every write and before COMMIT; a fault-injection point
+   * (see `runtime/context/_compaction.ts`). Throwing rolls everything back.
+   */
+  beforeCommit?: () => void;
+}
+
+/** What a committed compaction moved to. */
 export interface Compaction {
   epoch: number;
   coversToIdx: number;
   /** How many provider items this compaction newly covered. */
   summarizedItems: number;
+  source: SummarySource;
 }
 
-const EXCERPT = 400;
+interface SummaryRow {
+  epoch: number;
+  covers_to_idx: number;
+  text: string;
+  source: SummarySource;
+  digest: string | null;
+  tokens: number;
+  fallback_reason: string | null;
+  at: number;
+}
+
+const COLUMNS = "epoch, covers_to_idx, text, source, digest, tokens, fallback_reason, at";
+
+function toSummary(row: SummaryRow): ContextSummary {
+  return {
+    epoch: row.epoch,
+    coversToIdx: row.covers_to_idx,
+    text: row.text,
+    source: row.source,
+    digest: row.digest === null ? null : JSON.parse(row.digest),
+    tokens: row.tokens,
+    fallbackReason: row.fallback_reason,
+    at: row.at,
+  };
+}
 
 /** Returns the session's newest summary, or `undefined` before the first compaction. */
 export function latestSummary(store: Store, session: string): ContextSummary | undefined {
   const row = store.statement(
-    "SELECT epoch, covers_to_idx, text, at FROM context_summaries WHERE session_id = ? ORDER BY epoch DESC LIMIT 1",
-  ).get(session) as { epoch: number; covers_to_idx: number; text: string; at: number } | undefined;
-  return row && { epoch: row.epoch, coversToIdx: row.covers_to_idx, text: row.text, at: row.at };
+    `SELECT ${COLUMNS} FROM context_summaries WHERE session_id = ? ORDER BY epoch DESC LIMIT 1`,
+  ).get(session) as SummaryRow | undefined;
+  return row && toSummary(row);
+}
+
+/** Returns the summary of `epoch`, or `undefined` when there is none. */
+export function getSummary(
+  store: Store,
+  session: string,
+  epoch: number,
+): ContextSummary | undefined {
+  const row = store.statement(
+    `SELECT ${COLUMNS} FROM context_summaries WHERE session_id = ? AND epoch = ?`,
+  ).get(session, epoch) as SummaryRow | undefined;
+  return row && toSummary(row);
 }
 
 /**
- * Covers the oldest uncovered provider items with a summary, keeping at least `keepItems`
- * items after the cut, which falls just before a user message; returns `undefined` when there
- * is nothing to cover.
+ * Commits a new summary: the row, the session's next context epoch and a `context.compacted`
+ * event, in one transaction. Nothing is written when the epoch moved since the summary was
+ * started, or when it would not cover more than the current one.
  *
- * When it returns, the summary row, the session's new context epoch and a `context.compacted`
- * event are committed together. Proven by "`compactContext()` covers old items, keeps the
- * difference between sent and scratchpad, and moves the epoch".
+ * When it returns, requests use the new summary. If the process dies before it returns, the
+ * previous summary and epoch are in use. Proven by "`commitSummary()` moves the epoch with its
+ * summary, or writes nothing" and, against the real daemon, "a SIGKILL inside the compaction
+ * commit leaves the previous context in use" in `tests/crash/compaction_kill.test.ts`.
  *
- * @throws {KlbrError} `invalid_input` for `keepItems` outside 1–100000; `not_found` for an
+ * @throws {KlbrError} `epoch_moved` when the session's context epoch is not `expectedEpoch`;
+ * `invalid_input` when `coversToIdx` does not pass the current summary's; `not_found` for an
  * unknown session.
  */
-export function compactContext(
-  store: Store,
-  session: string,
-  options: { keepItems: number },
-): Compaction | undefined {
-  const { keepItems } = options;
-  if (!Number.isSafeInteger(keepItems) || keepItems < 1 || keepItems > 100_000) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot compact context: keepItems must be an integer in 1-100000 (got ${keepItems})`,
-    );
-  }
+export function commitSummary(store: Store, session: string, summary: NewSummary): Compaction {
   return store.transaction(() => {
     const row = requireSession(store, session);
     const previous = latestSummary(store, session);
-    const items = readProviderItems(store, session, previous?.coversToIdx ?? 0);
-    // Cut before the last user message that still leaves `keepItems` items after it.
-    let cut = -1;
-    for (let i = items.length - keepItems; i > 0; i--) {
-      if (items[i].role === "user") {
-        cut = i;
-        break;
-      }
+    if (row.contextEpoch !== summary.expectedEpoch) {
+      throw new KlbrError(
+        "epoch_moved",
+        `cannot commit context summary of ${session}: the epoch moved (expected ${summary.expectedEpoch}, found ${row.contextEpoch})`,
+      );
     }
-    if (cut <= 0) return undefined;
-    const covered = items.slice(0, cut);
-    const text = [previous?.text, summarize(store, session, covered)].filter(Boolean).join("\n\n");
-    const coversToIdx = covered[covered.length - 1].idx;
-    if (!bumpContextEpoch(store, session, row.contextEpoch)) {
-      throw new KlbrError("epoch_moved", `cannot compact context of ${session}: the epoch moved`);
+    if (summary.coversToIdx <= (previous?.coversToIdx ?? 0)) {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot commit context summary of ${session}: it must cover more than #${
+          previous?.coversToIdx ?? 0
+        } (got #${summary.coversToIdx})`,
+      );
     }
     const epoch = row.contextEpoch + 1;
+    bumpContextEpoch(store, session, row.contextEpoch);
     store.statement(
-      "INSERT INTO context_summaries (session_id, epoch, covers_to_idx, text, at) VALUES (?, ?, ?, ?, ?)",
-    ).run(session, epoch, coversToIdx, text, store.clock());
+      `INSERT INTO context_summaries (session_id, epoch, covers_to_idx, text, source, digest, tokens,
+         fallback_reason, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      session,
+      epoch,
+      summary.coversToIdx,
+      summary.text,
+      summary.source,
+      JSON.stringify(summary.digest),
+      summary.tokens,
+      summary.fallbackReason,
+      store.clock(),
+    );
     insertEvent(store, session, "context.compacted", {
       epoch,
-      covers_to_idx: coversToIdx,
-      summarized_items: covered.length,
-      summary_chars: text.length,
+      covers_to_idx: summary.coversToIdx,
+      summarized_items: summary.summarizedItems,
+      summary_chars: summary.text.length,
+      summary_tokens: summary.tokens,
+      source: summary.source,
+      fallback_reason: summary.fallbackReason,
     });
-    return { epoch, coversToIdx, summarizedItems: covered.length };
+    summary.beforeCommit?.();
+    return {
+      epoch,
+      coversToIdx: summary.coversToIdx,
+      summarizedItems: summary.summarizedItems,
+      source: summary.source,
+    };
   });
-}
-
-function excerpt(text: string): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > EXCERPT ? `${flat.slice(0, EXCERPT)}…` : flat;
-}
-
-/** The summary of `items`: said, delivered, scratchpad, cells — each kept apart. */
-function summarize(store: Store, session: string, items: ProviderItem[]): string {
-  const frames = new Set(items.map((i) => i.frameId).filter((f): f is string => f !== null));
-  const said: string[] = [];
-  const drafts: string[] = [];
-  const cells: string[] = [];
-  const results = new Map<string, string>();
-  for (const item of items) {
-    if (item.role === "tool" && item.toolCallId !== null) {
-      results.set(item.toolCallId, String(item.message.content ?? "").split("\n")[0]);
-    }
-  }
-  for (const item of items) {
-    const content = typeof item.message.content === "string" ? item.message.content : "";
-    if (item.role === "user") said.push(`- ${excerpt(content)}`);
-    if (item.role === "assistant") {
-      if (content !== "") drafts.push(`- ${excerpt(content)}`);
-      const calls = (item.message.tool_calls ?? []) as {
-        id: string;
-        function?: { arguments?: string };
-      }[];
-      for (const call of calls) {
-        let code = "";
-        try {
-          code = String(JSON.parse(call.function?.arguments ?? "{}").code ?? "");
-        } catch { /* a malformed call is listed without its code */ }
-        cells.push(
-          `- ${excerpt(code.split("\n")[0] ?? "")} → ${results.get(call.id) ?? "no result"}`,
-        );
-      }
-    }
-  }
-  const delivered = [
-    ...readEventsOfKind(store, session, "send")
-      .filter((e) => frames.has(String((e.body as { frame_id?: unknown }).frame_id)))
-      .map((e) => {
-        const body = e.body as { text?: unknown; conversation?: unknown };
-        return `- to ${body.conversation}: ${excerpt(String(body.text ?? ""))} (delivered)`;
-      }),
-    ...outboxOfFrames(store, [...frames]).map((row) =>
-      `- to ${row.conversation}: ${excerpt(row.body)} (${row.state})`
-    ),
-  ];
-  const section = (title: string, lines: string[]) =>
-    lines.length ? `${title}\n${lines.join("\n")}` : `${title}\n- (none)`;
-  return [
-    `[summary of ${items.length} earlier items, #${items[0].idx}–#${items[items.length - 1].idx}]`,
-    section("Inputs you received:", said),
-    section("Messages you sent (these reached the conversation):", delivered),
-    section("Your scratchpad notes (never delivered to anyone):", drafts),
-    section("Cells you ran:", cells),
-  ].join("\n");
 }

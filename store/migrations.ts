@@ -13,6 +13,7 @@ import type { DatabaseSync } from "node:sqlite";
 import { assert } from "../runtime/core/mod.ts";
 import { appendOnly, immutable } from "./_migration_sql.ts";
 import { V7 } from "./_migration_jobs.ts";
+import { CONTEXT_SCHEMA } from "./_context_schema.ts";
 
 /** The value of the `klbr_meta` `format` row that marks a klbr store. */
 export const STORE_FORMAT = "klbr-runtime";
@@ -341,6 +342,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 5, name: "frames without leases", sql: V5 },
   { version: 6, name: "discord resume and reconciliation", sql: V6 },
   { version: 7, name: "timers, jobs, model calls and maintenance", sql: V7 },
+  { version: 8, name: "context budgets, summaries and history index", sql: CONTEXT_SCHEMA },
 ];
 
 /** The `user_version` a fully migrated store has. */

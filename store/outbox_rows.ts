@@ -145,15 +145,6 @@ export function nextPendingOutbox(store: Store): OutboxRecord | undefined {
   return row ? toRecord(row) : undefined;
 }
 
-/** Returns the outbox rows written by the turns of `frameIds`, oldest first. */
-export function outboxOfFrames(store: Store, frameIds: readonly string[]): OutboxRecord[] {
-  if (frameIds.length === 0) return [];
-  const rows = store.statement(
-    `SELECT * FROM outbox WHERE frame_id IN (SELECT value FROM json_each(?)) ORDER BY created_at, id`,
-  ).all(JSON.stringify(frameIds)) as unknown as OutboxRow[];
-  return rows.map(toRecord);
-}
-
 /**
  * The next row the sender works on: the oldest open row of each channel (`pending`, or
  * `unknown` and due for reconciliation), the earliest due first. Rows of one channel are

@@ -1,10 +1,15 @@
 /**
  * The `provider_items` table: a session's provider sequence (user, assistant and tool
- * messages in the chat-completions shape). This module is the table's only writer.
+ * messages in the chat-completions shape). This module is the table's only writer; the
+ * triggers of migration 8 keep `open_tool_calls` (the calls still waiting for a result) and
+ * the history index in step with it, in the same transaction.
  *
  * The sequence is kept valid across crashes: an assistant message with tool calls is written
  * before any of its cells run, and {@linkcode closeDanglingToolCalls} gives every tool call
  * without a result either its finished cell's result or a recorded interruption.
+ *
+ * Each item carries its raw token estimate ({@linkcode estimateTokens} of its JSON), so a
+ * request is sized from the primary key alone, without reading or parsing a message.
  *
  * @module
  */
@@ -20,7 +25,16 @@ export interface ProviderItem {
   toolCallId: string | null;
   /** The message in the chat-completions shape. */
   message: Record<string, unknown>;
+  /** Its raw token estimate ({@linkcode estimateTokens} of the message's JSON). */
+  tokens: number;
   at: number;
+}
+
+/** An item's size without its message: what request sizing and compaction cuts read. */
+export interface ItemSize {
+  idx: number;
+  role: ProviderItem["role"];
+  tokens: number;
 }
 
 interface ItemRow {
@@ -29,13 +43,87 @@ interface ItemRow {
   role: ProviderItem["role"];
   tool_call_id: string | null;
   message: string;
+  tokens: number;
   at: number;
+}
+
+const COLUMNS = "idx, frame_id, role, tool_call_id, message, tokens, at";
+
+/** Returns the UTF-8 length of `text` in bytes, without encoding it. */
+export function utf8Length(text: string): number {
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x80) bytes += 1;
+    else if (code < 0x800) bytes += 2;
+    else if (code >= 0xd800 && code < 0xdc00 && i + 1 < text.length) {
+      bytes += 4;
+      i++;
+    } else bytes += 3;
+  }
+  return bytes;
+}
+
+/**
+ * The raw token estimate of one message's text: UTF-8 bytes / 4, plus 4 for the message's
+ * framing. Migration 8 computes the same figure in SQL for items written before it; the
+ * context domain multiplies it by the route's calibration.
+ *
+ * @example
+ * ```ts
+ * estimateTokens(JSON.stringify({ role: "user", content: "hi" })); // 11
+ * ```
+ */
+export function estimateTokens(text: string): number {
+  return Math.floor((utf8Length(text) + 3) / 4) + 4;
+}
+
+function toItem(row: ItemRow): ProviderItem {
+  return {
+    idx: row.idx,
+    frameId: row.frame_id,
+    role: row.role,
+    toolCallId: row.tool_call_id,
+    message: JSON.parse(row.message),
+    tokens: row.tokens,
+    at: row.at,
+  };
+}
+
+function checkMessage(store: Store, session: string, message: Record<string, unknown>): void {
+  const role = message.role;
+  if (role !== "user" && role !== "assistant" && role !== "tool") {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot append provider item: role must be user, assistant or tool (got ${
+        JSON.stringify(role)
+      })`,
+    );
+  }
+  if (role !== "tool") return;
+  if (typeof message.tool_call_id !== "string") {
+    throw new KlbrError(
+      "invalid_input",
+      "cannot append provider item: a tool message needs tool_call_id (got none)",
+    );
+  }
+  if (
+    store.statement(
+      "SELECT 1 FROM provider_items WHERE session_id = ? AND role = 'tool' AND tool_call_id = ?",
+    ).get(session, message.tool_call_id) !== undefined
+  ) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot append provider item: tool call ${message.tool_call_id} already has its result`,
+    );
+  }
 }
 
 /**
  * Appends messages to a session's provider sequence in one transaction; returns their indexes.
  *
- * When it returns every message is committed, in order.
+ * When it returns every message is committed, in order, with its token estimate, and the
+ * history index and the open tool calls include it.
  *
  * @throws {KlbrError} `invalid_input` for a message without a known role, or a tool message
  * without `tool_call_id`, or a second result for the same tool call.
@@ -53,38 +141,23 @@ export function appendProviderItems(
     let idx = last.idx;
     const now = store.clock();
     return messages.map((message) => {
-      const role = message.role;
-      if (role !== "user" && role !== "assistant" && role !== "tool") {
-        throw new KlbrError(
-          "invalid_input",
-          `cannot append provider item: role must be user, assistant or tool (got ${
-            JSON.stringify(role)
-          })`,
-        );
-      }
-      const toolCallId = role === "tool" ? message.tool_call_id : null;
-      if (role === "tool" && typeof toolCallId !== "string") {
-        throw new KlbrError(
-          "invalid_input",
-          "cannot append provider item: a tool message needs tool_call_id (got none)",
-        );
-      }
-      if (
-        role === "tool" &&
-        store.statement(
-            "SELECT 1 FROM provider_items WHERE session_id = ? AND role = 'tool' AND tool_call_id = ?",
-          ).get(session, toolCallId as string) !== undefined
-      ) {
-        throw new KlbrError(
-          "invalid_input",
-          `cannot append provider item: tool call ${toolCallId} already has its result`,
-        );
-      }
+      checkMessage(store, session, message);
+      const toolCallId = message.role === "tool" ? message.tool_call_id as string : null;
+      const text = JSON.stringify(message);
       idx++;
       store.statement(
-        `INSERT INTO provider_items (session_id, idx, frame_id, role, tool_call_id, message, at)
-         VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      ).run(session, idx, frameId, role, toolCallId as string | null, JSON.stringify(message), now);
+        `INSERT INTO provider_items (session_id, idx, frame_id, role, tool_call_id, message, tokens, at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      ).run(
+        session,
+        idx,
+        frameId,
+        message.role as string,
+        toolCallId,
+        text,
+        estimateTokens(text),
+        now,
+      );
       return idx;
     });
   });
@@ -93,52 +166,91 @@ export function appendProviderItems(
 /** Returns a session's provider items with `idx > since`, in order. */
 export function readProviderItems(store: Store, session: string, since = 0): ProviderItem[] {
   const rows = store.statement(
-    "SELECT idx, frame_id, role, tool_call_id, message, at FROM provider_items WHERE session_id = ? AND idx > ? ORDER BY idx",
+    `SELECT ${COLUMNS} FROM provider_items WHERE session_id = ? AND idx > ? ORDER BY idx`,
   ).all(session, since) as unknown as ItemRow[];
-  return rows.map((row) => ({
-    idx: row.idx,
-    frameId: row.frame_id,
-    role: row.role,
-    toolCallId: row.tool_call_id,
-    message: JSON.parse(row.message),
-    at: row.at,
-  }));
+  return rows.map(toItem);
+}
+
+/** Returns the items with `after < idx <= through`, in order. */
+export function readProviderRange(
+  store: Store,
+  session: string,
+  range: { after: number; through: number },
+): ProviderItem[] {
+  const rows = store.statement(
+    `SELECT ${COLUMNS} FROM provider_items WHERE session_id = ? AND idx > ? AND idx <= ? ORDER BY idx`,
+  ).all(session, range.after, range.through) as unknown as ItemRow[];
+  return rows.map(toItem);
+}
+
+/** Returns item `idx`, or `undefined` when the session has none. */
+export function getProviderItem(
+  store: Store,
+  session: string,
+  idx: number,
+): ProviderItem | undefined {
+  const row = store.statement(
+    `SELECT ${COLUMNS} FROM provider_items WHERE session_id = ? AND idx = ?`,
+  ).get(session, idx) as ItemRow | undefined;
+  return row ? toItem(row) : undefined;
+}
+
+/**
+ * Yields the sizes of the items with `idx > after`, newest first, read lazily from the
+ * primary key in pages: a caller that stops after a budget's worth reads only about that much.
+ */
+export function* itemSizesNewestFirst(
+  store: Store,
+  session: string,
+  after: number,
+): Generator<ItemSize> {
+  const PAGE = 256;
+  let below = Number.MAX_SAFE_INTEGER;
+  while (true) {
+    const rows = store.statement(
+      `SELECT idx, role, tokens FROM provider_items
+       WHERE session_id = ? AND idx > ? AND idx < ? ORDER BY idx DESC LIMIT ${PAGE}`,
+    ).all(session, after, below) as unknown as ItemSize[];
+    for (const row of rows) yield { idx: row.idx, role: row.role, tokens: row.tokens };
+    if (rows.length < PAGE) return;
+    below = rows[rows.length - 1].idx;
+  }
+}
+
+/** Returns the newest item's idx, or 0 for an empty sequence. */
+export function lastItemIdx(store: Store, session: string): number {
+  return (store.statement(
+    "SELECT COALESCE(MAX(idx), 0) AS idx FROM provider_items WHERE session_id = ?",
+  ).get(session) as { idx: number }).idx;
 }
 
 /**
  * Gives every tool call that has no result one, so the next request is a valid sequence.
  *
  * A call whose cell finished gets that cell's recorded result (the cell is never run again);
- * any other gets an interruption naming `reason`. Returns the tool call ids it closed. When it
- * returns, every assistant tool call in the session has exactly one tool message.
+ * any other gets an interruption naming `reason`. Returns the tool call ids it closed, in the
+ * order of the sequence. It reads only `open_tool_calls`, which holds the calls still waiting,
+ * so its cost does not grow with history. When it returns, every assistant tool call in the
+ * session has exactly one tool message. Proven by "`closeDanglingToolCalls()` gives a finished
+ * cell's result back and marks the rest interrupted".
  */
 export function closeDanglingToolCalls(store: Store, session: string, reason: string): string[] {
   return store.transaction(() => {
-    const answered = new Set(
-      (store.statement(
-        "SELECT tool_call_id FROM provider_items WHERE session_id = ? AND role = 'tool'",
-      ).all(session) as { tool_call_id: string }[]).map((row) => row.tool_call_id),
-    );
-    const closed: string[] = [];
-    const messages: Record<string, unknown>[] = [];
-    let frameId: string | null = null;
-    for (const item of readProviderItems(store, session)) {
-      if (item.role !== "assistant") continue;
-      const calls = (item.message.tool_calls ?? []) as { id: string }[];
-      for (const call of calls) {
-        if (answered.has(call.id)) continue;
-        const cell = store.statement(
-          "SELECT outcome, result FROM cells WHERE session_id = ? AND tool_call_id = ? AND outcome IS NOT NULL",
-        ).get(session, call.id) as { outcome: string; result: string } | undefined;
-        const content = cell === undefined
-          ? `[interrupted: ${reason}; this cell did not finish and was not run again]`
-          : `[recovered result, outcome ${cell.outcome}]\n${cell.result}`;
-        messages.push({ role: "tool", tool_call_id: call.id, content });
-        closed.push(call.id);
-        frameId = item.frameId;
-      }
-    }
-    if (messages.length) appendProviderItems(store, session, frameId, messages);
-    return closed;
+    const open = store.statement(
+      "SELECT call_id, idx FROM open_tool_calls WHERE session_id = ? ORDER BY idx, pos",
+    ).all(session) as { call_id: string; idx: number }[];
+    if (open.length === 0) return [];
+    const messages = open.map(({ call_id: callId }) => {
+      const cell = store.statement(
+        "SELECT outcome, result FROM cells WHERE session_id = ? AND tool_call_id = ? AND outcome IS NOT NULL",
+      ).get(session, callId) as { outcome: string; result: string } | undefined;
+      const content = cell === undefined
+        ? `[interrupted: ${reason}; this cell did not finish and was not run again]`
+        : `[recovered result, outcome ${cell.outcome}]\n${cell.result}`;
+      return { role: "tool", tool_call_id: callId, content };
+    });
+    const frameId = getProviderItem(store, session, open[open.length - 1].idx)?.frameId ?? null;
+    appendProviderItems(store, session, frameId, messages);
+    return open.map((call) => call.call_id);
   });
 }

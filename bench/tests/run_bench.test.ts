@@ -19,6 +19,8 @@ const TINY: BenchCounts = {
   restarts: 1,
   settleMs: 200,
   outlines: 2,
+  contextItems: 300,
+  contextRecords: 3_000,
 };
 
 Deno.test("`runBench()` measures every figure and prints one row for each", async () => {
@@ -50,6 +52,21 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     "6b",
     "7a",
     "7b",
+    "8a",
+    "8b",
+    "8c",
+    "8d",
+    "8e",
+    "8f",
+    "8g",
+    "8h",
+    "8i",
+    "9a",
+    "9b",
+    "9c",
+    "9d",
+    "9e",
+    "9f",
   ];
   // 6c exists only when serve runs the daemon as a child process.
   assert.deepEqual(ids.filter((id) => id !== "6c"), expected);
@@ -76,6 +93,7 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
       "replay (4a)",
       "cells (3a, 3b, 3c, 3d, 5c, 5d)",
       "code outline (7a, 7b)",
+      "context (8a, 8b, 8c, 8d, 8e, 8f, 8g, 8h, 8i, 9a, 9b, 9c, 9d, 9e, 9f)",
     ],
   );
   const table = formatTable(report).split("\n");

@@ -89,6 +89,9 @@ const isHttpUrl = (value: string): boolean => {
 };
 const timeoutMs = () => z.int(expected("whole milliseconds")).min(1, expected("at least 1 ms"));
 
+/** The smallest `context_tokens` a route may declare. */
+const MIN_CONTEXT_TOKENS = 2048;
+
 /** The fields of one route; every default of the model configuration lives here. */
 function routeFields(url: string) {
   return z.strictObject({
@@ -107,6 +110,16 @@ function routeFields(url: string) {
     timeout_ms: timeoutMs().default(600_000),
     idle_timeout_ms: timeoutMs().default(120_000),
     extra_options: z.record(z.string(), z.json()).default({}),
+    /** The largest request on this route, in the provider's tokens; none passes it. */
+    context_tokens: z.int(expected("a whole number of tokens"))
+      .min(MIN_CONTEXT_TOKENS, expected(`at least ${MIN_CONTEXT_TOKENS} tokens`))
+      .max(10_000_000, expected("at most 10000000")).default(32_768),
+    /** The fraction of `context_tokens` past which the next request compacts first. */
+    compact_at: z.number(expected("a fraction")).min(0.2, expected("a fraction of 0.2-0.95"))
+      .max(0.95, expected("a fraction of 0.2-0.95")).default(0.75),
+    /** The fraction of `context_tokens` a summary stays under. */
+    summary_share: z.number(expected("a fraction")).min(0.02, expected("a fraction of 0.02-0.3"))
+      .max(0.3, expected("a fraction of 0.02-0.3")).default(0.1),
   });
 }
 
@@ -138,6 +151,25 @@ function checkRoute(route: z.output<ReturnType<typeof routeFields>>, ctx: z.Refi
       code: "custom",
       path: ["cache_profile"],
       message: `openai_prompt_cache_key needs cache_affinity (got no cache_affinity)`,
+    });
+  }
+  // The budget's own ranges are checked by its fields; a value outside them was reported there.
+  const inRange = route.context_tokens >= MIN_CONTEXT_TOKENS && route.compact_at <= 0.95 &&
+    route.compact_at >= 0.2 && route.summary_share >= 0.02 && route.summary_share <= 0.3;
+  if (inRange && route.summary_share >= route.compact_at / 2) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["summary_share"],
+      message: `must be below half of compact_at, or a summary alone would trigger compaction ` +
+        `(got ${route.summary_share} with compact_at ${route.compact_at})`,
+    });
+  }
+  if (inRange && route.context_tokens * route.summary_share < 256) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["summary_share"],
+      message:
+        `leaves a summary under 256 tokens (got ${route.summary_share} of ${route.context_tokens})`,
     });
   }
   if (route.api_key !== undefined && route.api_key_env !== undefined) {

@@ -32,6 +32,9 @@ export function defaultConfigText(): string {
       `    idle_timeout_ms ${
         routes[role].idle_timeout_ms
       }     // the longest silence inside a stream`,
+      `    context_tokens ${
+        routes[role].context_tokens
+      }      // the largest request; compaction starts at compact_at of it`,
       `}`,
     ].join("\n")
   );

@@ -247,6 +247,12 @@ const DATA = {
     covers_to_idx: int,
     summarized_items: int.nonnegative(),
     summary_chars: int.nonnegative(),
+    /** The summary's raw token estimate (absent from records before migration 8). */
+    summary_tokens: int.nonnegative().optional(),
+    /** Who wrote the summary's text: the `long` model, or the extractive fallback. */
+    source: z.enum(["model", "extractive"]).optional(),
+    /** Why the model's summary was not used, when it was asked for and not used. */
+    fallback_reason: z.string().nullable().optional(),
   }),
   "turn.started": z.looseObject({ frame_id: z.string(), frame: int, resumed: z.boolean() }),
   "turn.ended": z.looseObject({

@@ -10,7 +10,6 @@
  */
 
 import { appendEvent } from "../../store/events.ts";
-import { compactContext } from "../../store/context_summaries.ts";
 import { verifyRelease } from "../../store/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
 import { type ClientMessage, type EventBus, KlbrError } from "../core/mod.ts";
@@ -57,8 +56,7 @@ export async function runOperation(
     case "op.reset":
       return note(await reset(host.require(session)));
     case "op.compact":
-      host.require(session);
-      return note(compact(host.store, session));
+      return note(await compact(host.require(session)));
     case "op.drain": {
       const parts = host.require(session);
       await parts.runtime.drain();
@@ -102,8 +100,8 @@ async function reset(parts: SessionParts): Promise<Record<string, unknown>> {
 }
 
 /** Extractive: it needs neither the model nor a hook. */
-function compact(store: Store, session: string): Record<string, unknown> {
-  const done = compactContext(store, session, { keepItems: 20 });
+async function compact(parts: SessionParts): Promise<Record<string, unknown>> {
+  const done = await parts.compact();
   return done === undefined
     ? { compacted: false, message: "nothing to compact: the context is already short" }
     : {

@@ -14,6 +14,8 @@ import type { EventBus, Logger } from "../core/mod.ts";
 import { type BehaviorState, checkHookResult } from "../behavior/mod.ts";
 import { KernelSupervisor, type RpcHandler, type SkillRoots } from "../kernel/mod.ts";
 import type { Provider } from "../model/mod.ts";
+import type { Compaction } from "../../store/context_summaries.ts";
+import { compactContext, type ContextBudget } from "../context/mod.ts";
 import {
   contractMessage,
   createModelTurn,
@@ -33,6 +35,8 @@ export interface SessionDeps {
   workspace: string;
   skillRoots: SkillRoots;
   provider: (route: string) => Provider;
+  /** Each route's token budget (`context_tokens`, `compact_at`, `summary_share`). */
+  contextBudget: (route: string) => ContextBudget;
   behavior: BehaviorState;
   /** How long one cell may run before it is ended `timed_out`. */
   cellTimeoutMs?: number;
@@ -55,6 +59,8 @@ export interface SessionParts {
   frame: { id: string; routing: unknown; policyRevision: string } | null;
   /** Hook calls that failed (or broke their contract) since the turn began. */
   hookFailures: number;
+  /** The operator's `compact`: extractive (no model, no hook), keeping the newest 20 items. */
+  compact: () => Promise<Compaction | undefined>;
 }
 
 /**
@@ -70,6 +76,7 @@ export function createSessionParts(
     behavior: { releaseId: deps.behavior.releaseId, path: deps.behavior.path },
     frame: null,
     hookFailures: 0,
+    compact: () => compactContext(deps, session, { keep: { items: 20 }, model: false }),
   } as SessionParts;
   // The workbench and the hook worker run the same package from the same release.
   const common = {
@@ -146,6 +153,7 @@ function modelTurnFor(
     provider: meter === undefined
       ? deps.provider
       : (route) => meter(route, () => ({ session, frameId: parts.frame?.id ?? null })),
+    contextBudget: deps.contextBudget,
     hooks: () => hookCaller(parts),
     log: deps.log,
     system: () => contractMessage(deps.workspace),

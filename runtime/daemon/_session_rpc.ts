@@ -1,8 +1,8 @@
 /**
  * The host RPCs a cell of one session may call, beyond what the kernel serves itself
- * (`workspace.run`): `local.send`, `artifact.read`, the `discord.*` effects, the `behavior.*`
- * editing calls, the `code.*` tree-sitter calls, and the `timers.*`, `jobs.*` and `llm` calls of
- * unattended work.
+ * (`workspace.run`): `local.send`, `artifact.read`, `history.search` and `history.read`, the
+ * `discord.*` effects, the `behavior.*` editing calls, the `code.*` tree-sitter calls, and the
+ * `timers.*`, `jobs.*` and `llm` calls of unattended work.
  *
  * @module
  */
@@ -11,6 +11,7 @@ import { Buffer } from "node:buffer";
 import { readArtifact } from "../../store/artifacts.ts";
 import { behaviorHandlers } from "../behavior/mod.ts";
 import { codeHandlers } from "../code/mod.ts";
+import { historyHandlers } from "../context/mod.ts";
 import { type DiscordEffects, discordHandlers } from "../discord/mod.ts";
 import type { Jobs } from "../jobs/mod.ts";
 import type { RpcHandler } from "../kernel/mod.ts";
@@ -49,6 +50,7 @@ export function sessionRpcHandlers(
       });
       return { data_b64: Buffer.from(data).toString("base64"), bytes };
     },
+    ...historyHandlers({ store, session }),
     ...discordHandlers({
       store,
       session,

@@ -11,6 +11,7 @@ import { DEFAULT_SESSION } from "../../store/sessions.ts";
 import { openStore, type Store } from "../../store/store.ts";
 import { prepareBehavior } from "../behavior/mod.ts";
 import type { Config } from "../config/mod.ts";
+import { budgetOf } from "../context/mod.ts";
 import type { Logger } from "../core/mod.ts";
 import { DiscordTransport } from "../discord/mod.ts";
 import { loadSkills, skillRoots } from "../kernel/mod.ts";
@@ -80,6 +81,8 @@ export async function startDaemon(settings: ServeSettings, log: Logger): Promise
     provider: providersOf(config, settings.apiKeys),
     budget: config.budget,
     cleanup: config.cleanup,
+    contextBudget: (name) =>
+      budgetOf(config.routes[name as keyof typeof config.routes] ?? config.routes.main),
   });
   coordinator.start(DEFAULT_SESSION);
   // After start: recovery has turned any send left `attempting` into `unknown`.

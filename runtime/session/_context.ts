@@ -1,84 +1,103 @@
 /**
- * What a request carries: the contract message, the context summary standing in for the items
- * it covers, the provider items after it, and the turn's opening message — passed through
- * `context.prepare`.
+ * What a request carries, through the context domain: the contract message, the summary
+ * standing in for the items it covers, the newest items that fit the route's budget, and the
+ * turn's opening message — compacted first when the request would pass the budget's
+ * compaction threshold, passed through `context.prepare`, and cut to the budget if the hook
+ * made it larger.
  *
  * @module
  */
 
 import type { InputRecord } from "../../store/inputs.ts";
-import { readProviderItems } from "../../store/provider_items.ts";
-import { compactContext, latestSummary } from "../../store/context_summaries.ts";
+import { recordCalibration } from "../../store/token_counts.ts";
+import {
+  buildRequest,
+  compactContext,
+  type ContextBudget,
+  fitMessages,
+  messagesTokens,
+  rawLimits,
+  renderInputs as renderBounded,
+} from "../context/mod.ts";
 import type { HookResult } from "../behavior/mod.ts";
-import type { ChatMessage } from "../model/mod.ts";
+import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
 import { hookOr, type TurnHookDeps } from "./_turn_hooks.ts";
 
 /** What building a request needs. */
 export interface ContextDeps extends TurnHookDeps {
   /** The contract message the model reads first. */
   system: () => string;
-  /** Provider items kept in a request at most (older ones are left out whole). @default {200} */
-  maxItems?: number;
-  /** Uncovered provider items above which a turn compacts the context first. @default {150} */
-  compactAboveItems?: number;
-  /** Items a compaction keeps whole after its cut. @default {60} */
-  keepItemsAfterCompaction?: number;
+  /** Each route's token budget. */
+  contextBudget: (route: string) => ContextBudget;
+  /** The provider of a route; compaction asks `long` for the summary. */
+  provider: (route: string) => Provider;
 }
 
-/** The message a new turn opens with: its inputs, each headed by who said it where. */
-export function renderInputs(inputs: InputRecord[]): Record<string, unknown> {
-  const lines = inputs.map((input) => {
-    // A Discord input's body is its text and its details (mention, reply, attachments, …).
-    const { text, ...details } = (input.body ?? {}) as { text?: unknown };
-    const body = typeof input.body === "string"
-      ? input.body
-      : typeof text === "string"
-      ? `${text}\n${JSON.stringify(details)}`
-      : JSON.stringify(input.body);
-    return `[input ${input.id} from ${input.author} in ${input.conversationId}]\n${body}`;
-  });
-  return { role: "user", content: lines.join("\n\n") };
+/** A request ready to send, with its raw estimate for calibration. */
+export interface PreparedRequest {
+  messages: ChatMessage[];
+  rawTokens: number;
 }
 
-/** Compacts a long sequence before it is sent: no model, and nothing is deleted. */
-export function compactIfLong(deps: ContextDeps, session: string): void {
-  const { store } = deps;
-  const uncovered = readProviderItems(
-    store,
-    session,
-    latestSummary(store, session)?.coversToIdx ?? 0,
-  );
-  if (uncovered.length <= (deps.compactAboveItems ?? 150)) return;
-  if (compactContext(store, session, { keepItems: deps.keepItemsAfterCompaction ?? 60 })) {
-    deps.bus.wake(session);
-  }
+/** The message a new turn opens with: its inputs, within a quarter of `main`'s budget. */
+export function renderInputs(
+  deps: ContextDeps,
+  session: string,
+  inputs: InputRecord[],
+): Record<string, unknown> {
+  const limits = rawLimits(deps.store, session, "main", deps.contextBudget("main"));
+  return renderBounded(inputs, limits.opening);
 }
 
-/** The request's messages: the contract, then the provider sequence, via `context.prepare`. */
+/**
+ * The request's messages for `route`: compacted first when over the threshold, then
+ * `context.prepare`, then cut to the budget. A failed compaction is logged and the request
+ * goes out without it (the newest items that fit, the rest named as left out).
+ */
 export async function prepareContext(
   deps: ContextDeps,
   session: string,
   opening: Record<string, unknown>[],
-): Promise<ChatMessage[]> {
-  // The summary stands in for the items it covers; the items after it follow whole.
-  const summary = latestSummary(deps.store, session);
-  const items = readProviderItems(deps.store, session, summary?.coversToIdx ?? 0)
-    .map((item) => item.message);
-  // Every stored provider item has a role: appendProviderItems refuses any other.
-  const base = [
-    { role: "system", content: deps.system() },
-    ...(summary ? [{ role: "user", content: `[runtime] ${summary.text}` }] : []),
-    ...trimItems(items, deps.maxItems ?? 200),
-    ...opening,
-  ] as HookResult<"context.prepare">;
-  const messages = await hookOr(deps, session, "context.prepare", { messages: base }, base);
-  return messages as unknown as ChatMessage[];
+  options: { route: string; signal: AbortSignal },
+): Promise<PreparedRequest> {
+  const parts = {
+    route: options.route,
+    budget: deps.contextBudget(options.route),
+    system: deps.system(),
+    opening,
+  };
+  let built = buildRequest(deps.store, session, parts);
+  if (built.overCompact) {
+    try {
+      const done = await compactContext(deps, session, {
+        keep: { tokens: built.limits.keep },
+        model: true,
+        signal: options.signal,
+      });
+      if (done !== undefined) built = buildRequest(deps.store, session, parts);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      deps.log.warn("context.compaction_failed", `compaction skipped: ${message}`, { session });
+    }
+  }
+  const base = built.messages as HookResult<"context.prepare">;
+  const prepared = await hookOr(deps, session, "context.prepare", { messages: base }, base);
+  const messages = fitMessages(prepared as Record<string, unknown>[], built.limits.request) ??
+    fitMessages(base, built.limits.request) ?? base;
+  return { messages: messages as unknown as ChatMessage[], rawTokens: messagesTokens(messages) };
 }
 
-/** Keeps the last `max` items, starting at a user message so no tool group is split. */
-function trimItems(items: Record<string, unknown>[], max: number): Record<string, unknown>[] {
-  if (items.length <= max) return items;
-  let start = items.length - max;
-  while (start < items.length && items[start].role !== "user") start++;
-  return items.slice(start);
+/** Calibrates the route's token estimate from the `prompt_tokens` a reply reported. */
+export function noteUsage(
+  deps: ContextDeps,
+  session: string,
+  sample: { route: string; request: PreparedRequest; usage: ProviderTurn["usage"] },
+): void {
+  const reported = sample.usage.promptTokens;
+  if (reported === undefined || reported < 1) return;
+  recordCalibration(deps.store, session, {
+    route: sample.route,
+    estimated: sample.request.rawTokens,
+    reported,
+  });
 }

@@ -12,16 +12,13 @@
 import { appendEvent } from "../../store/events.ts";
 import { appendProviderItems } from "../../store/provider_items.ts";
 import { DEFAULT_CELL_TIMEOUT_MS, newId, type RecordInput, type RecordType } from "../core/mod.ts";
-import type { Provider } from "../model/mod.ts";
-import { compactIfLong, type ContextDeps, prepareContext, renderInputs } from "./_context.ts";
+import { type ContextDeps, noteUsage, prepareContext, renderInputs } from "./_context.ts";
 import type { TurnContext, TurnResult } from "./_session_runtime.ts";
 import { runToolCalls, type ToolCall, type ToolCallDeps } from "./_tool_calls.ts";
 import { decideNext, planRoute } from "./_turn_hooks.ts";
 
 /** Options for {@linkcode createModelTurn}. */
 export interface ModelTurnOptions extends ContextDeps, Omit<ToolCallDeps, "cellTimeoutMs"> {
-  /** Returns the provider for a route name (`main`, `fast`, `long`). */
-  provider: (route: string) => Provider;
   /** Model requests per turn at most. @default {16} */
   maxSteps?: number;
   /**
@@ -84,9 +81,8 @@ async function runTurn(scope: TurnScope): Promise<TurnResult> {
   // its retry does not repeat the inputs.
   let opening: Record<string, unknown> | null = ctx.resumed
     ? RESUMED_NOTE
-    : renderInputs(ctx.inputs);
+    : renderInputs(options, session, ctx.inputs);
   record("turn.started", { frame_id: frame.id, frame: frame.number, resumed: ctx.resumed });
-  compactIfLong(options, session);
   for (let step = 0; step < maxSteps; step++) {
     const reply = await requestStep(scope, opening);
     opening = null;
@@ -134,11 +130,15 @@ async function requestStep(
 ): Promise<{ calls: ToolCall[] } | TurnResult> {
   const { options, ctx, record, state } = scope;
   const { session, frame } = ctx;
-  const messages = await prepareContext(options, session, opening ? [opening] : []);
+  // The route comes first: its budget sizes the request (and may compact the context).
   const route = await planRoute(options, session);
+  const request = await prepareContext(options, session, opening ? [opening] : [], {
+    route,
+    signal: ctx.signal,
+  });
   let turn;
   try {
-    turn = await options.provider(route).streamChat({ messages }, {
+    turn = await options.provider(route).streamChat({ messages: request.messages }, {
       signal: ctx.signal,
       onDelta: (delta) =>
         options.bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text }),
@@ -153,6 +153,7 @@ async function requestStep(
     record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
     return { ok: false, reason: `model failed: ${message}`, effects: state.effects };
   }
+  noteUsage(options, session, { route, request, usage: turn.usage });
   // Tool-call ids are minted here: some providers repeat ids across responses, and a
   // session's sequence needs each id once.
   const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));

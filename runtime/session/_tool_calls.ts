@@ -7,6 +7,7 @@
  */
 
 import { finishCell, startCell } from "../../store/cells.ts";
+import { indexArtifact } from "../../store/history_index.ts";
 import { appendProviderItems } from "../../store/provider_items.ts";
 import type { Store } from "../../store/store.ts";
 import type { EventBus } from "../core/mod.ts";
@@ -116,6 +117,17 @@ async function runCell(
   // names it, so nothing printed is discarded and no record is huge.
   const stdout = await spoolLongText(store.stateDir, result.stdout, deps.artifactBytes);
   const stderr = await spoolLongText(store.stateDir, result.stderr, deps.artifactBytes);
+  // A spooled output is searchable whole (history.search), not only its excerpt.
+  for (const [spooled, text] of [[stdout, result.stdout], [stderr, result.stderr]] as const) {
+    if (spooled.artifact === undefined) continue;
+    indexArtifact(store, {
+      session,
+      cellId,
+      id: spooled.artifact.id,
+      bytes: spooled.artifact.bytes,
+      text,
+    });
+  }
   finishCell(store, cellId, {
     outcome: result.outcome,
     result: {

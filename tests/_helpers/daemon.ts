@@ -22,6 +22,8 @@ export interface TestDaemonOptions {
   env?: Record<string, string>;
   /** Extra KDL appended to the generated configuration. */
   extraConfig?: string;
+  /** Extra fields of the generated `main` route (which undeclared roles copy), as KDL lines. */
+  routeFields?: string;
   /** `daemon` (default) starts `main.ts daemon` under the derived permissions directly;
    * `launcher` starts `main.ts serve`, which derives them itself. */
   via?: "daemon" | "launcher";
@@ -62,7 +64,8 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
   const modelUrl = options.modelUrl ?? "http://127.0.0.1:9/v1";
   await Deno.writeTextFile(
     configPath,
-    `llm "main" {\n    url "${modelUrl}"\n    model "fake"\n    timeout_ms 20000\n}\n` +
+    `llm "main" {\n    url "${modelUrl}"\n    model "fake"\n    timeout_ms 20000\n` +
+      `${options.routeFields ?? ""}\n}\n` +
       (options.extraConfig ?? ""),
   );
   const env = {

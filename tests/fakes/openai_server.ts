@@ -5,6 +5,12 @@
  * the fallback responder when the queue is empty) and records the request, so a test can
  * assert exactly what was sent. `GET /v1/models` lists the configured models.
  *
+ * With `countTokens` every response reports `prompt_tokens` as {@linkcode fakePromptTokens}
+ * counts the request (a tokenizer unlike klbr's estimate, so calibration has work to do). With
+ * `summarizer` it acts as the `long` route's model: a request whose system message starts with
+ * `[klbr summarizer]` is answered by the summarizer instead of the queue — `"faithful"` writes
+ * the summary the prompt asks for ({@linkcode faithfulSummary}); a function answers as it likes.
+ *
  * @example
  * ```ts
  * const fake = startFakeOpenAI();
@@ -67,6 +73,10 @@ export interface RecordedRequest {
 
 /** Options for {@linkcode startFakeOpenAI}. */
 export interface FakeOpenAIOptions {
+  /** Report `prompt_tokens` ({@linkcode fakePromptTokens}) in every response without a usage. */
+  countTokens?: boolean;
+  /** Answers summarizer requests (system message starting `[klbr summarizer]`). */
+  summarizer?: "faithful" | ((request: RecordedRequest) => FakeResponse);
   /** Answers a chat request when the queue is empty; default: HTTP 500 "no scripted response". */
   fallback?: (request: RecordedRequest) => FakeResponse;
   /** Model ids `GET /v1/models` lists. Default `["fake-model"]`. */
@@ -105,6 +115,67 @@ export const FAKE_USAGE = {
 } as const;
 
 const STALL_LIMIT_MS = 30_000;
+
+/**
+ * The fake's token count of a chat request: the UTF-8 bytes of its messages and tools, a third
+ * of a token each (klbr's uncalibrated estimate assumes a quarter and a bit).
+ */
+// deno-lint-ignore no-explicit-any
+export function fakePromptTokens(body: any): number {
+  const text = JSON.stringify({ messages: body?.messages ?? [], tools: body?.tools ?? [] });
+  return Math.ceil(new TextEncoder().encode(text).length / 3);
+}
+
+/** Whether a recorded chat request is a summarizer request. */
+export function isSummarizerRequest(request: RecordedRequest): boolean {
+  const first = request.body?.messages?.[0];
+  return typeof first?.content === "string" && first.content.startsWith("[klbr summarizer]");
+}
+
+// deno-lint-ignore no-explicit-any
+type Material = any;
+
+/**
+ * The summary a faithful model writes from summarizer material: the previous summary's
+ * entries under the required headings, then the step's, every one named by its id, the oldest
+ * dropped (sends of the step never) until it fits `max_chars`.
+ */
+export function faithfulSummary(material: Material): string {
+  const headings: string[] = material.headings;
+  const sections: string[][] = headings.map(() => []);
+  let current = -1;
+  for (const line of String(material.previous_summary ?? "").split("\n")) {
+    const at = headings.indexOf(line.trim());
+    if (at >= 0) current = at;
+    else if (line.trim() === "Notes:") current = -1;
+    else if (current >= 0 && line.startsWith("- ") && line !== "- (none)") {
+      sections[current].push(line);
+    }
+  }
+  const items = material.new_items;
+  // deno-lint-ignore no-explicit-any
+  const add = (at: number, list: any[], line: (e: any) => string) =>
+    sections[at].push(...list.map(line));
+  add(0, items.inputs, (e) => `- ${e.text} [${e.id}] (${e.author} in ${e.conversation})`);
+  add(1, items.sent, (e) => `- to ${e.conversation}: ${e.text} (${e.state}) [${e.id}]`);
+  add(2, items.scratchpad, (e) => `- ${e.text} [${e.id}]`);
+  add(3, items.cells, (e) => `- ${e.text} → ${e.outcome} [${e.id}]`);
+  const required = new Set<string>(material.must_name_as_sent.map((m: { id: string }) => m.id));
+  const keep = (line: string) => [...required].some((id) => line.includes(`[${id}]`));
+  const render = () =>
+    headings.flatMap((h, i) => [h, ...(sections[i].length ? sections[i] : ["- (none)"])]).join(
+      "\n",
+    );
+  let text = render();
+  while (text.length > material.max_chars) {
+    const lengths = sections.map((lines) => lines.filter((l) => !keep(l)).length);
+    const at = lengths.indexOf(Math.max(...lengths));
+    if (lengths[at] === 0) break;
+    sections[at].splice(sections[at].findIndex((l) => !keep(l)), 1);
+    text = render();
+  }
+  return text;
+}
 
 function pieces(text: string, size: number): string[] {
   const out: string[] = [];
@@ -287,7 +358,21 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
         status: 404,
       });
     }
-    const response = queue.shift() ?? fallback(recorded);
+    const summarizer = options.summarizer;
+    let response: FakeResponse = summarizer !== undefined && isSummarizerRequest(recorded)
+      ? (summarizer === "faithful"
+        ? {
+          text: faithfulSummary(JSON.parse(recorded.body.messages[1].content)),
+          usage: { prompt_tokens: fakePromptTokens(recorded.body), completion_tokens: 50 },
+        }
+        : summarizer(recorded))
+      : queue.shift() ?? fallback(recorded);
+    if (options.countTokens && response.usage === undefined && response.status === undefined) {
+      response = {
+        ...response,
+        usage: { prompt_tokens: fakePromptTokens(recorded.body), completion_tokens: 10 },
+      };
+    }
     if (response.status !== undefined) {
       const headers: Record<string, string> = {};
       if (response.retryAfter !== undefined) headers["retry-after"] = String(response.retryAfter);

@@ -1,149 +1,132 @@
-// Compaction of the provider sequence against real SQLite: what it covers, what the summary
-// keeps apart, and the epoch it moves.
+// The summary commit against real SQLite: the row, the next context epoch and the event
+// commit together or not at all. (What a summary contains is tested with compaction, in
+// tests/runtime/context/compaction.test.ts.)
 
 import assert from "node:assert/strict";
 import { isKlbrError } from "../../runtime/core/mod.ts";
-import { compactContext, latestSummary } from "../../store/context_summaries.ts";
-import { appendEvent, readEvents } from "../../store/events.ts";
-import { acceptFrame } from "../../store/frames.ts";
-import { admitInput } from "../../store/inputs.ts";
-import { appendProviderItems, readProviderItems } from "../../store/provider_items.ts";
+import {
+  commitSummary,
+  getSummary,
+  latestSummary,
+  type NewSummary,
+} from "../../store/context_summaries.ts";
+import { readEvents } from "../../store/events.ts";
 import { ensureSession, requireSession } from "../../store/sessions.ts";
 import { openStore, type Store } from "../../store/store.ts";
 
 async function withStore(fn: (store: Store) => void) {
-  const store = openStore(await Deno.makeTempDir());
+  const dir = await Deno.makeTempDir();
+  const store = openStore(dir);
   try {
     ensureSession(store, "default");
     fn(store);
   } finally {
     store.close();
+    await Deno.remove(dir, { recursive: true });
   }
 }
 
-/** One turn: an input, a frame, a scratchpad note, one cell and its result, one send. */
-function turn(store: Store, n: number) {
-  const { inputId } = admitInput(store, {
-    session: "default",
-    sourceKind: "local",
-    dedupeKey: `local:t:${n}`,
-    conversationId: "local:default",
-    author: "owner",
-    body: `question ${n}`,
-  });
-  const { frameId } = acceptFrame(store, {
-    session: "default",
-    inputIds: [inputId],
-    contextEpoch: requireSession(store, "default").contextEpoch,
-    policyRevision: "test",
-  });
-  const call = `call_${n}`;
-  appendProviderItems(store, "default", frameId, [
-    { role: "user", content: `question ${n}` },
-    {
-      role: "assistant",
-      content: `thinking about ${n}`,
-      tool_calls: [{
-        id: call,
-        type: "function",
-        function: {
-          name: "python",
-          arguments: JSON.stringify({ code: `await local.send('answer ${n}')` }),
-        },
-      }],
-    },
-    { role: "tool", tool_call_id: call, content: "outcome: ok" },
-  ]);
-  appendEvent(store, "default", "send", {
-    send_id: `snd_${n}`,
-    text: `answer ${n}`,
-    conversation: "local:default",
-    frame_id: frameId,
-    cell_id: null,
-    state: "delivered",
-  });
-}
+const summary = (over: Partial<NewSummary> = {}): NewSummary => ({
+  expectedEpoch: 0,
+  coversToIdx: 9,
+  text: "[summary of 9 earlier items]",
+  source: "model",
+  digest: { version: 1 },
+  tokens: 11,
+  fallbackReason: null,
+  summarizedItems: 9,
+  ...over,
+});
 
-Deno.test("`compactContext()` covers old items, keeps the difference between sent and scratchpad, and moves the epoch", async () => {
+Deno.test("`commitSummary()` moves the epoch with its summary, or writes nothing", async () => {
   await withStore((store) => {
-    for (let n = 1; n <= 4; n++) turn(store, n);
-    assert.equal(
-      compactContext(store, "default", { keepItems: 20 }),
-      undefined,
-      "too short to cut",
-    );
-
-    // 12 items; keeping 3 puts the cut just before turn 4's user message (#10).
-    const done = compactContext(store, "default", { keepItems: 3 })!;
-    assert.deepEqual(done, { epoch: 1, coversToIdx: 9, summarizedItems: 9 });
+    const events = () => readEvents(store, "default").length;
+    assert.deepEqual(commitSummary(store, "default", summary()), {
+      epoch: 1,
+      coversToIdx: 9,
+      summarizedItems: 9,
+      source: "model",
+    });
     assert.equal(requireSession(store, "default").contextEpoch, 1);
-    const summary = latestSummary(store, "default")!;
-    assert.equal(summary.coversToIdx, 9);
-    assert.equal(
-      summary.text,
-      [
-        "[summary of 9 earlier items, #1–#9]",
-        "Inputs you received:",
-        "- question 1",
-        "- question 2",
-        "- question 3",
-        "Messages you sent (these reached the conversation):",
-        "- to local:default: answer 1 (delivered)",
-        "- to local:default: answer 2 (delivered)",
-        "- to local:default: answer 3 (delivered)",
-        "Your scratchpad notes (never delivered to anyone):",
-        "- thinking about 1",
-        "- thinking about 2",
-        "- thinking about 3",
-        "Cells you ran:",
-        "- await local.send('answer 1') → outcome: ok",
-        "- await local.send('answer 2') → outcome: ok",
-        "- await local.send('answer 3') → outcome: ok",
-      ].join("\n"),
+    const first = latestSummary(store, "default")!;
+    assert.deepEqual(
+      [first.epoch, first.coversToIdx, first.source, first.digest, first.tokens],
+      [1, 9, "model", { version: 1 }, 11],
     );
-    // Nothing is deleted: every item is still there.
-    assert.equal(readProviderItems(store, "default").length, 12);
-    const event = readEvents(store, "default").at(-1)!;
-    assert.deepEqual([event.kind, event.body], ["context.compacted", {
+    assert.deepEqual(readEvents(store, "default").at(-1)!.body, {
       epoch: 1,
       covers_to_idx: 9,
       summarized_items: 9,
-      summary_chars: summary.text.length,
-    }]);
+      summary_chars: 28,
+      summary_tokens: 11,
+      source: "model",
+      fallback_reason: null,
+    });
+    const before = events();
 
-    // A later compaction continues after the last cut and keeps the earlier summary.
-    for (let n = 5; n <= 6; n++) turn(store, n);
-    const next = compactContext(store, "default", { keepItems: 3 })!;
-    assert.deepEqual(next, { epoch: 2, coversToIdx: 15, summarizedItems: 6 });
-    const text = latestSummary(store, "default")!.text;
-    assert.ok(text.startsWith("[summary of 9 earlier items, #1–#9]"));
-    assert.match(text, /\[summary of 6 earlier items, #10–#15\]/);
+    // A summary written against an epoch that has moved since is refused whole.
+    assert.throws(
+      () => commitSummary(store, "default", summary({ coversToIdx: 12 })),
+      (e) =>
+        isKlbrError(e, "epoch_moved") &&
+        e.message ===
+          "cannot commit context summary of default: the epoch moved (expected 0, found 1)",
+    );
+    // So is one that would not cover more than the current one.
+    assert.throws(
+      () => commitSummary(store, "default", summary({ expectedEpoch: 1, coversToIdx: 9 })),
+      (e) =>
+        isKlbrError(e, "invalid_input") &&
+        e.message ===
+          "cannot commit context summary of default: it must cover more than #9 (got #9)",
+    );
+    // A failure inside the transaction, after every write, rolls all of it back.
+    assert.throws(
+      () =>
+        commitSummary(
+          store,
+          "default",
+          summary({
+            expectedEpoch: 1,
+            coversToIdx: 20,
+            beforeCommit: () => {
+              throw new Error("the process dies here");
+            },
+          }),
+        ),
+      /the process dies here/,
+    );
+    assert.equal(requireSession(store, "default").contextEpoch, 1);
+    assert.equal(latestSummary(store, "default")!.epoch, 1);
+    assert.equal(getSummary(store, "default", 2), undefined);
+    assert.equal(events(), before);
+
+    commitSummary(
+      store,
+      "default",
+      summary({
+        expectedEpoch: 1,
+        coversToIdx: 20,
+        source: "extractive",
+        fallbackReason: "the long model failed: x",
+      }),
+    );
+    const second = latestSummary(store, "default")!;
+    assert.deepEqual([second.epoch, second.coversToIdx, second.fallbackReason], [
+      2,
+      20,
+      "the long model failed: x",
+    ]);
+    // The earlier summary stays readable by its epoch.
+    assert.equal(getSummary(store, "default", 1)?.coversToIdx, 9);
   });
 });
 
-Deno.test("`compactContext()` refuses a bad keepItems and an unknown session", async () => {
+Deno.test("`commitSummary()` refuses an unknown session", async () => {
   await withStore((store) => {
-    for (const keepItems of [0, 1.5, 100_001]) {
-      assert.throws(
-        () => compactContext(store, "default", { keepItems }),
-        (e) =>
-          isKlbrError(e, "invalid_input") &&
-          e.message ===
-            `cannot compact context: keepItems must be an integer in 1-100000 (got ${keepItems})`,
-      );
-    }
     assert.throws(
-      () => compactContext(store, "nobody", { keepItems: 5 }),
+      () => commitSummary(store, "nobody", summary()),
       (e) => isKlbrError(e, "not_found"),
     );
-  });
-});
-
-Deno.test("`compactContext()` cuts only before a user message, keeping at least keepItems", async () => {
-  await withStore((store) => {
-    for (let n = 1; n <= 4; n++) turn(store, n);
-    // Keeping 4 of 12 cannot cut before #10 (that keeps 3), so it cuts before #7: a turn is
-    // never split.
-    assert.equal(compactContext(store, "default", { keepItems: 4 })?.coversToIdx, 6);
   });
 });

@@ -140,7 +140,7 @@ class InitTest(KernelCase):
         self.assertRegex(result["python"], r"^3\.\d+\.\d+")
         self.assertEqual(
             result["prelude"],
-            ["agent", "behavior", "code", "delete", "discord", "ignore", "jobs", "llm", "local", "ls",
+            ["agent", "behavior", "code", "delete", "discord", "history", "ignore", "jobs", "llm", "local", "ls",
              "open_file", "read_artifact", "run", "search", "skills", "timers", "wait", "workspace"],
         )
 

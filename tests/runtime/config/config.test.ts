@@ -76,6 +76,9 @@ llm {
     cache_retention "24h"
     timeout_ms 120000
     idle_timeout_ms 5000
+    context_tokens 64000
+    compact_at 0.8
+    summary_share 0.08
     extra_options { temperature 0.2; max_tokens 4096; stop "a" "b"; response_format type="json_object" }
 }`);
   assert.deepEqual(warnings, []);
@@ -89,6 +92,9 @@ llm {
     cache_retention: "24h",
     timeout_ms: 120000,
     idle_timeout_ms: 5000,
+    context_tokens: 64000,
+    compact_at: 0.8,
+    summary_share: 0.08,
     extra_options: {
       temperature: 0.2,
       max_tokens: 4096,
@@ -240,7 +246,30 @@ Deno.test("`parseConfig()` removes smuggled cache fields from extra_options and 
 Deno.test("`parseConfig()` refuses an unknown field, naming it and its line", () => {
   assertRefused(
     `llm "fast" {\n url "http://127.0.0.1:1/v1"\n temprature 0.2\n}`,
-    `cannot load config /x/klbr.kdl:3: llm "fast" temprature: unknown field, expected one of url, model, api_key_env, api_key, cache_profile, cache_affinity, cache_retention, timeout_ms, idle_timeout_ms, extra_options (got temprature)`,
+    `cannot load config /x/klbr.kdl:3: llm "fast" temprature: unknown field, expected one of url, model, api_key_env, api_key, cache_profile, cache_affinity, cache_retention, timeout_ms, idle_timeout_ms, extra_options, context_tokens, compact_at, summary_share (got temprature)`,
+  );
+});
+
+Deno.test("`parseConfig()` refuses a context budget out of range or a summary share too large", () => {
+  assertRefused(
+    `llm {\n context_tokens 1000\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" context_tokens: expected at least 2048 tokens (got 1000)`,
+  );
+  assertRefused(
+    `llm {\n context_tokens 8192.5\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" context_tokens: expected a whole number of tokens (got 8192.5)`,
+  );
+  assertRefused(
+    `llm {\n compact_at 1\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" compact_at: expected a fraction of 0.2-0.95 (got 1)`,
+  );
+  assertRefused(
+    `llm {\n compact_at 0.4\n summary_share 0.25\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "main" summary_share: must be below half of compact_at, or a summary alone would trigger compaction (got 0.25 with compact_at 0.4)`,
+  );
+  assertRefused(
+    `llm {\n context_tokens 2048\n summary_share 0.1\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "main" summary_share: leaves a summary under 256 tokens (got 0.1 of 2048)`,
   );
 });
 

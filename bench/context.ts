@@ -1,0 +1,221 @@
+/**
+ * Figures 8 and 9 — context management as history grows: building one request, its size and
+ * one compaction step at 1k / 10k / 100k provider items (figure 8), and `serve`'s start-up
+ * and idle size at 10k / 100k / 1M records (figure 9), each against its value at the smallest
+ * size. The goal is growth under 2× from the smallest size to the largest.
+ *
+ * Histories are seeded in the daemon's shape (`seed_history.ts`); the store is compacted as
+ * the daemon keeps it (a summary covering all but the newest items) before a request is built.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import {
+  buildRequest,
+  compactContext,
+  type ContextBudget,
+  rawLimits,
+} from "../runtime/context/mod.ts";
+import { EventBus, SILENT_LOGGER } from "../runtime/core/mod.ts";
+import { PYTHON_TOOL } from "../runtime/model/mod.ts";
+import { contractMessage } from "../runtime/session/mod.ts";
+import { ensureSession } from "../store/sessions.ts";
+import { openStore } from "../store/store.ts";
+import { freePort } from "./ready_process.ts";
+import { type BenchRow, makeRow, type Unit } from "./row.ts";
+import { residentBytes, workingDenoPid } from "./rss.ts";
+import { ITEMS_PER_TURN, RECORDS_PER_TURN, seedHistory } from "./seed_history.ts";
+import { startServe } from "./startup.ts";
+import { summarize } from "./stats.ts";
+
+/** Options for {@linkcode benchContext}. */
+export interface ContextBenchOptions {
+  /** A scratch directory the run may fill. */
+  root: string;
+  /** The largest history of figure 8, in provider items; the others are a tenth and a hundredth. */
+  items: number;
+  /** The largest history of figure 9, in records; the others are a tenth and a hundredth. */
+  records: number;
+  /** Timed builds per size (their p50 is reported). */
+  runs: number;
+  /** How long an idle daemon settles before its size is read, in ms. */
+  settleMs: number;
+}
+
+/** The default route budget: what a daemon without `context_tokens` uses. */
+const BUDGET: ContextBudget = { contextTokens: 32_768, compactAt: 0.75, summaryShare: 0.1 };
+
+/** New turns one compaction step covers at the default budget (about its threshold). */
+const STEP_TURNS = 80;
+
+const sizes = (largest: number) => [largest / 100, largest / 10, largest].map(Math.round);
+
+/** Rows of one series, each against the smallest size's value; the largest carries the goal. */
+function series(
+  spec: { id: number; letters: string; figure: string; unit: Unit; what: string; note: string },
+  points: { size: number; value: number }[],
+): BenchRow[] {
+  const base = points[0];
+  return points.map((point, i) =>
+    makeRow({
+      id: `${spec.id}${spec.letters[i]}`,
+      figure: `${spec.figure} at ${point.size.toLocaleString("en-US")} ${spec.what}`,
+      unit: spec.unit,
+      value: point.value,
+      peer: { label: `at ${base.size.toLocaleString("en-US")} ${spec.what}`, value: base.value },
+      goal: i === points.length - 1
+        ? {
+          text: "< 2× of the smallest",
+          test: (value, peer) => peer === null ? null : value < 2 * peer,
+        }
+        : null,
+      note: spec.note,
+    })
+  );
+}
+
+type Deps = Parameters<typeof compactContext>[0];
+
+async function withStore(dir: string, fn: (deps: Deps) => Promise<void>): Promise<void> {
+  const store = openStore(dir);
+  try {
+    await fn({ store, bus: new EventBus(), log: SILENT_LOGGER, contextBudget: () => BUDGET });
+  } finally {
+    store.close();
+  }
+}
+
+const keepOf = (store: Deps["store"]) => ({
+  tokens: rawLimits(store, "default", "main", BUDGET).keep,
+});
+
+/** Figure 8: request build time and size, and compaction time, by history length. */
+async function requestFigures(options: ContextBenchOptions): Promise<BenchRow[]> {
+  const dir = join(options.root, "context-items");
+  await Deno.mkdir(dir, { recursive: true });
+  const created = openStore(dir);
+  ensureSession(created, "default");
+  created.close();
+  const build: { size: number; value: number }[] = [];
+  const bytes: { size: number; value: number }[] = [];
+  const compaction: { size: number; value: number }[] = [];
+  const parts = { route: "main", budget: BUDGET, system: contractMessage("/work"), opening: [] };
+  for (const size of sizes(options.items)) {
+    const turns = Math.ceil(size / ITEMS_PER_TURN);
+    seedHistory(dir, turns);
+    await withStore(dir, async (deps) => {
+      // As the daemon keeps it: a summary covers all but the newest items.
+      await compactContext(deps, "default", { keep: keepOf(deps.store), model: false });
+      const times: number[] = [];
+      let built = buildRequest(deps.store, "default", parts);
+      for (let i = 0; i < options.runs; i++) {
+        const started = performance.now();
+        built = buildRequest(deps.store, "default", parts);
+        times.push(performance.now() - started);
+      }
+      build.push({ size, value: summarize(times).p50 });
+      const body = { messages: built.messages, tools: [PYTHON_TOOL] };
+      bytes.push({ size, value: new TextEncoder().encode(JSON.stringify(body)).length / 1000 });
+    });
+    // Compaction steps: the turns a threshold holds, then the step that covers them (p50 of 3).
+    const steps: number[] = [];
+    for (let step = 1; step <= 3; step++) {
+      seedHistory(dir, turns + step * STEP_TURNS);
+      await withStore(dir, async (deps) => {
+        const started = performance.now();
+        await compactContext(deps, "default", { keep: keepOf(deps.store), model: false });
+        steps.push(performance.now() - started);
+      });
+    }
+    compaction.push({ size, value: summarize(steps).p50 });
+  }
+  const note = "in-process against a seeded store (turns of input, frame, 3 items, cell, send) " +
+    "with the default 32,768-token budget; the store compacted as the daemon keeps it";
+  return [
+    ...series({
+      id: 8,
+      letters: "abc",
+      figure: "build one request",
+      unit: "ms",
+      what: "items",
+      note: `${note}; p50 of ${options.runs}`,
+    }, build),
+    ...series({
+      id: 8,
+      letters: "def",
+      figure: "request size",
+      unit: "KB",
+      what: "items",
+      note: `${note}; the request's JSON with the tool schema`,
+    }, bytes),
+    ...series({
+      id: 8,
+      letters: "ghi",
+      figure: "one compaction step (extractive)",
+      unit: "ms",
+      what: "items",
+      note: `${note}; p50 of 3 steps, each covering the ${STEP_TURNS} turns after the last summary`,
+    }, compaction),
+  ];
+}
+
+/** Figure 9: serve's start-up and idle size, by records in the store. */
+async function startupFigures(options: ContextBenchOptions): Promise<BenchRow[]> {
+  const stateDir = join(options.root, "context-state");
+  const workspace = join(options.root, "context-ws");
+  const configPath = join(options.root, "context-config.kdl");
+  await Deno.mkdir(workspace, { recursive: true });
+  await Deno.writeTextFile(
+    configPath,
+    'llm "main" {\n    url "http://127.0.0.1:9/v1"\n    model "none"\n}\n',
+  );
+  const serve = { stateDir, configPath, workspace };
+  // A first start creates the state directory, the store and the release.
+  await (await startServe({ ...serve, port: freePort() })).stop();
+  const startup: { size: number; value: number }[] = [];
+  const memory: { size: number; value: number }[] = [];
+  for (const records of sizes(options.records)) {
+    seedHistory(stateDir, Math.ceil(records / RECORDS_PER_TURN));
+    const daemon = await startServe({ ...serve, port: freePort() });
+    try {
+      startup.push({ size: records, value: daemon.readyMs / 1000 });
+      await new Promise((resolve) => setTimeout(resolve, options.settleMs));
+      memory.push({
+        size: records,
+        value: (await residentBytes(await workingDenoPid(daemon.pid))) / 1e6,
+      });
+    } finally {
+      await daemon.stop();
+    }
+  }
+  const note = "serve restarted on a seeded store (12 records a turn: input, frame, 6 events, " +
+    "3 provider items, cell), nothing pending";
+  return [
+    ...series({
+      id: 9,
+      letters: "abc",
+      figure: "serve answers /health",
+      unit: "s",
+      what: "records",
+      note,
+    }, startup),
+    ...series({
+      id: 9,
+      letters: "def",
+      figure: "daemon resident size, idle",
+      unit: "MB",
+      what: "records",
+      note: `${note}; VmRSS after ${options.settleMs} ms`,
+    }, memory),
+  ];
+}
+
+/**
+ * Measures figures 8 and 9.
+ *
+ * @throws {KlbrError} when a daemon does not start, or the store refuses.
+ */
+export async function benchContext(options: ContextBenchOptions): Promise<BenchRow[]> {
+  return [...await requestFigures(options), ...await startupFigures(options)];
+}

@@ -1,0 +1,21 @@
+/**
+ * Context management: each route's token budget (calibrated from the provider's reported
+ * `prompt_tokens`), requests that never pass it, hierarchical bounded summaries written by the
+ * `long` model and checked (the extractive summary as fallback), the lexical history index and
+ * exact reads of what a summary covers (`history.search`, `history.read`).
+ *
+ * @module
+ */
+
+export {
+  budgetOf,
+  type ContextBudget,
+  messagesTokens,
+  type RawLimits,
+  rawLimits,
+} from "./_budget.ts";
+export { compactContext, type CompactionDeps, type CompactOptions } from "./_compaction.ts";
+export { historyHandlers } from "./_history_rpc.ts";
+export { renderInputs } from "./_inputs.ts";
+export { buildRequest, type BuiltRequest, fitMessages, type RequestParts } from "./_request.ts";
+export { SUMMARIZER_MARKER } from "./_summarizer.ts";

@@ -1,0 +1,177 @@
+/**
+ * The lexical history index (`history_fts`, SQLite FTS5) and the `history_artifacts` table.
+ * This module is the only writer of both; migration 8's triggers add the rows of inputs,
+ * sends, Discord sends, scratchpad notes, cell code and cell output in the transaction that
+ * writes them, and {@linkcode indexArtifact} adds a spooled artifact's text.
+ *
+ * Every row is named by a history ref — `input:<id>`, `send:<seq>`, `outbox:<id>`,
+ * `item:<idx>`, `cell:<id>`, `output:<cell id>`, `artifact:<sha256>` — which
+ * `history.read` reads back exactly from its source.
+ *
+ * @module
+ */
+
+import { KlbrError } from "../runtime/core/mod.ts";
+import type { Store } from "./store.ts";
+
+/** The kinds of indexed text, as search results name them. */
+export const HISTORY_KINDS = [
+  "input",
+  "send",
+  "discord",
+  "scratchpad",
+  "cell",
+  "output",
+  "artifact",
+] as const;
+
+/** One search hit. */
+export interface HistoryHit {
+  /** The history ref, e.g. `input:in_01…`; `history.read` takes it. */
+  ref: string;
+  kind: (typeof HISTORY_KINDS)[number];
+  /** The matching passage, matches in «», cuts marked …. */
+  snippet: string;
+  /** 1 for the best hit. */
+  rank: number;
+  /** BM25 relevance, higher is better. */
+  score: number;
+  at: number;
+}
+
+/** What {@linkcode searchHistory} returns. */
+export interface HistorySearch {
+  hits: HistoryHit[];
+  /** True when more hits matched than `limit`. */
+  truncated: boolean;
+  /** The FTS5 expression the words became. */
+  query: string;
+}
+
+/** What {@linkcode searchHistory} takes. */
+export interface HistoryQuery {
+  /** Words to find; other characters separate them, a trailing `*` makes a prefix. */
+  text: string;
+  /** Hits at most, 1–100. @default {10} */
+  limit?: number;
+  /** `all`: every word must occur (the default); `any`: at least one. */
+  match?: "all" | "any";
+}
+
+/** Characters of an artifact indexed at most; the rest is still read by `history.read`. */
+export const MAX_INDEXED_ARTIFACT_CHARS = 2_000_000;
+
+const MAX_WORDS = 32;
+
+/**
+ * Turns words into an FTS5 expression: each word quoted (so no word is an operator), joined
+ * by AND (`all`) or OR (`any`).
+ *
+ * @throws {KlbrError} `invalid_input` when `text` has no word.
+ * @example
+ * ```ts
+ * ftsExpression("vault code?", "all"); // '"vault" "code"'
+ * ```
+ */
+export function ftsExpression(text: string, match: "all" | "any"): string {
+  const words = typeof text === "string" ? text.match(/[\p{L}\p{N}_]+\*?/gu) ?? [] : [];
+  if (words.length === 0) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot search history: the query has no word to find (got ${JSON.stringify(text)})`,
+    );
+  }
+  const terms = words.slice(0, MAX_WORDS).map((word) =>
+    word.endsWith("*") ? `"${word.slice(0, -1)}"*` : `"${word}"`
+  );
+  return terms.join(match === "any" ? " OR " : " ");
+}
+
+/**
+ * Finds the session's indexed texts that match `query`, best first, at most `limit`, and
+ * says whether more matched.
+ *
+ * @throws {KlbrError} `invalid_input` for a query without words or a limit outside 1–100.
+ * @example
+ * ```ts
+ * const { hits, truncated } = searchHistory(store, "default", { text: "vault code", limit: 5 });
+ * ```
+ */
+export function searchHistory(store: Store, session: string, query: HistoryQuery): HistorySearch {
+  const limit = query.limit ?? 10;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 100) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot search history: limit must be an integer in 1-100 (got ${limit})`,
+    );
+  }
+  const expression = ftsExpression(query.text, query.match ?? "all");
+  const rows = store.statement(
+    `SELECT ref, kind, at, snippet(history_fts, 4, '«', '»', '…', 16) AS snippet, rank
+     FROM history_fts WHERE history_fts MATCH ? AND session = ? ORDER BY rank LIMIT ?`,
+  ).all(expression, session, limit + 1) as {
+    ref: string;
+    kind: HistoryHit["kind"];
+    at: number;
+    snippet: string;
+    rank: number;
+  }[];
+  return {
+    hits: rows.slice(0, limit).map((row, i) => ({
+      ref: row.ref,
+      kind: row.kind,
+      snippet: row.snippet,
+      rank: i + 1,
+      score: -row.rank,
+      at: row.at,
+    })),
+    truncated: rows.length > limit,
+    query: expression,
+  };
+}
+
+/**
+ * Indexes a spooled artifact's text once (its first {@linkcode MAX_INDEXED_ARTIFACT_CHARS}
+ * characters); returns false when it was already indexed.
+ *
+ * When it returns the artifact is searchable as `artifact:<id>`.
+ *
+ * @throws {KlbrError} `invalid_input` for an id that is not 64 hex characters.
+ */
+export function indexArtifact(
+  store: Store,
+  artifact: { session: string; cellId: string | null; id: string; bytes: number; text: string },
+): boolean {
+  if (!/^[0-9a-f]{64}$/.test(artifact.id)) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot index artifact: id must be 64 hex characters (got ${artifact.id})`,
+    );
+  }
+  return store.transaction(() => {
+    const text = artifact.text.slice(0, MAX_INDEXED_ARTIFACT_CHARS);
+    const now = store.clock();
+    const inserted = store.statement(
+      `INSERT OR IGNORE INTO history_artifacts (id, session_id, cell_id, bytes, indexed_chars, at)
+       VALUES (?, ?, ?, ?, ?, ?)`,
+    ).run(artifact.id, artifact.session, artifact.cellId, artifact.bytes, text.length, now);
+    if (inserted.changes === 0) return false;
+    store.statement(
+      "INSERT INTO history_fts (ref, session, kind, at, text) VALUES (?, ?, 'artifact', ?, ?)",
+    ).run(`artifact:${artifact.id}`, artifact.session, now, text);
+    return true;
+  });
+}
+
+/** Returns what is known of an indexed artifact, or `undefined`. */
+export function getIndexedArtifact(
+  store: Store,
+  id: string,
+): { session: string; cellId: string | null; bytes: number; at: number } | undefined {
+  const row = store.statement(
+    "SELECT session_id, cell_id, bytes, at FROM history_artifacts WHERE id = ?",
+  ).get(id) as
+    | { session_id: string; cell_id: string | null; bytes: number; at: number }
+    | undefined;
+  return row && { session: row.session_id, cellId: row.cell_id, bytes: row.bytes, at: row.at };
+}

@@ -1,0 +1,277 @@
+/**
+ * Reads, never writes: the exact source text behind a history ref, and the lookups a summary
+ * step needs (the cells of its tool calls, the sends and Discord rows of those cells). Each
+ * lookup is served by an index of migration 8, so its cost follows the step, not the history.
+ *
+ * @module
+ */
+
+import { KlbrError } from "../runtime/core/mod.ts";
+import { getCell } from "./cells.ts";
+import { getSummary } from "./context_summaries.ts";
+import { readEvents } from "./events.ts";
+import { getInput } from "./inputs.ts";
+import { getOutbox, type OutboxState } from "./outbox.ts";
+import { getProviderItem } from "./provider_items.ts";
+import type { Store } from "./store.ts";
+
+/** The kinds a history ref names. */
+export const REF_KINDS = [
+  "input",
+  "send",
+  "outbox",
+  "item",
+  "cell",
+  "output",
+  "summary",
+  "artifact",
+] as const;
+
+/** A parsed history ref. */
+export interface HistoryRef {
+  kind: (typeof REF_KINDS)[number];
+  key: string;
+}
+
+/** The exact text behind a ref, with what else is known about it. */
+export interface HistorySource {
+  ref: string;
+  kind: HistoryRef["kind"];
+  text: string;
+  meta: Record<string, unknown>;
+}
+
+const REF = /^(input|send|outbox|item|cell|output|summary|artifact):([A-Za-z0-9_-]{1,128})$/;
+
+/**
+ * Parses a history ref such as `input:in_01…` or `item:42`.
+ *
+ * @throws {KlbrError} `invalid_input` for anything else.
+ */
+export function parseHistoryRef(ref: string): HistoryRef {
+  const match = typeof ref === "string" ? REF.exec(ref) : null;
+  if (match === null) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot read history: an id is <kind>:<key> with kind ${REF_KINDS.join(", ")} (got ${
+        JSON.stringify(ref)
+      })`,
+    );
+  }
+  return { kind: match[1] as HistoryRef["kind"], key: match[2] };
+}
+
+/** The text a finished cell's output is indexed and read as (the same fields as the index). */
+export function cellOutputText(result: unknown): string {
+  const r = (result ?? {}) as Record<string, unknown>;
+  const error = (r.error ?? {}) as Record<string, unknown>;
+  return [r.stdout, r.stderr, r.value, error.type, error.message, r.interrupted]
+    .filter((part) => part !== undefined && part !== null)
+    .map(String).join("\n");
+}
+
+function notFound(ref: string): never {
+  throw new KlbrError("not_found", `cannot read history: nothing is recorded as ${ref}`);
+}
+
+function positiveInt(ref: string, key: string): number {
+  const n = Number(key);
+  if (!Number.isSafeInteger(n) || n < 1) notFound(ref);
+  return n;
+}
+
+/**
+ * Returns the exact source text of a ref of `session` (an artifact's bytes are read from its
+ * file by the caller; here it is refused).
+ *
+ * @throws {KlbrError} `invalid_input` for a malformed ref or an artifact ref; `not_found` when
+ * the session has nothing under it.
+ */
+export function readHistorySource(store: Store, session: string, ref: string): HistorySource {
+  const { kind, key } = parseHistoryRef(ref);
+  const out = (text: string, meta: Record<string, unknown>): HistorySource => ({
+    ref,
+    kind,
+    text,
+    meta,
+  });
+  switch (kind) {
+    case "input": {
+      const input = getInput(store, key);
+      if (input?.session !== session) notFound(ref);
+      const body = typeof input.body === "string" ? input.body : JSON.stringify(input.body);
+      return out(body, {
+        author: input.author,
+        conversation: input.conversationId,
+        source_kind: input.sourceKind,
+        received_at: input.receivedAt,
+        status: input.status,
+        frame_id: input.frameId,
+      });
+    }
+    case "send": {
+      const seq = positiveInt(ref, key);
+      const event = readEvents(store, session, { since: seq - 1, limit: 1 })[0];
+      if (event?.seq !== seq || event.kind !== "send") notFound(ref);
+      const body = event.body as Record<string, unknown>;
+      return out(String(body.text ?? ""), {
+        conversation: body.conversation,
+        state: body.state ?? "delivered",
+        send_id: body.send_id,
+        frame_id: body.frame_id,
+        cell_id: body.cell_id,
+        at: event.at,
+      });
+    }
+    case "outbox": {
+      const row = getOutbox(store, key);
+      if (row?.session !== session) notFound(ref);
+      return out(row.body, {
+        conversation: row.conversation,
+        state: row.state,
+        remote_id: row.remoteId,
+        error: row.error,
+        attempts: row.attempts,
+        cell_id: row.cellId,
+      });
+    }
+    case "item": {
+      const item = getProviderItem(store, session, positiveInt(ref, key)) ?? notFound(ref);
+      const content = item.message.content;
+      return out(typeof content === "string" ? content : "", {
+        role: item.role,
+        frame_id: item.frameId,
+        tool_call_id: item.toolCallId,
+        tool_calls: item.message.tool_calls ?? null,
+        at: item.at,
+      });
+    }
+    case "cell":
+    case "output": {
+      const cell = getCell(store, key);
+      if (cell?.session !== session) notFound(ref);
+      if (kind === "output" && cell.outcome === null) notFound(ref);
+      const result = (cell.result ?? {}) as Record<string, unknown>;
+      return out(kind === "cell" ? cell.code : cellOutputText(cell.result), {
+        outcome: cell.outcome,
+        frame_id: cell.frameId,
+        tool_call_id: cell.toolCallId,
+        stdout_artifact: result.stdout_artifact ?? null,
+        stderr_artifact: result.stderr_artifact ?? null,
+        started_at: cell.startedAt,
+        ended_at: cell.endedAt,
+      });
+    }
+    case "summary": {
+      const summary = getSummary(store, session, positiveInt(ref, key)) ?? notFound(ref);
+      return out(summary.text, {
+        covers_to_idx: summary.coversToIdx,
+        source: summary.source,
+        at: summary.at,
+      });
+    }
+    case "artifact":
+      throw new KlbrError(
+        "invalid_input",
+        `cannot read history: ${ref} is a file; read it with readArtifact`,
+      );
+  }
+}
+
+/** A cell as a summary step lists it. */
+export interface StepCell {
+  id: string;
+  toolCallId: string;
+  code: string;
+  outcome: string | null;
+}
+
+/** Returns the cells of `session` that ran the given tool calls. */
+export function cellsOfToolCalls(
+  store: Store,
+  session: string,
+  toolCallIds: readonly string[],
+): StepCell[] {
+  if (toolCallIds.length === 0) return [];
+  const rows = store.statement(
+    `SELECT id, tool_call_id, code, outcome FROM cells
+     WHERE session_id = ? AND tool_call_id IN (SELECT value FROM json_each(?))`,
+  ).all(session, JSON.stringify(toolCallIds)) as {
+    id: string;
+    tool_call_id: string;
+    code: string;
+    outcome: string | null;
+  }[];
+  return rows.map((row) => ({
+    id: row.id,
+    toolCallId: row.tool_call_id,
+    code: row.code,
+    outcome: row.outcome,
+  }));
+}
+
+/** A message a cell delivered: a local send or a Discord outbox row with its state. */
+export interface StepSend {
+  ref: string;
+  cellId: string;
+  conversation: string;
+  text: string;
+  /** `delivered` for a local send; the outbox row's state for Discord. */
+  state: "delivered" | OutboxState;
+}
+
+/** Returns the local sends of the cells (cell by cell, by seq), then their Discord outbox rows. */
+export function sendsOfCells(
+  store: Store,
+  session: string,
+  cellIds: readonly string[],
+): StepSend[] {
+  if (cellIds.length === 0) return [];
+  const ids = JSON.stringify(cellIds);
+  // One lookup per cell: the planner uses the expression index for an equality, not for IN.
+  const bySend = store.statement(
+    `SELECT seq, body FROM events WHERE kind = 'send' AND json_extract(body, '$.cell_id') = ?
+       AND session_id = ? ORDER BY seq`,
+  );
+  const local = cellIds.flatMap((cellId) =>
+    bySend.all(cellId, session) as { seq: number; body: string }[]
+  ).map((row): StepSend => {
+    const body = JSON.parse(row.body) as Record<string, unknown>;
+    return {
+      ref: `send:${row.seq}`,
+      cellId: String(body.cell_id),
+      conversation: String(body.conversation ?? ""),
+      text: String(body.text ?? ""),
+      state: "delivered",
+    };
+  });
+  const discord = (store.statement(
+    `SELECT id, cell_id, conversation, body, state, created_at FROM outbox
+     WHERE cell_id IN (SELECT value FROM json_each(?)) AND session_id = ? AND kind = 'message'
+     ORDER BY created_at, id`,
+  ).all(ids, session) as {
+    id: string;
+    cell_id: string;
+    conversation: string;
+    body: string;
+    state: OutboxState;
+    created_at: number;
+  }[]).map((row): StepSend => ({
+    ref: `outbox:${row.id}`,
+    cellId: row.cell_id,
+    conversation: row.conversation,
+    text: row.body,
+    state: row.state,
+  }));
+  return [...local, ...discord];
+}
+
+/** Returns the current state of Discord outbox rows by id (for refreshing a summary). */
+export function outboxStates(store: Store, ids: readonly string[]): Map<string, OutboxState> {
+  const states = new Map<string, OutboxState>();
+  for (const id of ids) {
+    const row = getOutbox(store, id);
+    if (row !== undefined) states.set(id, row.state);
+  }
+  return states;
+}

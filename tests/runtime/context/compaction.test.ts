@@ -1,0 +1,380 @@
+// Compaction against real SQLite: what a summary covers, what it keeps apart, that a new one
+// replaces the old (hierarchical, bounded), that every send of the newest step is named, and
+// how the model's summary is used or refused.
+
+import assert from "node:assert/strict";
+import {
+  buildRequest,
+  compactContext,
+  type ContextBudget,
+  messagesTokens,
+} from "../../../runtime/context/mod.ts";
+import { EventBus, isKlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
+import { createProvider, type Provider } from "../../../runtime/model/mod.ts";
+import { parseConfig } from "../../../runtime/config/mod.ts";
+import { latestSummary } from "../../../store/context_summaries.ts";
+import { readEvents } from "../../../store/events.ts";
+import { estimateTokens, readProviderItems } from "../../../store/provider_items.ts";
+import { ensureSession, requireSession } from "../../../store/sessions.ts";
+import { openStore, type Store } from "../../../store/store.ts";
+import { writeTurn, type WrittenTurn } from "../../_helpers/history_fixture.ts";
+import { faithfulSummary, type FakeOpenAI, startFakeOpenAI } from "../../fakes/openai_server.ts";
+
+const BUDGET: ContextBudget = { contextTokens: 32_768, compactAt: 0.75, summaryShare: 0.1 };
+
+async function withStore(fn: (store: Store) => Promise<void>) {
+  const dir = await Deno.makeTempDir();
+  const store = openStore(dir);
+  try {
+    ensureSession(store, "default");
+    await fn(store);
+  } finally {
+    store.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+function deps(store: Store, options: { budget?: ContextBudget; provider?: Provider } = {}) {
+  return {
+    store,
+    bus: new EventBus(),
+    log: SILENT_LOGGER,
+    contextBudget: () => options.budget ?? BUDGET,
+    provider: options.provider === undefined ? undefined : () => options.provider!,
+  };
+}
+
+/** The `long` route of a fake model server. */
+function longProvider(fake: FakeOpenAI): Provider {
+  const { config } = parseConfig(
+    `llm "long" { url "${fake.url}"; model "fake"; timeout_ms 5000 }`,
+    {
+      file: "test.kdl",
+    },
+  );
+  return createProvider(config.routes.long, { apiKey: undefined });
+}
+
+Deno.test("`compactContext()` covers old items, keeps sent and scratchpad apart, and moves the epoch", async () => {
+  await withStore(async (store) => {
+    const turns: WrittenTurn[] = [];
+    for (let n = 1; n <= 4; n++) turns.push(writeTurn(store, "default", n));
+    const d = deps(store);
+    assert.equal(
+      await compactContext(d, "default", { keep: { items: 20 }, model: false }),
+      undefined,
+    );
+
+    // 12 items; keeping 3 puts the cut just before turn 4's user message (#10).
+    const done = await compactContext(d, "default", { keep: { items: 3 }, model: false });
+    assert.deepEqual(done, { epoch: 1, coversToIdx: 9, summarizedItems: 9, source: "extractive" });
+    assert.equal(requireSession(store, "default").contextEpoch, 1);
+    const summary = latestSummary(store, "default")!;
+    const lines = summary.text.split("\n");
+    assert.equal(lines[0], "[summary of 9 earlier items, #1–#9; epoch 1, extractive]");
+    assert.match(
+      lines[1],
+      /`await history\.search\("words"\)`.*`await history\.read\(id\)`/,
+    );
+    const first3 = turns.slice(0, 3);
+    assert.deepEqual(lines.slice(2), [
+      "Inputs you received:",
+      ...first3.map((t, i) => `- question ${i + 1} [input:${t.inputId}] (owner in local:default)`),
+      "Messages you sent (these reached the conversation):",
+      ...first3.map((t, i) => `- to local:default: answer ${i + 1} (delivered) [${t.sends[0]}]`),
+      "Your scratchpad notes (never delivered to anyone):",
+      ...first3.map((_, i) => `- thinking about ${i + 1} [item:${3 * i + 2}]`),
+      "Cells you ran:",
+      ...first3.map((t, i) => `- await local.send('answer ${i + 1}') → ok [cell:${t.cellId}]`),
+    ]);
+    // Nothing is deleted: every item is still there.
+    assert.equal(readProviderItems(store, "default").length, 12);
+    const event = readEvents(store, "default", { limit: 10_000 }).at(-1)!;
+    assert.deepEqual([event.kind, event.body], ["context.compacted", {
+      epoch: 1,
+      covers_to_idx: 9,
+      summarized_items: 9,
+      summary_chars: summary.text.length,
+      summary_tokens: estimateTokens(summary.text),
+      source: "extractive",
+      fallback_reason: null,
+    }]);
+
+    // The next summary covers the old one's items and the newer ones, and replaces it.
+    for (let n = 5; n <= 6; n++) turns.push(writeTurn(store, "default", n));
+    const next = await compactContext(d, "default", { keep: { items: 3 }, model: false });
+    assert.deepEqual(next, { epoch: 2, coversToIdx: 15, summarizedItems: 6, source: "extractive" });
+    const text = latestSummary(store, "default")!.text;
+    assert.ok(text.startsWith("[summary of 15 earlier items, #1–#15; epoch 2, extractive]"));
+    assert.ok(!text.includes("[summary of 9"), "the old summary is replaced, not appended");
+    for (let n = 1; n <= 5; n++) {
+      assert.equal(
+        text.split(`- to local:default: answer ${n} (delivered)`).length,
+        2,
+        `send ${n}`,
+      );
+      assert.equal(text.split(`- question ${n} [`).length, 2, `input ${n}`);
+    }
+  });
+});
+
+Deno.test("`compactContext()` refuses a bad keep and an unknown session", async () => {
+  await withStore(async (store) => {
+    for (const items of [0, 1.5, 100_001]) {
+      await assert.rejects(
+        () => compactContext(deps(store), "default", { keep: { items }, model: false }),
+        (e) =>
+          isKlbrError(e, "invalid_input") &&
+          e.message ===
+            `cannot compact context: keep items must be an integer in 1-100000 (got ${items})`,
+      );
+    }
+    await assert.rejects(
+      () => compactContext(deps(store), "default", { keep: { tokens: 0 }, model: false }),
+      (e) => isKlbrError(e, "invalid_input"),
+    );
+    await assert.rejects(
+      () => compactContext(deps(store), "nobody", { keep: { items: 5 }, model: false }),
+      (e) => isKlbrError(e, "not_found"),
+    );
+  });
+});
+
+Deno.test("`compactContext()` cuts only before a user message, keeping at least keep items", async () => {
+  await withStore(async (store) => {
+    for (let n = 1; n <= 4; n++) writeTurn(store, "default", n);
+    // Keeping 4 of 12 cannot cut before #10 (that keeps 3), so it cuts before #7: a turn is
+    // never split.
+    const done = await compactContext(deps(store), "default", { keep: { items: 4 }, model: false });
+    assert.equal(done?.coversToIdx, 6);
+  });
+});
+
+Deno.test("`compactContext()` by tokens never leaves a tool result first, whatever the sizes", async () => {
+  await withStore(async (store) => {
+    for (let n = 1; n <= 40; n++) writeTurn(store, "default", n, { padding: (n * 37) % 23 });
+    const items = readProviderItems(store, "default");
+    // Every keep size from one item's worth to the whole history.
+    for (let keep = 5; keep < 3_000; keep += 97) {
+      const done = await compactContext(deps(store), "default", {
+        keep: { tokens: keep },
+        model: false,
+      });
+      if (done === undefined) continue;
+      const next = items.find((item) => item.idx === done.coversToIdx + 1);
+      assert.notEqual(next?.role, "tool", `cut after #${done.coversToIdx} (keep ${keep})`);
+    }
+  });
+});
+
+/**
+ * Runs `turns` turns, compacting whenever the next request would pass the threshold (checked
+ * after every `batch` turns, which are written in one transaction to spare fsyncs).
+ */
+async function runLikeTheDaemon(
+  store: Store,
+  run: { budget: ContextBudget; turns: number; batch: number },
+  onStep: (step: { coversFrom: number; coversTo: number; sends: string[] }) => void,
+): Promise<void> {
+  const { budget, turns, batch } = run;
+  const d = deps(store, { budget });
+  const parts = { route: "main", budget, system: "contract", opening: [] };
+  const sendsByItem = new Map<number, string[]>();
+  for (let n = 1; n <= turns; n += batch) {
+    store.transaction(() => {
+      for (let k = n; k < n + batch && k <= turns; k++) {
+        const turn = writeTurn(store, "default", k, {
+          sends: k % 7 === 0 ? 3 : 1,
+          discord: k % 11 === 0,
+        });
+        sendsByItem.set(3 * k - 1, turn.sends);
+      }
+    });
+    const built = buildRequest(store, "default", parts);
+    assert.ok(built.rawTokens <= built.limits.request, `turn ${n}: request within budget`);
+    assert.equal(built.rawTokens, messagesTokens(built.messages));
+    if (!built.overCompact) continue;
+    const before = latestSummary(store, "default")?.coversToIdx ?? 0;
+    const done = await compactContext(d, "default", {
+      keep: { tokens: built.limits.keep },
+      model: false,
+    });
+    if (done === undefined) continue;
+    const stepSends = [...sendsByItem].filter(([idx]) => idx > before && idx <= done.coversToIdx)
+      .flatMap(([, refs]) => refs);
+    for (const [idx] of sendsByItem) if (idx <= done.coversToIdx) sendsByItem.delete(idx);
+    onStep({ coversFrom: before + 1, coversTo: done.coversToIdx, sends: stepSends });
+  }
+}
+
+Deno.test("summaries stay within their share over 1,500 turns, and every send is accounted for", async () => {
+  await withStore(async (store) => {
+    const budget = { contextTokens: 4096, compactAt: 0.75, summaryShare: 0.15 };
+    const limit = Math.floor((budget.contextTokens * budget.summaryShare) / 1.25);
+    let steps = 0;
+    let covered = 0;
+    await runLikeTheDaemon(store, { budget, turns: 1_500, batch: 5 }, (step) => {
+      steps++;
+      covered += step.sends.length;
+      const summary = latestSummary(store, "default")!;
+      assert.ok(summary.tokens <= limit, `epoch ${summary.epoch}: ${summary.tokens} > ${limit}`);
+      assert.equal(summary.tokens, estimateTokens(summary.text));
+      // Every send of the newest step is named as sent, with its state.
+      const sent = summary.text.split("Messages you sent (these reached the conversation):\n")[1]
+        .split("\nYour scratchpad notes")[0];
+      for (const ref of step.sends) assert.ok(sent.includes(`[${ref}]`), `${ref} named as sent`);
+      // Older sends are counted, never dropped: listed plus counted is every covered send.
+      const digest = summary.digest as {
+        delivered: { earlier: { count: number } | null; entries: unknown[] };
+      };
+      assert.equal(
+        (digest.delivered.earlier?.count ?? 0) + digest.delivered.entries.length,
+        covered,
+      );
+    });
+    assert.ok(steps >= 20, `compacted ${steps} times`);
+  });
+});
+
+Deno.test("the 12k-turn case: the newest step names every one of its sends", async () => {
+  await withStore(async (store) => {
+    let last: { sends: string[]; coversTo: number } | undefined;
+    await runLikeTheDaemon(store, { budget: BUDGET, turns: 12_000, batch: 20 }, (step) => {
+      last = step;
+    });
+    assert.ok(last !== undefined && last.coversTo > 30_000, "compacted up to the 12k-th turns");
+    const summary = latestSummary(store, "default")!;
+    assert.ok(last.sends.length > 0);
+    for (const ref of last.sends) {
+      assert.match(summary.text, new RegExp(`\\((delivered|pending)\\) \\[${ref}\\]`), ref);
+    }
+  });
+});
+
+Deno.test("`compactContext()` uses the long model's summary when it passes its check", async () => {
+  const fake = startFakeOpenAI({ summarizer: "faithful" });
+  try {
+    await withStore(async (store) => {
+      for (let n = 1; n <= 6; n++) writeTurn(store, "default", n, { discord: n === 2 });
+      const d = deps(store, { provider: longProvider(fake) });
+      const done = await compactContext(d, "default", { keep: { items: 3 }, model: true });
+      assert.equal(done?.source, "model");
+      const summary = latestSummary(store, "default")!;
+      assert.match(
+        summary.text,
+        /^\[summary of 15 earlier items, #1–#15; epoch 1, written by the long model\]/,
+      );
+      assert.match(summary.text, /- to discord:42: discord answer 2 \(pending\) \[outbox:/);
+      const event = readEvents(store, "default", { limit: 10_000 }).at(-1)!;
+      assert.equal((event.body as { source: string }).source, "model");
+      // The prompt carried the step's sends and the rules.
+      const request = fake.requests.at(-1)!;
+      const material = JSON.parse(request.body.messages[1].content);
+      assert.equal(material.must_name_as_sent.length, 6);
+      assert.equal(request.body.tool_choice, "none");
+    });
+  } finally {
+    await fake.close();
+  }
+});
+
+/** A fake whose summarizer writes the faithful summary, then edits it with `edit`. */
+function rewriting(edit: (text: string) => string): FakeOpenAI {
+  return startFakeOpenAI({
+    summarizer: (request) => ({
+      text: edit(faithfulSummary(JSON.parse(request.body.messages[1].content))),
+    }),
+  });
+}
+
+Deno.test("`compactContext()` falls back to the extractive summary and records why", async () => {
+  const cases: [string, () => FakeOpenAI, RegExp][] = [
+    [
+      "a draft named as sent",
+      () =>
+        startFakeOpenAI({
+          summarizer: () => ({
+            text: [
+              "Inputs you received:",
+              "- (none)",
+              "Messages you sent (these reached the conversation):",
+              "- thinking about 1 (delivered) [item:2]",
+              "Your scratchpad notes (never delivered to anyone):",
+              "Cells you ran:",
+            ].join("\n"),
+          }),
+        }),
+      /item:2 is not a sent message but appears under "Messages you sent/,
+    ],
+    [
+      "a send left out",
+      () =>
+        startFakeOpenAI({
+          summarizer: () => ({
+            text: "Inputs you received:\nMessages you sent (these reached the conversation):\n" +
+              "Your scratchpad notes (never delivered to anyone):\nCells you ran:",
+          }),
+        }),
+      /send:\d+ is not named as sent with its state \(delivered\)/,
+    ],
+    [
+      "an unreachable model",
+      () => startFakeOpenAI({ summarizer: () => ({ status: 503, message: "down" }) }),
+      /the long model failed: cannot stream from llm "long": provider answered HTTP 503/,
+    ],
+    [
+      "a sent message among the notes",
+      () =>
+        rewriting((text) =>
+          text.replace(
+            /\nYour scratchpad notes[^\n]*\n/,
+            (h) => `${h}- again (delivered) [send:5]\n`,
+          )
+        ),
+      /send:5 is a sent message but appears under "Your scratchpad notes/,
+    ],
+    [
+      "an id that does not exist",
+      () => rewriting((text) => `${text}\n- another cell → ok [cell:cell_made_up]`),
+      /it names cell:cell_made_up, which is neither in the previous summary nor in the new items/,
+    ],
+    [
+      "a wrong state",
+      () => rewriting((text) => text.replace("(delivered) [send:5]", "(failed) [send:5]")),
+      /send:5 is not named as sent with its state \(delivered\)/,
+    ],
+    [
+      "headings out of order",
+      () => rewriting((text) => `Cells you ran:\n${text.replace("Cells you ran:", "")}`),
+      /the headings must be "Inputs you received:", .* in this order/,
+    ],
+    [
+      "too long",
+      () => rewriting((text) => `${text}\nNotes:\n- ${"blah ".repeat(4000)}`),
+      /it is \d+ tokens, over the bound of \d+/,
+    ],
+    [
+      "a tool call instead of text",
+      () => startFakeOpenAI({ summarizer: () => ({ toolCall: { code: "print(1)" } }) }),
+      /the long model called a tool/,
+    ],
+  ];
+  for (const [label, start, reason] of cases) {
+    const fake = start();
+    try {
+      await withStore(async (store) => {
+        for (let n = 1; n <= 4; n++) writeTurn(store, "default", n);
+        const d = deps(store, { provider: longProvider(fake) });
+        const done = await compactContext(d, "default", { keep: { items: 3 }, model: true });
+        assert.equal(done?.source, "extractive", label);
+        const summary = latestSummary(store, "default")!;
+        assert.match(summary.fallbackReason ?? "", reason, label);
+        assert.match(summary.text, /^\[summary of 9 earlier items, #1–#9; epoch 1, extractive\]/);
+        const event = readEvents(store, "default", { limit: 10_000 }).at(-1)!;
+        assert.match(String((event.body as { fallback_reason: string }).fallback_reason), reason);
+      });
+    } finally {
+      await fake.close();
+    }
+  }
+});

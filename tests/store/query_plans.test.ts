@@ -1,0 +1,191 @@
+// The hot queries read only what they need: every statement that request building, start-up
+// recovery, the sends lookup of a summary step and the outbox sender prepare is run here
+// against a real store, and its EXPLAIN QUERY PLAN must not scan a table that grows with
+// history. A scan of a partial index that holds only open work (pending inputs, open cells and
+// frames, pending outbox rows) is allowed: those sets do not grow with history.
+
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { buildRequest, compactContext } from "../../runtime/context/mod.ts";
+import { EventBus, SILENT_LOGGER } from "../../runtime/core/mod.ts";
+import { recoverSession } from "../../runtime/session/mod.ts";
+import { startCell } from "../../store/cells.ts";
+import { acceptFrame } from "../../store/frames.ts";
+import { admitInput, pendingInputs, pendingSummary } from "../../store/inputs.ts";
+import { currentGeneration } from "../../store/kernel_generations.ts";
+import {
+  enqueueOutbox,
+  moveOutbox,
+  nextOutboxWork,
+  nextPendingOutbox,
+} from "../../store/outbox.ts";
+import { appendProviderItems } from "../../store/provider_items.ts";
+import { readEvents } from "../../store/events.ts";
+import { ensureSession } from "../../store/sessions.ts";
+import { openStore, type Store } from "../../store/store.ts";
+import { writeTurn } from "../_helpers/history_fixture.ts";
+
+/** Tables whose rows grow with history. */
+const GROWING = [
+  "events",
+  "inputs",
+  "frames",
+  "cells",
+  "provider_items",
+  "outbox",
+  "context_summaries",
+  "history_fts",
+  "history_artifacts",
+  "kernel_generations",
+  "activations",
+];
+
+/** Partial indexes over open work only. */
+const OPEN_WORK = [
+  "outbox_work",
+  "inputs_pending",
+  "cells_open",
+  "frames_open",
+  "outbox_pending",
+  "outbox_attempting",
+];
+
+/** A store whose `statement()` records every SQL text it is asked for. */
+function recording(store: Store): { store: Store; seen: Set<string> } {
+  const seen = new Set<string>();
+  const proxy = new Proxy(store, {
+    get(target, prop) {
+      if (prop === "statement") {
+        return (sql: string) => {
+          seen.add(sql);
+          return target.statement(sql);
+        };
+      }
+      const value = Reflect.get(target, prop, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { store: proxy, seen };
+}
+
+/** A session as a crash leaves it: history, an open frame with a cell, one without, a dangling
+ * tool call, an attempting and a pending outbox row. */
+function crashedSession(store: Store): void {
+  for (let n = 1; n <= 300; n++) writeTurn(store, "default", n, { discord: n % 50 === 0 });
+  const admit = (key: string) =>
+    admitInput(store, {
+      session: "default",
+      sourceKind: "local",
+      dedupeKey: `local:${key}`,
+      conversationId: "local:default",
+      author: "owner",
+      body: key,
+    }).inputId;
+  const ran = acceptFrame(store, {
+    session: "default",
+    inputIds: [admit("ran")],
+    contextEpoch: 0,
+    policyRevision: "r",
+  });
+  acceptFrame(store, {
+    session: "default",
+    inputIds: [admit("idle")],
+    contextEpoch: 0,
+    policyRevision: "r",
+  });
+  admit("pending");
+  appendProviderItems(store, "default", ran.frameId, [
+    { role: "user", content: "go" },
+    {
+      role: "assistant",
+      content: null,
+      tool_calls: [{
+        id: "dangling",
+        type: "function",
+        function: { name: "python", arguments: "{}" },
+      }],
+    },
+  ]);
+  startCell(store, {
+    session: "default",
+    generation: currentGeneration(store, "default")!.generation,
+    frameId: ran.frameId,
+    toolCallId: "dangling",
+    code: "1",
+  });
+  const row = enqueueOutbox(store, {
+    session: "default",
+    conversation: "discord:1",
+    destination: { channel_id: "1" },
+    body: "in flight",
+  });
+  moveOutbox(store, row.id, "attempting");
+  enqueueOutbox(store, {
+    session: "default",
+    conversation: "discord:1",
+    destination: { channel_id: "1" },
+    body: "waiting",
+  });
+}
+
+Deno.test("hot queries never scan a table that grows with history (EXPLAIN QUERY PLAN)", async () => {
+  const dir = await Deno.makeTempDir();
+  const base = openStore(dir);
+  try {
+    ensureSession(base, "default");
+    crashedSession(base);
+    const { store, seen } = recording(base);
+    const budget = { contextTokens: 8192, compactAt: 0.75, summaryShare: 0.1 };
+    const deps = { store, bus: new EventBus(), log: SILENT_LOGGER, contextBudget: () => budget };
+
+    // Start-up recovery, then the session's first look at its inputs.
+    recoverSession(store, "default", { log: SILENT_LOGGER });
+    pendingInputs(store, "default");
+    pendingSummary(store, "default");
+    readEvents(store, "default", { since: 100, limit: 1000 });
+    // The outbox sender.
+    nextPendingOutbox(store);
+    nextOutboxWork(store);
+    // Request building, a compaction step (its sends lookup), and building again.
+    const parts = { route: "main", budget, system: "contract", opening: [] };
+    const built = buildRequest(store, "default", parts);
+    assert.ok(built.overCompact, "the history is long enough to compact");
+    assert.ok(
+      await compactContext(deps, "default", { keep: { tokens: built.limits.keep }, model: false }),
+    );
+    buildRequest(store, "default", parts);
+    appendProviderItems(store, "default", null, [{ role: "user", content: "next" }]);
+
+    const db = new DatabaseSync(`${dir}/runtime.sqlite`, { readOnly: true });
+    try {
+      const scans: string[] = [];
+      let explained = 0;
+      for (const sql of seen) {
+        if (!/^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)/i.test(sql)) continue;
+        explained++;
+        const plan = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[];
+        // A plan names a table by its alias when the query gives one.
+        const aliases = new Map(
+          [...sql.matchAll(/\b(?:FROM|JOIN)\s+(\w+)(?:\s+(?:AS\s+)?(\w+))?/gi)]
+            .filter((m) =>
+              m[2] !== undefined && !/^(WHERE|ON|JOIN|ORDER|LIMIT|GROUP|INDEXED)$/i.test(m[2])
+            )
+            .map((m) => [m[2], m[1]]),
+        );
+        for (const { detail } of plan) {
+          const scan = /^SCAN (\w+)(?: USING (?:COVERING )?INDEX (\w+))?/.exec(detail);
+          if (scan === null || !GROWING.includes(aliases.get(scan[1]) ?? scan[1])) continue;
+          if (scan[2] !== undefined && OPEN_WORK.includes(scan[2])) continue;
+          scans.push(`${detail} ← ${sql.replace(/\s+/g, " ")}`);
+        }
+      }
+      assert.ok(explained > 30, `explained ${explained} statements`);
+      assert.deepEqual(scans, []);
+    } finally {
+      db.close();
+    }
+  } finally {
+    base.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
