@@ -1,6 +1,6 @@
 /**
  * The klbr command line: `init | doctor | serve (default) | status | reset | compact | drain |
- * stop | activate | jobs | cancel-job | example`.
+ * stop | activate | jobs | cancel-job | rollback | maintain | candidates | trace | example`.
  *
  * @module
  */
@@ -32,6 +32,12 @@ commands:
                         operator: switch behaviour by epoch compare-and-swap
   jobs [session]        operator: list jobs and timers with their states, and the budgets
   cancel-job <job-id>   operator: cancel a job (its process group is killed)
+  rollback <session>    operator: return to the last good behaviour release
+  maintain <session> [reason]
+                        operator: start a maintenance turn (it loads the maintenance skill)
+  candidates <session>  operator: show failed behaviour candidates with their diagnostics
+  trace <session> <frame-id|trace-id>
+                        operator: show hook invocation traces
 
 options:
   --state DIR           state directory (default ./.klbr, or KLBR_STATE_DIR)
@@ -121,6 +127,10 @@ export async function main(args: string[]): Promise<number> {
     case "activate":
     case "jobs":
     case "cancel-job": {
+    case "rollback":
+    case "maintain":
+    case "candidates":
+    case "trace": {
       const { runOperatorCommand } = await import("./runtime/operator/mod.ts");
       return await runOperatorCommand(command, rest, {
         stateDir,

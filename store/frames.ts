@@ -13,6 +13,7 @@
 import { z } from "zod";
 import { KlbrError, newId } from "../runtime/core/mod.ts";
 import { insertEvent } from "./events.ts";
+import { linkTraceToFrame, traceRefsOfFrame } from "./behavior_diagnostics.ts";
 import { claimInputs, unclaimInputs } from "./inputs.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
@@ -27,6 +28,8 @@ const AcceptFrameSchema = z.object({
   routing: z.unknown().default({}),
   contextEpoch: z.number().int().nonnegative(),
   policyRevision: z.string().min(1).max(200),
+  /** The trace of the `attention.plan` call that chose these inputs, when there is one. */
+  attentionTrace: z.string().min(1).max(64).optional(),
 }).strict();
 
 /** What {@linkcode acceptFrame} takes. */
@@ -155,6 +158,7 @@ export function acceptFrame(store: Store, request: AcceptFrame): AcceptedFrame {
       now,
     );
     claimInputs(store, { session: frame.session, inputIds: frame.inputIds, frameId });
+    if (frame.attentionTrace !== undefined) linkTraceToFrame(store, frame.attentionTrace, frameId);
     const seq = insertEvent(store, frame.session, "frame.accepted", {
       frame_id: frameId,
       number,
@@ -162,6 +166,7 @@ export function acceptFrame(store: Store, request: AcceptFrame): AcceptedFrame {
       routing: frame.routing,
       context_epoch: frame.contextEpoch,
       policy_revision: frame.policyRevision,
+      ...(frame.attentionTrace === undefined ? {} : { attention_trace: frame.attentionTrace }),
     });
     return { frameId, number, seq };
   });
@@ -172,6 +177,7 @@ function endFrame(store: Store, frame: FrameRecord, state: FrameEnd, reason: str
     "UPDATE frames SET state = ?, ended_at = ?, ended_reason = ? WHERE id = ? AND state = 'open'",
   ).run(state, store.clock(), reason, frame.id);
   if (state === "abandoned") unclaimInputs(store, frame.id);
+  const traces = traceRefsOfFrame(store, frame.id);
   return insertEvent(
     store,
     frame.session,
@@ -182,6 +188,8 @@ function endFrame(store: Store, frame: FrameRecord, state: FrameEnd, reason: str
       state,
       reason,
       input_ids: frame.inputIds,
+      // The hook calls of its turn, when it made any (`hooks.trace(frame)` reads them).
+      ...(traces.count === 0 ? {} : { trace_ids: traces.ids, trace_count: traces.count }),
     },
   );
 }

@@ -14,6 +14,7 @@ import { assert } from "../runtime/core/mod.ts";
 import { appendOnly, immutable } from "./_migration_sql.ts";
 import { V7 } from "./_migration_jobs.ts";
 import { CONTEXT_SCHEMA } from "./_context_schema.ts";
+import { BEHAVIOR_DIAGNOSTICS_SQL } from "./_behavior_schema.ts";
 
 /** The value of the `klbr_meta` `format` row that marks a klbr store. */
 export const STORE_FORMAT = "klbr-runtime";
@@ -343,6 +344,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 6, name: "discord resume and reconciliation", sql: V6 },
   { version: 7, name: "timers, jobs, model calls and maintenance", sql: V7 },
   { version: 8, name: "context budgets, summaries and history index", sql: CONTEXT_SCHEMA },
+  { version: 9, name: "hook traces and failed candidates", sql: BEHAVIOR_DIAGNOSTICS_SQL },
 ];
 
 /** The `user_version` a fully migrated store has. */

@@ -219,6 +219,10 @@ const OPERATOR_MESSAGES = [
   { kind: "op.activate", request: "r6", session: "default", epoch: 3, release: "3fa2" },
   { kind: "op.jobs", request: "r7", session: "default" },
   { kind: "op.cancel_job", request: "r8", job: "job_01JD3QZ8X7M2V6B9K4T1R0N5PW" },
+  { kind: "op.rollback", request: "r9", session: "default" },
+  { kind: "op.maintain", request: "r10", session: "default", reason: "weekly" },
+  { kind: "op.candidates", request: "r11", session: "default" },
+  { kind: "op.trace", request: "r12", session: "default", target: "fr_01" },
 ];
 
 Deno.test("`parseClientMessage()` refuses every op.* kind to a client without the operator role", () => {
@@ -314,7 +318,8 @@ Deno.test("`parseClientMessage()` answers a malformed message with invalid_input
 Deno.test("`parseClientMessage()` names the kind field for an unknown or missing kind", () => {
   const expected = "kind: Invalid discriminator value. Expected 'hello' | 'input' | 'ping' | " +
     "'op.status' | 'op.reset' | 'op.compact' | 'op.drain' | 'op.stop' | 'op.activate' | " +
-    "'op.jobs' | 'op.cancel_job'";
+    "'op.jobs' | 'op.cancel_job' | " +
+    "'op.rollback' | 'op.maintain' | 'op.candidates' | 'op.trace'";
   for (const [value, prefix] of [[{ kind: "record" }, "record "], [{}, ""]] as const) {
     assert.throws(
       () => parseClientMessage(value, "operator"),

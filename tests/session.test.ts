@@ -463,7 +463,7 @@ Deno.test("`reset()` records the generation with reason, revisions and heap not 
       firstGeneration: 5,
     });
     await s.exec("x = 1");
-    const record = await s.kernel.reset("operator reset");
+    const { fingerprint, ...record } = await s.kernel.reset("operator reset");
     assert.deepEqual({ ...record, pid: 0 }, {
       generation: 6,
       reason: "operator reset",
@@ -472,6 +472,13 @@ Deno.test("`reset()` records the generation with reason, revisions and heap not 
       heapRestored: false,
       pid: 0,
     });
+    // What the new process loaded, with what it was given.
+    assert.deepEqual(
+      [fingerprint.role, fingerprint.generation, fingerprint.pid, fingerprint.skills],
+      ["workbench", 6, record.pid, await skillsRevision({})],
+    );
+    assert.equal(fingerprint.release, "rel-7");
+    assert.match(fingerprint.package, /^[0-9a-f]{64}$/);
     assert.deepEqual(s.generations.map((g) => [g.generation, g.reason]), [
       [5, "start"],
       [6, "operator reset"],

@@ -1,67 +1,63 @@
 /**
  * Behaviour editing for the agent: drafts copied from the active release, a trusted test of
  * every hook in a throwaway worker, publication as an immutable release, activation by epoch
- * compare-and-swap and rollback to the last good release. These are the host side of the
- * workbench's `behavior` object (`behavior.*` RPCs).
+ * compare-and-swap, rollback to the last good release, and the diagnostics of candidates
+ * that failed. These are the host side of the workbench's `behavior` object (`behavior.*`
+ * RPCs); the `hooks.*` RPCs are in `_hook_rpcs.ts`.
  *
  * A draft lives in `<state>/drafts/<id>/`, never in the workspace. A candidate is published
  * only after the host itself ran each hook on its fixture and checked the result: a draft
- * cannot declare itself tested.
+ * cannot declare itself tested. A failing test or publish keeps its diagnostics (each hook's
+ * fixture, error and traceback) in the store, with a `candidate.failed` record, and beside
+ * the draft as `<id>.diagnostics.json`.
  *
  * @module
  */
 
-import { dirname, join, normalize, relative, resolve } from "node:path";
+import { dirname, join } from "node:path";
 import { z } from "zod";
+import {
+  type FailedCandidate,
+  listFailedCandidates,
+  recordFailedCandidate,
+} from "../../store/behavior_diagnostics.ts";
 import { getRelease } from "../../store/releases.ts";
 import { requireSession } from "../../store/sessions.ts";
 import { publishRelease, snapshotTree } from "../../store/snapshot_hash.ts";
-import type { Store } from "../../store/store.ts";
+import { HookName, KlbrError, newId } from "../core/mod.ts";
+import type { RpcHandler } from "../kernel/mod.ts";
+import { runTrusted, type TestOutcome, type TrustedTestOptions } from "./_draft_test.ts";
 import {
-  DEFAULT_HOOK_TIMEOUT_MS,
-  describeIssues,
-  HookName,
-  KlbrError,
-  newId,
-} from "../core/mod.ts";
-import { checkHookResult, hookFixtures } from "./_hook_contracts.ts";
-import { type RpcHandler, spawnWorkbench } from "../kernel/mod.ts";
+  copyTree,
+  draftDiagnosticsFile,
+  draftDir,
+  draftFile,
+  DraftId,
+  parseParams,
+  requireDraft,
+} from "./_drafts.ts";
+import { hookFixtures } from "./_hook_contracts.ts";
+import { hookHandlers } from "./_hook_rpcs.ts";
 
 /** Options for {@linkcode behaviorHandlers}. */
-export interface BehaviorEditingOptions {
-  store: Store;
-  session: string;
-  python: string;
-  repoRoot: string;
-  /** The worker's cwd while a draft is tested. */
-  workspace: string;
+export interface BehaviorEditingOptions extends TrustedTestOptions {
   /** The one activation path (shared with the operator's `activate`). */
   activate: (releaseId: string, expectedEpoch: number, reason: string) => Promise<number>;
-  /** How long one hook may take in a test. @default {DEFAULT_HOOK_TIMEOUT_MS} */
-  hookTimeoutMs?: number;
+  /**
+   * The release the running turn is pinned to, with its frame; the active release and no
+   * frame outside a turn. @default the active release
+   */
+  pinned?: () => { releaseId: string; frameId: string | null };
 }
 
 /** One hook's result in a draft test. */
-export interface HookCheck {
-  hook: HookName;
-  ok: boolean;
-  detail: string;
-}
+export type HookCheck = Omit<TestOutcome, "output" | "duration_ms">;
 
 const MAX_DRAFT_FILE_CHARS = 1 << 20;
-const DraftId = z.string().regex(/^dr_[0-9A-HJKMNP-TV-Z]{26}$/, "expected a draft id");
 const DraftPath = z.object({ draft_id: DraftId, path: z.string().min(1).max(256) });
 
-function parse<T extends z.ZodType>(schema: T, params: unknown, action: string): z.output<T> {
-  const parsed = schema.safeParse(params);
-  if (!parsed.success) {
-    throw new KlbrError("invalid_input", `cannot ${action}: ${describeIssues(parsed.error)}`);
-  }
-  return parsed.data;
-}
-
 /**
- * Returns the `behavior.*` RPC handlers for one session's workbench.
+ * Returns the `behavior.*` and `hooks.*` RPC handlers for one session's workbench.
  *
  * @example
  * ```ts
@@ -69,17 +65,12 @@ function parse<T extends z.ZodType>(schema: T, params: unknown, action: string):
  * ```
  */
 export function behaviorHandlers(options: BehaviorEditingOptions): Record<string, RpcHandler> {
+  return { ...draftHandlers(options), ...releaseHandlers(options), ...hookHandlers(options) };
+}
+
+/** Taking a draft and working on its files: `status`, `draft`, `files`, `read`, `write`. */
+function draftHandlers(options: BehaviorEditingOptions): Record<string, RpcHandler> {
   const { store, session } = options;
-  const draftsDir = join(store.stateDir, "drafts");
-  const draftDir = (id: string) => join(draftsDir, id);
-
-  const test = async (id: string): Promise<{ ok: boolean; checks: HookCheck[] }> => {
-    const dir = await requireDraft(draftDir(id), id);
-    const { id: revision } = await snapshotTree(dir);
-    const checks = await testHooks(options, { revision: `draft-${revision}`, path: dir });
-    return { ok: checks.every((c) => c.ok), checks };
-  };
-
   return {
     "behavior.status": () => {
       const row = requireSession(store, session);
@@ -93,17 +84,17 @@ export function behaviorHandlers(options: BehaviorEditingOptions): Record<string
       const row = requireSession(store, session);
       const release = getRelease(store, row.activeRelease!)!;
       const id = newId("draft");
-      await copyTree(release.path, draftDir(id));
+      await copyTree(release.path, draftDir(store, id));
       return { draft_id: id, base_release: release.id, base_epoch: row.behaviorEpoch };
     },
     "behavior.files": async (params) => {
-      const { draft_id } = parse(z.object({ draft_id: DraftId }), params, "list draft files");
-      const dir = await requireDraft(draftDir(draft_id), draft_id);
+      const { draft_id } = parseParams(z.object({ draft_id: DraftId }), params, "list draft files");
+      const dir = await requireDraft(store, draft_id);
       return { files: (await snapshotTree(dir)).files.map((f) => f.path) };
     },
     "behavior.read": async (params) => {
-      const { draft_id, path } = parse(DraftPath, params, "read draft file");
-      const file = draftFile(await requireDraft(draftDir(draft_id), draft_id), path);
+      const { draft_id, path } = parseParams(DraftPath, params, "read draft file");
+      const file = draftFile(await requireDraft(store, draft_id), path);
       try {
         return { text: await Deno.readTextFile(file) };
       } catch (cause) {
@@ -117,42 +108,50 @@ export function behaviorHandlers(options: BehaviorEditingOptions): Record<string
       }
     },
     "behavior.write": async (params) => {
-      const { draft_id, path, text } = parse(
+      const { draft_id, path, text } = parseParams(
         DraftPath.extend({ text: z.string().max(MAX_DRAFT_FILE_CHARS) }),
         params,
         "write draft file",
       );
-      const file = draftFile(await requireDraft(draftDir(draft_id), draft_id), path);
+      const file = draftFile(await requireDraft(store, draft_id), path);
       await Deno.mkdir(dirname(file), { recursive: true });
       const temp = `${file}.${crypto.randomUUID()}.tmp`;
       await Deno.writeTextFile(temp, text, { mode: 0o644 });
       await Deno.rename(temp, file);
       return {};
     },
+  };
+}
+
+/** Testing, publishing and switching releases, and the kept diagnostics of failed candidates. */
+function releaseHandlers(options: BehaviorEditingOptions): Record<string, RpcHandler> {
+  const { store, session } = options;
+  const test = (id: string, action: "test" | "publish") => testDraft(options, id, action);
+  return {
     "behavior.test": async (params) => {
-      const { draft_id } = parse(z.object({ draft_id: DraftId }), params, "test draft");
-      return await test(draft_id);
+      const { draft_id } = parseParams(z.object({ draft_id: DraftId }), params, "test draft");
+      return await test(draft_id, "test");
     },
     "behavior.publish": async (params) => {
-      const { draft_id } = parse(z.object({ draft_id: DraftId }), params, "publish draft");
-      const report = await test(draft_id);
+      const { draft_id } = parseParams(z.object({ draft_id: DraftId }), params, "publish draft");
+      const report = await test(draft_id, "publish");
       if (!report.ok) {
         const failing = report.checks.filter((c) => !c.ok).map((c) => `${c.hook}: ${c.detail}`);
         throw new KlbrError(
           "release_invalid",
           `cannot publish draft ${draft_id}: its hooks failed the host's test (${
             failing.join("; ")
-          })`,
+          }); diagnostics kept as ${report.candidate_id}`,
         );
       }
       const published = await publishRelease(store, {
-        sourceDir: draftDir(draft_id),
+        sourceDir: draftDir(store, draft_id),
         releasesDir: join(store.stateDir, "releases"),
       });
       return { release_id: published.id, checks: report.checks };
     },
     "behavior.activate": async (params) => {
-      const { release_id, expected_epoch } = parse(
+      const { release_id, expected_epoch } = parseParams(
         z.object({
           release_id: z.string().regex(/^[0-9a-f]{64}$/, "expected a release id"),
           expected_epoch: z.number().int().nonnegative(),
@@ -177,84 +176,75 @@ export function behaviorHandlers(options: BehaviorEditingOptions): Record<string
       const epoch = await options.activate(target, row.behaviorEpoch, "agent rollback");
       return { epoch, release_id: target };
     },
+    // deno-lint-ignore require-await
+    "behavior.candidates": async (params) => {
+      const { draft_id } = parseParams(
+        z.object({ draft_id: DraftId.optional() }),
+        params,
+        "list candidates",
+      );
+      const candidates = listFailedCandidates(store, session, { draftId: draft_id });
+      return { candidates: candidates.map(candidateView) };
+    },
   };
 }
 
-/** Runs every hook of a tree once on its fixture in a throwaway worker, checking each result. */
-async function testHooks(
+/**
+ * Runs every hook of a draft once on its fixture in a throwaway worker; a failure keeps its
+ * diagnostics (in the store with a `candidate.failed` record, and beside the draft).
+ */
+async function testDraft(
   options: BehaviorEditingOptions,
-  behavior: { revision: string; path: string },
-): Promise<HookCheck[]> {
-  const worker = spawnWorkbench(options.python, {
-    cwd: options.workspace,
-    repoRoot: options.repoRoot,
-  });
-  try {
-    await worker.init({
-      generation: 0,
-      session: options.session,
-      workspace: options.workspace,
-      skills: { revision: "", roots: [], bodies: {}, refused: [] },
-      behavior,
+  id: string,
+  action: "test" | "publish",
+): Promise<{ ok: boolean; checks: HookCheck[]; candidate_id: string | null }> {
+  const { store, session } = options;
+  const dir = await requireDraft(store, id);
+  const revision = `draft-${(await snapshotTree(dir)).id}`;
+  const fixtures = hookFixtures(Date.now());
+  const outcomes = await runTrusted(
+    options,
+    { revision, path: dir },
+    HookName.options.map((hook) => ({ hook, args: fixtures[hook] })),
+    "candidate",
+  );
+  const checks = outcomes.map(({ output: _o, duration_ms: _d, ...check }) => check);
+  const ok = checks.every((c) => c.ok);
+  const file = draftDiagnosticsFile(store, id);
+  if (ok) {
+    await Deno.remove(file).catch((e) => {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
     });
-    const fixtures = hookFixtures(Date.now());
-    const checks: HookCheck[] = [];
-    for (const hook of HookName.options) {
-      try {
-        const value = await worker.hook(hook, fixtures[hook], {
-          timeoutMs: options.hookTimeoutMs ?? DEFAULT_HOOK_TIMEOUT_MS,
-        });
-        checkHookResult(hook, value);
-        checks.push({ hook, ok: true, detail: `returned ${JSON.stringify(value).slice(0, 120)}` });
-      } catch (error) {
-        checks.push({
-          hook,
-          ok: false,
-          detail: (error instanceof Error ? error.message : String(error)).slice(0, 500),
-        });
-      }
-    }
-    return checks;
-  } finally {
-    await worker.kill("draft test finished");
+    return { ok, checks, candidate_id: null };
   }
+  const { candidateId } = recordFailedCandidate(store, {
+    session,
+    draftId: id,
+    revision,
+    action,
+    checks,
+  });
+  const kept = listFailedCandidates(store, session, { draftId: id, limit: 1 })[0];
+  await Deno.writeTextFile(file, `${JSON.stringify(candidateView(kept), null, 2)}\n`);
+  return { ok, checks, candidate_id: candidateId };
 }
 
-async function requireDraft(dir: string, id: string): Promise<string> {
-  try {
-    if ((await Deno.lstat(dir)).isDirectory) return dir;
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) throw error;
-  }
-  throw new KlbrError("not_found", `cannot use draft ${id}: it does not exist`);
-}
-
-/** Resolves a path inside a draft. @throws {KlbrError} `path_escape` for anything outside. */
-function draftFile(dir: string, path: string): string {
-  const file = resolve(dir, normalize(path));
-  const rel = relative(dir, file);
-  if (
-    path.startsWith("/") || rel === "" || rel.startsWith("..") ||
-    rel.split("/").some((p) => p.startsWith("."))
-  ) {
-    throw new KlbrError(
-      "path_escape",
-      `cannot use draft path: it must be relative, inside the draft, without dot segments (got ${path})`,
-    );
-  }
-  return file;
-}
-
-/** Copies a release tree into a new, writable draft directory. */
-async function copyTree(from: string, to: string): Promise<void> {
-  await Deno.mkdir(to, { recursive: true });
-  for await (const entry of Deno.readDir(from)) {
-    const source = join(from, entry.name);
-    const target = join(to, entry.name);
-    if (entry.isDirectory) await copyTree(source, target);
-    else if (entry.isFile) {
-      await Deno.copyFile(source, target);
-      await Deno.chmod(target, ((await Deno.stat(source)).mode ?? 0o644) | 0o600);
-    }
-  }
+/**
+ * A failed candidate as JSON, for `behavior.candidates` and `klbr candidates`.
+ *
+ * @example
+ * ```ts
+ * candidateView(candidate); // { id: "cd_…", draft_id, action: "publish", failing: ["turn.next"], … }
+ * ```
+ */
+export function candidateView(candidate: FailedCandidate): Record<string, unknown> {
+  return {
+    id: candidate.id,
+    draft_id: candidate.draftId,
+    action: candidate.action,
+    revision: candidate.revision,
+    at: candidate.at,
+    failing: candidate.failing,
+    checks: candidate.checks,
+  };
 }

@@ -1,15 +1,26 @@
 /**
  * Behaviour releases: publishing `behavior/` at start, recovery of a broken active
- * release, the agent's editing RPCs (draft, test, publish, activate, rollback) and the
- * contract each policy hook's result must meet.
+ * release, the agent's editing RPCs (draft, test, publish, activate, rollback, candidates),
+ * the `hooks` RPCs (bind, test, trace, release), the host's trusted test of hooks in a
+ * throwaway worker, invocation traces, and the contract each policy hook's result must meet.
  *
  * @module
  */
 
-export { behaviorHandlers } from "./_editing.ts";
+export { type BehaviorEditingOptions, behaviorHandlers, candidateView } from "./_editing.ts";
+export { readTraces } from "./_hook_rpcs.ts";
+export { BINDINGS_FILE, readBindings } from "./_bindings.ts";
+export {
+  runTrusted,
+  type TestCall,
+  type TestOutcome,
+  type TrustedTestOptions,
+} from "./_draft_test.ts";
+export { hookErrorOf, traceView } from "./_traces.ts";
 export {
   AttentionPlan,
   checkHookResult,
+  hookFixtures,
   type HookResult,
   routedConversations,
 } from "./_hook_contracts.ts";

@@ -30,6 +30,8 @@ export const ID_PREFIXES = {
   timer: "tm",
   model_call: "mc",
   maintenance: "mt",
+  trace: "tr",
+  candidate: "cd",
 } as const;
 
 /** The kinds of id klbr mints. */

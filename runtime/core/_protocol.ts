@@ -33,6 +33,11 @@ export const HookName = z.enum(["attention.plan", "model.plan", "context.prepare
 /** A policy hook name. */
 export type HookName = z.infer<typeof HookName>;
 
+/** A behaviour tree a worker loads hooks from: its revision (the release id) and directory. */
+export const BehaviorRef = z.object({ revision: z.string(), path: z.string() });
+/** A behaviour tree by revision and path. */
+export type BehaviorRef = z.infer<typeof BehaviorRef>;
+
 /** Requests the host sends to a worker; each gets exactly one `ok` or `error` reply. */
 export const HostRequest = z.discriminatedUnion("kind", [
   z.object({
@@ -42,7 +47,7 @@ export const HostRequest = z.discriminatedUnion("kind", [
     session: z.string(),
     workspace: z.string(),
     skills: SkillsPayload,
-    behavior: z.object({ revision: z.string(), path: z.string() }).nullable(),
+    behavior: BehaviorRef.nullable(),
   }),
   z.object({ kind: z.literal("execute"), id: requestId, cell: z.string(), code: z.string() }),
   z.object({ kind: z.literal("cancel"), id: requestId, target: requestId }),
@@ -51,8 +56,11 @@ export const HostRequest = z.discriminatedUnion("kind", [
     id: requestId,
     name: HookName,
     args: z.record(z.string(), z.unknown()),
+    /** The release to run the hook from; the one given at `init` when absent. */
+    behavior: BehaviorRef.optional(),
   }),
   z.object({ kind: z.literal("ping"), id: requestId }),
+  z.object({ kind: z.literal("fingerprint"), id: requestId }),
   z.object({ kind: z.literal("shutdown"), id: requestId }),
 ]);
 /** A host → worker request. */
@@ -138,6 +146,7 @@ const HOST_ONLY_KINDS = new Set([
   "cancel",
   "hook",
   "ping",
+  "fingerprint",
   "shutdown",
   "rpc_ok",
   "rpc_error",
@@ -191,6 +200,10 @@ export const OPERATOR_KINDS = [
   "op.activate",
   "op.jobs",
   "op.cancel_job",
+  "op.rollback",
+  "op.maintain",
+  "op.candidates",
+  "op.trace",
 ] as const;
 
 /** Every message a client may send over `/v2`. */
@@ -233,6 +246,22 @@ export const ClientMessage = z.discriminatedUnion("kind", [
     request: clientRequest,
     job: z.string().min(1).max(64),
     session: sessionName.optional(),
+  }),
+  z.object({ kind: z.literal("op.rollback"), request: clientRequest, session: sessionName }),
+  z.object({
+    kind: z.literal("op.maintain"),
+    request: clientRequest,
+    session: sessionName,
+    /** Why the turn is asked for; it is the maintenance input's text. */
+    reason: z.string().min(1).max(2000).optional(),
+  }),
+  z.object({ kind: z.literal("op.candidates"), request: clientRequest, session: sessionName }),
+  z.object({
+    kind: z.literal("op.trace"),
+    request: clientRequest,
+    session: sessionName,
+    /** A frame id (`fr_…`: every trace of its turn) or a trace id (`tr_…`). */
+    target: z.string().min(1).max(64),
   }),
 ]);
 /** A client → daemon message. */

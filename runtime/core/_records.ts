@@ -14,6 +14,7 @@
 
 // A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
+import { BEHAVIOR_RECORDS } from "./_behavior_records.ts";
 import { describeIssues } from "./_protocol.ts";
 import { UNATTENDED_DATA } from "./_records_jobs.ts";
 
@@ -82,6 +83,10 @@ const frameEnd = {
   number: int,
   reason: z.string(),
   input_ids: ids,
+  /** The first 200 hook traces of its turn, when it made hook calls. */
+  trace_ids: ids.optional(),
+  /** How many hook traces its turn left in all. */
+  trace_count: int.nonnegative().optional(),
 };
 
 /** One reconciliation or rate-limit try of an outbox row (`docs/discord.md`). */
@@ -125,7 +130,10 @@ const DATA = {
     input_ids: ids,
     routing: json,
     context_epoch: int,
+    /** The release its turn is pinned to: the one its `attention.plan` ran on. */
     policy_revision: z.string(),
+    /** The trace of the `attention.plan` call that chose the inputs (absent in older records). */
+    attention_trace: z.string().optional(),
   }),
   "frame.finished": z.looseObject({ ...frameEnd, state: z.enum(["done", "failed"]) }),
   "frame.abandoned": z.looseObject({ ...frameEnd, state: z.literal("abandoned") }),
@@ -229,7 +237,10 @@ const DATA = {
     pending: int.nonnegative().optional(),
     /** The turn went on with the hook's safe default (the turn's hooks). */
     fallback: z.boolean().optional(),
+    /** The kept trace of the failed call: inputs, error and traceback (`klbr trace`). */
+    trace_id: z.string().optional(),
   }),
+  ...BEHAVIOR_RECORDS,
   "session.stalled": z.looseObject({ failures: int.nonnegative(), message: z.string() }),
   "recovery": z.looseObject({
     abandoned_frames: ids,
@@ -315,6 +326,8 @@ export const KnownRecord = z.discriminatedUnion("type", [
   variant("release.last_good"),
   variant("release.recovered"),
   variant("hook.failed"),
+  variant("role.loaded"),
+  variant("candidate.failed"),
   variant("session.stalled"),
   variant("recovery"),
   variant("operator"),

@@ -28,6 +28,7 @@ export {
 export { SerialRunner } from "./_serial.ts";
 export { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "./_ids.ts";
 export {
+  BehaviorRef,
   CellReply,
   ClientMessage,
   type ClientRole,

@@ -19,8 +19,10 @@ export interface Activation {
 }
 
 /**
- * Activates a published release for the session. A running cell stays pinned to the release
- * it started with; the workbench heap is kept, only the hook worker is replaced.
+ * Activates a published release for the session. It applies from the next frame: a running
+ * turn keeps the release its frame recorded for every hook call until it ends. The workbench
+ * heap is kept; only the hook worker is replaced, at its next boundary (a hook call running
+ * now finishes on the old process).
  *
  * @returns the new epoch
  * @throws {KlbrError} `not_found` for a release never published, `release_invalid` when it no
@@ -46,7 +48,7 @@ export async function activateBehavior(
   await verifyRelease(release.path);
   const { epoch } = activateRelease(store, { session, expectedEpoch, releaseId, reason });
   parts.behavior = { releaseId, path: release.path };
-  await parts.hooks.reset("behaviour activated");
+  parts.hooks.retire(`behaviour activated: release ${releaseId.slice(0, 12)} at epoch ${epoch}`);
   bus.wake(session);
   // Inputs a broken hook left pending get a fresh try under the new release.
   parts.runtime.wake();

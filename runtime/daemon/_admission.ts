@@ -10,6 +10,7 @@ import { type AdmitInput, admitInput } from "../../store/inputs.ts";
 import { discordDedupeKey, localDedupeKey } from "../../store/dedupe_keys.ts";
 import type { Store } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
+import { MAINTENANCE_CONVERSATION } from "../session/mod.ts";
 import type { DiscordMessage } from "../discord/mod.ts";
 import type { AdmitOutcome, InputMessage } from "../lanes/mod.ts";
 
@@ -72,5 +73,19 @@ export function discordInput(message: DiscordMessage): PendingInput {
     author: `discord:${message.authorId}:${message.username}`,
     body: message.body,
     receivedAt: message.receivedAt,
+  });
+}
+
+/**
+ * A maintenance request (`klbr maintain`): source `system`, a fresh dedupe key, conversation
+ * `system:maintenance`. The turn that consumes it loads the `maintenance` skill.
+ */
+export function maintenanceInput(reason: string): PendingInput {
+  return () => ({
+    sourceKind: "system",
+    dedupeKey: `system:maintenance:${crypto.randomUUID()}`,
+    conversationId: MAINTENANCE_CONVERSATION,
+    author: "operator",
+    body: `[maintenance] ${reason}`,
   });
 }

@@ -211,6 +211,7 @@ export class Coordinator implements LaneHost {
         status: (only) => this.status(only),
         activate: (session, parts, activation) => this.#activate(session, parts, activation),
         jobs: this.#jobs,
+        admit: (session, inputs) => this.#admit(session, inputs),
       },
       message,
       connectionSession,
@@ -232,6 +233,8 @@ export class Coordinator implements LaneHost {
         kernel_generation: parts.kernel.generation,
         kernel_alive: parts.kernel.current !== null,
         ...this.#jobs.status(id),
+        // What each live process role loaded (null when it is not running).
+        fingerprints: { workbench: parts.kernel.fingerprint, hooks: parts.hooks.fingerprint },
       };
     }
     if (only !== undefined && !(only in sessions)) {

@@ -1,7 +1,10 @@
 /**
  * The operator commands the daemon runs for the lane socket (`status`, `reset`, `compact`,
- * `drain`, `stop`, `activate`, `jobs`, `cancel_job`). None needs the model or a hook to succeed, so an operator
- * can always repair a session whose policy is broken.
+ * `drain`, `stop`, `activate`, `jobs`, `cancel_job`, `rollback`, `maintain`, `candidates`,
+ * `trace`). None needs the model or a hook to succeed, so an operator can always repair a
+ * session whose policy is broken and read why it broke: `rollback` and `activate` switch
+ * releases, `candidates` and `trace` read the kept diagnostics. `maintain` only admits an
+ * input; the turn it starts is the model's.
  *
  * They live with the daemon, not in `runtime/operator/`: they act on the daemon's session
  * parts, while `operator/` is the CLI client that must start without loading the daemon.
@@ -9,12 +12,17 @@
  * @module
  */
 
+import { listFailedCandidates } from "../../store/behavior_diagnostics.ts";
 import { appendEvent } from "../../store/events.ts";
+import { requireSession } from "../../store/sessions.ts";
 import { verifyRelease } from "../../store/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
 import { type ClientMessage, type EventBus, KlbrError } from "../core/mod.ts";
 import type { Jobs } from "../jobs/mod.ts";
+import { candidateView, readTraces } from "../behavior/mod.ts";
+import type { AdmitOutcome } from "../lanes/mod.ts";
 import type { Activation } from "./_activation.ts";
+import { maintenanceInput, type PendingInput } from "./_admission.ts";
 import type { SessionParts } from "./_session_parts.ts";
 
 /** An operator command from the lane protocol. */
@@ -30,6 +38,8 @@ export interface OperationHost {
   activate(session: string, parts: SessionParts, activation: Activation): Promise<number>;
   /** The daemon's timers and jobs. */
   jobs: Jobs;
+  /** Admits inputs through the one admission path and wakes the session. */
+  admit(session: string, inputs: PendingInput[]): AdmitOutcome[];
 }
 
 /**
@@ -84,6 +94,16 @@ export async function runOperation(
     case "op.cancel_job":
       // The cancellation is recorded by the job's own `job.state` move, with its cause.
       return await host.jobs.cancelJob(message.job, message.session);
+    case "op.rollback":
+      return await rollback(host, session);
+    case "op.maintain":
+      return note(maintain(host, session, message.reason ?? "requested by the operator"));
+    case "op.candidates":
+      requireSession(host.store, session);
+      return { candidates: listFailedCandidates(host.store, session).map(candidateView) };
+    case "op.trace":
+      requireSession(host.store, session);
+      return readTraces(host.store, session, message.target);
   }
   throw new KlbrError("invalid_input", `cannot run ${(message as { kind: string }).kind}`);
 }
@@ -96,6 +116,39 @@ async function reset(parts: SessionParts): Promise<Record<string, unknown>> {
     generation: generation.generation,
     heap_restored: false,
     message: "a new kernel generation started; Python heap state was not restored",
+  };
+}
+
+/** Returns the session to its last good release by the one activation path. */
+async function rollback(host: OperationHost, session: string): Promise<Record<string, unknown>> {
+  const parts = host.require(session);
+  const row = requireSession(host.store, session);
+  const target = row.lastGoodRelease;
+  if (target === null || target === row.activeRelease) {
+    throw new KlbrError(
+      "not_found",
+      `cannot roll back: the active release is the last good one (got ${
+        row.activeRelease?.slice(0, 12)
+      })`,
+    );
+  }
+  const epoch = await host.activate(session, parts, {
+    releaseId: target,
+    expectedEpoch: row.behaviorEpoch,
+    reason: "operator rollback",
+  });
+  return { epoch, release_id: target, previous_release: row.activeRelease };
+}
+
+/** Admits a maintenance input; the turn that consumes it loads the `maintenance` skill. */
+function maintain(host: OperationHost, session: string, reason: string): Record<string, unknown> {
+  host.require(session);
+  const [outcome] = host.admit(session, [maintenanceInput(reason)]);
+  if ("error" in outcome) throw outcome.error;
+  return {
+    input_id: outcome.ack.input_id,
+    seq: outcome.ack.seq,
+    message: "maintenance input admitted; the turn that takes it loads the maintenance skill",
   };
 }
 

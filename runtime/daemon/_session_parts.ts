@@ -7,12 +7,12 @@
  */
 
 import { currentGeneration, startGeneration } from "../../store/kernel_generations.ts";
-import { markLastGood } from "../../store/releases.ts";
+import { getRelease, markLastGood } from "../../store/releases.ts";
 import { requireSession } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
-import { type BehaviorState, checkHookResult } from "../behavior/mod.ts";
-import { KernelSupervisor, type RpcHandler, type SkillRoots } from "../kernel/mod.ts";
+import type { BehaviorState } from "../behavior/mod.ts";
+import { KernelSupervisor, loadSkills, type RpcHandler, type SkillRoots } from "../kernel/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import type { Compaction } from "../../store/context_summaries.ts";
 import { compactContext, type ContextBudget } from "../context/mod.ts";
@@ -20,10 +20,13 @@ import {
   contractMessage,
   createModelTurn,
   type HookCaller,
+  isMaintenanceInput,
+  type OfferedSkills,
   SessionRuntime,
   type TurnContext,
   type TurnResult,
 } from "../session/mod.ts";
+import { type Pin, pinnedHookCaller, recordRoleLoaded, replaceStale } from "./_hook_caller.ts";
 
 /** What every session of the daemon is built from. */
 export interface SessionDeps {
@@ -53,14 +56,23 @@ export interface SessionParts {
   runtime: SessionRuntime;
   kernel: KernelSupervisor;
   hooks: KernelSupervisor;
-  /** The release the hooks come from; activation replaces it. */
+  /** The active release: hooks between turns come from it; activation replaces it. */
   behavior: { releaseId: string; path: string };
+  /**
+   * The release the running turn is pinned to — the one its frame recorded — for every hook
+   * call until the turn ends; null between turns.
+   */
+  pin: Pin | null;
   /** The frame whose turn is running, for routing sends and pinning the jobs it starts. */
   frame: { id: string; routing: unknown; policyRevision: string } | null;
   /** Hook calls that failed (or broke their contract) since the turn began. */
   hookFailures: number;
   /** The operator's `compact`: extractive (no model, no hook), keeping the newest 20 items. */
   compact: () => Promise<Compaction | undefined>;
+  /** The skills the workbench's generation offers (the contract names them); null before a load. */
+  skills: OfferedSkills | null;
+  /** True while a maintenance turn runs (its contract message loads the `maintenance` skill). */
+  maintenance: boolean;
 }
 
 /**
@@ -74,11 +86,15 @@ export function createSessionParts(
 ): SessionParts {
   const parts = {
     behavior: { releaseId: deps.behavior.releaseId, path: deps.behavior.path },
+    pin: null,
     frame: null,
     hookFailures: 0,
     compact: () => compactContext(deps, session, { keep: { items: 20 }, model: false }),
+    skills: null,
+    maintenance: false,
   } as SessionParts;
-  // The workbench and the hook worker run the same package from the same release.
+  const records = { store: deps.store, bus: deps.bus, session };
+  // The workbench and the hook worker run the same package; each is given the active release.
   const common = {
     python: deps.python,
     session,
@@ -89,7 +105,11 @@ export function createSessionParts(
   };
   parts.kernel = new KernelSupervisor({
     ...common,
+    role: "workbench",
     firstGeneration: (currentGeneration(deps.store, session)?.generation ?? 0) + 1,
+    onSkillsLoaded: (skills) => {
+      parts.skills = { revision: skills.payload.revision, bodies: skills.payload.bodies };
+    },
     recordGeneration: (record) => {
       startGeneration(deps.store, {
         session,
@@ -97,44 +117,63 @@ export function createSessionParts(
         skillsRevision: record.skillsRevision,
         behaviorRevision: record.behaviorRevision,
       });
-      deps.bus.wake(session);
+      recordRoleLoaded(records, record);
     },
     rpc: rpc(parts),
     runSlot: deps.runSlot?.(session),
   });
   parts.hooks = new KernelSupervisor({
     ...common,
-    recordGeneration: (record) =>
+    role: "hooks",
+    recordGeneration: (record) => {
       deps.log.info(
         "hooks.generation",
         `hook worker generation ${record.generation} (${record.reason})`,
         { generation: record.generation, reason: record.reason },
-      ),
+      );
+      recordRoleLoaded(records, record);
+    },
   });
   parts.runtime = new SessionRuntime({
     store: deps.store,
     bus: deps.bus,
     session,
-    hooks: () => hookCaller(parts),
+    hooks: () => hookCaller(deps, session, parts),
     log: deps.log,
     turn: modelTurnFor(deps, session, parts),
+    boundary: () => replaceStale({ log: deps.log, kernel: parts.kernel, hooks: parts.hooks }),
   });
   return parts;
 }
 
-/** The hook caller of the session's current release; a failing call is counted. */
-function hookCaller(parts: SessionParts): HookCaller {
-  return {
-    revision: parts.behavior.releaseId,
-    call: async (name, args, options) => {
-      try {
-        return checkHookResult(name, await parts.hooks.hook(name, args, options));
-      } catch (error) {
-        parts.hookFailures++;
-        throw error;
-      }
-    },
-  };
+/**
+ * The hook caller of the running turn's pinned release, else of the active one; a failing
+ * call is counted.
+ */
+function hookCaller(deps: SessionDeps, session: string, parts: SessionParts): HookCaller {
+  const pin = parts.pin ?? { frameId: null, ...parts.behavior };
+  return pinnedHookCaller({
+    store: deps.store,
+    log: deps.log,
+    session,
+    hooks: parts.hooks,
+    failed: () => parts.hookFailures++,
+  }, pin);
+}
+
+/** Pins the turn of `frame` to the release it recorded (the active one if that is gone). */
+function pinOf(deps: SessionDeps, parts: SessionParts, frame: TurnContext["frame"]): Pin {
+  const release = getRelease(deps.store, frame.policyRevision);
+  if (release === undefined) {
+    deps.log.warn(
+      "frame.pin",
+      `frame ${frame.number} names release ${
+        frame.policyRevision.slice(0, 12)
+      }, which is not published; its turn uses the active release`,
+    );
+    return { frameId: frame.id, ...parts.behavior };
+  }
+  return { frameId: frame.id, releaseId: release.id, path: release.path };
 }
 
 /**
@@ -154,9 +193,10 @@ function modelTurnFor(
       ? deps.provider
       : (route) => meter(route, () => ({ session, frameId: parts.frame?.id ?? null })),
     contextBudget: deps.contextBudget,
-    hooks: () => hookCaller(parts),
+    hooks: () => hookCaller(deps, session, parts),
     log: deps.log,
-    system: () => contractMessage(deps.workspace),
+    system: () =>
+      contractMessage(deps.workspace, { skills: parts.skills, maintenance: parts.maintenance }),
     cellTimeoutMs: deps.cellTimeoutMs,
     artifactBytes: deps.artifactBytes,
     kernel: {
@@ -173,7 +213,14 @@ function modelTurnFor(
       routing: ctx.frame.routing,
       policyRevision: ctx.frame.policyRevision,
     };
+    parts.pin = pinOf(deps, parts, ctx.frame);
     parts.hookFailures = 0;
+    parts.maintenance = ctx.inputs.some(isMaintenanceInput);
+    // Before the workbench's first generation, name what its first load will offer.
+    if (parts.kernel.current === null) {
+      const skills = await loadSkills(deps.skillRoots).then((s) => s.payload, () => null);
+      parts.skills = skills && { revision: skills.revision, bodies: skills.bodies };
+    }
     try {
       const result = await modelTurn(ctx);
       const row = requireSession(deps.store, session);
@@ -187,6 +234,8 @@ function modelTurnFor(
       return result;
     } finally {
       parts.frame = null;
+      parts.pin = null;
+      parts.maintenance = false;
     }
   };
 }

@@ -1,7 +1,7 @@
 /**
  * The host RPCs a cell of one session may call, beyond what the kernel serves itself
  * (`workspace.run`): `local.send`, `artifact.read`, `history.search` and `history.read`, the
- * `discord.*` effects, the `behavior.*` editing calls, the `code.*` tree-sitter calls, and the
+ * `discord.*` effects, the `behavior.*` editing calls, the `hooks.*` calls, the `code.*` tree-sitter calls, and the
  * `timers.*`, `jobs.*` and `llm` calls of unattended work.
  *
  * @module
@@ -71,6 +71,11 @@ export function sessionRpcHandlers(
       repoRoot: deps.repoRoot,
       workspace: deps.workspace,
       activate: deps.activate,
+      // A cell sees the release its turn is pinned to (the active one outside a turn).
+      pinned: () => {
+        const pin = parts.pin ?? { frameId: null, ...parts.behavior };
+        return { releaseId: pin.releaseId, frameId: pin.frameId };
+      },
     }),
     ...codeHandlers({ store, session, workspace: deps.workspace, notify: () => bus.wake(session) }),
   };

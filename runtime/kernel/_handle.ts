@@ -7,6 +7,7 @@
  */
 
 import {
+  type BehaviorRef,
   CellReply,
   describeIssues,
   type HookName,
@@ -19,6 +20,7 @@ import {
 import { type CellResult, deferred, hostEndedResult, settlesWithin } from "./_parts.ts";
 import { Killed, type Pending, PendingRequests, replyError } from "./_pending.ts";
 import { WorkerChannel } from "./_channel.ts";
+import { FingerprintReply, type WorkerFingerprint } from "./_fingerprint.ts";
 import { RpcDispatcher } from "./_rpc.ts";
 import {
   type ExecuteOptions,
@@ -149,10 +151,14 @@ export class WorkbenchHandle {
   async hook(
     name: HookName,
     args: Record<string, unknown>,
-    options: { timeoutMs?: number } = {},
+    options: { timeoutMs?: number; behavior?: BehaviorRef } = {},
   ): Promise<unknown> {
     const id = newId("request");
-    const pending = this.#register({ kind: "hook", id, name, args }, null);
+    const frame = { kind: "hook" as const, id, name, args };
+    const pending = this.#register(
+      options.behavior === undefined ? frame : { ...frame, behavior: options.behavior },
+      null,
+    );
     const timer = options.timeoutMs === undefined
       ? undefined
       : setTimeout(() => void this.#ladder(id, "timeout"), options.timeoutMs);
@@ -170,6 +176,23 @@ export class WorkbenchHandle {
       "worker_timeout",
       `cannot run hook ${name}: no reply within ${options.timeoutMs} ms (got pid ${this.pid})`,
     );
+  }
+
+  /**
+   * Asks the worker for the fingerprint it loaded at start and one of what is on disk now.
+   * @throws {KlbrError} `worker_failed` when the worker does not answer within the ping
+   * deadline or answers outside the schema.
+   */
+  async fingerprint(): Promise<{ loaded: WorkerFingerprint; current: WorkerFingerprint }> {
+    const result = await this.#request(
+      { kind: "fingerprint", id: newId("request") },
+      this.#settings.pingTimeoutMs,
+    );
+    const parsed = FingerprintReply.safeParse(result);
+    if (!parsed.success) {
+      throw this.#protocolViolation(`fingerprint reply ${describeIssues(parsed.error)}`);
+    }
+    return parsed.data;
   }
 
   /**

@@ -5,11 +5,17 @@
  * @module
  */
 
-import { type HookName, KlbrError } from "../core/mod.ts";
+import { type BehaviorRef, type HookName, KlbrError } from "../core/mod.ts";
 import { type LoadedSkills, loadSkills, type SkillRoots } from "./_skills.ts";
 import { runInWorkspace } from "./_workspace_run.ts";
 import { type CellResult, hostEndedResult } from "./_parts.ts";
 import type { WorkbenchHandle } from "./_handle.ts";
+import {
+  environmentChange,
+  type ProcessRole,
+  type RoleFingerprint,
+  type WorkerFingerprint,
+} from "./_fingerprint.ts";
 import type { ExecuteOptions, RpcHandler, WorkbenchExit } from "./_types.ts";
 import { spawnWorkbench, type WorkbenchOptions } from "./_spawn.ts";
 
@@ -27,6 +33,8 @@ export interface GenerationRecord {
   heapRestored: false;
   /** The worker's pid (= its process group). */
   pid: number;
+  /** What the process loaded, as it reported at `init`, with what it was given. */
+  fingerprint: RoleFingerprint;
 }
 
 type Awaitable<T> = T | Promise<T>;
@@ -37,6 +45,8 @@ export interface KernelSupervisorOptions {
   python: string;
   /** The session the generations belong to. */
   session: string;
+  /** The role its processes play, named in their fingerprints. @default "workbench" */
+  role?: ProcessRole;
   /** The workspace: the worker's cwd and the root of `workspace.run`. */
   workspace: string;
   /** The checkout holding `workbench/`. */
@@ -88,6 +98,10 @@ export class KernelSupervisor {
   #spawning: Promise<WorkbenchHandle> | null = null;
   #nextReason = "start";
   #closed = false;
+  /** Requests in flight per worker, so a retired worker ends only when they are done. */
+  #users = new Map<WorkbenchHandle, number>();
+  /** Retired workers still finishing their requests; `shutdown` waits for them. */
+  #retired = new Set<Promise<unknown>>();
 
   /** Creates a supervisor; nothing is spawned until first use. */
   constructor(options: KernelSupervisorOptions) {
@@ -103,6 +117,42 @@ export class KernelSupervisor {
   /** The live workbench, or null when none is running. */
   get current(): WorkbenchHandle | null {
     return this.#current?.alive ? this.#current : null;
+  }
+
+  /** The fingerprint of the live generation, or null when none is running. */
+  get fingerprint(): RoleFingerprint | null {
+    return this.current === null ? null : this.#lastRecord?.fingerprint ?? null;
+  }
+
+  /**
+   * Says why the live generation no longer matches `current` (the interpreter or the
+   * package on disk), or returns null when it does or none is running.
+   */
+  staleAgainst(current: WorkerFingerprint): string | null {
+    const loaded = this.fingerprint;
+    return loaded === null ? null : environmentChange(loaded, current);
+  }
+
+  /**
+   * Asks the live generation (spawned first when there is none) for a fingerprint of what is
+   * on disk now.
+   * @throws {KlbrError} what `ready` throws; `worker_failed` when the worker does not answer.
+   */
+  async probe(): Promise<WorkerFingerprint> {
+    return await this.#use((wb) => wb.fingerprint().then((reply) => reply.current));
+  }
+
+  /**
+   * Replaces the live generation at its next boundary: requests already running on it
+   * finish there, the next request starts a new generation (recorded with `reason`), and the
+   * old process is shut down once it is idle. Nothing is killed.
+   */
+  retire(reason: string): void {
+    const old = this.#current;
+    if (old === null) return;
+    this.#current = null;
+    this.#nextReason = reason;
+    if (!this.#users.has(old)) this.#endRetired(old);
   }
 
   /**
@@ -138,7 +188,7 @@ export class KernelSupervisor {
     const started = performance.now();
     let result: CellResult;
     try {
-      result = await wb.execute(cell, code, options);
+      result = await this.#with(wb, () => wb.execute(cell, code, options));
     } catch (error) {
       if (!(error instanceof KlbrError)) throw error;
       const failed = hostEndedResult(
@@ -163,11 +213,16 @@ export class KernelSupervisor {
   }
 
   /**
-   * Runs a policy hook on the live generation.
+   * Runs a policy hook on the live generation, from `options.behavior` when given (else the
+   * release the generation was given at `init`).
    * @throws {KlbrError} `hook_failed`, `worker_timeout` or `worker_failed` (see the handle).
    */
-  async hook(name: HookName, args: Record<string, unknown>, options: { timeoutMs?: number } = {}) {
-    return await (await this.ready()).hook(name, args, options);
+  async hook(
+    name: HookName,
+    args: Record<string, unknown>,
+    options: { timeoutMs?: number; behavior?: BehaviorRef } = {},
+  ): Promise<unknown> {
+    return await this.#use((wb) => wb.hook(name, args, options));
   }
 
   /** Runs the cancellation ladder on a running cell; `false` when it was not running. */
@@ -190,16 +245,53 @@ export class KernelSupervisor {
     return this.#lastRecord!;
   }
 
-  /** Shuts the current worker down; later calls to `ready` are refused. */
+  /** Shuts the current worker and any retired one down; later calls to `ready` are refused. */
   async shutdown(): Promise<void> {
     this.#closed = true;
     await this.#spawning?.catch(() => {});
     const old = this.#current;
     this.#current = null;
     await old?.shutdown();
+    for (const wb of this.#users.keys()) if (wb !== old) await wb.kill("supervisor shut down");
+    await Promise.all(this.#retired);
   }
 
   #lastRecord: GenerationRecord | null = null;
+
+  /**
+   * Runs `fn` on the live worker, counted as its user from this call on (a live worker is
+   * counted at once, so a `retire` right after lets the request finish there).
+   */
+  #use<T>(fn: (wb: WorkbenchHandle) => Promise<T>, attempts = 3): Promise<T> {
+    const live = !this.#closed && this.#current?.alive ? this.#current : null;
+    if (live !== null) return this.#with(live, () => fn(live));
+    return this.ready().then((wb) =>
+      wb === this.#current || attempts <= 1
+        ? this.#with(wb, () => fn(wb))
+        : this.#use(fn, attempts - 1)
+    );
+  }
+
+  /** Counts a request on `wb`; a retired `wb` is shut down when its last request ends. */
+  async #with<T>(wb: WorkbenchHandle, fn: () => Promise<T>): Promise<T> {
+    this.#users.set(wb, (this.#users.get(wb) ?? 0) + 1);
+    try {
+      return await fn();
+    } finally {
+      const left = this.#users.get(wb)! - 1;
+      if (left > 0) this.#users.set(wb, left);
+      else {
+        this.#users.delete(wb);
+        if (wb !== this.#current) this.#endRetired(wb);
+      }
+    }
+  }
+
+  #endRetired(wb: WorkbenchHandle): void {
+    if (!wb.alive) return;
+    const ending = wb.shutdown().finally(() => this.#retired.delete(ending));
+    this.#retired.add(ending);
+  }
 
   /** Retires a dead current worker (its group is dead first), then spawns the next one. */
   async #replace(): Promise<WorkbenchHandle> {
@@ -259,6 +351,15 @@ export class KernelSupervisor {
         behaviorRevision: behavior?.revision ?? null,
         heapRestored: false,
         pid: info.pid,
+        fingerprint: {
+          ...info.fingerprint,
+          role: o.role ?? "workbench",
+          generation,
+          pid: info.pid,
+          skills: skills.payload.revision,
+          release: behavior?.revision ?? null,
+          loadedAt: Date.now(),
+        },
       };
       await o.recordGeneration(record);
       if (!wb.alive) {

@@ -7,6 +7,7 @@
 
 import { z } from "zod";
 import type { KlbrErrorCode, SkillsPayload } from "../core/mod.ts";
+import { WorkerFingerprint } from "./_fingerprint.ts";
 
 /** Context an RPC handler gets besides the params. */
 export interface RpcContext {
@@ -55,6 +56,8 @@ export const InitReply = z.object({
   pid: z.number().int(),
   python: z.string(),
   prelude: z.array(z.string()),
+  /** What the process loaded: its interpreter and the package (`klbr.fingerprint`). */
+  fingerprint: WorkerFingerprint,
 }).passthrough();
 /** What a worker reports after `init`. */
 export type InitReply = z.infer<typeof InitReply>;

@@ -9,6 +9,9 @@
  * - a framing failure or an unexpected exit fails every pending request with
  *   `worker_failed` naming the cause, kills the group and reports `onExit`;
  * - the worker's stderr never mixes with frames; it is kept in a bounded ring;
+ * - every generation reports the fingerprint of what it loaded (interpreter and package);
+ *   `staleAgainst` says when a fresh one differs, and `retire` replaces a generation at its
+ *   next boundary, letting its running requests finish;
  * - the kernel never touches the store: a generation is recorded by the caller's
  *   `recordGeneration`, awaited before the generation is used; cells are recorded by the
  *   caller around `execute`.
@@ -48,3 +51,11 @@ export {
   type WorkspacePath,
   type WorkspacePathOptions,
 } from "./_workspace_paths.ts";
+export {
+  environmentChange,
+  packageHash,
+  ProcessRole,
+  type RoleFingerprint,
+  WorkerFingerprint,
+} from "./_fingerprint.ts";
+export { type ReplacedRole, replaceStaleRoles, type RoleAtBoundary } from "./_roles.ts";

@@ -1,7 +1,7 @@
 /**
  * The operator commands of the CLI (`status`, `reset`, `compact`, `drain`, `stop`,
- * `activate`, `jobs`, `cancel-job`): a native client of the daemon's v2 socket, authorised by
- * the token in the state directory.
+ * `activate`, `jobs`, `cancel-job`, `rollback`, `maintain`, `candidates`, `trace`): a native client
+ * of the daemon's v2 socket, authorised by the token in the state directory.
  *
  * @module
  */
@@ -105,6 +105,16 @@ function buildMessage(command: string, args: string[]): Record<string, unknown> 
       }
       return { kind: "op.activate", session: args[0], epoch, release: args[2] };
     }
+    case "maintain":
+      need(1, "maintain <session> [reason]");
+      return {
+        kind: "op.maintain",
+        session: args[0],
+        ...(args.length > 1 ? { reason: args.slice(1).join(" ") } : {}),
+      };
+    case "trace":
+      need(2, "trace <session> <frame-id|trace-id>");
+      return { kind: "op.trace", session: args[0], target: args[1] };
     default:
       need(1, `${command} <session>`);
       return { kind: `op.${command}`, session: args[0] };

@@ -25,10 +25,15 @@ import {
 } from "../core/mod.ts";
 import type { AttentionPlan, HookResult } from "../behavior/mod.ts";
 
-/** Calls a policy hook of the active release. */
+/**
+ * Calls the policy hooks of one release: the active one between turns, the one its frame
+ * recorded during a turn (a turn is pinned to its frame's release until it ends).
+ */
 export interface HookCaller {
-  /** The active release id the hooks come from. */
+  /** The release id the hooks come from. */
   readonly revision: string;
+  /** The trace of the last call made through this caller, once it has ended. */
+  readonly lastTrace: string | null;
   /** Runs one hook and checks its result against its contract; rejects on any failure. */
   call<N extends HookName>(
     name: N,
@@ -74,6 +79,11 @@ export interface SessionRuntimeOptions {
   hookTimeoutMs?: number;
   /** Retries after failed attempts (1 s, 2 s, 4 s, … apart) before the loop waits for a wake. @default {6} */
   maxRetries?: number;
+  /**
+   * Runs between frames, before each plan and each continued turn: where process roles whose
+   * dependencies changed are replaced. A failure is logged and the loop goes on.
+   */
+  boundary?: () => Promise<void>;
 }
 
 /** Why the loop is not taking new frames. */
@@ -104,6 +114,7 @@ export class SessionRuntime {
     this.#o = {
       hookTimeoutMs: DEFAULT_HOOK_TIMEOUT_MS,
       maxRetries: 6,
+      boundary: () => Promise.resolve(),
       ...options,
     };
   }
@@ -175,6 +186,7 @@ export class SessionRuntime {
 
   async #takeFrames(): Promise<void> {
     while (this.#state === "running" && this.#resumable.length > 0) {
+      await this.#boundary();
       const frame = this.#resumable.shift()!;
       const ignored = new Set(
         ((frame.routing as { ignored?: { input_id: string }[] })?.ignored ?? [])
@@ -192,6 +204,7 @@ export class SessionRuntime {
     while (this.#state === "running") {
       const inputs = pendingInputs(this.#o.store, this.#o.session);
       if (inputs.length === 0) return;
+      await this.#boundary();
       const plan = await this.#plan(inputs);
       if (plan === undefined) return this.#retryLater();
       const chosen = inputs.filter((input) => plan.consume.includes(input.id));
@@ -205,11 +218,24 @@ export class SessionRuntime {
         ignored: ignored.map((i) => ({ input_id: i.id, reason: i.reason })),
       };
       const ignoredIds = ignored.map((i) => i.id);
-      if (!(await this.#runFrame(chosen, routing, ignoredIds))) return this.#retryLater();
+      if (!(await this.#runFrame(chosen, { ...plan, routing }, ignoredIds))) {
+        return this.#retryLater();
+      }
     }
   }
 
-  async #plan(inputs: InputRecord[]): Promise<z.infer<typeof AttentionPlan> | undefined> {
+  async #boundary(): Promise<void> {
+    try {
+      await this.#o.boundary();
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      this.#o.log.warn("session.boundary", `checking process roles failed: ${message}`);
+    }
+  }
+
+  async #plan(
+    inputs: InputRecord[],
+  ): Promise<(z.infer<typeof AttentionPlan> & { revision: string; trace?: string }) | undefined> {
     const hooks = this.#o.hooks();
     try {
       const value = await hooks.call("attention.plan", {
@@ -223,9 +249,8 @@ export class SessionRuntime {
         })),
         session: { id: this.#o.session },
       }, { timeoutMs: this.#o.hookTimeoutMs });
-      const plan = value;
       this.#lastHookFailure = undefined;
-      return plan;
+      return { ...value, revision: hooks.revision, trace: hooks.lastTrace ?? undefined };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       this.#lastHookFailure = message;
@@ -234,6 +259,7 @@ export class SessionRuntime {
         revision: hooks.revision,
         error: message,
         pending: inputs.length,
+        ...(hooks.lastTrace === null ? {} : { trace_id: hooks.lastTrace }),
       });
       return undefined;
     }
@@ -241,22 +267,23 @@ export class SessionRuntime {
 
   /**
    * Runs one frame; returns `false` when its inputs were given back and a retry is due. A frame
-   * of ignored inputs only runs no turn: it ends `done` at once.
+   * of ignored inputs only runs no turn: it ends `done` at once. The frame records the release
+   * its plan ran on; its turn is pinned to it.
    */
   async #runFrame(
     inputs: InputRecord[],
-    routing: Record<string, unknown>,
+    plan: { routing: Record<string, unknown>; revision: string; trace?: string },
     ignoredIds: string[] = [],
   ): Promise<boolean> {
     const { store, session } = this.#o;
-    const hooks = this.#o.hooks();
     const sessionRow = requireSession(store, session);
     const frame = acceptFrame(store, {
       session,
       inputIds: [...inputs.map((input) => input.id), ...ignoredIds],
-      routing,
+      routing: plan.routing,
       contextEpoch: sessionRow.contextEpoch,
-      policyRevision: hooks.revision,
+      policyRevision: plan.revision,
+      attentionTrace: plan.trace,
     });
     this.#o.bus.wake(session);
     if (inputs.length === 0) {
@@ -265,9 +292,9 @@ export class SessionRuntime {
       return true;
     }
     return await this.#runTurn(
-      { id: frame.frameId, number: frame.number, policyRevision: hooks.revision },
+      { id: frame.frameId, number: frame.number, policyRevision: plan.revision },
       inputs,
-      routing,
+      plan.routing,
       false,
     );
   }

@@ -31,8 +31,9 @@ export async function hookOr<N extends HookName>(
   args: Record<string, unknown>,
   fallback: HookResult<N>,
 ): Promise<HookResult<N>> {
+  const hooks = deps.hooks();
   try {
-    return await deps.hooks().call(name, args, { timeoutMs: DEFAULT_HOOK_TIMEOUT_MS });
+    return await hooks.call(name, args, { timeoutMs: DEFAULT_HOOK_TIMEOUT_MS });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     deps.log.warn("hook.fallback", `hook ${name} failed, using the safe default: ${message}`, {
@@ -40,9 +41,10 @@ export async function hookOr<N extends HookName>(
     });
     appendEvent(deps.store, session, "hook.failed", {
       hook: name,
-      revision: deps.hooks().revision,
+      revision: hooks.revision,
       error: message.slice(0, 2000),
       fallback: true,
+      ...(hooks.lastTrace === null ? {} : { trace_id: hooks.lastTrace }),
     });
     deps.bus.wake(session);
     return fallback;

@@ -6,7 +6,14 @@
  * @module
  */
 
-export { contractMessage } from "./_contract.ts";
+export {
+  contractMessage,
+  type ContractOptions,
+  isMaintenanceInput,
+  MAINTENANCE_CONVERSATION,
+  MAINTENANCE_SKILL,
+  type OfferedSkills,
+} from "./_contract.ts";
 export { localSend, type RunningFrame } from "./_local_send.ts";
 export { createModelTurn, type ModelTurnOptions } from "./_model_turn.ts";
 export { recoverSession, type RecoveryOptions } from "./_recovery.ts";

@@ -1,14 +1,18 @@
 /**
  * `klbr doctor`: prints versions, the state directory's health, the skills index, the model
- * routes and the Discord configuration, and exits non-zero with one line per problem. It never
- * makes a paid request: a route is probed with `GET <url>/models` only, and with `--probe` the
- * Discord token with one `GET /users/@me`.
+ * routes, the Discord configuration, the workbench package (imported with the interpreter the
+ * daemon will use) and the active release's hooks (each imported as a hook worker loads it),
+ * and exits non-zero with one line per problem. It never makes a paid request: a route is
+ * probed with `GET <url>/models` only, and with `--probe` the Discord token with one
+ * `GET /users/@me`.
  *
  * @module
  */
 
 import { join } from "node:path";
 import { readOwnerLock } from "../../store/owner_lock.ts";
+import { getRelease } from "../../store/releases.ts";
+import { DEFAULT_SESSION, getSession } from "../../store/sessions.ts";
 import { openStore } from "../../store/store.ts";
 import {
   checkSqliteVersion,
@@ -21,6 +25,7 @@ import { REPO_ROOT } from "./_repo_root.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
 import { derivePermissionInput } from "./_launcher.ts";
 import { servePermissionFlags } from "./_serve_permissions.ts";
+import { checkWorkbench } from "./_doctor_workbench.ts";
 import { isKlbrError } from "../core/mod.ts";
 import { loadSkills, resolvePython, skillRoots } from "../kernel/mod.ts";
 
@@ -32,6 +37,10 @@ export interface DoctorOptions {
   probeRoutes?: boolean;
   /** Check the Discord token with one `GET /users/@me`. @default {false} */
   probeDiscord?: boolean;
+  /** The checkout whose `workbench/` and `behavior/` are checked. @default {REPO_ROOT} */
+  repoRoot?: string;
+  /** Where report lines go. @default console.log */
+  print?: (line: string) => void;
 }
 
 /**
@@ -44,10 +53,14 @@ export interface DoctorOptions {
  */
 export async function runDoctor(options: DoctorOptions): Promise<number> {
   const problems: string[] = [];
-  const say = (line: string) => console.log(line);
+  const print = options.print ?? ((line: string) => console.log(line));
+  const repoRoot = options.repoRoot ?? REPO_ROOT;
+  const python = Deno.env.get("KLBR_PYTHON") ?? "python3";
+  let activeRelease: { label: string; path: string } | null = null;
+  const say = (line: string) => print(line);
   const problem = (line: string) => {
     problems.push(line);
-    console.log(`problem: ${line}`);
+    print(`problem: ${line}`);
   };
   const check = async (what: string, fn: () => Promise<void> | void) => {
     try {
@@ -62,11 +75,11 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   say(`sqlite ${sqlite} (minimum ${MIN_SQLITE_VERSION})`);
   await check("sqlite", () => checkSqliteVersion(sqlite));
   await check("python", async () => {
-    const python = await resolvePython(Deno.env.get("KLBR_PYTHON") ?? "python3");
-    say(`python ${python.version} at ${python.executable}`);
-    const [major, minor] = python.version.split(".").map(Number);
+    const found = await resolvePython(python);
+    say(`python ${found.version} at ${found.executable}`);
+    const [major, minor] = found.version.split(".").map(Number);
     if (major < 3 || (major === 3 && minor < 11)) {
-      throw new Error(`klbr needs Python 3.11 or newer (got ${python.version})`);
+      throw new Error(`klbr needs Python 3.11 or newer (got ${found.version})`);
     }
   });
 
@@ -81,8 +94,19 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   } else {
     await check("state", () => {
       const store = openStore(options.stateDir, { create: false, owner: false });
-      say(`store ${store.path}: klbr store, schema ${store.schemaVersion}`);
-      store.close();
+      try {
+        say(`store ${store.path}: klbr store, schema ${store.schemaVersion}`);
+        const active = getSession(store, DEFAULT_SESSION)?.activeRelease;
+        const release = active ? getRelease(store, active) : undefined;
+        if (release) {
+          activeRelease = {
+            label: `active release ${release.id.slice(0, 12)}`,
+            path: release.path,
+          };
+        }
+      } finally {
+        store.close();
+      }
     });
   }
 
@@ -141,10 +165,20 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   });
 
   await check("behaviour", async () => {
-    const dir = join(REPO_ROOT, "behavior");
+    const dir = join(repoRoot, "behavior");
     const names = [];
     for await (const entry of Deno.readDir(dir)) names.push(entry.name);
     say(`behaviour ${dir}: ${names.sort().join(", ")}`);
+  });
+
+  // The package with the daemon's interpreter, then the hooks a hook worker would load: the
+  // active release's, or the checkout's when no store could be read.
+  await check("workbench", async () => {
+    const release = activeRelease ??
+      { label: "the checkout's behavior/", path: join(repoRoot, "behavior") };
+    const report = await checkWorkbench(python, repoRoot, release);
+    for (const line of report.lines) say(line);
+    for (const line of report.problems) problem(line);
   });
 
   say(problems.length === 0 ? "doctor: ok" : `doctor: ${problems.length} problem(s)`);

@@ -6,7 +6,7 @@
  * @module
  */
 
-export { runDoctor } from "./_doctor.ts";
+export { type DoctorOptions, runDoctor } from "./_doctor.ts";
 export { runExample } from "./_example.ts";
 export { daemonArgs, derivePermissionInput, launchDaemon } from "./_launcher.ts";
 export { REPO_ROOT } from "./_repo_root.ts";

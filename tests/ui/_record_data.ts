@@ -110,6 +110,23 @@ const DEFAULTS: { [T in RecordType]: RecordInput<T> } = {
   "release.last_good": { release_id: RELEASE },
   "release.recovered": { broken: RELEASE, restored: RELEASE },
   "hook.failed": { hook: "attention.plan", revision: RELEASE, error: "boom" },
+  "role.loaded": {
+    role: "hooks",
+    generation: 2,
+    pid: 4242,
+    reason: "behaviour activated",
+    python: { executable: "/usr/bin/python3", version: "3.11.7", interpreter: "1:2:3" },
+    package: "p".repeat(64),
+    skills_revision: "s".repeat(64),
+    release_id: RELEASE,
+  },
+  "candidate.failed": {
+    candidate_id: "cd_1",
+    draft_id: "dr_1",
+    revision: "draft-x",
+    action: "publish",
+    failing: [{ hook: "turn.next", message: "returned 42", trace_id: null }],
+  },
   "session.stalled": { failures: 6, message: "gave up" },
   "recovery": {
     abandoned_frames: [],

@@ -123,6 +123,19 @@ Deno.test("`describeEvent()` titles a last good release and warns of a recovered
   );
 });
 
+Deno.test("`describeEvent()` names a started process role and warns of a failed candidate", () => {
+  assert.deepEqual(describeEvent(record("role.loaded", body("role.loaded"))), {
+    title: "Hook worker started (generation 2)",
+    detail: "behaviour activated · python 3.11.7 · package pppppppppppp… · release 3fa2c41d9e8b…",
+    severity: "info",
+  });
+  assert.deepEqual(describeEvent(record("candidate.failed", body("candidate.failed"))), {
+    title: "Behaviour candidate failed its publish: turn.next",
+    detail: "turn.next: returned 42",
+    severity: "warning",
+  });
+});
+
 Deno.test("`deriveLanes()` reads spooled stdout and stderr artifacts from a cell's result", () => {
   const view = deriveLanes([
     record(

@@ -41,6 +41,8 @@ const EXPECTED: { [T in RecordType]: Lane } = {
   "release.last_good": "events",
   "release.recovered": "events",
   "hook.failed": "events",
+  "role.loaded": "events",
+  "candidate.failed": "events",
   "session.stalled": "events",
   "recovery": "events",
   "operator": "events",

@@ -153,9 +153,39 @@ export function describeReading(read: RecordReading): EventTitle {
       return activationEvent(record.data);
     case "recovery":
       return recoveryEvent(record.data);
+    case "role.loaded":
+    case "candidate.failed":
+      return behaviorEvent(record);
     default:
       return unattendedTitle(record) ?? otherEvent(record);
   }
+}
+
+type BehaviorRecord = Extract<KnownRecord, { type: "role.loaded" | "candidate.failed" }>;
+
+function behaviorEvent(record: BehaviorRecord): EventTitle {
+  if (record.type === "role.loaded") {
+    const d = record.data;
+    const name = d.role === "hooks" ? "Hook worker" : d.role === "workbench" ? "Workbench" : d.role;
+    return {
+      title: `${name} started (generation ${d.generation})`,
+      detail: [
+        d.reason,
+        `python ${d.python.version}`,
+        `package ${shortId(d.package)}`,
+        `release ${shortId(d.release_id)}`,
+      ].join(" · "),
+      severity: "info",
+    };
+  }
+  const d = record.data;
+  return {
+    title: `Behaviour candidate failed its ${d.action}: ${
+      d.failing.map((f) => f.hook).join(", ") || "?"
+    }`,
+    detail: d.failing.map((f) => `${f.hook}: ${f.message}`).join("; "),
+    severity: "warning",
+  };
 }
 
 function otherEvent(record: KnownRecord): EventTitle {

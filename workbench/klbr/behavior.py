@@ -10,11 +10,18 @@ plain Python files in an immutable, content-addressed *release*. To change one:
     print(report)                          # which hooks answered, and how
     await d.activate()                     # publish, then switch if nobody switched since
 
+``await hooks.bind("turn.next", fn, draft=d)`` makes another function serve a hook
+(``help(hooks)``). A failing ``test()`` or ``publish()`` keeps its diagnostics (which hook,
+which fixture, the error and its traceback): ``await d.diagnostics()`` for one draft,
+``await behavior.candidates()`` for every failed candidate; the operator sees the same with
+``klbr candidates <session>``.
+
 The host checks a candidate itself; a draft cannot declare itself tested. Activation is a
 compare-and-swap on the behaviour epoch: it fails if the epoch moved since the draft was
-taken. Your workbench heap is kept: only the hook worker is replaced, and a cell that is
-running keeps the release it started with. ``await behavior.rollback()`` returns to the
-last release that completed a turn with every hook answering.
+taken. Your workbench heap is kept: only the hook worker is replaced. An activation
+applies from the next turn: the running turn, and every cell and hook call in it, keeps
+the release its frame recorded (``await hooks.release()``). ``await behavior.rollback()``
+returns to the last release that completed a turn with every hook answering.
 """
 
 from __future__ import annotations
@@ -38,17 +45,25 @@ class TestReport:
     """What the host found when it ran each hook of a draft on fixture inputs.
 
     ``ok`` is true only when every hook answered with a result that fits its contract.
-    ``checks`` holds one ``{"hook", "ok", "detail"}`` per hook.
+    ``checks`` holds one ``{"hook", "ok", "detail", "fixture", "error", "trace_id"}`` per
+    hook; ``error`` is ``{code, message, traceback}`` for a failing one. ``candidate_id``
+    names the kept diagnostics of a failed test, else ``None``.
     """
 
     ok: bool
     checks: list[dict[str, Any]] = field(default_factory=list)
+    candidate_id: str | None = None
 
     def __str__(self) -> str:
         lines = [f"draft test: {'ok' if self.ok else 'FAILED'}"]
         for check in self.checks:
             mark = "ok  " if check.get("ok") else "FAIL"
             lines.append(f"  {mark} {check.get('hook')}: {check.get('detail', '')}")
+            trace = (check.get("error") or {}).get("traceback")
+            if not check.get("ok") and trace:
+                lines.extend("       " + line for line in str(trace).rstrip().splitlines()[-6:])
+        if self.candidate_id:
+            lines.append(f"  diagnostics kept as {self.candidate_id}")
         return "\n".join(lines)
 
 
@@ -85,12 +100,25 @@ class Draft:
     async def test(self) -> TestReport:
         """Run every hook of the draft on fixtures in a throwaway worker; nothing is changed."""
         result = _object(await rpc.call("behavior.test", {"draft_id": self.id}), "test draft")
-        return TestReport(ok=bool(result.get("ok")), checks=list(result.get("checks", [])))
+        return TestReport(ok=bool(result.get("ok")), checks=list(result.get("checks", [])),
+                          candidate_id=result.get("candidate_id"))
+
+    async def bind(self, hook: str, function: Any) -> str:
+        """Make ``function`` (a ``def`` or ``"file.py:function"``) serve ``hook`` in this draft."""
+        from klbr.hooks import hooks  # noqa: PLC0415 - hooks imports behavior lazily too
+
+        return await hooks.bind(hook, function, draft=self)
+
+    async def diagnostics(self) -> list[dict[str, Any]]:
+        """The kept diagnostics of this draft's failed tests and publishes, newest first."""
+        result = _object(await rpc.call("behavior.candidates", {"draft_id": self.id}), "read diagnostics")
+        return list(result.get("candidates", []))
 
     async def publish(self) -> str:
         """Test, then publish the draft as an immutable release; return its sha256 id.
 
-        Raises ``klbr.rpc.RpcError`` naming the failing hooks when the test fails.
+        Raises ``klbr.rpc.RpcError`` naming the failing hooks and the kept diagnostics
+        (``cd_…``) when the test fails.
         """
         result = _object(await rpc.call("behavior.publish", {"draft_id": self.id}), "publish")
         self.release = str(result["release_id"])
@@ -108,13 +136,25 @@ class Draft:
 class Behavior:
     """Your behaviour releases. Bound in every cell as ``behavior``."""
 
+    last_draft: Draft | None = None
+    """The draft ``draft()`` returned last in this kernel; ``hooks.bind`` defaults to it."""
+
     async def status(self) -> dict[str, Any]:
         """The active release, its epoch and the last good release."""
         return _object(await rpc.call("behavior.status", {}), "read behaviour status")
 
     async def draft(self) -> Draft:
         """A new writable draft copied from the active release."""
-        return Draft(_object(await rpc.call("behavior.draft", {}), "take a draft"))
+        draft = Draft(_object(await rpc.call("behavior.draft", {}), "take a draft"))
+        self.last_draft = draft
+        return draft
+
+    async def candidates(self) -> list[dict[str, Any]]:
+        """Every kept failed candidate of this session, newest first: ``{id, draft_id,
+        action, revision, at, failing, checks}``, each check with its fixture, error and
+        traceback."""
+        result = _object(await rpc.call("behavior.candidates", {}), "list candidates")
+        return list(result.get("candidates", []))
 
     async def activate(self, release_id: str, expected_epoch: int) -> int:
         """Switch to a published release if the epoch is still ``expected_epoch``; return the new one."""
@@ -130,7 +170,7 @@ class Behavior:
         return int(result["epoch"])
 
     def __repr__(self) -> str:
-        return "<behaviour releases: await behavior.draft(), .status(), .activate(), .rollback()>"
+        return "<behaviour releases: await behavior.draft(), .status(), .activate(), .rollback(), .candidates()>"
 
 
 behavior = Behavior()

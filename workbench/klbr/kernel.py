@@ -19,7 +19,7 @@ import platform
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from klbr import rpc, skills, workspace
+from klbr import fingerprint, rpc, skills, workspace
 from klbr.capture import DEFAULT_OUTPUT_CAP
 from klbr.cell_queue import CellJob, CellQueue
 from klbr.cells import CellResult, format_exception, run_cell
@@ -201,7 +201,10 @@ def _behavior(value: Any, action: str) -> dict[str, Any] | None:
 
 
 async def handle_init(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:
-    """Bind the workspace, skills and behaviour of this generation and build the namespace."""
+    """Bind the workspace, skills and behaviour of this generation and build the namespace.
+
+    The reply carries the fingerprint of what this process loaded (``klbr.fingerprint``).
+    """
     generation = _field(frame, "generation", int, "init")
     root = _field(frame, "workspace", str, "init")
     skills_payload = _field(frame, "skills", dict, "init")
@@ -220,7 +223,12 @@ async def handle_init(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:
     bound = workspace.bind(root)
     ns = build_namespace()
     kernel.state = Generation(generation, frame["session"], bound.root, behavior, ns)
-    return {"pid": os.getpid(), "python": platform.python_version(), "prelude": prelude_names(ns)}
+    return {
+        "pid": os.getpid(),
+        "python": platform.python_version(),
+        "prelude": prelude_names(ns),
+        "fingerprint": fingerprint.LOADED,
+    }
 
 
 async def handle_execute(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:
@@ -258,6 +266,11 @@ async def handle_ping(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+async def handle_fingerprint(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:
+    """Answer ``{loaded, current}``: the fingerprint taken at start and one taken now."""
+    return {"loaded": fingerprint.LOADED, "current": fingerprint.current()}
+
+
 async def handle_shutdown(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:
     """Answer ``{}`` and then stop the process with exit status 0."""
     asyncio.get_running_loop().call_soon(kernel.on_stop, 0)
@@ -270,6 +283,7 @@ HANDLERS: dict[str, Handler] = {
     "cancel": handle_cancel,
     "hook": handle_hook,
     "ping": handle_ping,
+    "fingerprint": handle_fingerprint,
     "shutdown": handle_shutdown,
 }
 """Every host request kind and its handler; built once, at import."""

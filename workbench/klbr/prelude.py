@@ -13,6 +13,7 @@ from klbr.discord import discord, ignore
 from klbr.jobs import jobs
 from klbr.llm import agent, llm
 from klbr.history import history
+from klbr.hooks import hooks
 from klbr.local import local
 from klbr.timers import timers
 
@@ -21,7 +22,7 @@ __all__ = ["build_namespace"]
 
 def build_namespace() -> dict[str, Any]:
     """A fresh cell namespace: the workspace functions, ``workspace``, ``code``, ``local``,
-    ``discord``, ``ignore``, ``wait``, ``skills``, ``behavior``, ``history``, ``read_artifact``,
+    ``discord``, ``ignore``, ``wait``, ``skills``, ``behavior``, ``history``, ``hooks``, ``read_artifact``,
     ``timers``, ``jobs``, ``llm`` and ``agent``.
 
     The workspace must already be bound (``klbr.workspace.bind``).
@@ -30,7 +31,7 @@ def build_namespace() -> dict[str, Any]:
     for name in workspace.PRELUDE_NAMES:
         ns[name] = getattr(workspace, name)
     ns.update(workspace=workspace, code=code, local=local, discord=discord, ignore=ignore, wait=wait,
-              skills=skills, behavior=behavior, history=history, read_artifact=read_artifact, timers=timers,
+              skills=skills, behavior=behavior, history=history, hooks=hooks, read_artifact=read_artifact, timers=timers,
               jobs=jobs, llm=llm, agent=agent)
     return ns
 

@@ -9,7 +9,7 @@ import unittest
 from klbr.kernel import HANDLERS
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODULES = ["cells", "errors", "frames", "paths", "timers", "jobs"]
+MODULES = ["cells", "errors", "frames", "hooks", "paths", "timers", "jobs"]
 BEHAVIOR = ["attention.py", "context.py", "model.py", "turn.py"]
 
 
@@ -34,7 +34,7 @@ class DocsTest(unittest.TestCase):
 
     def test_handler_table_is_the_request_kinds(self) -> None:
         """`HANDLERS` holds exactly the host request kinds of the wire format."""
-        self.assertEqual(set(HANDLERS), {"init", "execute", "cancel", "hook", "ping", "shutdown"})
+        self.assertEqual(set(HANDLERS), {"init", "execute", "cancel", "hook", "ping", "fingerprint", "shutdown"})
 
 
 if __name__ == "__main__":

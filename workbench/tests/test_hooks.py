@@ -6,7 +6,7 @@ import textwrap
 import unittest
 
 from klbr.errors import RequestError
-from klbr.hooks import call_hook
+from klbr.hooks import call_hook, read_bindings
 from tests.support import KernelCase, until
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -115,6 +115,35 @@ class HookTest(HookCase):
         """`call_hook()` registers the module, so a hook file may define dataclasses."""
         self.hook_file("turn.py", "from dataclasses import dataclass, asdict\n@dataclass\nclass D:\n    action: str\ndef next(**kw):\n    return asdict(D('wait'))\n")
         self.assertEqual(await call_hook("turn.next", {}, {"revision": "dc", "path": self.dir}), {"action": "wait"})
+
+
+class BindingTest(HookCase):
+    async def test_bound_function_serves_the_hook(self) -> None:
+        """`load_hook()` uses the function `hooks.json` binds, from a file in a subdirectory."""
+        os.makedirs(os.path.join(self.dir, "policy"))
+        self.hook_file("policy/turns.py", "def decide(**kw):\n    return {'action': 'stop'}\n")
+        self.hook_file("turn.py", "def next(**kw):\n    return {'action': 'wait'}\n")
+        self.hook_file("hooks.json", '{"turn.next": "policy/turns.py:decide"}')
+        behavior = {"revision": "bound", "path": self.dir}
+        self.assertEqual(await call_hook("turn.next", {}, behavior), {"action": "stop"})
+
+    async def test_bad_bindings_are_hook_failed(self) -> None:
+        """`load_hook()` refuses a `hooks.json` with an unknown hook, an escaping target or bad JSON."""
+        cases = {
+            '{"turn.later": "t.py:f"}': "names an unknown hook (got 'turn.later'",
+            '{"turn.next": "../t.py:f"}': "binds turn.next to a target that is not file.py:function inside the release (got '../t.py:f')",
+            '{"turn.next": "t.py"}': "not file.py:function",
+            '["turn.next"]': "must be an object (got list)",
+            "{": "hooks.json is not JSON",
+        }
+        for n, (text, message) in enumerate(cases.items()):
+            self.hook_file("hooks.json", text)
+            err = await self.failure("turn.next", {}, {"revision": f"bad{n}", "path": self.dir})
+            self.assertIn(message, err.message)
+
+    def test_read_bindings_without_a_file_binds_nothing(self) -> None:
+        """`read_bindings()` of a release without `hooks.json` is empty."""
+        self.assertEqual(read_bindings(self.dir), {})
 
 
 class DefaultHooksTest(unittest.IsolatedAsyncioTestCase):

@@ -134,15 +134,17 @@ class DispatchTest(KernelCase):
 
 class InitTest(KernelCase):
     async def test_init_replies_pid_python_and_prelude(self) -> None:
-        """`handle_init()` replies {pid, python, prelude} with every prelude name."""
+        """`handle_init()` replies {pid, python, prelude, fingerprint} with every prelude name."""
         result = (await self.init())["result"]
         self.assertIsInstance(result["pid"], int)
         self.assertRegex(result["python"], r"^3\.\d+\.\d+")
         self.assertEqual(
             result["prelude"],
-            ["agent", "behavior", "code", "delete", "discord", "history", "ignore", "jobs", "llm", "local", "ls",
+            ["agent", "behavior", "code", "delete", "discord", "history", "hooks", "ignore", "jobs", "llm", "local", "ls",
              "open_file", "read_artifact", "run", "search", "skills", "timers", "wait", "workspace"],
         )
+        self.assertEqual(set(result["fingerprint"]), {"executable", "version", "interpreter", "package"})
+        self.assertRegex(result["fingerprint"]["package"], r"^[0-9a-f]{64}$")
 
     async def test_init_refuses_bad_fields(self) -> None:
         """`handle_init()` refuses a bad generation, workspace, skills, behavior or session."""

@@ -63,6 +63,8 @@ Deno.test("`newId()` gives each kind its own prefix and a 26-character base32 bo
     timer: "tm",
     model_call: "mc",
     maintenance: "mt",
+    trace: "tr",
+    candidate: "cd",
   });
   assert.equal(new Set(Object.values(ID_PREFIXES)).size, KINDS.length);
   for (const kind of KINDS) {
