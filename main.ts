@@ -126,7 +126,7 @@ export async function main(args: string[]): Promise<number> {
     case "stop":
     case "activate":
     case "jobs":
-    case "cancel-job": {
+    case "cancel-job":
     case "rollback":
     case "maintain":
     case "candidates":
