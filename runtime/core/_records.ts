@@ -14,7 +14,7 @@
 
 // A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
-import { BEHAVIOR_RECORDS } from "./_behavior_records.ts";
+import { BEHAVIOR_RECORDS, FRAME_TRACE_REFS } from "./_behavior_records.ts";
 import { describeIssues } from "./_protocol.ts";
 import { UNATTENDED_DATA } from "./_records_jobs.ts";
 
@@ -83,10 +83,7 @@ const frameEnd = {
   number: int,
   reason: z.string(),
   input_ids: ids,
-  /** The first 200 hook traces of its turn, when it made hook calls. */
-  trace_ids: ids.optional(),
-  /** How many hook traces its turn left in all. */
-  trace_count: int.nonnegative().optional(),
+  ...FRAME_TRACE_REFS,
 };
 
 /** One reconciliation or rate-limit try of an outbox row (`docs/discord.md`). */
@@ -130,9 +127,8 @@ const DATA = {
     input_ids: ids,
     routing: json,
     context_epoch: int,
-    /** The release its turn is pinned to: the one its `attention.plan` ran on. */
+    /** The release its turn is pinned to; `attention_trace`: the trace of its plan. */
     policy_revision: z.string(),
-    /** The trace of the `attention.plan` call that chose the inputs (absent in older records). */
     attention_trace: z.string().optional(),
   }),
   "frame.finished": z.looseObject({ ...frameEnd, state: z.enum(["done", "failed"]) }),
@@ -229,17 +225,6 @@ const DATA = {
   }),
   "release.last_good": z.looseObject({ release_id: z.string() }),
   "release.recovered": z.looseObject({ broken: z.string(), restored: z.string() }),
-  "hook.failed": z.looseObject({
-    hook: z.string(),
-    revision: z.string(),
-    error: z.string(),
-    /** How many inputs stay pending (`attention.plan`). */
-    pending: int.nonnegative().optional(),
-    /** The turn went on with the hook's safe default (the turn's hooks). */
-    fallback: z.boolean().optional(),
-    /** The kept trace of the failed call: inputs, error and traceback (`klbr trace`). */
-    trace_id: z.string().optional(),
-  }),
   ...BEHAVIOR_RECORDS,
   "session.stalled": z.looseObject({ failures: int.nonnegative(), message: z.string() }),
   "recovery": z.looseObject({
