@@ -42,6 +42,8 @@ export const BEHAVIOR_RECORDS = {
     package: z.string(),
     skills_revision: z.string(),
     release_id: z.string().nullable(),
+    /** The job whose workbench it is (role `job`). */
+    job_id: z.string().optional(),
   }),
   "candidate.failed": z.looseObject({
     candidate_id: z.string(),

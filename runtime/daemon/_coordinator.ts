@@ -234,7 +234,11 @@ export class Coordinator implements LaneHost {
         kernel_alive: parts.kernel.current !== null,
         ...this.#jobs.status(id),
         // What each live process role loaded (null when it is not running).
-        fingerprints: { workbench: parts.kernel.fingerprint, hooks: parts.hooks.fingerprint },
+        fingerprints: {
+          workbench: parts.kernel.fingerprint,
+          hooks: parts.hooks.fingerprint,
+          jobs: this.#jobs.fingerprints(id),
+        },
       };
     }
     if (only !== undefined && !(only in sessions)) {

@@ -18,7 +18,12 @@ import { appendEvent } from "../../store/events.ts";
 import type { Store } from "../../store/store.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
 import { checkHookResult, hookErrorOf } from "../behavior/mod.ts";
-import { type GenerationRecord, type KernelSupervisor, replaceStaleRoles } from "../kernel/mod.ts";
+import {
+  type GenerationRecord,
+  type KernelSupervisor,
+  replaceStaleRoles,
+  roleLoadedBody,
+} from "../kernel/mod.ts";
 import type { HookCaller } from "../session/mod.ts";
 
 /** A release a turn or the loop runs hooks from. */
@@ -135,16 +140,6 @@ export function recordRoleLoaded(
   deps: { store: Store; bus: EventBus; session: string },
   record: GenerationRecord,
 ): void {
-  const f = record.fingerprint;
-  appendEvent(deps.store, deps.session, "role.loaded", {
-    role: f.role,
-    generation: f.generation,
-    pid: f.pid,
-    reason: record.reason,
-    python: { executable: f.executable, version: f.version, interpreter: f.interpreter },
-    package: f.package,
-    skills_revision: f.skills,
-    release_id: f.release,
-  });
+  appendEvent(deps.store, deps.session, "role.loaded", roleLoadedBody(record));
   deps.bus.wake(deps.session);
 }

@@ -16,7 +16,7 @@ import { listTimers, markTimerFired, timerCounts, type TimerRecord } from "../..
 import type { Store } from "../../store/store.ts";
 import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
-import type { RpcHandler, SkillRoots } from "../kernel/mod.ts";
+import type { RoleFingerprint, RpcHandler, SkillRoots } from "../kernel/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import { Budget } from "./_budget.ts";
 import { runChildAgent } from "./_child_agent.ts";
@@ -172,6 +172,11 @@ export class Jobs {
     };
   }
 
+  /** What the workbench of each running job of `session` loaded, for `status`. */
+  fingerprints(session: string): (RoleFingerprint & { job_id: string })[] {
+    return this.#runner.fingerprints(session);
+  }
+
   /** The operator's view of a session: its jobs and timers with their states. */
   listing(session: string): Record<string, unknown> {
     return {
@@ -219,6 +224,7 @@ export class Jobs {
       repoRoot: this.#o.repoRoot,
       skillRoots: this.#o.skillRoots,
       runSlot: (signal: AbortSignal) => this.processSlot(job.session)(signal),
+      notify: () => this.#o.bus.wake(job.session),
     };
   }
 

@@ -27,7 +27,7 @@ import {
 import { appendEvent } from "../../store/events.ts";
 import type { Store } from "../../store/store.ts";
 import { type EventBus, KlbrError, type Logger, SerialRunner } from "../core/mod.ts";
-import type { KernelSupervisor } from "../kernel/mod.ts";
+import type { KernelSupervisor, RoleFingerprint } from "../kernel/mod.ts";
 import type { Budget, Exhaustion } from "./_budget.ts";
 import { describeExhaustion } from "./_budget.ts";
 import { jobInput, type UnattendedInput } from "./_inputs.ts";
@@ -59,6 +59,7 @@ export interface JobRunnerDeps {
 
 interface LiveJob {
   id: string;
+  session: string;
   abort: AbortController;
   kernel: KernelSupervisor | undefined;
   /** Set when the runner ends the job itself (cancel, a spent budget): this wins. */
@@ -107,6 +108,14 @@ export class JobRunner {
   /** A session's jobs, newest first (at most 50). */
   list(session: string): JobRecord[] {
     return listJobs(this.#d.store, session);
+  }
+
+  /** What the live workbench of each running job of `session` loaded (`job_id` beside it). */
+  fingerprints(session: string): (RoleFingerprint & { job_id: string })[] {
+    return [...this.#live.values()].flatMap((live) => {
+      const f = live.session === session ? live.kernel?.fingerprint : null;
+      return f ? [{ ...f, job_id: live.id }] : [];
+    });
   }
 
   /** How many jobs this runner is running now. */
@@ -270,6 +279,7 @@ export class JobRunner {
     this.#d.bus.wake(job.session);
     const live: LiveJob = {
       id: job.id,
+      session: job.session,
       abort: new AbortController(),
       kernel: undefined,
       endAs: undefined,

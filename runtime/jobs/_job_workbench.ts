@@ -7,6 +7,7 @@
  */
 
 import { type ArtifactRef, spoolArtifact } from "../../store/artifacts.ts";
+import { appendEvent } from "../../store/events.ts";
 import { type JobEnd, type JobRecord, setJobPid } from "../../store/jobs.ts";
 import { getRelease } from "../../store/releases.ts";
 import type { Store } from "../../store/store.ts";
@@ -14,6 +15,7 @@ import { KlbrError } from "../core/mod.ts";
 import {
   type CellResult,
   KernelSupervisor,
+  roleLoadedBody,
   type RpcHandler,
   type SkillRoots,
 } from "../kernel/mod.ts";
@@ -34,6 +36,8 @@ export interface JobWorkbenchDeps {
   skillRoots: SkillRoots;
   /** Waits for a process slot before each `workspace.run` of the job. */
   runSlot: (signal: AbortSignal) => Promise<Release>;
+  /** Wakes the job's session after a record was written. */
+  notify?: () => void;
 }
 
 /**
@@ -60,8 +64,17 @@ export function jobKernel(
     workspace: job.workspace,
     repoRoot: deps.repoRoot,
     skillRoots: deps.skillRoots,
+    role: "job",
     behavior: () => ({ revision: release.id, path: release.path }),
-    recordGeneration: (record) => setJobPid(deps.store, job.id, record.pid),
+    recordGeneration: (record) => {
+      setJobPid(deps.store, job.id, record.pid);
+      // What the job's process loaded, beside the session's roles (`docs/behavior.md`).
+      appendEvent(deps.store, job.session, "role.loaded", {
+        ...roleLoadedBody(record),
+        job_id: job.id,
+      });
+      deps.notify?.();
+    },
     rpc,
     runSlot: deps.runSlot,
   });

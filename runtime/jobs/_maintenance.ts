@@ -121,7 +121,11 @@ export async function runMaintenance(
       if (!(error instanceof Deno.errors.NotFound)) errors.push(`${path}: ${error}`);
     }
   };
-  for (const draft of drafts) await remove(join(store.stateDir, "drafts", draft));
+  for (const draft of drafts) {
+    await remove(join(store.stateDir, "drafts", draft));
+    // A failed draft's diagnostics beside it go with it; the store keeps their history.
+    await remove(join(store.stateDir, "drafts", `${draft}.diagnostics.json`));
+  }
   for (const release of present) await remove(release.path);
   finishMaintenance(store, { session: deps.session, id: runId, errors });
   deps.bus.wake(deps.session);

@@ -6,7 +6,7 @@
  */
 
 import type { ProcessRole } from "./_fingerprint.ts";
-import type { KernelSupervisor } from "./_supervisor.ts";
+import type { GenerationRecord, KernelSupervisor } from "./_supervisor.ts";
 
 /** One role and how it is replaced at a boundary. */
 export interface RoleAtBoundary {
@@ -56,4 +56,36 @@ export async function replaceStaleRoles(
     replaced.push({ role, change });
   }
   return replaced;
+}
+
+/**
+ * The body of the `role.loaded` record of a new process: what it loaded and was given. The
+ * owner of the role appends it (the kernel never touches the store).
+ *
+ * @example
+ * ```ts
+ * appendEvent(store, session, "role.loaded", roleLoadedBody(record));
+ * ```
+ */
+export function roleLoadedBody(record: GenerationRecord): {
+  role: ProcessRole;
+  generation: number;
+  pid: number;
+  reason: string;
+  python: { executable: string; version: string; interpreter: string };
+  package: string;
+  skills_revision: string;
+  release_id: string | null;
+} {
+  const f = record.fingerprint;
+  return {
+    role: f.role,
+    generation: f.generation,
+    pid: f.pid,
+    reason: record.reason,
+    python: { executable: f.executable, version: f.version, interpreter: f.interpreter },
+    package: f.package,
+    skills_revision: f.skills,
+    release_id: f.release,
+  };
 }

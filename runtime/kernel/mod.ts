@@ -58,4 +58,9 @@ export {
   type RoleFingerprint,
   WorkerFingerprint,
 } from "./_fingerprint.ts";
-export { type ReplacedRole, replaceStaleRoles, type RoleAtBoundary } from "./_roles.ts";
+export {
+  type ReplacedRole,
+  replaceStaleRoles,
+  type RoleAtBoundary,
+  roleLoadedBody,
+} from "./_roles.ts";

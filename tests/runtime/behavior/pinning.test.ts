@@ -128,3 +128,26 @@ Deno.test("an activation during a running turn applies from the next frame; ever
     await client.close();
   });
 });
+
+Deno.test("a job's workbench records what it loaded, and status shows it while the job runs", async () => {
+  await withModelDaemon(async ({ fake, daemon }) => {
+    const JOB = "import os, time\nfor _ in range(1200):\n    if os.path.exists('go'):\n" +
+      "        break\n    time.sleep(0.05)\nprint('job done')";
+    fake.enqueue({ toolCall: { code: `print(await jobs.start(${JSON.stringify(JOB)}))\nwait()` } });
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "j1", text: "start a job" });
+    const loaded = await waitRecord(client, "role.loaded", (r) => r.data.role === "job");
+    const jobId = String(loaded.data.job_id);
+    assert.match(jobId, /^job_/);
+    const workbench = await waitRecord(client, "role.loaded", (r) => r.data.role === "workbench");
+    assert.equal(loaded.data.package, workbench.data.package);
+    const status = opResult(await client.request({ kind: "op.status" })).sessions.default;
+    assert.deepEqual(
+      status.fingerprints.jobs.map((f: Json) => [f.role, f.job_id, f.pid]),
+      [["job", jobId, loaded.data.pid]],
+    );
+    await Deno.writeTextFile(join(daemon.workspace, "go"), "");
+    await waitRecord(client, "job.state", (r) => r.data.job_id === jobId && r.data.to === "done");
+    await client.close();
+  });
+});

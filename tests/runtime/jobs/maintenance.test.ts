@@ -102,12 +102,15 @@ Deno.test("`runMaintenance()` removes old drafts and unpinned releases, never a 
       cause: "t",
     });
     const oldDraft = await draft(store, clock.now);
+    const diagnostics = (id: string) => join(store.stateDir, "drafts", `${id}.diagnostics.json`);
+    await Deno.writeTextFile(diagnostics(oldDraft), "{}\n");
     // Forty days later: a recent frame on one more release, one just published, a fresh draft.
     clock.now = start + 40 * DAY;
     const recentFrame = await release(store, "9");
     frameOn(store, recentFrame.id);
     const published = await release(store, "b");
     const freshDraft = await draft(store, clock.now);
+    await Deno.writeTextFile(diagnostics(freshDraft), "{}\n");
 
     const { config } = parseConfig("cleanup {\n release_keep_days 30\n draft_max_age_days 7\n}", {
       file: "t",
@@ -132,6 +135,9 @@ Deno.test("`runMaintenance()` removes old drafts and unpinned releases, never a 
     }
     assert.equal(await exists(join(store.stateDir, "drafts", oldDraft)), false);
     assert.equal(await exists(join(store.stateDir, "drafts", freshDraft)), true);
+    // A failed draft's diagnostics beside it go with it (their history stays in the store).
+    assert.equal(await exists(diagnostics(oldDraft)), false);
+    assert.equal(await exists(diagnostics(freshDraft)), true);
     // Recorded before anything was removed, with exactly what it removes, then finished.
     const [started] = readEventsOfKind(store, "default", "maintenance.started");
     assert.deepEqual(
