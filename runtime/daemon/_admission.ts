@@ -89,3 +89,18 @@ export function maintenanceInput(reason: string): PendingInput {
     body: `[maintenance] ${reason}`,
   });
 }
+
+/**
+ * The durable timer of the next scheduled maintenance turn: due `every` ms from `now`, in
+ * conversation `system:maintenance`, so the input it fires starts a maintenance turn.
+ */
+export function maintenanceTimer(
+  now: number,
+  every: number,
+): { conversation: string; dueAt: number; note: string } {
+  return {
+    conversation: MAINTENANCE_CONVERSATION,
+    dueAt: now + every,
+    note: `scheduled maintenance turn (every ${Math.round(every / 1000)} s)`,
+  };
+}

@@ -21,7 +21,13 @@ import { Jobs, type UnattendedInput } from "../jobs/mod.ts";
 import type { AdmitOutcome, InputMessage, LaneHost } from "../lanes/mod.ts";
 import { recoverSession } from "../session/mod.ts";
 import { activateBehavior, type Activation } from "./_activation.ts";
-import { admitBatch, discordInput, localInput, type PendingInput } from "./_admission.ts";
+import {
+  admitBatch,
+  discordInput,
+  localInput,
+  maintenanceTimer,
+  type PendingInput,
+} from "./_admission.ts";
 import { type OperatorMessage, runOperation } from "./_operations.ts";
 import { headSeq, recordsAfter } from "./_record_serving.ts";
 import { createSessionParts, type SessionDeps, type SessionParts } from "./_session_parts.ts";
@@ -36,6 +42,8 @@ export interface CoordinatorOptions extends Omit<SessionDeps, "bus"> {
   /** The budgets of unattended work and the cleanup policy (`budget`, `cleanup` nodes). */
   budget: BudgetConfig;
   cleanup: CleanupConfig;
+  /** How often a scheduled maintenance turn runs; none when null or absent. */
+  maintenanceIntervalMs?: number | null;
 }
 
 /**
@@ -84,6 +92,7 @@ export class Coordinator implements LaneHost {
     const deps = {
       ...this.#o,
       bus: this.bus,
+      afterMaintenanceTurn: () => this.#scheduleMaintenance(session),
       meter: jobs.meter.bind(jobs),
       runSlot: jobs.processSlot.bind(jobs),
       artifactBytes: jobs.budget.artifactBytes,
@@ -102,6 +111,7 @@ export class Coordinator implements LaneHost {
     this.#sessions.set(session, parts);
     // Jobs left running are interrupted and timers that fell due while down fire, as inputs.
     jobs.startSession(session);
+    this.#scheduleMaintenance(session);
     this.bus.wake(session);
     parts.runtime.resumeFrames(resumed);
   }
@@ -270,6 +280,13 @@ export class Coordinator implements LaneHost {
       await parts.kernel.shutdown();
       await parts.hooks.shutdown();
     }
+  }
+
+  /** Keeps the next scheduled maintenance turn armed as a durable timer, when one is due. */
+  #scheduleMaintenance(session: string): void {
+    const every = this.#o.maintenanceIntervalMs;
+    if (every === null || every === undefined) return;
+    this.#jobs.ensureTimer(session, maintenanceTimer(this.#o.store.clock(), every));
   }
 
   #activate(session: string, parts: SessionParts, activation: Activation): Promise<number> {

@@ -32,6 +32,8 @@ export interface ServeSettings {
   /** The Discord bot token, when Discord is configured and its variable is set. */
   discordToken: Secret | undefined;
   cellTimeoutMs: number;
+  /** How often a scheduled maintenance turn runs (`KLBR_MAINTENANCE_INTERVAL_S`); null: never. */
+  maintenanceIntervalMs: number | null;
   workspace: string;
   python: string;
   /** `KLBR_SKILLS_DIR`, when set. */
@@ -42,7 +44,7 @@ export interface ServeSettings {
  * Reads and validates the daemon's settings from its options and environment.
  *
  * @throws {KlbrError} `not_loopback` for a non-loopback host, `invalid_config` for a bad port,
- * configuration or `KLBR_CELL_TIMEOUT_MS`.
+ * configuration, `KLBR_CELL_TIMEOUT_MS` or `KLBR_MAINTENANCE_INTERVAL_S`.
  */
 export async function readServeSettings(
   options: ServeOptions,
@@ -74,6 +76,7 @@ export async function readServeSettings(
       ? undefined
       : resolveDiscordToken(config.discord, env),
     cellTimeoutMs: parseCellTimeout(env.KLBR_CELL_TIMEOUT_MS),
+    maintenanceIntervalMs: parseMaintenanceInterval(env.KLBR_MAINTENANCE_INTERVAL_S),
     workspace: env.KLBR_WORKSPACE ?? Deno.cwd(),
     python: env.KLBR_PYTHON ?? "python3",
     skillsDir: env.KLBR_SKILLS_DIR,
@@ -95,4 +98,26 @@ export function parseCellTimeout(value: string | undefined): number {
     );
   }
   return ms;
+}
+
+/**
+ * Reads `KLBR_MAINTENANCE_INTERVAL_S`: how many seconds apart scheduled maintenance turns are
+ * (each loads the `maintenance` skill); unset, empty or `0` schedules none.
+ *
+ * @throws {KlbrError} `invalid_config` for anything but a whole number of 0–2,592,000 s (30 days).
+ * @example
+ * ```ts
+ * parseMaintenanceInterval("86400"); // 86_400_000: one maintenance turn a day
+ * ```
+ */
+export function parseMaintenanceInterval(value: string | undefined): number | null {
+  if (value === undefined || value === "" || value === "0") return null;
+  const s = Number(value);
+  if (!Number.isInteger(s) || s < 1 || s > 2_592_000) {
+    throw new KlbrError(
+      "invalid_config",
+      `cannot serve: KLBR_MAINTENANCE_INTERVAL_S must be a whole number of seconds from 0 (none) to 2592000 (got ${value})`,
+    );
+  }
+  return s * 1000;
 }

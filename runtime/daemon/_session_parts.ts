@@ -49,6 +49,8 @@ export interface SessionDeps {
   runSlot?: (session: string) => (signal: AbortSignal) => Promise<() => void>;
   /** The artifacts directory's size limit, in bytes. */
   artifactBytes?: number;
+  /** Called when a maintenance turn ended, to arm the next scheduled one. */
+  afterMaintenanceTurn?: () => void;
 }
 
 /** One running session's parts. */
@@ -235,6 +237,7 @@ function modelTurnFor(
     } finally {
       parts.frame = null;
       parts.pin = null;
+      if (parts.maintenance) deps.afterMaintenanceTurn?.();
       parts.maintenance = false;
     }
   };

@@ -72,6 +72,7 @@ export async function startDaemon(settings: ServeSettings, log: Logger): Promise
     version: VERSION,
     python: settings.python,
     cellTimeoutMs: settings.cellTimeoutMs,
+    maintenanceIntervalMs: settings.maintenanceIntervalMs,
     repoRoot: REPO_ROOT,
     workspace: settings.workspace,
     skillRoots: roots,

@@ -12,7 +12,13 @@
 import { appendEvent } from "../../store/events.ts";
 import { getJob, jobCounts, type JobRecord, listJobs } from "../../store/jobs.ts";
 import { failOpenModelCalls } from "../../store/model_calls.ts";
-import { listTimers, markTimerFired, timerCounts, type TimerRecord } from "../../store/timers.ts";
+import {
+  createTimer,
+  listTimers,
+  markTimerFired,
+  timerCounts,
+  type TimerRecord,
+} from "../../store/timers.ts";
 import type { Store } from "../../store/store.ts";
 import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
@@ -158,6 +164,24 @@ export class Jobs {
       this.#scheduler.poke();
     }
     this.#runner.pump();
+  }
+
+  /**
+   * Sets a durable timer of the runtime itself (no cell or job set it) in `conversation`,
+   * unless one is already pending there; returns the pending one. The maintenance-turn schedule
+   * keeps one such timer armed.
+   */
+  ensureTimer(
+    session: string,
+    timer: { conversation: string; dueAt: number; note: string },
+  ): TimerRecord {
+    const pending = listTimers(this.#o.store, session, { limit: 1000 })
+      .find((t) => t.conversation === timer.conversation && t.cellId === null && t.jobId === null);
+    if (pending !== undefined) return pending;
+    const created = createTimer(this.#o.store, { session, ...timer });
+    this.#o.bus.wake(session);
+    this.#scheduler.poke();
+    return created;
   }
 
   /** Counts for `status` and `/health`: jobs running and pending, timers pending and due. */

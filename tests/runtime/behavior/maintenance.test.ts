@@ -4,8 +4,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { connectLane } from "../../_helpers/lane_client.ts";
-import { REPO_ROOT } from "../../_helpers/daemon.ts";
-import { klbr, waitRecord, withModelDaemon } from "./_support.ts";
+import { REPO_ROOT, serveFlags } from "../../_helpers/daemon.ts";
+import { klbr, opResult, waitRecord, withModelDaemon } from "./_support.ts";
 
 Deno.test("the contract names the generation's skills; klbr maintain starts a turn that loads the maintenance skill", async () => {
   await withModelDaemon(async ({ fake, daemon }) => {
@@ -56,4 +56,62 @@ Deno.test("the contract names the generation's skills; klbr maintain starts a tu
     assert.doesNotMatch(system(2), /maintenance turn/);
     await client.close();
   });
+});
+
+Deno.test("with KLBR_MAINTENANCE_INTERVAL_S a durable timer starts maintenance turns, and the next is armed after each", async () => {
+  await withModelDaemon(async ({ fake, daemon }) => {
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    const set = await waitRecord(client, "timer.set");
+    assert.match(String(set.data.note), /^scheduled maintenance turn \(every 1 s\)$/);
+    assert.deepEqual([set.data.cell_id, set.data.job_id], [null, null]);
+    const fired = await waitRecord(
+      client,
+      "timer.fired",
+      (r) => r.data.timer_id === set.data.timer_id,
+    );
+    const admitted = await waitRecord(client, "input.admitted", (r) => r.seq > set.seq);
+    assert.deepEqual(
+      [admitted.data.input_id, admitted.data.source_kind, admitted.data.conversation_id],
+      [fired.data.input_id, "timer", "system:maintenance"],
+    );
+    const frame = await waitRecord(client, "frame.accepted", (r) => r.seq > admitted.seq);
+    assert.deepEqual(frame.data.input_ids, [admitted.data.input_id]);
+    const turnEnded = await waitRecord(
+      client,
+      "turn.ended",
+      (r) => r.data.frame_id === frame.data.frame_id,
+    );
+    await waitRecord(client, "frame.finished", (r) => r.seq > frame.seq);
+    const request = fake.requests.filter((r) => r.method === "POST")[0];
+    assert.match(
+      String(request.body.messages[0].content),
+      /^This is a maintenance turn\. The `maintenance` skill is loaded/m,
+    );
+    // After the turn the next scheduled one is armed, once.
+    const next = await waitRecord(client, "timer.set", (r) => r.seq > set.seq);
+    assert.ok(next.seq > turnEnded.seq, "armed when the maintenance turn ended");
+    assert.notEqual(next.data.timer_id, set.data.timer_id);
+    const jobs = opResult(await client.request({ kind: "op.jobs", session: "default" }));
+    assert.ok(jobs.pending_timers <= 1, "never two scheduled maintenance timers at once");
+    await client.close();
+  }, { env: { KLBR_MAINTENANCE_INTERVAL_S: "1" } });
+});
+
+Deno.test("serve refuses a malformed KLBR_MAINTENANCE_INTERVAL_S before it listens", async () => {
+  const state = await Deno.makeTempDir();
+  try {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", ...serveFlags(), `${REPO_ROOT}/main.ts`, "serve", "--state", state],
+      env: { KLBR_MAINTENANCE_INTERVAL_S: "daily" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(out.code, 1);
+    assert.match(
+      new TextDecoder().decode(out.stderr),
+      /cannot serve: KLBR_MAINTENANCE_INTERVAL_S must be a whole number of seconds from 0 \(none\) to 2592000 \(got daily\)/,
+    );
+  } finally {
+    await Deno.remove(state, { recursive: true });
+  }
 });
