@@ -9,11 +9,23 @@
  * @module
  */
 
-import { DatabaseSync, type StatementSync } from "node:sqlite";
+import {
+  DatabaseSync,
+  type SQLInputValue,
+  type SQLOutputValue,
+  type StatementResultingChanges,
+  type StatementSync,
+} from "node:sqlite";
 import { join } from "node:path";
 import { z } from "zod";
-import { assert, KlbrError } from "../runtime/core/mod.ts";
+import { assert, faultPoint, KlbrError } from "../runtime/core/mod.ts";
 import { inspectStoreFile } from "./_inspect_file.ts";
+import {
+  injectedSqliteFull,
+  storeError,
+  type StoreFailure,
+  storeFailure,
+} from "./_store_errors.ts";
 import { schemaError } from "./_schema_error.ts";
 import { migrate, STORE_FORMAT } from "./migrations.ts";
 import { acquireOwnerLock, type OwnerLock, releaseOwnerLock } from "./owner_lock.ts";
@@ -39,6 +51,28 @@ const OpenStoreOptionsSchema = z.object({
 /** Options for {@linkcode openStore}; every field has a default. */
 export type OpenStoreOptions = z.input<typeof OpenStoreOptionsSchema>;
 
+/** A prepared statement as writer modules use it; a store failure it meets is recorded. */
+export interface Statement {
+  run(...params: SQLInputValue[]): StatementResultingChanges;
+  get(...params: SQLInputValue[]): Record<string, SQLOutputValue> | undefined;
+  all(...params: SQLInputValue[]): Record<string, SQLOutputValue>[];
+}
+
+/**
+ * Whether the store can be used, judged by what really happened to it: `failing` from the
+ * first statement or commit that met a full disk, an I/O error or a read-only file until the
+ * next commit succeeds; `corrupt` (for good) once SQLite reported a damaged file.
+ */
+export interface StoreHealth {
+  state: "ok" | "failing" | "corrupt";
+  /** What the failure was, with its advice; null when `ok`. */
+  error: string | null;
+  /** When the failure began, in ms; null when `ok`. */
+  since: number | null;
+  /** When the last transaction committed, in ms; null before the first. */
+  lastCommitAt: number | null;
+}
+
 /**
  * An open store: the connection, where it lives, its clock and a transaction helper.
  *
@@ -62,22 +96,28 @@ export interface Store {
    * writer modules of `store/` call it, each for its own tables (`tests/architecture.test.ts`
    * checks that nothing outside `store/` does).
    */
-  statement(sql: string): StatementSync;
+  statement(sql: string): Statement;
   /**
    * Runs `fn` in a `BEGIN IMMEDIATE` transaction: committed when it returns, rolled back when
    * it throws. A nested call runs in a savepoint of the outer transaction. `fn` must be
    * synchronous.
+   *
+   * @throws {KlbrError} `store_unavailable` (disk full, I/O error, read-only) or
+   * `store_corrupt` when SQLite failed; the transaction is then rolled back.
    */
   transaction<T>(fn: () => T): T;
+  /** Whether the store can be used now, from the outcome of its real statements and commits. */
+  health(): StoreHealth;
   /** Closes the connection and releases the owner lock. Closing twice is a no-op. */
   close(): void;
 }
 
 class SqliteStore implements Store {
-  readonly #statements = new Map<string, StatementSync>();
+  readonly #statements = new Map<string, Statement>();
   readonly #clock: () => number;
   #depth = 0;
   #lock: OwnerLock | undefined;
+  #health: StoreHealth = { state: "ok", error: null, since: null, lastCommitAt: null };
 
   readonly #db: DatabaseSync;
 
@@ -111,13 +151,46 @@ class SqliteStore implements Store {
     return now;
   };
 
-  statement(sql: string): StatementSync {
+  health(): StoreHealth {
+    return { ...this.#health };
+  }
+
+  statement(sql: string): Statement {
     let statement = this.#statements.get(sql);
     if (statement === undefined) {
-      statement = this.#db.prepare(sql);
+      const prepared: StatementSync = this.#guard(() => this.#db.prepare(sql));
+      statement = {
+        run: (...params) => this.#guard(() => prepared.run(...params)),
+        get: (...params) => this.#guard(() => prepared.get(...params)),
+        all: (...params) => this.#guard(() => prepared.all(...params)),
+      };
       this.#statements.set(sql, statement);
     }
     return statement;
+  }
+
+  /** Runs one SQLite call; a store failure is recorded and thrown as a `KlbrError`. */
+  #guard<T>(call: () => T): T {
+    try {
+      return call();
+    } catch (error) {
+      const failure = storeFailure(error);
+      if (failure === undefined || error instanceof KlbrError) throw error;
+      this.#failed(failure, error);
+      throw storeError("use the store", error, failure);
+    }
+  }
+
+  #failed(failure: StoreFailure, error: unknown): void {
+    if (this.#health.state === "corrupt") return;
+    const now = Math.trunc(this.#clock());
+    const ongoing = this.#health.state === "failing" && failure !== "corrupt";
+    this.#health = {
+      ...this.#health,
+      state: failure === "corrupt" ? "corrupt" : "failing",
+      error: storeError("use the store", error, failure).message,
+      since: ongoing ? this.#health.since : now,
+    };
   }
 
   transaction<T>(fn: () => T): T {
@@ -128,19 +201,35 @@ class SqliteStore implements Store {
     try {
       const result = fn();
       assert(!(result instanceof Promise), "a store transaction body is synchronous");
+      if (depth === 0) faultPoint("store-commit", injectedSqliteFull);
       this.statement(depth === 0 ? "COMMIT" : `RELEASE ${savepoint}`).run();
+      if (depth === 0) this.#committed();
       return result;
     } catch (error) {
-      if (depth === 0) {
-        if (this.#db.isTransaction) this.statement("ROLLBACK").run();
-      } else {
-        this.statement(`ROLLBACK TO ${savepoint}`).run();
-        this.statement(`RELEASE ${savepoint}`).run();
+      const failure = storeFailure(error);
+      if (failure !== undefined && !(error instanceof KlbrError)) this.#failed(failure, error);
+      // A full disk or an I/O error may have rolled the whole transaction back already: then
+      // no savepoint is left to roll back to, and the failure itself is what the caller hears.
+      if (this.#db.isTransaction) {
+        if (depth === 0) this.statement("ROLLBACK").run();
+        else {
+          this.statement(`ROLLBACK TO ${savepoint}`).run();
+          this.statement(`RELEASE ${savepoint}`).run();
+        }
       }
-      throw error;
+      throw failure === undefined || error instanceof KlbrError
+        ? error
+        : storeError("commit to the store", error, failure);
     } finally {
       this.#depth--;
     }
+  }
+
+  #committed(): void {
+    const at = Math.trunc(this.#clock());
+    this.#health = this.#health.state === "corrupt"
+      ? { ...this.#health, lastCommitAt: at }
+      : { state: "ok", error: null, since: null, lastCommitAt: at };
   }
 
   close(): void {

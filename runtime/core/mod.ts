@@ -15,6 +15,15 @@ export {
   DEFAULT_PORT,
 } from "./_defaults.ts";
 export { assert, isKlbrError, KlbrError, type KlbrErrorCode } from "./_errors.ts";
+export {
+  FAULT_POINTS,
+  type FaultAction,
+  type FaultPoint,
+  faultPoint,
+  faultPointAsync,
+  FAULTS,
+  parseFaults,
+} from "./_fault.ts";
 export { EventBus, type LaneSignal } from "./_event_bus.ts";
 export {
   createLogger,
