@@ -4,7 +4,10 @@
  *
  * An input's identity (source kind, dedupe key, conversation, author, body, timestamps) is fixed
  * at admission; triggers refuse changing it. Only `status` and `frame_id` move: `pending` →
- * `consumed` when an accepted frame takes it, and back to `pending` when that frame is abandoned.
+ * `consumed` when an accepted frame takes it, and back to `pending` when that frame is abandoned;
+ * `pending` → `dismissed` when it ends without a frame — ignored by a plan (with its reason) or
+ * expired after the configured age — with an `input.ignored` or `input.expired` record. So no
+ * input stays pending forever.
  *
  * @module
  */
@@ -70,7 +73,13 @@ export interface InputRecord {
   seq: number;
   status: "pending" | "consumed" | "dismissed";
   frameId: string | null;
+  /** Why a dismissed input ended without a frame; null otherwise. */
+  disposition: InputDisposition | null;
+  dispositionReason: string | null;
 }
+
+/** How an input ended without a frame. */
+export type InputDisposition = "ignored" | "expired";
 
 interface InputRow {
   id: string;
@@ -85,6 +94,8 @@ interface InputRow {
   admitted_seq: number;
   status: InputRecord["status"];
   frame_id: string | null;
+  disposition: InputDisposition | null;
+  disposition_reason: string | null;
 }
 
 function toRecord(row: InputRow): InputRecord {
@@ -101,6 +112,8 @@ function toRecord(row: InputRow): InputRecord {
     seq: row.admitted_seq,
     status: row.status,
     frameId: row.frame_id,
+    disposition: row.disposition,
+    dispositionReason: row.disposition_reason,
   };
 }
 
@@ -288,4 +301,74 @@ export function unclaimInputs(store: Store, frameId: string): void {
   store.statement(
     "UPDATE inputs SET status = 'pending', frame_id = NULL WHERE frame_id = ? AND status = 'consumed'",
   ).run(frameId);
+}
+
+/**
+ * Ends pending inputs without a frame: `ignored` (a plan decided so, `reason` says why) or
+ * `expired` (pending longer than the configured age). Each gets status `dismissed`, its
+ * disposition and reason, and an `input.ignored` / `input.expired` record, in one transaction.
+ * An input that is no longer pending is left alone; returns the ids that were dismissed.
+ *
+ * Proven by "`dismissInputs()` ends pending inputs with a disposition and leaves the rest" in
+ * `tests/store/inputs.test.ts`.
+ *
+ * @throws {KlbrError} `invalid_input` for an empty or over-long reason.
+ */
+export function dismissInputs(
+  store: Store,
+  request: {
+    session: string;
+    inputIds: readonly string[];
+    disposition: InputDisposition;
+    reason: string;
+  },
+): string[] {
+  const { session, inputIds, disposition, reason } = request;
+  if (typeof reason !== "string" || reason.length === 0 || reason.length > 1000) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot dismiss inputs: reason must be 1-1000 characters (got ${JSON.stringify(reason)})`,
+    );
+  }
+  return store.transaction(() => {
+    const now = store.clock();
+    const done: string[] = [];
+    for (const id of inputIds) {
+      const changed = store.statement(
+        `UPDATE inputs SET status = 'dismissed', disposition = ?, disposition_reason = ?,
+           disposed_at = ? WHERE id = ? AND session_id = ? AND status = 'pending'`,
+      ).run(disposition, reason, now, id, session).changes;
+      if (changed !== 1) continue;
+      const { admitted_at } = store.statement("SELECT admitted_at FROM inputs WHERE id = ?")
+        .get(id) as { admitted_at: number };
+      insertEvent(store, session, `input.${disposition}`, {
+        input_id: id,
+        reason,
+        waited_ms: now - admitted_at,
+      });
+      done.push(id);
+    }
+    return done;
+  });
+}
+
+/**
+ * The pending inputs of `session` admitted before `admittedBefore` (ms), oldest first, at most
+ * `limit`, and how many there are in all: what `status` shows as waiting too long, and what
+ * expiry ends.
+ */
+export function pendingBefore(
+  store: Store,
+  session: string,
+  admittedBefore: number,
+  limit = 20,
+): { count: number; inputs: InputRecord[] } {
+  const { count } = store.statement(
+    "SELECT count(*) AS count FROM inputs WHERE session_id = ? AND status = 'pending' AND admitted_at < ?",
+  ).get(session, admittedBefore) as { count: number };
+  const rows = count === 0 ? [] : store.statement(
+    `SELECT * FROM inputs WHERE session_id = ? AND status = 'pending' AND admitted_at < ?
+     ORDER BY admitted_seq LIMIT ?`,
+  ).all(session, admittedBefore, limit) as unknown as InputRow[];
+  return { count, inputs: rows.map(toRecord) };
 }

@@ -15,6 +15,7 @@ import { appendOnly, immutable } from "./_migration_sql.ts";
 import { V7 } from "./_migration_jobs.ts";
 import { CONTEXT_SCHEMA } from "./_context_schema.ts";
 import { BEHAVIOR_DIAGNOSTICS_SQL } from "./_behavior_schema.ts";
+import { V10 } from "./_migration_faults.ts";
 
 /** The value of the `klbr_meta` `format` row that marks a klbr store. */
 export const STORE_FORMAT = "klbr-runtime";
@@ -345,6 +346,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 7, name: "timers, jobs, model calls and maintenance", sql: V7 },
   { version: 8, name: "context budgets, summaries and history index", sql: CONTEXT_SCHEMA },
   { version: 9, name: "hook traces and failed candidates", sql: BEHAVIOR_DIAGNOSTICS_SQL },
+  { version: 10, name: "effects, input dispositions, relative release paths", sql: V10 },
 ];
 
 /** The `user_version` a fully migrated store has. */

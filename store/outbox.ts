@@ -16,6 +16,7 @@
 import { z } from "zod";
 import { KlbrError, newId } from "../runtime/core/mod.ts";
 import { schemaError } from "./_schema_error.ts";
+import { recordEffect } from "./effects.ts";
 import { insertEvent } from "./events.ts";
 import {
   nonceOf,
@@ -46,7 +47,8 @@ const EnqueueSchema = z.strictObject({
 export type EnqueueOutbox = z.input<typeof EnqueueSchema>;
 
 /**
- * Writes a `pending` row and its `outbox.pending` event in one transaction.
+ * Writes a `pending` row, its `outbox.pending` event and its entry among its cell's effects,
+ * in one transaction.
  *
  * When it returns the row is committed; the sender may take it from then on. Proven by
  * "`enqueueOutbox()` commits a pending row with its event".
@@ -68,10 +70,19 @@ export function enqueueOutbox(store: Store, input: EnqueueOutbox): OutboxRecord 
   return store.transaction(() => {
     const now = store.clock();
     const id = newId("outbox", now);
+    const ordinal = recordEffect(store, {
+      session: data.session,
+      cellId: data.cellId,
+      kind: "discord.send",
+      refId: id,
+      summary: `${
+        data.kind === "message" ? "to" : "reaction on"
+      } ${data.conversation}: ${data.body}`,
+    });
     store.statement(
       `INSERT INTO outbox (id, session_id, conversation, destination, body, kind, nonce, input_id,
-         state, attempts, frame_id, cell_id, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)`,
+         state, attempts, frame_id, cell_id, ordinal, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)`,
     ).run(
       id,
       data.session,
@@ -83,6 +94,7 @@ export function enqueueOutbox(store: Store, input: EnqueueOutbox): OutboxRecord 
       data.inputId,
       data.frameId,
       data.cellId,
+      ordinal,
       now,
       now,
     );
@@ -97,6 +109,7 @@ export function enqueueOutbox(store: Store, input: EnqueueOutbox): OutboxRecord 
       input_id: data.inputId,
       frame_id: data.frameId,
       cell_id: data.cellId,
+      ordinal,
     });
     return requireOutbox(store, id);
   });

@@ -58,6 +58,8 @@ export interface OutboxRecord {
   tries: OutboxTry[];
   frameId: string | null;
   cellId: string | null;
+  /** The row's place among its cell's effects (1, 2, …); null for rows written before it. */
+  ordinal: number | null;
   createdAt: number;
   updatedAt: number;
 }
@@ -80,6 +82,7 @@ export interface OutboxRow {
   tries: string;
   frame_id: string | null;
   cell_id: string | null;
+  ordinal: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -116,6 +119,7 @@ export function toRecord(row: OutboxRow): OutboxRecord {
     tries: JSON.parse(row.tries),
     frameId: row.frame_id,
     cellId: row.cell_id,
+    ordinal: row.ordinal,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { isAbsolute, join, relative } from "node:path";
 import { z } from "zod";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { insertEvent } from "./events.ts";
@@ -44,6 +45,7 @@ export type ActivateRelease = z.input<typeof ActivateSchema>;
 /** A release row. */
 export interface ReleaseRecord {
   id: string;
+  /** Where its files are, absolute; the row keeps it relative to the state directory. */
   path: string;
   createdAt: number;
   fileCount: number;
@@ -61,7 +63,7 @@ export function getRelease(store: Store, id: string): ReleaseRecord | undefined 
   } | undefined;
   return row && {
     id: row.id,
-    path: row.path,
+    path: isAbsolute(row.path) ? row.path : join(store.stateDir, row.path),
     createdAt: row.created_at,
     fileCount: row.file_count,
     byteCount: row.byte_count,
@@ -72,8 +74,9 @@ export function getRelease(store: Store, id: string): ReleaseRecord | undefined 
  * Records a published release; recording the same id again keeps the first row.
  *
  * When it returns the release row is committed. Call it only once the files are complete on
- * disk (`publishRelease` does). Proven by "`publishRelease()` writes a release once and records
- * it".
+ * disk (`publishRelease` does). A path inside the state directory is stored relative to it, so
+ * a moved state directory still finds its releases. Proven by "`publishRelease()` writes a
+ * release once and records it" and "a moved state directory opens and finds its releases".
  *
  * @throws {KlbrError} `invalid_input` when the record fails its schema.
  */
@@ -85,9 +88,15 @@ export function recordRelease(store: Store, release: RecordRelease): ReleaseReco
     store.statement(
       `INSERT OR IGNORE INTO releases (id, path, created_at, file_count, byte_count)
        VALUES (?, ?, ?, ?, ?)`,
-    ).run(id, path, store.clock(), fileCount, byteCount);
+    ).run(id, storedPath(store.stateDir, path), store.clock(), fileCount, byteCount);
     return getRelease(store, id)!;
   });
+}
+
+/** `path` relative to the state directory when it is inside it, else as given. */
+function storedPath(stateDir: string, path: string): string {
+  const inside = relative(stateDir, path);
+  return inside !== "" && !inside.startsWith("..") && !isAbsolute(inside) ? inside : path;
 }
 
 /**

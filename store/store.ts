@@ -46,6 +46,9 @@ const OpenStoreOptionsSchema = z.object({
   /** The clock for every timestamp the store writes, in ms since the epoch. */
   clock: z.custom<() => number>((v) => typeof v === "function", "expected a function")
     .default(() => Date.now),
+  /** Told each time the store's health changes state (`ok` → `failing` → `ok`, → `corrupt`). */
+  onHealthChange: z.custom<(health: StoreHealth) => void>((v) => typeof v === "function")
+    .optional(),
 });
 
 /** Options for {@linkcode openStore}; every field has a default. */
@@ -121,17 +124,33 @@ class SqliteStore implements Store {
 
   readonly #db: DatabaseSync;
 
+  readonly #onHealthChange: ((health: StoreHealth) => void) | undefined;
+
   constructor(
     db: DatabaseSync,
     readonly stateDir: string,
     readonly path: string,
     clock: () => number,
     lock: OwnerLock | undefined,
+    onHealthChange?: (health: StoreHealth) => void,
   ) {
     this.#db = db;
     this.#clock = clock;
     this.#lock = lock;
     this.owner = lock !== undefined;
+    this.#onHealthChange = onHealthChange;
+  }
+
+  #setHealth(health: StoreHealth): void {
+    const changed = health.state !== this.#health.state;
+    this.#health = health;
+    if (changed) {
+      try {
+        this.#onHealthChange?.({ ...health });
+      } catch {
+        // A listener's failure must not become the store's.
+      }
+    }
   }
 
   readonly owner: boolean;
@@ -185,12 +204,12 @@ class SqliteStore implements Store {
     if (this.#health.state === "corrupt") return;
     const now = Math.trunc(this.#clock());
     const ongoing = this.#health.state === "failing" && failure !== "corrupt";
-    this.#health = {
+    this.#setHealth({
       ...this.#health,
       state: failure === "corrupt" ? "corrupt" : "failing",
       error: storeError("use the store", error, failure).message,
       since: ongoing ? this.#health.since : now,
-    };
+    });
   }
 
   transaction<T>(fn: () => T): T {
@@ -227,9 +246,11 @@ class SqliteStore implements Store {
 
   #committed(): void {
     const at = Math.trunc(this.#clock());
-    this.#health = this.#health.state === "corrupt"
-      ? { ...this.#health, lastCommitAt: at }
-      : { state: "ok", error: null, since: null, lastCommitAt: at };
+    this.#setHealth(
+      this.#health.state === "corrupt"
+        ? { ...this.#health, lastCommitAt: at }
+        : { state: "ok", error: null, since: null, lastCommitAt: at },
+    );
   }
 
   close(): void {
@@ -297,7 +318,7 @@ function connect(path: string, busyTimeoutMs: number): DatabaseSync {
 export function openStore(stateDir: string, options: OpenStoreOptions = {}): Store {
   const parsed = OpenStoreOptionsSchema.safeParse(options);
   if (!parsed.success) throw schemaError("open store", parsed.error, options);
-  const { create, owner, sqliteVersion, busyTimeoutMs, clock } = parsed.data;
+  const { create, owner, sqliteVersion, busyTimeoutMs, clock, onHealthChange } = parsed.data;
   checkSqliteVersion(sqliteVersion ?? linkedSqliteVersion());
   const isDir = isDirectory(stateDir);
   if (isDir === false) {
@@ -326,7 +347,7 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
       );
     }
     const db = connect(path, busyTimeoutMs);
-    return new SqliteStore(db, stateDir, path, clock, lock);
+    return new SqliteStore(db, stateDir, path, clock, lock, onHealthChange);
   } catch (error) {
     if (lock !== undefined) releaseOwnerLock(lock);
     throw error;

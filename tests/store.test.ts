@@ -796,6 +796,8 @@ Deno.test("`admitInput()` commits the input and its input.admitted event togethe
       seq: 1,
       status: "pending",
       frameId: null,
+      disposition: null,
+      dispositionReason: null,
     });
     assert.deepEqual(readEvents(store, "default"), [{
       session: "default",

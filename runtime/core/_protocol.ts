@@ -343,6 +343,8 @@ export const ServerMessage = z.discriminatedUnion("kind", [
     request: z.string().optional(),
     code: z.string(),
     message: z.string(),
+    /** True when the same request may succeed later unchanged (e.g. `store_unavailable`). */
+    retriable: z.boolean().optional(),
   }),
   z.object({
     kind: z.literal("token"),

@@ -9,7 +9,7 @@
 import { type AdmitInput, admitInput } from "../../store/inputs.ts";
 import { discordDedupeKey, localDedupeKey } from "../../store/dedupe_keys.ts";
 import type { Store } from "../../store/store.ts";
-import { KlbrError } from "../core/mod.ts";
+import { faultPoint, isKlbrError, KlbrError } from "../core/mod.ts";
 import { MAINTENANCE_CONVERSATION } from "../session/mod.ts";
 import type { DiscordMessage } from "../discord/mod.ts";
 import type { AdmitOutcome, InputMessage } from "../lanes/mod.ts";
@@ -25,7 +25,12 @@ export type PendingInput = () => Omit<AdmitInput, "session">;
  * what it writes commits with them or not at all.
  *
  * Proven by "inputs sent together commit together; a refused one is answered alone" in
- * `tests/runtime/daemon/daemon.test.ts`.
+ * `tests/runtime/daemon/daemon.test.ts`, and by the `commit-before-notify` crash window
+ * (`tests/crash/commit_before_notify.test.ts`): an input committed but never acknowledged is
+ * one input when its client sends it again.
+ *
+ * @throws {KlbrError} `store_unavailable` or `store_corrupt` when the store cannot commit: then
+ * nothing of the batch was admitted, and every input of it is answered with that error.
  */
 export function admitBatch(
   store: Store,
@@ -33,19 +38,26 @@ export function admitBatch(
   inputs: PendingInput[],
   within?: (outcomes: AdmitOutcome[]) => void,
 ): AdmitOutcome[] {
-  return store.transaction(() => {
+  const outcomes = store.transaction(() => {
     const outcomes = inputs.map((input): AdmitOutcome => {
       try {
         const result = admitInput(store, { session, ...input() });
         return { ack: { input_id: result.inputId, seq: result.seq, duplicate: result.duplicate } };
       } catch (error) {
-        if (error instanceof KlbrError) return { error };
+        // A store that cannot write refuses the whole batch, never one input of it.
+        if (isKlbrError(error) && !isStoreFailure(error)) return { error };
         throw error;
       }
     });
     within?.(outcomes);
     return outcomes;
   });
+  faultPoint("commit-before-notify");
+  return outcomes;
+}
+
+function isStoreFailure(error: unknown): boolean {
+  return isKlbrError(error, "store_unavailable") || isKlbrError(error, "store_corrupt");
 }
 
 /** A local input from a lane client: its dedupe key is the client's id and message id. */

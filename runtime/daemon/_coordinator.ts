@@ -170,6 +170,19 @@ export class Coordinator implements LaneHost {
         new KlbrError("not_found", `cannot admit input: session ${session} is not running`),
       );
     }
+    // A damaged store admits nothing more: what it would commit could not be trusted.
+    const store = this.#o.store.health();
+    if (store.state === "corrupt") {
+      return refuse(
+        new KlbrError(
+          "store_corrupt",
+          `cannot admit input: the store reported a damaged file at ${
+            new Date(store.since!).toISOString()
+          }; stop the daemon and restore a backup (got ${store.error})`,
+          { status: 503 },
+        ),
+      );
+    }
     const outcomes = admitBatch(this.#o.store, session, inputs);
     this.bus.wake(session);
     if (outcomes.some((o) => "ack" in o && !o.ack.duplicate)) parts.runtime.wake();
@@ -256,7 +269,7 @@ export class Coordinator implements LaneHost {
     }
     return {
       version: this.version,
-      admitting: this.#admitting,
+      admitting: this.#admitting && this.#o.store.health().state !== "corrupt",
       recovered_release: this.#recovered,
       budget: this.#jobs.budget.status(),
       sessions,

@@ -191,8 +191,8 @@ export class LaneConnection {
     this.#reply(errorReply(error, this.#log), request);
   }
 
-  #reply({ code, message }: ErrorReply, request: string | undefined): void {
-    this.#options.send({ kind: "error", request, code, message });
+  #reply({ code, message, retriable }: ErrorReply, request: string | undefined): void {
+    this.#options.send({ kind: "error", request, code, message, ...(retriable ? { retriable } : {}) });
     if (code.startsWith("token_")) {
       this.#host.logRefusal(message);
       this.#options.close(4401, code);

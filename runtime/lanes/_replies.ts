@@ -14,7 +14,12 @@ export interface ErrorReply {
   status: number;
   code: KlbrErrorCode;
   message: string;
+  /** True when the same request may succeed later, once the cause is fixed. */
+  retriable: boolean;
 }
+
+/** Codes whose request may succeed later unchanged. */
+const RETRIABLE: readonly KlbrErrorCode[] = ["store_unavailable", "shutting_down"];
 
 /**
  * Turns any thrown value into the reply a client gets.
@@ -22,16 +27,22 @@ export interface ErrorReply {
  * @example
  * ```ts
  * const reply = errorReply(new KlbrError("not_found", "cannot use session x: it is not running"), log);
- * // { status: 400, code: "not_found", message: "cannot use session x: it is not running" }
+ * // { status: 400, code: "not_found", message: "cannot use session x: it is not running",
+ * //   retriable: false }
  * ```
  */
 export function errorReply(error: unknown, log: Logger): ErrorReply {
   if (isKlbrError(error)) {
-    return { status: error.status ?? 400, code: error.code, message: error.message };
+    return {
+      status: error.status ?? 400,
+      code: error.code,
+      message: error.message,
+      retriable: RETRIABLE.includes(error.code),
+    };
   }
   log.error(
     "internal",
     `unexpected error: ${error instanceof Error ? error.stack : String(error)}`,
   );
-  return { status: 500, code: "internal", message: "internal error" };
+  return { status: 500, code: "internal", message: "internal error", retriable: false };
 }

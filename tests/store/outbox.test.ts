@@ -70,6 +70,7 @@ Deno.test("`enqueueOutbox()` commits a pending row with its event", async () => 
       input_id: null,
       frame_id: null,
       cell_id: null,
+      ordinal: 1,
     });
     // The nonce Discord sees is the id's last 25 characters: unique like the id.
     assert.equal(row.nonce.length, 25);
