@@ -13,7 +13,9 @@ host records one attention frame that takes exactly the listed ids (they must be
 inputs) with this routing and acknowledges them because of that frame. A turn answers the
 consumed inputs; ignored ones are taken with their reasons recorded in the frame and given to
 no turn, and a frame of ignored inputs only makes no model request at all. Inputs not listed
-stay pending for a later plan. ``ignore`` may be left out.
+stay pending for a later plan. ``ignore`` may be left out. An input no plan takes for longer than the configured
+age (``KLBR_INPUT_EXPIRE_MS``, default a day) ends ``expired``, with an ``input.expired``
+record.
 
 Failure. If this hook raises, returns something that is not JSON or names an id that is
 not pending, the host records the failure and consumes nothing: every input stays pending

@@ -9,7 +9,7 @@
  */
 
 import { join } from "node:path";
-import { KlbrError } from "../runtime/core/mod.ts";
+import { faultPoint, KlbrError } from "../runtime/core/mod.ts";
 import { pathExists } from "./files.ts";
 
 /** What {@linkcode spoolArtifact} returns. */
@@ -29,7 +29,7 @@ export const DEFAULT_ARTIFACT_BUDGET_BYTES = 256 * 1024 * 1024;
  * Writes `data` as an artifact and returns its id; writing the same bytes twice is one file.
  *
  * On return the artifact is complete on disk (temp file, fsync, rename), or absent when this
- * throws. Then the oldest artifacts are evicted until the directory fits `budgetBytes`; the
+ * throws (a failed write removes its temp file). Then the oldest artifacts are evicted until the directory fits `budgetBytes`; the
  * new one is never evicted. Proven by "`spoolArtifact()` writes once and evicts the oldest".
  *
  * @example
@@ -51,11 +51,16 @@ export async function spoolArtifact(
     const temp = join(dir, `.tmp-${crypto.randomUUID()}`);
     const file = await Deno.open(temp, { write: true, createNew: true, mode: 0o600 });
     try {
-      await file.write(data);
+      faultPoint("artifact-write", noSpace);
+      let written = 0;
+      while (written < data.length) written += await file.write(data.subarray(written));
       await file.sync();
-    } finally {
+    } catch (error) {
       file.close();
+      await Deno.remove(temp).catch(() => {});
+      throw error;
     }
+    file.close();
     await Deno.rename(temp, path);
   }
   await evictOldest(dir, budgetBytes, id);
@@ -134,4 +139,9 @@ async function evictOldest(dir: string, budgetBytes: number, keep: string): Prom
     await Deno.remove(join(dir, entry.name)).catch(() => {});
     total -= entry.size;
   }
+}
+
+/** The error a full disk gives a write, as the `artifact-write` fault point throws it. */
+function noSpace(): Error {
+  return new Error("No space left on device (os error 28) (injected at artifact-write)");
 }

@@ -216,6 +216,14 @@ export function interruptOpenCells(store: Store, session: string, reason: string
   });
 }
 
+/** The last cell started under `frameId`, or `undefined` when none was. */
+export function lastCellOfFrame(store: Store, frameId: string): CellRecord | undefined {
+  const row = store.statement(
+    "SELECT id FROM cells WHERE frame_id = ? ORDER BY started_at DESC, id DESC LIMIT 1",
+  ).get(frameId) as { id: string } | undefined;
+  return row && getCell(store, row.id);
+}
+
 /** Returns whether any cell ran (or started) under `frameId`: the frame's turn had effects. */
 export function frameHasCells(store: Store, frameId: string): boolean {
   return store.statement("SELECT 1 FROM cells WHERE frame_id = ? LIMIT 1").get(frameId) !==

@@ -224,17 +224,37 @@ export function lastItemIdx(store: Store, session: string): number {
   ).get(session) as { idx: number }).idx;
 }
 
+/** A tool call without a result, and its cell if one was recorded for it. */
+export interface DanglingCall {
+  id: string;
+  cell?: { id: string; outcome: string; result: unknown };
+}
+
+/** Whether any provider item of `frameId` was persisted: the model had answered in it. */
+export function frameHasItems(store: Store, frameId: string): boolean {
+  return store.statement("SELECT 1 FROM provider_items WHERE frame_id = ? LIMIT 1").get(
+    frameId,
+  ) !== undefined;
+}
+
 /**
  * Gives every tool call that has no result one, so the next request is a valid sequence.
  *
  * A call whose cell finished gets that cell's recorded result (the cell is never run again);
- * any other gets an interruption naming `reason`. Returns the tool call ids it closed, in the
- * order of the sequence. It reads only `open_tool_calls`, which holds the calls still waiting,
- * so its cost does not grow with history. When it returns, every assistant tool call in the
- * session has exactly one tool message. Proven by "`closeDanglingToolCalls()` gives a finished
- * cell's result back and marks the rest interrupted".
+ * any other gets an interruption naming `reason`. `render`, when given, writes the result text
+ * instead (recovery uses it to list what an unfinished cell had done). Returns the tool call
+ * ids it closed, in the order of the sequence. It reads only `open_tool_calls`, which holds the
+ * calls still waiting, so its cost does not grow with history. When it returns, every assistant
+ * tool call in the session has exactly one tool message. Proven by
+ * "`closeDanglingToolCalls()` gives a finished cell's result back and marks the rest
+ * interrupted".
  */
-export function closeDanglingToolCalls(store: Store, session: string, reason: string): string[] {
+export function closeDanglingToolCalls(
+  store: Store,
+  session: string,
+  reason: string,
+  render?: (call: DanglingCall) => string,
+): string[] {
   return store.transaction(() => {
     const open = store.statement(
       "SELECT call_id, idx FROM open_tool_calls WHERE session_id = ? ORDER BY idx, pos",
@@ -242,9 +262,14 @@ export function closeDanglingToolCalls(store: Store, session: string, reason: st
     if (open.length === 0) return [];
     const messages = open.map(({ call_id: callId }) => {
       const cell = store.statement(
-        "SELECT outcome, result FROM cells WHERE session_id = ? AND tool_call_id = ? AND outcome IS NOT NULL",
-      ).get(session, callId) as { outcome: string; result: string } | undefined;
-      const content = cell === undefined
+        "SELECT id, outcome, result FROM cells WHERE session_id = ? AND tool_call_id = ? AND outcome IS NOT NULL",
+      ).get(session, callId) as { id: string; outcome: string; result: string } | undefined;
+      const content = render !== undefined
+        ? render({
+          id: callId,
+          cell: cell && { id: cell.id, outcome: cell.outcome, result: JSON.parse(cell.result) },
+        })
+        : cell === undefined
         ? `[interrupted: ${reason}; this cell did not finish and was not run again]`
         : `[recovered result, outcome ${cell.outcome}]\n${cell.result}`;
       return { role: "tool", tool_call_id: callId, content };

@@ -15,5 +15,11 @@ export const DEFAULT_CELL_TIMEOUT_MS = 600_000;
 export const DEFAULT_HOOK_TIMEOUT_MS = 10_000;
 /** How long a drain lets accepted turns finish before it stops them. */
 export const DEFAULT_DRAIN_GRACE_MS = 10_000;
+/** How long an input may stay pending without a frame before it expires (a day). */
+export const DEFAULT_INPUT_EXPIRE_MS = 86_400_000;
+/** How long an input may wait before `status` and `/health` report it (five minutes). */
+export const DEFAULT_INPUT_WAIT_WARN_MS = 300_000;
+/** How long a model call may go without reply data before `/health` says it stalled. */
+export const DEFAULT_MODEL_STALL_MS = 15_000;
 /** How long an operator command waits for the daemon's reply. */
 export const DEFAULT_OPERATOR_TIMEOUT_MS = 600_000;

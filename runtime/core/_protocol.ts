@@ -135,7 +135,11 @@ export const RunParams = z.object({
 export type RunParams = z.infer<typeof RunParams>;
 
 /** Parameters of the `local.send` RPC. */
-export const SendParams = z.object({ text: z.string().min(1).max(1_000_000) });
+export const SendParams = z.object({
+  text: z.string().min(1).max(1_000_000),
+  /** An idempotency key: a second send with the same key in the session sends nothing. */
+  key: z.string().min(1).max(200).optional(),
+});
 /** A `local.send` request. */
 export type SendParams = z.infer<typeof SendParams>;
 

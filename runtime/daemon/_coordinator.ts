@@ -7,6 +7,7 @@
  * @module
  */
 
+import { appendEvent } from "../../store/events.ts";
 import { DEFAULT_SESSION, ensureSession, requireSession } from "../../store/sessions.ts";
 import {
   DEFAULT_CELL_TIMEOUT_MS,
@@ -277,16 +278,23 @@ export class Coordinator implements LaneHost {
   }
 
   /**
-   * Stops admission, lets accepted turns finish within `graceMs` (then stops them, so their
-   * cells end `killed` with the outcome recorded), and kills every workbench group.
+   * Stops admission, records why (`reason`, e.g. the signal) in each session, lets accepted
+   * turns finish within `graceMs` (then stops them, so their cells end `killed` with the
+   * outcome recorded), and kills every workbench group.
    */
-  async shutdown(graceMs = DEFAULT_DRAIN_GRACE_MS): Promise<void> {
+  async shutdown(graceMs = DEFAULT_DRAIN_GRACE_MS, reason = "daemon shutdown"): Promise<void> {
     this.#admitting = false;
     // Jobs still running are reported `interrupted` at the next start, never resumed.
     await this.#jobs.shutdown();
-    for (const parts of this.#sessions.values()) {
+    for (const [session, parts] of this.#sessions) {
+      try {
+        appendEvent(this.#o.store, session, "daemon.stopping", { reason, grace_ms: graceMs });
+        this.bus.wake(session);
+      } catch (error) {
+        this.#o.log.error("daemon.record_failed", `cannot record the shutdown: ${error}`);
+      }
       const drained = parts.runtime.drain();
-      const timer = setTimeout(() => void parts.runtime.stop("daemon shutdown"), graceMs);
+      const timer = setTimeout(() => void parts.runtime.stop(reason), graceMs);
       await drained;
       clearTimeout(timer);
       parts.runtime.dispose();

@@ -1,7 +1,10 @@
 /**
- * `/health`: whether the daemon can admit input now, whether its default session is degraded (a
- * hook failing, retries exhausted), and its unattended work: jobs running and pending, timers
- * pending and due, and the budgets that are spent.
+ * `/health`, telling the truth: `failing` (HTTP 503) when admission is closed or the store
+ * cannot commit or reported corruption — judged by what its real statements and commits met,
+ * not by a probe a full disk still passes; `degraded` from the first failed or stalled model
+ * call until one succeeds, while the artifact store cannot be written, while a hook fails or
+ * the session stalled, and while inputs wait longer than the threshold. It also reports the unattended work: jobs
+ * running and pending, timers pending and due, and the budgets that are spent.
  *
  * @module
  */
@@ -9,42 +12,174 @@
 import { DEFAULT_SESSION } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
+import type { ModelCallReport, TurnHealth } from "../session/mod.ts";
 import type { Coordinator } from "./_coordinator.ts";
 
 /** The daemon's version, as `/health` and `welcome` report it. */
 export const VERSION = "0.1.0";
 
+/** A part's state as `/health` shows it. */
+export interface PartHealth {
+  state: string;
+  route?: string;
+  error: string | null;
+  /** When the current state began, in ms; null when `ok`. */
+  since: number | null;
+}
+
+interface Call {
+  route: string;
+  lastAt: number;
+}
+
+/**
+ * Hears every model call and artifact write of the daemon's turns, and says what `/health`
+ * reports of them.
+ *
+ * @example
+ * ```ts
+ * const monitor = new HealthMonitor({ clock: Date.now, stallMs: 15_000, log });
+ * createModelTurn({ ..., health: monitor });
+ * ```
+ */
+export class HealthMonitor implements TurnHealth {
+  readonly #clock: () => number;
+  readonly #stallMs: number;
+  readonly #log: Logger;
+  readonly #calls = new Set<Call>();
+  #model: PartHealth = { state: "ok", error: null, since: null };
+  #artifacts: PartHealth = { state: "ok", error: null, since: null };
+
+  /** `stallMs`: a call with no reply data for this long is reported stalled. */
+  constructor(options: { clock: () => number; stallMs: number; log: Logger }) {
+    this.#clock = options.clock;
+    this.#stallMs = options.stallMs;
+    this.#log = options.log;
+  }
+
+  /** A model request starts on `route`. */
+  modelCall(route: string): ModelCallReport {
+    const call: Call = { route, lastAt: this.#clock() };
+    this.#calls.add(call);
+    return {
+      progress: () => {
+        call.lastAt = this.#clock();
+      },
+      done: (error) => {
+        this.#calls.delete(call);
+        if (error === null) {
+          if (this.#model.state !== "ok") {
+            this.#log.info("model.recovered", `model route ${route} answers again`, { route });
+          }
+          this.#model = { state: "ok", error: null, since: null };
+          return;
+        }
+        if (this.#model.state === "ok") {
+          this.#log.warn("model.failing", `model call failed: ${error}`, { route });
+        }
+        const since = this.#model.state === "failing" ? this.#model.since : this.#clock();
+        this.#model = { state: "failing", route, error, since };
+      },
+    };
+  }
+
+  /** An artifact write ended: `null` when it succeeded, else why it failed. */
+  artifactWrite(error: string | null): void {
+    if (error === null) {
+      if (this.#artifacts.state !== "ok") {
+        this.#log.info("artifacts.recovered", "artifact writes succeed again");
+      }
+      this.#artifacts = { state: "ok", error: null, since: null };
+      return;
+    }
+    if (this.#artifacts.state === "ok") {
+      this.#log.error(
+        "artifacts.failing",
+        `cannot write artifacts: ${error}; long cell output is kept as an excerpt only until a write succeeds`,
+      );
+    }
+    const since = this.#artifacts.since ?? this.#clock();
+    this.#artifacts = { state: "degraded", error, since };
+  }
+
+  /** The model's state: `failing` after a failed call, `stalled` while a call gets no data. */
+  model(): PartHealth {
+    if (this.#model.state !== "ok") return { ...this.#model };
+    const now = this.#clock();
+    for (const call of this.#calls) {
+      if (now - call.lastAt >= this.#stallMs) {
+        return {
+          state: "stalled",
+          route: call.route,
+          error: `no reply data for ${now - call.lastAt} ms`,
+          since: call.lastAt,
+        };
+      }
+    }
+    return { state: "ok", error: null, since: null };
+  }
+
+  /** The artifact store's state: `degraded` from a failed write until one succeeds. */
+  artifacts(): PartHealth {
+    return { ...this.#artifacts };
+  }
+}
+
 /**
  * The `/health` report. `ok` is false (HTTP 503, status `failing`) when admission is closed or
- * the store refuses a write transaction now.
+ * the store is failing or corrupt; `reasons` says, one sentence each, why it is not `ok`.
  */
 export function healthReport(
-  deps: { coordinator: Coordinator; store: Store; log: Logger },
+  deps: { coordinator: Coordinator; store: Store; monitor: HealthMonitor },
 ): Record<string, unknown> & { ok: boolean } {
-  const status = deps.coordinator.status();
+  let status: Record<string, unknown>;
+  try {
+    status = deps.coordinator.status();
+  } catch (error) {
+    // A store that cannot even be read is the answer itself.
+    status = { admitting: false, sessions: {}, recovered_release: null, unreadable: String(error) };
+  }
   const sessions = status.sessions as Record<string, Record<string, unknown>>;
   const session = sessions[DEFAULT_SESSION] ?? {};
-  // Admission works only if the store takes a write lock now; check it, do not assume it.
-  let writable = true;
-  try {
-    deps.store.transaction(() => {});
-  } catch (error) {
-    writable = false;
-    deps.log.error(
-      "health.store_unwritable",
-      `health: the store refused a write transaction: ${error}`,
+  const store = deps.store.health();
+  const model = deps.monitor.model();
+  const artifacts = deps.monitor.artifacts();
+  const failing: string[] = [];
+  if (status.unreadable !== undefined) {
+    failing.push(`the state cannot be read: ${status.unreadable}`);
+  } else if (status.admitting !== true) failing.push("admission is closed");
+  if (store.state !== "ok") failing.push(`the store is ${store.state}: ${store.error}`);
+  const degraded: string[] = [];
+  if (model.state !== "ok") degraded.push(`the model is ${model.state}: ${model.error}`);
+  if (artifacts.state !== "ok") degraded.push(`artifact writes fail: ${artifacts.error}`);
+  if (session.last_hook_failure != null) {
+    degraded.push(`a hook fails: ${session.last_hook_failure}`);
+  }
+  if (session.stalled === true) degraded.push("the session stalled after its retries");
+  if (Number(session.waiting_inputs ?? 0) > 0) {
+    degraded.push(
+      `${session.waiting_inputs} input(s) waiting over ${session.waiting_threshold_ms} ms`,
     );
   }
-  const ok = status.admitting === true && writable;
-  const degraded = session.last_hook_failure != null || session.stalled === true;
+  const ok = failing.length === 0;
   return {
     ok,
-    status: !ok ? "failing" : degraded ? "degraded" : "ok",
+    status: !ok ? "failing" : degraded.length ? "degraded" : "ok",
+    reasons: [...failing, ...degraded],
     admitting: status.admitting,
-    store_writable: writable,
+    store: {
+      state: store.state,
+      error: store.error,
+      since: store.since,
+      last_commit_at: store.lastCommitAt,
+    },
+    store_writable: store.state === "ok",
+    model,
+    artifacts,
     stalled: session.stalled ?? false,
     oldest_pending_age_ms: session.oldest_pending_age_ms ?? null,
     pending_inputs: session.pending_inputs ?? 0,
+    waiting_inputs: session.waiting_inputs ?? 0,
     hook_backlog: session.hook_backlog ?? 0,
     last_hook_failure: session.last_hook_failure ?? null,
     running_jobs: session.running_jobs ?? 0,
@@ -52,6 +187,7 @@ export function healthReport(
     pending_timers: session.pending_timers ?? 0,
     due_timers: session.due_timers ?? 0,
     over_budget: (status.budget as { over_budget?: unknown[] } | undefined)?.over_budget ?? [],
+    retrying: session.retrying ?? null,
     recovered_release: status.recovered_release,
     version: VERSION,
   };

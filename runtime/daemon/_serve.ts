@@ -29,7 +29,7 @@ export async function serve(options: ServeOptions): Promise<number> {
     lanes: daemon.coordinator,
     log,
     uiDir: await builtUi(log),
-    health: () => healthReport({ ...daemon, log }),
+    health: () => healthReport(daemon),
   });
 
   // Listen for signals before announcing the port, so an early SIGTERM still drains.
@@ -47,7 +47,8 @@ export async function serve(options: ServeOptions): Promise<number> {
 
   const signal = await stopped;
   log.info("daemon.draining", `${signal}: draining`, { signal });
-  await daemon.coordinator.shutdown();
+  // The shutdown is recorded as what caused it: the signal, not an operator.
+  await daemon.coordinator.shutdown(settings.drainGraceMs, `daemon shutdown (${signal})`);
   await daemon.discord?.stop();
   await server.shutdown();
   daemon.store.close();

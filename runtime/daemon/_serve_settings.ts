@@ -15,7 +15,16 @@ import {
   type Secret,
   type ServeOptions,
 } from "../config/mod.ts";
-import { DEFAULT_CELL_TIMEOUT_MS, DEFAULT_HOST, DEFAULT_PORT, KlbrError } from "../core/mod.ts";
+import {
+  DEFAULT_CELL_TIMEOUT_MS,
+  DEFAULT_DRAIN_GRACE_MS,
+  DEFAULT_HOST,
+  DEFAULT_INPUT_EXPIRE_MS,
+  DEFAULT_INPUT_WAIT_WARN_MS,
+  DEFAULT_MODEL_STALL_MS,
+  DEFAULT_PORT,
+  KlbrError,
+} from "../core/mod.ts";
 import { requireLoopbackHost } from "../lanes/mod.ts";
 import { resolveConfigPath } from "../setup/mod.ts";
 
@@ -34,6 +43,14 @@ export interface ServeSettings {
   cellTimeoutMs: number;
   /** How often a scheduled maintenance turn runs (`KLBR_MAINTENANCE_INTERVAL_S`); null: never. */
   maintenanceIntervalMs: number | null;
+  /** `KLBR_DRAIN_GRACE_MS`: how long a drain lets accepted turns finish. */
+  drainGraceMs: number;
+  /** `KLBR_INPUT_EXPIRE_MS`: how long an input may stay pending before it expires. */
+  inputExpireMs: number;
+  /** `KLBR_INPUT_WAIT_WARN_MS`: how long an input may wait before status and /health say so. */
+  inputWaitWarnMs: number;
+  /** `KLBR_MODEL_STALL_MS`: how long a model call may get no data before /health says stalled. */
+  modelStallMs: number;
   workspace: string;
   python: string;
   /** `KLBR_SKILLS_DIR`, when set. */
@@ -44,7 +61,8 @@ export interface ServeSettings {
  * Reads and validates the daemon's settings from its options and environment.
  *
  * @throws {KlbrError} `not_loopback` for a non-loopback host, `invalid_config` for a bad port,
- * configuration, `KLBR_CELL_TIMEOUT_MS` or `KLBR_MAINTENANCE_INTERVAL_S`.
+ * configuration, `KLBR_CELL_TIMEOUT_MS`, `KLBR_MAINTENANCE_INTERVAL_S` or another duration
+ * variable.
  */
 export async function readServeSettings(
   options: ServeOptions,
@@ -77,6 +95,10 @@ export async function readServeSettings(
       : resolveDiscordToken(config.discord, env),
     cellTimeoutMs: parseCellTimeout(env.KLBR_CELL_TIMEOUT_MS),
     maintenanceIntervalMs: parseMaintenanceInterval(env.KLBR_MAINTENANCE_INTERVAL_S),
+    drainGraceMs: parseMs("KLBR_DRAIN_GRACE_MS", env, DEFAULT_DRAIN_GRACE_MS, 100),
+    inputExpireMs: parseMs("KLBR_INPUT_EXPIRE_MS", env, DEFAULT_INPUT_EXPIRE_MS, 1_000),
+    inputWaitWarnMs: parseMs("KLBR_INPUT_WAIT_WARN_MS", env, DEFAULT_INPUT_WAIT_WARN_MS, 100),
+    modelStallMs: parseMs("KLBR_MODEL_STALL_MS", env, DEFAULT_MODEL_STALL_MS, 100),
     workspace: env.KLBR_WORKSPACE ?? Deno.cwd(),
     python: env.KLBR_PYTHON ?? "python3",
     skillsDir: env.KLBR_SKILLS_DIR,
@@ -120,4 +142,23 @@ export function parseMaintenanceInterval(value: string | undefined): number | nu
     );
   }
   return s * 1000;
+}
+
+/** Reads a duration variable in ms: a whole number from `min` to 30 days, or its default. */
+function parseMs(
+  name: string,
+  env: Record<string, string | undefined>,
+  fallback: number,
+  min: number,
+): number {
+  const value = env[name];
+  if (value === undefined || value === "") return fallback;
+  const ms = Number(value);
+  if (!Number.isInteger(ms) || ms < min || ms > 2_592_000_000) {
+    throw new KlbrError(
+      "invalid_config",
+      `cannot serve: ${name} must be a whole number of milliseconds from ${min} to 2592000000 (got ${value})`,
+    );
+  }
+  return ms;
 }

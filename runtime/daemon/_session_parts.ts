@@ -24,6 +24,7 @@ import {
   type OfferedSkills,
   SessionRuntime,
   type TurnContext,
+  type TurnHealth,
   type TurnResult,
 } from "../session/mod.ts";
 import { type Pin, pinnedHookCaller, recordRoleLoaded, replaceStale } from "./_hook_caller.ts";
@@ -51,6 +52,12 @@ export interface SessionDeps {
   artifactBytes?: number;
   /** Called when a maintenance turn ended, to arm the next scheduled one. */
   afterMaintenanceTurn?: () => void;
+  /** Where model calls and artifact writes are reported for `/health`. */
+  health: TurnHealth;
+  /** How long an input may stay pending before it expires. */
+  inputExpireMs: number;
+  /** How long an input may wait before `status` and `/health` say so. */
+  inputWaitWarnMs: number;
 }
 
 /** One running session's parts. */
@@ -144,6 +151,8 @@ export function createSessionParts(
     log: deps.log,
     turn: modelTurnFor(deps, session, parts),
     boundary: () => replaceStale({ log: deps.log, kernel: parts.kernel, hooks: parts.hooks }),
+    inputExpireMs: deps.inputExpireMs,
+    inputWaitWarnMs: deps.inputWaitWarnMs,
   });
   return parts;
 }
@@ -201,6 +210,7 @@ function modelTurnFor(
       contractMessage(deps.workspace, { skills: parts.skills, maintenance: parts.maintenance }),
     cellTimeoutMs: deps.cellTimeoutMs,
     artifactBytes: deps.artifactBytes,
+    health: deps.health,
     kernel: {
       generation: async () => {
         await parts.kernel.ready();

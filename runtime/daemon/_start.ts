@@ -19,7 +19,7 @@ import { readOperatorToken } from "../lanes/mod.ts";
 import { createProvider, type Provider } from "../model/mod.ts";
 import { initStateDir, REPO_ROOT } from "../setup/mod.ts";
 import { Coordinator } from "./_coordinator.ts";
-import { VERSION } from "./_health.ts";
+import { HealthMonitor, VERSION } from "./_health.ts";
 import type { ServeSettings } from "./_serve_settings.ts";
 
 /** The daemon's running parts. */
@@ -27,6 +27,8 @@ export interface DaemonParts {
   store: Store;
   coordinator: Coordinator;
   discord: DiscordTransport | undefined;
+  /** What the turns report for `/health`. */
+  monitor: HealthMonitor;
 }
 
 /**
@@ -38,7 +40,14 @@ export interface DaemonParts {
  */
 export async function startDaemon(settings: ServeSettings, log: Logger): Promise<DaemonParts> {
   await initStateDir(settings.stateDir);
-  const store = openStore(settings.stateDir, { create: false });
+  const store = openStore(settings.stateDir, {
+    create: false,
+    onHealthChange: (health) => {
+      if (health.state === "ok") log.info("store.recovered", "the store commits again");
+      else log.error(`store.${health.state}`, `store ${health.state}: ${health.error}`);
+    },
+  });
+  const monitor = new HealthMonitor({ clock: Date.now, stallMs: settings.modelStallMs, log });
   const roots = skillRoots({
     workspace: settings.workspace,
     stateDir: settings.stateDir,
@@ -84,6 +93,9 @@ export async function startDaemon(settings: ServeSettings, log: Logger): Promise
     cleanup: config.cleanup,
     contextBudget: (name) =>
       budgetOf(config.routes[name as keyof typeof config.routes] ?? config.routes.main),
+    health: monitor,
+    inputExpireMs: settings.inputExpireMs,
+    inputWaitWarnMs: settings.inputWaitWarnMs,
   });
   coordinator.start(DEFAULT_SESSION);
   // After start: recovery has turned any send left `attempting` into `unknown`.
@@ -96,7 +108,7 @@ export async function startDaemon(settings: ServeSettings, log: Logger): Promise
     },
     notify: (session) => coordinator.bus.wake(session),
   });
-  return { store, coordinator, discord };
+  return { store, coordinator, discord, monitor };
 }
 
 /** One provider per route, made on first use; an unknown route name falls back to `main`. */

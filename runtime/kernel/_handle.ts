@@ -144,14 +144,17 @@ export class WorkbenchHandle {
   }
 
   /**
-   * Runs a policy hook and returns its JSON value.
-   * @throws {KlbrError} `hook_failed` when the hook raised; `worker_timeout` when it did not
-   * answer within `timeoutMs` (the ladder ran); `worker_failed` when the worker died.
+   * Runs a policy hook and returns its JSON value. An aborted `signal` runs the cancellation
+   * ladder on it: a hook that catches the cancellation is killed with its worker after the
+   * grace.
+   * @throws {KlbrError} `hook_failed` when the hook raised or was cancelled; `worker_timeout`
+   * when it did not answer within `timeoutMs` (the ladder ran); `worker_failed` when the worker
+   * died.
    */
   async hook(
     name: HookName,
     args: Record<string, unknown>,
-    options: { timeoutMs?: number; behavior?: BehaviorRef } = {},
+    options: { timeoutMs?: number; behavior?: BehaviorRef; signal?: AbortSignal } = {},
   ): Promise<unknown> {
     const id = newId("request");
     const frame = { kind: "hook" as const, id, name, args };
@@ -162,6 +165,9 @@ export class WorkbenchHandle {
     const timer = options.timeoutMs === undefined
       ? undefined
       : setTimeout(() => void this.#ladder(id, "timeout"), options.timeoutMs);
+    const onAbort = () => void this.#ladder(id, "cancel");
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    if (options.signal?.aborted) onAbort();
     try {
       const value = await pending.done.promise;
       if (pending.stopping !== "timeout") return value;
@@ -171,6 +177,7 @@ export class WorkbenchHandle {
       }
     } finally {
       clearTimeout(timer);
+      options.signal?.removeEventListener("abort", onAbort);
     }
     throw new KlbrError(
       "worker_timeout",

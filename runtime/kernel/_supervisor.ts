@@ -220,7 +220,7 @@ export class KernelSupervisor {
   async hook(
     name: HookName,
     args: Record<string, unknown>,
-    options: { timeoutMs?: number; behavior?: BehaviorRef } = {},
+    options: { timeoutMs?: number; behavior?: BehaviorRef; signal?: AbortSignal } = {},
   ): Promise<unknown> {
     return await this.#use((wb) => wb.hook(name, args, options));
   }

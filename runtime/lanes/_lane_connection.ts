@@ -192,7 +192,13 @@ export class LaneConnection {
   }
 
   #reply({ code, message, retriable }: ErrorReply, request: string | undefined): void {
-    this.#options.send({ kind: "error", request, code, message, ...(retriable ? { retriable } : {}) });
+    this.#options.send({
+      kind: "error",
+      request,
+      code,
+      message,
+      ...(retriable ? { retriable } : {}),
+    });
     if (code.startsWith("token_")) {
       this.#host.logRefusal(message);
       this.#options.close(4401, code);
@@ -260,8 +266,19 @@ export class LaneConnection {
 
   #signal(signal: LaneSignal): void {
     if (this.#closed) return;
-    if (signal.kind === "wake") void this.#pump.run();
+    if (signal.kind === "wake") this.#pump.run().catch((error) => this.#pumpFailed(error));
     else this.#options.send(signal);
+  }
+
+  /**
+   * The store could not be read (a damaged page, an I/O error): the client hears why and the
+   * connection closes, so it reconnects from its cursor later. The daemon goes on.
+   */
+  #pumpFailed(error: unknown): void {
+    if (this.#closed) return;
+    this.#answer(error, undefined);
+    this.#options.close(1011, "records cannot be read now");
+    this.dispose();
   }
 
   /** Sends every durable record after the cursor, page by page; one pump at a time. */

@@ -1,17 +1,21 @@
 /**
  * What the model and the records get of a cell: its code parsed from the tool call, long
- * output spooled whole to an artifact with an excerpt that names it, and the result text.
+ * output spooled whole to an artifact with an excerpt that names it, the result text, and —
+ * for a cell that did not finish — the effects it had committed.
  *
  * @module
  */
 
 import { type ArtifactRef, spoolArtifact } from "../../store/artifacts.ts";
+import type { EffectRecord } from "../../store/effects.ts";
 import type { CellResult } from "../kernel/mod.ts";
 
 /** Characters of a tool result the model gets at most. */
 const MAX_RESULT_CHARS = 20_000;
 /** Output longer than this many characters is spooled to an artifact. */
 const SPOOL_ABOVE_CHARS = 8_192;
+/** Outcomes of a cell that stopped before its code ran to its end. */
+const UNFINISHED = new Set(["killed", "timed_out", "cancelled", "interrupted"]);
 
 /** The cell code of a tool call, or the tool result that says why it did not run. */
 export function parseCode(name: string, args: string): string | { error: string } {
@@ -25,26 +29,78 @@ export function parseCode(name: string, args: string): string | { error: string 
   return { error: `[not run: arguments must be JSON {"code": "..."} (got ${args.slice(0, 200)})]` };
 }
 
-/** Keeps `text` when short; otherwise spools it whole and returns its head, tail and id. */
+/** Where a spool's outcome is reported: `null` for a write that succeeded. */
+export type ArtifactReport = (error: string | null) => void;
+
+/**
+ * Keeps `text` when short; otherwise spools it whole and returns its head, tail and id. When
+ * the artifact cannot be written (a full disk, an unwritable directory), the excerpt says so
+ * and names the failure: the cell keeps its outcome, only the whole output is lost.
+ */
 export async function spoolLongText(
   stateDir: string,
   text: string,
-  budgetBytes?: number,
-): Promise<{ text: string; artifact?: ArtifactRef }> {
+  options: { budgetBytes?: number; report?: ArtifactReport } = {},
+): Promise<{ text: string; artifact?: ArtifactRef; artifactError?: string }> {
   if (text.length <= SPOOL_ABOVE_CHARS) return { text };
-  const artifact = await spoolArtifact(stateDir, new TextEncoder().encode(text), budgetBytes);
+  const report = options.report ?? (() => {});
   const head = text.slice(0, 4_000);
   const tail = text.slice(-2_000);
+  const hidden = text.length - 6_000;
+  let artifact: ArtifactRef;
+  try {
+    artifact = await spoolArtifact(
+      stateDir,
+      new TextEncoder().encode(text),
+      options.budgetBytes,
+    );
+  } catch (error) {
+    const message = (error instanceof Error ? error.message : String(error)).slice(0, 500);
+    report(message);
+    return {
+      text: `${head}\n[… ${hidden} characters not shown; the whole output could not be kept: ` +
+        `writing its artifact failed (${message}) …]\n${tail}`,
+      artifactError: message,
+    };
+  }
+  report(null);
   return {
-    text: `${head}\n[… ${text.length - 6_000} characters not shown; the whole output is ` +
+    text: `${head}\n[… ${hidden} characters not shown; the whole output is ` +
       `${artifact.bytes} bytes in artifact ${artifact.id} …]\n${tail}`,
     artifact,
   };
 }
 
-/** The tool result the model reads for a finished cell, capped in length. */
-export function renderCellResult(result: CellResult): string {
+/**
+ * The effects a cell committed, as its result lists them for the model: each with its kind,
+ * its id and what it was, so a continued turn does not do them again.
+ */
+export function renderEffects(effects: readonly EffectRecord[]): string {
+  if (effects.length === 0) {
+    return "effects it committed before it stopped: none (it sent nothing and started nothing)";
+  }
+  return [
+    "effects it committed before it stopped (they happened; do not repeat them):",
+    ...effects.map((e) =>
+      `${e.ordinal}. ${e.kind} ${e.refId}${e.seq === null ? "" : ` (record ${e.seq})`}: ${
+        JSON.stringify(e.summary.length > 500 ? `${e.summary.slice(0, 500)}…` : e.summary)
+      }`
+    ),
+  ].join("\n");
+}
+
+/**
+ * The tool result the model reads for a cell, capped in length. A cell that did not finish
+ * says so and lists `effects`, what it had committed before it stopped.
+ */
+export function renderCellResult(
+  result: CellResult,
+  effects: readonly EffectRecord[] = [],
+): string {
   const parts = [`outcome: ${result.outcome}`];
+  if (UNFINISHED.has(result.outcome)) {
+    parts.push(`this cell did not finish.\n${renderEffects(effects)}`);
+  }
   if (result.stdout) parts.push(`stdout:\n${result.stdout}`);
   if (result.stderr) parts.push(`stderr:\n${result.stderr}`);
   if (result.value !== null) parts.push(`value: ${result.value}`);
@@ -54,4 +110,18 @@ export function renderCellResult(result: CellResult): string {
   return text.length > MAX_RESULT_CHARS
     ? `${text.slice(0, MAX_RESULT_CHARS)}\n[truncated ${text.length - MAX_RESULT_CHARS} characters]`
     : text;
+}
+
+/** A cell's result as the store keeps it, read back into the shape the model is shown. */
+export function storedCellResult(outcome: string, stored: unknown): CellResult {
+  const r = (stored ?? {}) as Partial<CellResult>;
+  return {
+    outcome: outcome as CellResult["outcome"],
+    value: r.value ?? null,
+    stdout: r.stdout ?? "",
+    stderr: r.stderr ?? "",
+    error: r.error ?? null,
+    wait: r.wait ?? null,
+    duration_ms: r.duration_ms ?? 0,
+  };
 }

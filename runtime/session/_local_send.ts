@@ -5,9 +5,10 @@
  * @module
  */
 
-import { appendEvent } from "../../store/events.ts";
+import { effectByKey, nextEffectOrdinal, recordEffect } from "../../store/effects.ts";
+import { insertEvent } from "../../store/events.ts";
 import type { Store } from "../../store/store.ts";
-import { KlbrError, newId, SendParams } from "../core/mod.ts";
+import { faultPoint, KlbrError, newId, SendParams } from "../core/mod.ts";
 import { routedConversations } from "../behavior/mod.ts";
 
 /** The frame whose turn is running, as a send needs it. */
@@ -16,14 +17,29 @@ export interface RunningFrame {
   routing: unknown;
 }
 
+/** What a send answers: the send record, its place among the cell's effects, and whether it was new. */
+export interface SendReceipt {
+  send_id: string;
+  seq: number;
+  /** The send's ordinal among its cell's effects (1, 2, …). */
+  ordinal: number;
+  /** True when a send with the same key was published before: nothing was sent this time. */
+  duplicate: boolean;
+}
+
 /**
  * Publishes one message to the local conversation the running frame answers. On return the
- * `send` record is committed; it is what the conversation shows.
+ * `send` record and its entry among the cell's effects are committed; they are what the
+ * conversation shows and what a recovered cell's result lists. With `key`, a second send of
+ * the same key in the session publishes nothing and answers the first send's receipt.
  *
- * @throws {KlbrError} `invalid_input` when the text is missing or empty.
+ * Proven by "`localSend()` is idempotent on its key within a session" in
+ * `tests/runtime/session/local_send.test.ts` and the `publish-before-reply` crash window.
+ *
+ * @throws {KlbrError} `invalid_input` when the text is missing or empty, or the key malformed.
  * @example
  * ```ts
- * const { send_id, seq } = localSend(store, "default", frame, { text: "done" }, cellId);
+ * const { send_id, seq } = localSend(store, "default", frame, { text: "done", key: "k1" }, cellId);
  * ```
  */
 export function localSend(
@@ -32,22 +48,47 @@ export function localSend(
   frame: RunningFrame | null,
   params: Record<string, unknown>,
   cell: string | null,
-): { send_id: string; seq: number } {
+): SendReceipt {
   const parsed = SendParams.safeParse(params);
   if (!parsed.success) {
-    throw new KlbrError("invalid_input", "cannot send: text must be a non-empty string");
+    throw new KlbrError(
+      "invalid_input",
+      "cannot send: text must be a non-empty string and key, if given, 1-200 characters",
+    );
   }
+  const { text, key } = parsed.data;
   // local.send speaks to the local conversation the turn answers, never to a remote one.
   const conversation = routedConversations(frame?.routing)
     .find((c) => c.startsWith("local:")) ?? "local:default";
-  const sendId = newId("send");
-  const seq = appendEvent(store, session, "send", {
-    send_id: sendId,
-    text: parsed.data.text,
-    conversation,
-    frame_id: frame?.id ?? null,
-    cell_id: cell,
-    state: "delivered",
+  const receipt = store.transaction((): SendReceipt => {
+    const first = key === undefined ? undefined : effectByKey(store, session, "local.send", key);
+    if (first !== undefined) {
+      return { send_id: first.refId, seq: first.seq ?? 0, ordinal: first.ordinal, duplicate: true };
+    }
+    const sendId = newId("send");
+    const ordinal = nextEffectOrdinal(store, cell);
+    const seq = insertEvent(store, session, "send", {
+      send_id: sendId,
+      text,
+      conversation,
+      frame_id: frame?.id ?? null,
+      cell_id: cell,
+      ordinal,
+      key: key ?? null,
+      state: "delivered",
+    });
+    recordEffect(store, {
+      session,
+      cellId: cell,
+      kind: "local.send",
+      refId: sendId,
+      key,
+      summary: text,
+      seq,
+    });
+    return { send_id: sendId, seq, ordinal, duplicate: false };
   });
-  return { send_id: sendId, seq };
+  // The window between the commit and the cell hearing of it: a crash here must not send twice.
+  faultPoint("publish-before-reply");
+  return receipt;
 }

@@ -11,14 +11,22 @@
 
 import { appendEvent } from "../../store/events.ts";
 import { appendProviderItems } from "../../store/provider_items.ts";
-import { DEFAULT_CELL_TIMEOUT_MS, newId, type RecordInput, type RecordType } from "../core/mod.ts";
+import {
+  DEFAULT_CELL_TIMEOUT_MS,
+  faultPoint,
+  newId,
+  type RecordInput,
+  type RecordType,
+} from "../core/mod.ts";
 import { type ContextDeps, noteUsage, prepareContext, renderInputs } from "./_context.ts";
-import type { TurnContext, TurnResult } from "./_session_runtime.ts";
+import type { TurnContext, TurnResult } from "./_turn_types.ts";
 import { runToolCalls, type ToolCall, type ToolCallDeps } from "./_tool_calls.ts";
 import { decideNext, planRoute } from "./_turn_hooks.ts";
+import { NO_TURN_HEALTH, type TurnHealth } from "./_turn_health.ts";
 
 /** Options for {@linkcode createModelTurn}. */
-export interface ModelTurnOptions extends ContextDeps, Omit<ToolCallDeps, "cellTimeoutMs"> {
+export interface ModelTurnOptions
+  extends ContextDeps, Omit<ToolCallDeps, "cellTimeoutMs" | "health"> {
   /** Model requests per turn at most. @default {16} */
   maxSteps?: number;
   /**
@@ -26,15 +34,9 @@ export interface ModelTurnOptions extends ContextDeps, Omit<ToolCallDeps, "cellT
    * agent forever. @default {DEFAULT_CELL_TIMEOUT_MS}
    */
   cellTimeoutMs?: number;
+  /** Where model calls and artifact writes are reported for `/health`. */
+  health?: TurnHealth;
 }
-
-/** What a continued turn's model reads where a new turn reads its inputs. */
-const RESUMED_NOTE = {
-  role: "user",
-  content: "[runtime] the daemon restarted during this turn. Cells that had not finished were " +
-    "interrupted and not run again; their results say so. Continue the turn: anything you " +
-    "already sent was delivered.",
-};
 
 /** A turn step's view of the turn: its options, context, record writer and effects so far. */
 interface TurnScope {
@@ -46,7 +48,8 @@ interface TurnScope {
 
 /**
  * Builds the turn runner that drives the model for each frame. It never rejects: a failure is
- * a `failed` result saying whether the turn had effects.
+ * a `failed` result saying whether the turn had effects (anything persisted: a model reply, a
+ * cell) and whether it may be retried from the persisted sequence (a failed model request).
  *
  * @example
  * ```ts
@@ -58,7 +61,8 @@ export function createModelTurn(
   options: ModelTurnOptions,
 ): (ctx: TurnContext) => Promise<TurnResult> {
   return async (ctx) => {
-    const state = { effects: false };
+    // A continued turn's earlier attempt already left its mark in the sequence.
+    const state = { effects: ctx.resumed };
     const record = <T extends RecordType>(type: T, body: RecordInput<T>) => {
       appendEvent(options.store, ctx.session, type, body);
       options.bus.wake(ctx.session);
@@ -78,11 +82,17 @@ async function runTurn(scope: TurnScope): Promise<TurnResult> {
   const maxSteps = options.maxSteps ?? 16;
   // What the turn opens with is sent with each request but written only together with the
   // first reply: a turn that fails before the model answers leaves nothing in the sequence, so
-  // its retry does not repeat the inputs.
+  // its retry does not repeat the inputs. A continued turn opens with nothing new: it goes on
+  // from the persisted sequence (recovery has appended what it needs to know).
   let opening: Record<string, unknown> | null = ctx.resumed
-    ? RESUMED_NOTE
+    ? null
     : renderInputs(options, session, ctx.inputs);
-  record("turn.started", { frame_id: frame.id, frame: frame.number, resumed: ctx.resumed });
+  record("turn.started", {
+    frame_id: frame.id,
+    frame: frame.number,
+    resumed: ctx.resumed,
+    ...(ctx.attempt ? { attempt: ctx.attempt } : {}),
+  });
   for (let step = 0; step < maxSteps; step++) {
     const reply = await requestStep(scope, opening);
     opening = null;
@@ -100,16 +110,23 @@ async function runTurn(scope: TurnScope): Promise<TurnResult> {
       continue;
     }
     const { waited } = await runToolCalls(
-      { ...options, cellTimeoutMs: options.cellTimeoutMs ?? DEFAULT_CELL_TIMEOUT_MS },
+      {
+        ...options,
+        cellTimeoutMs: options.cellTimeoutMs ?? DEFAULT_CELL_TIMEOUT_MS,
+        health: options.health ?? NO_TURN_HEALTH,
+      },
       ctx,
       reply.calls,
       state,
     );
     if (ctx.signal.aborted) {
-      record("turn.ended", { frame_id: frame.id, reason: "stopped by the operator" });
-      return { ok: false, reason: "stopped by the operator", effects: state.effects };
+      const reason = stopReason(ctx.signal);
+      record("turn.ended", { frame_id: frame.id, reason });
+      return { ok: false, reason, effects: state.effects };
     }
     if (waited !== undefined) {
+      // The wait is durable (its cell's outcome and tool result); the turn has not ended yet.
+      faultPoint("wait-before-wake");
       record("turn.ended", { frame_id: frame.id, reason: "wait", wait_reason: waited });
       return { ok: true, reason: "wait", effects: state.effects };
     }
@@ -136,22 +153,37 @@ async function requestStep(
     route,
     signal: ctx.signal,
   });
+  const report = (options.health ?? NO_TURN_HEALTH).modelCall(route);
   let turn;
   try {
     turn = await options.provider(route).streamChat({ messages: request.messages }, {
       signal: ctx.signal,
-      onDelta: (delta) =>
-        options.bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text }),
+      onDelta: (delta) => {
+        report.progress();
+        options.bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text });
+      },
     });
+    report.done(null);
   } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    if (!ctx.signal.aborted) report.done(`${route}: ${message}`);
     // The provider's failure (the error's cause) carries the text streamed before it.
     const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
     if (partial?.text) {
       record("scratchpad", { frame_id: frame.id, text: partial.text, partial: true });
     }
-    const message = error instanceof Error ? error.message : String(error);
+    if (ctx.signal.aborted) {
+      const reason = stopReason(ctx.signal);
+      record("turn.ended", { frame_id: frame.id, reason });
+      return { ok: false, reason, effects: state.effects };
+    }
     record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
-    return { ok: false, reason: `model failed: ${message}`, effects: state.effects };
+    return {
+      ok: false,
+      reason: `model failed: ${message}`,
+      effects: state.effects,
+      retriable: true,
+    };
   }
   noteUsage(options, session, { route, request, usage: turn.usage });
   // Tool-call ids are minted here: some providers repeat ids across responses, and a
@@ -170,6 +202,8 @@ async function requestStep(
       }
       : {}),
   }]);
+  // The reply is in the sequence now: a retry goes on from it, never repeats the inputs.
+  state.effects = true;
   if (turn.text !== "") {
     record("scratchpad", {
       frame_id: frame.id,
@@ -179,4 +213,10 @@ async function requestStep(
     });
   }
   return { calls };
+}
+
+/** Why a turn was stopped, from its abort signal: the operator, or a signal's shutdown. */
+function stopReason(signal: AbortSignal): string {
+  const why = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "");
+  return why ? `stopped: ${why}` : "stopped by the operator";
 }

@@ -1,32 +1,52 @@
 /**
- * Recovery of one session at start-up, before its loop runs and without any hook: the dead
- * owner's open frames are continued or given back, cells left without an outcome are
- * recorded `interrupted`, every tool call gets a result, and Discord sends that were in
- * flight become `unknown`.
+ * Recovery of one session at start-up (or after its loop met a store failure), before its
+ * loop runs and without any hook: cells left without an outcome are recorded `interrupted`,
+ * every tool call gets a result that says what its cell had done, the dead owner's open frames
+ * are finished, continued or given back, and Discord sends that were in flight become
+ * `unknown`.
  *
  * @module
  */
 
+import { effectsOfCell } from "../../store/effects.ts";
 import { appendEvent } from "../../store/events.ts";
 import { recoverOutbox } from "../../store/outbox.ts";
-import { closeDanglingToolCalls } from "../../store/provider_items.ts";
-import { frameHasCells, interruptOpenCells } from "../../store/cells.ts";
+import {
+  appendProviderItems,
+  closeDanglingToolCalls,
+  type DanglingCall,
+  frameHasItems,
+} from "../../store/provider_items.ts";
+import { interruptOpenCells, lastCellOfFrame } from "../../store/cells.ts";
 import { adoptFrame, finishFrame, type FrameRecord, openFrames } from "../../store/frames.ts";
 import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
+import { renderCellResult, renderEffects, storedCellResult } from "./_cell_output.ts";
 
 /** Options for {@linkcode recoverSession}. */
 export interface RecoveryOptions {
   log: Logger;
+  /** Why the work stopped, for the records and the model. @default {"the daemon restarted"} */
+  reason?: string;
 }
 
+/** What a continued turn's model reads after the results of its interrupted cells. */
+export const RESUMED_NOTE = "[runtime] the daemon restarted during this turn. Cells that had " +
+  "not finished were interrupted and not run again; each one's result lists the effects it " +
+  "had committed (messages sent, with their ids), which happened and must not be repeated. " +
+  "Continue the turn from here.";
+
 /**
- * Recovers a session after a restart. The caller holds the owner lock, so every open frame
- * belongs to a dead owner: a turn that had not run a cell gives its inputs back (the frame
- * is `abandoned`); one that had is adopted, to be continued so it can finish (and speak)
- * without repeating what it did.
+ * Recovers a session. The caller holds the owner lock and no turn of the session runs, so
+ * every open frame and open cell belongs to work that stopped: a cell without an outcome is
+ * `interrupted`; a tool call without a result gets one that lists the effects its cell
+ * committed and says it did not finish; a frame whose model never answered gives its inputs
+ * back (`abandoned`); one whose last cell called `wait()` is finished `done` without a model
+ * request; any other is adopted, told of the restart, and returned to be continued.
  *
  * On return every tool call of the session has exactly one result and no cell is open.
+ * Proven by the crash windows in `tests/crash/` (`publish-before-reply`, `wait-before-wake`,
+ * "three SIGKILLs mid-burst and mid-turn …").
  *
  * @returns the adopted frames, for the session loop to continue
  */
@@ -35,19 +55,40 @@ export function recoverSession(
   session: string,
   options: RecoveryOptions,
 ): FrameRecord[] {
+  const reason = options.reason ?? "the daemon restarted";
+  const interrupted = interruptOpenCells(store, session, `${reason} while it ran`);
+  const closed = closeDanglingToolCalls(
+    store,
+    session,
+    reason,
+    (call) => recoveredResult(store, call, reason),
+  );
   const abandoned: string[] = [];
+  const finished: string[] = [];
   const resumed: FrameRecord[] = [];
   for (const frame of openFrames(store, session)) {
-    if (frameHasCells(store, frame.id)) {
-      adoptFrame(store, frame.id);
-      resumed.push(frame);
-    } else {
-      finishFrame(store, frame.id, "abandoned", "the daemon restarted before the turn had effects");
+    if (!frameHasItems(store, frame.id)) {
+      finishFrame(store, frame.id, "abandoned", `${reason} before the model answered`);
       abandoned.push(frame.id);
+      continue;
     }
+    const last = lastCellOfFrame(store, frame.id);
+    const waited = (last?.result as { wait?: unknown } | null)?.wait;
+    if (last?.outcome === "ok" && waited !== null && waited !== undefined) {
+      // The turn had ended with wait(): finishing it needs no model request.
+      appendEvent(store, session, "turn.ended", {
+        frame_id: frame.id,
+        reason: "wait",
+        recovered: true,
+      });
+      finishFrame(store, frame.id, "done", `wait (recovered: ${reason} after the cell waited)`);
+      finished.push(frame.id);
+      continue;
+    }
+    adoptFrame(store, frame.id);
+    appendProviderItems(store, session, frame.id, [{ role: "user", content: RESUMED_NOTE }]);
+    resumed.push(frame);
   }
-  const interrupted = interruptOpenCells(store, session, "the daemon restarted while it ran");
-  const closed = closeDanglingToolCalls(store, session, "the daemon restarted");
   // Nobody knows whether a send that was in flight reached Discord: say so; the sender
   // reconciles it by its nonce and never blindly resends it.
   const unknownSends = recoverOutbox(store, session);
@@ -58,13 +99,33 @@ export function recoverSession(
       { count: unknownSends.length },
     );
   }
-  if (abandoned.length || resumed.length || interrupted.length || closed.length) {
+  if (
+    abandoned.length || resumed.length || finished.length || interrupted.length || closed.length
+  ) {
     appendEvent(store, session, "recovery", {
+      reason,
       abandoned_frames: abandoned,
       resumed_frames: resumed.map((frame) => frame.id),
+      finished_frames: finished,
       interrupted_cells: interrupted,
       closed_tool_calls: closed,
     });
   }
   return resumed;
+}
+
+/** The result a tool call gets at recovery: what its cell did, and whether it finished. */
+function recoveredResult(store: Store, call: DanglingCall, reason: string): string {
+  const cell = call.cell;
+  if (cell === undefined) {
+    return `[not run: ${reason} before this cell started; it was not run and did nothing]`;
+  }
+  const effects = effectsOfCell(store, cell.id);
+  if (cell.outcome === "interrupted") {
+    return `[interrupted: ${reason} while this cell ran; it did not finish and was not run ` +
+      `again]\n${renderEffects(effects)}`;
+  }
+  return `[recovered result: ${reason} after this cell ended]\n${
+    renderCellResult(storedCellResult(cell.outcome, cell.result), effects)
+  }`;
 }

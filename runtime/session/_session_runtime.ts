@@ -3,91 +3,43 @@
  *
  * Admission never passes through here: inputs are already durable when this loop is woken.
  * Inputs become consumed only through {@linkcode acceptFrame}; a failing hook or a turn that
- * failed before any effect leaves them pending, and the loop retries after a backoff.
+ * failed before any effect leaves them pending, and the loop retries after a backoff. A turn
+ * whose model request fails after it had effects keeps its frame and is continued from the
+ * persisted sequence with the same backoff; only when retries run out does it end `failed`.
+ * Inputs a plan ignores, and inputs pending past the configured age, end with that
+ * disposition, so none is pending forever.
  *
  * @module
  */
 
-import { z } from "zod";
 import { appendEvent } from "../../store/events.ts";
-import { acceptFrame, finishFrame, type FrameRecord } from "../../store/frames.ts";
+import { acceptFrame, finishFrame, type FrameRecord, getFrame } from "../../store/frames.ts";
 import { getInput, type InputRecord, pendingInputs, pendingSummary } from "../../store/inputs.ts";
 import { requireSession } from "../../store/sessions.ts";
-import type { Store } from "../../store/store.ts";
 import {
   DEFAULT_HOOK_TIMEOUT_MS,
-  type EventBus,
-  type HookName,
-  type Logger,
+  DEFAULT_RETRY_BASE_MS,
   type RecordInput,
   type RecordType,
   SerialRunner,
 } from "../core/mod.ts";
-import type { AttentionPlan, HookResult } from "../behavior/mod.ts";
+import { answered, callPlan, expireOld, frameOfPlan, inputsView, type Plan } from "./_attention.ts";
+import { recoverSession } from "./_recovery.ts";
+import type {
+  Continuation,
+  SessionRuntimeOptions,
+  SessionState,
+  TurnResult,
+} from "./_turn_types.ts";
 
-/**
- * Calls the policy hooks of one release: the active one between turns, the one its frame
- * recorded during a turn (a turn is pinned to its frame's release until it ends).
- */
-export interface HookCaller {
-  /** The release id the hooks come from. */
-  readonly revision: string;
-  /** The trace of the last call made through this caller, once it has ended. */
-  readonly lastTrace: string | null;
-  /** Runs one hook and checks its result against its contract; rejects on any failure. */
-  call<N extends HookName>(
-    name: N,
-    args: Record<string, unknown>,
-    options: { timeoutMs: number },
-  ): Promise<HookResult<N>>;
-}
-
-/** What a turn is given. */
-export interface TurnContext {
-  session: string;
-  frame: { id: string; number: number; policyRevision: string; routing: unknown };
-  inputs: InputRecord[];
-  /** True for a turn that a previous daemon started and this one continues. */
-  resumed: boolean;
-  /** Aborted when the operator stops the session. */
-  signal: AbortSignal;
-}
-
-/**
- * How a turn ended: `ok` when it finished (a wait, `turn.next`, the step limit), otherwise
- * failed; `effects` says whether it did something that must not be repeated (a cell ran).
- */
-export interface TurnResult {
-  ok: boolean;
-  /** Why it ended, for the frame record. */
-  reason: string;
-  effects: boolean;
-}
-
-/** Runs one turn for one accepted frame; a failure is a result, never a rejection. */
-export type TurnRunner = (context: TurnContext) => Promise<TurnResult>;
-
-/** Options for {@linkcode SessionRuntime}. */
-export interface SessionRuntimeOptions {
-  store: Store;
-  bus: EventBus;
-  session: string;
-  hooks: () => HookCaller;
-  turn: TurnRunner;
-  log: Logger;
-  /** @default {DEFAULT_HOOK_TIMEOUT_MS} */
-  hookTimeoutMs?: number;
-  /** Retries after failed attempts (1 s, 2 s, 4 s, … apart) before the loop waits for a wake. @default {6} */
-  maxRetries?: number;
-  /**
-   * Runs between frames, before each plan and each continued turn: where process roles whose
-   * dependencies changed are replaced. A failure is logged and the loop goes on.
-   */
-  boundary?: () => Promise<void>;
-}
-
-/** Why the loop is not taking new frames. */
-export type SessionState = "running" | "stopped" | "draining" | "drained";
+export type {
+  HookCaller,
+  SessionRuntimeOptions,
+  SessionState,
+  TurnContext,
+  TurnResult,
+  TurnRunner,
+} from "./_turn_types.ts";
 
 /**
  * The single owner of one session's turn loop.
@@ -103,17 +55,25 @@ export class SessionRuntime {
   #state: SessionState = "running";
   #loop = new SerialRunner(() => this.#takeFrames());
   #turnAbort: AbortController | undefined;
+  #planAbort: AbortController | undefined;
   #currentFrame: { id: string; number: number; startedAt: number } | undefined;
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  #expiryTimer: ReturnType<typeof setTimeout> | undefined;
   #failures = 0;
   #lastHookFailure: string | undefined;
-  #resumable: FrameRecord[] = [];
+  #continuations: Continuation[] = [];
+  #retrying: { frame: string; attempt: number; reason: string } | undefined;
+  /** Set when the loop met a store failure: the next pass recovers the session first. */
+  #repair = false;
 
   /** Creates the runtime; nothing runs until {@linkcode SessionRuntime.wake}. */
   constructor(options: SessionRuntimeOptions) {
     this.#o = {
       hookTimeoutMs: DEFAULT_HOOK_TIMEOUT_MS,
       maxRetries: 6,
+      retryBaseMs: DEFAULT_RETRY_BASE_MS,
+      inputExpireMs: Infinity,
+      inputWaitWarnMs: 300_000,
       boundary: () => Promise.resolve(),
       ...options,
     };
@@ -124,27 +84,25 @@ export class SessionRuntime {
     return this.#state;
   }
 
-  /** Schedules the loop; merged with a run already in progress. */
+  /** Schedules the loop; merged with a run already in progress. Never rejects. */
   wake(): void {
     if (this.#state !== "running") return;
-    void this.#loop.run();
+    this.#loop.run().catch((error) => this.#loopFailed(error));
   }
 
   /** A JSON view for `status` and `/health`. */
   status(): Record<string, unknown> {
-    // One aggregate query: /health calls this, and the backlog may be large.
-    const pending = pendingSummary(this.#o.store, this.#o.session);
-    const now = this.#o.store.clock();
+    const { store, session, inputWaitWarnMs } = this.#o;
+    const now = store.clock();
+    const inputs = inputsView(store, session, inputWaitWarnMs);
     return {
       state: this.#state,
-      pending_inputs: pending.count,
-      oldest_pending_age_ms: pending.oldestAdmittedAt === null
-        ? null
-        : now - pending.oldestAdmittedAt,
-      hook_backlog: this.#lastHookFailure === undefined ? 0 : pending.count,
+      ...inputs,
+      hook_backlog: this.#lastHookFailure === undefined ? 0 : inputs.pending_inputs,
       last_hook_failure: this.#lastHookFailure ?? null,
       consecutive_failures: this.#failures,
       stalled: this.#failures >= this.#o.maxRetries,
+      retrying: this.#retrying ?? null,
       current_frame: this.#currentFrame === undefined ? null : {
         ...this.#currentFrame,
         running_ms: now - this.#currentFrame.startedAt,
@@ -152,18 +110,19 @@ export class SessionRuntime {
     };
   }
 
-  /** Stops the current turn now and takes no new frames until {@linkcode resume}. */
+  /** Stops the current turn (or plan) now and takes no new frames until {@linkcode resume}. */
   async stop(reason: string): Promise<void> {
     this.#state = "stopped";
-    this.#clearRetry();
+    this.#clearTimers();
     this.#turnAbort?.abort(new Error(reason));
+    this.#planAbort?.abort(new Error(reason));
     await this.#loop.idle();
   }
 
   /** Lets the current turn finish, then takes no new frames. */
   async drain(): Promise<void> {
     this.#state = "draining";
-    this.#clearRetry();
+    this.#clearTimers();
     await this.#loop.idle();
     if (this.#state === "draining") this.#state = "drained";
   }
@@ -180,44 +139,39 @@ export class SessionRuntime {
    * them before it plans new frames.
    */
   resumeFrames(frames: FrameRecord[]): void {
-    this.#resumable.push(...frames);
+    this.#continue(frames.map((frame) => ({ frame, attempt: 0 })));
     this.wake();
   }
 
+  #continue(items: Continuation[]): void {
+    const queued = new Set(this.#continuations.map((c) => c.frame.id));
+    this.#continuations.push(...items.filter((c) => !queued.has(c.frame.id)));
+  }
+
   async #takeFrames(): Promise<void> {
-    while (this.#state === "running" && this.#resumable.length > 0) {
-      await this.#boundary();
-      const frame = this.#resumable.shift()!;
-      const ignored = new Set(
-        ((frame.routing as { ignored?: { input_id: string }[] })?.ignored ?? [])
-          .map((i) => i.input_id),
-      );
-      const inputs = frame.inputIds.filter((id) => !ignored.has(id))
-        .map((id) => getInput(this.#o.store, id)!);
-      await this.#runTurn(
-        { id: frame.id, number: frame.number, policyRevision: frame.policyRevision },
-        inputs,
-        (frame.routing ?? {}) as Record<string, unknown>,
-        true,
+    const { store, session, log } = this.#o;
+    if (this.#repair) {
+      this.#repair = false;
+      const reason = "the turn loop met a store failure";
+      this.#continue(
+        recoverSession(store, session, { log, reason }).map((frame) => ({ frame, attempt: 0 })),
       );
     }
+    if (expireOld(store, session, this.#o.inputExpireMs) > 0) this.#o.bus.wake(session);
+    while (this.#state === "running" && this.#continuations.length > 0) {
+      await this.#boundary();
+      const next = this.#continuations.shift()!;
+      if (!(await this.#runTurn(next.frame, next.attempt))) return this.#retryLater();
+    }
     while (this.#state === "running") {
-      const inputs = pendingInputs(this.#o.store, this.#o.session);
+      const inputs = pendingInputs(store, session);
       if (inputs.length === 0) return;
       await this.#boundary();
       const plan = await this.#plan(inputs);
       if (plan === undefined) return this.#retryLater();
-      const chosen = inputs.filter((input) => plan.consume.includes(input.id));
-      const ignored = plan.ignore.filter((i) =>
-        !plan.consume.includes(i.id) && inputs.some((input) => input.id === i.id)
-      );
-      if (chosen.length === 0 && ignored.length === 0) return; // nothing until the next wake
-      // Ignored inputs are taken by the frame, with their reasons, and given to no turn.
-      const routing = ignored.length === 0 ? plan.routing : {
-        ...plan.routing,
-        ignored: ignored.map((i) => ({ input_id: i.id, reason: i.reason })),
-      };
-      const ignoredIds = ignored.map((i) => i.id);
+      const { chosen, ignoredIds, routing } = frameOfPlan(plan, inputs);
+      // Ambient: nothing to do until the next wake, or until the oldest input expires.
+      if (chosen.length === 0 && ignoredIds.length === 0) return this.#scheduleExpiry();
       if (!(await this.#runFrame(chosen, { ...plan, routing }, ignoredIds))) {
         return this.#retryLater();
       }
@@ -235,22 +189,17 @@ export class SessionRuntime {
 
   async #plan(
     inputs: InputRecord[],
-  ): Promise<(z.infer<typeof AttentionPlan> & { revision: string; trace?: string }) | undefined> {
+  ): Promise<(Plan & { revision: string; trace?: string }) | undefined> {
     const hooks = this.#o.hooks();
+    const abort = new AbortController();
+    this.#planAbort = abort;
     try {
-      const value = await hooks.call("attention.plan", {
-        inputs: inputs.map((input) => ({
-          id: input.id,
-          source_kind: input.sourceKind,
-          conversation: input.conversationId,
-          author: input.author,
-          body: input.body,
-          received_at: input.receivedAt,
-        })),
-        session: { id: this.#o.session },
-      }, { timeoutMs: this.#o.hookTimeoutMs });
+      const plan = await callPlan(hooks, this.#o.session, inputs, {
+        timeoutMs: this.#o.hookTimeoutMs,
+        signal: abort.signal,
+      });
       this.#lastHookFailure = undefined;
-      return { ...value, revision: hooks.revision, trace: hooks.lastTrace ?? undefined };
+      return { ...plan, revision: hooks.revision, trace: hooks.lastTrace ?? undefined };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       this.#lastHookFailure = message;
@@ -262,22 +211,24 @@ export class SessionRuntime {
         ...(hooks.lastTrace === null ? {} : { trace_id: hooks.lastTrace }),
       });
       return undefined;
+    } finally {
+      this.#planAbort = undefined;
     }
   }
 
   /**
-   * Runs one frame; returns `false` when its inputs were given back and a retry is due. A frame
-   * of ignored inputs only runs no turn: it ends `done` at once. The frame records the release
-   * its plan ran on; its turn is pinned to it.
+   * Accepts a frame for `inputs` (and the ignored ones) and runs its turn; `false` when a retry
+   * is due. A frame of ignored inputs only runs no turn: it ends `done` at once. The frame
+   * records the release its plan ran on; its turn is pinned to it.
    */
   async #runFrame(
     inputs: InputRecord[],
     plan: { routing: Record<string, unknown>; revision: string; trace?: string },
-    ignoredIds: string[] = [],
+    ignoredIds: string[],
   ): Promise<boolean> {
     const { store, session } = this.#o;
     const sessionRow = requireSession(store, session);
-    const frame = acceptFrame(store, {
+    const accepted = acceptFrame(store, {
       session,
       inputIds: [...inputs.map((input) => input.id), ...ignoredIds],
       routing: plan.routing,
@@ -287,25 +238,19 @@ export class SessionRuntime {
     });
     this.#o.bus.wake(session);
     if (inputs.length === 0) {
-      finishFrame(store, frame.frameId, "done", "every input ignored; no turn");
+      finishFrame(store, accepted.frameId, "done", "every input ignored; no turn");
       this.#o.bus.wake(session);
       return true;
     }
-    return await this.#runTurn(
-      { id: frame.frameId, number: frame.number, policyRevision: plan.revision },
-      inputs,
-      plan.routing,
-      false,
-    );
+    return await this.#runTurn(getFrame(store, accepted.frameId)!, -1, inputs);
   }
 
-  /** Runs the turn of an accepted frame; `false` when its inputs were given back. */
-  async #runTurn(
-    frame: { id: string; number: number; policyRevision: string },
-    inputs: InputRecord[],
-    routing: Record<string, unknown>,
-    resumed: boolean,
-  ): Promise<boolean> {
+  /**
+   * Runs the turn of an open frame (`attempt` -1 for a new frame, 0 for one adopted at start,
+   * 1, 2, … for a retry) and ends the frame as its result says. Returns `false` when a retry is
+   * due: the frame gave its inputs back, or it stays open to be continued after the backoff.
+   */
+  async #runTurn(frame: FrameRecord, attempt: number, given?: InputRecord[]): Promise<boolean> {
     const { store, session } = this.#o;
     const abort = new AbortController();
     this.#turnAbort = abort;
@@ -313,9 +258,15 @@ export class SessionRuntime {
     try {
       const result = await this.#o.turn({
         session,
-        frame: { ...frame, routing },
-        inputs,
-        resumed,
+        frame: {
+          id: frame.id,
+          number: frame.number,
+          policyRevision: frame.policyRevision,
+          routing: frame.routing ?? {},
+        },
+        inputs: given ?? answered(frame).map((id) => getInput(store, id)!),
+        resumed: attempt >= 0,
+        ...(attempt > 0 ? { attempt } : {}),
         signal: abort.signal,
       }).catch((error): TurnResult => ({
         // A runner that broke its contract may have done anything: keep the inputs with the
@@ -324,32 +275,50 @@ export class SessionRuntime {
         reason: error instanceof Error ? error.message : String(error),
         effects: true,
       }));
-      if (result.ok) {
-        finishFrame(store, frame.id, "done", result.reason);
-        this.#failures = 0;
-        return true;
-      }
-      const { reason, effects } = result;
-      const stopped = abort.signal.aborted;
-      // A turn that failed before any effect gives its inputs back; one that had effects keeps
-      // them, so nothing it did is repeated.
-      const end = stopped || effects ? "failed" : "abandoned";
-      finishFrame(
-        store,
-        frame.id,
-        end,
-        `${stopped ? "stopped: " : ""}${reason}`.slice(0, 1000),
-      );
-      this.#o.log.warn("frame.ended", `frame ${frame.number} ${end}: ${reason}`, {
-        frame: frame.number,
-        end,
-      });
-      return end !== "abandoned";
+      return this.#endTurn(frame, Math.max(attempt, 0), result, abort.signal.aborted);
     } finally {
       this.#turnAbort = undefined;
       this.#currentFrame = undefined;
       this.#o.bus.wake(session);
     }
+  }
+
+  #endTurn(frame: FrameRecord, attempt: number, result: TurnResult, stopped: boolean): boolean {
+    const { store, log } = this.#o;
+    this.#retrying = undefined;
+    if (result.ok) {
+      finishFrame(store, frame.id, "done", result.reason.slice(0, 1000));
+      this.#failures = 0;
+      return true;
+    }
+    const { reason, effects } = result;
+    if (!stopped && effects && result.retriable && this.#failures < this.#o.maxRetries) {
+      // The turn had effects: its frame stays open, and it is continued from the persisted
+      // sequence after the same backoff a turn without effects would wait.
+      this.#retrying = { frame: frame.id, attempt: attempt + 1, reason: reason.slice(0, 500) };
+      this.#continuations.unshift({ frame, attempt: attempt + 1 });
+      this.#record("turn.retrying", {
+        frame_id: frame.id,
+        attempt: attempt + 1,
+        delay_ms: this.#delay(),
+        reason: reason.slice(0, 1000),
+      });
+      return false;
+    }
+    // A turn that failed before any effect gives its inputs back; one that had effects keeps
+    // them, so nothing it did is repeated.
+    const end = stopped || effects ? "failed" : "abandoned";
+    const why = stopped || !effects || !result.retriable
+      ? reason
+      : `gave up after ${attempt} retries: ${reason}; its inputs were seen but not answered`;
+    finishFrame(store, frame.id, end, why.slice(0, 1000));
+    log.warn("frame.ended", `frame ${frame.number} ${end}: ${why}`, { frame: frame.number, end });
+    return end !== "abandoned";
+  }
+
+  /** The backoff before the next retry: 1 s, 2 s, 4 s, … at most a minute. */
+  #delay(): number {
+    return Math.min(60_000, this.#o.retryBaseMs * 2 ** Math.min(this.#failures, 6));
   }
 
   #retryLater(): void {
@@ -364,7 +333,7 @@ export class SessionRuntime {
       });
       return;
     }
-    const delay = Math.min(60_000, 1000 * 2 ** Math.min(this.#failures, 6));
+    const delay = this.#delay();
     this.#failures++;
     this.#retryTimer = setTimeout(() => {
       this.#retryTimer = undefined;
@@ -372,18 +341,56 @@ export class SessionRuntime {
     }, delay);
   }
 
+  /** Wakes the loop when the oldest pending input is due to expire. */
+  #scheduleExpiry(): void {
+    if (this.#expiryTimer !== undefined || !Number.isFinite(this.#o.inputExpireMs)) return;
+    const oldest = pendingSummary(this.#o.store, this.#o.session).oldestAdmittedAt;
+    if (oldest === null) return;
+    const due = oldest + this.#o.inputExpireMs - this.#o.store.clock();
+    this.#expiryTimer = setTimeout(() => {
+      this.#expiryTimer = undefined;
+      this.wake();
+    }, Math.min(Math.max(due, 0) + 1, 2 ** 31 - 1));
+  }
+
+  /**
+   * A pass of the loop threw (the store could not read or commit): it is logged, and the next
+   * pass, after the backoff, recovers the session first so every tool call has its result.
+   */
+  #loopFailed(error: unknown): void {
+    const message = error instanceof Error ? error.message : String(error);
+    this.#o.log.error(
+      "session.loop_failed",
+      `session ${this.#o.session}: the turn loop failed (${message}); it recovers and retries after a backoff`,
+      { session: this.#o.session },
+    );
+    this.#repair = true;
+    this.#retryLater();
+  }
+
   #clearRetry(): void {
     if (this.#retryTimer !== undefined) clearTimeout(this.#retryTimer);
     this.#retryTimer = undefined;
   }
 
+  #clearTimers(): void {
+    this.#clearRetry();
+    if (this.#expiryTimer !== undefined) clearTimeout(this.#expiryTimer);
+    this.#expiryTimer = undefined;
+  }
+
+  /** Appends a record; a store that cannot take it is logged, never thrown at the loop. */
   #record<T extends RecordType>(type: T, body: RecordInput<T>): void {
-    appendEvent(this.#o.store, this.#o.session, type, body);
-    this.#o.bus.wake(this.#o.session);
+    try {
+      appendEvent(this.#o.store, this.#o.session, type, body);
+      this.#o.bus.wake(this.#o.session);
+    } catch (error) {
+      this.#o.log.error("session.record_failed", `cannot record ${type}: ${error}`, { type });
+    }
   }
 
   /** Clears timers; call after {@linkcode stop} or {@linkcode drain}. */
   dispose(): void {
-    this.#clearRetry();
+    this.#clearTimers();
   }
 }

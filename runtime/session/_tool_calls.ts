@@ -8,12 +8,14 @@
 
 import { finishCell, startCell } from "../../store/cells.ts";
 import { indexArtifact } from "../../store/history_index.ts";
+import { effectsOfCell } from "../../store/effects.ts";
 import { appendProviderItems } from "../../store/provider_items.ts";
 import type { Store } from "../../store/store.ts";
-import type { EventBus } from "../core/mod.ts";
+import { type EventBus, faultPoint } from "../core/mod.ts";
 import type { CellResult } from "../kernel/mod.ts";
 import { parseCode, renderCellResult, spoolLongText } from "./_cell_output.ts";
-import type { TurnContext } from "./_session_runtime.ts";
+import type { TurnContext } from "./_turn_types.ts";
+import type { TurnHealth } from "./_turn_health.ts";
 
 /** The session's kernel as the loop uses it. */
 export interface TurnKernel {
@@ -40,6 +42,8 @@ export interface ToolCallDeps {
   cellTimeoutMs: number;
   /** The artifacts directory's size limit (the `artifact_disk_mb` budget). @default 256 MiB */
   artifactBytes?: number;
+  /** Where artifact writes are reported for `/health`. */
+  health: TurnHealth;
 }
 
 /** One tool call of an assistant reply, with its host-minted id. */
@@ -85,8 +89,11 @@ export async function runToolCalls(
       answer(call.id, code.error);
       continue;
     }
-    const result = await runCell(deps, ctx, call.id, code, state);
-    answer(call.id, renderCellResult(result));
+    const { cellId, result } = await runCell(deps, ctx, call.id, code, state);
+    // The outcome is durable; the model has not been told yet.
+    faultPoint("outcome-before-result");
+    const unfinished = !["ok", "error"].includes(result.outcome);
+    answer(call.id, renderCellResult(result, unfinished ? effectsOfCell(store, cellId) : []));
     bus.wake(session);
     if (result.wait !== null) waited = result.wait.reason;
   }
@@ -100,7 +107,7 @@ async function runCell(
   toolCallId: string,
   code: string,
   state: { effects: boolean },
-): Promise<CellResult> {
+): Promise<{ cellId: string; result: CellResult }> {
   const { store, bus, kernel } = deps;
   const { session, frame } = ctx;
   const generation = await kernel.generation();
@@ -114,9 +121,14 @@ async function runCell(
       bus.emit(session, { kind: "cell.output", session, cell: cellId, name, text }),
   });
   // Long output is spooled whole to an artifact; records and the model get an excerpt that
-  // names it, so nothing printed is discarded and no record is huge.
-  const stdout = await spoolLongText(store.stateDir, result.stdout, deps.artifactBytes);
-  const stderr = await spoolLongText(store.stateDir, result.stderr, deps.artifactBytes);
+  // names it, so nothing printed is discarded and no record is huge. A failed write keeps the
+  // excerpt and names the failure: the cell still gets its outcome.
+  const spool = {
+    budgetBytes: deps.artifactBytes,
+    report: (error: string | null) => deps.health.artifactWrite(error),
+  };
+  const stdout = await spoolLongText(store.stateDir, result.stdout, spool);
+  const stderr = await spoolLongText(store.stateDir, result.stderr, spool);
   // A spooled output is searchable whole (history.search), not only its excerpt.
   for (const [spooled, text] of [[stdout, result.stdout], [stderr, result.stderr]] as const) {
     if (spooled.artifact === undefined) continue;
@@ -136,10 +148,12 @@ async function runCell(
       stderr: stderr.text,
       ...(stdout.artifact ? { stdout_artifact: stdout.artifact } : {}),
       ...(stderr.artifact ? { stderr_artifact: stderr.artifact } : {}),
+      ...(stdout.artifactError ? { stdout_artifact_error: stdout.artifactError } : {}),
+      ...(stderr.artifactError ? { stderr_artifact_error: stderr.artifactError } : {}),
       error: result.error,
       wait: result.wait,
       duration_ms: Math.round(result.duration_ms),
     },
   });
-  return { ...result, stdout: stdout.text, stderr: stderr.text };
+  return { cellId, result: { ...result, stdout: stdout.text, stderr: stderr.text } };
 }

@@ -10,7 +10,7 @@ import { appendEvent } from "../../store/events.ts";
 import type { Store } from "../../store/store.ts";
 import { DEFAULT_HOOK_TIMEOUT_MS, type EventBus, type HookName, type Logger } from "../core/mod.ts";
 import type { HookResult } from "../behavior/mod.ts";
-import type { HookCaller } from "./_session_runtime.ts";
+import type { HookCaller } from "./_turn_types.ts";
 
 /** What a turn's hook calls need. */
 export interface TurnHookDeps {

@@ -23,3 +23,4 @@ export {
   type TurnContext,
   type TurnResult,
 } from "./_session_runtime.ts";
+export { type ModelCallReport, type TurnHealth } from "./_turn_health.ts";

@@ -83,6 +83,17 @@ class RpcTest(KernelCase):
         await self.kernel.idle()
         self.assertEqual(self.wire.reply("e1")["result"]["value"], "{'send_id': 'snd_1', 'seq': 4}")
 
+    async def test_local_send_passes_its_key(self) -> None:
+        """`local.send(text, key=...)` sends the key with the text; a bad key is refused locally."""
+        frame = await self._start("await local.send('hello', key='greet-1')")
+        self.assertEqual(frame["params"], {"text": "hello", "key": "greet-1"})
+        receipt = {"send_id": "snd_1", "seq": 4, "ordinal": 1, "duplicate": True}
+        self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": receipt})
+        await self.kernel.idle()
+        self.assertIn("'duplicate': True", self.wire.reply("e1")["result"]["value"])
+        bad = await self.call({"kind": "execute", "id": "e2", "cell": "c", "code": "await local.send('x', key='')"})
+        self.assertEqual(bad["result"]["error"]["message"], "cannot send: key must be a string of 1-200 characters (got '')")
+
     async def test_local_send_refuses_empty_and_non_text(self) -> None:
         """`local.send()` refuses empty or non-string text before asking the host."""
         await self.init()

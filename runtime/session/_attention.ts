@@ -1,0 +1,117 @@
+/**
+ * Attention for one pass of the session loop: `attention.plan` over the pending inputs, and
+ * the inputs that waited past the configured age expired — so every input ends with a recorded
+ * disposition (a frame that answers it, a frame that ignored it with its reason, or expiry),
+ * and none is pending forever.
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import {
+  dismissInputs,
+  type InputRecord,
+  pendingBefore,
+  pendingSummary,
+} from "../../store/inputs.ts";
+import type { FrameRecord } from "../../store/frames.ts";
+import type { Store } from "../../store/store.ts";
+import type { AttentionPlan } from "../behavior/mod.ts";
+import type { HookCaller } from "./_turn_types.ts";
+
+/** What a plan decided for one pass. */
+export type Plan = z.infer<typeof AttentionPlan>;
+
+/** Calls `attention.plan` over `inputs`; rejects with the hook's failure. */
+export function callPlan(
+  hooks: HookCaller,
+  session: string,
+  inputs: InputRecord[],
+  options: { timeoutMs: number; signal: AbortSignal },
+): Promise<Plan> {
+  return hooks.call("attention.plan", {
+    inputs: inputs.map((input) => ({
+      id: input.id,
+      source_kind: input.sourceKind,
+      conversation: input.conversationId,
+      author: input.author,
+      body: input.body,
+      received_at: input.receivedAt,
+    })),
+    session: { id: session },
+  }, options);
+}
+
+/**
+ * What a plan makes of `inputs`: the inputs a turn answers, and the ones it ignores — taken by
+ * the same frame, their reasons in its routing, given to no turn.
+ */
+export function frameOfPlan(plan: Plan, inputs: InputRecord[]): {
+  chosen: InputRecord[];
+  ignoredIds: string[];
+  routing: Record<string, unknown>;
+} {
+  const chosen = inputs.filter((input) => plan.consume.includes(input.id));
+  const ignored = plan.ignore.filter((i) =>
+    !plan.consume.includes(i.id) && inputs.some((input) => input.id === i.id)
+  );
+  const routing = ignored.length === 0 ? plan.routing : {
+    ...plan.routing,
+    ignored: ignored.map((i) => ({ input_id: i.id, reason: i.reason })),
+  };
+  return { chosen, ignoredIds: ignored.map((i) => i.id), routing };
+}
+
+/** The inputs of a frame a turn answers: all but those the plan ignored. */
+export function answered(frame: FrameRecord): string[] {
+  const ignored = new Set(
+    ((frame.routing as { ignored?: { input_id: string }[] })?.ignored ?? []).map((i) => i.input_id),
+  );
+  return frame.inputIds.filter((id) => !ignored.has(id));
+}
+
+/**
+ * Expires the inputs pending for longer than `expireMs`, each with an `input.expired` record.
+ *
+ * @returns how many expired
+ */
+export function expireInputs(store: Store, session: string, expireMs: number): number {
+  if (!Number.isFinite(expireMs)) return 0;
+  let expired = 0;
+  for (let pass = 0; pass < 100; pass++) {
+    const old = pendingBefore(store, session, store.clock() - expireMs, 1000);
+    if (old.inputs.length === 0) break;
+    expired += dismissInputs(store, {
+      session,
+      inputIds: old.inputs.map((input) => input.id),
+      disposition: "expired",
+      reason: `pending for more than ${expireMs} ms without a frame`,
+    }).length;
+  }
+  return expired;
+}
+
+/**
+ * The session's inputs as `status` shows them: how many are pending, the oldest one's age, and
+ * those waiting longer than `warnMs` (how many, and the first five).
+ */
+export function inputsView(store: Store, session: string, warnMs: number) {
+  // Aggregate queries only: /health calls this, and the backlog may be large.
+  const pending = pendingSummary(store, session);
+  const now = store.clock();
+  const waiting = pendingBefore(store, session, now - warnMs, 5);
+  return {
+    pending_inputs: pending.count,
+    oldest_pending_age_ms: pending.oldestAdmittedAt === null
+      ? null
+      : now - pending.oldestAdmittedAt,
+    waiting_inputs: waiting.count,
+    waiting_threshold_ms: warnMs,
+    waiting: waiting.inputs.map((input) => ({
+      id: input.id,
+      waited_ms: now - input.admittedAt,
+      conversation: input.conversationId,
+      author: input.author,
+    })),
+  };
+}
