@@ -4,14 +4,16 @@
  * The first 100 bytes are checked for the SQLite header before SQLite sees the file. A SQLite
  * file is then read through a read-only connection, which takes only shared locks and never
  * writes the database or its `-wal`, so tables that live only in an uncheckpointed WAL are
- * seen too. A `-wal` or `-shm` that this read had to create is removed again when the file
- * turns out not to be klbr's, so a refused file is left exactly as it was found.
+ * seen too. A klbr store is then checked with `PRAGMA quick_check`: a damaged one is refused
+ * before anything writes to it. A `-wal` or `-shm` that this read had to create is removed
+ * again when the file is refused, so a refused file is left exactly as it was found.
  *
  * @module
  */
 
 import { DatabaseSync } from "node:sqlite";
 import { KlbrError } from "../runtime/core/mod.ts";
+import { storeFailure } from "./_store_errors.ts";
 import { LATEST_VERSION, STORE_FORMAT } from "./migrations.ts";
 
 /** What an inspected path holds. */
@@ -43,6 +45,13 @@ function foreign(path: string, found: string): KlbrError {
   );
 }
 
+function damaged(path: string, found: string): KlbrError {
+  return new KlbrError(
+    "store_corrupt",
+    `cannot open store ${path}: the file is damaged (${found.slice(0, 300)}); restore a backup (deno task klbr restore <dir>) or move the file aside; it was left unchanged (got ${path})`,
+  );
+}
+
 function readHeader(path: string): Uint8Array {
   const file = Deno.openSync(path, { read: true });
   try {
@@ -63,6 +72,8 @@ interface Schema {
   tables: string[];
   userVersion: number;
   format: string | null | undefined;
+  /** `quick_check`'s findings for a klbr store: `["ok"]` when it is intact. */
+  check: string[];
 }
 
 function readSchema(path: string): Schema {
@@ -80,7 +91,11 @@ function readSchema(path: string): Schema {
         | undefined;
       format = row ? String(row.value) : null;
     }
-    return { tables, userVersion, format };
+    const check = format === STORE_FORMAT
+      ? (db.prepare("PRAGMA quick_check(5)").all() as { quick_check: string }[])
+        .map((r) => r.quick_check)
+      : ["ok"];
+    return { tables, userVersion, format, check };
   } finally {
     db.close();
   }
@@ -91,9 +106,10 @@ function judge(path: string, schema: Schema): StoreFileState {
     if (schema.userVersion > LATEST_VERSION) {
       throw foreign(
         path,
-        `a klbr store at schema version ${schema.userVersion}, newer than this build's ${LATEST_VERSION}`,
+        `a klbr store at schema version ${schema.userVersion}, newer than this build's ${LATEST_VERSION} (run the klbr build that wrote it, or restore a backup made by this one)`,
       );
     }
+    if (schema.check.join() !== "ok") throw damaged(path, `quick_check found ${schema.check.join("; ")}`);
     return "klbr";
   }
   if (schema.format !== undefined) {
@@ -136,6 +152,7 @@ export function inspectStoreFile(path: string): StoreFileState {
   } catch (error) {
     for (const [i, side] of sideFiles.entries()) if (!existed[i]) removeIfPresent(side);
     if (error instanceof KlbrError) throw error;
+    if (storeFailure(error) === "corrupt") throw damaged(path, (error as Error).message);
     throw foreign(path, `a SQLite file that cannot be read (${(error as Error).message})`);
   }
 }

@@ -24,7 +24,10 @@ const BY_MESSAGE: [RegExp, StoreFailure][] = [
   [/database or disk is full|No space left on device|os error 28/i, "full"],
   [/malformed|file is not a database|database corruption|os error 117/i, "corrupt"],
   [/disk I\/O error|os error 5\b/i, "io"],
-  [/readonly database|Read-only file system|os error 30|unable to open database file/i, "readonly"],
+  [
+    /readonly database|Read-only file system|os error 30|unable to open database file|Operation not permitted|os error 1\b|Permission denied \(os error 13\)/i,
+    "readonly",
+  ],
 ];
 
 /** Classifies an error thrown by SQLite or the file system; `undefined` when it is neither. */
@@ -90,4 +93,45 @@ export function injectedSqliteFull(): Error {
     code: "ERR_SQLITE_ERROR",
     errcode: SQLITE_FULL,
   });
+}
+
+const START_ADVICE: Record<Exclude<StoreFailure, "corrupt">, string> = {
+  full: "the disk holding it is full; free space on it, then start again",
+  io: "the disk reported an I/O error; check the disk, then start again",
+  readonly:
+    "it cannot be written (a read-only file system, or an immutable or read-only file); make it writable, then start again",
+};
+
+/**
+ * The one-line refusal for a state directory that cannot be used at start, or `undefined`
+ * when `error` is not a disk or store failure: `state_unusable` for a full, read-only or
+ * failing disk, `store_corrupt` for a damaged store (restore a backup).
+ *
+ * @example
+ * ```ts
+ * unusableState("open store", ".klbr", new Error("Read-only file system (os error 30)"))?.code;
+ * // "state_unusable"
+ * ```
+ */
+export function unusableState(
+  action: string,
+  stateDir: string,
+  error: unknown,
+): KlbrError | undefined {
+  if (error instanceof KlbrError) return undefined;
+  const failure = storeFailure(error);
+  if (failure === undefined) return undefined;
+  const detail = (error instanceof Error ? error.message : String(error)).slice(0, 300);
+  if (failure === "corrupt") {
+    return new KlbrError(
+      "store_corrupt",
+      `cannot ${action}: the store in ${stateDir} is damaged (${detail}); restore a backup (deno task klbr restore <dir>) (got ${stateDir})`,
+      { cause: error },
+    );
+  }
+  return new KlbrError(
+    "state_unusable",
+    `cannot ${action}: the state directory ${stateDir} is unusable: ${START_ADVICE[failure]} (got ${detail})`,
+    { cause: error },
+  );
 }

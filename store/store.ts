@@ -25,11 +25,14 @@ import {
   storeError,
   type StoreFailure,
   storeFailure,
+  unusableState,
 } from "./_store_errors.ts";
 import { schemaError } from "./_schema_error.ts";
 import { migrate, STORE_FORMAT } from "./migrations.ts";
 import { acquireOwnerLock, type OwnerLock, releaseOwnerLock } from "./owner_lock.ts";
 import { checkSqliteVersion, linkedSqliteVersion } from "./version_guard.ts";
+
+export { unusableState } from "./_store_errors.ts";
 
 /** The store's file name inside the state directory. */
 export const STORE_FILE = "runtime.sqlite";
@@ -337,8 +340,9 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
     Deno.mkdirSync(stateDir, { recursive: true });
   }
   const path = join(stateDir, STORE_FILE);
-  const lock = owner ? acquireOwnerLock(stateDir, clock()) : undefined;
+  let lock: OwnerLock | undefined;
   try {
+    lock = owner ? acquireOwnerLock(stateDir, clock()) : undefined;
     const state = inspectStoreFile(path);
     if (state === "absent" && !create) {
       throw new KlbrError(
@@ -346,10 +350,43 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
         `cannot open store: ${STORE_FILE} does not exist; run init (got ${path})`,
       );
     }
+    if (state !== "klbr") refuseLostHistory(stateDir, path, state);
+    else if (owner) requireWritable(path);
     const db = connect(path, busyTimeoutMs);
     return new SqliteStore(db, stateDir, path, clock, lock, onHealthChange);
   } catch (error) {
     if (lock !== undefined) releaseOwnerLock(lock);
-    throw error;
+    throw unusableState("open store", stateDir, error) ?? error;
   }
+}
+
+/** What the state directory holds beside the store that only a store with history points at. */
+const HISTORY_DIRS = ["releases", "artifacts"];
+
+/**
+ * Refuses to start a fresh store where the state directory shows one existed: releases or
+ * artifacts beside an absent or zero-byte `runtime.sqlite` mean its history was lost, and a
+ * new empty store would hide that.
+ */
+function refuseLostHistory(stateDir: string, path: string, state: "absent" | "empty"): void {
+  const found = HISTORY_DIRS.filter((dir) => {
+    try {
+      for (const _ of Deno.readDirSync(join(stateDir, dir))) return true;
+    } catch { /* absent */ }
+    return false;
+  });
+  if (found.length === 0) return;
+  throw new KlbrError(
+    "store_corrupt",
+    `cannot open store: ${STORE_FILE} is ${
+      state === "absent" ? "missing" : "empty (zero bytes)"
+    } but the state directory holds ${
+      found.join(" and ")
+    }, so its history is gone; restore a backup (deno task klbr restore <dir>), or move the directory aside to start afresh (got ${path})`,
+  );
+}
+
+/** Opening for write changes nothing; a file that refuses it is refused before SQLite sees it. */
+function requireWritable(path: string): void {
+  Deno.openSync(path, { read: true, write: true }).close();
 }

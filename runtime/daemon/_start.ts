@@ -8,7 +8,7 @@
 
 import { join } from "node:path";
 import { DEFAULT_SESSION } from "../../store/sessions.ts";
-import { openStore, type Store } from "../../store/store.ts";
+import { openStore, type Store, unusableState } from "../../store/store.ts";
 import { prepareBehavior } from "../behavior/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { budgetOf } from "../context/mod.ts";
@@ -35,10 +35,20 @@ export interface DaemonParts {
  * Opens the state and starts every part; on return the default session has been recovered
  * and its loop is running.
  *
- * @throws {KlbrError} from the store (owner lock held, foreign or too-new store) and from
- * behaviour publication.
+ * @throws {KlbrError} from the store (owner lock held, foreign or too-new store, damaged:
+ * `store_corrupt`) and from behaviour publication; `state_unusable` for a state directory on a
+ * full or read-only disk, or a store file that cannot be written.
  */
 export async function startDaemon(settings: ServeSettings, log: Logger): Promise<DaemonParts> {
+  try {
+    return await start(settings, log);
+  } catch (error) {
+    // A full, read-only or damaged state directory is one clear line saying what to do.
+    throw unusableState("start", settings.stateDir, error) ?? error;
+  }
+}
+
+async function start(settings: ServeSettings, log: Logger): Promise<DaemonParts> {
   await initStateDir(settings.stateDir);
   const store = openStore(settings.stateDir, {
     create: false,

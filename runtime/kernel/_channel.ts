@@ -6,7 +6,13 @@
  */
 
 import { encodeFrame, FrameDecoderStream } from "./_frame_codec.ts";
-import { type HostFrame, KlbrError, parseWorkerFrame, type WorkerFrame } from "../core/mod.ts";
+import {
+  faultPoint,
+  type HostFrame,
+  KlbrError,
+  parseWorkerFrame,
+  type WorkerFrame,
+} from "../core/mod.ts";
 import { killProcessGroup } from "./_process_group.ts";
 import { ByteRing, settlesWithin } from "./_parts.ts";
 
@@ -72,8 +78,21 @@ export class WorkerChannel {
    * @throws {KlbrError} `frame_oversize` when the frame is over the cap (nothing is sent).
    */
   send(frame: HostFrame): void {
-    const bytes = encodeFrame(frame, this.#maxFrameBytes);
-    this.#writes = this.#writes.then(() => this.#writer.write(bytes)).catch((cause) => {
+    let bytes = encodeFrame(frame, this.#maxFrameBytes);
+    let cut: unknown;
+    if (frame.kind === "execute") {
+      try {
+        faultPoint("frame-write");
+      } catch (error) {
+        // The injected failure writes half the frame, as a write cut off by a dying pipe does.
+        cut = error;
+        bytes = bytes.subarray(0, bytes.length >> 1);
+      }
+    }
+    this.#writes = this.#writes.then(async () => {
+      await this.#writer.write(bytes);
+      if (cut !== undefined) throw cut;
+    }).catch((cause) => {
       this.#events.broken(
         new KlbrError("worker_failed", `cannot write to workbench: ${String(cause)}`, { cause }),
       );

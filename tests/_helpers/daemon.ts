@@ -45,8 +45,16 @@ export interface TestDaemon {
   stop(): Promise<number>;
   /** Sends SIGKILL to the daemon and its workbench process groups. */
   kill(): Promise<void>;
-  /** Starts a new daemon on the same state directory and workspace. */
-  restart(): Promise<TestDaemon>;
+  /**
+   * Resolves when the daemon has ended by itself (a fault point's `kill`, a refused start),
+   * with its status; its workbench processes are killed too.
+   */
+  exited(): Promise<Deno.CommandStatus>;
+  /**
+   * Starts a new daemon on the same state directory and workspace; `options` replace the
+   * first start's (e.g. `env` without `KLBR_FAULTS`).
+   */
+  restart(options?: Partial<TestDaemonOptions>): Promise<TestDaemon>;
 }
 
 /** The serve task's `deno run` permission flags, read from deno.json. */
@@ -150,9 +158,31 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
       await status;
       await pumps;
     },
-    restart: () => startTestDaemon({ ...options, stateDir, workspace }),
+    async exited() {
+      const s = await status;
+      await pumps;
+      await killProcessesIn(workspace);
+      return s;
+    },
+    restart: (more = {}) => startTestDaemon({ ...options, ...more, stateDir, workspace }),
   };
   return daemon;
+}
+
+/**
+ * SIGKILLs every process whose working directory is inside `dir`: what a daemon that killed
+ * itself leaves of its workbench and hook workers (they would end at end of input anyway).
+ */
+export async function killProcessesIn(dir: string): Promise<void> {
+  const real = await Deno.realPath(dir).catch(() => dir);
+  for await (const entry of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    const cwd = await Deno.readLink(`/proc/${entry.name}/cwd`).catch(() => "");
+    if (cwd !== real && !cwd.startsWith(`${real}/`)) continue;
+    try {
+      Deno.kill(Number(entry.name), "SIGKILL");
+    } catch { /* gone */ }
+  }
 }
 
 /** SIGKILLs a process and every process group its children lead (read with `ps`). */
