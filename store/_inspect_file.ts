@@ -48,7 +48,9 @@ function foreign(path: string, found: string): KlbrError {
 function damaged(path: string, found: string): KlbrError {
   return new KlbrError(
     "store_corrupt",
-    `cannot open store ${path}: the file is damaged (${found.slice(0, 300)}); restore a backup (deno task klbr restore <dir>) or move the file aside; it was left unchanged (got ${path})`,
+    `cannot open store ${path}: the file is damaged (${
+      found.slice(0, 300)
+    }); restore a backup (deno task klbr restore <dir>) or move the file aside; it was left unchanged (got ${path})`,
   );
 }
 
@@ -109,7 +111,9 @@ function judge(path: string, schema: Schema): StoreFileState {
         `a klbr store at schema version ${schema.userVersion}, newer than this build's ${LATEST_VERSION} (run the klbr build that wrote it, or restore a backup made by this one)`,
       );
     }
-    if (schema.check.join() !== "ok") throw damaged(path, `quick_check found ${schema.check.join("; ")}`);
+    if (schema.check.join() !== "ok") {
+      throw damaged(path, `quick_check found ${schema.check.join("; ")}`);
+    }
     return "klbr";
   }
   if (schema.format !== undefined) {

@@ -131,7 +131,9 @@ export function unusableState(
   }
   return new KlbrError(
     "state_unusable",
-    `cannot ${action}: the state directory ${stateDir} is unusable: ${START_ADVICE[failure]} (got ${detail})`,
+    `cannot ${action}: the state directory ${stateDir} is unusable: ${
+      START_ADVICE[failure]
+    } (got ${detail})`,
     { cause: error },
   );
 }

@@ -77,10 +77,10 @@ export async function spoolLongText(
  */
 export function renderEffects(effects: readonly EffectRecord[]): string {
   if (effects.length === 0) {
-    return "effects it committed before it stopped: none (it sent nothing and started nothing)";
+    return "effects this cell committed: none (it sent nothing and started nothing)";
   }
   return [
-    "effects it committed before it stopped (they happened; do not repeat them):",
+    "effects this cell committed (they happened; do not repeat them):",
     ...effects.map((e) =>
       `${e.ordinal}. ${e.kind} ${e.refId}${e.seq === null ? "" : ` (record ${e.seq})`}: ${
         JSON.stringify(e.summary.length > 500 ? `${e.summary.slice(0, 500)}…` : e.summary)

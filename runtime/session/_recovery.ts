@@ -125,7 +125,9 @@ function recoveredResult(store: Store, call: DanglingCall, reason: string): stri
     return `[interrupted: ${reason} while this cell ran; it did not finish and was not run ` +
       `again]\n${renderEffects(effects)}`;
   }
+  const result = storedCellResult(cell.outcome, cell.result);
+  const listed = ["ok", "error"].includes(cell.outcome) ? `\n${renderEffects(effects)}` : "";
   return `[recovered result: ${reason} after this cell ended]\n${
-    renderCellResult(storedCellResult(cell.outcome, cell.result), effects)
-  }`;
+    renderCellResult(result, effects)
+  }${listed}`;
 }

@@ -48,7 +48,11 @@ export function checkStore(stateDir: string, acked: Iterable<string>): void {
         const [frame] = rows(db, "SELECT state FROM frames WHERE id = ?", String(input.frame_id));
         assert.ok(["done", "failed"].includes(String(frame.state)), `${id}: frame ${frame.state}`);
       } else {
-        assert.equal(input.status, "dismissed", `${id} reached a disposition (got ${input.status})`);
+        assert.equal(
+          input.status,
+          "dismissed",
+          `${id} reached a disposition (got ${input.status})`,
+        );
         assert.ok(input.disposition, `${id} was dismissed with a disposition`);
       }
     }

@@ -1,0 +1,137 @@
+// The effects writer, the store's health and its failure classes, against real SQLite in a
+// temp dir.
+
+import assert from "node:assert/strict";
+import { effectByKey, effectsOfCell, recordEffect } from "../../store/effects.ts";
+import { dismissInputs, getInput, pendingBefore } from "../../store/inputs.ts";
+import { admitInput } from "../../store/inputs.ts";
+import { readEvents } from "../../store/events.ts";
+import { ensureSession } from "../../store/sessions.ts";
+import { openStore, type Store } from "../../store/store.ts";
+import { isKlbrError } from "../../runtime/core/mod.ts";
+
+async function withStore(fn: (store: Store, dir: string) => void | Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "klbr-effects-" });
+  let now = 1_000;
+  const store = openStore(dir, { clock: () => now++ });
+  try {
+    ensureSession(store);
+    await fn(store, dir);
+  } finally {
+    store.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const effect = (cellId: string | null, refId: string, key?: string) => ({
+  session: "default",
+  cellId,
+  kind: "local.send",
+  refId,
+  key,
+  summary: `text of ${refId}`,
+});
+
+Deno.test("`recordEffect()` numbers a cell's effects and keeps a key once", async () => {
+  await withStore((store) => {
+    const ordinals = store.transaction(() => [
+      recordEffect(store, effect("cell_a", "s1")),
+      recordEffect(store, effect("cell_a", "s2", "k")),
+      recordEffect(store, effect("cell_b", "s3")),
+      recordEffect(store, effect(null, "s4")),
+    ]);
+    assert.deepEqual(ordinals, [1, 2, 1, 1]);
+    assert.deepEqual(effectsOfCell(store, "cell_a").map((e) => [e.ordinal, e.refId]), [
+      [1, "s1"],
+      [2, "s2"],
+    ]);
+    assert.equal(effectByKey(store, "default", "local.send", "k")?.refId, "s2");
+    assert.equal(effectByKey(store, "default", "discord.send", "k"), undefined);
+    // The same key in the same session and kind is refused by the store itself.
+    assert.throws(
+      () => store.transaction(() => recordEffect(store, effect("cell_c", "s5", "k"))),
+      /UNIQUE constraint failed/,
+    );
+    assert.equal(effectsOfCell(store, "cell_c").length, 0, "the refused effect wrote nothing");
+    assert.throws(
+      () => recordEffect(store, effect("cell_a", "x")),
+      /inside its writer's transaction/,
+    );
+  });
+});
+
+Deno.test("`dismissInputs()` ends pending inputs with a disposition and leaves the rest", async () => {
+  await withStore((store) => {
+    const admit = (n: number) =>
+      admitInput(store, {
+        session: "default",
+        sourceKind: "local",
+        dedupeKey: `local:cl:m${n}`,
+        conversationId: "local:default",
+        author: "owner",
+        body: `n${n}`,
+      }).inputId;
+    const [a, b, c] = [admit(1), admit(2), admit(3)];
+    assert.deepEqual(pendingBefore(store, "default", store.clock()).count, 3);
+    const done = dismissInputs(store, {
+      session: "default",
+      inputIds: [a, b],
+      disposition: "ignored",
+      reason: "small talk",
+    });
+    assert.deepEqual(done, [a, b]);
+    assert.deepEqual(
+      dismissInputs(store, {
+        session: "default",
+        inputIds: [a, c],
+        disposition: "expired",
+        reason: "too old",
+      }),
+      [c],
+      "an input that is no longer pending is left alone",
+    );
+    assert.equal(getInput(store, a)?.status, "dismissed");
+    assert.equal(getInput(store, a)?.disposition, "ignored");
+    assert.equal(getInput(store, a)?.dispositionReason, "small talk");
+    assert.equal(getInput(store, c)?.disposition, "expired");
+    const kinds = readEvents(store, "default").map((e) => e.kind);
+    assert.deepEqual(kinds.slice(3), ["input.ignored", "input.ignored", "input.expired"]);
+    assert.equal(pendingBefore(store, "default", store.clock()).count, 0);
+    assert.throws(
+      () =>
+        dismissInputs(store, {
+          session: "default",
+          inputIds: [],
+          disposition: "expired",
+          reason: "",
+        }),
+      (e) => isKlbrError(e, "invalid_input"),
+    );
+  });
+});
+
+Deno.test("`transaction()` answers a SQLite write failure with store_unavailable; health is failing until the next commit", async () => {
+  await withStore((store) => {
+    assert.equal(store.health().state, "ok");
+    // query_only makes every write fail with SQLITE_READONLY: a real failure class of SQLite.
+    store.statement("PRAGMA query_only = 1").run();
+    const insert = () =>
+      store.transaction(() =>
+        store.statement("INSERT INTO klbr_meta (key, value) VALUES ('x', 'y')").run()
+      );
+    assert.throws(insert, (error) => {
+      assert.ok(isKlbrError(error, "store_unavailable"), String(error));
+      assert.equal(error.status, 503);
+      assert.match(error.message, /^cannot use the store: the store cannot be written/);
+      return true;
+    });
+    const health = store.health();
+    assert.equal(health.state, "failing");
+    assert.match(String(health.error), /readonly database/);
+    assert.ok(health.since !== null);
+    store.statement("PRAGMA query_only = 0").run();
+    insert();
+    assert.equal(store.health().state, "ok", "the next real commit clears it");
+    assert.ok(store.health().lastCommitAt !== null);
+  });
+});
