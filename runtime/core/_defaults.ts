@@ -21,5 +21,7 @@ export const DEFAULT_INPUT_EXPIRE_MS = 86_400_000;
 export const DEFAULT_INPUT_WAIT_WARN_MS = 300_000;
 /** How long a model call may go without reply data before `/health` says it stalled. */
 export const DEFAULT_MODEL_STALL_MS = 15_000;
+/** The first retry's delay after a failed plan or model request; each later one doubles. */
+export const DEFAULT_RETRY_BASE_MS = 1_000;
 /** How long an operator command waits for the daemon's reply. */
 export const DEFAULT_OPERATOR_TIMEOUT_MS = 600_000;

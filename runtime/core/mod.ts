@@ -16,6 +16,7 @@ export {
   DEFAULT_MODEL_STALL_MS,
   DEFAULT_OPERATOR_TIMEOUT_MS,
   DEFAULT_PORT,
+  DEFAULT_RETRY_BASE_MS,
 } from "./_defaults.ts";
 export { assert, isKlbrError, KlbrError, type KlbrErrorCode } from "./_errors.ts";
 export {

@@ -8,7 +8,7 @@
 import { activateRelease, getRelease } from "../../store/releases.ts";
 import { verifyRelease } from "../../store/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
-import { type EventBus, KlbrError } from "../core/mod.ts";
+import { type EventBus, faultPoint, KlbrError } from "../core/mod.ts";
 import type { SessionParts } from "./_session_parts.ts";
 
 /** One activation request. */
@@ -47,6 +47,8 @@ export async function activateBehavior(
   }
   await verifyRelease(release.path);
   const { epoch } = activateRelease(store, { session, expectedEpoch, releaseId, reason });
+  // The epoch swap is durable; the hook worker still runs the old release.
+  faultPoint("activation-during-cell");
   parts.behavior = { releaseId, path: release.path };
   parts.hooks.retire(`behaviour activated: release ${releaseId.slice(0, 12)} at epoch ${epoch}`);
   bus.wake(session);

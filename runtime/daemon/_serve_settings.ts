@@ -23,6 +23,7 @@ import {
   DEFAULT_INPUT_WAIT_WARN_MS,
   DEFAULT_MODEL_STALL_MS,
   DEFAULT_PORT,
+  DEFAULT_RETRY_BASE_MS,
   KlbrError,
 } from "../core/mod.ts";
 import { requireLoopbackHost } from "../lanes/mod.ts";
@@ -51,6 +52,8 @@ export interface ServeSettings {
   inputWaitWarnMs: number;
   /** `KLBR_MODEL_STALL_MS`: how long a model call may get no data before /health says stalled. */
   modelStallMs: number;
+  /** `KLBR_RETRY_BASE_MS`: the first retry's delay after a failed plan or model request. */
+  retryBaseMs: number;
   workspace: string;
   python: string;
   /** `KLBR_SKILLS_DIR`, when set. */
@@ -99,6 +102,7 @@ export async function readServeSettings(
     inputExpireMs: parseMs("KLBR_INPUT_EXPIRE_MS", env, DEFAULT_INPUT_EXPIRE_MS, 1_000),
     inputWaitWarnMs: parseMs("KLBR_INPUT_WAIT_WARN_MS", env, DEFAULT_INPUT_WAIT_WARN_MS, 100),
     modelStallMs: parseMs("KLBR_MODEL_STALL_MS", env, DEFAULT_MODEL_STALL_MS, 100),
+    retryBaseMs: parseMs("KLBR_RETRY_BASE_MS", env, DEFAULT_RETRY_BASE_MS, 10),
     workspace: env.KLBR_WORKSPACE ?? Deno.cwd(),
     python: env.KLBR_PYTHON ?? "python3",
     skillsDir: env.KLBR_SKILLS_DIR,

@@ -58,6 +58,8 @@ export interface SessionDeps {
   inputExpireMs: number;
   /** How long an input may wait before `status` and `/health` say so. */
   inputWaitWarnMs: number;
+  /** The first retry's delay after a failed plan or model request. */
+  retryBaseMs?: number;
 }
 
 /** One running session's parts. */
@@ -153,6 +155,7 @@ export function createSessionParts(
     boundary: () => replaceStale({ log: deps.log, kernel: parts.kernel, hooks: parts.hooks }),
     inputExpireMs: deps.inputExpireMs,
     inputWaitWarnMs: deps.inputWaitWarnMs,
+    retryBaseMs: deps.retryBaseMs,
   });
   return parts;
 }

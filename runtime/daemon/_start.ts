@@ -106,6 +106,7 @@ async function start(settings: ServeSettings, log: Logger): Promise<DaemonParts>
     health: monitor,
     inputExpireMs: settings.inputExpireMs,
     inputWaitWarnMs: settings.inputWaitWarnMs,
+    retryBaseMs: settings.retryBaseMs,
   });
   coordinator.start(DEFAULT_SESSION);
   // After start: recovery has turned any send left `attempting` into `unknown`.

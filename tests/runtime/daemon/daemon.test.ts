@@ -6,10 +6,7 @@ import { type FakeOpenAI, startFakeOpenAI } from "../../fakes/openai_server.ts";
 import { REPO_ROOT, serveFlags, startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
 import type { LaneRecord, ServerMessage } from "../../../runtime/core/mod.ts";
-import { openStore } from "../../../store/store.ts";
-import { publishRelease } from "../../../store/snapshot_hash.ts";
-import { activateRelease } from "../../../store/releases.ts";
-import { requireSession } from "../../../store/sessions.ts";
+import { activateVariant } from "../../_helpers/releases.ts";
 
 const records = (client: LaneClient, type?: string) =>
   client.messages.filter((m): m is LaneRecord =>
@@ -36,36 +33,6 @@ async function withModelDaemon(
   } finally {
     await daemon.stop();
     await fake.close();
-  }
-}
-
-/** Publishes `behavior/` with `files` replaced and activates it, on a stopped daemon's state. */
-async function activateVariant(stateDir: string, files: Record<string, string>) {
-  const source = await Deno.makeTempDir();
-  for (const entry of Deno.readDirSync(`${REPO_ROOT}/behavior`)) {
-    if (entry.isFile) {
-      await Deno.copyFile(`${REPO_ROOT}/behavior/${entry.name}`, `${source}/${entry.name}`);
-    }
-  }
-  for (const [name, text] of Object.entries(files)) {
-    await Deno.writeTextFile(`${source}/${name}`, text);
-  }
-  const store = openStore(stateDir, { create: false });
-  try {
-    const published = await publishRelease(store, {
-      sourceDir: source,
-      releasesDir: `${stateDir}/releases`,
-    });
-    const epoch = requireSession(store, "default").behaviorEpoch;
-    activateRelease(store, {
-      session: "default",
-      expectedEpoch: epoch,
-      releaseId: published.id,
-      reason: "test",
-    });
-    return published;
-  } finally {
-    store.close();
   }
 }
 
@@ -278,28 +245,6 @@ Deno.test("the v2 socket refuses a non-loopback Origin and a native client witho
     );
   } finally {
     await daemon.stop();
-  }
-});
-
-Deno.test("a corrupt active release falls back without running hooks; SIGTERM drains and exits 0", async () => {
-  const daemon = await startTestDaemon();
-  assert.equal(await daemon.stop(), 0);
-
-  // While the daemon is down, activate a second release, then damage it in place.
-  const published = await activateVariant(daemon.stateDir, { "extra.py": "# another revision\n" });
-  await Deno.chmod(`${published.path}/extra.py`, 0o644);
-  await Deno.writeTextFile(`${published.path}/extra.py`, "raise SystemExit('tampered')\n");
-
-  const again = await daemon.restart();
-  try {
-    const health = await (await fetch(`${again.url}/health`)).json();
-    assert.match(String(health.recovered_release), /does not verify; restored/);
-    const operator = await connectLane({ port: again.port, token: again.token });
-    const recovered = await waitRecord(operator, "release.recovered");
-    assert.equal(recovered.data.broken, published.id);
-    await operator.close();
-  } finally {
-    assert.equal(await again.stop(), 0);
   }
 });
 
