@@ -164,3 +164,16 @@ export async function removeDirs(daemon: TestDaemon): Promise<void> {
   await Deno.remove(daemon.stateDir, { recursive: true }).catch(() => {});
   await Deno.remove(daemon.workspace, { recursive: true }).catch(() => {});
 }
+
+/** Waits until the daemon's log matches `pattern` (bounded: at most `timeoutMs`). */
+export async function waitForLog(
+  daemon: TestDaemon,
+  pattern: RegExp,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pattern.test(daemon.logs())) {
+    if (Date.now() > deadline) throw new Error(`no ${pattern} in the log:\n${daemon.logs()}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -9,7 +9,14 @@ import { join } from "node:path";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
 import { startTestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
-import { checkStore, nextMessageAnswered, removeDirs, rows, waitRecord, withDb } from "./_checks.ts";
+import {
+  checkStore,
+  nextMessageAnswered,
+  removeDirs,
+  rows,
+  waitRecord,
+  withDb,
+} from "./_checks.ts";
 
 const LONG = { toolCall: { code: "print('x' * 50_000 + 'END')" } };
 
@@ -50,7 +57,10 @@ for (const c of cases) {
       const result = finished.data.result as Record<string, string>;
       assert.equal(result.stdout_artifact, undefined);
       assert.match(result.stdout_artifact_error, c.failure);
-      assert.match(result.stdout, /the whole output could not be kept: writing its artifact failed/);
+      assert.match(
+        result.stdout,
+        /the whole output could not be kept: writing its artifact failed/,
+      );
       assert.ok(result.stdout.endsWith("END\n"), "the excerpt keeps the tail");
       assert.ok(result.stdout.length < 7_000, "the output is truncated in place");
       await waitRecord(client, "frame.finished");
@@ -72,7 +82,9 @@ for (const c of cases) {
       const second = await waitRecord(
         client,
         "cell.finished",
-        (r) => r.seq > finished.seq && /END\n$/.test(String((r.data.result as { stdout: string }).stdout)),
+        (r) =>
+          r.seq > finished.seq &&
+          /END\n$/.test(String((r.data.result as { stdout: string }).stdout)),
       );
       const spooled = second.data.result as { stdout_artifact: { id: string; bytes: number } };
       assert.equal(spooled.stdout_artifact.bytes, 50_004);
@@ -83,7 +95,10 @@ for (const c of cases) {
       await client.close();
       await nextMessageAnswered(daemon, fake, "after");
       assert.equal(await daemon.stop(), 0);
-      const acked = withDb(daemon.stateDir, (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)));
+      const acked = withDb(
+        daemon.stateDir,
+        (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)),
+      );
       checkStore(daemon.stateDir, acked);
     } finally {
       await c.after(artifacts).catch(() => {});

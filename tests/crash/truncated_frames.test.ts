@@ -23,7 +23,7 @@ const HALF_A_FRAME = [
   "channel = next(o for o in gc.get_objects() if isinstance(o, FrameChannel))",
   "await local.send('before the cut')",
   // A header announcing 256 bytes, then a few of them, then the worker is gone.
-  "os.write(channel.write_fd, b'\\x00\\x00\\x01\\x00{\"kind\": \"ok\", \"id\"')",
+  'os.write(channel.write_fd, b\'\\x00\\x00\\x01\\x00{"kind": "ok", "id"\')',
   "os._exit(3)",
 ].join("\n");
 
@@ -71,7 +71,10 @@ for (const c of cases) {
       await client.close();
       const next = await nextMessageAnswered(daemon, fake, "after");
       // The kernel was replaced: the next cells ran in a later generation than the cut one.
-      const generations = withDb(daemon.stateDir, (db) => rows(db, "SELECT generation FROM cells ORDER BY started_at"))
+      const generations = withDb(
+        daemon.stateDir,
+        (db) => rows(db, "SELECT generation FROM cells ORDER BY started_at"),
+      )
         .map((r) => Number(r.generation));
       assert.ok(generations.at(-1)! > generations[0], `generations ${generations}`);
       const [replaced] = withDb(
@@ -80,7 +83,10 @@ for (const c of cases) {
       );
       assert.match(String(replaced.reason), /^failed: /, "the new generation says why");
       assert.equal(await daemon.stop(), 0);
-      const acked = withDb(daemon.stateDir, (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)));
+      const acked = withDb(
+        daemon.stateDir,
+        (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)),
+      );
       assert.ok(acked.includes(next.inputId));
       checkStore(daemon.stateDir, acked);
     } finally {
