@@ -259,7 +259,11 @@ export class LaneConnection {
       server: { version: this.#host.version },
     });
     this.#unsubscribe = this.#host.subscribe(message.session, (signal) => this.#signal(signal));
-    await this.#pump.run();
+    try {
+      await this.#pump.run();
+    } catch (error) {
+      return this.#pumpFailed(error);
+    }
     if (this.#closed) return;
     this.#options.send({ kind: "replayed", session: message.session, head: this.#cursor });
   }
