@@ -343,6 +343,8 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
   let lock: OwnerLock | undefined;
   try {
     lock = owner ? acquireOwnerLock(stateDir, clock()) : undefined;
+    // Before the inspection's read-only connection, which may leave side files beside it.
+    if (owner) requireWritable(path);
     const state = inspectStoreFile(path);
     if (state === "absent" && !create) {
       throw new KlbrError(
@@ -351,7 +353,6 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
       );
     }
     if (state !== "klbr") refuseLostHistory(stateDir, path, state);
-    else if (owner) requireWritable(path);
     const db = connect(path, busyTimeoutMs);
     return new SqliteStore(db, stateDir, path, clock, lock, onHealthChange);
   } catch (error) {
@@ -386,7 +387,16 @@ function refuseLostHistory(stateDir: string, path: string, state: "absent" | "em
   );
 }
 
-/** Opening for write changes nothing; a file that refuses it is refused before SQLite sees it. */
+/**
+ * Opening an existing file for write changes nothing; a file that refuses it (immutable,
+ * read-only) is refused before SQLite sees it. An absent file is for the caller to judge.
+ */
 function requireWritable(path: string): void {
-  Deno.openSync(path, { read: true, write: true }).close();
+  try {
+    Deno.openSync(path, { read: true, write: true }).close();
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound) && !(error instanceof Deno.errors.IsADirectory)) {
+      throw error;
+    }
+  }
 }

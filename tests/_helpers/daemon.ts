@@ -29,6 +29,8 @@ export interface TestDaemonOptions {
   via?: "daemon" | "launcher";
   /** `--log-format` for the daemon; its own default (text) otherwise. */
   logFormat?: "text" | "json";
+  /** Where the generated configuration is written; the state directory otherwise. */
+  configDir?: string;
 }
 
 /** A running daemon. */
@@ -68,7 +70,7 @@ export function serveFlags(): string[] {
 export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<TestDaemon> {
   const stateDir = options.stateDir ?? await Deno.makeTempDir({ prefix: "klbr-state-" });
   const workspace = options.workspace ?? await Deno.makeTempDir({ prefix: "klbr-ws-" });
-  const configPath = join(stateDir, "test-config.kdl");
+  const configPath = join(options.configDir ?? stateDir, "test-config.kdl");
   const modelUrl = options.modelUrl ?? "http://127.0.0.1:9/v1";
   await Deno.writeTextFile(
     configPath,
@@ -164,7 +166,7 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
       await killProcessesIn(workspace);
       return s;
     },
-    restart: (more = {}) => startTestDaemon({ ...options, ...more, stateDir, workspace }),
+    restart: (more = {}) => startTestDaemon({ ...options, stateDir, workspace, ...more }),
   };
   return daemon;
 }
