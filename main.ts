@@ -5,6 +5,7 @@
  * @module
  */
 
+import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import {
   DEFAULT_HOST,
@@ -23,6 +24,8 @@ commands:
   doctor                check versions, state, skills and configuration
   example               run the no-network workbench demonstration
   url                   print the UI's address with the operator token (keep it private)
+  backup <dir>          copy the state directory into <dir>, consistently, while the daemon runs
+  restore <dir>         restore a backup into the state directory (never over a live one)
   status [session]      operator: show the runtime's state
   reset <session>       operator: replace the kernel (heap state is not restored)
   compact <session>     operator: compact the session's context
@@ -44,8 +47,9 @@ options:
   --config FILE         KDL configuration (default <state>/config.kdl, or KLBR_CONFIG)
   --host HOST           serve: loopback address to bind (default 127.0.0.1)
   --port PORT           serve: port (default ${DEFAULT_PORT}); operator commands: daemon port
-  --json                operator commands: print JSON
+  --json                operator commands, backup, restore: print JSON
   --probe               doctor: check the Discord token with one GET /users/@me
+  --replace             restore: move a stopped state directory aside instead of refusing
   --log-format FORMAT   serve: text (default) or json, one object a line
   -h, --help            show this help
 `;
@@ -62,6 +66,7 @@ export async function main(args: string[]): Promise<number> {
       port: { type: "string" },
       json: { type: "boolean", default: false },
       probe: { type: "boolean", default: false },
+      replace: { type: "boolean", default: false },
       "log-format": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -114,6 +119,26 @@ export async function main(args: string[]): Promise<number> {
       console.log(`http://${DEFAULT_HOST}:${values.port ?? DEFAULT_PORT}/#token=${token}`);
       return 0;
     }
+    case "backup":
+    case "restore": {
+      const [dir] = rest;
+      if (dir === undefined) {
+        throw new KlbrError(
+          "invalid_input",
+          `cannot ${command}: usage: klbr ${command} <dir> (got no dir)`,
+        );
+      }
+      const { backupState, restoreState } = await import("./runtime/backup/mod.ts");
+      const report = command === "backup"
+        ? await backupState(stateDir, resolve(dir))
+        : await restoreState(resolve(dir), stateDir, { replace: values.replace });
+      console.log(
+        values.json
+          ? JSON.stringify(report)
+          : describe(command, dir, report as unknown as Record<string, unknown>),
+      );
+      return 0;
+    }
     case "example": {
       const { runExample } = await import("./runtime/setup/mod.ts");
       await runExample({ repoRoot: repoRoot(), python: "python3" });
@@ -152,6 +177,25 @@ function logFormat(value: string | undefined): LogFormat | undefined {
     "invalid_config",
     `cannot serve: --log-format must be text or json (got ${JSON.stringify(value)})`,
   );
+}
+
+function describe(command: string, dir: string, report: Record<string, unknown>): string {
+  const manifest = (command === "backup" ? report : report.manifest) as {
+    inputs: number;
+    releases: unknown[];
+    artifacts: unknown[];
+    artifacts_missing: unknown[];
+  };
+  const what =
+    `${manifest.inputs} inputs, ${manifest.releases.length} releases, ${manifest.artifacts.length} artifacts` +
+    (manifest.artifacts_missing.length
+      ? ` (${manifest.artifacts_missing.length} evicted before the backup)`
+      : "");
+  return command === "backup"
+    ? `backed up and verified into ${dir}: ${what}`
+    : `restored and verified from ${dir}: ${what}${
+      report.movedAside ? `; the old state is in ${report.movedAside}` : ""
+    }`;
 }
 
 function repoRoot(): string {

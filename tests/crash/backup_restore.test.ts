@@ -1,0 +1,124 @@
+// Window "backup during a burst": `klbr backup <dir>` copies a state directory while its daemon
+// admits a burst — the store consistently (SQLite's online backup), and the releases and artifacts it
+// refers to, verified. `klbr restore` refuses a live state directory; restored elsewhere, the
+// copy holds every input acknowledged before the backup began, its releases verify, its
+// artifacts match, and a daemon on it answers the next message.
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { startFakeOpenAI } from "../fakes/openai_server.ts";
+import { REPO_ROOT, startTestDaemon } from "../_helpers/daemon.ts";
+import { connectLane } from "../_helpers/lane_client.ts";
+import { checkStore, nextMessageAnswered, removeDirs, rows, waitRecord, withDb } from "./_checks.ts";
+
+/** Runs `deno task klbr` with `args`; resolves with its exit code and output. */
+async function klbr(...args: string[]): Promise<{ code: number; out: string }> {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["task", "-q", "klbr", ...args],
+    cwd: REPO_ROOT,
+    env: { NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return { code: output.code, out: text.decode(output.stdout) + text.decode(output.stderr) };
+}
+
+Deno.test("window backup: a backup taken during a burst restores every input acknowledged before it began", async () => {
+  const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
+  fake.enqueue({ toolCall: { code: "print('y' * 20_000)\nwait()" } });
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
+  const parent = await Deno.makeTempDir({ prefix: "klbr-backups-" });
+  const backup = join(parent, "backup");
+  const restored = join(parent, "restored");
+  let second = daemon;
+  try {
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "long", text: "make an artifact" });
+    const spooled = await waitRecord(client, "cell.finished");
+    const artifact = (spooled.data.result as { stdout_artifact: { id: string } }).stdout_artifact.id;
+    const burst = async (from: number, count: number) => {
+      for (let i = from; i < from + count; i++) {
+        client.send({ kind: "input", request: `b${i}`, client_msg_id: `b${i}`, text: `n${i}` });
+      }
+      await client.waitFor((m) => "request" in m && m.request === `b${from + count - 1}`);
+    };
+    await burst(0, 50);
+    // Every ack received by now was committed before the backup began.
+    const before = client.messages.flatMap((m) => m.kind === "ack" ? [m.input_id] : []);
+    const running = klbr("backup", backup, "--state", daemon.stateDir);
+    let finished = false;
+    running.then(() => finished = true);
+    // The burst goes on while the backup runs.
+    let sent = 50;
+    while (!finished && sent < 5_000) {
+      await burst(sent, 10);
+      sent += 10;
+    }
+    const taken = await running;
+    assert.equal(taken.code, 0, taken.out);
+    assert.ok(sent > 50, "inputs were admitted while the backup ran");
+    assert.match(taken.out, /^backed up and verified into .*: \d+ inputs, \d+ releases?, 1 artifacts/m);
+
+    // A live state directory is never overwritten.
+    const refused = await klbr("restore", backup, "--state", daemon.stateDir);
+    assert.equal(refused.code, 1);
+    assert.match(refused.out, /^klbr: cannot restore into .*: it is live, owned by pid \d+; stop that daemon first/m);
+    await client.close();
+    assert.equal(await daemon.stop(), 0);
+
+    const done = await klbr("restore", backup, "--state", restored);
+    assert.equal(done.code, 0, done.out);
+    assert.match(done.out, /^restored and verified from /m);
+    withDb(restored, (db) => {
+      assert.deepEqual(rows(db, "PRAGMA integrity_check"), [{ integrity_check: "ok" }]);
+      const ids = new Set(rows(db, "SELECT id FROM inputs").map((r) => String(r.id)));
+      for (const id of before) assert.ok(ids.has(id), `input ${id} acknowledged before the backup`);
+    });
+    const bytes = await Deno.readFile(join(restored, "artifacts", artifact));
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+    assert.equal(Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join(""), artifact);
+
+    // A daemon on the restored copy starts on its own release and answers.
+    second = await daemon.restart({ stateDir: restored });
+    const health = await (await fetch(`${second.url}/health`)).json();
+    assert.equal(health.recovered_release, null, "the restored active release verifies");
+    const next = await nextMessageAnswered(second, fake, "restored");
+    assert.equal(await second.stop(), 0);
+    const acked = withDb(restored, (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)));
+    assert.ok(acked.includes(next.inputId));
+    checkStore(restored, acked);
+  } finally {
+    await daemon.stop().catch(() => {});
+    await second.stop().catch(() => {});
+    await fake.close();
+    await removeDirs(daemon);
+    await Deno.remove(parent, { recursive: true }).catch(() => {});
+  }
+});
+
+Deno.test("`klbr restore` refuses a backup whose artifact no longer matches its hash", async () => {
+  const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
+  fake.enqueue({ toolCall: { code: "print('z' * 20_000)\nwait()" } });
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
+  const parent = await Deno.makeTempDir({ prefix: "klbr-backups-" });
+  try {
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "long", text: "make an artifact" });
+    const spooled = await waitRecord(client, "cell.finished");
+    const artifact = (spooled.data.result as { stdout_artifact: { id: string } }).stdout_artifact.id;
+    await client.close();
+    const taken = await klbr("backup", join(parent, "b"), "--state", daemon.stateDir);
+    assert.equal(taken.code, 0, taken.out);
+    await Deno.writeTextFile(join(parent, "b", "artifacts", artifact), "tampered");
+    const refused = await klbr("restore", join(parent, "b"), "--state", join(parent, "r"));
+    assert.equal(refused.code, 1);
+    assert.match(refused.out, /^klbr: cannot use backup .*: artifact \w{12} does not match its hash/m);
+    assert.equal(await Deno.stat(join(parent, "r")).catch(() => null), null, "nothing was restored");
+  } finally {
+    await daemon.stop();
+    await fake.close();
+    await removeDirs(daemon);
+    await Deno.remove(parent, { recursive: true }).catch(() => {});
+  }
+});
