@@ -1,20 +1,23 @@
-// Crash windows, repeatedly: SIGKILL of the daemon in the middle of bursts and turns, then a
-// restart, three times over. Afterwards the store is checked directly: integrity, every
-// acknowledged input exactly once, no cell run twice, every consumed input held by a live frame.
+// Crash windows, repeatedly: SIGKILL of the daemon in the middle of bursts and inside running
+// cells, then a restart, three times over. Each round asserts its kill landed inside a cell (a
+// cell without an outcome is in the store before the restart). Afterwards the store is checked
+// directly: integrity, every acknowledged input exactly once and at a final disposition, no
+// cell run twice, every tool call with one result, nothing left open.
 
 import assert from "node:assert/strict";
-import { DatabaseSync } from "node:sqlite";
-import { join } from "node:path";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
 import { startTestDaemon, type TestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
+import { checkStore, removeDirs, rows, waitRecord, withDb } from "./_checks.ts";
 
-Deno.test("three SIGKILLs mid-burst and mid-turn leave a clean store with nothing lost or repeated", async () => {
-  // Every turn runs a short cell that speaks, so kills land inside cells as well as bursts.
+Deno.test("window sigkill-mid-burst-and-cell: three SIGKILLs mid-burst and mid-turn leave a clean store with nothing lost or repeated", async () => {
+  // While the rounds run, every turn runs a cell that holds long enough for the kill to land
+  // inside it; afterwards the cells answer at once.
+  let holding = true;
   const fake = startFakeOpenAI({
     fallback: () => ({
       toolCall: {
-        code: "import asyncio\nawait asyncio.sleep(0.05)\nawait local.send('seen')\nwait()",
+        code: `import asyncio\nawait asyncio.sleep(${holding ? 60 : 0})\nawait local.send('seen')\nwait()`,
       },
     }),
   });
@@ -23,6 +26,8 @@ Deno.test("three SIGKILLs mid-burst and mid-turn leave a clean store with nothin
   try {
     for (let round = 0; round < 3; round++) {
       const client = await connectLane({ port: daemon.port, token: daemon.token });
+      const replayed = client.messages.find((m) => m.kind === "replayed");
+      const head = replayed?.kind === "replayed" ? replayed.head : 0;
       for (let i = 0; i < 40; i++) {
         client.send({
           kind: "input",
@@ -32,75 +37,41 @@ Deno.test("three SIGKILLs mid-burst and mid-turn leave a clean store with nothin
         });
       }
       await client.waitFor((m) => m.kind === "ack" && m.request === `r${round}-15`);
-      // Let a turn of this round start a cell, so the kill lands inside it (a replayed record
-      // of an earlier round does not count).
-      const replayed = client.messages.find((m) => m.kind === "replayed");
-      const head = replayed?.kind === "replayed" ? replayed.head : 0;
-      await client.waitFor(
-        (m) => m.kind === "record" && m.type === "cell.started" && m.seq > head,
-        20_000,
-      ).catch(() => {});
+      // A cell of this round has started (a replayed record of an earlier round does not count).
+      await waitRecord(client, "cell.started", (r) => r.seq > head);
       await daemon.kill();
       await client.closed;
       for (const m of client.messages) {
         if (m.kind === "ack") acked.set(m.request.replace(/^r/, "m"), m.input_id);
       }
+      // The kill landed inside a running cell: it has no outcome yet.
+      const open = withDb(daemon.stateDir, (db) => rows(db, "SELECT id FROM cells WHERE outcome IS NULL"));
+      assert.equal(open.length, 1, `round ${round}: the kill landed inside a cell`);
+      if (round === 2) holding = false;
       daemon = await daemon.restart();
     }
-    // Let the last daemon settle its recovery, then stop it cleanly.
+    // The last daemon continues the interrupted turn and answers what is pending; then it
+    // stops cleanly once every acknowledged input reached its frame.
     const last = await connectLane({ port: daemon.port, token: daemon.token });
-    await last.waitFor((m) => m.kind === "record" && m.type === "recovery", 20_000);
+    await waitRecord(last, "recovery");
+    for (const id of acked.values()) {
+      await waitRecord(last, "frame.finished", (r) => (r.data.input_ids as string[]).includes(id), 120_000);
+    }
     await last.close();
     assert.equal(await daemon.stop(), 0);
 
-    const db = new DatabaseSync(join(daemon.stateDir, "runtime.sqlite"), { readOnly: true });
-    try {
-      const integrity = db.prepare("PRAGMA integrity_check").all().map((r) => r.integrity_check);
-      assert.deepEqual(integrity, ["ok"]);
+    checkStore(daemon.stateDir, acked.values());
+    withDb(daemon.stateDir, (db) => {
       for (const [clientMsgId, inputId] of acked) {
-        const rows = db.prepare("SELECT id FROM inputs WHERE dedupe_key = ?").all(
-          `local:test:${clientMsgId}`,
-        );
-        assert.deepEqual(rows.map((r) => r.id), [inputId], `${clientMsgId} present exactly once`);
+        const found = rows(db, "SELECT id FROM inputs WHERE dedupe_key = ?", `local:test:${clientMsgId}`);
+        assert.deepEqual(found.map((r) => r.id), [inputId], `${clientMsgId} present exactly once`);
       }
-      const count = (sql: string) => Number(db.prepare(sql).get()!.n);
-      console.log(
-        "crash test:",
-        JSON.stringify({
-          acked: acked.size,
-          cells: count("SELECT count(*) AS n FROM cells"),
-          interrupted: count("SELECT count(*) AS n FROM cells WHERE outcome = 'interrupted'"),
-          recoveries: count("SELECT count(*) AS n FROM events WHERE kind = 'recovery'"),
-          resumed: count("SELECT count(*) AS n FROM events WHERE kind = 'frame.resumed'"),
-          sends: count("SELECT count(*) AS n FROM events WHERE kind = 'send'"),
-        }),
-      );
-      // A restart never runs a finished cell again: no tool call has two cells.
-      const twice = db.prepare(
-        "SELECT tool_call_id, count(*) AS n FROM cells WHERE tool_call_id IS NOT NULL GROUP BY tool_call_id HAVING n > 1",
-      ).all();
-      assert.deepEqual(twice, []);
-      // A consumed input is held by a frame that was not abandoned.
-      const orphans = db.prepare(
-        `SELECT i.id FROM inputs i JOIN frames f ON f.id = i.frame_id
-         WHERE i.status = 'consumed' AND f.state = 'abandoned'`,
-      ).all();
-      assert.deepEqual(orphans, []);
-      // No frame is left open once the daemon has drained.
-      assert.deepEqual(db.prepare("SELECT id FROM frames WHERE state = 'open'").all(), []);
-      // Every tool call the model made has exactly one result in the provider sequence.
-      const dangling = db.prepare(
-        `SELECT j.value ->> 'id' AS id FROM provider_items p, json_each(p.message, '$.tool_calls') j
-         WHERE p.role = 'assistant' AND NOT EXISTS (
-           SELECT 1 FROM provider_items t WHERE t.session_id = p.session_id AND t.role = 'tool'
-             AND t.tool_call_id = j.value ->> 'id')`,
-      ).all();
-      assert.deepEqual(dangling, []);
-    } finally {
-      db.close();
-    }
+      const interrupted = rows(db, "SELECT id FROM cells WHERE outcome = 'interrupted'");
+      assert.equal(interrupted.length, 3, "each of the three kills interrupted one cell");
+    });
   } finally {
     await daemon.stop().catch(() => {});
     await fake.close();
+    await removeDirs(daemon);
   }
 });

@@ -248,12 +248,33 @@ Deno.test("the v2 socket refuses a non-loopback Origin and a native client witho
   }
 });
 
-Deno.test("serve starts the daemon under derived permissions and forwards SIGTERM", async () => {
-  const daemon = await startTestDaemon({ via: "launcher" });
-  const health = await (await fetch(`${daemon.url}/health`)).json();
-  assert.equal(health.ok, true);
-  assert.equal(await daemon.stop(), 0);
-  assert.match(daemon.logs(), /SIGTERM: draining/);
+Deno.test("serve starts the daemon under derived permissions and forwards SIGTERM, which drains a running cell", async () => {
+  const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
+  fake.enqueue({
+    toolCall: {
+      code: "import asyncio, os\nwhile not os.path.exists('finish'):\n    await asyncio.sleep(0.02)\nwait()",
+    },
+  });
+  const daemon = await startTestDaemon({ via: "launcher", modelUrl: fake.url });
+  try {
+    const health = await (await fetch(`${daemon.url}/health`)).json();
+    assert.equal(health.ok, true);
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "t1", text: "hold on" });
+    await waitRecord(client, "cell.started");
+    const stopped = daemon.stop();
+    // The signal reached the daemon through the launcher; the running cell may still finish.
+    await waitRecord(client, "daemon.stopping");
+    await Deno.writeTextFile(`${daemon.workspace}/finish`, "");
+    const finished = await waitRecord(client, "cell.finished");
+    assert.equal(finished.data.outcome, "ok");
+    assert.equal(await stopped, 0);
+    assert.match(daemon.logs(), /SIGTERM: draining/);
+    assert.equal(records(client, "daemon.stopping")[0].data.reason, "daemon shutdown (SIGTERM)");
+  } finally {
+    await daemon.stop();
+    await fake.close();
+  }
 });
 
 Deno.test("with KLBR_RUN_PROGRAMS, workspace.run starts listed programs only", async () => {
