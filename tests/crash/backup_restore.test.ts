@@ -9,7 +9,14 @@ import { join } from "node:path";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
 import { REPO_ROOT, startTestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
-import { checkStore, nextMessageAnswered, removeDirs, rows, waitRecord, withDb } from "./_checks.ts";
+import {
+  checkStore,
+  nextMessageAnswered,
+  removeDirs,
+  rows,
+  waitRecord,
+  withDb,
+} from "./_checks.ts";
 
 /** Runs `deno task klbr` with `args`; resolves with its exit code and output. */
 async function klbr(...args: string[]): Promise<{ code: number; out: string }> {
@@ -36,7 +43,8 @@ Deno.test("window backup: a backup taken during a burst restores every input ack
     const client = await connectLane({ port: daemon.port, token: daemon.token });
     await client.request({ kind: "input", client_msg_id: "long", text: "make an artifact" });
     const spooled = await waitRecord(client, "cell.finished");
-    const artifact = (spooled.data.result as { stdout_artifact: { id: string } }).stdout_artifact.id;
+    const artifact =
+      (spooled.data.result as { stdout_artifact: { id: string } }).stdout_artifact.id;
     const burst = async (from: number, count: number) => {
       for (let i = from; i < from + count; i++) {
         client.send({ kind: "input", request: `b${i}`, client_msg_id: `b${i}`, text: `n${i}` });
@@ -58,12 +66,18 @@ Deno.test("window backup: a backup taken during a burst restores every input ack
     const taken = await running;
     assert.equal(taken.code, 0, taken.out);
     assert.ok(sent > 50, "inputs were admitted while the backup ran");
-    assert.match(taken.out, /^backed up and verified into .*: \d+ inputs, \d+ releases?, 1 artifacts/m);
+    assert.match(
+      taken.out,
+      /^backed up and verified into .*: \d+ inputs, \d+ releases?, 1 artifacts/m,
+    );
 
     // A live state directory is never overwritten.
     const refused = await klbr("restore", backup, "--state", daemon.stateDir);
     assert.equal(refused.code, 1);
-    assert.match(refused.out, /^klbr: cannot restore into .*: it is live, owned by pid \d+; stop that daemon first/m);
+    assert.match(
+      refused.out,
+      /^klbr: cannot restore into .*: it is live, owned by pid \d+; stop that daemon first/m,
+    );
     await client.close();
     assert.equal(await daemon.stop(), 0);
 
@@ -85,7 +99,10 @@ Deno.test("window backup: a backup taken during a burst restores every input ack
     assert.equal(health.recovered_release, null, "the restored active release verifies");
     const next = await nextMessageAnswered(second, fake, "restored");
     assert.equal(await second.stop(), 0);
-    const acked = withDb(restored, (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)));
+    const acked = withDb(
+      restored,
+      (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)),
+    );
     assert.ok(acked.includes(next.inputId));
     checkStore(restored, acked);
   } finally {
@@ -106,15 +123,23 @@ Deno.test("`klbr restore` refuses a backup whose artifact no longer matches its 
     const client = await connectLane({ port: daemon.port, token: daemon.token });
     await client.request({ kind: "input", client_msg_id: "long", text: "make an artifact" });
     const spooled = await waitRecord(client, "cell.finished");
-    const artifact = (spooled.data.result as { stdout_artifact: { id: string } }).stdout_artifact.id;
+    const artifact =
+      (spooled.data.result as { stdout_artifact: { id: string } }).stdout_artifact.id;
     await client.close();
     const taken = await klbr("backup", join(parent, "b"), "--state", daemon.stateDir);
     assert.equal(taken.code, 0, taken.out);
     await Deno.writeTextFile(join(parent, "b", "artifacts", artifact), "tampered");
     const refused = await klbr("restore", join(parent, "b"), "--state", join(parent, "r"));
     assert.equal(refused.code, 1);
-    assert.match(refused.out, /^klbr: cannot use backup .*: artifact \w{12} does not match its hash/m);
-    assert.equal(await Deno.stat(join(parent, "r")).catch(() => null), null, "nothing was restored");
+    assert.match(
+      refused.out,
+      /^klbr: cannot use backup .*: artifact \w{12} does not match its hash/m,
+    );
+    assert.equal(
+      await Deno.stat(join(parent, "r")).catch(() => null),
+      null,
+      "nothing was restored",
+    );
   } finally {
     await daemon.stop();
     await fake.close();

@@ -17,7 +17,9 @@ Deno.test("window sigkill-mid-burst-and-cell: three SIGKILLs mid-burst and mid-t
   const fake = startFakeOpenAI({
     fallback: () => ({
       toolCall: {
-        code: `import asyncio\nawait asyncio.sleep(${holding ? 60 : 0})\nawait local.send('seen')\nwait()`,
+        code: `import asyncio\nawait asyncio.sleep(${
+          holding ? 60 : 0
+        })\nawait local.send('seen')\nwait()`,
       },
     }),
   });
@@ -45,7 +47,10 @@ Deno.test("window sigkill-mid-burst-and-cell: three SIGKILLs mid-burst and mid-t
         if (m.kind === "ack") acked.set(m.request.replace(/^r/, "m"), m.input_id);
       }
       // The kill landed inside a running cell: it has no outcome yet.
-      const open = withDb(daemon.stateDir, (db) => rows(db, "SELECT id FROM cells WHERE outcome IS NULL"));
+      const open = withDb(
+        daemon.stateDir,
+        (db) => rows(db, "SELECT id FROM cells WHERE outcome IS NULL"),
+      );
       assert.equal(open.length, 1, `round ${round}: the kill landed inside a cell`);
       if (round === 2) holding = false;
       daemon = await daemon.restart();
@@ -55,7 +60,12 @@ Deno.test("window sigkill-mid-burst-and-cell: three SIGKILLs mid-burst and mid-t
     const last = await connectLane({ port: daemon.port, token: daemon.token });
     await waitRecord(last, "recovery");
     for (const id of acked.values()) {
-      await waitRecord(last, "frame.finished", (r) => (r.data.input_ids as string[]).includes(id), 120_000);
+      await waitRecord(
+        last,
+        "frame.finished",
+        (r) => (r.data.input_ids as string[]).includes(id),
+        120_000,
+      );
     }
     await last.close();
     assert.equal(await daemon.stop(), 0);
@@ -63,7 +73,11 @@ Deno.test("window sigkill-mid-burst-and-cell: three SIGKILLs mid-burst and mid-t
     checkStore(daemon.stateDir, acked.values());
     withDb(daemon.stateDir, (db) => {
       for (const [clientMsgId, inputId] of acked) {
-        const found = rows(db, "SELECT id FROM inputs WHERE dedupe_key = ?", `local:test:${clientMsgId}`);
+        const found = rows(
+          db,
+          "SELECT id FROM inputs WHERE dedupe_key = ?",
+          `local:test:${clientMsgId}`,
+        );
         assert.deepEqual(found.map((r) => r.id), [inputId], `${clientMsgId} present exactly once`);
       }
       const interrupted = rows(db, "SELECT id FROM cells WHERE outcome = 'interrupted'");

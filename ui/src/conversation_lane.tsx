@@ -27,7 +27,7 @@ export function inputBadge(item: InputItem): { tone: BadgeTone; label: string } 
   const d = item.disposition;
   const label = dispositionLabel(d);
   if (d.state === "pending") return { tone: "pending", label };
-  if (d.state === "returned") return { tone: "warning", label };
+  if (d.state === "returned" || d.state === "dismissed") return { tone: "warning", label };
   if (d.end === "failed") return { tone: "error", label };
   return { tone: d.end === "done" ? "ok" : "progress", label };
 }

@@ -39,6 +39,33 @@ const COMMANDS: { kind: Command; label: string; confirm?: string }[] = [
  * Finds the first field named one of `names` in `value`, searching nested objects
  * breadth-first down to `depth` levels.
  */
+/**
+ * The status's inputs waiting longer than its threshold, in words: how many, over how long,
+ * and the first ones with how long each has waited.
+ */
+export function waitingLine(status: unknown): { count: number; label: string } | undefined {
+  const count = findField(status, ["waiting_inputs"]);
+  const threshold = findField(status, ["waiting_threshold_ms"]);
+  if (typeof count !== "number" || typeof threshold !== "number") return undefined;
+  const over = `over ${Math.round(threshold / 1000)} s`;
+  if (count === 0) return { count, label: `none ${over}` };
+  const first = (findList(status, "waiting") ?? []).slice(0, 3).map((w) => {
+    const item = w as { id?: unknown; waited_ms?: unknown };
+    return `${String(item.id)} (${Math.round(Number(item.waited_ms) / 1000)} s)`;
+  });
+  return { count, label: `${count} waiting ${over}${first.length ? `: ${first.join(", ")}` : ""}` };
+}
+
+function findList(value: unknown, name: string, depth = 3): unknown[] | undefined {
+  if (!isObject(value) || depth < 0) return undefined;
+  if (Array.isArray(value[name])) return value[name] as unknown[];
+  for (const v of Object.values(value)) {
+    const found = findList(v, name, depth - 1);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
 export function findField(value: unknown, names: string[], depth = 3): unknown {
   let level: unknown[] = [value];
   for (let d = 0; d <= depth && level.length > 0; d++) {
@@ -135,6 +162,7 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
     fromRecords.activation?.release;
   const skills = findField(status, ["skills_revision"]) ?? fromRecords.skillsRevision;
   const state = findField(status, ["state"]);
+  const waiting = waitingLine(status);
   return (
     <section class="panel operator" aria-labelledby="h-operator" id="operator">
       <h2 id="h-operator">Operator</h2>
@@ -158,6 +186,12 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
         <dt>Skills revision</dt>
         <dd data-field="skills" class="wrap">
           {skills === undefined ? "unknown" : String(skills)}
+        </dd>
+        <dt>Waiting inputs</dt>
+        <dd data-field="waiting" class="wrap">
+          {waiting === undefined
+            ? "unknown"
+            : <StateBadge tone={waiting.count > 0 ? "warning" : "ok"} label={waiting.label} />}
         </dd>
       </dl>
       <div class="op-buttons">

@@ -252,7 +252,8 @@ Deno.test("serve starts the daemon under derived permissions and forwards SIGTER
   const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
   fake.enqueue({
     toolCall: {
-      code: "import asyncio, os\nwhile not os.path.exists('finish'):\n    await asyncio.sleep(0.02)\nwait()",
+      code:
+        "import asyncio, os\nwhile not os.path.exists('finish'):\n    await asyncio.sleep(0.02)\nwait()",
     },
   });
   const daemon = await startTestDaemon({ via: "launcher", modelUrl: fake.url });
