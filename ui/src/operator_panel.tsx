@@ -10,6 +10,7 @@
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { isObject } from "./json_value.ts";
+import { waitingLine } from "./waiting_inputs.ts";
 import type { LaneClient } from "./lane_client.ts";
 import { OperatorCommandError } from "./operator_requests.ts";
 import { StateBadge } from "./state_badge.tsx";
@@ -39,33 +40,6 @@ const COMMANDS: { kind: Command; label: string; confirm?: string }[] = [
  * Finds the first field named one of `names` in `value`, searching nested objects
  * breadth-first down to `depth` levels.
  */
-/**
- * The status's inputs waiting longer than its threshold, in words: how many, over how long,
- * and the first ones with how long each has waited.
- */
-export function waitingLine(status: unknown): { count: number; label: string } | undefined {
-  const count = findField(status, ["waiting_inputs"]);
-  const threshold = findField(status, ["waiting_threshold_ms"]);
-  if (typeof count !== "number" || typeof threshold !== "number") return undefined;
-  const over = `over ${Math.round(threshold / 1000)} s`;
-  if (count === 0) return { count, label: `none ${over}` };
-  const first = (findList(status, "waiting") ?? []).slice(0, 3).map((w) => {
-    const item = w as { id?: unknown; waited_ms?: unknown };
-    return `${String(item.id)} (${Math.round(Number(item.waited_ms) / 1000)} s)`;
-  });
-  return { count, label: `${count} waiting ${over}${first.length ? `: ${first.join(", ")}` : ""}` };
-}
-
-function findList(value: unknown, name: string, depth = 3): unknown[] | undefined {
-  if (!isObject(value) || depth < 0) return undefined;
-  if (Array.isArray(value[name])) return value[name] as unknown[];
-  for (const v of Object.values(value)) {
-    const found = findList(v, name, depth - 1);
-    if (found !== undefined) return found;
-  }
-  return undefined;
-}
-
 export function findField(value: unknown, names: string[], depth = 3): unknown {
   let level: unknown[] = [value];
   for (let d = 0; d <= depth && level.length > 0; d++) {
