@@ -114,7 +114,7 @@ Deno.test("window backup: a backup taken during a burst restores every input ack
   }
 });
 
-Deno.test("`klbr restore` refuses a backup whose artifact no longer matches its hash", async () => {
+Deno.test("window backup-verify: `klbr restore` refuses a backup whose artifact no longer matches its hash", async () => {
   const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
   fake.enqueue({ toolCall: { code: "print('z' * 20_000)\nwait()" } });
   const daemon = await startTestDaemon({ modelUrl: fake.url });
