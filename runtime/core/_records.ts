@@ -54,6 +54,9 @@ export const CellRunResult = z.looseObject({
   stderr: z.string(),
   stdout_artifact: ArtifactRef.optional(),
   stderr_artifact: ArtifactRef.optional(),
+  /** Why the whole output could not be spooled (a full disk): the excerpt is all there is. */
+  stdout_artifact_error: z.string().optional(),
+  stderr_artifact_error: z.string().optional(),
   error: z.looseObject({ type: z.string(), message: z.string(), traceback: z.string() })
     .nullable(),
   /** `wait(seconds=…)` adds the timer it set. */
@@ -172,6 +175,10 @@ const DATA = {
     conversation: z.string(),
     frame_id: z.string().nullable(),
     cell_id: z.string().nullable(),
+    /** The send's place among its cell's effects (absent from records before effects). */
+    ordinal: int.positive().optional(),
+    /** The idempotency key it was sent under, or null. */
+    key: z.string().nullable().optional(),
     state: z.literal("delivered"),
   }),
   "outbox.pending": z.looseObject({
@@ -192,6 +199,8 @@ const DATA = {
     input_id: z.string().nullable().optional(),
     frame_id: z.string().nullable(),
     cell_id: z.string().nullable(),
+    /** The row's place among its cell's effects (absent from records before effects). */
+    ordinal: int.positive().optional(),
   }),
   "outbox.attempting": outboxStep("attempting"),
   "outbox.confirmed": outboxStep("confirmed"),
@@ -228,11 +237,24 @@ const DATA = {
   ...BEHAVIOR_RECORDS,
   "session.stalled": z.looseObject({ failures: int.nonnegative(), message: z.string() }),
   "recovery": z.looseObject({
+    /** Why the work stopped (absent from records before it was added). */
+    reason: z.string().optional(),
     abandoned_frames: ids,
     resumed_frames: ids,
+    /** Frames whose last cell had called `wait()`: finished without a model request. */
+    finished_frames: ids.optional(),
     interrupted_cells: ids,
     closed_tool_calls: ids,
   }),
+  "input.ignored": z.looseObject({ input_id: z.string(), reason: z.string(), waited_ms: int }),
+  "input.expired": z.looseObject({ input_id: z.string(), reason: z.string(), waited_ms: int }),
+  "turn.retrying": z.looseObject({
+    frame_id: z.string(),
+    attempt: int.positive(),
+    delay_ms: int.nonnegative(),
+    reason: z.string(),
+  }),
+  "daemon.stopping": z.looseObject({ reason: z.string(), grace_ms: int.nonnegative() }),
   "operator": z.looseObject({
     /** The command, e.g. `op.reset`; the rest is its result. */
     op: z.string(),
@@ -250,10 +272,18 @@ const DATA = {
     /** Why the model's summary was not used, when it was asked for and not used. */
     fallback_reason: z.string().nullable().optional(),
   }),
-  "turn.started": z.looseObject({ frame_id: z.string(), frame: int, resumed: z.boolean() }),
+  "turn.started": z.looseObject({
+    frame_id: z.string(),
+    frame: int,
+    resumed: z.boolean(),
+    /** Which retry of the frame's turn this is, after a failed model request. */
+    attempt: int.positive().optional(),
+  }),
   "turn.ended": z.looseObject({
     frame_id: z.string(),
     reason: z.string(),
+    /** Ended at recovery: the turn's cell had called `wait()` before the restart. */
+    recovered: z.boolean().optional(),
     /** The reason given to `wait()`, when the turn ended waiting. */
     wait_reason: z.string().optional(),
   }),
@@ -315,6 +345,10 @@ export const KnownRecord = z.discriminatedUnion("type", [
   variant("candidate.failed"),
   variant("session.stalled"),
   variant("recovery"),
+  variant("input.ignored"),
+  variant("input.expired"),
+  variant("turn.retrying"),
+  variant("daemon.stopping"),
   variant("operator"),
   variant("context.compacted"),
   variant("turn.started"),

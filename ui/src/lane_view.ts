@@ -31,7 +31,8 @@ import {
 export type InputDisposition =
   | { state: "pending" }
   | { state: "consumed"; frame: number | undefined; frameId: string; end: FrameEnd }
-  | { state: "returned"; frame: number | undefined; frameId: string };
+  | { state: "returned"; frame: number | undefined; frameId: string }
+  | { state: "dismissed"; how: "ignored" | "expired"; reason: string };
 
 /** How a frame that consumed inputs has ended so far. */
 export type FrameEnd = "running" | "done" | "failed";
@@ -246,6 +247,15 @@ class LaneBuilder {
       case "activation":
         this.view.activation = { release: r.data.release_id, epoch: r.data.epoch };
         return;
+      case "input.ignored":
+      case "input.expired": {
+        // An input that ends without a frame: a plan left it, or it waited past its age.
+        const input = this.view.inputs.get(r.data.input_id);
+        if (input === undefined) return;
+        const how = r.type === "input.ignored" ? "ignored" : "expired";
+        input.disposition = { state: "dismissed", how, reason: r.data.reason };
+        return;
+      }
     }
   }
 
@@ -294,6 +304,8 @@ export function dispositionLabel(disposition: InputDisposition): string {
       return "pending";
     case "returned":
       return `pending again (frame ${disposition.frame ?? "?"} abandoned)`;
+    case "dismissed":
+      return `${disposition.how}${disposition.reason ? `: ${disposition.reason}` : ""}`;
     case "consumed": {
       const base = `consumed by frame ${disposition.frame ?? shortId(disposition.frameId)}`;
       if (disposition.end === "done") return `${base} · done`;
