@@ -12,6 +12,7 @@
  */
 
 import { DatabaseSync } from "node:sqlite";
+import { join } from "node:path";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { storeFailure } from "./_store_errors.ts";
 import { LATEST_VERSION, STORE_FORMAT } from "./migrations.ts";
@@ -158,5 +159,45 @@ export function inspectStoreFile(path: string): StoreFileState {
     if (error instanceof KlbrError) throw error;
     if (storeFailure(error) === "corrupt") throw damaged(path, (error as Error).message);
     throw foreign(path, `a SQLite file that cannot be read (${(error as Error).message})`);
+  }
+}
+
+/** What the state directory holds beside the store that only a store with history points at. */
+const HISTORY_DIRS = ["releases", "artifacts"];
+
+/**
+ * Refuses to start a fresh store where the state directory shows one existed: releases or
+ * artifacts beside an absent or zero-byte `runtime.sqlite` mean its history was lost, and a
+ * new empty store would hide that.
+ */
+export function refuseLostHistory(stateDir: string, path: string, state: "absent" | "empty"): void {
+  const found = HISTORY_DIRS.filter((dir) => {
+    try {
+      for (const _ of Deno.readDirSync(join(stateDir, dir))) return true;
+    } catch { /* absent */ }
+    return false;
+  });
+  if (found.length === 0) return;
+  throw new KlbrError(
+    "store_corrupt",
+    `cannot open store: runtime.sqlite is ${
+      state === "absent" ? "missing" : "empty (zero bytes)"
+    } but the state directory holds ${
+      found.join(" and ")
+    }, so its history is gone; restore a backup (deno task klbr restore <dir>), or move the directory aside to start afresh (got ${path})`,
+  );
+}
+
+/**
+ * Opening an existing file for write changes nothing; a file that refuses it (immutable,
+ * read-only) is refused before SQLite sees it. An absent file is for the caller to judge.
+ */
+export function requireWritable(path: string): void {
+  try {
+    Deno.openSync(path, { read: true, write: true }).close();
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound) && !(error instanceof Deno.errors.IsADirectory)) {
+      throw error;
+    }
   }
 }

@@ -19,7 +19,7 @@ import {
 import { join } from "node:path";
 import { z } from "zod";
 import { assert, faultPoint, KlbrError } from "../runtime/core/mod.ts";
-import { inspectStoreFile } from "./_inspect_file.ts";
+import { inspectStoreFile, refuseLostHistory, requireWritable } from "./_inspect_file.ts";
 import {
   injectedSqliteFull,
   storeError,
@@ -358,45 +358,5 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
   } catch (error) {
     if (lock !== undefined) releaseOwnerLock(lock);
     throw unusableState("open store", stateDir, error) ?? error;
-  }
-}
-
-/** What the state directory holds beside the store that only a store with history points at. */
-const HISTORY_DIRS = ["releases", "artifacts"];
-
-/**
- * Refuses to start a fresh store where the state directory shows one existed: releases or
- * artifacts beside an absent or zero-byte `runtime.sqlite` mean its history was lost, and a
- * new empty store would hide that.
- */
-function refuseLostHistory(stateDir: string, path: string, state: "absent" | "empty"): void {
-  const found = HISTORY_DIRS.filter((dir) => {
-    try {
-      for (const _ of Deno.readDirSync(join(stateDir, dir))) return true;
-    } catch { /* absent */ }
-    return false;
-  });
-  if (found.length === 0) return;
-  throw new KlbrError(
-    "store_corrupt",
-    `cannot open store: ${STORE_FILE} is ${
-      state === "absent" ? "missing" : "empty (zero bytes)"
-    } but the state directory holds ${
-      found.join(" and ")
-    }, so its history is gone; restore a backup (deno task klbr restore <dir>), or move the directory aside to start afresh (got ${path})`,
-  );
-}
-
-/**
- * Opening an existing file for write changes nothing; a file that refuses it (immutable,
- * read-only) is refused before SQLite sees it. An absent file is for the caller to judge.
- */
-function requireWritable(path: string): void {
-  try {
-    Deno.openSync(path, { read: true, write: true }).close();
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound) && !(error instanceof Deno.errors.IsADirectory)) {
-      throw error;
-    }
   }
 }

@@ -23,8 +23,10 @@ const admitted = (seq: number, id: string) =>
   record(seq, "input.admitted", {
     input_id: id,
     source_kind: "local",
+    dedupe_key: `local:cl_test:${id}`,
     conversation_id: "local:default",
     author: "owner",
+    received_at: 1_736_933_400_000,
     body: "hi",
   });
 
