@@ -11,6 +11,7 @@ import { timeGenerationSpawns } from "../generation_spawn.ts";
 import { runJupyterPeer } from "../jupyter_peer.ts";
 import { measureRawCommits } from "../raw_commit.ts";
 import { residentBytes, workingDenoPid } from "../rss.ts";
+import { tempDir } from "../../tests/_helpers/temp.ts";
 
 const python = (await resolvePython("python3")).executable;
 const hasJupyter = (await new Deno.Command("/usr/bin/python3", {
@@ -20,7 +21,7 @@ const hasJupyter = (await new Deno.Command("/usr/bin/python3", {
 }).output().catch(() => ({ success: false }))).success;
 
 Deno.test("`measureRawCommits()` commits every row in WAL at synchronous=FULL", async () => {
-  const dir = await Deno.makeTempDir();
+  const dir = await tempDir();
   const result = measureRawCommits({ dir, count: 25 });
   assert.equal(result.count, 25);
   assert.equal(result.latency.count, 25);
@@ -38,7 +39,7 @@ Deno.test("`measureRawCommits()` commits every row in WAL at synchronous=FULL", 
 });
 
 Deno.test("`measureRawCommits()` refuses a count that is not a positive integer", async () => {
-  const dir = await Deno.makeTempDir();
+  const dir = await tempDir();
   for (const count of [0, -3, 1.5, Number.NaN]) {
     assert.throws(() => measureRawCommits({ dir, count }), {
       code: "invalid_input",
@@ -121,7 +122,7 @@ Deno.test("`timeEcho()` and `timeCells()` count exactly the timed rounds", async
   assert.ok(echo.min <= echo.p50 && echo.p50 <= echo.p99 && echo.p99 <= echo.max);
   const cells = await timeCells({
     python,
-    scratch: await Deno.makeTempDir(),
+    scratch: await tempDir(),
     cells: 10,
     warmup: 2,
   });
@@ -133,7 +134,7 @@ Deno.test("`timeCells()` refuses a workbench that cannot start", async () => {
     async () =>
       timeCells({
         python: "/nonexistent/python3",
-        scratch: await Deno.makeTempDir(),
+        scratch: await tempDir(),
         cells: 1,
         warmup: 0,
       }),
@@ -148,7 +149,7 @@ Deno.test("`timeCells()` refuses a workbench that cannot start", async () => {
 Deno.test("`timeGenerationSpawns()` starts and stops one generation per sample", async () => {
   const spawns = await timeGenerationSpawns({
     python,
-    scratch: await Deno.makeTempDir(),
+    scratch: await tempDir(),
     spawns: 2,
   });
   assert.equal(spawns.count, 2);
@@ -160,7 +161,7 @@ Deno.test("`runJupyterPeer()` says why when the interpreter does not exist", asy
     count: 1,
     warmup: 0,
     starts: 1,
-    scratch: await Deno.makeTempDir(),
+    scratch: await tempDir(),
   });
   assert.deepEqual(result, {
     ok: false,
@@ -171,7 +172,7 @@ Deno.test("`runJupyterPeer()` says why when the interpreter does not exist", asy
 
 Deno.test("`runJupyterPeer()` says why when the interpreter has no Jupyter", async () => {
   // An interpreter without site-packages cannot import Jupyter, wherever Jupyter is installed.
-  const scratch = await Deno.makeTempDir();
+  const scratch = await tempDir();
   const bare = join(scratch, "python3");
   await Deno.writeTextFile(bare, `#!/bin/sh\nexec ${python} -S "$@"\n`, { mode: 0o755 });
   const result = await runJupyterPeer({
@@ -179,7 +180,7 @@ Deno.test("`runJupyterPeer()` says why when the interpreter has no Jupyter", asy
     count: 1,
     warmup: 0,
     starts: 1,
-    scratch: await Deno.makeTempDir(),
+    scratch: await tempDir(),
   });
   assert.equal(result.ok, false);
   assert.match(
@@ -194,7 +195,7 @@ Deno.test("`runJupyterPeer()` says why when the peer exits without a result", as
     count: 1,
     warmup: 0,
     starts: 1,
-    scratch: await Deno.makeTempDir(),
+    scratch: await tempDir(),
   });
   assert.deepEqual(result, {
     ok: false,
@@ -210,7 +211,7 @@ Deno.test({
       count: 5,
       warmup: 1,
       starts: 1,
-      scratch: await Deno.makeTempDir(),
+      scratch: await tempDir(),
     });
     assert.equal(result.ok, true, JSON.stringify(result));
     if (!result.ok) return;

@@ -12,9 +12,10 @@ import { openStore } from "../../store/store.ts";
 import { BLOCKING_ATTENTION, prepareBlockedState } from "../blocked_release.ts";
 import { openLane } from "../lane_driver.ts";
 import { measureReplay, seedRecords } from "../replay.ts";
+import { tempDir } from "../../tests/_helpers/temp.ts";
 
 async function freshState(): Promise<string> {
-  const dir = await Deno.makeTempDir();
+  const dir = await tempDir();
   const store = openStore(dir);
   ensureSession(store, "default");
   store.close();
@@ -54,7 +55,7 @@ Deno.test("`seedRecords()` refuses a state directory another owner holds", async
 });
 
 Deno.test("`seedRecords()` refuses a state directory without the default session", async () => {
-  const dir = await Deno.makeTempDir();
+  const dir = await tempDir();
   openStore(dir).close();
   assert.throws(() => seedRecords(dir, 10), { code: "not_found" });
 });
@@ -64,10 +65,10 @@ Deno.test("`seedRecords()` refuses a missing state directory", () => {
 });
 
 Deno.test("`prepareBlockedState()` leaves a state whose next daemon keeps the blocking release", async () => {
-  const stateDir = join(await Deno.makeTempDir(), "state");
+  const stateDir = join(await tempDir(), "state");
   await Deno.mkdir(stateDir);
-  const workspace = await Deno.makeTempDir();
-  const scratch = await Deno.makeTempDir();
+  const workspace = await tempDir();
+  const scratch = await tempDir();
   const releaseId = await prepareBlockedState({ stateDir, workspace, scratch });
   const store = openStore(stateDir, { create: false, owner: false });
   const release = getRelease(store, releaseId)!;

@@ -7,6 +7,7 @@
 
 import { join } from "node:path";
 import { daemonArgs, derivePermissionInput, REPO_ROOT } from "../../runtime/setup/mod.ts";
+import { tempDir } from "./temp.ts";
 
 export { REPO_ROOT };
 
@@ -68,8 +69,8 @@ export function serveFlags(): string[] {
 
 /** Starts the daemon on a free port and waits until `/health` answers. */
 export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<TestDaemon> {
-  const stateDir = options.stateDir ?? await Deno.makeTempDir({ prefix: "klbr-state-" });
-  const workspace = options.workspace ?? await Deno.makeTempDir({ prefix: "klbr-ws-" });
+  const stateDir = options.stateDir ?? await tempDir("klbr-state-");
+  const workspace = options.workspace ?? await tempDir("klbr-ws-");
   const configPath = join(options.configDir ?? stateDir, "test-config.kdl");
   const modelUrl = options.modelUrl ?? "http://127.0.0.1:9/v1";
   await Deno.writeTextFile(

@@ -2,11 +2,12 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readArtifact, spoolArtifact } from "../../store/artifacts.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
+import { tempDir } from "../_helpers/temp.ts";
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
 Deno.test("`spoolArtifact()` writes once and evicts the oldest", async () => {
-  const state = await Deno.makeTempDir();
+  const state = await tempDir();
   const a = await spoolArtifact(state, bytes("a".repeat(600)), 1_000);
   const again = await spoolArtifact(state, bytes("a".repeat(600)), 1_000);
   assert.deepEqual(again, a, "the same bytes are one artifact");
@@ -23,7 +24,7 @@ Deno.test("`spoolArtifact()` writes once and evicts the oldest", async () => {
 });
 
 Deno.test("`readArtifact()` reads a range and refuses bad ids, ranges and evicted artifacts", async () => {
-  const state = await Deno.makeTempDir();
+  const state = await tempDir();
   const ref = await spoolArtifact(state, bytes("0123456789"));
   const part = await readArtifact(state, ref.id, { offset: 3, length: 4 });
   assert.equal(new TextDecoder().decode(part.data), "3456");

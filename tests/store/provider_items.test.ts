@@ -12,9 +12,10 @@ import {
 } from "../../store/provider_items.ts";
 import { ensureSession } from "../../store/sessions.ts";
 import { openStore, type Store } from "../../store/store.ts";
+import { tempDir } from "../_helpers/temp.ts";
 
 async function withStore(fn: (store: Store) => void | Promise<void>) {
-  const store = openStore(await Deno.makeTempDir());
+  const store = openStore(await tempDir());
   try {
     ensureSession(store, "default");
     await fn(store);

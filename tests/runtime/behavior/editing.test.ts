@@ -10,6 +10,7 @@ import { activateRelease, markLastGood } from "../../../store/releases.ts";
 import { ensureSession } from "../../../store/sessions.ts";
 import { publishRelease } from "../../../store/snapshot_hash.ts";
 import { openStore, type Store } from "../../../store/store.ts";
+import { tempDir } from "../../_helpers/temp.ts";
 
 // Handler results are JSON objects; the tests read their fields directly.
 // deno-lint-ignore no-explicit-any
@@ -21,7 +22,7 @@ async function withEditor(
     store: Store,
   ) => Promise<void>,
 ) {
-  const state = await Deno.makeTempDir();
+  const state = await tempDir();
   const store = openStore(state);
   try {
     ensureSession(store, "default");

@@ -7,6 +7,7 @@ import { REPO_ROOT, serveFlags, startTestDaemon, type TestDaemon } from "../../_
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
 import type { LaneRecord, ServerMessage } from "../../../runtime/core/mod.ts";
 import { activateVariant } from "../../_helpers/releases.ts";
+import { tempDir } from "../../_helpers/temp.ts";
 
 const records = (client: LaneClient, type?: string) =>
   client.messages.filter((m): m is LaneRecord =>
@@ -37,7 +38,7 @@ async function withModelDaemon(
 }
 
 Deno.test("serve refuses a non-loopback bind before it listens", async () => {
-  const state = await Deno.makeTempDir();
+  const state = await tempDir();
   const out = await new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -609,7 +610,7 @@ Deno.test("a cell that outruns KLBR_CELL_TIMEOUT_MS ends timed_out and the turn 
 });
 
 Deno.test("serve refuses a malformed KLBR_CELL_TIMEOUT_MS before it listens", async () => {
-  const state = await Deno.makeTempDir();
+  const state = await tempDir();
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", ...serveFlags(), `${REPO_ROOT}/main.ts`, "serve", "--state", state],
     env: { KLBR_CELL_TIMEOUT_MS: "soon" },

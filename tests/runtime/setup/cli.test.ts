@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { REPO_ROOT, startTestDaemon } from "../../_helpers/daemon.ts";
+import { tempDir } from "../../_helpers/temp.ts";
 
 /** Runs `main.ts <args>` with the permission flags of the named deno.json task. */
 async function cli(task: string, args: string[], env: Record<string, string> = {}) {
@@ -21,7 +22,7 @@ async function cli(task: string, args: string[], env: Record<string, string> = {
 }
 
 Deno.test("init lays out the state directory once and keeps what exists", async () => {
-  const state = join(await Deno.makeTempDir(), "state");
+  const state = join(await tempDir(), "state");
   const first = await cli("init", ["init", "--state", state]);
   assert.equal(first.code, 0, first.stderr);
   assert.equal(first.stdout.trim(), `initialised ${state}`);
@@ -42,7 +43,7 @@ Deno.test("init lays out the state directory once and keeps what exists", async 
 });
 
 Deno.test("doctor reports versions and exits 0 on a healthy state, 1 with one line per problem", async () => {
-  const state = join(await Deno.makeTempDir(), "state");
+  const state = join(await tempDir(), "state");
   assert.equal((await cli("init", ["init", "--state", state])).code, 0);
   const healthy = await cli("doctor", ["doctor", "--state", state]);
   assert.equal(healthy.code, 0, healthy.stdout + healthy.stderr);
@@ -112,7 +113,7 @@ Deno.test("klbr status, compact and a refused activate speak to the daemon over 
 });
 
 Deno.test("klbr url prints the UI address with the operator token in its fragment", async () => {
-  const state = join(await Deno.makeTempDir(), "state");
+  const state = join(await tempDir(), "state");
   assert.equal((await cli("init", ["init", "--state", state])).code, 0);
   const token = (await Deno.readTextFile(join(state, "operator.token"))).trim();
   const out = await cli("klbr", ["url", "--state", state, "--port", "9123"]);
