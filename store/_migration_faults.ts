@@ -10,7 +10,7 @@ import { appendOnly } from "./_migration_sql.ts";
 // and whatever later effects record themselves), numbered 1, 2, … within its cell, so the
 // result the model reads for a cell that did not finish can list what it had done; a key makes
 // an effect idempotent within its session. Inputs get their final disposition when no frame
-// consumes them: ignored by a plan (with its reason) or expired after the configured age.
+// takes them within the configured age: expired, with its reason.
 // Release paths become relative to the state directory, so a moved directory still opens.
 /** The statements of migration 10. */
 export const V10 = `
@@ -30,7 +30,7 @@ CREATE UNIQUE INDEX effects_key ON effects (session_id, kind, key) WHERE key IS 
 ${appendOnly("effects")}
 ALTER TABLE outbox ADD COLUMN ordinal INTEGER NULL;
 ALTER TABLE inputs ADD COLUMN disposition TEXT NULL
-  CHECK (disposition IS NULL OR disposition IN ('ignored', 'expired'));
+  CHECK (disposition IS NULL OR disposition = 'expired');
 ALTER TABLE inputs ADD COLUMN disposition_reason TEXT NULL;
 ALTER TABLE inputs ADD COLUMN disposed_at INTEGER NULL;
 DROP TRIGGER releases_no_update;

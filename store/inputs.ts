@@ -5,9 +5,8 @@
  * An input's identity (source kind, dedupe key, conversation, author, body, timestamps) is fixed
  * at admission; triggers refuse changing it. Only `status` and `frame_id` move: `pending` →
  * `consumed` when an accepted frame takes it, and back to `pending` when that frame is abandoned;
- * `pending` → `dismissed` when it ends without a frame — ignored by a plan (with its reason) or
- * expired after the configured age — with an `input.ignored` or `input.expired` record. So no
- * input stays pending forever.
+ * `pending` → `dismissed` when no frame took it within the configured age, with an
+ * `input.expired` record. So no input stays pending forever.
  *
  * @module
  */
@@ -79,7 +78,7 @@ export interface InputRecord {
 }
 
 /** How an input ended without a frame. */
-export type InputDisposition = "ignored" | "expired";
+export type InputDisposition = "expired";
 
 interface InputRow {
   id: string;
@@ -304,30 +303,26 @@ export function unclaimInputs(store: Store, frameId: string): void {
 }
 
 /**
- * Ends pending inputs without a frame: `ignored` (a plan decided so, `reason` says why) or
- * `expired` (pending longer than the configured age). Each gets status `dismissed`, its
- * disposition and reason, and an `input.ignored` / `input.expired` record, in one transaction.
- * An input that is no longer pending is left alone; returns the ids that were dismissed.
+ * Ends pending inputs that no frame took within the configured age: each gets status
+ * `dismissed`, disposition `expired` with its reason, and an `input.expired` record, in one
+ * transaction. An input that is no longer pending is left alone; returns the ids that expired.
+ * (An input a plan ignores is taken by a frame with its reason, not here.)
  *
- * Proven by "`dismissInputs()` ends pending inputs with a disposition and leaves the rest" in
- * `tests/store/inputs.test.ts`.
+ * Proven by "`expireInputs()` ends pending inputs with their disposition and leaves the rest"
+ * in `tests/store/effects.test.ts`.
  *
  * @throws {KlbrError} `invalid_input` for an empty or over-long reason.
  */
-export function dismissInputs(
+export function expireInputs(
   store: Store,
-  request: {
-    session: string;
-    inputIds: readonly string[];
-    disposition: InputDisposition;
-    reason: string;
-  },
+  request: { session: string; inputIds: readonly string[]; reason: string },
 ): string[] {
-  const { session, inputIds, disposition, reason } = request;
+  const { session, inputIds, reason } = request;
+  const disposition: InputDisposition = "expired";
   if (typeof reason !== "string" || reason.length === 0 || reason.length > 1000) {
     throw new KlbrError(
       "invalid_input",
-      `cannot dismiss inputs: reason must be 1-1000 characters (got ${JSON.stringify(reason)})`,
+      `cannot expire inputs: reason must be 1-1000 characters (got ${JSON.stringify(reason)})`,
     );
   }
   return store.transaction(() => {
@@ -341,7 +336,7 @@ export function dismissInputs(
       if (changed !== 1) continue;
       const { admitted_at } = store.statement("SELECT admitted_at FROM inputs WHERE id = ?")
         .get(id) as { admitted_at: number };
-      insertEvent(store, session, `input.${disposition}`, {
+      insertEvent(store, session, "input.expired", {
         input_id: id,
         reason,
         waited_ms: now - admitted_at,

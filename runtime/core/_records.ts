@@ -16,6 +16,7 @@
 import * as z from "zod";
 import { BEHAVIOR_RECORDS, FRAME_TRACE_REFS } from "./_behavior_records.ts";
 import { describeIssues } from "./_protocol.ts";
+import { FAULT_DATA } from "./_records_faults.ts";
 import { UNATTENDED_DATA } from "./_records_jobs.ts";
 
 /** Where an input came from. */
@@ -236,25 +237,6 @@ const DATA = {
   "release.recovered": z.looseObject({ broken: z.string(), restored: z.string() }),
   ...BEHAVIOR_RECORDS,
   "session.stalled": z.looseObject({ failures: int.nonnegative(), message: z.string() }),
-  "recovery": z.looseObject({
-    /** Why the work stopped (absent from records before it was added). */
-    reason: z.string().optional(),
-    abandoned_frames: ids,
-    resumed_frames: ids,
-    /** Frames whose last cell had called `wait()`: finished without a model request. */
-    finished_frames: ids.optional(),
-    interrupted_cells: ids,
-    closed_tool_calls: ids,
-  }),
-  "input.ignored": z.looseObject({ input_id: z.string(), reason: z.string(), waited_ms: int }),
-  "input.expired": z.looseObject({ input_id: z.string(), reason: z.string(), waited_ms: int }),
-  "turn.retrying": z.looseObject({
-    frame_id: z.string(),
-    attempt: int.positive(),
-    delay_ms: int.nonnegative(),
-    reason: z.string(),
-  }),
-  "daemon.stopping": z.looseObject({ reason: z.string(), grace_ms: int.nonnegative() }),
   "operator": z.looseObject({
     /** The command, e.g. `op.reset`; the rest is its result. */
     op: z.string(),
@@ -272,21 +254,6 @@ const DATA = {
     /** Why the model's summary was not used, when it was asked for and not used. */
     fallback_reason: z.string().nullable().optional(),
   }),
-  "turn.started": z.looseObject({
-    frame_id: z.string(),
-    frame: int,
-    resumed: z.boolean(),
-    /** Which retry of the frame's turn this is, after a failed model request. */
-    attempt: int.positive().optional(),
-  }),
-  "turn.ended": z.looseObject({
-    frame_id: z.string(),
-    reason: z.string(),
-    /** Ended at recovery: the turn's cell had called `wait()` before the restart. */
-    recovered: z.boolean().optional(),
-    /** The reason given to `wait()`, when the turn ended waiting. */
-    wait_reason: z.string().optional(),
-  }),
   "code.patch": z.looseObject({
     patch_id: z.string(),
     /** The cell that made the patch (`null` outside a cell). */
@@ -301,6 +268,7 @@ const DATA = {
     })),
   }),
   ...UNATTENDED_DATA,
+  ...FAULT_DATA,
 } as const;
 
 type DataSchemas = typeof DATA;
@@ -345,7 +313,6 @@ export const KnownRecord = z.discriminatedUnion("type", [
   variant("candidate.failed"),
   variant("session.stalled"),
   variant("recovery"),
-  variant("input.ignored"),
   variant("input.expired"),
   variant("turn.retrying"),
   variant("daemon.stopping"),

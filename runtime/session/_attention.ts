@@ -9,7 +9,7 @@
 
 import { z } from "zod";
 import {
-  dismissInputs,
+  expireInputs,
   type InputRecord,
   pendingBefore,
   pendingSummary,
@@ -75,16 +75,15 @@ export function answered(frame: FrameRecord): string[] {
  *
  * @returns how many expired
  */
-export function expireInputs(store: Store, session: string, expireMs: number): number {
+export function expireOld(store: Store, session: string, expireMs: number): number {
   if (!Number.isFinite(expireMs)) return 0;
   let expired = 0;
   for (let pass = 0; pass < 100; pass++) {
     const old = pendingBefore(store, session, store.clock() - expireMs, 1000);
     if (old.inputs.length === 0) break;
-    expired += dismissInputs(store, {
+    expired += expireInputs(store, {
       session,
       inputIds: old.inputs.map((input) => input.id),
-      disposition: "expired",
       reason: `pending for more than ${expireMs} ms without a frame`,
     }).length;
   }

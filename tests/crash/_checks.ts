@@ -43,7 +43,8 @@ export function checkStore(stateDir: string, acked: Iterable<string>): void {
       assert.equal(found.length, 1, `acknowledged input ${id} is there exactly once`);
       const [input] = found;
       // Every acknowledged input reached a final disposition: consumed by a frame that was not
-      // abandoned, or dismissed (ignored by a plan, or expired) with its reason.
+      // abandoned (a plan's ignored input is such a frame's, with its reason), or dismissed as
+      // expired with its reason.
       if (input.status === "consumed") {
         const [frame] = rows(db, "SELECT state FROM frames WHERE id = ?", String(input.frame_id));
         assert.ok(["done", "failed"].includes(String(frame.state)), `${id}: frame ${frame.state}`);

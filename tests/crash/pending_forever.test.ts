@@ -1,7 +1,8 @@
 // Window "work pending forever": every input ends with a recorded disposition. One a plan
-// ignores ends `ignored` with the plan's reason; one no plan takes is shown as waiting once it
-// passes the threshold (`status`, `/health`) and ends `expired` after the configured age — by
-// a timer, with no other wake — and the session goes on answering.
+// ignores is taken by a frame that records the plan's reason and runs no turn; one no plan
+// takes is shown as waiting once it passes the threshold (`status`, `/health`) and ends
+// `expired` after the configured age — by a timer, with no other wake — and the session goes
+// on answering.
 
 import assert from "node:assert/strict";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
@@ -42,8 +43,17 @@ Deno.test("window pending-forever: an ignored input and an expired one each end 
       text: "ignore me please",
     });
     const ignoredId = (ignored as { input_id: string }).input_id;
-    const record = await waitRecord(client, "input.ignored");
-    assert.deepEqual([record.data.input_id, record.data.reason], [ignoredId, "not for me"]);
+    const frame = await waitRecord(client, "frame.accepted");
+    assert.deepEqual(frame.data.input_ids, [ignoredId]);
+    assert.deepEqual((frame.data.routing as { ignored: unknown }).ignored, [
+      { input_id: ignoredId, reason: "not for me" },
+    ]);
+    const finished = await waitRecord(client, "frame.finished");
+    assert.deepEqual([finished.data.state, finished.data.reason], [
+      "done",
+      "every input ignored; no turn",
+    ]);
+    assert.equal(fake.requests.filter((r) => r.method === "POST").length, 0, "no model request");
 
     const held = await client.request({ kind: "input", client_msg_id: "h", text: "hold this" });
     const heldId = (held as { input_id: string }).input_id;
@@ -76,11 +86,13 @@ Deno.test("window pending-forever: an ignored input and an expired one each end 
     withDb(daemon.stateDir, (db) => {
       const dispositions = rows(
         db,
-        "SELECT id, disposition, disposition_reason FROM inputs WHERE status = 'dismissed' ORDER BY admitted_seq",
+        "SELECT id, status, disposition FROM inputs WHERE id IN (?, ?) ORDER BY admitted_seq",
+        ignoredId,
+        heldId,
       );
-      assert.deepEqual(dispositions.map((r) => [r.id, r.disposition]), [
-        [ignoredId, "ignored"],
-        [heldId, "expired"],
+      assert.deepEqual(dispositions.map((r) => [r.id, r.status, r.disposition]), [
+        [ignoredId, "consumed", null],
+        [heldId, "dismissed", "expired"],
       ]);
     });
     checkStore(daemon.stateDir, [ignoredId, heldId, next.inputId]);

@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { effectByKey, effectsOfCell, recordEffect } from "../../store/effects.ts";
-import { dismissInputs, getInput, pendingBefore } from "../../store/inputs.ts";
+import { expireInputs, getInput, pendingBefore } from "../../store/inputs.ts";
 import { admitInput } from "../../store/inputs.ts";
 import { readEvents } from "../../store/events.ts";
 import { ensureSession } from "../../store/sessions.ts";
@@ -60,7 +60,7 @@ Deno.test("`recordEffect()` numbers a cell's effects and keeps a key once", asyn
   });
 });
 
-Deno.test("`dismissInputs()` ends pending inputs with a disposition and leaves the rest", async () => {
+Deno.test("`expireInputs()` ends pending inputs with their disposition and leaves the rest", async () => {
   await withStore((store) => {
     const admit = (n: number) =>
       admitInput(store, {
@@ -73,38 +73,25 @@ Deno.test("`dismissInputs()` ends pending inputs with a disposition and leaves t
       }).inputId;
     const [a, b, c] = [admit(1), admit(2), admit(3)];
     assert.deepEqual(pendingBefore(store, "default", store.clock()).count, 3);
-    const done = dismissInputs(store, {
-      session: "default",
-      inputIds: [a, b],
-      disposition: "ignored",
-      reason: "small talk",
-    });
+    const done = expireInputs(store, { session: "default", inputIds: [a, b], reason: "too old" });
     assert.deepEqual(done, [a, b]);
     assert.deepEqual(
-      dismissInputs(store, {
-        session: "default",
-        inputIds: [a, c],
-        disposition: "expired",
-        reason: "too old",
-      }),
-      [c],
-      "an input that is no longer pending is left alone",
+      expireInputs(store, { session: "default", inputIds: [a, "in_missing"], reason: "again" }),
+      [],
+      "an input that is no longer pending, or not there, is left alone",
     );
     assert.equal(getInput(store, a)?.status, "dismissed");
-    assert.equal(getInput(store, a)?.disposition, "ignored");
-    assert.equal(getInput(store, a)?.dispositionReason, "small talk");
-    assert.equal(getInput(store, c)?.disposition, "expired");
-    const kinds = readEvents(store, "default").map((e) => e.kind);
-    assert.deepEqual(kinds.slice(3), ["input.ignored", "input.ignored", "input.expired"]);
-    assert.equal(pendingBefore(store, "default", store.clock()).count, 0);
+    assert.equal(getInput(store, a)?.disposition, "expired");
+    assert.equal(getInput(store, a)?.dispositionReason, "too old");
+    assert.equal(getInput(store, c)?.status, "pending");
+    const events = readEvents(store, "default").slice(3);
+    assert.deepEqual(events.map((e) => e.kind), ["input.expired", "input.expired"]);
+    const body = events[0].body as { input_id: string; reason: string; waited_ms: number };
+    assert.deepEqual([body.input_id, body.reason], [a, "too old"]);
+    assert.ok(body.waited_ms > 0, "the record says how long it waited");
+    assert.equal(pendingBefore(store, "default", store.clock()).count, 1);
     assert.throws(
-      () =>
-        dismissInputs(store, {
-          session: "default",
-          inputIds: [],
-          disposition: "expired",
-          reason: "",
-        }),
+      () => expireInputs(store, { session: "default", inputIds: [c], reason: "" }),
       (e) => isKlbrError(e, "invalid_input"),
     );
   });

@@ -134,7 +134,6 @@ const DEFAULTS: { [T in RecordType]: RecordInput<T> } = {
     interrupted_cells: [],
     closed_tool_calls: [],
   },
-  "input.ignored": { input_id: "in_1", reason: "small talk", waited_ms: 10 },
   "input.expired": { input_id: "in_1", reason: "pending for more than 1000 ms", waited_ms: 1200 },
   "turn.retrying": { frame_id: FRAME, attempt: 1, delay_ms: 1000, reason: "model failed: 500" },
   "daemon.stopping": { reason: "daemon shutdown (SIGTERM)", grace_ms: 10000 },

@@ -35,7 +35,12 @@ Deno.test("`deriveLanes()` shows an ignored and an expired input with their reas
     admitted(1, "in_a"),
     admitted(2, "in_b"),
     admitted(3, "in_c"),
-    record(4, "input.ignored", { input_id: "in_a", reason: "small talk", waited_ms: 10 }),
+    record(4, "input.ignored", {
+      input_id: "in_a",
+      frame_id: "fr_1",
+      reason: "small talk",
+      by: "agent",
+    }),
     record(5, "input.expired", {
       input_id: "in_b",
       reason: "pending for more than 1000 ms",

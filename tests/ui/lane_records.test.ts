@@ -45,7 +45,6 @@ const EXPECTED: { [T in RecordType]: Lane } = {
   "candidate.failed": "events",
   "session.stalled": "events",
   "recovery": "events",
-  "input.ignored": "events",
   "input.expired": "events",
   "turn.retrying": "events",
   "daemon.stopping": "events",

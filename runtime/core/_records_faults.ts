@@ -1,0 +1,49 @@
+/**
+ * The record bodies of a turn's life across faults (`docs/faults.md`): how a turn starts,
+ * ends and is retried, what recovery repaired, an input that expired, and a drain that began.
+ * Part of the one record union of `_records.ts`.
+ *
+ * @module
+ */
+
+import * as z from "zod";
+
+const ids = z.array(z.string());
+const int = z.number().int();
+
+/** The `data` schemas of the fault-window records, by type. */
+export const FAULT_DATA = {
+  "recovery": z.looseObject({
+    /** Why the work stopped (absent from records before it was added). */
+    reason: z.string().optional(),
+    abandoned_frames: ids,
+    resumed_frames: ids,
+    /** Frames whose last cell had called `wait()`: finished without a model request. */
+    finished_frames: ids.optional(),
+    interrupted_cells: ids,
+    closed_tool_calls: ids,
+  }),
+  "turn.ended": z.looseObject({
+    frame_id: z.string(),
+    reason: z.string(),
+    /** Ended at recovery: the turn's cell had called `wait()` before the restart. */
+    recovered: z.boolean().optional(),
+    /** The reason given to `wait()`, when the turn ended waiting. */
+    wait_reason: z.string().optional(),
+  }),
+  "turn.started": z.looseObject({
+    frame_id: z.string(),
+    frame: int,
+    resumed: z.boolean(),
+    /** Which retry of the frame's turn this is, after a failed model request. */
+    attempt: int.positive().optional(),
+  }),
+  "input.expired": z.looseObject({ input_id: z.string(), reason: z.string(), waited_ms: int }),
+  "turn.retrying": z.looseObject({
+    frame_id: z.string(),
+    attempt: int.positive(),
+    delay_ms: int.nonnegative(),
+    reason: z.string(),
+  }),
+  "daemon.stopping": z.looseObject({ reason: z.string(), grace_ms: int.nonnegative() }),
+} as const;
