@@ -12,6 +12,7 @@
 import { KlbrError, newId } from "../runtime/core/mod.ts";
 import { insertEvent } from "./events.ts";
 import { releasesPinnedByJobs } from "./jobs.ts";
+import { releasePath } from "./releases.ts";
 import type { Store } from "./store.ts";
 
 /** A release as retention sees it: where it is, when it was published, and what pins it. */
@@ -67,7 +68,7 @@ export function releaseRetention(
     if (row.created_at >= since) pin(row.id, "recent");
     return {
       id: row.id,
-      path: row.path,
+      path: releasePath(store, row.path),
       createdAt: row.created_at,
       pinnedBy: [...(pins.get(row.id) ?? [])],
     };

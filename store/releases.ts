@@ -63,7 +63,7 @@ export function getRelease(store: Store, id: string): ReleaseRecord | undefined 
   } | undefined;
   return row && {
     id: row.id,
-    path: isAbsolute(row.path) ? row.path : join(store.stateDir, row.path),
+    path: releasePath(store, row.path),
     createdAt: row.created_at,
     fileCount: row.file_count,
     byteCount: row.byte_count,
@@ -91,6 +91,11 @@ export function recordRelease(store: Store, release: RecordRelease): ReleaseReco
     ).run(id, storedPath(store.stateDir, path), store.clock(), fileCount, byteCount);
     return getRelease(store, id)!;
   });
+}
+
+/** A stored release path made absolute: relative ones are inside the state directory. */
+export function releasePath(store: Store, stored: string): string {
+  return isAbsolute(stored) ? stored : join(store.stateDir, stored);
 }
 
 /** `path` relative to the state directory when it is inside it, else as given. */
