@@ -138,6 +138,8 @@ Deno.test("`renderInputs()` keeps a burst of large inputs within its share and n
     seq: i + 1,
     status: "consumed",
     frameId: "f",
+    disposition: null,
+    dispositionReason: null,
   }));
   const limit = 2000;
   const opening = renderInputs(inputs, limit);
