@@ -12,6 +12,7 @@ import { appendOnly } from "./_migration_sql.ts";
 // an effect idempotent within its session. Inputs get their final disposition when no frame
 // takes them within the configured age: expired, with its reason.
 // Release paths become relative to the state directory, so a moved directory still opens.
+// Recovery asks whether a frame's model had answered: provider items are indexed by frame.
 /** The statements of migration 10. */
 export const V10 = `
 CREATE TABLE effects (
@@ -29,6 +30,7 @@ CREATE TABLE effects (
 CREATE UNIQUE INDEX effects_key ON effects (session_id, kind, key) WHERE key IS NOT NULL;
 ${appendOnly("effects")}
 ALTER TABLE outbox ADD COLUMN ordinal INTEGER NULL;
+CREATE INDEX provider_items_frame ON provider_items (frame_id) WHERE frame_id IS NOT NULL;
 ALTER TABLE inputs ADD COLUMN disposition TEXT NULL
   CHECK (disposition IS NULL OR disposition = 'expired');
 ALTER TABLE inputs ADD COLUMN disposition_reason TEXT NULL;

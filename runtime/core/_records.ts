@@ -55,7 +55,6 @@ export const CellRunResult = z.looseObject({
   stderr: z.string(),
   stdout_artifact: ArtifactRef.optional(),
   stderr_artifact: ArtifactRef.optional(),
-  /** Why the whole output could not be spooled (a full disk): the excerpt is all there is. */
   stdout_artifact_error: z.string().optional(),
   stderr_artifact_error: z.string().optional(),
   error: z.looseObject({ type: z.string(), message: z.string(), traceback: z.string() })
@@ -178,7 +177,6 @@ const DATA = {
     cell_id: z.string().nullable(),
     /** The send's place among its cell's effects (absent from records before effects). */
     ordinal: int.positive().optional(),
-    /** The idempotency key it was sent under, or null. */
     key: z.string().nullable().optional(),
     state: z.literal("delivered"),
   }),
