@@ -144,12 +144,9 @@ export class WorkbenchHandle {
   }
 
   /**
-   * Runs a policy hook and returns its JSON value. An aborted `signal` runs the cancellation
-   * ladder on it: a hook that catches the cancellation is killed with its worker after the
-   * grace.
+   * Runs a policy hook and returns its JSON value; an aborted `signal` runs the ladder on it.
    * @throws {KlbrError} `hook_failed` when the hook raised or was cancelled; `worker_timeout`
-   * when it did not answer within `timeoutMs` (the ladder ran); `worker_failed` when the worker
-   * died.
+   * when it did not answer within `timeoutMs`; `worker_failed` when the worker died.
    */
   async hook(
     name: HookName,
@@ -166,8 +163,8 @@ export class WorkbenchHandle {
       ? undefined
       : setTimeout(() => void this.#ladder(id, "timeout"), options.timeoutMs);
     const onAbort = () => void this.#ladder(id, "cancel");
-    options.signal?.addEventListener("abort", onAbort, { once: true });
     if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener("abort", onAbort, { once: true });
     try {
       const value = await pending.done.promise;
       if (pending.stopping !== "timeout") return value;
