@@ -9,7 +9,7 @@
 import { type AdmitInput, admitInput } from "../../store/inputs.ts";
 import { discordDedupeKey, localDedupeKey } from "../../store/dedupe_keys.ts";
 import type { Store } from "../../store/store.ts";
-import { faultPoint, isKlbrError, KlbrError } from "../core/mod.ts";
+import { faultPoint, isKlbrError } from "../core/mod.ts";
 import { MAINTENANCE_CONVERSATION } from "../session/mod.ts";
 import type { DiscordMessage } from "../discord/mod.ts";
 import type { AdmitOutcome, InputMessage } from "../lanes/mod.ts";
