@@ -80,7 +80,8 @@ export interface InputRecord {
 /** How an input ended without a frame. */
 export type InputDisposition = "expired";
 
-interface InputRow {
+/** An `inputs` row as SQLite returns it. */
+export interface InputRow {
   id: string;
   session_id: string;
   source_kind: InputRecord["sourceKind"];
@@ -97,7 +98,8 @@ interface InputRow {
   disposition_reason: string | null;
 }
 
-function toRecord(row: InputRow): InputRecord {
+/** The record of an `inputs` row. */
+export function inputFromRow(row: InputRow): InputRecord {
   return {
     id: row.id,
     session: row.session_id,
@@ -208,7 +210,7 @@ export function admitInput(store: Store, input: AdmitInput): AdmitResult {
 /** Returns the input `id`, or `undefined` when there is none. */
 export function getInput(store: Store, id: string): InputRecord | undefined {
   const row = store.statement("SELECT * FROM inputs WHERE id = ?").get(id) as InputRow | undefined;
-  return row ? toRecord(row) : undefined;
+  return row ? inputFromRow(row) : undefined;
 }
 
 /** Returns the input admitted under `(sourceKind, dedupeKey)`, or `undefined`. */
@@ -219,7 +221,7 @@ export function inputByDedupeKey(
 ): InputRecord | undefined {
   const row = store.statement("SELECT * FROM inputs WHERE source_kind = ? AND dedupe_key = ?")
     .get(sourceKind, dedupeKey) as InputRow | undefined;
-  return row ? toRecord(row) : undefined;
+  return row ? inputFromRow(row) : undefined;
 }
 
 /**
@@ -242,7 +244,7 @@ export function pendingInputs(
   const rows = store.statement(
     "SELECT * FROM inputs WHERE session_id = ? AND status = 'pending' ORDER BY admitted_seq LIMIT ?",
   ).all(session, limit) as unknown as InputRow[];
-  return rows.map(toRecord);
+  return rows.map(inputFromRow);
 }
 
 /** How many inputs of `session` are pending, and when the oldest was admitted (ms). */
@@ -365,5 +367,5 @@ export function pendingBefore(
     `SELECT * FROM inputs WHERE session_id = ? AND status = 'pending' AND admitted_at < ?
      ORDER BY admitted_seq LIMIT ?`,
   ).all(session, admittedBefore, limit) as unknown as InputRow[];
-  return { count, inputs: rows.map(toRecord) };
+  return { count, inputs: rows.map(inputFromRow) };
 }

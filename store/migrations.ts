@@ -335,6 +335,11 @@ CREATE TABLE discord_channels (
 ) STRICT;
 `;
 
+// A conversation's inputs in order: a turn reads the ambient talk before its own inputs.
+const V11 = `
+CREATE INDEX inputs_conversation ON inputs (session_id, conversation_id, admitted_seq);
+`;
+
 /** Every migration, in order. Append only; never edit a released entry. */
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "runtime tables", sql: V1 },
@@ -347,6 +352,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 8, name: "context budgets, summaries and history index", sql: CONTEXT_SCHEMA },
   { version: 9, name: "hook traces and failed candidates", sql: BEHAVIOR_DIAGNOSTICS_SQL },
   { version: 10, name: "effects, input dispositions, relative release paths", sql: V10 },
+  { version: 11, name: "inputs by conversation", sql: V11 },
 ];
 
 /** The `user_version` a fully migrated store has. */

@@ -66,3 +66,18 @@ export function renderInputs(inputs: InputRecord[], maxTokens: number): Record<s
   }
   return { role: "user", content: parts.join("\n\n") };
 }
+
+/** What heads the talk a plan read without answering, when a turn shows it. */
+export const AMBIENT_HEADING =
+  "[runtime] meanwhile in this conversation, read without answering (not addressed to you):";
+
+/**
+ * Renders the ambient talk a turn is shown before its inputs, within about `maxTokens` raw
+ * tokens: a heading, then each input as {@linkcode renderInputs} shows it. Empty when there is
+ * none.
+ */
+export function renderAmbient(inputs: InputRecord[], maxTokens: number): string {
+  if (inputs.length === 0) return "";
+  const body = renderInputs(inputs, maxTokens).content as string;
+  return `${AMBIENT_HEADING}\n\n${body}`;
+}

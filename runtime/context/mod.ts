@@ -16,6 +16,6 @@ export {
 } from "./_budget.ts";
 export { compactContext, type CompactionDeps, type CompactOptions } from "./_compaction.ts";
 export { historyHandlers } from "./_history_rpc.ts";
-export { renderInputs } from "./_inputs.ts";
+export { AMBIENT_HEADING, renderAmbient, renderInputs } from "./_inputs.ts";
 export { buildRequest, type BuiltRequest, fitMessages, type RequestParts } from "./_request.ts";
 export { SUMMARIZER_MARKER } from "./_summarizer.ts";

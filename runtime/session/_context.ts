@@ -17,8 +17,10 @@ import {
   fitMessages,
   messagesTokens,
   rawLimits,
+  renderAmbient,
   renderInputs as renderBounded,
 } from "../context/mod.ts";
+import { ambientBefore } from "../../store/ambient_inputs.ts";
 import type { HookResult } from "../behavior/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
 import { hookOr, type TurnHookDeps } from "./_turn_hooks.ts";
@@ -39,14 +41,29 @@ export interface PreparedRequest {
   rawTokens: number;
 }
 
-/** The message a new turn opens with: its inputs, within a quarter of `main`'s budget. */
+/**
+ * The message a new turn opens with, within a quarter of `main`'s budget: the talk its
+ * conversations had meanwhile that the plan read without answering (at most a quarter of that
+ * share), then its inputs.
+ */
 export function renderInputs(
   deps: ContextDeps,
   session: string,
   inputs: InputRecord[],
 ): Record<string, unknown> {
   const limits = rawLimits(deps.store, session, "main", deps.contextBudget("main"));
-  return renderBounded(inputs, limits.opening);
+  const firstSeq = new Map<string, number>();
+  for (const input of inputs) {
+    const seen = firstSeq.get(input.conversationId);
+    if (seen === undefined || input.seq < seen) firstSeq.set(input.conversationId, input.seq);
+  }
+  const ambient = [...firstSeq].flatMap(([conversation, seq]) =>
+    ambientBefore(deps.store, session, conversation, seq)
+  );
+  const ambientShare = Math.floor(limits.opening / 4);
+  const meanwhile = renderAmbient(ambient, ambientShare);
+  const opening = renderBounded(inputs, limits.opening - (meanwhile ? ambientShare : 0));
+  return meanwhile ? { ...opening, content: `${meanwhile}\n\n${opening.content}` } : opening;
 }
 
 /**

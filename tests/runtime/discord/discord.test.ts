@@ -16,6 +16,7 @@ import { startTestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
 import { type FakeDiscord, startFakeDiscord } from "../../fakes/discord_server.ts";
 import { startFakeOpenAI } from "../../fakes/openai_server.ts";
+import { AMBIENT_HEADING } from "../../../runtime/context/mod.ts";
 
 // ---- the discord.* RPC handlers ----
 
@@ -404,6 +405,11 @@ Deno.test("an ambient message gets no reply and no model request; a mention, a D
       mentionBot: true,
     });
     await waitRecord(client, "outbox.confirmed");
+    // The turn that answers in channel 123 reads the talk it had been silent through.
+    const messages = (model.requests[1].body as { messages: { content: string }[] }).messages;
+    const opening = String(messages.at(-1)?.content);
+    assert.ok(opening.startsWith(AMBIENT_HEADING), opening);
+    assert.ok(opening.indexOf("lunch anyone?") < opening.lastIndexOf("help"), opening);
     discord.dispatchMessage({ channelId: "456", messageId: "602", content: "psst", guildId: null });
     await client.waitFor(() => records(client, "outbox.confirmed").length === 2, 30_000);
     const replyTo = discord.botMessages("123")[0].id;
