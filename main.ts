@@ -26,6 +26,7 @@ commands:
   url                   print the UI's address with the operator token (keep it private)
   backup <dir>          copy the state directory into <dir>, consistently, while the daemon runs
   restore <dir>         restore a backup into the state directory (never over a live one)
+  token rotate          replace the operator token; old tokens, sessions and cookies are refused
   status [session]      operator: show the runtime's state
   reset <session>       operator: replace the kernel (heap state is not restored)
   compact <session>     operator: compact the session's context
@@ -46,7 +47,8 @@ options:
   --state DIR           state directory (default ./.klbr, or KLBR_STATE_DIR)
   --config FILE         KDL configuration (default <state>/config.kdl, or KLBR_CONFIG)
   --host HOST           serve: loopback address to bind (default 127.0.0.1)
-  --port PORT           serve: port (default ${DEFAULT_PORT}); operator commands: daemon port
+  --port PORT           serve: port (default ${DEFAULT_PORT}); doctor: the port the printed
+                        permissions are for; operator commands and token rotate: the daemon's port
   --json                operator commands, backup, restore: print JSON
   --probe               doctor: check the Discord token with one GET /users/@me
   --replace             restore: move a stopped state directory aside instead of refusing
@@ -68,6 +70,8 @@ export async function main(args: string[]): Promise<number> {
       probe: { type: "boolean", default: false },
       replace: { type: "boolean", default: false },
       "log-format": { type: "string" },
+      python: { type: "string" },
+      "python-home": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -89,7 +93,12 @@ export async function main(args: string[]): Promise<number> {
     }
     case "doctor": {
       const { runDoctor } = await import("./runtime/setup/mod.ts");
-      return await runDoctor({ stateDir, configPath: values.config, probeDiscord: values.probe });
+      return await runDoctor({
+        stateDir,
+        configPath: values.config,
+        probeDiscord: values.probe,
+        port: values.port === undefined ? undefined : Number(values.port),
+      });
     }
     case "serve": {
       const { launchDaemon } = await import("./runtime/setup/mod.ts");
@@ -109,6 +118,22 @@ export async function main(args: string[]): Promise<number> {
         host: values.host,
         port: values.port === undefined ? undefined : Number(values.port),
         logFormat: logFormat(values["log-format"]),
+        python: values.python === undefined || values["python-home"] === undefined
+          ? undefined
+          : { executable: values.python, home: values["python-home"] },
+      });
+    }
+    case "token": {
+      if (rest[0] !== "rotate") {
+        console.error(
+          `klbr: cannot run token: usage: klbr token rotate (got ${rest[0] ?? "nothing"})`,
+        );
+        return 2;
+      }
+      const { rotateToken } = await import("./runtime/operator/mod.ts");
+      return await rotateToken({
+        stateDir,
+        port: values.port === undefined ? undefined : Number(values.port),
       });
     }
     case "url": {

@@ -223,13 +223,14 @@ const OPERATOR_MESSAGES = [
   { kind: "op.maintain", request: "r10", session: "default", reason: "weekly" },
   { kind: "op.candidates", request: "r11", session: "default" },
   { kind: "op.trace", request: "r12", session: "default", target: "fr_01" },
+  { kind: "op.token_rotate", request: "r13" },
 ];
 
 Deno.test("`parseClientMessage()` refuses every op.* kind to a client without the operator role", () => {
   assert.deepEqual(OPERATOR_MESSAGES.map((m) => m.kind), [...OPERATOR_KINDS]);
   for (const message of OPERATOR_MESSAGES) {
     assert.throws(
-      () => parseClientMessage(message, "client"),
+      () => parseClientMessage(message, "viewer"),
       (error) => {
         assertKlbr(
           error,
@@ -246,7 +247,7 @@ Deno.test("`parseClientMessage()` refuses every op.* kind to a client without th
 Deno.test("`parseClientMessage()` checks the role before the fields of an op.* message", () => {
   // A client without the role learns nothing about what a valid operator message looks like.
   assert.throws(
-    () => parseClientMessage({ kind: "op.activate" }, "client"),
+    () => parseClientMessage({ kind: "op.activate" }, "viewer"),
     (error) => (error as KlbrError).code === "role_forbidden",
   );
 });
@@ -257,29 +258,43 @@ Deno.test("`parseClientMessage()` accepts every op.* kind from the operator role
   }
 });
 
-Deno.test("`parseClientMessage()` accepts hello, input and ping from either role, with defaults", () => {
-  for (const role of ["client", "operator"] as const) {
+Deno.test("`parseClientMessage()` accepts hello and ping from either role and input from the operator, with defaults", () => {
+  for (const role of ["viewer", "operator"] as const) {
     assert.deepEqual(parseClientMessage({ kind: "hello" }, role), {
       kind: "hello",
       session: "default",
       since: 0,
     });
-    assert.deepEqual(
-      parseClientMessage(
-        { kind: "input", request: "r1", client_msg_id: "m1", text: "hé 🦀" },
-        role,
-      ),
-      {
-        kind: "input",
-        request: "r1",
-        client_msg_id: "m1",
-        text: "hé 🦀",
-        conversation: "local:default",
-        author: "owner",
-      },
-    );
     assert.deepEqual(parseClientMessage({ kind: "ping" }, role), { kind: "ping" });
   }
+  assert.deepEqual(
+    parseClientMessage(
+      { kind: "input", request: "r1", client_msg_id: "m1", text: "hé 🦀" },
+      "operator",
+    ),
+    {
+      kind: "input",
+      request: "r1",
+      client_msg_id: "m1",
+      text: "hé 🦀",
+      conversation: "local:default",
+      author: "owner",
+    },
+  );
+  // A read-only viewer (no token, where the configuration allows it) sends no input.
+  assert.throws(
+    () =>
+      parseClientMessage(
+        { kind: "input", request: "r1", client_msg_id: "m1", text: "x" },
+        "viewer",
+      ),
+    (error) =>
+      assertKlbr(
+        error,
+        "role_forbidden",
+        "cannot accept input: this connection is read-only (it showed no token or session cookie)",
+      ),
+  );
 });
 
 Deno.test("`parseClientMessage()` answers a malformed message with invalid_input naming the field", () => {
@@ -309,7 +324,7 @@ Deno.test("`parseClientMessage()` answers a malformed message with invalid_input
   ];
   for (const [value, detail] of cases) {
     assert.throws(
-      () => parseClientMessage(value, "client"),
+      () => parseClientMessage(value, "operator"),
       (error) => assertKlbr(error, "invalid_input", `cannot accept client message: ${detail}`),
     );
   }
@@ -319,7 +334,7 @@ Deno.test("`parseClientMessage()` names the kind field for an unknown or missing
   const expected = "kind: Invalid discriminator value. Expected 'hello' | 'input' | 'ping' | " +
     "'op.status' | 'op.reset' | 'op.compact' | 'op.drain' | 'op.stop' | 'op.activate' | " +
     "'op.jobs' | 'op.cancel_job' | " +
-    "'op.rollback' | 'op.maintain' | 'op.candidates' | 'op.trace'";
+    "'op.rollback' | 'op.maintain' | 'op.candidates' | 'op.trace' | 'op.token_rotate'";
   for (const [value, prefix] of [[{ kind: "record" }, "record "], [{}, ""]] as const) {
     assert.throws(
       () => parseClientMessage(value, "operator"),

@@ -9,7 +9,7 @@
 import { type CandidateCheck, recordTrace } from "../../store/behavior_diagnostics.ts";
 import type { Store } from "../../store/store.ts";
 import { type BehaviorRef, DEFAULT_HOOK_TIMEOUT_MS, type HookName } from "../core/mod.ts";
-import { spawnWorkbench } from "../kernel/mod.ts";
+import { type SandboxBase, spawnWorkbench } from "../kernel/mod.ts";
 import { checkHookResult } from "./_hook_contracts.ts";
 import { hookErrorOf } from "./_traces.ts";
 
@@ -23,6 +23,8 @@ export interface TrustedTestOptions {
   workspace: string;
   /** How long one hook may take. @default {DEFAULT_HOOK_TIMEOUT_MS} */
   hookTimeoutMs?: number;
+  /** Confines the throwaway worker: only the tree under test is bound (read-only). */
+  sandbox?: SandboxBase;
 }
 
 /** One hook call of a test. */
@@ -53,9 +55,14 @@ export async function runTrusted(
   calls: TestCall[],
   origin: "test" | "candidate",
 ): Promise<TestOutcome[]> {
+  // The hooks under test read their tree and nothing else of the state directory; they may
+  // not change it, so what is published is what was tested.
   const worker = spawnWorkbench(options.python, {
     cwd: options.workspace,
     repoRoot: options.repoRoot,
+    sandbox: options.sandbox === undefined
+      ? undefined
+      : { base: options.sandbox, readOnly: [tree.path] },
   });
   const outcomes: TestOutcome[] = [];
   try {
@@ -65,6 +72,7 @@ export async function runTrusted(
         generation: 0,
         session: options.session,
         workspace: options.workspace,
+        deny: [await Deno.realPath(options.store.stateDir)],
         skills: { revision: "", roots: [], bodies: {}, refused: [] },
         behavior: tree,
       });

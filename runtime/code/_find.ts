@@ -9,7 +9,7 @@
 import { join, matchesGlob } from "node:path";
 import { type Node, Query } from "web-tree-sitter";
 import { KlbrError } from "../core/mod.ts";
-import { resolveInWorkspace } from "../kernel/mod.ts";
+import { resolveInWorkspace, withinRoot } from "../kernel/mod.ts";
 import { grammar } from "./_grammars.ts";
 import { type LanguageId, languageOf } from "./_languages.ts";
 import type { CodeRange } from "./_schemas.ts";
@@ -60,13 +60,18 @@ const clip = (text: string) => {
 };
 
 /** The workspace-relative files `path` names: a file, a directory's tree, or a glob. */
-async function filesOf(root: string, path: string): Promise<{ files: string[]; cut: boolean }> {
+async function filesOf(
+  root: string,
+  path: string,
+  deny: string[],
+): Promise<{ files: string[]; cut: boolean }> {
   const globbed = /[*?[{]/.test(path);
   const segments = path.split("/");
   const literal = globbed ? segments.slice(0, segments.findIndex((s) => /[*?[{]/.test(s))) : [];
   const base = await resolveInWorkspace(root, globbed ? literal.join("/") || "." : path, {
     action: "find",
     label: "path",
+    deny,
   });
   if ((await Deno.stat(base.real)).isFile) return { files: [base.relative], cut: false };
   const files: string[] = [];
@@ -80,6 +85,8 @@ async function filesOf(root: string, path: string): Promise<{ files: string[]; c
       const child = rel === "." ? entry.name : `${rel}/${entry.name}`;
       // Links are never followed: a walk cannot leave the root through one.
       if (entry.isSymlink) continue;
+      // The state directory, inside the root in the default layout, is never walked.
+      if (entry.isDirectory && deny.some((d) => withinRoot(d, join(dir, entry.name)))) continue;
       if (entry.isDirectory && !SKIP_DIRS.has(entry.name)) {
         await walk(join(dir, entry.name), child);
       } else if (entry.isFile && languageOf(entry.name) !== null) {
@@ -171,7 +178,7 @@ export async function findInWorkspace(
 ): Promise<FindResult> {
   const trimmed = request.pattern.trim();
   const mode = trimmed.startsWith("(") || trimmed.startsWith("[") ? "query" : "symbol";
-  const { files, cut } = await filesOf(service.root, request.path);
+  const { files, cut } = await filesOf(service.root, request.path, service.deny);
   const result: FindResult = {
     mode,
     matches: [],

@@ -33,6 +33,8 @@ export interface CodeRpcOptions {
   notify: () => void;
   /** The service to use; by default the daemon's one service for this workspace. */
   service?: CodeService;
+  /** Directories never part of the workspace (the state directory). @default {[]} */
+  deny?: string[];
 }
 
 const services = new Map<string, CodeService>();
@@ -41,10 +43,10 @@ const services = new Map<string, CodeService>();
  * Returns the process's one {@linkcode CodeService} for `workspace`, so every session of a
  * daemon shares one tree cache.
  */
-export function sharedCodeService(workspace: string): CodeService {
+export function sharedCodeService(workspace: string, deny: string[] = []): CodeService {
   let service = services.get(workspace);
   if (service === undefined) {
-    service = new CodeService({ root: workspace });
+    service = new CodeService({ root: workspace, deny });
     services.set(workspace, service);
   }
   return service;
@@ -72,7 +74,7 @@ function parse<T extends z.ZodType>(schema: T, params: unknown, method: string):
  * ```
  */
 export function codeHandlers(options: CodeRpcOptions): Record<string, RpcHandler> {
-  const service = options.service ?? sharedCodeService(options.workspace);
+  const service = options.service ?? sharedCodeService(options.workspace, options.deny);
   return {
     "code.outline": (params) => service.outline(parse(OutlineParams, params, "code.outline").path),
     "code.symbol": (params) => {

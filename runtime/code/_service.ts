@@ -30,6 +30,8 @@ export type ReadOutcome =
 export interface CodeServiceOptions {
   /** The workspace root; every path is resolved inside it. */
   root: string;
+  /** Directories never part of the workspace (the state directory): refused, never walked. */
+  deny?: string[];
   /** Limits of the parse-tree cache. */
   cache?: TreeCacheLimits;
 }
@@ -45,6 +47,8 @@ export interface CodeStats {
 /** One workspace's parsing, outlines and reads, with one tree cache. */
 export class CodeService {
   readonly root: string;
+  /** Directories never part of the workspace: refused, never walked. */
+  readonly deny: string[];
   readonly #cache: TreeCache;
   readonly #stats: CodeStats = { parses: 0, hits: 0 };
   #queue: Promise<unknown> = Promise.resolve();
@@ -52,6 +56,7 @@ export class CodeService {
   /** Serves the workspace at `options.root`. */
   constructor(options: CodeServiceOptions) {
     this.root = options.root;
+    this.deny = options.deny ?? [];
     this.#cache = new TreeCache(options.cache);
   }
 
@@ -74,7 +79,7 @@ export class CodeService {
 
   /** Reads a workspace file through the path check. */
   source(path: string, action: string): Promise<Source> {
-    return readSource(this.root, path, action);
+    return readSource(this.root, path, action, this.deny);
   }
 
   /**

@@ -150,8 +150,18 @@ export function utf8(text: string): Uint8Array {
  * @throws {KlbrError} `path_escape`, `not_found` or `path_invalid` from the path check;
  * `invalid_input` for a file over {@linkcode MAX_SOURCE_BYTES} or not UTF-8.
  */
-export async function readSource(root: string, path: string, action: string): Promise<Source> {
-  const checked = await resolveInWorkspace(root, path, { action, label: "path", expect: "file" });
+export async function readSource(
+  root: string,
+  path: string,
+  action: string,
+  deny: string[] = [],
+): Promise<Source> {
+  const checked = await resolveInWorkspace(root, path, {
+    action,
+    label: "path",
+    expect: "file",
+    deny,
+  });
   const bytes = await Deno.readFile(checked.real);
   if (bytes.length > MAX_SOURCE_BYTES) {
     throw new KlbrError(

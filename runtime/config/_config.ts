@@ -26,8 +26,10 @@ import {
   locateSettingsIssue,
   SETTINGS_NODES,
 } from "./_settings.ts";
+import { blockIssue, LanesSchema, SandboxSchema } from "./_blocks.ts";
+import { Secret } from "./_secret.ts";
 
-export { CACHE_FIELDS, ROUTE_NAMES, type RouteName };
+export { CACHE_FIELDS, ROUTE_NAMES, type RouteName, Secret };
 
 /** The cache profiles a route may declare; each names the cache fields that route accepts. */
 export const CACHE_PROFILES = [
@@ -42,38 +44,6 @@ const RETENTION_BY_PROFILE: Record<typeof CACHE_PROFILES[number], readonly strin
   openai_prompt_cache_retention: ["in_memory", "24h"],
   openai_prompt_cache_options: ["in_memory", "24h", "30m"],
 };
-
-/**
- * A secret (an API key from the configuration file, the Discord bot token), kept out of every
- * printed form.
- *
- * `JSON.stringify`, `String()` and `Deno.inspect` all show `[redacted]`; only
- * {@linkcode Secret.reveal} returns the value, and only the provider and the Discord transport
- * call it.
- */
-export class Secret {
-  readonly #value: string;
-  /** Wraps a secret string. */
-  constructor(value: string) {
-    this.#value = value;
-  }
-  /** Returns the secret itself; never log the result. */
-  reveal(): string {
-    return this.#value;
-  }
-  /** Returns `[redacted]`, so serialising a config never writes the key. */
-  toJSON(): string {
-    return "[redacted]";
-  }
-  /** Returns `[redacted]`. */
-  toString(): string {
-    return "[redacted]";
-  }
-  /** Shows `[redacted]` in `console.log` and `Deno.inspect`. */
-  [Symbol.for("Deno.customInspect")](): string {
-    return "[redacted]";
-  }
-}
 
 const show = (value: unknown): string =>
   typeof value === "string" ? JSON.stringify(value) : String(value);
@@ -236,6 +206,8 @@ export const ConfigSchema = z.strictObject({
   discord: DiscordSchema.optional(),
   budget: BudgetSchema.prefault({}),
   cleanup: CleanupSchema.prefault({}),
+  sandbox: SandboxSchema.prefault({}),
+  lanes: LanesSchema.prefault({}),
 });
 
 const settingsFieldNames = (node: "budget" | "cleanup", nested: boolean): string[] =>
@@ -247,6 +219,10 @@ const settingsFieldNames = (node: "budget" | "cleanup", nested: boolean): string
 export type Config = z.output<typeof ConfigSchema>;
 /** The validated `discord` node; absent when Discord is off. */
 export type DiscordConfig = NonNullable<Config["discord"]>;
+/** The validated `sandbox` node (defaults when absent). */
+export type SandboxConfig = Config["sandbox"];
+/** The validated `lanes` node (defaults when absent). */
+export type LanesConfig = Config["lanes"];
 /** One validated route. Its `api_key`, when the file gives one, is a {@linkcode Secret}. */
 export type Route = Config["routes"][RouteName];
 
@@ -303,7 +279,8 @@ export function parseConfig(
   options: ParseConfigOptions,
 ): Omit<LoadedConfig, "source"> {
   const { file, env } = options;
-  const { routes: declared, discord: rawDiscord, settings, warnings } = readKdlRoutes(text, file);
+  const { routes: declared, discord: rawDiscord, settings, sandbox, lanes, warnings } =
+    readKdlRoutes(text, file);
   // An undeclared role copies what main declares; main's own defaults are per role.
   const raw: Partial<Record<RouteName, RawRoute>> = {};
   for (const role of ROUTE_NAMES) raw[role] = declared[role] ?? declared.main;
@@ -314,12 +291,18 @@ export function parseConfig(
     routes: input,
     ...(rawDiscord === undefined ? {} : { discord: rawDiscord.fields }),
     ...Object.fromEntries(Object.entries(settings).map(([name, raw]) => [name, raw.fields])),
+    ...(sandbox === undefined ? {} : { sandbox: sandbox.fields }),
+    ...(lanes === undefined ? {} : { lanes: lanes.fields }),
   });
   if (!result.success) {
     const located = result.error.issues.map((issue) => {
       if ((SETTINGS_NODES as readonly PropertyKey[]).includes(issue.path[0])) {
         const at = locateSettingsIssue(issue, settings, settingsFieldNames);
         return { ...at, order: ROUTE_NAMES.length + 1 };
+      }
+      const block = issue.path[0];
+      if (block === "sandbox" || block === "lanes") {
+        return blockIssue(block, { sandbox, lanes }[block], issue, ROUTE_NAMES.length + 1);
       }
       if (issue.path[0] === "discord") {
         const keys = issue.code === "unrecognized_keys" ? issue.keys : [];

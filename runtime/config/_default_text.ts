@@ -20,7 +20,7 @@ const ROLE_NOTES: Record<RouteName, string> = {
  * Its values are the schema's defaults, so parsing it gives the same routes as no file.
  */
 export function defaultConfigText(): string {
-  const { routes, budget, cleanup } = ConfigSchema.parse({});
+  const { routes, budget, cleanup, sandbox, lanes } = ConfigSchema.parse({});
   const blocks = ROUTE_NAMES.map((role) =>
     [
       `// ${role}: ${ROLE_NOTES[role]}`,
@@ -68,6 +68,12 @@ export function defaultConfigText(): string {
     `//     release_keep_days ${cleanup.release_keep_days}             // unless active, last good or pinned`,
     `//     interval_hours ${cleanup.interval_hours}`,
     "// }",
+    "",
+    "// The workbench runs inside bubblewrap; see docs/security.md. These are the defaults:",
+    '// "required" refuses to start unconfined, network #true shares the host\'s network,',
+    "// view_without_token #true lets a page without the token watch, read-only.",
+    `// sandbox "${sandbox.mode}" { network #${sandbox.network}; }`,
+    `// lanes { view_without_token #${lanes.view_without_token}; max_connections ${lanes.max_connections}; hello_timeout_ms ${lanes.hello_timeout_ms}; }`,
     "",
   ].join("\n");
 }

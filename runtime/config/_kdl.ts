@@ -49,8 +49,15 @@ export interface RawConfig {
   discord?: RawRoute;
   /** The `budget` and `cleanup` nodes the text declares. */
   settings: Partial<Record<SettingsNode, RawSettings>>;
+  /** The `sandbox` node; its one optional argument (the mode) is field `mode`. */
+  sandbox?: RawRoute;
+  /** The `lanes` node: bounds and the read-only view. */
+  lanes?: RawRoute;
   warnings: string[];
 }
+
+/** The sandbox and lanes nodes (each at most once), read by `Reader.block`. */
+const BLOCK_NODES = ["sandbox", "lanes"] as const;
 
 const lineOf = (node: Node): number => getLocation(node)?.start.line ?? 1;
 const show = (value: unknown): string =>
@@ -88,10 +95,26 @@ export function readKdlRoutes(text: string, file: string): RawConfig {
     const [first, second] = discordNodes.map(lineOf);
     failAt(file, second, `discord: declared twice (got lines ${first} and ${second})`);
   }
-  const other = ["discord", ...SETTINGS_NODES];
+  const single = (name: typeof BLOCK_NODES[number]): Node | undefined => {
+    const found = nodes.filter((node) => node.getName() === name);
+    if (found.length > 1) {
+      const [first, second] = found.map(lineOf);
+      failAt(file, second, `${name}: declared twice (got lines ${first} and ${second})`);
+    }
+    return found[0];
+  };
+  const [sandboxNode, lanesNode] = BLOCK_NODES.map(single);
+  const other = ["discord", ...SETTINGS_NODES, ...BLOCK_NODES] as string[];
   const routes = reader.routes(nodes.filter((node) => !other.includes(node.getName())));
   const discord = discordNodes.length === 1 ? reader.discord(discordNodes[0]) : undefined;
-  return { routes, discord, settings: readSettingsNodes(nodes, file), warnings: reader.warnings };
+  return {
+    routes,
+    discord,
+    settings: readSettingsNodes(nodes, file),
+    sandbox: sandboxNode === undefined ? undefined : reader.block("sandbox", sandboxNode, "mode"),
+    lanes: lanesNode === undefined ? undefined : reader.block("lanes", lanesNode),
+    warnings: reader.warnings,
+  };
 }
 
 class Reader {
@@ -174,6 +197,43 @@ class Reader {
         this.fail(line, `${where}: expected ${rule} (got ${args.length} values)`);
       }
       raw.fields[field] = many ? args : args[0];
+    }
+    return raw;
+  }
+
+  /**
+   * Reads a block of one-value fields; `argument`, when given, names the field the node's
+   * one optional argument fills (`sandbox "required" { … }`).
+   */
+  block(name: string, node: Node, argument?: string): RawRoute {
+    const raw: RawRoute = { line: lineOf(node), fields: {}, lines: new Map() };
+    const args = node.getArguments();
+    if (node.getProperties().size > 0 || args.length > (argument === undefined ? 0 : 1)) {
+      const shape = argument === undefined ? "a block" : `at most one ${argument} and a block`;
+      this.fail(raw.line, `${name}: expected ${shape} (got ${args.map(show).join(" ")})`);
+    }
+    if (argument !== undefined && args.length === 1) {
+      raw.fields[argument] = args[0];
+      raw.lines.set(argument, raw.line);
+    }
+    for (const child of node.children?.nodes ?? []) {
+      const field = child.getName();
+      const line = lineOf(child);
+      if (raw.lines.has(field)) {
+        this.fail(
+          line,
+          `${name} ${field}: given twice (got lines ${raw.lines.get(field)} and ${line})`,
+        );
+      }
+      raw.lines.set(field, line);
+      const values = child.getArguments();
+      if (values.length !== 1 || child.getProperties().size > 0 || child.children !== null) {
+        this.fail(
+          line,
+          `${name} ${field}: expected exactly one value (got ${values.length} values)`,
+        );
+      }
+      raw.fields[field] = values[0];
     }
     return raw;
   }

@@ -17,4 +17,6 @@ export interface ServeOptions {
   port?: number;
   /** How log lines are written. @default {"text"} */
   logFormat?: LogFormat;
+  /** The real interpreter and its home, as the launcher found them; else looked up. */
+  python?: { executable: string; home: string };
 }

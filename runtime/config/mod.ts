@@ -1,6 +1,6 @@
 /**
  * The KDL configuration: model routes, prompt-cache profiles, Discord, the budgets of unattended
- * work and the cleanup policy; validated by zod,
+ * work, the cleanup policy, the sandbox and the lanes' bounds; validated by zod,
  * with errors naming the file, the line and the field.
  *
  * @module
@@ -9,9 +9,11 @@
 export {
   type Config,
   type DiscordConfig,
+  type LanesConfig,
   loadConfig,
   parseConfig,
   type Route,
+  type SandboxConfig,
   Secret,
 } from "./_config.ts";
 export { defaultConfigText } from "./_default_text.ts";

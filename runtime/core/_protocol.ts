@@ -12,6 +12,7 @@
 // A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
 import { KlbrError } from "./_errors.ts";
+import { describeIssues, wellFormed } from "./_issues.ts";
 
 // ---------------------------------------------------------------------------------------
 // Host ↔ workbench
@@ -46,6 +47,8 @@ export const HostRequest = z.discriminatedUnion("kind", [
     generation: z.number().int().nonnegative(),
     session: z.string(),
     workspace: z.string(),
+    /** Directories the workspace API refuses even inside the root (the state directory). */
+    deny: z.array(z.string()).optional(),
     skills: SkillsPayload,
     behavior: BehaviorRef.nullable(),
   }),
@@ -192,7 +195,7 @@ export function parseWorkerFrame(value: unknown): WorkerFrame {
 // Client ↔ daemon: the v2 lane protocol
 
 const sessionName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "expected a session name");
-const clientRequest = z.string().min(1).max(128);
+const clientRequest = wellFormed(1, 128);
 
 /** Operator kinds; a client needs the operator role (the token) to send them. */
 export const OPERATOR_KINDS = [
@@ -208,6 +211,7 @@ export const OPERATOR_KINDS = [
   "op.maintain",
   "op.candidates",
   "op.trace",
+  "op.token_rotate",
 ] as const;
 
 /** Every message a client may send over `/v2`. */
@@ -215,17 +219,18 @@ export const ClientMessage = z.discriminatedUnion("kind", [
   z.object({
     kind: z.literal("hello"),
     session: sessionName.default("default"),
-    since: z.number().int().nonnegative().default(0),
+    /** The last seq the client holds; `"head"` starts after the current head (no catch-up). */
+    since: z.union([z.literal("head"), z.number().int().nonnegative()]).default(0),
     token: z.string().optional(),
-    client: z.string().min(1).max(128).optional(),
+    client: wellFormed(1, 128).optional(),
   }),
   z.object({
     kind: z.literal("input"),
     request: clientRequest,
-    client_msg_id: z.string().min(1).max(128),
+    client_msg_id: wellFormed(1, 128),
     text: z.string().min(1).max(1_000_000),
-    conversation: z.string().min(1).max(256).default("local:default"),
-    author: z.string().min(1).max(256).default("owner"),
+    conversation: wellFormed(1, 256).default("local:default"),
+    author: wellFormed(1, 256).default("owner"),
   }),
   z.object({ kind: z.literal("ping"), request: clientRequest.optional() }),
   z.object({
@@ -267,18 +272,22 @@ export const ClientMessage = z.discriminatedUnion("kind", [
     /** A frame id (`fr_…`: every trace of its turn) or a trace id (`tr_…`). */
     target: z.string().min(1).max(64),
   }),
+  z.object({ kind: z.literal("op.token_rotate"), request: clientRequest }),
 ]);
 /** A client → daemon message. */
 export type ClientMessage = z.infer<typeof ClientMessage>;
 
-/** The role a connection was granted at `hello`. */
-export type ClientRole = "client" | "operator";
+/**
+ * The role a connection was granted at `hello`: `operator` with the token or the session
+ * cookie, `viewer` (read-only) without either, only where the configuration allows it.
+ */
+export type ClientRole = "viewer" | "operator";
 
 /**
  * Validates one client message against the connection's role.
  *
  * @throws {KlbrError} `invalid_input` for malformed JSON or fields, `role_forbidden` for an
- * operator kind sent without the operator role.
+ * operator kind sent without the operator role, or an input from a read-only viewer.
  */
 export function parseClientMessage(value: unknown, role: ClientRole): ClientMessage {
   const kind = typeof value === "object" && value !== null && "kind" in value
@@ -291,6 +300,13 @@ export function parseClientMessage(value: unknown, role: ClientRole): ClientMess
     throw new KlbrError(
       "role_forbidden",
       `cannot run ${kind}: the operator role needs the token given at hello`,
+      { status: 403 },
+    );
+  }
+  if (role === "viewer" && kind === "input") {
+    throw new KlbrError(
+      "role_forbidden",
+      "cannot accept input: this connection is read-only (it showed no token or session cookie)",
       { status: 403 },
     );
   }
@@ -323,7 +339,7 @@ export const ServerMessage = z.discriminatedUnion("kind", [
   z.object({
     kind: z.literal("welcome"),
     session: z.string(),
-    role: z.enum(["client", "operator"]),
+    role: z.enum(["viewer", "operator"]),
     head: z.number().int().nonnegative(),
     server: z.object({ version: z.string() }),
   }),
@@ -349,6 +365,8 @@ export const ServerMessage = z.discriminatedUnion("kind", [
     message: z.string(),
     /** True when the same request may succeed later unchanged (e.g. `store_unavailable`). */
     retriable: z.boolean().optional(),
+    /** With `since_beyond_head`: the session's head, where a client may resume instead. */
+    head: z.number().int().nonnegative().optional(),
   }),
   z.object({
     kind: z.literal("token"),
@@ -367,10 +385,3 @@ export const ServerMessage = z.discriminatedUnion("kind", [
 ]);
 /** A daemon → client message. */
 export type ServerMessage = z.infer<typeof ServerMessage>;
-
-/** Renders zod issues as "field: problem; field: problem". */
-export function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => `${issue.path.length ? issue.path.join(".") : "(root)"}: ${issue.message}`)
-    .join("; ");
-}

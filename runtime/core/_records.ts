@@ -15,7 +15,7 @@
 // A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
 import { BEHAVIOR_RECORDS, FRAME_TRACE_REFS } from "./_behavior_records.ts";
-import { describeIssues } from "./_protocol.ts";
+import { describeIssues } from "./_issues.ts";
 import { FAULT_DATA } from "./_records_faults.ts";
 import { UNATTENDED_DATA } from "./_records_jobs.ts";
 

@@ -39,13 +39,13 @@ export {
   SILENT_LOGGER,
 } from "./_log.ts";
 export { SerialRunner } from "./_serial.ts";
+export { describeIssues } from "./_issues.ts";
 export { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "./_ids.ts";
 export {
   BehaviorRef,
   CellReply,
   ClientMessage,
   type ClientRole,
-  describeIssues,
   HookName,
   HostFrame,
   HostRequest,

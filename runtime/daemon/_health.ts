@@ -4,7 +4,7 @@
  * not by a probe a full disk still passes; `degraded` from the first failed or stalled model
  * call until one succeeds, while the artifact store cannot be written, while a hook fails or
  * the session stalled, and while inputs wait longer than the threshold. It also reports the unattended work: jobs
- * running and pending, timers pending and due, and the budgets that are spent.
+ * running and pending, timers pending and due, the budgets that are spent, and whether the workbench is confined.
  *
  * @module
  */
@@ -13,6 +13,7 @@ import { DEFAULT_SESSION } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
 import type { ModelCallReport, TurnHealth } from "../session/mod.ts";
+import type { SandboxStatus } from "../kernel/mod.ts";
 import type { Coordinator } from "./_coordinator.ts";
 
 /** The daemon's version, as `/health` and `welcome` report it. */
@@ -130,7 +131,12 @@ export class HealthMonitor implements TurnHealth {
  * the store is failing or corrupt; `reasons` says, one sentence each, why it is not `ok`.
  */
 export function healthReport(
-  deps: { coordinator: Coordinator; store: Store; monitor: HealthMonitor },
+  deps: {
+    coordinator: Coordinator;
+    store: Store;
+    monitor: HealthMonitor;
+    confinement: { status: SandboxStatus };
+  },
 ): Record<string, unknown> & { ok: boolean } {
   let status: Record<string, unknown>;
   try {
@@ -189,6 +195,10 @@ export function healthReport(
     over_budget: (status.budget as { over_budget?: unknown[] } | undefined)?.over_budget ?? [],
     retrying: session.retrying ?? null,
     recovered_release: status.recovered_release,
+    // Where children run unconfined, every reader of /health hears it.
+    sandbox: deps.confinement.status.mode,
+    sandbox_reason: deps.confinement.status.reason,
+    sandbox_network: deps.confinement.status.network,
     version: VERSION,
   };
 }

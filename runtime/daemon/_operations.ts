@@ -26,7 +26,11 @@ import { maintenanceInput, type PendingInput } from "./_admission.ts";
 import type { SessionParts } from "./_session_parts.ts";
 
 /** An operator command from the lane protocol. */
-export type OperatorMessage = Extract<ClientMessage, { kind: `op.${string}` }>;
+export type OperatorMessage = Exclude<
+  Extract<ClientMessage, { kind: `op.${string}` }>,
+  // The lane server rotates the token itself; the daemon's commands never see it.
+  { kind: "op.token_rotate" }
+>;
 
 /** What the commands need from the daemon. */
 export interface OperationHost {

@@ -7,8 +7,8 @@
  */
 
 import type { ServeOptions } from "../config/mod.ts";
-import { createLogger, type Logger } from "../core/mod.ts";
-import { createApp } from "../lanes/mod.ts";
+import { createLogger, KlbrError, type Logger } from "../core/mod.ts";
+import { createApp, type ListenAddress, OperatorAuth, readOperatorToken } from "../lanes/mod.ts";
 import { REPO_ROOT } from "../setup/mod.ts";
 import { healthReport } from "./_health.ts";
 import { readServeSettings } from "./_serve_settings.ts";
@@ -25,8 +25,20 @@ export async function serve(options: ServeOptions): Promise<number> {
   const log = createLogger({ format: options.logFormat });
   for (const warning of settings.warnings) log.warn("config.warning", `config: ${warning}`);
   const daemon = await startDaemon(settings, log);
+  const { config } = settings;
+  const address: ListenAddress = { host: settings.host, port: settings.port };
   const app = createApp({
     lanes: daemon.coordinator,
+    auth: new OperatorAuth({
+      stateDir: settings.stateDir,
+      token: await readOperatorToken(settings.stateDir),
+      viewWithoutToken: config.lanes.view_without_token,
+    }),
+    address: () => address,
+    limits: {
+      maxConnections: config.lanes.max_connections,
+      helloTimeoutMs: config.lanes.hello_timeout_ms,
+    },
     log,
     uiDir: await builtUi(log),
     health: () => healthReport(daemon),
@@ -38,22 +50,59 @@ export async function serve(options: ServeOptions): Promise<number> {
   Deno.addSignalListener("SIGINT", onSignal("SIGINT"));
   Deno.addSignalListener("SIGTERM", onSignal("SIGTERM"));
   const { host } = settings;
-  const server = Deno.serve({
-    hostname: host,
-    port: settings.port,
-    onListen: ({ port }) =>
-      log.info("daemon.listening", `listening on http://${host}:${port}/`, { host, port }),
-  }, app.fetch);
+  let server: Deno.HttpServer;
+  try {
+    server = Deno.serve({
+      hostname: host,
+      port: settings.port,
+      onListen: ({ port }) => {
+        address.port = port;
+        log.info("daemon.listening", `listening on http://${host}:${port}/`, { host, port });
+      },
+    }, app.fetch);
+  } catch (cause) {
+    await daemon.coordinator.shutdown();
+    daemon.store.close();
+    throw new KlbrError(
+      "invalid_config",
+      `cannot serve: cannot listen on ${host}:${settings.port} (got ${
+        cause instanceof Error ? cause.message : cause
+      })`,
+      { cause },
+    );
+  }
 
   const signal = await stopped;
   log.info("daemon.draining", `${signal}: draining`, { signal });
   // The shutdown is recorded as what caused it: the signal, not an operator.
   await daemon.coordinator.shutdown(settings.drainGraceMs, `daemon shutdown (${signal})`);
   await daemon.discord?.stop();
-  await server.shutdown();
+  await closeServer(server, log);
   daemon.store.close();
   log.info("daemon.drained", "drained; exiting");
   return 0;
+}
+
+/** How long the drain waits for open connections to close before the process exits. */
+const SHUTDOWN_GRACE_MS = 5_000;
+
+/**
+ * Shuts the server down. A client that stopped reading holds its connection open with unsent
+ * bytes; the drain does not wait for it forever.
+ */
+async function closeServer(server: Deno.HttpServer, log: Logger): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const closed = await Promise.race([
+    server.shutdown().then(() => true),
+    new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), SHUTDOWN_GRACE_MS)),
+  ]);
+  clearTimeout(timer);
+  if (!closed) {
+    log.warn(
+      "daemon.connections_cut",
+      `connections still open after ${SHUTDOWN_GRACE_MS} ms were cut at exit`,
+    );
+  }
 }
 
 /** The built UI's directory, rebuilt when stale; undefined (and said) when it cannot be. */

@@ -27,7 +27,7 @@ import {
   KlbrError,
 } from "../core/mod.ts";
 import { requireLoopbackHost } from "../lanes/mod.ts";
-import { resolveConfigPath } from "../setup/mod.ts";
+import { daemonEnv, parseRunPrograms, resolveConfigPath } from "../setup/mod.ts";
 
 /** The daemon's settings, validated. */
 export interface ServeSettings {
@@ -55,7 +55,14 @@ export interface ServeSettings {
   /** `KLBR_RETRY_BASE_MS`: the first retry's delay after a failed plan or model request. */
   retryBaseMs: number;
   workspace: string;
+  /** The interpreter's name (`KLBR_PYTHON`), looked up when `pythonInfo` is not given. */
   python: string;
+  /** The real interpreter and its home, as the launcher found them. */
+  pythonInfo: { executable: string; home: string } | undefined;
+  /** The bubblewrap executable (`KLBR_BWRAP`). */
+  bwrap: string;
+  /** The programs `workspace.run` may start (`KLBR_RUN_PROGRAMS`); undefined means any. */
+  runPrograms: string[] | undefined;
   /** `KLBR_SKILLS_DIR`, when set. */
   skillsDir: string | undefined;
 }
@@ -69,7 +76,8 @@ export interface ServeSettings {
  */
 export async function readServeSettings(
   options: ServeOptions,
-  env: Record<string, string | undefined> = Deno.env.toObject(),
+  // Only the variables --allow-env names can be read; the rest read as unset.
+  env: Record<string, string | undefined> = daemonEnv(),
 ): Promise<ServeSettings> {
   const host = options.host ?? DEFAULT_HOST;
   const port = options.port ?? DEFAULT_PORT;
@@ -105,6 +113,9 @@ export async function readServeSettings(
     retryBaseMs: parseMs("KLBR_RETRY_BASE_MS", env, DEFAULT_RETRY_BASE_MS, 10),
     workspace: env.KLBR_WORKSPACE ?? Deno.cwd(),
     python: env.KLBR_PYTHON ?? "python3",
+    pythonInfo: options.python,
+    bwrap: env.KLBR_BWRAP ?? "bwrap",
+    runPrograms: parseRunPrograms(env.KLBR_RUN_PROGRAMS),
     skillsDir: env.KLBR_SKILLS_DIR,
   };
 }

@@ -12,7 +12,13 @@ import { requireSession } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
 import type { BehaviorState } from "../behavior/mod.ts";
-import { KernelSupervisor, loadSkills, type RpcHandler, type SkillRoots } from "../kernel/mod.ts";
+import {
+  KernelSupervisor,
+  loadSkills,
+  type RpcHandler,
+  type SandboxBase,
+  type SkillRoots,
+} from "../kernel/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import type { Compaction } from "../../store/context_summaries.ts";
 import { compactContext, type ContextBudget } from "../context/mod.ts";
@@ -60,6 +66,12 @@ export interface SessionDeps {
   inputWaitWarnMs: number;
   /** The first retry's delay after a failed plan or model request. */
   retryBaseMs?: number;
+  /** Confines every worker and `workspace.run` program; undefined runs them unconfined. */
+  sandbox?: SandboxBase;
+  /** The state directory's real path: never part of a worker's workspace. */
+  stateDir?: string;
+  /** The programs `workspace.run` may start (`KLBR_RUN_PROGRAMS`); undefined means any. */
+  runPrograms?: string[];
 }
 
 /** One running session's parts. */
@@ -113,6 +125,9 @@ export function createSessionParts(
     repoRoot: deps.repoRoot,
     skillRoots: deps.skillRoots,
     behavior: () => ({ revision: parts.behavior.releaseId, path: parts.behavior.path }),
+    sandbox: deps.sandbox,
+    stateDir: deps.stateDir,
+    runPrograms: deps.runPrograms,
   };
   parts.kernel = new KernelSupervisor({
     ...common,

@@ -70,6 +70,7 @@ export function sessionRpcHandlers(
       python: deps.python,
       repoRoot: deps.repoRoot,
       workspace: deps.workspace,
+      sandbox: deps.sandbox,
       activate: deps.activate,
       // A cell sees the release its turn is pinned to (the active one outside a turn).
       pinned: () => {
@@ -77,6 +78,12 @@ export function sessionRpcHandlers(
         return { releaseId: pin.releaseId, frameId: pin.frameId };
       },
     }),
-    ...codeHandlers({ store, session, workspace: deps.workspace, notify: () => bus.wake(session) }),
+    ...codeHandlers({
+      store,
+      session,
+      workspace: deps.workspace,
+      deny: deps.stateDir === undefined ? [] : [deps.stateDir],
+      notify: () => bus.wake(session),
+    }),
   };
 }

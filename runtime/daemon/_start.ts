@@ -14,7 +14,7 @@ import type { Config } from "../config/mod.ts";
 import { budgetOf } from "../context/mod.ts";
 import type { Logger } from "../core/mod.ts";
 import { DiscordTransport } from "../discord/mod.ts";
-import { loadSkills, skillRoots } from "../kernel/mod.ts";
+import { type Confinement, loadSkills, prepareConfinement, skillRoots } from "../kernel/mod.ts";
 import { readOperatorToken } from "../lanes/mod.ts";
 import { createProvider, type Provider } from "../model/mod.ts";
 import { initStateDir, REPO_ROOT } from "../setup/mod.ts";
@@ -29,6 +29,8 @@ export interface DaemonParts {
   discord: DiscordTransport | undefined;
   /** What the turns report for `/health`. */
   monitor: HealthMonitor;
+  /** How the workbench, hook workers and `workspace.run` children are confined. */
+  confinement: Confinement;
 }
 
 /**
@@ -50,6 +52,14 @@ export async function startDaemon(settings: ServeSettings, log: Logger): Promise
 
 async function start(settings: ServeSettings, log: Logger): Promise<DaemonParts> {
   await initStateDir(settings.stateDir);
+  const confinement = await prepareConfinement({
+    config: settings.config.sandbox,
+    python: settings.pythonInfo,
+    pythonName: settings.python,
+    bwrap: settings.bwrap,
+    stateDir: settings.stateDir,
+    log,
+  });
   const store = openStore(settings.stateDir, {
     create: false,
     onHealthChange: (health) => {
@@ -89,7 +99,10 @@ async function start(settings: ServeSettings, log: Logger): Promise<DaemonParts>
     store,
     token: await readOperatorToken(settings.stateDir),
     version: VERSION,
-    python: settings.python,
+    python: confinement.python,
+    sandbox: confinement.base,
+    stateDir: confinement.stateDir,
+    runPrograms: settings.runPrograms,
     cellTimeoutMs: settings.cellTimeoutMs,
     maintenanceIntervalMs: settings.maintenanceIntervalMs,
     repoRoot: REPO_ROOT,
@@ -119,7 +132,7 @@ async function start(settings: ServeSettings, log: Logger): Promise<DaemonParts>
     },
     notify: (session) => coordinator.bus.wake(session),
   });
-  return { store, coordinator, discord, monitor };
+  return { store, coordinator, discord, monitor, confinement };
 }
 
 /** One provider per route, made on first use; an unknown route name falls back to `main`. */

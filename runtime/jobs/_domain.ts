@@ -22,7 +22,7 @@ import {
 import type { Store } from "../../store/store.ts";
 import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
-import type { RoleFingerprint, RpcHandler, SkillRoots } from "../kernel/mod.ts";
+import type { RoleFingerprint, RpcHandler, SandboxBase, SkillRoots } from "../kernel/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import { Budget } from "./_budget.ts";
 import { runChildAgent } from "./_child_agent.ts";
@@ -55,6 +55,12 @@ export interface JobsOptions {
   maintenanceSession: string;
   /** Host timers for the scheduler and maintenance; `setTimeout` unless a test injects its own. */
   timers?: HostTimers;
+  /** Confines every job's workbench and its `workspace.run` children, as the session's. */
+  sandbox?: SandboxBase;
+  /** The state directory's real path: never part of a job's workspace. */
+  stateDir?: string;
+  /** The programs `workspace.run` may start (`KLBR_RUN_PROGRAMS`); undefined means any. */
+  runPrograms?: string[];
 }
 
 /**
@@ -249,6 +255,9 @@ export class Jobs {
       skillRoots: this.#o.skillRoots,
       runSlot: (signal: AbortSignal) => this.processSlot(job.session)(signal),
       notify: () => this.#o.bus.wake(job.session),
+      sandbox: this.#o.sandbox,
+      stateDir: this.#o.stateDir,
+      runPrograms: this.#o.runPrograms,
     };
   }
 

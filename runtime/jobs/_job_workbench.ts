@@ -17,6 +17,7 @@ import {
   KernelSupervisor,
   roleLoadedBody,
   type RpcHandler,
+  type SandboxBase,
   type SkillRoots,
 } from "../kernel/mod.ts";
 import type { Release } from "./_slots.ts";
@@ -38,6 +39,12 @@ export interface JobWorkbenchDeps {
   runSlot: (signal: AbortSignal) => Promise<Release>;
   /** Wakes the job's session after a record was written. */
   notify?: () => void;
+  /** Confines the job's workbench and its `workspace.run` children. @default unconfined */
+  sandbox?: SandboxBase;
+  /** The state directory's real path: never part of the job's workspace. */
+  stateDir?: string;
+  /** The programs `workspace.run` may start. @default any */
+  runPrograms?: string[];
 }
 
 /**
@@ -77,6 +84,9 @@ export function jobKernel(
     },
     rpc,
     runSlot: deps.runSlot,
+    sandbox: deps.sandbox,
+    stateDir: deps.stateDir,
+    runPrograms: deps.runPrograms,
   });
 }
 

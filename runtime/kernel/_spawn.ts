@@ -10,6 +10,7 @@ import { DEFAULT_MAX_FRAME_BYTES } from "./_frame_codec.ts";
 import { describeIssues, KlbrError } from "../core/mod.ts";
 import { WorkbenchHandle } from "./_handle.ts";
 import type { RpcHandler, WorkbenchExit } from "./_types.ts";
+import { bwrapArgs, type SandboxBase } from "./_sandbox.ts";
 
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
 
@@ -39,6 +40,11 @@ export type WorkbenchOptions = z.input<typeof WorkbenchSettings> & {
   rpc?: Record<string, RpcHandler>;
   /** Called once when the process has ended and its group is dead. */
   onExit?: (exit: WorkbenchExit) => void;
+  /**
+   * Runs the worker inside bubblewrap: `cwd` read-write, `readOnly` (the release, the skills)
+   * and the workbench package read-only, nothing of the state directory. @default unconfined
+   */
+  sandbox?: { base: SandboxBase; readOnly: string[] };
 };
 
 function hostPath(): string {
@@ -76,15 +82,29 @@ export function spawnWorkbench(python: string, options: WorkbenchOptions): Workb
   }
   const settings = parsed.data;
   const cwd = resolve(settings.cwd);
+  const workbench = resolve(settings.repoRoot, "workbench");
+  let program = python;
+  let args = ["-m", "klbr", "--max-frame-bytes", String(settings.maxFrameBytes)];
+  if (options.sandbox !== undefined) {
+    const { base, readOnly } = options.sandbox;
+    args = bwrapArgs(base, {
+      command: python,
+      args,
+      cwd,
+      readWrite: [cwd],
+      readOnly: [workbench, ...readOnly],
+    });
+    program = base.bwrap;
+  }
   let child: Deno.ChildProcess;
   try {
-    child = new Deno.Command(python, {
-      args: ["-m", "klbr", "--max-frame-bytes", String(settings.maxFrameBytes)],
+    child = new Deno.Command(program, {
+      args,
       cwd,
       clearEnv: true,
       env: {
         PATH: settings.env.PATH ?? hostPath(),
-        PYTHONPATH: resolve(settings.repoRoot, "workbench"),
+        PYTHONPATH: workbench,
         PYTHONDONTWRITEBYTECODE: "1",
         PYTHONUNBUFFERED: "1",
         LANG: "C.UTF-8",
@@ -100,7 +120,7 @@ export function spawnWorkbench(python: string, options: WorkbenchOptions): Workb
       throw new KlbrError(
         "not_found",
         `cannot spawn workbench: interpreter or workspace not found (got ${
-          JSON.stringify(python)
+          JSON.stringify(program)
         } in ${cwd})`,
         { cause },
       );
@@ -109,7 +129,7 @@ export function spawnWorkbench(python: string, options: WorkbenchOptions): Workb
       throw new KlbrError(
         "forbidden",
         `cannot spawn workbench: the host may not run the interpreter (got ${
-          JSON.stringify(python)
+          JSON.stringify(program)
         })`,
         { cause },
       );
@@ -133,6 +153,8 @@ export interface PythonInfo {
   executable: string;
   /** Its version, e.g. `"3.11.7"`. */
   version: string;
+  /** Where its standard library lives (`sys.base_prefix`): bound read-only when confined. */
+  home: string;
 }
 
 /**
@@ -151,7 +173,11 @@ export async function resolvePython(python: string): Promise<PythonInfo> {
   let output: Deno.CommandOutput;
   try {
     output = await new Deno.Command(python, {
-      args: ["-c", "import sys; print(sys.executable); print('%d.%d.%d' % sys.version_info[:3])"],
+      args: [
+        "-c",
+        "import sys; print(sys.executable); print('%d.%d.%d' % sys.version_info[:3]); " +
+        "print(sys.base_prefix)",
+      ],
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
@@ -165,10 +191,9 @@ export async function resolvePython(python: string): Promise<PythonInfo> {
       },
     );
   }
-  const [executable = "", version = ""] = new TextDecoder().decode(output.stdout).trim().split(
-    "\n",
-  );
-  if (!output.success || executable === "" || !/^\d+\.\d+\.\d+$/.test(version)) {
+  const [executable = "", version = "", home = ""] = new TextDecoder().decode(output.stdout)
+    .trim().split("\n");
+  if (!output.success || executable === "" || home === "" || !/^\d+\.\d+\.\d+$/.test(version)) {
     throw new KlbrError(
       "invalid_config",
       `cannot use python: it did not report its executable and version (got ${
@@ -183,5 +208,5 @@ export async function resolvePython(python: string): Promise<PythonInfo> {
       `cannot use python: the workbench needs Python 3.11 or newer (got ${version} at ${executable})`,
     );
   }
-  return { executable, version };
+  return { executable, version, home };
 }

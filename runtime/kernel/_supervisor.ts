@@ -7,7 +7,7 @@
 
 import { type BehaviorRef, type HookName, KlbrError } from "../core/mod.ts";
 import { type LoadedSkills, loadSkills, type SkillRoots } from "./_skills.ts";
-import { runInWorkspace } from "./_workspace_run.ts";
+import { workspaceRunHandler } from "./_workspace_run.ts";
 import { type CellResult, hostEndedResult } from "./_parts.ts";
 import type { WorkbenchHandle } from "./_handle.ts";
 import {
@@ -18,6 +18,7 @@ import {
 } from "./_fingerprint.ts";
 import type { ExecuteOptions, RpcHandler, WorkbenchExit } from "./_types.ts";
 import { spawnWorkbench, type WorkbenchOptions } from "./_spawn.ts";
+import { type SandboxBase, workerReadOnly } from "./_sandbox.ts";
 
 /** What `recordGeneration` is given before a new generation runs anything. */
 export interface GenerationRecord {
@@ -72,6 +73,15 @@ export interface KernelSupervisorOptions {
    * daemon's process budget covers these children. @default no limit
    */
   runSlot?: (signal: AbortSignal) => Promise<() => void>;
+  /** The programs `workspace.run` may start (`KLBR_RUN_PROGRAMS`). @default any */
+  runPrograms?: string[];
+  /**
+   * The state directory: never bound into a confined worker, refused as a `workspace.run`
+   * cwd and named to the worker so its workspace API refuses it too.
+   */
+  stateDir?: string;
+  /** Confines the worker and every `workspace.run` program. @default unconfined */
+  sandbox?: SandboxBase;
   /** Workbench process settings (frame cap, grace and deadlines, `PATH`). */
   workbench?: Omit<WorkbenchOptions, "cwd" | "repoRoot" | "rpc" | "onExit">;
 }
@@ -312,21 +322,16 @@ export class KernelSupervisor {
     o.onSkillsLoaded?.(skills);
     const behavior = (await o.behavior?.()) ?? null;
     const workspace = await Deno.realPath(o.workspace);
-    const cap = o.runOutputCapBytes;
+    const deny = o.stateDir === undefined ? [] : [o.stateDir];
     const rpc: Record<string, RpcHandler> = {
-      "workspace.run": async (params, ctx) => {
-        const release = await o.runSlot?.(ctx.signal);
-        try {
-          return await runInWorkspace(params as Parameters<typeof runInWorkspace>[0], {
-            root: workspace,
-            signal: ctx.signal,
-            outputCapBytes: cap,
-            env: { PATH: o.workbench?.env?.PATH },
-          });
-        } finally {
-          release?.();
-        }
-      },
+      "workspace.run": workspaceRunHandler({
+        root: workspace,
+        outputCapBytes: o.runOutputCapBytes,
+        env: { PATH: o.workbench?.env?.PATH },
+        programs: o.runPrograms,
+        deny,
+        sandbox: o.sandbox,
+      }, o.runSlot),
       ...o.rpc,
     };
     const wb = spawnWorkbench(o.python, {
@@ -335,12 +340,17 @@ export class KernelSupervisor {
       repoRoot: o.repoRoot,
       rpc,
       onExit: (exit) => o.onExit?.(generation, exit),
+      sandbox: o.sandbox === undefined ? undefined : {
+        base: o.sandbox,
+        readOnly: workerReadOnly(o.stateDir, behavior, o.skillRoots),
+      },
     });
     try {
       const info = await wb.init({
         generation,
         session: o.session,
         workspace,
+        deny,
         skills: skills.payload,
         behavior,
       });

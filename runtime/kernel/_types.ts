@@ -67,6 +67,8 @@ export type InitPayload = {
   generation: number;
   session: string;
   workspace: string;
+  /** Directories the workspace API refuses inside the root (the state directory). */
+  deny?: string[];
   skills: SkillsPayload;
   behavior: { revision: string; path: string } | null;
 };

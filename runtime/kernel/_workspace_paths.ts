@@ -18,6 +18,11 @@ export interface WorkspacePathOptions {
   label: string;
   /** Also require a directory or a regular file there; any kind otherwise. */
   expect?: "directory" | "file";
+  /**
+   * Directories never part of the workspace even inside the root (the state directory, in the
+   * default layout): a path in one is refused. @default {[]}
+   */
+  deny?: string[];
 }
 
 /** A path checked inside the workspace. */
@@ -41,7 +46,7 @@ export function withinRoot(root: string, path: string): boolean {
  * the workspace `root`, following symlinks, and checks that it stays there.
  *
  * @throws {KlbrError} `path_escape` for a path that leaves the root by `..`, an absolute path
- * or a symlink; `not_found` when the root or the path does not exist; `path_invalid` when it
+ * or a symlink, or that lies in a `deny` directory; `not_found` when the root or the path does not exist; `path_invalid` when it
  * is not the kind `expect` asks for.
  * @example
  * ```ts
@@ -86,6 +91,14 @@ export async function resolveInWorkspace(
     throw new KlbrError(
       "path_escape",
       `cannot ${action}: ${label} leaves the workspace through a symlink (got ${
+        JSON.stringify(wanted)
+      })`,
+    );
+  }
+  if ((options.deny ?? []).some((dir) => withinRoot(resolve(dir), real))) {
+    throw new KlbrError(
+      "path_escape",
+      `cannot ${action}: ${label} is inside the state directory, which is never part of the workspace (got ${
         JSON.stringify(wanted)
       })`,
     );

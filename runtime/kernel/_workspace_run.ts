@@ -14,6 +14,7 @@ import { z } from "zod";
 import { describeIssues, KlbrError, RunParams } from "../core/mod.ts";
 import { killProcessGroup } from "./_process_group.ts";
 import { resolveInWorkspace } from "./_workspace_paths.ts";
+import { bwrapArgs, type SandboxBase } from "./_sandbox.ts";
 
 /** The fallback `PATH` when the host's own cannot be read. */
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
@@ -33,6 +34,12 @@ export const RunOptions = z.object({
     PATH: z.string().optional(),
     LANG: z.string().default("C.UTF-8"),
   }).strict().default({ LANG: "C.UTF-8" }),
+  /** The programs `argv[0]` may name (`KLBR_RUN_PROGRAMS`); absent means any. */
+  programs: z.array(z.string().min(1)).optional(),
+  /** Directories a `cwd` may never be in (the state directory). */
+  deny: z.array(z.string().min(1)).default([]),
+  /** Runs the program inside bubblewrap with the root read-write. @default unconfined */
+  sandbox: z.custom<SandboxBase>((v) => typeof v === "object" && v !== null).optional(),
 });
 /** Options for {@linkcode runInWorkspace}. */
 export type RunOptions = z.input<typeof RunOptions>;
@@ -88,6 +95,12 @@ async function readCapped(
   return { bytes, truncated };
 }
 
+/** Whether bwrap itself reported that the program does not exist inside the sandbox. */
+function missingInSandbox(stderr: Uint8Array): boolean {
+  const text = new TextDecoder().decode(stderr.subarray(0, 512));
+  return /^bwrap: execvp [^\n]*: No such file or directory\n?$/.test(text);
+}
+
 function toBase64(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
 }
@@ -134,11 +147,20 @@ export async function runInWorkspace(
     throw new KlbrError("invalid_input", `cannot run: options ${describeIssues(o.error)}`);
   }
   const { argv, timeout_s: timeoutS, cwd } = p.data;
-  const { root, signal, outputCapBytes: cap, env } = o.data;
+  const { root, signal, outputCapBytes: cap, env, programs, deny, sandbox } = o.data;
+  if (programs !== undefined && !programs.includes(argv[0])) {
+    throw new KlbrError(
+      "forbidden",
+      `cannot run: the host may not start this program (got ${
+        JSON.stringify(argv[0])
+      }); KLBR_RUN_PROGRAMS allows ${programs.join(", ")}`,
+    );
+  }
   const { realRoot, real: dir } = await resolveInWorkspace(root, cwd, {
     action: "run",
     label: "cwd",
     expect: "directory",
+    deny,
   });
   const empty = (): RunResult => ({
     exit_code: null,
@@ -152,10 +174,21 @@ export async function runInWorkspace(
   if (signal?.aborted) return empty();
 
   const started = performance.now();
+  // Confined, the program is looked up on PATH inside the sandbox, by bwrap.
+  const [program, args] = sandbox === undefined ? [argv[0], argv.slice(1)] : [
+    sandbox.bwrap,
+    bwrapArgs(sandbox, {
+      command: argv[0],
+      args: argv.slice(1),
+      cwd: dir,
+      readWrite: [realRoot],
+      readOnly: [],
+    }),
+  ];
   let child: Deno.ChildProcess;
   try {
-    child = new Deno.Command(argv[0], {
-      args: argv.slice(1),
+    child = new Deno.Command(program, {
+      args,
       cwd: dir,
       clearEnv: true,
       env: { PATH: env.PATH ?? hostPath(), HOME: realRoot, LANG: env.LANG },
@@ -219,6 +252,12 @@ export async function runInWorkspace(
   await Promise.race([drained, cut]);
   clearTimeout(drainTimer);
   const [stdout, stderr] = await drained;
+  if (sandbox !== undefined && status.code === 1 && missingInSandbox(stderr.bytes)) {
+    throw new KlbrError(
+      "not_found",
+      `cannot run: program not found on PATH or at that path (got ${JSON.stringify(argv[0])})`,
+    );
+  }
   return {
     exit_code: status.signal === null ? status.code : null,
     stdout_b64: toBase64(stdout.bytes),
@@ -227,5 +266,26 @@ export async function runInWorkspace(
     stderr_truncated: stderr.truncated,
     timed_out: timedOut,
     duration_ms: Math.round(performance.now() - started),
+  };
+}
+
+/**
+ * The `workspace.run` RPC handler of one workbench: each run waits for a process slot when
+ * `runSlot` is given (the daemon's process budget), and is ended with the cell it runs under.
+ */
+export function workspaceRunHandler(
+  options: Omit<RunOptions, "signal">,
+  runSlot?: (signal: AbortSignal) => Promise<() => void>,
+): (params: Record<string, unknown>, ctx: { signal: AbortSignal }) => Promise<RunResult> {
+  return async (params, ctx) => {
+    const release = await runSlot?.(ctx.signal);
+    try {
+      return await runInWorkspace(params as z.input<typeof RunParams>, {
+        ...options,
+        signal: ctx.signal,
+      });
+    } finally {
+      release?.();
+    }
   };
 }

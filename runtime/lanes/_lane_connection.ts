@@ -23,10 +23,16 @@ import {
   type ServerMessage,
 } from "../core/mod.ts";
 import { type ErrorReply, errorReply } from "./_replies.ts";
-import { checkOperatorToken } from "./_operator_token.ts";
+import type { CookieState } from "./_auth.ts";
 
 /** A client's `input` message. */
 export type InputMessage = Extract<ClientMessage, { kind: "input" }>;
+
+/** The operator commands the daemon runs (`op.token_rotate` is the lane server's own). */
+export type OperatorMessage = Exclude<
+  Extract<ClientMessage, { kind: `op.${string}` }>,
+  { kind: "op.token_rotate" }
+>;
 
 /** What admission did with one input. */
 export type AdmitOutcome =
@@ -37,8 +43,6 @@ export type AdmitOutcome =
 export interface LaneHost {
   /** The daemon's version string, sent in `welcome`. */
   readonly version: string;
-  /** The operator token. */
-  readonly token: string;
   /** The last durable sequence number of a session (0 when empty). */
   headSeq(session: string): number;
   /** Up to `limit` durable records of a session with `seq > since`, in order. */
@@ -55,20 +59,31 @@ export interface LaneHost {
     inputs: InputMessage[],
   ): AdmitOutcome[];
   /** Runs an operator command; never needs the model or a hook. */
-  operate(
-    message: Extract<ClientMessage, { kind: `op.${string}` }>,
-    session: string,
-  ): Promise<Record<string, unknown>>;
+  operate(message: OperatorMessage, session: string): Promise<Record<string, unknown>>;
   /** Logs a refused authorisation. */
   logRefusal(reason: string): void;
 }
 
+/** What a connection knows about its credentials and how to check and rotate the token. */
+export interface LaneAuth {
+  /** The session cookie the upgrade request carried. */
+  cookie: CookieState;
+  /** Whether a connection without credentials may watch, read-only. */
+  viewWithoutToken: boolean;
+  /** Checks a `hello.token`. @throws {KlbrError} `token_missing`, `token_malformed`, `token_wrong`. */
+  checkToken(token: string | undefined): void;
+  /** Replaces the operator token (`op.token_rotate`); resolves once the new one is in force. */
+  rotate(): Promise<void>;
+}
+
 /** Options for {@linkcode LaneConnection}. */
 export interface LaneConnectionOptions {
-  /** Whether the upgrade carried an `Origin` header (a browser). */
-  hasOrigin: boolean;
+  /** The credentials of the connection and the token check. */
+  auth: LaneAuth;
   /** Sends one message to the client. */
   send: (message: ServerMessage) => void;
+  /** Sends lossy animation (`token`, `cell.output`), which the transport may drop. @default send */
+  sendLossy?: (message: ServerMessage) => void;
   /** Closes the transport with a code and reason. */
   close: (code: number, reason: string) => void;
   /** Records read per store query while catching up. @default {1000} */
@@ -84,7 +99,7 @@ export interface LaneConnectionOptions {
  *
  * @example
  * ```ts
- * const conn = new LaneConnection(host, { hasOrigin: false, send, close });
+ * const conn = new LaneConnection(host, { auth, send, close });
  * await conn.receive(text);
  * ```
  */
@@ -92,13 +107,14 @@ export class LaneConnection {
   #host: LaneHost;
   #options: LaneConnectionOptions;
   #session: string | undefined;
-  #role: ClientRole = "client";
+  #role: ClientRole = "viewer";
   #clientId = "anonymous";
   #cursor = 0;
   /** Wakes merge: a wake during a catch-up makes one more pass after it. */
   #pump = new SerialRunner(() => this.#sendNewRecords());
   #unsubscribe: (() => void) | undefined;
   #closed = false;
+  #refusedHead: number | undefined;
   #log: Logger;
 
   /** Creates a connection that has not said hello yet. */
@@ -111,6 +127,16 @@ export class LaneConnection {
   /** The last sequence number delivered to this client. */
   get cursor(): number {
     return this.#cursor;
+  }
+
+  /** The role granted at hello, or undefined before it. */
+  get role(): ClientRole | undefined {
+    return this.#session === undefined ? undefined : this.#role;
+  }
+
+  /** Whether the client has said hello (and was let in). */
+  get greeted(): boolean {
+    return this.#session !== undefined;
   }
 
   /** Handles one text message from the client; every error is answered, never thrown. */
@@ -180,6 +206,19 @@ export class LaneConnection {
       const r = (value as { request: unknown }).request;
       if (typeof r === "string") request = r;
     }
+    const kind = typeof value === "object" && value !== null && "kind" in value
+      ? (value as { kind: unknown }).kind
+      : undefined;
+    if (this.#session === undefined && kind !== "hello" && typeof kind === "string") {
+      // Nothing but hello is read before the client is let in: not even its fields.
+      return {
+        request,
+        error: new KlbrError(
+          "invalid_input",
+          `cannot accept ${kind.slice(0, 40)}: say hello first`,
+        ),
+      };
+    }
     try {
       return { message: parseClientMessage(value, this.#role), request };
     } catch (error) {
@@ -192,12 +231,14 @@ export class LaneConnection {
   }
 
   #reply({ code, message, retriable }: ErrorReply, request: string | undefined): void {
+    const head = code === "since_beyond_head" ? this.#refusedHead : undefined;
     this.#options.send({
       kind: "error",
       request,
       code,
       message,
       ...(retriable ? { retriable } : {}),
+      ...(head === undefined ? {} : { head }),
     });
     if (code.startsWith("token_")) {
       this.#host.logRefusal(message);
@@ -226,6 +267,18 @@ export class LaneConnection {
       case "input":
         // receiveAll batches every input of a connection that said hello.
         return assert(false, "an input reached #dispatch past receiveAll");
+      case "op.token_rotate":
+        // Answered before the rotation closes every connection made with the old token.
+        this.#options.send({
+          kind: "op.result",
+          request: message.request,
+          op: message.kind,
+          result: {
+            rotated: true,
+            message: "the operator token was replaced; old tokens and cookies are refused",
+          },
+        });
+        return await this.#options.auth.rotate();
       default: {
         const result = await this.#host.operate(message, session);
         this.#options.send({
@@ -242,20 +295,25 @@ export class LaneConnection {
     if (this.#session !== undefined) {
       throw new KlbrError("invalid_input", "cannot accept hello: this connection already said it");
     }
-    // A native client (no Origin) must prove it is the owner; a loopback browser page may
-    // watch and write without the token, and becomes operator when it presents one.
-    if (!this.#options.hasOrigin || message.token !== undefined) {
-      checkOperatorToken(message.token, this.#host.token);
-      this.#role = "operator";
+    this.#role = this.#authorise(message.token);
+    const head = this.#host.headSeq(message.session);
+    const since = message.since === "head" ? head : message.since;
+    if (since > head) {
+      // A client ahead of the log holds another store's records; it must start over.
+      this.#refusedHead = head;
+      throw new KlbrError(
+        "since_beyond_head",
+        `cannot say hello: since is beyond the head of session ${message.session} (got since ${since}, head ${head})`,
+      );
     }
     this.#session = message.session;
     this.#clientId = message.client ?? "anonymous";
-    this.#cursor = message.since;
+    this.#cursor = since;
     this.#options.send({
       kind: "welcome",
       session: message.session,
       role: this.#role,
-      head: this.#host.headSeq(message.session),
+      head,
       server: { version: this.#host.version },
     });
     this.#unsubscribe = this.#host.subscribe(message.session, (signal) => this.#signal(signal));
@@ -268,10 +326,38 @@ export class LaneConnection {
     this.#options.send({ kind: "replayed", session: message.session, head: this.#cursor });
   }
 
+  /**
+   * Grants a role: a token, when given, must be right; else a valid session cookie makes an
+   * operator; else, where the configuration allows it, a read-only viewer.
+   *
+   * @throws {KlbrError} `token_*` saying what is missing or wrong and how to get a token.
+   */
+  #authorise(token: string | undefined): ClientRole {
+    const auth = this.#options.auth;
+    if (token !== undefined) {
+      auth.checkToken(token);
+      return "operator";
+    }
+    if (auth.cookie === "valid") return "operator";
+    if (auth.cookie === "stale") {
+      throw new KlbrError(
+        "token_revoked",
+        "cannot authorise: the session cookie is no longer valid (the token was rotated, or it expired); open the address `deno task klbr url` prints",
+        { status: 401 },
+      );
+    }
+    if (auth.viewWithoutToken) return "viewer";
+    throw new KlbrError(
+      "token_missing",
+      "cannot authorise: this lane needs the operator token (hello.token) or a session cookie; run `deno task klbr url` and open the address it prints",
+      { status: 401 },
+    );
+  }
+
   #signal(signal: LaneSignal): void {
     if (this.#closed) return;
     if (signal.kind === "wake") this.#pump.run().catch((error) => this.#pumpFailed(error));
-    else this.#options.send(signal);
+    else (this.#options.sendLossy ?? this.#options.send)(signal);
   }
 
   /**

@@ -20,12 +20,21 @@ const TOKEN_PATTERN = /^[0-9a-f]{64}$/;
  * On return the file exists with mode 0600; an existing token is kept, never rotated.
  */
 export async function ensureOperatorToken(stateDir: string): Promise<string> {
-  const path = join(stateDir, TOKEN_FILE);
   try {
     return await readOperatorToken(stateDir);
   } catch (error) {
     if (!(error instanceof KlbrError) || error.code !== "not_found") throw error;
   }
+  return await writeNewOperatorToken(stateDir);
+}
+
+/**
+ * Writes a fresh random token over the token file and returns it: a temporary file
+ * (mode 0600), fsynced, then renamed into place. On return the file holds the new token,
+ * whole; before the rename it still held the old one.
+ */
+export async function writeNewOperatorToken(stateDir: string): Promise<string> {
+  const path = join(stateDir, TOKEN_FILE);
   const bytes = crypto.getRandomValues(new Uint8Array(32));
   const token = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
   const temp = `${path}.${crypto.randomUUID()}.tmp`;

@@ -40,6 +40,16 @@ export function errorReply(error: unknown, log: Logger): ErrorReply {
       retriable: RETRIABLE.includes(error.code),
     };
   }
+  // Deno's own permissions refused the daemon: a boundary holding, not a bug.
+  if (error instanceof Deno.errors.NotCapable || error instanceof Deno.errors.PermissionDenied) {
+    log.warn("permission.refused", `the daemon's permissions refused: ${error.message}`);
+    return {
+      status: 403,
+      code: "forbidden",
+      message: `cannot finish: the daemon's permissions do not reach there (got ${error.message})`,
+      retriable: false,
+    };
+  }
   log.error(
     "internal",
     `unexpected error: ${error instanceof Error ? error.stack : String(error)}`,

@@ -1,5 +1,10 @@
 /**
- * The daemon's HTTP surface: `/health`, the UI's static files and the v2 lane WebSocket.
+ * The daemon's HTTP surface: `/health`, the UI's static files, `/auth` (the token exchanged
+ * for a session cookie) and the v2 lane WebSocket.
+ *
+ * Every route first checks the request's `Host` (a loopback host with the daemon's port, so a
+ * rebound DNS name is refused) and its `Origin` (absent, or exactly the daemon's own). A page
+ * asked for under another loopback name is sent to the daemon's own origin instead.
  *
  * @module
  */
@@ -8,20 +13,28 @@ import { Hono } from "hono";
 import { upgradeWebSocket } from "hono/deno";
 import { extname, join } from "node:path";
 import { errorReply } from "./_replies.ts";
-import { LaneConnection, type LaneHost } from "./_lane_connection.ts";
-import { isLoopbackOrigin } from "./_loopback.ts";
-import { type Logger, SerialRunner } from "../core/mod.ts";
+import type { LaneHost } from "./_lane_connection.ts";
+import { checkHost, checkOrigin, type ListenAddress, ownOrigin } from "./_loopback.ts";
+import { DEFAULT_LANE_LIMITS, type LaneLimits, LaneRegistry } from "./_lane_socket.ts";
+import type { OperatorAuth } from "./_auth.ts";
+import { isKlbrError, KlbrError, type Logger } from "../core/mod.ts";
 
 /** What {@linkcode createApp} needs. */
 export interface AppDeps {
   /** The lane protocol's view of the daemon. */
   lanes: LaneHost;
-  /** Answers `/health`; `ok: false` makes the status 503. */
+  /** The operator token and the session cookies made from it. */
+  auth: OperatorAuth;
+  /** Where the daemon listens; read per request, since port 0 is known only once bound. */
+  address: () => ListenAddress;
+  /** Answers `/health`; `ok: false` makes the status 503. The lane counters are added. */
   health: () => Record<string, unknown> & { ok: boolean };
   /** Directory of the built UI, or undefined when there is none. */
   uiDir?: string;
   /** Logger for refused connections and unexpected errors. */
   log: Logger;
+  /** Bounds on lane connections. @default {DEFAULT_LANE_LIMITS} */
+  limits?: Partial<LaneLimits>;
 }
 
 const CONTENT_TYPES: Record<string, string> = {
@@ -37,82 +50,99 @@ const CONTENT_TYPES: Record<string, string> = {
  *
  * @example
  * ```ts
- * const app = createApp({ lanes, health: () => ({ ok: true }), log: createLogger() });
+ * const app = createApp({ lanes, auth, address: () => ({ host: "127.0.0.1", port: 8765 }),
+ *   health: () => ({ ok: true }), log: createLogger() });
  * Deno.serve({ hostname: "127.0.0.1", port: 8765 }, app.fetch);
  * ```
  */
 export function createApp(deps: AppDeps): Hono {
   const app = new Hono();
+  const registry = new LaneRegistry({ ...DEFAULT_LANE_LIMITS, ...deps.limits });
+  deps.auth.onRotate(() => registry.closeOperators("token_revoked"));
 
   app.onError((error, c) => {
     const { status, code, message } = errorReply(error, deps.log);
     return c.json({ code, message }, status as 400);
   });
 
+  app.use("*", async (c, next) => {
+    const address = deps.address();
+    const host = c.req.header("host");
+    try {
+      checkHost(host, address);
+    } catch (error) {
+      refused(deps.log, c.req.path, error);
+      throw error;
+    }
+    // A page asked for under another loopback name (localhost for 127.0.0.1) is sent to the
+    // daemon's own origin, the only one its socket and /auth accept.
+    const own = ownOrigin(address);
+    if (c.req.method === "GET" && !isApiPath(c.req.path) && `http://${host}` !== own) {
+      return c.redirect(`${own}${c.req.path}`, 307);
+    }
+    try {
+      checkOrigin(c.req.header("origin"), address);
+    } catch (error) {
+      refused(deps.log, c.req.path, error);
+      throw error;
+    }
+    await next();
+  });
+
   app.get("/health", (c) => {
-    const health = deps.health();
+    const health = { ...deps.health(), lanes: { ...registry.stats } };
     return c.json(health, health.ok ? 200 : 503);
   });
 
-  // A browser page on another origin must never drive the owner's agent: refuse the upgrade
-  // before it happens. A native client sends no Origin and must show the token at hello.
-  app.use("/v2", async (c, next) => {
-    const origin = c.req.header("origin");
-    if (origin !== undefined && !isLoopbackOrigin(origin)) {
-      deps.log.warn(
-        "lane.refused_origin",
-        `refused /v2 upgrade from non-loopback origin ${JSON.stringify(origin)}`,
-        { origin },
-      );
-      return c.json({
-        code: "forbidden",
-        message: `cannot open /v2: origin is not loopback (got ${origin})`,
-      }, 403);
+  app.post("/auth", async (c) => {
+    const body = await c.req.json().catch(() => ({})) as { token?: unknown };
+    const token = typeof body.token === "string" ? body.token : undefined;
+    try {
+      deps.auth.checkToken(token);
+    } catch (error) {
+      if (isKlbrError(error)) deps.log.warn("auth.refused", `refused /auth: ${error.message}`);
+      throw error;
     }
+    c.header("set-cookie", deps.auth.issueCookie(deps.address().port));
+    c.header("cache-control", "no-store");
+    return c.json({ ok: true, role: "operator" });
+  });
+
+  app.delete("/auth", (c) => {
+    c.header("set-cookie", deps.auth.clearCookie(deps.address().port));
+    return c.json({ ok: true });
+  });
+
+  app.use("/v2", async (c, next) => {
+    if (c.req.header("upgrade")?.toLowerCase() !== "websocket") return await next();
+    const place = registry.reserve();
+    if (place === undefined) {
+      const limit = registry.limits.maxConnections;
+      deps.log.warn("lane.refused_cap", `refused a lane: ${limit} are open`, { limit });
+      throw new KlbrError(
+        "too_many_connections",
+        `cannot open /v2: the daemon holds its limit of ${limit} lane connections (got one more)`,
+        { status: 503 },
+      );
+    }
+    c.set("place" as never, place as never);
     await next();
   });
 
   app.get(
     "/v2",
     upgradeWebSocket((c) => {
-      const hasOrigin = c.req.header("origin") !== undefined;
-      let connection: LaneConnection | undefined;
-      // Messages that arrive while a batch is being handled wait here and go together next:
-      // that is what lets admission commit many inputs at once.
-      let buffered: string[] = [];
-      const handler = new SerialRunner(async () => {
-        while (buffered.length > 0 && connection !== undefined) {
-          const batch = buffered;
-          buffered = [];
-          // receiveAll answers every message, whatever fails.
-          await connection.receiveAll(batch);
-          // Let the socket deliver what arrived during that commit, so it joins the next batch.
-          await nextMacrotask();
-        }
-      });
-      return {
-        onOpen(_event, ws) {
-          connection = new LaneConnection(deps.lanes, {
-            hasOrigin,
-            send: (message) => {
-              if (ws.readyState === 1) ws.send(JSON.stringify(message));
-            },
-            close: (code, reason) => ws.close(code, reason),
-            writable: () => whenDrained(ws.raw as WebSocket | undefined),
-            log: deps.log,
-          });
-        },
-        onMessage(event, _ws) {
-          // Messages of one connection are handled strictly in arrival order.
-          buffered.push(typeof event.data === "string" ? event.data : "");
-          handler.run().catch((error) =>
-            deps.log.error("lane.internal", `lane connection error: ${error?.stack ?? error}`)
-          );
-        },
-        onClose() {
-          connection?.dispose();
+      const cookie = deps.auth.readCookie(c.req.header("cookie"), deps.address().port);
+      const auth = {
+        cookie,
+        viewWithoutToken: deps.auth.viewWithoutToken,
+        checkToken: (token: string | undefined) => deps.auth.checkToken(token),
+        rotate: async () => {
+          await deps.auth.rotate();
+          deps.log.warn("auth.rotated", "the operator token was rotated; old sessions closed");
         },
       };
+      return registry.events(deps.lanes, auth, deps.log, c.get("place" as never));
     }),
   );
 
@@ -134,36 +164,12 @@ export function createApp(deps: AppDeps): Hono {
   return app;
 }
 
-/**
- * Resolves after one turn of the event loop, so pending I/O events run first. A message
- * port, unlike a nested `setTimeout(0)`, is not clamped to 4 ms.
- */
-function nextMacrotask(): Promise<void> {
-  const { port1, port2 } = new MessageChannel();
-  return new Promise((resolve) => {
-    port1.onmessage = () => {
-      port1.close();
-      port2.close();
-      resolve();
-    };
-    port2.postMessage(undefined);
-  });
+/** Routes a native client calls by address; they are refused, never redirected. */
+function isApiPath(path: string): boolean {
+  return path === "/health" || path === "/auth" || path === "/v2";
 }
 
-/** Bytes a socket may hold unsent before a catch-up waits for the client. */
-const HIGH_WATER_BYTES = 1 << 20;
-/** How long a catch-up waits for a client that reads nothing before closing it. */
-const STALL_LIMIT_MS = 60_000;
-
-/** Resolves once the socket's unsent bytes fall under the high-water mark, or it closes. */
-async function whenDrained(socket: WebSocket | undefined): Promise<void> {
-  if (socket === undefined) return;
-  const deadline = Date.now() + STALL_LIMIT_MS;
-  while (socket.readyState === WebSocket.OPEN && socket.bufferedAmount > HIGH_WATER_BYTES) {
-    if (Date.now() > deadline) {
-      socket.close(1013, "client too slow to read its catch-up");
-      return;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
+function refused(log: Logger, path: string, error: unknown): void {
+  if (!isKlbrError(error)) return;
+  log.warn("http.refused", `refused ${path}: ${error.message}`, { path });
 }

@@ -1,6 +1,7 @@
 /**
  * The v2 lane protocol's server side: the Hono app, one connection's state machine, the
- * operator token and the loopback checks.
+ * operator token and its session cookies, the loopback, `Host` and `Origin` checks, and the
+ * per-client bounds.
  *
  * @module
  */
@@ -8,9 +9,17 @@
 export {
   type AdmitOutcome,
   type InputMessage,
+  type LaneAuth,
   LaneConnection,
   type LaneHost,
+  type OperatorMessage,
 } from "./_lane_connection.ts";
-export { requireLoopbackHost } from "./_loopback.ts";
-export { ensureOperatorToken, readOperatorToken } from "./_operator_token.ts";
-export { createApp } from "./_server.ts";
+export { type ListenAddress, ownOrigin, requireLoopbackHost } from "./_loopback.ts";
+export { type CookieState, OperatorAuth, type OperatorAuthOptions } from "./_auth.ts";
+export { DEFAULT_LANE_LIMITS, type LaneLimits, type LaneStats } from "./_lane_socket.ts";
+export {
+  ensureOperatorToken,
+  readOperatorToken,
+  writeNewOperatorToken,
+} from "./_operator_token.ts";
+export { type AppDeps, createApp } from "./_server.ts";

@@ -121,7 +121,14 @@ function buildMessage(command: string, args: string[]): Record<string, unknown> 
   }
 }
 
-async function exchange(
+/**
+ * Says hello with the token (asking for no catch-up), sends one message and resolves with
+ * its `op.result` or the first `error`.
+ *
+ * @throws {KlbrError} `not_found` when nothing answers on the port; `worker_timeout` after
+ * `timeoutMs` without a reply.
+ */
+export async function exchange(
   port: number,
   token: string,
   message: Record<string, unknown>,
@@ -144,7 +151,7 @@ async function exchange(
       );
       ws.onopen = () => {
         ws.send(
-          JSON.stringify({ kind: "hello", since: Number.MAX_SAFE_INTEGER, token, client: "cli" }),
+          JSON.stringify({ kind: "hello", since: "head", token, client: "cli" }),
         );
         ws.send(JSON.stringify({ ...message, request }));
       };

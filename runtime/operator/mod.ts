@@ -1,7 +1,9 @@
 /**
- * The operator CLI: `klbr status` and the other commands as a client of the v2 socket.
+ * The operator CLI: `klbr status` and the other commands as a client of the v2 socket, and
+ * `klbr token rotate`.
  *
  * @module
  */
 
 export { runOperatorCommand } from "./_cli.ts";
+export { rotateToken, type RotateTokenOptions } from "./_token_rotate.ts";

@@ -24,10 +24,10 @@ import { DiscordRest, GATEWAY_INTENTS } from "../discord/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
 import { derivePermissionInput } from "./_launcher.ts";
-import { servePermissionFlags } from "./_serve_permissions.ts";
+import { servePermissionFlags, type ServePermissionInput } from "./_serve_permissions.ts";
 import { checkWorkbench } from "./_doctor_workbench.ts";
 import { isKlbrError } from "../core/mod.ts";
-import { loadSkills, resolvePython, skillRoots } from "../kernel/mod.ts";
+import { ETC_BINDS, loadSkills, resolvePython, skillRoots, SYSTEM_BINDS } from "../kernel/mod.ts";
 
 /** Options for {@linkcode runDoctor}. */
 export interface DoctorOptions {
@@ -41,6 +41,8 @@ export interface DoctorOptions {
   repoRoot?: string;
   /** Where report lines go. @default console.log */
   print?: (line: string) => void;
+  /** The port the daemon's permissions are derived for (`--port`). @default {8765} */
+  port?: number;
 }
 
 /**
@@ -156,12 +158,14 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
     const input = await derivePermissionInput({
       stateDir: options.stateDir,
       configPath: options.configPath,
+      port: options.port,
     });
     say("daemon permissions (derived from the configuration):");
     for (const flag of servePermissionFlags(input)) say(`  ${flag}`);
-    if (input.runPrograms === undefined) {
+    if (input.runPrograms === undefined && input.sandbox.mode !== "bwrap") {
       say("  note: run is unscoped; set KLBR_RUN_PROGRAMS=git,deno,… to narrow workspace.run");
     }
+    reportSandbox(input, say, problem);
   });
 
   await check("behaviour", async () => {
@@ -183,6 +187,30 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
 
   say(problems.length === 0 ? "doctor: ok" : `doctor: ${problems.length} problem(s)`);
   return problems.length === 0 ? 0 : 1;
+}
+
+/**
+ * Prints the sandbox mode and what a confined child sees; unconfined is a problem, since a
+ * cell could then read the token and the store.
+ */
+function reportSandbox(
+  input: ServePermissionInput,
+  say: (line: string) => void,
+  problem: (line: string) => void,
+): void {
+  const { sandbox } = input;
+  if (sandbox.mode !== "bwrap") {
+    say(`sandbox none: the workbench runs UNCONFINED (${sandbox.reason})`);
+    problem(`sandbox: the workbench is unconfined: ${sandbox.reason}`);
+    return;
+  }
+  say(`sandbox bwrap (${input.bwrap}), network ${sandbox.network ? "allowed" : "off"}`);
+  say(`  read-only: ${[...SYSTEM_BINDS, ...ETC_BINDS].join(" ")} (those that exist)`);
+  say(`  read-only: ${input.python.home} (python), ${join(input.repoRoot, "workbench")}`);
+  say(`  read-only: the active release, ${input.skillsRoot} and ${join(input.stateDir, "skills")}`);
+  say(`  read-write: ${input.workspace}; private /tmp, /proc and /dev`);
+  say(`  absent: ${input.stateDir} (store, token, drafts, artifacts: host RPCs only)`);
+  say(`  new namespaces: pid, ipc, uts${sandbox.network ? "" : ", net"}; --die-with-parent`);
 }
 
 async function probe(url: string): Promise<string> {

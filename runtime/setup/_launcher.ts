@@ -16,15 +16,16 @@ import {
   servePermissionFlags,
   type ServePermissionInput,
 } from "./_serve_permissions.ts";
-import { skillRoots } from "../kernel/mod.ts";
+import { probeSandbox, resolvePython, skillRoots } from "../kernel/mod.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
 
 /**
  * Collects what the daemon's permissions derive from: the configuration's model and Discord
- * hosts, the state directory, workspace, skills root, interpreter and `KLBR_RUN_PROGRAMS`.
+ * hosts and key variables, the state directory, workspace, skills root, the real Python
+ * interpreter, whether bubblewrap can confine children here, and `KLBR_RUN_PROGRAMS`.
  *
  * @throws {KlbrError} `not_loopback` for a non-loopback host; `invalid_config` for a bad
- * configuration file.
+ * configuration file or a Python older than 3.11; `not_found` when Python does not run.
  */
 export async function derivePermissionInput(
   options: ServeOptions,
@@ -36,6 +37,18 @@ export async function derivePermissionInput(
   const configPath = await resolveConfigPath(stateDir, options.configPath);
   const { config } = await loadConfig(configPath, { env });
   const workspace = resolve(env.KLBR_WORKSPACE ?? Deno.cwd());
+  const { executable, home } = await resolvePython(env.KLBR_PYTHON ?? "python3");
+  const bwrap = env.KLBR_BWRAP ?? "bwrap";
+  const sandbox = await probeSandbox({
+    bwrap,
+    python: executable,
+    readOnly: [home],
+    network: config.sandbox.network,
+  });
+  const envNames = [
+    ...(Object.values(config.routes) as Route[]).map((route) => route.api_key_env),
+    config.discord?.token_env,
+  ].filter((name): name is string => name !== undefined);
   return {
     stateDir,
     configPath,
@@ -48,7 +61,10 @@ export async function derivePermissionInput(
     discordUrls: config.discord === undefined
       ? []
       : [config.discord.api_url, config.discord.gateway_url],
-    python: env.KLBR_PYTHON ?? "python3",
+    envNames,
+    python: { executable, home },
+    bwrap,
+    sandbox,
     deno: Deno.execPath(),
     runPrograms: parseRunPrograms(env.KLBR_RUN_PROGRAMS),
   };
@@ -73,6 +89,11 @@ export function daemonArgs(
     String(input.port),
     ...(input.configPath === undefined ? [] : ["--config", input.configPath]),
     ...(options.logFormat === undefined ? [] : ["--log-format", options.logFormat]),
+    // The daemon may not run the interpreter by name (or read its home) to find it itself.
+    "--python",
+    input.python.executable,
+    "--python-home",
+    input.python.home,
   ];
 }
 

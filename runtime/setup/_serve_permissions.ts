@@ -1,14 +1,47 @@
 /**
  * The daemon's permission set, derived from its configuration: read and write only where
  * klbr keeps state, network only to the listen address, the configured model hosts and (when
- * configured) the Discord API and gateway hosts, and
- * run only the Python interpreter, `kill`, `ps`, Deno (to bundle the UI) and the programs
- * `workspace.run` may start.
+ * configured) the Discord API and gateway hosts, environment variables by name, `hostname`
+ * as the only system call, and run only what the daemon starts itself: bubblewrap, `kill`,
+ * `ps` and Deno (to bundle the UI), plus — only where children run unconfined — the Python
+ * interpreter and the programs `workspace.run` may start.
  *
  * @module
  */
 
 import { join, resolve } from "node:path";
+import type { SandboxStatus } from "../kernel/mod.ts";
+
+/**
+ * Every environment variable the daemon reads by a fixed name; the configuration adds the
+ * `api_key_env` and `token_env` names it gives. `docs/security.md` lists them.
+ */
+export const DAEMON_ENV_NAMES = [
+  "KLBR_WORKSPACE",
+  "KLBR_SKILLS_DIR",
+  "KLBR_CONFIG",
+  "KLBR_PYTHON",
+  "KLBR_BWRAP",
+  "KLBR_CELL_TIMEOUT_MS",
+  "KLBR_RUN_PROGRAMS",
+  "KLBR_MAINTENANCE_INTERVAL_S",
+  "KLBR_DRAIN_GRACE_MS",
+  "KLBR_INPUT_EXPIRE_MS",
+  "KLBR_INPUT_WAIT_WARN_MS",
+  "KLBR_MODEL_STALL_MS",
+  "KLBR_RETRY_BASE_MS",
+  // The crash tests' fault points (off unless set).
+  "KLBR_FAULTS",
+  "KLBR_FAULT",
+  "KLBR_FAULT_AFTER",
+  "PATH",
+  // The `ws` package under the Discord gateway reads these two when it loads.
+  "WS_NO_BUFFER_UTIL",
+  "WS_NO_UTF_8_VALIDATE",
+] as const;
+
+/** The only system information the daemon asks for: the owner lock records the hostname. */
+export const DAEMON_SYS = ["hostname"] as const;
 
 /** What the permission set is derived from. */
 export interface ServePermissionInput {
@@ -29,13 +62,19 @@ export interface ServePermissionInput {
   modelUrls: string[];
   /** The Discord API and gateway URLs; empty or absent when Discord is not configured. */
   discordUrls?: string[];
-  /** The Python interpreter the workbench runs, as configured (`python3` by default). */
-  python: string;
+  /** The configuration's `api_key_env` and `token_env` names. */
+  envNames?: string[];
+  /** The Python interpreter the workbench runs: its real executable and its home. */
+  python: { executable: string; home: string };
+  /** The bubblewrap executable. */
+  bwrap: string;
+  /** Whether children can be confined here (the launcher's own probe). */
+  sandbox: SandboxStatus;
   /** The Deno executable, for `deno bundle`. */
   deno: string;
   /**
-   * Programs `workspace.run` may start (`KLBR_RUN_PROGRAMS`); `undefined` leaves run
-   * unscoped, because a cell may then ask for any program.
+   * Programs `workspace.run` may start (`KLBR_RUN_PROGRAMS`); `undefined` means any, which
+   * leaves run unscoped where children are unconfined.
    */
   runPrograms?: string[];
 }
@@ -46,7 +85,8 @@ export interface ServePermissionInput {
  * @example
  * ```ts
  * const flags = servePermissionFlags({ stateDir, host: "127.0.0.1", port: 8765, ... });
- * // ["--allow-read=/s,/repo,…", "--allow-write=/s,/repo/ui/dist", "--allow-net=127.0.0.1:8765,localhost:8001", …]
+ * // ["--allow-read=/s,/repo,…", "--allow-write=/s,/repo/ui/dist", "--allow-net=127.0.0.1:8765,…",
+ * //  "--allow-run=/usr/bin/bwrap,kill,ps,/usr/bin/deno", "--allow-env=KLBR_WORKSPACE,…", "--allow-sys=hostname"]
  * ```
  */
 export function servePermissionFlags(input: ServePermissionInput): string[] {
@@ -70,18 +110,21 @@ export function servePermissionFlags(input: ServePermissionInput): string[] {
     ...input.modelUrls.map(hostOf),
     ...(input.discordUrls ?? []).flatMap(discordHostsOf),
   ]);
-  const run = input.runPrograms === undefined
+  const own = [input.bwrap, "kill", "ps", input.deno];
+  // Confined, every child is started through bwrap; unconfined, Deno's list is the only
+  // boundary there is, so it names the interpreter and the programs (or stays unscoped).
+  const run = input.sandbox.mode === "bwrap"
+    ? `--allow-run=${list(own)}`
+    : input.runPrograms === undefined
     ? "--allow-run"
-    : `--allow-run=${list([input.python, "kill", "ps", input.deno, ...input.runPrograms])}`;
+    : `--allow-run=${list([...own, input.python.executable, ...input.runPrograms])}`;
   return [
     `--allow-read=${read}`,
     `--allow-write=${write}`,
     `--allow-net=${net}`,
     run,
-    // The OpenAI SDK and the config's api_key_env read variables by name at run time.
-    "--allow-env",
-    // The owner lock records the hostname; the SDK reports the platform.
-    "--allow-sys",
+    `--allow-env=${list([...DAEMON_ENV_NAMES, ...(input.envNames ?? [])])}`,
+    `--allow-sys=${DAEMON_SYS.join(",")}`,
   ];
 }
 
@@ -107,7 +150,7 @@ function hostOf(url: string): string {
 }
 
 /**
- * Parses `KLBR_RUN_PROGRAMS` (comma-separated program names); unset or empty means unscoped.
+ * Parses `KLBR_RUN_PROGRAMS` (comma-separated program names); unset or empty means any.
  *
  * @example
  * ```ts
@@ -117,4 +160,27 @@ function hostOf(url: string): string {
 export function parseRunPrograms(value: string | undefined): string[] | undefined {
   if (value === undefined || value.trim() === "") return undefined;
   return value.split(",").map((p) => p.trim()).filter((p) => p !== "");
+}
+
+/**
+ * The daemon's view of its environment: reading a variable `--allow-env` does not name
+ * gives `undefined`, as if it were unset, instead of throwing.
+ *
+ * @example
+ * ```ts
+ * const env = daemonEnv();
+ * env.KLBR_WORKSPACE; // the value, or undefined
+ * ```
+ */
+export function daemonEnv(): Record<string, string | undefined> {
+  return new Proxy({}, {
+    get(_target, name) {
+      if (typeof name !== "string") return undefined;
+      try {
+        return Deno.env.get(name);
+      } catch {
+        return undefined;
+      }
+    },
+  });
 }

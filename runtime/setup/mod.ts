@@ -10,6 +10,12 @@ export { type DoctorOptions, runDoctor } from "./_doctor.ts";
 export { runExample } from "./_example.ts";
 export { daemonArgs, derivePermissionInput, launchDaemon } from "./_launcher.ts";
 export { REPO_ROOT } from "./_repo_root.ts";
-export { parseRunPrograms, servePermissionFlags } from "./_serve_permissions.ts";
+export {
+  DAEMON_ENV_NAMES,
+  DAEMON_SYS,
+  daemonEnv,
+  parseRunPrograms,
+  servePermissionFlags,
+} from "./_serve_permissions.ts";
 export { initStateDir, resolveConfigPath, resolveStateDir } from "./_state_dir.ts";
 export { ensureUiBuilt, UI_OUTPUTS, uiIsStale } from "./_ui_build.ts";

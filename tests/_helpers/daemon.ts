@@ -32,6 +32,8 @@ export interface TestDaemonOptions {
   logFormat?: "text" | "json";
   /** Where the generated configuration is written; the state directory otherwise. */
   configDir?: string;
+  /** The port to listen on; a free one (0) otherwise. A restart keeps the port it got. */
+  port?: number;
 }
 
 /** A running daemon. */
@@ -99,12 +101,15 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
       "--config",
       configPath,
       "--port",
-      "0",
+      String(options.port ?? 0),
       ...(options.logFormat === undefined ? [] : ["--log-format", options.logFormat]),
     ]
-    : daemonArgs(await derivePermissionInput({ stateDir, configPath, port: 0 }, env), {
-      logFormat: options.logFormat,
-    });
+    : daemonArgs(
+      await derivePermissionInput({ stateDir, configPath, port: options.port ?? 0 }, env),
+      {
+        logFormat: options.logFormat,
+      },
+    );
   const child = new Deno.Command(Deno.execPath(), {
     args,
     cwd: REPO_ROOT,
@@ -167,7 +172,8 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
       await killProcessesIn(workspace);
       return s;
     },
-    restart: (more = {}) => startTestDaemon({ ...options, stateDir, workspace, ...more }),
+    // The same port: the page's origin, and the cookie named for it, stay the daemon's own.
+    restart: (more = {}) => startTestDaemon({ ...options, stateDir, workspace, port, ...more }),
   };
   return daemon;
 }

@@ -14,7 +14,12 @@ import {
   type LaneSignal,
   SILENT_LOGGER,
 } from "../../runtime/core/mod.ts";
-import { type AdmitOutcome, createApp, type LaneHost } from "../../runtime/lanes/mod.ts";
+import {
+  type AdmitOutcome,
+  createApp,
+  type LaneHost,
+  OperatorAuth,
+} from "../../runtime/lanes/mod.ts";
 
 /** A 64-hex-character token for the in-memory host. */
 export const TEST_TOKEN = "ab".repeat(32);
@@ -25,7 +30,6 @@ type OpMessage = Extract<ClientMessage, { kind: `op.${string}` }>;
 /** A lane host whose records live in an array. */
 export class MemoryLaneHost implements LaneHost {
   readonly version = "test";
-  readonly token = TEST_TOKEN;
   /** Every record of every session, per session in seq order. */
   readonly sessions = new Map<string, LaneRecord[]>();
   /** Every `admit` call, duplicates included. */
@@ -168,22 +172,48 @@ export class MemoryLaneHost implements LaneHost {
 export interface LaneServer {
   readonly url: string;
   readonly port: number;
+  /** The page's address with the token in its fragment, as `klbr url` prints it. */
+  readonly pageUrl: string;
+  /** A `Cookie` header with a valid session, as `POST /auth` would have set it. */
+  cookie(): string;
   /** Stops listening and drops every socket, like a killed daemon. */
   stop(): Promise<void>;
 }
 
+/** Options for {@linkcode startLaneServer}. */
+export interface LaneServerOptions {
+  uiDir: string;
+  /** 0 (default) picks a free port. */
+  port?: number;
+  /** Lets a connection without credentials watch, read-only. @default {false} */
+  viewWithoutToken?: boolean;
+  /** What `/health` says about the sandbox. @default confined */
+  sandbox?: { sandbox: string; sandbox_reason: string | null; sandbox_network: boolean };
+}
+
 /**
- * Serves the built UI and `/v2` for `host` on 127.0.0.1; `port` 0 picks a free one.
+ * Serves the built UI, `/auth`, `/health` and `/v2` for `host` on 127.0.0.1, with the
+ * daemon's own `createApp` (Host and Origin checks, the session cookie).
  *
  * @throws {Error} when the port cannot be bound.
  */
 export function startLaneServer(
   host: MemoryLaneHost,
-  options: { uiDir: string; port?: number },
+  options: LaneServerOptions,
 ): Promise<LaneServer> {
+  const auth = new OperatorAuth({
+    stateDir: "/nonexistent",
+    token: TEST_TOKEN,
+    viewWithoutToken: options.viewWithoutToken,
+  });
+  const address = { host: "127.0.0.1", port: options.port ?? 0 };
+  const sandbox = options.sandbox ??
+    { sandbox: "bwrap", sandbox_reason: null, sandbox_network: false };
   const app = createApp({
     lanes: host,
-    health: () => ({ ok: true }),
+    auth,
+    address: () => address,
+    health: () => ({ ok: true, ...sandbox }),
     uiDir: options.uiDir,
     log: SILENT_LOGGER,
   });
@@ -194,9 +224,12 @@ export function startLaneServer(
       port: options.port ?? 0,
       signal: abort.signal,
       onListen: ({ port }) => {
+        address.port = port;
         resolve({
           url: `http://127.0.0.1:${port}`,
           port,
+          pageUrl: `http://127.0.0.1:${port}/#token=${TEST_TOKEN}`,
+          cookie: () => auth.issueCookie(port).split(";")[0],
           stop: async () => {
             abort.abort();
             await server.finished;

@@ -107,8 +107,8 @@ async function typeAndSend(page: Page, text: string): Promise<void> {
 
 Deno.test("the page sends a typed message on Enter and shows its acknowledgement and disposition", async () => {
   await scene(1280, async ({ host, server, page }) => {
-    await page.goto(server.url);
-    await page.waitForSelector("text=connected as client");
+    await page.goto(server.pageUrl);
+    await page.waitForSelector("text=connected as operator");
     await page.focus("#composer-input");
     await page.keyboard.type("Is the build green?");
     await page.keyboard.press("Shift+Enter");
@@ -135,8 +135,8 @@ Deno.test("the page sends a typed message on Enter and shows its acknowledgement
 
 Deno.test("the page refuses to send an empty message and says why", async () => {
   await scene(1280, async ({ host, server, page }) => {
-    await page.goto(server.url);
-    await page.waitForSelector("text=connected as client");
+    await page.goto(server.pageUrl);
+    await page.waitForSelector("text=connected as operator");
     await page.focus("#composer-input");
     await page.keyboard.type("   ");
     await page.keyboard.press("Enter");
@@ -148,7 +148,7 @@ Deno.test("the page refuses to send an empty message and says why", async () => 
 
 Deno.test("the page shows scratchpad, cells, sends and runtime events each in its own lane", async () => {
   await scene(1280, async ({ host, server, page }) => {
-    await page.goto(server.url);
+    await page.goto(server.pageUrl);
     await typeAndSend(page, "Is the build green?");
     await waitForSeq(page, 1);
     host.append(
@@ -214,8 +214,8 @@ Deno.test("the page renders a send's Markdown without running script or fetching
   await scene(1280, async ({ host, server, page }) => {
     const requests: string[] = [];
     page.on("request", (request) => requests.push(request.url()));
-    await page.goto(server.url);
-    await page.waitForSelector("text=connected as client");
+    await page.goto(server.pageUrl);
+    await page.waitForSelector("text=connected as operator");
     host.append(
       "send",
       full("send", {
@@ -245,7 +245,7 @@ Deno.test("the page renders a send's Markdown without running script or fetching
 
 Deno.test("a reload in the middle of a turn shows every record once and resumes from its last seq", async () => {
   await scene(1280, async ({ host, server, page }) => {
-    await page.goto(server.url);
+    await page.goto(server.pageUrl);
     await typeAndSend(page, "Is the build green?");
     await waitForSeq(page, 1);
     const inputId = String(host.sessions.get("default")![0].data.input_id);
@@ -274,7 +274,7 @@ Deno.test("a reload in the middle of a turn shows every record once and resumes 
     // A second reload with nothing new still shows the same records once.
     await page.reload();
     await waitForSeq(page, 6);
-    await page.waitForSelector("text=connected as client");
+    await page.waitForSelector("text=connected as operator");
     await assertEachRecordOnce(page, 6);
   });
 });
@@ -282,7 +282,7 @@ Deno.test("a reload in the middle of a turn shows every record once and resumes 
 Deno.test("the page says when the daemon is unreachable and when it is back, losing nothing", async () => {
   await scene(1280, async (s) => {
     const { host, page } = s;
-    await page.goto(s.server.url);
+    await page.goto(s.server.pageUrl);
     host.append("scratchpad", full("scratchpad", { text: "before the outage" }));
     await waitForSeq(page, 1);
     const port = s.server.port;
@@ -315,7 +315,13 @@ Deno.test("the operator panel takes the token from the URL and stops the session
     await page.goto(`${server.url}/#token=${TEST_TOKEN}`);
     await page.waitForSelector("text=operator role granted");
     assert.equal(await page.evaluate(() => location.hash), "");
-    assert.equal(await page.evaluate(() => localStorage.getItem("klbr:token")), TEST_TOKEN);
+    // The page traded the token for an HttpOnly cookie; its scripts keep no token at all.
+    assert.equal(await page.evaluate(() => localStorage.getItem("klbr:token")), null);
+    assert.equal(await page.evaluate("document.cookie"), "");
+    const cookie = (await page.context().cookies()).find((c) =>
+      c.name === `klbr_session_${server.port}`
+    );
+    assert.deepEqual([cookie?.httpOnly, cookie?.sameSite, cookie?.path], [true, "Strict", "/"]);
     await page.waitForSelector('[data-field="epoch"]:has-text("3")');
     assert.equal(await textOf(page, '[data-field="release"]'), "rel_a1b2c3d4e5f6a7b8c9d0");
     assert.equal(await textOf(page, '[data-field="skills"]'), "sk_9b0c6a3e51f2");
@@ -330,7 +336,7 @@ Deno.test("the operator panel takes the token from the URL and stops the session
     ]);
     await waitForSeq(page, 1);
     assert.match(await textOf(page, '[data-seq="1"]'), /Operator: op\.stop/);
-    // A reload keeps the token without the URL.
+    // A reload keeps the session without the URL.
     await page.reload();
     await page.waitForSelector("text=operator role granted");
   });
@@ -358,20 +364,77 @@ Deno.test("the operator panel activates with the current epoch and shows an `epo
   });
 });
 
-Deno.test("the page forgets a refused token and stays usable as a client", async () => {
+Deno.test("the page without a token shows how to get one; a refused token is named, the right one lets it in", async () => {
   await scene(1280, async ({ host, server, page }) => {
+    host.append("scratchpad", full("scratchpad", { text: "not for strangers" }));
     await page.goto(`${server.url}/#token=${"cd".repeat(32)}`);
+    await page.waitForSelector("text=This page needs the operator token");
     await page.waitForSelector("text=Token refused: cannot authorise: the operator token is wrong");
-    await page.waitForSelector("text=connected as client");
+    assert.match(await textOf(page, ".token-screen"), /deno task klbr url/);
+    assert.match(await textOf(page, ".topbar"), /needs the token/);
+    // No lanes, no records, no composer: nothing to see or send without the token.
+    assert.equal(await page.locator("[data-seq]").count(), 0);
+    assert.equal(await page.locator("#composer-input").count(), 0);
     assert.equal(await page.evaluate(() => localStorage.getItem("klbr:token")), null);
-    await typeAndSend(page, "still here");
-    await waitForSeq(page, 1);
-    assert.equal(host.admits.length, 1);
-    // Entering the right token in the form makes the page an operator.
+    assert.equal(host.admits.length, 0);
+    await screenshot(page, "operator", "03-token-screen");
+    // Pasting the right token lets the page in.
     await page.fill("#operator-token", TEST_TOKEN);
     await page.click('button:has-text("Use token")');
     await page.waitForSelector("text=operator role granted");
-    await screenshot(page, "operator", "03-token-entered");
+    await waitForSeq(page, 1);
+    await typeAndSend(page, "now I may");
+    await waitForSeq(page, 2);
+    assert.equal(host.admits.length, 1);
+    await screenshot(page, "operator", "04-token-entered");
+  });
+});
+
+Deno.test("a #token= address pasted into an open tab is read on hash change", async () => {
+  await scene(1280, async ({ server, page }) => {
+    await page.goto(server.url);
+    await page.waitForSelector("text=This page needs the operator token");
+    assert.match(await textOf(page, '[data-field="auth-reason"]'), /run `deno task klbr url`/);
+    await page.evaluate((token) => location.hash = `#token=${token}`, TEST_TOKEN);
+    await page.waitForSelector("text=operator role granted");
+    assert.equal(await page.evaluate(() => location.hash), "");
+    // Signing out drops the cookie: the page is back to the token screen.
+    await page.click('#operator button:has-text("Sign out")');
+    await page.waitForSelector("text=This page needs the operator token");
+  });
+});
+
+Deno.test("with view_without_token the page watches read-only; the header says whether the workbench is confined", async () => {
+  const host = new MemoryLaneHost();
+  host.append("scratchpad", full("scratchpad", { text: "visible to a viewer" }));
+  const server = await startLaneServer(host, {
+    uiDir: UI_DIR,
+    viewWithoutToken: true,
+    sandbox: { sandbox: "none", sandbox_reason: "bwrap is missing", sandbox_network: true },
+  });
+  const browser = await launchChromium();
+  try {
+    const { page, errors } = await openPage(browser, 1280);
+    await page.goto(server.url);
+    await page.waitForSelector("text=read-only view");
+    await waitForSeq(page, 1);
+    await page.waitForSelector('[data-sandbox="none"]:has-text("workbench unconfined")');
+    assert.equal(
+      await page.getAttribute('[data-sandbox="none"] .badge', "title"),
+      "bwrap is missing",
+    );
+    await typeAndSend(page, "a viewer may not send");
+    await page.waitForSelector("text=this connection is read-only");
+    assert.equal(host.admits.length, 0);
+    await screenshot(page, "operator", "05-read-only-unconfined");
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+    await server.stop();
+  }
+  await scene(1280, async ({ server, page }) => {
+    await page.goto(server.pageUrl);
+    await page.waitForSelector('[data-sandbox="bwrap"]:has-text("sandboxed · no network")');
   });
 });
 
@@ -430,8 +493,8 @@ Deno.test("the page serves only local files and a strict content security policy
   await scene(1280, async ({ server, page }) => {
     const requests: string[] = [];
     page.on("request", (request) => requests.push(request.url()));
-    await page.goto(server.url);
-    await page.waitForSelector("text=connected as client");
+    await page.goto(server.pageUrl);
+    await page.waitForSelector("text=connected as operator");
     assert.ok(requests.length >= 3);
     assert.deepEqual(requests.filter((url) => !url.startsWith(server.url)), []);
   });

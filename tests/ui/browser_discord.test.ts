@@ -36,8 +36,8 @@ for (const width of [1280, 390]) {
     const browser = await launchChromium();
     try {
       const { page, errors } = await openPage(browser, width);
-      await page.goto(server.url);
-      await page.waitForSelector("text=connected as client");
+      await page.goto(server.pageUrl);
+      await page.waitForSelector("text=connected as operator");
 
       host.append("input.admitted", {
         input_id: "in_discord",

@@ -16,7 +16,6 @@ import { startTestDaemon, type TestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
 import { assertEachRecordOnce, launchChromium, openPage, screenshot } from "./_browser.ts";
-import { startTcpProxy } from "./_tcp_proxy.ts";
 
 const WAIT_CELL = { toolCall: { code: "wait()" } };
 const SLOW = 45_000;
@@ -81,8 +80,8 @@ Deno.test("a message typed in the page yields scratchpad, a cell and one send in
     const p = await probe(daemon);
     await withBrowser(async (browser) => {
       const { page, errors } = await openPage(browser, 1280);
-      await page.goto(daemon.url);
-      await page.waitForSelector("text=connected as client");
+      await page.goto(`${daemon.url}/#token=${daemon.token}`);
+      await page.waitForSelector("text=connected as operator");
       await typeAndSend(page, "hi");
       await screenshot(page, "daemon-turn", "01-typed");
       const finished = await p.waitFor(page, "frame.finished");
@@ -145,8 +144,8 @@ Deno.test("a reload in the middle of a turn shows every record once, before and 
     const p = await probe(daemon);
     await withBrowser(async (browser) => {
       const { page, errors } = await openPage(browser, 1280);
-      await page.goto(daemon.url);
-      await page.waitForSelector("text=connected as client");
+      await page.goto(`${daemon.url}/#token=${daemon.token}`);
+      await page.waitForSelector("text=connected as operator");
       await typeAndSend(page, "start a long cell");
       const started = await p.waitFor(page, "cell.started");
       await page.waitForSelector(`[data-seq="${started.seq}"] .badge:has-text("running ·")`);
@@ -177,14 +176,13 @@ Deno.test("a daemon killed and restarted is reconnected to, and input typed mean
   const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
   const first = await startTestDaemon({ modelUrl: fake.url });
   let daemon: TestDaemon = first;
-  const proxy = startTcpProxy(first.port);
   try {
     fake.enqueue({ toolCall: { code: "await local.send('one')\nwait()" } });
     await withBrowser(async (browser) => {
       const { page, errors } = await openPage(browser, 1280);
-      const url = `http://127.0.0.1:${proxy.port}/`;
-      await page.goto(url);
-      await page.waitForSelector("text=connected as client");
+      // The restarted daemon listens on the same port: the page's own origin.
+      await page.goto(`${first.url}/#token=${first.token}`);
+      await page.waitForSelector("text=connected as operator");
       await typeAndSend(page, "first");
       const before = await probe(first);
       await before.waitFor(page, "frame.finished");
@@ -198,7 +196,6 @@ Deno.test("a daemon killed and restarted is reconnected to, and input typed mean
       fake.enqueue({ toolCall: { code: "await local.send('two')\nwait()" } });
       daemon = await first.restart();
       const after = await probe(daemon);
-      proxy.setTarget(daemon.port);
       await page.waitForSelector('[data-banner="back"]', { timeout: SLOW });
       await after.waitFor(page, "send", (r) => r.data.text === "two");
       const frames = after.records().filter((r) => r.type === "frame.accepted").length;
@@ -213,7 +210,6 @@ Deno.test("a daemon killed and restarted is reconnected to, and input typed mean
       assert.deepEqual(errors, []);
     });
   } finally {
-    await proxy.close();
     await daemon.stop();
     await fake.close();
   }

@@ -24,11 +24,20 @@ import {
 
 const UI_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "ui", "dist");
 
-/** A WebSocket that sends a loopback `Origin`, as a browser page on the daemon's origin does. */
-class BrowserSocket extends WebSocket {
-  constructor(url: string) {
-    super(url, { headers: { origin: "http://127.0.0.1" } } as unknown as string[]);
-  }
+/**
+ * A WebSocket as the page on the daemon's own origin opens it: that `Origin` and, once the
+ * page traded the token at `POST /auth`, the session cookie.
+ */
+function browserSocket(cookie: (() => string) | undefined) {
+  return class extends WebSocket {
+    constructor(url: string) {
+      const headers = {
+        origin: `http://127.0.0.1:${new URL(url).port}`,
+        ...(cookie === undefined ? {} : { cookie: cookie() }),
+      };
+      super(url, { headers } as unknown as string[]);
+    }
+  };
 }
 
 function memoryStorage(): KeyValueStore & { data: Map<string, string> } {
@@ -80,19 +89,26 @@ interface Setup {
   cleanup(): Promise<void>;
 }
 
+/**
+ * A client against a fresh in-memory daemon. By default the page holds a session cookie;
+ * `{ cookie: false }` is a page that has none (then `view` decides whether it may watch).
+ */
 async function setup(
   options: Partial<LaneClientOptions> = {},
   prepare?: (host: MemoryLaneHost, storage: ReturnType<typeof memoryStorage>) => void,
+  page: { cookie?: boolean; view?: boolean } = {},
 ): Promise<Setup> {
   const host = new MemoryLaneHost();
   const storage = memoryStorage();
   prepare?.(host, storage);
-  const state = { server: await startLaneServer(host, { uiDir: UI_DIR }) };
+  const state = {
+    server: await startLaneServer(host, { uiDir: UI_DIR, viewWithoutToken: page.view }),
+  };
   const client = new LaneClient({
     url: `ws://127.0.0.1:${state.server.port}/v2`,
     clientId: "web-test",
     storage,
-    webSocket: BrowserSocket,
+    webSocket: browserSocket(page.cookie === false ? undefined : () => state.server.cookie()),
     minDelayMs: 20,
     maxDelayMs: 100,
     ...options,
@@ -230,10 +246,9 @@ Deno.test("`LaneClient` starts over from seq 0 when the daemon's log is shorter 
       () => s.client.log.records().every((r) => r.type === "scratchpad") && s.client.log.size === 2,
       "the new store's records only",
     );
-    assert.deepEqual(s.host.reads.filter((since) => since === 5 || since === 0).slice(0, 2), [
-      5,
-      0,
-    ]);
+    // The daemon refused since 5 (beyond its head, 2) before reading; the page started over.
+    assert.equal(s.host.reads[0], 0);
+    assert.ok(!s.host.reads.includes(5));
   } finally {
     await s.cleanup();
   }
@@ -335,12 +350,12 @@ Deno.test("`LaneClient.operate()` rejects with the daemon's code when the epoch 
   }
 });
 
-Deno.test("`LaneClient.operate()` as a plain client is refused with `role_forbidden`", async () => {
-  const s = await setup();
+Deno.test("`LaneClient.operate()` as a read-only viewer is refused with `role_forbidden`", async () => {
+  const s = await setup({}, undefined, { cookie: false, view: true });
   try {
     s.client.start();
     await until(s.client, () => s.client.connection.phase === "open", "open");
-    assert.equal(s.client.connection.role, "client");
+    assert.equal(s.client.connection.role, "viewer");
     await assert.rejects(s.client.operate({ kind: "op.stop", session: "default" }), {
       code: "role_forbidden",
       message: "cannot run op.stop: the operator role needs the token given at hello",
@@ -351,9 +366,13 @@ Deno.test("`LaneClient.operate()` as a plain client is refused with `role_forbid
   }
 });
 
-Deno.test("`LaneClient` forgets a wrong token and reconnects as a plain client", async () => {
+Deno.test("`LaneClient` forgets a wrong token and reconnects as a read-only viewer", async () => {
   const rejected: string[] = [];
-  const s = await setup({ token: "cd".repeat(32), onTokenRejected: (m) => rejected.push(m) });
+  const s = await setup(
+    { token: "cd".repeat(32), onTokenRejected: (m) => rejected.push(m) },
+    undefined,
+    { cookie: false, view: true },
+  );
   try {
     s.client.start();
     await until(
@@ -363,7 +382,7 @@ Deno.test("`LaneClient` forgets a wrong token and reconnects as a plain client",
     );
     assert.deepEqual(rejected, ["cannot authorise: the operator token is wrong"]);
     assert.equal(s.client.tokenError, "cannot authorise: the operator token is wrong");
-    assert.deepEqual([s.client.connection.role, s.client.hasToken], ["client", false]);
+    assert.deepEqual([s.client.connection.role, s.client.hasToken], ["viewer", false]);
   } finally {
     await s.cleanup();
   }
@@ -371,10 +390,14 @@ Deno.test("`LaneClient` forgets a wrong token and reconnects as a plain client",
 
 Deno.test("`LaneClient` forgets a malformed token with the daemon's reason", async () => {
   const rejected: string[] = [];
-  const s = await setup({ token: "short", onTokenRejected: (m) => rejected.push(m) });
+  const s = await setup(
+    { token: "short", onTokenRejected: (m) => rejected.push(m) },
+    undefined,
+    { cookie: false, view: true },
+  );
   try {
     s.client.start();
-    await until(s.client, () => s.client.connection.role === "client", "a client connection");
+    await until(s.client, () => s.client.connection.role === "viewer", "a viewer connection");
     assert.deepEqual(rejected, [
       "cannot authorise: a token is 64 hex characters (got 5 characters)",
     ]);
@@ -384,17 +407,54 @@ Deno.test("`LaneClient` forgets a malformed token with the daemon's reason", asy
 });
 
 Deno.test("`LaneClient.setToken()` reconnects and asks for the operator role", async () => {
-  const s = await setup();
+  const s = await setup({}, undefined, { cookie: false, view: true });
   try {
     s.client.start();
-    await until(s.client, () => s.client.connection.role === "client", "a client connection");
+    await until(s.client, () => s.client.connection.role === "viewer", "a viewer connection");
     s.client.setToken(TEST_TOKEN);
     await until(s.client, () => s.client.connection.role === "operator", "the operator role");
     s.client.setToken(undefined);
-    await until(s.client, () => s.client.connection.role === "client", "the client role again");
+    await until(s.client, () => s.client.connection.role === "viewer", "the viewer role again");
     assert.equal(s.client.tokenStatus, "none");
   } finally {
     await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient` without token or cookie stops, with the daemon's reason, until it is let in", async () => {
+  let cookie: string | undefined;
+  let opened = 0;
+  const host = new MemoryLaneHost();
+  host.append("scratchpad", { text: "kept from strangers" });
+  const server = await startLaneServer(host, { uiDir: UI_DIR });
+  const client = new LaneClient({
+    url: `ws://127.0.0.1:${server.port}/v2`,
+    clientId: "web-test",
+    webSocket: browserSocket(() => {
+      opened++;
+      return cookie ?? "";
+    }),
+    minDelayMs: 20,
+    maxDelayMs: 100,
+  });
+  try {
+    client.start();
+    await until(client, () => client.connection.phase === "unauthorised", "the refusal");
+    assert.equal(client.authError?.code, "token_missing");
+    assert.match(client.authError?.message ?? "", /run `deno task klbr url`/);
+    assert.equal(client.log.size, 0, "no record reached the page");
+    // It schedules no retry: the same hello would be refused again.
+    assert.equal(client.connection.retryAt, undefined);
+    assert.equal(opened, 1, "one socket, no retry loop");
+    // The page traded the token for a cookie: it reconnects and is let in.
+    cookie = server.cookie();
+    client.reconnect();
+    await until(client, () => client.connection.role === "operator", "the operator role");
+    await until(client, () => client.log.size === 1, "the record");
+    assert.equal(client.authError, undefined);
+  } finally {
+    client.stop();
+    await server.stop();
   }
 });
 
@@ -519,7 +579,7 @@ Deno.test("`LaneClient` ignores malformed messages and records of another sessio
     socket.message({
       kind: "welcome",
       session: "default",
-      role: "client",
+      role: "operator",
       head: 3,
       server: { version: "t" },
     });
@@ -559,7 +619,7 @@ Deno.test("`LaneClient.persistNow()` drops a log too large to store rather than 
     socket.message({
       kind: "welcome",
       session: "default",
-      role: "client",
+      role: "operator",
       head: 2,
       server: { version: "t" },
     });
@@ -630,7 +690,7 @@ Deno.test("`LaneClient` drops a welcomed socket that falls silent and says so", 
     sockets[0].message({
       kind: "welcome",
       session: "default",
-      role: "client",
+      role: "operator",
       head: 0,
       server: { version: "t" },
     });

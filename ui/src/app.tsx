@@ -22,6 +22,7 @@ import { deriveLanes } from "./lane_view.ts";
 import { OperatorPanel } from "./operator_panel.tsx";
 import { ScratchpadLane } from "./scratchpad_lane.tsx";
 import { StateBadge } from "./state_badge.tsx";
+import { SandboxBadge, TokenScreen } from "./token_screen.tsx";
 import { useClient } from "./use_client.ts";
 
 /** Props of {@linkcode App}. */
@@ -35,30 +36,21 @@ function ConnectionPill({ client }: { client: LaneClient }): JSX.Element {
   if (c.phase === "open") {
     return (
       <StateBadge
-        tone="ok"
-        label={`connected as ${c.role ?? "client"}${c.replayed ? "" : " · catching up"}`}
+        tone={c.role === "viewer" ? "warning" : "ok"}
+        label={`${c.role === "viewer" ? "read-only view" : "connected as operator"}${
+          c.replayed ? "" : " · catching up"
+        }`}
       />
     );
   }
   if (c.phase === "connecting") return <StateBadge tone="pending" label="connecting" />;
+  if (c.phase === "unauthorised") return <StateBadge tone="warning" label="needs the token" />;
   return <StateBadge tone="error" label="offline" />;
 }
 
 /** The whole page. */
 export function App({ client, onToken }: AppProps): JSX.Element {
   useClient(client);
-  const revision = client.log.revision;
-  const view = useMemo(() => deriveLanes(client.log.records()), [revision]);
-  const unattended = useMemo(() => deriveUnattended(client.log.records()), [revision]);
-  const statusOf = (clientMsgId: string): string => {
-    const pending = client.outbox.list().find((item) => item.clientMsgId === clientMsgId);
-    if (pending !== undefined) return pendingBadge(pending).label;
-    const inputId = client.inputIdOf(clientMsgId);
-    const item = view.inputsByMessage.get(clientMsgId) ??
-      (inputId === undefined ? undefined : view.inputs.get(inputId));
-    if (item === undefined) return "acknowledged";
-    return `acknowledged as ${item.inputId} · ${inputBadge(item).label}`;
-  };
   return (
     <div class="app">
       <a
@@ -78,6 +70,7 @@ export function App({ client, onToken }: AppProps): JSX.Element {
           session <strong>{client.session}</strong>
         </span>
         <ConnectionPill client={client} />
+        <SandboxBadge sandbox={client.sandbox} />
         <span class="seq-line">record #{client.log.lastSeq}</span>
         <nav class="lane-nav" aria-label="Lanes">
           <a href="#lane-conversation">Conversation</a>
@@ -93,6 +86,35 @@ export function App({ client, onToken }: AppProps): JSX.Element {
         lastSeq={client.log.lastSeq}
         onRetry={() => client.retryNow()}
       />
+      {client.connection.phase === "unauthorised"
+        ? (
+          <TokenScreen
+            reason={client.authError?.message}
+            refused={client.tokenError}
+            onToken={(token) => onToken(token)}
+          />
+        )
+        : <Lanes client={client} onToken={onToken} />}
+    </div>
+  );
+}
+
+/** The four lanes, the composer, the operator panel and the jobs panel. */
+function Lanes({ client, onToken }: AppProps): JSX.Element {
+  const revision = client.log.revision;
+  const view = useMemo(() => deriveLanes(client.log.records()), [revision]);
+  const unattended = useMemo(() => deriveUnattended(client.log.records()), [revision]);
+  const statusOf = (clientMsgId: string): string => {
+    const pending = client.outbox.list().find((item) => item.clientMsgId === clientMsgId);
+    if (pending !== undefined) return pendingBadge(pending).label;
+    const inputId = client.inputIdOf(clientMsgId);
+    const item = view.inputsByMessage.get(clientMsgId) ??
+      (inputId === undefined ? undefined : view.inputs.get(inputId));
+    if (item === undefined) return "acknowledged";
+    return `acknowledged as ${item.inputId} · ${inputBadge(item).label}`;
+  };
+  return (
+    <>
       <main class="lanes">
         <ConversationLane
           items={view.conversation}
@@ -103,7 +125,7 @@ export function App({ client, onToken }: AppProps): JSX.Element {
           <Composer
             onSend={(text) => client.sendInput(text).clientMsgId}
             statusOf={statusOf}
-            online={client.connection.phase === "open"}
+            online={client.connection.phase === "open" && client.connection.role === "operator"}
           />
         </ConversationLane>
         <div class="column column-work">
@@ -120,6 +142,6 @@ export function App({ client, onToken }: AppProps): JSX.Element {
           <EventsLane events={view.events} notices={client.notices} />
         </div>
       </main>
-    </div>
+    </>
   );
 }

@@ -30,18 +30,33 @@ export interface Notice {
   message: string;
 }
 
+/** Whether the daemon confines the workbench, as `/health` says it. */
+export interface SandboxInfo {
+  /** `bwrap` (confined) or `none` (unconfined). */
+  mode: string;
+  /** Why it is unconfined, or null. */
+  reason: string | null;
+  /** Whether confined children may use the network. */
+  network: boolean;
+}
+
 /** Options for {@linkcode LaneClient}; the socket's own options pass through. */
 export interface LaneClientOptions extends LaneSocketOptions {
   /** The session to follow. @default {"default"} */
   session?: string;
   /** This browser's stable client id (the dedupe scope of its inputs). */
   clientId: string;
-  /** The operator token; the connection asks for the operator role when it is set. */
+  /**
+   * The operator token, given at hello (a native client). The page leaves it unset: its
+   * session cookie, set by `POST /auth`, goes with the upgrade instead.
+   */
   token?: string;
   /** Where records and unsent inputs survive a reload (the page passes `sessionStorage`). */
   storage?: KeyValueStore;
   /** Called when the daemon refused the token; the page forgets it. */
   onTokenRejected?: (message: string) => void;
+  /** Called after each `welcome` (the page asks `/health` about the sandbox then). */
+  onWelcome?: () => void;
 }
 
 /**
@@ -71,6 +86,8 @@ export class LaneClient {
   #token: string | undefined;
   #tokenStatus: TokenStatus;
   #tokenError: string | undefined;
+  #authError: { code: string; message: string } | undefined;
+  #sandbox: SandboxInfo | undefined;
   #ops = new OperatorRequests();
   #listeners = new Set<() => void>();
   #notifyTimer: ReturnType<typeof setTimeout> | undefined;
@@ -119,6 +136,36 @@ export class LaneClient {
   /** Whether a token is set. */
   get hasToken(): boolean {
     return this.#token !== undefined;
+  }
+
+  /** Why the daemon refused this page's lane (no token or cookie), until it is let in. */
+  get authError(): { code: string; message: string } | undefined {
+    return this.#authError;
+  }
+
+  /** Whether the daemon confines the workbench, once the page has asked. */
+  get sandbox(): SandboxInfo | undefined {
+    return this.#sandbox;
+  }
+
+  /** Records what `/health` says about confinement. */
+  setSandbox(info: SandboxInfo | undefined): void {
+    this.#sandbox = info;
+    this.#changed();
+  }
+
+  /** Records a token the daemon refused at `POST /auth`. */
+  noteTokenRefused(message: string): void {
+    this.#tokenStatus = "rejected";
+    this.#tokenError = message;
+    this.#changed();
+  }
+
+  /** Opens a new socket at once (after the page got a session cookie). */
+  reconnect(): void {
+    this.#tokenError = undefined;
+    this.#socket.reconnect();
+    this.#changed();
   }
 
   /** Grows on every change; lets a view tell whether to render again. */
@@ -221,6 +268,8 @@ export class LaneClient {
       return false;
     }
     if (message.role === "operator") this.#tokenStatus = "accepted";
+    this.#authError = undefined;
+    this.#o.onWelcome?.();
     // The socket is open once this returns; send what waits on the next tick.
     queueMicrotask(() => this.#sendPending());
     return true;
@@ -263,9 +312,22 @@ export class LaneClient {
     if (request !== undefined && this.outbox.fail(request, message)) return this.#changed();
     if (request !== undefined && this.#ops.reject(request, message.code, message.message)) return;
     if (message.code.startsWith("token_")) {
-      // The daemon closes the socket (4401) next; reconnect as a plain client at once.
-      this.#forgetToken(message.message);
-      this.#socket.reconnectOnClose();
+      // The daemon closes the socket (4401) next. With a token to drop, try once more without
+      // it (a session cookie may still let the page in); without one, wait to be let in.
+      if (this.#token !== undefined) {
+        this.#forgetToken(message.message);
+        this.#socket.reconnectOnClose();
+      } else {
+        this.#authError = { code: message.code, message: message.message };
+      }
+      return this.#changed();
+    }
+    if (message.code === "since_beyond_head") {
+      // The daemon's log is shorter than ours: a different (re-created) store. Start over.
+      this.log.clear();
+      this.outbox.forgetRecords();
+      this.persistNow();
+      this.#socket.reconnect();
       return this.#changed();
     }
     this.notices.push({ at: Date.now(), code: message.code, message: message.message });

@@ -11,8 +11,17 @@
 import type { ServerMessage } from "../../runtime/core/mod.ts";
 import { isObject } from "./json_value.ts";
 
-/** Where the connection stands. */
-export type ConnectionPhase = "connecting" | "open" | "unreachable" | "gave_up" | "stopped";
+/**
+ * Where the connection stands. `unauthorised`: the daemon refused the lane (no token or
+ * session cookie); nothing is retried until {@linkcode LaneSocket.reconnect}.
+ */
+export type ConnectionPhase =
+  | "connecting"
+  | "open"
+  | "unreachable"
+  | "gave_up"
+  | "unauthorised"
+  | "stopped";
 
 /** What the page shows about the connection. */
 export interface ConnectionState {
@@ -25,7 +34,7 @@ export interface ConnectionState {
   failures: number;
   /** When the next attempt starts, while unreachable. */
   retryAt: number | undefined;
-  role: "client" | "operator" | undefined;
+  role: "viewer" | "operator" | undefined;
   head: number | undefined;
   /** Whether the catch-up of the current connection has ended. */
   replayed: boolean;
@@ -161,6 +170,7 @@ export class LaneSocket {
     this.#clearTimers();
     this.#state.failures = 0;
     if (this.#state.phase === "gave_up") this.#state.downSince = Date.now();
+    if (this.#state.phase === "unauthorised") this.#state.phase = "connecting";
     this.#connect();
     this.#h.changed();
   }
@@ -240,11 +250,18 @@ export class LaneSocket {
     this.#state.replayed = false;
     this.#h.closed(code);
     if (this.#state.phase === "stopped") return;
-    // 4401: the token was refused; the owner has dropped it, so the next hello differs.
-    if (this.#atOnce || code === 4401) {
+    // The owner asked for a new socket at once (e.g. it dropped a refused token, so the next
+    // hello differs).
+    if (this.#atOnce) {
       this.#atOnce = false;
       if (this.#state.phase === "open") this.#state.phase = "connecting";
       this.#connect();
+      return this.#h.changed();
+    }
+    // 4401 with nothing to change: the same hello would be refused again. Wait for the owner.
+    if (code === 4401) {
+      this.#state.phase = "unauthorised";
+      this.#state.retryAt = undefined;
       return this.#h.changed();
     }
     const now = Date.now();

@@ -1,8 +1,8 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource preact */
 /**
- * The operator panel: the token (entered once, kept in the browser), the session's status,
- * and stop, drain, reset, compact and activate. None of these needs the model.
+ * The operator panel: the token (pasted once, traded for a session cookie), the session's
+ * status, and stop, drain, reset, compact and activate. None of these needs the model.
  *
  * @module
  */
@@ -14,6 +14,7 @@ import { waitingLine } from "./waiting_inputs.ts";
 import type { LaneClient } from "./lane_client.ts";
 import { OperatorCommandError } from "./operator_requests.ts";
 import { StateBadge } from "./state_badge.tsx";
+import { TokenForm } from "./token_screen.tsx";
 
 /** Props of {@linkcode OperatorPanel}. */
 export interface OperatorPanelProps {
@@ -23,7 +24,7 @@ export interface OperatorPanelProps {
     skillsRevision: string | undefined;
     activation: { release: string | undefined; epoch: number | undefined } | undefined;
   };
-  /** Keeps (or with `undefined` forgets) the token and reconnects with it. */
+  /** Exchanges a token for a session cookie (or with `undefined` signs out) and reconnects. */
   onToken: (token: string | undefined) => void;
 }
 
@@ -59,36 +60,6 @@ export function findField(value: unknown, names: string[], depth = 3): unknown {
   return undefined;
 }
 
-function TokenForm(props: { onToken: (token: string) => void; error?: string }): JSX.Element {
-  const [value, setValue] = useState("");
-  return (
-    <form
-      class="token-form"
-      onSubmit={(event) => {
-        event.preventDefault();
-        if (value.trim() !== "") props.onToken(value.trim());
-      }}
-    >
-      {props.error !== undefined && (
-        <p class="error-text" role="alert">Token refused: {props.error}</p>
-      )}
-      <label for="operator-token">Operator token</label>
-      <input
-        id="operator-token"
-        type="password"
-        autoComplete="off"
-        value={value}
-        onInput={(event) => setValue((event.currentTarget as HTMLInputElement).value)}
-      />
-      <button type="submit">Use token</button>
-      <p class="hint">
-        Kept in this browser. The URL that <code>klbr</code>{" "}
-        prints (<code>#token=…</code>) sets it too.
-      </p>
-    </form>
-  );
-}
-
 /** The operator panel. */
 export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelProps): JSX.Element {
   const [status, setStatus] = useState<Record<string, unknown> | undefined>(undefined);
@@ -120,10 +91,13 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
     if (operator) void refresh();
   }, [operator]);
 
-  if (!client.hasToken) {
+  if (!operator) {
     return (
       <section class="panel operator" aria-labelledby="h-operator" id="operator">
         <h2 id="h-operator">Operator</h2>
+        {client.connection.role === "viewer" && (
+          <p class="hint">This page is a read-only view. The token lets it send and operate.</p>
+        )}
         <TokenForm onToken={onToken} error={client.tokenError} />
       </section>
     );
@@ -141,11 +115,9 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
     <section class="panel operator" aria-labelledby="h-operator" id="operator">
       <h2 id="h-operator">Operator</h2>
       <p class="role-line">
-        {operator
-          ? <StateBadge tone="ok" label="operator role granted" />
-          : <StateBadge tone="pending" label="token not yet confirmed" />}
+        <StateBadge tone="ok" label="operator role granted" />
         <button type="button" class="link-button" onClick={() => onToken(undefined)}>
-          Forget token
+          Sign out
         </button>
       </p>
       <dl class="status-list">

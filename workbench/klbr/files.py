@@ -1,40 +1,62 @@
 """``FileHandle``: one workspace file, read and edited as UTF-8 text.
 
-A handle keeps the file's path relative to the workspace root and checks it again on
-every operation, so a file replaced by a symlink that leads out is refused then too.
-``write`` and ``replace`` write a temporary file, fsync it and rename it over the old one:
-the file is either the old text or the new text, never half of each.
+A handle keeps the file's path relative to the workspace root and walks it again on every
+operation (``klbr.paths.locate``), so a file or directory replaced by a symlink that leads
+out is refused then too, and an operation always works on the descriptor of the directory
+it checked: a swap between the check and the write cannot carry the write outside.
+``write`` and ``replace`` write a temporary file, fsync it and rename it over the old one
+within that directory: the file is either the old text or the new text, never half of each.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
-from pathlib import Path
+import secrets
+import stat
 
-from klbr.paths import resolve_in
+from klbr.paths import Located, locate
 
-__all__ = ["FileHandle"]
+__all__ = ["FileHandle", "read_text_at", "touch_at"]
+
+def _open_at(where: Located, flags: int, mode: int = 0o644) -> int:
+    if not where.name:
+        raise IsADirectoryError(f"cannot open {where.rel}: it is the workspace root")
+    return os.open(where.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=where.parent_fd)
 
 
-def _atomic_write(target: Path, text: str) -> None:
+def read_text_at(where: Located) -> str:
+    """Read the file ``where`` names as UTF-8 text, never through a link."""
+    fd = _open_at(where, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read().decode("utf-8")
+
+
+def touch_at(where: Located) -> None:
+    """Create the file ``where`` names if it is missing (never through a link)."""
+    os.close(_open_at(where, os.O_WRONLY | os.O_CREAT))
+
+
+def _atomic_write(where: Located, text: str) -> None:
     mode = None
     try:
-        mode = os.stat(target).st_mode & 0o7777
+        info = where.lstat()
+        if stat.S_ISREG(info.st_mode):
+            mode = info.st_mode & 0o7777
     except FileNotFoundError:
         pass
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = f".{where.name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=where.parent_fd)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(tmp, mode if mode is not None else 0o644)
-        os.replace(tmp, target)
+            os.fchmod(out.fileno(), mode if mode is not None else 0o644)
+        os.replace(tmp, where.name, src_dir_fd=where.parent_fd, dst_dir_fd=where.parent_fd)
     except BaseException:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=where.parent_fd)
         except FileNotFoundError:
             pass
         raise
@@ -48,23 +70,26 @@ class FileHandle:
     relative to the workspace root.
     """
 
-    def __init__(self, root: str, path: str) -> None:
+    def __init__(self, root: str, path: str, deny: tuple[str, ...] = ()) -> None:
         """Bind the file at ``path`` (relative to ``root``); use ``open_file`` instead."""
         self._root = root
+        self._deny = deny
         self.path = path
 
-    def _target(self) -> Path:
-        return resolve_in(self._root, self.path)
+    def _locate(self) -> Located:
+        return locate(self._root, self.path, deny=self._deny)
 
     async def read(self) -> str:
         """Return the whole file as text (UTF-8; invalid bytes raise ``UnicodeDecodeError``)."""
-        return self._target().read_text(encoding="utf-8")
+        with self._locate() as where:
+            return read_text_at(where)
 
     async def write(self, text: str) -> int:
         """Replace the whole file with ``text`` atomically; return the characters written."""
         if not isinstance(text, str):
             raise TypeError(f"cannot write {self.path}: text must be a string (got {type(text).__name__})")
-        await asyncio.to_thread(_atomic_write, self._target(), text)
+        with self._locate() as where:
+            await asyncio.to_thread(_atomic_write, where, text)
         return len(text)
 
     async def replace(self, old: str, new: str) -> None:
@@ -79,24 +104,26 @@ class FileHandle:
             raise TypeError(f"cannot replace in {self.path}: old and new must be strings")
         if old == "":
             raise ValueError(f"cannot replace in {self.path}: old text is empty (got '')")
-        target = self._target()
-        text = target.read_text(encoding="utf-8")
-        count = text.count(old)
-        if count != 1:
-            shown = old if len(old) <= 80 else old[:77] + "..."
-            raise ValueError(
-                f"cannot replace in {self.path}: expected exactly one occurrence of {shown!r} (got {count})"
-            )
-        await asyncio.to_thread(_atomic_write, target, text.replace(old, new, 1))
+        with self._locate() as where:
+            text = read_text_at(where)
+            count = text.count(old)
+            if count != 1:
+                shown = old if len(old) <= 80 else old[:77] + "..."
+                raise ValueError(
+                    f"cannot replace in {self.path}: expected exactly one occurrence of {shown!r} (got {count})"
+                )
+            await asyncio.to_thread(_atomic_write, where, text.replace(old, new, 1))
 
     async def append(self, text: str) -> int:
         """Append ``text`` to the end of the file and fsync; return the characters written."""
         if not isinstance(text, str):
             raise TypeError(f"cannot append to {self.path}: text must be a string (got {type(text).__name__})")
-        with open(self._target(), "a", encoding="utf-8", newline="") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
+        with self._locate() as where:
+            fd = _open_at(where, os.O_WRONLY | os.O_APPEND)
+            with os.fdopen(fd, "a", encoding="utf-8", newline="") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
         return len(text)
 
     def __repr__(self) -> str:

@@ -220,7 +220,10 @@ async def handle_init(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:
         skills._install(skills_payload)
     except ValueError as err:
         raise _invalid(f"cannot init: {err}") from err
-    bound = workspace.bind(root)
+    deny = frame.get("deny", [])
+    if not isinstance(deny, list) or not all(isinstance(d, str) and os.path.isabs(d) for d in deny):
+        raise _invalid(f"cannot init: deny must be a list of absolute paths (got {deny!r:.200})")
+    bound = workspace.bind(root, deny)
     ns = build_namespace()
     kernel.state = Generation(generation, frame["session"], bound.root, behavior, ns)
     return {

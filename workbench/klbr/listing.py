@@ -12,15 +12,15 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from klbr.paths import to_relative
+from klbr.paths import Located
 
 __all__ = ["Entry", "Listing", "Match", "SearchResult", "list_entries", "search_tree"]
 
 _SKIP_DIRS = frozenset({".git"})
 _MAX_FILE_BYTES = 8 * 1024 * 1024
 _MAX_LINE_CHARS = 400
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -51,48 +51,76 @@ class Listing(list[Entry]):
         return "\n".join(lines) if lines else "(empty)"
 
 
-def _entry(root: str, path: str) -> Entry:
-    info = os.lstat(path)
+def _kind(info: os.stat_result) -> str:
     if stat.S_ISLNK(info.st_mode):
-        kind = "link"
-    elif stat.S_ISDIR(info.st_mode):
-        kind = "dir"
-    elif stat.S_ISREG(info.st_mode):
-        kind = "file"
-    else:
-        kind = "other"
-    return Entry(to_relative(root, path), kind, info.st_size if kind == "file" else 0)
+        return "link"
+    if stat.S_ISDIR(info.st_mode):
+        return "dir"
+    return "file" if stat.S_ISREG(info.st_mode) else "other"
 
 
-def list_entries(root: str, target: Path, recursive: bool, match: str | None, max_entries: int) -> Listing:
-    """List ``target`` one level deep, or walk it; keep names matching the glob ``match``.
+def _entry(rel: str, info: os.stat_result) -> Entry:
+    kind = _kind(info)
+    return Entry(rel, kind, info.st_size if kind == "file" else 0)
 
-    A file target lists just that file. Raises ``FileNotFoundError`` when it is missing.
+
+def _join(base: str, *names: str) -> str:
+    return os.path.normpath(os.path.join(base, *names)).replace(os.sep, "/")
+
+
+def _open_dir(where: Located) -> int | None:
+    """A descriptor of the directory ``where`` names, or None when it is not a directory."""
+    if not where.name:
+        return os.dup(where.parent_fd)
+    if not where.exists:
+        return None
+    if not stat.S_ISDIR(where.lstat().st_mode):
+        return None
+    return os.open(where.name, _DIR_FLAGS, dir_fd=where.parent_fd)
+
+
+def _walk(fd: int, rel: str, hidden: frozenset[str], skip: frozenset[str] = frozenset()):  # noqa: ANN202
+    """``os.fwalk`` from ``fd`` (never following links), pruning hidden and skipped directories."""
+    for dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+        here = _join(rel, dirpath)
+        dirnames[:] = sorted(d for d in dirnames if d not in skip and _join(here, d) not in hidden)
+        yield here, dirnames, [f for f in filenames if _join(here, f) not in hidden], dirfd
+
+
+def list_entries(where: Located, recursive: bool, match: str | None, max_entries: int, hidden: frozenset[str]) -> Listing:
+    """List the directory ``where`` names one level deep, or walk it; keep names matching
+    the glob ``match``. A file lists just that file. Paths in ``hidden`` (relative to the
+    root: the state directory) are left out. Raises ``FileNotFoundError`` when it is missing.
     """
     out = Listing()
-    if not target.is_dir():
-        if not os.path.lexists(target):
-            raise FileNotFoundError(f"cannot list {to_relative(root, target)}: no such file or directory")
-        out.append(_entry(root, str(target)))
+    if where.name and not where.exists:
+        raise FileNotFoundError(f"cannot list {where.rel}: no such file or directory")
+    fd = _open_dir(where)
+    if fd is None:
+        out.append(_entry(where.rel, where.lstat()))
         return out
-    if not recursive:
-        names = sorted(os.listdir(target))
-        for name in names:
-            if match is None or fnmatch.fnmatch(name, match):
+    base = "." if not where.name else where.rel
+    try:
+        if not recursive:
+            for name in sorted(os.listdir(fd)):
+                rel = _join(base, name)
+                if rel in hidden or (match is not None and not fnmatch.fnmatch(name, match)):
+                    continue
                 if len(out) >= max_entries:
                     out.truncated = True
                     break
-                out.append(_entry(root, os.path.join(target, name)))
+                out.append(_entry(rel, os.stat(name, dir_fd=fd, follow_symlinks=False)))
+            return out
+        for here, dirnames, filenames, dirfd in _walk(fd, base, hidden):
+            for name in sorted(dirnames + filenames):
+                if match is None or fnmatch.fnmatch(name, match):
+                    if len(out) >= max_entries:
+                        out.truncated = True
+                        return out
+                    out.append(_entry(_join(here, name), os.stat(name, dir_fd=dirfd, follow_symlinks=False)))
         return out
-    for dirpath, dirnames, filenames in os.walk(target, followlinks=False):
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            if match is None or fnmatch.fnmatch(name, match):
-                if len(out) >= max_entries:
-                    out.truncated = True
-                    return out
-                out.append(_entry(root, os.path.join(dirpath, name)))
-    return out
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -127,42 +155,49 @@ class SearchResult:
     __repr__ = __str__
 
 
-def _files(target: Path):  # noqa: ANN202 - a plain generator of paths
-    if not target.is_dir():
-        yield str(target)
+def _read_small(name: str, dirfd: int) -> bytes | None:
+    """The bytes of a regular file of at most 8 MiB, opened without following a link."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dirfd)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_FILE_BYTES:
+            return None
+        return handle.read(_MAX_FILE_BYTES + 1)
+
+
+def _files(where: Located, hidden: frozenset[str]):  # noqa: ANN202 - (rel, name, dirfd) triples
+    fd = _open_dir(where)
+    if fd is None:
+        yield where.rel, where.name, where.parent_fd
         return
-    for dirpath, dirnames, filenames in os.walk(target, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        for name in sorted(filenames):
-            yield os.path.join(dirpath, name)
+    try:
+        base = "." if not where.name else where.rel
+        for here, _dirs, filenames, dirfd in _walk(fd, base, hidden, _SKIP_DIRS):
+            for name in sorted(filenames):
+                yield _join(here, name), name, dirfd
+    finally:
+        os.close(fd)
 
 
-def search_tree(root: str, target: Path, pattern: str, max_results: int, regex: bool) -> SearchResult:
-    """Find lines under ``target`` containing ``pattern`` (a substring, or a regex).
+def search_tree(where: Located, pattern: str, max_results: int, regex: bool, hidden: frozenset[str]) -> SearchResult:
+    """Find lines under the path ``where`` names containing ``pattern`` (a substring, or a regex).
 
-    Skips ``.git`` directories, symlinks, binary files (a NUL byte in the first 8 KiB)
-    and files over 8 MiB (counted in ``files_skipped``). Raises ``re.error`` for a bad
-    regex and ``FileNotFoundError`` for a missing target.
+    Skips ``.git`` directories, symlinks, binary files (a NUL byte in the first 8 KiB), files
+    over 8 MiB (counted in ``files_skipped``) and ``hidden`` paths. Raises ``re.error`` for a
+    bad regex and ``FileNotFoundError`` for a missing target.
     """
-    if not os.path.lexists(target):
-        raise FileNotFoundError(f"cannot search {to_relative(root, target)}: no such file or directory")
+    if where.name and not where.exists:
+        raise FileNotFoundError(f"cannot search {where.rel}: no such file or directory")
     compiled = re.compile(pattern) if regex else None
     result = SearchResult(pattern)
-    for path in _files(target):
-        try:
-            info = os.lstat(path)
-            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_FILE_BYTES:
-                result.files_skipped += 1
-                continue
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError:
+    for rel, name, dirfd in _files(where, hidden):
+        data = _read_small(name, dirfd)
+        if data is None or b"\0" in data[:8192]:
             result.files_skipped += 1
             continue
-        if b"\0" in data[:8192]:
-            result.files_skipped += 1
-            continue
-        rel = to_relative(root, path)
         for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             found = compiled.search(line) is not None if compiled else pattern in line
             if not found:

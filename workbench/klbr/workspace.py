@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from klbr import rpc
-from klbr.files import FileHandle
+from klbr.files import FileHandle, touch_at
 from klbr.listing import Entry, Listing, Match, SearchResult, list_entries, search_tree
-from klbr.paths import PathArg, WorkspaceEscape, resolve_in, to_relative
+from klbr.paths import Located, PathArg, WorkspaceEscape, locate
 
 __all__ = [
     "PRELUDE_NAMES", "Entry", "FileHandle", "Listing", "Match", "RunResult", "SearchResult",
@@ -87,18 +89,30 @@ def _run_result(reply: Any) -> RunResult:
 
 
 class Workspace:
-    """The workspace rooted at ``root`` (a real, absolute directory path)."""
+    """The workspace rooted at ``root`` (a real, absolute directory path).
 
-    def __init__(self, root: str) -> None:
+    ``deny`` names directories the workspace never includes even when they lie inside the
+    root: the state directory (store, token, drafts). Every path is walked without letting
+    the kernel follow a link (``klbr.paths.locate``).
+    """
+
+    def __init__(self, root: str, deny: tuple[str, ...] | list[str] = ()) -> None:
         """Bind to ``root``; raises ``NotADirectoryError`` when it is not a directory."""
         real = os.path.realpath(root)
         if not os.path.isdir(real):
             raise NotADirectoryError(f"cannot bind workspace: root is not a directory (got {root!r})")
         self.root = real
+        self.deny = tuple(os.path.normpath(d) for d in deny)
+        inside = (os.path.relpath(d, real) for d in self.deny if d == real or d.startswith(real + os.sep))
+        self._hidden = frozenset(p.replace(os.sep, "/") for p in inside)
+
+    def _locate(self, path: PathArg, **options: bool) -> Located:
+        return locate(self.root, path, deny=self.deny, **options)
 
     def resolve(self, path: PathArg, *, follow: bool = True) -> str:
-        """The absolute real path of ``path``, or ``WorkspaceEscape`` if it leads out."""
-        return str(resolve_in(self.root, path, follow=follow))
+        """The absolute path of ``path`` inside the root, or ``WorkspaceEscape`` if it leads out."""
+        with self._locate(path, follow=follow) as where:
+            return where.path
 
     async def open_file(self, path: PathArg, create: bool = False) -> FileHandle:
         """Open a text file; with ``create=True`` make it (and its parents) if missing.
@@ -106,17 +120,18 @@ class Workspace:
         Raises ``FileNotFoundError`` when it is missing and ``create`` is False,
         ``IsADirectoryError`` for a directory, ``WorkspaceEscape`` for a path outside.
         """
-        target = resolve_in(self.root, path)
-        rel = to_relative(self.root, target)
-        if target.is_dir():
-            raise IsADirectoryError(f"cannot open {rel}: it is a directory")
-        if not target.exists():
-            if not create:
-                raise FileNotFoundError(f"cannot open {rel}: no such file (pass create=True to make it)")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            resolve_in(self.root, rel)  # the new parents must not have raced out
-            target.touch()
-        return FileHandle(self.root, rel)
+        try:
+            where = self._locate(path, make_parents=create)
+        except (FileNotFoundError, NotADirectoryError) as err:
+            raise FileNotFoundError(f"cannot open {path}: no such file (pass create=True to make it)") from err
+        with where:
+            if not where.name or (where.exists and stat.S_ISDIR(where.lstat().st_mode)):
+                raise IsADirectoryError(f"cannot open {where.rel}: it is a directory")
+            if not where.exists:
+                if not create:
+                    raise FileNotFoundError(f"cannot open {where.rel}: no such file (pass create=True to make it)")
+                touch_at(where)
+            return FileHandle(self.root, where.rel, self.deny)
 
     async def ls(
         self,
@@ -130,8 +145,8 @@ class Workspace:
         ``match`` is a name glob (``"*.py"``) applied to each entry's name. Links are
         shown, never followed. Stops at ``max_entries`` with ``truncated`` set.
         """
-        target = resolve_in(self.root, path)
-        return await asyncio.to_thread(list_entries, self.root, target, recursive, match, max_entries)
+        with self._locate(path) as where:
+            return await asyncio.to_thread(list_entries, where, recursive, match, max_entries, self._hidden)
 
     async def search(
         self, pattern: str, path: PathArg = ".", max_results: int = 100, regex: bool = False
@@ -145,28 +160,31 @@ class Workspace:
             raise ValueError(f"cannot search: pattern must be a non-empty string (got {pattern!r})")
         if not isinstance(max_results, int) or max_results < 1:
             raise ValueError(f"cannot search: max_results must be a positive int (got {max_results!r})")
-        target = resolve_in(self.root, path)
-        return await asyncio.to_thread(search_tree, self.root, target, pattern, max_results, regex)
+        with self._locate(path) as where:
+            return await asyncio.to_thread(search_tree, where, pattern, max_results, regex, self._hidden)
 
     async def delete(self, path: PathArg, recursive: bool = False) -> None:
         """Delete a file, a symlink (not its target) or an empty directory.
 
         A non-empty directory needs ``recursive=True``. The root itself is never deleted.
         """
-        target = resolve_in(self.root, path, follow=False)
-        rel = to_relative(self.root, target)
-        if str(target) == self.root:
-            raise PermissionError(f"cannot delete {path!r}: it is the workspace root {self.root!r}")
-        if not os.path.lexists(target):
-            raise FileNotFoundError(f"cannot delete {rel}: no such file or directory")
-        if target.is_symlink() or not target.is_dir():
-            target.unlink()
-        elif recursive:
-            await asyncio.to_thread(shutil.rmtree, target)
-        elif any(target.iterdir()):
-            raise OSError(f"cannot delete {rel}: directory is not empty (pass recursive=True)")
-        else:
-            target.rmdir()
+        with self._locate(path, follow=False) as where:
+            if not where.name:
+                raise PermissionError(f"cannot delete {path!r}: it is the workspace root {self.root!r}")
+            if not where.exists:
+                raise FileNotFoundError(f"cannot delete {where.rel}: no such file or directory")
+            mode = where.lstat().st_mode
+            if not stat.S_ISDIR(mode):
+                os.unlink(where.name, dir_fd=where.parent_fd)
+            elif recursive:
+                await asyncio.to_thread(shutil.rmtree, where.name, dir_fd=where.parent_fd)
+            else:
+                try:
+                    os.rmdir(where.name, dir_fd=where.parent_fd)
+                except OSError as err:
+                    if err.errno != errno.ENOTEMPTY:
+                        raise
+                    raise OSError(f"cannot delete {where.rel}: directory is not empty (pass recursive=True)") from err
 
     async def run(self, argv: Sequence[str], timeout: float = 60, cwd: PathArg | None = None) -> RunResult:
         """Run a program through the host and return its ``RunResult``.
@@ -192,9 +210,12 @@ class Workspace:
             raise ValueError(
                 f"cannot run: timeout must be a number of seconds in (0, {_MAX_TIMEOUT_S}] (got {timeout!r})"
             )
-        where = self.resolve(cwd) if cwd is not None else None
-        if where is not None and not os.path.isdir(where):
-            raise NotADirectoryError(f"cannot run: cwd is not a directory (got {cwd!r})")
+        where = None
+        if cwd is not None:
+            with self._locate(cwd) as found:
+                if found.name and (not found.exists or not stat.S_ISDIR(found.lstat().st_mode)):
+                    raise NotADirectoryError(f"cannot run: cwd is not a directory (got {cwd!r})")
+                where = found.path
         reply = await rpc.call("workspace.run", {"argv": args, "timeout_s": timeout, "cwd": where})
         return _run_result(reply)
 
@@ -205,10 +226,10 @@ class Workspace:
 _current: Workspace | None = None
 
 
-def bind(root: str) -> Workspace:
-    """Bind this generation's workspace to ``root`` and return it (done once, at ``init``)."""
+def bind(root: str, deny: tuple[str, ...] | list[str] = ()) -> Workspace:
+    """Bind this generation's workspace to ``root``, refusing ``deny`` (done once, at ``init``)."""
     global _current
-    _current = Workspace(root)
+    _current = Workspace(root, deny)
     return _current
 
 

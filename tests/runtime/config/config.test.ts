@@ -679,3 +679,63 @@ Deno.test("`defaultConfigText()` shows the budget and cleanup defaults, commente
   assert.deepEqual(config.budget, parse("").config.budget);
   assert.deepEqual(config.cleanup, parse("").config.cleanup);
 });
+
+Deno.test("`parseConfig()` defaults the sandbox to auto without network and the lanes to their bounds", () => {
+  const { config } = parse("");
+  assert.deepEqual(config.sandbox, { mode: "auto", network: false });
+  assert.deepEqual(config.lanes, {
+    view_without_token: false,
+    max_connections: 64,
+    hello_timeout_ms: 10_000,
+  });
+});
+
+Deno.test('`parseConfig()` reads `sandbox "required" { network #true }` and a lanes block', () => {
+  const { config } = parse(
+    `sandbox "required" {\n    network #true\n}\nlanes {\n    view_without_token #true\n    max_connections 3\n    hello_timeout_ms 500\n}`,
+  );
+  assert.deepEqual(config.sandbox, { mode: "required", network: true });
+  assert.deepEqual(config.lanes, {
+    view_without_token: true,
+    max_connections: 3,
+    hello_timeout_ms: 500,
+  });
+  assert.deepEqual(parse(`sandbox { network #true }`).config.sandbox, {
+    mode: "auto",
+    network: true,
+  });
+});
+
+Deno.test("`parseConfig()` refuses a bad sandbox or lanes node, naming the field and its line", () => {
+  const cases: [string, string][] = [
+    [`sandbox "maybe"`, `1: sandbox mode: expected auto or required (got "maybe")`],
+    [`sandbox "a" "b"`, `1: sandbox: expected at most one mode and a block (got "a" "b")`],
+    [
+      `sandbox {\n    net #true\n}`,
+      `2: sandbox net: unknown field, expected one of mode, network (got net)`,
+    ],
+    [`sandbox {\n    network "yes"\n}`, `2: sandbox network: expected #true or #false (got "yes")`],
+    [
+      `lanes {\n    view_without_token 1\n}`,
+      `2: lanes view_without_token: expected #true or #false (got 1)`,
+    ],
+    [`lanes {\n    max_connections 0\n}`, `2: lanes max_connections: expected at least 1 (got 0)`],
+    [`lanes "x"`, `1: lanes: expected a block (got "x")`],
+    [`lanes {\n}\nlanes {\n}`, `3: lanes: declared twice (got lines 1 and 3)`],
+  ];
+  for (const [text, message] of cases) {
+    assertRefused(text, `cannot load config /x/klbr.kdl:${message}`);
+  }
+});
+
+Deno.test("`defaultConfigText()` shows the sandbox and lanes defaults, commented out", () => {
+  const text = defaultConfigText();
+  const nodes = text.split("\n").filter((line) => /^\/\/ (sandbox|lanes) /.test(line));
+  assert.equal(nodes.length, 2, "the sandbox and lanes nodes are there");
+  // Uncommented, those nodes parse to the same settings as no nodes at all.
+  const uncommented = nodes.map((line) => line.replace(/^\/\/ /, "")).join("\n");
+  assert.match(uncommented, /^sandbox "auto" \{ network #false; \}$/m);
+  const { config } = parse(uncommented);
+  assert.deepEqual(config.sandbox, parse("").config.sandbox);
+  assert.deepEqual(config.lanes, parse("").config.lanes);
+});

@@ -1,8 +1,21 @@
 import assert from "node:assert/strict";
-import { LaneConnection, type LaneHost } from "../../../runtime/lanes/mod.ts";
+import {
+  type LaneAuth,
+  LaneConnection,
+  type LaneHost,
+  OperatorAuth,
+} from "../../../runtime/lanes/mod.ts";
 import type { LaneRecord, LaneSignal, Logger, ServerMessage } from "../../../runtime/core/mod.ts";
 
 const TOKEN = "a".repeat(64);
+/** A native client's credentials: no cookie; the token is checked at hello. */
+const AUTH: LaneAuth = {
+  cookie: "absent",
+  viewWithoutToken: false,
+  checkToken: (token) =>
+    new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN }).checkToken(token),
+  rotate: () => Promise.resolve(),
+};
 
 /** A host whose log holds `count` records and that refuses nothing. */
 function hostWith(
@@ -19,7 +32,6 @@ function hostWith(
   const listeners: ((s: LaneSignal) => void)[] = [];
   return {
     version: "test",
-    token: TOKEN,
     log,
     listeners,
     headSeq: () => log.length,
@@ -39,7 +51,7 @@ Deno.test("`LaneConnection` sends a catch-up page by page, waiting for the trans
   const sent: ServerMessage[] = [];
   const gates: (() => void)[] = [];
   const connection = new LaneConnection(host, {
-    hasOrigin: false,
+    auth: AUTH,
     pageSize: 2,
     send: (m) => sent.push(m),
     close: () => {},
@@ -67,7 +79,7 @@ Deno.test("`LaneConnection` sends records committed during a catch-up once, in o
   const sent: ServerMessage[] = [];
   let release!: () => void;
   const connection = new LaneConnection(host, {
-    hasOrigin: false,
+    auth: AUTH,
     pageSize: 2,
     send: (m) => sent.push(m),
     close: () => {},
@@ -101,7 +113,7 @@ Deno.test("`LaneConnection` answers an unexpected error `internal`, logs its sta
   const { lines, log } = keptLog();
   const sent: ServerMessage[] = [];
   const connection = new LaneConnection(host, {
-    hasOrigin: false,
+    auth: AUTH,
     send: (m) => sent.push(m),
     close: () => {},
     log,
@@ -129,7 +141,7 @@ Deno.test("`LaneConnection` answers every input of a batch whose commit threw", 
   const { lines, log } = keptLog();
   const sent: ServerMessage[] = [];
   const connection = new LaneConnection(host, {
-    hasOrigin: false,
+    auth: AUTH,
     send: (m) => sent.push(m),
     close: () => {},
     log,

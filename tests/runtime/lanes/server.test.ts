@@ -1,12 +1,13 @@
 /**
- * The HTTP side of the lane server answers errors through the same mapping as the socket.
+ * The HTTP side of the lane server: errors through the same mapping as the socket, the
+ * `Host` and `Origin` checks on every route, and the token exchanged for a session cookie.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
 import { KlbrError, type Logger } from "../../../runtime/core/mod.ts";
-import { createApp, type LaneHost } from "../../../runtime/lanes/mod.ts";
+import { createApp, type LaneHost, OperatorAuth } from "../../../runtime/lanes/mod.ts";
 
 function keptLog(): { lines: string[]; log: Logger } {
   const lines: string[] = [];
@@ -15,19 +16,40 @@ function keptLog(): { lines: string[]; log: Logger } {
 }
 
 const NO_LANES = {} as LaneHost;
+const TOKEN = "c".repeat(64);
+const PORT = 8765;
+const OWN = `http://127.0.0.1:${PORT}`;
+
+function app(
+  health: () => Record<string, unknown> & { ok: boolean },
+  log: Logger,
+  auth = new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN }),
+) {
+  return createApp({
+    lanes: NO_LANES,
+    auth,
+    address: () => ({ host: "127.0.0.1", port: PORT }),
+    log,
+    health,
+  });
+}
+
+/** A request as a browser on the daemon's own page sends it. */
+function own(path: string, init: RequestInit = {}): Request {
+  return new Request(`${OWN}${path}`, {
+    ...init,
+    headers: { host: `127.0.0.1:${PORT}`, ...init.headers as Record<string, string> },
+  });
+}
 
 Deno.test("`createApp()` answers a KlbrError with its code, message and status", async () => {
   const { lines, log } = keptLog();
-  const app = createApp({
-    lanes: NO_LANES,
-    log,
-    health: () => {
-      throw new KlbrError("shutting_down", "cannot answer: the daemon is shutting down", {
-        status: 503,
-      });
-    },
-  });
-  const response = await app.request("/health");
+  const server = app(() => {
+    throw new KlbrError("shutting_down", "cannot answer: the daemon is shutting down", {
+      status: 503,
+    });
+  }, log);
+  const response = await server.request(own("/health"));
   assert.equal(response.status, 503);
   assert.deepEqual(await response.json(), {
     code: "shutting_down",
@@ -38,17 +60,204 @@ Deno.test("`createApp()` answers a KlbrError with its code, message and status",
 
 Deno.test("`createApp()` answers an unexpected error `internal` and logs its stack", async () => {
   const { lines, log } = keptLog();
-  const app = createApp({
-    lanes: NO_LANES,
-    log,
-    health: () => {
-      throw new RangeError("secret detail");
-    },
-  });
-  const response = await app.request("/health");
+  const server = app(() => {
+    throw new RangeError("secret detail");
+  }, log);
+  const response = await server.request(own("/health"));
   assert.equal(response.status, 500);
   const body = await response.json();
   assert.deepEqual(body, { code: "internal", message: "internal error" });
   assert.equal(lines.length, 1);
   assert.match(lines[0], /^internal: unexpected error: RangeError: secret detail\n\s+at /);
+});
+
+// Each variant a page on another origin, or a rebound DNS name, could send. The daemon
+// answers state only to its own origin (or to a native client, which sends none).
+const ORIGINS: [string, string][] = [
+  ["null", "a sandboxed frame or a file: page"],
+  ["http://127.0.0.1:3000", "another port on the same host"],
+  ["http://localhost:8765", "another name for the same port: a different origin"],
+  ["http://127.0.0.1.evil.com:8765", "a name that starts like loopback"],
+  ["http://localhost:1@evil.com", "userinfo before a foreign host"],
+  ["http://[::1]:8765", "IPv6 loopback, which the daemon does not listen on"],
+  ["HTTP://127.0.0.1:8765", "upper case: never how a browser writes an origin"],
+  ["https://127.0.0.1:8765", "another scheme"],
+];
+
+Deno.test("`createApp()` refuses every Origin but its own on /health, /auth and /v2", async () => {
+  const { log } = keptLog();
+  const server = app(() => ({ ok: true }), log);
+  for (const [origin, why] of ORIGINS) {
+    for (const [method, path] of [["GET", "/health"], ["POST", "/auth"], ["GET", "/v2"]]) {
+      const response = await server.request(own(path, { method, headers: { origin } }));
+      assert.equal(response.status, 403, `${why}: ${method} ${path}`);
+      assert.deepEqual(await response.json(), {
+        code: "forbidden",
+        message: `cannot answer: Origin must be the daemon's own origin ${OWN} (got ${
+          JSON.stringify(origin)
+        })`,
+      }, why);
+    }
+  }
+  // Its own origin, and no Origin at all (a native client), are answered.
+  assert.equal((await server.request(own("/health", { headers: { origin: OWN } }))).status, 200);
+  assert.equal((await server.request(own("/health"))).status, 200);
+});
+
+Deno.test("`createApp()` refuses a Host that is not loopback with the daemon's port (DNS rebinding)", async () => {
+  const { log } = keptLog();
+  const server = app(() => ({ ok: true }), log);
+  const hosts: [string | undefined, string][] = [
+    ["evil.com:8765", "a rebound name"],
+    ["evil.com", "a rebound name without a port"],
+    ["127.0.0.1.evil.com:8765", "a name that starts like loopback"],
+    ["localhost:1@evil.com", "userinfo before a foreign host"],
+    ["127.0.0.1:3000", "another port"],
+    ["127.999.0.1:8765", "not an address"],
+    ["127.0.0.1", "no port"],
+    [undefined, "missing"],
+  ];
+  for (const [host, why] of hosts) {
+    const request = new Request(`${OWN}/health`, {
+      headers: host === undefined ? {} : { host },
+    });
+    const response = await server.request(request);
+    assert.equal(response.status, 403, why);
+    const body = await response.json();
+    assert.equal(body.code, "forbidden", why);
+    assert.equal(
+      body.message,
+      host === undefined
+        ? "cannot answer: the request has no Host header (got none)"
+        : `cannot answer: Host must be a loopback host with port ${PORT} (got ${
+          JSON.stringify(host)
+        })`,
+      why,
+    );
+  }
+  // Loopback names with the port are answered; upper case is the same host name.
+  for (const host of ["127.0.0.1:8765", "localhost:8765", "LOCALHOST:8765", "[::1]:8765"]) {
+    assert.equal(
+      (await server.request(new Request(`${OWN}/health`, { headers: { host } })))
+        .status,
+      200,
+      host,
+    );
+  }
+});
+
+Deno.test("`createApp()` sends a page asked for under another loopback name to its own origin", async () => {
+  const { log } = keptLog();
+  const server = app(() => ({ ok: true }), log);
+  const response = await server.request(
+    new Request(`http://localhost:${PORT}/index.html`, { headers: { host: `localhost:${PORT}` } }),
+  );
+  assert.equal(response.status, 307);
+  assert.equal(response.headers.get("location"), `${OWN}/index.html`);
+});
+
+Deno.test("`POST /auth` exchanges the token for an HttpOnly SameSite=Strict cookie; a wrong one gets none", async () => {
+  const { lines, log } = keptLog();
+  const auth = new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN });
+  const server = app(() => ({ ok: true }), log, auth);
+  const post = (token: unknown) =>
+    server.request(own("/auth", {
+      method: "POST",
+      headers: { origin: OWN, "content-type": "application/json" },
+      body: JSON.stringify({ token }),
+    }));
+  const good = await post(TOKEN);
+  assert.equal(good.status, 200);
+  const cookie = good.headers.get("set-cookie") ?? "";
+  assert.match(
+    cookie,
+    /^klbr_session_8765=\d+\.[0-9a-f]{32}\.[0-9a-f]{64}; Max-Age=2592000; Path=\/; HttpOnly; SameSite=Strict$/,
+  );
+  assert.doesNotMatch(cookie, /Domain=/i, "host-only: no Domain attribute");
+  assert.equal(auth.readCookie(cookie.split(";")[0], PORT), "valid");
+  assert.equal(auth.readCookie(cookie.split(";")[0], PORT + 1), "absent", "another port's name");
+
+  const cases: [unknown, number, string][] = [
+    [undefined, 401, "token_missing"],
+    ["x".repeat(10), 400, "token_malformed"],
+    ["d".repeat(64), 401, "token_wrong"],
+  ];
+  for (const [token, status, code] of cases) {
+    const response = await post(token);
+    assert.equal(response.status, status, code);
+    assert.equal((await response.json()).code, code);
+    assert.equal(response.headers.get("set-cookie"), null, `${code}: no cookie`);
+  }
+  assert.equal(lines.filter((l) => l.startsWith("auth.refused")).length, 3);
+});
+
+Deno.test("`OperatorAuth.readCookie()` refuses a forged, expired or pre-rotation cookie", async () => {
+  const stateDir = await Deno.makeTempDir({ prefix: "klbr-auth-" });
+  try {
+    let now = 1_000_000_000_000;
+    const auth = new OperatorAuth({ stateDir, token: TOKEN, now: () => now });
+    const cookie = auth.issueCookie(PORT).split(";")[0];
+    assert.equal(auth.readCookie(`a=b; ${cookie}; c=d`, PORT), "valid");
+    const [name, value] = cookie.split("=");
+    const forged = `${name}=${value.slice(0, -1)}${value.endsWith("0") ? "1" : "0"}`;
+    assert.equal(auth.readCookie(forged, PORT), "stale", "a changed MAC");
+    assert.equal(auth.readCookie(`${name}=garbage`, PORT), "stale");
+    assert.equal(auth.readCookie(undefined, PORT), "absent");
+    now += 31 * 24 * 3600 * 1000;
+    assert.equal(auth.readCookie(cookie, PORT), "stale", "expired after 30 days");
+    now -= 31 * 24 * 3600 * 1000;
+    let told = 0;
+    auth.onRotate(() => told++);
+    await auth.rotate();
+    assert.equal(told, 1);
+    assert.equal(auth.readCookie(cookie, PORT), "stale", "made from the old token");
+    assert.throws(() => auth.checkToken(TOKEN), (e) => (e as KlbrError).code === "token_wrong");
+    const written = (await Deno.readTextFile(`${stateDir}/operator.token`)).trim();
+    assert.match(written, /^[0-9a-f]{64}$/);
+    assert.equal((await Deno.stat(`${stateDir}/operator.token`)).mode! & 0o777, 0o600);
+    auth.checkToken(written);
+  } finally {
+    await Deno.remove(stateDir, { recursive: true });
+  }
+});
+
+Deno.test("`requireLoopbackHost()` parses addresses: only 127.0.0.0/8, ::1 and localhost pass", async () => {
+  const { requireLoopbackHost } = await import("../../../runtime/lanes/mod.ts");
+  for (
+    const host of [
+      "127.0.0.1",
+      "127.255.255.254",
+      "localhost",
+      "LOCALHOST",
+      "::1",
+      "[::1]",
+      "0:0:0:0:0:0:0:1",
+    ]
+  ) {
+    requireLoopbackHost(host);
+  }
+  for (
+    const host of [
+      "127.999.0.1",
+      "127.0.0",
+      "127.0.0.01",
+      "0.0.0.0",
+      "128.0.0.1",
+      "::",
+      "::2",
+      "::ffff:127.0.0.1",
+      "127.0.0.1.evil.com",
+      "localhost.",
+      "",
+    ]
+  ) {
+    assert.throws(
+      () => requireLoopbackHost(host),
+      (error) =>
+        (error as KlbrError).code === "not_loopback" &&
+        (error as KlbrError).message ===
+          `cannot serve: the bind address must be loopback (127.0.0.0/8, ::1 or localhost) (got ${host})`,
+      host,
+    );
+  }
 });

@@ -15,11 +15,19 @@ const base = {
   workspace: "/ws",
   skillsRoot: "/repo/skills",
   modelUrls: ["http://localhost:8001/v1", "https://api.example/v1", "http://localhost:8001/v1"],
-  python: "python3",
+  python: { executable: "/py/bin/python3", home: "/py" },
+  bwrap: "/usr/bin/bwrap",
+  sandbox: { mode: "bwrap" as const, reason: null, network: false },
   deno: "/usr/bin/deno",
+  envNames: ["OPENAI_API_KEY"],
 };
+const UNCONFINED = { mode: "none" as const, reason: "no bwrap", network: true };
+const ENV = "--allow-env=KLBR_WORKSPACE,KLBR_SKILLS_DIR,KLBR_CONFIG,KLBR_PYTHON,KLBR_BWRAP," +
+  "KLBR_CELL_TIMEOUT_MS,KLBR_RUN_PROGRAMS,KLBR_MAINTENANCE_INTERVAL_S,KLBR_DRAIN_GRACE_MS," +
+  "KLBR_INPUT_EXPIRE_MS,KLBR_INPUT_WAIT_WARN_MS,KLBR_MODEL_STALL_MS,KLBR_RETRY_BASE_MS,KLBR_FAULTS," +
+  "KLBR_FAULT,KLBR_FAULT_AFTER,PATH,WS_NO_BUFFER_UTIL,WS_NO_UTF_8_VALIDATE,OPENAI_API_KEY";
 
-Deno.test("`servePermissionFlags()` derives read, write, net and run from the configuration", () => {
+Deno.test("`servePermissionFlags()` derives read, write, net, run, env and sys from the configuration", () => {
   const flags = servePermissionFlags({ ...base, runPrograms: ["git", "sh"] });
   assert.deepEqual(flags, [
     "--allow-read=/s,/repo,/ws,/repo/skills,/s/config.kdl",
@@ -27,18 +35,37 @@ Deno.test("`servePermissionFlags()` derives read, write, net and run from the co
     "--allow-write=/s,/repo/ui/dist,/ws",
     // The listen address and each model host once, with the scheme's default port.
     "--allow-net=127.0.0.1:8765,localhost:8001,api.example:443",
-    "--allow-run=python3,kill,ps,/usr/bin/deno,git,sh",
-    "--allow-env",
-    "--allow-sys",
+    // Confined, every child goes through bwrap: the interpreter and the programs are not
+    // Deno's to run, and workspace.run checks its program list itself.
+    "--allow-run=/usr/bin/bwrap,kill,ps,/usr/bin/deno",
+    // Variables by name: the fixed ones and the configuration's key variables.
+    ENV,
+    "--allow-sys=hostname",
   ]);
 });
 
-Deno.test("`servePermissionFlags()` leaves run unscoped when no program list is configured", () => {
-  const flags = servePermissionFlags({ ...base, port: 0 });
+Deno.test("`servePermissionFlags()` names the interpreter and the programs only where children are unconfined", () => {
+  const flags = servePermissionFlags({ ...base, sandbox: UNCONFINED, runPrograms: ["git", "sh"] });
+  assert.ok(
+    flags.includes("--allow-run=/usr/bin/bwrap,kill,ps,/usr/bin/deno,/py/bin/python3,git,sh"),
+  );
+  assert.ok(flags.includes(ENV));
+  assert.ok(flags.includes("--allow-sys=hostname"));
+});
+
+Deno.test("`servePermissionFlags()` leaves run unscoped only unconfined and without a program list", () => {
+  assert.ok(
+    servePermissionFlags({ ...base }).includes("--allow-run=/usr/bin/bwrap,kill,ps,/usr/bin/deno"),
+  );
+  const flags = servePermissionFlags({ ...base, sandbox: UNCONFINED, port: 0 });
   assert.ok(flags.includes("--allow-run"));
   // Port 0 lets the daemon pick: the host alone.
   assert.ok(flags.includes("--allow-net=127.0.0.1,localhost:8001,api.example:443"));
-  assert.ok(!flags.some((f) => f === "--allow-read" || f === "--allow-write" || f === "-A"));
+  assert.ok(
+    !flags.some((f) =>
+      ["--allow-read", "--allow-write", "--allow-env", "--allow-sys", "-A"].includes(f)
+    ),
+  );
 });
 
 Deno.test("`parseRunPrograms()` splits a comma list and treats empty as unset", () => {

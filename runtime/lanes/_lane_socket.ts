@@ -1,0 +1,198 @@
+/**
+ * The WebSocket under one `/v2` connection, and the bounds every client lives within: a cap
+ * on open lanes, a deadline to say hello, lossy animation dropped for a client that does not
+ * read, and a catch-up that waits for the client page by page.
+ *
+ * @module
+ */
+
+import type { WSEvents } from "hono/ws";
+import { type Logger, SerialRunner, type ServerMessage } from "../core/mod.ts";
+import { type LaneAuth, LaneConnection, type LaneHost } from "./_lane_connection.ts";
+
+/** The bounds of the lane server; every default lives here. */
+export interface LaneLimits {
+  /** Open `/v2` connections at once; the next upgrade is refused. @default {64} */
+  maxConnections: number;
+  /** How long a connection may stay open without saying hello. @default {10_000} */
+  helloTimeoutMs: number;
+  /** Unsent bytes above which lossy animation is dropped for that client. @default {1 MiB} */
+  liveHighWaterBytes: number;
+}
+
+/** The defaults of {@linkcode LaneLimits}. */
+export const DEFAULT_LANE_LIMITS: LaneLimits = {
+  maxConnections: 64,
+  helloTimeoutMs: 10_000,
+  liveHighWaterBytes: 1 << 20,
+};
+
+/** What the lane server counts, for `/health`. */
+export interface LaneStats {
+  /** Open `/v2` connections. */
+  connections: number;
+  /** Upgrades refused at the cap since start. */
+  refused_connections: number;
+  /** Lossy messages dropped because their client was not reading. */
+  live_dropped: number;
+  /** The most unsent bytes any connection held right after a send. */
+  peak_buffered_bytes: number;
+}
+
+/** A place under the connection cap, held from the upgrade to the close. */
+export interface Reservation {
+  /** The socket opened: the place is held until `release`. */
+  opened(): void;
+  /** Gives the place back. */
+  release(): void;
+}
+
+/** Bytes a socket may hold unsent before a catch-up waits for the client. */
+const HIGH_WATER_BYTES = 1 << 20;
+/** How long a catch-up waits for a client that reads nothing before closing it. */
+const STALL_LIMIT_MS = 60_000;
+
+/** The open connections, their count against the cap, and what they dropped. */
+export class LaneRegistry {
+  readonly stats: LaneStats = {
+    connections: 0,
+    refused_connections: 0,
+    live_dropped: 0,
+    peak_buffered_bytes: 0,
+  };
+  readonly #open = new Set<
+    { connection: LaneConnection; close(code: number, why: string): void }
+  >();
+
+  /** Creates a registry bound by `limits`. */
+  constructor(readonly limits: LaneLimits) {}
+
+  /**
+   * Reserves a place under the cap for an upgrade, or counts the refusal and returns
+   * undefined. `release` gives the place back (twice is harmless); a reservation whose
+   * socket never opens is given back after the hello timeout.
+   */
+  reserve(): Reservation | undefined {
+    if (this.stats.connections >= this.limits.maxConnections) {
+      this.stats.refused_connections++;
+      return undefined;
+    }
+    this.stats.connections++;
+    let held = true;
+    const release = () => {
+      if (held) this.stats.connections--;
+      held = false;
+      clearTimeout(timer);
+    };
+    const timer = setTimeout(release, this.limits.helloTimeoutMs);
+    return { opened: () => clearTimeout(timer), release };
+  }
+
+  /** Closes every connection that holds the operator role (after a token rotation). */
+  closeOperators(reason: string): void {
+    for (const entry of [...this.#open]) {
+      if (entry.connection.role === "operator") entry.close(4401, reason);
+    }
+  }
+
+  /**
+   * The Hono WebSocket events of one connection. Messages that arrive while a batch is
+   * handled wait and go together next: that is what lets admission commit many at once.
+   */
+  events(host: LaneHost, auth: LaneAuth, log: Logger, place: Reservation): WSEvents {
+    let connection: LaneConnection | undefined;
+    let raw: WebSocket | undefined;
+    let helloTimer: ReturnType<typeof setTimeout> | undefined;
+    let entry: { connection: LaneConnection; close(code: number, why: string): void } | undefined;
+    let buffered: string[] = [];
+    const handler = new SerialRunner(async () => {
+      while (buffered.length > 0 && connection !== undefined) {
+        const batch = buffered;
+        buffered = [];
+        // receiveAll answers every message, whatever fails.
+        await connection.receiveAll(batch);
+        if (connection.greeted) clearTimeout(helloTimer);
+        // Let the socket deliver what arrived during that commit, so it joins the next batch.
+        await nextMacrotask();
+      }
+    });
+    const send = (message: ServerMessage) => {
+      if (raw === undefined || raw.readyState !== WebSocket.OPEN) return;
+      raw.send(JSON.stringify(message));
+      this.stats.peak_buffered_bytes = Math.max(this.stats.peak_buffered_bytes, raw.bufferedAmount);
+    };
+    return {
+      onOpen: (_event, ws) => {
+        raw = ws.raw as WebSocket | undefined;
+        place.opened();
+        const close = (code: number, why: string) => ws.close(code, why);
+        connection = new LaneConnection(host, {
+          auth,
+          send,
+          // Animation is lossy by contract: a client that does not read loses it, and the
+          // daemon keeps no queue for it.
+          sendLossy: (message) => {
+            if ((raw?.bufferedAmount ?? 0) > this.limits.liveHighWaterBytes) {
+              this.stats.live_dropped++;
+            } else send(message);
+          },
+          close,
+          writable: () => whenDrained(raw),
+          log,
+        });
+        entry = { connection, close };
+        this.#open.add(entry);
+        helloTimer = setTimeout(() => {
+          if (connection?.greeted) return;
+          log.warn("lane.hello_timeout", "closed a lane that did not say hello in time", {
+            timeout_ms: this.limits.helloTimeoutMs,
+          });
+          ws.close(4408, `no hello within ${this.limits.helloTimeoutMs} ms`);
+        }, this.limits.helloTimeoutMs);
+      },
+      onMessage: (event) => {
+        // Messages of one connection are handled strictly in arrival order; a binary frame is
+        // not JSON and is answered as such.
+        buffered.push(typeof event.data === "string" ? event.data : "");
+        handler.run().catch((error) =>
+          log.error("lane.internal", `lane connection error: ${error?.stack ?? error}`)
+        );
+      },
+      onClose: () => {
+        clearTimeout(helloTimer);
+        connection?.dispose();
+        if (entry !== undefined) this.#open.delete(entry);
+        place.release();
+      },
+    };
+  }
+}
+
+/**
+ * Resolves after one turn of the event loop, so pending I/O events run first. A message
+ * port, unlike a nested `setTimeout(0)`, is not clamped to 4 ms.
+ */
+function nextMacrotask(): Promise<void> {
+  const { port1, port2 } = new MessageChannel();
+  return new Promise((resolve) => {
+    port1.onmessage = () => {
+      port1.close();
+      port2.close();
+      resolve();
+    };
+    port2.postMessage(undefined);
+  });
+}
+
+/** Resolves once the socket's unsent bytes fall under the high-water mark, or it closes. */
+async function whenDrained(socket: WebSocket | undefined): Promise<void> {
+  if (socket === undefined) return;
+  const deadline = Date.now() + STALL_LIMIT_MS;
+  while (socket.readyState === WebSocket.OPEN && socket.bufferedAmount > HIGH_WATER_BYTES) {
+    if (Date.now() > deadline) {
+      socket.close(1013, "client too slow to read its catch-up");
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

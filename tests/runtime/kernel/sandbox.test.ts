@@ -1,0 +1,253 @@
+/**
+ * Bubblewrap confinement of the workbench and `workspace.run`, with the real `bwrap` and a
+ * real Python: what a confined child sees, the order of the binds that hide the state
+ * directory, the probe's answers where bwrap cannot run, and the programs list.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { isKlbrError, newId } from "../../../runtime/core/mod.ts";
+import {
+  bwrapArgs,
+  KernelSupervisor,
+  probeSandbox,
+  requireSandbox,
+  resolvePython,
+  runInWorkspace,
+  type SandboxBase,
+} from "../../../runtime/kernel/mod.ts";
+
+const REPO = fileURLToPath(new URL("../../..", import.meta.url));
+const PYTHON = await resolvePython("python3");
+const BASE: SandboxBase = {
+  bwrap: "bwrap",
+  network: false,
+  readOnly: [PYTHON.home],
+  stateDir: "/nonexistent",
+};
+
+const text = (b64: string) =>
+  new TextDecoder().decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
+
+/** A temp dir (real path) holding a workspace, a state directory and an outside file. */
+async function layout(stateInside = false) {
+  const dir = await Deno.realPath(await Deno.makeTempDir({ prefix: "klbr-sandbox-" }));
+  const workspace = join(dir, "ws");
+  const stateDir = stateInside ? join(workspace, ".klbr") : join(dir, "state");
+  const outside = join(dir, "outside");
+  await Deno.mkdir(workspace, { recursive: true });
+  await Deno.mkdir(join(stateDir, "releases", "r1"), { recursive: true });
+  await Deno.mkdir(outside);
+  await Deno.writeTextFile(join(stateDir, "operator.token"), "secret\n");
+  await Deno.writeTextFile(join(stateDir, "releases", "r1", "attention.py"), "# release\n");
+  await Deno.writeTextFile(join(outside, "secret.txt"), "secret\n");
+  return {
+    dir,
+    workspace,
+    stateDir,
+    outside,
+    base: { ...BASE, stateDir },
+    [Symbol.asyncDispose]: () => Deno.remove(dir, { recursive: true }),
+  };
+}
+
+/** The command lines of every live (non-zombie) process: to find a marker wherever it runs. */
+async function processArgs(): Promise<string> {
+  const out = await new Deno.Command("ps", { args: ["-e", "-o", "stat=,args="] }).output();
+  return new TextDecoder().decode(out.stdout).split("\n")
+    .filter((line) => !line.trim().startsWith("Z")).join("\n");
+}
+
+Deno.test("`bwrapArgs()` binds the system read-only, a private /tmp first, and hides a state directory inside the workspace", () => {
+  const args = bwrapArgs({ ...BASE, stateDir: "/w/.klbr" }, {
+    command: "/py/bin/python3",
+    args: ["-m", "klbr"],
+    cwd: "/w",
+    readWrite: ["/w"],
+    readOnly: ["/w/.klbr/releases/r1", "/w/skills", "/repo/workbench"],
+  });
+  const at = (...needle: string[]) => {
+    const i = args.findIndex((_, k) => needle.every((n, j) => args[k + j] === n));
+    assert.ok(i >= 0, `missing ${needle.join(" ")} in ${args.join(" ")}`);
+    return i;
+  };
+  assert.ok(at("--ro-bind-try", "/usr", "/usr") < at("--tmpfs", "/tmp"));
+  assert.ok(at("--tmpfs", "/tmp") < at("--bind", "/w", "/w"), "/tmp before a workspace in /tmp");
+  assert.ok(at("--bind", "/w", "/w") < at("--tmpfs", "/w/.klbr"), "the state hidden over it");
+  assert.ok(
+    at("--tmpfs", "/w/.klbr") < at("--ro-bind-try", "/w/.klbr/releases/r1", "/w/.klbr/releases/r1"),
+  );
+  assert.ok(
+    at("--ro-bind-try", "/w/.klbr/releases/r1", "/w/.klbr/releases/r1") <
+      at("--remount-ro", "/w/.klbr"),
+  );
+  at("--ro-bind-try", "/repo/workbench", "/repo/workbench");
+  // Inside the read-write workspace already, a skills root is not bound again.
+  assert.ok(!args.includes("/w/skills"));
+  for (const flag of ["--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session"]) {
+    assert.ok(args.includes(flag), flag);
+  }
+  assert.deepEqual(args.slice(-4), ["--", "/py/bin/python3", "-m", "klbr"]);
+  assert.ok(!args.includes("/etc/shadow") && !args.includes("/etc"), "no /etc beyond the list");
+  const networked = bwrapArgs({ ...BASE, network: true }, {
+    command: "x",
+    args: [],
+    cwd: "/",
+    readWrite: [],
+    readOnly: [],
+  });
+  assert.ok(!networked.includes("--unshare-net"));
+});
+
+Deno.test("`probeSandbox()` confines here, and names why where bwrap is missing or fails", async () => {
+  const options = { python: PYTHON.executable, readOnly: [PYTHON.home], network: false };
+  assert.deepEqual(await probeSandbox({ bwrap: "bwrap", ...options }), {
+    mode: "bwrap",
+    reason: null,
+    network: false,
+  });
+  assert.deepEqual(await probeSandbox({ bwrap: "/nonexistent/bwrap", ...options }), {
+    mode: "none",
+    reason: "bubblewrap is not installed (no /nonexistent/bwrap; Debian package bubblewrap)",
+    network: true,
+  });
+  // A bwrap that cannot create namespaces fails the same way `false` does.
+  const failing = await probeSandbox({ bwrap: "false", ...options });
+  assert.equal(failing.mode, "none");
+  assert.equal(failing.reason, "false cannot confine the workbench here (exit 1: no message)");
+  requireSandbox({ mode: "bwrap", reason: null, network: false }, "required");
+  requireSandbox(failing, "auto");
+  assert.throws(
+    () => requireSandbox(failing, "required"),
+    (e) => isKlbrError(e, "sandbox_unavailable"),
+  );
+});
+
+Deno.test("a confined workbench writes its workspace and sees neither the state directory, outside files, the host's processes nor its network", async () => {
+  await using at = await layout(true);
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  const kernel = new KernelSupervisor({
+    python: PYTHON.executable,
+    session: "test",
+    workspace: at.workspace,
+    repoRoot: REPO,
+    skillRoots: {
+      builtinRoot: join(at.workspace, "skills"),
+      managedRoot: join(at.stateDir, "skills"),
+    },
+    behavior: () => ({ revision: "r1", path: join(at.stateDir, "releases", "r1") }),
+    stateDir: at.stateDir,
+    sandbox: at.base,
+    recordGeneration: () => {},
+  });
+  try {
+    const code = [
+      "import json, os, socket, subprocess",
+      "def attempt(fn):",
+      "    try:",
+      "        return ['allowed', repr(fn())[:60]]",
+      "    except Exception as e:",
+      "        return [type(e).__name__, str(e)[:80]]",
+      "open('note.txt', 'w').write('mine')",
+      "subprocess.Popen(['setsid', 'sleep', '31337'])",
+      "print(json.dumps({",
+      `  'token': attempt(lambda: open(${
+        JSON.stringify(join(at.stateDir, "operator.token"))
+      }).read()),`,
+      `  'release': attempt(lambda: open(${
+        JSON.stringify(join(at.stateDir, "releases", "r1", "attention.py"))
+      }).read()),`,
+      `  'release_write': attempt(lambda: open(${
+        JSON.stringify(join(at.stateDir, "releases", "r1", "x"))
+      }, 'w')),`,
+      `  'outside': attempt(lambda: open(${
+        JSON.stringify(join(at.outside, "secret.txt"))
+      }).read()),`,
+      `  'port': attempt(lambda: socket.create_connection(('127.0.0.1', ${port}), timeout=2)),`,
+      "  'pids': sorted(int(p) for p in os.listdir('/proc') if p.isdigit())[:3],",
+      "  'shadow': attempt(lambda: open('/etc/shadow').read()),",
+      "}))",
+    ].join("\n");
+    const result = await kernel.execute(newId("cell"), code);
+    assert.equal(result.outcome, "ok", JSON.stringify(result.error));
+    const seen = JSON.parse(result.stdout);
+    assert.equal(seen.token[0], "FileNotFoundError", "the state directory is empty");
+    assert.deepEqual(seen.release, ["allowed", "'# release\\n'"], "the release is bound");
+    assert.equal(seen.release_write[0], "OSError", "read-only");
+    assert.equal(seen.outside[0], "FileNotFoundError");
+    assert.equal(seen.port[0], "ConnectionRefusedError", "a network of its own");
+    assert.deepEqual(seen.pids.slice(0, 2), [1, 2], "a PID namespace of its own");
+    assert.equal(seen.shadow[0], "FileNotFoundError", "only the listed files of /etc");
+    assert.equal(await Deno.readTextFile(join(at.workspace, "note.txt")), "mine");
+    assert.match(await processArgs(), /sleep 31337/);
+  } finally {
+    await kernel.shutdown();
+    listener.close();
+  }
+  // Even a process that left the group (setsid) dies with the sandbox.
+  assert.doesNotMatch(await processArgs(), /sleep 31337/);
+});
+
+Deno.test("a confined `workspace.run` writes the root only, loses what it leaves behind, and reports a missing program", async () => {
+  await using at = await layout();
+  const r = await runInWorkspace({
+    argv: [
+      "sh",
+      "-c",
+      `echo ok > made.txt; cat ${join(at.outside, "secret.txt")} ${
+        join(at.stateDir, "operator.token")
+      }; setsid sleep 31338 & echo done`,
+    ],
+  }, { root: at.workspace, sandbox: at.base });
+  assert.equal(await Deno.readTextFile(join(at.workspace, "made.txt")), "ok\n");
+  assert.equal(text(r.stdout_b64), "done\n");
+  assert.match(text(r.stderr_b64), /secret\.txt: No such file or directory/);
+  assert.match(text(r.stderr_b64), /operator\.token: No such file or directory/);
+  assert.doesNotMatch(await processArgs(), /sleep 31338/);
+  await assert.rejects(
+    runInWorkspace({ argv: ["klbr-no-such-program"] }, { root: at.workspace, sandbox: at.base }),
+    (e) =>
+      isKlbrError(e, "not_found") &&
+      e.message ===
+        'cannot run: program not found on PATH or at that path (got "klbr-no-such-program")',
+  );
+});
+
+Deno.test("`runInWorkspace()` starts listed programs only and never runs in the state directory", async () => {
+  await using at = await layout(true);
+  await Deno.mkdir(join(at.workspace, "src"));
+  const ok = await runInWorkspace({ argv: ["echo", "hi"] }, {
+    root: at.workspace,
+    programs: ["echo"],
+  });
+  assert.equal(text(ok.stdout_b64), "hi\n");
+  for (const argv of [["python3", "-c", "1"], ["kill", "-0", "1"], ["ps"], ["/bin/echo", "x"]]) {
+    await assert.rejects(
+      runInWorkspace({ argv }, { root: at.workspace, programs: ["echo"] }),
+      (e) =>
+        isKlbrError(e, "forbidden") &&
+        e.message ===
+          `cannot run: the host may not start this program (got ${
+            JSON.stringify(argv[0])
+          }); KLBR_RUN_PROGRAMS allows echo`,
+    );
+  }
+  await assert.rejects(
+    runInWorkspace({ argv: ["ls"], cwd: join(at.stateDir, "releases") }, {
+      root: at.workspace,
+      deny: [at.stateDir],
+    }),
+    (e) =>
+      isKlbrError(e, "path_escape") &&
+      e.message.startsWith("cannot run: cwd is inside the state directory"),
+  );
+  const inSrc = await runInWorkspace({ argv: ["pwd"], cwd: join(at.workspace, "src") }, {
+    root: at.workspace,
+    deny: [at.stateDir],
+  });
+  assert.equal(text(inSrc.stdout_b64).trim(), join(at.workspace, "src"));
+});
