@@ -11,13 +11,14 @@
  * @module
  */
 
+import { pathExists } from "../../store/files.ts";
 import { basename, dirname, join } from "node:path";
 import { z } from "zod";
 import { copyStore, describeStoreCopy, type StoreCopy } from "../../store/backup.ts";
 import { verifyRelease } from "../../store/snapshot_hash.ts";
 import { STORE_FILE } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
-import { copyFileSynced, copyTree, exists, fileSha256, isEmptyOrAbsent } from "./_files.ts";
+import { copyFileSynced, copyTree, fileSha256, isEmptyOrAbsent } from "./_files.ts";
 
 /** The manifest a backup carries, `backup.json`. */
 export const BackupManifest = z.object({
@@ -60,7 +61,7 @@ export async function backupState(stateDir: string, target: string): Promise<Bac
     throw new KlbrError("invalid_input", `cannot back up: ${target} is not empty (got ${target})`);
   }
   const store = join(stateDir, STORE_FILE);
-  if (!(await exists(store))) {
+  if (!(await pathExists(store))) {
     throw new KlbrError(
       "state_missing",
       `cannot back up: there is no store in ${stateDir} (got ${store})`,
@@ -76,11 +77,11 @@ export async function backupState(stateDir: string, target: string): Promise<Bac
       await copyTree(join(stateDir, "releases", id), join(temp, "releases", id));
     }
     const { copied, missing } = await copyArtifacts(stateDir, temp, copy.artifacts);
-    if (await exists(join(stateDir, "skills"))) {
+    if (await pathExists(join(stateDir, "skills"))) {
       await copyTree(join(stateDir, "skills"), join(temp, "skills"));
     }
     for (const name of EXTRA_FILES) {
-      if (await exists(join(stateDir, name))) {
+      if (await pathExists(join(stateDir, name))) {
         await copyFileSynced(join(stateDir, name), join(temp, name));
       }
     }
@@ -163,7 +164,7 @@ async function copyArtifacts(
   if (ids.length > 0) await Deno.mkdir(join(temp, "artifacts"), { recursive: true });
   for (const id of ids) {
     const source = join(stateDir, "artifacts", id);
-    if (!(await exists(source))) {
+    if (!(await pathExists(source))) {
       missing.push(id);
       continue;
     }

@@ -41,17 +41,6 @@ export async function copyTree(from: string, to: string): Promise<number> {
   return files;
 }
 
-/** Whether `path` exists. */
-export async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return false;
-    throw error;
-  }
-}
-
 /** Whether `dir` is absent or holds nothing. */
 export async function isEmptyOrAbsent(dir: string): Promise<boolean> {
   try {

@@ -4,12 +4,13 @@
  * @module
  */
 
+import { pathExists } from "../../store/files.ts";
 import { basename, dirname, join } from "node:path";
 import { readOwnerLock } from "../../store/owner_lock.ts";
 import { STORE_FILE } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
 import { type BackupManifest, verifyBackup } from "./_backup.ts";
-import { copyTree, exists, isEmptyOrAbsent } from "./_files.ts";
+import { copyTree, isEmptyOrAbsent } from "./_files.ts";
 
 /** Options for {@linkcode restoreState}. */
 export interface RestoreOptions {
@@ -42,7 +43,7 @@ export async function restoreState(
   options: RestoreOptions = {},
 ): Promise<RestoreReport> {
   const manifest = await verifyBackup(backupDir);
-  const owner = (await exists(stateDir)) ? readOwnerLock(stateDir) : undefined;
+  const owner = (await pathExists(stateDir)) ? readOwnerLock(stateDir) : undefined;
   if (owner?.alive) {
     throw new KlbrError(
       "owner_locked",
@@ -63,7 +64,7 @@ export async function restoreState(
   try {
     await copyTree(backupDir, temp);
     await Deno.remove(join(temp, "backup.json"));
-    if (!(await exists(join(temp, STORE_FILE)))) throw new Error("the store copy is missing");
+    if (!(await pathExists(join(temp, STORE_FILE)))) throw new Error("the store copy is missing");
     for (const sub of ["releases", "drafts", "artifacts", "skills"]) {
       await Deno.mkdir(join(temp, sub), { recursive: true });
     }

@@ -38,6 +38,7 @@ import {
 } from "./_drafts.ts";
 import { hookFixtures } from "./_hook_contracts.ts";
 import { hookHandlers } from "./_hook_rpcs.ts";
+import { rollbackTarget } from "./_rollback.ts";
 
 /** Options for {@linkcode behaviorHandlers}. */
 export interface BehaviorEditingOptions extends TrustedTestOptions {
@@ -163,16 +164,7 @@ function releaseHandlers(options: BehaviorEditingOptions): Record<string, RpcHan
       return { epoch, release_id };
     },
     "behavior.rollback": async () => {
-      const row = requireSession(store, session);
-      const target = row.lastGoodRelease;
-      if (target === null || target === row.activeRelease) {
-        throw new KlbrError(
-          "not_found",
-          `cannot roll back: the active release is the last good one (got ${
-            row.activeRelease?.slice(0, 12)
-          })`,
-        );
-      }
+      const { target, row } = rollbackTarget(store, session);
       const epoch = await options.activate(target, row.behaviorEpoch, "agent rollback");
       return { epoch, release_id: target };
     },

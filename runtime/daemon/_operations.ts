@@ -19,7 +19,7 @@ import { verifyRelease } from "../../store/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
 import { type ClientMessage, type EventBus, KlbrError } from "../core/mod.ts";
 import type { Jobs } from "../jobs/mod.ts";
-import { candidateView, readTraces } from "../behavior/mod.ts";
+import { candidateView, readTraces, rollbackTarget } from "../behavior/mod.ts";
 import type { AdmitOutcome } from "../lanes/mod.ts";
 import type { Activation } from "./_activation.ts";
 import { maintenanceInput, type PendingInput } from "./_admission.ts";
@@ -126,16 +126,7 @@ async function reset(parts: SessionParts): Promise<Record<string, unknown>> {
 /** Returns the session to its last good release by the one activation path. */
 async function rollback(host: OperationHost, session: string): Promise<Record<string, unknown>> {
   const parts = host.require(session);
-  const row = requireSession(host.store, session);
-  const target = row.lastGoodRelease;
-  if (target === null || target === row.activeRelease) {
-    throw new KlbrError(
-      "not_found",
-      `cannot roll back: the active release is the last good one (got ${
-        row.activeRelease?.slice(0, 12)
-      })`,
-    );
-  }
+  const { target, row } = rollbackTarget(host.store, session);
   const epoch = await host.activate(session, parts, {
     releaseId: target,
     expectedEpoch: row.behaviorEpoch,

@@ -11,6 +11,7 @@ import { describeIssues, KlbrError } from "../core/mod.ts";
 import { WorkbenchHandle } from "./_handle.ts";
 import type { RpcHandler, WorkbenchExit } from "./_types.ts";
 import { bwrapArgs, type SandboxBase } from "./_sandbox.ts";
+import { spawnChild } from "./_spawn_child.ts";
 
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
 
@@ -96,46 +97,31 @@ export function spawnWorkbench(python: string, options: WorkbenchOptions): Workb
     });
     program = base.bwrap;
   }
-  let child: Deno.ChildProcess;
-  try {
-    child = new Deno.Command(program, {
-      args,
-      cwd,
-      clearEnv: true,
-      env: {
-        PATH: settings.env.PATH ?? hostPath(),
-        PYTHONPATH: workbench,
-        PYTHONDONTWRITEBYTECODE: "1",
-        PYTHONUNBUFFERED: "1",
-        LANG: "C.UTF-8",
-        HOME: cwd,
-      },
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-      detached: true,
-    }).spawn();
-  } catch (cause) {
-    if (cause instanceof Deno.errors.NotFound) {
-      throw new KlbrError(
-        "not_found",
-        `cannot spawn workbench: interpreter or workspace not found (got ${
-          JSON.stringify(program)
-        } in ${cwd})`,
-        { cause },
-      );
-    }
-    if (cause instanceof Deno.errors.NotCapable || cause instanceof Deno.errors.PermissionDenied) {
-      throw new KlbrError(
-        "forbidden",
-        `cannot spawn workbench: the host may not run the interpreter (got ${
-          JSON.stringify(program)
-        })`,
-        { cause },
-      );
-    }
-    throw new KlbrError("internal", `cannot spawn workbench: ${String(cause)}`, { cause });
-  }
+  const child = spawnChild(program, {
+    args,
+    cwd,
+    clearEnv: true,
+    env: {
+      PATH: settings.env.PATH ?? hostPath(),
+      PYTHONPATH: workbench,
+      PYTHONDONTWRITEBYTECODE: "1",
+      PYTHONUNBUFFERED: "1",
+      LANG: "C.UTF-8",
+      HOME: cwd,
+    },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+    detached: true,
+  }, {
+    notFound: `spawn workbench: interpreter or workspace not found (got ${
+      JSON.stringify(program)
+    } in ${cwd})`,
+    forbidden: `spawn workbench: the host may not run the interpreter (got ${
+      JSON.stringify(program)
+    })`,
+    other: "spawn workbench",
+  });
   return new WorkbenchHandle(child, {
     maxFrameBytes: settings.maxFrameBytes,
     cancelGraceMs: settings.cancelGraceMs,

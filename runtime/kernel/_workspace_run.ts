@@ -15,6 +15,7 @@ import { describeIssues, KlbrError, RunParams } from "../core/mod.ts";
 import { killProcessGroup } from "./_process_group.ts";
 import { resolveInWorkspace } from "./_workspace_paths.ts";
 import { bwrapArgs, type SandboxBase } from "./_sandbox.ts";
+import { spawnChild } from "./_spawn_child.ts";
 
 /** The fallback `PATH` when the host's own cannot be read. */
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
@@ -185,37 +186,20 @@ export async function runInWorkspace(
       readOnly: [],
     }),
   ];
-  let child: Deno.ChildProcess;
-  try {
-    child = new Deno.Command(program, {
-      args,
-      cwd: dir,
-      clearEnv: true,
-      env: { PATH: env.PATH ?? hostPath(), HOME: realRoot, LANG: env.LANG },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      detached: true,
-    }).spawn();
-  } catch (cause) {
-    if (cause instanceof Deno.errors.NotFound) {
-      throw new KlbrError(
-        "not_found",
-        `cannot run: program not found on PATH or at that path (got ${JSON.stringify(argv[0])})`,
-        { cause },
-      );
-    }
-    if (cause instanceof Deno.errors.NotCapable || cause instanceof Deno.errors.PermissionDenied) {
-      throw new KlbrError(
-        "forbidden",
-        `cannot run: the host may not start this program (got ${JSON.stringify(argv[0])})`,
-        { cause },
-      );
-    }
-    throw new KlbrError("internal", `cannot run: spawn failed (got ${JSON.stringify(argv[0])})`, {
-      cause,
-    });
-  }
+  const child = spawnChild(program, {
+    args,
+    cwd: dir,
+    clearEnv: true,
+    env: { PATH: env.PATH ?? hostPath(), HOME: realRoot, LANG: env.LANG },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    detached: true,
+  }, {
+    notFound: `run: program not found on PATH or at that path (got ${JSON.stringify(argv[0])})`,
+    forbidden: `run: the host may not start this program (got ${JSON.stringify(argv[0])})`,
+    other: `run: spawn failed (got ${JSON.stringify(argv[0])})`,
+  });
   const pgid = child.pid;
   const outReader = child.stdout.getReader();
   const errReader = child.stderr.getReader();
