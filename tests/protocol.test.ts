@@ -217,6 +217,12 @@ const OPERATOR_MESSAGES = [
   { kind: "op.drain", request: "r4", session: "default" },
   { kind: "op.stop", request: "r5", session: "default" },
   { kind: "op.activate", request: "r6", session: "default", epoch: 3, release: "3fa2" },
+  {
+    kind: "op.cancel_cell",
+    request: "r8c",
+    session: "default",
+    cell: "cell_01JHMMRR878CS2QQ58HYY0RD73",
+  },
   { kind: "op.jobs", request: "r7", session: "default" },
   { kind: "op.cancel_job", request: "r8", job: "job_01JD3QZ8X7M2V6B9K4T1R0N5PW" },
   { kind: "op.rollback", request: "r9", session: "default" },
@@ -333,7 +339,7 @@ Deno.test("`parseClientMessage()` answers a malformed message with invalid_input
 Deno.test("`parseClientMessage()` names the kind field for an unknown or missing kind", () => {
   const expected = "kind: Invalid discriminator value. Expected 'hello' | 'input' | 'ping' | " +
     "'op.status' | 'op.reset' | 'op.compact' | 'op.drain' | 'op.stop' | 'op.activate' | " +
-    "'op.jobs' | 'op.cancel_job' | " +
+    "'op.cancel_cell' | 'op.jobs' | 'op.cancel_job' | " +
     "'op.rollback' | 'op.maintain' | 'op.candidates' | 'op.trace' | 'op.token_rotate'";
   for (const [value, prefix] of [[{ kind: "record" }, "record "], [{}, ""]] as const) {
     assert.throws(

@@ -205,6 +205,7 @@ export const OPERATOR_KINDS = [
   "op.drain",
   "op.stop",
   "op.activate",
+  "op.cancel_cell",
   "op.jobs",
   "op.cancel_job",
   "op.rollback",
@@ -248,6 +249,13 @@ export const ClientMessage = z.discriminatedUnion("kind", [
     session: sessionName,
     epoch: z.number().int().nonnegative(),
     release: z.string().min(1),
+  }),
+  /** Cancels one running cell; its turn goes on and the model hears it was cancelled. */
+  z.object({
+    kind: z.literal("op.cancel_cell"),
+    request: clientRequest,
+    session: sessionName,
+    cell: z.string().min(1).max(64),
   }),
   z.object({ kind: z.literal("op.jobs"), request: clientRequest, session: sessionName.optional() }),
   z.object({

@@ -313,6 +313,7 @@ export const KnownRecord = z.discriminatedUnion("type", [
   variant("recovery"),
   variant("input.expired"),
   variant("turn.retrying"),
+  variant("model.reply"),
   variant("daemon.stopping"),
   variant("operator"),
   variant("context.compacted"),

@@ -1,6 +1,6 @@
 /**
  * The record bodies of a turn's life across faults (`docs/faults.md`): how a turn starts,
- * ends and is retried, what recovery repaired, an input that expired, and a drain that began.
+ * what each model reply used, how it ends and is retried, what recovery repaired, an input that expired, and a drain that began.
  * Part of the one record union of `_records.ts`.
  *
  * @module
@@ -44,6 +44,23 @@ export const FAULT_DATA = {
     attempt: int.positive(),
     delay_ms: int.nonnegative(),
     reason: z.string(),
+  }),
+  "model.reply": z.looseObject({
+    frame_id: z.string(),
+    route: z.string(),
+    /** The route's model name and address, when the provider named them. */
+    model: z.string().optional(),
+    url: z.string().optional(),
+    /** Token counts the provider reported; a count it did not report is absent, never 0. */
+    usage: z.looseObject({
+      prompt_tokens: int.nonnegative().optional(),
+      completion_tokens: int.nonnegative().optional(),
+      cache_read_tokens: int.nonnegative().optional(),
+      cache_write_tokens: int.nonnegative().optional(),
+    }),
+    finish_reason: z.string().nullable(),
+    tool_calls: int.nonnegative(),
+    text_chars: int.nonnegative(),
   }),
   "daemon.stopping": z.looseObject({ reason: z.string(), grace_ms: int.nonnegative() }),
 } as const;

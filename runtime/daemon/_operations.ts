@@ -1,6 +1,6 @@
 /**
  * The operator commands the daemon runs for the lane socket (`status`, `reset`, `compact`,
- * `drain`, `stop`, `activate`, `jobs`, `cancel_job`, `rollback`, `maintain`, `candidates`,
+ * `drain`, `stop`, `activate`, `cancel_cell`, `jobs`, `cancel_job`, `rollback`, `maintain`, `candidates`,
  * `trace`). None needs the model or a hook to succeed, so an operator can always repair a
  * session whose policy is broken and read why it broke: `rollback` and `activate` switch
  * releases, `candidates` and `trace` read the kept diagnostics. `maintain` only admits an
@@ -95,6 +95,8 @@ export async function runOperation(
     case "op.jobs":
       host.require(session);
       return host.jobs.listing(session);
+    case "op.cancel_cell":
+      return note(cancelCell(host.require(session), message.cell));
     case "op.cancel_job":
       // The cancellation is recorded by the job's own `job.state` move, with its cause.
       return await host.jobs.cancelJob(message.job, message.session);
@@ -133,6 +135,21 @@ async function rollback(host: OperationHost, session: string): Promise<Record<st
     reason: "operator rollback",
   });
   return { epoch, release_id: target, previous_release: row.activeRelease };
+}
+
+/**
+ * Cancels one running cell of the session's turn: the worker's cancellation ladder ends it
+ * `cancelled`, the model is told so, and the turn goes on.
+ *
+ * @throws {KlbrError} `not_found` when no cell of that id is running.
+ */
+function cancelCell(parts: SessionParts, cell: string): Record<string, unknown> {
+  const running = parts.runningCells.get(cell);
+  if (running === undefined) {
+    throw new KlbrError("not_found", `cannot cancel cell ${cell}: it is not running (got ${cell})`);
+  }
+  running.abort(new Error("the operator cancelled the cell"));
+  return { cell, message: "the cell was asked to stop; its outcome says how it ended" };
 }
 
 /** Admits a maintenance input; the turn that consumes it loads the `maintenance` skill. */

@@ -10,6 +10,7 @@ import type { ServeOptions } from "../config/mod.ts";
 import { createLogger, KlbrError, type Logger } from "../core/mod.ts";
 import { createApp, type ListenAddress, OperatorAuth, readOperatorToken } from "../lanes/mod.ts";
 import { REPO_ROOT } from "../setup/mod.ts";
+import { readArtifact } from "../../store/artifacts.ts";
 import { healthReport } from "./_health.ts";
 import { readServeSettings } from "./_serve_settings.ts";
 import { startDaemon } from "./_start.ts";
@@ -42,6 +43,7 @@ export async function serve(options: ServeOptions): Promise<number> {
     log,
     uiDir: await builtUi(log),
     health: () => healthReport(daemon),
+    artifacts: (id, range) => readArtifact(settings.stateDir, id, range),
   });
 
   // Listen for signals before announcing the port, so an early SIGTERM still drains.

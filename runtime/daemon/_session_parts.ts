@@ -96,6 +96,8 @@ export interface SessionParts {
   skills: OfferedSkills | null;
   /** True while a maintenance turn runs (its contract message loads the `maintenance` skill). */
   maintenance: boolean;
+  /** The cells of this session's turns that are running, each with what cancels it alone. */
+  runningCells: Map<string, AbortController>;
 }
 
 /**
@@ -115,6 +117,7 @@ export function createSessionParts(
     compact: () => compactContext(deps, session, { keep: { items: 20 }, model: false }),
     skills: null,
     maintenance: false,
+    runningCells: new Map(),
   } as SessionParts;
   const records = { store: deps.store, bus: deps.bus, session };
   // The workbench and the hook worker run the same package; each is given the active release.
@@ -234,7 +237,18 @@ function modelTurnFor(
         await parts.kernel.ready();
         return parts.kernel.generation;
       },
-      execute: (cellId, code, options) => parts.kernel.execute(cellId, code, options),
+      execute: async (cellId, code, options) => {
+        // The operator's `cancel_cell` ends this cell alone; the turn goes on and tells the
+        // model the cell was cancelled.
+        const own = new AbortController();
+        parts.runningCells.set(cellId, own);
+        try {
+          const signal = AbortSignal.any([options.signal, own.signal]);
+          return await parts.kernel.execute(cellId, code, { ...options, signal });
+        } finally {
+          parts.runningCells.delete(cellId);
+        }
+      },
     },
   });
   return async (ctx) => {

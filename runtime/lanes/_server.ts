@@ -1,6 +1,7 @@
 /**
  * The daemon's HTTP surface: `/health`, the UI's static files, `/auth` (the token exchanged
- * for a session cookie) and the v2 lane WebSocket.
+ * for a session cookie), `/artifacts/<id>` (a spooled output, with the lanes' credentials) and
+ * the v2 lane WebSocket.
  *
  * Every route first checks the request's `Host` (a loopback host with the daemon's port, so a
  * rebound DNS name is refused) and its `Origin` (absent, or exactly the daemon's own). A page
@@ -35,7 +36,18 @@ export interface AppDeps {
   log: Logger;
   /** Bounds on lane connections. @default {DEFAULT_LANE_LIMITS} */
   limits?: Partial<LaneLimits>;
+  /**
+   * Reads a spooled output (`store/artifacts.ts`'s `readArtifact`) for `GET /artifacts/<id>`;
+   * without it the route answers `not_found`.
+   */
+  artifacts?: (
+    id: string,
+    range: { offset?: number; length?: number },
+  ) => Promise<{ data: Uint8Array; bytes: number }>;
 }
+
+/** The most of an artifact one `GET /artifacts/<id>` answers: 16 MiB. */
+const ARTIFACT_MAX_BYTES = 1 << 24;
 
 const CONTENT_TYPES: Record<string, string> = {
   ".html": "text/html; charset=utf-8",
@@ -146,6 +158,43 @@ export function createApp(deps: AppDeps): Hono {
     }),
   );
 
+  app.get("/artifacts/:id", async (c) => {
+    // Spooled output is what the cells lane shows: the same credentials as the lanes.
+    const port = deps.address().port;
+    const bearer = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "")?.[1];
+    if (bearer !== undefined) deps.auth.checkToken(bearer);
+    else if (
+      deps.auth.readCookie(c.req.header("cookie"), port) !== "valid" &&
+      !deps.auth.viewWithoutToken
+    ) {
+      deps.auth.checkToken(undefined);
+    }
+    if (deps.artifacts === undefined) {
+      throw new KlbrError("not_found", "cannot read artifact: this daemon keeps none", {
+        status: 404,
+      });
+    }
+    const offset = Number(c.req.query("offset") ?? 0);
+    const length = Math.min(
+      Number(c.req.query("length") ?? ARTIFACT_MAX_BYTES),
+      ARTIFACT_MAX_BYTES,
+    );
+    const id = c.req.param("id");
+    const read = await deps.artifacts(id, { offset, length }).catch((error) => {
+      if (isKlbrError(error) && error.code === "not_found") {
+        throw new KlbrError(error.code, error.message, { status: 404 });
+      }
+      throw error;
+    });
+    return c.body(read.data as Uint8Array<ArrayBuffer>, 200, {
+      "content-type": "text/plain; charset=utf-8",
+      "x-artifact-bytes": String(read.bytes),
+      "x-content-type-options": "nosniff",
+      "content-security-policy": "default-src 'none'; sandbox",
+      "cache-control": "no-store",
+    });
+  });
+
   app.get("/*", async (c) => {
     if (deps.uiDir === undefined) return c.text("klbr: no UI is built", 404);
     const path = c.req.path === "/" ? "/index.html" : c.req.path;
@@ -166,7 +215,7 @@ export function createApp(deps: AppDeps): Hono {
 
 /** Routes a native client calls by address; they are refused, never redirected. */
 function isApiPath(path: string): boolean {
-  return path === "/health" || path === "/auth" || path === "/v2";
+  return path === "/health" || path === "/auth" || path === "/v2" || path.startsWith("/artifacts/");
 }
 
 function refused(log: Logger, path: string, error: unknown): void {

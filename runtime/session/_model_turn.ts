@@ -18,6 +18,7 @@ import {
   type RecordInput,
   type RecordType,
 } from "../core/mod.ts";
+import type { Provider, ProviderTurn } from "../model/mod.ts";
 import { type ContextDeps, noteUsage, prepareContext, renderInputs } from "./_context.ts";
 import type { TurnContext, TurnResult } from "./_turn_types.ts";
 import { runToolCalls, type ToolCall, type ToolCallDeps } from "./_tool_calls.ts";
@@ -154,9 +155,10 @@ async function requestStep(
     signal: ctx.signal,
   });
   const report = (options.health ?? NO_TURN_HEALTH).modelCall(route);
+  const provider = options.provider(route);
   let turn;
   try {
-    turn = await options.provider(route).streamChat({ messages: request.messages }, {
+    turn = await provider.streamChat({ messages: request.messages }, {
       signal: ctx.signal,
       onDelta: (delta) => {
         report.progress();
@@ -186,6 +188,8 @@ async function requestStep(
     };
   }
   noteUsage(options, session, { route, request, usage: turn.usage });
+  // Every reply's route, model and usage is recorded, also a reply with no text.
+  record("model.reply", replyRecord(frame.id, route, provider, turn));
   // Tool-call ids are minted here: some providers repeat ids across responses, and a
   // session's sequence needs each id once.
   const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
@@ -213,6 +217,35 @@ async function requestStep(
     });
   }
   return { calls };
+}
+
+/** The `model.reply` body of one reply: counts the provider did not report stay absent. */
+function replyRecord(
+  frameId: string,
+  route: string,
+  provider: Provider,
+  turn: ProviderTurn,
+): RecordInput<"model.reply"> {
+  const u = turn.usage;
+  const usage = Object.fromEntries(
+    Object.entries({
+      prompt_tokens: u.promptTokens,
+      completion_tokens: u.completionTokens,
+      cache_read_tokens: u.cacheReadTokens,
+      cache_write_tokens: u.cacheWriteTokens,
+    }).filter(([, value]) => value !== undefined),
+  );
+  // A test's provider may carry no route; the record then names the route only.
+  const described = provider.route as Provider["route"] | undefined;
+  return {
+    frame_id: frameId,
+    route,
+    ...(described === undefined ? {} : { model: described.model, url: described.url }),
+    usage,
+    finish_reason: turn.finishReason,
+    tool_calls: turn.toolCalls.length,
+    text_chars: turn.text.length,
+  };
 }
 
 /** Why a turn was stopped, from its abort signal: the operator, or a signal's shutdown. */

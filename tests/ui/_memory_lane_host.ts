@@ -189,6 +189,10 @@ export interface LaneServerOptions {
   viewWithoutToken?: boolean;
   /** What `/health` says about the sandbox. @default confined */
   sandbox?: { sandbox: string; sandbox_reason: string | null; sandbox_network: boolean };
+  /** More of `/health`, read on each request (e.g. `status`, `model`). */
+  health?: () => Record<string, unknown>;
+  /** Spooled outputs `/artifacts/<id>` serves, by id. */
+  artifacts?: Map<string, string>;
 }
 
 /**
@@ -213,7 +217,17 @@ export function startLaneServer(
     lanes: host,
     auth,
     address: () => address,
-    health: () => ({ ok: true, ...sandbox }),
+    health: () => ({ ok: true, ...sandbox, ...options.health?.() }),
+    artifacts: (id, range) => {
+      const text = options.artifacts?.get(id);
+      if (text === undefined) {
+        return Promise.reject(new KlbrError("not_found", `cannot read artifact ${id}: none`));
+      }
+      const bytes = new TextEncoder().encode(text);
+      const offset = range.offset ?? 0;
+      const data = bytes.subarray(offset, offset + (range.length ?? bytes.length));
+      return Promise.resolve({ data, bytes: bytes.length });
+    },
     uiDir: options.uiDir,
     log: SILENT_LOGGER,
   });

@@ -125,10 +125,10 @@ Deno.test("the page sends a typed message on Enter and shows its acknowledgement
     assert.equal(await textOf(page, '[data-seq="1"] .badge'), "◷ pending");
     await screenshot(page, "composer", "01-admitted");
     host.append("frame.accepted", full("frame.accepted", { input_ids: [inputId] }));
-    await page.waitForSelector('[data-seq="1"] .badge:has-text("consumed by frame 1")');
-    await page.waitForSelector('#composer-status:has-text("consumed by frame 1")');
+    await page.waitForSelector('[data-seq="1"] .badge:has-text("taken up by turn 1")');
+    await page.waitForSelector('#composer-status:has-text("taken up by turn 1")');
     host.append("frame.finished", full("frame.finished", { state: "done", input_ids: [inputId] }));
-    await page.waitForSelector('[data-seq="1"] .badge:has-text("consumed by frame 1 · done")');
+    await page.waitForSelector('[data-seq="1"] .badge:has-text("taken up by turn 1 · done")');
     await screenshot(page, "composer", "02-consumed");
   });
 });
@@ -202,7 +202,7 @@ Deno.test("the page shows scratchpad, cells, sends and runtime events each in it
     assert.match(await textOf(page, "#lane-conversation .msg-send .badge"), /delivered/);
     assert.match(
       await textOf(page, "#lane-events"),
-      /Kernel reset \(generation 2\).*Frame 1 accepted.*Frame 1 finished/,
+      /Kernel reset \(generation 2\).*Turn 1 accepted.*Turn 1 finished/,
     );
     await screenshot(page, "lanes", "02-turn-done");
     await page.setViewportSize({ width: 390, height: 844 });
@@ -347,7 +347,7 @@ Deno.test("the operator panel activates with the current epoch and shows an `epo
     await page.goto(`${server.url}/#token=${TEST_TOKEN}`);
     await page.waitForSelector('[data-field="epoch"]:has-text("3")');
     await page.fill("#activate-release", "rel_next");
-    await page.click('button:has-text("Activate at epoch 3")');
+    await page.click('button:has-text("Activate at behaviour version 3")');
     await page.click('#operator button:has-text("Confirm")');
     await page.waitForSelector('.op-result:has-text("Activate: done")');
     assert.deepEqual([host.epoch, host.activeRelease], [4, "rel_next"]);
@@ -355,7 +355,7 @@ Deno.test("the operator panel activates with the current epoch and shows an `epo
     // Someone else moves the epoch; the page still shows 4.
     host.epoch = 9;
     await page.fill("#activate-release", "rel_other");
-    await page.click('button:has-text("Activate at epoch 4")');
+    await page.click('button:has-text("Activate at behaviour version 4")');
     await page.click('#operator button:has-text("Confirm")');
     await page.waitForSelector('.op-result:has-text("refused (epoch_moved)")');
     assert.match(await textOf(page, ".op-result"), /epoch moved \(expected 4, found 9\)/);

@@ -106,9 +106,9 @@ Deno.test("a message typed in the page yields scratchpad, a cell and one send in
       assert.equal(await input.count(), 1);
       const frame = Number(finished.data.number);
       await page.waitForSelector(
-        `#lane-conversation .msg-input .badge:has-text("consumed by frame ${frame} · done")`,
+        `#lane-conversation .msg-input .badge:has-text("taken up by turn ${frame} · done")`,
       );
-      await page.waitForSelector(`#composer-status:has-text("consumed by frame ${frame} · done")`);
+      await page.waitForSelector(`#composer-status:has-text("taken up by turn ${frame} · done")`);
       await screenshot(page, "daemon-turn", "02-done");
       await page.setViewportSize({ width: 390, height: 844 });
       await screenshot(page, "daemon-turn", "03-done");

@@ -24,7 +24,7 @@ Deno.test("`describeEvent()` titles a resumed frame as its turn continued after 
       previous_owner: "own_01JHMMRR878CS2QQ58HYY0RD73",
     })),
     {
-      title: "Turn of frame 7 continued after a restart",
+      title: "Turn 7 continued after a restart",
       detail: "previous owner own_01JHMMRR…",
       severity: "info",
     },
@@ -56,8 +56,8 @@ Deno.test("`deriveLanes()` keeps a resumed frame's inputs consumed and running",
     ),
     record("frame.resumed", body("frame.resumed", { frame_id: "fr_1", number: 3 }), 3),
   ]);
-  assert.equal(dispositionLabel(view.inputs.get("in_a")!.disposition), "consumed by frame 3");
-  assert.equal(view.events[1].title, "Turn of frame 3 continued after a restart");
+  assert.equal(dispositionLabel(view.inputs.get("in_a")!.disposition), "taken up by turn 3");
+  assert.equal(view.events[1].title, "Turn 3 continued after a restart");
 });
 
 Deno.test("`describeEvent()` counts what a recovery abandoned, resumed, interrupted and closed", () => {

@@ -47,6 +47,7 @@ const EXPECTED: { [T in RecordType]: Lane } = {
   "recovery": "events",
   "input.expired": "events",
   "turn.retrying": "events",
+  "model.reply": "events",
   "daemon.stopping": "events",
   "operator": "events",
   "context.compacted": "events",

@@ -121,14 +121,14 @@ Deno.test("`deriveLanes()` renders every record exactly once for any mix of type
   );
 });
 
-Deno.test("`deriveLanes()` shows an input pending, then consumed by frame N, then done", () => {
+Deno.test("`deriveLanes()` shows an input pending, then taken up by turn N, then done", () => {
   const list = records(
     ADMITTED("in_a"),
     ADMITTED("in_b"),
     rec("frame.accepted", { frame_id: "fr_1", number: 4, input_ids: ["in_a"] }),
   );
   let view = deriveLanes(list);
-  assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 4");
+  assert.equal(dispositionLabel(input(view, "in_a").disposition), "taken up by turn 4");
   assert.equal(dispositionLabel(input(view, "in_b").disposition), "pending");
   list.push(
     ...records(rec("frame.finished", {
@@ -139,8 +139,8 @@ Deno.test("`deriveLanes()` shows an input pending, then consumed by frame N, the
     })).map((r) => ({ ...r, seq: 4 })),
   );
   view = deriveLanes(list);
-  assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 4 · done");
-  assert.equal(view.events.map((e) => e.title).join("|"), "Frame 4 accepted|Frame 4 finished");
+  assert.equal(dispositionLabel(input(view, "in_a").disposition), "taken up by turn 4 · done");
+  assert.equal(view.events.map((e) => e.title).join("|"), "Turn 4 accepted|Turn 4 finished");
 });
 
 Deno.test("`deriveLanes()` gives an abandoned frame's inputs back as pending again", () => {
@@ -156,7 +156,7 @@ Deno.test("`deriveLanes()` gives an abandoned frame's inputs back as pending aga
   ));
   assert.equal(
     dispositionLabel(input(view, "in_a").disposition),
-    "pending again (frame 2 abandoned)",
+    "pending again (turn 2 gave it back)",
   );
   assert.equal(view.events[1].severity, "warning");
   assert.equal(view.events[1].detail, "hook timed out · its inputs are pending again");
@@ -174,8 +174,8 @@ Deno.test("`deriveLanes()` marks inputs of a failed frame as failed, not done", 
       input_ids: ["in_a"],
     }),
   ));
-  assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 1 · failed");
-  assert.equal(view.events[1].title, "Frame 1 failed");
+  assert.equal(dispositionLabel(input(view, "in_a").disposition), "taken up by turn 1 · failed");
+  assert.equal(view.events[1].title, "Turn 1 failed");
   assert.equal(view.events[1].severity, "error");
 });
 
@@ -189,7 +189,7 @@ Deno.test("`deriveLanes()` keeps a later frame's disposition over an earlier aba
     rec("frame.finished", { frame_id: "fr_1", number: 1, state: "done", input_ids: ["in_a"] }),
     rec("frame.abandoned", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }),
   ));
-  assert.equal(dispositionLabel(input(view, "in_a").disposition), "consumed by frame 2");
+  assert.equal(dispositionLabel(input(view, "in_a").disposition), "taken up by turn 2");
 });
 
 Deno.test("`deriveLanes()` joins a cell's finish and reads its result", () => {
@@ -431,7 +431,7 @@ Deno.test("`describeEvent()` titles an activation with its release and epoch", (
   }]);
   assert.deepEqual(describeEvent(record), {
     title: "Activated release 3fa2c41d9e8b…",
-    detail: "epoch 8 · previous aa · operator",
+    detail: "behaviour version 8 · previous aa · operator",
     severity: "info",
   });
 });

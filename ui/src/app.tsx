@@ -9,7 +9,7 @@
  */
 
 import type { JSX } from "preact";
-import { useMemo } from "preact/hooks";
+import { useMemo, useState } from "preact/hooks";
 import { CellsLane } from "./cells_lane.tsx";
 import { Composer } from "./composer.tsx";
 import { ConnectionBanner } from "./connection_banner.tsx";
@@ -24,6 +24,9 @@ import { ScratchpadLane } from "./scratchpad_lane.tsx";
 import { StateBadge } from "./state_badge.tsx";
 import { SandboxBadge, TokenScreen } from "./token_screen.tsx";
 import { useClient } from "./use_client.ts";
+import { HealthBadge, troubleTone } from "./health_badge.tsx";
+import { searchLanes } from "./search.ts";
+import { deriveTurns, type TurnView } from "./turn_view.ts";
 
 /** Props of {@linkcode App}. */
 export interface AppProps {
@@ -51,6 +54,10 @@ function ConnectionPill({ client }: { client: LaneClient }): JSX.Element {
 /** The whole page. */
 export function App({ client, onToken }: AppProps): JSX.Element {
   useClient(client);
+  const revision = client.log.revision;
+  const turns = useMemo(() => deriveTurns(client.log.records()), [revision]);
+  const tone = troubleTone(client.health, turns);
+  const head = client.log.lastSeq;
   return (
     <div class="app">
       <a
@@ -64,14 +71,17 @@ export function App({ client, onToken }: AppProps): JSX.Element {
       >
         Skip to the message box
       </a>
-      <header class="topbar">
+      <header class={`topbar${tone === "none" ? "" : ` topbar-${tone}`}`} data-trouble={tone}>
         <h1>klbr</h1>
         <span class="session">
           session <strong>{client.session}</strong>
         </span>
         <ConnectionPill client={client} />
+        <HealthBadge health={client.health} turns={turns} />
         <SandboxBadge sandbox={client.sandbox} />
-        <span class="seq-line">record #{client.log.lastSeq}</span>
+        <span class="seq-line" title={`the newest record is number ${head} of the session's log`}>
+          {head} {head === 1 ? "record" : "records"}
+        </span>
         <nav class="lane-nav" aria-label="Lanes">
           <a href="#lane-conversation">Conversation</a>
           <a href="#lane-scratchpad">Scratchpad</a>
@@ -94,15 +104,53 @@ export function App({ client, onToken }: AppProps): JSX.Element {
             onToken={(token) => onToken(token)}
           />
         )
-        : <Lanes client={client} onToken={onToken} />}
+        : <Lanes client={client} onToken={onToken} turns={turns} />}
     </div>
   );
 }
 
+/** The search box over the lanes, with how much it shows. */
+function SearchBar(
+  props: { query: string; onQuery: (query: string) => void; matched: number; total: number },
+): JSX.Element {
+  return (
+    <form class="search-bar" role="search" onSubmit={(event) => event.preventDefault()}>
+      <label for="lane-search">Search the conversation, drafts, cells and events</label>
+      <input
+        id="lane-search"
+        type="search"
+        value={props.query}
+        placeholder="words to find"
+        onInput={(event) => props.onQuery((event.currentTarget as HTMLInputElement).value)}
+      />
+      <span class="search-count" aria-live="polite">
+        {props.query.trim() === "" ? "" : `${props.matched} of ${props.total} items match`}
+      </span>
+      {props.query !== "" && (
+        <button
+          type="button"
+          class="link-button"
+          onClick={() => props.onQuery("")}
+        >
+          Clear the search
+        </button>
+      )}
+    </form>
+  );
+}
+
 /** The four lanes, the composer, the operator panel and the jobs panel. */
-function Lanes({ client, onToken }: AppProps): JSX.Element {
+function Lanes({ client, onToken, turns }: AppProps & { turns: TurnView }): JSX.Element {
   const revision = client.log.revision;
   const view = useMemo(() => deriveLanes(client.log.records()), [revision]);
+  const [query, setQuery] = useState("");
+  const found = useMemo(() => searchLanes(view, query), [view, query]);
+  const key = `${revision}:${client.outbox.list().length}:${query}`;
+  const liveCells = [...client.live.cells.values()].reduce(
+    (n, out) => n + out.stdout.length + out.stderr.length,
+    0,
+  );
+  const liveTokens = [...client.live.tokens.values()].reduce((n, text) => n + text.length, 0);
   const unattended = useMemo(() => deriveUnattended(client.log.records()), [revision]);
   const statusOf = (clientMsgId: string): string => {
     const pending = client.outbox.list().find((item) => item.clientMsgId === clientMsgId);
@@ -115,9 +163,13 @@ function Lanes({ client, onToken }: AppProps): JSX.Element {
   };
   return (
     <>
+      <SearchBar query={query} onQuery={setQuery} matched={found.matched} total={found.total} />
       <main class="lanes">
         <ConversationLane
-          items={view.conversation}
+          items={found.conversation}
+          turns={turns}
+          contentKey={key}
+          filtered={query.trim() !== ""}
           pending={client.outbox.list()}
           onRetry={(id) => client.retryInput(id)}
           onDiscard={(id) => client.discardInput(id)}
@@ -129,8 +181,19 @@ function Lanes({ client, onToken }: AppProps): JSX.Element {
           />
         </ConversationLane>
         <div class="column column-work">
-          <ScratchpadLane items={view.scratchpad} live={client.live.tokens} />
-          <CellsLane cells={view.cells} live={client.live.cells} />
+          <ScratchpadLane
+            items={found.scratchpad}
+            live={client.live.tokens}
+            contentKey={`${key}:${liveTokens}`}
+          />
+          <CellsLane
+            cells={found.cells}
+            live={client.live.cells}
+            contentKey={`${key}:${liveCells}`}
+            onCancel={client.connection.role === "operator"
+              ? (cell) => client.operate({ kind: "op.cancel_cell", session: client.session, cell })
+              : undefined}
+          />
         </div>
         <div class="column column-side">
           <OperatorPanel
@@ -139,7 +202,7 @@ function Lanes({ client, onToken }: AppProps): JSX.Element {
             fromRecords={{ skillsRevision: view.skillsRevision, activation: view.activation }}
           />
           <JobsPanel client={client} view={unattended} />
-          <EventsLane events={view.events} notices={client.notices} />
+          <EventsLane events={found.events} notices={client.notices} contentKey={key} />
         </div>
       </main>
     </>

@@ -2,14 +2,18 @@
 /** @jsxImportSource preact */
 /**
  * The cells lane: each Python cell with its code, stdout, stderr, value or error, outcome and
- * duration; a running cell says so and for how long.
+ * duration, the code highlighted; a running cell says so and for how long, and the operator
+ * can cancel it; a spooled output opens whole in the viewer.
  *
  * @module
  */
 
 import type { JSX } from "preact";
+import { useState } from "preact/hooks";
+import { type ArtifactTarget, ArtifactViewer } from "./artifact_viewer.tsx";
+import { FollowScroll } from "./follow_scroll.tsx";
 import { CollapsibleText } from "./collapsible_text.tsx";
-import { clockTime, duration, isoTime, spooledLabel, toMillis } from "./format.ts";
+import { duration, isoTime, spooledLabel, toMillis, when } from "./format.ts";
 import { shortId } from "./event_titles.ts";
 import type { CellItem, SpooledOutput } from "./cell_view.ts";
 import { type BadgeTone, StateBadge } from "./state_badge.tsx";
@@ -20,6 +24,10 @@ export interface CellsLaneProps {
   cells: CellItem[];
   /** Live output per cell id, lossy. */
   live: ReadonlyMap<string, { stdout: string; stderr: string }>;
+  /** Changes when the lane's content does, so the lane can follow it. */
+  contentKey: string;
+  /** Cancels a running cell (`op.cancel_cell`); absent without the operator role. */
+  onCancel?: (cellId: string) => Promise<unknown>;
 }
 
 function outcomeTone(outcome: string | undefined): BadgeTone {
@@ -29,25 +37,76 @@ function outcomeTone(outcome: string | undefined): BadgeTone {
 }
 
 function Output(
-  props: { name: string; text: string; spooled?: SpooledOutput },
+  props: {
+    name: string;
+    text: string;
+    spooled?: SpooledOutput;
+    onOpen?: (spooled: SpooledOutput) => void;
+  },
 ): JSX.Element | null {
   if (props.text === "" && props.spooled === undefined) return null;
+  const spooled = props.spooled;
   return (
     <div class={`output output-${props.name}`}>
       <h3 class="output-name">{props.name}</h3>
-      {props.spooled !== undefined && (
-        <p class="note spooled" title={props.spooled.id}>
-          {spooledLabel(props.name, props.spooled)}
-        </p>
+      {spooled !== undefined && (
+        <div class="spooled-line">
+          <p class="note spooled" title={spooled.id}>{spooledLabel(props.name, spooled)}</p>
+          {props.onOpen !== undefined && (
+            <button
+              type="button"
+              class="link-button open-artifact"
+              onClick={() => props.onOpen?.(spooled)}
+            >
+              Open the whole {props.name}
+            </button>
+          )}
+        </div>
       )}
       <CollapsibleText text={props.text} label={props.name} />
     </div>
   );
 }
 
-function Cell(
-  { cell, live, now }: { cell: CellItem; live?: { stdout: string; stderr: string }; now: number },
+/** What one cell card needs besides the cell. */
+interface CellProps {
+  cell: CellItem;
+  live?: { stdout: string; stderr: string };
+  now: number;
+  onOpen: (target: ArtifactTarget) => void;
+  onCancel?: (cellId: string) => Promise<unknown>;
+}
+
+/** The operator's button that cancels a running cell, with the daemon's answer. */
+function CancelButton(
+  { cellId, onCancel }: { cellId: string; onCancel: (cellId: string) => Promise<unknown> },
 ): JSX.Element {
+  const [state, setState] = useState<{ busy: boolean; error?: string }>({ busy: false });
+  return (
+    <span class="cell-cancel">
+      <button
+        type="button"
+        class="danger"
+        disabled={state.busy}
+        aria-label={`Cancel cell ${shortId(cellId)}`}
+        onClick={() => {
+          setState({ busy: true });
+          onCancel(cellId).then(
+            () => setState({ busy: true }),
+            (error) => setState({ busy: false, error: String(error?.message ?? error) }),
+          );
+        }}
+      >
+        {state.busy ? "Cancelling…" : "Cancel"}
+      </button>
+      {state.error !== undefined && <span class="error-text" role="alert">{state.error}</span>}
+    </span>
+  );
+}
+
+function Cell({ cell, live, now, onOpen, onCancel }: CellProps): JSX.Element {
+  const open = (name: string) => (spooled: SpooledOutput) =>
+    onOpen({ id: spooled.id, bytes: spooled.bytes, label: `${name} of ${shortId(cell.cellId)}` });
   let badge: JSX.Element;
   if (cell.state === "running") {
     badge = <StateBadge tone="progress" label={`running · ${duration(now - toMillis(cell.at))}`} />;
@@ -60,11 +119,14 @@ function Cell(
     <li class={`cell cell-${cell.state}`} data-seq={cell.seq} data-cell-id={cell.cellId}>
       <div class="meta">
         <span class="who" title={cell.cellId}>{shortId(cell.cellId)}</span>
-        <time dateTime={isoTime(cell.at)}>{clockTime(cell.at)}</time>
+        <time dateTime={isoTime(cell.at)}>{when(cell.at)}</time>
         {badge}
         {cell.durationMs !== undefined && <span class="duration">{duration(cell.durationMs)}</span>}
+        {cell.state === "running" && onCancel !== undefined && (
+          <CancelButton cellId={cell.cellId} onCancel={onCancel} />
+        )}
       </div>
-      <CollapsibleText text={cell.code} label="code" class="code" />
+      <CollapsibleText text={cell.code} label="code" class="code" language="python" />
       {cell.state === "running" && live !== undefined && (
         <div class="live-output" aria-label="live output">
           <Output name="stdout (live)" text={live.stdout} />
@@ -73,8 +135,18 @@ function Cell(
       )}
       {cell.finishedAt !== undefined && (
         <div class="cell-result" data-seq={cell.finishedSeq}>
-          <Output name="stdout" text={cell.stdout} spooled={cell.stdoutArtifact} />
-          <Output name="stderr" text={cell.stderr} spooled={cell.stderrArtifact} />
+          <Output
+            name="stdout"
+            text={cell.stdout}
+            spooled={cell.stdoutArtifact}
+            onOpen={open("stdout")}
+          />
+          <Output
+            name="stderr"
+            text={cell.stderr}
+            spooled={cell.stderrArtifact}
+            onOpen={open("stderr")}
+          />
           {cell.value !== undefined && <Output name="value" text={cell.value} />}
           {cell.error !== undefined && (
             <div class="output output-error">
@@ -98,19 +170,33 @@ function Cell(
 export function CellsLane(props: CellsLaneProps): JSX.Element {
   const running = props.cells.some((cell) => cell.state === "running");
   const now = useNow(1000, running);
+  const [viewing, setViewing] = useState<ArtifactTarget | undefined>(undefined);
   return (
     <section class="lane lane-cells" id="lane-cells" aria-labelledby="h-cells">
       <h2 id="h-cells">Cells</h2>
-      <div class="lane-scroll">
+      <FollowScroll contentKey={props.contentKey} what="cells">
         {props.cells.length === 0 && (
           <p class="empty">No cells yet. Python the agent runs appears here.</p>
         )}
         <ol class="items" aria-label="Cells">
           {props.cells.map((cell) => (
-            <Cell key={cell.seq} cell={cell} live={props.live.get(cell.cellId)} now={now} />
+            <Cell
+              key={cell.seq}
+              cell={cell}
+              live={props.live.get(cell.cellId)}
+              now={now}
+              onOpen={setViewing}
+              onCancel={props.onCancel}
+            />
           ))}
         </ol>
-      </div>
+      </FollowScroll>
+      {viewing !== undefined && (
+        <ArtifactViewer
+          target={viewing}
+          onClose={() => setViewing(undefined)}
+        />
+      )}
     </section>
   );
 }

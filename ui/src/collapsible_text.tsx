@@ -8,6 +8,7 @@
 
 import type { JSX } from "preact";
 import { useState } from "preact/hooks";
+import { highlight } from "./highlight.ts";
 
 /** Props of {@linkcode CollapsibleText}. */
 export interface CollapsibleTextProps {
@@ -20,6 +21,8 @@ export interface CollapsibleTextProps {
   chars?: number;
   /** Extra class of the `<pre>`. */
   class?: string;
+  /** Highlights the text as this language (`python`, `json`, `bash`, …). */
+  language?: string;
 }
 
 /** Shows `text` in a `<pre>`, collapsed past `lines` lines or `chars` characters. */
@@ -38,7 +41,18 @@ export function CollapsibleText(props: CollapsibleTextProps): JSX.Element {
   const cls = ["text", props.class ?? "", long && !open ? "collapsed" : ""].join(" ").trim();
   return (
     <div class="collapsible">
-      <pre class={cls} tabIndex={long ? 0 : undefined}>{shown}{long && !open ? "\n…" : ""}</pre>
+      {props.language === undefined
+        ? <pre class={cls} tabIndex={long ? 0 : undefined}>{shown}{long && !open ? "\n…" : ""}</pre>
+        : (
+          <pre
+            class={`${cls} hljs language-${props.language}`}
+            tabIndex={long ? 0 : undefined}
+            // highlight() escapes the text and adds only `<span class>`.
+            dangerouslySetInnerHTML={{
+              __html: highlight(shown, props.language) + (long && !open ? "\n…" : ""),
+            }}
+          />
+        )}
       {long && (
         <button
           type="button"

@@ -8,7 +8,7 @@
 
 import type { JSX } from "preact";
 import { useState } from "preact/hooks";
-import { clockTime, duration } from "./format.ts";
+import { duration, when } from "./format.ts";
 import type { ConnectionState } from "./lane_socket.ts";
 import { useNow } from "./use_now.ts";
 
@@ -30,7 +30,7 @@ export function ConnectionBanner(props: ConnectionBannerProps): JSX.Element | nu
     dismissed !== c.recoveredAt;
   const now = useNow(1000, c.phase === "unreachable" || showBack);
   if (c.phase === "unreachable" || c.phase === "gave_up") {
-    const since = c.downSince === undefined ? "" : ` since ${clockTime(c.downSince)}`;
+    const since = c.downSince === undefined ? "" : ` since ${when(c.downSince)}`;
     const wait = c.retryAt === undefined ? 0 : Math.max(0, c.retryAt - now);
     return (
       <div class="banner banner-down" role="alert" data-banner="unreachable">
@@ -50,7 +50,7 @@ export function ConnectionBanner(props: ConnectionBannerProps): JSX.Element | nu
         <span aria-hidden="true" class="badge-icon">✓</span>
         <span>
           <strong>The daemon is back</strong> (since{" "}
-          {clockTime(c.recoveredAt)}); the page resumed after record #{props.lastSeq}.
+          {when(c.recoveredAt)}); the page resumed after record #{props.lastSeq}.
         </span>
         <button type="button" onClick={() => setDismissed(c.recoveredAt)}>Dismiss</button>
       </div>

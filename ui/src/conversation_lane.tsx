@@ -2,13 +2,15 @@
 /** @jsxImportSource preact */
 /**
  * The conversation lane: admitted inputs and explicit sends in `seq` order, each with its
- * state, then this page's inputs that have no record yet.
+ * state (a failing model inline under the message waiting on it, the model and tokens of the
+ * turn that answered it), drafts a turn ended with and never sent, then this page's inputs
+ * that have no record yet.
  *
  * @module
  */
 
 import type { ComponentChildren, JSX } from "preact";
-import { clockTime, isoTime } from "./format.ts";
+import { isoTime, when } from "./format.ts";
 import type { PendingInput } from "./input_outbox.ts";
 import { shortId } from "./event_titles.ts";
 import {
@@ -21,6 +23,9 @@ import { renderMarkdown } from "./markdown.ts";
 import { conversationLabel } from "./discord_names.ts";
 import { sendLabel } from "./outbox_view.ts";
 import { type BadgeTone, StateBadge } from "./state_badge.tsx";
+import { FollowScroll } from "./follow_scroll.tsx";
+import { DraftRow, TroubleLine, TurnLine } from "./turn_rows.tsx";
+import type { TurnView, UnsentDraft } from "./turn_view.ts";
 
 /** The badge of an admitted input. */
 export function inputBadge(item: InputItem): { tone: BadgeTone; label: string } {
@@ -65,14 +70,26 @@ function Meta(props: { children: ComponentChildren; at: number }): JSX.Element {
   return (
     <div class="meta">
       {props.children}
-      <time dateTime={isoTime(props.at)}>{clockTime(props.at)}</time>
+      <time dateTime={isoTime(props.at)}>{when(props.at)}</time>
     </div>
   );
 }
 
-function InputRow({ item }: { item: InputItem }): JSX.Element {
+function frameTitle(item: InputItem): string {
+  const d = item.disposition;
+  const frame = d.state === "consumed" || d.state === "returned" ? ` · frame ${d.frameId}` : "";
+  return `input ${item.inputId}${frame}`;
+}
+
+function InputRow({ item, turns }: { item: InputItem; turns: TurnView }): JSX.Element {
   const badge = inputBadge(item);
   const discord = item.sourceKind === "discord";
+  const trouble = turns.trouble.get(item.inputId);
+  const frameId = turns.turnOfInput.get(item.inputId);
+  const turn = frameId === undefined ? undefined : turns.turns.get(frameId);
+  // A turn's line goes under the last message it took up.
+  const showTurn = turn !== undefined && turn.replies > 0 &&
+    turn.inputIds.at(-1) === item.inputId;
   return (
     <li
       class={`msg msg-input${discord ? " msg-discord" : ""}`}
@@ -86,7 +103,9 @@ function InputRow({ item }: { item: InputItem }): JSX.Element {
         </span>
       </Meta>
       <div class="body plain">{item.text}</div>
-      <StateBadge tone={badge.tone} label={badge.label} title={item.inputId} />
+      <StateBadge tone={badge.tone} label={badge.label} title={frameTitle(item)} />
+      {trouble !== undefined && <TroubleLine trouble={trouble} />}
+      {showTurn && <TurnLine turn={turn} />}
     </li>
   );
 }
@@ -119,11 +138,11 @@ function SendRow({ item }: { item: SendItem }): JSX.Element {
           )}
           <ol class="delivery-steps" aria-label={`delivery of ${item.sendId}`}>
             <li data-step="pending">
-              pending <time dateTime={isoTime(item.at)}>{clockTime(item.at)}</time>
+              pending <time dateTime={isoTime(item.at)}>{when(item.at)}</time>
             </li>
             {delivery.steps.map((step) => (
               <li key={step.seq} data-seq={step.seq} data-step={step.state}>
-                {step.state} <time dateTime={isoTime(step.at)}>{clockTime(step.at)}</time>
+                {step.state} <time dateTime={isoTime(step.at)}>{when(step.at)}</time>
               </li>
             ))}
           </ol>
@@ -139,7 +158,26 @@ export interface ConversationLaneProps {
   pending: readonly PendingInput[];
   onRetry: (clientMsgId: string) => void;
   onDiscard: (clientMsgId: string) => void;
+  /** What the turns did: model trouble, usage and unsent drafts. */
+  turns: TurnView;
+  /** Changes when the lane's content does, so the lane can follow it. */
+  contentKey: string;
+  /** Set while a search hides part of the lane. */
+  filtered?: boolean;
   children?: ComponentChildren;
+}
+
+type Row = { kind: "item"; item: ConversationItem } | { kind: "draft"; draft: UnsentDraft };
+
+/** The lane's rows in `seq` order: messages, sends and the drafts turns did not send. */
+function rows(items: ConversationItem[], turns: TurnView): Row[] {
+  const shown = new Set(items.map((item) => item.lane === "input" ? item.inputId : ""));
+  const all: Row[] = items.map((item) => ({ kind: "item", item }));
+  for (const [inputId, draft] of turns.drafts) {
+    if (shown.has(inputId)) all.push({ kind: "draft", draft });
+  }
+  const seqOf = (row: Row) => row.kind === "item" ? row.item.seq : row.draft.seq;
+  return all.sort((a, b) => seqOf(a) - seqOf(b));
 }
 
 /** The conversation lane, with the composer as its child. */
@@ -147,15 +185,21 @@ export function ConversationLane(props: ConversationLaneProps): JSX.Element {
   return (
     <section class="lane lane-conversation" id="lane-conversation" aria-labelledby="h-conversation">
       <h2 id="h-conversation">Conversation</h2>
-      <div class="lane-scroll">
+      <FollowScroll contentKey={props.contentKey} what="messages">
         {props.items.length === 0 && props.pending.length === 0 && (
-          <p class="empty">No messages yet. Inputs and the agent's sends appear here.</p>
+          <p class="empty">
+            {props.filtered
+              ? "No message matches the search."
+              : "No messages yet. Inputs and the agent's sends appear here."}
+          </p>
         )}
         <ol class="items" aria-label="Messages">
-          {props.items.map((item) =>
-            item.lane === "input"
-              ? <InputRow key={item.seq} item={item} />
-              : <SendRow key={item.seq} item={item} />
+          {rows(props.items, props.turns).map((row) =>
+            row.kind === "draft"
+              ? <DraftRow key={`draft-${row.draft.seq}`} draft={row.draft} />
+              : row.item.lane === "input"
+              ? <InputRow key={row.item.seq} item={row.item} turns={props.turns} />
+              : <SendRow key={row.item.seq} item={row.item} />
           )}
           {props.pending.map((item) => {
             const badge = pendingBadge(item);
@@ -200,7 +244,7 @@ export function ConversationLane(props: ConversationLaneProps): JSX.Element {
             );
           })}
         </ol>
-      </div>
+      </FollowScroll>
       {props.children}
     </section>
   );

@@ -15,6 +15,7 @@ import {
 } from "../../runtime/core/mod.ts";
 import type { OutboxStepRecord } from "./outbox_view.ts";
 import { unattendedTitle } from "./jobs_view.ts";
+import { tokenCount } from "./format.ts";
 
 /** How an event is shown; `error` and `warning` also carry a badge with that word. */
 export type Severity = "info" | "warning" | "error";
@@ -32,6 +33,18 @@ export function shortId(value: string | null | undefined): string {
   return value.length > 16 ? `${value.slice(0, 12)}…` : value;
 }
 
+/** Token counts in words; a count the provider did not report says so, never 0. */
+export function usageLine(u: {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
+}): string {
+  return `${tokenCount(u.prompt_tokens)} in · ${tokenCount(u.completion_tokens)} out · cache read ${
+    tokenCount(u.cache_read_tokens)
+  } · cache write ${tokenCount(u.cache_write_tokens)}`;
+}
+
 function plural(n: number, noun: string): string {
   return `${n} ${noun}${n === 1 ? "" : "s"}`;
 }
@@ -39,11 +52,11 @@ function plural(n: number, noun: string): string {
 type FrameRecord = Extract<KnownRecord, { type: `frame.${string}` }>;
 
 function frameEvent(record: FrameRecord): EventTitle {
-  const name = `Frame ${record.data.number}`;
+  const name = `Turn ${record.data.number}`;
   switch (record.type) {
     case "frame.resumed":
       return {
-        title: `Turn of frame ${record.data.number} continued after a restart`,
+        title: `Turn ${record.data.number} continued after a restart`,
         detail: typeof record.data.previous_owner === "string"
           ? `previous owner ${shortId(record.data.previous_owner)}`
           : "",
@@ -53,8 +66,8 @@ function frameEvent(record: FrameRecord): EventTitle {
       const d = record.data;
       const detail = [
         `consumes ${plural(d.input_ids.length, "input")}`,
-        `context epoch ${d.context_epoch}`,
-        `policy ${shortId(d.policy_revision)}`,
+        `context version ${d.context_epoch}`,
+        `behaviour ${shortId(d.policy_revision)}`,
       ];
       return { title: `${name} accepted`, detail: detail.join(" · "), severity: "info" };
     }
@@ -89,7 +102,7 @@ function kernelEvent(d: RecordData<"kernel.reset">): EventTitle {
 }
 
 function activationEvent(d: RecordData<"activation">): EventTitle {
-  const parts = [`epoch ${d.epoch}`];
+  const parts = [`behaviour version ${d.epoch}`];
   if (d.previous_release !== null) parts.push(`previous ${shortId(d.previous_release)}`);
   parts.push(d.reason);
   return {
@@ -203,13 +216,25 @@ function otherEvent(record: KnownRecord): EventTitle {
         severity: "info",
       };
     case "turn.started":
-      return { title: "Turn started", detail: `frame ${record.data.frame}`, severity: "info" };
+      return { title: `Turn ${record.data.frame} started`, detail: "", severity: "info" };
     case "turn.ended": {
       const reason = record.data.reason;
       return {
         title: "Turn ended",
         detail: reason,
         severity: /error|fail/i.test(reason) ? "error" : "info",
+      };
+    }
+    case "model.reply": {
+      const d = record.data;
+      return {
+        title: `Model replied via ${d.route}${d.model === undefined ? "" : ` (${d.model})`}`,
+        detail: [
+          usageLine(d.usage),
+          plural(d.tool_calls, "tool call"),
+          plural(d.text_chars, "character") + " of text",
+        ].join(" · "),
+        severity: "info",
       };
     }
     case "session.stalled":
@@ -234,7 +259,7 @@ function otherEvent(record: KnownRecord): EventTitle {
       };
     case "context.compacted":
       return {
-        title: `Context compacted (epoch ${record.data.epoch})`,
+        title: `Context compacted (context version ${record.data.epoch})`,
         detail: `${plural(record.data.summarized_items, "item")} summarised in ${
           plural(record.data.summary_chars, "character")
         }`,

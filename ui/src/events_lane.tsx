@@ -8,13 +8,16 @@
  */
 
 import type { JSX } from "preact";
-import { clockTime, isoTime } from "./format.ts";
+import { FollowScroll } from "./follow_scroll.tsx";
+import { isoTime, when } from "./format.ts";
 import type { EventItem } from "./lane_view.ts";
 import type { Notice } from "./lane_client.ts";
 import { StateBadge } from "./state_badge.tsx";
 
 /** Props of {@linkcode EventsLane}. */
 export interface EventsLaneProps {
+  /** Changes when the lane\'s content does, so the lane can follow it. */
+  contentKey: string;
   events: EventItem[];
   /** Refusals the daemon sent that no request waited for. */
   notices: readonly Notice[];
@@ -25,7 +28,7 @@ export function EventsLane(props: EventsLaneProps): JSX.Element {
   return (
     <section class="lane lane-events" id="lane-events" aria-labelledby="h-events">
       <h2 id="h-events">Runtime events</h2>
-      <div class="lane-scroll">
+      <FollowScroll contentKey={props.contentKey} what="events">
         {props.notices.length > 0 && (
           <ul class="notices" aria-label="Refusals from the daemon">
             {props.notices.map((notice) => (
@@ -46,7 +49,7 @@ export function EventsLane(props: EventsLaneProps): JSX.Element {
             >
               <div class="meta">
                 <span class="seq">#{event.seq}</span>
-                <time dateTime={isoTime(event.at)}>{clockTime(event.at)}</time>
+                <time dateTime={isoTime(event.at)}>{when(event.at)}</time>
                 {event.severity !== "info" && (
                   <StateBadge
                     tone={event.severity}
@@ -65,7 +68,7 @@ export function EventsLane(props: EventsLaneProps): JSX.Element {
             </li>
           ))}
         </ol>
-      </div>
+      </FollowScroll>
     </section>
   );
 }

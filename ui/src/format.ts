@@ -17,6 +17,42 @@ export function clockTime(at: number): string {
   return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
 }
 
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/**
+ * When `at` was, as a person reads it: the clock time today, with the day and month on another
+ * day, and the year too in another year.
+ *
+ * @example
+ * ```ts
+ * when(Date.now()); // "14:03:07"
+ * when(Date.parse("2024-01-12T09:30:00")); // "12 Jan 2024 09:30:00"
+ * ```
+ */
+export function when(at: number, now: number = Date.now()): string {
+  const date = new Date(toMillis(at));
+  if (Number.isNaN(date.getTime())) return "?";
+  const today = new Date(now);
+  const clock = clockTime(at);
+  if (date.toDateString() === today.toDateString()) return clock;
+  const day = `${date.getDate()} ${MONTHS[date.getMonth()]}`;
+  return date.getFullYear() === today.getFullYear()
+    ? `${day} ${clock}`
+    : `${day} ${date.getFullYear()} ${clock}`;
+}
+
+/**
+ * A token count in words: `1,204`, or `not reported` when the provider did not say.
+ *
+ * @example
+ * ```ts
+ * tokenCount(undefined); // "not reported"
+ * ```
+ */
+export function tokenCount(count: number | undefined): string {
+  return count === undefined ? "not reported" : count.toLocaleString("en-US");
+}
+
 /** An ISO timestamp of `at`, for `<time datetime>`. */
 export function isoTime(at: number): string {
   const date = new Date(toMillis(at));

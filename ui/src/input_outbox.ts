@@ -107,6 +107,11 @@ export class InputOutbox {
     return this.#items.filter((item) => item.status === "queued" || item.status === "sent");
   }
 
+  /** Inputs not yet written to any socket. */
+  queued(): PendingInput[] {
+    return this.#items.filter((item) => item.status === "queued");
+  }
+
   /** Marks an input as written to a socket. */
   markSent(request: string): void {
     this.#update(request, (item) => {

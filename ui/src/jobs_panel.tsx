@@ -10,7 +10,7 @@
 
 import type { JSX } from "preact";
 import { useState } from "preact/hooks";
-import { clockTime, isoTime } from "./format.ts";
+import { isoTime, when } from "./format.ts";
 import type { LaneClient } from "./lane_client.ts";
 import { cancellable, stateBadge, type UnattendedView } from "./jobs_view.ts";
 import { OperatorCommandError } from "./operator_requests.ts";
@@ -49,7 +49,7 @@ export function JobsPanel({ client, view }: JobsPanelProps): JSX.Element {
           <li key={timer.timerId} data-timer={timer.timerId} data-state={timer.state}>
             <StateBadge {...stateBadge(timer.state)} />{" "}
             {timer.dueAt !== undefined && (
-              <time dateTime={isoTime(timer.dueAt)}>due {clockTime(timer.dueAt)}</time>
+              <time dateTime={isoTime(timer.dueAt)}>due {when(timer.dueAt)}</time>
             )} {timer.wait ? "wait() · " : ""}
             {timer.note || <span class="hint">no note</span>}
             {timer.state === "cancelled" && timer.cause && <span class="hint">· {timer.cause}

@@ -40,6 +40,17 @@ export interface SandboxInfo {
   network: boolean;
 }
 
+/** What `/health` says: the sandbox, and whether the daemon is `ok`, `degraded` or `failing`. */
+export interface HealthInfo {
+  sandbox: SandboxInfo | undefined;
+  /** `ok`, `degraded` or `failing`; `unknown` when `/health` gave no status. */
+  status: string;
+  /** Why it is not `ok`, one sentence each. */
+  reasons: string[];
+  /** The model's state (`ok`, `failing`, `stalled`) and its error, when `/health` said. */
+  model: { state: string; error: string | null; route: string | null } | undefined;
+}
+
 /** Options for {@linkcode LaneClient}; the socket's own options pass through. */
 export interface LaneClientOptions extends LaneSocketOptions {
   /** The session to follow. @default {"default"} */
@@ -88,6 +99,7 @@ export class LaneClient {
   #tokenError: string | undefined;
   #authError: { code: string; message: string } | undefined;
   #sandbox: SandboxInfo | undefined;
+  #health: HealthInfo | undefined;
   #ops = new OperatorRequests();
   #listeners = new Set<() => void>();
   #notifyTimer: ReturnType<typeof setTimeout> | undefined;
@@ -151,6 +163,18 @@ export class LaneClient {
   /** Records what `/health` says about confinement. */
   setSandbox(info: SandboxInfo | undefined): void {
     this.#sandbox = info;
+    this.#changed();
+  }
+
+  /** What `/health` said last, once the page has asked. */
+  get health(): HealthInfo | undefined {
+    return this.#health;
+  }
+
+  /** Records what `/health` says (its sandbox too, when it names one). */
+  setHealth(info: HealthInfo | undefined): void {
+    this.#health = info;
+    if (info?.sandbox !== undefined) this.#sandbox = info.sandbox;
     this.#changed();
   }
 
@@ -270,8 +294,9 @@ export class LaneClient {
     if (message.role === "operator") this.#tokenStatus = "accepted";
     this.#authError = undefined;
     this.#o.onWelcome?.();
-    // The socket is open once this returns; send what waits on the next tick.
-    queueMicrotask(() => this.#sendPending());
+    // The socket is open once this returns; send what waits on the next tick, including what
+    // an earlier socket took but never acknowledged.
+    queueMicrotask(() => this.#sendPending(true));
     return true;
   }
 
@@ -354,9 +379,15 @@ export class LaneClient {
     this.#o.onTokenRejected?.(reason);
   }
 
-  #sendPending(): void {
+  /**
+   * Writes queued inputs to the open socket. Each is written once per socket: an input already
+   * written to this socket waits for its `ack`; only a fresh socket (`fresh`, after `welcome`)
+   * writes again those an earlier socket took without acknowledging them.
+   */
+  #sendPending(fresh = false): void {
     if (!this.#socket.open) return;
-    for (const item of this.outbox.unacknowledged()) {
+    const due = fresh ? this.outbox.unacknowledged() : this.outbox.queued();
+    for (const item of due) {
       const message: Extract<ClientMessage, { kind: "input" }> = {
         kind: "input",
         request: item.request,

@@ -297,17 +297,20 @@ export function deriveLanes(records: readonly LaneRecord[]): LaneView {
   return builder.view;
 }
 
-/** The words an input's state badge shows; never colour alone. */
+/**
+ * The words an input's state badge shows; never colour alone. A frame is a "turn" here; its
+ * technical id goes in the badge's `title`.
+ */
 export function dispositionLabel(disposition: InputDisposition): string {
   switch (disposition.state) {
     case "pending":
       return "pending";
     case "returned":
-      return `pending again (frame ${disposition.frame ?? "?"} abandoned)`;
+      return `pending again (turn ${disposition.frame ?? "?"} gave it back)`;
     case "dismissed":
       return `${disposition.how}${disposition.reason ? `: ${disposition.reason}` : ""}`;
     case "consumed": {
-      const base = `consumed by frame ${disposition.frame ?? shortId(disposition.frameId)}`;
+      const base = `taken up by turn ${disposition.frame ?? shortId(disposition.frameId)}`;
       if (disposition.end === "done") return `${base} · done`;
       if (disposition.end === "failed") return `${base} · failed`;
       return base;

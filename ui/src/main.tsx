@@ -3,21 +3,16 @@
 /**
  * The page's entry: trades a `#token=…` address (at load, and whenever one is pasted into an
  * open tab) for a session cookie, keeps a stable client id in `localStorage`, opens the lane
- * socket and renders the app.
+ * socket, keeps `/health` fresh and renders the app.
  *
  * @module
  */
 
 import { render } from "preact";
 import { App } from "./app.tsx";
+import { askHealth, watchHealth } from "./health_watch.ts";
 import { LaneClient } from "./lane_client.ts";
-import {
-  exchangeToken,
-  legacyStoredToken,
-  readSandbox,
-  signOut,
-  tokenFromHash,
-} from "./page_auth.ts";
+import { exchangeToken, legacyStoredToken, signOut, tokenFromHash } from "./page_auth.ts";
 
 const CLIENT_KEY = "klbr:client";
 
@@ -42,7 +37,7 @@ async function start(): Promise<void> {
     session: params.get("session") ?? "default",
     clientId: clientId(),
     storage: sessionStorage,
-    onWelcome: () => void readSandbox().then((info) => client.setSandbox(info)),
+    onWelcome: () => askHealth(client),
   });
   // The token goes to the daemon once; the page keeps the HttpOnly cookie it answers with.
   const useToken = async (token: string | undefined) => {
@@ -69,6 +64,7 @@ async function start(): Promise<void> {
     if (!answer.ok) client.noteTokenRefused(answer.message);
   }
   client.start();
+  watchHealth(client, { everyMs: 5000 });
 }
 
 void start();

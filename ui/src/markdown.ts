@@ -2,15 +2,31 @@
  * Markdown of explicit sends, rendered to sanitised HTML: `marked` parses, `DOMPurify` keeps
  * only inert markup. Images, styles, forms and embedded content are dropped, so a send can
  * neither run script nor make the page fetch anything; links open in a new tab without a
- * referrer.
+ * referrer. Fenced code is highlighted by `highlight.ts`.
  *
  * @module
  */
 
 import { Marked } from "marked";
 import DOMPurify from "dompurify";
+import { highlight, knownLanguage } from "./highlight.ts";
 
-const marked = new Marked({ gfm: true, breaks: true, async: false });
+const marked = new Marked({
+  gfm: true,
+  breaks: true,
+  async: false,
+  renderer: {
+    // Fenced code is highlighted (escaped text in `<span class>`); its language is a class.
+    code({ text, lang }) {
+      const language = (lang ?? "").trim().split(/\s+/)[0].toLowerCase();
+      const known = knownLanguage(language);
+      const cls = known ? `hljs language-${language}` : "hljs";
+      return `<pre><code class="${cls}">${
+        highlight(text, known ? language : undefined)
+      }</code></pre>\n`;
+    },
+  },
+});
 
 const FORBID_TAGS = [
   "style",

@@ -123,7 +123,7 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
       <dl class="status-list">
         <dt>State</dt>
         <dd data-field="state">{state === undefined ? "unknown" : String(state)}</dd>
-        <dt>Epoch</dt>
+        <dt title="the behaviour epoch: it grows with each activation">Behaviour version</dt>
         <dd data-field="epoch">{epochNumber ?? "unknown"}</dd>
         <dt>Active release</dt>
         <dd data-field="release" class="wrap">
@@ -180,14 +180,14 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
           disabled={!operator || busy !== undefined || release.trim() === "" ||
             epochNumber === undefined}
         >
-          Activate at epoch {epochNumber ?? "?"}
+          Activate at behaviour version {epochNumber ?? "?"}
         </button>
       </form>
       {confirming !== undefined && (
         <div class="confirm" role="alertdialog" aria-labelledby="confirm-text">
           <p id="confirm-text">
             {confirming === "op.activate"
-              ? `Activate ${release.trim()} if the epoch is still ${epochNumber}?`
+              ? `Activate ${release.trim()} if the behaviour version (epoch) is still ${epochNumber}?`
               : COMMANDS.find((c) =>
                 c.kind === confirming
               )?.confirm}

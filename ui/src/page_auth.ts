@@ -8,7 +8,7 @@
  */
 
 import { isObject } from "./json_value.ts";
-import type { SandboxInfo } from "./lane_client.ts";
+import type { HealthInfo } from "./lane_client.ts";
 
 /** What `POST /auth` said. */
 export type Exchange = { ok: true } | { ok: false; code: string; message: string };
@@ -70,16 +70,39 @@ export async function signOut(): Promise<void> {
   } catch { /* the daemon is down: the cookie stays until it expires */ }
 }
 
-/** Asks `/health` whether the workbench is confined; undefined when it cannot say. */
-export async function readSandbox(): Promise<SandboxInfo | undefined> {
-  try {
-    const body: unknown = await (await fetch("/health", { cache: "no-store" })).json();
-    if (!isObject(body) || typeof body.sandbox !== "string") return undefined;
-    return {
+/** Reads a `/health` body; tolerant of fields it does not know and of missing ones. */
+export function readHealthBody(body: unknown): HealthInfo | undefined {
+  if (!isObject(body)) return undefined;
+  const sandbox = typeof body.sandbox === "string"
+    ? {
       mode: body.sandbox,
       reason: typeof body.sandbox_reason === "string" ? body.sandbox_reason : null,
       network: body.sandbox_network === true,
-    };
+    }
+    : undefined;
+  const model = isObject(body.model) && typeof body.model.state === "string"
+    ? {
+      state: body.model.state,
+      error: typeof body.model.error === "string" ? body.model.error : null,
+      route: typeof body.model.route === "string" ? body.model.route : null,
+    }
+    : undefined;
+  return {
+    sandbox,
+    status: typeof body.status === "string" ? body.status : "unknown",
+    reasons: Array.isArray(body.reasons)
+      ? body.reasons.filter((r): r is string => typeof r === "string")
+      : [],
+    model,
+  };
+}
+
+/** Asks `/health` how the daemon is; undefined when it cannot be reached or read. */
+export async function readHealth(): Promise<HealthInfo | undefined> {
+  try {
+    // A failing daemon answers 503 with the same body: read it either way.
+    const response = await fetch("/health", { cache: "no-store" });
+    return readHealthBody(await response.json());
   } catch {
     return undefined;
   }

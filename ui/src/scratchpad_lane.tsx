@@ -8,13 +8,16 @@
  */
 
 import type { JSX } from "preact";
+import { FollowScroll } from "./follow_scroll.tsx";
 import { CollapsibleText } from "./collapsible_text.tsx";
-import { clockTime, isoTime } from "./format.ts";
+import { isoTime, when } from "./format.ts";
 import type { ScratchItem } from "./lane_view.ts";
 import { StateBadge } from "./state_badge.tsx";
 
 /** Props of {@linkcode ScratchpadLane}. */
 export interface ScratchpadLaneProps {
+  /** Changes when the lane\'s content does, so the lane can follow it. */
+  contentKey: string;
   items: ScratchItem[];
   /** Streaming text per turn, lossy. */
   live: ReadonlyMap<string, string>;
@@ -26,7 +29,7 @@ export function ScratchpadLane(props: ScratchpadLaneProps): JSX.Element {
   return (
     <section class="lane lane-scratchpad" id="lane-scratchpad" aria-labelledby="h-scratchpad">
       <h2 id="h-scratchpad">Scratchpad</h2>
-      <div class="lane-scroll">
+      <FollowScroll contentKey={props.contentKey} what="drafts">
         {props.items.length === 0 && live.length === 0 && (
           <p class="empty">No drafts yet. The model's thinking aloud appears here, never sent.</p>
         )}
@@ -35,7 +38,7 @@ export function ScratchpadLane(props: ScratchpadLaneProps): JSX.Element {
             <li key={item.seq} class="draft" data-seq={item.seq}>
               <div class="meta">
                 <span class="who">draft</span>
-                <time dateTime={isoTime(item.at)}>{clockTime(item.at)}</time>
+                <time dateTime={isoTime(item.at)}>{when(item.at)}</time>
                 {item.partial
                   ? <StateBadge tone="partial" label="partial" />
                   : <StateBadge tone="info" label="complete" />}
@@ -53,7 +56,7 @@ export function ScratchpadLane(props: ScratchpadLaneProps): JSX.Element {
             </li>
           ))}
         </ol>
-      </div>
+      </FollowScroll>
     </section>
   );
 }
