@@ -291,6 +291,45 @@ Deno.test("`LaneClient` re-sends an unacknowledged input after a reload and the 
   }
 });
 
+Deno.test("`LaneClient` writes each of three inputs typed before any ack once: three frames, not six", async () => {
+  const written: string[] = [];
+  // The page's socket (its Origin and session cookie) that counts the input frames it writes.
+  const host = new MemoryLaneHost();
+  const server = await startLaneServer(host, { uiDir: UI_DIR });
+  const Socket = class extends WebSocket {
+    constructor(url: string) {
+      const headers = { origin: `http://127.0.0.1:${server.port}`, cookie: server.cookie() };
+      super(url, { headers } as unknown as string[]);
+    }
+    override send(data: string | ArrayBufferLike | Blob | ArrayBufferView): void {
+      if (typeof data === "string" && JSON.parse(data).kind === "input") written.push(data);
+      super.send(data);
+    }
+  };
+  const client = new LaneClient({
+    url: `ws://127.0.0.1:${server.port}/v2`,
+    clientId: "web-test",
+    webSocket: Socket,
+    minDelayMs: 20,
+    maxDelayMs: 100,
+  });
+  try {
+    client.start();
+    await until(client, () => client.connection.phase === "open", "the socket to open");
+    written.length = 0;
+    // Typed one after another before any acknowledgement can arrive.
+    client.sendInput("one");
+    client.sendInput("two");
+    client.sendInput("three");
+    await until(client, () => client.outbox.list().length === 0, "the three records");
+    assert.deepEqual(written.map((w) => JSON.parse(w).text), ["one", "two", "three"]);
+    assert.deepEqual(host.admits.map((a) => a.input.text), ["one", "two", "three"]);
+  } finally {
+    client.stop();
+    await server.stop();
+  }
+});
+
 Deno.test("`LaneClient.sendInput()` while the daemon is down sends once it is back", async () => {
   const s = await setup();
   try {
