@@ -54,6 +54,8 @@ export function FollowScroll(props: FollowScrollProps): JSX.Element {
     <div
       class="lane-scroll"
       ref={ref}
+      // Keyboard users scroll the lane too (arrow keys once it has focus).
+      tabIndex={0}
       onScroll={(event) => {
         const near = atBottom(event.currentTarget);
         following.current = near;

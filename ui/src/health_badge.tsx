@@ -37,7 +37,8 @@ export function healthWords(
   if (model !== undefined && model.state !== "ok") {
     return {
       label: model.state === "stalled" ? "model stalled" : "model not answering",
-      detail: [model.route, model.error].filter(Boolean).join(": "),
+      // `/health`'s error already starts with the route when it names one.
+      detail: model.error ?? model.route ?? "",
     };
   }
   if (turns.stalled) {
