@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { deriveTurns, troubleText } from "../../ui/src/turn_view.ts";
-import { healthWords, troubleTone } from "../../ui/src/health_badge.tsx";
+import { healthWords, troubleTone } from "../../ui/src/health_words.ts";
 import { tokenCount, when } from "../../ui/src/format.ts";
 import { body } from "./_record_data.ts";
 

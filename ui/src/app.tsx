@@ -24,7 +24,8 @@ import { ScratchpadLane } from "./scratchpad_lane.tsx";
 import { StateBadge } from "./state_badge.tsx";
 import { SandboxBadge, TokenScreen } from "./token_screen.tsx";
 import { useClient } from "./use_client.ts";
-import { HealthBadge, troubleTone } from "./health_badge.tsx";
+import { HealthBadge } from "./health_badge.tsx";
+import { troubleTone } from "./health_words.ts";
 import { searchLanes } from "./search.ts";
 import { deriveTurns, type TurnView } from "./turn_view.ts";
 
