@@ -7,13 +7,7 @@
 
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import {
-  DEFAULT_HOST,
-  DEFAULT_PORT,
-  isKlbrError,
-  KlbrError,
-  LogFormat,
-} from "./runtime/core/mod.ts";
+import { DEFAULT_PORT, isKlbrError, KlbrError, LogFormat } from "./runtime/core/mod.ts";
 
 const USAGE = `usage: klbr [command] [options]
 
@@ -21,7 +15,9 @@ commands:
   serve                 start the daemon under permissions derived from the configuration (default)
   daemon                run the daemon in this process (serve starts it this way)
   init                  create the state directory
-  doctor                check versions, state, skills and configuration
+  doctor                check versions, state, skills, configuration and each model route
+  doctor-checks         run doctor's checks in this process (doctor starts them this way,
+                        with the network the configuration needs)
   example               run the no-network workbench demonstration
   url                   print the UI's address with the operator token (keep it private)
   backup <dir>          copy the state directory into <dir>, consistently, while the daemon runs
@@ -47,8 +43,9 @@ options:
   --state DIR           state directory (default ./.klbr, or KLBR_STATE_DIR)
   --config FILE         KDL configuration (default <state>/config.kdl, or KLBR_CONFIG)
   --host HOST           serve: loopback address to bind (default 127.0.0.1)
-  --port PORT           serve: port (default ${DEFAULT_PORT}); doctor: the port the printed
-                        permissions are for; operator commands and token rotate: the daemon's port
+  --port PORT           serve: port (default ${DEFAULT_PORT}, 0 for any free one); doctor: the
+                        port the printed permissions are for; url, operator commands and token
+                        rotate: the daemon's port (default: the one <state>/daemon.json names)
   --json                operator commands, backup, restore: print JSON
   --probe               doctor: check the Discord token with one GET /users/@me
   --replace             restore: move a stopped state directory aside instead of refusing
@@ -56,25 +53,67 @@ options:
   -h, --help            show this help
 `;
 
+const OPTIONS = {
+  state: { type: "string" },
+  config: { type: "string" },
+  host: { type: "string" },
+  port: { type: "string" },
+  json: { type: "boolean", default: false },
+  probe: { type: "boolean", default: false },
+  replace: { type: "boolean", default: false },
+  "log-format": { type: "string" },
+  python: { type: "string" },
+  "python-home": { type: "string" },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
+/**
+ * Reads the command line; an unknown option or a missing value is one `usage` error naming it.
+ *
+ * @throws {KlbrError} `usage`.
+ */
+function parseCommandLine(args: string[]) {
+  try {
+    return parseArgs({ args, allowPositionals: true, options: OPTIONS });
+  } catch (error) {
+    const code = (error as { code?: string }).code ?? "";
+    if (!code.startsWith("ERR_PARSE_ARGS")) throw error;
+    const option = /'(-[^' ]+)/.exec(String((error as Error).message))?.[1] ?? "?";
+    const what = code === "ERR_PARSE_ARGS_UNKNOWN_OPTION"
+      ? `there is no option ${option}`
+      : `${option} needs a value`;
+    throw new KlbrError(
+      "usage",
+      `cannot read the command line: ${what}; deno task klbr --help lists the options (got ${
+        args.join(" ")
+      })`,
+    );
+  }
+}
+
+/**
+ * Reads `--port`: a whole number from 0 (any free port) to 65535.
+ *
+ * @throws {KlbrError} `usage` for anything else.
+ */
+function portOf(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const port = /^\d{1,5}$/.test(value) ? Number(value) : NaN;
+  if (Number.isInteger(port) && port <= 65535) return port;
+  throw new KlbrError(
+    "usage",
+    `cannot use --port: give a whole number from 1 to 65535, or 0 for any free port (got ${
+      JSON.stringify(value)
+    })`,
+  );
+}
+
+/** Errors that are the caller's to fix on the command line: exit 2, like a usage error. */
+const USAGE_CODES: readonly string[] = ["usage", "port_in_use", "no_daemon", "not_loopback"];
+
 /** Runs the CLI with the given arguments and returns the exit code. */
 export async function main(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: {
-      state: { type: "string" },
-      config: { type: "string" },
-      host: { type: "string" },
-      port: { type: "string" },
-      json: { type: "boolean", default: false },
-      probe: { type: "boolean", default: false },
-      replace: { type: "boolean", default: false },
-      "log-format": { type: "string" },
-      python: { type: "string" },
-      "python-home": { type: "string" },
-      help: { type: "boolean", short: "h", default: false },
-    },
-  });
+  const { values, positionals } = parseCommandLine(args);
   if (values.help) {
     console.log(USAGE);
     return 0;
@@ -84,20 +123,29 @@ export async function main(args: string[]): Promise<number> {
   const stateDir = resolveStateDir(values.state);
   switch (command) {
     case "init": {
-      const { initStateDir } = await import("./runtime/setup/mod.ts");
+      const { describeInit, initStateDir } = await import("./runtime/setup/mod.ts");
       const report = await initStateDir(stateDir);
-      console.log(
-        report.created ? `initialised ${stateDir}` : `${stateDir} is already initialised`,
-      );
+      const env = Deno.env.toObject();
+      const lines = await describeInit(report, { configPath: values.config, env, cwd: Deno.cwd() });
+      console.log(lines.join("\n"));
       return 0;
     }
     case "doctor": {
+      const { launchDoctor } = await import("./runtime/setup/mod.ts");
+      return await launchDoctor({
+        stateDir,
+        configPath: values.config,
+        probeDiscord: values.probe,
+        port: portOf(values.port),
+      });
+    }
+    case "doctor-checks": {
       const { runDoctor } = await import("./runtime/setup/mod.ts");
       return await runDoctor({
         stateDir,
         configPath: values.config,
         probeDiscord: values.probe,
-        port: values.port === undefined ? undefined : Number(values.port),
+        port: portOf(values.port),
       });
     }
     case "serve": {
@@ -106,7 +154,7 @@ export async function main(args: string[]): Promise<number> {
         stateDir,
         configPath: values.config,
         host: values.host,
-        port: values.port === undefined ? undefined : Number(values.port),
+        port: portOf(values.port),
         logFormat: logFormat(values["log-format"]),
       });
     }
@@ -116,7 +164,7 @@ export async function main(args: string[]): Promise<number> {
         stateDir,
         configPath: values.config,
         host: values.host,
-        port: values.port === undefined ? undefined : Number(values.port),
+        port: portOf(values.port),
         logFormat: logFormat(values["log-format"]),
         python: values.python === undefined || values["python-home"] === undefined
           ? undefined
@@ -133,15 +181,17 @@ export async function main(args: string[]): Promise<number> {
       const { rotateToken } = await import("./runtime/operator/mod.ts");
       return await rotateToken({
         stateDir,
-        port: values.port === undefined ? undefined : Number(values.port),
+        port: portOf(values.port),
       });
     }
     case "url": {
       // The browser reads the token from the fragment, stores it and removes it from the bar;
       // a fragment never reaches the server or its logs.
-      const { readOperatorToken } = await import("./runtime/lanes/mod.ts");
+      const { ownOrigin, readOperatorToken } = await import("./runtime/lanes/mod.ts");
+      const { daemonAddress } = await import("./runtime/operator/mod.ts");
       const token = await readOperatorToken(stateDir);
-      console.log(`http://${DEFAULT_HOST}:${values.port ?? DEFAULT_PORT}/#token=${token}`);
+      const address = await daemonAddress(stateDir, portOf(values.port));
+      console.log(`${ownOrigin(address)}/#token=${token}`);
       return 0;
     }
     case "backup":
@@ -184,7 +234,7 @@ export async function main(args: string[]): Promise<number> {
       const { runOperatorCommand } = await import("./runtime/operator/mod.ts");
       return await runOperatorCommand(command, rest, {
         stateDir,
-        port: values.port === undefined ? undefined : Number(values.port),
+        port: portOf(values.port),
         json: values.json,
       });
     }
@@ -199,7 +249,7 @@ function logFormat(value: string | undefined): LogFormat | undefined {
   const parsed = LogFormat.safeParse(value);
   if (parsed.success) return parsed.data;
   throw new KlbrError(
-    "invalid_config",
+    "usage",
     `cannot serve: --log-format must be text or json (got ${JSON.stringify(value)})`,
   );
 }
@@ -233,7 +283,7 @@ if (import.meta.main) {
   } catch (error) {
     if (isKlbrError(error)) {
       console.error(`klbr: ${error.message}`);
-      Deno.exit(1);
+      Deno.exit(USAGE_CODES.includes(error.code) ? 2 : 1);
     }
     throw error;
   }

@@ -1,45 +1,42 @@
 /**
- * The commented configuration file `init` writes: the schema's defaults, so parsing it gives
- * the same routes as no file at all.
+ * The commented configuration file `init` writes: one `main` route, which the other roles copy
+ * until the file declares them, and the schema's defaults for everything else.
  *
  * @module
  */
 
 import { ConfigSchema } from "./_config.ts";
-import { ROUTE_NAMES, type RouteName } from "./_kdl.ts";
-
-const ROLE_NOTES: Record<RouteName, string> = {
-  main: "the agent's turns",
-  fast: "policy hooks and other cheap calls",
-  long: "compaction of long histories",
-};
 
 /**
- * Returns the commented default configuration file that `init` writes into the state dir.
+ * Returns the commented configuration file that `init` writes into the state directory.
  *
- * Its values are the schema's defaults, so parsing it gives the same routes as no file.
+ * It declares one route, `main`, with the schema's defaults; `fast` and `long` copy it (see
+ * `parseConfig`), so pointing klbr at one model is one edit. Every other node is the default,
+ * commented out.
  */
 export function defaultConfigText(): string {
   const { routes, budget, cleanup, sandbox, lanes } = ConfigSchema.parse({});
-  const blocks = ROUTE_NAMES.map((role) =>
-    [
-      `// ${role}: ${ROLE_NOTES[role]}`,
-      `llm "${role}" {`,
-      `    url "${routes[role].url}"`,
-      `    model "${routes[role].model}"`,
-      `    // api_key_env "OPENAI_API_KEY"    // the key's environment variable (or api_key "…")`,
-      `    timeout_ms ${routes[role].timeout_ms}          // the whole request`,
-      `    idle_timeout_ms ${
-        routes[role].idle_timeout_ms
-      }     // the longest silence inside a stream`,
-      `    context_tokens ${
-        routes[role].context_tokens
-      }      // the largest request; compaction starts at compact_at of it`,
-      `}`,
-    ].join("\n")
-  );
+  const main = routes.main;
+  const blocks = [[
+    "// main: the agent's turns. One model is enough: the other roles copy this route until",
+    '// they are declared with their own block, e.g. llm "fast" { url "…"; model "…" }:',
+    "// fast: policy hooks and other cheap calls",
+    "// long: compaction of long histories",
+    "//",
+    "// For a local OpenAI-compatible server (llama.cpp's llama-server, vLLM, Ollama, LM Studio,",
+    "// …) set url to its base URL — the part before /chat/completions, usually ending in /v1 —",
+    "// and model to a model name it serves (GET <url>/models lists them).",
+    `llm "main" {`,
+    `    url "${main.url}"`,
+    `    model "${main.model}"`,
+    `    // api_key_env "OPENAI_API_KEY"    // the key's environment variable (or api_key "…")`,
+    `    timeout_ms ${main.timeout_ms}          // the whole request`,
+    `    idle_timeout_ms ${main.idle_timeout_ms}     // the longest silence inside a stream`,
+    `    context_tokens ${main.context_tokens}      // the largest request; compaction starts at compact_at of it`,
+    `}`,
+  ].join("\n")];
   return [
-    "// klbr model routes (KDL v2). See docs/configuration.md.",
+    "// klbr configuration (KDL v2). See docs/configuration.md.",
     "//",
     "// Prompt caching is opt-in per route, e.g.:",
     '//     cache_profile "openai_prompt_cache_retention"  // or openai_prompt_cache_key | openai_prompt_cache_options',

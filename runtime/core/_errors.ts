@@ -10,6 +10,9 @@
 /** Every stable error code. A closed union: add a code here before throwing it. */
 export type KlbrErrorCode =
   | "invalid_input"
+  | "usage"
+  | "port_in_use"
+  | "no_daemon"
   | "invalid_config"
   | "not_found"
   | "epoch_moved"

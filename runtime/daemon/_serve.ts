@@ -6,9 +6,17 @@
  * @module
  */
 
-import type { ServeOptions } from "../config/mod.ts";
+import { resolve as resolvePath } from "node:path";
+import type { Route, ServeOptions } from "../config/mod.ts";
 import { createLogger, KlbrError, type Logger } from "../core/mod.ts";
-import { createApp, type ListenAddress, OperatorAuth, readOperatorToken } from "../lanes/mod.ts";
+import {
+  createApp,
+  type ListenAddress,
+  OperatorAuth,
+  readOperatorToken,
+  removeDaemonAddress,
+} from "../lanes/mod.ts";
+import { announceStart, portInUse, requireFreePort } from "./_announce.ts";
 import { REPO_ROOT } from "../setup/mod.ts";
 import { readArtifact } from "../../store/artifacts.ts";
 import { healthReport } from "./_health.ts";
@@ -18,21 +26,26 @@ import { startDaemon } from "./_start.ts";
 /**
  * Runs the daemon until a signal drains it; resolves with the exit code.
  *
+ * Once it listens, `<state>/daemon.json` names its address (removed again at a clean exit)
+ * and one start-up block says where it is and whether each model route answered.
+ *
  * @throws {KlbrError} `not_loopback` for a non-loopback host, `invalid_config` for a bad
- * configuration — both before anything listens or is written.
+ * configuration, `port_in_use` for a taken port — each before anything listens or is written.
  */
 export async function serve(options: ServeOptions): Promise<number> {
   const settings = await readServeSettings(options);
+  requireFreePort(settings.host, settings.port);
   const log = createLogger({ format: options.logFormat });
   for (const warning of settings.warnings) log.warn("config.warning", `config: ${warning}`);
   const daemon = await startDaemon(settings, log);
   const { config } = settings;
   const address: ListenAddress = { host: settings.host, port: settings.port };
+  const token = await readOperatorToken(settings.stateDir);
   const app = createApp({
     lanes: daemon.coordinator,
     auth: new OperatorAuth({
       stateDir: settings.stateDir,
-      token: await readOperatorToken(settings.stateDir),
+      token,
       viewWithoutToken: config.lanes.view_without_token,
     }),
     address: () => address,
@@ -65,6 +78,7 @@ export async function serve(options: ServeOptions): Promise<number> {
   } catch (cause) {
     await daemon.coordinator.shutdown();
     daemon.store.close();
+    if (cause instanceof Deno.errors.AddrInUse) throw portInUse(host, settings.port, cause);
     throw new KlbrError(
       "invalid_config",
       `cannot serve: cannot listen on ${host}:${settings.port} (got ${
@@ -73,6 +87,21 @@ export async function serve(options: ServeOptions): Promise<number> {
       { cause },
     );
   }
+  address.port = (server.addr as Deno.NetAddr).port;
+  await announceStart(
+    {
+      host,
+      port: address.port,
+      stateDir: settings.stateDir,
+      token,
+      routes: Object.values(config.routes) as Route[],
+      workspace: resolvePath(settings.workspace),
+      sandbox: daemon.confinement.status,
+      configPath: settings.configPath,
+    },
+    log,
+    options.logFormat ?? "text",
+  );
 
   const signal = await stopped;
   log.info("daemon.draining", `${signal}: draining`, { signal });
@@ -81,6 +110,7 @@ export async function serve(options: ServeOptions): Promise<number> {
   await daemon.discord?.stop();
   await closeServer(server, log);
   daemon.store.close();
+  await removeDaemonAddress(settings.stateDir);
   log.info("daemon.drained", "drained; exiting");
   return 0;
 }

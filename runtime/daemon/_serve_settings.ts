@@ -35,6 +35,8 @@ export interface ServeSettings {
   host: string;
   port: number;
   config: Config;
+  /** The configuration file read, or undefined for the defaults. */
+  configPath: string | undefined;
   /** Configuration warnings to log once a logger exists. */
   warnings: string[];
   /** Each route's API key, by route name. */
@@ -99,6 +101,7 @@ export async function readServeSettings(
     host,
     port,
     config,
+    configPath,
     warnings,
     apiKeys,
     discordToken: config.discord === undefined

@@ -14,6 +14,13 @@ export {
   type LaneHost,
   type OperatorMessage,
 } from "./_lane_connection.ts";
+export {
+  DAEMON_FILE,
+  DaemonAddress,
+  findDaemon,
+  removeDaemonAddress,
+  writeDaemonAddress,
+} from "./_daemon_address.ts";
 export { type ListenAddress, ownOrigin, requireLoopbackHost } from "./_loopback.ts";
 export { type CookieState, OperatorAuth, type OperatorAuthOptions } from "./_auth.ts";
 export { DEFAULT_LANE_LIMITS, type LaneLimits, type LaneStats } from "./_lane_socket.ts";

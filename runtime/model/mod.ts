@@ -14,3 +14,4 @@ export {
   type ProviderTurn,
   PYTHON_TOOL,
 } from "./_provider.ts";
+export { describeFetchError, PROBE_TIMEOUT_MS, type ProbeResult, probeRoute } from "./_probe.ts";

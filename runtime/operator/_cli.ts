@@ -7,17 +7,17 @@
  */
 
 import {
+  DEFAULT_HOST,
   DEFAULT_OPERATOR_TIMEOUT_MS,
-  DEFAULT_PORT,
   KlbrError,
   type ServerMessage,
 } from "../core/mod.ts";
-import { readOperatorToken } from "../lanes/mod.ts";
+import { findDaemon, type ListenAddress, ownOrigin, readOperatorToken } from "../lanes/mod.ts";
 
 /** Options for {@linkcode runOperatorCommand}. */
 export interface OperatorCliOptions {
   stateDir: string;
-  /** The daemon's port. @default {DEFAULT_PORT} */
+  /** The daemon's port; the one `<state>/daemon.json` names otherwise. */
   port?: number;
   /** Print the reply as JSON. */
   json: boolean;
@@ -32,7 +32,8 @@ export interface OperatorCliOptions {
  * ```ts
  * await runOperatorCommand("status", [], { stateDir: ".klbr", json: true });
  * ```
- * @throws {KlbrError} `invalid_input` for missing arguments.
+ * @throws {KlbrError} `invalid_input` for missing arguments; `no_daemon` when no `--port` is
+ * given and no daemon runs on the state directory.
  */
 export async function runOperatorCommand(
   command: string,
@@ -40,9 +41,10 @@ export async function runOperatorCommand(
   options: OperatorCliOptions,
 ): Promise<number> {
   const message = buildMessage(command, args);
+  const address = await daemonAddress(options.stateDir, options.port);
   const token = await readOperatorToken(options.stateDir);
   const reply = await exchange(
-    options.port ?? DEFAULT_PORT,
+    address,
     token,
     message,
     options.timeoutMs ?? DEFAULT_OPERATOR_TIMEOUT_MS,
@@ -122,19 +124,38 @@ function buildMessage(command: string, args: string[]): Record<string, unknown> 
 }
 
 /**
+ * Where the daemon of `stateDir` listens: `--port` on the default host when given, else what
+ * its address file says.
+ *
+ * @throws {KlbrError} `no_daemon` when no daemon runs on `stateDir`.
+ * @example
+ * ```ts
+ * const { host, port } = await daemonAddress(".klbr", undefined);
+ * ```
+ */
+export async function daemonAddress(
+  stateDir: string,
+  port: number | undefined,
+): Promise<ListenAddress> {
+  if (port !== undefined) return { host: DEFAULT_HOST, port };
+  const found = await findDaemon(stateDir);
+  return { host: found.host, port: found.port };
+}
+
+/**
  * Says hello with the token (asking for no catch-up), sends one message and resolves with
  * its `op.result` or the first `error`.
  *
- * @throws {KlbrError} `not_found` when nothing answers on the port; `worker_timeout` after
+ * @throws {KlbrError} `not_found` when nothing answers at the address; `worker_timeout` after
  * `timeoutMs` without a reply.
  */
 export async function exchange(
-  port: number,
+  address: ListenAddress,
   token: string,
   message: Record<string, unknown>,
   timeoutMs: number,
 ): Promise<ServerMessage> {
-  const url = `ws://127.0.0.1:${port}/v2`;
+  const url = `${ownOrigin(address).replace(/^http/, "ws")}/v2`;
   const ws = new WebSocket(url);
   const request = `cli-${crypto.randomUUID()}`;
   try {

@@ -9,12 +9,12 @@
 import { readOwnerLock } from "../../store/owner_lock.ts";
 import { KlbrError } from "../core/mod.ts";
 import { readOperatorToken, writeNewOperatorToken } from "../lanes/mod.ts";
-import { exchange } from "./_cli.ts";
+import { daemonAddress, exchange } from "./_cli.ts";
 
 /** Options for {@linkcode rotateToken}. */
 export interface RotateTokenOptions {
   stateDir: string;
-  /** The running daemon's port. @default {8765} */
+  /** The running daemon's port; the one `<state>/daemon.json` names otherwise. */
   port?: number;
 }
 
@@ -34,15 +34,19 @@ export interface RotateTokenOptions {
 export async function rotateToken(options: RotateTokenOptions): Promise<number> {
   const token = await readOperatorToken(options.stateDir);
   const lock = readOwnerLock(options.stateDir);
-  const port = options.port ?? 8765;
   if (lock?.alive) {
     let reply;
+    let port = options.port;
     try {
-      reply = await exchange(port, token, { kind: "op.token_rotate" }, 30_000);
+      const address = await daemonAddress(options.stateDir, options.port);
+      port = address.port;
+      reply = await exchange(address, token, { kind: "op.token_rotate" }, 30_000);
     } catch (error) {
       if (!(error instanceof KlbrError)) throw error;
       console.error(
-        `klbr token rotate: cannot rotate: the daemon (pid ${lock.holder.pid}) holds ${options.stateDir} but did not answer on port ${port}; pass --port (got ${error.message})`,
+        `klbr token rotate: cannot rotate: the daemon (pid ${lock.holder.pid}) holds ${options.stateDir} but did not answer on port ${
+          port ?? "(none in daemon.json)"
+        }; pass --port (got ${error.message})`,
       );
       return 1;
     }

@@ -5,5 +5,5 @@
  * @module
  */
 
-export { runOperatorCommand } from "./_cli.ts";
+export { daemonAddress, runOperatorCommand } from "./_cli.ts";
 export { rotateToken, type RotateTokenOptions } from "./_token_rotate.ts";

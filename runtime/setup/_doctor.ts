@@ -2,9 +2,10 @@
  * `klbr doctor`: prints versions, the state directory's health, the skills index, the model
  * routes, the Discord configuration, the workbench package (imported with the interpreter the
  * daemon will use) and the active release's hooks (each imported as a hook worker loads it),
- * and exits non-zero with one line per problem. It never makes a paid request: a route is
- * probed with `GET <url>/models` only, and with `--probe` the Discord token with one
- * `GET /users/@me`.
+ * and exits non-zero with one line per problem; a warning (a route other than `main` not
+ * answering) is printed and counted but leaves the exit code 0, and a running daemon is
+ * reported as running. It never makes a paid request: a route is probed with
+ * `GET <url>/models` only, and with `--probe` the Discord token with one `GET /users/@me`.
  *
  * @module
  */
@@ -27,6 +28,8 @@ import { derivePermissionInput } from "./_launcher.ts";
 import { servePermissionFlags, type ServePermissionInput } from "./_serve_permissions.ts";
 import { checkWorkbench } from "./_doctor_workbench.ts";
 import { isKlbrError } from "../core/mod.ts";
+import { findDaemon } from "../lanes/mod.ts";
+import { probeRoute } from "../model/mod.ts";
 import { ETC_BINDS, loadSkills, resolvePython, skillRoots, SYSTEM_BINDS } from "../kernel/mod.ts";
 
 /** Options for {@linkcode runDoctor}. */
@@ -46,7 +49,8 @@ export interface DoctorOptions {
 }
 
 /**
- * Runs every check and prints the report; resolves with 0 when nothing is wrong, else 1.
+ * Runs every check and prints the report; resolves with 0 when nothing is a problem (warnings
+ * allowed), else 1.
  *
  * @example
  * ```ts
@@ -55,6 +59,7 @@ export interface DoctorOptions {
  */
 export async function runDoctor(options: DoctorOptions): Promise<number> {
   const problems: string[] = [];
+  const warnings: string[] = [];
   const print = options.print ?? ((line: string) => console.log(line));
   const repoRoot = options.repoRoot ?? REPO_ROOT;
   const python = Deno.env.get("KLBR_PYTHON") ?? "python3";
@@ -63,6 +68,10 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   const problem = (line: string) => {
     problems.push(line);
     print(`problem: ${line}`);
+  };
+  const warn = (line: string) => {
+    warnings.push(line);
+    print(`warning: ${line}`);
   };
   const check = async (what: string, fn: () => Promise<void> | void) => {
     try {
@@ -88,10 +97,15 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   say(`state ${options.stateDir}`);
   const lock = readOwnerLock(options.stateDir);
   if (lock?.alive) {
-    problem(
-      `owner lock held by pid ${lock.holder.pid} since ${
+    // Not a problem: the daemon owns the store, so doctor leaves it alone and says where it is.
+    const at = await findDaemon(options.stateDir).then(
+      (d) => ` on http://${d.host}:${d.port}/`,
+      () => "",
+    );
+    say(
+      `daemon running: pid ${lock.holder.pid}${at} since ${
         new Date(lock.holder.started_at).toISOString()
-      } (a daemon is running; stop it or use klbr status)`,
+      }; it owns the store (deno task klbr status asks it)`,
     );
   } else {
     await check("state", () => {
@@ -136,11 +150,13 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
     const { config, warnings } = await loadConfig(path, { env: Deno.env.toObject() });
     say(`config ${path ?? "(defaults)"}`);
     for (const warning of warnings) say(`  warning: ${warning}`);
-    for (const route of Object.values(config.routes) as Route[]) {
-      const shown = redactRoute(route);
-      const reach = options.probeRoutes === false ? "not probed" : await probe(route.url);
-      say(`  route ${route.name}: ${shown.url} model ${shown.model} (${reach})`);
-    }
+    await reportRoutes(Object.values(config.routes) as Route[], {
+      probe: options.probeRoutes !== false,
+      configPath: path,
+      say,
+      problem,
+      warn,
+    });
   });
 
   await check("discord", async () => {
@@ -185,9 +201,61 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
     for (const line of report.problems) problem(line);
   });
 
-  say(problems.length === 0 ? "doctor: ok" : `doctor: ${problems.length} problem(s)`);
+  const warned = warnings.length === 0 ? "" : `, ${warnings.length} warning(s)`;
+  say(
+    problems.length === 0
+      ? `doctor: ok${warned}`
+      : `doctor: ${problems.length} problem(s)${warned}`,
+  );
   return problems.length === 0 ? 0 : 1;
 }
+
+/**
+ * Prints each route and probes it (each distinct URL once): `main` not answering is a problem,
+ * since no turn can run, with the fix named; another role not answering is a warning.
+ */
+async function reportRoutes(
+  routes: Route[],
+  out: {
+    probe: boolean;
+    configPath: string | undefined;
+    say: (line: string) => void;
+    problem: (line: string) => void;
+    warn: (line: string) => void;
+  },
+): Promise<void> {
+  const answers = new Map<string, Promise<{ problem: string | null; status?: number }>>();
+  const where = out.configPath ?? "a configuration file (deno task init writes one)";
+  const reported = new Set<string>();
+  for (const route of routes) {
+    const shown = redactRoute(route);
+    if (!out.probe) {
+      out.say(`  route ${route.name}: ${shown.url} model ${shown.model} (not probed)`);
+      continue;
+    }
+    if (!answers.has(route.url)) answers.set(route.url, probeRoute(route.url, 2000));
+    const answer = await answers.get(route.url)!;
+    const reach = answer.problem === null
+      ? `reachable, HTTP ${answer.status}`
+      : `unreachable: ${answer.problem}`;
+    out.say(`  route ${route.name}: ${shown.url} model ${shown.model} (${reach})`);
+    // A role that copies main's URL was reported with main.
+    if (answer.problem === null || (reported.has(route.url) && route.name !== "main")) continue;
+    reported.add(route.url);
+    const line =
+      `route ${route.name}: the model at ${shown.url} is not answering (${answer.problem})`;
+    if (route.name === "main") {
+      out.problem(
+        `${line}; start an OpenAI-compatible server there, or point llm "main" at one in ${where}`,
+      );
+    } else out.warn(`${line}; it runs ${ROLE_USES[route.name] ?? "its calls"}`);
+  }
+}
+
+const ROLE_USES: Record<string, string> = {
+  fast: "policy hooks' model calls",
+  long: "compaction of long histories",
+};
 
 /**
  * Prints the sandbox mode and what a confined child sees; unconfined is a problem, since a
@@ -211,18 +279,6 @@ function reportSandbox(
   say(`  read-write: ${input.workspace}; private /tmp, /proc and /dev`);
   say(`  absent: ${input.stateDir} (store, token, drafts, artifacts: host RPCs only)`);
   say(`  new namespaces: pid, ipc, uts${sandbox.network ? "" : ", net"}; --die-with-parent`);
-}
-
-async function probe(url: string): Promise<string> {
-  try {
-    const response = await fetch(`${url.replace(/\/$/, "")}/models`, {
-      signal: AbortSignal.timeout(2000),
-    });
-    await response.body?.cancel();
-    return `reachable, HTTP ${response.status}`;
-  } catch (error) {
-    return `unreachable: ${error instanceof Error ? error.message.slice(0, 80) : error}`;
-  }
 }
 
 /** The names of the gateway intents klbr asks for. */

@@ -129,6 +129,28 @@ export function servePermissionFlags(input: ServePermissionInput): string[] {
 }
 
 /**
+ * The hosts `doctor` may reach: loopback (for local routes and a running daemon), each model
+ * route's host and, when Discord is configured, its hosts — derived like the daemon's, so a
+ * remote route is checked, not refused by the sandbox.
+ *
+ * @example
+ * ```ts
+ * doctorNetHosts(["https://api.example/v1"], []); // ["127.0.0.1", "localhost", "[::1]", "api.example:443"]
+ * ```
+ */
+export function doctorNetHosts(modelUrls: string[], discordUrls: string[]): string[] {
+  return [
+    ...new Set([
+      "127.0.0.1",
+      "localhost",
+      "[::1]",
+      ...modelUrls.map(hostOf),
+      ...discordUrls.flatMap(discordHostsOf),
+    ]),
+  ];
+}
+
+/**
  * The hosts a Discord URL needs: its own; for Discord's gateway also its resume hosts
  * (`READY` names one like `gateway-us-east1-b.discord.gg`); for Discord's API also the CDN
  * hosts attachments are fetched from.

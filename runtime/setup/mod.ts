@@ -7,13 +7,16 @@
  */
 
 export { type DoctorOptions, runDoctor } from "./_doctor.ts";
+export { doctorNetwork, launchDoctor, type LaunchDoctorOptions } from "./_doctor_launcher.ts";
 export { runExample } from "./_example.ts";
+export { describeInit, type DescribeInitOptions } from "./_first_steps.ts";
 export { daemonArgs, derivePermissionInput, launchDaemon } from "./_launcher.ts";
 export { REPO_ROOT } from "./_repo_root.ts";
 export {
   DAEMON_ENV_NAMES,
   DAEMON_SYS,
   daemonEnv,
+  doctorNetHosts,
   parseRunPrograms,
   servePermissionFlags,
 } from "./_serve_permissions.ts";

@@ -50,14 +50,32 @@ Deno.test("`loadConfig()` without a file gives each role its own local endpoint"
   }
 });
 
-Deno.test("`parseConfig()` of `defaultConfigText()` gives exactly the defaults", async () => {
+Deno.test("`parseConfig()` of `defaultConfigText()` gives main's defaults, copied by every role", async () => {
   const text = defaultConfigText();
   const { config: defaults } = await loadConfig(undefined, { env: {} });
-  assert.deepEqual(parse(text).config, defaults);
+  const { config } = parse(text);
+  // One route is declared: pointing klbr at one model is one edit, and the other roles follow.
+  assert.equal(text.match(/^llm /gm)?.length, 1);
+  assert.deepEqual(config.routes.main, defaults.routes.main);
+  assert.deepEqual(config.routes.fast, { ...defaults.routes.main, name: "fast" });
+  assert.deepEqual(config.routes.long, { ...defaults.routes.main, name: "long" });
+  assert.deepEqual({ ...config, routes: undefined }, { ...defaults, routes: undefined });
   // The file init writes documents each role.
   assert.match(text, /\/\/ main: the agent's turns/);
   assert.match(text, /\/\/ fast: policy hooks/);
   assert.match(text, /\/\/ long: compaction/);
+});
+
+Deno.test("`parseConfig()` keeps a file that declares all three routes as it was", () => {
+  // Files written by init before it declared one route name each role's own endpoint.
+  const { config } = parse(`llm "main" { url "http://localhost:8001/v1" }
+llm "fast" { url "http://localhost:8002/v1"; model "small" }
+llm "long" { url "http://localhost:8003/v1" }`);
+  assert.equal(config.routes.main.url, "http://localhost:8001/v1");
+  assert.equal(config.routes.fast.url, "http://localhost:8002/v1");
+  assert.equal(config.routes.fast.model, "small");
+  assert.equal(config.routes.long.url, "http://localhost:8003/v1");
+  assert.equal(config.routes.long.model, "default");
 });
 
 Deno.test("`parseConfig()` of a file without routes gives the defaults", async () => {

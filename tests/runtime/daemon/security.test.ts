@@ -528,7 +528,7 @@ Deno.test("serve refuses an address that only looks like loopback, clearly and b
         stderr: "piped",
       }).output();
       const stderr = new TextDecoder().decode(out.stderr);
-      assert.equal(out.code, 1, stderr);
+      assert.equal(out.code, 2, stderr);
       assert.equal(
         stderr,
         `klbr: cannot serve: the bind address must be loopback (127.0.0.0/8, ::1 or localhost) (got ${host})\n`,

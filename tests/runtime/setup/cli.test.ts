@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { REPO_ROOT, startTestDaemon } from "../../_helpers/daemon.ts";
 import { tempDir } from "../../_helpers/temp.ts";
+import { startFakeOpenAI } from "../../fakes/openai_server.ts";
 
 /** Runs `main.ts <args>` with the permission flags of the named deno.json task. */
 async function cli(task: string, args: string[], env: Record<string, string> = {}) {
@@ -25,7 +26,20 @@ Deno.test("init lays out the state directory once and keeps what exists", async 
   const state = join(await tempDir(), "state");
   const first = await cli("init", ["init", "--state", state]);
   assert.equal(first.code, 0, first.stderr);
-  assert.equal(first.stdout.trim(), `initialised ${state}`);
+  const lines = first.stdout.trim().split("\n");
+  assert.equal(lines[0], `initialised ${state}`);
+  // What to do next, said where the user looks: the config, the model, the workspace, the
+  // commands — each for this state directory.
+  const config = join(state, "config.kdl");
+  assert.equal(lines[1], `  config     ${config}`);
+  assert.match(lines[2], /^ {2}model {6}http:\/\/localhost:8001\/v1, model "default", no key /);
+  assert.match(lines[3], new RegExp(`^  workspace  ${REPO_ROOT} \\(the agent reads and writes`));
+  assert.match(first.stdout, new RegExp(`point llm "main" in ${config} at an OpenAI-compatible`));
+  assert.match(first.stdout, new RegExp(`deno task serve --state ${state} .*--port N`));
+  assert.match(first.stdout, new RegExp(`deno task klbr url --state ${state} `));
+  // The configuration declares one route; the other roles copy it.
+  const text = await Deno.readTextFile(config);
+  assert.deepEqual(text.match(/^llm .*$/gm), ['llm "main" {']);
   for (
     const name of ["runtime.sqlite", "releases", "drafts", "artifacts", "skills", "config.kdl"]
   ) {
@@ -38,24 +52,37 @@ Deno.test("init lays out the state directory once and keeps what exists", async 
 
   const second = await cli("init", ["init", "--state", state]);
   assert.equal(second.code, 0, second.stderr);
-  assert.equal(second.stdout.trim(), `${state} is already initialised`);
+  assert.equal(second.stdout.split("\n")[0], `${state} is already initialised`);
   assert.equal(await Deno.readTextFile(join(state, "operator.token")), token, "token kept");
 });
 
 Deno.test("doctor reports versions and exits 0 on a healthy state, 1 with one line per problem", async () => {
   const state = join(await tempDir(), "state");
   assert.equal((await cli("init", ["init", "--state", state])).code, 0);
+  // Healthy includes a main route that answers.
+  const fake = startFakeOpenAI();
+  const config = join(state, "config.kdl");
+  await Deno.writeTextFile(config, `llm "main" { url "${fake.url}"; model "fake-model"; }\n`);
   const healthy = await cli("doctor", ["doctor", "--state", state]);
   assert.equal(healthy.code, 0, healthy.stdout + healthy.stderr);
   assert.match(healthy.stdout, /^deno \d+\.\d+\.\d+, v8 .*, typescript /m);
   assert.match(healthy.stdout, /^sqlite 3\.\d+\.\d+ \(minimum 3\.51\.3\)$/m);
   assert.match(healthy.stdout, /^python 3\.\d+\.\d+ at /m);
   assert.match(healthy.stdout, /^ {2}skill workspace$/m);
-  assert.match(healthy.stdout, /^ {2}route main: http:\/\/localhost:8001\/v1 model default \(/m);
+  assert.match(
+    healthy.stdout,
+    new RegExp(`^ {2}route main: ${fake.url} model fake-model \\(reachable, HTTP 200\\)$`, "m"),
+  );
   assert.match(healthy.stdout, /^ {2}--allow-write=.*state/m);
   assert.match(healthy.stdout, /^doctor: ok$/m);
 
-  const missing = await cli("doctor", ["doctor", "--state", join(state, "nowhere")]);
+  const missing = await cli("doctor", [
+    "doctor",
+    "--state",
+    join(state, "nowhere"),
+    "--config",
+    config,
+  ]).finally(() => fake.close());
   assert.equal(missing.code, 1);
   const problems = missing.stdout.split("\n").filter((l) => l.startsWith("problem: "));
   assert.equal(problems.length, 1, missing.stdout);
@@ -68,20 +95,25 @@ Deno.test("doctor reports versions and exits 0 on a healthy state, 1 with one li
   assert.match(missing.stdout, /^doctor: 1 problem\(s\)$/m);
 });
 
-Deno.test("doctor names the owner while a daemon holds the state directory", async () => {
-  const daemon = await startTestDaemon();
+Deno.test("doctor reports a running daemon as running, not as a problem", async () => {
+  const fake = startFakeOpenAI();
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
   try {
-    const report = await cli("doctor", ["doctor", "--state", daemon.stateDir]);
-    assert.equal(report.code, 1);
+    const config = join(daemon.stateDir, "test-config.kdl");
+    const report = await cli("doctor", ["doctor", "--state", daemon.stateDir, "--config", config]);
+    assert.equal(report.code, 0, report.stdout);
     assert.match(
       report.stdout,
       new RegExp(
-        `^problem: owner lock held by pid ${daemon.pid} since .* \\(a daemon is running`,
+        `^daemon running: pid ${daemon.pid} on http://127\\.0\\.0\\.1:${daemon.port}/ since .*; it owns the store`,
         "m",
       ),
     );
+    assert.doesNotMatch(report.stdout, /^problem: /m);
+    assert.match(report.stdout, /^doctor: ok$/m);
   } finally {
     await daemon.stop();
+    await fake.close();
   }
 });
 
@@ -142,7 +174,7 @@ Deno.test("serve --log-format json writes one JSON object a line; a bad format i
   const state = await Deno.makeTempDir({ prefix: "klbr-state-" });
   try {
     const bad = await cli("serve", ["serve", "--state", state, "--log-format", "xml"]);
-    assert.equal(bad.code, 1);
+    assert.equal(bad.code, 2);
     assert.equal(bad.stderr, 'klbr: cannot serve: --log-format must be text or json (got "xml")\n');
   } finally {
     await Deno.remove(state, { recursive: true });
