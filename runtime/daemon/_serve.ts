@@ -70,10 +70,8 @@ export async function serve(options: ServeOptions): Promise<number> {
     server = Deno.serve({
       hostname: host,
       port: settings.port,
-      onListen: ({ port }) => {
-        address.port = port;
-        log.info("daemon.listening", `listening on http://${host}:${port}/`, { host, port });
-      },
+      // Announced below, once the address file is written and the routes were asked.
+      onListen: ({ port }) => void (address.port = port),
     }, app.fetch);
   } catch (cause) {
     await daemon.coordinator.shutdown();
@@ -102,6 +100,10 @@ export async function serve(options: ServeOptions): Promise<number> {
     log,
     options.logFormat ?? "text",
   );
+  log.info("daemon.listening", `listening on http://${host}:${address.port}/`, {
+    host,
+    port: address.port,
+  });
 
   const signal = await stopped;
   log.info("daemon.draining", `${signal}: draining`, { signal });

@@ -4,23 +4,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { REPO_ROOT, startTestDaemon } from "../../_helpers/daemon.ts";
+import { cli } from "../../_helpers/cli.ts";
 import { tempDir } from "../../_helpers/temp.ts";
 import { startFakeOpenAI } from "../../fakes/openai_server.ts";
-
-/** Runs `main.ts <args>` with the permission flags of the named deno.json task. */
-async function cli(task: string, args: string[], env: Record<string, string> = {}) {
-  const config = JSON.parse(await Deno.readTextFile(join(REPO_ROOT, "deno.json")));
-  const flags = (config.tasks[task] as string).split(/\s+/).filter((p) => p.startsWith("--allow-"));
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", ...flags, join(REPO_ROOT, "main.ts"), ...args],
-    cwd: REPO_ROOT,
-    env: { NO_COLOR: "1", KLBR_SKILLS_DIR: join(REPO_ROOT, "skills"), ...env },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
-  return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
-}
 
 Deno.test("init lays out the state directory once and keeps what exists", async () => {
   const state = join(await tempDir(), "state");
