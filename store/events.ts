@@ -200,3 +200,43 @@ export function readEventsOfKind(
   ).all(session, kind, limit) as { seq: number; kind: string; at: number; body: string }[];
   return rows.map((row) => ({ session, ...row, body: JSON.parse(row.body) }));
 }
+
+/**
+ * Counts `session`'s events of `kind` after `since` whose body names `frameId` as its
+ * `frame_id`: e.g. the sends a turn made since it started.
+ *
+ * @example
+ * ```ts
+ * countFrameEvents(store, "default", "send", "fr_01…", startedSeq); // 0: nothing was said
+ * ```
+ */
+export function countFrameEvents(
+  store: Store,
+  session: string,
+  kind: string,
+  frameId: string,
+  since: number,
+): number {
+  const row = store.statement(
+    "SELECT COUNT(*) AS n FROM events WHERE session_id = ? AND seq > ? AND kind = ? " +
+      "AND json_extract(body, '$.frame_id') = ?",
+  ).get(session, since, kind, frameId) as { n: number };
+  return row.n;
+}
+
+/**
+ * Returns `session`'s newest event whose kind is one of `kinds`, or `undefined`: e.g. whether
+ * the last word on the model was a failure or a recovery.
+ */
+export function lastEventOfKinds(
+  store: Store,
+  session: string,
+  kinds: readonly string[],
+): EventRecord | undefined {
+  const marks = kinds.map(() => "?").join(", ");
+  const row = store.statement(
+    `SELECT seq, kind, at, body FROM events WHERE session_id = ? AND kind IN (${marks}) ` +
+      "ORDER BY seq DESC LIMIT 1",
+  ).get(session, ...kinds) as { seq: number; kind: string; at: number; body: string } | undefined;
+  return row === undefined ? undefined : { session, ...row, body: JSON.parse(row.body) };
+}

@@ -40,8 +40,15 @@ export function routedConversations(routing: unknown): string[] {
 /** `model.plan`: which route the next request uses. */
 export const ModelPlan = z.object({ route: z.enum(["main", "fast", "long"]) });
 
-/** `turn.next`: what happens after a model reply without tool calls. */
-export const TurnNext = z.object({ action: z.enum(["continue", "wait", "stop"]) });
+/**
+ * `turn.next`: what happens after a model reply without tool calls. A `reminder` with
+ * `continue` is recorded (`turn.reminded`) and sent to the model as the next request's last
+ * message.
+ */
+export const TurnNext = z.object({
+  action: z.enum(["continue", "wait", "stop"]),
+  reminder: z.string().min(1).max(2000).optional(),
+});
 
 const Message = z.object({ role: z.string() }).passthrough();
 

@@ -1,6 +1,8 @@
 /**
  * The record bodies of a turn's life across faults (`docs/faults.md`): how a turn starts,
- * what each model reply used, how it ends and is retried, what recovery repaired, an input that expired, and a drain that began.
+ * what each model reply used, how it ends and is retried, a model that does not answer and
+ * answers again, the reminder `turn.next` may give, what recovery repaired, an input that
+ * expired, and a drain that began.
  * Part of the one record union of `_records.ts`.
  *
  * @module
@@ -63,4 +65,37 @@ export const FAULT_DATA = {
     text_chars: int.nonnegative(),
   }),
   "daemon.stopping": z.looseObject({ reason: z.string(), grace_ms: int.nonnegative() }),
+  /**
+   * A turn's model request failed: what a conversation needs to say "the model at <url> is not
+   * answering (attempt 3 of 7, next in 4 s) — see <config>". `next_retry_ms` is `null` once
+   * the session stalled: nothing retries until the next input, `reset` or a restart.
+   */
+  "model.failing": z.looseObject({
+    frame_id: z.string(),
+    /** The inputs the failed turn was answering: where the conversation shows the line. */
+    input_ids: ids,
+    route: z.string(),
+    url: z.string(),
+    model: z.string(),
+    error: z.string(),
+    /** This failure's attempt, 1 for the first; `of` is every attempt before the stall. */
+    attempt: int.positive(),
+    of: int.positive(),
+    next_retry_ms: int.nonnegative().nullable(),
+    /** The configuration file that names the route; `null` when the defaults are in use. */
+    config_path: z.string().nullable(),
+  }),
+  /** A model answered again after `model.failing`: the conversation's line is cleared. */
+  "model.recovered": z.looseObject({
+    frame_id: z.string(),
+    route: z.string(),
+    url: z.string(),
+    /** How many failed attempts came before. */
+    failed_attempts: int.positive(),
+  }),
+  /**
+   * `turn.next` reminded the model, within the same turn, that its text reached nobody: the
+   * reminder is sent as the next request's last message. Speech stays explicit.
+   */
+  "turn.reminded": z.looseObject({ frame_id: z.string(), reminder: z.string() }),
 } as const;

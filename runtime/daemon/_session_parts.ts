@@ -66,6 +66,8 @@ export interface SessionDeps {
   inputWaitWarnMs: number;
   /** The first retry's delay after a failed plan or model request. */
   retryBaseMs?: number;
+  /** The configuration file, named by `model.failing` as the one to edit. */
+  configPath?: string;
   /** Confines every worker and `workspace.run` program; undefined runs them unconfined. */
   sandbox?: SandboxBase;
   /** The state directory's real path: never part of a worker's workspace. */
@@ -174,6 +176,7 @@ export function createSessionParts(
     inputExpireMs: deps.inputExpireMs,
     inputWaitWarnMs: deps.inputWaitWarnMs,
     retryBaseMs: deps.retryBaseMs,
+    configPath: deps.configPath ?? null,
   });
   return parts;
 }

@@ -120,6 +120,7 @@ async function start(settings: ServeSettings, log: Logger): Promise<DaemonParts>
     inputExpireMs: settings.inputExpireMs,
     inputWaitWarnMs: settings.inputWaitWarnMs,
     retryBaseMs: settings.retryBaseMs,
+    configPath: settings.configPath,
   });
   coordinator.start(DEFAULT_SESSION);
   // After start: recovery has turned any send left `attempting` into `unknown`.

@@ -29,6 +29,8 @@ export interface ProbeResult {
 export async function probeRoute(url: string, timeoutMs = PROBE_TIMEOUT_MS): Promise<ProbeResult> {
   try {
     const response = await fetch(`${url.replace(/\/$/, "")}/models`, {
+      // Says what the request is, to a server's logs and to the tests' fake model.
+      headers: { "x-klbr-probe": "reachability" },
       signal: AbortSignal.timeout(timeoutMs),
     });
     await response.body?.cancel();

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { appendEvent } from "../../store/events.ts";
+import { appendEvent, countFrameEvents } from "../../store/events.ts";
 import { appendProviderItems } from "../../store/provider_items.ts";
 import {
   DEFAULT_CELL_TIMEOUT_MS,
@@ -24,6 +24,7 @@ import type { TurnContext, TurnResult } from "./_turn_types.ts";
 import { runToolCalls, type ToolCall, type ToolCallDeps } from "./_tool_calls.ts";
 import { decideNext, planRoute } from "./_turn_hooks.ts";
 import { NO_TURN_HEALTH, type TurnHealth } from "./_turn_health.ts";
+import { shownUrl } from "./_model_trouble.ts";
 
 /** Options for {@linkcode createModelTurn}. */
 export interface ModelTurnOptions
@@ -43,7 +44,8 @@ export interface ModelTurnOptions
 interface TurnScope {
   options: ModelTurnOptions;
   ctx: TurnContext;
-  record: <T extends RecordType>(type: T, body: RecordInput<T>) => void;
+  /** Appends a record and returns its seq. */
+  record: <T extends RecordType>(type: T, body: RecordInput<T>) => number;
   state: { effects: boolean };
 }
 
@@ -65,8 +67,9 @@ export function createModelTurn(
     // A continued turn's earlier attempt already left its mark in the sequence.
     const state = { effects: ctx.resumed };
     const record = <T extends RecordType>(type: T, body: RecordInput<T>) => {
-      appendEvent(options.store, ctx.session, type, body);
+      const seq = appendEvent(options.store, ctx.session, type, body);
       options.bus.wake(ctx.session);
+      return seq;
     };
     try {
       return await runTurn({ options, ctx, record, state });
@@ -88,26 +91,20 @@ async function runTurn(scope: TurnScope): Promise<TurnResult> {
   let opening: Record<string, unknown> | null = ctx.resumed
     ? null
     : renderInputs(options, session, ctx.inputs);
-  record("turn.started", {
+  const started = record("turn.started", {
     frame_id: frame.id,
     frame: frame.number,
     resumed: ctx.resumed,
     ...(ctx.attempt ? { attempt: ctx.attempt } : {}),
   });
+  const progress = { started, reminders: 0 };
   for (let step = 0; step < maxSteps; step++) {
     const reply = await requestStep(scope, opening);
     opening = null;
     if (!("calls" in reply)) return reply;
     if (reply.calls.length === 0) {
-      const next = await decideNext(options, session);
-      if (next !== "continue") {
-        record("turn.ended", { frame_id: frame.id, reason: `turn.next: ${next}` });
-        return { ok: true, reason: `turn.next: ${next}`, effects: state.effects };
-      }
-      appendProviderItems(options.store, session, frame.id, [{
-        role: "user",
-        content: "[runtime] continue: call the python tool, or wait() when you are done.",
-      }]);
+      const ended = await askNext(scope, reply.text, progress);
+      if (ended !== null) return ended;
       continue;
     }
     const { waited } = await runToolCalls(
@@ -137,6 +134,40 @@ async function runTurn(scope: TurnScope): Promise<TurnResult> {
 }
 
 /**
+ * After a reply without tool calls, asks `turn.next`: returns the turn's result when it ends
+ * there, else `null` with the next request's nudge appended — the hook's reminder (recorded
+ * as `turn.reminded`) or the plain "continue".
+ */
+async function askNext(
+  scope: TurnScope,
+  text: string,
+  progress: { started: number; reminders: number },
+): Promise<TurnResult | null> {
+  const { options, ctx, record, state } = scope;
+  const { frame, session } = ctx;
+  const next = await decideNext(options, session, {
+    consumed_local: ctx.inputs.some((input) => input.sourceKind === "local"),
+    replied_with_text: text !== "",
+    sent: countFrameEvents(options.store, session, "send", frame.id, progress.started),
+    reminders: progress.reminders,
+  });
+  if (next.action !== "continue") {
+    record("turn.ended", { frame_id: frame.id, reason: `turn.next: ${next.action}` });
+    return { ok: true, reason: `turn.next: ${next.action}`, effects: state.effects };
+  }
+  if (next.reminder !== undefined) {
+    progress.reminders++;
+    record("turn.reminded", { frame_id: frame.id, reminder: next.reminder });
+  }
+  appendProviderItems(options.store, session, frame.id, [{
+    role: "user",
+    content: next.reminder ??
+      "[runtime] continue: call the python tool, or wait() when you are done.",
+  }]);
+  return null;
+}
+
+/**
  * One model request: the context, the route, the streamed reply, then the complete assistant
  * block (with host-minted tool-call ids) made durable before any of its cells runs.
  *
@@ -145,7 +176,7 @@ async function runTurn(scope: TurnScope): Promise<TurnResult> {
 async function requestStep(
   scope: TurnScope,
   opening: Record<string, unknown> | null,
-): Promise<{ calls: ToolCall[] } | TurnResult> {
+): Promise<{ calls: ToolCall[]; text: string } | TurnResult> {
   const { options, ctx, record, state } = scope;
   const { session, frame } = ctx;
   // The route comes first: its budget sizes the request (and may compact the context).
@@ -185,6 +216,12 @@ async function requestStep(
       reason: `model failed: ${message}`,
       effects: state.effects,
       retriable: true,
+      model: {
+        route,
+        url: shownUrl(provider.route.url),
+        model: provider.route.model,
+        error: message,
+      },
     };
   }
   noteUsage(options, session, { route, request, usage: turn.usage });
@@ -216,7 +253,7 @@ async function requestStep(
       usage: turn.usage,
     });
   }
-  return { calls };
+  return { calls, text: turn.text };
 }
 
 /** The `model.reply` body of one reply: counts the provider did not report stay absent. */

@@ -25,20 +25,12 @@ import {
 } from "../core/mod.ts";
 import { answered, callPlan, expireOld, frameOfPlan, inputsView, type Plan } from "./_attention.ts";
 import { recoverSession } from "./_recovery.ts";
+import { lastFailure, ModelTrouble } from "./_model_trouble.ts";
 import type {
   Continuation,
   SessionRuntimeOptions,
   SessionState,
   TurnResult,
-} from "./_turn_types.ts";
-
-export type {
-  HookCaller,
-  SessionRuntimeOptions,
-  SessionState,
-  TurnContext,
-  TurnResult,
-  TurnRunner,
 } from "./_turn_types.ts";
 
 /**
@@ -65,6 +57,7 @@ export class SessionRuntime {
   #retrying: { frame: string; attempt: number; reason: string } | undefined;
   /** Set when the loop met a store failure: the next pass recovers the session first. */
   #repair = false;
+  #trouble: ModelTrouble;
 
   /** Creates the runtime; nothing runs until {@linkcode SessionRuntime.wake}. */
   constructor(options: SessionRuntimeOptions) {
@@ -75,8 +68,14 @@ export class SessionRuntime {
       inputExpireMs: Infinity,
       inputWaitWarnMs: 300_000,
       boundary: () => Promise.resolve(),
+      configPath: null,
       ...options,
     };
+    this.#trouble = new ModelTrouble(
+      (type, body) => this.#record(type, body),
+      this.#o.configPath,
+      () => lastFailure(this.#o.store, this.#o.session),
+    );
   }
 
   /** The loop's state. */
@@ -286,6 +285,7 @@ export class SessionRuntime {
   #endTurn(frame: FrameRecord, attempt: number, result: TurnResult, stopped: boolean): boolean {
     const { store, log } = this.#o;
     this.#retrying = undefined;
+    this.#trouble.ended(frame, result);
     if (result.ok) {
       finishFrame(store, frame.id, "done", result.reason.slice(0, 1000));
       this.#failures = 0;
@@ -324,8 +324,10 @@ export class SessionRuntime {
   #retryLater(): void {
     this.#clearRetry();
     if (this.#state !== "running") return;
+    const attempts = this.#o.maxRetries + 1;
     if (this.#failures >= this.#o.maxRetries) {
       // Past the limit nothing retries by itself: the next input, `reset` or a restart does.
+      this.#trouble.retrying(this.#failures + 1, attempts, null);
       this.#record("session.stalled", {
         failures: this.#failures,
         message:
@@ -334,6 +336,7 @@ export class SessionRuntime {
       return;
     }
     const delay = this.#delay();
+    this.#trouble.retrying(this.#failures + 1, attempts, delay);
     this.#failures++;
     this.#retryTimer = setTimeout(() => {
       this.#retryTimer = undefined;

@@ -59,10 +59,28 @@ export async function planRoute(deps: TurnHookDeps, session: string): Promise<st
   return plan.route;
 }
 
-/** What `turn.next` says after a reply without tool calls (`wait` when it fails). */
-export async function decideNext(deps: TurnHookDeps, session: string): Promise<string> {
-  const next = await hookOr(deps, session, "turn.next", { session: { id: session } }, {
+/** What a turn tells `turn.next` about the reply without tool calls that just ended a step. */
+export interface TurnNextContext {
+  /** Whether the turn consumed an input from the local UI. */
+  consumed_local: boolean;
+  /** Whether the reply had text (scratchpad, which reaches nobody). */
+  replied_with_text: boolean;
+  /** How many `local.send`s the turn made so far. */
+  sent: number;
+  /** How many reminders `turn.next` gave in this turn so far. */
+  reminders: number;
+}
+
+/**
+ * What `turn.next` says after a reply without tool calls (`wait` when it fails), with the
+ * reminder it gives the model when it continues.
+ */
+export async function decideNext(
+  deps: TurnHookDeps,
+  session: string,
+  context: TurnNextContext,
+): Promise<HookResult<"turn.next">> {
+  return await hookOr(deps, session, "turn.next", { session: { id: session }, ...context }, {
     action: "wait",
   });
-  return next.action;
 }

@@ -59,6 +59,8 @@ export interface TurnResult {
   reason: string;
   effects: boolean;
   retriable?: boolean;
+  /** Set when the model request failed: the route, its URL and model, and the error. */
+  model?: { route: string; url: string; model: string; error: string };
 }
 
 /** Runs one turn for one accepted frame; a failure is a result, never a rejection. */
@@ -82,6 +84,8 @@ export interface SessionRuntimeOptions {
   inputExpireMs?: number;
   /** How long an input may wait before `status` lists it as waiting too long. @default {300_000} */
   inputWaitWarnMs?: number;
+  /** The configuration file `model.failing` names as the one to edit. @default {null} */
+  configPath?: string | null;
   /**
    * Runs between frames, before each plan and each continued turn: where process roles whose
    * dependencies changed are replaced. A failure is logged and the loop goes on.

@@ -17,10 +17,13 @@ export {
 export { localSend, type RunningFrame } from "./_local_send.ts";
 export { createModelTurn, type ModelTurnOptions } from "./_model_turn.ts";
 export { recoverSession, type RecoveryOptions } from "./_recovery.ts";
-export {
-  type HookCaller,
-  SessionRuntime,
-  type TurnContext,
-  type TurnResult,
-} from "./_session_runtime.ts";
+export { SessionRuntime } from "./_session_runtime.ts";
+export type {
+  HookCaller,
+  SessionRuntimeOptions,
+  SessionState,
+  TurnContext,
+  TurnResult,
+  TurnRunner,
+} from "./_turn_types.ts";
 export { type ModelCallReport, type TurnHealth } from "./_turn_health.ts";

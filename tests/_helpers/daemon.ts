@@ -34,6 +34,8 @@ export interface TestDaemonOptions {
   configDir?: string;
   /** The port to listen on; a free one (0) otherwise. A restart keeps the port it got. */
   port?: number;
+  /** Use the state directory's own `config.kdl` (what `init` wrote) instead of generating one. */
+  stateConfig?: boolean;
 }
 
 /** A running daemon. */
@@ -73,14 +75,18 @@ export function serveFlags(): string[] {
 export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<TestDaemon> {
   const stateDir = options.stateDir ?? await tempDir("klbr-state-");
   const workspace = options.workspace ?? await tempDir("klbr-ws-");
-  const configPath = join(options.configDir ?? stateDir, "test-config.kdl");
+  const configPath = options.stateConfig
+    ? undefined
+    : join(options.configDir ?? stateDir, "test-config.kdl");
   const modelUrl = options.modelUrl ?? "http://127.0.0.1:9/v1";
-  await Deno.writeTextFile(
-    configPath,
-    `llm "main" {\n    url "${modelUrl}"\n    model "fake"\n    timeout_ms 20000\n` +
-      `${options.routeFields ?? ""}\n}\n` +
-      (options.extraConfig ?? ""),
-  );
+  if (configPath !== undefined) {
+    await Deno.writeTextFile(
+      configPath,
+      `llm "main" {\n    url "${modelUrl}"\n    model "fake"\n    timeout_ms 20000\n` +
+        `${options.routeFields ?? ""}\n}\n` +
+        (options.extraConfig ?? ""),
+    );
+  }
   const env = {
     ...Deno.env.toObject(),
     KLBR_WORKSPACE: workspace,
@@ -98,8 +104,7 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
       "serve",
       "--state",
       stateDir,
-      "--config",
-      configPath,
+      ...(configPath === undefined ? [] : ["--config", configPath]),
       "--port",
       String(options.port ?? 0),
       ...(options.logFormat === undefined ? [] : ["--log-format", options.logFormat]),

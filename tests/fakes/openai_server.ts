@@ -87,8 +87,10 @@ export interface FakeOpenAIOptions {
 export interface FakeOpenAI {
   /** The base URL, e.g. `http://127.0.0.1:41234/v1`. */
   url: string;
-  /** Every request received, in order (chat and models). */
+  /** Every request received, in order (chat and models), but klbr's probes. */
   requests: RecordedRequest[];
+  /** klbr's reachability probes (`GET /v1/models` with the `x-klbr-probe` header), in order. */
+  probes: RecordedRequest[];
   /** Appends scripted responses for the next chat requests. */
   enqueue(...responses: FakeResponse[]): void;
   /** Resolves once `count` requests have arrived; rejects after `timeoutMs` (default 10 s). */
@@ -115,6 +117,9 @@ export const FAKE_USAGE = {
 } as const;
 
 const STALL_LIMIT_MS = 30_000;
+
+/** The header klbr's reachability probe sends (`probeRoute` in runtime/model/_probe.ts). */
+const PROBE_HEADER = "x-klbr-probe";
 
 /**
  * The fake's token count of a chat request: the UTF-8 bytes of its messages and tools, a third
@@ -250,6 +255,7 @@ function finishChunks(response: FakeResponse, model: string): Record<string, unk
 export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
   const queue: FakeResponse[] = [];
   const requests: RecordedRequest[] = [];
+  const probes: RecordedRequest[] = [];
   const waiters = new Set<() => void>();
   const closing = new AbortController();
   const models = options.models ?? ["fake-model"];
@@ -344,7 +350,10 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
       headers: Object.fromEntries(req.headers),
       body,
     };
-    requests.push(recorded);
+    // klbr's reachability probe (serve's start-up block, doctor) is no request a test scripted:
+    // it is kept apart, so counts of `requests` stay what the test caused.
+    if (req.headers.get(PROBE_HEADER) !== null) probes.push(recorded);
+    else requests.push(recorded);
     for (const wake of [...waiters]) wake();
 
     if (req.method === "GET" && path === "/v1/models") {
@@ -394,6 +403,7 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
   return {
     url: `http://127.0.0.1:${server.addr.port}/v1`,
     requests,
+    probes,
     enqueue(...responses) {
       queue.push(...responses);
     },

@@ -17,6 +17,8 @@ Deno.test("an activation during a running turn applies from the next frame; ever
         toolCall: {
           code: [
             "alive = {'n': 1}",
+            // A turn that spoke gets no reminder from turn.next when it ends in text.
+            "await local.send('changing it')",
             "d = await behavior.draft()",
             `await d.write('context.py', "${CONTEXT_V2}")`,
             "print('v2', await d.publish())",

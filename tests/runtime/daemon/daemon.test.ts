@@ -53,7 +53,7 @@ Deno.test("serve refuses a non-loopback bind before it listens", async () => {
     stdout: "piped",
     stderr: "piped",
   }).output();
-  assert.equal(out.code, 1);
+  assert.equal(out.code, 2);
   assert.match(
     new TextDecoder().decode(out.stderr),
     /cannot serve: the bind address must be loopback .* \(got 0\.0\.0\.0\)/,

@@ -144,6 +144,9 @@ Deno.test("serve's start-up block gives the address, the UI link, each route's a
     assert.match(logs, new RegExp(`^ {2}config {5}${daemon.stateDir}/test-config\\.kdl$`, "m"));
     assert.match(logs, new RegExp(`^ {2}workspace {2}${daemon.workspace}$`, "m"));
     assert.match(logs, /^ {2}sandbox {4}(bubblewrap \(network off\)|NONE: )/m);
+    // One probe a distinct URL, marked as klbr's probe; no chat request was made.
+    assert.deepEqual(fake.probes.map((r) => `${r.method} ${r.path}`), ["GET /v1/models"]);
+    assert.equal(fake.requests.length, 0);
     // main answers, so there is no next step to name.
     assert.doesNotMatch(logs, /^ {2}next /m);
   } finally {
