@@ -268,7 +268,6 @@ const DATA = {
   ...UNATTENDED_DATA,
   ...FAULT_DATA,
 } as const;
-
 type DataSchemas = typeof DATA;
 
 /** Every record type with a schema. */
