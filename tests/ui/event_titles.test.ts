@@ -197,3 +197,38 @@ Deno.test("`byteSize()` says bytes, KiB and MiB and refuses nonsense", () => {
   );
   assert.deepEqual([-1, NaN, Infinity].map(byteSize), ["?", "?", "?"]);
 });
+
+Deno.test("`describeEvent()` names the failing model's address, the attempt and the next retry, and its recovery", () => {
+  const failing = (next: number | null) =>
+    record("model.failing", {
+      frame_id: "fr_1",
+      input_ids: ["in_1"],
+      route: "main",
+      url: "http://127.0.0.1:9/v1",
+      model: "qwen",
+      error: "connection refused",
+      attempt: 2,
+      of: 7,
+      next_retry_ms: next,
+      config_path: null,
+    });
+  assert.deepEqual(describeEvent(failing(4000)), {
+    title: "Model at http://127.0.0.1:9/v1 not answering (attempt 2 of 7)",
+    detail: "connection refused · next in 4 s",
+    severity: "warning",
+  });
+  assert.match(describeEvent(failing(null)).detail, /no further retry by itself/);
+  assert.deepEqual(
+    describeEvent(record("model.recovered", {
+      frame_id: "fr_2",
+      route: "main",
+      url: "http://127.0.0.1:9/v1",
+      failed_attempts: 2,
+    })),
+    {
+      title: "Model at http://127.0.0.1:9/v1 answers again",
+      detail: "after 2 failed attempts",
+      severity: "info",
+    },
+  );
+});

@@ -89,6 +89,57 @@ Deno.test("`deriveTurns()` reads the fields a writer adds to a failure: url, of,
   assert.match(troubleText(trouble, 1_006_500), /retrying now/);
 });
 
+Deno.test("`deriveTurns()` shows the session's model.failing record under its inputs, stalled when no retry is due, and model.recovered clears it", () => {
+  const failing = (attempt: number, next: number | null) =>
+    body("model.failing", {
+      frame_id: `fr_${attempt}`,
+      input_ids: ["in_1"],
+      route: "main",
+      url: "http://127.0.0.1:9/v1",
+      model: "qwen",
+      error: "connection refused",
+      attempt,
+      of: 7,
+      next_retry_ms: next,
+      config_path: "/home/owner/.klbr/config.kdl",
+    });
+  const records = log(
+    ["input.admitted", body("input.admitted", { input_id: "in_1" })],
+    ...failedAttempt(1),
+    ["model.failing", failing(1, 2000)],
+  );
+  const first = deriveTurns(records).trouble.get("in_1")!;
+  assert.equal(
+    troubleText(first, records.at(-1)!.at),
+    "The model at http://127.0.0.1:9/v1 is not answering (attempt 1 of 7, next in 2 s) — see /home/owner/.klbr/config.kdl",
+  );
+  assert.equal(first.reason, "connection refused");
+
+  const stalled = deriveTurns(log(
+    ["input.admitted", body("input.admitted", { input_id: "in_1" })],
+    ...failedAttempt(7),
+    ["model.failing", failing(7, null)],
+  ));
+  assert.equal(stalled.stalled, true);
+  assert.match(troubleText(stalled.trouble.get("in_1")!, 0), /attempt 7 of 7, retries stopped/);
+
+  const recovered = deriveTurns(log(
+    ["input.admitted", body("input.admitted", { input_id: "in_1" })],
+    ...failedAttempt(1),
+    ["model.failing", failing(1, 2000)],
+    [
+      "frame.accepted",
+      body("frame.accepted", { frame_id: "fr_2", number: 2, input_ids: ["in_1"] }),
+    ],
+    [
+      "model.recovered",
+      body("model.recovered", { frame_id: "fr_2", route: "main", url: "u", failed_attempts: 1 }),
+    ],
+  ));
+  assert.equal(recovered.trouble.get("in_1"), undefined);
+  assert.equal(recovered.current, undefined);
+});
+
 Deno.test("`deriveTurns()` takes a retry's attempt and delay, and a stall stops the countdown", () => {
   const view = deriveTurns(log(
     ["input.admitted", body("input.admitted", { input_id: "in_1" })],

@@ -237,6 +237,28 @@ function otherEvent(record: KnownRecord): EventTitle {
         severity: "info",
       };
     }
+    case "model.failing": {
+      const d = record.data;
+      return {
+        title: `Model at ${d.url} not answering (attempt ${d.attempt} of ${d.of})`,
+        detail: d.next_retry_ms === null
+          ? `${d.error} · no further retry by itself`
+          : `${d.error} · next in ${Math.ceil(d.next_retry_ms / 1000)} s`,
+        severity: "warning",
+      };
+    }
+    case "model.recovered":
+      return {
+        title: `Model at ${record.data.url} answers again`,
+        detail: `after ${plural(record.data.failed_attempts, "failed attempt")}`,
+        severity: "info",
+      };
+    case "turn.reminded":
+      return {
+        title: "Reminded the model to send",
+        detail: record.data.reminder,
+        severity: "info",
+      };
     case "session.stalled":
       return {
         title: `Session stalled after ${plural(record.data.failures, "failed attempt")}`,

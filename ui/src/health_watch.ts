@@ -18,6 +18,8 @@ const TELLING = new Set([
   "session.stalled",
   "model.reply",
   "hook.failed",
+  "model.failing",
+  "model.recovered",
 ]);
 
 /**

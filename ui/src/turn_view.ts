@@ -6,7 +6,8 @@
  *
  * Failure records are read field by field and tolerate fields this page does not know; the
  * ones it uses when a writer gives them are `url`, `attempt`, `of`, `next_in_ms` (or
- * `delay_ms`) and `config_path`.
+ * `delay_ms`) and `config_path`. `model.failing` (typed) says all of them; `model.recovered`
+ * clears the line.
  *
  * @module
  */
@@ -146,6 +147,10 @@ class TurnBuilder {
       case "turn.retrying":
         if (turn !== undefined) this.#retrying(turn, record, data);
         return;
+      case "model.failing":
+        return this.#modelFailing(record);
+      case "model.recovered":
+        return this.#recovered(turn);
       case "frame.abandoned":
       case "frame.finished":
         if (turn !== undefined) this.#frameEnd(turn, record, data);
@@ -214,6 +219,26 @@ class TurnBuilder {
       at: record.at,
     };
     this.#set(turn, trouble);
+  }
+
+  /** The session's own account of a failed request: every field the line needs, typed. */
+  #modelFailing(record: LaneRecord): void {
+    const read = readRecord(record.type, record.data);
+    if (!read.ok || read.record.type !== "model.failing") return;
+    const d = read.record.data;
+    const trouble: ModelTrouble = {
+      reason: d.error,
+      attempt: d.attempt,
+      of: d.of,
+      nextAt: d.next_retry_ms === null ? undefined : record.at + d.next_retry_ms,
+      url: d.url,
+      configPath: d.config_path ?? undefined,
+      stalled: d.next_retry_ms === null,
+      at: record.at,
+    };
+    for (const id of d.input_ids) this.view.trouble.set(id, { ...trouble });
+    this.view.current = { ...trouble };
+    if (trouble.stalled) this.view.stalled = true;
   }
 
   #retrying(turn: TurnInfo, record: LaneRecord, data: Record<string, unknown>): void {
