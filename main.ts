@@ -1,6 +1,6 @@
 /**
  * The klbr command line: `init | doctor | serve (default) | status | reset | compact | drain |
- * stop | activate | jobs | cancel-job | rollback | maintain | candidates | trace | example`.
+ * stop | activate | jobs | cancel-job | cancel-cell | rollback | maintain | candidates | trace | example`.
  *
  * @module
  */
@@ -32,6 +32,8 @@ commands:
                         operator: switch behaviour by epoch compare-and-swap
   jobs [session]        operator: list jobs and timers with their states, and the budgets
   cancel-job <job-id>   operator: cancel a job (its process group is killed)
+  cancel-cell <cell-id> [session]
+                        operator: cancel one running cell; its turn goes on
   rollback <session>    operator: return to the last good behaviour release
   maintain <session> [reason]
                         operator: start a maintenance turn (it loads the maintenance skill)
@@ -227,6 +229,7 @@ export async function main(args: string[]): Promise<number> {
     case "activate":
     case "jobs":
     case "cancel-job":
+    case "cancel-cell":
     case "rollback":
     case "maintain":
     case "candidates":

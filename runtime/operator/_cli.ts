@@ -1,6 +1,6 @@
 /**
  * The operator commands of the CLI (`status`, `reset`, `compact`, `drain`, `stop`,
- * `activate`, `jobs`, `cancel-job`, `rollback`, `maintain`, `candidates`, `trace`): a native client
+ * `activate`, `jobs`, `cancel-job`, `cancel-cell`, `rollback`, `maintain`, `candidates`, `trace`): a native client
  * of the daemon's v2 socket, authorised by the token in the state directory.
  *
  * @module
@@ -96,6 +96,9 @@ function buildMessage(command: string, args: string[]): Record<string, unknown> 
     case "cancel-job":
       need(1, "cancel-job <job-id>");
       return { kind: "op.cancel_job", job: args[0] };
+    case "cancel-cell":
+      need(1, "cancel-cell <cell-id> [session]");
+      return { kind: "op.cancel_cell", cell: args[0], session: args[1] ?? "default" };
     case "activate": {
       need(3, "activate <session> <epoch> <release-path>");
       const epoch = Number(args[1]);

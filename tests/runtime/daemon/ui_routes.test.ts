@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { type FakeOpenAI, startFakeOpenAI } from "../../fakes/openai_server.ts";
 import { startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
+import { cli } from "../../_helpers/cli.ts";
 import type { LaneRecord } from "../../../runtime/core/mod.ts";
 
 const records = (client: LaneClient, type: string) =>
@@ -66,8 +67,8 @@ Deno.test("every model reply is recorded with its route, model and usage, also o
   });
 });
 
-Deno.test("op.cancel_cell ends one running cell `cancelled`; the turn goes on and the model hears it", async () => {
-  await withModelDaemon(async ({ fake, client }) => {
+Deno.test("op.cancel_cell (and `klbr cancel-cell`) ends one running cell `cancelled`; the turn goes on and the model hears it", async () => {
+  await withModelDaemon(async ({ fake, daemon, client }) => {
     fake.enqueue({ toolCall: { code: "import asyncio\nawait asyncio.sleep(10**6)" } });
     await client.request({ kind: "input", client_msg_id: "c1", text: "block" });
     const started = await waitRecord(client, "cell.started");
@@ -79,8 +80,13 @@ Deno.test("op.cancel_cell ends one running cell `cancelled`; the turn goes on an
     });
     assert.equal(wrong.kind, "error");
     assert.match(JSON.stringify(wrong), /cannot cancel cell cell_not_running: it is not running/);
-    const answer = await client.request({ kind: "op.cancel_cell", session: "default", cell });
-    assert.equal(answer.kind, "op.result", JSON.stringify(answer));
+    const base = ["--state", daemon.stateDir, "--port", String(daemon.port)];
+    const usage = await cli("klbr", ["cancel-cell", ...base]);
+    assert.notEqual(usage.code, 0);
+    assert.match(usage.stderr, /usage: klbr cancel-cell <cell-id> \[session\]/);
+    // The operator's command line, as a person would type it.
+    const answer = await cli("klbr", ["cancel-cell", cell, "default", ...base]);
+    assert.equal(answer.code, 0, answer.stderr);
     const finished = await waitRecord(client, "cell.finished");
     assert.equal(finished.data.cell_id, cell);
     assert.equal(finished.data.outcome, "cancelled");
