@@ -71,3 +71,26 @@ export class SerialRunner {
     }
   }
 }
+
+/**
+ * Resolves after one turn of the event loop, so I/O events that are ready (socket messages)
+ * are delivered first, and every microtask queued before it has run. A message port, unlike a
+ * nested `setTimeout(0)`, is not clamped to 4 ms; it is not a timer.
+ *
+ * @example
+ * ```ts
+ * resolveAcks();
+ * await nextMacrotask(); // the acks' sends ran; messages that arrived meanwhile were delivered
+ * ```
+ */
+export function nextMacrotask(): Promise<void> {
+  const { port1, port2 } = new MessageChannel();
+  return new Promise((resolve) => {
+    port1.onmessage = () => {
+      port1.close();
+      port2.close();
+      resolve();
+    };
+    port2.postMessage(undefined);
+  });
+}

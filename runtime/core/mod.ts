@@ -38,7 +38,7 @@ export {
   type LogLevel,
   SILENT_LOGGER,
 } from "./_log.ts";
-export { SerialRunner } from "./_serial.ts";
+export { nextMacrotask, SerialRunner } from "./_serial.ts";
 export { describeIssues } from "./_issues.ts";
 export { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "./_ids.ts";
 export {

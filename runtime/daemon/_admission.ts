@@ -39,21 +39,36 @@ export function admitBatch(
   within?: (outcomes: AdmitOutcome[]) => void,
 ): AdmitOutcome[] {
   const outcomes = store.transaction(() => {
-    const outcomes = inputs.map((input): AdmitOutcome => {
-      try {
-        const result = admitInput(store, { session, ...input() });
-        return { ack: { input_id: result.inputId, seq: result.seq, duplicate: result.duplicate } };
-      } catch (error) {
-        // A store that cannot write refuses the whole batch, never one input of it.
-        if (isKlbrError(error) && !isStoreFailure(error)) return { error };
-        throw error;
-      }
-    });
+    const outcomes = admitInputs(store, session, inputs);
     within?.(outcomes);
     return outcomes;
   });
   faultPoint("commit-before-notify");
   return outcomes;
+}
+
+/**
+ * Writes `inputs` inside the caller's transaction, each in its own savepoint: one outcome per
+ * input, a refused one rolled back alone. Nothing is durable until that transaction commits.
+ *
+ * @throws {KlbrError} `store_unavailable` or `store_corrupt` when the store cannot write: the
+ * caller's transaction must then roll back, and no input of it is admitted.
+ */
+export function admitInputs(
+  store: Store,
+  session: string,
+  inputs: PendingInput[],
+): AdmitOutcome[] {
+  return inputs.map((input): AdmitOutcome => {
+    try {
+      const result = admitInput(store, { session, ...input() });
+      return { ack: { input_id: result.inputId, seq: result.seq, duplicate: result.duplicate } };
+    } catch (error) {
+      // A store that cannot write refuses the whole batch, never one input of it.
+      if (isKlbrError(error) && !isStoreFailure(error)) return { error };
+      throw error;
+    }
+  });
 }
 
 function isStoreFailure(error: unknown): boolean {

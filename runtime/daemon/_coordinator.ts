@@ -22,6 +22,7 @@ import { Jobs, type UnattendedInput } from "../jobs/mod.ts";
 import type { AdmitOutcome, InputMessage, LaneHost } from "../lanes/mod.ts";
 import { recoverSession } from "../session/mod.ts";
 import { activateBehavior, type Activation } from "./_activation.ts";
+import { AdmissionQueue, type AdmissionStats } from "./_admission_queue.ts";
 import {
   admitBatch,
   discordInput,
@@ -65,6 +66,8 @@ export class Coordinator implements LaneHost {
   #admitting = true;
   #recovered: string | null;
   #jobs: Jobs;
+  /** The one writer of local inputs: group commit across connections. */
+  #queue: AdmissionQueue;
 
   /** Creates the coordinator; call {@linkcode start} per session. */
   constructor(options: CoordinatorOptions) {
@@ -72,6 +75,13 @@ export class Coordinator implements LaneHost {
     this.version = options.version;
     this.token = options.token;
     this.#recovered = options.behavior.recovered;
+    // After the acks of a commit were sent: the record fan-out, then the planners.
+    this.#queue = new AdmissionQueue(options.store, (sessions) => {
+      for (const session of sessions) {
+        this.bus.wake(session);
+        this.#sessions.get(session)?.runtime.wake();
+      }
+    }, options.log);
     this.#jobs = new Jobs({
       ...options,
       bus: this.bus,
@@ -135,11 +145,21 @@ export class Coordinator implements LaneHost {
   }
 
   /**
-   * Admits local inputs in one transaction, then wakes the session: every ack follows the
-   * commit that holds its input. A refused input (bad field) is rolled back alone.
+   * Admits local inputs through the group commit: they share one transaction with whatever
+   * else is queued (from any connection), and the promise resolves right after that commit, so
+   * every ack follows the commit that holds its input. The session's wake and the record
+   * fan-out come one event-loop turn later, after the acks are sent. A refused input (bad
+   * field) is rolled back alone; a commit that fails rejects, admitting none of them.
    */
-  admitMany(session: string, clientId: string, inputs: InputMessage[]): AdmitOutcome[] {
-    return this.#admit(session, inputs.map((input) => localInput(clientId, input)));
+  admitMany(session: string, clientId: string, inputs: InputMessage[]): Promise<AdmitOutcome[]> {
+    const refused = this.#refusal(session);
+    if (refused !== undefined) return Promise.resolve(inputs.map(() => ({ error: refused })));
+    return this.#queue.submit(session, inputs.map((input) => localInput(clientId, input)));
+  }
+
+  /** What admission has committed so far: commits, inputs, the largest commit. */
+  get admission(): AdmissionStats {
+    return this.#queue.stats;
   }
 
   /**
@@ -157,37 +177,38 @@ export class Coordinator implements LaneHost {
   }
 
   #admit(session: string, inputs: PendingInput[]): AdmitOutcome[] {
-    const refuse = (error: KlbrError) => inputs.map(() => ({ error }));
-    if (!this.#admitting) {
-      return refuse(
-        new KlbrError("shutting_down", "cannot admit input: the daemon is shutting down", {
-          status: 503,
-        }),
-      );
+    const refused = this.#refusal(session);
+    if (refused !== undefined) return inputs.map(() => ({ error: refused }));
+    const outcomes = admitBatch(this.#o.store, session, inputs);
+    this.bus.wake(session);
+    if (outcomes.some((o) => "ack" in o && !o.ack.duplicate)) {
+      this.#sessions.get(session)?.runtime.wake();
     }
-    const parts = this.#sessions.get(session);
-    if (parts === undefined) {
-      return refuse(
-        new KlbrError("not_found", `cannot admit input: session ${session} is not running`),
-      );
+    return outcomes;
+  }
+
+  /** Why `session` admits nothing now, or `undefined` when it does. */
+  #refusal(session: string): KlbrError | undefined {
+    if (!this.#admitting) {
+      return new KlbrError("shutting_down", "cannot admit input: the daemon is shutting down", {
+        status: 503,
+      });
+    }
+    if (!this.#sessions.has(session)) {
+      return new KlbrError("not_found", `cannot admit input: session ${session} is not running`);
     }
     // A damaged store admits nothing more: what it would commit could not be trusted.
     const store = this.#o.store.health();
     if (store.state === "corrupt") {
-      return refuse(
-        new KlbrError(
-          "store_corrupt",
-          `cannot admit input: the store reported a damaged file at ${
-            new Date(store.since!).toISOString()
-          }; stop the daemon and restore a backup (got ${store.error})`,
-          { status: 503 },
-        ),
+      return new KlbrError(
+        "store_corrupt",
+        `cannot admit input: the store reported a damaged file at ${
+          new Date(store.since!).toISOString()
+        }; stop the daemon and restore a backup (got ${store.error})`,
+        { status: 503 },
       );
     }
-    const outcomes = admitBatch(this.#o.store, session, inputs);
-    this.bus.wake(session);
-    if (outcomes.some((o) => "ack" in o && !o.ack.duplicate)) parts.runtime.wake();
-    return outcomes;
+    return undefined;
   }
 
   /**
@@ -271,6 +292,7 @@ export class Coordinator implements LaneHost {
     return {
       version: this.version,
       admitting: this.#admitting && this.#o.store.health().state !== "corrupt",
+      admission: this.#queue.stats,
       recovered_release: this.#recovered,
       budget: this.#jobs.budget.status(),
       sessions,

@@ -50,14 +50,15 @@ export interface LaneHost {
   /** Subscribes to a session's signals; returns the unsubscribe function. */
   subscribe(session: string, listener: (signal: LaneSignal) => void): () => void;
   /**
-   * Admits inputs durably, in order, in one commit; returns after it, one outcome per input.
-   * A refused input is an `error` outcome and does not stop the others.
+   * Admits inputs durably, in order, in one commit; settles after it, one outcome per input.
+   * A refused input is an `error` outcome and does not stop the others; a commit that failed
+   * throws or rejects, and then none of them was admitted.
    */
   admitMany(
     session: string,
     clientId: string,
     inputs: InputMessage[],
-  ): AdmitOutcome[];
+  ): AdmitOutcome[] | Promise<AdmitOutcome[]>;
   /** Runs an operator command; never needs the model or a hook. */
   operate(message: OperatorMessage, session: string): Promise<Record<string, unknown>>;
   /** Logs a refused authorisation. */
@@ -116,6 +117,8 @@ export class LaneConnection {
   #closed = false;
   #refusedHead: number | undefined;
   #log: Logger;
+  /** Settles once every reply so far has been sent; replies leave in message order. */
+  #answered: Promise<void> = Promise.resolve();
 
   /** Creates a connection that has not said hello yet. */
   constructor(host: LaneHost, options: LaneConnectionOptions) {
@@ -139,37 +142,30 @@ export class LaneConnection {
     return this.#session !== undefined;
   }
 
-  /** Handles one text message from the client; every error is answered, never thrown. */
+  /**
+   * Handles one text message from the client and resolves once it is answered; every error is
+   * answered, never thrown.
+   */
   receive(text: string): Promise<void> {
     return this.receiveAll([text]);
   }
 
-  /**
-   * Handles messages that arrived together, in order. Consecutive inputs are admitted in one
-   * commit (group commit); each still gets its own `ack` only after that commit. Every
-   * message is answered even when another one of the batch failed unexpectedly.
-   */
+  /** Handles messages that arrived together, in order; resolves once each is answered. */
   async receiveAll(texts: string[]): Promise<void> {
+    await this.accept(texts);
+    await this.#answered;
+  }
+
+  /**
+   * Takes messages that arrived together, in order, and resolves once each has been handled
+   * as far as admission: consecutive inputs go to the host as one group, and the next messages
+   * are taken without waiting for its commit, so they can join the next one (group commit).
+   * Each input's `ack` still leaves only after the commit that holds it, and every reply
+   * leaves in the order of the messages: a message that is not an input is handled once every
+   * reply before it has been sent. Every message is answered even when another one failed.
+   */
+  async accept(texts: string[]): Promise<void> {
     let batch: InputMessage[] = [];
-    const flush = () => {
-      if (batch.length === 0) return;
-      const inputs = batch;
-      batch = [];
-      let outcomes: AdmitOutcome[];
-      try {
-        outcomes = this.#host.admitMany(this.#session!, this.#clientId, inputs);
-      } catch (error) {
-        // Nothing of the batch was acknowledged: each input hears why; the log hears it once.
-        const reply = errorReply(error, this.#log);
-        for (const input of inputs) this.#reply(reply, input.request);
-        return;
-      }
-      outcomes.forEach((outcome, i) => {
-        const request = inputs[i].request;
-        if ("ack" in outcome) this.#options.send({ kind: "ack", request, ...outcome.ack });
-        else this.#answer(outcome.error, request);
-      });
-    };
     for (const text of texts) {
       if (this.#closed) return;
       const { message, request, error } = this.#parse(text);
@@ -177,7 +173,9 @@ export class LaneConnection {
         batch.push(message);
         continue;
       }
-      flush();
+      this.#admit(batch);
+      batch = [];
+      await this.#answered;
       try {
         if (error !== undefined) throw error;
         await this.#dispatch(message!);
@@ -185,7 +183,34 @@ export class LaneConnection {
         this.#answer(caught, request);
       }
     }
-    flush();
+    this.#admit(batch);
+  }
+
+  /** Hands `inputs` to admission and chains their answers after every earlier reply. */
+  #admit(inputs: InputMessage[]): void {
+    if (inputs.length === 0) return;
+    let outcomes: Promise<AdmitOutcome[]>;
+    try {
+      outcomes = Promise.resolve(this.#host.admitMany(this.#session!, this.#clientId, inputs));
+    } catch (error) {
+      outcomes = Promise.reject(error);
+    }
+    const answer = (result: AdmitOutcome[]) =>
+      result.forEach((outcome, i) => {
+        const request = inputs[i].request;
+        if ("ack" in outcome) this.#options.send({ kind: "ack", request, ...outcome.ack });
+        else this.#answer(outcome.error, request);
+      });
+    const refuse = (error: unknown) => {
+      // Nothing of the group was acknowledged: each input hears why; the log hears it once.
+      const reply = errorReply(error, this.#log);
+      for (const input of inputs) this.#reply(reply, input.request);
+    };
+    this.#answered = this.#answered.then(() =>
+      outcomes.then(answer, refuse).catch((error) =>
+        this.#log.error("lane.internal", `cannot answer inputs: ${error?.stack ?? error}`)
+      )
+    );
   }
 
   #parse(text: string): { message?: ClientMessage; request?: string; error?: unknown } {
@@ -265,8 +290,8 @@ export class LaneConnection {
         this.#options.send({ kind: "pong", request: message.request });
         return;
       case "input":
-        // receiveAll batches every input of a connection that said hello.
-        return assert(false, "an input reached #dispatch past receiveAll");
+        // accept() batches every input of a connection that said hello.
+        return assert(false, "an input reached #dispatch past accept()");
       case "op.token_rotate":
         // Answered before the rotation closes every connection made with the old token.
         this.#options.send({

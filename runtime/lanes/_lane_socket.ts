@@ -109,11 +109,10 @@ export class LaneRegistry {
       while (buffered.length > 0 && connection !== undefined) {
         const batch = buffered;
         buffered = [];
-        // receiveAll answers every message, whatever fails.
-        await connection.receiveAll(batch);
+        // accept answers every message, whatever fails; it does not wait for commits:
+        // admission groups whatever is queued across connections (group commit).
+        await connection.accept(batch);
         if (connection.greeted) clearTimeout(helloTimer);
-        // Let the socket deliver what arrived during that commit, so it joins the next batch.
-        await nextMacrotask();
       }
     });
     const send = (message: ServerMessage) => {
@@ -166,22 +165,6 @@ export class LaneRegistry {
       },
     };
   }
-}
-
-/**
- * Resolves after one turn of the event loop, so pending I/O events run first. A message
- * port, unlike a nested `setTimeout(0)`, is not clamped to 4 ms.
- */
-function nextMacrotask(): Promise<void> {
-  const { port1, port2 } = new MessageChannel();
-  return new Promise((resolve) => {
-    port1.onmessage = () => {
-      port1.close();
-      port2.close();
-      resolve();
-    };
-    port2.postMessage(undefined);
-  });
 }
 
 /** Resolves once the socket's unsent bytes fall under the high-water mark, or it closes. */

@@ -1,0 +1,146 @@
+/**
+ * Group commit for admission: one writer that commits, in one transaction, whatever inputs are
+ * queued — from every connection and session — when the previous commit returns. There is no
+ * timer: a lone input on an idle daemon is committed at once, inside the call that submits it;
+ * inputs that arrive while a commit (and the fan-out after it) runs wait in the queue and go
+ * together in the next one. So the inputs a commit holds track the offered load.
+ *
+ * The ack path does nothing but commit and answer: each group's promise resolves right after
+ * the commit that holds it, so its connection sends the acks in microtasks; the planner's wake
+ * and the record fan-out run one event-loop turn later, after those sends.
+ *
+ * @module
+ */
+
+import type { Store } from "../../store/store.ts";
+import { faultPoint, type Logger, nextMacrotask } from "../core/mod.ts";
+import type { AdmitOutcome } from "../lanes/mod.ts";
+import { admitInputs, type PendingInput } from "./_admission.ts";
+
+/** The inputs one commit holds at most; the rest wait for the next. */
+export const MAX_INPUTS_PER_COMMIT = 2048;
+
+/** What admission has committed since the daemon started, for `status`. */
+export interface AdmissionStats {
+  /** Transactions committed (each acknowledged every input it held). */
+  commits: number;
+  /** Inputs those commits held (new, duplicate or refused alone). */
+  inputs: number;
+  /** The most inputs one commit held. */
+  max_batch: number;
+}
+
+interface Group {
+  session: string;
+  inputs: PendingInput[];
+  resolve: (outcomes: AdmitOutcome[]) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * The single admission writer of the daemon.
+ *
+ * @example
+ * ```ts
+ * const queue = new AdmissionQueue(store, (sessions) => sessions.forEach(wake), log);
+ * const outcomes = await queue.submit("default", [localInput("web-1", input)]);
+ * ```
+ */
+export class AdmissionQueue {
+  readonly #store: Store;
+  readonly #admitted: (sessions: Set<string>) => void;
+  readonly #log: Logger;
+  #queue: Group[] = [];
+  #queued = 0;
+  #draining = false;
+  #stats: AdmissionStats = { commits: 0, inputs: 0, max_batch: 0 };
+
+  /**
+   * `admitted` is called with the sessions that gained a new input, one event-loop turn after
+   * the acks of the commit were handed to their connections.
+   */
+  constructor(store: Store, admitted: (sessions: Set<string>) => void, log: Logger) {
+    this.#store = store;
+    this.#admitted = admitted;
+    this.#log = log;
+  }
+
+  /** Commits and inputs so far. */
+  get stats(): AdmissionStats {
+    return { ...this.#stats };
+  }
+
+  /**
+   * Queues a group of inputs of one session and resolves with one outcome per input once the
+   * transaction that holds them has committed; rejects with the store's error when that commit
+   * failed (then none of them was admitted). The group is committed whole, never split.
+   */
+  submit(session: string, inputs: PendingInput[]): Promise<AdmitOutcome[]> {
+    if (inputs.length === 0) return Promise.resolve([]);
+    const done = new Promise<AdmitOutcome[]>((resolve, reject) => {
+      this.#queue.push({ session, inputs, resolve, reject });
+    });
+    this.#queued += inputs.length;
+    if (!this.#draining) {
+      this.#draining = true;
+      void this.#drain();
+    }
+    return done;
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      while (this.#queue.length > 0) {
+        const woken = this.#commitQueued();
+        // The acks leave in the microtasks of the resolved groups, before this turn ends.
+        await nextMacrotask();
+        if (woken.size > 0) this.#wake(woken);
+        // Inputs delivered during the fan-out join the commit after it.
+        if (this.#queue.length === 0) await nextMacrotask();
+      }
+    } finally {
+      this.#draining = false;
+    }
+  }
+
+  /** Commits the queued groups (up to the bound) in one transaction and settles them. */
+  #commitQueued(): Set<string> {
+    const groups: Group[] = [];
+    let count = 0;
+    while (this.#queue.length > 0) {
+      const next = this.#queue[0];
+      if (groups.length > 0 && count + next.inputs.length > MAX_INPUTS_PER_COMMIT) break;
+      groups.push(this.#queue.shift()!);
+      count += next.inputs.length;
+    }
+    this.#queued -= count;
+    let results: AdmitOutcome[][];
+    try {
+      results = this.#store.transaction(() =>
+        groups.map((group) => admitInputs(this.#store, group.session, group.inputs))
+      );
+      faultPoint("commit-before-notify");
+    } catch (error) {
+      for (const group of groups) group.reject(error);
+      return new Set();
+    }
+    this.#stats.commits++;
+    this.#stats.inputs += count;
+    this.#stats.max_batch = Math.max(this.#stats.max_batch, count);
+    const woken = new Set<string>();
+    groups.forEach((group, i) => {
+      if (results[i].some((o) => "ack" in o && !o.ack.duplicate)) woken.add(group.session);
+      group.resolve(results[i]);
+    });
+    return woken;
+  }
+
+  #wake(sessions: Set<string>): void {
+    try {
+      this.#admitted(sessions);
+    } catch (error) {
+      // A wake that throws loses nothing: the inputs are durable and the next wake reads them.
+      this.#log.error("admission.wake_failed", `cannot wake after admission: ${error}`);
+    }
+  }
+}
