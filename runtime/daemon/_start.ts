@@ -41,16 +41,33 @@ export interface DaemonParts {
  * `store_corrupt`) and from behaviour publication; `state_unusable` for a state directory on a
  * full or read-only disk, or a store file that cannot be written.
  */
-export async function startDaemon(settings: ServeSettings, log: Logger): Promise<DaemonParts> {
+export async function startDaemon(
+  settings: ServeSettings,
+  log: Logger,
+  options: StartOptions = {},
+): Promise<DaemonParts> {
   try {
-    return await start(settings, log);
+    return await start(settings, log, options);
   } catch (error) {
     // A full, read-only or damaged state directory is one clear line saying what to do.
     throw unusableState("start", settings.stateDir, error) ?? error;
   }
 }
 
-async function start(settings: ServeSettings, log: Logger): Promise<DaemonParts> {
+/** How {@linkcode startDaemon} may be varied in-process. */
+export interface StartOptions {
+  /**
+   * Wraps the store every part uses (a test records its commits); the wrapper must delegate
+   * every member to the store it is given.
+   */
+  wrapStore?: (store: Store) => Store;
+}
+
+async function start(
+  settings: ServeSettings,
+  log: Logger,
+  options: StartOptions,
+): Promise<DaemonParts> {
   await initStateDir(settings.stateDir);
   const confinement = await prepareConfinement({
     config: settings.config.sandbox,
@@ -60,13 +77,14 @@ async function start(settings: ServeSettings, log: Logger): Promise<DaemonParts>
     stateDir: settings.stateDir,
     log,
   });
-  const store = openStore(settings.stateDir, {
+  const opened = openStore(settings.stateDir, {
     create: false,
     onHealthChange: (health) => {
       if (health.state === "ok") log.info("store.recovered", "the store commits again");
       else log.error(`store.${health.state}`, `store ${health.state}: ${health.error}`);
     },
   });
+  const store = options.wrapStore?.(opened) ?? opened;
   const monitor = new HealthMonitor({ clock: Date.now, stallMs: settings.modelStallMs, log });
   const roots = skillRoots({
     workspace: settings.workspace,

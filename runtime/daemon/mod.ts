@@ -6,3 +6,6 @@
  */
 
 export { serve } from "./_serve.ts";
+export { healthReport } from "./_health.ts";
+export { readServeSettings, type ServeSettings } from "./_serve_settings.ts";
+export { type DaemonParts, startDaemon, type StartOptions } from "./_start.ts";
