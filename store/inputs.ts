@@ -369,3 +369,20 @@ export function pendingBefore(
   ).all(session, admittedBefore, limit) as unknown as InputRow[];
   return { count, inputs: rows.map(inputFromRow) };
 }
+
+/**
+ * The pending inputs of `session` with `admitted_seq <= maxSeq`, oldest first, at most `limit`:
+ * a bounded index range (with `waitingInputs`' mark, the inputs waiting too long).
+ */
+export function pendingUpTo(
+  store: Store,
+  session: string,
+  maxSeq: number,
+  limit: number,
+): InputRecord[] {
+  const rows = store.statement(
+    `SELECT * FROM inputs WHERE session_id = ? AND status = 'pending' AND admitted_seq <= ?
+     ORDER BY admitted_seq LIMIT ?`,
+  ).all(session, maxSeq, limit) as unknown as InputRow[];
+  return rows.map(toRecord);
+}

@@ -262,6 +262,18 @@ export function timerCounts(
   return { pending: row.pending, due: row.due };
 }
 
+/**
+ * How many pending timers of `session` (every session when omitted) are due at `now`: an index
+ * range over the due ones only, which the scheduler fires at once.
+ */
+export function dueTimerCount(store: Store, now: number, session?: string): number {
+  const row = store.statement(
+    `SELECT count(*) AS due FROM timers WHERE state = 'pending' AND due_at <= ?
+     AND (? IS NULL OR session_id = ?)`,
+  ).get(now, session ?? null, session ?? null) as { due: number };
+  return row.due;
+}
+
 /** The timers a cell set, oldest first: an effect of that cell. */
 export function timersOfCell(store: Store, cellId: string): TimerRecord[] {
   const rows = store.statement("SELECT * FROM timers WHERE cell_id = ? ORDER BY created_at, id")

@@ -9,6 +9,7 @@
 import { join } from "node:path";
 import { DEFAULT_SESSION } from "../../store/sessions.ts";
 import { openStore, type Store, unusableState } from "../../store/store.ts";
+import { installWorkCounts } from "../../store/work_counts.ts";
 import { prepareBehavior } from "../behavior/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { budgetOf } from "../context/mod.ts";
@@ -85,6 +86,8 @@ async function start(
     },
   });
   const store = options.wrapStore?.(opened) ?? opened;
+  // The counters status and /health read: counted once now, then kept by triggers.
+  installWorkCounts(store);
   const monitor = new HealthMonitor({ clock: Date.now, stallMs: settings.modelStallMs, log });
   const roots = skillRoots({
     workspace: settings.workspace,

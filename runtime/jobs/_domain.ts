@@ -10,15 +10,16 @@
  */
 
 import { appendEvent } from "../../store/events.ts";
-import { getJob, jobCounts, type JobRecord, listJobs } from "../../store/jobs.ts";
+import { getJob, type JobRecord, listJobs } from "../../store/jobs.ts";
 import { failOpenModelCalls } from "../../store/model_calls.ts";
 import {
   createTimer,
+  dueTimerCount,
   listTimers,
   markTimerFired,
-  timerCounts,
   type TimerRecord,
 } from "../../store/timers.ts";
+import { workCounts } from "../../store/work_counts.ts";
 import type { Store } from "../../store/store.ts";
 import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
@@ -192,13 +193,13 @@ export class Jobs {
 
   /** Counts for `status` and `/health`: jobs running and pending, timers pending and due. */
   status(session?: string): Record<string, number> {
-    const jobs = jobCounts(this.#o.store, session);
-    const timers = timerCounts(this.#o.store, this.#o.store.clock(), session);
+    // Kept as work is admitted and consumed (`store/work_counts.ts`): O(1) in the backlog.
+    const counts = workCounts(this.#o.store, session);
     return {
-      running_jobs: jobs.running,
-      pending_jobs: jobs.pending,
-      pending_timers: timers.pending,
-      due_timers: timers.due,
+      running_jobs: counts.runningJobs,
+      pending_jobs: counts.pendingJobs,
+      pending_timers: counts.pendingTimers,
+      due_timers: dueTimerCount(this.#o.store, this.#o.store.clock(), session),
     };
   }
 

@@ -8,12 +8,8 @@
  */
 
 import { z } from "zod";
-import {
-  expireInputs,
-  type InputRecord,
-  pendingBefore,
-  pendingSummary,
-} from "../../store/inputs.ts";
+import { expireInputs, type InputRecord, pendingBefore, pendingUpTo } from "../../store/inputs.ts";
+import { oldestPendingAt, waitingInputs, workCounts } from "../../store/work_counts.ts";
 import type { FrameRecord } from "../../store/frames.ts";
 import type { Store } from "../../store/store.ts";
 import type { AttentionPlan } from "../behavior/mod.ts";
@@ -92,21 +88,22 @@ export function expireOld(store: Store, session: string, expireMs: number): numb
 
 /**
  * The session's inputs as `status` shows them: how many are pending, the oldest one's age, and
- * those waiting longer than `warnMs` (how many, and the first five).
+ * those waiting longer than `warnMs` (how many, and the first five). O(1) in the backlog: the
+ * counts are kept as inputs are admitted and consumed (`store/work_counts.ts`), the oldest is
+ * one index probe, and the five are a bounded index range.
  */
 export function inputsView(store: Store, session: string, warnMs: number) {
-  // Aggregate queries only: /health calls this, and the backlog may be large.
-  const pending = pendingSummary(store, session);
   const now = store.clock();
-  const waiting = pendingBefore(store, session, now - warnMs, 5);
+  const pending = workCounts(store, session).pendingInputs;
+  const oldest = pending === 0 ? null : oldestPendingAt(store, session);
+  const waiting = waitingInputs(store, session, now, warnMs);
+  const first = waiting.count === 0 ? [] : pendingUpTo(store, session, waiting.markSeq, 5);
   return {
-    pending_inputs: pending.count,
-    oldest_pending_age_ms: pending.oldestAdmittedAt === null
-      ? null
-      : now - pending.oldestAdmittedAt,
+    pending_inputs: pending,
+    oldest_pending_age_ms: oldest === null ? null : now - oldest,
     waiting_inputs: waiting.count,
     waiting_threshold_ms: warnMs,
-    waiting: waiting.inputs.map((input) => ({
+    waiting: first.map((input) => ({
       id: input.id,
       waited_ms: now - input.admittedAt,
       conversation: input.conversationId,

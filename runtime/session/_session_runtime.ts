@@ -14,7 +14,8 @@
 
 import { appendEvent } from "../../store/events.ts";
 import { acceptFrame, finishFrame, type FrameRecord, getFrame } from "../../store/frames.ts";
-import { getInput, type InputRecord, pendingInputs, pendingSummary } from "../../store/inputs.ts";
+import { getInput, type InputRecord, pendingInputs } from "../../store/inputs.ts";
+import { oldestPendingAt } from "../../store/work_counts.ts";
 import { requireSession } from "../../store/sessions.ts";
 import {
   DEFAULT_HOOK_TIMEOUT_MS,
@@ -347,7 +348,7 @@ export class SessionRuntime {
   /** Wakes the loop when the oldest pending input is due to expire. */
   #scheduleExpiry(): void {
     if (this.#expiryTimer !== undefined || !Number.isFinite(this.#o.inputExpireMs)) return;
-    const oldest = pendingSummary(this.#o.store, this.#o.session).oldestAdmittedAt;
+    const oldest = oldestPendingAt(this.#o.store, this.#o.session);
     if (oldest === null) return;
     const due = oldest + this.#o.inputExpireMs - this.#o.store.clock();
     this.#expiryTimer = setTimeout(() => {

@@ -1,0 +1,157 @@
+// The work counters against real SQLite: after every kind of change (admission, a duplicate, a
+// frame taking inputs, a frame giving them back, expiry, a rolled-back transaction, jobs and
+// timers moving) they equal what counting the tables says, and the inputs waiting past a
+// threshold are counted as the clock moves.
+
+import assert from "node:assert/strict";
+import { localDedupeKey } from "../../store/dedupe_keys.ts";
+import { acceptFrame, finishFrame } from "../../store/frames.ts";
+import { admitInput, expireInputs, pendingBefore, pendingSummary } from "../../store/inputs.ts";
+import { createJob, jobCounts, moveJob } from "../../store/jobs.ts";
+import { cancelTimer, createTimer, timerCounts } from "../../store/timers.ts";
+import {
+  installWorkCounts,
+  oldestPendingAt,
+  waitingInputs,
+  workCounts,
+} from "../../store/work_counts.ts";
+import type { Store } from "../../store/store.ts";
+import { RELEASE, withClockedStore } from "../_helpers/unattended.ts";
+
+let n = 0;
+function admit(store: Store, message = `m-${++n}`): string {
+  return admitInput(store, {
+    session: "default",
+    sourceKind: "local",
+    dedupeKey: localDedupeKey("counts", message),
+    conversationId: "local:default",
+    author: "owner",
+    body: message,
+  }).inputId;
+}
+
+/** The counters equal a full count of the tables. */
+function assertTruth(store: Store, now: number): void {
+  const truth = {
+    pendingInputs: pendingSummary(store, "default").count,
+    pendingJobs: jobCounts(store, "default").pending,
+    runningJobs: jobCounts(store, "default").running,
+    pendingTimers: timerCounts(store, now, "default").pending,
+  };
+  assert.deepEqual(workCounts(store, "default"), truth);
+  assert.deepEqual(workCounts(store), truth, "one session: the sum is the session");
+  assert.equal(oldestPendingAt(store, "default"), pendingSummary(store, "default").oldestAdmittedAt);
+}
+
+Deno.test("work counters follow admission, frames, expiry, jobs and timers, and roll back with their transaction", async () => {
+  await withClockedStore(({ store, clock }) => {
+    // Work already in the store before the counters exist is counted once, at install.
+    const early = admit(store);
+    installWorkCounts(store);
+    assertTruth(store, clock.now);
+    assert.equal(workCounts(store, "default").pendingInputs, 1);
+
+    const ids = [early, admit(store), admit(store), admit(store)];
+    admit(store, "m-2"); // a duplicate writes nothing
+    assertTruth(store, clock.now);
+    assert.equal(workCounts(store, "default").pendingInputs, 4);
+
+    const frame = acceptFrame(store, {
+      session: "default",
+      inputIds: ids.slice(0, 2),
+      routing: {},
+      contextEpoch: 0,
+      policyRevision: RELEASE,
+    });
+    assertTruth(store, clock.now);
+    assert.equal(workCounts(store, "default").pendingInputs, 2);
+    finishFrame(store, frame.frameId, "abandoned", "gave its inputs back");
+    assertTruth(store, clock.now);
+    assert.equal(workCounts(store, "default").pendingInputs, 4);
+
+    expireInputs(store, { session: "default", inputIds: [ids[3]], reason: "too old" });
+    assertTruth(store, clock.now);
+    assert.equal(workCounts(store, "default").pendingInputs, 3);
+
+    // A transaction that rolls back takes its counts with it.
+    assert.throws(() =>
+      store.transaction(() => {
+        admit(store);
+        admit(store);
+        throw new Error("rolled back");
+      })
+    );
+    assertTruth(store, clock.now);
+    assert.equal(workCounts(store, "default").pendingInputs, 3);
+
+    const job = createJob(store, {
+      session: "default",
+      kind: "code",
+      name: "count",
+      code: "1",
+      budget: { wall_time_ms: 1000, model_requests: 1, tokens: 10 },
+      releaseId: RELEASE,
+      workspace: "/work",
+      conversation: "local:default",
+      cellId: null,
+      cause: "test",
+    });
+    assertTruth(store, clock.now);
+    moveJob(store, job.id, { to: "running", cause: "started" });
+    assertTruth(store, clock.now);
+    assert.equal(workCounts(store, "default").runningJobs, 1);
+    moveJob(store, job.id, { to: "done", cause: "ended", result: {} });
+    assertTruth(store, clock.now);
+    assert.equal(workCounts(store, "default").runningJobs, 0);
+
+    const base = { session: "default", conversation: "local:default", note: "n" };
+    const timer = createTimer(store, { ...base, dueAt: clock.now + 10 });
+    createTimer(store, { ...base, dueAt: clock.now + 20 });
+    assertTruth(store, clock.now);
+    cancelTimer(store, { session: "default", id: timer.id, cause: "cancelled" });
+    assertTruth(store, clock.now);
+    assert.equal(workCounts(store, "default").pendingTimers, 1);
+  });
+});
+
+Deno.test("`waitingInputs()` counts the pending inputs past the threshold as the clock moves", async () => {
+  await withClockedStore(({ store, clock }) => {
+    const warn = 1_000;
+    const truth = () => pendingBefore(store, "default", clock.now - warn).count;
+    const check = () => {
+      assert.equal(waitingInputs(store, "default", clock.now, warn).count, truth());
+    };
+    const first = [admit(store), admit(store), admit(store)];
+    check();
+    assert.equal(truth(), 0);
+    clock.now += 600;
+    const second = [admit(store), admit(store)];
+    check();
+    clock.now += 500; // the first three crossed
+    check();
+    assert.equal(truth(), 3);
+    // Taking a crossed input and giving it back moves the count both ways.
+    const frame = acceptFrame(store, {
+      session: "default",
+      inputIds: [first[0], second[0]],
+      routing: {},
+      contextEpoch: 0,
+      policyRevision: RELEASE,
+    });
+    check();
+    assert.equal(truth(), 2);
+    clock.now += 700; // the second two crossed too, one of them taken
+    check();
+    assert.equal(truth(), 3);
+    finishFrame(store, frame.frameId, "abandoned", "back");
+    check();
+    assert.equal(truth(), 5);
+    expireInputs(store, { session: "default", inputIds: [first[1]], reason: "old" });
+    check();
+    assert.equal(truth(), 4);
+    const { markSeq } = waitingInputs(store, "default", clock.now, warn);
+    assert.ok(markSeq > 0);
+    // Another threshold counts afresh.
+    assert.equal(waitingInputs(store, "default", clock.now, 10_000).count, 0);
+  });
+});
