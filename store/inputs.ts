@@ -384,5 +384,5 @@ export function pendingUpTo(
     `SELECT * FROM inputs WHERE session_id = ? AND status = 'pending' AND admitted_seq <= ?
      ORDER BY admitted_seq LIMIT ?`,
   ).all(session, maxSeq, limit) as unknown as InputRow[];
-  return rows.map(toRecord);
+  return rows.map(inputFromRow);
 }

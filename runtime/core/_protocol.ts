@@ -224,6 +224,8 @@ export const ClientMessage = z.discriminatedUnion("kind", [
     since: z.union([z.literal("head"), z.number().int().nonnegative()]).default(0),
     token: z.string().optional(),
     client: wellFormed(1, 128).optional(),
+    /** Deliver durable records in `records` batches instead of one `record` message each. */
+    batch: z.boolean().optional(),
   }),
   z.object({
     kind: z.literal("input"),
@@ -352,6 +354,8 @@ export const ServerMessage = z.discriminatedUnion("kind", [
     server: z.object({ version: z.string() }),
   }),
   LaneRecord,
+  /** Consecutive durable records in seq order, for a client that said `batch: true`. */
+  z.object({ kind: z.literal("records"), session: z.string(), records: z.array(LaneRecord) }),
   z.object({ kind: z.literal("replayed"), session: z.string(), head: z.number().int() }),
   z.object({
     kind: z.literal("ack"),

@@ -24,6 +24,7 @@ import {
 } from "../core/mod.ts";
 import { type ErrorReply, errorReply } from "./_replies.ts";
 import type { CookieState } from "./_auth.ts";
+import { recordBatches } from "./_record_batches.ts";
 
 /** A client's `input` message. */
 export type InputMessage = Extract<ClientMessage, { kind: "input" }>;
@@ -85,6 +86,11 @@ export interface LaneConnectionOptions {
   send: (message: ServerMessage) => void;
   /** Sends lossy animation (`token`, `cell.output`), which the transport may drop. @default send */
   sendLossy?: (message: ServerMessage) => void;
+  /**
+   * Sends one message already encoded as JSON (a `records` batch, encoded once); absent, the
+   * batch goes through `send`.
+   */
+  sendText?: (text: string) => void;
   /** Closes the transport with a code and reason. */
   close: (code: number, reason: string) => void;
   /** Records read per store query while catching up. @default {1000} */
@@ -111,6 +117,8 @@ export class LaneConnection {
   #role: ClientRole = "viewer";
   #clientId = "anonymous";
   #cursor = 0;
+  /** Whether the client asked at hello for records in `records` batches. */
+  #batch = false;
   /** Wakes merge: a wake during a catch-up makes one more pass after it. */
   #pump = new SerialRunner(() => this.#sendNewRecords());
   #unsubscribe: (() => void) | undefined;
@@ -334,6 +342,7 @@ export class LaneConnection {
     this.#session = message.session;
     this.#clientId = message.client ?? "anonymous";
     this.#cursor = since;
+    this.#batch = message.batch === true;
     this.#options.send({
       kind: "welcome",
       session: message.session,
@@ -402,10 +411,19 @@ export class LaneConnection {
     if (session === undefined) return;
     for (;;) {
       const page = this.#host.readRecords(session, this.#cursor, this.#options.pageSize ?? 1000);
-      for (const record of page) {
-        if (this.#closed) return;
-        this.#options.send(record);
-        this.#cursor = record.seq;
+      if (this.#batch) {
+        for (const batch of recordBatches(session, page)) {
+          if (this.#closed) return;
+          if (this.#options.sendText) this.#options.sendText(batch.text);
+          else this.#options.send({ kind: "records", session, records: batch.records });
+          this.#cursor = batch.lastSeq;
+        }
+      } else {
+        for (const record of page) {
+          if (this.#closed) return;
+          this.#options.send(record);
+          this.#cursor = record.seq;
+        }
       }
       if (page.length === 0) return;
       // A long catch-up goes out page by page as the client reads it, so the daemon never

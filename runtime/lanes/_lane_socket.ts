@@ -115,11 +115,12 @@ export class LaneRegistry {
         if (connection.greeted) clearTimeout(helloTimer);
       }
     });
-    const send = (message: ServerMessage) => {
+    const sendText = (text: string) => {
       if (raw === undefined || raw.readyState !== WebSocket.OPEN) return;
-      raw.send(JSON.stringify(message));
+      raw.send(text);
       this.stats.peak_buffered_bytes = Math.max(this.stats.peak_buffered_bytes, raw.bufferedAmount);
     };
+    const send = (message: ServerMessage) => sendText(JSON.stringify(message));
     return {
       onOpen: (_event, ws) => {
         raw = ws.raw as WebSocket | undefined;
@@ -128,6 +129,8 @@ export class LaneRegistry {
         connection = new LaneConnection(host, {
           auth,
           send,
+          // A records batch is encoded once, as its records were read.
+          sendText,
           // Animation is lossy by contract: a client that does not read loses it, and the
           // daemon keeps no queue for it.
           sendLossy: (message) => {

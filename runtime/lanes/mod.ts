@@ -30,3 +30,4 @@ export {
   writeNewOperatorToken,
 } from "./_operator_token.ts";
 export { type AppDeps, createApp } from "./_server.ts";
+export { MAX_BATCH_CHARS, type RecordBatch, recordBatches } from "./_record_batches.ts";

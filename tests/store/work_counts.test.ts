@@ -40,7 +40,10 @@ function assertTruth(store: Store, now: number): void {
   };
   assert.deepEqual(workCounts(store, "default"), truth);
   assert.deepEqual(workCounts(store), truth, "one session: the sum is the session");
-  assert.equal(oldestPendingAt(store, "default"), pendingSummary(store, "default").oldestAdmittedAt);
+  assert.equal(
+    oldestPendingAt(store, "default"),
+    pendingSummary(store, "default").oldestAdmittedAt,
+  );
 }
 
 Deno.test("work counters follow admission, frames, expiry, jobs and timers, and roll back with their transaction", async () => {

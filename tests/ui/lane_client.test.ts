@@ -614,6 +614,7 @@ Deno.test("`LaneClient` ignores malformed messages and records of another sessio
       session: "default",
       since: 0,
       client: "web-test",
+      batch: true,
     }]);
     socket.message({
       kind: "welcome",
@@ -637,6 +638,48 @@ Deno.test("`LaneClient` ignores malformed messages and records of another sessio
       "internal",
       "internal error",
     ]]);
+  } finally {
+    client.stop();
+  }
+});
+
+Deno.test("`LaneClient` applies a `records` batch in order, each record once, and skips what is not its own", () => {
+  const client = new LaneClient({
+    url: "ws://x/v2",
+    clientId: "web-test",
+    webSocket: ScriptedSocket as unknown as LaneClientOptions["webSocket"],
+  });
+  try {
+    client.start();
+    const socket = ScriptedSocket.last!;
+    socket.open();
+    socket.message({
+      kind: "welcome",
+      session: "default",
+      role: "client",
+      head: 4,
+      server: { version: "t" },
+    });
+    const record = (seq: number) => ({
+      kind: "record",
+      session: "default",
+      seq,
+      at: seq,
+      type: "scratchpad",
+      data: { text: `draft ${seq}` },
+    });
+    socket.message({ kind: "records", session: "default", records: [record(1), record(2)] });
+    // A batch repeating what the client holds adds only the new record; a bad member is
+    // skipped, the rest kept; a batch of another session is ignored whole.
+    socket.message({
+      kind: "records",
+      session: "default",
+      records: [record(2), { ...record(3), data: "text" }, record(4)],
+    });
+    socket.message({ kind: "records", session: "other", records: [record(5)] });
+    socket.message({ kind: "records", session: "default", records: "not a list" });
+    assert.deepEqual(client.log.records().map((r) => r.seq), [1, 2, 4]);
+    assert.equal(client.log.lastSeq, 4);
   } finally {
     client.stop();
   }

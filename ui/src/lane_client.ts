@@ -121,6 +121,8 @@ export class LaneClient {
         session: this.session,
         since: this.log.lastSeq,
         client: options.clientId,
+        // Records come in batches (`records`), several to a message: a long catch-up is fast.
+        batch: true,
         ...(this.#token === undefined ? {} : { token: this.#token }),
       }),
       welcome: (message) => this.#welcome(message),
@@ -303,14 +305,16 @@ export class LaneClient {
   #receive(message: ServerMessage): void {
     switch (message.kind) {
       case "record":
-        if (!isLaneRecord(message) || message.session !== this.session) return;
-        if (this.log.add(message)) {
-          this.outbox.noteRecord(message);
-          this.live.settle(message);
-          this.#schedulePersist();
-          this.#changed();
-        }
+        if (this.#apply(message)) this.#recordsChanged();
         return;
+      case "records": {
+        // A batch is consecutive records in order, each as a `record` message carries it.
+        if (message.session !== this.session || !Array.isArray(message.records)) return;
+        let added = false;
+        for (const record of message.records) added = this.#apply(record) || added;
+        if (added) this.#recordsChanged();
+        return;
+      }
       case "ack":
         if (this.outbox.ack(message.request, message)) this.#changed();
         return;
@@ -330,6 +334,20 @@ export class LaneClient {
         );
         return this.#changed();
     }
+  }
+
+  /** Keeps one record (once); `true` when it was new. */
+  #apply(record: unknown): boolean {
+    if (!isLaneRecord(record) || record.session !== this.session) return false;
+    if (!this.log.add(record)) return false;
+    this.outbox.noteRecord(record);
+    this.live.settle(record);
+    return true;
+  }
+
+  #recordsChanged(): void {
+    this.#schedulePersist();
+    this.#changed();
   }
 
   #error(message: Extract<ServerMessage, { kind: "error" }>): void {

@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { nextMacrotask, type ServerMessage, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { readServeSettings, startDaemon } from "../../../runtime/daemon/mod.ts";
-import { LaneConnection } from "../../../runtime/lanes/mod.ts";
+import { LaneConnection, OperatorAuth } from "../../../runtime/lanes/mod.ts";
 import { REPO_ROOT } from "../../../runtime/setup/mod.ts";
 import { localDedupeKey } from "../../../store/dedupe_keys.ts";
 import { inputByDedupeKey } from "../../../store/inputs.ts";
@@ -102,7 +102,13 @@ Deno.test("an ack is never sent before its commit, with many connections sending
     const lanes = Array.from({ length: connections }, (_, c) => {
       const keyOf = new Map<string, string>();
       const connection = new LaneConnection(daemon.coordinator, {
-        hasOrigin: false,
+        auth: {
+          cookie: "absent",
+          viewWithoutToken: false,
+          checkToken: (token) =>
+            new OperatorAuth({ stateDir, token: daemon.coordinator.token }).checkToken(token),
+          rotate: () => Promise.resolve(),
+        },
         close: () => {},
         send: (message: ServerMessage) => {
           if (message.kind !== "ack") return;
@@ -131,7 +137,9 @@ Deno.test("an ack is never sent before its commit, with many connections sending
         for (let k = i; k < Math.min(i + 4, perConnection); k++) {
           const request = `r-${c}-${k}`;
           keyOf.set(request, localDedupeKey(client(c), `m-${k}`));
-          texts.push(JSON.stringify({ kind: "input", request, client_msg_id: `m-${k}`, text: "hi" }));
+          texts.push(
+            JSON.stringify({ kind: "input", request, client_msg_id: `m-${k}`, text: "hi" }),
+          );
         }
         done.push(connection.receiveAll(texts));
       });
@@ -144,7 +152,7 @@ Deno.test("an ack is never sent before its commit, with many connections sending
     assert.equal(new Set(acks.map((a) => a.key)).size, keys.length);
     const committedAt = new Map<string, number>();
     timeline.forEach((entry, position) => {
-      if (entry.kind === "commit") for (const key of entry.keys) committedAt.set(key, position);
+      if (entry.kind === "commit") { for (const key of entry.keys) committedAt.set(key, position); }
     });
     timeline.forEach((entry, position) => {
       if (entry.kind !== "ack") return;

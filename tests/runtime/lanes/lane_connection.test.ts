@@ -4,6 +4,7 @@ import {
   LaneConnection,
   type LaneHost,
   OperatorAuth,
+  recordBatches,
 } from "../../../runtime/lanes/mod.ts";
 import type { LaneRecord, LaneSignal, Logger, ServerMessage } from "../../../runtime/core/mod.ts";
 
@@ -162,4 +163,46 @@ Deno.test("`LaneConnection` answers every input of a batch whose commit threw", 
   ]);
   assert.equal(lines.length, 1, "the failure is logged once");
   assert.match(lines[0], /disk I\/O error/);
+});
+
+Deno.test("`LaneConnection` with `batch: true` sends every record once, in order, in bounded `records` batches, and resumes after a seq", async () => {
+  const host = hostWith(2_500);
+  for (const since of [0, 1_200]) {
+    const texts: string[] = [];
+    const connection = new LaneConnection(host, {
+      auth: AUTH,
+      send: (m) => texts.push(JSON.stringify(m)),
+      sendText: (text) => texts.push(text),
+      close: () => {},
+    });
+    await connection.receive(JSON.stringify({ kind: "hello", since, token: TOKEN, batch: true }));
+    const messages = texts.map((t) => JSON.parse(t) as ServerMessage);
+    const batches = messages.filter((m) => m.kind === "records");
+    assert.equal(messages.filter((m) => m.kind === "record").length, 0, "no single records");
+    const seqs = batches.flatMap((b) => b.kind === "records" ? b.records.map((r) => r.seq) : []);
+    assert.deepEqual(seqs, Array.from({ length: 2_500 - since }, (_, i) => since + i + 1));
+    assert.ok(batches.length < seqs.length / 10, `${batches.length} messages for ${seqs.length}`);
+    assert.deepEqual(messages.at(-1), { kind: "replayed", session: "default", head: 2_500 });
+    assert.equal(connection.cursor, 2_500);
+  }
+});
+
+Deno.test("`recordBatches()` keeps each batch under its bound, a larger record alone, in order", () => {
+  const records: LaneRecord[] = Array.from({ length: 50 }, (_, i) => ({
+    kind: "record",
+    session: "default",
+    seq: i + 1,
+    at: 0,
+    type: "test",
+    data: { text: "x".repeat(i === 20 ? 5_000 : 100) },
+  }));
+  const batches = recordBatches("default", records, 1_000);
+  for (const batch of batches) {
+    const parsed = JSON.parse(batch.text);
+    assert.deepEqual(parsed, { kind: "records", session: "default", records: batch.records });
+    assert.ok(batch.text.length <= 1_000 || batch.records.length === 1);
+    assert.equal(batch.lastSeq, batch.records.at(-1)!.seq);
+  }
+  assert.deepEqual(batches.flatMap((b) => b.records), records);
+  assert.ok(batches.some((b) => b.records.length === 1 && b.records[0].seq === 21));
 });
