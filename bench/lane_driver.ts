@@ -19,6 +19,15 @@ export interface OpenLaneOptions {
   since?: number;
   /** Give up on the connection and the catch-up after this long. @default 120_000 */
   timeoutMs?: number;
+  /** Ask for records in `records` batches (`batch: true` at hello). @default false */
+  batch?: boolean;
+}
+
+/** A durable record as the driver hands it to a listener. */
+export interface SeenRecord {
+  seq: number;
+  type: string;
+  data: Record<string, unknown>;
 }
 
 /** How the catch-up after `hello` went. */
@@ -51,11 +60,17 @@ export interface AdmitManyResult {
 }
 
 type Waiter = { resolve: (ack: Ack) => void; reject: (error: Error) => void };
+type OpWaiter = {
+  resolve: (result: Record<string, unknown>) => void;
+  reject: (error: Error) => void;
+};
 
 /** An open lane connection; create it with {@linkcode openLane}. */
 export class LaneDriver {
   readonly #ws: WebSocket;
   readonly #pending = new Map<string, Waiter>();
+  readonly #ops = new Map<string, OpWaiter>();
+  #listener: ((record: SeenRecord) => void) | undefined;
   #next = 0;
   #records = 0;
   #lastSeq = 0;
@@ -68,6 +83,26 @@ export class LaneDriver {
   /** Durable records received so far, catch-up and live. */
   get records(): number {
     return this.#records;
+  }
+
+  /** Calls `listener` with each durable record received from now on (one listener). */
+  onRecord(listener: ((record: SeenRecord) => void) | undefined): void {
+    this.#listener = listener;
+  }
+
+  /**
+   * Runs one operator command and resolves with its result.
+   * @throws {KlbrError} with the daemon's code when it answers `error`.
+   */
+  operate(
+    message: { kind: `op.${string}`; [key: string]: unknown },
+  ): Promise<Record<string, unknown>> {
+    const request = `op${++this.#next}`;
+    const result = new Promise<Record<string, unknown>>((resolve, reject) => {
+      this.#ops.set(request, { resolve, reject });
+    });
+    this.#ws.send(JSON.stringify({ ...message, request }));
+    return result;
   }
 
   /**
@@ -142,10 +177,19 @@ export class LaneDriver {
   /** Handles one server message; returns it parsed for the catch-up bookkeeping. */
   receive(text: string): { kind: string; [key: string]: unknown } {
     const message = JSON.parse(text) as { kind: string; [key: string]: unknown };
-    if (message.kind === "record") {
-      this.#records++;
-      this.#lastSeq = message.seq as number;
-    } else if (message.kind === "ack" || message.kind === "error") {
+    if (message.kind === "record") this.#record(message as unknown as SeenRecord);
+    else if (message.kind === "records") {
+      for (const record of message.records as SeenRecord[]) this.#record(record);
+    } else if (message.kind === "op.result" || message.kind === "error") {
+      const op = this.#ops.get(message.request as string);
+      if (op !== undefined) {
+        this.#ops.delete(message.request as string);
+        if (message.kind === "op.result") op.resolve(message.result as Record<string, unknown>);
+        else op.reject(new KlbrError("invalid_input", `cannot run op: ${String(message.code)}`));
+        return message;
+      }
+    }
+    if (message.kind === "ack" || message.kind === "error") {
       const request = message.request as string | undefined;
       const waiter = request === undefined ? undefined : this.#pending.get(request);
       if (waiter !== undefined) {
@@ -162,6 +206,12 @@ export class LaneDriver {
       }
     }
     return message;
+  }
+
+  #record(record: SeenRecord): void {
+    this.#records++;
+    this.#lastSeq = record.seq;
+    this.#listener?.(record);
   }
 
   /** The seq of the last record received. */
@@ -229,15 +279,21 @@ export function openLane(
         since,
         client: options.client,
         token: options.token,
+        ...(options.batch ? { batch: true } : {}),
       }));
     };
     ws.onmessage = (event) => {
       const message = lane.receive(String(event.data));
       if (done) return;
       if (message.kind === "welcome") head = message.head as number;
-      else if (message.kind === "record") {
-        if (message.seq !== expected) contiguous = false;
-        expected = (message.seq as number) + 1;
+      else if (message.kind === "record" || message.kind === "records") {
+        const seqs = message.kind === "record"
+          ? [message.seq as number]
+          : (message.records as SeenRecord[]).map((r) => r.seq);
+        for (const seq of seqs) {
+          if (seq !== expected) contiguous = false;
+          expected = seq + 1;
+        }
       } else if (message.kind === "error") {
         fail(
           new KlbrError(

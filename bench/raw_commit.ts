@@ -93,3 +93,77 @@ export function measureRawCommits(options: RawCommitOptions): RawCommitResult {
     db.close();
   }
 }
+
+/** Options for {@linkcode measureRawBatches}. */
+export interface RawBatchOptions {
+  /** The directory the database file is created in (and left in). */
+  dir: string;
+  /** Rows inserted per transaction. */
+  batch: number;
+  /** Rows to insert in all (rounded up to whole batches). */
+  rows: number;
+  /** Stop early after this long, in ms. @default 20_000 */
+  maxMs?: number;
+}
+
+/** What {@linkcode measureRawBatches} measured. */
+export interface RawBatchResult {
+  /** Rows per transaction. */
+  batch: number;
+  /** Rows inserted (whole batches; fewer than asked when `maxMs` ran out). */
+  rows: number;
+  /** Transactions committed. */
+  commits: number;
+  /** Rows per second over the whole loop. */
+  perSecond: number;
+}
+
+/**
+ * The batched ceiling: `batch` rows of an input's size per `BEGIN IMMEDIATE … COMMIT`, in WAL with
+ * `synchronous=FULL`, one fresh file per call (`<dir>/raw-batch-<batch>.sqlite`).
+ *
+ * @throws {KlbrError} `invalid_input` when `batch` or `rows` is not a positive integer.
+ * @example
+ * ```ts
+ * const { perSecond } = measureRawBatches({ dir, batch: 64, rows: 10_000 });
+ * ```
+ */
+export function measureRawBatches(options: RawBatchOptions): RawBatchResult {
+  const { dir, batch, rows, maxMs = 20_000 } = options;
+  for (const [name, value] of [["batch", batch], ["rows", rows]] as const) {
+    if (!Number.isSafeInteger(value) || value < 1) {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot measure raw batches: ${name} must be a positive integer (got ${value})`,
+      );
+    }
+  }
+  const path = join(dir, `raw-batch-${batch}.sqlite`);
+  const db = new DatabaseSync(path);
+  try {
+    db.exec("PRAGMA journal_mode = WAL");
+    db.exec("PRAGMA synchronous = FULL");
+    db.exec("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)");
+    const begin = db.prepare("BEGIN IMMEDIATE");
+    const insert = db.prepare("INSERT INTO t (body) VALUES (?)");
+    const commit = db.prepare("COMMIT");
+    let inserted = 0;
+    let commits = 0;
+    const started = performance.now();
+    while (inserted < rows && performance.now() - started < maxMs) {
+      begin.run();
+      for (let i = 0; i < batch; i++) insert.run(BODY);
+      commit.run();
+      inserted += batch;
+      commits++;
+    }
+    return {
+      batch,
+      rows: inserted,
+      commits,
+      perSecond: ratePerSecond(inserted, performance.now() - started),
+    };
+  } finally {
+    db.close();
+  }
+}

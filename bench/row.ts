@@ -8,7 +8,7 @@
 import { KlbrError } from "../runtime/core/mod.ts";
 
 /** The units the figures are reported in. */
-export type Unit = "inputs/s" | "records/s" | "ms" | "s" | "MB" | "KB";
+export type Unit = "inputs/s" | "records/s" | "rows/s" | "ms" | "s" | "MB" | "KB" | "count";
 
 /** The ceiling or peer a figure is compared with, in the figure's unit. */
 export interface Peer {

@@ -34,7 +34,7 @@ const COLUMNS = ["figure", "value", "ceiling/peer", "ratio", "goal", "met?"];
  */
 export function formatValue(value: number | null, unit: Unit): string {
   if (value === null) return "—";
-  if (unit === "inputs/s" || unit === "records/s") {
+  if (unit === "inputs/s" || unit === "records/s" || unit === "rows/s") {
     return `${Math.round(value).toLocaleString("en-US")} ${unit}`;
   }
   return `${significant(value)} ${unit}`;

@@ -98,7 +98,10 @@ interface TraceRow {
 
 function bounded(value: unknown, max: number): { text: string; cut: boolean } | null {
   const text = JSON.stringify(value);
-  if (text === undefined) return null;
+  return text === undefined ? null : cutText(text, max);
+}
+
+function cutText(text: string, max: number): { text: string; cut: boolean } {
   if (text.length <= max) return { text, cut: false };
   return {
     text: JSON.stringify({ truncated: true, chars: text.length, head: text.slice(0, max) }),
@@ -147,42 +150,78 @@ function toTrace(row: TraceRow): HookTrace {
  * JSON; `not_found` for an unknown session.
  */
 export function recordTrace(store: Store, trace: RecordTrace): string {
+  const { id, write } = preparedTrace(store, trace);
+  write();
+  return id;
+}
+
+/**
+ * Records one hook invocation with the store's next commit, not one of its own (`store.defer`):
+ * checked, encoded and named now; durable with the next transaction (the frame its plan made,
+ * the reply its request got) or when a reader of traces asks. A write that fails then goes to
+ * `failed` and changes nothing else.
+ *
+ * @throws {KlbrError} `invalid_input` when the trace fails its schema or its inputs are not JSON.
+ */
+export function deferTrace(store: Store, trace: RecordTrace, failed?: (e: unknown) => void) {
+  const { id, write } = preparedTrace(store, trace);
+  store.defer(write, failed);
+  return id;
+}
+
+function preparedTrace(store: Store, trace: RecordTrace): { id: string; write: () => void } {
   const parsed = RecordTraceSchema.safeParse(trace);
   if (!parsed.success) throw schemaError("record hook trace", parsed.error, trace);
   const t = parsed.data;
   checkSessionId(t.session);
-  const inputs = bounded(t.inputs ?? null, TRACE_FIELD_MAX_CHARS)!;
-  const output = t.output === undefined ? null : bounded(t.output, TRACE_FIELD_MAX_CHARS);
+  const { inputs, output } = encodedFields(t.inputs ?? null, t.output);
   const id = newId("trace", store.clock());
-  store.transaction(() => {
-    store.statement(
-      `INSERT INTO hook_traces (id, session_id, frame_id, hook, release_id, origin, inputs,
+  const at = store.clock();
+  const write = () =>
+    store.transaction(() => {
+      store.statement(
+        `INSERT INTO hook_traces (id, session_id, frame_id, hook, release_id, origin, inputs,
          output, error, truncated, duration_ms, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(
-      id,
-      t.session,
-      t.frameId,
-      t.hook,
-      t.releaseId,
-      t.origin,
-      inputs.text,
-      output?.text ?? null,
-      boundedError(t.error),
-      inputs.cut || output?.cut ? 1 : 0,
-      Math.round(t.durationMs * 1000) / 1000,
-      store.clock(),
-    );
-    store.statement(
-      `DELETE FROM hook_traces WHERE id IN (
+      ).run(
+        id,
+        t.session,
+        t.frameId,
+        t.hook,
+        t.releaseId,
+        t.origin,
+        inputs.text,
+        output?.text ?? null,
+        boundedError(t.error),
+        inputs.cut || output?.cut ? 1 : 0,
+        Math.round(t.durationMs * 1000) / 1000,
+        at,
+      );
+      store.statement(
+        `DELETE FROM hook_traces WHERE id IN (
          SELECT id FROM hook_traces WHERE session_id = ? AND (error IS NULL) = ?
          ORDER BY id DESC LIMIT -1 OFFSET ?)`,
-    ).run(t.session, t.error === null ? 1 : 0, MAX_TRACES);
-  });
-  return id;
+      ).run(t.session, t.error === null ? 1 : 0, MAX_TRACES);
+    });
+  return { id, write };
+}
+
+/** The bounded JSON of inputs and output; an output that is the inputs' one field is encoded once. */
+function encodedFields(inputs: unknown, output: unknown) {
+  const fields = typeof inputs === "object" && inputs !== null ? Object.entries(inputs) : [];
+  if (output === undefined || fields.length !== 1 || fields[0][1] !== output) {
+    const out = output === undefined ? null : bounded(output, TRACE_FIELD_MAX_CHARS);
+    return { inputs: bounded(inputs, TRACE_FIELD_MAX_CHARS)!, output: out };
+  }
+  const inner = JSON.stringify(output);
+  return {
+    inputs: cutText(`{${JSON.stringify(fields[0][0])}:${inner}}`, TRACE_FIELD_MAX_CHARS),
+    output: cutText(inner, TRACE_FIELD_MAX_CHARS),
+  };
 }
 
 /** Returns the trace `id`, or `undefined` when there is none (never recorded, or pruned). */
 export function getTrace(store: Store, id: string): HookTrace | undefined {
+  store.flush(); // a deferred trace is visible to every reader
   const row = store.statement("SELECT * FROM hook_traces WHERE id = ?").get(id) as
     | TraceRow
     | undefined;
@@ -191,6 +230,7 @@ export function getTrace(store: Store, id: string): HookTrace | undefined {
 
 /** Returns the traces of a frame's turn (its attention plan first), oldest first, at most `limit`. */
 export function tracesOfFrame(store: Store, frameId: string, limit = 1000): HookTrace[] {
+  store.flush();
   const rows = store.statement(
     "SELECT * FROM hook_traces WHERE frame_id = ? ORDER BY id LIMIT ?",
   ).all(frameId, limit) as unknown as TraceRow[];
@@ -202,6 +242,7 @@ export function tracesOfFrame(store: Store, frameId: string, limit = 1000): Hook
  * and how many there are in all.
  */
 export function traceRefsOfFrame(store: Store, frameId: string): { ids: string[]; count: number } {
+  store.flush();
   const ids = (store.statement(
     "SELECT id FROM hook_traces WHERE frame_id = ? ORDER BY id LIMIT ?",
   ).all(frameId, MAX_FRAME_TRACE_REFS) as { id: string }[]).map((r) => r.id);

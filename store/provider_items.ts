@@ -171,16 +171,90 @@ export function readProviderItems(store: Store, session: string, since = 0): Pro
   return rows.map(toItem);
 }
 
-/** Returns the items with `after < idx <= through`, in order. */
+/**
+ * Returns the items with `after < idx <= through`, in order. Items never change once written,
+ * so the parsed items of recent reads are kept per store and session (about
+ * {@linkcode ITEM_CACHE_CHARS} characters of messages, the newest kept): building the next
+ * request parses only the items it has not read before. The messages returned are frozen.
+ */
 export function readProviderRange(
   store: Store,
   session: string,
   range: { after: number; through: number },
 ): ProviderItem[] {
-  const rows = store.statement(
-    `SELECT ${COLUMNS} FROM provider_items WHERE session_id = ? AND idx > ? AND idx <= ? ORDER BY idx`,
-  ).all(session, range.after, range.through) as unknown as ItemRow[];
-  return rows.map(toItem);
+  const cache = itemCache(store, session);
+  let missingFrom = 0;
+  let missingTo = 0;
+  for (let idx = range.after + 1; idx <= range.through; idx++) {
+    if (cache.items.has(idx)) continue;
+    if (missingFrom === 0) missingFrom = idx;
+    missingTo = idx;
+  }
+  if (missingFrom !== 0) {
+    const rows = store.statement(
+      `SELECT ${COLUMNS} FROM provider_items WHERE session_id = ? AND idx >= ? AND idx <= ?
+       ORDER BY idx`,
+    ).all(session, missingFrom, missingTo) as unknown as ItemRow[];
+    // What an open transaction reads may still roll back: only committed items are kept.
+    const keep = !store.inTransaction;
+    for (const row of rows) {
+      const item = toItem(row);
+      deepFreeze(item.message);
+      if (keep) remember(cache, item, row.message.length);
+      else cache.pending.set(item.idx, item);
+    }
+  }
+  const out: ProviderItem[] = [];
+  for (let idx = range.after + 1; idx <= range.through; idx++) {
+    const item = cache.items.get(idx) ?? cache.pending.get(idx);
+    if (item !== undefined) out.push(item);
+  }
+  cache.pending.clear();
+  return out;
+}
+
+/** The message characters of parsed items kept per session. */
+export const ITEM_CACHE_CHARS = 4_000_000;
+
+interface ItemCache {
+  items: Map<number, ProviderItem>;
+  sizes: Map<number, number>;
+  chars: number;
+  /** Items read inside a transaction, returned once and not kept. */
+  pending: Map<number, ProviderItem>;
+}
+
+const itemCaches = new WeakMap<Store, Map<string, ItemCache>>();
+
+function itemCache(store: Store, session: string): ItemCache {
+  let sessions = itemCaches.get(store);
+  if (sessions === undefined) itemCaches.set(store, sessions = new Map());
+  let cache = sessions.get(session);
+  if (cache === undefined) {
+    cache = { items: new Map(), sizes: new Map(), chars: 0, pending: new Map() };
+    sessions.set(session, cache);
+  }
+  return cache;
+}
+
+function remember(cache: ItemCache, item: ProviderItem, chars: number): void {
+  cache.items.set(item.idx, item);
+  cache.sizes.set(item.idx, chars);
+  cache.chars += chars;
+  if (cache.chars <= ITEM_CACHE_CHARS) return;
+  // Drop the oldest items until the rest fit.
+  for (const idx of [...cache.items.keys()].sort((a, b) => a - b)) {
+    if (cache.chars <= ITEM_CACHE_CHARS * 0.75) break;
+    cache.chars -= cache.sizes.get(idx) ?? 0;
+    cache.items.delete(idx);
+    cache.sizes.delete(idx);
+  }
+}
+
+function deepFreeze(value: unknown): void {
+  if (typeof value !== "object" || value === null || Object.isFrozen(value)) return;
+  Object.freeze(value);
+  for (const inner of Object.values(value)) deepFreeze(inner);
 }
 
 /** Returns item `idx`, or `undefined` when the session has none. */

@@ -19,6 +19,7 @@ import {
 import { join } from "node:path";
 import { z } from "zod";
 import { assert, faultPoint, KlbrError } from "../runtime/core/mod.ts";
+import { connect, isDirectory } from "./_connect.ts";
 import { inspectStoreFile, refuseLostHistory, requireWritable } from "./_inspect_file.ts";
 import {
   injectedSqliteFull,
@@ -28,7 +29,6 @@ import {
   unusableState,
 } from "./_store_errors.ts";
 import { schemaError } from "./_schema_error.ts";
-import { migrate, STORE_FORMAT } from "./migrations.ts";
 import { acquireOwnerLock, type OwnerLock, releaseOwnerLock } from "./owner_lock.ts";
 import { checkSqliteVersion, linkedSqliteVersion } from "./version_guard.ts";
 
@@ -77,6 +77,8 @@ export interface StoreHealth {
   since: number | null;
   /** When the last transaction committed, in ms; null before the first. */
   lastCommitAt: number | null;
+  /** Transactions committed on this connection since it opened. */
+  commits: number;
 }
 
 /**
@@ -114,8 +116,23 @@ export interface Store {
   transaction<T>(fn: () => T): T;
   /** Whether the store can be used now, from the outcome of its real statements and commits. */
   health(): StoreHealth;
+  /**
+   * Queues a write that needs no commit of its own (a hook trace, a record of progress): it
+   * runs first inside the next outermost transaction, in a savepoint of its own, and commits
+   * with it; {@linkcode Store.flush} (and `close`) runs what is queued in one transaction now.
+   * A queued write that throws is rolled back alone and handed to `failed`; it never fails
+   * the transaction it rides in.
+   */
+  defer(write: () => void, failed?: (error: unknown) => void): void;
+  /** Commits the queued writes now, if there are any. */
+  flush(): void;
   /** Closes the connection and releases the owner lock. Closing twice is a no-op. */
   close(): void;
+}
+
+interface Deferred {
+  write: () => void;
+  failed?: (error: unknown) => void;
 }
 
 class SqliteStore implements Store {
@@ -123,7 +140,14 @@ class SqliteStore implements Store {
   readonly #clock: () => number;
   #depth = 0;
   #lock: OwnerLock | undefined;
-  #health: StoreHealth = { state: "ok", error: null, since: null, lastCommitAt: null };
+  #deferred: Deferred[] = [];
+  #health: StoreHealth = {
+    state: "ok",
+    error: null,
+    since: null,
+    lastCommitAt: null,
+    commits: 0,
+  };
 
   readonly #db: DatabaseSync;
 
@@ -220,6 +244,7 @@ class SqliteStore implements Store {
     const savepoint = `klbr_${depth}`;
     this.statement(depth === 0 ? "BEGIN IMMEDIATE" : `SAVEPOINT ${savepoint}`).run();
     this.#depth++;
+    const ran = depth === 0 ? this.#runDeferred() : [];
     try {
       const result = fn();
       assert(!(result instanceof Promise), "a store transaction body is synchronous");
@@ -239,6 +264,8 @@ class SqliteStore implements Store {
           this.statement(`RELEASE ${savepoint}`).run();
         }
       }
+      // Queued writes that rode in a transaction rolled back wait for the next one.
+      this.#deferred.unshift(...ran);
       throw failure === undefined || error instanceof KlbrError
         ? error
         : storeError("commit to the store", error, failure);
@@ -249,15 +276,44 @@ class SqliteStore implements Store {
 
   #committed(): void {
     const at = Math.trunc(this.#clock());
+    const commits = this.#health.commits + 1;
     this.#setHealth(
       this.#health.state === "corrupt"
-        ? { ...this.#health, lastCommitAt: at }
-        : { state: "ok", error: null, since: null, lastCommitAt: at },
+        ? { ...this.#health, lastCommitAt: at, commits }
+        : { state: "ok", error: null, since: null, lastCommitAt: at, commits },
     );
+  }
+
+  defer(write: () => void, failed?: (error: unknown) => void): void {
+    this.#deferred.push({ write, failed });
+  }
+
+  flush(): void {
+    if (this.#deferred.length > 0 && this.#depth === 0) this.transaction(() => {});
+  }
+
+  /** Runs the queued writes inside the transaction just begun, each in its own savepoint. */
+  #runDeferred(): Deferred[] {
+    const queued = this.#deferred;
+    if (queued.length === 0) return queued;
+    this.#deferred = [];
+    for (const { write, failed } of queued) {
+      try {
+        this.transaction(write);
+      } catch (error) {
+        failed?.(error);
+      }
+    }
+    return queued;
   }
 
   close(): void {
     if (this.#db.isOpen) {
+      try {
+        this.flush();
+      } catch {
+        // Closing goes on: what was queued is lost with a store that cannot commit.
+      }
       this.#statements.clear();
       this.#db.close();
     }
@@ -265,36 +321,6 @@ class SqliteStore implements Store {
       releaseOwnerLock(this.#lock);
       this.#lock = undefined;
     }
-  }
-}
-
-function isDirectory(path: string): boolean | undefined {
-  try {
-    return Deno.statSync(path).isDirectory;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    throw error;
-  }
-}
-
-function connect(path: string, busyTimeoutMs: number): DatabaseSync {
-  const db = new DatabaseSync(path, { enableForeignKeyConstraints: true });
-  try {
-    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
-    const mode = db.prepare("PRAGMA journal_mode = WAL").get() as { journal_mode: string };
-    assert(mode.journal_mode === "wal", `journal_mode is wal (got ${mode.journal_mode})`);
-    // FULL: admission is acknowledged right after COMMIT returns, so COMMIT must reach the disk.
-    db.exec("PRAGMA synchronous = FULL");
-    db.exec("PRAGMA foreign_keys = ON");
-    migrate(db);
-    const row = db.prepare("SELECT value FROM klbr_meta WHERE key = 'format'").get() as
-      | { value: string }
-      | undefined;
-    assert(row?.value === STORE_FORMAT, "a migrated store has the klbr format row");
-    return db;
-  } catch (error) {
-    db.close();
-    throw error;
   }
 }
 

@@ -276,6 +276,7 @@ export class Coordinator implements LaneHost {
         active_release: row.activeRelease,
         last_good_release: row.lastGoodRelease,
         kernel_generation: parts.kernel.generation,
+        hook_calls: parts.hookCalls,
         kernel_alive: parts.kernel.current !== null,
         ...this.#jobs.status(id),
         // What each live process role loaded (null when it is not running).
@@ -293,6 +294,7 @@ export class Coordinator implements LaneHost {
       version: this.version,
       admitting: this.#admitting && this.#o.store.health().state !== "corrupt",
       admission: this.#queue.stats,
+      store_commits: this.#o.store.health().commits,
       recovered_release: this.#recovered,
       budget: this.#jobs.budget.status(),
       sessions,

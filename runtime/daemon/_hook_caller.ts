@@ -3,8 +3,9 @@
  *
  * Pinning: a turn's hook calls all name the release its frame recorded, passed with each
  * `hook` request, so an activation during the turn changes nothing in it; between turns the
- * caller uses the active release. Every call leaves a durable trace (hook, release, inputs,
- * output, duration, error).
+ * caller uses the active release. Every call leaves a trace (hook, release, inputs, output,
+ * duration, error), durable with the session's next commit rather than one of its own.
+ * `model.plan` and `turn.next` are asked again within a turn only when their arguments change.
  *
  * Fingerprints: between frames the hook worker reports what is on disk now; a role whose
  * loaded interpreter or package differs is replaced there — the hook worker once it is idle,
@@ -13,11 +14,11 @@
  * @module
  */
 
-import { recordTrace } from "../../store/behavior_diagnostics.ts";
+import { deferTrace } from "../../store/behavior_diagnostics.ts";
 import { appendEvent } from "../../store/events.ts";
 import type { Store } from "../../store/store.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
-import { checkHookResult, hookErrorOf } from "../behavior/mod.ts";
+import { checkHookResult, hookErrorOf, type HookResult } from "../behavior/mod.ts";
 import {
   type GenerationRecord,
   type KernelSupervisor,
@@ -42,6 +43,10 @@ export interface HookCallerDeps {
   hooks: KernelSupervisor;
   /** Counts a failed call (for the last-good rule). */
   failed: () => void;
+  /** Counts each call that reached the hook worker (for `status`). */
+  called?: () => void;
+  /** The answers of {@linkcode MEMO_HOOKS} in this turn, by release, hook and arguments. */
+  memo?: Map<string, unknown>;
 }
 
 /**
@@ -62,15 +67,26 @@ export function pinnedHookCaller(deps: HookCallerDeps, pin: Pin): HookCaller {
       return lastTrace;
     },
     call: async (name, args, options) => {
+      const key = MEMO_HOOKS.has(name) ? `${pin.releaseId}\0${name}\0${JSON.stringify(args)}` : "";
+      if (key !== "" && deps.memo?.has(key)) return deps.memo.get(key) as HookResult<typeof name>;
       const started = performance.now();
       let output: unknown;
       let failure: unknown;
+      deps.called?.();
       try {
         output = await deps.hooks.hook(name, args, {
           ...options,
           behavior: { revision: pin.releaseId, path: pin.path },
         });
-        return checkHookResult(name, output);
+        // The messages context.prepare was given, handed back unchanged, are what the host
+        // built: its own, already valid; nothing to check, and the trace encodes them once.
+        if (name === "context.prepare" && sameJson(output, args.messages)) {
+          output = args.messages;
+          return output as HookResult<typeof name>;
+        }
+        const result = checkHookResult(name, output);
+        if (key !== "") deps.memo?.set(key, result);
+        return result;
       } catch (error) {
         failure = error;
         deps.failed();
@@ -88,6 +104,29 @@ export function pinnedHookCaller(deps: HookCallerDeps, pin: Pin): HookCaller {
   };
 }
 
+/**
+ * Hooks whose answer depends on their arguments only: within a turn, a call with the same
+ * arguments (and release) reuses the answer instead of asking the hook worker again.
+ */
+const MEMO_HOOKS: ReadonlySet<string> = new Set(["model.plan", "turn.next"]);
+
+/** Whether two JSON values are equal, key order aside. */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    return a.every((item, i) => sameJson(item, b[i]));
+  }
+  if (Array.isArray(b)) return false;
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  return keys.every((k) =>
+    Object.hasOwn(b, k) &&
+    sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])
+  );
+}
+
 function trace(
   deps: HookCallerDeps,
   pin: Pin,
@@ -99,17 +138,20 @@ function trace(
     durationMs: number;
   },
 ): string | null {
+  const warn = (error: unknown) =>
+    deps.log.warn("hook.trace", `cannot record the trace of ${call.hook}: ${String(error)}`);
   try {
-    return recordTrace(deps.store, {
+    // Durable with the session's next commit: the frame the plan made, the reply it shaped.
+    return deferTrace(deps.store, {
       session: deps.session,
       frameId: pin.frameId,
       releaseId: pin.releaseId,
       origin: pin.frameId === null ? "attention" : "turn",
       ...call,
-    });
+    }, warn);
   } catch (error) {
     // A trace that cannot be written must not change what the hook call did.
-    deps.log.warn("hook.trace", `cannot record the trace of ${call.hook}: ${String(error)}`);
+    warn(error);
     return null;
   }
 }

@@ -92,6 +92,10 @@ export interface SessionParts {
   frame: { id: string; routing: unknown; policyRevision: string } | null;
   /** Hook calls that failed (or broke their contract) since the turn began. */
   hookFailures: number;
+  /** Hook calls that reached the hook worker since the session started (for `status`). */
+  hookCalls: number;
+  /** The running turn's answers of hooks that depend on their arguments only. */
+  memo: Map<string, unknown>;
   /** The operator's `compact`: extractive (no model, no hook), keeping the newest 20 items. */
   compact: () => Promise<Compaction | undefined>;
   /** The skills the workbench's generation offers (the contract names them); null before a load. */
@@ -116,6 +120,8 @@ export function createSessionParts(
     pin: null,
     frame: null,
     hookFailures: 0,
+    hookCalls: 0,
+    memo: new Map(),
     compact: () => compactContext(deps, session, { keep: { items: 20 }, model: false }),
     skills: null,
     maintenance: false,
@@ -193,6 +199,8 @@ function hookCaller(deps: SessionDeps, session: string, parts: SessionParts): Ho
     session,
     hooks: parts.hooks,
     failed: () => parts.hookFailures++,
+    called: () => parts.hookCalls++,
+    memo: parts.pin === null ? undefined : parts.memo,
   }, pin);
 }
 
@@ -262,6 +270,7 @@ function modelTurnFor(
     };
     parts.pin = pinOf(deps, parts, ctx.frame);
     parts.hookFailures = 0;
+    parts.memo = new Map();
     parts.maintenance = ctx.inputs.some(isMaintenanceInput);
     // Before the workbench's first generation, name what its first load will offer.
     if (parts.kernel.current === null) {

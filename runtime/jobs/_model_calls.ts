@@ -256,11 +256,14 @@ export function meteredProvider(
       });
       try {
         const turn = await inner.streamChat(request, options);
-        finishModelCall(deps.store, callId, {
-          state: "done",
+        // Commits with the reply the turn writes next; a call left `requested` by a crash
+        // before that is failed at the next start.
+        const end = {
+          state: "done" as const,
           promptTokens: turn.usage.promptTokens,
           completionTokens: turn.usage.completionTokens,
-        });
+        };
+        deps.store.defer(() => void finishModelCall(deps.store, callId, end));
         return turn;
       } catch (error) {
         finishModelCall(deps.store, callId, { state: "failed", error: String(error) });

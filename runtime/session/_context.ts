@@ -99,6 +99,10 @@ export async function prepareContext(
   }
   const base = built.messages as HookResult<"context.prepare">;
   const prepared = await hookOr(deps, session, "context.prepare", { messages: base }, base);
+  // Handed back unchanged (or failed): the built request, already sized within the budget.
+  if (prepared === base && built.rawTokens <= built.limits.request) {
+    return { messages: base as unknown as ChatMessage[], rawTokens: built.rawTokens };
+  }
   const messages = fitMessages(prepared as Record<string, unknown>[], built.limits.request) ??
     fitMessages(base, built.limits.request) ?? base;
   return { messages: messages as unknown as ChatMessage[], rawTokens: messagesTokens(messages) };

@@ -11,6 +11,7 @@
 
 import { appendEvent, countFrameEvents } from "../../store/events.ts";
 import { appendProviderItems } from "../../store/provider_items.ts";
+import { requireSession } from "../../store/sessions.ts";
 import {
   DEFAULT_CELL_TIMEOUT_MS,
   faultPoint,
@@ -91,13 +92,17 @@ async function runTurn(scope: TurnScope): Promise<TurnResult> {
   let opening: Record<string, unknown> | null = ctx.resumed
     ? null
     : renderInputs(options, session, ctx.inputs);
-  const started = record("turn.started", {
+  // A record of progress, not a guarantee: it commits with the turn's next write (the reply).
+  const started = {
     frame_id: frame.id,
     frame: frame.number,
     resumed: ctx.resumed,
     ...(ctx.attempt ? { attempt: ctx.attempt } : {}),
-  });
-  const progress = { started, reminders: 0 };
+  };
+  options.store.defer(() => void appendEvent(options.store, session, "turn.started", started));
+  // This turn's sends are the frame's sends after the head as it began: turn.started, committed
+  // with the next write, takes a later seq than that head and an earlier one than any send.
+  const progress = { started: requireSession(options.store, session).nextSeq - 1, reminders: 0 };
   for (let step = 0; step < maxSteps; step++) {
     const reply = await requestStep(scope, opening);
     opening = null;
@@ -125,7 +130,9 @@ async function runTurn(scope: TurnScope): Promise<TurnResult> {
     if (waited !== undefined) {
       // The wait is durable (its cell's outcome and tool result); the turn has not ended yet.
       faultPoint("wait-before-wake");
-      record("turn.ended", { frame_id: frame.id, reason: "wait", wait_reason: waited });
+      // Commits with the frame's end, which follows at once.
+      const ended = { frame_id: frame.id, reason: "wait", wait_reason: waited };
+      options.store.defer(() => void appendEvent(options.store, session, "turn.ended", ended));
       return { ok: true, reason: "wait", effects: state.effects };
     }
   }
@@ -230,29 +237,33 @@ async function requestStep(
   // Tool-call ids are minted here: some providers repeat ids across responses, and a
   // session's sequence needs each id once.
   const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
-  appendProviderItems(options.store, session, frame.id, [...(opening ? [opening] : []), {
-    role: "assistant",
-    content: turn.text === "" ? null : turn.text,
-    ...(calls.length
-      ? {
-        tool_calls: calls.map((call) => ({
-          id: call.id,
-          type: "function" as const,
-          function: { name: call.name, arguments: call.arguments },
-        })),
-      }
-      : {}),
-  }]);
+  // The reply and its scratchpad commit together, before any of its cells runs.
+  options.store.transaction(() => {
+    appendProviderItems(options.store, session, frame.id, [...(opening ? [opening] : []), {
+      role: "assistant",
+      content: turn.text === "" ? null : turn.text,
+      ...(calls.length
+        ? {
+          tool_calls: calls.map((call) => ({
+            id: call.id,
+            type: "function" as const,
+            function: { name: call.name, arguments: call.arguments },
+          })),
+        }
+        : {}),
+    }]);
+    if (turn.text !== "") {
+      appendEvent(options.store, session, "scratchpad", {
+        frame_id: frame.id,
+        text: turn.text,
+        partial: turn.textPartial,
+        usage: turn.usage,
+      });
+    }
+  });
+  options.bus.wake(session);
   // The reply is in the sequence now: a retry goes on from it, never repeats the inputs.
   state.effects = true;
-  if (turn.text !== "") {
-    record("scratchpad", {
-      frame_id: frame.id,
-      text: turn.text,
-      partial: turn.textPartial,
-      usage: turn.usage,
-    });
-  }
   return { calls, text: turn.text };
 }
 

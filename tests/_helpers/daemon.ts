@@ -36,6 +36,8 @@ export interface TestDaemonOptions {
   port?: number;
   /** Use the state directory's own `config.kdl` (what `init` wrote) instead of generating one. */
   stateConfig?: boolean;
+  /** Extra `deno run` flags (e.g. `--cpu-prof` while profiling), before the script. */
+  denoFlags?: string[];
 }
 
 /** A running daemon. */
@@ -115,6 +117,7 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
         logFormat: options.logFormat,
       },
     );
+  if (options.denoFlags?.length) args.splice(1, 0, ...options.denoFlags);
   const child = new Deno.Command(Deno.execPath(), {
     args,
     cwd: REPO_ROOT,

@@ -52,6 +52,9 @@ function recordingStore(inner: Store, keys: string[], timeline: Entry[]): Store 
     },
     statement: (sql) => inner.statement(sql),
     health: () => inner.health(),
+    defer: (write, failed) => inner.defer(write, failed),
+    // Queued writes (traces, progress records) hold no input: their commits need no log.
+    flush: () => inner.flush(),
     close: () => inner.close(),
     transaction<T>(fn: () => T): T {
       depth++;

@@ -1,0 +1,46 @@
+/**
+ * The store's connection: opened on a klbr store file, switched to WAL with
+ * `synchronous=FULL` and foreign keys, and migrated. Private to `store.ts`.
+ *
+ * @module
+ */
+
+import { DatabaseSync } from "node:sqlite";
+import { assert } from "../runtime/core/mod.ts";
+import { migrate, STORE_FORMAT } from "./migrations.ts";
+
+/** Whether `path` is a directory; `undefined` when nothing is there. */
+export function isDirectory(path: string): boolean | undefined {
+  try {
+    return Deno.statSync(path).isDirectory;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Opens the store file in WAL with `synchronous=FULL` and foreign keys on, and migrates it.
+ *
+ * @throws {KlbrError} what the migrations throw; the connection is then closed.
+ */
+export function connect(path: string, busyTimeoutMs: number): DatabaseSync {
+  const db = new DatabaseSync(path, { enableForeignKeyConstraints: true });
+  try {
+    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+    const mode = db.prepare("PRAGMA journal_mode = WAL").get() as { journal_mode: string };
+    assert(mode.journal_mode === "wal", `journal_mode is wal (got ${mode.journal_mode})`);
+    // FULL: admission is acknowledged right after COMMIT returns, so COMMIT must reach the disk.
+    db.exec("PRAGMA synchronous = FULL");
+    db.exec("PRAGMA foreign_keys = ON");
+    migrate(db);
+    const row = db.prepare("SELECT value FROM klbr_meta WHERE key = 'format'").get() as
+      | { value: string }
+      | undefined;
+    assert(row?.value === STORE_FORMAT, "a migrated store has the klbr format row");
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
