@@ -102,7 +102,7 @@ Deno.test("an ack is never sent before its commit, with many connections sending
   // A second connection to the same file sees only what was committed.
   const reader = openStore(stateDir, { create: false, owner: false });
   try {
-    const lanes = Array.from({ length: connections }, (_, c) => {
+    const lanes = Array.from({ length: connections }, () => {
       const keyOf = new Map<string, string>();
       const connection = new LaneConnection(daemon.coordinator, {
         auth: {
