@@ -8,6 +8,9 @@
  * Two series of turns on one live daemon (the checkout's behaviour), one turn at a time, each
  * after the last has ended: a one-step turn whose cell sends and waits
  * (`await local.send('done')` then `wait()`), and a two-step turn (`1+1`, then `wait()`).
+ * The same daemon gives figure 2's idle and busy acks (send → ack between turns, and while a
+ * turn's cell sleeps) and figure 3's cell round trip through the daemon (`cell.started` to
+ * `cell.finished` as a client receives them).
  *
  * @module
  */
@@ -32,9 +35,18 @@ export interface AgentLoopOptions {
   rawCommitMs: number;
   /** The raw framed echo p50, ms, with the workbench's interpreter. */
   rawEchoMs: number;
+  /** The bare `KernelSupervisor` cell round trip p50 (3a), ms; null when not measured. */
+  bareCellMs?: number | null;
+  /** Jupyter's execute round trip p50 (3c's peer), ms; null when not measured. */
+  jupyterCellMs?: number | null;
+  /** Inputs sent one at a time while a turn's cell runs (figure 2d). @default 100 */
+  busyInputs?: number;
   /** Extra `deno run` flags for the daemon (profiling). */
   denoFlags?: string[];
 }
+
+/** The cell the busy turn runs while figure 2d's inputs arrive. */
+const BUSY_CELL = "import time\ntime.sleep(2)";
 
 const SEND = "await local.send('done')\nwait()";
 
@@ -68,9 +80,28 @@ class RecordWatch {
     lane.onRecord((record) => {
       const stamped = { ...record, at: performance.now() };
       this.#seen.push(stamped);
-      if (this.#seen.length > 500) this.#seen.splice(0, this.#seen.length - 500);
+      if (this.#seen.length > 5000) this.#seen.splice(0, this.#seen.length - 5000);
       this.#waiters = this.#waiters.filter((waiter) => !waiter(stamped));
     });
+  }
+
+  /**
+   * For each `cell.started` after seq `after`, the time until its `cell.finished` arrived, in
+   * ms (among the last 5,000 records seen).
+   */
+  cellTimes(after: number): number[] {
+    const started = new Map<string, number>();
+    const times: number[] = [];
+    for (const record of this.#seen) {
+      if (record.seq <= after) continue;
+      const cell = record.data.cell_id as string | undefined;
+      if (cell === undefined) continue;
+      if (record.type === "cell.started") started.set(cell, record.at);
+      else if (record.type === "cell.finished" && started.has(cell)) {
+        times.push(record.at - started.get(cell)!);
+      }
+    }
+    return times;
   }
 
   /** Resolves with the arrival time of the first record after `after` of `type`. */
@@ -93,6 +124,36 @@ class RecordWatch {
       });
     });
   }
+}
+
+/**
+ * Starts a turn whose cell sleeps, then sends `count` inputs one at a time while it runs;
+ * returns each send → ack in ms and how many were acked before the cell finished. Resolves
+ * once the turn that consumes those inputs has finished too.
+ */
+async function busyAcks(
+  lane: LaneDriver,
+  watch: RecordWatch,
+  count: number,
+): Promise<{ samples: number[]; during: number }> {
+  const before = lane.lastSeq;
+  const cellStarted = watch.arrival("cell.started", before);
+  let cellDone = false;
+  const cellFinished = watch.arrival("cell.finished", before).then(() => (cellDone = true));
+  await lane.admit("busy-start", "a turn that runs a while");
+  await cellStarted;
+  const samples: number[] = [];
+  let during = 0;
+  let last = 0;
+  for (let i = 0; i < count; i++) {
+    const t0 = performance.now();
+    last = (await lane.admit(`busy-${i}`, `while busy ${i}`)).seq;
+    samples.push(performance.now() - t0);
+    if (!cellDone) during++;
+  }
+  await cellFinished;
+  await watch.arrival("frame.finished", last);
+  return { samples, during };
 }
 
 /** Runs `turns` turns one at a time; returns each turn's stamps. */
@@ -139,10 +200,16 @@ async function counters(lane: LaneDriver): Promise<{ commits: number; hooks: num
  */
 export async function benchAgentLoop(options: AgentLoopOptions): Promise<BenchRow[]> {
   // One-step turns send and wait; two-step turns run 1+1, then wait.
-  let mode: "send" | "steps" = "send";
+  let mode: "send" | "steps" | "busy" = "send";
+  let slept = false;
   const model = startInstantModel(({ messages }) => {
     const last = messages.at(-1) as { role?: string } | undefined;
     if (mode === "send") return { code: SEND };
+    if (mode === "busy") {
+      if (slept) return { code: "wait()" };
+      slept = true;
+      return { code: BUSY_CELL };
+    }
     return last?.role === "tool" ? { code: "wait()" } : { code: "1+1" };
   });
   let daemon: TestDaemon | undefined;
@@ -170,11 +237,15 @@ export async function benchAgentLoop(options: AgentLoopOptions): Promise<BenchRo
     mode = "steps";
     await runTurns(lane, model, watch, "warm2", options.warmup);
     const stepsFrom = model.requests.length;
+    const cellsFrom = lane.lastSeq;
     await runTurns(lane, model, watch, "steps", options.turns);
     const toolToNext = [];
     for (let i = stepsFrom; i + 1 < model.requests.length; i += 2) {
       toolToNext.push(model.requests[i + 1].arrivedAt - model.requests[i].answeredAt);
     }
+    const cells = watch.cellTimes(cellsFrom);
+    mode = "busy";
+    const busy = await busyAcks(lane, watch, options.busyInputs ?? 100);
     const nullRtt = summarize(await timeNullRoundTrips(model.nullUrl, 200, 20)).p50;
     await lane.close();
     const p50 = (values: number[]) => summarize(values).p50;
@@ -192,7 +263,57 @@ export async function benchAgentLoop(options: AgentLoopOptions): Promise<BenchRo
     const n = options.turns;
     const sendParts = parts(4, 2, 1);
     const sendValue = p50(send.map((t) => t.send - t.sent));
+    const ackPeer = { label: "raw commit p50", value: c };
+    const ackGoal = {
+      text: "≤ 1.5× raw commit",
+      test: (v: number, p: number | null) => p === null ? null : v <= 1.5 * p,
+    };
     return [
+      makeRow({
+        id: "2c",
+        figure: "send → ack p50, idle daemon",
+        unit: "ms",
+        value: p50(send.map((t) => t.acked - t.sent)),
+        peer: ackPeer,
+        goal: ackGoal,
+        note: `the ${n} one-step turns' inputs, each sent after the previous turn ended ` +
+          `(nothing running); from the client's send to its ack; ${raw}`,
+      }),
+      makeRow({
+        id: "2d",
+        figure: "send → ack p50, while a turn runs",
+        unit: "ms",
+        value: p50(busy.samples),
+        peer: ackPeer,
+        goal: ackGoal,
+        note: `${busy.samples.length} inputs one at a time while a turn's cell runs ` +
+          `${JSON.stringify(BUSY_CELL)}; ${busy.during} of them acked before its ` +
+          `cell.finished arrived`,
+      }),
+      makeRow({
+        id: "3e",
+        figure: "cell round trip 1+1 through the daemon, p50",
+        unit: "ms",
+        value: cells.length ? p50(cells) : null,
+        peer: { label: "bare KernelSupervisor (3a)", value: options.bareCellMs ?? null },
+        note: `${cells.length} cells of the two-step turns: the arrival of cell.started to ` +
+          `the arrival of cell.finished at a lane client, so the cell, its outcome's ` +
+          `durable commit and the fan-out; Jupyter's execute round trip in the same run: ` +
+          `${
+            options.jupyterCellMs == null
+              ? "not measured"
+              : `${options.jupyterCellMs.toFixed(3)} ms`
+          }`,
+      }),
+      makeRow({
+        id: "3f",
+        figure: "cell round trip 1+1 through the daemon, p50, against Jupyter",
+        unit: "ms",
+        value: cells.length ? p50(cells) : null,
+        peer: { label: "Jupyter kernel", value: options.jupyterCellMs ?? null },
+        goal: { text: "below Jupyter's", test: (v, p) => p === null ? null : v < p },
+        note: "3e again, beside Jupyter's execute_request round trip (3c's peer)",
+      }),
       makeRow({
         id: "10a",
         figure: "agent loop: ack → first model request, p50",
@@ -259,8 +380,10 @@ export async function benchAgentLoop(options: AgentLoopOptions): Promise<BenchRo
         figure: "agent loop: hook calls per one-step turn",
         unit: "count",
         value: hooksPerTurn,
-        peer: null,
-        note: "calls that reached the hook worker (op.status hook_calls), per turn",
+        peer: { label: "each hook once per request", value: 3 },
+        note: "calls that reached the hook worker (op.status hook_calls), per turn; a " +
+          "one-step turn makes one request: attention.plan, model.plan and context.prepare " +
+          "once each (turn.next is asked only after a reply without a tool call)",
       }),
     ];
   } finally {

@@ -9,7 +9,13 @@
 import { join } from "node:path";
 import { startTestDaemon, type TestDaemon } from "../tests/_helpers/daemon.ts";
 import { resolvePython } from "../runtime/kernel/mod.ts";
-import { benchAdmission, benchBlockedAdmission, benchStoreAdmission } from "./admission.ts";
+import {
+  benchAdmission,
+  benchBlockedAdmission,
+  benchRawBatches,
+  benchStoreAdmission,
+} from "./admission.ts";
+import { benchAgentLoop } from "./agent_loop.ts";
 import { benchAdmissionLatency } from "./admission_latency.ts";
 import { prepareBlockedState } from "./blocked_release.ts";
 import { benchCellRoundTrip } from "./cell_round_trip.ts";
@@ -58,6 +64,8 @@ export interface BenchCounts {
   contextItems: number;
   /** The largest store of figure 9, in records (also a tenth and a hundredth). */
   contextRecords: number;
+  /** Timed turns of each agent-loop series (figure 10, 2c, 2d, 3e). */
+  loopTurns: number;
 }
 
 /** The counts the issue asks for. */
@@ -77,6 +85,7 @@ export const FULL_COUNTS: BenchCounts = {
   outlines: 50,
   contextItems: 100_000,
   contextRecords: 1_000_000,
+  loopTurns: 100,
 };
 
 /** Smaller counts for `--quick`: the same figures, noisier. */
@@ -97,6 +106,7 @@ export const QUICK_COUNTS: BenchCounts = {
   // Figure 8's smallest size must already fill a request, or its growth says nothing.
   contextItems: 100_000,
   contextRecords: 100_000,
+  loopTurns: 30,
 };
 
 /** Options for {@linkcode runBench}. */
@@ -121,6 +131,27 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
   "1b": { id: "1b", figure: "admission throughput, windowed", unit: "inputs/s" },
   "1c": { id: "1c", figure: "admission throughput, attention.plan blocked", unit: "inputs/s" },
   "1d": { id: "1d", figure: "admitInput in-process", unit: "inputs/s" },
+  ...Object.fromEntries(
+    ["1e", "1f", "1g", "1h"].map((id) => [
+      id,
+      { id, figure: "raw batched insert+commit", unit: "rows/s" as const },
+    ]),
+  ),
+  "2c": { id: "2c", figure: "send → ack p50, idle daemon", unit: "ms" },
+  "2d": { id: "2d", figure: "send → ack p50, while a turn runs", unit: "ms" },
+  "3e": { id: "3e", figure: "cell round trip 1+1 through the daemon, p50", unit: "ms" },
+  "3f": { id: "3f", figure: "cell round trip through the daemon, against Jupyter", unit: "ms" },
+  ...Object.fromEntries(
+    [
+      ["10a", "ack → first model request", "ms"],
+      ["10b", "tool call → next model request", "ms"],
+      ["10c", "message → send record", "ms"],
+      ["10d", "message → turn.ended record", "ms"],
+      ["10e", "daemon CPU per one-step turn", "ms"],
+      ["10f", "commits per one-step turn", "count"],
+      ["10g", "hook calls per one-step turn", "count"],
+    ].map(([id, figure, unit]) => [id, { id, figure, unit: unit as RowSpec["unit"] }]),
+  ),
   "2a": { id: "2a", figure: "admission latency p50, attention.plan blocked", unit: "ms" },
   "2b": { id: "2b", figure: "admission latency p99, attention.plan blocked", unit: "ms" },
   "3a": { id: "3a", figure: "cell round trip 1+1, p50", unit: "ms" },
@@ -212,20 +243,18 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       memory.floorBytes = result.floorBytes;
     });
 
-    await phase("admission", ["1a", "1b", "1d"], async () => {
-      const ceiling = measureRawCommits({ dir: await dir("raw-1"), count: counts.rawCommits });
+    await phase("admission", ["1a", "1b", "1d", "1e", "1f", "1g", "1h"], async () => {
+      rows.push(...benchRawBatches({ dir: await dir("raw-1"), rows: counts.admissionInputs }));
       rows.push(
         ...await benchAdmission({
           root: await dir("admission"),
           inputs: counts.admissionInputs,
           window: counts.admissionWindow,
-          ceiling,
         }),
       );
       rows.push(benchStoreAdmission({
         dir: await dir("store-admission"),
         inputs: counts.admissionInputs,
-        ceiling,
       }));
     });
 
@@ -248,7 +277,11 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
           }),
         );
         rows.push(
-          await benchBlockedAdmission({ daemon, inputs: counts.admissionInputs, ceiling }),
+          await benchBlockedAdmission({
+            daemon,
+            inputs: counts.admissionInputs,
+            dir: await dir("raw-3"),
+          }),
         );
       } finally {
         await daemon.kill();
@@ -294,6 +327,28 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
         ...await benchGenerationSpawn({ python, scratch, spawns: counts.spawns, jupyter }),
       );
     });
+
+    await phase(
+      "agent loop",
+      ["2c", "2d", "3e", "3f", "10a", "10b", "10c", "10d", "10e", "10f", "10g"],
+      async () => {
+        const cell = rows.find((row) => row.id === "3a");
+        const jupyterCell = rows.find((row) => row.id === "3c")?.peer?.value ?? null;
+        const raw = measureRawCommits({ dir: await dir("raw-4"), count: counts.rawCommits });
+        rows.push(
+          ...await benchAgentLoop({
+            stateDir: await dir("loop/state"),
+            workspace: await dir("loop/ws"),
+            turns: counts.loopTurns,
+            warmup: Math.min(10, counts.loopTurns),
+            rawCommitMs: raw.latency.p50,
+            rawEchoMs: cell?.peer?.value ?? 0.03,
+            bareCellMs: cell?.value ?? null,
+            jupyterCellMs: jupyterCell,
+          }),
+        );
+      },
+    );
 
     await phase("code outline", ["7a", "7b"], async () => {
       rows.push(...await benchCodeOutline({ scratch: await dir("code"), count: counts.outlines }));

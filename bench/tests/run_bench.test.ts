@@ -21,6 +21,7 @@ const TINY: BenchCounts = {
   outlines: 2,
   contextItems: 300,
   contextRecords: 3_000,
+  loopTurns: 2,
 };
 
 Deno.test("`runBench()` measures every figure and prints one row for each", async () => {
@@ -37,12 +38,20 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     "1b",
     "1c",
     "1d",
+    "1e",
+    "1f",
+    "1g",
+    "1h",
     "2a",
     "2b",
+    "2c",
+    "2d",
     "3a",
     "3b",
     "3c",
     "3d",
+    "3e",
+    "3f",
     "4a",
     "5a",
     "5b",
@@ -67,6 +76,13 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     "9d",
     "9e",
     "9f",
+    "10a",
+    "10b",
+    "10c",
+    "10d",
+    "10e",
+    "10f",
+    "10g",
   ];
   // 6c exists only when serve runs the daemon as a child process.
   assert.deepEqual(ids.filter((id) => id !== "6c"), expected);

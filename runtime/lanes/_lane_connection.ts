@@ -15,91 +15,23 @@ import {
   type ClientRole,
   createLogger,
   KlbrError,
-  type LaneRecord,
   type LaneSignal,
   type Logger,
   parseClientMessage,
   SerialRunner,
-  type ServerMessage,
 } from "../core/mod.ts";
 import { type ErrorReply, errorReply } from "./_replies.ts";
-import type { CookieState } from "./_auth.ts";
+import type { AdmitOutcome, InputMessage, LaneConnectionOptions, LaneHost } from "./_lane_types.ts";
 import { recordBatches } from "./_record_batches.ts";
 
-/** A client's `input` message. */
-export type InputMessage = Extract<ClientMessage, { kind: "input" }>;
-
-/** The operator commands the daemon runs (`op.token_rotate` is the lane server's own). */
-export type OperatorMessage = Exclude<
-  Extract<ClientMessage, { kind: `op.${string}` }>,
-  { kind: "op.token_rotate" }
->;
-
-/** What admission did with one input. */
-export type AdmitOutcome =
-  | { ack: { input_id: string; seq: number; duplicate: boolean } }
-  | { error: KlbrError };
-
-/** What a connection needs from the daemon. */
-export interface LaneHost {
-  /** The daemon's version string, sent in `welcome`. */
-  readonly version: string;
-  /** The last durable sequence number of a session (0 when empty). */
-  headSeq(session: string): number;
-  /** Up to `limit` durable records of a session with `seq > since`, in order. */
-  readRecords(session: string, since: number, limit: number): LaneRecord[];
-  /** Subscribes to a session's signals; returns the unsubscribe function. */
-  subscribe(session: string, listener: (signal: LaneSignal) => void): () => void;
-  /**
-   * Admits inputs durably, in order, in one commit; settles after it, one outcome per input.
-   * A refused input is an `error` outcome and does not stop the others; a commit that failed
-   * throws or rejects, and then none of them was admitted.
-   */
-  admitMany(
-    session: string,
-    clientId: string,
-    inputs: InputMessage[],
-  ): AdmitOutcome[] | Promise<AdmitOutcome[]>;
-  /** Runs an operator command; never needs the model or a hook. */
-  operate(message: OperatorMessage, session: string): Promise<Record<string, unknown>>;
-  /** Logs a refused authorisation. */
-  logRefusal(reason: string): void;
-}
-
-/** What a connection knows about its credentials and how to check and rotate the token. */
-export interface LaneAuth {
-  /** The session cookie the upgrade request carried. */
-  cookie: CookieState;
-  /** Whether a connection without credentials may watch, read-only. */
-  viewWithoutToken: boolean;
-  /** Checks a `hello.token`. @throws {KlbrError} `token_missing`, `token_malformed`, `token_wrong`. */
-  checkToken(token: string | undefined): void;
-  /** Replaces the operator token (`op.token_rotate`); resolves once the new one is in force. */
-  rotate(): Promise<void>;
-}
-
-/** Options for {@linkcode LaneConnection}. */
-export interface LaneConnectionOptions {
-  /** The credentials of the connection and the token check. */
-  auth: LaneAuth;
-  /** Sends one message to the client. */
-  send: (message: ServerMessage) => void;
-  /** Sends lossy animation (`token`, `cell.output`), which the transport may drop. @default send */
-  sendLossy?: (message: ServerMessage) => void;
-  /**
-   * Sends one message already encoded as JSON (a `records` batch, encoded once); absent, the
-   * batch goes through `send`.
-   */
-  sendText?: (text: string) => void;
-  /** Closes the transport with a code and reason. */
-  close: (code: number, reason: string) => void;
-  /** Records read per store query while catching up. @default {1000} */
-  pageSize?: number;
-  /** Resolves when the transport can take another page; absent means always. */
-  writable?: () => Promise<void>;
-  /** Where an unexpected error is logged before it is answered `internal`. @default {stderr} */
-  log?: Logger;
-}
+export type {
+  AdmitOutcome,
+  InputMessage,
+  LaneAuth,
+  LaneConnectionOptions,
+  LaneHost,
+  OperatorMessage,
+} from "./_lane_types.ts";
 
 /**
  * The protocol state machine of one `/v2` connection.
