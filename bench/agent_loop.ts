@@ -61,7 +61,10 @@ interface TurnStamps {
 
 /** Reads the daemon's user+system CPU time in ms from `/proc/<pid>/stat`. */
 async function cpuMs(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  // Read through `cat`: Deno asks for every permission to read /proc/<pid> directly.
+  const out = await new Deno.Command("cat", { args: [`/proc/${pid}/stat`], stderr: "null" })
+    .output();
+  const stat = new TextDecoder().decode(out.stdout);
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   // utime and stime are fields 14 and 15 of the file: 12 and 13 after the command name.
   return (Number(fields[11]) + Number(fields[12])) * 1000 / CLOCK_TICKS;

@@ -9,7 +9,12 @@
 import { join } from "node:path";
 import { REPO_ROOT } from "../tests/_helpers/daemon.ts";
 import { KlbrError, newId } from "../runtime/core/mod.ts";
-import { encodeFrame, FrameDecoderStream, KernelSupervisor } from "../runtime/kernel/mod.ts";
+import {
+  encodeFrame,
+  FrameDecoderStream,
+  KernelSupervisor,
+  type SandboxBase,
+} from "../runtime/kernel/mod.ts";
 import type { JupyterPeerResult } from "./jupyter_peer.ts";
 import { below, belowPeer, type BenchRow, makeRow } from "./row.ts";
 import { type LatencySummary, summarize } from "./stats.ts";
@@ -152,9 +157,14 @@ export async function benchCellRoundTrip(options: CellRoundTripOptions): Promise
 }
 
 /** A supervisor like the daemon's, without durable records, in `scratch`. */
-export function newSupervisor(python: string, scratch: string): KernelSupervisor {
+export function newSupervisor(
+  python: string,
+  scratch: string,
+  confined?: { sandbox: SandboxBase | undefined; stateDir: string },
+): KernelSupervisor {
   return new KernelSupervisor({
     python,
+    ...(confined === undefined ? {} : { sandbox: confined.sandbox, stateDir: confined.stateDir }),
     session: "bench",
     workspace: scratch,
     repoRoot: REPO_ROOT,

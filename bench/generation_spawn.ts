@@ -1,11 +1,15 @@
 /**
  * Figure 5c/5d — spawning a workbench generation: from asking a fresh
  * {@linkcode KernelSupervisor} for its kernel until the worker has answered `init`, against
- * starting the bare interpreter (`python -c pass`) and a Jupyter kernel's start-up.
+ * starting the bare interpreter (`python -c pass`) and a Jupyter kernel's start-up. 5e spawns
+ * what the daemon really runs: `prepareConfinement`'s interpreter (the one `KLBR_PYTHON`, default
+ * `python3`, resolves to, no launcher shim) inside bubblewrap when the machine has it.
  *
  * @module
  */
 
+import { SILENT_LOGGER } from "../runtime/core/mod.ts";
+import { prepareConfinement } from "../runtime/kernel/mod.ts";
 import type { JupyterPeerResult } from "./jupyter_peer.ts";
 import { newSupervisor } from "./cell_round_trip.ts";
 import { type BenchRow, makeRow } from "./row.ts";
@@ -29,11 +33,16 @@ export interface GenerationSpawnOptions {
  * @throws {KlbrError} `worker_failed` when a generation cannot start.
  */
 export async function timeGenerationSpawns(
-  options: { python: string; scratch: string; spawns: number },
+  options: {
+    python: string;
+    scratch: string;
+    spawns: number;
+    confined?: Parameters<typeof newSupervisor>[2];
+  },
 ): Promise<LatencySummary> {
   const samples: number[] = [];
   for (let i = 0; i < options.spawns; i++) {
-    const supervisor = newSupervisor(options.python, options.scratch);
+    const supervisor = newSupervisor(options.python, options.scratch, options.confined);
     try {
       const t0 = performance.now();
       await supervisor.ready();
@@ -70,7 +79,34 @@ export async function benchGenerationSpawn(options: GenerationSpawnOptions): Pro
   const spawn = await timeGenerationSpawns(options);
   const bare = await timeBareInterpreter(options.python, options.spawns);
   const jupyter = options.jupyter;
+  // What the daemon runs: the same confinement decision serve makes, on a scratch state dir.
+  const stateDir = `${options.scratch}/spawn-state`;
+  await Deno.mkdir(stateDir, { recursive: true });
+  const confinement = await prepareConfinement({
+    config: { mode: "auto", network: false },
+    pythonName: Deno.env.get("KLBR_PYTHON") ?? "python3",
+    bwrap: Deno.env.get("KLBR_BWRAP") ?? "bwrap",
+    stateDir,
+    log: SILENT_LOGGER,
+  });
+  const real = await timeGenerationSpawns({
+    python: confinement.python,
+    scratch: options.scratch,
+    spawns: options.spawns,
+    confined: { sandbox: confinement.base, stateDir: confinement.stateDir },
+  });
   return [
+    makeRow({
+      id: "5e",
+      figure: `spawn a workbench generation as the daemon does, p50 of ${real.count}`,
+      unit: "ms",
+      value: real.p50,
+      peer: { label: "unconfined spawn (5c)", value: spawn.p50 },
+      note: `KernelSupervisor.ready() with prepareConfinement's interpreter ` +
+        `(\`${confinement.python}\`) and confinement ${confinement.status.mode}` +
+        `${confinement.base ? " (bubblewrap: new PID and net namespaces, read-only system)" : ""}` +
+        `, as serve runs it`,
+    }),
     makeRow({
       id: "5c",
       figure: `spawn a workbench generation, p50 of ${spawn.count}`,

@@ -7,13 +7,19 @@
  */
 
 import { parseArgs } from "node:util";
+import { describeMachine } from "./machine.ts";
 import { runBench } from "./run_bench.ts";
+import { benchScale } from "./scale.ts";
+import { scaleSvg } from "./svg.ts";
 import { formatTable } from "./table.ts";
 
-const USAGE = `usage: deno task bench [--quick] [--json]
+const USAGE = `usage: deno task bench [--quick] [--json] [--scale [--svg PATH]]
 
   --quick     smaller counts: the same figures in about a minute, noisier
   --json      print the report as JSON instead of the table
+  --scale     only figure 11: start-up, idle size, request build, /health and replay at
+              1k / 100k / 1M records, each as a ratio to 1k (several minutes)
+  --svg PATH  with --scale, where the chart is written (default docs/performance-scale.svg)
   -h, --help  show this help
 
 Progress goes to stderr; the table or the JSON to stdout. The exit code is 1 when a phase
@@ -28,13 +34,15 @@ failed (its rows say why), 2 for bad arguments, else 0: a missed goal is not a f
  * ```
  */
 export async function main(args: string[]): Promise<number> {
-  let values: { quick: boolean; json: boolean; help: boolean };
+  let values: { quick: boolean; json: boolean; help: boolean; scale: boolean; svg: string };
   try {
     ({ values } = parseArgs({
       args,
       options: {
         quick: { type: "boolean", default: false },
         json: { type: "boolean", default: false },
+        scale: { type: "boolean", default: false },
+        svg: { type: "string", default: "docs/performance-scale.svg" },
         help: { type: "boolean", short: "h", default: false },
       },
     }));
@@ -49,6 +57,7 @@ export async function main(args: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  if (values.scale) return await runScaleCli(values);
   const { report, failures } = await runBench({
     quick: values.quick,
     log: (line) => console.error(`bench: ${line}`),
@@ -56,6 +65,39 @@ export async function main(args: string[]): Promise<number> {
   console.log(values.json ? JSON.stringify(report, null, 2) : formatTable(report));
   for (const failure of failures) console.error(`bench: failed: ${failure}`);
   return failures.length === 0 ? 0 : 1;
+}
+
+async function runScaleCli(values: { json: boolean; svg: string }): Promise<number> {
+  const root = await Deno.makeTempDir({ prefix: "klbr-scale-" });
+  try {
+    const machine = await describeMachine();
+    const load = (await Deno.readTextFile("/proc/loadavg").catch(() => "")).trim();
+    const { rows, points } = await benchScale({
+      root,
+      log: (line) => console.error(`bench: ${line}`),
+    });
+    const report = {
+      generatedAt: new Date().toISOString(),
+      machine,
+      quick: false,
+      counts: {},
+      rows,
+    };
+    console.log(
+      values.json ? JSON.stringify({ ...report, points, load }, null, 2) : formatTable(report),
+    );
+    const caption = `${report.generatedAt.slice(0, 16)} UTC, ${machine.cpus} CPUs, load ${
+      load.split(" ").slice(0, 3).join(" ")
+    }`;
+    await Deno.writeTextFile(values.svg, scaleSvg(points, caption));
+    console.error(`bench: load average at the end: ${load}; chart written to ${values.svg}`);
+    return 0;
+  } catch (error) {
+    console.error(`bench: failed: ${error instanceof Error ? error.message : error}`);
+    return 1;
+  } finally {
+    await Deno.remove(root, { recursive: true }).catch(() => {});
+  }
 }
 
 if (import.meta.main) {

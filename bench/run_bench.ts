@@ -163,6 +163,7 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
   "5b": { id: "5b", figure: "serve answers /health, restart", unit: "s" },
   "5c": { id: "5c", figure: "spawn a workbench generation", unit: "ms" },
   "5d": { id: "5d", figure: "spawn a workbench generation, against Jupyter", unit: "ms" },
+  "5e": { id: "5e", figure: "spawn a workbench generation as the daemon does", unit: "ms" },
   "7a": { id: "7a", figure: "outline of a 5,000-line file, cold", unit: "ms" },
   "7b": { id: "7b", figure: "outline of a 5,000-line file, cached", unit: "ms" },
   ...Object.fromEntries(
@@ -313,7 +314,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     });
 
     let python = "python3";
-    await phase("cells", ["3a", "3b", "3c", "3d", "5c", "5d"], async () => {
+    await phase("cells", ["3a", "3b", "3c", "3d", "5c", "5d", "5e"], async () => {
       python = (await resolvePython("python3")).executable;
       const jupyter = await runJupyterPeer({
         count: counts.cells,

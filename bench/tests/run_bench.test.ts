@@ -57,6 +57,7 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     "5b",
     "5c",
     "5d",
+    "5e",
     "6a",
     "6b",
     "7a",

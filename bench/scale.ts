@@ -1,0 +1,213 @@
+/**
+ * `deno task bench --scale` — figure 11, how klbr scales with its history: `serve`'s start-up,
+ * its idle resident size, building one request, answering `/health` and replaying the log to a
+ * `since=0` client, at 1k / 100k / 1M records, each as a ratio to its value at 1k. Not part of
+ * the default run (the 1M store takes minutes to seed).
+ *
+ * One store grows from size to size: seeded turns in the daemon's shape (`seed_history.ts`,
+ * direct batched inserts, 5,000 turns to a transaction), compacted in-process as the daemon
+ * keeps it, then `serve` restarted on it with the serve task's permissions.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import {
+  buildRequest,
+  compactContext,
+  type ContextBudget,
+  rawLimits,
+} from "../runtime/context/mod.ts";
+import { EventBus, SILENT_LOGGER } from "../runtime/core/mod.ts";
+import { readOperatorToken } from "../runtime/lanes/mod.ts";
+import { contractMessage } from "../runtime/session/mod.ts";
+import { openStore } from "../store/store.ts";
+import { openLane } from "./lane_driver.ts";
+import { freePort } from "./ready_process.ts";
+import { below, type BenchRow, makeRow, type Unit } from "./row.ts";
+import { residentBytes, workingDenoPid } from "./rss.ts";
+import { RECORDS_PER_TURN, seedHistory } from "./seed_history.ts";
+import { startServe } from "./startup.ts";
+import { ratePerSecond, summarize } from "./stats.ts";
+
+/** Options for {@linkcode benchScale}. */
+export interface ScaleOptions {
+  /** A scratch directory the run may fill. */
+  root: string;
+  /** The history sizes, in records, smallest first. @default [1_000, 100_000, 1_000_000] */
+  sizes?: number[];
+  /** Timed request builds and `/health` calls per size. @default 50 */
+  runs?: number;
+  /** How long the idle daemon settles before its size is read, in ms. @default 1_000 */
+  settleMs?: number;
+  /** Receives progress lines. */
+  log?: (line: string) => void;
+}
+
+/** One measured point of every series. */
+export interface ScalePoint {
+  records: number;
+  startupS: number;
+  rssMb: number;
+  requestMs: number;
+  healthMs: number;
+  replayPerSecond: number;
+  /** How long seeding up to this size took, in s. */
+  seedS: number;
+}
+
+/** What {@linkcode benchScale} measured: the rows and the points they came from. */
+export interface ScaleResult {
+  rows: BenchRow[];
+  points: ScalePoint[];
+}
+
+const BUDGET: ContextBudget = { contextTokens: 32_768, compactAt: 0.75, summaryShare: 0.1 };
+
+/** The series of figure 11, in row order, each with its goal at the largest size. */
+export const SCALE_SERIES: {
+  key: keyof Omit<ScalePoint, "records" | "seedS">;
+  figure: string;
+  unit: Unit;
+  goal?: { limit: number; text: string };
+}[] = [
+  {
+    key: "startupS",
+    figure: "serve answers /health",
+    unit: "s",
+    goal: { limit: 0.5, text: "< 0.5 s" },
+  },
+  {
+    key: "rssMb",
+    figure: "daemon resident size, idle",
+    unit: "MB",
+    goal: { limit: 120, text: "< 120 MB" },
+  },
+  { key: "requestMs", figure: "build one request", unit: "ms" },
+  { key: "healthMs", figure: "GET /health p50", unit: "ms" },
+  { key: "replayPerSecond", figure: "replay to a since=0 client", unit: "records/s" },
+];
+
+/** Builds figure 11's rows: each point against the smallest size's. */
+export function scaleRows(points: ScalePoint[]): BenchRow[] {
+  const letters = "abcdefghijklmnopqrstuvwxyz";
+  const base = points[0];
+  const rows: BenchRow[] = [];
+  SCALE_SERIES.forEach((series, s) => {
+    points.forEach((point, i) => {
+      const last = i === points.length - 1;
+      rows.push(makeRow({
+        id: `11${letters[s * points.length + i]}`,
+        figure: `${series.figure} at ${point.records.toLocaleString("en-US")} records`,
+        unit: series.unit,
+        value: point[series.key],
+        peer: {
+          label: `at ${base.records.toLocaleString("en-US")} records`,
+          value: base[series.key],
+        },
+        goal: last && series.goal ? below(series.goal.limit, series.goal.text) : null,
+        note: i === 0 ? NOTES[series.key] : null,
+      }));
+    });
+  });
+  return rows;
+}
+
+const NOTES: Record<(typeof SCALE_SERIES)[number]["key"], string> = {
+  startupS: "`deno run <serve task flags> main.ts serve` restarted on the seeded store until " +
+    "/health answers 200, polled every 5 ms (two Deno processes: launcher and daemon)",
+  rssMb: "VmRSS of the daemon process after it settled, no client, no Python process",
+  requestMs: "buildRequest in-process on the same store (daemon stopped), compacted as the " +
+    "daemon keeps it, default 32,768-token budget, p50",
+  healthMs: "GET /health on the running daemon, one at a time, p50; the seeded history has " +
+    "nothing pending (the backlog counters are figure 2's and the health counters' tests)",
+  replayPerSecond: "hello since=0 with batch: true until replayed, every record parsed by the " +
+    "client and checked 1…head in order",
+};
+
+async function timeRequests(stateDir: string, runs: number): Promise<number> {
+  const store = openStore(stateDir);
+  try {
+    const deps = { store, bus: new EventBus(), log: SILENT_LOGGER, contextBudget: () => BUDGET };
+    const keep = { tokens: rawLimits(store, "default", "main", BUDGET).keep };
+    await compactContext(deps, "default", { keep, model: false });
+    const parts = { route: "main", budget: BUDGET, system: contractMessage("/work"), opening: [] };
+    buildRequest(store, "default", parts);
+    const times: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      const started = performance.now();
+      buildRequest(store, "default", parts);
+      times.push(performance.now() - started);
+    }
+    return summarize(times).p50;
+  } finally {
+    store.close();
+  }
+}
+
+async function timeHealth(url: string, runs: number): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < runs + 5; i++) {
+    const started = performance.now();
+    await (await fetch(`${url}/health`)).arrayBuffer();
+    if (i >= 5) times.push(performance.now() - started);
+  }
+  return summarize(times).p50;
+}
+
+/**
+ * Measures figure 11.
+ *
+ * @throws {KlbrError} when a daemon does not start, the store refuses, or a replay is not
+ *   1…head in order.
+ */
+export async function benchScale(options: ScaleOptions): Promise<ScaleResult> {
+  const sizes = options.sizes ?? [1_000, 100_000, 1_000_000];
+  const runs = options.runs ?? 50;
+  const settleMs = options.settleMs ?? 1_000;
+  const log = options.log ?? (() => {});
+  const stateDir = join(options.root, "scale-state");
+  const workspace = join(options.root, "scale-ws");
+  const configPath = join(options.root, "scale-config.kdl");
+  await Deno.mkdir(workspace, { recursive: true });
+  await Deno.writeTextFile(
+    configPath,
+    'llm "main" {\n    url "http://127.0.0.1:9/v1"\n    model "none"\n}\n',
+  );
+  const serve = { stateDir, configPath, workspace };
+  // A first start creates the state directory, the store, the token and the release.
+  await (await startServe({ ...serve, port: freePort() })).stop();
+  const points: ScalePoint[] = [];
+  for (const records of sizes) {
+    const seedStarted = performance.now();
+    seedHistory(stateDir, Math.ceil(records / RECORDS_PER_TURN));
+    const seedS = (performance.now() - seedStarted) / 1000;
+    log(`scale: ${records.toLocaleString("en-US")} records seeded in ${seedS.toFixed(1)} s`);
+    const requestMs = await timeRequests(stateDir, runs);
+    const daemon = await startServe({ ...serve, port: freePort() });
+    try {
+      const startupS = daemon.readyMs / 1000;
+      await new Promise((resolve) => setTimeout(resolve, settleMs));
+      const rssMb = (await residentBytes(await workingDenoPid(daemon.pid))) / 1e6;
+      const healthMs = await timeHealth(daemon.url, runs);
+      const { lane, replay } = await openLane({
+        port: daemon.port,
+        token: await readOperatorToken(stateDir),
+        client: "scale",
+        since: 0,
+        batch: true,
+        timeoutMs: 600_000,
+      });
+      await lane.close();
+      if (!replay.contiguous) {
+        throw new Error(`the replay at ${records} records was not 1…head in order`);
+      }
+      const replayPerSecond = ratePerSecond(replay.records, replay.elapsedMs);
+      points.push({ records, startupS, rssMb, requestMs, healthMs, replayPerSecond, seedS });
+      log(`scale: ${JSON.stringify(points.at(-1))}`);
+    } finally {
+      await daemon.stop();
+    }
+  }
+  return { rows: scaleRows(points), points };
+}
