@@ -264,7 +264,7 @@ export async function benchAgentLoop(options: AgentLoopOptions): Promise<BenchRo
     const raw = `raw commit p50 ${c.toFixed(3)} ms, raw framed echo p50 ${e.toFixed(3)} ms, ` +
       `null HTTP round trip p50 ${nullRtt.toFixed(3)} ms`;
     const n = options.turns;
-    const sendParts = parts(4, 2, 1);
+    const sendParts = parts(6, 2, 1);
     const sendValue = p50(send.map((t) => t.send - t.sent));
     const ackPeer = { label: "raw commit p50", value: c };
     const ackGoal = {
@@ -322,21 +322,22 @@ export async function benchAgentLoop(options: AgentLoopOptions): Promise<BenchRo
         figure: "agent loop: ack → first model request, p50",
         unit: "ms",
         value: p50(send.map((t) => t.firstRequest - t.acked)),
-        peer: parts(1, 0, 0),
+        peer: parts(2, 0, 0),
         note: `${n} one-step turns (${JSON.stringify(SEND)}) one at a time on a live daemon, ` +
           `checkout behaviour, a model answering in one chunk at once; from the client's ack to ` +
-          `the request's arrival at the model; raw part: the frame's commit (attention.plan, ` +
-          `model.plan and context.prepare are the loop's own cost); ${raw}`,
+          `the request's arrival at the model; raw parts: the frame's commit and the model call's ` +
+          `(attention.plan, model.plan and context.prepare are the loop's own cost); ${raw}`,
       }),
       makeRow({
         id: "10b",
         figure: "agent loop: tool call → next model request, p50",
         unit: "ms",
         value: p50(toolToNext),
-        peer: parts(2, 1, 0),
+        peer: parts(5, 1, 0),
         note: `${n} two-step turns (1+1, then wait()): from the model writing the tool call's ` +
-          `last byte to the next request's arrival; raw parts: the reply and cell.started ` +
-          `commit, the outcome and tool result commit, one echo for the cell`,
+          `last byte to the next request's arrival; raw parts: the reply, cell.started, the ` +
+          `outcome, the tool result and the next model call (5 commits), one echo for the cell ` +
+          `(context.prepare's hook call is the loop's own cost)`,
       }),
       makeRow({
         id: "10c",
@@ -346,17 +347,17 @@ export async function benchAgentLoop(options: AgentLoopOptions): Promise<BenchRo
         peer: sendParts,
         goal: { text: "< 2× raw parts", test: (v, p) => p === null ? null : v < 2 * p },
         note: `client sends the input until it receives the send record; raw parts: the ` +
-          `input, the frame, the reply with cell.started, the send (4 commits), the cell and ` +
-          `its local.send RPC (2 echoes), the model request (1 HTTP round trip)`,
+          `input, the frame, the model call, the reply, cell.started, the send (6 commits), the ` +
+          `cell and its local.send RPC (2 echoes), the model request (1 HTTP round trip)`,
       }),
       makeRow({
         id: "10d",
         figure: "agent loop: message → turn.ended record, p50",
         unit: "ms",
         value: p50(send.map((t) => t.ended - t.sent)),
-        peer: parts(5, 2, 1),
-        note: `the same turns until turn.ended arrives; raw parts: 10c's and the outcome, ` +
-          `tool result and turn end (1 commit)`,
+        peer: parts(9, 2, 1),
+        note: `the same turns until turn.ended arrives; raw parts: 10c's and the outcome, the ` +
+          `tool result and the frame's end (3 commits)`,
       }),
       makeRow({
         id: "10e",
@@ -374,9 +375,9 @@ export async function benchAgentLoop(options: AgentLoopOptions): Promise<BenchRo
         figure: "agent loop: commits per one-step turn",
         unit: "count",
         value: commitsPerTurn,
-        peer: { label: "what the guarantees need", value: 5 },
+        peer: { label: "what the guarantees need", value: 9 },
         note: "store commits (op.status store_commits) over the one-step turns, per turn; the " +
-          "five the guarantees need are named in docs/performance.md",
+          "nine the guarantees need are named in docs/performance.md",
       }),
       makeRow({
         id: "10g",
