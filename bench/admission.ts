@@ -63,8 +63,9 @@ function ceilingPeer(ceiling: RawBatchResult) {
   return { label: `raw batched insert+commit, ${ceiling.batch}/commit`, value: ceiling.perSecond };
 }
 
-const CEILING_NOTE = "ceiling: raw node:sqlite BEGIN IMMEDIATE, that many INSERTs of an " +
-  "input-sized row, COMMIT, in WAL at synchronous=FULL on the same filesystem, measured right " +
+const CEILING_NOTE = "ceiling: raw node:sqlite BEGIN IMMEDIATE, that many INSERTs of rows " +
+  "shaped like inputs (its columns, checks, unique key and indexes; no history index, no " +
+  "event row), COMMIT, in WAL at synchronous=FULL on the same filesystem, measured right " +
   "after the run at the batch size the run achieved";
 
 /**
@@ -252,8 +253,8 @@ export function benchRawBatches(options: { dir: string; rows: number }): BenchRo
       value: result.perSecond,
       peer: single,
       note: `${result.rows.toLocaleString("en-US")} rows in ${result.commits} commits; ` +
-        "BEGIN IMMEDIATE, INSERTs of an input-sized row, COMMIT, WAL, synchronous=FULL, a " +
-        "fresh file on the scratch filesystem",
+        "BEGIN IMMEDIATE, INSERTs of rows shaped like inputs, COMMIT, WAL, synchronous=FULL, " +
+        "a fresh file on the scratch filesystem",
     })
   );
 }

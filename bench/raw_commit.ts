@@ -94,6 +94,34 @@ export function measureRawCommits(options: RawCommitOptions): RawCommitResult {
   }
 }
 
+let batchFiles = 0;
+
+/** The `inputs` table's shape (migration 1 and later), without foreign keys and triggers. */
+const INPUTS_SHAPE = `
+CREATE TABLE inputs (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  source_kind TEXT NOT NULL CHECK (source_kind IN ('local', 'discord', 'timer', 'job', 'system')),
+  dedupe_key TEXT NOT NULL,
+  conversation_id TEXT NOT NULL,
+  author TEXT NOT NULL,
+  body TEXT NOT NULL CHECK (json_valid(body)),
+  received_at INTEGER NOT NULL,
+  admitted_at INTEGER NOT NULL,
+  admitted_seq INTEGER NOT NULL,
+  status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'consumed', 'dismissed')),
+  frame_id TEXT NULL,
+  disposition TEXT NULL CHECK (disposition IS NULL OR disposition = 'expired'),
+  disposition_reason TEXT NULL,
+  disposed_at INTEGER NULL,
+  UNIQUE (source_kind, dedupe_key),
+  CHECK ((status = 'consumed') = (frame_id IS NOT NULL))
+) STRICT;
+CREATE INDEX inputs_pending ON inputs (session_id, admitted_seq) WHERE status = 'pending';
+CREATE INDEX inputs_frame ON inputs (frame_id) WHERE frame_id IS NOT NULL;
+CREATE INDEX inputs_conversation ON inputs (session_id, conversation_id, admitted_seq);
+`;
+
 /** Options for {@linkcode measureRawBatches}. */
 export interface RawBatchOptions {
   /** The directory the database file is created in (and left in). */
@@ -119,8 +147,11 @@ export interface RawBatchResult {
 }
 
 /**
- * The batched ceiling: `batch` rows of an input's size per `BEGIN IMMEDIATE … COMMIT`, in WAL with
- * `synchronous=FULL`, one fresh file per call (`<dir>/raw-batch-<batch>.sqlite`).
+ * The batched ceiling: `batch` rows shaped like `inputs` per `BEGIN IMMEDIATE … COMMIT`, in WAL
+ * with `synchronous=FULL`, one fresh file per call (`<dir>/raw-batch-<batch>-<n>.sqlite`). The
+ * table has the `inputs` table's columns, checks, unique key and indexes, without its foreign
+ * keys and triggers (the history index) and without the `input.admitted` event admission also
+ * writes: what SQLite itself needs to store an input.
  *
  * @throws {KlbrError} `invalid_input` when `batch` or `rows` is not a positive integer.
  * @example
@@ -138,21 +169,36 @@ export function measureRawBatches(options: RawBatchOptions): RawBatchResult {
       );
     }
   }
-  const path = join(dir, `raw-batch-${batch}.sqlite`);
+  const path = join(dir, `raw-batch-${batch}-${++batchFiles}.sqlite`);
   const db = new DatabaseSync(path);
   try {
     db.exec("PRAGMA journal_mode = WAL");
     db.exec("PRAGMA synchronous = FULL");
-    db.exec("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)");
+    db.exec(INPUTS_SHAPE);
     const begin = db.prepare("BEGIN IMMEDIATE");
-    const insert = db.prepare("INSERT INTO t (body) VALUES (?)");
+    const insert = db.prepare(
+      `INSERT INTO inputs (id, session_id, source_kind, dedupe_key, conversation_id, author, body,
+         received_at, admitted_at, admitted_seq) VALUES (?, 'default', 'local', ?, 'local:default',
+         'owner', ?, ?, ?, ?)`,
+    );
     const commit = db.prepare("COMMIT");
     let inserted = 0;
     let commits = 0;
     const started = performance.now();
     while (inserted < rows && performance.now() - started < maxMs) {
       begin.run();
-      for (let i = 0; i < batch; i++) insert.run(BODY);
+      for (let i = inserted; i < inserted + batch; i++) {
+        const at = Date.now();
+        const n = String(i).padStart(6, "0");
+        insert.run(
+          `in_01JHMMRR878CS2QQ58H${n}`,
+          `local:bench:m-${n}`,
+          JSON.stringify(`bench input ${n}`),
+          at,
+          at,
+          i + 1,
+        );
+      }
       commit.run();
       inserted += batch;
       commits++;
