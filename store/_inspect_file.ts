@@ -5,7 +5,8 @@
  * file is then read through a read-only connection, which takes only shared locks and never
  * writes the database or its `-wal`, so tables that live only in an uncheckpointed WAL are
  * seen too. A klbr store is then checked with `PRAGMA quick_check`: a damaged one is refused
- * before anything writes to it. A `-wal` or `-shm` that this read had to create is removed
+ * before anything writes to it. A large store unchanged since the owner's last clean close
+ * (`_clean_close.ts`) skips the check: nothing wrote it since. A `-wal` or `-shm` that this read had to create is removed
  * again when the file is refused, so a refused file is left exactly as it was found.
  *
  * @module
@@ -14,6 +15,7 @@
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { KlbrError } from "../runtime/core/mod.ts";
+import { closedCleanly } from "./_clean_close.ts";
 import { storeFailure } from "./_store_errors.ts";
 import { LATEST_VERSION, STORE_FORMAT } from "./migrations.ts";
 
@@ -79,7 +81,7 @@ interface Schema {
   check: string[];
 }
 
-function readSchema(path: string): Schema {
+function readSchema(path: string, check: boolean): Schema {
   const db = new DatabaseSync(path, { readOnly: true });
   try {
     const tables = (db.prepare(
@@ -94,11 +96,11 @@ function readSchema(path: string): Schema {
         | undefined;
       format = row ? String(row.value) : null;
     }
-    const check = format === STORE_FORMAT
+    const findings = format === STORE_FORMAT && check
       ? (db.prepare("PRAGMA quick_check(5)").all() as { quick_check: string }[])
         .map((r) => r.quick_check)
       : ["ok"];
-    return { tables, userVersion, format, check };
+    return { tables, userVersion, format, check: findings };
   } finally {
     db.close();
   }
@@ -153,7 +155,7 @@ export function inspectStoreFile(path: string): StoreFileState {
   const sideFiles = ["-wal", "-shm"].map((suffix) => `${path}${suffix}`);
   const existed = sideFiles.map((side) => size(side) !== undefined);
   try {
-    return judge(path, readSchema(path));
+    return judge(path, readSchema(path, !closedCleanly(path)));
   } catch (error) {
     for (const [i, side] of sideFiles.entries()) if (!existed[i]) removeIfPresent(side);
     if (error instanceof KlbrError) throw error;

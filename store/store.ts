@@ -19,6 +19,7 @@ import {
 import { join } from "node:path";
 import { z } from "zod";
 import { assert, faultPoint, KlbrError } from "../runtime/core/mod.ts";
+import { forgetCleanClose, markCleanClose } from "./_clean_close.ts";
 import { connect, isDirectory } from "./_connect.ts";
 import { inspectStoreFile, refuseLostHistory, requireWritable } from "./_inspect_file.ts";
 import {
@@ -316,6 +317,14 @@ class SqliteStore implements Store {
       }
       this.#statements.clear();
       this.#db.close();
+      // The owner's clean close lets the next open of a large store skip its whole-file check.
+      if (this.owner && this.#health.state !== "corrupt") {
+        try {
+          markCleanClose(this.path);
+        } catch {
+          // Without the mark the next start checks the whole file: slower, never wrong.
+        }
+      }
     }
     if (this.#lock !== undefined) {
       releaseOwnerLock(this.#lock);
@@ -379,6 +388,8 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
       );
     }
     if (state !== "klbr") refuseLostHistory(stateDir, path, state);
+    // About to write: a crash from here on must leave no clean-close mark.
+    if (owner) forgetCleanClose(path);
     const db = connect(path, busyTimeoutMs);
     return new SqliteStore(db, stateDir, path, clock, lock, onHealthChange);
   } catch (error) {
