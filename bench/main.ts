@@ -67,11 +67,21 @@ export async function main(args: string[]): Promise<number> {
   return failures.length === 0 ? 0 : 1;
 }
 
+/** `/proc/loadavg`, read through `cat` (Deno asks for every permission to read /proc). */
+async function loadAverage(): Promise<string> {
+  try {
+    const out = await new Deno.Command("cat", { args: ["/proc/loadavg"], stderr: "null" }).output();
+    return new TextDecoder().decode(out.stdout).trim();
+  } catch {
+    return "unknown";
+  }
+}
+
 async function runScaleCli(values: { json: boolean; svg: string }): Promise<number> {
   const root = await Deno.makeTempDir({ prefix: "klbr-scale-" });
   try {
     const machine = await describeMachine();
-    const load = (await Deno.readTextFile("/proc/loadavg").catch(() => "")).trim();
+    const load = await loadAverage();
     const { rows, points } = await benchScale({
       root,
       log: (line) => console.error(`bench: ${line}`),
@@ -90,7 +100,8 @@ async function runScaleCli(values: { json: boolean; svg: string }): Promise<numb
       load.split(" ").slice(0, 3).join(" ")
     }`;
     await Deno.writeTextFile(values.svg, scaleSvg(points, caption));
-    console.error(`bench: load average at the end: ${load}; chart written to ${values.svg}`);
+    console.error(`bench: load average at the start: ${load}, at the end: ${await loadAverage()}`);
+    console.error(`bench: chart written to ${values.svg}`);
     return 0;
   } catch (error) {
     console.error(`bench: failed: ${error instanceof Error ? error.message : error}`);

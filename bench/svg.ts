@@ -8,9 +8,9 @@
 
 import { SCALE_SERIES, type ScalePoint } from "./scale.ts";
 
-const WIDTH = 860;
+const WIDTH = 940;
 const HEIGHT = 420;
-const PAD = { left: 64, right: 300, top: 40, bottom: 56 };
+const PAD = { left: 64, right: 380, top: 40, bottom: 56 };
 const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"];
 
 function escapeXml(text: string): string {
@@ -92,7 +92,11 @@ export function scaleSvg(points: ScalePoint[], caption: string): string {
       `<line x1="${WIDTH - PAD.right + 16}" x2="${WIDTH - PAD.right + 36}" y1="${ly}" y2="${ly}" ` +
         `stroke="${colour}" stroke-width="2"/>`,
       `<text x="${WIDTH - PAD.right + 42}" y="${ly + 4}">${
-        escapeXml(`${series.figure} (${ratio.toFixed(2)}×)`)
+        escapeXml(
+          `${series.figure} (${ratio.toFixed(2)}×${
+            series.unit.endsWith("/s") ? ", a rate: higher is better" : ""
+          })`,
+        )
       }</text>`,
     );
   });
