@@ -79,10 +79,11 @@ export function pinnedHookCaller(deps: HookCallerDeps, pin: Pin): HookCaller {
           behavior: { revision: pin.releaseId, path: pin.path },
         });
         // The messages context.prepare was given, handed back unchanged, are what the host
-        // built: its own, already valid; nothing to check, and the trace encodes them once.
+        // built: its own, already valid; nothing to check, and the trace says "unchanged"
+        // instead of holding the request a second time.
         if (name === "context.prepare" && sameJson(output, args.messages)) {
-          output = args.messages;
-          return output as HookResult<typeof name>;
+          output = UNCHANGED;
+          return args.messages as HookResult<typeof name>;
         }
         const result = checkHookResult(name, output);
         if (key !== "") deps.memo?.set(key, result);
@@ -103,6 +104,12 @@ export function pinnedHookCaller(deps: HookCallerDeps, pin: Pin): HookCaller {
     },
   };
 }
+
+/**
+ * The output a trace records for a `context.prepare` that returned the messages it was given,
+ * unchanged (its inputs hold them).
+ */
+export const UNCHANGED = { unchanged: "the messages it was given" } as const;
 
 /**
  * Hooks whose answer depends on their arguments only: within a turn, a call with the same

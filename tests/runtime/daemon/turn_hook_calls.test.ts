@@ -2,7 +2,7 @@
 // behaviour, the real workbench and the fake model: a two-step turn asks `model.plan` once
 // (its arguments do not change within a turn) and `context.prepare` once per request (the
 // request grew), and every call's trace is durable once the daemon has stopped, though no
-// trace made a commit of its own.
+// trace made a commit of its own; an unchanged context.prepare's trace keeps the request once.
 
 import assert from "node:assert/strict";
 import { startFakeOpenAI } from "../../fakes/openai_server.ts";
@@ -50,6 +50,13 @@ Deno.test("a two-step turn asks model.plan once and context.prepare per request,
     assert.equal(count("context.prepare"), 2, `context.prepare per request: ${hooks.join(", ")}`);
     // What op.status counts is what reached the hook worker: the traces of this turn.
     assert.equal(statusCalls, hooks.length);
+    // The checkout's context.prepare hands the request back: its trace keeps the messages once,
+    // in its inputs, and says the output was unchanged.
+    for (const trace of tracesOfFrame(store, frameId).filter((t) => t.hook === "context.prepare")) {
+      assert.deepEqual(trace.output, { unchanged: "the messages it was given" });
+      const messages = (trace.inputs as { messages: { role: string }[] }).messages;
+      assert.equal(messages[0].role, "system", "the inputs hold the whole request");
+    }
   } finally {
     store.close();
   }
