@@ -232,13 +232,18 @@ async function requestStep(
     };
   }
   noteUsage(options, session, { route, request, usage: turn.usage });
-  // Every reply's route, model and usage is recorded, also a reply with no text.
-  record("model.reply", replyRecord(frame.id, route, provider, turn));
   // Tool-call ids are minted here: some providers repeat ids across responses, and a
   // session's sequence needs each id once.
   const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
-  // The reply and its scratchpad commit together, before any of its cells runs.
+  // The reply, its record and its scratchpad commit together, before any of its cells runs.
   options.store.transaction(() => {
+    // Every reply's route, model and usage is recorded, also a reply with no text.
+    appendEvent(
+      options.store,
+      session,
+      "model.reply",
+      replyRecord(frame.id, route, provider, turn),
+    );
     appendProviderItems(options.store, session, frame.id, [...(opening ? [opening] : []), {
       role: "assistant",
       content: turn.text === "" ? null : turn.text,
