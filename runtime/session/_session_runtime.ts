@@ -134,10 +134,7 @@ export class SessionRuntime {
     this.wake();
   }
 
-  /**
-   * Queues frames a dead owner left open after their turn had effects; the loop continues
-   * them before it plans new frames.
-   */
+  /** Queues frames a dead owner left open with effects: the loop continues them first. */
   resumeFrames(frames: FrameRecord[]): void {
     this.#continue(frames.map((frame) => ({ frame, attempt: 0 })));
     this.wake();
