@@ -26,7 +26,7 @@ import { freePort } from "./ready_process.ts";
 import { type BenchRow, makeRow, type Unit } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { ITEMS_PER_TURN, RECORDS_PER_TURN, seedHistory } from "./seed_history.ts";
-import { startServe } from "./startup.ts";
+import { prepareServe, startServe } from "./startup.ts";
 import { summarize } from "./stats.ts";
 
 /** Options for {@linkcode benchContext}. */
@@ -162,21 +162,11 @@ async function requestFigures(options: ContextBenchOptions): Promise<BenchRow[]>
 
 /** Figure 9: serve's start-up and idle size, by records in the store. */
 async function startupFigures(options: ContextBenchOptions): Promise<BenchRow[]> {
-  const stateDir = join(options.root, "context-state");
-  const workspace = join(options.root, "context-ws");
-  const configPath = join(options.root, "context-config.kdl");
-  await Deno.mkdir(workspace, { recursive: true });
-  await Deno.writeTextFile(
-    configPath,
-    'llm "main" {\n    url "http://127.0.0.1:9/v1"\n    model "none"\n}\n',
-  );
-  const serve = { stateDir, configPath, workspace };
-  // A first start creates the state directory, the store and the release.
-  await (await startServe({ ...serve, port: freePort() })).stop();
+  const serve = await prepareServe(options.root, "context");
   const startup: { size: number; value: number }[] = [];
   const memory: { size: number; value: number }[] = [];
   for (const records of sizes(options.records)) {
-    seedHistory(stateDir, Math.ceil(records / RECORDS_PER_TURN));
+    seedHistory(serve.stateDir, Math.ceil(records / RECORDS_PER_TURN));
     const daemon = await startServe({ ...serve, port: freePort() });
     try {
       startup.push({ size: records, value: daemon.readyMs / 1000 });

@@ -11,7 +11,6 @@
  * @module
  */
 
-import { join } from "node:path";
 import {
   buildRequest,
   compactContext,
@@ -27,7 +26,7 @@ import { freePort } from "./ready_process.ts";
 import { below, type BenchRow, makeRow, type Unit } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { RECORDS_PER_TURN, seedHistory } from "./seed_history.ts";
-import { startServe } from "./startup.ts";
+import { prepareServe, startServe } from "./startup.ts";
 import { ratePerSecond, summarize } from "./stats.ts";
 
 /** Options for {@linkcode benchScale}. */
@@ -166,24 +165,14 @@ export async function benchScale(options: ScaleOptions): Promise<ScaleResult> {
   const runs = options.runs ?? 50;
   const settleMs = options.settleMs ?? 1_000;
   const log = options.log ?? (() => {});
-  const stateDir = join(options.root, "scale-state");
-  const workspace = join(options.root, "scale-ws");
-  const configPath = join(options.root, "scale-config.kdl");
-  await Deno.mkdir(workspace, { recursive: true });
-  await Deno.writeTextFile(
-    configPath,
-    'llm "main" {\n    url "http://127.0.0.1:9/v1"\n    model "none"\n}\n',
-  );
-  const serve = { stateDir, configPath, workspace };
-  // A first start creates the state directory, the store, the token and the release.
-  await (await startServe({ ...serve, port: freePort() })).stop();
+  const serve = await prepareServe(options.root, "scale");
   const points: ScalePoint[] = [];
   for (const records of sizes) {
     const seedStarted = performance.now();
-    seedHistory(stateDir, Math.ceil(records / RECORDS_PER_TURN));
+    seedHistory(serve.stateDir, Math.ceil(records / RECORDS_PER_TURN));
     const seedS = (performance.now() - seedStarted) / 1000;
     log(`scale: ${records.toLocaleString("en-US")} records seeded in ${seedS.toFixed(1)} s`);
-    const requestMs = await timeRequests(stateDir, runs);
+    const requestMs = await timeRequests(serve.stateDir, runs);
     const daemon = await startServe({ ...serve, port: freePort() });
     try {
       const startupS = daemon.readyMs / 1000;
@@ -192,7 +181,7 @@ export async function benchScale(options: ScaleOptions): Promise<ScaleResult> {
       const healthMs = await timeHealth(daemon.url, runs);
       const { lane, replay } = await openLane({
         port: daemon.port,
-        token: await readOperatorToken(stateDir),
+        token: await readOperatorToken(serve.stateDir),
         client: "scale",
         since: 0,
         batch: true,

@@ -36,6 +36,38 @@ export interface StartupResult {
 
 const GOAL = below(1.5, "< 1.5 s");
 
+/** Where a bench's `serve` keeps its state, config and workspace. */
+export interface ServeLayout {
+  stateDir: string;
+  configPath: string;
+  workspace: string;
+}
+
+/**
+ * Lays out `<root>/<name>-state`, `-ws` and `-config.kdl` (a model route nothing answers) and
+ * starts `serve` once, which creates the state directory, the store, the token and the release.
+ *
+ * @example
+ * ```ts
+ * const serve = await prepareServe(root, "scale");
+ * const ready = await startServe({ ...serve, port: freePort() });
+ * ```
+ */
+export async function prepareServe(root: string, name: string): Promise<ServeLayout> {
+  const layout = {
+    stateDir: join(root, `${name}-state`),
+    configPath: join(root, `${name}-config.kdl`),
+    workspace: join(root, `${name}-ws`),
+  };
+  await Deno.mkdir(layout.workspace, { recursive: true });
+  await Deno.writeTextFile(
+    layout.configPath,
+    'llm "main" {\n    url "http://127.0.0.1:9/v1"\n    model "none"\n}\n',
+  );
+  await (await startServe({ ...layout, port: freePort() })).stop();
+  return layout;
+}
+
 /** Starts `main.ts serve` exactly as `deno task serve` does, on `port`. */
 export function startServe(
   options: { stateDir: string; configPath: string; workspace: string; port: number },

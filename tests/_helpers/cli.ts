@@ -33,3 +33,35 @@ export async function cli(
   const decode = (b: Uint8Array) => new TextDecoder().decode(b);
   return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
 }
+
+/** A state directory `init` laid out, its `main` route pointed at a port nothing listens on. */
+export interface StateWithoutModel {
+  state: string;
+  config: string;
+  /** The route's URL: a closed local port, standing in for "no model server running yet". */
+  nowhere: string;
+}
+
+/**
+ * Runs `init --state <parent>/state` as a user would, then points its `main` route at a closed
+ * local port (the default `localhost:8001` might be taken on a shared machine).
+ *
+ * @example
+ * ```ts
+ * const { state, config, nowhere } = await initWithoutModel(await tempDir());
+ * ```
+ */
+export async function initWithoutModel(parent: string): Promise<StateWithoutModel> {
+  const state = join(parent, "state");
+  const init = await cli("init", ["init", "--state", state]);
+  if (init.code !== 0) throw new Error(`init failed (exit ${init.code}): ${init.stderr}`);
+  const config = join(state, "config.kdl");
+  const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const nowhere = `http://127.0.0.1:${closed.addr.port}/v1`;
+  closed.close();
+  const text = await Deno.readTextFile(config);
+  const route = 'url "http://localhost:8001/v1"';
+  if (!text.includes(route)) throw new Error(`init's config names no ${route}:\n${text}`);
+  await Deno.writeTextFile(config, text.replace(route, `url "${nowhere}"`));
+  return { state, config, nowhere };
+}

@@ -7,27 +7,13 @@
  */
 
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { cli } from "../_helpers/cli.ts";
+import { initWithoutModel } from "../_helpers/cli.ts";
 import { startTestDaemon } from "../_helpers/daemon.ts";
 import { tempDir } from "../_helpers/temp.ts";
 import { launchChromium, openPage, screenshot } from "./_browser.ts";
 
 Deno.test("README path in the page: with no model the first message says, under it, which address is not answering and where to configure it", async () => {
-  const state = join(await tempDir(), "state");
-  const init = await cli("init", ["init", "--state", state]);
-  assert.equal(init.code, 0, init.stderr);
-  const config = join(state, "config.kdl");
-  // A closed local port stands in for "no model server running yet".
-  const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const nowhere = `http://127.0.0.1:${closed.addr.port}/v1`;
-  closed.close();
-  const text = await Deno.readTextFile(config);
-  assert.ok(text.includes('url "http://localhost:8001/v1"'), "init's config names the route URL");
-  await Deno.writeTextFile(
-    config,
-    text.replace('url "http://localhost:8001/v1"', `url "${nowhere}"`),
-  );
+  const { state, config, nowhere } = await initWithoutModel(await tempDir());
 
   const daemon = await startTestDaemon({ stateDir: state, stateConfig: true });
   const browser = await launchChromium();

@@ -5,9 +5,8 @@
 // And a model that answers in text alone gets one recorded reminder, never a send made for it.
 
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import type { LaneRecord } from "../../../runtime/core/mod.ts";
-import { cli } from "../../_helpers/cli.ts";
+import { initWithoutModel } from "../../_helpers/cli.ts";
 import { startTestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
 import { tempDir } from "../../_helpers/temp.ts";
@@ -28,20 +27,8 @@ function waitRecord(
 }
 
 Deno.test("README path: with no model the first message says where the model is missing; configured, the next is answered", async () => {
-  const state = join(await tempDir(), "state");
-  const init = await cli("init", ["init", "--state", state]);
-  assert.equal(init.code, 0, init.stderr);
-  const config = join(state, "config.kdl");
-  // Nothing is configured to answer where init points main: a closed local port stands in
-  // for "no model server running yet" (localhost:8001 might be taken on a shared machine).
-  const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const nowhere = `http://127.0.0.1:${closed.addr.port}/v1`;
-  closed.close();
-  const text = await Deno.readTextFile(config);
-  await Deno.writeTextFile(
-    config,
-    text.replace('url "http://localhost:8001/v1"', `url "${nowhere}"`),
-  );
+  // Nothing answers where the config points main (a closed local port).
+  const { state, config, nowhere } = await initWithoutModel(await tempDir());
 
   const daemon = await startTestDaemon({ stateDir: state, stateConfig: true, via: "launcher" });
   let running = daemon;
