@@ -20,8 +20,9 @@ import { announceStart, portInUse, requireFreePort } from "./_announce.ts";
 import { REPO_ROOT } from "../setup/mod.ts";
 import { readArtifact } from "../../store/artifacts.ts";
 import { healthReport } from "./_health.ts";
-import { readServeSettings } from "./_serve_settings.ts";
-import { startDaemon } from "./_start.ts";
+import type { Hono } from "hono";
+import { readServeSettings, type ServeSettings } from "./_serve_settings.ts";
+import { type DaemonParts, startDaemon } from "./_start.ts";
 
 /**
  * Runs the daemon until a signal drains it; resolves with the exit code.
@@ -38,61 +39,24 @@ export async function serve(options: ServeOptions): Promise<number> {
   const log = createLogger({ format: options.logFormat });
   for (const warning of settings.warnings) log.warn("config.warning", `config: ${warning}`);
   const daemon = await startDaemon(settings, log);
-  const { config } = settings;
   const address: ListenAddress = { host: settings.host, port: settings.port };
   const token = await readOperatorToken(settings.stateDir);
-  const app = createApp({
-    lanes: daemon.coordinator,
-    auth: new OperatorAuth({
-      stateDir: settings.stateDir,
-      token,
-      viewWithoutToken: config.lanes.view_without_token,
-    }),
-    address: () => address,
-    limits: {
-      maxConnections: config.lanes.max_connections,
-      helloTimeoutMs: config.lanes.hello_timeout_ms,
-    },
-    log,
-    uiDir: await builtUi(log),
-    health: () => healthReport(daemon),
-    artifacts: (id, range) => readArtifact(settings.stateDir, id, range),
-  });
+  const app = await daemonApp(settings, daemon, { address, token, log });
 
   // Listen for signals before announcing the port, so an early SIGTERM still drains.
   const { promise: stopped, resolve } = Promise.withResolvers<string>();
   const onSignal = (name: string) => () => resolve(name);
   Deno.addSignalListener("SIGINT", onSignal("SIGINT"));
   Deno.addSignalListener("SIGTERM", onSignal("SIGTERM"));
+  const server = await listen(settings, daemon, address, app.fetch);
   const { host } = settings;
-  let server: Deno.HttpServer;
-  try {
-    server = Deno.serve({
-      hostname: host,
-      port: settings.port,
-      // Announced below, once the address file is written and the routes were asked.
-      onListen: ({ port }) => void (address.port = port),
-    }, app.fetch);
-  } catch (cause) {
-    await daemon.coordinator.shutdown();
-    daemon.store.close();
-    if (cause instanceof Deno.errors.AddrInUse) throw portInUse(host, settings.port, cause);
-    throw new KlbrError(
-      "invalid_config",
-      `cannot serve: cannot listen on ${host}:${settings.port} (got ${
-        cause instanceof Error ? cause.message : cause
-      })`,
-      { cause },
-    );
-  }
-  address.port = (server.addr as Deno.NetAddr).port;
   await announceStart(
     {
       host,
       port: address.port,
       stateDir: settings.stateDir,
       token,
-      routes: Object.values(config.routes) as Route[],
+      routes: Object.values(settings.config.routes) as Route[],
       workspace: resolvePath(settings.workspace),
       sandbox: daemon.confinement.status,
       configPath: settings.configPath,
@@ -115,6 +79,68 @@ export async function serve(options: ServeOptions): Promise<number> {
   await removeDaemonAddress(settings.stateDir);
   log.info("daemon.drained", "drained; exiting");
   return 0;
+}
+
+/** The HTTP and lane routes of a started daemon. */
+async function daemonApp(
+  settings: ServeSettings,
+  daemon: DaemonParts,
+  o: { address: ListenAddress; token: string; log: Logger },
+): Promise<Hono> {
+  const { config } = settings;
+  return createApp({
+    lanes: daemon.coordinator,
+    auth: new OperatorAuth({
+      stateDir: settings.stateDir,
+      token: o.token,
+      viewWithoutToken: config.lanes.view_without_token,
+    }),
+    address: () => o.address,
+    limits: {
+      maxConnections: config.lanes.max_connections,
+      helloTimeoutMs: config.lanes.hello_timeout_ms,
+    },
+    log: o.log,
+    uiDir: await builtUi(o.log),
+    health: () => healthReport(daemon),
+    artifacts: (id, range) => readArtifact(settings.stateDir, id, range),
+  });
+}
+
+/**
+ * Listens on the configured address and fills in the port it got; a failure stops the parts
+ * already started.
+ *
+ * @throws {KlbrError} `port_in_use` for a taken port, `invalid_config` for any other refusal.
+ */
+async function listen(
+  settings: ServeSettings,
+  daemon: DaemonParts,
+  address: ListenAddress,
+  fetch: (request: Request, info: Deno.ServeHandlerInfo) => Response | Promise<Response>,
+): Promise<Deno.HttpServer> {
+  const { host } = settings;
+  try {
+    const server = Deno.serve({
+      hostname: host,
+      port: settings.port,
+      // Announced by the caller, once the address file is written and the routes were asked.
+      onListen: ({ port }) => void (address.port = port),
+    }, fetch);
+    address.port = (server.addr as Deno.NetAddr).port;
+    return server;
+  } catch (cause) {
+    await daemon.coordinator.shutdown();
+    daemon.store.close();
+    if (cause instanceof Deno.errors.AddrInUse) throw portInUse(host, settings.port, cause);
+    throw new KlbrError(
+      "invalid_config",
+      `cannot serve: cannot listen on ${host}:${settings.port} (got ${
+        cause instanceof Error ? cause.message : cause
+      })`,
+      { cause },
+    );
+  }
 }
 
 /** How long the drain waits for open connections to close before the process exits. */
