@@ -58,28 +58,10 @@ export interface DoctorOptions {
  * ```
  */
 export async function runDoctor(options: DoctorOptions): Promise<number> {
-  const problems: string[] = [];
-  const warnings: string[] = [];
-  const print = options.print ?? ((line: string) => console.log(line));
+  const report = newReport(options.print ?? ((line: string) => console.log(line)));
+  const { say, check } = report;
   const repoRoot = options.repoRoot ?? REPO_ROOT;
   const python = Deno.env.get("KLBR_PYTHON") ?? "python3";
-  let activeRelease: { label: string; path: string } | null = null;
-  const say = (line: string) => print(line);
-  const problem = (line: string) => {
-    problems.push(line);
-    print(`problem: ${line}`);
-  };
-  const warn = (line: string) => {
-    warnings.push(line);
-    print(`warning: ${line}`);
-  };
-  const check = async (what: string, fn: () => Promise<void> | void) => {
-    try {
-      await fn();
-    } catch (error) {
-      problem(`${what}: ${isKlbrError(error) || error instanceof Error ? error.message : error}`);
-    }
-  };
 
   say(`deno ${Deno.version.deno}, v8 ${Deno.version.v8}, typescript ${Deno.version.typescript}`);
   const sqlite = linkedSqliteVersion();
@@ -93,12 +75,84 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
       throw new Error(`klbr needs Python 3.11 or newer (got ${found.version})`);
     }
   });
+  const activeRelease = await checkState(report, options.stateDir);
+  await check("skills", () => checkSkills(report, options.stateDir));
+  await check("config", () => checkConfig(report, options));
+  await check("discord", () => checkDiscordNode(report, options));
+  await check("permissions", () => checkPermissions(report, options));
+  await check("behaviour", async () => {
+    const dir = join(repoRoot, "behavior");
+    const names = [];
+    for await (const entry of Deno.readDir(dir)) names.push(entry.name);
+    say(`behaviour ${dir}: ${names.sort().join(", ")}`);
+  });
+  // The package with the daemon's interpreter, then the hooks a hook worker would load: the
+  // active release's, or the checkout's when no store could be read.
+  await check("workbench", async () => {
+    const release = activeRelease ??
+      { label: "the checkout's behavior/", path: join(repoRoot, "behavior") };
+    const checked = await checkWorkbench(python, repoRoot, release);
+    for (const line of checked.lines) say(line);
+    for (const line of checked.problems) report.problem(line);
+  });
 
-  say(`state ${options.stateDir}`);
-  const lock = readOwnerLock(options.stateDir);
+  const { problems, warnings } = report;
+  const warned = warnings.length === 0 ? "" : `, ${warnings.length} warning(s)`;
+  say(
+    problems.length === 0
+      ? `doctor: ok${warned}`
+      : `doctor: ${problems.length} problem(s)${warned}`,
+  );
+  return problems.length === 0 ? 0 : 1;
+}
+
+/** What doctor has found so far, and how it says each kind of line. */
+interface DoctorReport {
+  problems: string[];
+  warnings: string[];
+  say: (line: string) => void;
+  problem: (line: string) => void;
+  warn: (line: string) => void;
+  /** Runs one check; what it throws is a problem named for `what`. */
+  check: (what: string, fn: () => Promise<void> | void) => Promise<void>;
+}
+
+function newReport(print: (line: string) => void): DoctorReport {
+  const report: DoctorReport = {
+    problems: [],
+    warnings: [],
+    say: print,
+    problem: (line) => {
+      report.problems.push(line);
+      print(`problem: ${line}`);
+    },
+    warn: (line) => {
+      report.warnings.push(line);
+      print(`warning: ${line}`);
+    },
+    check: async (what, fn) => {
+      try {
+        await fn();
+      } catch (error) {
+        const message = isKlbrError(error) || error instanceof Error ? error.message : error;
+        report.problem(`${what}: ${message}`);
+      }
+    },
+  };
+  return report;
+}
+
+/** The state directory: a running daemon named (not a problem), else the store read. */
+async function checkState(
+  report: DoctorReport,
+  stateDir: string,
+): Promise<{ label: string; path: string } | null> {
+  const { say } = report;
+  say(`state ${stateDir}`);
+  const lock = readOwnerLock(stateDir);
   if (lock?.alive) {
     // Not a problem: the daemon owns the store, so doctor leaves it alone and says where it is.
-    const at = await findDaemon(options.stateDir).then(
+    const at = await findDaemon(stateDir).then(
       (d) => ` on http://${d.host}:${d.port}/`,
       () => "",
     );
@@ -107,107 +161,80 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
         new Date(lock.holder.started_at).toISOString()
       }; it owns the store (deno task klbr status asks it)`,
     );
-  } else {
-    await check("state", () => {
-      const store = openStore(options.stateDir, { create: false, owner: false });
-      try {
-        say(`store ${store.path}: klbr store, schema ${store.schemaVersion}`);
-        const active = getSession(store, DEFAULT_SESSION)?.activeRelease;
-        const release = active ? getRelease(store, active) : undefined;
-        if (release) {
-          activeRelease = {
-            label: `active release ${release.id.slice(0, 12)}`,
-            path: release.path,
-          };
-        }
-      } finally {
-        store.close();
-      }
-    });
+    return null;
   }
+  let activeRelease: { label: string; path: string } | null = null;
+  await report.check("state", () => {
+    const store = openStore(stateDir, { create: false, owner: false });
+    try {
+      say(`store ${store.path}: klbr store, schema ${store.schemaVersion}`);
+      const active = getSession(store, DEFAULT_SESSION)?.activeRelease;
+      const release = active ? getRelease(store, active) : undefined;
+      if (release) {
+        activeRelease = { label: `active release ${release.id.slice(0, 12)}`, path: release.path };
+      }
+    } finally {
+      store.close();
+    }
+  });
+  return activeRelease;
+}
 
-  const workspace = Deno.env.get("KLBR_WORKSPACE") ?? Deno.cwd();
+async function checkSkills(report: DoctorReport, stateDir: string): Promise<void> {
   const roots = skillRoots({
-    workspace,
-    stateDir: options.stateDir,
+    workspace: Deno.env.get("KLBR_WORKSPACE") ?? Deno.cwd(),
+    stateDir,
     skillsDir: Deno.env.get("KLBR_SKILLS_DIR"),
   });
-  await check("skills", async () => {
-    const skills = await loadSkills(roots);
-    say(
-      `skills ${
-        skills.payload.revision.slice(0, 12)
-      } from ${roots.builtinRoot} and ${roots.managedRoot}`,
-    );
-    for (const skill of skills.offered) say(`  skill ${skill.id}`);
-    for (const refused of skills.payload.refused) {
-      say(`  refused ${refused.id} in ${refused.root}: ${refused.reason}`);
-    }
-  });
-
-  await check("config", async () => {
-    const path = await resolveConfigPath(options.stateDir, options.configPath);
-    const { config, warnings } = await loadConfig(path, { env: Deno.env.toObject() });
-    say(`config ${path ?? "(defaults)"}`);
-    for (const warning of warnings) say(`  warning: ${warning}`);
-    await reportRoutes(Object.values(config.routes) as Route[], {
-      probe: options.probeRoutes !== false,
-      configPath: path,
-      say,
-      problem,
-      warn,
-    });
-  });
-
-  await check("discord", async () => {
-    // Read without the token check: a missing variable is reported here, by name.
-    const path = await resolveConfigPath(options.stateDir, options.configPath);
-    const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
-    const { config } = await loadConfig(path, { env: everySet });
-    if (config.discord === undefined) {
-      return say("discord off (no discord node in the configuration)");
-    }
-    await reportDiscord(config.discord, options.probeDiscord === true, say, problem);
-  });
-
-  await check("permissions", async () => {
-    const input = await derivePermissionInput({
-      stateDir: options.stateDir,
-      configPath: options.configPath,
-      port: options.port,
-    });
-    say("daemon permissions (derived from the configuration):");
-    for (const flag of servePermissionFlags(input)) say(`  ${flag}`);
-    if (input.runPrograms === undefined && input.sandbox.mode !== "bwrap") {
-      say("  note: run is unscoped; set KLBR_RUN_PROGRAMS=git,deno,… to narrow workspace.run");
-    }
-    reportSandbox(input, say, problem);
-  });
-
-  await check("behaviour", async () => {
-    const dir = join(repoRoot, "behavior");
-    const names = [];
-    for await (const entry of Deno.readDir(dir)) names.push(entry.name);
-    say(`behaviour ${dir}: ${names.sort().join(", ")}`);
-  });
-
-  // The package with the daemon's interpreter, then the hooks a hook worker would load: the
-  // active release's, or the checkout's when no store could be read.
-  await check("workbench", async () => {
-    const release = activeRelease ??
-      { label: "the checkout's behavior/", path: join(repoRoot, "behavior") };
-    const report = await checkWorkbench(python, repoRoot, release);
-    for (const line of report.lines) say(line);
-    for (const line of report.problems) problem(line);
-  });
-
-  const warned = warnings.length === 0 ? "" : `, ${warnings.length} warning(s)`;
-  say(
-    problems.length === 0
-      ? `doctor: ok${warned}`
-      : `doctor: ${problems.length} problem(s)${warned}`,
+  const skills = await loadSkills(roots);
+  report.say(
+    `skills ${
+      skills.payload.revision.slice(0, 12)
+    } from ${roots.builtinRoot} and ${roots.managedRoot}`,
   );
-  return problems.length === 0 ? 0 : 1;
+  for (const skill of skills.offered) report.say(`  skill ${skill.id}`);
+  for (const refused of skills.payload.refused) {
+    report.say(`  refused ${refused.id} in ${refused.root}: ${refused.reason}`);
+  }
+}
+
+async function checkConfig(report: DoctorReport, options: DoctorOptions): Promise<void> {
+  const path = await resolveConfigPath(options.stateDir, options.configPath);
+  const { config, warnings } = await loadConfig(path, { env: Deno.env.toObject() });
+  report.say(`config ${path ?? "(defaults)"}`);
+  for (const warning of warnings) report.say(`  warning: ${warning}`);
+  await reportRoutes(Object.values(config.routes) as Route[], {
+    probe: options.probeRoutes !== false,
+    configPath: path,
+    say: report.say,
+    problem: report.problem,
+    warn: report.warn,
+  });
+}
+
+async function checkDiscordNode(report: DoctorReport, options: DoctorOptions): Promise<void> {
+  // Read without the token check: a missing variable is reported here, by name.
+  const path = await resolveConfigPath(options.stateDir, options.configPath);
+  const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
+  const { config } = await loadConfig(path, { env: everySet });
+  if (config.discord === undefined) {
+    return report.say("discord off (no discord node in the configuration)");
+  }
+  await reportDiscord(config.discord, options.probeDiscord === true, report.say, report.problem);
+}
+
+async function checkPermissions(report: DoctorReport, options: DoctorOptions): Promise<void> {
+  const input = await derivePermissionInput({
+    stateDir: options.stateDir,
+    configPath: options.configPath,
+    port: options.port,
+  });
+  report.say("daemon permissions (derived from the configuration):");
+  for (const flag of servePermissionFlags(input)) report.say(`  ${flag}`);
+  if (input.runPrograms === undefined && input.sandbox.mode !== "bwrap") {
+    report.say("  note: run is unscoped; set KLBR_RUN_PROGRAMS=git,deno,… to narrow workspace.run");
+  }
+  reportSandbox(input, report.say, report.problem);
 }
 
 /**
