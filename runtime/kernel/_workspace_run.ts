@@ -190,7 +190,14 @@ export async function runInWorkspace(
     args,
     cwd: dir,
     clearEnv: true,
-    env: { PATH: env.PATH ?? hostPath(), HOME: realRoot, LANG: env.LANG },
+    // No bytecode cache: CPython trusts a .pyc whose source has the same size and mtime second,
+    // so a test run right after a same-size `code.patch` could run the old code.
+    env: {
+      PATH: env.PATH ?? hostPath(),
+      HOME: realRoot,
+      LANG: env.LANG,
+      PYTHONDONTWRITEBYTECODE: "1",
+    },
     stdin: "null",
     stdout: "piped",
     stderr: "piped",

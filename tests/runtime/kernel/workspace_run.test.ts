@@ -70,14 +70,19 @@ Deno.test("`runInWorkspace()` passes argv verbatim, never through a shell", asyn
   assert.equal(text(r.stdout_b64), "a b|$HOME|;ls|");
 });
 
-Deno.test("`runInWorkspace()` clears the environment to PATH, HOME = root and LANG", async () => {
+Deno.test("`runInWorkspace()` clears the environment to PATH, HOME = root, LANG and no bytecode cache", async () => {
   await using ws = await workspace();
   const r = await runInWorkspace({ argv: ["env"] }, {
     root: ws.root,
     env: { PATH: "/usr/bin:/bin" },
   });
   const lines = text(r.stdout_b64).trim().split("\n").sort();
-  assert.deepEqual(lines, [`HOME=${ws.root}`, "LANG=C.UTF-8", "PATH=/usr/bin:/bin"]);
+  assert.deepEqual(lines, [
+    `HOME=${ws.root}`,
+    "LANG=C.UTF-8",
+    "PATH=/usr/bin:/bin",
+    "PYTHONDONTWRITEBYTECODE=1",
+  ]);
 });
 
 Deno.test("`runInWorkspace()` runs in the root by default and in a subdirectory when asked", async () => {
