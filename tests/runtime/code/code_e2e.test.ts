@@ -83,6 +83,9 @@ Deno.test("a model's cell outlines a file, patches a function and runs its test"
       await Deno.readTextFile(join(workspace, "calc.py")),
       CALC.replace("a - b", "a + b"),
     );
+    // No bytecode cache was written: a same-size patch in the same second as the first test
+    // run would otherwise leave a .pyc CPython trusts, and "after" would run the old code.
+    await assert.rejects(Deno.stat(join(workspace, "__pycache__")), Deno.errors.NotFound);
     // The patch is a durable record naming the cell that made it; the refused one is not.
     const patches = client.messages.filter((m): m is LaneRecord =>
       m.kind === "record" && m.type === "code.patch"
