@@ -218,7 +218,7 @@ class TurnBuilder {
       stalled: false,
       at: record.at,
     };
-    this.#set(turn, trouble);
+    this.#set(turn.inputIds, trouble);
   }
 
   /** The session's own account of a failed request: every field the line needs, typed. */
@@ -236,15 +236,14 @@ class TurnBuilder {
       stalled: d.next_retry_ms === null,
       at: record.at,
     };
-    for (const id of d.input_ids) this.view.trouble.set(id, { ...trouble });
-    this.view.current = { ...trouble };
+    this.#set(d.input_ids, trouble);
     if (trouble.stalled) this.view.stalled = true;
   }
 
   #retrying(turn: TurnInfo, record: LaneRecord, data: Record<string, unknown>): void {
     const known = turn.inputIds.map((id) => this.view.trouble.get(id)).find(Boolean);
     const reason = (str(data, "reason") ?? known?.reason ?? "").replace(MODEL_FAILED, "");
-    this.#set(turn, {
+    this.#set(turn.inputIds, {
       reason,
       attempt: num(data, "attempt") ?? (known?.attempt ?? 0) + 1,
       of: num(data, "of") ?? known?.of,
@@ -311,8 +310,8 @@ class TurnBuilder {
     }
   }
 
-  #set(turn: TurnInfo, trouble: ModelTrouble): void {
-    for (const id of turn.inputIds) this.view.trouble.set(id, { ...trouble });
+  #set(inputIds: readonly string[], trouble: ModelTrouble): void {
+    for (const id of inputIds) this.view.trouble.set(id, { ...trouble });
     this.view.current = { ...trouble };
   }
 
