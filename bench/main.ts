@@ -8,15 +8,17 @@
 
 import { parseArgs } from "node:util";
 import { describeMachine } from "./machine.ts";
-import { runBench } from "./run_bench.ts";
+import { type Phase, PHASES, runBench } from "./run_bench.ts";
 import { benchScale } from "./scale.ts";
 import { scaleSvg } from "./svg.ts";
 import { formatTable } from "./table.ts";
 
-const USAGE = `usage: deno task bench [--quick] [--json] [--scale [--svg PATH]]
+const USAGE = `usage: deno task bench [--quick] [--json] [--only PHASE,...] [--scale [--svg PATH]]
 
   --quick     smaller counts: the same figures in about a minute, noisier
   --json      print the report as JSON instead of the table
+  --only P,.. run only these phases: ${PHASES.join(", ")} (replay runs blocked first;
+              rows 6a-6c need every phase and are left out)
   --scale     only figure 11: start-up, idle size, request build, /health and replay at
               1k / 100k / 1M records, each as a ratio to 1k (several minutes)
   --svg PATH  with --scale, where the chart is written (default docs/performance-scale.svg)
@@ -34,7 +36,14 @@ failed (its rows say why), 2 for bad arguments, else 0: a missed goal is not a f
  * ```
  */
 export async function main(args: string[]): Promise<number> {
-  let values: { quick: boolean; json: boolean; help: boolean; scale: boolean; svg: string };
+  let values: {
+    quick: boolean;
+    json: boolean;
+    help: boolean;
+    scale: boolean;
+    svg: string;
+    only?: string;
+  };
   try {
     ({ values } = parseArgs({
       args,
@@ -43,6 +52,7 @@ export async function main(args: string[]): Promise<number> {
         json: { type: "boolean", default: false },
         scale: { type: "boolean", default: false },
         svg: { type: "string", default: "docs/performance-scale.svg" },
+        only: { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
     }));
@@ -58,8 +68,20 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   if (values.scale) return await runScaleCli(values);
+  const only = values.only?.split(",").map((name) => name.trim());
+  const unknown = only?.filter((name) => !(PHASES as readonly string[]).includes(name)) ?? [];
+  if (unknown.length > 0) {
+    console.error(
+      `bench: cannot parse arguments: --only takes ${PHASES.join(", ")} (got ${
+        unknown.join(", ")
+      })`,
+    );
+    console.error(USAGE);
+    return 2;
+  }
   const { report, failures } = await runBench({
     quick: values.quick,
+    only: only as Phase[] | undefined,
     log: (line) => console.error(`bench: ${line}`),
   });
   console.log(values.json ? JSON.stringify(report, null, 2) : formatTable(report));

@@ -117,7 +117,27 @@ export interface RunBenchOptions {
   counts?: BenchCounts;
   /** Receives progress lines. @default nothing */
   log?: (line: string) => void;
+  /**
+   * Runs only these phases ({@linkcode PHASES}); `replay` runs `blocked` first, which it
+   * needs. Rows that combine phases (6a–6c) are left out. @default every phase
+   */
+  only?: readonly Phase[];
 }
+
+/** The bench's phases, in the order they run, as `--only` names them. */
+export const PHASES = [
+  "startup",
+  "admission",
+  "blocked",
+  "replay",
+  "cells",
+  "loop",
+  "outline",
+  "context",
+] as const;
+
+/** One of {@linkcode PHASES}. */
+export type Phase = (typeof PHASES)[number];
 
 /** A finished run: the report and the phases that failed. */
 export interface BenchRun {
@@ -218,7 +238,20 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     await Deno.mkdir(path, { recursive: true });
     return path;
   };
+  const selected = new Set<string>(options.only ?? PHASES);
+  if (selected.has("replay")) selected.add("blocked");
+  const keys: Record<string, Phase> = {
+    "start-up": "startup",
+    "admission": "admission",
+    "blocked attention.plan": "blocked",
+    "replay": "replay",
+    "cells": "cells",
+    "agent loop": "loop",
+    "code outline": "outline",
+    "context": "context",
+  };
   const phase = async (name: string, ids: string[], fn: () => Promise<void>) => {
+    if (!selected.has(keys[name])) return;
     log(`${name} (${ids.join(", ")}) at ${((performance.now() - started) / 1000).toFixed(1)} s`);
     try {
       await fn();
@@ -370,7 +403,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       },
     );
 
-    rows.push(...memoryRows(memory));
+    if (options.only === undefined) rows.push(...memoryRows(memory));
     return {
       report: {
         generatedAt: new Date().toISOString(),

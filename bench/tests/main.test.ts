@@ -43,3 +43,10 @@ Deno.test("`main()` prints the usage for --help and runs nothing", async () => {
   assert.match(out, /^usage: deno task bench \[--quick\] \[--json\]/);
   assert.equal(err, "");
 });
+
+Deno.test("`main()` refuses an unknown --only phase with exit code 2, naming it and the phases", async () => {
+  const { code, out, err } = await capture(() => main(["--only", "admission,warp"]));
+  assert.equal(code, 2);
+  assert.equal(out, "");
+  assert.match(err, /--only takes startup, admission, blocked, replay, .* \(got warp\)/);
+});

@@ -117,3 +117,18 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
   const table = formatTable(report).split("\n");
   assert.equal(table.filter((l) => /^\| \d+[a-z] /.test(l)).length, report.rows.length);
 });
+
+Deno.test("`runBench()` with `only` runs those phases alone, and replay with the blocked state it needs", async () => {
+  const lines: string[] = [];
+  const { report, failures } = await runBench({
+    quick: true,
+    counts: TINY,
+    only: ["replay"],
+    log: (line) => lines.push(line),
+  });
+  assert.deepEqual(failures, []);
+  assert.deepEqual(report.rows.map((row) => row.id), ["1c", "2a", "2b", "4a"]);
+  assert.equal(lines.length, 2, lines.join("\n"));
+  assert.match(lines[0], /^blocked attention\.plan /);
+  assert.match(lines[1], /^replay /);
+});
