@@ -24,6 +24,7 @@ import { benchContext } from "./context.ts";
 import { benchGenerationSpawn } from "./generation_spawn.ts";
 import { runJupyterPeer } from "./jupyter_peer.ts";
 import { describeMachine } from "./machine.ts";
+import { benchAckParts } from "./ack_parts.ts";
 import { memoryRows, type MemorySamples } from "./memory.ts";
 import { measureRawCommits } from "./raw_commit.ts";
 import { measureReplay, replayRow, seedRecords } from "./replay.ts";
@@ -150,7 +151,9 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
   "1a": { id: "1a", figure: "admission throughput, all sent at once", unit: "inputs/s" },
   "1b": { id: "1b", figure: "admission throughput, windowed", unit: "inputs/s" },
   "1c": { id: "1c", figure: "admission throughput, attention.plan blocked", unit: "inputs/s" },
-  "1d": { id: "1d", figure: "admitInput in-process", unit: "inputs/s" },
+  "1d": { id: "1d", figure: "admitInputs in-process", unit: "inputs/s" },
+  "1i": { id: "1i", figure: "raw admission SQL", unit: "inputs/s" },
+  "1j": { id: "1j", figure: "admitInputs in-process against its own SQL", unit: "inputs/s" },
   ...Object.fromEntries(
     ["1e", "1f", "1g", "1h"].map((id) => [
       id,
@@ -174,6 +177,9 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
   ),
   "2a": { id: "2a", figure: "admission latency p50, attention.plan blocked", unit: "ms" },
   "2b": { id: "2b", figure: "admission latency p99, attention.plan blocked", unit: "ms" },
+  "2e": { id: "2e", figure: "one input's own commit in-process", unit: "ms" },
+  "2f": { id: "2f", figure: "loopback WebSocket round trip to a bare echo", unit: "ms" },
+  "2g": { id: "2g", figure: "admission latency p50 against its raw parts", unit: "ms" },
   "3a": { id: "3a", figure: "cell round trip 1+1, p50", unit: "ms" },
   "3b": { id: "3b", figure: "cell round trip 1+1, p99", unit: "ms" },
   "3c": { id: "3c", figure: "cell round trip 1+1, p50, against Jupyter", unit: "ms" },
@@ -277,7 +283,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       memory.floorBytes = result.floorBytes;
     });
 
-    await phase("admission", ["1a", "1b", "1d", "1e", "1f", "1g", "1h"], async () => {
+    await phase("admission", ["1a", "1b", "1d", "1e", "1f", "1g", "1h", "1i", "1j"], async () => {
       rows.push(...benchRawBatches({ dir: await dir("raw-1"), rows: counts.admissionInputs }));
       rows.push(
         ...await benchAdmission({
@@ -286,7 +292,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
           window: counts.admissionWindow,
         }),
       );
-      rows.push(benchStoreAdmission({
+      rows.push(...benchStoreAdmission({
         dir: await dir("store-admission"),
         inputs: counts.admissionInputs,
       }));
@@ -295,7 +301,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     const stateDir = join(root, "blocked", "state");
     const workspace = await dir("blocked/ws");
     let blocked = false;
-    await phase("blocked attention.plan", ["2a", "2b", "1c"], async () => {
+    await phase("blocked attention.plan", ["2a", "2b", "2e", "2f", "2g", "1c"], async () => {
       await Deno.mkdir(stateDir, { recursive: true });
       await prepareBlockedState({ stateDir, workspace, scratch: await dir("blocked/scratch") });
       blocked = true;
@@ -315,6 +321,14 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
             daemon,
             inputs: counts.admissionInputs,
             dir: await dir("raw-3"),
+          }),
+        );
+        rows.push(
+          ...await benchAckParts({
+            dir: await dir("ack-parts"),
+            count: counts.latencyInputs,
+            ceiling,
+            ackP50: rows.find((row) => row.id === "2a")?.value ?? null,
           }),
         );
       } finally {
@@ -410,6 +424,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
         machine,
         quick: options.quick,
         counts: { ...counts },
+        ...(options.only === undefined ? {} : { only: options.only }),
         rows: sortRows(rows),
       },
       failures,

@@ -17,6 +17,8 @@ export interface BenchReport {
   quick: boolean;
   /** The counts the run used, by name (e.g. `admissionInputs`). */
   counts: Record<string, number>;
+  /** The phases run (`--only`); absent when every phase ran. */
+  only?: readonly string[];
   rows: BenchRow[];
 }
 
@@ -81,7 +83,9 @@ export function formatTable(report: BenchReport): string {
   const m = report.machine;
   lines.push(
     "",
-    `${report.quick ? "quick run" : "full run"}, ${report.generatedAt}: deno ${m.deno} ` +
+    `${report.quick ? "quick run" : "full run"}${
+      report.only ? ` of ${report.only.join(", ")}` : ""
+    }, ${report.generatedAt}: deno ${m.deno} ` +
       `(V8 ${m.v8}, TypeScript ${m.typescript}), SQLite ${m.sqlite}, ${m.python}; ` +
       `${m.cpus} CPUs (${m.cpuModel}), ${significant(m.memoryBytes / 1e9)} GB memory, ${m.os}`,
   );

@@ -11,43 +11,12 @@
  * @module
  */
 
-import { z } from "zod";
 import { assert, KlbrError, newId, SOURCE_KINDS } from "../runtime/core/mod.ts";
-import { hasControlCharacter, schemaError } from "./_schema_error.ts";
+import { type AdmitInput, type ParsedInput, parseInput } from "./_input_schema.ts";
 import { insertEvent } from "./events.ts";
-import { checkSessionId } from "./sessions.ts";
 import type { Store } from "./store.ts";
 
-/** Largest accepted input body, in UTF-16 code units of its JSON text. */
-export const MAX_INPUT_BODY_CHARS = 1 << 20;
-
-const Text = z.string().min(1).max(512).refine(
-  (v) => !hasControlCharacter(v),
-  "has a control character",
-);
-
-const AdmitInputSchema = z.object({
-  /** The session the input is for; it must exist. */
-  session: z.string(),
-  sourceKind: z.enum(SOURCE_KINDS),
-  /** `<source_kind>:…`, e.g. from `localDedupeKey` or `discordDedupeKey` (`dedupe_keys.ts`). */
-  dedupeKey: Text,
-  /** The conversation the input belongs to; immutable once admitted. */
-  conversationId: Text,
-  author: Text,
-  /** Any JSON value: a string for plain text. */
-  body: z.unknown(),
-  /** When the transport received it, in ms; defaults to the admission time. */
-  receivedAt: z.number().int().nonnegative().optional(),
-  /**
-   * A local input's `client_msg_id`, written into `input.admitted` so a client can match the
-   * record to what it sent without reading the dedupe key.
-   */
-  clientMsgId: Text.optional(),
-}).strict();
-
-/** What {@linkcode admitInput} takes. */
-export type AdmitInput = z.input<typeof AdmitInputSchema>;
+export { type AdmitInput, MAX_INPUT_BODY_CHARS } from "./_input_schema.ts";
 
 /** What {@linkcode admitInput} returns: the input id and the seq of its `input.admitted` event. */
 export interface AdmitResult {
@@ -118,36 +87,6 @@ export function inputFromRow(row: InputRow): InputRecord {
   };
 }
 
-function parseInput(input: AdmitInput): z.infer<typeof AdmitInputSchema> & { bodyText: string } {
-  const parsed = AdmitInputSchema.safeParse(input);
-  if (!parsed.success) throw schemaError("admit input", parsed.error, input);
-  const data = parsed.data;
-  checkSessionId(data.session);
-  if (!data.dedupeKey.startsWith(`${data.sourceKind}:`)) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot admit input: a ${data.sourceKind} dedupe key starts with "${data.sourceKind}:" (got ${
-        JSON.stringify(data.dedupeKey)
-      })`,
-    );
-  }
-  let bodyText: string | undefined;
-  try {
-    bodyText = JSON.stringify(data.body);
-  } catch {
-    bodyText = undefined;
-  }
-  if (bodyText === undefined || bodyText.length > MAX_INPUT_BODY_CHARS) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot admit input: body must be JSON of at most ${MAX_INPUT_BODY_CHARS} characters (got ${
-        bodyText === undefined ? typeof data.body : `${bodyText.length} characters`
-      })`,
-    );
-  }
-  return { ...data, bodyText };
-}
-
 /**
  * Admits one input: inserts it and appends its `input.admitted` event in one transaction.
  *
@@ -169,42 +108,103 @@ function parseInput(input: AdmitInput): z.infer<typeof AdmitInputSchema> & { bod
  */
 export function admitInput(store: Store, input: AdmitInput): AdmitResult {
   const data = parseInput(input);
-  return store.transaction(() => {
-    const first = store.statement(
-      "SELECT id, admitted_seq FROM inputs WHERE source_kind = ? AND dedupe_key = ?",
-    ).get(data.sourceKind, data.dedupeKey) as { id: string; admitted_seq: number } | undefined;
-    if (first !== undefined) {
-      return { inputId: first.id, seq: first.admitted_seq, duplicate: true };
-    }
-    const now = store.clock();
-    const inputId = newId("input", now);
-    const seq = insertEvent(store, data.session, "input.admitted", {
-      input_id: inputId,
-      source_kind: data.sourceKind,
-      dedupe_key: data.dedupeKey,
-      conversation_id: data.conversationId,
-      author: data.author,
-      received_at: data.receivedAt ?? now,
-      body: data.body,
-      ...(data.clientMsgId === undefined ? {} : { client_msg_id: data.clientMsgId }),
-    });
-    store.statement(
-      `INSERT INTO inputs (id, session_id, source_kind, dedupe_key, conversation_id, author, body,
-         received_at, admitted_at, admitted_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(
-      inputId,
-      data.session,
-      data.sourceKind,
-      data.dedupeKey,
-      data.conversationId,
-      data.author,
-      data.bodyText,
-      data.receivedAt ?? now,
-      now,
-      seq,
+  return store.transaction(() => writeInput(store, data));
+}
+
+/** One input's outcome in {@linkcode admitInputs}: its admission, or why it alone was refused. */
+export type AdmitOutcome = AdmitResult | KlbrError;
+
+/**
+ * Admits several inputs in one transaction — the caller's when one is open — with one outcome
+ * per input: a refused one (a bad field, a malformed dedupe key, a missing session) is answered
+ * with its error and writes nothing, the others are admitted as {@linkcode admitInput} would.
+ *
+ * Every input is checked before anything is written, and the valid ones are written together
+ * in one savepoint. A savepoint per input would let a refused write roll back alone, but it
+ * copies each page an input touches once more; so only when a write is refused after its
+ * checks passed are the inputs written again, each in its own savepoint. When it returns in
+ * its own transaction, every admitted input is committed. Proven by "`admitInputs()` refuses a
+ * bad input alone and admits the rest with their own seqs" and "`admitInputs()` answers a write
+ * refused after its checks alone".
+ *
+ * @throws {KlbrError} `store_unavailable` or `store_corrupt` when the store cannot write: the
+ *   caller's transaction must then roll back, and none of the inputs is admitted.
+ * @example
+ * ```ts
+ * const [first, second] = admitInputs(store, [input, { ...input, author: "" }]);
+ * // first: { inputId, seq, duplicate: false }; second: KlbrError invalid_input
+ * ```
+ */
+export function admitInputs(store: Store, inputs: AdmitInput[]): AdmitOutcome[] {
+  const checked = inputs.map((input) => refusedAlone(() => parseInput(input)));
+  const valid = checked.filter((item): item is ParsedInput => !(item instanceof KlbrError));
+  let written: AdmitResult[];
+  try {
+    written = store.transaction(() => valid.map((data) => writeInput(store, data)));
+  } catch (error) {
+    if (isStoreFailure(error)) throw error;
+    return checked.map((data) =>
+      data instanceof KlbrError
+        ? data
+        : refusedAlone(() => store.transaction(() => writeInput(store, data)))
     );
-    return { inputId, seq, duplicate: false };
+  }
+  let next = 0;
+  return checked.map((data) => data instanceof KlbrError ? data : written[next++]);
+}
+
+/** `fn`'s result, or the refusal it threw; a store failure or any other error is rethrown. */
+function refusedAlone<T>(fn: () => T): T | KlbrError {
+  try {
+    return fn();
+  } catch (error) {
+    if (error instanceof KlbrError && !isStoreFailure(error)) return error;
+    throw error;
+  }
+}
+
+function isStoreFailure(error: unknown): boolean {
+  return error instanceof KlbrError &&
+    (error.code === "store_unavailable" || error.code === "store_corrupt");
+}
+
+/** Writes a checked input inside the caller's transaction; a repeated dedupe key writes nothing. */
+function writeInput(store: Store, data: ParsedInput): AdmitResult {
+  assert(store.inTransaction, "an input is written inside a transaction");
+  const first = store.statement(
+    "SELECT id, admitted_seq FROM inputs WHERE source_kind = ? AND dedupe_key = ?",
+  ).get(data.sourceKind, data.dedupeKey) as { id: string; admitted_seq: number } | undefined;
+  if (first !== undefined) {
+    return { inputId: first.id, seq: first.admitted_seq, duplicate: true };
+  }
+  const now = store.clock();
+  const inputId = newId("input", now);
+  const seq = insertEvent(store, data.session, "input.admitted", {
+    input_id: inputId,
+    source_kind: data.sourceKind,
+    dedupe_key: data.dedupeKey,
+    conversation_id: data.conversationId,
+    author: data.author,
+    received_at: data.receivedAt ?? now,
+    body: data.body,
+    ...(data.clientMsgId === undefined ? {} : { client_msg_id: data.clientMsgId }),
   });
+  store.statement(
+    `INSERT INTO inputs (id, session_id, source_kind, dedupe_key, conversation_id, author, body,
+       received_at, admitted_at, admitted_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(
+    inputId,
+    data.session,
+    data.sourceKind,
+    data.dedupeKey,
+    data.conversationId,
+    data.author,
+    data.bodyText,
+    data.receivedAt ?? now,
+    now,
+    seq,
+  );
+  return { inputId, seq, duplicate: false };
 }
 
 /** Returns the input `id`, or `undefined` when there is none. */

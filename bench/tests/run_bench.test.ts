@@ -42,10 +42,15 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     "1f",
     "1g",
     "1h",
+    "1i",
+    "1j",
     "2a",
     "2b",
     "2c",
     "2d",
+    "2e",
+    "2f",
+    "2g",
     "3a",
     "3b",
     "3c",
@@ -105,8 +110,8 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     lines.map((line) => line.replace(/ at [\d.]+ s$/, "")),
     [
       "start-up (5a, 5b)",
-      "admission (1a, 1b, 1d, 1e, 1f, 1g, 1h)",
-      "blocked attention.plan (2a, 2b, 1c)",
+      "admission (1a, 1b, 1d, 1e, 1f, 1g, 1h, 1i, 1j)",
+      "blocked attention.plan (2a, 2b, 2e, 2f, 2g, 1c)",
       "replay (4a)",
       "cells (3a, 3b, 3c, 3d, 5c, 5d, 5e)",
       "agent loop (2c, 2d, 3e, 3f, 10a, 10b, 10c, 10d, 10e, 10f, 10g)",
@@ -127,7 +132,7 @@ Deno.test("`runBench()` with `only` runs those phases alone, and replay with the
     log: (line) => lines.push(line),
   });
   assert.deepEqual(failures, []);
-  assert.deepEqual(report.rows.map((row) => row.id), ["1c", "2a", "2b", "4a"]);
+  assert.deepEqual(report.rows.map((row) => row.id), ["1c", "2a", "2b", "2e", "2f", "2g", "4a"]);
   assert.equal(lines.length, 2, lines.join("\n"));
   assert.match(lines[0], /^blocked attention\.plan /);
   assert.match(lines[1], /^replay /);

@@ -6,10 +6,10 @@
  * @module
  */
 
-import { type AdmitInput, admitInput } from "../../store/inputs.ts";
+import { type AdmitInput, admitInputs as admitStoreInputs } from "../../store/inputs.ts";
 import { discordDedupeKey, localDedupeKey } from "../../store/dedupe_keys.ts";
 import type { Store } from "../../store/store.ts";
-import { faultPoint, isKlbrError } from "../core/mod.ts";
+import { faultPoint, isKlbrError, KlbrError } from "../core/mod.ts";
 import { MAINTENANCE_CONVERSATION } from "../session/mod.ts";
 import type { DiscordMessage } from "../discord/mod.ts";
 import type { AdmitOutcome, InputMessage } from "../lanes/mod.ts";
@@ -18,8 +18,8 @@ import type { AdmitOutcome, InputMessage } from "../lanes/mod.ts";
 export type PendingInput = () => Omit<AdmitInput, "session">;
 
 /**
- * Commits every input in one transaction, each in its own savepoint, so a refused one (a bad
- * field, a malformed dedupe key part) rolls back alone. On return each `ack` outcome's input
+ * Commits every input in one transaction; a refused one (a bad field, a malformed dedupe key
+ * part) is answered alone and writes nothing (`admitInputs` in `store/inputs.ts`). On return each `ack` outcome's input
  * is durable; a repeated dedupe key is acknowledged with the first input's id. `within`, when
  * given, runs in the same transaction after the inputs (a fired timer marks itself there), so
  * what it writes commits with them or not at all.
@@ -48,8 +48,8 @@ export function admitBatch(
 }
 
 /**
- * Writes `inputs` inside the caller's transaction, each in its own savepoint: one outcome per
- * input, a refused one rolled back alone. Nothing is durable until that transaction commits.
+ * Writes `inputs` inside the caller's transaction: one outcome per input, a refused one
+ * answered alone with nothing written. Nothing is durable until that transaction commits.
  *
  * @throws {KlbrError} `store_unavailable` or `store_corrupt` when the store cannot write: the
  * caller's transaction must then roll back, and no input of it is admitted.
@@ -59,20 +59,26 @@ export function admitInputs(
   session: string,
   inputs: PendingInput[],
 ): AdmitOutcome[] {
-  return inputs.map((input): AdmitOutcome => {
+  const built = inputs.map((input): AdmitInput | KlbrError => {
     try {
-      const result = admitInput(store, { session, ...input() });
-      return { ack: { input_id: result.inputId, seq: result.seq, duplicate: result.duplicate } };
+      return { session, ...input() };
     } catch (error) {
-      // A store that cannot write refuses the whole batch, never one input of it.
-      if (isKlbrError(error) && !isStoreFailure(error)) return { error };
+      if (isKlbrError(error)) return error;
       throw error;
     }
   });
-}
-
-function isStoreFailure(error: unknown): boolean {
-  return isKlbrError(error, "store_unavailable") || isKlbrError(error, "store_corrupt");
+  // A store that cannot write throws here: it refuses the whole batch, never one input of it.
+  const written = admitStoreInputs(
+    store,
+    built.filter((b): b is AdmitInput => !(b instanceof KlbrError)),
+  );
+  let next = 0;
+  return built.map((b): AdmitOutcome => {
+    const outcome = b instanceof KlbrError ? b : written[next++];
+    return outcome instanceof KlbrError
+      ? { error: outcome }
+      : { ack: { input_id: outcome.inputId, seq: outcome.seq, duplicate: outcome.duplicate } };
+  });
 }
 
 /** A local input from a lane client: its dedupe key is the client's id and message id. */

@@ -1,0 +1,111 @@
+/**
+ * The admission transaction's own SQL, raw: what `admitInputs` asks SQLite to do for each input
+ * (the dedupe lookup, the sequence bump, the `input.admitted` event row, the input row with its
+ * real schema, indexes, foreign keys and history-index trigger), through `node:sqlite` directly,
+ * without klbr's store layer. It separates what the schema costs from what klbr's code costs.
+ *
+ * @module
+ */
+
+import { DatabaseSync } from "node:sqlite";
+import { join } from "node:path";
+import { KlbrError } from "../runtime/core/mod.ts";
+import { ensureSession } from "../store/sessions.ts";
+import { openStore } from "../store/store.ts";
+import type { RawBatchResult } from "./raw_commit.ts";
+import { ratePerSecond } from "./stats.ts";
+
+let stores = 0;
+
+/**
+ * Runs admission's SQL for `rows` inputs, `batch` to a `BEGIN IMMEDIATE … COMMIT`, on a fresh
+ * store (migrated by `openStore`, then closed and opened raw with the store's pragmas: WAL,
+ * `synchronous=FULL`, foreign keys, `temp_store=MEMORY`) in `<dir>/raw-admission-<n>/`.
+ *
+ * @throws {KlbrError} `invalid_input` when `batch` or `rows` is not a positive integer.
+ * @example
+ * ```ts
+ * const { perSecond } = measureRawAdmission({ dir, batch: 64, rows: 10_000 });
+ * ```
+ */
+export function measureRawAdmission(
+  options: { dir: string; batch: number; rows: number },
+): RawBatchResult {
+  const { dir, batch, rows } = options;
+  for (const [name, value] of [["batch", batch], ["rows", rows]] as const) {
+    if (!Number.isSafeInteger(value) || value < 1) {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot measure raw admission: ${name} must be a positive integer (got ${value})`,
+      );
+    }
+  }
+  const stateDir = join(dir, `raw-admission-${++stores}`);
+  Deno.mkdirSync(stateDir, { recursive: true });
+  const store = openStore(stateDir);
+  ensureSession(store, "default");
+  store.close();
+  const db = new DatabaseSync(join(stateDir, "runtime.sqlite"), {
+    enableForeignKeyConstraints: true,
+  });
+  try {
+    db.exec("PRAGMA journal_mode = WAL");
+    db.exec("PRAGMA synchronous = FULL");
+    db.exec("PRAGMA temp_store = MEMORY");
+    const lookup = db.prepare(
+      "SELECT id, admitted_seq FROM inputs WHERE source_kind = ? AND dedupe_key = ?",
+    );
+    const bump = db.prepare(
+      "UPDATE sessions SET next_seq = next_seq + 1 WHERE id = ? RETURNING next_seq - 1 AS seq",
+    );
+    const event = db.prepare(
+      "INSERT INTO events (session_id, seq, kind, at, body) VALUES (?, ?, 'input.admitted', ?, ?)",
+    );
+    const input = db.prepare(
+      `INSERT INTO inputs (id, session_id, source_kind, dedupe_key, conversation_id, author, body,
+         received_at, admitted_at, admitted_seq)
+       VALUES (?, 'default', 'local', ?, 'local:default', 'owner', ?, ?, ?, ?)`,
+    );
+    let inserted = 0;
+    let commits = 0;
+    const started = performance.now();
+    while (inserted < rows) {
+      db.exec("BEGIN IMMEDIATE");
+      for (let i = inserted; i < inserted + batch; i++) {
+        const at = Date.now();
+        const n = String(i).padStart(6, "0");
+        const id = `in_01JHMMRR878CS2QQ58H${n}`;
+        const key = `local:bench:m-${n}`;
+        const text = `bench input ${n}`;
+        lookup.get("local", key);
+        const { seq } = bump.get("default") as { seq: number };
+        event.run(
+          "default",
+          seq,
+          at,
+          JSON.stringify({
+            input_id: id,
+            source_kind: "local",
+            dedupe_key: key,
+            conversation_id: "local:default",
+            author: "owner",
+            received_at: at,
+            body: text,
+          }),
+        );
+        input.run(id, key, JSON.stringify(text), at, at, seq);
+      }
+      db.exec("COMMIT");
+      inserted += batch;
+      commits++;
+    }
+    return {
+      batch,
+      rows: inserted,
+      commits,
+      perSecond: ratePerSecond(inserted, performance.now() - started),
+    };
+  } finally {
+    db.close();
+  }
+}
