@@ -80,6 +80,111 @@ function positiveInt(ref: string, key: string): number {
   return n;
 }
 
+/** A source's text and what is known about it, read by one kind's reader. */
+type SourceRead = [text: string, meta: Record<string, unknown>];
+
+type Reader = (store: Store, session: string, ref: string, key: string) => SourceRead;
+
+function readInput(store: Store, session: string, ref: string, key: string): SourceRead {
+  const input = getInput(store, key);
+  if (input?.session !== session) notFound(ref);
+  const body = typeof input.body === "string" ? input.body : JSON.stringify(input.body);
+  return [body, {
+    author: input.author,
+    conversation: input.conversationId,
+    source_kind: input.sourceKind,
+    received_at: input.receivedAt,
+    status: input.status,
+    frame_id: input.frameId,
+  }];
+}
+
+function readSend(store: Store, session: string, ref: string, key: string): SourceRead {
+  const seq = positiveInt(ref, key);
+  const event = readEvents(store, session, { since: seq - 1, limit: 1 })[0];
+  if (event?.seq !== seq || event.kind !== "send") notFound(ref);
+  const body = event.body as Record<string, unknown>;
+  return [String(body.text ?? ""), {
+    conversation: body.conversation,
+    state: body.state ?? "delivered",
+    send_id: body.send_id,
+    frame_id: body.frame_id,
+    cell_id: body.cell_id,
+    at: event.at,
+  }];
+}
+
+function readOutbox(store: Store, session: string, ref: string, key: string): SourceRead {
+  const row = getOutbox(store, key);
+  if (row?.session !== session) notFound(ref);
+  return [row.body, {
+    conversation: row.conversation,
+    state: row.state,
+    remote_id: row.remoteId,
+    error: row.error,
+    attempts: row.attempts,
+    cell_id: row.cellId,
+  }];
+}
+
+function readItem(store: Store, session: string, ref: string, key: string): SourceRead {
+  const item = getProviderItem(store, session, positiveInt(ref, key)) ?? notFound(ref);
+  const content = item.message.content;
+  return [typeof content === "string" ? content : "", {
+    role: item.role,
+    frame_id: item.frameId,
+    tool_call_id: item.toolCallId,
+    tool_calls: item.message.tool_calls ?? null,
+    at: item.at,
+  }];
+}
+
+/** A cell's code (`cell:`) or its finished output (`output:`). */
+function cellReader(part: "code" | "output"): Reader {
+  return (store, session, ref, key) => {
+    const cell = getCell(store, key);
+    if (cell?.session !== session) notFound(ref);
+    if (part === "output" && cell.outcome === null) notFound(ref);
+    const result = (cell.result ?? {}) as Record<string, unknown>;
+    return [part === "code" ? cell.code : cellOutputText(cell.result), {
+      outcome: cell.outcome,
+      frame_id: cell.frameId,
+      tool_call_id: cell.toolCallId,
+      stdout_artifact: result.stdout_artifact ?? null,
+      stderr_artifact: result.stderr_artifact ?? null,
+      started_at: cell.startedAt,
+      ended_at: cell.endedAt,
+    }];
+  };
+}
+
+function readSummary(store: Store, session: string, ref: string, key: string): SourceRead {
+  const summary = getSummary(store, session, positiveInt(ref, key)) ?? notFound(ref);
+  return [summary.text, {
+    covers_to_idx: summary.coversToIdx,
+    source: summary.source,
+    at: summary.at,
+  }];
+}
+
+function refuseArtifact(_store: Store, _session: string, ref: string): SourceRead {
+  throw new KlbrError(
+    "invalid_input",
+    `cannot read history: ${ref} is a file; read it with readArtifact`,
+  );
+}
+
+const READERS: Record<HistoryRef["kind"], Reader> = {
+  input: readInput,
+  send: readSend,
+  outbox: readOutbox,
+  item: readItem,
+  cell: cellReader("code"),
+  output: cellReader("output"),
+  summary: readSummary,
+  artifact: refuseArtifact,
+};
+
 /**
  * Returns the exact source text of a ref of `session` (an artifact's bytes are read from its
  * file by the caller; here it is refused).
@@ -89,93 +194,8 @@ function positiveInt(ref: string, key: string): number {
  */
 export function readHistorySource(store: Store, session: string, ref: string): HistorySource {
   const { kind, key } = parseHistoryRef(ref);
-  const out = (text: string, meta: Record<string, unknown>): HistorySource => ({
-    ref,
-    kind,
-    text,
-    meta,
-  });
-  switch (kind) {
-    case "input": {
-      const input = getInput(store, key);
-      if (input?.session !== session) notFound(ref);
-      const body = typeof input.body === "string" ? input.body : JSON.stringify(input.body);
-      return out(body, {
-        author: input.author,
-        conversation: input.conversationId,
-        source_kind: input.sourceKind,
-        received_at: input.receivedAt,
-        status: input.status,
-        frame_id: input.frameId,
-      });
-    }
-    case "send": {
-      const seq = positiveInt(ref, key);
-      const event = readEvents(store, session, { since: seq - 1, limit: 1 })[0];
-      if (event?.seq !== seq || event.kind !== "send") notFound(ref);
-      const body = event.body as Record<string, unknown>;
-      return out(String(body.text ?? ""), {
-        conversation: body.conversation,
-        state: body.state ?? "delivered",
-        send_id: body.send_id,
-        frame_id: body.frame_id,
-        cell_id: body.cell_id,
-        at: event.at,
-      });
-    }
-    case "outbox": {
-      const row = getOutbox(store, key);
-      if (row?.session !== session) notFound(ref);
-      return out(row.body, {
-        conversation: row.conversation,
-        state: row.state,
-        remote_id: row.remoteId,
-        error: row.error,
-        attempts: row.attempts,
-        cell_id: row.cellId,
-      });
-    }
-    case "item": {
-      const item = getProviderItem(store, session, positiveInt(ref, key)) ?? notFound(ref);
-      const content = item.message.content;
-      return out(typeof content === "string" ? content : "", {
-        role: item.role,
-        frame_id: item.frameId,
-        tool_call_id: item.toolCallId,
-        tool_calls: item.message.tool_calls ?? null,
-        at: item.at,
-      });
-    }
-    case "cell":
-    case "output": {
-      const cell = getCell(store, key);
-      if (cell?.session !== session) notFound(ref);
-      if (kind === "output" && cell.outcome === null) notFound(ref);
-      const result = (cell.result ?? {}) as Record<string, unknown>;
-      return out(kind === "cell" ? cell.code : cellOutputText(cell.result), {
-        outcome: cell.outcome,
-        frame_id: cell.frameId,
-        tool_call_id: cell.toolCallId,
-        stdout_artifact: result.stdout_artifact ?? null,
-        stderr_artifact: result.stderr_artifact ?? null,
-        started_at: cell.startedAt,
-        ended_at: cell.endedAt,
-      });
-    }
-    case "summary": {
-      const summary = getSummary(store, session, positiveInt(ref, key)) ?? notFound(ref);
-      return out(summary.text, {
-        covers_to_idx: summary.coversToIdx,
-        source: summary.source,
-        at: summary.at,
-      });
-    }
-    case "artifact":
-      throw new KlbrError(
-        "invalid_input",
-        `cannot read history: ${ref} is a file; read it with readArtifact`,
-      );
-  }
+  const [text, meta] = READERS[kind](store, session, ref, key);
+  return { ref, kind, text, meta };
 }
 
 /** A cell as a summary step lists it. */
