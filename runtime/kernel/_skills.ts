@@ -228,6 +228,38 @@ export async function skillsRevision(bodies: Record<string, string>): Promise<st
  * ```
  */
 export async function loadSkills(roots: SkillRoots): Promise<LoadedSkills> {
+  const { builtinRoot, managedRoot } = checkedRoots(roots);
+  const refused: Refusal[] = [];
+  const found: Found[] = [];
+  for (const root of [builtinRoot, managedRoot]) {
+    try {
+      found.push(...await listRoot(root, refused));
+    } catch (cause) {
+      throw new KlbrError("skill_invalid", `cannot load skills: cannot read root (got ${root})`, {
+        cause,
+      });
+    }
+  }
+  // By id, then builtin before managed.
+  const rootRank = (root: string) => root === builtinRoot ? 0 : 1;
+  const order = (a: { id: string; root: string }, b: { id: string; root: string }) =>
+    a.id < b.id ? -1 : a.id > b.id ? 1 : rootRank(a.root) - rootRank(b.root);
+  found.sort(order);
+  const { bodies, offered } = await offerSkills(found, refused, [builtinRoot, managedRoot]);
+  refused.sort(order);
+  return {
+    payload: {
+      revision: await skillsRevision(bodies),
+      roots: [builtinRoot, managedRoot],
+      bodies,
+      refused,
+    },
+    offered,
+  };
+}
+
+/** The two roots, resolved; refused when malformed or the same directory. */
+function checkedRoots(roots: SkillRoots): { builtinRoot: string; managedRoot: string } {
   const parsed = SkillRoots.safeParse(roots);
   if (!parsed.success) {
     throw new KlbrError(
@@ -243,28 +275,23 @@ export async function loadSkills(roots: SkillRoots): Promise<LoadedSkills> {
       `cannot load skills: the builtin and managed roots are the same directory (got ${builtinRoot})`,
     );
   }
-  const refused: Refusal[] = [];
-  const found: Found[] = [];
-  for (const root of [builtinRoot, managedRoot]) {
-    try {
-      found.push(...await listRoot(root, refused));
-    } catch (cause) {
-      throw new KlbrError("skill_invalid", `cannot load skills: cannot read root (got ${root})`, {
-        cause,
-      });
-    }
-  }
+  return { builtinRoot, managedRoot };
+}
+
+/**
+ * Reads the skills found, in order, into the offered set; each one that cannot be offered (an id
+ * in both roots, an unreadable SKILL.md, the size bound) goes to `refused` with why.
+ */
+async function offerSkills(
+  found: Found[],
+  refused: Refusal[],
+  [builtinRoot, managedRoot]: [string, string],
+): Promise<{ bodies: Record<string, string>; offered: SkillEntry[] }> {
   const counts = new Map<string, number>();
   for (const f of found) counts.set(f.id, (counts.get(f.id) ?? 0) + 1);
-
   const bodies: Record<string, string> = {};
   const offered: SkillEntry[] = [];
   let offeredBytes = 0;
-  // By id, then builtin before managed.
-  const order = (a: { id: string; root: string }, b: { id: string; root: string }) =>
-    a.id < b.id ? -1 : a.id > b.id ? 1 : rootRank(a.root) - rootRank(b.root);
-  const rootRank = (root: string) => root === builtinRoot ? 0 : 1;
-  found.sort(order);
   for (const f of found) {
     if ((counts.get(f.id) ?? 0) > 1) {
       refused.push({
@@ -298,14 +325,5 @@ export async function loadSkills(roots: SkillRoots): Promise<LoadedSkills> {
     bodies[f.id] = read.body;
     offered.push({ id: f.id, root: f.root, path: read.path, bytes: size });
   }
-  refused.sort(order);
-  return {
-    payload: {
-      revision: await skillsRevision(bodies),
-      roots: [builtinRoot, managedRoot],
-      bodies,
-      refused,
-    },
-    offered,
-  };
+  return { bodies, offered };
 }
