@@ -8,20 +8,9 @@
 import assert from "node:assert/strict";
 import { KlbrError } from "../../runtime/core/mod.ts";
 import { type AdmitInput, admitInputs, pendingInputs } from "../../store/inputs.ts";
-import { ensureSession, getSession } from "../../store/sessions.ts";
-import { openStore, type Store } from "../../store/store.ts";
-
-async function withStore(fn: (store: Store) => void): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "klbr-admit-inputs-" });
-  const store = openStore(dir);
-  try {
-    ensureSession(store);
-    fn(store);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { getSession } from "../../store/sessions.ts";
+import { type Store } from "../../store/store.ts";
+import { withStore } from "../_helpers/store.ts";
 
 const headSeq = (store: Store, session: string) => getSession(store, session)!.nextSeq - 1;
 

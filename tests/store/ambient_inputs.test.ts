@@ -9,20 +9,8 @@ import assert from "node:assert/strict";
 import { ambientBefore } from "../../store/ambient_inputs.ts";
 import { acceptFrame } from "../../store/frames.ts";
 import { admitInput } from "../../store/inputs.ts";
-import { ensureSession } from "../../store/sessions.ts";
-import { openStore, type Store } from "../../store/store.ts";
-
-async function withStore(fn: (store: Store) => void): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "klbr-ambient-" });
-  const store = openStore(dir);
-  try {
-    ensureSession(store);
-    fn(store);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { type Store } from "../../store/store.ts";
+import { withStore } from "../_helpers/store.ts";
 
 let n = 0;
 function say(store: Store, conversation: string, body: string) {

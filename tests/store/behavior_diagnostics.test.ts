@@ -16,20 +16,8 @@ import {
 import { readEvents } from "../../store/events.ts";
 import { acceptFrame, finishFrame } from "../../store/frames.ts";
 import { admitInput } from "../../store/inputs.ts";
-import { ensureSession } from "../../store/sessions.ts";
-import { openStore, type Store } from "../../store/store.ts";
-
-async function withStore(fn: (store: Store) => void) {
-  const dir = await Deno.makeTempDir();
-  const store = openStore(dir);
-  try {
-    ensureSession(store, "default");
-    fn(store);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { type Store } from "../../store/store.ts";
+import { withStore } from "../_helpers/store.ts";
 
 const trace = (over: Partial<RecordTrace> = {}): RecordTrace => ({
   session: "default",

@@ -11,20 +11,8 @@ import {
   type NewSummary,
 } from "../../store/context_summaries.ts";
 import { readEvents } from "../../store/events.ts";
-import { ensureSession, requireSession } from "../../store/sessions.ts";
-import { openStore, type Store } from "../../store/store.ts";
-
-async function withStore(fn: (store: Store) => void) {
-  const dir = await Deno.makeTempDir();
-  const store = openStore(dir);
-  try {
-    ensureSession(store, "default");
-    fn(store);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { requireSession } from "../../store/sessions.ts";
+import { withStore } from "../_helpers/store.ts";
 
 const summary = (over: Partial<NewSummary> = {}): NewSummary => ({
   expectedEpoch: 0,

@@ -6,21 +6,12 @@ import assert from "node:assert/strict";
 import { KlbrError, type RecordInput } from "../../runtime/core/mod.ts";
 import { appendEvent, insertEvent, readEvents } from "../../store/events.ts";
 import { admitInput } from "../../store/inputs.ts";
-import { ensureSession, getSession } from "../../store/sessions.ts";
-import { openStore, type Store } from "../../store/store.ts";
+import { getSession } from "../../store/sessions.ts";
+import { type Store } from "../../store/store.ts";
+import { withStore as withStoreOf } from "../_helpers/store.ts";
 
-async function withStore(fn: (store: Store) => void | Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "klbr-events-" });
-  let now = 1_000;
-  const store = openStore(dir, { clock: () => now++ });
-  try {
-    ensureSession(store);
-    await fn(store);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+const withStore = (fn: (store: Store) => void | Promise<void>) =>
+  withStoreOf(fn, { countingClock: true });
 
 function refuses(fn: () => unknown, text: string): void {
   assert.throws(fn, (error) => {

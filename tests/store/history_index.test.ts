@@ -15,21 +15,10 @@ import {
   readProviderItems,
 } from "../../store/provider_items.ts";
 import { ensureSession } from "../../store/sessions.ts";
-import { openStore, type Store } from "../../store/store.ts";
+import { openStore } from "../../store/store.ts";
 import { readCalibration, recordCalibration } from "../../store/token_counts.ts";
 import { writeTurn } from "../_helpers/history_fixture.ts";
-
-async function withStore(fn: (store: Store, dir: string) => void | Promise<void>) {
-  const dir = await Deno.makeTempDir();
-  const store = openStore(dir);
-  try {
-    ensureSession(store, "default");
-    await fn(store, dir);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withStore } from "../_helpers/store.ts";
 
 Deno.test("`searchHistory()` finds every kind of source by its words, best first", async () => {
   await withStore((store) => {

@@ -10,22 +10,12 @@ import {
   nextPendingOutbox,
   recoverOutbox,
 } from "../../store/outbox.ts";
-import { ensureSession } from "../../store/sessions.ts";
-import { openStore, type Store } from "../../store/store.ts";
+import { type Store } from "../../store/store.ts";
 import { KlbrError } from "../../runtime/core/mod.ts";
+import { withStore as withStoreOf } from "../_helpers/store.ts";
 
-async function withStore(fn: (store: Store) => void | Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "klbr-outbox-" });
-  let now = 1_000;
-  const store = openStore(dir, { clock: () => now++ });
-  try {
-    ensureSession(store);
-    await fn(store);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+const withStore = (fn: (store: Store) => void | Promise<void>) =>
+  withStoreOf(fn, { countingClock: true });
 
 const message = (body = "hi") => ({
   session: "default",

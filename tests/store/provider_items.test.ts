@@ -10,19 +10,7 @@ import {
   closeDanglingToolCalls,
   readProviderItems,
 } from "../../store/provider_items.ts";
-import { ensureSession } from "../../store/sessions.ts";
-import { openStore, type Store } from "../../store/store.ts";
-import { tempDir } from "../_helpers/temp.ts";
-
-async function withStore(fn: (store: Store) => void | Promise<void>) {
-  const store = openStore(await tempDir());
-  try {
-    ensureSession(store, "default");
-    await fn(store);
-  } finally {
-    store.close();
-  }
-}
+import { withStore } from "../_helpers/store.ts";
 
 function throwsKlbr(fn: () => unknown, code: string, message: string) {
   try {

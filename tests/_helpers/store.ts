@@ -1,0 +1,44 @@
+/**
+ * A fresh store for one test: opened in its own temp directory with the `default` session,
+ * closed and removed after the test body, whatever it did.
+ *
+ * @module
+ */
+
+import { ensureSession } from "../../store/sessions.ts";
+import { openStore, type Store } from "../../store/store.ts";
+
+/** Options for {@linkcode withStore}. */
+export interface WithStoreOptions {
+  /** A clock that counts 1,000, 1,001, … (one ms a call), so record times are exact. */
+  countingClock?: boolean;
+}
+
+/**
+ * Runs `fn` on a fresh store with the `default` session, then closes it and removes its
+ * directory.
+ *
+ * @example
+ * ```ts
+ * Deno.test("an input is pending once admitted", () =>
+ *   withStore((store) => {
+ *     admitInput(store, input);
+ *     assert.equal(pendingInputs(store, "default").length, 1);
+ *   }));
+ * ```
+ */
+export async function withStore(
+  fn: (store: Store, dir: string) => void | Promise<void>,
+  options: WithStoreOptions = {},
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "klbr-store-" });
+  let now = 1_000;
+  const store = openStore(dir, options.countingClock ? { clock: () => now++ } : {});
+  try {
+    ensureSession(store, "default");
+    await fn(store, dir);
+  } finally {
+    store.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
