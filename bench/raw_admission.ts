@@ -9,11 +9,9 @@
 
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
-import { KlbrError } from "../runtime/core/mod.ts";
 import { ensureSession } from "../store/sessions.ts";
 import { openStore } from "../store/store.ts";
-import type { RawBatchResult } from "./raw_commit.ts";
-import { ratePerSecond } from "./stats.ts";
+import { checkBatchSizes, type RawBatchResult, timeBatches } from "./raw_commit.ts";
 
 let stores = 0;
 
@@ -32,14 +30,7 @@ export function measureRawAdmission(
   options: { dir: string; batch: number; rows: number },
 ): RawBatchResult {
   const { dir, batch, rows } = options;
-  for (const [name, value] of [["batch", batch], ["rows", rows]] as const) {
-    if (!Number.isSafeInteger(value) || value < 1) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot measure raw admission: ${name} must be a positive integer (got ${value})`,
-      );
-    }
-  }
+  checkBatchSizes("raw admission", batch, rows);
   const stateDir = join(dir, `raw-admission-${++stores}`);
   Deno.mkdirSync(stateDir, { recursive: true });
   const store = openStore(stateDir);
@@ -66,45 +57,30 @@ export function measureRawAdmission(
          received_at, admitted_at, admitted_seq)
        VALUES (?, 'default', 'local', ?, 'local:default', 'owner', ?, ?, ?, ?)`,
     );
-    let inserted = 0;
-    let commits = 0;
-    const started = performance.now();
-    while (inserted < rows) {
-      db.exec("BEGIN IMMEDIATE");
-      for (let i = inserted; i < inserted + batch; i++) {
-        const at = Date.now();
-        const n = String(i).padStart(6, "0");
-        const id = `in_01JHMMRR878CS2QQ58H${n}`;
-        const key = `local:bench:m-${n}`;
-        const text = `bench input ${n}`;
-        lookup.get("local", key);
-        const { seq } = bump.get("default") as { seq: number };
-        event.run(
-          "default",
-          seq,
-          at,
-          JSON.stringify({
-            input_id: id,
-            source_kind: "local",
-            dedupe_key: key,
-            conversation_id: "local:default",
-            author: "owner",
-            received_at: at,
-            body: text,
-          }),
-        );
-        input.run(id, key, JSON.stringify(text), at, at, seq);
-      }
-      db.exec("COMMIT");
-      inserted += batch;
-      commits++;
-    }
-    return {
-      batch,
-      rows: inserted,
-      commits,
-      perSecond: ratePerSecond(inserted, performance.now() - started),
-    };
+    return timeBatches(db, { batch, rows }, (i) => {
+      const at = Date.now();
+      const n = String(i).padStart(6, "0");
+      const id = `in_01JHMMRR878CS2QQ58H${n}`;
+      const key = `local:bench:m-${n}`;
+      const text = `bench input ${n}`;
+      lookup.get("local", key);
+      const { seq } = bump.get("default") as { seq: number };
+      event.run(
+        "default",
+        seq,
+        at,
+        JSON.stringify({
+          input_id: id,
+          source_kind: "local",
+          dedupe_key: key,
+          conversation_id: "local:default",
+          author: "owner",
+          received_at: at,
+          body: text,
+        }),
+      );
+      input.run(id, key, JSON.stringify(text), at, at, seq);
+    });
   } finally {
     db.close();
   }

@@ -161,55 +161,82 @@ export interface RawBatchResult {
  */
 export function measureRawBatches(options: RawBatchOptions): RawBatchResult {
   const { dir, batch, rows, maxMs = 20_000 } = options;
-  for (const [name, value] of [["batch", batch], ["rows", rows]] as const) {
-    if (!Number.isSafeInteger(value) || value < 1) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot measure raw batches: ${name} must be a positive integer (got ${value})`,
-      );
-    }
-  }
+  checkBatchSizes("raw batches", batch, rows);
   const path = join(dir, `raw-batch-${batch}-${++batchFiles}.sqlite`);
   const db = new DatabaseSync(path);
   try {
     db.exec("PRAGMA journal_mode = WAL");
     db.exec("PRAGMA synchronous = FULL");
     db.exec(INPUTS_SHAPE);
-    const begin = db.prepare("BEGIN IMMEDIATE");
     const insert = db.prepare(
       `INSERT INTO inputs (id, session_id, source_kind, dedupe_key, conversation_id, author, body,
          received_at, admitted_at, admitted_seq) VALUES (?, 'default', 'local', ?, 'local:default',
          'owner', ?, ?, ?, ?)`,
     );
-    const commit = db.prepare("COMMIT");
-    let inserted = 0;
-    let commits = 0;
-    const started = performance.now();
-    while (inserted < rows && performance.now() - started < maxMs) {
-      begin.run();
-      for (let i = inserted; i < inserted + batch; i++) {
-        const at = Date.now();
-        const n = String(i).padStart(6, "0");
-        insert.run(
-          `in_01JHMMRR878CS2QQ58H${n}`,
-          `local:bench:m-${n}`,
-          JSON.stringify(`bench input ${n}`),
-          at,
-          at,
-          i + 1,
-        );
-      }
-      commit.run();
-      inserted += batch;
-      commits++;
-    }
-    return {
-      batch,
-      rows: inserted,
-      commits,
-      perSecond: ratePerSecond(inserted, performance.now() - started),
-    };
+    return timeBatches(db, { batch, rows, maxMs }, (i) => {
+      const at = Date.now();
+      const n = String(i).padStart(6, "0");
+      insert.run(
+        `in_01JHMMRR878CS2QQ58H${n}`,
+        `local:bench:m-${n}`,
+        JSON.stringify(`bench input ${n}`),
+        at,
+        at,
+        i + 1,
+      );
+    });
   } finally {
     db.close();
   }
+}
+
+/**
+ * Refuses a batch or row count that is not a positive integer, naming `what` is measured.
+ *
+ * @throws {KlbrError} `invalid_input`.
+ */
+export function checkBatchSizes(what: string, batch: number, rows: number): void {
+  for (const [name, value] of [["batch", batch], ["rows", rows]] as const) {
+    if (!Number.isSafeInteger(value) || value < 1) {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot measure ${what}: ${name} must be a positive integer (got ${value})`,
+      );
+    }
+  }
+}
+
+/**
+ * Writes rows `0…rows-1` with `write`, `batch` to a `BEGIN IMMEDIATE … COMMIT` on `db`, until all
+ * are written or `maxMs` passed, and returns the rate.
+ *
+ * @example
+ * ```ts
+ * const { perSecond } = timeBatches(db, { batch: 64, rows: 10_000 }, (i) => insert.run(i));
+ * ```
+ */
+export function timeBatches(
+  db: DatabaseSync,
+  options: { batch: number; rows: number; maxMs?: number },
+  write: (row: number) => void,
+): RawBatchResult {
+  const { batch, rows, maxMs = Infinity } = options;
+  const begin = db.prepare("BEGIN IMMEDIATE");
+  const commit = db.prepare("COMMIT");
+  let inserted = 0;
+  let commits = 0;
+  const started = performance.now();
+  while (inserted < rows && performance.now() - started < maxMs) {
+    begin.run();
+    for (let i = inserted; i < inserted + batch; i++) write(i);
+    commit.run();
+    inserted += batch;
+    commits++;
+  }
+  return {
+    batch,
+    rows: inserted,
+    commits,
+    perSecond: ratePerSecond(inserted, performance.now() - started),
+  };
 }
