@@ -3,74 +3,14 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { behaviorHandlers } from "../../../runtime/behavior/mod.ts";
-import { isKlbrError } from "../../../runtime/core/mod.ts";
-import { REPO_ROOT } from "../../../runtime/setup/mod.ts";
 import {
   getTrace,
   recordTrace,
   TRACE_FIELD_MAX_CHARS,
 } from "../../../store/behavior_diagnostics.ts";
 import { readEvents } from "../../../store/events.ts";
-import { activateRelease, markLastGood } from "../../../store/releases.ts";
-import { ensureSession } from "../../../store/sessions.ts";
-import { publishRelease } from "../../../store/snapshot_hash.ts";
-import { openStore, type Store } from "../../../store/store.ts";
 import type { Json } from "./_support.ts";
-
-type Call = (method: string, params?: Record<string, unknown>) => Promise<Json>;
-
-async function withEditor(fn: (call: Call, store: Store, release: string) => Promise<void>) {
-  const state = await Deno.makeTempDir();
-  const store = openStore(state);
-  try {
-    ensureSession(store, "default");
-    ensureSession(store, "other");
-    const release = await publishRelease(store, {
-      sourceDir: join(REPO_ROOT, "behavior"),
-      releasesDir: join(state, "releases"),
-    });
-    activateRelease(store, {
-      session: "default",
-      expectedEpoch: 0,
-      releaseId: release.id,
-      reason: "test",
-    });
-    markLastGood(store, "default", release.id);
-    const handlers = behaviorHandlers({
-      store,
-      session: "default",
-      python: "python3",
-      repoRoot: REPO_ROOT,
-      workspace: state,
-      activate: (releaseId, expectedEpoch, reason) =>
-        Promise.resolve(
-          activateRelease(store, { session: "default", expectedEpoch, releaseId, reason }).epoch,
-        ),
-    });
-    const ctx = { signal: new AbortController().signal, method: "", parent: "", cell: null };
-    await fn(
-      (method, params = {}) => handlers[method](params, { ...ctx, method }),
-      store,
-      release.id,
-    );
-  } finally {
-    store.close();
-    await Deno.remove(state, { recursive: true });
-  }
-}
-
-async function rejects(promise: Promise<unknown>, code: string, message: RegExp) {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(isKlbrError(error), String(error));
-    assert.equal(error.code, code);
-    assert.match(error.message, message);
-    return;
-  }
-  assert.fail("expected a rejection");
-}
+import { rejects, withEditor } from "./_editor.ts";
 
 Deno.test("a failing test or publish keeps its diagnostics: in the store, in a record and beside the draft", async () => {
   await withEditor(async (call, store) => {

@@ -2,71 +2,7 @@
 // worker for the trusted test; no daemon.
 
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { behaviorHandlers } from "../../../runtime/behavior/mod.ts";
-import { isKlbrError } from "../../../runtime/core/mod.ts";
-import { REPO_ROOT } from "../../../runtime/setup/mod.ts";
-import { activateRelease, markLastGood } from "../../../store/releases.ts";
-import { ensureSession } from "../../../store/sessions.ts";
-import { publishRelease } from "../../../store/snapshot_hash.ts";
-import { openStore, type Store } from "../../../store/store.ts";
-import { tempDir } from "../../_helpers/temp.ts";
-
-// Handler results are JSON objects; the tests read their fields directly.
-// deno-lint-ignore no-explicit-any
-type Json = any;
-
-async function withEditor(
-  fn: (
-    call: (method: string, params?: Record<string, unknown>) => Promise<Json>,
-    store: Store,
-  ) => Promise<void>,
-) {
-  const state = await tempDir();
-  const store = openStore(state);
-  try {
-    ensureSession(store, "default");
-    const release = await publishRelease(store, {
-      sourceDir: join(REPO_ROOT, "behavior"),
-      releasesDir: join(state, "releases"),
-    });
-    activateRelease(store, {
-      session: "default",
-      expectedEpoch: 0,
-      releaseId: release.id,
-      reason: "test",
-    });
-    markLastGood(store, "default", release.id);
-    const handlers = behaviorHandlers({
-      store,
-      session: "default",
-      python: "python3",
-      repoRoot: REPO_ROOT,
-      workspace: state,
-      activate: (releaseId, expectedEpoch, reason) =>
-        Promise.resolve(
-          activateRelease(store, { session: "default", expectedEpoch, releaseId, reason }).epoch,
-        ),
-    });
-    const ctx = { signal: new AbortController().signal, method: "", parent: "", cell: null };
-    await fn((method, params = {}) => handlers[method](params, { ...ctx, method }), store);
-  } finally {
-    store.close();
-  }
-}
-
-async function rejects(promise: Promise<unknown>, code: string, message: RegExp | string) {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(isKlbrError(error), String(error));
-    assert.equal(error.code, code);
-    if (typeof message === "string") assert.equal(error.message, message);
-    else assert.match(error.message, message);
-    return;
-  }
-  assert.fail("expected a rejection");
-}
+import { rejects, withEditor } from "./_editor.ts";
 
 Deno.test("`behaviorHandlers()` keeps draft paths inside the draft", async () => {
   await withEditor(async (call) => {
