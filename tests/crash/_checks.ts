@@ -30,6 +30,11 @@ export function rows(db: DatabaseSync, sql: string, ...params: (string | number)
   return db.prepare(sql).all(...params).map((r) => ({ ...r }));
 }
 
+/** Every input id the stopped daemon's store holds (each was acknowledged: none is ever deleted). */
+export function inputIds(stateDir: string): string[] {
+  return withDb(stateDir, (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)));
+}
+
 /**
  * Checks the invariants every window guarantees, on a stopped daemon's store. `acked` are the
  * input ids whose `ack` a client received.

@@ -9,6 +9,7 @@ import { connectLane } from "../_helpers/lane_client.ts";
 import {
   checkStore,
   crashAt,
+  inputIds,
   nextMessageAnswered,
   records,
   removeDirs,
@@ -72,10 +73,7 @@ Deno.test("window activation-during-cell: an activation committed under a runnin
       "the next frame is planned by the new release",
     );
     assert.equal(await daemon.stop(), 0);
-    const acked = withDb(
-      daemon.stateDir,
-      (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)),
-    );
+    const acked = inputIds(daemon.stateDir);
     checkStore(daemon.stateDir, acked);
   } finally {
     await daemon.stop().catch(() => {});

@@ -9,14 +9,7 @@ import { join } from "node:path";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
 import { startTestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
-import {
-  checkStore,
-  nextMessageAnswered,
-  removeDirs,
-  rows,
-  waitRecord,
-  withDb,
-} from "./_checks.ts";
+import { checkStore, inputIds, nextMessageAnswered, removeDirs, waitRecord } from "./_checks.ts";
 
 const LONG = { toolCall: { code: "print('x' * 50_000 + 'END')" } };
 
@@ -95,10 +88,7 @@ for (const c of cases) {
       await client.close();
       await nextMessageAnswered(daemon, fake, "after");
       assert.equal(await daemon.stop(), 0);
-      const acked = withDb(
-        daemon.stateDir,
-        (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)),
-      );
+      const acked = inputIds(daemon.stateDir);
       checkStore(daemon.stateDir, acked);
     } finally {
       await c.after(artifacts).catch(() => {});

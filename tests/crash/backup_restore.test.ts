@@ -11,6 +11,7 @@ import { REPO_ROOT, startTestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
 import {
   checkStore,
+  inputIds,
   nextMessageAnswered,
   removeDirs,
   rows,
@@ -99,10 +100,7 @@ Deno.test("window backup: a backup taken during a burst restores every input ack
     assert.equal(health.recovered_release, null, "the restored active release verifies");
     const next = await nextMessageAnswered(second, fake, "restored");
     assert.equal(await second.stop(), 0);
-    const acked = withDb(
-      restored,
-      (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)),
-    );
+    const acked = inputIds(restored);
     assert.ok(acked.includes(next.inputId));
     checkStore(restored, acked);
   } finally {

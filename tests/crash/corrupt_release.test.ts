@@ -11,6 +11,7 @@ import { connectLane } from "../_helpers/lane_client.ts";
 import { activateVariant } from "../_helpers/releases.ts";
 import {
   checkStore,
+  inputIds,
   nextMessageAnswered,
   records,
   removeDirs,
@@ -74,10 +75,7 @@ Deno.test("window corrupt-active-release: start-up falls back without running a 
     assert.deepEqual(records(again, "hook.failed"), []);
     await again.close();
     assert.equal(await daemon.stop(), 0);
-    const acked = withDb(
-      daemon.stateDir,
-      (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)),
-    );
+    const acked = inputIds(daemon.stateDir);
     checkStore(daemon.stateDir, acked);
   } finally {
     await daemon.stop().catch(() => {});

@@ -10,6 +10,7 @@ import { startTestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
 import {
   checkStore,
+  inputIds,
   nextMessageAnswered,
   removeDirs,
   rows,
@@ -83,10 +84,7 @@ for (const c of cases) {
       );
       assert.match(String(replaced.reason), /^failed: /, "the new generation says why");
       assert.equal(await daemon.stop(), 0);
-      const acked = withDb(
-        daemon.stateDir,
-        (db) => rows(db, "SELECT id FROM inputs").map((r) => String(r.id)),
-      );
+      const acked = inputIds(daemon.stateDir);
       assert.ok(acked.includes(next.inputId));
       checkStore(daemon.stateDir, acked);
     } finally {
