@@ -34,6 +34,20 @@ async function withDaemon(
 }
 
 /** The result of the first cell one input makes the (scripted) fake model run. */
+/** Posts the daemon's token to `/auth` from its own page's origin, as the token screen does. */
+function postAuth(daemon: TestDaemon) {
+  return rawRequest(daemon.port, {
+    method: "POST",
+    path: "/auth",
+    headers: {
+      host: `127.0.0.1:${daemon.port}`,
+      origin: `http://127.0.0.1:${daemon.port}`,
+      "content-type": "application/json",
+    },
+    body: JSON.stringify({ token: daemon.token }),
+  });
+}
+
 async function runCell(daemon: TestDaemon): Promise<Record<string, unknown>> {
   const client = await connectLane({ port: daemon.port, token: daemon.token });
   try {
@@ -85,16 +99,7 @@ Deno.test("a page on another localhost port, a page without the token and a rebo
 Deno.test("the token posted to /auth gives the page a cookie its lane is let in with", async () => {
   await withDaemon({}, async (daemon) => {
     const own = `http://127.0.0.1:${daemon.port}`;
-    const auth = await rawRequest(daemon.port, {
-      method: "POST",
-      path: "/auth",
-      headers: {
-        host: `127.0.0.1:${daemon.port}`,
-        origin: own,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify({ token: daemon.token }),
-    });
+    const auth = await postAuth(daemon);
     assert.equal(auth.status, 200);
     const cookie = auth.headers["set-cookie"].split(";")[0];
     assert.match(auth.headers["set-cookie"], /HttpOnly; SameSite=Strict$/);
@@ -378,16 +383,7 @@ async function klbr(args: string[], env: Record<string, string> = {}) {
 Deno.test("token rotate refuses the old token, the old cookie and closes old sessions", async () => {
   await withDaemon({}, async (daemon) => {
     const own = `http://127.0.0.1:${daemon.port}`;
-    const auth = await rawRequest(daemon.port, {
-      method: "POST",
-      path: "/auth",
-      headers: {
-        host: `127.0.0.1:${daemon.port}`,
-        origin: own,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify({ token: daemon.token }),
-    });
+    const auth = await postAuth(daemon);
     const cookie = auth.headers["set-cookie"].split(";")[0];
     const open = await connectLane({ port: daemon.port, token: daemon.token });
     const rotated = await klbr([
