@@ -599,6 +599,24 @@ class ScriptedSocket {
   }
 }
 
+/** A client over scripted sockets; `sockets` holds every socket it opened, in order. */
+function scriptedClient(options: Partial<LaneClientOptions>) {
+  const sockets: ScriptedSocket[] = [];
+  class Counting extends ScriptedSocket {
+    constructor(url: string) {
+      super(url);
+      sockets.push(this);
+    }
+  }
+  const client = new LaneClient({
+    url: "ws://x/v2",
+    clientId: "web-test",
+    webSocket: Counting as unknown as LaneClientOptions["webSocket"],
+    ...options,
+  });
+  return { client, sockets };
+}
+
 Deno.test("`LaneClient` ignores malformed messages and records of another session", () => {
   const client = new LaneClient({
     url: "ws://x/v2",
@@ -725,20 +743,7 @@ Deno.test("`LaneClient.persistNow()` drops a log too large to store rather than 
 });
 
 Deno.test("`LaneClient` drops a socket that opens but never says welcome and tries again", async () => {
-  const sockets: ScriptedSocket[] = [];
-  class Counting extends ScriptedSocket {
-    constructor(url: string) {
-      super(url);
-      sockets.push(this);
-    }
-  }
-  const client = new LaneClient({
-    url: "ws://x/v2",
-    clientId: "web-test",
-    heartbeatMs: 30,
-    minDelayMs: 10,
-    webSocket: Counting as unknown as LaneClientOptions["webSocket"],
-  });
+  const { client, sockets } = scriptedClient({ heartbeatMs: 30, minDelayMs: 10 });
   try {
     client.start();
     sockets[0].open();
@@ -752,20 +757,7 @@ Deno.test("`LaneClient` drops a socket that opens but never says welcome and tri
 });
 
 Deno.test("`LaneClient` drops a welcomed socket that falls silent and says so", async () => {
-  const sockets: ScriptedSocket[] = [];
-  class Counting extends ScriptedSocket {
-    constructor(url: string) {
-      super(url);
-      sockets.push(this);
-    }
-  }
-  const client = new LaneClient({
-    url: "ws://x/v2",
-    clientId: "web-test",
-    heartbeatMs: 20,
-    minDelayMs: 1000,
-    webSocket: Counting as unknown as LaneClientOptions["webSocket"],
-  });
+  const { client, sockets } = scriptedClient({ heartbeatMs: 20, minDelayMs: 1000 });
   try {
     client.start();
     sockets[0].open();
