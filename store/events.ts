@@ -153,6 +153,16 @@ export function appendEvent(store: Store, session: string, kind: string, body: u
   return store.transaction(() => insertEvent(store, session, kind, body));
 }
 
+/** One durable record with its body as the JSON text the log holds, unparsed. */
+export interface EventText {
+  seq: number;
+  kind: string;
+  /** When it was committed, in ms. */
+  at: number;
+  /** The body's JSON text, exactly as stored (the table checks it is valid JSON). */
+  body: string;
+}
+
 /**
  * Returns `session`'s events with `seq > since`, in sequence order, at most `limit` of them.
  *
@@ -163,6 +173,30 @@ export function readEvents(
   session: string,
   options: ReadEventsOptions = {},
 ): EventRecord[] {
+  return readEventTexts(store, session, options).map((row) => ({
+    session,
+    seq: row.seq,
+    kind: row.kind,
+    at: row.at,
+    body: JSON.parse(row.body),
+  }));
+}
+
+/**
+ * Returns what {@linkcode readEvents} returns with each body left as its stored JSON text: for
+ * a reader that passes bodies on as JSON (a lane catch-up) and need not parse them.
+ *
+ * @throws {KlbrError} `invalid_input` for a negative `since` or a `limit` outside 1–10000.
+ * @example
+ * ```ts
+ * const page = readEventTexts(store, "default", { since: 0, limit: 1000 });
+ * ```
+ */
+export function readEventTexts(
+  store: Store,
+  session: string,
+  options: ReadEventsOptions = {},
+): EventText[] {
   const { since = 0, limit = 1000 } = options;
   if (!Number.isSafeInteger(since) || since < 0) {
     throw new KlbrError(
@@ -176,16 +210,9 @@ export function readEvents(
       `cannot read events: limit must be an integer in 1-10000 (got ${limit})`,
     );
   }
-  const rows = store.statement(
+  return store.statement(
     "SELECT seq, kind, at, body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-  ).all(session, since, limit) as { seq: number; kind: string; at: number; body: string }[];
-  return rows.map((row) => ({
-    session,
-    seq: row.seq,
-    kind: row.kind,
-    at: row.at,
-    body: JSON.parse(row.body),
-  }));
+  ).all(session, since, limit) as unknown as EventText[];
 }
 
 /** Returns a session's events of one kind, oldest first, at most `limit` (default 10,000). */

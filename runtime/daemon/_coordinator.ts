@@ -19,7 +19,7 @@ import {
 import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { DiscordEffects, DiscordMessage } from "../discord/mod.ts";
 import { Jobs, type UnattendedInput } from "../jobs/mod.ts";
-import type { AdmitOutcome, InputMessage, LaneHost } from "../lanes/mod.ts";
+import type { AdmitOutcome, InputMessage, LaneHost, StoredRecord } from "../lanes/mod.ts";
 import { recoverSession } from "../session/mod.ts";
 import { activateBehavior, type Activation } from "./_activation.ts";
 import { AdmissionQueue, type AdmissionStats } from "./_admission_queue.ts";
@@ -31,7 +31,7 @@ import {
   type PendingInput,
 } from "./_admission.ts";
 import { type OperatorMessage, runOperation } from "./_operations.ts";
-import { headSeq, recordsAfter } from "./_record_serving.ts";
+import { headSeq, recordsAfter, storedRecordsAfter } from "./_record_serving.ts";
 import { createSessionParts, type SessionDeps, type SessionParts } from "./_session_parts.ts";
 import { sessionRpcHandlers } from "./_session_rpc.ts";
 
@@ -137,6 +137,11 @@ export class Coordinator implements LaneHost {
   /** Durable records after `since`. */
   readRecords(session: string, since: number, limit: number): LaneRecord[] {
     return recordsAfter(this.#o.store, session, since, limit);
+  }
+
+  /** Durable records after `since`, bodies as stored JSON text. */
+  readStoredRecords(session: string, since: number, limit: number): StoredRecord[] {
+    return storedRecordsAfter(this.#o.store, session, since, limit);
   }
 
   /** Subscribes to a session's signals. */

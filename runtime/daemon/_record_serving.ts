@@ -5,10 +5,11 @@
  * @module
  */
 
-import { readEvents } from "../../store/events.ts";
+import { readEvents, readEventTexts } from "../../store/events.ts";
 import { getSession } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import type { LaneRecord } from "../core/mod.ts";
+import type { StoredRecord } from "../lanes/mod.ts";
 
 /** The last sequence number of a session (0 when it has none, or does not exist). */
 export function headSeq(store: Store, session: string): number {
@@ -32,4 +33,18 @@ export function recordsAfter(
     type: event.kind,
     data: (event.body ?? {}) as Record<string, unknown>,
   }));
+}
+
+/**
+ * The records {@linkcode recordsAfter} returns, each body left as its stored JSON text, for a
+ * catch-up that splices them into its messages.
+ */
+export function storedRecordsAfter(
+  store: Store,
+  session: string,
+  since: number,
+  limit: number,
+): StoredRecord[] {
+  if (getSession(store, session) === undefined) return [];
+  return readEventTexts(store, session, { since, limit });
 }

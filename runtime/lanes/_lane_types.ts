@@ -14,6 +14,7 @@ import type {
   ServerMessage,
 } from "../core/mod.ts";
 import type { CookieState } from "./_auth.ts";
+import type { StoredRecord } from "./_record_batches.ts";
 
 /** A client's `input` message. */
 export type InputMessage = Extract<ClientMessage, { kind: "input" }>;
@@ -37,6 +38,12 @@ export interface LaneHost {
   headSeq(session: string): number;
   /** Up to `limit` durable records of a session with `seq > since`, in order. */
   readRecords(session: string, since: number, limit: number): LaneRecord[];
+  /**
+   * The same records as {@linkcode LaneHost.readRecords}, each body left as its stored JSON
+   * text, for a transport that sends encoded text; absent, the records are encoded from
+   * `readRecords`.
+   */
+  readStoredRecords?(session: string, since: number, limit: number): StoredRecord[];
   /** Subscribes to a session's signals; returns the unsubscribe function. */
   subscribe(session: string, listener: (signal: LaneSignal) => void): () => void;
   /**

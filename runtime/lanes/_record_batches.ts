@@ -1,9 +1,12 @@
 /**
- * Batched delivery of durable records: several records in one `records` message, up to a size
- * bound, for clients that asked for it at `hello` (`batch: true`). A batch holds consecutive
- * records in sequence order, each exactly as its own `record` message would carry it, so the
- * ordering and resume guarantees are those of single records: a client that has applied a
- * batch holds every record up to its last `seq`.
+ * Durable records encoded for the wire, and batched delivery: several records in one `records`
+ * message, up to a size bound, for clients that asked for it at `hello` (`batch: true`). A
+ * batch holds consecutive records in sequence order, each exactly as its own `record` message
+ * would carry it, so the ordering and resume guarantees are those of single records: a client
+ * that has applied a batch holds every record up to its last `seq`.
+ *
+ * A record read from the store keeps its body as the JSON text the log holds: its message is
+ * spliced around that text, never parsed and encoded again.
  *
  * @module
  */
@@ -13,6 +16,22 @@ import type { LaneRecord } from "../core/mod.ts";
 /** The JSON text one `records` message holds at most (one larger record goes alone). */
 export const MAX_BATCH_CHARS = 256 * 1024;
 
+/** A durable record as the log holds it: its body still the stored JSON text. */
+export interface StoredRecord {
+  seq: number;
+  /** The record type (`LaneRecord.type`). */
+  kind: string;
+  at: number;
+  /** The body's JSON text (`LaneRecord.data`); JSON `null` is sent as `{}`. */
+  body: string;
+}
+
+/** One record's `record` message, already encoded as JSON. */
+export interface EncodedRecord {
+  seq: number;
+  text: string;
+}
+
 /** One `records` message, encoded once. */
 export interface RecordBatch {
   /** The whole message's JSON text. */
@@ -20,6 +39,78 @@ export interface RecordBatch {
   records: LaneRecord[];
   /** The `seq` of its last record. */
   lastSeq: number;
+}
+
+/** One `records` message of encoded records. */
+export interface TextBatch {
+  /** The whole message's JSON text. */
+  text: string;
+  /** How many records it holds. */
+  count: number;
+  /** The `seq` of its last record. */
+  lastSeq: number;
+}
+
+/**
+ * Encodes stored records as their `record` messages by splicing each stored body into the
+ * message text: the same text `JSON.stringify` gives the parsed record (same keys, same order),
+ * without parsing the body.
+ *
+ * @example
+ * ```ts
+ * encodeStoredRecords("default", [{ seq: 1, kind: "test", at: 0, body: '{"a":1}' }]);
+ * // [{ seq: 1, text: '{"kind":"record","session":"default","seq":1,"at":0,"type":"test","data":{"a":1}}' }]
+ * ```
+ */
+export function encodeStoredRecords(
+  session: string,
+  rows: readonly StoredRecord[],
+): EncodedRecord[] {
+  const head = `{"kind":"record","session":${JSON.stringify(session)},"seq":`;
+  const encoded: EncodedRecord[] = new Array(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    const { seq, kind, at, body } = rows[i];
+    const data = body === "null" ? "{}" : body;
+    encoded[i] = {
+      seq,
+      text: `${head}${seq},"at":${at},"type":${JSON.stringify(kind)},"data":${data}}`,
+    };
+  }
+  return encoded;
+}
+
+/**
+ * Splits encoded records (consecutive, in order) into `records` messages of at most `maxChars`
+ * of JSON text each; a record larger than that goes alone.
+ *
+ * @example
+ * ```ts
+ * for (const batch of textBatches("default", encoded)) ws.send(batch.text);
+ * ```
+ */
+export function textBatches(
+  session: string,
+  records: readonly EncodedRecord[],
+  maxChars = MAX_BATCH_CHARS,
+): TextBatch[] {
+  const head = `{"kind":"records","session":${JSON.stringify(session)},"records":[`;
+  const batches: TextBatch[] = [];
+  let texts: string[] = [];
+  let chars = head.length + 2;
+  const close = (lastSeq: number) => {
+    if (texts.length === 0) return;
+    batches.push({ text: `${head}${texts.join(",")}]}`, count: texts.length, lastSeq });
+    texts = [];
+    chars = head.length + 2;
+  };
+  for (let i = 0; i < records.length; i++) {
+    const { text } = records[i];
+    if (texts.length > 0 && chars + text.length + 1 > maxChars) close(records[i - 1].seq);
+    texts.push(text);
+    chars += text.length + 1;
+  }
+  close(records.at(-1)?.seq ?? 0);
+  return batches;
 }
 
 /**
@@ -36,29 +127,11 @@ export function recordBatches(
   records: readonly LaneRecord[],
   maxChars = MAX_BATCH_CHARS,
 ): RecordBatch[] {
-  const head = `{"kind":"records","session":${JSON.stringify(session)},"records":[`;
-  const batches: RecordBatch[] = [];
-  let texts: string[] = [];
-  let members: LaneRecord[] = [];
-  let chars = head.length + 2;
-  const close = () => {
-    if (members.length === 0) return;
-    batches.push({
-      text: `${head}${texts.join(",")}]}`,
-      records: members,
-      lastSeq: members.at(-1)!.seq,
-    });
-    texts = [];
-    members = [];
-    chars = head.length + 2;
-  };
-  for (const record of records) {
-    const text = JSON.stringify(record);
-    if (members.length > 0 && chars + text.length + 1 > maxChars) close();
-    texts.push(text);
-    members.push(record);
-    chars += text.length + 1;
-  }
-  close();
-  return batches;
+  const encoded = records.map((record) => ({ seq: record.seq, text: JSON.stringify(record) }));
+  let start = 0;
+  return textBatches(session, encoded, maxChars).map((batch) => {
+    const members = records.slice(start, start + batch.count);
+    start += batch.count;
+    return { text: batch.text, records: members, lastSeq: batch.lastSeq };
+  });
 }

@@ -30,4 +30,13 @@ export {
   writeNewOperatorToken,
 } from "./_operator_token.ts";
 export { type AppDeps, createApp } from "./_server.ts";
-export { MAX_BATCH_CHARS, type RecordBatch, recordBatches } from "./_record_batches.ts";
+export {
+  type EncodedRecord,
+  encodeStoredRecords,
+  MAX_BATCH_CHARS,
+  type RecordBatch,
+  recordBatches,
+  type StoredRecord,
+  type TextBatch,
+  textBatches,
+} from "./_record_batches.ts";
