@@ -6,9 +6,8 @@
  * @module
  */
 
-import { setImmediate } from "node:timers";
 import type { WSEvents } from "hono/ws";
-import { type Logger, SerialRunner, type ServerMessage } from "../core/mod.ts";
+import { type Logger, nextMacrotask, SerialRunner, type ServerMessage } from "../core/mod.ts";
 import { type LaneAuth, LaneConnection, type LaneHost } from "./_lane_connection.ts";
 
 /** The bounds of the lane server; every default lives here. */
@@ -174,12 +173,12 @@ export class LaneRegistry {
 /**
  * Resolves once the socket's unsent bytes fall under the high-water mark, or it closes. It
  * first gives the event loop one turn: what `send` queued leaves for the kernel only then, so
- * a catch-up that never yielded would hold its pages unsent and the client idle. A turn of
- * `setImmediate` costs microseconds; a timer costs a millisecond or more.
+ * a catch-up that never yielded would hold its pages unsent and the client idle. A turn costs
+ * tens of microseconds; a timer, even `setTimeout(0)`, costs a millisecond or more here.
  */
 async function whenDrained(socket: WebSocket | undefined): Promise<void> {
   if (socket === undefined) return;
-  await new Promise((resolve) => setImmediate(resolve));
+  await nextMacrotask();
   const deadline = Date.now() + STALL_LIMIT_MS;
   while (socket.readyState === WebSocket.OPEN && socket.bufferedAmount > HIGH_WATER_BYTES) {
     if (Date.now() > deadline) {
