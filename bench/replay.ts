@@ -1,7 +1,8 @@
 /**
  * Figure 4 — replay: records per second delivered to a client that reconnects with `since=0`
  * over a log of at least 100,000 records, against reading and encoding the same records
- * in-process with `node:sqlite` (the store-side ceiling, no socket).
+ * in-process with `node:sqlite` exactly as the daemon does — stored bodies spliced into
+ * `records` messages (the store-side ceiling, no socket).
  *
  * The log is filled by opening the stopped daemon's store directly and admitting inputs with
  * `admitInput`, 5,000 to a transaction.
@@ -9,15 +10,17 @@
  * @module
  */
 
-import { readEvents } from "../store/events.ts";
+import { readEvents, readEventTexts } from "../store/events.ts";
 import { localDedupeKey } from "../store/dedupe_keys.ts";
 import { admitInput } from "../store/inputs.ts";
 import { requireSession } from "../store/sessions.ts";
-import { openStore } from "../store/store.ts";
+import { openStore, type Store } from "../store/store.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
+import { encodeStoredRecords, textBatches } from "../runtime/lanes/mod.ts";
 import { openLane, type ReplayStats } from "./lane_driver.ts";
 import { atLeastOfPeer, type BenchRow, makeRow } from "./row.ts";
 import { ratePerSecond } from "./stats.ts";
+import { cpuMs, ownCpuMs } from "./cpu_time.ts";
 
 /** What {@linkcode seedRecords} wrote and what reading it back in-process cost. */
 export interface SeedResult {
@@ -25,8 +28,21 @@ export interface SeedResult {
   seeded: number;
   /** The session's last seq afterwards: the records a `since=0` replay must deliver. */
   head: number;
-  /** Records per second of reading the whole log and encoding each as a lane record. */
+  /**
+   * Records per second of reading the whole log and encoding it as the daemon does: bodies
+   * as stored JSON text, spliced into `records` messages of up to 256 KiB.
+   */
   readPerSecond: number;
+  /** Records per CPU-second of this process while reading as the daemon does. */
+  readPerCpuSecond: number;
+  /** The same with every body parsed and each record encoded again (the former ceiling). */
+  parsePerSecond: number;
+}
+
+/** A replay, and the CPU time the daemon spent on it when its pid was given. */
+export interface MeasuredReplay extends ReplayStats {
+  /** The daemon's CPU time from `hello` until the client had `replayed`, in ms. */
+  daemonCpuMs?: number;
 }
 
 const BATCH = 5_000;
@@ -67,46 +83,86 @@ export function seedRecords(stateDir: string, records: number): SeedResult {
       done += batch;
     }
     const head = requireSession(store, "default").nextSeq - 1;
-    const started = performance.now();
-    let read = 0;
-    let bytes = 0;
-    for (let since = 0; since < head;) {
-      const page = readEvents(store, "default", { since, limit: PAGE });
-      if (page.length === 0) break;
-      for (const event of page) {
-        bytes += JSON.stringify({
-          kind: "record",
-          session: "default",
-          seq: event.seq,
-          at: event.at,
-          type: event.kind,
-          data: event.body ?? {},
-        }).length;
-      }
-      read += page.length;
-      since = page[page.length - 1].seq;
-    }
-    const elapsed = performance.now() - started;
-    if (read !== head || bytes === 0) {
-      throw new KlbrError(
-        "internal",
-        `cannot read the seeded log back: expected ${head} records (got ${read})`,
-      );
-    }
-    return { seeded: wanted, head, readPerSecond: ratePerSecond(read, elapsed) };
+    const cpuBefore = ownCpuMs();
+    const readPerSecond = timeRead(head, (since) => spliceRead(store, since));
+    return {
+      seeded: wanted,
+      head,
+      readPerSecond,
+      readPerCpuSecond: ratePerSecond(head, Math.max(ownCpuMs() - cpuBefore, 1)),
+      parsePerSecond: timeRead(head, (since) => parseRead(store, since)),
+    };
   } finally {
     store.close();
   }
 }
 
+/** One page read and encoded: its records, its last seq and the characters it made. */
+type PageRead = { records: number; lastSeq: number; chars: number };
+
+/** Reads one page and encodes it as the daemon sends it. */
+function spliceRead(store: Store, since: number): PageRead {
+  const page = readEventTexts(store, "default", { since, limit: PAGE });
+  let chars = 0;
+  for (const batch of textBatches("default", encodeStoredRecords("default", page))) {
+    chars += batch.text.length;
+  }
+  return { records: page.length, lastSeq: page.at(-1)?.seq ?? since, chars };
+}
+
+/** Reads one page, parsing every body, and encodes each record again. */
+function parseRead(store: Store, since: number): PageRead {
+  const page = readEvents(store, "default", { since, limit: PAGE });
+  let chars = 0;
+  for (const event of page) {
+    chars += JSON.stringify({
+      kind: "record",
+      session: "default",
+      seq: event.seq,
+      at: event.at,
+      type: event.kind,
+      data: event.body ?? {},
+    }).length;
+  }
+  return { records: page.length, lastSeq: page.at(-1)?.seq ?? since, chars };
+}
+
 /**
- * Reconnects to a daemon with `since=0` and times the catch-up until `replayed`.
+ * Times reading the whole log page by page with `read`, in records per second.
+ *
+ * @throws {KlbrError} `internal` when it does not read exactly `head` records.
+ */
+function timeRead(head: number, read: (since: number) => PageRead): number {
+  const started = performance.now();
+  let records = 0;
+  let chars = 0;
+  for (let since = 0; since < head;) {
+    const page = read(since);
+    if (page.records === 0) break;
+    records += page.records;
+    chars += page.chars;
+    since = page.lastSeq;
+  }
+  const elapsed = performance.now() - started;
+  if (records !== head || chars === 0) {
+    throw new KlbrError(
+      "internal",
+      `cannot read the seeded log back: expected ${head} records (got ${records})`,
+    );
+  }
+  return ratePerSecond(records, elapsed);
+}
+
+/**
+ * Reconnects to a daemon with `since=0` and times the catch-up until `replayed`; with the
+ * daemon's `pid`, also the CPU time it spent meanwhile.
  *
  * @throws {KlbrError} `internal` when the records are not exactly 1…head in order.
  */
 export async function measureReplay(
-  options: { port: number; token: string; head: number },
-): Promise<ReplayStats> {
+  options: { port: number; token: string; head: number; pid?: number },
+): Promise<MeasuredReplay> {
+  const cpuBefore = options.pid === undefined ? undefined : await cpuMs(options.pid);
   const { lane, replay } = await openLane({
     port: options.port,
     token: options.token,
@@ -121,11 +177,17 @@ export async function measureReplay(
       `cannot measure replay: expected records 1…${options.head} in order (got ${replay.records}, contiguous ${replay.contiguous})`,
     );
   }
-  return replay;
+  if (cpuBefore === undefined) return replay;
+  return { ...replay, daemonCpuMs: await cpuMs(options.pid!) - cpuBefore };
 }
 
 /** Builds figure 4's row from a seeded log and its replay. */
-export function replayRow(seed: SeedResult, replay: ReplayStats, id = "4a"): BenchRow {
+export function replayRow(seed: SeedResult, replay: MeasuredReplay, id = "4a"): BenchRow {
+  const cpu = replay.daemonCpuMs === undefined ? "" : `; the daemon spent ` +
+    `${Math.round(replay.daemonCpuMs)} ms of CPU on it, ` +
+    `${rounded(ratePerSecond(replay.records, Math.max(replay.daemonCpuMs, 1)))} records per ` +
+    `CPU-second against the peer's ${rounded(seed.readPerCpuSecond)} (CPU time does not ` +
+    `depend on what else shares the cores; the wall-clock ratio does)`;
   return makeRow({
     id,
     figure: `replay to a since=0 client, ${replay.records.toLocaleString("en-US")} records`,
@@ -137,6 +199,13 @@ export function replayRow(seed: SeedResult, replay: ReplayStats, id = "4a"): Ben
       `to 256 KiB, every record parsed by the client and checked ` +
       `contiguous; ${seed.seeded.toLocaleString("en-US")} inputs seeded with admitInput ` +
       `(${BATCH.toLocaleString("en-US")} per transaction) into the stopped daemon's store; ` +
-      `peer: readEvents pages of ${PAGE} + JSON encoding in one process, no socket`,
+      `peer: readEventTexts pages of ${PAGE}, each stored body spliced into \`records\` ` +
+      `messages as the daemon does, in one process, no socket (parsing every body and ` +
+      `encoding it again, the former peer, reads ${rounded(seed.parsePerSecond)} records/s)` +
+      cpu,
   });
+}
+
+function rounded(value: number): string {
+  return Math.round(value).toLocaleString("en-US");
 }

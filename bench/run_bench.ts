@@ -349,6 +349,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
           port: daemon.port,
           token: daemon.token,
           head: seed.head,
+          pid,
         });
         memory.afterReplayBytes = await residentBytes(pid);
         memory.records = replay.records;
