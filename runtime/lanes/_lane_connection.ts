@@ -22,12 +22,7 @@ import {
 } from "../core/mod.ts";
 import { type ErrorReply, errorReply } from "./_replies.ts";
 import type { AdmitOutcome, InputMessage, LaneConnectionOptions, LaneHost } from "./_lane_types.ts";
-import {
-  type EncodedRecord,
-  encodeStoredRecords,
-  recordBatches,
-  textBatches,
-} from "./_record_batches.ts";
+import { readPage } from "./_record_pages.ts";
 
 /** Records read per store query while catching up, unless the options say otherwise. */
 const DEFAULT_PAGE_SIZE = 1000;
@@ -349,63 +344,20 @@ export class LaneConnection {
   async #sendNewRecords(): Promise<void> {
     const session = this.#session;
     if (session === undefined) return;
-    const sendText = this.#options.sendText;
+    const { sendText, pageSize = DEFAULT_PAGE_SIZE } = this.#options;
+    const options = { limit: pageSize, batch: this.#batch, text: sendText !== undefined };
     for (;;) {
-      const sent = sendText === undefined
-        ? this.#sendPage(session)
-        : this.#sendTextPage(session, sendText);
-      if (sent === 0 || this.#closed) return;
+      const page = readPage(this.#host, session, this.#cursor, options);
+      for (const message of page.messages) {
+        if (this.#closed) return;
+        if ("text" in message) sendText!(message.text);
+        else this.#options.send(message.message);
+        this.#cursor = message.lastSeq;
+      }
+      if (page.read === 0) return;
       // A long catch-up goes out page by page as the client reads it, so the daemon never
       // holds the whole log in a socket buffer.
       await this.#options.writable?.();
     }
   }
-
-  /** Sends the page after the cursor as messages; returns how many records it read. */
-  #sendPage(session: string): number {
-    const page = this.#host.readRecords(session, this.#cursor, this.#pageSize());
-    if (this.#batch) {
-      for (const batch of recordBatches(session, page)) {
-        if (this.#closed) return page.length;
-        this.#options.send({ kind: "records", session, records: batch.records });
-        this.#cursor = batch.lastSeq;
-      }
-    } else {
-      for (const record of page) {
-        if (this.#closed) return page.length;
-        this.#options.send(record);
-        this.#cursor = record.seq;
-      }
-    }
-    return page.length;
-  }
-
-  /**
-   * Sends the page after the cursor as encoded text: each stored body spliced in as it is
-   * (read with `readStoredRecords` where the host has it), batched or one message a record.
-   */
-  #sendTextPage(session: string, sendText: (text: string) => void): number {
-    const limit = this.#pageSize();
-    const stored = this.#host.readStoredRecords?.(session, this.#cursor, limit);
-    const page = stored === undefined
-      ? this.#host.readRecords(session, this.#cursor, limit)
-        .map((record) => ({ seq: record.seq, text: JSON.stringify(record) }))
-      : encodeStoredRecords(session, stored);
-    const messages = this.#batch ? textBatches(session, page) : page.map(single);
-    for (const message of messages) {
-      if (this.#closed) break;
-      sendText(message.text);
-      this.#cursor = message.lastSeq;
-    }
-    return page.length;
-  }
-
-  #pageSize(): number {
-    return this.#options.pageSize ?? DEFAULT_PAGE_SIZE;
-  }
-}
-
-/** One record as its own message. */
-function single(record: EncodedRecord): { text: string; lastSeq: number } {
-  return { text: record.text, lastSeq: record.seq };
 }

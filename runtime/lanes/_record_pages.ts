@@ -1,0 +1,69 @@
+/**
+ * One page of a catch-up: the durable records after a cursor, read from the host and made
+ * into the messages the client gets — encoded text for a transport that sends text (each
+ * stored body spliced in as it is), message objects otherwise; `records` batches for a client
+ * that said `batch: true`, one `record` message each for any other.
+ *
+ * @module
+ */
+
+import type { ServerMessage } from "../core/mod.ts";
+import type { LaneHost } from "./_lane_types.ts";
+import { encodeStoredRecords, recordBatches, textBatches } from "./_record_batches.ts";
+
+/** One message of a page, and the seq a client holds once it has applied it. */
+export type PageMessage =
+  | { lastSeq: number; text: string }
+  | { lastSeq: number; message: ServerMessage };
+
+/** A page: its messages in order, and how many records it read (0: the catch-up is done). */
+export interface RecordPage {
+  read: number;
+  messages: PageMessage[];
+}
+
+/** How a page is read and made. */
+export interface PageOptions {
+  /** Records read at most. */
+  limit: number;
+  /** `records` batches instead of one `record` message each. */
+  batch: boolean;
+  /** Encoded text (for `sendText`) instead of message objects. */
+  text: boolean;
+}
+
+/**
+ * Reads the records of `session` after `since` and makes them into messages.
+ *
+ * @throws what the host's read throws (a store that cannot be read).
+ * @example
+ * ```ts
+ * const page = readPage(host, "default", cursor, { limit: 1000, batch: true, text: true });
+ * ```
+ */
+export function readPage(
+  host: LaneHost,
+  session: string,
+  since: number,
+  options: PageOptions,
+): RecordPage {
+  if (options.text) {
+    const stored = host.readStoredRecords?.(session, since, options.limit);
+    const encoded = stored === undefined
+      ? host.readRecords(session, since, options.limit)
+        .map((record) => ({ seq: record.seq, text: JSON.stringify(record) }))
+      : encodeStoredRecords(session, stored);
+    const messages = options.batch
+      ? textBatches(session, encoded).map(({ text, lastSeq }) => ({ text, lastSeq }))
+      : encoded.map(({ seq, text }) => ({ text, lastSeq: seq }));
+    return { read: encoded.length, messages };
+  }
+  const records = host.readRecords(session, since, options.limit);
+  const messages = options.batch
+    ? recordBatches(session, records).map((batch) => ({
+      lastSeq: batch.lastSeq,
+      message: { kind: "records" as const, session, records: batch.records },
+    }))
+    : records.map((record) => ({ lastSeq: record.seq, message: record }));
+  return { read: records.length, messages };
+}
