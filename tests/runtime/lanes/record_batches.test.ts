@@ -17,21 +17,9 @@ import {
 } from "../../../runtime/lanes/mod.ts";
 import type { LaneRecord, ServerMessage } from "../../../runtime/core/mod.ts";
 import { appendEvent, readEvents, readEventTexts } from "../../../store/events.ts";
-import { ensureSession } from "../../../store/sessions.ts";
-import { openStore, type Store } from "../../../store/store.ts";
+import type { Store } from "../../../store/store.ts";
 import { recordExamples } from "../../_helpers/record_examples.ts";
-
-async function withStore(fn: (store: Store) => void | Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "klbr-splice-" });
-  const store = openStore(dir);
-  try {
-    ensureSession(store);
-    await fn(store);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withStore } from "../../_helpers/store.ts";
 
 /** Each record of the log as the object path encodes it: parsed, then `JSON.stringify`. */
 function parsedTexts(store: Store, since = 0): string[] {
