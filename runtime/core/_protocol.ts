@@ -39,6 +39,12 @@ export const BehaviorRef = z.object({ revision: z.string(), path: z.string() });
 /** A behaviour tree by revision and path. */
 export type BehaviorRef = z.infer<typeof BehaviorRef>;
 
+const Part = z.union([
+  z.object({ copy: z.tuple([z.number(), z.number()]) }),
+  z.object({ add: z.array(z.unknown()) }),
+]);
+/** `context.prepare`'s messages: runs of the worker's kept list and new ones (architecture.md). */
+const Delta = z.object({ id: requestId, base: requestId.nullable(), parts: z.array(Part) });
 /** Requests the host sends to a worker; each gets exactly one `ok` or `error` reply. */
 export const HostRequest = z.discriminatedUnion("kind", [
   z.object({
@@ -61,6 +67,8 @@ export const HostRequest = z.discriminatedUnion("kind", [
     args: z.record(z.string(), z.unknown()),
     /** The release to run the hook from; the one given at `init` when absent. */
     behavior: BehaviorRef.optional(),
+    /** For `context.prepare` only, then absent from `args`. */
+    messages: Delta.optional(),
   }),
   z.object({ kind: z.literal("ping"), id: requestId }),
   z.object({ kind: z.literal("fingerprint"), id: requestId }),
@@ -147,17 +155,9 @@ export const SendParams = z.object({
 export type SendParams = z.infer<typeof SendParams>;
 
 const KNOWN_WORKER_KINDS = new Set(["ok", "error", "stream", "rpc", "rpc_cancel"]);
-const HOST_ONLY_KINDS = new Set([
-  "init",
-  "execute",
-  "cancel",
-  "hook",
-  "ping",
-  "fingerprint",
-  "shutdown",
-  "rpc_ok",
-  "rpc_error",
-]);
+const HOST_ONLY_KINDS = new Set<string>(
+  [...HostRequest.options, ...HostRpcReply.options].map((option) => option.shape.kind.value),
+);
 
 /**
  * Validates one decoded frame from a worker.

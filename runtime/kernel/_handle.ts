@@ -7,7 +7,6 @@
  */
 
 import {
-  type BehaviorRef,
   CellReply,
   describeIssues,
   type HookName,
@@ -25,6 +24,7 @@ import { RpcDispatcher } from "./_rpc.ts";
 import {
   type ExecuteOptions,
   type HandleSettings,
+  type HookOptions,
   type InitPayload,
   InitReply,
   type WorkbenchExit,
@@ -151,10 +151,10 @@ export class WorkbenchHandle {
   async hook(
     name: HookName,
     args: Record<string, unknown>,
-    options: { timeoutMs?: number; behavior?: BehaviorRef; signal?: AbortSignal } = {},
+    options: HookOptions = {},
   ): Promise<unknown> {
     const id = newId("request");
-    const frame = { kind: "hook" as const, id, name, args };
+    const frame = { kind: "hook" as const, id, name, args, messages: options.messages };
     const pending = this.#register(
       options.behavior === undefined ? frame : { ...frame, behavior: options.behavior },
       null,

@@ -5,7 +5,8 @@
  * @module
  */
 
-import { type BehaviorRef, type HookName, KlbrError } from "../core/mod.ts";
+import { type HookName, KlbrError } from "../core/mod.ts";
+import { type PrepareArgs, preparedOf, prepareWithDelta } from "./_prepare_messages.ts";
 import { type LoadedSkills, loadSkills, type SkillRoots } from "./_skills.ts";
 import { workspaceRunHandler } from "./_workspace_run.ts";
 import { type CellResult, hostEndedResult } from "./_parts.ts";
@@ -16,7 +17,7 @@ import {
   type RoleFingerprint,
   type WorkerFingerprint,
 } from "./_fingerprint.ts";
-import type { ExecuteOptions, RpcHandler, WorkbenchExit } from "./_types.ts";
+import type { ExecuteOptions, HookOptions, RpcHandler, WorkbenchExit } from "./_types.ts";
 import { spawnWorkbench, type WorkbenchOptions } from "./_spawn.ts";
 import { type SandboxBase, workerReadOnly } from "./_sandbox.ts";
 
@@ -224,15 +225,20 @@ export class KernelSupervisor {
 
   /**
    * Runs a policy hook on the live generation, from `options.behavior` when given (else the
-   * release the generation was given at `init`).
+   * release the generation was given at `init`). `context.prepare`'s messages go as a delta
+   * of what that worker keeps (`prepareWithDelta`).
    * @throws {KlbrError} `hook_failed`, `worker_timeout` or `worker_failed` (see the handle).
    */
-  async hook(
-    name: HookName,
-    args: Record<string, unknown>,
-    options: { timeoutMs?: number; behavior?: BehaviorRef; signal?: AbortSignal } = {},
-  ): Promise<unknown> {
-    return await this.#use((wb) => wb.hook(name, args, options));
+  async hook(name: HookName, args: Record<string, unknown>, options: HookOptions = {}) {
+    return await this.#use<unknown>((wb) =>
+      name === "context.prepare" && Array.isArray(args.messages)
+        ? prepareWithDelta(
+          preparedOf(wb),
+          args as PrepareArgs,
+          (fields) => wb.hook(name, fields.args, { ...options, messages: fields.messages }),
+        )
+        : wb.hook(name, args, options)
+    );
   }
 
   /** Runs the cancellation ladder on a running cell; `false` when it was not running. */

@@ -6,8 +6,9 @@
  */
 
 import { z } from "zod";
-import type { KlbrErrorCode, SkillsPayload } from "../core/mod.ts";
+import type { BehaviorRef, KlbrErrorCode, SkillsPayload } from "../core/mod.ts";
 import { WorkerFingerprint } from "./_fingerprint.ts";
+import type { MessagesDelta } from "./_prepare_messages.ts";
 
 /** Context an RPC handler gets besides the params. */
 export interface RpcContext {
@@ -19,6 +20,15 @@ export interface RpcContext {
   parent: string;
   /** The cell id, when the parent is an `execute`. */
   cell: string | null;
+}
+
+/** How one hook call runs: its deadline, the release to run it from, and its cancellation. */
+export interface HookOptions {
+  timeoutMs?: number;
+  behavior?: BehaviorRef;
+  signal?: AbortSignal;
+  /** `context.prepare`'s messages as a delta, sent beside `args` (`prepareWithDelta`). */
+  messages?: MessagesDelta;
 }
 
 /** One host-owned effect a cell may ask for; throw a `KlbrError` to answer `rpc_error`. */

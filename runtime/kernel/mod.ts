@@ -42,6 +42,12 @@ export {
   type KernelSupervisorOptions,
 } from "./_supervisor.ts";
 export { DEFAULT_MAX_FRAME_BYTES, encodeFrame, FrameDecoderStream } from "./_frame_codec.ts";
+export {
+  type MessagesDelta,
+  type MessagesPart,
+  PreparedMessages,
+  prepareWithDelta,
+} from "./_prepare_messages.ts";
 export { killProcessGroup, processGroupAlive, processGroupMembers } from "./_process_group.ts";
 export { loadSkills, MAX_SKILL_BYTES, SkillRoots, skillRoots, skillsRevision } from "./_skills.ts";
 export { runInWorkspace } from "./_workspace_run.ts";

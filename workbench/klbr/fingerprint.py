@@ -13,6 +13,14 @@ The package hash is the sha256 of ``klbr-package-v1\\n`` followed, per file in b
 order of its relative POSIX path, by the path and the content, each as an 8-byte big-endian
 length and the bytes. ``__pycache__`` is not part of it. The host computes the same hash
 (``runtime/kernel/_fingerprint.ts``) without starting Python.
+
+The host asks for ``current()`` at every turn boundary, so the hash is kept with the files'
+stat signature (path, inode, size, mtime and ctime in nanoseconds): while no file of the
+package was added, removed, replaced or written, the kept hash is answered without reading
+the files. Any write changes a file's ctime, which no tool can set back. A signature with a
+time less than ``RACY_NS`` old is never kept, so a write in the same clock tick as the hash
+(which could leave the times equal) is read again next time, as git treats racily-clean
+index entries.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import hashlib
 import os
 import platform
 import sys
+import time
 from typing import Any
 
 __all__ = ["LOADED", "current", "package_hash"]
@@ -32,23 +41,62 @@ def _u64(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
 
-def package_hash(root: str = PACKAGE_DIR) -> str:
-    """The sha256 hex of the ``*.py`` files under ``root`` (see the module docstring)."""
+RACY_NS = 2_000_000_000
+"""How recent a file's mtime or ctime may be for its package hash to be kept (2 s)."""
+
+_kept: dict[str, tuple[tuple[Any, ...], str]] = {}
+
+
+def _package_files(root: str) -> list[tuple[bytes, str]]:
     files: list[tuple[bytes, str]] = []
-    for directory, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        for name in names:
-            if name.endswith(".py"):
-                path = os.path.join(directory, name)
-                rel = os.path.relpath(path, root).replace(os.sep, "/")
-                files.append((rel.encode(), path))
+    pending = [(root, "")]
+    while pending:
+        directory, prefix = pending.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_dir():
+                    # As os.walk: a linked directory is listed, not entered.
+                    if entry.name != "__pycache__" and not entry.is_symlink():
+                        pending.append((entry.path, f"{prefix}{entry.name}/"))
+                elif entry.name.endswith(".py"):
+                    files.append((f"{prefix}{entry.name}".encode(), entry.path))
+    return sorted(files)
+
+
+def package_hash(root: str = PACKAGE_DIR) -> str:
+    """The sha256 hex of the ``*.py`` files under ``root`` (see the module docstring).
+
+    Answered from the kept hash while the files' stat signature is unchanged.
+
+    >>> package_hash() == package_hash()
+    True
+    """
+    files = _package_files(root)
+    try:
+        stats = [os.stat(path) for _, path in files]
+    except OSError:
+        stats = None  # a file went away while walking: read what is there
+    signature: tuple[Any, ...] | None = None
+    if stats is not None:
+        signature = tuple(
+            (rel, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for (rel, _), st in zip(files, stats)
+        )
+        kept = _kept.get(root)
+        if kept is not None and kept[0] == signature:
+            return kept[1]
     digest = hashlib.sha256(b"klbr-package-v1\n")
-    for rel, path in sorted(files):
+    for rel, path in files:
         with open(path, "rb") as handle:
             data = handle.read()
         digest.update(_u64(len(rel)) + rel)
         digest.update(_u64(len(data)) + data)
-    return digest.hexdigest()
+    value = digest.hexdigest()
+    newest = max((max(st.st_mtime_ns, st.st_ctime_ns) for st in stats or []), default=0)
+    if signature is not None and newest < time.time_ns() - RACY_NS:
+        _kept[root] = (signature, value)
+    else:
+        _kept.pop(root, None)
+    return value
 
 
 def _interpreter() -> tuple[str, str]:

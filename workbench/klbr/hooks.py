@@ -39,7 +39,7 @@ from klbr import rpc
 from klbr.cells import format_exception
 from klbr.errors import RequestError
 
-__all__ = ["BINDINGS_FILE", "HOOKS", "HookTest", "Hooks", "call_hook", "hooks", "load_hook", "read_bindings"]
+__all__ = ["BINDINGS_FILE", "HOOKS", "UNCHANGED", "HookTest", "Hooks", "call_hook", "hooks", "load_hook", "read_bindings"]
 
 HOOKS: dict[str, tuple[str, str]] = {
     "attention.plan": ("attention.py", "plan"),
@@ -149,11 +149,19 @@ def load_hook(name: str, behavior: dict[str, Any]) -> Any:
     return fn
 
 
-async def call_hook(name: str, args: dict[str, Any], behavior: dict[str, Any] | None) -> Any:
+UNCHANGED = object()
+"""What ``call_hook`` returns for a value equal to its ``unchanged_if``."""
+
+
+async def call_hook(
+    name: str, args: dict[str, Any], behavior: dict[str, Any] | None, *, unchanged_if: Any = None
+) -> Any:
     """Load and call hook ``name`` with ``args`` as keywords; return its JSON value.
 
-    Raises ``RequestError`` (``hook_failed``) when no release is bound, when loading fails,
-    when the hook raises (with its traceback) or when it returns a non-JSON value.
+    With ``unchanged_if`` (a JSON value), a value equal to it returns ``UNCHANGED`` instead.
+    Raises ``RequestError`` (``hook_failed``) when no release is
+    bound, when loading fails, when the hook raises (with its traceback) or when it returns a
+    non-JSON value.
 
     >>> await call_hook("model.plan", {"session": {}}, {"revision": "r1", "path": "behavior"})  # doctest: +SKIP
     {'route': 'main'}
@@ -169,6 +177,8 @@ async def call_hook(name: str, args: dict[str, Any], behavior: dict[str, Any] | 
         raise
     except BaseException as exc:  # noqa: BLE001 - any failure of policy code is hook_failed
         raise _failed(name, f"hook raised {type(exc).__name__}: {exc}", exc) from exc
+    if unchanged_if is not None and result == unchanged_if:
+        return UNCHANGED  # equal to JSON, so JSON: the caller has it already
     try:
         json.dumps(result, allow_nan=False)
     except (TypeError, ValueError) as exc:

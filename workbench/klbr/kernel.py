@@ -25,7 +25,8 @@ from klbr.cell_queue import CellJob, CellQueue
 from klbr.cells import CellResult, format_exception, run_cell
 from klbr.errors import RequestError
 from klbr.frames import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge
-from klbr.hooks import call_hook
+from klbr.hooks import UNCHANGED, call_hook
+from klbr.prepared import KeptMessages
 from klbr.prelude import build_namespace, prelude_names
 
 __all__ = ["HANDLERS", "Generation", "Handler", "Kernel"]
@@ -64,6 +65,7 @@ class Kernel:
         self.on_stop: Callable[[int], None] = lambda code: None
         self._tasks: set[asyncio.Task[None]] = set()
         self._hooks: dict[str, asyncio.Task[Any]] = {}
+        self.prepared = KeptMessages()
 
     def receive(self, frame: dict[str, Any]) -> None:
         """Start handling one decoded frame (called on the event loop)."""
@@ -140,13 +142,16 @@ class Kernel:
             output_cap=self.output_cap,
         )
 
-    async def run_hook(self, request_id: str, name: str, args: dict[str, Any], behavior: Any) -> Any:
+    async def run_hook(
+        self, request_id: str, name: str, args: dict[str, Any], behavior: Any, unchanged_if: Any = None
+    ) -> Any:
         """Run hook ``name`` in a task of its own that ``cancel_hook(request_id)`` can cancel.
 
-        RPCs the hook makes are attributed to ``request_id``. Raises ``RequestError``
-        (``hook_failed``) when the hook fails or is cancelled.
+        RPCs the hook makes are attributed to ``request_id``. A value equal to
+        ``unchanged_if`` answers ``UNCHANGED``. Raises ``RequestError`` (``hook_failed``) when
+        the hook fails or is cancelled.
         """
-        task = rpc.attributed_task(call_hook(name, args, behavior), request_id)
+        task = rpc.attributed_task(call_hook(name, args, behavior, unchanged_if=unchanged_if), request_id)
         self._hooks[request_id] = task
         try:
             await rpc.settle(task)
@@ -261,7 +266,15 @@ async def handle_hook(kernel: Kernel, frame: dict[str, Any]) -> Any:
         behavior = _behavior(frame["behavior"], f"run hook {name}")
     else:
         behavior = kernel.state.behavior if kernel.state else None
-    return await kernel.run_hook(frame["id"], name, args, behavior)
+    if "messages" not in frame:
+        return await kernel.run_hook(frame["id"], name, args, behavior)
+    # context.prepare's messages as a delta of the kept list, rebuilt before any await so
+    # requests apply in the order they arrived (klbr.prepared).
+    if name != "context.prepare":
+        raise _invalid(f"cannot run hook {name}: only context.prepare takes messages (got {name})")
+    given, kept = kernel.prepared.rebuild(frame["messages"])
+    result = await kernel.run_hook(frame["id"], name, {**args, "messages": given}, behavior, kept)
+    return {"unchanged": True} if result is UNCHANGED else {"value": result}
 
 
 async def handle_ping(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,155 @@
+// context.prepare's messages as a delta of what the hook worker keeps, against real Python
+// processes: the worker rebuilds the whole list from the runs it keeps and the new messages, a
+// hook that edits its argument in place corrupts neither the host's messages nor the worker's
+// kept copy, an unchanged answer hands back the host's own messages, and a worker that keeps
+// another base is asked again with the whole list.
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import {
+  KernelSupervisor,
+  type MessagesDelta,
+  PreparedMessages,
+  prepareWithDelta,
+  resolvePython,
+  skillRoots,
+} from "../../../runtime/kernel/mod.ts";
+import { KlbrError } from "../../../runtime/core/mod.ts";
+import { REPO_ROOT } from "../../_helpers/daemon.ts";
+
+const PYTHON = (await resolvePython("python3")).executable;
+
+/** Runs `fn` with a supervisor whose release's context.py is `source`. */
+async function withHooks(
+  source: string,
+  fn: (
+    prepare: (messages: unknown[]) => Promise<unknown>,
+    sup: KernelSupervisor,
+    behavior: { revision: string; path: string },
+  ) => Promise<void>,
+) {
+  const root = await Deno.makeTempDir({ prefix: "klbr-delta-" });
+  const release = join(root, "release");
+  await Deno.mkdir(release);
+  await Deno.writeTextFile(join(release, "context.py"), source);
+  const sup = new KernelSupervisor({
+    python: PYTHON,
+    session: "delta",
+    workspace: root,
+    repoRoot: REPO_ROOT,
+    skillRoots: skillRoots({
+      skillsDir: join(REPO_ROOT, "skills"),
+      workspace: root,
+      stateDir: root,
+    }),
+    recordGeneration: () => {},
+  });
+  const behavior = { revision: "delta-test", path: release };
+  try {
+    await fn(
+      (messages) => sup.hook("context.prepare", { messages }, { behavior, timeoutMs: 10_000 }),
+      sup,
+      behavior,
+    );
+  } finally {
+    await sup.shutdown();
+    await Deno.remove(root, { recursive: true });
+  }
+}
+
+const SYSTEM = { role: "system", content: "you are a test" };
+const item = (content: string) => Object.freeze({ role: "user", content });
+
+Deno.test("a hook that edits its messages in place corrupts neither side's copy", async () => {
+  // Appends to the last message's content and adds a message, both in place, then returns it.
+  const source = "def prepare(messages, **context):\n" +
+    "    messages[-1]['content'] += ' (seen)'\n" +
+    "    messages.append({'role': 'user', 'content': 'extra'})\n" +
+    "    return messages\n";
+  await withHooks(source, async (prepare) => {
+    const a = item("a");
+    const first = [{ ...SYSTEM }, a];
+    assert.deepEqual(await prepare(first), [
+      SYSTEM,
+      { role: "user", content: "a (seen)" },
+      { role: "user", content: "extra" },
+    ]);
+    assert.deepEqual(first, [SYSTEM, { role: "user", content: "a" }], "the host's own are intact");
+    // The second request sends only `b`: the rest comes from what the worker kept, which the
+    // first call's edits must not have reached (no " (seen)" on a, no "extra").
+    const second = [{ ...SYSTEM }, a, item("b")];
+    assert.deepEqual(await prepare(second), [
+      SYSTEM,
+      { role: "user", content: "a" },
+      { role: "user", content: "b (seen)" },
+      { role: "user", content: "extra" },
+    ]);
+  });
+});
+
+Deno.test("an unchanged answer is the host's own messages, across growing requests", async () => {
+  await withHooks("def prepare(messages, **context):\n    return messages\n", async (prepare) => {
+    const history: unknown[] = [];
+    for (let i = 0; i < 5; i++) {
+      history.push(item(`turn ${i}`));
+      const messages = [{ ...SYSTEM }, ...history, { role: "user", content: `opening ${i}` }];
+      assert.equal(await prepare(messages), messages, `request ${i} handed back as it was`);
+    }
+  });
+});
+
+Deno.test("a hook sees the whole list rebuilt from the delta, in order", async () => {
+  // Echoes what it was given as one string, so every message's place is checked.
+  const source = "def prepare(messages, **context):\n" +
+    "    return [{'role': 'user', 'content': '|'.join(m['content'] for m in messages)}]\n";
+  await withHooks(source, async (prepare) => {
+    const [a, b, c] = [item("a"), item("b"), item("c")];
+    const seen = async (messages: unknown[]) =>
+      ((await prepare(messages)) as { content: string }[])[0].content;
+    assert.equal(await seen([{ ...SYSTEM }, a, b]), "you are a test|a|b");
+    // Dropped from the front, reordered, a new one in the middle, a summary that changed.
+    assert.equal(
+      await seen([{ ...SYSTEM }, { role: "user", content: "summary" }, c, b, item("d")]),
+      "you are a test|summary|c|b|d",
+    );
+    assert.equal(await seen([b]), "b");
+    assert.equal(await seen([]), "");
+  });
+});
+
+Deno.test("a worker that keeps another base is asked again with the whole list", async () => {
+  await withHooks(
+    "def prepare(messages, **context):\n    return messages[::-1]\n",
+    async (_, sup, behavior) => {
+      const wb = await sup.ready();
+      const kept = new PreparedMessages();
+      const sent: MessagesDelta[] = [];
+      const send = (fields: { args: Record<string, unknown>; messages: MessagesDelta }) => {
+        sent.push(fields.messages);
+        return wb.hook("context.prepare", fields.args, {
+          behavior,
+          messages: fields.messages,
+        });
+      };
+      const [a, b] = [item("a"), item("b")];
+      assert.deepEqual(await prepareWithDelta(kept, { messages: [a] }, send), [a]);
+      // The host moves on without the worker: its next delta names a base the worker lacks.
+      kept.next([a, b]);
+      assert.deepEqual(await prepareWithDelta(kept, { messages: [a, b] }, send), [b, a]);
+      assert.equal(sent.length, 3, "sent whole, then a delta, then whole again");
+      assert.equal(sent[1].base !== null && sent[2].base === null, true);
+      assert.deepEqual(sent[2].parts, [{ add: [a, b] }]);
+    },
+  );
+});
+
+Deno.test("prepareWithDelta() refuses a reply outside the protocol and forgets the base", async () => {
+  const kept = new PreparedMessages();
+  await assert.rejects(
+    prepareWithDelta(kept, { messages: [item("a")] }, () => Promise.resolve([1])),
+    (error: unknown) =>
+      error instanceof KlbrError && error.code === "hook_failed" &&
+      error.message.includes("outside the protocol"),
+  );
+  assert.equal(kept.next([item("a")]).base, null, "the next delta is whole");
+});
