@@ -225,6 +225,22 @@ export function modelUsageSince(
   return rows.map((row) => ({ at: row.at, tokens: row.tokens }));
 }
 
+/**
+ * How many model calls of every session were made at or after `since` (ms), and the tokens
+ * they used: {@linkcode modelUsageSince} summed, without reading each call.
+ */
+export function modelUsageTotalsSince(
+  store: Store,
+  since: number,
+): { requests: number; tokens: number } {
+  const row = store.statement(
+    `SELECT count(*) AS requests,
+       coalesce(sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)), 0) AS tokens
+     FROM model_calls WHERE created_at >= ?`,
+  ).get(since) as { requests: number; tokens: number };
+  return { requests: row.requests, tokens: row.tokens };
+}
+
 /** The model calls a cell made (directly, not through a job), oldest first. */
 export function modelCallsOfCell(store: Store, cellId: string): ModelCallRecord[] {
   const rows = store.statement(

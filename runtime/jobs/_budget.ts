@@ -13,7 +13,7 @@
  */
 
 import type { JobBudget, JobRecord } from "../../store/jobs.ts";
-import { modelUsageSince } from "../../store/model_calls.ts";
+import { modelUsageSince, modelUsageTotalsSince } from "../../store/model_calls.ts";
 import type { Store } from "../../store/store.ts";
 import type { BudgetConfig } from "../config/mod.ts";
 import { KlbrError } from "../core/mod.ts";
@@ -93,6 +93,12 @@ export class Budget {
 
   /** The first spent hourly limit, or `undefined` when one more request fits. */
   exhausted(now: number = this.store.clock()): Exhaustion | undefined {
+    // Asked before every model request: the totals say whether any limit is spent, and only a
+    // spent one needs the calls themselves (when it frees).
+    const used = modelUsageTotalsSince(this.store, now - HOUR_MS + 1);
+    if (used.requests < this.limits.model_requests_per_hour) {
+      if (used.tokens < this.limits.tokens_per_hour) return undefined;
+    }
     const { requests, tokens } = this.hourly(now);
     if (requests.until !== null) return requests;
     if (tokens.until !== null) return tokens;

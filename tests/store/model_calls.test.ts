@@ -9,6 +9,7 @@ import {
   getModelCall,
   modelCallsOfCell,
   modelUsageSince,
+  modelUsageTotalsSince,
   startModelCall,
 } from "../../store/model_calls.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
@@ -27,6 +28,7 @@ Deno.test("`startModelCall()` and `finishModelCall()` record a call with its cau
     assert.equal(getModelCall(store, id)?.state, "requested");
     // Counted as soon as it is requested, with tokens unknown.
     assert.deepEqual(modelUsageSince(store, 0), [{ at: clock.now, tokens: 0 }]);
+    assert.deepEqual(modelUsageTotalsSince(store, 0), { requests: 1, tokens: 0 });
     const done = finishModelCall(store, id, {
       state: "done",
       response: { text: "hello" },
@@ -35,6 +37,9 @@ Deno.test("`startModelCall()` and `finishModelCall()` record a call with its cau
     });
     assert.deepEqual([done.state, done.promptTokens, done.completionTokens], ["done", 10, 5]);
     assert.deepEqual(modelUsageSince(store, 0), [{ at: clock.now, tokens: 15 }]);
+    // The totals are the calls summed; a window that starts later counts none.
+    assert.deepEqual(modelUsageTotalsSince(store, 0), { requests: 1, tokens: 15 });
+    assert.deepEqual(modelUsageTotalsSince(store, clock.now + 1), { requests: 0, tokens: 0 });
     assert.deepEqual(modelCallsOfCell(store, cellId).map((c) => c.id), [id]);
     const [event] = readEventsOfKind(store, "default", "model_call");
     assert.equal((event.body as { cell_id: string }).cell_id, cellId);
