@@ -8,7 +8,9 @@ import { startGeneration } from "../../store/kernel_generations.ts";
 import {
   appendProviderItems,
   closeDanglingToolCalls,
+  itemSizesNewestFirst,
   readProviderItems,
+  SIZE_CACHE_ITEMS,
 } from "../../store/provider_items.ts";
 import { withStore } from "../_helpers/store.ts";
 
@@ -124,5 +126,47 @@ Deno.test("`closeDanglingToolCalls()` gives a finished cell's result back and ma
     ]);
     // Closing is idempotent: every call already has its one result.
     assert.deepEqual(closeDanglingToolCalls(store, "default", "again"), []);
+  });
+});
+
+Deno.test("`itemSizesNewestFirst()` from its kept sizes equals the table, across appends, rollbacks and its cap", async () => {
+  await withStore((store) => {
+    // What the table says, read past the kept sizes (inside a transaction nothing is kept).
+    const fromTable = (after: number) =>
+      store.transaction(() => [...itemSizesNewestFirst(store, "default", after)]);
+    const kept = (after: number) => [...itemSizesNewestFirst(store, "default", after)];
+    const append = (n: number, text: string) =>
+      appendProviderItems(
+        store,
+        "default",
+        null,
+        Array.from(
+          { length: n },
+          (_, i) => ({ role: "user", content: `${text} ${i}`.repeat(i % 7 + 1) }),
+        ),
+      );
+    assert.deepEqual(kept(0), []);
+    append(3, "first");
+    assert.deepEqual(kept(0), fromTable(0));
+    assert.equal(kept(0).length, 3, "items added after the first read are read too");
+    // Items written in a transaction that rolls back are never kept; the idx they had is reused.
+    assert.throws(() =>
+      store.transaction(() => {
+        append(2, "rolled back");
+        assert.equal(kept(0).length, 5, "inside the transaction its own items are seen");
+        throw new Error("roll back");
+      })
+    );
+    append(2, "kept");
+    assert.deepEqual(kept(0), fromTable(0));
+    assert.equal(kept(0)[0].tokens, fromTable(0)[0].tokens);
+    // Past the cap the oldest kept sizes are read from the table again, in order.
+    append(SIZE_CACHE_ITEMS + 300, "many");
+    for (const after of [0, 2, 250, SIZE_CACHE_ITEMS]) {
+      assert.deepEqual(kept(after), fromTable(after));
+    }
+    const all = kept(0).map((size) => size.idx);
+    assert.deepEqual(all, [...all].sort((a, b) => b - a), "newest first");
+    assert.equal(all.length, SIZE_CACHE_ITEMS + 305);
   });
 });
