@@ -9,6 +9,25 @@ import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { DEFAULT_PORT, isKlbrError, KlbrError, LogFormat } from "./runtime/core/mod.ts";
 
+/**
+ * Loads a module of this checkout when a command needs it. The specifier is computed on
+ * purpose: Deno loads every module a literal `import("…")` names before the program starts
+ * (the whole daemon, doctor and operator graph, about 0.2 s here), though one command needs
+ * only its own part. The `typeof import` keeps the types and is not loaded.
+ */
+function load<K extends keyof Modules>(name: K): Promise<Modules[K]> {
+  return import(new URL(`./runtime/${name}/mod.ts`, import.meta.url).href);
+}
+
+/** The faces {@linkcode load} loads. */
+interface Modules {
+  setup: typeof import("./runtime/setup/mod.ts");
+  daemon: typeof import("./runtime/daemon/mod.ts");
+  operator: typeof import("./runtime/operator/mod.ts");
+  lanes: typeof import("./runtime/lanes/mod.ts");
+  backup: typeof import("./runtime/backup/mod.ts");
+}
+
 const USAGE = `usage: klbr [command] [options]
 
 commands:
@@ -66,6 +85,7 @@ const OPTIONS = {
   "log-format": { type: "string" },
   python: { type: "string" },
   "python-home": { type: "string" },
+  handoff: { type: "boolean", default: false },
   help: { type: "boolean", short: "h", default: false },
 } as const;
 
@@ -121,11 +141,11 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   const [command = "serve", ...rest] = positionals;
-  const { resolveStateDir } = await import("./runtime/setup/mod.ts");
+  const { readHandoff, resolveStateDir } = await load("setup");
   const stateDir = resolveStateDir(values.state);
   switch (command) {
     case "init": {
-      const { describeInit, initStateDir } = await import("./runtime/setup/mod.ts");
+      const { describeInit, initStateDir } = await load("setup");
       const report = await initStateDir(stateDir);
       const env = Deno.env.toObject();
       const lines = await describeInit(report, { configPath: values.config, env, cwd: Deno.cwd() });
@@ -133,7 +153,7 @@ export async function main(args: string[]): Promise<number> {
       return 0;
     }
     case "doctor": {
-      const { launchDoctor } = await import("./runtime/setup/mod.ts");
+      const { launchDoctor } = await load("setup");
       return await launchDoctor({
         stateDir,
         configPath: values.config,
@@ -142,7 +162,7 @@ export async function main(args: string[]): Promise<number> {
       });
     }
     case "doctor-checks": {
-      const { runDoctor } = await import("./runtime/setup/mod.ts");
+      const { runDoctor } = await load("setup");
       return await runDoctor({
         stateDir,
         configPath: values.config,
@@ -151,7 +171,7 @@ export async function main(args: string[]): Promise<number> {
       });
     }
     case "serve": {
-      const { launchDaemon } = await import("./runtime/setup/mod.ts");
+      const { launchDaemon } = await load("setup");
       return await launchDaemon({
         stateDir,
         configPath: values.config,
@@ -161,7 +181,10 @@ export async function main(args: string[]): Promise<number> {
       });
     }
     case "daemon": {
-      const { serve } = await import("./runtime/daemon/mod.ts");
+      // serve's launcher hands the interpreter and its probe over on stdin; read it at once.
+      const handoff = values.handoff ? readHandoff(Deno.stdin.readable) : undefined;
+      handoff?.catch(() => {}); // awaited by serve
+      const { serve } = await load("daemon");
       return await serve({
         stateDir,
         configPath: values.config,
@@ -171,6 +194,7 @@ export async function main(args: string[]): Promise<number> {
         python: values.python === undefined || values["python-home"] === undefined
           ? undefined
           : { executable: values.python, home: values["python-home"] },
+        handoff,
       });
     }
     case "token": {
@@ -180,7 +204,7 @@ export async function main(args: string[]): Promise<number> {
         );
         return 2;
       }
-      const { rotateToken } = await import("./runtime/operator/mod.ts");
+      const { rotateToken } = await load("operator");
       return await rotateToken({
         stateDir,
         port: portOf(values.port),
@@ -189,8 +213,8 @@ export async function main(args: string[]): Promise<number> {
     case "url": {
       // The browser reads the token from the fragment, stores it and removes it from the bar;
       // a fragment never reaches the server or its logs.
-      const { ownOrigin, readOperatorToken } = await import("./runtime/lanes/mod.ts");
-      const { daemonAddress } = await import("./runtime/operator/mod.ts");
+      const { ownOrigin, readOperatorToken } = await load("lanes");
+      const { daemonAddress } = await load("operator");
       const token = await readOperatorToken(stateDir);
       const address = await daemonAddress(stateDir, portOf(values.port));
       console.log(`${ownOrigin(address)}/#token=${token}`);
@@ -205,7 +229,7 @@ export async function main(args: string[]): Promise<number> {
           `cannot ${command}: usage: klbr ${command} <dir> (got no dir)`,
         );
       }
-      const { backupState, restoreState } = await import("./runtime/backup/mod.ts");
+      const { backupState, restoreState } = await load("backup");
       const report = command === "backup"
         ? await backupState(stateDir, resolve(dir))
         : await restoreState(resolve(dir), stateDir, { replace: values.replace });
@@ -217,7 +241,7 @@ export async function main(args: string[]): Promise<number> {
       return 0;
     }
     case "example": {
-      const { runExample } = await import("./runtime/setup/mod.ts");
+      const { runExample } = await load("setup");
       await runExample({ repoRoot: repoRoot(), python: "python3" });
       return 0;
     }
@@ -234,7 +258,7 @@ export async function main(args: string[]): Promise<number> {
     case "maintain":
     case "candidates":
     case "trace": {
-      const { runOperatorCommand } = await import("./runtime/operator/mod.ts");
+      const { runOperatorCommand } = await load("operator");
       return await runOperatorCommand(command, rest, {
         stateDir,
         port: portOf(values.port),

@@ -19,4 +19,12 @@ export interface ServeOptions {
   logFormat?: LogFormat;
   /** The real interpreter and its home, as the launcher found them; else looked up. */
   python?: { executable: string; home: string };
+  /**
+   * The launcher's hand-over: the interpreter and its bubblewrap probe's outcome, awaited
+   * before anything is written; they then replace `python` and the daemon's own probe.
+   */
+  handoff?: Promise<{
+    python: { executable: string; home: string };
+    sandbox: { mode: "bwrap" | "none"; reason: string | null; network: boolean };
+  }>;
 }

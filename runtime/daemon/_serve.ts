@@ -34,8 +34,9 @@ import { type DaemonParts, startDaemon } from "./_start.ts";
  * configuration, `port_in_use` for a taken port — each before anything listens or is written.
  */
 export async function serve(options: ServeOptions): Promise<number> {
-  const settings = await readServeSettings(options);
-  requireFreePort(settings.host, settings.port);
+  const read = await readServeSettings(options);
+  requireFreePort(read.host, read.port);
+  const settings = await handedOver(read, options.handoff);
   const log = createLogger({ format: options.logFormat });
   for (const warning of settings.warnings) log.warn("config.warning", `config: ${warning}`);
   const daemon = await startDaemon(settings, log);
@@ -79,6 +80,19 @@ export async function serve(options: ServeOptions): Promise<number> {
   await removeDaemonAddress(settings.stateDir);
   log.info("daemon.drained", "drained; exiting");
   return 0;
+}
+
+/**
+ * The settings with the launcher's hand-over in: its interpreter, and its probe instead of
+ * the daemon's own. Nothing is written before it arrives.
+ */
+async function handedOver(
+  settings: ServeSettings,
+  handoff: ServeOptions["handoff"],
+): Promise<ServeSettings> {
+  if (handoff === undefined) return settings;
+  const { python, sandbox } = await handoff;
+  return { ...settings, pythonInfo: python, sandbox };
 }
 
 /** The HTTP and lane routes of a started daemon. */

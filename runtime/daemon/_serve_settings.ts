@@ -26,6 +26,7 @@ import {
   DEFAULT_RETRY_BASE_MS,
   KlbrError,
 } from "../core/mod.ts";
+import type { SandboxStatus } from "../kernel/mod.ts";
 import { requireLoopbackHost } from "../lanes/mod.ts";
 import { daemonEnv, parseRunPrograms, resolveConfigPath } from "../setup/mod.ts";
 
@@ -63,6 +64,8 @@ export interface ServeSettings {
   pythonInfo: { executable: string; home: string } | undefined;
   /** The bubblewrap executable (`KLBR_BWRAP`). */
   bwrap: string;
+  /** What the launcher's probe of bubblewrap found; undefined: the daemon probes itself. */
+  sandbox: SandboxStatus | undefined;
   /** The programs `workspace.run` may start (`KLBR_RUN_PROGRAMS`); undefined means any. */
   runPrograms: string[] | undefined;
   /** `KLBR_SKILLS_DIR`, when set. */
@@ -118,6 +121,7 @@ export async function readServeSettings(
     python: env.KLBR_PYTHON ?? "python3",
     pythonInfo: options.python,
     bwrap: env.KLBR_BWRAP ?? "bwrap",
+    sandbox: undefined,
     runPrograms: parseRunPrograms(env.KLBR_RUN_PROGRAMS),
     skillsDir: env.KLBR_SKILLS_DIR,
   };

@@ -74,6 +74,7 @@ async function start(
     config: settings.config.sandbox,
     python: settings.pythonInfo,
     pythonName: settings.python,
+    status: settings.sandbox,
     bwrap: settings.bwrap,
     stateDir: settings.stateDir,
     log,

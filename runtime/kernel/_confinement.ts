@@ -20,6 +20,11 @@ export interface ConfinementOptions {
   pythonName: string;
   /** The bubblewrap executable (`KLBR_BWRAP`, default `bwrap`). */
   bwrap: string;
+  /**
+   * What a probe of this same bubblewrap, interpreter and network setting found moments ago
+   * (the launcher's); when absent the probe runs here.
+   */
+  status?: SandboxStatus;
   /** The state directory, never bound into a child. */
   stateDir: string;
   /** Where the decision is logged. */
@@ -39,7 +44,7 @@ export interface Confinement {
 }
 
 /**
- * Probes bubblewrap with the real interpreter and logs the outcome: `sandbox.confined` (info)
+ * Probes bubblewrap with the real interpreter (unless the launcher's probe is given) and logs the outcome: `sandbox.confined` (info)
  * or `sandbox.unconfined` (warn, with the reason and what to do).
  *
  * @throws {KlbrError} `sandbox_unavailable` when the configuration requires the sandbox and
@@ -47,7 +52,7 @@ export interface Confinement {
  */
 export async function prepareConfinement(options: ConfinementOptions): Promise<Confinement> {
   const python = options.python ?? await resolvePython(options.pythonName);
-  const status = await probeSandbox({
+  const status = options.status ?? await probeSandbox({
     bwrap: options.bwrap,
     python: python.executable,
     readOnly: [python.home],

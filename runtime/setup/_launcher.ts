@@ -1,7 +1,9 @@
 /**
  * `klbr serve`: derives the daemon's permission set from its configuration and starts
  * `main.ts daemon` under exactly that set, forwarding SIGINT and SIGTERM and returning its
- * exit code. The launcher itself only reads the configuration and starts Deno.
+ * exit code. The launcher itself only reads the configuration, finds the interpreter, probes
+ * bubblewrap and starts Deno: Deno cannot narrow a running process's permissions to a derived
+ * list, so the daemon is a second process started under it.
  *
  * @module
  */
@@ -18,6 +20,16 @@ import {
 } from "./_serve_permissions.ts";
 import { probeSandbox, resolvePython, skillRoots } from "../kernel/mod.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
+import { encodeHandoff, type LauncherHandoff } from "./_handoff.ts";
+
+/** What the permission set derives from before the interpreter is found and probed. */
+type LaunchBase = Omit<ServePermissionInput, "python" | "sandbox"> & {
+  /** Whether the configuration lets confined children use the network. */
+  network: boolean;
+};
+
+/** What finding the interpreter and probing bubblewrap give. */
+type HostFindings = Pick<ServePermissionInput, "python" | "sandbox">;
 
 /**
  * Collects what the daemon's permissions derive from: the configuration's model and Discord
@@ -31,20 +43,25 @@ export async function derivePermissionInput(
   options: ServeOptions,
   env: Record<string, string | undefined> = Deno.env.toObject(),
 ): Promise<ServePermissionInput> {
+  const base = await deriveBase(options, env);
+  const { network: _, ...input } = base;
+  return { ...input, ...await findOnHost(base, env) };
+}
+
+/**
+ * Everything but the interpreter and the probe: what the configuration and the environment
+ * say. It runs no program.
+ */
+async function deriveBase(
+  options: ServeOptions,
+  env: Record<string, string | undefined>,
+): Promise<LaunchBase> {
   const host = options.host ?? DEFAULT_HOST;
   requireLoopbackHost(host);
   const stateDir = resolve(options.stateDir);
   const configPath = await resolveConfigPath(stateDir, options.configPath);
   const { config } = await loadConfig(configPath, { env });
   const workspace = resolve(env.KLBR_WORKSPACE ?? Deno.cwd());
-  const { executable, home } = await resolvePython(env.KLBR_PYTHON ?? "python3");
-  const bwrap = env.KLBR_BWRAP ?? "bwrap";
-  const sandbox = await probeSandbox({
-    bwrap,
-    python: executable,
-    readOnly: [home],
-    network: config.sandbox.network,
-  });
   const envNames = [
     ...(Object.values(config.routes) as Route[]).map((route) => route.api_key_env),
     config.discord?.token_env,
@@ -62,18 +79,52 @@ export async function derivePermissionInput(
       ? []
       : [config.discord.api_url, config.discord.gateway_url],
     envNames,
-    python: { executable, home },
-    bwrap,
-    sandbox,
+    bwrap: env.KLBR_BWRAP ?? "bwrap",
     deno: Deno.execPath(),
     runPrograms: parseRunPrograms(env.KLBR_RUN_PROGRAMS),
+    network: config.sandbox.network,
   };
+}
+
+/**
+ * Finds the real interpreter behind `KLBR_PYTHON` (default `python3`, often a shim) and runs
+ * it once inside bubblewrap with the daemon's own arguments.
+ *
+ * @throws {KlbrError} `not_found` when Python does not run; `invalid_config` when it is older
+ * than 3.11.
+ */
+async function findOnHost(
+  base: LaunchBase,
+  env: Record<string, string | undefined>,
+): Promise<HostFindings> {
+  const { executable, home } = await resolvePython(env.KLBR_PYTHON ?? "python3");
+  const sandbox = await probeSandbox({
+    bwrap: base.bwrap,
+    python: executable,
+    readOnly: [home],
+    network: base.network,
+  });
+  return { python: { executable, home }, sandbox };
 }
 
 /** The `deno run` arguments that start the daemon under its derived permissions. */
 export function daemonArgs(
   input: ServePermissionInput,
   options: Pick<ServeOptions, "logFormat"> = {},
+): string[] {
+  return [
+    ...commonArgs(input, options),
+    // The daemon may not run the interpreter by name (or read its home) to find it itself.
+    "--python",
+    input.python.executable,
+    "--python-home",
+    input.python.home,
+  ];
+}
+
+function commonArgs(
+  input: ServePermissionInput,
+  options: Pick<ServeOptions, "logFormat">,
 ): string[] {
   return [
     "run",
@@ -89,11 +140,6 @@ export function daemonArgs(
     String(input.port),
     ...(input.configPath === undefined ? [] : ["--config", input.configPath]),
     ...(options.logFormat === undefined ? [] : ["--log-format", options.logFormat]),
-    // The daemon may not run the interpreter by name (or read its home) to find it itself.
-    "--python",
-    input.python.executable,
-    "--python-home",
-    input.python.home,
   ];
 }
 
@@ -101,20 +147,31 @@ export function daemonArgs(
  * Starts the daemon under its derived permissions and waits for it; resolves with its exit
  * code (128 + the signal number when a signal ended it).
  *
+ * The daemon starts as soon as the configuration is read, under the set for confined
+ * children, and loads its modules while this process finds the interpreter and probes
+ * bubblewrap; it waits for their outcome on its stdin (`_handoff.ts`) before it touches the
+ * state. Where the probe finds that children cannot be confined, that daemon is killed before
+ * it did anything and another starts under the unconfined set.
+ *
+ * @throws {KlbrError} as {@linkcode derivePermissionInput}.
  * @example
  * ```ts
  * Deno.exit(await launchDaemon({ stateDir: ".klbr" }));
  * ```
  */
 export async function launchDaemon(options: ServeOptions): Promise<number> {
-  const input = await derivePermissionInput(options);
-  const child = new Deno.Command(Deno.execPath(), {
-    args: daemonArgs(input, options),
-    env: { KLBR_WORKSPACE: input.workspace },
-    stdin: "inherit",
-    stdout: "inherit",
-    stderr: "inherit",
-  }).spawn();
+  const env = Deno.env.toObject();
+  const derived = await deriveBase(options, env);
+  const findings = findOnHost(derived, env);
+  findings.catch(() => {}); // awaited below; the daemon starts meanwhile
+  const { network, ...base } = derived;
+  const confined: ServePermissionInput = {
+    ...base,
+    // A confined set never names the interpreter: every child is started through bwrap.
+    python: { executable: "", home: "" },
+    sandbox: { mode: "bwrap", reason: null, network },
+  };
+  let child = spawnDaemon(confined, options);
   const forward = (signal: Deno.Signal) => () => {
     try {
       child.kill(signal);
@@ -125,12 +182,60 @@ export async function launchDaemon(options: ServeOptions): Promise<number> {
   Deno.addSignalListener("SIGINT", onInt);
   Deno.addSignalListener("SIGTERM", onTerm);
   try {
-    const status = await child.status;
-    return status.signal === null ? status.code : 128 + signalNumber(status.signal);
+    const found = await findings.catch(async (error) => {
+      await stopChild(child);
+      throw error;
+    });
+    const early = await exited(child);
+    if (early !== undefined) return early;
+    if (found.sandbox.mode !== "bwrap") {
+      await stopChild(child);
+      child = spawnDaemon({ ...base, ...found }, options);
+    }
+    await handOver(child, { python: found.python, sandbox: found.sandbox });
+    return exitCode(await child.status);
   } finally {
     Deno.removeSignalListener("SIGINT", onInt);
     Deno.removeSignalListener("SIGTERM", onTerm);
   }
+}
+
+function spawnDaemon(input: ServePermissionInput, options: ServeOptions): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: [...commonArgs(input, options), "--handoff"],
+    env: { KLBR_WORKSPACE: input.workspace },
+    stdin: "piped",
+    stdout: "inherit",
+    stderr: "inherit",
+  }).spawn();
+}
+
+/** Writes the hand-over and closes the daemon's stdin; a daemon that already exited is fine. */
+async function handOver(child: Deno.ChildProcess, handoff: LauncherHandoff): Promise<void> {
+  const writer = child.stdin.getWriter();
+  try {
+    await writer.write(encodeHandoff(handoff));
+    await writer.close();
+  } catch { /* the daemon exited; its status says why */ }
+}
+
+/** Kills a daemon that has not been handed over yet (it touched nothing) and reaps it. */
+async function stopChild(child: Deno.ChildProcess): Promise<void> {
+  try {
+    child.kill("SIGKILL");
+  } catch { /* already gone */ }
+  await child.status;
+}
+
+/** The child's exit code when it has already exited (a refused port), else undefined. */
+async function exited(child: Deno.ChildProcess): Promise<number | undefined> {
+  const now = Symbol("running");
+  const status = await Promise.race([child.status, Promise.resolve(now)]);
+  return status === now ? undefined : exitCode(status as Deno.CommandStatus);
+}
+
+function exitCode(status: Deno.CommandStatus): number {
+  return status.signal === null ? status.code : 128 + signalNumber(status.signal);
 }
 
 function signalNumber(signal: Deno.Signal): number {
