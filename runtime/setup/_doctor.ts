@@ -21,7 +21,6 @@ import {
   MIN_SQLITE_VERSION,
 } from "../../store/version_guard.ts";
 import { type DiscordConfig, loadConfig, redactRoute, type Route, Secret } from "../config/mod.ts";
-import { DiscordRest, GATEWAY_INTENTS } from "../discord/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
 import { derivePermissionInput } from "./_launcher.ts";
@@ -29,8 +28,22 @@ import { servePermissionFlags, type ServePermissionInput } from "./_serve_permis
 import { checkWorkbench } from "./_doctor_workbench.ts";
 import { isKlbrError } from "../core/mod.ts";
 import { findDaemon } from "../lanes/mod.ts";
-import { probeRoute } from "../model/mod.ts";
 import { ETC_BINDS, loadSkills, resolvePython, skillRoots, SYSTEM_BINDS } from "../kernel/mod.ts";
+
+/**
+ * The model and Discord faces, loaded when doctor runs, never before: this folder's face is also
+ * what `serve`'s launcher loads, and the two (the OpenAI SDK, the Discord gateway) are a good
+ * part of its start-up. The specifier is computed so that Deno does not load them up front.
+ */
+function later<K extends keyof LaterFaces>(face: K): Promise<LaterFaces[K]> {
+  return import(new URL(`../${face}/mod.ts`, import.meta.url).href);
+}
+
+/** The faces {@linkcode later} loads. */
+interface LaterFaces {
+  model: typeof import("../model/mod.ts");
+  discord: typeof import("../discord/mod.ts");
+}
 
 /** Options for {@linkcode runDoctor}. */
 export interface DoctorOptions {
@@ -251,6 +264,7 @@ async function reportRoutes(
     warn: (line: string) => void;
   },
 ): Promise<void> {
+  const { probeRoute } = await later("model");
   const answers = new Map<string, Promise<{ problem: string | null; status?: number }>>();
   const where = out.configPath ?? "a configuration file (deno task init writes one)";
   const reported = new Set<string>();
@@ -323,6 +337,7 @@ async function reportDiscord(
   say: (line: string) => void,
   problem: (line: string) => void,
 ): Promise<void> {
+  const { DiscordRest, GATEWAY_INTENTS } = await later("discord");
   const token = Deno.env.get(discord.token_env);
   const intents = INTENT_NAMES.filter(([bit]) => (GATEWAY_INTENTS & bit) !== 0).map(([, n]) => n);
   say(`discord: token ${discord.token_env} ${token ? "is set" : "is NOT set"}`);
