@@ -19,7 +19,7 @@
  * @module
  */
 
-import { DiscordenoShard, ShardState } from "@discordeno/gateway";
+import type { DiscordenoShard } from "@discordeno/gateway";
 import type { Store } from "../../store/store.ts";
 import {
   readGatewayState,
@@ -66,10 +66,20 @@ interface Packet {
   d?: unknown;
 }
 
+/**
+ * `@discordeno/gateway`, loaded when a gateway starts, not with the daemon: with its `ws`
+ * dependency it is a good part of the daemon's start-up, and a daemon without Discord never
+ * needs it. The specifier is computed so that Deno does not load it up front.
+ */
+type GatewayLibrary = typeof import("@discordeno/gateway");
+const LIBRARY = "@discordeno/gateway";
+
 /** One gateway connection at a time, resumed when it drops, until {@linkcode stop}. */
 export class DiscordGateway {
   #o: DiscordGatewayOptions;
-  #shard: DiscordenoShard;
+  #lib!: GatewayLibrary;
+  #shard!: DiscordenoShard;
+  #started: Promise<void> | undefined;
   #stopped = false;
   #failures = 0;
   #opened = false;
@@ -80,9 +90,14 @@ export class DiscordGateway {
   /** Creates the client; {@linkcode start} connects (resuming a saved session). */
   constructor(options: DiscordGatewayOptions) {
     this.#o = options;
+  }
+
+  /** The library's shard for this gateway, with klbr's close handling. */
+  #makeShard(lib: GatewayLibrary): DiscordenoShard {
+    const options = this.#o;
     const { log } = options;
     const debug = () => {};
-    this.#shard = new DiscordenoShard({
+    const shard = new lib.DiscordenoShard({
       id: 0,
       connection: {
         compress: false,
@@ -113,12 +128,27 @@ export class DiscordGateway {
         if (!this.#stopped) await this.#shard.identify();
       },
     });
-    const handleClose = this.#shard.handleClose.bind(this.#shard);
-    this.#shard.handleClose = (close: CloseEvent) => this.#guardClose(close, handleClose);
+    const handleClose = shard.handleClose.bind(shard);
+    shard.handleClose = (close: CloseEvent) => this.#guardClose(close, handleClose);
+    return shard;
   }
 
-  /** Connects: resumes the saved session when there is one, else identifies. */
+  /**
+   * Connects: resumes the saved session when there is one, else identifies. The library loads
+   * first; {@linkcode stop} waits for that.
+   */
   start(): void {
+    this.#started = import(LIBRARY).then((lib: GatewayLibrary) => {
+      this.#lib = lib;
+      this.#shard = this.#makeShard(lib);
+      if (!this.#stopped) this.#connect();
+    });
+    this.#started.catch((error) => {
+      this.#o.log.error("discord.gateway_error", `discord gateway: cannot load: ${error}`);
+    });
+  }
+
+  #connect(): void {
     const saved = readGatewayState(this.#o.store);
     const shard = this.#shard;
     if (saved?.sessionId) {
@@ -140,6 +170,8 @@ export class DiscordGateway {
   async stop(): Promise<void> {
     this.#stopped = true;
     this.#wake?.();
+    if (this.#started === undefined) return;
+    if (!(await this.#started.then(() => true, () => false))) return;
     await this.#shard.shutdown().catch(() => {});
     this.#shard.socket?.close(3000);
     await this.#queue;
@@ -178,7 +210,7 @@ export class DiscordGateway {
     if (this.#stopped) {
       // Stopping: end the connection without the library's reconnect, and release its close().
       this.#shard.stopHeartbeating();
-      this.#shard.state = ShardState.Offline;
+      this.#shard.state = this.#lib.ShardState.Offline;
       this.#shard.resolveAfterClose?.(close);
       return;
     }
@@ -213,8 +245,8 @@ export class DiscordGateway {
       });
       if (this.#stopped) return;
       // A connection that never opened says nothing about the session: resume it again.
-      if (!opened && this.#shard.state === ShardState.Resuming) {
-        this.#shard.state = ShardState.Disconnected;
+      if (!opened && this.#shard.state === this.#lib.ShardState.Resuming) {
+        this.#shard.state = this.#lib.ShardState.Disconnected;
       }
     }
     await handleClose(close).catch((error) => {
