@@ -69,23 +69,7 @@ async function start(
   log: Logger,
   options: StartOptions,
 ): Promise<DaemonParts> {
-  await initStateDir(settings.stateDir);
-  const confinement = await prepareConfinement({
-    config: settings.config.sandbox,
-    python: settings.pythonInfo,
-    pythonName: settings.python,
-    status: settings.sandbox,
-    bwrap: settings.bwrap,
-    stateDir: settings.stateDir,
-    log,
-  });
-  const opened = openStore(settings.stateDir, {
-    create: false,
-    onHealthChange: (health) => {
-      if (health.state === "ok") log.info("store.recovered", "the store commits again");
-      else log.error(`store.${health.state}`, `store ${health.state}: ${health.error}`);
-    },
-  });
+  const { opened, confinement } = await openState(settings, log);
   const store = options.wrapStore?.(opened) ?? opened;
   // The counters status and /health read: counted once now, then kept by triggers.
   installWorkCounts(store);
@@ -156,6 +140,40 @@ async function start(
     notify: (session) => coordinator.bus.wake(session),
   });
   return { store, coordinator, discord, monitor, confinement };
+}
+
+/**
+ * Opens the store (creating, migrating and checking it: once, not first in `init` and then
+ * again), lays out the rest of the state directory and decides the confinement; a refusal
+ * after the store opened closes it again.
+ */
+async function openState(
+  settings: ServeSettings,
+  log: Logger,
+): Promise<{ opened: Store; confinement: Confinement }> {
+  const opened = openStore(settings.stateDir, {
+    create: true,
+    onHealthChange: (health) => {
+      if (health.state === "ok") log.info("store.recovered", "the store commits again");
+      else log.error(`store.${health.state}`, `store ${health.state}: ${health.error}`);
+    },
+  });
+  try {
+    await initStateDir(settings.stateDir, { store: false });
+    const confinement = await prepareConfinement({
+      config: settings.config.sandbox,
+      python: settings.pythonInfo,
+      pythonName: settings.python,
+      status: settings.sandbox,
+      bwrap: settings.bwrap,
+      stateDir: settings.stateDir,
+      log,
+    });
+    return { opened, confinement };
+  } catch (error) {
+    opened.close();
+    throw error;
+  }
 }
 
 /** One provider per route, made on first use; an unknown route name falls back to `main`. */

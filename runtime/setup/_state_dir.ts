@@ -50,16 +50,23 @@ export interface InitReport {
 /**
  * Creates the state directory, its store, token and default configuration; idempotent.
  *
- * On return every path above exists; nothing that existed was overwritten.
+ * On return every path above exists (the store only when `options.store` is not false);
+ * nothing that existed was overwritten.
  *
  * @throws {KlbrError} from {@linkcode openStore}: `foreign_store`, `owner_locked`,
  * `sqlite_too_old`.
  */
-export async function initStateDir(stateDir: string): Promise<InitReport> {
+export async function initStateDir(
+  stateDir: string,
+  options: {
+    /** False: the caller opens the store next with `create: true` (the daemon), so it is not
+     * opened, checked and closed here first. @default true */
+    store?: boolean;
+  } = {},
+): Promise<InitReport> {
   await Deno.mkdir(stateDir, { recursive: true });
   const created = !(await pathExists(join(stateDir, "runtime.sqlite")));
-  const store = openStore(stateDir, { create: true, owner: true });
-  store.close();
+  if (options.store !== false) openStore(stateDir, { create: true, owner: true }).close();
   for (const sub of STATE_SUBDIRS) await Deno.mkdir(join(stateDir, sub), { recursive: true });
   await ensureOperatorToken(stateDir);
   const config = join(stateDir, CONFIG_FILE);
