@@ -18,7 +18,7 @@ import {
   servePermissionFlags,
   type ServePermissionInput,
 } from "./_serve_permissions.ts";
-import { probeSandbox, resolvePython, skillRoots } from "../kernel/mod.ts";
+import { probeSandbox, type PythonInfo, resolvePython, skillRoots } from "../kernel/mod.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
 import { encodeHandoff, type LauncherHandoff } from "./_handoff.ts";
 
@@ -45,7 +45,7 @@ export async function derivePermissionInput(
 ): Promise<ServePermissionInput> {
   const base = await deriveBase(options, env);
   const { network: _, ...input } = base;
-  return { ...input, ...await findOnHost(base, env) };
+  return { ...input, ...await findOnHost(base, findPython(env)) };
 }
 
 /**
@@ -94,10 +94,10 @@ async function deriveBase(
  * than 3.11.
  */
 async function findOnHost(
-  base: LaunchBase,
-  env: Record<string, string | undefined>,
+  base: Pick<LaunchBase, "bwrap" | "network">,
+  python: Promise<PythonInfo>,
 ): Promise<HostFindings> {
-  const { executable, home } = await resolvePython(env.KLBR_PYTHON ?? "python3");
+  const { executable, home } = await python;
   const sandbox = await probeSandbox({
     bwrap: base.bwrap,
     python: executable,
@@ -105,6 +105,11 @@ async function findOnHost(
     network: base.network,
   });
   return { python: { executable, home }, sandbox };
+}
+
+/** Runs `KLBR_PYTHON` (default `python3`, often a shim) to find the real interpreter. */
+function findPython(env: Record<string, string | undefined>): Promise<PythonInfo> {
+  return resolvePython(env.KLBR_PYTHON ?? "python3");
 }
 
 /** The `deno run` arguments that start the daemon under its derived permissions. */
@@ -165,8 +170,11 @@ function commonArgs(
  */
 export async function launchDaemon(options: ServeOptions): Promise<number> {
   const env = Deno.env.toObject();
+  // The shim needs nothing from the configuration: it starts first, and runs on meanwhile.
+  const python = findPython(env);
+  python.catch(() => {}); // awaited through findOnHost
   const derived = await deriveBase(options, env);
-  const findings = findOnHost(derived, env);
+  const findings = findOnHost(derived, python);
   findings.catch(() => {}); // awaited below; the daemon starts meanwhile
   const { network, ...base } = derived;
   const confined: ServePermissionInput = {
