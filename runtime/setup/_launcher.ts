@@ -12,7 +12,6 @@ import { join, resolve } from "node:path";
 import { loadConfig, type Route, type ServeOptions } from "../config/mod.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../core/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
-import { requireLoopbackHost } from "../lanes/mod.ts";
 import {
   parseRunPrograms,
   servePermissionFlags,
@@ -21,6 +20,7 @@ import {
 import { probeSandbox, type PythonInfo, resolvePython, skillRoots } from "../kernel/mod.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
 import { encodeHandoff, type LauncherHandoff } from "./_handoff.ts";
+import { later } from "./_later.ts";
 
 /** What the permission set derives from before the interpreter is found and probed. */
 type LaunchBase = Omit<ServePermissionInput, "python" | "sandbox"> & {
@@ -43,6 +43,8 @@ export async function derivePermissionInput(
   options: ServeOptions,
   env: Record<string, string | undefined> = Deno.env.toObject(),
 ): Promise<ServePermissionInput> {
+  const { requireLoopbackHost } = await later("../lanes/mod.ts");
+  requireLoopbackHost(options.host ?? DEFAULT_HOST);
   const base = await deriveBase(options, env);
   const { network: _, ...input } = base;
   return { ...input, ...await findOnHost(base, findPython(env)) };
@@ -50,14 +52,14 @@ export async function derivePermissionInput(
 
 /**
  * Everything but the interpreter and the probe: what the configuration and the environment
- * say. It runs no program.
+ * say. It runs no program and does not check the host: the daemon refuses a non-loopback one
+ * with the same error before it does anything else.
  */
 async function deriveBase(
   options: ServeOptions,
   env: Record<string, string | undefined>,
 ): Promise<LaunchBase> {
   const host = options.host ?? DEFAULT_HOST;
-  requireLoopbackHost(host);
   const stateDir = resolve(options.stateDir);
   const configPath = await resolveConfigPath(stateDir, options.configPath);
   const { config } = await loadConfig(configPath, { env });

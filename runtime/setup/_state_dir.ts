@@ -15,10 +15,9 @@
  */
 
 import { isAbsolute, join, resolve } from "node:path";
-import { openStore } from "../../store/store.ts";
 import { defaultConfigText } from "../config/mod.ts";
-import { ensureOperatorToken } from "../lanes/mod.ts";
 import { pathExists } from "../../store/files.ts";
+import { later } from "./_later.ts";
 
 /** The subdirectories `init` creates. */
 export const STATE_SUBDIRS = ["releases", "drafts", "artifacts", "skills"] as const;
@@ -53,7 +52,7 @@ export interface InitReport {
  * On return every path above exists (the store only when `options.store` is not false);
  * nothing that existed was overwritten.
  *
- * @throws {KlbrError} from {@linkcode openStore}: `foreign_store`, `owner_locked`,
+ * @throws {KlbrError} from `openStore`: `foreign_store`, `owner_locked`,
  * `sqlite_too_old`.
  */
 export async function initStateDir(
@@ -66,8 +65,12 @@ export async function initStateDir(
 ): Promise<InitReport> {
   await Deno.mkdir(stateDir, { recursive: true });
   const created = !(await pathExists(join(stateDir, "runtime.sqlite")));
-  if (options.store !== false) openStore(stateDir, { create: true, owner: true }).close();
+  if (options.store !== false) {
+    const { openStore } = await later("../../store/store.ts");
+    openStore(stateDir, { create: true, owner: true }).close();
+  }
   for (const sub of STATE_SUBDIRS) await Deno.mkdir(join(stateDir, sub), { recursive: true });
+  const { ensureOperatorToken } = await later("../lanes/mod.ts");
   await ensureOperatorToken(stateDir);
   const config = join(stateDir, CONFIG_FILE);
   if (!(await pathExists(config))) await Deno.writeTextFile(config, defaultConfigText());

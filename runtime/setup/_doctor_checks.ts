@@ -1,0 +1,352 @@
+/**
+ * `klbr doctor`'s checks (loaded by `_doctor.ts` when doctor runs): prints versions, the state directory's health, the skills index, the model
+ * routes, the Discord configuration, the workbench package (imported with the interpreter the
+ * daemon will use) and the active release's hooks (each imported as a hook worker loads it),
+ * and exits non-zero with one line per problem; a warning (a route other than `main` not
+ * answering) is printed and counted but leaves the exit code 0, and a running daemon is
+ * reported as running. It never makes a paid request: a route is probed with
+ * `GET <url>/models` only, and with `--probe` the Discord token with one `GET /users/@me`.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { readOwnerLock } from "../../store/owner_lock.ts";
+import { getRelease } from "../../store/releases.ts";
+import { DEFAULT_SESSION, getSession } from "../../store/sessions.ts";
+import { openStore } from "../../store/store.ts";
+import {
+  checkSqliteVersion,
+  linkedSqliteVersion,
+  MIN_SQLITE_VERSION,
+} from "../../store/version_guard.ts";
+import { type DiscordConfig, loadConfig, redactRoute, type Route, Secret } from "../config/mod.ts";
+import { later } from "./_later.ts";
+import { REPO_ROOT } from "./_repo_root.ts";
+import { resolveConfigPath } from "./_state_dir.ts";
+import { derivePermissionInput } from "./_launcher.ts";
+import { servePermissionFlags, type ServePermissionInput } from "./_serve_permissions.ts";
+import { checkWorkbench } from "./_doctor_workbench.ts";
+import { isKlbrError } from "../core/mod.ts";
+import { findDaemon } from "../lanes/mod.ts";
+import { ETC_BINDS, loadSkills, resolvePython, skillRoots, SYSTEM_BINDS } from "../kernel/mod.ts";
+
+/** Options for {@linkcode runDoctor}. */
+export interface DoctorOptions {
+  stateDir: string;
+  configPath?: string;
+  /** Probe each route's `/models` (no paid request). @default {true} */
+  probeRoutes?: boolean;
+  /** Check the Discord token with one `GET /users/@me`. @default {false} */
+  probeDiscord?: boolean;
+  /** The checkout whose `workbench/` and `behavior/` are checked. @default {REPO_ROOT} */
+  repoRoot?: string;
+  /** Where report lines go. @default console.log */
+  print?: (line: string) => void;
+  /** The port the daemon's permissions are derived for (`--port`). @default {8765} */
+  port?: number;
+}
+
+/**
+ * Runs every check and prints the report; resolves with 0 when nothing is a problem (warnings
+ * allowed), else 1.
+ *
+ * @example
+ * ```ts
+ * Deno.exit(await runDoctor({ stateDir: ".klbr" }));
+ * ```
+ */
+export async function runDoctor(options: DoctorOptions): Promise<number> {
+  const report = newReport(options.print ?? ((line: string) => console.log(line)));
+  const { say, check } = report;
+  const repoRoot = options.repoRoot ?? REPO_ROOT;
+  const python = Deno.env.get("KLBR_PYTHON") ?? "python3";
+
+  say(`deno ${Deno.version.deno}, v8 ${Deno.version.v8}, typescript ${Deno.version.typescript}`);
+  const sqlite = linkedSqliteVersion();
+  say(`sqlite ${sqlite} (minimum ${MIN_SQLITE_VERSION})`);
+  await check("sqlite", () => checkSqliteVersion(sqlite));
+  await check("python", async () => {
+    const found = await resolvePython(python);
+    say(`python ${found.version} at ${found.executable}`);
+    const [major, minor] = found.version.split(".").map(Number);
+    if (major < 3 || (major === 3 && minor < 11)) {
+      throw new Error(`klbr needs Python 3.11 or newer (got ${found.version})`);
+    }
+  });
+  const activeRelease = await checkState(report, options.stateDir);
+  await check("skills", () => checkSkills(report, options.stateDir));
+  await check("config", () => checkConfig(report, options));
+  await check("discord", () => checkDiscordNode(report, options));
+  await check("permissions", () => checkPermissions(report, options));
+  await check("behaviour", async () => {
+    const dir = join(repoRoot, "behavior");
+    const names = [];
+    for await (const entry of Deno.readDir(dir)) names.push(entry.name);
+    say(`behaviour ${dir}: ${names.sort().join(", ")}`);
+  });
+  // The package with the daemon's interpreter, then the hooks a hook worker would load: the
+  // active release's, or the checkout's when no store could be read.
+  await check("workbench", async () => {
+    const release = activeRelease ??
+      { label: "the checkout's behavior/", path: join(repoRoot, "behavior") };
+    const checked = await checkWorkbench(python, repoRoot, release);
+    for (const line of checked.lines) say(line);
+    for (const line of checked.problems) report.problem(line);
+  });
+
+  const { problems, warnings } = report;
+  const warned = warnings.length === 0 ? "" : `, ${warnings.length} warning(s)`;
+  say(
+    problems.length === 0
+      ? `doctor: ok${warned}`
+      : `doctor: ${problems.length} problem(s)${warned}`,
+  );
+  return problems.length === 0 ? 0 : 1;
+}
+
+/** What doctor has found so far, and how it says each kind of line. */
+interface DoctorReport {
+  problems: string[];
+  warnings: string[];
+  say: (line: string) => void;
+  problem: (line: string) => void;
+  warn: (line: string) => void;
+  /** Runs one check; what it throws is a problem named for `what`. */
+  check: (what: string, fn: () => Promise<void> | void) => Promise<void>;
+}
+
+function newReport(print: (line: string) => void): DoctorReport {
+  const report: DoctorReport = {
+    problems: [],
+    warnings: [],
+    say: print,
+    problem: (line) => {
+      report.problems.push(line);
+      print(`problem: ${line}`);
+    },
+    warn: (line) => {
+      report.warnings.push(line);
+      print(`warning: ${line}`);
+    },
+    check: async (what, fn) => {
+      try {
+        await fn();
+      } catch (error) {
+        const message = isKlbrError(error) || error instanceof Error ? error.message : error;
+        report.problem(`${what}: ${message}`);
+      }
+    },
+  };
+  return report;
+}
+
+/** The state directory: a running daemon named (not a problem), else the store read. */
+async function checkState(
+  report: DoctorReport,
+  stateDir: string,
+): Promise<{ label: string; path: string } | null> {
+  const { say } = report;
+  say(`state ${stateDir}`);
+  const lock = readOwnerLock(stateDir);
+  if (lock?.alive) {
+    // Not a problem: the daemon owns the store, so doctor leaves it alone and says where it is.
+    const at = await findDaemon(stateDir).then(
+      (d) => ` on http://${d.host}:${d.port}/`,
+      () => "",
+    );
+    say(
+      `daemon running: pid ${lock.holder.pid}${at} since ${
+        new Date(lock.holder.started_at).toISOString()
+      }; it owns the store (deno task klbr status asks it)`,
+    );
+    return null;
+  }
+  let activeRelease: { label: string; path: string } | null = null;
+  await report.check("state", () => {
+    const store = openStore(stateDir, { create: false, owner: false });
+    try {
+      say(`store ${store.path}: klbr store, schema ${store.schemaVersion}`);
+      const active = getSession(store, DEFAULT_SESSION)?.activeRelease;
+      const release = active ? getRelease(store, active) : undefined;
+      if (release) {
+        activeRelease = { label: `active release ${release.id.slice(0, 12)}`, path: release.path };
+      }
+    } finally {
+      store.close();
+    }
+  });
+  return activeRelease;
+}
+
+async function checkSkills(report: DoctorReport, stateDir: string): Promise<void> {
+  const roots = skillRoots({
+    workspace: Deno.env.get("KLBR_WORKSPACE") ?? Deno.cwd(),
+    stateDir,
+    skillsDir: Deno.env.get("KLBR_SKILLS_DIR"),
+  });
+  const skills = await loadSkills(roots);
+  report.say(
+    `skills ${
+      skills.payload.revision.slice(0, 12)
+    } from ${roots.builtinRoot} and ${roots.managedRoot}`,
+  );
+  for (const skill of skills.offered) report.say(`  skill ${skill.id}`);
+  for (const refused of skills.payload.refused) {
+    report.say(`  refused ${refused.id} in ${refused.root}: ${refused.reason}`);
+  }
+}
+
+async function checkConfig(report: DoctorReport, options: DoctorOptions): Promise<void> {
+  const path = await resolveConfigPath(options.stateDir, options.configPath);
+  const { config, warnings } = await loadConfig(path, { env: Deno.env.toObject() });
+  report.say(`config ${path ?? "(defaults)"}`);
+  for (const warning of warnings) report.say(`  warning: ${warning}`);
+  await reportRoutes(Object.values(config.routes) as Route[], {
+    probe: options.probeRoutes !== false,
+    configPath: path,
+    say: report.say,
+    problem: report.problem,
+    warn: report.warn,
+  });
+}
+
+async function checkDiscordNode(report: DoctorReport, options: DoctorOptions): Promise<void> {
+  // Read without the token check: a missing variable is reported here, by name.
+  const path = await resolveConfigPath(options.stateDir, options.configPath);
+  const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
+  const { config } = await loadConfig(path, { env: everySet });
+  if (config.discord === undefined) {
+    return report.say("discord off (no discord node in the configuration)");
+  }
+  await reportDiscord(config.discord, options.probeDiscord === true, report.say, report.problem);
+}
+
+async function checkPermissions(report: DoctorReport, options: DoctorOptions): Promise<void> {
+  const input = await derivePermissionInput({
+    stateDir: options.stateDir,
+    configPath: options.configPath,
+    port: options.port,
+  });
+  report.say("daemon permissions (derived from the configuration):");
+  for (const flag of servePermissionFlags(input)) report.say(`  ${flag}`);
+  if (input.runPrograms === undefined && input.sandbox.mode !== "bwrap") {
+    report.say("  note: run is unscoped; set KLBR_RUN_PROGRAMS=git,deno,… to narrow workspace.run");
+  }
+  reportSandbox(input, report.say, report.problem);
+}
+
+/**
+ * Prints each route and probes it (each distinct URL once): `main` not answering is a problem,
+ * since no turn can run, with the fix named; another role not answering is a warning.
+ */
+async function reportRoutes(
+  routes: Route[],
+  out: {
+    probe: boolean;
+    configPath: string | undefined;
+    say: (line: string) => void;
+    problem: (line: string) => void;
+    warn: (line: string) => void;
+  },
+): Promise<void> {
+  const { probeRoute } = await later("../model/mod.ts");
+  const answers = new Map<string, Promise<{ problem: string | null; status?: number }>>();
+  const where = out.configPath ?? "a configuration file (deno task init writes one)";
+  const reported = new Set<string>();
+  for (const route of routes) {
+    const shown = redactRoute(route);
+    if (!out.probe) {
+      out.say(`  route ${route.name}: ${shown.url} model ${shown.model} (not probed)`);
+      continue;
+    }
+    if (!answers.has(route.url)) answers.set(route.url, probeRoute(route.url, 2000));
+    const answer = await answers.get(route.url)!;
+    const reach = answer.problem === null
+      ? `reachable, HTTP ${answer.status}`
+      : `unreachable: ${answer.problem}`;
+    out.say(`  route ${route.name}: ${shown.url} model ${shown.model} (${reach})`);
+    // A role that copies main's URL was reported with main.
+    if (answer.problem === null || (reported.has(route.url) && route.name !== "main")) continue;
+    reported.add(route.url);
+    const line =
+      `route ${route.name}: the model at ${shown.url} is not answering (${answer.problem})`;
+    if (route.name === "main") {
+      out.problem(
+        `${line}; start an OpenAI-compatible server there, or point llm "main" at one in ${where}`,
+      );
+    } else out.warn(`${line}; it runs ${ROLE_USES[route.name] ?? "its calls"}`);
+  }
+}
+
+const ROLE_USES: Record<string, string> = {
+  fast: "policy hooks' model calls",
+  long: "compaction of long histories",
+};
+
+/**
+ * Prints the sandbox mode and what a confined child sees; unconfined is a problem, since a
+ * cell could then read the token and the store.
+ */
+function reportSandbox(
+  input: ServePermissionInput,
+  say: (line: string) => void,
+  problem: (line: string) => void,
+): void {
+  const { sandbox } = input;
+  if (sandbox.mode !== "bwrap") {
+    say(`sandbox none: the workbench runs UNCONFINED (${sandbox.reason})`);
+    problem(`sandbox: the workbench is unconfined: ${sandbox.reason}`);
+    return;
+  }
+  say(`sandbox bwrap (${input.bwrap}), network ${sandbox.network ? "allowed" : "off"}`);
+  say(`  read-only: ${[...SYSTEM_BINDS, ...ETC_BINDS].join(" ")} (those that exist)`);
+  say(`  read-only: ${input.python.home} (python), ${join(input.repoRoot, "workbench")}`);
+  say(`  read-only: the active release, ${input.skillsRoot} and ${join(input.stateDir, "skills")}`);
+  say(`  read-write: ${input.workspace}; private /tmp, /proc and /dev`);
+  say(`  absent: ${input.stateDir} (store, token, drafts, artifacts: host RPCs only)`);
+  say(`  new namespaces: pid, ipc, uts${sandbox.network ? "" : ", net"}; --die-with-parent`);
+}
+
+/** The names of the gateway intents klbr asks for. */
+const INTENT_NAMES: [number, string][] = [
+  [1 << 0, "GUILDS"],
+  [1 << 9, "GUILD_MESSAGES"],
+  [1 << 12, "DIRECT_MESSAGES"],
+  [1 << 15, "MESSAGE_CONTENT"],
+];
+
+/** Prints the Discord configuration; with `probe`, checks the token with `GET /users/@me`. */
+async function reportDiscord(
+  discord: DiscordConfig,
+  probe: boolean,
+  say: (line: string) => void,
+  problem: (line: string) => void,
+): Promise<void> {
+  const { DiscordRest, GATEWAY_INTENTS } = await later("../discord/mod.ts");
+  const token = Deno.env.get(discord.token_env);
+  const intents = INTENT_NAMES.filter(([bit]) => (GATEWAY_INTENTS & bit) !== 0).map(([, n]) => n);
+  say(`discord: token ${discord.token_env} ${token ? "is set" : "is NOT set"}`);
+  say(`  channels ${discord.channels.join(", ")}`);
+  say(`  intents ${GATEWAY_INTENTS} (${intents.join(" | ")}; MESSAGE_CONTENT is privileged)`);
+  say(`  api ${discord.api_url}, gateway ${discord.gateway_url}`);
+  say(
+    `  send timeout ${discord.send_timeout_ms} ms, nonce window ${discord.nonce_window_ms} ms, attachments up to ${discord.attachment_max_bytes} bytes, backfill up to ${discord.backfill_max_messages} messages a channel`,
+  );
+  if (!token) return problem(`discord: environment variable ${discord.token_env} is not set`);
+  if (!probe) return say("  token not probed (doctor --probe checks it with GET /users/@me)");
+  const stop = new AbortController();
+  const rest = new DiscordRest({
+    apiUrl: discord.api_url,
+    token: new Secret(token),
+    timeoutMs: 5000,
+    signal: stop.signal,
+  });
+  const result = await rest.request("GET", "/users/@me");
+  if (result.kind === "ok") {
+    const me = result.json as { id?: string; username?: string };
+    return say(`  token ok: GET /users/@me is bot ${me.username} (${me.id})`);
+  }
+  const why = result.kind === "lost" ? result.reason : `HTTP ${result.status}`;
+  problem(`discord: GET /users/@me refused the token: ${why}`);
+}
