@@ -43,8 +43,6 @@ export async function derivePermissionInput(
   options: ServeOptions,
   env: Record<string, string | undefined> = Deno.env.toObject(),
 ): Promise<ServePermissionInput> {
-  const { requireLoopbackHost } = await later("../lanes/mod.ts");
-  requireLoopbackHost(options.host ?? DEFAULT_HOST);
   const base = await deriveBase(options, env);
   const { network: _, ...input } = base;
   return { ...input, ...await findOnHost(base, findPython(env)) };
@@ -52,8 +50,10 @@ export async function derivePermissionInput(
 
 /**
  * Everything but the interpreter and the probe: what the configuration and the environment
- * say. It runs no program and does not check the host: the daemon refuses a non-loopback one
- * with the same error before it does anything else.
+ * say. It runs no program.
+ *
+ * @throws {KlbrError} `not_loopback` for a host that is not loopback (it would not even make a
+ * valid `--allow-net`); `invalid_config` for a bad configuration file.
  */
 async function deriveBase(
   options: ServeOptions,
@@ -61,8 +61,16 @@ async function deriveBase(
 ): Promise<LaunchBase> {
   const host = options.host ?? DEFAULT_HOST;
   const stateDir = resolve(options.stateDir);
-  const configPath = await resolveConfigPath(stateDir, options.configPath);
-  const { config } = await loadConfig(configPath, { env });
+  // The configuration is read while the lanes (Hono among them) load; the host is refused
+  // first all the same.
+  const reading = resolveConfigPath(stateDir, options.configPath).then(async (configPath) => ({
+    configPath,
+    config: (await loadConfig(configPath, { env })).config,
+  }));
+  reading.catch(() => {}); // awaited below
+  const { requireLoopbackHost } = await later("../lanes/mod.ts");
+  requireLoopbackHost(host);
+  const { configPath, config } = await reading;
   const workspace = resolve(env.KLBR_WORKSPACE ?? Deno.cwd());
   const envNames = [
     ...(Object.values(config.routes) as Route[]).map((route) => route.api_key_env),
