@@ -6,13 +6,11 @@
  * @module
  */
 
-import { join } from "node:path";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { admitInput } from "../store/inputs.ts";
 import { ensureSession } from "../store/sessions.ts";
 import { openStore } from "../store/store.ts";
-import { REPO_ROOT } from "../tests/_helpers/daemon.ts";
-import { freePort, startUntilReady } from "./ready_process.ts";
+import { startFloorServer } from "./ready_process.ts";
 import type { RawCommitResult } from "./raw_commit.ts";
 import { type BenchRow, makeRow } from "./row.ts";
 import { summarize } from "./stats.ts";
@@ -61,13 +59,7 @@ export function measureInputCommits(dir: string, count: number): number[] {
  * @throws {KlbrError} `worker_failed` or `worker_timeout` when the echo server does not start.
  */
 export async function measureSocketEchoes(count: number): Promise<number[]> {
-  const port = freePort();
-  const server = await startUntilReady(Deno.execPath(), [
-    "run",
-    "--allow-net=127.0.0.1",
-    join(REPO_ROOT, "bench", "floor_server.ts"),
-    String(port),
-  ], { port });
+  const { server, port } = await startFloorServer();
   try {
     const ws = new WebSocket(`ws://127.0.0.1:${port}/echo`);
     await new Promise((resolve, reject) => {

@@ -4,6 +4,7 @@
  * @module
  */
 
+import { fileURLToPath } from "node:url";
 import { KlbrError } from "../runtime/core/mod.ts";
 
 /** Options for {@linkcode startUntilReady}. */
@@ -146,4 +147,27 @@ export async function startUntilReady(
       return s.code;
     },
   };
+}
+
+/**
+ * Starts `bench/floor_server.ts` (a bare `Deno.serve`: `/health`, and a WebSocket echo on
+ * `/echo`) on a free loopback port and resolves once `/health` answers.
+ *
+ * @throws {KlbrError} what {@linkcode startUntilReady} throws.
+ * @example
+ * ```ts
+ * const { server, port } = await startFloorServer();
+ * await server.stop();
+ * ```
+ */
+export async function startFloorServer(): Promise<{ server: ReadyProcess; port: number }> {
+  const port = freePort();
+  const script = fileURLToPath(new URL("./floor_server.ts", import.meta.url));
+  const server = await startUntilReady(Deno.execPath(), [
+    "run",
+    "--allow-net=127.0.0.1",
+    script,
+    String(port),
+  ], { port });
+  return { server, port };
 }

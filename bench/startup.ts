@@ -8,7 +8,7 @@
 
 import { join } from "node:path";
 import { REPO_ROOT, serveFlags } from "../tests/_helpers/daemon.ts";
-import { freePort, type ReadyProcess, startUntilReady } from "./ready_process.ts";
+import { freePort, type ReadyProcess, startFloorServer, startUntilReady } from "./ready_process.ts";
 import { below, type BenchRow, makeRow } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { summarize } from "./stats.ts";
@@ -137,13 +137,7 @@ export async function benchStartup(options: StartupOptions): Promise<StartupResu
   const floor: number[] = [];
   let floorBytes = 0;
   for (let i = 0; i < options.restarts; i++) {
-    const port = freePort();
-    const server = await startUntilReady(Deno.execPath(), [
-      "run",
-      "--allow-net=127.0.0.1",
-      join(REPO_ROOT, "bench", "floor_server.ts"),
-      String(port),
-    ], { port });
+    const { server } = await startFloorServer();
     try {
       floor.push(server.readyMs);
       if (i === options.restarts - 1) {
