@@ -1,22 +1,7 @@
 import assert from "node:assert/strict";
-import {
-  type LaneAuth,
-  LaneConnection,
-  type LaneHost,
-  OperatorAuth,
-  recordBatches,
-} from "../../../runtime/lanes/mod.ts";
+import { LaneConnection, type LaneHost, recordBatches } from "../../../runtime/lanes/mod.ts";
 import type { LaneRecord, LaneSignal, Logger, ServerMessage } from "../../../runtime/core/mod.ts";
-
-const TOKEN = "a".repeat(64);
-/** A native client's credentials: no cookie; the token is checked at hello. */
-const AUTH: LaneAuth = {
-  cookie: "absent",
-  viewWithoutToken: false,
-  checkToken: (token) =>
-    new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN }).checkToken(token),
-  rotate: () => Promise.resolve(),
-};
+import { AUTH, TOKEN } from "./_native_auth.ts";
 
 /** A host whose log holds `count` records and that refuses nothing. */
 function hostWith(

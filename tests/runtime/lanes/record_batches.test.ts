@@ -8,10 +8,8 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
   encodeStoredRecords,
-  type LaneAuth,
   LaneConnection,
   type LaneHost,
-  OperatorAuth,
   type StoredRecord,
   textBatches,
 } from "../../../runtime/lanes/mod.ts";
@@ -20,6 +18,7 @@ import { appendEvent, readEvents, readEventTexts } from "../../../store/events.t
 import type { Store } from "../../../store/store.ts";
 import { recordExamples } from "../../_helpers/record_examples.ts";
 import { withStore } from "../../_helpers/store.ts";
+import { AUTH, TOKEN } from "./_native_auth.ts";
 
 /** Each record of the log as the object path encodes it: parsed, then `JSON.stringify`. */
 function parsedTexts(store: Store, since = 0): string[] {
@@ -101,15 +100,6 @@ Deno.test("`textBatches()` keeps each message under its bound, a larger record a
   assert.equal(textBatches("default", records, 1 << 20).length, 1);
   assert.deepEqual(textBatches("default", []), []);
 });
-
-const TOKEN = "b".repeat(64);
-const AUTH: LaneAuth = {
-  cookie: "absent",
-  viewWithoutToken: false,
-  checkToken: (token) =>
-    new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN }).checkToken(token),
-  rotate: () => Promise.resolve(),
-};
 
 /** A host over `count` records; with `stored`, it also serves them as stored JSON text. */
 function host(count: number, stored: boolean): LaneHost & { storedReads: number } {
