@@ -4,6 +4,7 @@
 // fails the transaction it rides in, and `flush`/`close` commit what is queued. The commit
 // counter counts each commit once.
 
+import { withStore as withFreshStore } from "../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
@@ -11,19 +12,6 @@ import { appendEvent } from "../../store/events.ts";
 import { ensureSession } from "../../store/sessions.ts";
 import { openStore, type Store } from "../../store/store.ts";
 import { deferTrace, getTrace } from "../../store/behavior_diagnostics.ts";
-
-async function withStore(fn: (store: Store, dir: string) => void | Promise<void>) {
-  const dir = await Deno.makeTempDir({ prefix: "klbr-deferred-" });
-  let now = 1_000;
-  const store = openStore(dir, { clock: () => now++ });
-  try {
-    ensureSession(store);
-    await fn(store, dir);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 
 /** The event types on disk, read through a second connection (what a crash would leave). */
 function onDisk(dir: string): string[] {
@@ -35,6 +23,10 @@ function onDisk(dir: string): string[] {
     db.close();
   }
 }
+
+/** A fresh store whose clock counts one ms a call, so record times are exact. */
+const withStore = (fn: (store: Store, dir: string) => void | Promise<void>) =>
+  withFreshStore(fn, { countingClock: true });
 
 const STARTED = { frame_id: "frm_x", frame: 1, resumed: false };
 const SCRATCH = { frame_id: "frm_x", text: "t", partial: false };

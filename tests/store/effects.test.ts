@@ -1,27 +1,18 @@
 // The effects writer, the store's health and its failure classes, against real SQLite in a
 // temp dir.
 
+import { withStore as withFreshStore } from "../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { effectByKey, effectsOfCell, recordEffect } from "../../store/effects.ts";
 import { expireInputs, getInput, pendingBefore } from "../../store/inputs.ts";
 import { admitInput } from "../../store/inputs.ts";
 import { readEvents } from "../../store/events.ts";
-import { ensureSession } from "../../store/sessions.ts";
-import { openStore, type Store } from "../../store/store.ts";
+import { type Store } from "../../store/store.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
 
-async function withStore(fn: (store: Store, dir: string) => void | Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "klbr-effects-" });
-  let now = 1_000;
-  const store = openStore(dir, { clock: () => now++ });
-  try {
-    ensureSession(store);
-    await fn(store, dir);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+/** A fresh store whose clock counts one ms a call, so record times are exact. */
+const withStore = (fn: (store: Store, dir: string) => void | Promise<void>) =>
+  withFreshStore(fn, { countingClock: true });
 
 const effect = (cellId: string | null, refId: string, key?: string) => ({
   session: "default",

@@ -2,6 +2,7 @@
 // replaces the old (hierarchical, bounded), that every send of the newest step is named, and
 // how the model's summary is used or refused.
 
+import { withStore } from "../../_helpers/store.ts";
 import assert from "node:assert/strict";
 import {
   buildRequest,
@@ -15,24 +16,12 @@ import { parseConfig } from "../../../runtime/config/mod.ts";
 import { latestSummary } from "../../../store/context_summaries.ts";
 import { readEvents } from "../../../store/events.ts";
 import { estimateTokens, readProviderItems } from "../../../store/provider_items.ts";
-import { ensureSession, requireSession } from "../../../store/sessions.ts";
-import { openStore, type Store } from "../../../store/store.ts";
+import { requireSession } from "../../../store/sessions.ts";
+import { type Store } from "../../../store/store.ts";
 import { writeTurn, type WrittenTurn } from "../../_helpers/history_fixture.ts";
 import { faithfulSummary, type FakeOpenAI, startFakeOpenAI } from "../../fakes/openai_server.ts";
 
 const BUDGET: ContextBudget = { contextTokens: 32_768, compactAt: 0.75, summaryShare: 0.1 };
-
-async function withStore(fn: (store: Store) => Promise<void>) {
-  const dir = await Deno.makeTempDir();
-  const store = openStore(dir);
-  try {
-    ensureSession(store, "default");
-    await fn(store);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 
 function deps(store: Store, options: { budget?: ContextBudget; provider?: Provider } = {}) {
   return {

@@ -3,6 +3,7 @@
 // with the exact read that gives them whole; a hook's oversized result cut to the budget; and
 // the calibration that follows the provider's count.
 
+import { withStore } from "../../_helpers/store.ts";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
@@ -15,23 +16,10 @@ import {
 } from "../../../runtime/context/mod.ts";
 import type { InputRecord } from "../../../store/inputs.ts";
 import { appendProviderItems } from "../../../store/provider_items.ts";
-import { ensureSession } from "../../../store/sessions.ts";
-import { openStore, type Store } from "../../../store/store.ts";
+import { type Store } from "../../../store/store.ts";
 import { recordCalibration } from "../../../store/token_counts.ts";
 
 const BUDGET: ContextBudget = { contextTokens: 4096, compactAt: 0.75, summaryShare: 0.1 };
-
-async function withStore(fn: (store: Store) => void) {
-  const dir = await Deno.makeTempDir();
-  const store = openStore(dir);
-  try {
-    ensureSession(store, "default");
-    fn(store);
-  } finally {
-    store.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 
 /** Appends `groups`: each a user message or an assistant with `calls` tool calls and results. */
 function appendGroups(store: Store, groups: { calls: number; size: number }[]) {
