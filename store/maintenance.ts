@@ -50,20 +50,28 @@ export function releaseRetention(
     pin(row.active_release, "active");
     pin(row.last_good_release, "last good");
   }
+  const releases = store.statement(
+    "SELECT id, path, created_at FROM releases ORDER BY created_at, id",
+  ).all() as { id: string; path: string; created_at: number }[];
+  // Frames grow with history, releases do not: each release asks the frames index for one
+  // recent frame of its own, and the open frames come from their partial index.
   for (
     const row of store.statement(
-      "SELECT DISTINCT policy_revision AS id FROM frames WHERE state = 'open' OR created_at >= ?",
-    ).all(since) as { id: string }[]
+      "SELECT policy_revision AS id FROM frames WHERE state = 'open'",
+    ).all() as { id: string }[]
   ) pin(row.id, "frame");
+  const recentFrame = store.statement(
+    "SELECT 1 AS found FROM frames WHERE policy_revision = ? AND created_at >= ? LIMIT 1",
+  );
+  for (const row of releases) {
+    if (recentFrame.get(row.id, since) !== undefined) pin(row.id, "frame");
+  }
   for (
     const row of store.statement(
       "SELECT DISTINCT behavior_revision AS id FROM kernel_generations WHERE ended_at IS NULL",
     ).all() as { id: string | null }[]
   ) pin(row.id, "kernel");
   for (const id of releasesPinnedByJobs(store)) pin(id, "job");
-  const releases = store.statement(
-    "SELECT id, path, created_at FROM releases ORDER BY created_at, id",
-  ).all() as { id: string; path: string; created_at: number }[];
   return releases.map((row) => {
     if (row.created_at >= since) pin(row.id, "recent");
     return {

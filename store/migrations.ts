@@ -340,6 +340,14 @@ const V11 = `
 CREATE INDEX inputs_conversation ON inputs (session_id, conversation_id, admitted_seq);
 `;
 
+// What pins a release, without reading history: maintenance asks the frames for one recent frame
+// of each release instead of scanning every frame, and finds the running generations without
+// scanning every generation.
+const V12 = `
+CREATE INDEX frames_revision ON frames (policy_revision, created_at);
+CREATE INDEX kernel_generations_running ON kernel_generations (session_id) WHERE ended_at IS NULL;
+`;
+
 /** Every migration, in order. Append only; never edit a released entry. */
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "runtime tables", sql: V1 },
@@ -353,6 +361,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 9, name: "hook traces and failed candidates", sql: BEHAVIOR_DIAGNOSTICS_SQL },
   { version: 10, name: "effects, input dispositions, relative release paths", sql: V10 },
   { version: 11, name: "inputs by conversation", sql: V11 },
+  { version: 12, name: "release pins by index", sql: V12 },
 ];
 
 /** The `user_version` a fully migrated store has. */

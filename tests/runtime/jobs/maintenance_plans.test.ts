@@ -1,0 +1,101 @@
+// Maintenance runs at every start and then hourly; what pins a release must be found without
+// reading the history: every statement a run prepares is explained against a real store with
+// a history, an open frame and a running generation, and none may scan a table that grows with
+// history (a scan of a partial index over open work only is allowed, as in
+// tests/store/query_plans.test.ts).
+
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { join } from "node:path";
+import { EventBus, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
+import { parseConfig } from "../../../runtime/config/mod.ts";
+import { runMaintenance } from "../../../runtime/jobs/mod.ts";
+import { acceptFrame } from "../../../store/frames.ts";
+import { admitInput } from "../../../store/inputs.ts";
+import { startGeneration } from "../../../store/kernel_generations.ts";
+import { recordRelease } from "../../../store/releases.ts";
+import { ensureSession } from "../../../store/sessions.ts";
+import { openStore, type Store } from "../../../store/store.ts";
+import { writeTurn } from "../../_helpers/history_fixture.ts";
+
+const GROWING = ["events", "inputs", "frames", "cells", "provider_items", "kernel_generations"];
+const OPEN_WORK = ["frames_open", "kernel_generations_running", "jobs_open"];
+
+function recording(store: Store): { store: Store; seen: Set<string> } {
+  const seen = new Set<string>();
+  const proxy = new Proxy(store, {
+    get(target, prop) {
+      if (prop === "statement") {
+        return (sql: string) => {
+          seen.add(sql);
+          return target.statement(sql);
+        };
+      }
+      const value = Reflect.get(target, prop, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { store: proxy, seen };
+}
+
+Deno.test("`runMaintenance()` finds what pins a release without scanning history (EXPLAIN QUERY PLAN)", async () => {
+  const dir = await Deno.makeTempDir();
+  const base = openStore(dir);
+  try {
+    ensureSession(base, "default");
+    for (let n = 1; n <= 200; n++) writeTurn(base, "default", n);
+    for (const name of ["1", "2", "3"]) {
+      const id = name.repeat(64);
+      const path = join(dir, "releases", id);
+      await Deno.mkdir(path, { recursive: true });
+      recordRelease(base, { id, path, fileCount: 0, byteCount: 0 });
+    }
+    const { inputId } = admitInput(base, {
+      session: "default",
+      sourceKind: "local",
+      dedupeKey: "local:open",
+      conversationId: "local:default",
+      author: "owner",
+      body: "open",
+    });
+    acceptFrame(base, {
+      session: "default",
+      inputIds: [inputId],
+      contextEpoch: 0,
+      policyRevision: "1".repeat(64),
+    });
+    startGeneration(base, {
+      session: "default",
+      reason: "t",
+      skillsRevision: "s",
+      behaviorRevision: "2".repeat(64),
+    });
+    const { store, seen } = recording(base);
+    const { config } = parseConfig("cleanup {\n release_keep_days 30\n}", { file: "t" });
+    const deps = { store, bus: new EventBus(), log: SILENT_LOGGER, cleanup: config.cleanup };
+    await runMaintenance({ ...deps, session: "default" }, "test");
+
+    const db = new DatabaseSync(join(dir, "runtime.sqlite"), { readOnly: true });
+    try {
+      const scans: string[] = [];
+      const frames = [...seen].filter((sql) => /\bFROM (frames|kernel_generations)\b/.test(sql));
+      assert.ok(frames.length >= 2, `explained ${frames.length} pin lookups`);
+      for (const sql of seen) {
+        if (!/^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)/i.test(sql)) continue;
+        const plan = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[];
+        for (const { detail } of plan) {
+          const scan = /^SCAN (\w+)(?: USING (?:COVERING )?INDEX (\w+))?/.exec(detail);
+          if (scan === null || !GROWING.includes(scan[1])) continue;
+          if (scan[2] !== undefined && OPEN_WORK.includes(scan[2])) continue;
+          scans.push(`${detail} ← ${sql.replace(/\s+/g, " ")}`);
+        }
+      }
+      assert.deepEqual(scans, []);
+    } finally {
+      db.close();
+    }
+  } finally {
+    base.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
