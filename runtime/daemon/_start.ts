@@ -18,7 +18,7 @@ import { DiscordTransport } from "../discord/mod.ts";
 import { type Confinement, loadSkills, prepareConfinement, skillRoots } from "../kernel/mod.ts";
 import { readOperatorToken } from "../lanes/mod.ts";
 import { createProvider, type Provider } from "../model/mod.ts";
-import { initStateDir, REPO_ROOT } from "../setup/mod.ts";
+import { initStateDir, rememberInterpreter, REPO_ROOT } from "../setup/mod.ts";
 import { Coordinator } from "./_coordinator.ts";
 import { HealthMonitor, VERSION } from "./_health.ts";
 import type { ServeSettings } from "./_serve_settings.ts";
@@ -160,6 +160,10 @@ async function openState(
   });
   try {
     await initStateDir(settings.stateDir, { store: false });
+    // The next launcher probes bubblewrap with it while its interpreter lookup runs.
+    if (settings.pythonInfo !== undefined) {
+      await rememberInterpreter(settings.stateDir, settings.pythonInfo);
+    }
     const confinement = await prepareConfinement({
       config: settings.config.sandbox,
       python: settings.pythonInfo,

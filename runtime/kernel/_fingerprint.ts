@@ -11,7 +11,6 @@
  * @module
  */
 
-import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { z } from "zod";
 
@@ -122,6 +121,8 @@ export async function packageHash(repoRoot: string): Promise<string> {
   };
   await walk("");
   files.sort((a, b) => compareBytes(a.key, b.key));
+  // Loaded here, not with the module: serve's launcher loads this folder and hashes nothing.
+  const { createHash } = await import("node:crypto");
   const hash = createHash("sha256").update(encoder.encode("klbr-package-v1\n"));
   for (const file of files) {
     const data = await Deno.readFile(file.path);

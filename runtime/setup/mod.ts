@@ -21,5 +21,11 @@ export {
   parseRunPrograms,
   servePermissionFlags,
 } from "./_serve_permissions.ts";
+export {
+  INTERPRETER_FILE,
+  type RememberedInterpreter,
+  rememberedInterpreter,
+  rememberInterpreter,
+} from "./_interpreter_memo.ts";
 export { initStateDir, resolveConfigPath, resolveStateDir } from "./_state_dir.ts";
 export { ensureUiBuilt, UI_OUTPUTS, uiIsStale } from "./_ui_build.ts";
