@@ -39,10 +39,12 @@ export async function serve(options: ServeOptions): Promise<number> {
   const settings = await handedOver(read, options.handoff);
   const log = createLogger({ format: options.logFormat });
   for (const warning of settings.warnings) log.warn("config.warning", `config: ${warning}`);
+  // The UI's staleness check reads only the checkout: it runs while the parts start.
+  const ui = builtUi(log);
   const daemon = await startDaemon(settings, log);
   const address: ListenAddress = { host: settings.host, port: settings.port };
   const token = await readOperatorToken(settings.stateDir);
-  const app = await daemonApp(settings, daemon, { address, token, log });
+  const app = daemonApp(settings, daemon, { address, token, log, uiDir: await ui });
 
   // Listen for signals before announcing the port, so an early SIGTERM still drains.
   const { promise: stopped, resolve } = Promise.withResolvers<string>();
@@ -96,11 +98,11 @@ async function handedOver(
 }
 
 /** The HTTP and lane routes of a started daemon. */
-async function daemonApp(
+function daemonApp(
   settings: ServeSettings,
   daemon: DaemonParts,
-  o: { address: ListenAddress; token: string; log: Logger },
-): Promise<Hono> {
+  o: { address: ListenAddress; token: string; log: Logger; uiDir: string | undefined },
+): Hono {
   const { config } = settings;
   return createApp({
     lanes: daemon.coordinator,
@@ -115,7 +117,7 @@ async function daemonApp(
       helloTimeoutMs: config.lanes.hello_timeout_ms,
     },
     log: o.log,
-    uiDir: await builtUi(o.log),
+    uiDir: o.uiDir,
     health: () => healthReport(daemon),
     artifacts: (id, range) => readArtifact(settings.stateDir, id, range),
   });
