@@ -1,8 +1,11 @@
 /**
  * The admission transaction's own SQL, raw: what `admitInputs` asks SQLite to do for each input
  * (the dedupe lookup, the sequence bump, the `input.admitted` event row, the input row with its
- * real schema, indexes, foreign keys and history-index trigger), through `node:sqlite` directly,
- * without klbr's store layer. It separates what the schema costs from what klbr's code costs.
+ * real schema, indexes and foreign keys), through `node:sqlite` directly, without klbr's store
+ * layer. It separates what the schema costs from what klbr's code costs. The history index of
+ * inputs is not in the admission transaction any more (migration 13): the daemon indexes them
+ * in a transaction of their own once admission is idle (`indexAdmittedInputs`), so this does
+ * not either.
  *
  * @module
  */

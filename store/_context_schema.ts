@@ -89,7 +89,8 @@ WHERE ${when.replaceAll("NEW.", "n.")};`;
 // their result, kept by triggers, so start-up recovery never reads the whole sequence.
 // Summaries gain their source (model or extractive), their structured digest and their size.
 // `history_fts` is the lexical index over inputs, sends, Discord sends, scratchpad, cell code
-// and output (triggers, in the writing transaction) and artifacts (`history_artifacts`).
+// and output (triggers, in the writing transaction; inputs from migration 13 on after
+// admission, behind a cursor) and artifacts (`history_artifacts`).
 // `token_calibration` keeps each route's measured tokens per estimated token. The indexes
 // serve the hot queries named in docs/context.md (`outbox_pending`, `outbox_attempting`: SQLite does
 // not use the IN-list partial index `outbox_open` for an equality on one of its values;

@@ -1,8 +1,14 @@
 /**
- * The lexical history index (`history_fts`, SQLite FTS5) and the `history_artifacts` table.
- * This module is the only writer of both; migration 8's triggers add the rows of inputs,
- * sends, Discord sends, scratchpad notes, cell code and cell output in the transaction that
- * writes them, and {@linkcode indexArtifact} adds a spooled artifact's text.
+ * The lexical history index (`history_fts`, SQLite FTS5), its cursor (`history_cursors`) and
+ * the `history_artifacts` table. This module is the only writer of the three; migration 8's
+ * triggers add the rows of sends, Discord sends, scratchpad notes, cell code and cell output in
+ * the transaction that writes them, and {@linkcode indexArtifact} adds a spooled artifact's text.
+ *
+ * Inputs are indexed after admission, not in its transaction (migration 13): the cursor holds
+ * the last `inputs.rowid` indexed, and {@linkcode indexAdmittedInputs} adds the inputs after it
+ * and moves it in one transaction, so a crash loses neither alone. The daemon indexes the
+ * backlog when admission goes idle; {@linkcode searchHistory} catches the index up first, so a
+ * search sees every input committed before it was called.
  *
  * Every row is named by a history ref — `input:<id>`, `send:<seq>`, `outbox:<id>`,
  * `item:<idx>`, `cell:<id>`, `output:<cell id>`, `artifact:<sha256>` — which
@@ -106,6 +112,7 @@ export function searchHistory(store: Store, session: string, query: HistoryQuery
     );
   }
   const expression = ftsExpression(query.text, query.match ?? "all");
+  indexAdmittedInputs(store);
   const rows = store.statement(
     `SELECT ref, kind, at, snippet(history_fts, 4, '«', '»', '…', 16) AS snippet, rank
      FROM history_fts WHERE history_fts MATCH ? AND session = ? ORDER BY rank LIMIT ?`,
@@ -128,6 +135,57 @@ export function searchHistory(store: Store, session: string, query: HistoryQuery
     truncated: rows.length > limit,
     query: expression,
   };
+}
+
+/**
+ * Indexes the admitted inputs `history_fts` does not hold yet, oldest first, at most `limit`
+ * (every one when omitted), and moves the cursor past them, in one transaction (a savepoint of
+ * the caller's, when one is open). Returns how many it indexed; with nothing behind the cursor
+ * it reads two index entries and writes nothing.
+ *
+ * Proven by "a search finds an input the moment it is admitted, and the index and its cursor
+ * move together" in `tests/store/history_index.test.ts`.
+ *
+ * @throws {KlbrError} `invalid_input` for a `limit` that is not a positive integer;
+ *   `store_unavailable` or `store_corrupt` when the store cannot write (nothing moves).
+ * @example
+ * ```ts
+ * while (indexAdmittedInputs(store, { limit: 256 }) > 0) await nextMacrotask();
+ * ```
+ */
+export function indexAdmittedInputs(store: Store, options: { limit?: number } = {}): number {
+  const { limit } = options;
+  if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot index inputs: limit must be a positive integer (got ${limit})`,
+    );
+  }
+  if (inputsBehind(store) === null) return 0;
+  return store.transaction(() => {
+    const from = inputsBehind(store);
+    if (from === null) return 0;
+    const { last, n } = store.statement(
+      `SELECT max(rowid) AS last, count(*) AS n FROM
+         (SELECT rowid FROM inputs WHERE rowid > ? ORDER BY rowid LIMIT ?)`,
+    ).get(from, limit ?? -1) as { last: number; n: number };
+    store.statement(
+      `INSERT INTO history_fts (ref, session, kind, at, text)
+       SELECT 'input:' || id, session_id, 'input', admitted_at, json_extract(body, '$')
+       FROM inputs WHERE rowid > ? AND rowid <= ? ORDER BY rowid`,
+    ).run(from, last);
+    store.statement("UPDATE history_cursors SET last_rowid = ? WHERE source = 'inputs'").run(last);
+    return n;
+  });
+}
+
+/** The cursor's rowid when an input after it is not indexed yet; `null` when none is. */
+function inputsBehind(store: Store): number | null {
+  const row = store.statement(
+    `SELECT c.last_rowid AS cursor, (SELECT max(rowid) FROM inputs) AS last
+     FROM history_cursors c WHERE c.source = 'inputs'`,
+  ).get() as { cursor: number; last: number | null };
+  return row.last !== null && row.last > row.cursor ? row.cursor : null;
 }
 
 /**

@@ -16,6 +16,7 @@ import { V7 } from "./_migration_jobs.ts";
 import { CONTEXT_SCHEMA } from "./_context_schema.ts";
 import { BEHAVIOR_DIAGNOSTICS_SQL } from "./_behavior_schema.ts";
 import { V10 } from "./_migration_faults.ts";
+import { V13 } from "./_migration_history_cursor.ts";
 
 /** The value of the `klbr_meta` `format` row that marks a klbr store. */
 export const STORE_FORMAT = "klbr-runtime";
@@ -362,6 +363,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 10, name: "effects, input dispositions, relative release paths", sql: V10 },
   { version: 11, name: "inputs by conversation", sql: V11 },
   { version: 12, name: "release pins by index", sql: V12 },
+  { version: 13, name: "inputs indexed after admission", sql: V13 },
 ];
 
 /** The `user_version` a fully migrated store has. */

@@ -20,6 +20,8 @@
 export const FAULT_POINTS = [
   /** After admission commits a batch of inputs, before any ack or wake. */
   "commit-before-notify",
+  /** Admission gone idle, before the history indexer writes a batch of admitted inputs. */
+  "admitted-before-index",
   /** After `local.send` commits its record, before the cell hears the reply. */
   "publish-before-reply",
   /** After a cell that called `wait()` has its outcome and tool result, before the turn ends. */

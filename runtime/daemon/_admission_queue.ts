@@ -9,9 +9,16 @@
  * the commit that holds it, so its connection sends the acks in microtasks; the planner's wake
  * and the record fan-out run one event-loop turn later, after those sends.
  *
+ * Inputs are indexed for `history.search` off that path: once the queue has gone idle, the
+ * writer indexes the admitted backlog {@linkcode INDEX_BATCH} inputs to a transaction, one
+ * event-loop turn between them, and goes back to admission as soon as an input is queued. A
+ * search catches up whatever is still behind (`indexAdmittedInputs` in
+ * `store/history_index.ts`), so this is only where the work is done, not what a search sees.
+ *
  * @module
  */
 
+import { indexAdmittedInputs } from "../../store/history_index.ts";
 import type { Store } from "../../store/store.ts";
 import { faultPoint, type Logger, nextMacrotask } from "../core/mod.ts";
 import type { AdmitOutcome } from "../lanes/mod.ts";
@@ -19,6 +26,9 @@ import { admitInputs, type PendingInput } from "./_admission.ts";
 
 /** The inputs one commit holds at most; the rest wait for the next. */
 export const MAX_INPUTS_PER_COMMIT = 2048;
+
+/** The admitted inputs one idle indexing transaction takes at most. */
+export const INDEX_BATCH = 256;
 
 /** What admission has committed since the daemon started, for `status`. */
 export interface AdmissionStats {
@@ -90,13 +100,18 @@ export class AdmissionQueue {
 
   async #drain(): Promise<void> {
     try {
-      while (this.#queue.length > 0) {
-        const woken = this.#commitQueued();
-        // The acks leave in the microtasks of the resolved groups, before this turn ends.
+      for (;;) {
+        while (this.#queue.length > 0) {
+          const woken = this.#commitQueued();
+          // The acks leave in the microtasks of the resolved groups, before this turn ends.
+          await nextMacrotask();
+          if (woken.size > 0) this.#wake(woken);
+          // Inputs delivered during the fan-out join the commit after it.
+          if (this.#queue.length === 0) await nextMacrotask();
+        }
+        // Idle: one batch of the history index, then admission again if an input came.
+        if (!this.#indexBatch()) break;
         await nextMacrotask();
-        if (woken.size > 0) this.#wake(woken);
-        // Inputs delivered during the fan-out join the commit after it.
-        if (this.#queue.length === 0) await nextMacrotask();
       }
     } finally {
       this.#draining = false;
@@ -133,6 +148,18 @@ export class AdmissionQueue {
       group.resolve(results[i]);
     });
     return woken;
+  }
+
+  /** Indexes one batch of admitted inputs; whether there may be more behind it. */
+  #indexBatch(): boolean {
+    try {
+      faultPoint("admitted-before-index");
+      return indexAdmittedInputs(this.#store, { limit: INDEX_BATCH }) === INDEX_BATCH;
+    } catch (error) {
+      // Nothing is lost: the inputs stay behind the cursor, and the next search indexes them.
+      this.#log.error("admission.index_failed", `cannot index admitted inputs: ${error}`);
+      return false;
+    }
   }
 
   #wake(sessions: Set<string>): void {
