@@ -207,7 +207,8 @@ export function benchStoreAdmission(options: { dir: string; inputs: number }): B
         value,
         peer: ceilingPeer(ceiling),
         goal: GOAL,
-        note: "the store's admission transaction alone (dedupe lookup, seq, event, input row, " +
+        note:
+          "the store's admission transaction alone (dedupe lookups, one seq bump, event, input row, " +
           `work counters; the history index is written later, off the ack path), ${batch} to a commit at synchronous=FULL, no daemon ` +
           `and no socket; ${CEILING_NOTE}`,
       }),
@@ -218,7 +219,7 @@ export function benchStoreAdmission(options: { dir: string; inputs: number }): B
         value: sameSql.perSecond,
         peer: ceilingPeer(ceiling),
         note: "what the schema alone costs: the statements admitInputs runs for each input " +
-          "(dedupe lookup, seq bump, input.admitted event row, input row with the real schema, " +
+          "(dedupe lookups, one seq bump a batch, input.admitted event row, input row with the real schema, " +
           "indexes and foreign keys; the inputs' history index is no longer in that " +
           "transaction) through raw node:sqlite on a migrated store, no klbr code; against " +
           "1d's ceiling",

@@ -1,7 +1,7 @@
 /**
  * The admission transaction's own SQL, raw: what `admitInputs` asks SQLite to do for each input
- * (the dedupe lookup, the sequence bump, the `input.admitted` event row, the input row with its
- * real schema, indexes and foreign keys), through `node:sqlite` directly, without klbr's store
+ * (the dedupe lookups, one sequence bump for the batch, the `input.admitted` event row, the
+ * input row with its real schema, indexes and foreign keys), through `node:sqlite` directly, without klbr's store
  * layer. It separates what the schema costs from what klbr's code costs. The history index of
  * inputs is not in the admission transaction any more (migration 13): the daemon indexes them
  * in a transaction of their own once admission is idle (`indexAdmittedInputs`), so this does
@@ -50,7 +50,7 @@ export function measureRawAdmission(
       "SELECT id, admitted_seq FROM inputs WHERE source_kind = ? AND dedupe_key = ?",
     );
     const bump = db.prepare(
-      "UPDATE sessions SET next_seq = next_seq + 1 WHERE id = ? RETURNING next_seq - 1 AS seq",
+      "UPDATE sessions SET next_seq = next_seq + ?1 WHERE id = ?2 RETURNING next_seq - ?1 AS seq",
     );
     const event = db.prepare(
       "INSERT INTO events (session_id, seq, kind, at, body) VALUES (?, ?, 'input.admitted', ?, ?)",
@@ -60,14 +60,19 @@ export function measureRawAdmission(
          received_at, admitted_at, admitted_seq)
        VALUES (?, 'default', 'local', ?, 'local:default', 'owner', ?, ?, ?, ?)`,
     );
+    const key = (i: number) => `local:bench:m-${String(i).padStart(6, "0")}`;
+    let first = 0;
     return timeBatches(db, { batch, rows }, (i) => {
+      // As admitInputs: every dedupe lookup of the batch, then one bump numbers the new ones.
+      if (i % batch === 0) {
+        for (let j = i; j < i + batch; j++) lookup.get("local", key(j));
+        first = (bump.get(batch, "default") as { seq: number }).seq;
+      }
+      const seq = first + i % batch;
       const at = Date.now();
       const n = String(i).padStart(6, "0");
       const id = `in_01JHMMRR878CS2QQ58H${n}`;
-      const key = `local:bench:m-${n}`;
       const text = `bench input ${n}`;
-      lookup.get("local", key);
-      const { seq } = bump.get("default") as { seq: number };
       event.run(
         "default",
         seq,
@@ -75,14 +80,14 @@ export function measureRawAdmission(
         JSON.stringify({
           input_id: id,
           source_kind: "local",
-          dedupe_key: key,
+          dedupe_key: key(i),
           conversation_id: "local:default",
           author: "owner",
           received_at: at,
           body: text,
         }),
       );
-      input.run(id, key, JSON.stringify(text), at, at, seq);
+      input.run(id, key(i), JSON.stringify(text), at, at, seq);
     });
   } finally {
     db.close();

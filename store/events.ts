@@ -103,6 +103,40 @@ export function insertEvent<K extends string>(
 ): number;
 export function insertEvent(store: Store, session: string, kind: string, body: unknown): number {
   assert(store.inTransaction, "insertEvent runs inside the writer's transaction");
+  const text = checkedText(kind, body);
+  const seq = allocateSeq(store, session);
+  store.statement("INSERT INTO events (session_id, seq, kind, at, body) VALUES (?, ?, ?, ?, ?)")
+    .run(session, seq, kind, store.clock(), text);
+  return seq;
+}
+
+/**
+ * Appends one record at a sequence number the caller took with `allocateSeqs` (`sessions.ts`)
+ * in the same transaction: for a writer that numbers a batch of records with one bump. Every
+ * number taken must get its record before the transaction commits, or the log has a gap.
+ *
+ * @throws {KlbrError} `invalid_input` for a body that does not match its record type's schema.
+ * @example
+ * ```ts
+ * const first = allocateSeqs(store, "default", bodies.length);
+ * bodies.forEach((body, i) => insertEventAt(store, "default", first + i, "input.admitted", body));
+ * ```
+ */
+export function insertEventAt<T extends RecordType>(
+  store: Store,
+  session: string,
+  seq: number,
+  type: T,
+  body: RecordInput<T>,
+): void {
+  assert(store.inTransaction, "insertEventAt runs inside the writer's transaction");
+  const text = checkedText(type, body);
+  store.statement("INSERT INTO events (session_id, seq, kind, at, body) VALUES (?, ?, ?, ?, ?)")
+    .run(session, seq, type, store.clock(), text);
+}
+
+/** The JSON text of an event's body, after its kind and its record type's schema are checked. */
+function checkedText(kind: string, body: unknown): string {
   if (!KIND.test(kind)) {
     throw new KlbrError(
       "invalid_input",
@@ -111,10 +145,7 @@ export function insertEvent(store: Store, session: string, kind: string, body: u
   }
   const text = encodeBody(kind, body);
   checkBody(kind, body, text);
-  const seq = allocateSeq(store, session);
-  store.statement("INSERT INTO events (session_id, seq, kind, at, body) VALUES (?, ?, ?, ?, ?)")
-    .run(session, seq, kind, store.clock(), text);
-  return seq;
+  return text;
 }
 
 /**

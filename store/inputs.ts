@@ -11,9 +11,10 @@
  * @module
  */
 
-import { assert, KlbrError, newId, SOURCE_KINDS } from "../runtime/core/mod.ts";
+import { assert, KlbrError, SOURCE_KINDS } from "../runtime/core/mod.ts";
 import { type AdmitInput, type ParsedInput, parseInput } from "./_input_schema.ts";
 import { insertEvent } from "./events.ts";
+import { writeInputs } from "./_input_writes.ts";
 import type { Store } from "./store.ts";
 
 export { type AdmitInput, MAX_INPUT_BODY_CHARS } from "./_input_schema.ts";
@@ -108,7 +109,7 @@ export function inputFromRow(row: InputRow): InputRecord {
  */
 export function admitInput(store: Store, input: AdmitInput): AdmitResult {
   const data = parseInput(input);
-  return store.transaction(() => writeInput(store, data));
+  return store.transaction(() => writeInputs(store, [data])[0]);
 }
 
 /** One input's outcome in {@linkcode admitInputs}: its admission, or why it alone was refused. */
@@ -120,7 +121,8 @@ export type AdmitOutcome = AdmitResult | KlbrError;
  * with its error and writes nothing, the others are admitted as {@linkcode admitInput} would.
  *
  * Every input is checked before anything is written, and the valid ones are written together
- * in one savepoint. A savepoint per input would let a refused write roll back alone, but it
+ * in one savepoint, the new ones of each session numbered by one bump of its sequence
+ * (`next_seq + n`), in the order given. A savepoint per input would let a refused write roll back alone, but it
  * copies each page an input touches once more; so only when a write is refused after its
  * checks passed are the inputs written again, each in its own savepoint. When it returns in
  * its own transaction, every admitted input is committed. Proven by "`admitInputs()` refuses a
@@ -140,13 +142,13 @@ export function admitInputs(store: Store, inputs: AdmitInput[]): AdmitOutcome[] 
   const valid = checked.filter((item): item is ParsedInput => !(item instanceof KlbrError));
   let written: AdmitResult[];
   try {
-    written = store.transaction(() => valid.map((data) => writeInput(store, data)));
+    written = store.transaction(() => writeInputs(store, valid));
   } catch (error) {
     if (isStoreFailure(error)) throw error;
     return checked.map((data) =>
       data instanceof KlbrError
         ? data
-        : refusedAlone(() => store.transaction(() => writeInput(store, data)))
+        : refusedAlone(() => store.transaction(() => writeInputs(store, [data])[0]))
     );
   }
   let next = 0;
@@ -166,45 +168,6 @@ function refusedAlone<T>(fn: () => T): T | KlbrError {
 function isStoreFailure(error: unknown): boolean {
   return error instanceof KlbrError &&
     (error.code === "store_unavailable" || error.code === "store_corrupt");
-}
-
-/** Writes a checked input inside the caller's transaction; a repeated dedupe key writes nothing. */
-function writeInput(store: Store, data: ParsedInput): AdmitResult {
-  assert(store.inTransaction, "an input is written inside a transaction");
-  const first = store.statement(
-    "SELECT id, admitted_seq FROM inputs WHERE source_kind = ? AND dedupe_key = ?",
-  ).get(data.sourceKind, data.dedupeKey) as { id: string; admitted_seq: number } | undefined;
-  if (first !== undefined) {
-    return { inputId: first.id, seq: first.admitted_seq, duplicate: true };
-  }
-  const now = store.clock();
-  const inputId = newId("input", now);
-  const seq = insertEvent(store, data.session, "input.admitted", {
-    input_id: inputId,
-    source_kind: data.sourceKind,
-    dedupe_key: data.dedupeKey,
-    conversation_id: data.conversationId,
-    author: data.author,
-    received_at: data.receivedAt ?? now,
-    body: data.body,
-    ...(data.clientMsgId === undefined ? {} : { client_msg_id: data.clientMsgId }),
-  });
-  store.statement(
-    `INSERT INTO inputs (id, session_id, source_kind, dedupe_key, conversation_id, author, body,
-       received_at, admitted_at, admitted_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  ).run(
-    inputId,
-    data.session,
-    data.sourceKind,
-    data.dedupeKey,
-    data.conversationId,
-    data.author,
-    data.bodyText,
-    data.receivedAt ?? now,
-    now,
-    seq,
-  );
-  return { inputId, seq, duplicate: false };
 }
 
 /** Returns the input `id`, or `undefined` when there is none. */

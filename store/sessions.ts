@@ -117,10 +117,26 @@ export function requireSession(store: Store, id: string): Session {
  * @throws {KlbrError} `not_found` when the session does not exist.
  */
 export function allocateSeq(store: Store, session: string): number {
+  return allocateSeqs(store, session, 1);
+}
+
+/**
+ * Takes the next `count` event sequence numbers of `session` with one bump and returns the
+ * first; for writer modules numbering a batch, inside a transaction. Each number must get its
+ * record in that transaction (a rollback gives them all back).
+ *
+ * @throws {KlbrError} `not_found` when the session does not exist.
+ * @example
+ * ```ts
+ * const first = allocateSeqs(store, "default", 3); // first, first + 1, first + 2 are taken
+ * ```
+ */
+export function allocateSeqs(store: Store, session: string, count: number): number {
   assert(store.inTransaction, "a sequence number is allocated inside a transaction");
+  assert(Number.isSafeInteger(count) && count >= 1, "at least one sequence number is taken");
   const row = store.statement(
-    "UPDATE sessions SET next_seq = next_seq + 1 WHERE id = ? RETURNING next_seq - 1 AS seq",
-  ).get(session) as { seq: number } | undefined;
+    "UPDATE sessions SET next_seq = next_seq + ?1 WHERE id = ?2 RETURNING next_seq - ?1 AS seq",
+  ).get(count, session) as { seq: number } | undefined;
   if (row === undefined) requireSession(store, session);
   return row!.seq;
 }

@@ -8,7 +8,8 @@
 import assert from "node:assert/strict";
 import { KlbrError } from "../../runtime/core/mod.ts";
 import { type AdmitInput, admitInputs, pendingInputs } from "../../store/inputs.ts";
-import { getSession } from "../../store/sessions.ts";
+import { readEvents } from "../../store/events.ts";
+import { ensureSession, getSession } from "../../store/sessions.ts";
 import { type Store } from "../../store/store.ts";
 import { withStore } from "../_helpers/store.ts";
 
@@ -87,5 +88,49 @@ Deno.test("`admitInputs()` inside a transaction that rolls back admits nothing",
     // Nothing was kept of the keys either: they admit anew.
     const [a] = admitInputs(store, [input("a")]);
     assert.ok(!(a instanceof KlbrError) && !a.duplicate);
+  });
+});
+
+Deno.test("`admitInputs()` numbers each session's new inputs consecutively, in order, and every seq has its record", async () => {
+  await withStore((store) => {
+    ensureSession(store, "other");
+    const [beforeDefault, beforeOther] = [headSeq(store, "default"), headSeq(store, "other")];
+    admitInputs(store, [input("old")]);
+    const outcomes = admitInputs(store, [
+      input("a"),
+      input("x", { session: "other" }),
+      input("old"),
+      input("b"),
+      input("a"),
+      input("y", { session: "other" }),
+    ]);
+    const seqs = outcomes.map((o) => {
+      assert.ok(!(o instanceof KlbrError));
+      return [o.seq, o.duplicate];
+    });
+    const d = beforeDefault;
+    const o = beforeOther;
+    assert.deepEqual(seqs, [
+      [d + 2, false],
+      [o + 1, false],
+      [d + 1, true], // admitted before this call: its first seq
+      [d + 3, false],
+      [d + 2, true], // repeated within the call: the first one's
+      [o + 2, false],
+    ]);
+    assert.deepEqual([headSeq(store, "default"), headSeq(store, "other")], [d + 3, o + 2]);
+    // Each number is one input.admitted record of the input that holds it: no gap, no reuse.
+    for (const session of ["default", "other"]) {
+      const records = readEvents(store, session).filter((e) => e.kind === "input.admitted");
+      const inputs = pendingInputs(store, session);
+      assert.deepEqual(
+        records.map((e) => [e.seq, (e.body as { input_id: string }).input_id]),
+        inputs.map((i) => [i.seq, i.id]),
+      );
+      assert.deepEqual(
+        readEvents(store, session).map((e) => e.seq),
+        Array.from({ length: headSeq(store, session) }, (_, i) => i + 1),
+      );
+    }
   });
 });
