@@ -59,26 +59,45 @@ export function admitInputs(
   session: string,
   inputs: PendingInput[],
 ): AdmitOutcome[] {
-  const built = inputs.map((input): AdmitInput | KlbrError => {
-    try {
-      return { session, ...input() };
-    } catch (error) {
-      if (isKlbrError(error)) return error;
-      throw error;
-    }
-  });
+  return admitGroups(store, [{ session, inputs }])[0];
+}
+
+/**
+ * Writes several groups of inputs (each of one session) inside the caller's transaction as one
+ * store batch — one dedupe pass and one sequence bump per session for all of them — and answers
+ * each group with one outcome per input, as {@linkcode admitInputs} would have.
+ *
+ * @throws {KlbrError} `store_unavailable` or `store_corrupt` when the store cannot write: the
+ * caller's transaction must then roll back, and no input of any group is admitted.
+ */
+export function admitGroups(
+  store: Store,
+  groups: readonly { session: string; inputs: readonly PendingInput[] }[],
+): AdmitOutcome[][] {
+  const built = groups.map((group) =>
+    group.inputs.map((input): AdmitInput | KlbrError => {
+      try {
+        return { session: group.session, ...input() };
+      } catch (error) {
+        if (isKlbrError(error)) return error;
+        throw error;
+      }
+    })
+  );
   // A store that cannot write throws here: it refuses the whole batch, never one input of it.
   const written = admitStoreInputs(
     store,
-    built.filter((b): b is AdmitInput => !(b instanceof KlbrError)),
+    built.flat().filter((b): b is AdmitInput => !(b instanceof KlbrError)),
   );
   let next = 0;
-  return built.map((b): AdmitOutcome => {
-    const outcome = b instanceof KlbrError ? b : written[next++];
-    return outcome instanceof KlbrError
-      ? { error: outcome }
-      : { ack: { input_id: outcome.inputId, seq: outcome.seq, duplicate: outcome.duplicate } };
-  });
+  return built.map((list) =>
+    list.map((b): AdmitOutcome => {
+      const outcome = b instanceof KlbrError ? b : written[next++];
+      return outcome instanceof KlbrError
+        ? { error: outcome }
+        : { ack: { input_id: outcome.inputId, seq: outcome.seq, duplicate: outcome.duplicate } };
+    })
+  );
 }
 
 /** A local input from a lane client: its dedupe key is the client's id and message id. */

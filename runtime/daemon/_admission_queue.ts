@@ -22,7 +22,7 @@ import { indexAdmittedInputs } from "../../store/history_index.ts";
 import type { Store } from "../../store/store.ts";
 import { faultPoint, type Logger, nextMacrotask } from "../core/mod.ts";
 import type { AdmitOutcome } from "../lanes/mod.ts";
-import { admitInputs, type PendingInput } from "./_admission.ts";
+import { admitGroups, type PendingInput } from "./_admission.ts";
 
 /** The inputs one commit holds at most; the rest wait for the next. */
 export const MAX_INPUTS_PER_COMMIT = 2048;
@@ -131,9 +131,7 @@ export class AdmissionQueue {
     this.#queued -= count;
     let results: AdmitOutcome[][];
     try {
-      results = this.#store.transaction(() =>
-        groups.map((group) => admitInputs(this.#store, group.session, group.inputs))
-      );
+      results = this.#store.transaction(() => admitGroups(this.#store, groups));
       faultPoint("commit-before-notify");
     } catch (error) {
       for (const group of groups) group.reject(error);
