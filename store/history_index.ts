@@ -179,6 +179,19 @@ export function indexAdmittedInputs(store: Store, options: { limit?: number } = 
   });
 }
 
+/**
+ * How many admitted inputs `history_fts` does not hold yet (behind the cursor): two index
+ * probes. Inputs are never deleted, so their rowids have no gaps.
+ */
+export function inputsNotIndexed(store: Store): number {
+  const cursor = inputsBehind(store);
+  if (cursor === null) return 0;
+  const { last } = store.statement("SELECT max(rowid) AS last FROM inputs").get() as {
+    last: number;
+  };
+  return last - cursor;
+}
+
 /** The cursor's rowid when an input after it is not indexed yet; `null` when none is. */
 function inputsBehind(store: Store): number | null {
   const row = store.statement(

@@ -20,7 +20,7 @@
 export const FAULT_POINTS = [
   /** After admission commits a batch of inputs, before any ack or wake. */
   "commit-before-notify",
-  /** Admission gone idle, before the history indexer writes a batch of admitted inputs. */
+  /** Admission idle with a whole batch of inputs not history-indexed, before it is indexed. */
   "admitted-before-index",
   /** After `local.send` commits its record, before the cell hears the reply. */
   "publish-before-reply",

@@ -9,16 +9,18 @@
  * the commit that holds it, so its connection sends the acks in microtasks; the planner's wake
  * and the record fan-out run one event-loop turn later, after those sends.
  *
- * Inputs are indexed for `history.search` off that path: once the queue has gone idle, the
- * writer indexes the admitted backlog {@linkcode INDEX_BATCH} inputs to a transaction, one
- * event-loop turn between them, and goes back to admission as soon as an input is queued. A
- * search catches up whatever is still behind (`indexAdmittedInputs` in
- * `store/history_index.ts`), so this is only where the work is done, not what a search sees.
+ * Inputs are indexed for `history.search` off that path: once the queue has gone idle with at
+ * least {@linkcode INDEX_BATCH} inputs not indexed, the writer indexes them that many to a
+ * transaction, one event-loop turn between them, and goes back to admission as soon as an input
+ * is queued. A smaller backlog waits: indexing one input alone would cost a commit of its own
+ * (an fsync) after each lone input. A search catches up whatever is still behind
+ * (`indexAdmittedInputs` in `store/history_index.ts`), so this is only where the work is done,
+ * not what a search sees.
  *
  * @module
  */
 
-import { indexAdmittedInputs } from "../../store/history_index.ts";
+import { indexAdmittedInputs, inputsNotIndexed } from "../../store/history_index.ts";
 import type { Store } from "../../store/store.ts";
 import { faultPoint, type Logger, nextMacrotask } from "../core/mod.ts";
 import type { AdmitOutcome } from "../lanes/mod.ts";
@@ -27,7 +29,7 @@ import { admitGroups, type PendingInput } from "./_admission.ts";
 /** The inputs one commit holds at most; the rest wait for the next. */
 export const MAX_INPUTS_PER_COMMIT = 2048;
 
-/** The admitted inputs one idle indexing transaction takes at most. */
+/** The admitted inputs one idle indexing transaction takes: fewer wait for more, or a search. */
 export const INDEX_BATCH = 256;
 
 /** What admission has committed since the daemon started, for `status`. */
@@ -148,9 +150,10 @@ export class AdmissionQueue {
     return woken;
   }
 
-  /** Indexes one batch of admitted inputs; whether there may be more behind it. */
+  /** Indexes one batch of admitted inputs when a whole one waits; whether one was indexed. */
   #indexBatch(): boolean {
     try {
+      if (inputsNotIndexed(this.#store) < INDEX_BATCH) return false;
       faultPoint("admitted-before-index");
       return indexAdmittedInputs(this.#store, { limit: INDEX_BATCH }) === INDEX_BATCH;
     } catch (error) {
