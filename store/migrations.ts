@@ -16,7 +16,7 @@ import { V7 } from "./_migration_jobs.ts";
 import { CONTEXT_SCHEMA } from "./_context_schema.ts";
 import { BEHAVIOR_DIAGNOSTICS_SQL } from "./_behavior_schema.ts";
 import { V10 } from "./_migration_faults.ts";
-import { V13 } from "./_migration_history_cursor.ts";
+import { V13 } from "./_migration_cursor.ts";
 
 /** The value of the `klbr_meta` `format` row that marks a klbr store. */
 export const STORE_FORMAT = "klbr-runtime";

@@ -1,4 +1,4 @@
-// Inputs are history-indexed after admission, not in its transaction (migration 12): a cursor
+// Inputs are history-indexed after admission, not in its transaction (migration 13): a cursor
 // records the last input indexed, the rows and the cursor move in one transaction, and every
 // search catches the index up first, so a search finds an input the moment it is admitted.
 
@@ -96,13 +96,13 @@ Deno.test("a rolled-back index transaction leaves the cursor and the rows as the
   });
 });
 
-Deno.test("migration 12 starts the cursor after the inputs migration 8's trigger indexed", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "klbr-mig11-" });
+Deno.test("migration 13 starts the cursor after the inputs migration 8's trigger indexed", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "klbr-mig12-" });
   try {
     const db = new DatabaseSync(`${dir}/runtime.sqlite`);
     db.exec("PRAGMA journal_mode = WAL");
-    for (const migration of MIGRATIONS.filter((m) => m.version <= 11)) db.exec(migration.sql);
-    db.exec("PRAGMA user_version = 11");
+    for (const migration of MIGRATIONS.filter((m) => m.version <= 12)) db.exec(migration.sql);
+    db.exec("PRAGMA user_version = 12");
     db.exec(`INSERT INTO sessions (id, created_at) VALUES ('default', 1);
       INSERT INTO inputs (id, session_id, source_kind, dedupe_key, conversation_id, author, body,
         received_at, admitted_at, admitted_seq) VALUES
@@ -112,7 +112,7 @@ Deno.test("migration 12 starts the cursor after the inputs migration 8's trigger
     const store = openStore(dir);
     try {
       assert.equal(store.schemaVersion, LATEST_VERSION);
-      // Version 11's trigger indexed both; the cursor starts after them, so nothing twice.
+      // Version 12's trigger indexed both; the cursor starts after them, so nothing twice.
       assert.deepEqual(indexState(store), {
         cursor: 2,
         last: 2,
