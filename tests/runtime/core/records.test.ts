@@ -100,6 +100,8 @@ Deno.test("every record type written in runtime/ and store/ is in the union, and
     // A type chosen by a condition: `state === "abandoned" ? "frame.abandoned" : "frame.finished"`.
     /(?:appendEvent|insertEvent)\(\s*[^,()]+,\s*[^,()]+,\s*[^,?]+\?\s*"([^"]+)"\s*:\s*"([^"]+)"/g,
     /(?:#record|\brecord|\bnote)\(\s*"([^"]+)"/g,
+    // A record at a sequence number taken for a batch: `insertEventAt(store, session, seq, type, …)`.
+    /insertEventAt\(\s*[^,()]+,\s*[^,()]+,\s*[^,()]+,\s*"([^"]+)"/g,
   ];
   const written = new Map<string, string>();
   for (const file of [...await sources("runtime"), ...await sources("store")]) {
