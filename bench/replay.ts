@@ -16,7 +16,7 @@ import { admitInput } from "../store/inputs.ts";
 import { requireSession } from "../store/sessions.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
-import { encodeStoredRecords, textBatches } from "../runtime/lanes/mod.ts";
+import { storedBatches } from "../runtime/lanes/mod.ts";
 import { openLane, type ReplayStats } from "./lane_driver.ts";
 import { atLeastOfPeer, type BenchRow, makeRow } from "./row.ts";
 import { ratePerSecond } from "./stats.ts";
@@ -104,7 +104,7 @@ type PageRead = { records: number; lastSeq: number; chars: number };
 function spliceRead(store: Store, since: number): PageRead {
   const page = readEventTexts(store, "default", { since, limit: PAGE });
   let chars = 0;
-  for (const batch of textBatches("default", encodeStoredRecords("default", page))) {
+  for (const batch of storedBatches("default", page)) {
     chars += batch.text.length;
   }
   return { records: page.length, lastSeq: page.at(-1)?.seq ?? since, chars };

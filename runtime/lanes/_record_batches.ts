@@ -114,6 +114,49 @@ export function textBatches(
 }
 
 /**
+ * Encodes stored records (consecutive, in order) straight into `records` messages of at most
+ * `maxChars` of JSON text each, a record larger than that alone: the messages
+ * `textBatches(session, encodeStoredRecords(session, rows))` gives. It makes no object per
+ * record: a catch-up's page holds a thousand records at once, and V8 would move objects that
+ * live that long into its old generation as they are made, to be collected by full GCs.
+ *
+ * @example
+ * ```ts
+ * for (const batch of storedBatches("default", readEventTexts(store, "default"))) ws.send(batch.text);
+ * ```
+ */
+export function storedBatches(
+  session: string,
+  rows: readonly StoredRecord[],
+  maxChars = MAX_BATCH_CHARS,
+): TextBatch[] {
+  const quoted = JSON.stringify(session);
+  const head = `{"kind":"records","session":${quoted},"records":[`;
+  const recordHead = `{"kind":"record","session":${quoted},"seq":`;
+  const batches: TextBatch[] = [];
+  let texts: string[] = [];
+  let chars = head.length + 2;
+  let lastSeq = 0;
+  for (let i = 0; i < rows.length; i++) {
+    const { seq, kind, at, body } = rows[i];
+    const data = body === "null" ? "{}" : body;
+    const text = `${recordHead}${seq},"at":${at},"type":${JSON.stringify(kind)},"data":${data}}`;
+    if (texts.length > 0 && chars + text.length + 1 > maxChars) {
+      batches.push({ text: `${head}${texts.join(",")}]}`, count: texts.length, lastSeq });
+      texts = [];
+      chars = head.length + 2;
+    }
+    texts.push(text);
+    chars += text.length + 1;
+    lastSeq = seq;
+  }
+  if (texts.length > 0) {
+    batches.push({ text: `${head}${texts.join(",")}]}`, count: texts.length, lastSeq });
+  }
+  return batches;
+}
+
+/**
  * Splits `records` (consecutive, in order) into `records` messages of at most `maxChars` of
  * JSON text each, encoding every record once.
  *

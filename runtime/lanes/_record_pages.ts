@@ -9,7 +9,12 @@
 
 import type { ServerMessage } from "../core/mod.ts";
 import type { LaneHost } from "./_lane_types.ts";
-import { encodeStoredRecords, recordBatches, textBatches } from "./_record_batches.ts";
+import {
+  encodeStoredRecords,
+  recordBatches,
+  storedBatches,
+  textBatches,
+} from "./_record_batches.ts";
 
 /** One message of a page, and the seq a client holds once it has applied it. */
 export type PageMessage =
@@ -49,6 +54,13 @@ export function readPage(
 ): RecordPage {
   if (options.text) {
     const stored = host.readStoredRecords?.(session, since, options.limit);
+    if (stored !== undefined && options.batch) {
+      const messages = storedBatches(session, stored).map(({ text, lastSeq }) => ({
+        text,
+        lastSeq,
+      }));
+      return { read: stored.length, messages };
+    }
     const encoded = stored === undefined
       ? host.readRecords(session, since, options.limit)
         .map((record) => ({ seq: record.seq, text: JSON.stringify(record) }))

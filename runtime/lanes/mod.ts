@@ -36,6 +36,7 @@ export {
   MAX_BATCH_CHARS,
   type RecordBatch,
   recordBatches,
+  storedBatches,
   type StoredRecord,
   type TextBatch,
   textBatches,
