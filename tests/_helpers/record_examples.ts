@@ -6,6 +6,8 @@
  */
 
 import { dirname, join } from "node:path";
+import { appendEvent } from "../../store/events.ts";
+import type { Store } from "../../store/store.ts";
 import { fileURLToPath } from "node:url";
 
 const DOC = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "docs", "protocol.md");
@@ -37,4 +39,23 @@ export function recordExamples(): RecordExample[] {
     const example = /\| `(\{[^`]*\})` *\|$/.exec(row)?.[1];
     return { type, data: example === undefined ? undefined : JSON.parse(example), row };
   });
+}
+
+/**
+ * Appends every example of the record table that has `data` to the `default` session, in
+ * document order; returns how many it appended.
+ *
+ * @example
+ * ```ts
+ * const written = appendRecordExamples(store); // > 20
+ * ```
+ */
+export function appendRecordExamples(store: Store): number {
+  let written = 0;
+  for (const example of recordExamples()) {
+    if (example.data === undefined) continue;
+    appendEvent(store, "default", example.type as "x.example", example.data);
+    written++;
+  }
+  return written;
 }

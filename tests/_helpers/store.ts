@@ -42,3 +42,31 @@ export async function withStore(
     await Deno.remove(dir, { recursive: true });
   }
 }
+
+/**
+ * Wraps `store` so that every SQL text asked of `statement()` is recorded in `seen`: a test can
+ * then check the query plan of exactly what a function ran.
+ *
+ * @example
+ * ```ts
+ * const { store: watched, seen } = recordingStatements(store);
+ * runMaintenance(watched, options);
+ * for (const sql of seen) assertUsesIndex(store, sql);
+ * ```
+ */
+export function recordingStatements(store: Store): { store: Store; seen: Set<string> } {
+  const seen = new Set<string>();
+  const proxy = new Proxy(store, {
+    get(target, prop) {
+      if (prop === "statement") {
+        return (sql: string) => {
+          seen.add(sql);
+          return target.statement(sql);
+        };
+      }
+      const value = Reflect.get(target, prop, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { store: proxy, seen };
+}

@@ -4,6 +4,7 @@
 // history. A scan of a partial index that holds only open work (pending inputs, open cells and
 // frames, pending outbox rows) is allowed: those sets do not grow with history.
 
+import { recordingStatements } from "../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { buildRequest, compactContext } from "../../runtime/context/mod.ts";
@@ -49,24 +50,6 @@ const OPEN_WORK = [
   "outbox_pending",
   "outbox_attempting",
 ];
-
-/** A store whose `statement()` records every SQL text it is asked for. */
-function recording(store: Store): { store: Store; seen: Set<string> } {
-  const seen = new Set<string>();
-  const proxy = new Proxy(store, {
-    get(target, prop) {
-      if (prop === "statement") {
-        return (sql: string) => {
-          seen.add(sql);
-          return target.statement(sql);
-        };
-      }
-      const value = Reflect.get(target, prop, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  return { store: proxy, seen };
-}
 
 /** A session as a crash leaves it: history, an open frame with a cell, one without, a dangling
  * tool call, an attempting and a pending outbox row. */
@@ -134,7 +117,7 @@ Deno.test("hot queries never scan a table that grows with history (EXPLAIN QUERY
   try {
     ensureSession(base, "default");
     crashedSession(base);
-    const { store, seen } = recording(base);
+    const { store, seen } = recordingStatements(base);
     const budget = { contextTokens: 8192, compactAt: 0.75, summaryShare: 0.1 };
     const deps = { store, bus: new EventBus(), log: SILENT_LOGGER, contextBudget: () => budget };
 

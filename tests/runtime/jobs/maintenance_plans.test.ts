@@ -4,6 +4,7 @@
 // history (a scan of a partial index over open work only is allowed, as in
 // tests/store/query_plans.test.ts).
 
+import { recordingStatements } from "../../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
@@ -15,28 +16,11 @@ import { admitInput } from "../../../store/inputs.ts";
 import { startGeneration } from "../../../store/kernel_generations.ts";
 import { recordRelease } from "../../../store/releases.ts";
 import { ensureSession } from "../../../store/sessions.ts";
-import { openStore, type Store } from "../../../store/store.ts";
+import { openStore } from "../../../store/store.ts";
 import { writeTurn } from "../../_helpers/history_fixture.ts";
 
 const GROWING = ["events", "inputs", "frames", "cells", "provider_items", "kernel_generations"];
 const OPEN_WORK = ["frames_open", "kernel_generations_running", "jobs_open"];
-
-function recording(store: Store): { store: Store; seen: Set<string> } {
-  const seen = new Set<string>();
-  const proxy = new Proxy(store, {
-    get(target, prop) {
-      if (prop === "statement") {
-        return (sql: string) => {
-          seen.add(sql);
-          return target.statement(sql);
-        };
-      }
-      const value = Reflect.get(target, prop, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  return { store: proxy, seen };
-}
 
 Deno.test("`runMaintenance()` finds what pins a release without scanning history (EXPLAIN QUERY PLAN)", async () => {
   const dir = await Deno.makeTempDir();
@@ -70,7 +54,7 @@ Deno.test("`runMaintenance()` finds what pins a release without scanning history
       skillsRevision: "s",
       behaviorRevision: "2".repeat(64),
     });
-    const { store, seen } = recording(base);
+    const { store, seen } = recordingStatements(base);
     const { config } = parseConfig("cleanup {\n release_keep_days 30\n}", { file: "t" });
     const deps = { store, bus: new EventBus(), log: SILENT_LOGGER, cleanup: config.cleanup };
     await runMaintenance({ ...deps, session: "default" }, "test");

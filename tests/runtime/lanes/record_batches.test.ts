@@ -16,7 +16,7 @@ import {
 import type { LaneRecord, ServerMessage } from "../../../runtime/core/mod.ts";
 import { appendEvent, readEvents, readEventTexts } from "../../../store/events.ts";
 import type { Store } from "../../../store/store.ts";
-import { recordExamples } from "../../_helpers/record_examples.ts";
+import { appendRecordExamples } from "../../_helpers/record_examples.ts";
 import { withStore } from "../../_helpers/store.ts";
 import { AUTH, TOKEN } from "./_native_auth.ts";
 
@@ -41,12 +41,7 @@ function splicedTexts(store: Store, since = 0): string[] {
 
 Deno.test("`encodeStoredRecords()` gives every documented record type the text of its parsed record", async () => {
   await withStore((store) => {
-    let written = 0;
-    for (const example of recordExamples()) {
-      if (example.data === undefined) continue;
-      appendEvent(store, "default", example.type as "x.example", example.data);
-      written++;
-    }
+    const written = appendRecordExamples(store);
     assert.ok(written > 20, `only ${written} examples`);
     const spliced = splicedTexts(store);
     assert.equal(spliced.length, written);

@@ -14,7 +14,7 @@ import {
 } from "../../../runtime/lanes/mod.ts";
 import { appendEvent, readEventTexts } from "../../../store/events.ts";
 import type { Store } from "../../../store/store.ts";
-import { recordExamples } from "../../_helpers/record_examples.ts";
+import { appendRecordExamples } from "../../_helpers/record_examples.ts";
 import { withStore } from "../../_helpers/store.ts";
 
 function stored(store: Store, since = 0): StoredRecord[] {
@@ -27,12 +27,7 @@ function twoStep(session: string, rows: StoredRecord[], bound: number) {
 
 Deno.test("`storedBatches()` gives every documented record type the messages of the two-step path, at every bound", async () => {
   await withStore((store) => {
-    let written = 0;
-    for (const example of recordExamples()) {
-      if (example.data === undefined) continue;
-      appendEvent(store, "default", example.type as "x.example", example.data);
-      written++;
-    }
+    const written = appendRecordExamples(store);
     appendEvent(store, "default", "test.null", null);
     assert.ok(written > 20, `only ${written} examples`);
     const rows = stored(store);
