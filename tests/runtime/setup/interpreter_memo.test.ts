@@ -63,6 +63,18 @@ async function servedOnce(): Promise<{ stateDir: string; workspace: string }> {
   return { stateDir, workspace };
 }
 
+/** Writes `remembered` as the state directory's remembered interpreter. */
+async function remember(stateDir: string, remembered: { executable: string; home: string }) {
+  await Deno.writeTextFile(join(stateDir, INTERPRETER_FILE), JSON.stringify(remembered));
+}
+
+/** Serves again through the launcher with a probe-logging bwrap; the caller stops the daemon. */
+async function serveLoggingProbes(state: { stateDir: string; workspace: string }) {
+  const { bwrap, probes } = await loggingBwrap(await tempDir());
+  const daemon = await startTestDaemon({ via: "launcher", ...state, env: { KLBR_BWRAP: bwrap } });
+  return { daemon, probes };
+}
+
 async function sandboxOf(url: string): Promise<string> {
   return (await (await fetch(`${url}/health`)).json()).sandbox;
 }
@@ -96,19 +108,11 @@ Deno.test("serve remembers the interpreter it handed over, and the next start pr
 
 Deno.test("a remembered interpreter the lookup does not name is probed early, never used", async () => {
   const real = await resolvePython("python3");
-  const { stateDir, workspace } = await servedOnce();
+  const state = await servedOnce();
+  const { stateDir } = state;
   // An interpreter that cannot run: its early probe says children cannot be confined.
-  await Deno.writeTextFile(
-    join(stateDir, INTERPRETER_FILE),
-    JSON.stringify({ executable: "/nonexistent/bin/python3", home: "/nonexistent" }),
-  );
-  const { bwrap, probes } = await loggingBwrap(await tempDir());
-  const daemon = await startTestDaemon({
-    via: "launcher",
-    stateDir,
-    workspace,
-    env: { KLBR_BWRAP: bwrap },
-  });
+  await remember(stateDir, { executable: "/nonexistent/bin/python3", home: "/nonexistent" });
+  const { daemon, probes } = await serveLoggingProbes(state);
   try {
     // Had the early probe counted, this daemon would have been replaced by an unconfined one.
     assert.equal(await sandboxOf(daemon.url), "bwrap");
@@ -122,20 +126,10 @@ Deno.test("a remembered interpreter the lookup does not name is probed early, ne
 
 Deno.test("a remembered interpreter the daemon could have written is never run early", async () => {
   const real = await resolvePython("python3");
-  const { stateDir, workspace } = await servedOnce();
-  for (const dir of [stateDir, workspace]) {
-    const executable = join(dir, "bin", "python3");
-    await Deno.writeTextFile(
-      join(stateDir, INTERPRETER_FILE),
-      JSON.stringify({ executable, home: dir }),
-    );
-    const { bwrap, probes } = await loggingBwrap(await tempDir());
-    const daemon = await startTestDaemon({
-      via: "launcher",
-      stateDir,
-      workspace,
-      env: { KLBR_BWRAP: bwrap },
-    });
+  const state = await servedOnce();
+  for (const dir of [state.stateDir, state.workspace]) {
+    await remember(state.stateDir, { executable: join(dir, "bin", "python3"), home: dir });
+    const { daemon, probes } = await serveLoggingProbes(state);
     try {
       assert.equal(await sandboxOf(daemon.url), "bwrap");
       assert.deepEqual(probes(), [real.executable], `remembered under ${dir}`);
@@ -152,9 +146,6 @@ Deno.test("`rememberedInterpreter()` is no guess for a missing, damaged or relat
     await Deno.writeTextFile(join(dir, INTERPRETER_FILE), text);
     assert.equal(rememberedInterpreter(dir), undefined, text);
   }
-  await Deno.writeTextFile(
-    join(dir, INTERPRETER_FILE),
-    JSON.stringify({ executable: "/usr/bin/python3", home: "/usr" }),
-  );
+  await remember(dir, { executable: "/usr/bin/python3", home: "/usr" });
   assert.deepEqual(rememberedInterpreter(dir), { executable: "/usr/bin/python3", home: "/usr" });
 });
