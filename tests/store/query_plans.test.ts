@@ -4,6 +4,7 @@
 // history. A scan of a partial index that holds only open work (pending inputs, open cells and
 // frames, pending outbox rows) is allowed: those sets do not grow with history.
 
+import { historyScans } from "../_helpers/query_plans.ts";
 import { recordingStatements } from "../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
@@ -141,27 +142,10 @@ Deno.test("hot queries never scan a table that grows with history (EXPLAIN QUERY
 
     const db = new DatabaseSync(`${dir}/runtime.sqlite`, { readOnly: true });
     try {
-      const scans: string[] = [];
-      let explained = 0;
-      for (const sql of seen) {
-        if (!/^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)/i.test(sql)) continue;
-        explained++;
-        const plan = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[];
-        // A plan names a table by its alias when the query gives one.
-        const aliases = new Map(
-          [...sql.matchAll(/\b(?:FROM|JOIN)\s+(\w+)(?:\s+(?:AS\s+)?(\w+))?/gi)]
-            .filter((m) =>
-              m[2] !== undefined && !/^(WHERE|ON|JOIN|ORDER|LIMIT|GROUP|INDEXED)$/i.test(m[2])
-            )
-            .map((m) => [m[2], m[1]]),
-        );
-        for (const { detail } of plan) {
-          const scan = /^SCAN (\w+)(?: USING (?:COVERING )?INDEX (\w+))?/.exec(detail);
-          if (scan === null || !GROWING.includes(aliases.get(scan[1]) ?? scan[1])) continue;
-          if (scan[2] !== undefined && OPEN_WORK.includes(scan[2])) continue;
-          scans.push(`${detail} ← ${sql.replace(/\s+/g, " ")}`);
-        }
-      }
+      const { scans, explained } = historyScans(db, seen, {
+        growing: GROWING,
+        openWork: OPEN_WORK,
+      });
       assert.ok(explained > 30, `explained ${explained} statements`);
       assert.deepEqual(scans, []);
     } finally {

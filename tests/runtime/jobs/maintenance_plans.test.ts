@@ -4,6 +4,7 @@
 // history (a scan of a partial index over open work only is allowed, as in
 // tests/store/query_plans.test.ts).
 
+import { historyScans } from "../../_helpers/query_plans.ts";
 import { recordingStatements } from "../../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
@@ -61,19 +62,9 @@ Deno.test("`runMaintenance()` finds what pins a release without scanning history
 
     const db = new DatabaseSync(join(dir, "runtime.sqlite"), { readOnly: true });
     try {
-      const scans: string[] = [];
       const frames = [...seen].filter((sql) => /\bFROM (frames|kernel_generations)\b/.test(sql));
       assert.ok(frames.length >= 2, `explained ${frames.length} pin lookups`);
-      for (const sql of seen) {
-        if (!/^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)/i.test(sql)) continue;
-        const plan = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[];
-        for (const { detail } of plan) {
-          const scan = /^SCAN (\w+)(?: USING (?:COVERING )?INDEX (\w+))?/.exec(detail);
-          if (scan === null || !GROWING.includes(scan[1])) continue;
-          if (scan[2] !== undefined && OPEN_WORK.includes(scan[2])) continue;
-          scans.push(`${detail} ← ${sql.replace(/\s+/g, " ")}`);
-        }
-      }
+      const { scans } = historyScans(db, seen, { growing: GROWING, openWork: OPEN_WORK });
       assert.deepEqual(scans, []);
     } finally {
       db.close();
