@@ -222,6 +222,9 @@ export async function benchAgentLoop(options: AgentLoopOptions): Promise<BenchRo
       stateDir: options.stateDir,
       workspace: options.workspace,
       denoFlags: options.denoFlags,
+      // The default hourly budget (600 requests) would stop a run of more than about 280
+      // one-step turns; the bench measures the loop, not the budget.
+      extraConfig: "budget {\n    model_requests_per_hour 100000\n}\n",
     });
     const { lane } = await openLane({
       port: daemon.port,
