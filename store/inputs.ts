@@ -11,13 +11,14 @@
  * @module
  */
 
-import { assert, KlbrError, SOURCE_KINDS } from "../runtime/core/mod.ts";
+import { KlbrError, SOURCE_KINDS } from "../runtime/core/mod.ts";
 import { type AdmitInput, type ParsedInput, parseInput } from "./_input_schema.ts";
 import { insertEvent } from "./events.ts";
 import { writeInputs } from "./_input_writes.ts";
 import type { Store } from "./store.ts";
 
 export { type AdmitInput, MAX_INPUT_BODY_CHARS } from "./_input_schema.ts";
+export { claimInputs, type InputClaim, unclaimInputs } from "./_input_claims.ts";
 
 /** What {@linkcode admitInput} returns: the input id and the seq of its `input.admitted` event. */
 export interface AdmitResult {
@@ -176,6 +177,23 @@ export function getInput(store: Store, id: string): InputRecord | undefined {
   return row ? inputFromRow(row) : undefined;
 }
 
+/**
+ * Returns the inputs `ids` in the order given, in one query (a frame may hold thousands); an id
+ * with no input is left out.
+ *
+ * @example
+ * ```ts
+ * const inputs = getInputs(store, frame.inputIds);
+ * ```
+ */
+export function getInputs(store: Store, ids: readonly string[]): InputRecord[] {
+  const rows = store.statement(
+    "SELECT * FROM inputs WHERE id IN (SELECT value FROM json_each(?))",
+  ).all(JSON.stringify(ids)) as unknown as InputRow[];
+  const byId = new Map(rows.map((row) => [row.id, inputFromRow(row)]));
+  return ids.flatMap((id) => byId.get(id) ?? []);
+}
+
 /** Returns the input admitted under `(sourceKind, dedupeKey)`, or `undefined`. */
 export function inputByDedupeKey(
   store: Store,
@@ -219,52 +237,6 @@ export function pendingSummary(
     "SELECT count(*) AS count, min(admitted_at) AS oldest FROM inputs WHERE session_id = ? AND status = 'pending'",
   ).get(session) as { count: number; oldest: number | null };
   return { count: row.count, oldestAdmittedAt: row.oldest };
-}
-
-/**
- * Marks `inputIds` consumed by `frameId`; for the frames writer, inside its transaction.
- *
- * @throws {KlbrError} `invalid_input` when an input is missing, in another session or not
- *   pending; the caller's transaction then rolls back, so nothing is written.
- */
-export function claimInputs(
-  store: Store,
-  claim: { session: string; inputIds: readonly string[]; frameId: string },
-): void {
-  assert(store.inTransaction, "inputs are claimed inside the frame's transaction");
-  const action = "cannot accept frame";
-  for (const id of claim.inputIds) {
-    const row = store.statement("SELECT session_id, status FROM inputs WHERE id = ?").get(id) as
-      | { session_id: string; status: string }
-      | undefined;
-    if (row === undefined) {
-      throw new KlbrError("invalid_input", `${action}: input ${id} does not exist (got ${id})`);
-    }
-    if (row.session_id !== claim.session) {
-      throw new KlbrError(
-        "invalid_input",
-        `${action}: input ${id} belongs to session ${row.session_id}, not ${claim.session} (got ${id})`,
-      );
-    }
-    if (row.status !== "pending") {
-      throw new KlbrError(
-        "invalid_input",
-        `${action}: input ${id} is not pending (got status ${row.status})`,
-      );
-    }
-    const changed = store.statement(
-      "UPDATE inputs SET status = 'consumed', frame_id = ? WHERE id = ? AND status = 'pending'",
-    ).run(claim.frameId, id).changes;
-    assert(changed === 1, "a pending input is claimed exactly once");
-  }
-}
-
-/** Returns the inputs of `frameId` to `pending`; for the frames writer, inside a transaction. */
-export function unclaimInputs(store: Store, frameId: string): void {
-  assert(store.inTransaction, "inputs are returned inside the frame's transaction");
-  store.statement(
-    "UPDATE inputs SET status = 'pending', frame_id = NULL WHERE frame_id = ? AND status = 'consumed'",
-  ).run(frameId);
 }
 
 /**

@@ -10,7 +10,7 @@
 
 import { z } from "zod";
 import { getFrame } from "../../store/frames.ts";
-import { getInput } from "../../store/inputs.ts";
+import { getInputs } from "../../store/inputs.ts";
 import { type ProviderItem, readProviderRange } from "../../store/provider_items.ts";
 import { cellsOfToolCalls, outboxStates, sendsOfCells } from "../../store/history_sources.ts";
 import type { Store } from "../../store/store.ts";
@@ -140,18 +140,16 @@ function saidIn(store: Store, item: ProviderItem, seen: Set<string>): Entry[] {
   if (!content.startsWith("[input ") || item.frameId === null || seen.has(item.frameId)) return [];
   seen.add(item.frameId);
   const frame = getFrame(store, item.frameId);
-  return (frame?.inputIds ?? []).flatMap((id) => {
-    const input = getInput(store, id);
-    if (input === undefined) return [];
+  return getInputs(store, frame?.inputIds ?? []).map((input) => {
     const body = bodyOf(input);
-    return [{
-      ref: `input:${id}`,
+    return {
+      ref: `input:${input.id}`,
       idx: item.idx,
       text: excerpt(body),
       step: true,
       author: input.author,
       conversation: input.conversationId,
-    }];
+    };
   });
 }
 

@@ -14,7 +14,7 @@
 
 import { appendEvent } from "../../store/events.ts";
 import { acceptFrame, finishFrame, type FrameRecord, getFrame } from "../../store/frames.ts";
-import { getInput, type InputRecord, pendingInputs } from "../../store/inputs.ts";
+import { getInputs, type InputRecord, pendingInputs } from "../../store/inputs.ts";
 import { oldestPendingAt } from "../../store/work_counts.ts";
 import { requireSession } from "../../store/sessions.ts";
 import {
@@ -261,7 +261,7 @@ export class SessionRuntime {
           policyRevision: frame.policyRevision,
           routing: frame.routing ?? {},
         },
-        inputs: given ?? answered(frame).map((id) => getInput(store, id)!),
+        inputs: given ?? getInputs(store, answered(frame)),
         resumed: attempt >= 0,
         ...(attempt > 0 ? { attempt } : {}),
         signal: abort.signal,

@@ -44,8 +44,9 @@ export async function withStore(
 }
 
 /**
- * Wraps `store` so that every SQL text asked of `statement()` is recorded in `seen`: a test can
- * then check the query plan of exactly what a function ran.
+ * Wraps `store` so that every SQL text asked of `statement()` is recorded in `seen`, and how
+ * many times it was asked in `asked`: a test can then check the query plan of exactly what a
+ * function ran, or that it ran a statement once rather than once per row.
  *
  * @example
  * ```ts
@@ -54,13 +55,17 @@ export async function withStore(
  * for (const sql of seen) assertUsesIndex(store, sql);
  * ```
  */
-export function recordingStatements(store: Store): { store: Store; seen: Set<string> } {
+export function recordingStatements(
+  store: Store,
+): { store: Store; seen: Set<string>; asked: Map<string, number> } {
   const seen = new Set<string>();
+  const asked = new Map<string, number>();
   const proxy = new Proxy(store, {
     get(target, prop) {
       if (prop === "statement") {
         return (sql: string) => {
           seen.add(sql);
+          asked.set(sql, (asked.get(sql) ?? 0) + 1);
           return target.statement(sql);
         };
       }
@@ -68,5 +73,5 @@ export function recordingStatements(store: Store): { store: Store; seen: Set<str
       return typeof value === "function" ? value.bind(target) : value;
     },
   });
-  return { store: proxy, seen };
+  return { store: proxy, seen, asked };
 }
