@@ -189,10 +189,17 @@ async function runTurns(
   return stamps;
 }
 
-async function counters(lane: LaneDriver): Promise<{ commits: number; hooks: number }> {
+/** The daemon's store commits, their time in `COMMIT` (ms) and its hook calls so far. */
+async function counters(
+  lane: LaneDriver,
+): Promise<{ commits: number; commitMs: number; hooks: number }> {
   const status = await lane.operate({ kind: "op.status" });
   const session = (status.sessions as Record<string, { hook_calls: number }>).default;
-  return { commits: status.store_commits as number, hooks: session.hook_calls };
+  return {
+    commits: status.store_commits as number,
+    commitMs: status.store_commit_ms as number,
+    hooks: session.hook_calls,
+  };
 }
 
 /**
@@ -257,6 +264,7 @@ export async function benchAgentLoop(options: AgentLoopOptions): Promise<BenchRo
     const p50 = (values: number[]) => summarize(values).p50;
     const { rawCommitMs: c, rawEchoMs: e } = options;
     const commitsPerTurn = (after.commits - before.commits) / options.turns;
+    const commitMsPerTurn = (after.commitMs - before.commitMs) / options.turns;
     const hooksPerTurn = (after.hooks - before.hooks) / options.turns;
     const parts = (commits: number, echoes: number, http: number) => ({
       label: `raw parts: ${commits} commit${commits === 1 ? "" : "s"}` +
@@ -391,6 +399,18 @@ export async function benchAgentLoop(options: AgentLoopOptions): Promise<BenchRo
         note: "calls that reached the hook worker (op.status hook_calls), per turn; a " +
           "one-step turn makes one request: attention.plan, model.plan and context.prepare " +
           "once each (turn.next is asked only after a reply without a tool call)",
+      }),
+      makeRow({
+        id: "10h",
+        figure: "agent loop: time in COMMIT per one-step turn",
+        unit: "ms",
+        value: commitMsPerTurn,
+        peer: { label: "10c wall time", value: sendValue },
+        note: `wall time the daemon's store spent in COMMIT itself (op.status store_commit_ms: ` +
+          `the WAL write and its fsync) over the one-step turns, per turn: ` +
+          `${(commitMsPerTurn / Math.max(commitsPerTurn, 1)).toFixed(3)} ms a commit on average ` +
+          `against ${c.toFixed(3)} ms for a raw one-row commit; it spans the whole turn, so ` +
+          `part of it falls after the send`,
       }),
     ];
   } finally {

@@ -173,6 +173,7 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
       ["10e", "daemon CPU per one-step turn", "ms"],
       ["10f", "commits per one-step turn", "count"],
       ["10g", "hook calls per one-step turn", "count"],
+      ["10h", "time in COMMIT per one-step turn", "ms"],
     ].map(([id, figure, unit]) => [id, { id, figure, unit: unit as RowSpec["unit"] }]),
   ),
   "2a": { id: "2a", figure: "admission latency p50, attention.plan blocked", unit: "ms" },
@@ -379,7 +380,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
 
     await phase(
       "agent loop",
-      ["2c", "2d", "3e", "3f", "10a", "10b", "10c", "10d", "10e", "10f", "10g"],
+      ["2c", "2d", "3e", "3f", "10a", "10b", "10c", "10d", "10e", "10f", "10g", "10h"],
       async () => {
         const cell = rows.find((row) => row.id === "3a");
         const jupyterCell = rows.find((row) => row.id === "3c")?.peer?.value ?? null;

@@ -80,6 +80,11 @@ export interface StoreHealth {
   lastCommitAt: number | null;
   /** Transactions committed on this connection since it opened. */
   commits: number;
+  /**
+   * Wall time those commits spent in `COMMIT` itself, in ms (the WAL write and its fsync):
+   * what durability costs, apart from the statements before it.
+   */
+  commitMs: number;
 }
 
 /**
@@ -148,6 +153,7 @@ class SqliteStore implements Store {
     since: null,
     lastCommitAt: null,
     commits: 0,
+    commitMs: 0,
   };
 
   readonly #db: DatabaseSync;
@@ -250,8 +256,9 @@ class SqliteStore implements Store {
       const result = fn();
       assert(!(result instanceof Promise), "a store transaction body is synchronous");
       if (depth === 0) faultPoint("store-commit", injectedSqliteFull);
+      const committing = performance.now();
       this.statement(depth === 0 ? "COMMIT" : `RELEASE ${savepoint}`).run();
-      if (depth === 0) this.#committed();
+      if (depth === 0) this.#committed(performance.now() - committing);
       return result;
     } catch (error) {
       const failure = storeFailure(error);
@@ -275,13 +282,14 @@ class SqliteStore implements Store {
     }
   }
 
-  #committed(): void {
+  #committed(elapsedMs: number): void {
     const at = Math.trunc(this.#clock());
     const commits = this.#health.commits + 1;
+    const commitMs = this.#health.commitMs + elapsedMs;
     this.#setHealth(
       this.#health.state === "corrupt"
-        ? { ...this.#health, lastCommitAt: at, commits }
-        : { state: "ok", error: null, since: null, lastCommitAt: at, commits },
+        ? { ...this.#health, lastCommitAt: at, commits, commitMs }
+        : { state: "ok", error: null, since: null, lastCommitAt: at, commits, commitMs },
     );
   }
 

@@ -89,6 +89,7 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     "10e",
     "10f",
     "10g",
+    "10h",
   ];
   // 6c exists only when serve runs the daemon as a child process.
   assert.deepEqual(ids.filter((id) => id !== "6c"), expected);
@@ -114,7 +115,7 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
       "blocked attention.plan (2a, 2b, 2e, 2f, 2g, 1c)",
       "replay (4a)",
       "cells (3a, 3b, 3c, 3d, 5c, 5d, 5e)",
-      "agent loop (2c, 2d, 3e, 3f, 10a, 10b, 10c, 10d, 10e, 10f, 10g)",
+      "agent loop (2c, 2d, 3e, 3f, 10a, 10b, 10c, 10d, 10e, 10f, 10g, 10h)",
       "code outline (7a, 7b)",
       "context (8a, 8b, 8c, 8d, 8e, 8f, 8g, 8h, 8i, 9a, 9b, 9c, 9d, 9e, 9f)",
     ],

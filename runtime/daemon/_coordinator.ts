@@ -300,6 +300,7 @@ export class Coordinator implements LaneHost {
       admitting: this.#admitting && this.#o.store.health().state !== "corrupt",
       admission: this.#queue.stats,
       store_commits: this.#o.store.health().commits,
+      store_commit_ms: Math.round(this.#o.store.health().commitMs),
       recovered_release: this.#recovered,
       budget: this.#jobs.budget.status(),
       sessions,

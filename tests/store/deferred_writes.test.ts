@@ -2,7 +2,7 @@
 // on disk until the next outermost transaction commits (a second connection reads the file),
 // rides in that transaction, waits for the one after when that transaction rolls back, never
 // fails the transaction it rides in, and `flush`/`close` commit what is queued. The commit
-// counter counts each commit once.
+// counter counts each commit once, and the time spent in COMMIT only for commits.
 
 import { withStore as withFreshStore } from "../_helpers/store.ts";
 import assert from "node:assert/strict";
@@ -40,6 +40,27 @@ Deno.test("a deferred write is durable only with the next commit, and first in i
     store.transaction(() => void appendEvent(store, "default", "scratchpad", SCRATCH));
     assert.deepEqual(onDisk(dir), ["turn.started", "scratchpad"]);
     assert.equal(store.health().commits, commits + 1, "one commit carried both");
+  });
+});
+
+Deno.test("the store counts each outermost commit once, with its time in COMMIT, and no rollback", async () => {
+  await withStore((store) => {
+    const before = store.health();
+    store.transaction(() => {
+      appendEvent(store, "default", "scratchpad", SCRATCH);
+      store.transaction(() => void appendEvent(store, "default", "scratchpad", SCRATCH));
+    });
+    const committed = store.health();
+    assert.equal(committed.commits, before.commits + 1, "a savepoint is not a commit");
+    assert.ok(committed.commitMs > before.commitMs, "the fsynced COMMIT took time");
+    assert.throws(() =>
+      store.transaction(() => {
+        appendEvent(store, "default", "scratchpad", SCRATCH);
+        throw new Error("rolled back");
+      })
+    );
+    assert.equal(store.health().commits, committed.commits);
+    assert.equal(store.health().commitMs, committed.commitMs, "a rollback spends no COMMIT");
   });
 });
 
