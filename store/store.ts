@@ -9,13 +9,7 @@
  * @module
  */
 
-import {
-  DatabaseSync,
-  type SQLInputValue,
-  type SQLOutputValue,
-  type StatementResultingChanges,
-  type StatementSync,
-} from "node:sqlite";
+import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { join } from "node:path";
 import { z } from "zod";
 import { assert, faultPoint, KlbrError } from "../runtime/core/mod.ts";
@@ -30,10 +24,12 @@ import {
   unusableState,
 } from "./_store_errors.ts";
 import { schemaError } from "./_schema_error.ts";
+import type { Statement, Store, StoreHealth } from "./_store_types.ts";
 import { acquireOwnerLock, type OwnerLock, releaseOwnerLock } from "./owner_lock.ts";
 import { checkSqliteVersion, linkedSqliteVersion } from "./version_guard.ts";
 
 export { unusableState } from "./_store_errors.ts";
+export type { Statement, Store, StoreHealth } from "./_store_types.ts";
 
 /** The store's file name inside the state directory. */
 export const STORE_FILE = "runtime.sqlite";
@@ -57,84 +53,6 @@ const OpenStoreOptionsSchema = z.object({
 
 /** Options for {@linkcode openStore}; every field has a default. */
 export type OpenStoreOptions = z.input<typeof OpenStoreOptionsSchema>;
-
-/** A prepared statement as writer modules use it; a store failure it meets is recorded. */
-export interface Statement {
-  run(...params: SQLInputValue[]): StatementResultingChanges;
-  get(...params: SQLInputValue[]): Record<string, SQLOutputValue> | undefined;
-  all(...params: SQLInputValue[]): Record<string, SQLOutputValue>[];
-}
-
-/**
- * Whether the store can be used, judged by what really happened to it: `failing` from the
- * first statement or commit that met a full disk, an I/O error or a read-only file until the
- * next commit succeeds; `corrupt` (for good) once SQLite reported a damaged file.
- */
-export interface StoreHealth {
-  state: "ok" | "failing" | "corrupt";
-  /** What the failure was, with its advice; null when `ok`. */
-  error: string | null;
-  /** When the failure began, in ms; null when `ok`. */
-  since: number | null;
-  /** When the last transaction committed, in ms; null before the first. */
-  lastCommitAt: number | null;
-  /** Transactions committed on this connection since it opened. */
-  commits: number;
-  /**
-   * Wall time those commits spent in `COMMIT` itself, in ms (the WAL write and its fsync):
-   * what durability costs, apart from the statements before it.
-   */
-  commitMs: number;
-}
-
-/**
- * An open store: the connection, where it lives, its clock and a transaction helper.
- *
- * Writer modules (`inputs.ts`, `events.ts`, …) take a `Store` as their first argument.
- */
-export interface Store {
-  /** The state directory. */
-  readonly stateDir: string;
-  /** The store file, `<stateDir>/runtime.sqlite`. */
-  readonly path: string;
-  /** Returns the current time in integer ms; every stored timestamp comes from here. */
-  readonly clock: () => number;
-  /** Whether this store holds the owner lock. */
-  readonly owner: boolean;
-  /** The schema version the file is at (`PRAGMA user_version`). */
-  readonly schemaVersion: number;
-  /** Whether a transaction is open: writers that must run inside one assert it. */
-  readonly inTransaction: boolean;
-  /**
-   * Returns a prepared statement for `sql`, prepared once per store and cached. Only the
-   * writer modules of `store/` call it, each for its own tables (`tests/architecture.test.ts`
-   * checks that nothing outside `store/` does).
-   */
-  statement(sql: string): Statement;
-  /**
-   * Runs `fn` in a `BEGIN IMMEDIATE` transaction: committed when it returns, rolled back when
-   * it throws. A nested call runs in a savepoint of the outer transaction. `fn` must be
-   * synchronous.
-   *
-   * @throws {KlbrError} `store_unavailable` (disk full, I/O error, read-only) or
-   * `store_corrupt` when SQLite failed; the transaction is then rolled back.
-   */
-  transaction<T>(fn: () => T): T;
-  /** Whether the store can be used now, from the outcome of its real statements and commits. */
-  health(): StoreHealth;
-  /**
-   * Queues a write that needs no commit of its own (a hook trace, a record of progress): it
-   * runs first inside the next outermost transaction, in a savepoint of its own, and commits
-   * with it; {@linkcode Store.flush} (and `close`) runs what is queued in one transaction now.
-   * A queued write that throws is rolled back alone and handed to `failed`; it never fails
-   * the transaction it rides in.
-   */
-  defer(write: () => void, failed?: (error: unknown) => void): void;
-  /** Commits the queued writes now, if there are any. */
-  flush(): void;
-  /** Closes the connection and releases the owner lock. Closing twice is a no-op. */
-  close(): void;
-}
 
 interface Deferred {
   write: () => void;
