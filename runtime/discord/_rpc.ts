@@ -101,6 +101,191 @@ function answeredInputs(store: Store, frame: { id: string; routing: unknown } | 
     .filter((i): i is InputRecord => i !== undefined);
 }
 
+/** The Discord transport, or `invalid_config` when the configuration has none. */
+function transportOf(options: DiscordRpcOptions, action: string): DiscordEffects {
+  if (options.discord === undefined) {
+    throw new KlbrError(
+      "invalid_config",
+      `cannot ${action}: discord is not configured (got no discord node in the configuration)`,
+    );
+  }
+  return options.discord;
+}
+
+/** The channel named, else the one discord conversation this turn answers; configured or refused. */
+function channelOf(options: DiscordRpcOptions, action: string, given: string | undefined): string {
+  const discord = transportOf(options, action);
+  const frame = options.frame();
+  let channel = given;
+  if (channel === undefined) {
+    const routed = routedConversations(frame?.routing).find((c) => c.startsWith("discord:"));
+    if (routed === undefined) {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot ${action}: this turn answers no discord conversation; pass channel= (got ${
+          JSON.stringify(routedConversations(frame?.routing))
+        })`,
+      );
+    }
+    channel = routed.slice("discord:".length);
+  }
+  if (!discord.channels().includes(channel)) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot ${action}: channel ${channel} is not configured (got ${channel})`,
+    );
+  }
+  return channel;
+}
+
+/** Commits an outbox row, then wakes the lanes and the sender. */
+function enqueue(options: DiscordRpcOptions, row: Parameters<typeof enqueueOutbox>[1]) {
+  const written = enqueueOutbox(options.store, row);
+  options.notify();
+  options.discord?.wake();
+  return { outbox_id: written.id, state: written.state };
+}
+
+/** The message a send answers: an input named, a message named, or the newest input answered here. */
+function replyAnchor(
+  options: DiscordRpcOptions,
+  replyTo: string | false | undefined,
+  channel: string,
+  frame: { id: string; routing: unknown } | null,
+): { message: string; input: string | null } | null {
+  if (typeof replyTo === "string" && replyTo.startsWith("in_")) {
+    const input = getInput(options.store, replyTo);
+    const where = discordOf(input);
+    if (where === null || where.channel !== channel) {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot send to discord: reply_to ${replyTo} is not a discord input of channel ${channel} (got ${replyTo})`,
+      );
+    }
+    return { message: where.message, input: input!.id };
+  }
+  if (typeof replyTo === "string") return { message: replyTo, input: null };
+  if (replyTo === undefined) {
+    const newest = answeredInputs(options.store, frame)
+      .filter((i) => discordOf(i)?.channel === channel).pop();
+    if (newest !== undefined) return { message: discordOf(newest)!.message, input: newest.id };
+  }
+  return null;
+}
+
+/** `discord.send`: an outbox row of text, replying to its anchor when it has one. */
+function send(options: DiscordRpcOptions, params: Record<string, unknown>, cell: string | null) {
+  transportOf(options, "send to discord");
+  const p = parse(DiscordSendParams, params, "send to discord");
+  if (p.text.trim() === "" || p.text.length > 2000) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot send to discord: text must be 1-2000 characters and not blank (got ${p.text.length} characters)`,
+    );
+  }
+  const channel = channelOf(options, "send to discord", p.channel);
+  const frame = options.frame();
+  const anchor = replyAnchor(options, p.reply_to, channel, frame);
+  return enqueue(options, {
+    session: options.session,
+    conversation: `discord:${channel}`,
+    destination: anchor === null
+      ? { channel_id: channel }
+      : { channel_id: channel, reply_to: anchor.message },
+    body: p.text,
+    inputId: anchor?.input ?? null,
+    frameId: frame?.id ?? null,
+    cellId: cell,
+  });
+}
+
+/** `discord.react`: an outbox row of one emoji on a message, named directly or by its input. */
+function react(options: DiscordRpcOptions, params: Record<string, unknown>, cell: string | null) {
+  transportOf(options, "react on discord");
+  const p = parse(DiscordReactParams, params, "react on discord");
+  let channel = p.channel;
+  let message = p.message;
+  if (p.message.startsWith("in_")) {
+    const where = discordOf(getInput(options.store, p.message));
+    if (where === null) {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot react on discord: ${p.message} is not a discord input (got ${p.message})`,
+      );
+    }
+    channel = where.channel;
+    message = where.message;
+  }
+  channel = channelOf(options, "react on discord", channel);
+  return enqueue(options, {
+    session: options.session,
+    conversation: `discord:${channel}`,
+    destination: { channel_id: channel, message_id: message },
+    body: p.emoji,
+    kind: "reaction",
+    inputId: p.message.startsWith("in_") ? p.message : null,
+    frameId: options.frame()?.id ?? null,
+    cellId: cell,
+  });
+}
+
+/** `discord.typing`: best effort, never an outbox row. */
+async function typing(options: DiscordRpcOptions, params: Record<string, unknown>) {
+  const p = parse(DiscordTypingParams, params, "show typing on discord");
+  return await transportOf(options, "show typing on discord").typing(
+    channelOf(options, "show typing on discord", p.channel),
+  );
+}
+
+/** `discord.status`: one outbox row of this session, as the cell reads it. */
+function status(options: DiscordRpcOptions, params: Record<string, unknown>) {
+  const parsed = DiscordStatusParams.safeParse(params);
+  const id = parsed.success ? parsed.data.outbox_id : undefined;
+  const row = id === undefined ? undefined : getOutbox(options.store, id);
+  if (row === undefined || row.session !== options.session) {
+    throw new KlbrError(
+      "not_found",
+      `cannot read discord send status: no outbox message ${id} (got ${
+        JSON.stringify(params.outbox_id)
+      })`,
+    );
+  }
+  return {
+    outbox_id: row.id,
+    kind: row.kind,
+    state: row.state,
+    attempts: row.attempts,
+    remote_id: row.remoteId,
+    error: row.error,
+    channel_id: row.destination.channel_id,
+    reply_to: row.destination.reply_to ?? null,
+    input_id: row.inputId,
+    nonce: row.nonce,
+    tries: row.tries,
+  };
+}
+
+/** `input.ignore`: records that the agent read an input of its frame and chose not to answer. */
+function ignore(options: DiscordRpcOptions, params: Record<string, unknown>) {
+  const p = parse(IgnoreParams, params, "ignore input");
+  const frame = options.frame();
+  const inFrame = frame === null ? [] : getFrame(options.store, frame.id)?.inputIds ?? [];
+  if (frame === null || !inFrame.includes(p.input)) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot ignore input: ${p.input} is not an input of this turn's frame (got ${p.input})`,
+    );
+  }
+  const seq = appendEvent(options.store, options.session, "input.ignored", {
+    input_id: p.input,
+    frame_id: frame.id,
+    reason: p.reason,
+    by: "agent",
+  });
+  options.notify();
+  return { input_id: p.input, seq };
+}
+
 /**
  * Returns the `discord.*` and `input.ignore` RPC handlers for one session's workbench.
  *
@@ -109,177 +294,16 @@ function answeredInputs(store: Store, frame: { id: string; routing: unknown } | 
  *   input outside the frame; `not_found` for an unknown outbox id or input.
  */
 export function discordHandlers(options: DiscordRpcOptions): Record<string, RpcHandler> {
-  const { store, session } = options;
-  const transport = (action: string) => {
-    if (options.discord === undefined) {
-      throw new KlbrError(
-        "invalid_config",
-        `cannot ${action}: discord is not configured (got no discord node in the configuration)`,
-      );
-    }
-    return options.discord;
-  };
-  const channelOf = (action: string, given: string | undefined): string => {
-    const discord = transport(action);
-    const frame = options.frame();
-    let channel = given;
-    if (channel === undefined) {
-      const routed = routedConversations(frame?.routing).find((c) => c.startsWith("discord:"));
-      if (routed === undefined) {
-        throw new KlbrError(
-          "invalid_input",
-          `cannot ${action}: this turn answers no discord conversation; pass channel= (got ${
-            JSON.stringify(routedConversations(frame?.routing))
-          })`,
-        );
-      }
-      channel = routed.slice("discord:".length);
-    }
-    if (!discord.channels().includes(channel)) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot ${action}: channel ${channel} is not configured (got ${channel})`,
-      );
-    }
-    return channel;
-  };
-  const enqueue = (row: Parameters<typeof enqueueOutbox>[1]) => {
-    const written = enqueueOutbox(store, row);
-    options.notify();
-    options.discord?.wake();
-    return { outbox_id: written.id, state: written.state };
-  };
-
-  const send = (params: Record<string, unknown>, cell: string | null) => {
-    transport("send to discord");
-    const p = parse(DiscordSendParams, params, "send to discord");
-    if (p.text.trim() === "" || p.text.length > 2000) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot send to discord: text must be 1-2000 characters and not blank (got ${p.text.length} characters)`,
-      );
-    }
-    const channel = channelOf("send to discord", p.channel);
-    const frame = options.frame();
-    // The anchor: an input named, a message named, or the newest input answered here.
-    let anchor: { message: string; input: string | null } | null = null;
-    if (typeof p.reply_to === "string" && p.reply_to.startsWith("in_")) {
-      const input = getInput(store, p.reply_to);
-      const where = discordOf(input);
-      if (where === null || where.channel !== channel) {
-        throw new KlbrError(
-          "invalid_input",
-          `cannot send to discord: reply_to ${p.reply_to} is not a discord input of channel ${channel} (got ${p.reply_to})`,
-        );
-      }
-      anchor = { message: where.message, input: input!.id };
-    } else if (typeof p.reply_to === "string") {
-      anchor = { message: p.reply_to, input: null };
-    } else if (p.reply_to === undefined) {
-      const newest = answeredInputs(store, frame).filter((i) => discordOf(i)?.channel === channel)
-        .pop();
-      if (newest !== undefined) anchor = { message: discordOf(newest)!.message, input: newest.id };
-    }
-    return enqueue({
-      session,
-      conversation: `discord:${channel}`,
-      destination: anchor === null
-        ? { channel_id: channel }
-        : { channel_id: channel, reply_to: anchor.message },
-      body: p.text,
-      inputId: anchor?.input ?? null,
-      frameId: frame?.id ?? null,
-      cellId: cell,
-    });
-  };
-
-  const react = (params: Record<string, unknown>, cell: string | null) => {
-    transport("react on discord");
-    const p = parse(DiscordReactParams, params, "react on discord");
-    let channel = p.channel;
-    let message = p.message;
-    if (p.message.startsWith("in_")) {
-      const where = discordOf(getInput(store, p.message));
-      if (where === null) {
-        throw new KlbrError(
-          "invalid_input",
-          `cannot react on discord: ${p.message} is not a discord input (got ${p.message})`,
-        );
-      }
-      channel = where.channel;
-      message = where.message;
-    }
-    channel = channelOf("react on discord", channel);
-    return enqueue({
-      session,
-      conversation: `discord:${channel}`,
-      destination: { channel_id: channel, message_id: message },
-      body: p.emoji,
-      kind: "reaction",
-      inputId: p.message.startsWith("in_") ? p.message : null,
-      frameId: options.frame()?.id ?? null,
-      cellId: cell,
-    });
-  };
-
-  const typing = async (params: Record<string, unknown>) => {
-    const p = parse(DiscordTypingParams, params, "show typing on discord");
-    return await transport("show typing on discord").typing(
-      channelOf("show typing on discord", p.channel),
-    );
-  };
-
-  const status = (params: Record<string, unknown>) => {
-    const parsed = DiscordStatusParams.safeParse(params);
-    const id = parsed.success ? parsed.data.outbox_id : undefined;
-    const row = id === undefined ? undefined : getOutbox(store, id);
-    if (row === undefined || row.session !== session) {
-      throw new KlbrError(
-        "not_found",
-        `cannot read discord send status: no outbox message ${id} (got ${
-          JSON.stringify(params.outbox_id)
-        })`,
-      );
-    }
-    return {
-      outbox_id: row.id,
-      kind: row.kind,
-      state: row.state,
-      attempts: row.attempts,
-      remote_id: row.remoteId,
-      error: row.error,
-      channel_id: row.destination.channel_id,
-      reply_to: row.destination.reply_to ?? null,
-      input_id: row.inputId,
-      nonce: row.nonce,
-      tries: row.tries,
-    };
-  };
-
-  const ignore = (params: Record<string, unknown>) => {
-    const p = parse(IgnoreParams, params, "ignore input");
-    const frame = options.frame();
-    const inFrame = frame === null ? [] : getFrame(store, frame.id)?.inputIds ?? [];
-    if (frame === null || !inFrame.includes(p.input)) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot ignore input: ${p.input} is not an input of this turn's frame (got ${p.input})`,
-      );
-    }
-    const seq = appendEvent(store, session, "input.ignored", {
-      input_id: p.input,
-      frame_id: frame.id,
-      reason: p.reason,
-      by: "agent",
-    });
-    options.notify();
-    return { input_id: p.input, seq };
-  };
-
-  const wrap =
-    (fn: (params: Record<string, unknown>, cell: string | null) => unknown) =>
-    (params: Record<string, unknown>, ctx: { cell: string | null }) =>
-      Promise.resolve().then(() => fn(params, ctx.cell));
+  // Each handler answers asynchronously, so what it throws is a rejection, never a throw.
+  const wrap = (
+    fn: (
+      options: DiscordRpcOptions,
+      params: Record<string, unknown>,
+      cell: string | null,
+    ) => unknown,
+  ) =>
+  (params: Record<string, unknown>, ctx: { cell: string | null }) =>
+    Promise.resolve().then(() => fn(options, params, ctx.cell));
   return {
     "discord.send": wrap(send),
     "discord.react": wrap(react),
