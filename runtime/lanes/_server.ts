@@ -10,7 +10,7 @@
  * @module
  */
 
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { upgradeWebSocket } from "hono/deno";
 import { extname, join } from "node:path";
 import { errorReply } from "./_replies.ts";
@@ -76,8 +76,25 @@ export function createApp(deps: AppDeps): Hono {
     const { status, code, message } = errorReply(error, deps.log);
     return c.json({ code, message }, status as 400);
   });
+  app.use("*", loopbackGuard(deps));
+  app.get("/health", (c) => {
+    const health = { ...deps.health(), lanes: { ...registry.stats } };
+    return c.json(health, health.ok ? 200 : 503);
+  });
+  // Each group is a sub-app of one concept; the UI's catch-all goes last.
+  app.route("/auth", authRoutes(deps));
+  app.route("/v2", laneRoutes(deps, registry));
+  app.route("/artifacts", artifactRoutes(deps));
+  app.route("/", uiRoutes(deps));
+  return app;
+}
 
-  app.use("*", async (c, next) => {
+/**
+ * Checks every request's `Host` and `Origin`; a page asked for under another loopback name is
+ * redirected to the daemon's own origin first.
+ */
+function loopbackGuard(deps: AppDeps): MiddlewareHandler {
+  return async (c, next) => {
     const address = deps.address();
     const host = c.req.header("host");
     try {
@@ -99,14 +116,13 @@ export function createApp(deps: AppDeps): Hono {
       throw error;
     }
     await next();
-  });
+  };
+}
 
-  app.get("/health", (c) => {
-    const health = { ...deps.health(), lanes: { ...registry.stats } };
-    return c.json(health, health.ok ? 200 : 503);
-  });
-
-  app.post("/auth", async (c) => {
+/** `POST /auth` exchanges the token for a session cookie; `DELETE /auth` clears it. */
+function authRoutes(deps: AppDeps): Hono {
+  const auth = new Hono();
+  auth.post("/", async (c) => {
     const body = await c.req.json().catch(() => ({})) as { token?: unknown };
     const token = typeof body.token === "string" ? body.token : undefined;
     try {
@@ -119,13 +135,17 @@ export function createApp(deps: AppDeps): Hono {
     c.header("cache-control", "no-store");
     return c.json({ ok: true, role: "operator" });
   });
-
-  app.delete("/auth", (c) => {
+  auth.delete("/", (c) => {
     c.header("set-cookie", deps.auth.clearCookie(deps.address().port));
     return c.json({ ok: true });
   });
+  return auth;
+}
 
-  app.use("/v2", async (c, next) => {
+/** `GET /v2`: the lane WebSocket, once a place under the connection cap is reserved. */
+function laneRoutes(deps: AppDeps, registry: LaneRegistry): Hono {
+  const lanes = new Hono();
+  lanes.use("/", async (c, next) => {
     if (c.req.header("upgrade")?.toLowerCase() !== "websocket") return await next();
     const place = registry.reserve();
     if (place === undefined) {
@@ -140,9 +160,8 @@ export function createApp(deps: AppDeps): Hono {
     c.set("place" as never, place as never);
     await next();
   });
-
-  app.get(
-    "/v2",
+  lanes.get(
+    "/",
     upgradeWebSocket((c) => {
       const cookie = deps.auth.readCookie(c.req.header("cookie"), deps.address().port);
       const auth = {
@@ -157,8 +176,13 @@ export function createApp(deps: AppDeps): Hono {
       return registry.events(deps.lanes, auth, deps.log, c.get("place" as never));
     }),
   );
+  return lanes;
+}
 
-  app.get("/artifacts/:id", async (c) => {
+/** `GET /artifacts/<id>`: a spooled output, with the lanes' credentials. */
+function artifactRoutes(deps: AppDeps): Hono {
+  const artifacts = new Hono();
+  artifacts.get("/:id", async (c) => {
     // Spooled output is what the cells lane shows: the same credentials as the lanes.
     const port = deps.address().port;
     const bearer = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "")?.[1];
@@ -194,8 +218,13 @@ export function createApp(deps: AppDeps): Hono {
       "cache-control": "no-store",
     });
   });
+  return artifacts;
+}
 
-  app.get("/*", async (c) => {
+/** Every other `GET`: a file of the built UI, `/` being `index.html`. */
+function uiRoutes(deps: AppDeps): Hono {
+  const ui = new Hono();
+  ui.get("/*", async (c) => {
     if (deps.uiDir === undefined) return c.text("klbr: no UI is built", 404);
     const path = c.req.path === "/" ? "/index.html" : c.req.path;
     if (path.includes("..")) return c.text("not found", 404);
@@ -209,8 +238,7 @@ export function createApp(deps: AppDeps): Hono {
       return c.text("not found", 404);
     }
   });
-
-  return app;
+  return ui;
 }
 
 /** Routes a native client calls by address; they are refused, never redirected. */
