@@ -136,6 +136,42 @@ export async function runInWorkspace(
   params: z.input<typeof RunParams>,
   options: RunOptions,
 ): Promise<RunResult> {
+  const { argv, timeout_s: timeoutS, cwd, options: o } = checkRun(params, options);
+  const { realRoot, real: dir } = await resolveInWorkspace(o.root, cwd, {
+    action: "run",
+    label: "cwd",
+    expect: "directory",
+    deny: o.deny,
+  });
+  if (o.signal?.aborted) return emptyResult();
+
+  const started = performance.now();
+  const child = spawnRun(argv, { dir, realRoot, env: o.env, sandbox: o.sandbox });
+  const outReader = child.stdout.getReader();
+  const errReader = child.stderr.getReader();
+  const out = readCapped(outReader, o.outputCapBytes);
+  const err = readCapped(errReader, o.outputCapBytes);
+  const { status, timedOut } = await groupEnd(child, timeoutS, o.signal);
+  const [stdout, stderr] = await drain([outReader, errReader], Promise.all([out, err]));
+  if (o.sandbox !== undefined && status.code === 1 && missingInSandbox(stderr.bytes)) {
+    throw new KlbrError(
+      "not_found",
+      `cannot run: program not found on PATH or at that path (got ${JSON.stringify(argv[0])})`,
+    );
+  }
+  return {
+    exit_code: status.signal === null ? status.code : null,
+    stdout_b64: toBase64(stdout.bytes),
+    stderr_b64: toBase64(stderr.bytes),
+    stdout_truncated: stdout.truncated,
+    stderr_truncated: stderr.truncated,
+    timed_out: timedOut,
+    duration_ms: Math.round(performance.now() - started),
+  };
+}
+
+/** Validates the params and options of a run, and that the host may start `argv[0]`. */
+function checkRun(params: z.input<typeof RunParams>, options: RunOptions) {
   const p = RunParams.safeParse(params);
   if (!p.success) {
     throw new KlbrError(
@@ -147,23 +183,21 @@ export async function runInWorkspace(
   if (!o.success) {
     throw new KlbrError("invalid_input", `cannot run: options ${describeIssues(o.error)}`);
   }
-  const { argv, timeout_s: timeoutS, cwd } = p.data;
-  const { root, signal, outputCapBytes: cap, env, programs, deny, sandbox } = o.data;
-  if (programs !== undefined && !programs.includes(argv[0])) {
+  const { programs } = o.data;
+  if (programs !== undefined && !programs.includes(p.data.argv[0])) {
     throw new KlbrError(
       "forbidden",
       `cannot run: the host may not start this program (got ${
-        JSON.stringify(argv[0])
+        JSON.stringify(p.data.argv[0])
       }); KLBR_RUN_PROGRAMS allows ${programs.join(", ")}`,
     );
   }
-  const { realRoot, real: dir } = await resolveInWorkspace(root, cwd, {
-    action: "run",
-    label: "cwd",
-    expect: "directory",
-    deny,
-  });
-  const empty = (): RunResult => ({
+  return { ...p.data, options: o.data };
+}
+
+/** The result of a run that never started: its signal was aborted first. */
+function emptyResult(): RunResult {
+  return {
     exit_code: null,
     stdout_b64: "",
     stderr_b64: "",
@@ -171,10 +205,20 @@ export async function runInWorkspace(
     stderr_truncated: false,
     timed_out: false,
     duration_ms: 0,
-  });
-  if (signal?.aborted) return empty();
+  };
+}
 
-  const started = performance.now();
+/** Starts the program as the leader of its own process group, confined when `sandbox` is set. */
+function spawnRun(
+  argv: string[],
+  at: {
+    dir: string;
+    realRoot: string;
+    env: z.output<typeof RunOptions>["env"];
+    sandbox: SandboxBase | undefined;
+  },
+): Deno.ChildProcess {
+  const { dir, realRoot, env, sandbox } = at;
   // Confined, the program is looked up on PATH inside the sandbox, by bwrap.
   const [program, args] = sandbox === undefined ? [argv[0], argv.slice(1)] : [
     sandbox.bwrap,
@@ -186,7 +230,7 @@ export async function runInWorkspace(
       readOnly: [],
     }),
   ];
-  const child = spawnChild(program, {
+  return spawnChild(program, {
     args,
     cwd: dir,
     clearEnv: true,
@@ -207,12 +251,18 @@ export async function runInWorkspace(
     forbidden: `run: the host may not start this program (got ${JSON.stringify(argv[0])})`,
     other: `run: spawn failed (got ${JSON.stringify(argv[0])})`,
   });
-  const pgid = child.pid;
-  const outReader = child.stdout.getReader();
-  const errReader = child.stderr.getReader();
-  const out = readCapped(outReader, cap);
-  const err = readCapped(errReader, cap);
+}
 
+/**
+ * Waits for the leader to exit, killing the group at the timeout or on `signal`; on return
+ * the whole group is dead.
+ */
+async function groupEnd(
+  child: Deno.ChildProcess,
+  timeoutS: number,
+  signal: AbortSignal | undefined,
+): Promise<{ status: Deno.CommandStatus; timedOut: boolean }> {
+  const pgid = child.pid;
   let timedOut = false;
   const killGroup = () => killProcessGroup(pgid).catch(() => {});
   const timer = setTimeout(() => {
@@ -230,34 +280,27 @@ export async function runInWorkspace(
   }
   // The leader is gone; anything left in its group (a background job) dies with the run.
   await killGroup();
-  // A descendant that left the group may still hold a pipe open: cut the readers off.
+  return { status, timedOut };
+}
+
+/**
+ * Waits for both captures to end; a descendant that left the group may still hold a pipe
+ * open, so after the grace the readers are cut off and what they kept stands.
+ */
+async function drain<T>(
+  readers: ReadableStreamDefaultReader<Uint8Array>[],
+  drained: Promise<T>,
+): Promise<T> {
   let drainTimer: ReturnType<typeof setTimeout> | undefined;
-  const drained = Promise.all([out, err]);
   const cut = new Promise<void>((done) => {
     drainTimer = setTimeout(() => {
-      outReader.cancel().catch(() => {});
-      errReader.cancel().catch(() => {});
+      for (const reader of readers) reader.cancel().catch(() => {});
       done();
     }, DRAIN_GRACE_MS);
   });
   await Promise.race([drained, cut]);
   clearTimeout(drainTimer);
-  const [stdout, stderr] = await drained;
-  if (sandbox !== undefined && status.code === 1 && missingInSandbox(stderr.bytes)) {
-    throw new KlbrError(
-      "not_found",
-      `cannot run: program not found on PATH or at that path (got ${JSON.stringify(argv[0])})`,
-    );
-  }
-  return {
-    exit_code: status.signal === null ? status.code : null,
-    stdout_b64: toBase64(stdout.bytes),
-    stderr_b64: toBase64(stderr.bytes),
-    stdout_truncated: stdout.truncated,
-    stderr_truncated: stderr.truncated,
-    timed_out: timedOut,
-    duration_ms: Math.round(performance.now() - started),
-  };
+  return await drained;
 }
 
 /**
