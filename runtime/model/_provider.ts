@@ -9,10 +9,18 @@
  * @module
  */
 
-import type { APIError, OpenAI } from "openai";
+import type { OpenAI } from "openai";
 import { type Route, routeRequestFields } from "../config/mod.ts";
-import { KlbrError } from "../core/mod.ts";
 import { type ProviderTurn, TurnBuilder } from "./_provider_turn.ts";
+import {
+  type CallState,
+  failCall,
+  failFromError,
+  type ProviderFailureReason,
+  received,
+} from "./_provider_failure.ts";
+
+export { ProviderFailure, type ProviderFailureReason } from "./_provider_failure.ts";
 
 export {
   type ProviderToolCall,
@@ -94,52 +102,6 @@ export interface CreateProviderOptions {
   fetch?: typeof fetch;
 }
 
-/** Why a stream failed. */
-export type ProviderFailureReason =
-  | "http"
-  | "network"
-  | "stream_error"
-  | "cut"
-  | "idle_timeout"
-  | "timeout"
-  | "aborted";
-
-/** The `cause` of every `provider_failed` error: why, and what had arrived by then. */
-export class ProviderFailure extends Error {
-  /** The failure class callers branch on. */
-  readonly reason: ProviderFailureReason;
-  /** The provider's HTTP status, for `http`. */
-  readonly status: number | undefined;
-  /** How long the provider asked us to wait (`retry-after-ms` / `retry-after`), if it said. */
-  readonly retryAfterMs: number | undefined;
-  /** The turn so far once the stream had started: text marked partial and no tool calls. */
-  readonly partial: ProviderTurn | undefined;
-
-  /** Creates a failure record; `cause` is the underlying error, if any. */
-  constructor(
-    reason: ProviderFailureReason,
-    details: { status?: number; retryAfterMs?: number; partial?: ProviderTurn; cause?: unknown },
-  ) {
-    super(reason, { cause: details.cause });
-    this.name = "ProviderFailure";
-    this.reason = reason;
-    this.status = details.status;
-    this.retryAfterMs = details.retryAfterMs;
-    this.partial = details.partial;
-  }
-}
-
-function retryAfterMs(headers: Headers | undefined): number | undefined {
-  const ms = Number(headers?.get("retry-after-ms") ?? NaN);
-  if (Number.isFinite(ms) && ms >= 0) return ms;
-  const value = headers?.get("retry-after");
-  if (value === null || value === undefined) return undefined;
-  const seconds = Number(value);
-  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
-  const date = Date.parse(value);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
-}
-
 /**
  * The `openai` SDK, loaded by the first model call, not at start-up: it is the largest module
  * the daemon loads (about 0.1 s here), and `/health` needs none of it. The specifier is computed
@@ -150,11 +112,6 @@ const OPENAI = "openai";
 function loadSdk(): Promise<typeof import("openai")> {
   sdk ??= import(OPENAI);
   return sdk;
-}
-
-function apiMessage(error: APIError): string {
-  const body = error.error as { message?: unknown } | undefined;
-  return typeof body?.message === "string" ? body.message : error.message;
 }
 
 /**
@@ -182,107 +139,122 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
       maxRetries: 0,
       fetch: options.fetch,
     });
-  const where = `llm "${route.name}"`;
 
   return {
     route,
     async streamChat(request, { signal, onDelta } = {}) {
-      const { APIConnectionTimeoutError, APIError, OpenAI } = await loadSdk();
-      const body = {
-        ...route.extra_options,
-        model: route.model,
-        messages: request.messages,
-        stream: true,
-        stream_options: { include_usage: true },
-        tools: [PYTHON_TOOL],
-        ...(request.toolChoice === undefined ? {} : { tool_choice: request.toolChoice }),
-        ...(request.maxTokens === undefined ? {} : { max_tokens: request.maxTokens }),
-        ...routeRequestFields(route),
-      } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming;
-
-      const idle = new AbortController();
-      const deadline = new AbortController();
-      const aborts = [idle.signal, deadline.signal, ...(signal ? [signal] : [])];
-      let idleTimer = setTimeout(() => idle.abort(), route.idle_timeout_ms);
-      const deadlineTimer = setTimeout(() => deadline.abort(), route.timeout_ms);
-      const turn = new TurnBuilder();
-      let started = false;
+      const sdk = await loadSdk();
+      const body = chatBody(route, request);
+      const clock = new CallClock(route, signal);
+      const call: CallState = { route, sdk, turn: new TurnBuilder(), started: false };
       let deltaError: { error: unknown } | undefined;
-
-      const fail = (reason: ProviderFailureReason, got: string, cause?: unknown): never => {
-        const status = reason === "http" && cause instanceof APIError ? cause.status : undefined;
-        const failure = new ProviderFailure(reason, {
-          status,
-          retryAfterMs: cause instanceof APIError ? retryAfterMs(cause.headers) : undefined,
-          partial: started ? turn.partial() : undefined,
-          cause,
-        });
-        const what = {
-          http: `provider answered HTTP ${status}`,
-          network: "no response from the provider",
-          stream_error: "the provider sent an error inside the stream",
-          cut: "the stream ended before the provider finished",
-          idle_timeout: `no data for ${route.idle_timeout_ms} ms`,
-          timeout: `the call took longer than ${route.timeout_ms} ms`,
-          aborted: "aborted by the caller",
-        }[reason];
-        throw new KlbrError(
-          "provider_failed",
-          `cannot stream from ${where}: ${what} (got ${got})`,
-          {
-            status,
-            cause: failure,
-          },
-        );
-      };
-      const received = () => `${turn.partial().text.length} characters of text`;
-      const stopped = (): ProviderFailureReason | undefined =>
-        idle.signal.aborted
-          ? "idle_timeout"
-          : deadline.signal.aborted
-          ? "timeout"
-          : signal?.aborted
-          ? "aborted"
-          : undefined;
-
       try {
-        const stream = await clientOf(OpenAI).chat.completions.create(body, {
-          signal: AbortSignal.any(aborts),
+        const stream = await clientOf(sdk.OpenAI).chat.completions.create(body, {
+          signal: clock.signal(),
         });
-        started = true;
-        for await (const chunk of stream) {
-          clearTimeout(idleTimer);
-          idleTimer = setTimeout(() => idle.abort(), route.idle_timeout_ms);
-          const text = turn.add(chunk);
-          if (text === "" || onDelta === undefined) continue;
-          try {
-            onDelta({ type: "text", text });
-          } catch (error) {
-            deltaError = { error };
-            break;
-          }
-        }
+        call.started = true;
+        deltaError = await pump(stream, call.turn, clock, onDelta);
       } catch (error) {
-        const reason = stopped();
-        if (reason !== undefined) fail(reason, received(), error);
-        if (error instanceof APIConnectionTimeoutError) fail("timeout", received(), error);
-        if (error instanceof APIError && error.status !== undefined) {
-          fail("http", JSON.stringify(apiMessage(error)), error);
-        }
-        if (error instanceof APIError && started) {
-          fail("stream_error", JSON.stringify(apiMessage(error)), error);
-        }
-        fail(started ? "cut" : "network", started ? received() : String(error), error);
+        failFromError(call, clock.stopped(), error);
       } finally {
-        clearTimeout(idleTimer);
-        clearTimeout(deadlineTimer);
+        clock.clear();
       }
       if (deltaError !== undefined) throw deltaError.error;
       // The SDK ends iteration quietly on abort, so a stop is found here, not in `catch`.
-      const reason = stopped();
-      if (reason !== undefined) fail(reason, received());
-      if (!turn.finished) fail("cut", received());
-      return turn.complete();
+      const reason = clock.stopped();
+      if (reason !== undefined) failCall(call, reason, received(call.turn));
+      if (!call.turn.finished) failCall(call, "cut", received(call.turn));
+      return call.turn.complete();
     },
   };
+}
+
+/** The streaming chat-completions body of one request on `route`. */
+function chatBody(
+  route: Route,
+  request: ChatRequest,
+): OpenAI.Chat.ChatCompletionCreateParamsStreaming {
+  return {
+    ...route.extra_options,
+    model: route.model,
+    messages: request.messages,
+    stream: true,
+    stream_options: { include_usage: true },
+    tools: [PYTHON_TOOL],
+    ...(request.toolChoice === undefined ? {} : { tool_choice: request.toolChoice }),
+    ...(request.maxTokens === undefined ? {} : { max_tokens: request.maxTokens }),
+    ...routeRequestFields(route),
+  } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming;
+}
+
+/** The idle and whole-call deadlines of one call, and which stop (theirs or the caller's) ended it. */
+class CallClock {
+  readonly #route: Route;
+  readonly #caller: AbortSignal | undefined;
+  readonly #idle = new AbortController();
+  readonly #deadline = new AbortController();
+  #idleTimer: ReturnType<typeof setTimeout>;
+  readonly #deadlineTimer: ReturnType<typeof setTimeout>;
+
+  constructor(route: Route, caller: AbortSignal | undefined) {
+    this.#route = route;
+    this.#caller = caller;
+    this.#idleTimer = setTimeout(() => this.#idle.abort(), route.idle_timeout_ms);
+    this.#deadlineTimer = setTimeout(() => this.#deadline.abort(), route.timeout_ms);
+  }
+
+  /** Aborts on the first of the three stops. */
+  signal(): AbortSignal {
+    return AbortSignal.any([
+      this.#idle.signal,
+      this.#deadline.signal,
+      ...(this.#caller ? [this.#caller] : []),
+    ]);
+  }
+
+  /** Data arrived: the idle deadline starts again. */
+  touch(): void {
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = setTimeout(() => this.#idle.abort(), this.#route.idle_timeout_ms);
+  }
+
+  /** Which stop ended the call, if one did. */
+  stopped(): ProviderFailureReason | undefined {
+    return this.#idle.signal.aborted
+      ? "idle_timeout"
+      : this.#deadline.signal.aborted
+      ? "timeout"
+      : this.#caller?.aborted
+      ? "aborted"
+      : undefined;
+  }
+
+  /** Ends both deadlines. */
+  clear(): void {
+    clearTimeout(this.#idleTimer);
+    clearTimeout(this.#deadlineTimer);
+  }
+}
+
+/**
+ * Feeds every chunk to the turn and each text delta to `onDelta`; an error `onDelta` throws
+ * ends the stream and is returned, to be rethrown as is.
+ */
+async function pump(
+  stream: AsyncIterable<OpenAI.Chat.ChatCompletionChunk>,
+  turn: TurnBuilder,
+  clock: CallClock,
+  onDelta: StreamChatOptions["onDelta"],
+): Promise<{ error: unknown } | undefined> {
+  for await (const chunk of stream) {
+    clock.touch();
+    const text = turn.add(chunk);
+    if (text === "" || onDelta === undefined) continue;
+    try {
+      onDelta({ type: "text", text });
+    } catch (error) {
+      return { error };
+    }
+  }
+  return undefined;
 }
