@@ -18,15 +18,9 @@ import {
   type RouteName,
 } from "./_kdl.ts";
 import { KlbrError } from "../core/mod.ts";
-import {
-  BUDGET_FIELDS,
-  BudgetSchema,
-  CleanupSchema,
-  JobBudgetSchema,
-  locateSettingsIssue,
-  SETTINGS_NODES,
-} from "./_settings.ts";
-import { blockIssue, LanesSchema, SandboxSchema } from "./_blocks.ts";
+import { BUDGET_FIELDS, BudgetSchema, CleanupSchema, JobBudgetSchema } from "./_settings.ts";
+import { LanesSchema, SandboxSchema } from "./_blocks.ts";
+import { type FieldNames, locateIssue } from "./_config_issues.ts";
 import { Secret } from "./_secret.ts";
 
 export { CACHE_FIELDS, ROUTE_NAMES, type RouteName, Secret };
@@ -195,7 +189,6 @@ const DiscordSchema = z.strictObject({
 
 const DISCORD_FIELD_NAMES = Object.keys(DiscordSchema.shape);
 
-/** The whole configuration: one route per role, each defaulted when absent; Discord if given. */
 /** The whole configuration; every default lives here. */
 export const ConfigSchema = z.strictObject({
   routes: z.strictObject({
@@ -210,10 +203,15 @@ export const ConfigSchema = z.strictObject({
   lanes: LanesSchema.prefault({}),
 });
 
-const settingsFieldNames = (node: "budget" | "cleanup", nested: boolean): string[] =>
-  Object.keys(
-    node === "cleanup" ? CleanupSchema.shape : nested ? JobBudgetSchema.shape : BUDGET_FIELDS,
-  );
+/** The field names an "unknown field" error offers, per node. */
+const FIELD_NAMES: FieldNames = {
+  route: ROUTE_FIELD_NAMES,
+  discord: DISCORD_FIELD_NAMES,
+  settings: (node, nested) =>
+    Object.keys(
+      node === "cleanup" ? CleanupSchema.shape : nested ? JobBudgetSchema.shape : BUDGET_FIELDS,
+    ),
+};
 
 /** The validated model configuration. */
 export type Config = z.output<typeof ConfigSchema>;
@@ -253,13 +251,6 @@ export interface LoadConfigOptions {
   env: Record<string, string | undefined>;
 }
 
-function issueLine(raw: RawRoute | undefined, path: PropertyKey[], keys: string[]): number {
-  if (raw === undefined) return 1;
-  const [field, sub] = [String(keys[0] ?? path[0] ?? ""), path[1]];
-  return (sub !== undefined ? raw.lines.get(`${field}.${String(sub)}`) : undefined) ??
-    raw.lines.get(field) ?? raw.line;
-}
-
 /**
  * Parses and validates KDL configuration text.
  *
@@ -279,8 +270,8 @@ export function parseConfig(
   options: ParseConfigOptions,
 ): Omit<LoadedConfig, "source"> {
   const { file, env } = options;
-  const { routes: declared, discord: rawDiscord, settings, sandbox, lanes, warnings } =
-    readKdlRoutes(text, file);
+  const kdl = readKdlRoutes(text, file);
+  const { routes: declared, discord: rawDiscord, settings, sandbox, lanes, warnings } = kdl;
   // An undeclared role copies what main declares; main's own defaults are per role.
   const raw: Partial<Record<RouteName, RawRoute>> = {};
   for (const role of ROUTE_NAMES) raw[role] = declared[role] ?? declared.main;
@@ -295,41 +286,29 @@ export function parseConfig(
     ...(lanes === undefined ? {} : { lanes: lanes.fields }),
   });
   if (!result.success) {
-    const located = result.error.issues.map((issue) => {
-      if ((SETTINGS_NODES as readonly PropertyKey[]).includes(issue.path[0])) {
-        const at = locateSettingsIssue(issue, settings, settingsFieldNames);
-        return { ...at, order: ROUTE_NAMES.length + 1 };
-      }
-      const block = issue.path[0];
-      if (block === "sandbox" || block === "lanes") {
-        return blockIssue(block, { sandbox, lanes }[block], issue, ROUTE_NAMES.length + 1);
-      }
-      if (issue.path[0] === "discord") {
-        const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
-        const field = keys.length > 0 ? keys.join(", ") : String(issue.path[1] ?? "");
-        const message = keys.length > 0
-          ? `unknown field, expected one of ${DISCORD_FIELD_NAMES.join(", ")} (got ${
-            keys.join(", ")
-          })`
-          : issue.message;
-        const line = rawDiscord?.lines.get(keys[0] ?? field) ?? rawDiscord?.line ?? 1;
-        return { line, order: ROUTE_NAMES.length, text: `discord ${field}: ${message}`.trim() };
-      }
-      const role = issue.path[1] as RouteName;
-      const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
-      const rest = issue.path.slice(2);
-      const field = keys.length > 0 ? keys.join(", ") : rest.map(String).join(".");
-      const message = keys.length > 0
-        ? `unknown field, expected one of ${ROUTE_FIELD_NAMES.join(", ")} (got ${keys.join(", ")})`
-        : issue.message;
-      const line = issueLine(raw[role], rest, keys);
-      return { line, order: ROUTE_NAMES.indexOf(role), text: `llm "${role}" ${field}: ${message}` };
-    }).sort((a, b) => a.order - b.order || a.line - b.line);
+    // The first issue in file order: routes by role, then discord, then the other nodes.
+    const located = result.error.issues.map((issue) => locateIssue(issue, kdl, raw, FIELD_NAMES))
+      .sort((a, b) => a.order - b.order || a.line - b.line);
     return failAt(file, located[0].line, located[0].text);
   }
+  if (env !== undefined) checkEnvNames(result.data, { raw, discord: rawDiscord, file, env });
+  return { config: result.data, warnings };
+}
+
+/** Refuses an `api_key_env` or `token_env` that names a variable the environment lacks. */
+function checkEnvNames(
+  config: Config,
+  at: {
+    raw: Partial<Record<RouteName, RawRoute>>;
+    discord: RawRoute | undefined;
+    file: string;
+    env: Record<string, string | undefined>;
+  },
+): void {
+  const { raw, discord, file, env } = at;
   for (const role of ROUTE_NAMES) {
-    const name = result.data.routes[role].api_key_env;
-    if (env !== undefined && name !== undefined && !env[name]) {
+    const name = config.routes[role].api_key_env;
+    if (name !== undefined && !env[name]) {
       const line = raw[role]?.lines.get("api_key_env") ?? 1;
       failAt(
         file,
@@ -338,15 +317,14 @@ export function parseConfig(
       );
     }
   }
-  const tokenEnv = result.data.discord?.token_env;
-  if (env !== undefined && tokenEnv !== undefined && !env[tokenEnv]) {
+  const tokenEnv = config.discord?.token_env;
+  if (tokenEnv !== undefined && !env[tokenEnv]) {
     failAt(
       file,
-      rawDiscord?.lines.get("token_env") ?? 1,
+      discord?.lines.get("token_env") ?? 1,
       `discord token_env: environment variable is not set (got ${tokenEnv})`,
     );
   }
-  return { config: result.data, warnings };
 }
 
 /**
