@@ -138,35 +138,14 @@ export function healthReport(
     confinement: { status: SandboxStatus };
   },
 ): Record<string, unknown> & { ok: boolean } {
-  let status: Record<string, unknown>;
-  try {
-    status = deps.coordinator.status();
-  } catch (error) {
-    // A store that cannot even be read is the answer itself.
-    status = { admitting: false, sessions: {}, recovered_release: null, unreadable: String(error) };
-  }
+  const status = readStatus(deps.coordinator);
   const sessions = status.sessions as Record<string, Record<string, unknown>>;
   const session = sessions[DEFAULT_SESSION] ?? {};
   const store = deps.store.health();
   const model = deps.monitor.model();
   const artifacts = deps.monitor.artifacts();
-  const failing: string[] = [];
-  if (status.unreadable !== undefined) {
-    failing.push(`the state cannot be read: ${status.unreadable}`);
-  } else if (status.admitting !== true) failing.push("admission is closed");
-  if (store.state !== "ok") failing.push(`the store is ${store.state}: ${store.error}`);
-  const degraded: string[] = [];
-  if (model.state !== "ok") degraded.push(`the model is ${model.state}: ${model.error}`);
-  if (artifacts.state !== "ok") degraded.push(`artifact writes fail: ${artifacts.error}`);
-  if (session.last_hook_failure != null) {
-    degraded.push(`a hook fails: ${session.last_hook_failure}`);
-  }
-  if (session.stalled === true) degraded.push("the session stalled after its retries");
-  if (Number(session.waiting_inputs ?? 0) > 0) {
-    degraded.push(
-      `${session.waiting_inputs} input(s) waiting over ${session.waiting_threshold_ms} ms`,
-    );
-  }
+  const failing = failingReasons(status, store);
+  const degraded = degradedReasons(session, model, artifacts);
   const ok = failing.length === 0;
   return {
     ok,
@@ -182,6 +161,64 @@ export function healthReport(
     store_writable: store.state === "ok",
     model,
     artifacts,
+    ...sessionWork(session),
+    over_budget: (status.budget as { over_budget?: unknown[] } | undefined)?.over_budget ?? [],
+    retrying: session.retrying ?? null,
+    recovered_release: status.recovered_release,
+    // Where children run unconfined, every reader of /health hears it.
+    sandbox: deps.confinement.status.mode,
+    sandbox_reason: deps.confinement.status.reason,
+    sandbox_network: deps.confinement.status.network,
+    version: VERSION,
+  };
+}
+
+/** The coordinator's status, or, when the store cannot even be read, that as the answer. */
+function readStatus(coordinator: Coordinator): Record<string, unknown> {
+  try {
+    return coordinator.status();
+  } catch (error) {
+    return { admitting: false, sessions: {}, recovered_release: null, unreadable: String(error) };
+  }
+}
+
+/** Why the daemon is `failing`: state unreadable, admission closed, the store not committing. */
+function failingReasons(
+  status: Record<string, unknown>,
+  store: ReturnType<Store["health"]>,
+): string[] {
+  const failing: string[] = [];
+  if (status.unreadable !== undefined) {
+    failing.push(`the state cannot be read: ${status.unreadable}`);
+  } else if (status.admitting !== true) failing.push("admission is closed");
+  if (store.state !== "ok") failing.push(`the store is ${store.state}: ${store.error}`);
+  return failing;
+}
+
+/** Why the daemon is `degraded`: the model, artifact writes, a hook, a stall or waiting inputs. */
+function degradedReasons(
+  session: Record<string, unknown>,
+  model: PartHealth,
+  artifacts: PartHealth,
+): string[] {
+  const degraded: string[] = [];
+  if (model.state !== "ok") degraded.push(`the model is ${model.state}: ${model.error}`);
+  if (artifacts.state !== "ok") degraded.push(`artifact writes fail: ${artifacts.error}`);
+  if (session.last_hook_failure != null) {
+    degraded.push(`a hook fails: ${session.last_hook_failure}`);
+  }
+  if (session.stalled === true) degraded.push("the session stalled after its retries");
+  if (Number(session.waiting_inputs ?? 0) > 0) {
+    degraded.push(
+      `${session.waiting_inputs} input(s) waiting over ${session.waiting_threshold_ms} ms`,
+    );
+  }
+  return degraded;
+}
+
+/** The default session's pending and unattended work, with its defaults when it reports none. */
+function sessionWork(session: Record<string, unknown>): Record<string, unknown> {
+  return {
     stalled: session.stalled ?? false,
     oldest_pending_age_ms: session.oldest_pending_age_ms ?? null,
     pending_inputs: session.pending_inputs ?? 0,
@@ -192,13 +229,5 @@ export function healthReport(
     pending_jobs: session.pending_jobs ?? 0,
     pending_timers: session.pending_timers ?? 0,
     due_timers: session.due_timers ?? 0,
-    over_budget: (status.budget as { over_budget?: unknown[] } | undefined)?.over_budget ?? [],
-    retrying: session.retrying ?? null,
-    recovered_release: status.recovered_release,
-    // Where children run unconfined, every reader of /health hears it.
-    sandbox: deps.confinement.status.mode,
-    sandbox_reason: deps.confinement.status.reason,
-    sandbox_network: deps.confinement.status.network,
-    version: VERSION,
   };
 }

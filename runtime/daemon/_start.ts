@@ -10,12 +10,18 @@ import { join } from "node:path";
 import { DEFAULT_SESSION } from "../../store/sessions.ts";
 import { openStore, type Store, unusableState } from "../../store/store.ts";
 import { installWorkCounts } from "../../store/work_counts.ts";
-import { prepareBehavior } from "../behavior/mod.ts";
+import { type BehaviorState, prepareBehavior } from "../behavior/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { budgetOf } from "../context/mod.ts";
 import type { Logger } from "../core/mod.ts";
 import { DiscordTransport } from "../discord/mod.ts";
-import { type Confinement, loadSkills, prepareConfinement, skillRoots } from "../kernel/mod.ts";
+import {
+  type Confinement,
+  loadSkills,
+  prepareConfinement,
+  type SkillRoots,
+  skillRoots,
+} from "../kernel/mod.ts";
 import { readOperatorToken } from "../lanes/mod.ts";
 import { createProvider, type Provider } from "../model/mod.ts";
 import { initStateDir, rememberInterpreter, REPO_ROOT } from "../setup/mod.ts";
@@ -74,6 +80,37 @@ async function start(
   // The counters status and /health read: counted once now, then kept by triggers.
   installWorkCounts(store);
   const monitor = new HealthMonitor({ clock: Date.now, stallMs: settings.modelStallMs, log });
+  const roots = await indexSkills(settings, log);
+  const behavior = await publishBehavior(store, log);
+  const { config } = settings;
+  const discord = config.discord === undefined || settings.discordToken === undefined
+    ? undefined
+    : new DiscordTransport({ config: config.discord, token: settings.discordToken, store, log });
+  const coordinator = await createCoordinator(settings, {
+    store,
+    confinement,
+    roots,
+    behavior,
+    log,
+    discord,
+    monitor,
+  });
+  coordinator.start(DEFAULT_SESSION);
+  // After start: recovery has turned any send left `attempting` into `unknown`.
+  discord?.start({
+    admitDiscord: (message) => {
+      const outcome = coordinator.admitDiscord(DEFAULT_SESSION, message);
+      return "error" in outcome
+        ? { error: outcome.error.message }
+        : { inputId: outcome.ack.input_id };
+    },
+    notify: (session) => coordinator.bus.wake(session),
+  });
+  return { store, coordinator, discord, monitor, confinement };
+}
+
+/** Loads the skills of both roots and logs which are offered and which refused. */
+async function indexSkills(settings: ServeSettings, log: Logger): Promise<SkillRoots> {
   const roots = skillRoots({
     workspace: settings.workspace,
     stateDir: settings.stateDir,
@@ -87,6 +124,11 @@ async function start(
       skills.offered.map((s) => s.id).join(", ") || "(none)"
     }${refused ? `; refused: ${refused}` : ""}`,
   );
+  return roots;
+}
+
+/** Publishes the checkout's `behavior/` as a release of the default session, and logs it. */
+async function publishBehavior(store: Store, log: Logger): Promise<BehaviorState> {
   const behavior = await prepareBehavior(store, {
     session: DEFAULT_SESSION,
     sourceDir: join(REPO_ROOT, "behavior"),
@@ -97,11 +139,25 @@ async function start(
     { release_id: behavior.releaseId, epoch: behavior.epoch },
   );
   if (behavior.recovered) log.warn("behavior.recovered", `recovered: ${behavior.recovered}`);
+  return behavior;
+}
+
+/** The coordinator over the parts started so far, with the settings it reads. */
+async function createCoordinator(
+  settings: ServeSettings,
+  parts: {
+    store: Store;
+    confinement: Confinement;
+    roots: SkillRoots;
+    behavior: BehaviorState;
+    log: Logger;
+    discord: DiscordTransport | undefined;
+    monitor: HealthMonitor;
+  },
+): Promise<Coordinator> {
+  const { store, confinement, roots, behavior, log, discord, monitor } = parts;
   const { config } = settings;
-  const discord = config.discord === undefined || settings.discordToken === undefined
-    ? undefined
-    : new DiscordTransport({ config: config.discord, token: settings.discordToken, store, log });
-  const coordinator = new Coordinator({
+  return new Coordinator({
     store,
     token: await readOperatorToken(settings.stateDir),
     version: VERSION,
@@ -128,18 +184,6 @@ async function start(
     retryBaseMs: settings.retryBaseMs,
     configPath: settings.configPath,
   });
-  coordinator.start(DEFAULT_SESSION);
-  // After start: recovery has turned any send left `attempting` into `unknown`.
-  discord?.start({
-    admitDiscord: (message) => {
-      const outcome = coordinator.admitDiscord(DEFAULT_SESSION, message);
-      return "error" in outcome
-        ? { error: outcome.error.message }
-        : { inputId: outcome.ack.input_id };
-    },
-    notify: (session) => coordinator.bus.wake(session),
-  });
-  return { store, coordinator, discord, monitor, confinement };
 }
 
 /**
