@@ -6,7 +6,8 @@
  */
 
 import type { ProcessRole } from "./_fingerprint.ts";
-import type { GenerationRecord, KernelSupervisor } from "./_supervisor.ts";
+import type { KernelSupervisor } from "./_supervisor.ts";
+import type { GenerationRecord } from "./_generation.ts";
 
 /** One role and how it is replaced at a boundary. */
 export interface RoleAtBoundary {

@@ -7,85 +7,17 @@
 
 import { type HookName, KlbrError } from "../core/mod.ts";
 import { type PrepareArgs, preparedOf, prepareWithDelta } from "./_prepare_messages.ts";
-import { type LoadedSkills, loadSkills, type SkillRoots } from "./_skills.ts";
-import { workspaceRunHandler } from "./_workspace_run.ts";
+import { loadSkills } from "./_skills.ts";
 import { type CellResult, hostEndedResult } from "./_parts.ts";
 import type { WorkbenchHandle } from "./_handle.ts";
+import { environmentChange, type RoleFingerprint, type WorkerFingerprint } from "./_fingerprint.ts";
+import type { ExecuteOptions, HookOptions } from "./_types.ts";
 import {
-  environmentChange,
-  type ProcessRole,
-  type RoleFingerprint,
-  type WorkerFingerprint,
-} from "./_fingerprint.ts";
-import type { ExecuteOptions, HookOptions, RpcHandler, WorkbenchExit } from "./_types.ts";
-import { spawnWorkbench, type WorkbenchOptions } from "./_spawn.ts";
-import { type SandboxBase, workerReadOnly } from "./_sandbox.ts";
-
-/** What `recordGeneration` is given before a new generation runs anything. */
-export interface GenerationRecord {
-  /** The generation number, one more than the last recorded one. */
-  generation: number;
-  /** Why it was started (`start`, the `reset` reason, or what ended the previous one). */
-  reason: string;
-  /** The revision of the skill set it was given. */
-  skillsRevision: string;
-  /** The behaviour release it was pinned to, or null. */
-  behaviorRevision: string | null;
-  /** Always false: a new generation starts with an empty heap. */
-  heapRestored: false;
-  /** The worker's pid (= its process group). */
-  pid: number;
-  /** What the process loaded, as it reported at `init`, with what it was given. */
-  fingerprint: RoleFingerprint;
-}
-
-type Awaitable<T> = T | Promise<T>;
-
-/** Options of {@linkcode KernelSupervisor}. */
-export interface KernelSupervisorOptions {
-  /** The interpreter to run (`resolvePython` finds the real one). */
-  python: string;
-  /** The session the generations belong to. */
-  session: string;
-  /** The role its processes play, named in their fingerprints. @default "workbench" */
-  role?: ProcessRole;
-  /** The workspace: the worker's cwd and the root of `workspace.run`. */
-  workspace: string;
-  /** The checkout holding `workbench/`. */
-  repoRoot: string;
-  /** The skill roots, read afresh at every spawn. */
-  skillRoots: SkillRoots;
-  /** The behaviour release to pin each new generation to. @default none */
-  behavior?: () => Awaitable<{ revision: string; path: string } | null>;
-  /** The number of the first generation this supervisor spawns. @default 1 */
-  firstGeneration?: number;
-  /** Durably records a generation; awaited before the generation is used. */
-  recordGeneration: (record: GenerationRecord) => Awaitable<void>;
-  /** Sees each skill load (for logs and `doctor`). */
-  onSkillsLoaded?: (skills: LoadedSkills) => void;
-  /** Sees each generation's end. */
-  onExit?: (generation: number, exit: WorkbenchExit) => void;
-  /** More RPC handlers (e.g. `local.send`); `workspace.run` is built in. */
-  rpc?: Record<string, RpcHandler>;
-  /** Byte cap of each output stream of a `workspace.run`. @default 1 MiB */
-  runOutputCapBytes?: number;
-  /**
-   * Waits for a process slot before each `workspace.run` and returns its release, so the
-   * daemon's process budget covers these children. @default no limit
-   */
-  runSlot?: (signal: AbortSignal) => Promise<() => void>;
-  /** The programs `workspace.run` may start (`KLBR_RUN_PROGRAMS`). @default any */
-  runPrograms?: string[];
-  /**
-   * The state directory: never bound into a confined worker, refused as a `workspace.run`
-   * cwd and named to the worker so its workspace API refuses it too.
-   */
-  stateDir?: string;
-  /** Confines the worker and every `workspace.run` program. @default unconfined */
-  sandbox?: SandboxBase;
-  /** Workbench process settings (frame cap, grace and deadlines, `PATH`). */
-  workbench?: Omit<WorkbenchOptions, "cwd" | "repoRoot" | "rpc" | "onExit">;
-}
+  type GenerationRecord,
+  generationRecord,
+  type KernelSupervisorOptions,
+  spawnGenerationWorker,
+} from "./_generation.ts";
 
 /**
  * Owns the current kernel generation of one session.
@@ -321,6 +253,7 @@ export class KernelSupervisor {
     return await this.#spawn(this.#nextReason);
   }
 
+  /** Starts the next generation: recorded before it is used, killed if it cannot start. */
   async #spawn(reason: string): Promise<WorkbenchHandle> {
     const o = this.#options;
     const generation = this.#generation + 1;
@@ -329,28 +262,7 @@ export class KernelSupervisor {
     const behavior = (await o.behavior?.()) ?? null;
     const workspace = await Deno.realPath(o.workspace);
     const deny = o.stateDir === undefined ? [] : [o.stateDir];
-    const rpc: Record<string, RpcHandler> = {
-      "workspace.run": workspaceRunHandler({
-        root: workspace,
-        outputCapBytes: o.runOutputCapBytes,
-        env: { PATH: o.workbench?.env?.PATH },
-        programs: o.runPrograms,
-        deny,
-        sandbox: o.sandbox,
-      }, o.runSlot),
-      ...o.rpc,
-    };
-    const wb = spawnWorkbench(o.python, {
-      ...o.workbench,
-      cwd: workspace,
-      repoRoot: o.repoRoot,
-      rpc,
-      onExit: (exit) => o.onExit?.(generation, exit),
-      sandbox: o.sandbox === undefined ? undefined : {
-        base: o.sandbox,
-        readOnly: workerReadOnly(o.stateDir, behavior, o.skillRoots),
-      },
-    });
+    const wb = spawnGenerationWorker(o, generation, { workspace, deny, behavior });
     try {
       const info = await wb.init({
         generation,
@@ -360,23 +272,7 @@ export class KernelSupervisor {
         skills: skills.payload,
         behavior,
       });
-      const record: GenerationRecord = {
-        generation,
-        reason,
-        skillsRevision: skills.payload.revision,
-        behaviorRevision: behavior?.revision ?? null,
-        heapRestored: false,
-        pid: info.pid,
-        fingerprint: {
-          ...info.fingerprint,
-          role: o.role ?? "workbench",
-          generation,
-          pid: info.pid,
-          skills: skills.payload.revision,
-          release: behavior?.revision ?? null,
-          loadedAt: Date.now(),
-        },
-      };
+      const record = generationRecord(o, { generation, reason, skills, behavior, info });
       await o.recordGeneration(record);
       if (!wb.alive) {
         throw new KlbrError(

@@ -36,11 +36,8 @@ export {
   type WorkbenchOptions,
   WorkbenchSettings,
 } from "./_spawn.ts";
-export {
-  type GenerationRecord,
-  KernelSupervisor,
-  type KernelSupervisorOptions,
-} from "./_supervisor.ts";
+export { KernelSupervisor } from "./_supervisor.ts";
+export type { GenerationRecord, KernelSupervisorOptions } from "./_generation.ts";
 export { DEFAULT_MAX_FRAME_BYTES, encodeFrame, FrameDecoderStream } from "./_frame_codec.ts";
 export {
   type MessagesDelta,
