@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { WSEvents } from "hono/ws";
+import type { WSContext, WSEvents } from "hono/ws";
 import { type Logger, nextMacrotask, SerialRunner, type ServerMessage } from "../core/mod.ts";
 import { type LaneAuth, LaneConnection, type LaneHost } from "./_lane_connection.ts";
 
@@ -60,9 +60,7 @@ export class LaneRegistry {
     live_dropped: 0,
     peak_buffered_bytes: 0,
   };
-  readonly #open = new Set<
-    { connection: LaneConnection; close(code: number, why: string): void }
-  >();
+  readonly #open = new Set<OpenLane>();
 
   /** Creates a registry bound by `limits`. */
   constructor(readonly limits: LaneLimits) {}
@@ -100,73 +98,118 @@ export class LaneRegistry {
    * handled wait and go together next: that is what lets admission commit many at once.
    */
   events(host: LaneHost, auth: LaneAuth, log: Logger, place: Reservation): WSEvents {
-    let connection: LaneConnection | undefined;
-    let raw: WebSocket | undefined;
-    let helloTimer: ReturnType<typeof setTimeout> | undefined;
-    let entry: { connection: LaneConnection; close(code: number, why: string): void } | undefined;
-    let buffered: string[] = [];
-    const handler = new SerialRunner(async () => {
-      while (buffered.length > 0 && connection !== undefined) {
-        const batch = buffered;
-        buffered = [];
-        // accept answers every message, whatever fails; it does not wait for commits:
-        // admission groups whatever is queued across connections (group commit).
-        await connection.accept(batch);
-        if (connection.greeted) clearTimeout(helloTimer);
-      }
-    });
-    const sendText = (text: string) => {
-      if (raw === undefined || raw.readyState !== WebSocket.OPEN) return;
-      raw.send(text);
-      this.stats.peak_buffered_bytes = Math.max(this.stats.peak_buffered_bytes, raw.bufferedAmount);
-    };
-    const send = (message: ServerMessage) => sendText(JSON.stringify(message));
+    return new LaneSocket(
+      { stats: this.stats, limits: this.limits, open: this.#open },
+      { host, auth, log, place },
+    ).events();
+  }
+}
+
+/** An open connection as the registry holds it. */
+interface OpenLane {
+  connection: LaneConnection;
+  close(code: number, why: string): void;
+}
+
+/** One `/v2` socket: its lane connection, the messages waiting for it and its hello deadline. */
+class LaneSocket {
+  readonly #registry: { stats: LaneStats; limits: LaneLimits; open: Set<OpenLane> };
+  readonly #lane: { host: LaneHost; auth: LaneAuth; log: Logger; place: Reservation };
+  #connection: LaneConnection | undefined;
+  #raw: WebSocket | undefined;
+  #helloTimer: ReturnType<typeof setTimeout> | undefined;
+  #entry: OpenLane | undefined;
+  #buffered: string[] = [];
+  readonly #handler = new SerialRunner(() => this.#handleBuffered());
+
+  constructor(
+    registry: { stats: LaneStats; limits: LaneLimits; open: Set<OpenLane> },
+    lane: { host: LaneHost; auth: LaneAuth; log: Logger; place: Reservation },
+  ) {
+    this.#registry = registry;
+    this.#lane = lane;
+  }
+
+  /** The Hono events of this socket. */
+  events(): WSEvents {
+    const { log, place } = this.#lane;
     return {
-      onOpen: (_event, ws) => {
-        raw = ws.raw as WebSocket | undefined;
-        place.opened();
-        const close = (code: number, why: string) => ws.close(code, why);
-        connection = new LaneConnection(host, {
-          auth,
-          send,
-          // A records batch is encoded once, as its records were read.
-          sendText,
-          // Animation is lossy by contract: a client that does not read loses it, and the
-          // daemon keeps no queue for it.
-          sendLossy: (message) => {
-            if ((raw?.bufferedAmount ?? 0) > this.limits.liveHighWaterBytes) {
-              this.stats.live_dropped++;
-            } else send(message);
-          },
-          close,
-          writable: () => whenDrained(raw),
-          log,
-        });
-        entry = { connection, close };
-        this.#open.add(entry);
-        helloTimer = setTimeout(() => {
-          if (connection?.greeted) return;
-          log.warn("lane.hello_timeout", "closed a lane that did not say hello in time", {
-            timeout_ms: this.limits.helloTimeoutMs,
-          });
-          ws.close(4408, `no hello within ${this.limits.helloTimeoutMs} ms`);
-        }, this.limits.helloTimeoutMs);
-      },
+      onOpen: (_event, ws) => this.#open(ws),
       onMessage: (event) => {
         // Messages of one connection are handled strictly in arrival order; a binary frame is
         // not JSON and is answered as such.
-        buffered.push(typeof event.data === "string" ? event.data : "");
-        handler.run().catch((error) =>
+        this.#buffered.push(typeof event.data === "string" ? event.data : "");
+        this.#handler.run().catch((error) =>
           log.error("lane.internal", `lane connection error: ${error?.stack ?? error}`)
         );
       },
       onClose: () => {
-        clearTimeout(helloTimer);
-        connection?.dispose();
-        if (entry !== undefined) this.#open.delete(entry);
+        clearTimeout(this.#helloTimer);
+        this.#connection?.dispose();
+        if (this.#entry !== undefined) this.#registry.open.delete(this.#entry);
         place.release();
       },
     };
+  }
+
+  /** Hands what arrived to the connection, batch by batch, until nothing waits. */
+  async #handleBuffered(): Promise<void> {
+    while (this.#buffered.length > 0 && this.#connection !== undefined) {
+      const batch = this.#buffered;
+      this.#buffered = [];
+      // accept answers every message, whatever fails; it does not wait for commits:
+      // admission groups whatever is queued across connections (group commit).
+      await this.#connection.accept(batch);
+      if (this.#connection.greeted) clearTimeout(this.#helloTimer);
+    }
+  }
+
+  /** The socket opened: its connection is made, registered and given its hello deadline. */
+  #open(ws: WSContext): void {
+    const { host, auth, log, place } = this.#lane;
+    const { stats, limits, open } = this.#registry;
+    this.#raw = ws.raw as WebSocket | undefined;
+    place.opened();
+    const close = (code: number, why: string) => ws.close(code, why);
+    const connection = new LaneConnection(host, {
+      auth,
+      send: (message) => this.#send(message),
+      // A records batch is encoded once, as its records were read.
+      sendText: (text) => this.#sendText(text),
+      // Animation is lossy by contract: a client that does not read loses it, and the
+      // daemon keeps no queue for it.
+      sendLossy: (message) => {
+        if ((this.#raw?.bufferedAmount ?? 0) > limits.liveHighWaterBytes) {
+          stats.live_dropped++;
+        } else this.#send(message);
+      },
+      close,
+      writable: () => whenDrained(this.#raw),
+      log,
+    });
+    this.#connection = connection;
+    this.#entry = { connection, close };
+    open.add(this.#entry);
+    this.#helloTimer = setTimeout(() => {
+      if (this.#connection?.greeted) return;
+      log.warn("lane.hello_timeout", "closed a lane that did not say hello in time", {
+        timeout_ms: limits.helloTimeoutMs,
+      });
+      ws.close(4408, `no hello within ${limits.helloTimeoutMs} ms`);
+    }, limits.helloTimeoutMs);
+  }
+
+  /** Sends text while the socket is open, noting the most it ever held unsent. */
+  #sendText(text: string): void {
+    const raw = this.#raw;
+    if (raw === undefined || raw.readyState !== WebSocket.OPEN) return;
+    raw.send(text);
+    const stats = this.#registry.stats;
+    stats.peak_buffered_bytes = Math.max(stats.peak_buffered_bytes, raw.bufferedAmount);
+  }
+
+  #send(message: ServerMessage): void {
+    this.#sendText(JSON.stringify(message));
   }
 }
 
