@@ -81,41 +81,11 @@ export async function runChildAgent(
   const causation = { session: job.session, frameId: job.frameId, cellId: null, jobId: job.id };
   for (let step = 1; step <= MAX_STEPS; step++) {
     if (signal.aborted) return { state: "failed", cause: "stopped", result: {} };
-    let reply: ChildReply;
-    try {
-      reply = await deps.call({
-        causation,
-        kind: "agent",
-        route: job.route ?? "main",
-        messages,
-        summary: { step, messages: messages.length },
-        signal,
-      });
-    } catch (error) {
-      const why = isKlbrError(error, "over_budget")
-        ? "its budget is spent"
-        : "its model call failed";
-      return {
-        state: "failed",
-        cause: `${why}: ${error instanceof Error ? error.message : error}`,
-        result: {},
-      };
-    }
-    const { turn } = reply;
+    const asked = await askModel(deps, job, { causation, messages, step, signal });
+    if ("ending" in asked) return asked.ending;
+    const { turn } = asked.reply;
     const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
-    messages.push({
-      role: "assistant",
-      content: turn.text === "" ? null : turn.text,
-      ...(calls.length
-        ? {
-          tool_calls: calls.map((c) => ({
-            id: c.id,
-            type: "function" as const,
-            function: { name: c.name, arguments: c.arguments },
-          })),
-        }
-        : {}),
-    } as ChatMessage);
+    messages.push(assistantMessage(turn.text, calls));
     if (calls.length === 0) {
       return {
         state: "done",
@@ -141,6 +111,61 @@ export async function runChildAgent(
   return { state: "failed", cause: `it took ${MAX_STEPS} steps without an answer`, result: {} };
 }
 
+/** One child model call of the job; a spent budget or a failed call ends the job `failed`. */
+async function askModel(
+  deps: ChildAgentDeps,
+  job: JobRecord,
+  at: {
+    causation: ChildRequest["causation"];
+    messages: ChatMessage[];
+    step: number;
+    signal: AbortSignal;
+  },
+): Promise<{ reply: ChildReply } | { ending: JobEnding }> {
+  const { causation, messages, step, signal } = at;
+  try {
+    const reply = await deps.call({
+      causation,
+      kind: "agent",
+      route: job.route ?? "main",
+      messages,
+      summary: { step, messages: messages.length },
+      signal,
+    });
+    return { reply };
+  } catch (error) {
+    const why = isKlbrError(error, "over_budget") ? "its budget is spent" : "its model call failed";
+    return {
+      ending: {
+        state: "failed",
+        cause: `${why}: ${error instanceof Error ? error.message : error}`,
+        result: {},
+      },
+    };
+  }
+}
+
+/** The assistant message of a child turn: its text (or none) and the tool calls it made. */
+function assistantMessage(
+  text: string,
+  calls: { id: string; name: string; arguments: string }[],
+): ChatMessage {
+  return {
+    role: "assistant",
+    content: text === "" ? null : text,
+    ...(calls.length
+      ? {
+        tool_calls: calls.map((c) => ({
+          id: c.id,
+          type: "function" as const,
+          function: { name: c.name, arguments: c.arguments },
+        })),
+      }
+      : {}),
+  } as ChatMessage;
+}
+
+/** Runs one tool call's cell, records it as a `job.cell` event and says what the model reads. */
 async function runStep(
   deps: ChildAgentDeps,
   job: JobRecord,
