@@ -116,45 +116,8 @@ export async function ensureUiBuilt(options: EnsureUiBuiltOptions): Promise<stri
   await Deno.mkdir(dist, { recursive: true });
   const temp = await Deno.makeTempDir({ dir: dist, prefix: ".build-" });
   try {
-    const bundled = join(temp, "app.js");
-    const output = await new Deno.Command(deno, {
-      args: [
-        "bundle",
-        "--quiet",
-        "--platform",
-        "browser",
-        // Minified: half the bytes, and no library's comments (some quote `import(` in JSDoc).
-        "--minify",
-        "--config",
-        join(repoRoot, "deno.json"),
-        "-o",
-        bundled,
-        entry,
-      ],
-      cwd: repoRoot,
-      env: { NO_COLOR: "1" },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      signal: AbortSignal.timeout(timeoutMs),
-    }).output();
-    if (!output.success) {
-      const stderr = new TextDecoder().decode(output.stderr);
-      throw new KlbrError(
-        "internal",
-        `cannot build ui: deno bundle exited with ${output.code} (got ${
-          JSON.stringify(stderr.trim().slice(-2000))
-        })`,
-      );
-    }
-    for (const name of ["index.html", "style.css"]) {
-      await Deno.copyFile(join(ui, "static", name), join(temp, name));
-    }
-    await Deno.writeTextFile(
-      join(temp, "build.json"),
-      JSON.stringify({ built_at: new Date().toISOString(), entry: "ui/src/main.tsx" }) + "\n",
-    );
-    for (const name of UI_OUTPUTS) await Deno.rename(join(temp, name), join(dist, name));
+    await bundle({ deno, repoRoot, entry, out: join(temp, "app.js"), timeoutMs });
+    await writeOutputs(ui, temp, dist);
   } catch (error) {
     if (error instanceof DOMException && error.name === "TimeoutError") {
       throw new KlbrError(
@@ -168,6 +131,54 @@ export async function ensureUiBuilt(options: EnsureUiBuiltOptions): Promise<stri
     await Deno.remove(temp, { recursive: true }).catch(() => {});
   }
   return dist;
+}
+
+/** Runs `deno bundle` on the entry module into `out`; a failure carries the bundler's stderr. */
+async function bundle(
+  at: { deno: string; repoRoot: string; entry: string; out: string; timeoutMs: number },
+): Promise<void> {
+  const output = await new Deno.Command(at.deno, {
+    args: [
+      "bundle",
+      "--quiet",
+      "--platform",
+      "browser",
+      // Minified: half the bytes, and no library's comments (some quote `import(` in JSDoc).
+      "--minify",
+      "--config",
+      join(at.repoRoot, "deno.json"),
+      "-o",
+      at.out,
+      at.entry,
+    ],
+    cwd: at.repoRoot,
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(at.timeoutMs),
+  }).output();
+  if (!output.success) {
+    const stderr = new TextDecoder().decode(output.stderr);
+    throw new KlbrError(
+      "internal",
+      `cannot build ui: deno bundle exited with ${output.code} (got ${
+        JSON.stringify(stderr.trim().slice(-2000))
+      })`,
+    );
+  }
+}
+
+/** Adds the static files and `build.json` beside the bundle, then renames each into `dist`. */
+async function writeOutputs(ui: string, temp: string, dist: string): Promise<void> {
+  for (const name of ["index.html", "style.css"]) {
+    await Deno.copyFile(join(ui, "static", name), join(temp, name));
+  }
+  await Deno.writeTextFile(
+    join(temp, "build.json"),
+    JSON.stringify({ built_at: new Date().toISOString(), entry: "ui/src/main.tsx" }) + "\n",
+  );
+  for (const name of UI_OUTPUTS) await Deno.rename(join(temp, name), join(dist, name));
 }
 
 if (import.meta.main) {

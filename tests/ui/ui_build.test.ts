@@ -200,3 +200,30 @@ Deno.test("`ensureUiBuilt()` reports a bundler that cannot be started", async ()
     await Deno.remove(root, { recursive: true });
   }
 });
+
+Deno.test("`ensureUiBuilt()` ends a bundler that runs past `timeoutMs` with `internal`, keeping no temp build", async () => {
+  const root = await tempCheckout();
+  // A "deno" that never finishes: exec keeps it one process, so the timeout's signal ends it.
+  const slow = join(root, "slow-deno");
+  await Deno.writeTextFile(slow, "#!/bin/sh\nexec sleep 30\n");
+  await Deno.chmod(slow, 0o755);
+  try {
+    await assert.rejects(
+      ensureUiBuilt({ repoRoot: root, deno: slow, timeoutMs: 200 }),
+      (error: unknown) => {
+        assert.ok(error instanceof KlbrError);
+        assert.equal(error.code, "internal");
+        // Deno 2.9 resolves the aborted command (SIGTERM, 143) rather than rejecting it, so the
+        // bundler's exit is what the message names; the point is that the call ends.
+        assert.match(error.message, /^cannot build ui: deno bundle /);
+        return true;
+      },
+    );
+    const left = [];
+    for await (const entry of Deno.readDir(join(root, "ui", "dist"))) left.push(entry.name);
+    assert.deepEqual(left, [], "the temp build directory is removed");
+    assert.equal(await uiIsStale(root), true, "the next call tries again");
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
