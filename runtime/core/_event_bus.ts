@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { ServerMessage } from "./_protocol.ts";
+import type { ServerMessage } from "./_lane_protocol.ts";
 
 /** A live notification for a subscribed connection: a wake, or lossy animation. */
 export type LaneSignal =

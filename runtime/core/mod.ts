@@ -44,22 +44,24 @@ export { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "./_ids.ts";
 export {
   BehaviorRef,
   CellReply,
-  ClientMessage,
-  type ClientRole,
   HookName,
   HostFrame,
   HostRequest,
   HostRpcReply,
-  LaneRecord,
-  OPERATOR_KINDS,
-  parseClientMessage,
   parseWorkerFrame,
   RunParams,
   SendParams,
-  ServerMessage,
   SkillsPayload,
   WorkerFrame,
 } from "./_protocol.ts";
+export {
+  ClientMessage,
+  type ClientRole,
+  LaneRecord,
+  OPERATOR_KINDS,
+  parseClientMessage,
+  ServerMessage,
+} from "./_lane_protocol.ts";
 export {
   ArtifactRef,
   CELL_OUTCOMES,

@@ -1,0 +1,219 @@
+/**
+ * The v2 lane protocol between clients and the daemon, as zod schemas: every message a client
+ * may send over `/v2` and every message the daemon sends. TypeScript types come from
+ * `z.infer`, never written out twice. The host ↔ workbench frames are in `_protocol.ts`.
+ *
+ * The role boundary lives here too: {@linkcode parseClientMessage} refuses operator kinds to
+ * a client without the operator role, and input to a read-only viewer.
+ *
+ * @module
+ */
+
+// A namespace import lets the UI bundle keep only the parts of zod that core uses.
+import * as z from "zod";
+import { KlbrError } from "./_errors.ts";
+import { describeIssues, wellFormed } from "./_issues.ts";
+
+const sessionName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "expected a session name");
+const clientRequest = wellFormed(1, 128);
+
+/** Operator kinds; a client needs the operator role (the token) to send them. */
+export const OPERATOR_KINDS = [
+  "op.status",
+  "op.reset",
+  "op.compact",
+  "op.drain",
+  "op.stop",
+  "op.activate",
+  "op.cancel_cell",
+  "op.jobs",
+  "op.cancel_job",
+  "op.rollback",
+  "op.maintain",
+  "op.candidates",
+  "op.trace",
+  "op.token_rotate",
+] as const;
+
+/** Every message a client may send over `/v2`. */
+export const ClientMessage = z.discriminatedUnion("kind", [
+  z.object({
+    kind: z.literal("hello"),
+    session: sessionName.default("default"),
+    /** The last seq the client holds; `"head"` starts after the current head (no catch-up). */
+    since: z.union([z.literal("head"), z.number().int().nonnegative()]).default(0),
+    token: z.string().optional(),
+    client: wellFormed(1, 128).optional(),
+    /** Deliver durable records in `records` batches instead of one `record` message each. */
+    batch: z.boolean().optional(),
+  }),
+  z.object({
+    kind: z.literal("input"),
+    request: clientRequest,
+    client_msg_id: wellFormed(1, 128),
+    text: z.string().min(1).max(1_000_000),
+    conversation: wellFormed(1, 256).default("local:default"),
+    author: wellFormed(1, 256).default("owner"),
+  }),
+  z.object({ kind: z.literal("ping"), request: clientRequest.optional() }),
+  z.object({
+    kind: z.literal("op.status"),
+    request: clientRequest,
+    session: sessionName.optional(),
+  }),
+  z.object({ kind: z.literal("op.reset"), request: clientRequest, session: sessionName }),
+  z.object({ kind: z.literal("op.compact"), request: clientRequest, session: sessionName }),
+  z.object({ kind: z.literal("op.drain"), request: clientRequest, session: sessionName }),
+  z.object({ kind: z.literal("op.stop"), request: clientRequest, session: sessionName }),
+  z.object({
+    kind: z.literal("op.activate"),
+    request: clientRequest,
+    session: sessionName,
+    epoch: z.number().int().nonnegative(),
+    release: z.string().min(1),
+  }),
+  /** Cancels one running cell; its turn goes on and the model hears it was cancelled. */
+  z.object({
+    kind: z.literal("op.cancel_cell"),
+    request: clientRequest,
+    session: sessionName,
+    cell: z.string().min(1).max(64),
+  }),
+  z.object({ kind: z.literal("op.jobs"), request: clientRequest, session: sessionName.optional() }),
+  z.object({
+    kind: z.literal("op.cancel_job"),
+    request: clientRequest,
+    job: z.string().min(1).max(64),
+    session: sessionName.optional(),
+  }),
+  z.object({ kind: z.literal("op.rollback"), request: clientRequest, session: sessionName }),
+  z.object({
+    kind: z.literal("op.maintain"),
+    request: clientRequest,
+    session: sessionName,
+    /** Why the turn is asked for; it is the maintenance input's text. */
+    reason: z.string().min(1).max(2000).optional(),
+  }),
+  z.object({ kind: z.literal("op.candidates"), request: clientRequest, session: sessionName }),
+  z.object({
+    kind: z.literal("op.trace"),
+    request: clientRequest,
+    session: sessionName,
+    /** A frame id (`fr_…`: every trace of its turn) or a trace id (`tr_…`). */
+    target: z.string().min(1).max(64),
+  }),
+  z.object({ kind: z.literal("op.token_rotate"), request: clientRequest }),
+]);
+/** A client → daemon message. */
+export type ClientMessage = z.infer<typeof ClientMessage>;
+
+/**
+ * The role a connection was granted at `hello`: `operator` with the token or the session
+ * cookie, `viewer` (read-only) without either, only where the configuration allows it.
+ */
+export type ClientRole = "viewer" | "operator";
+
+/**
+ * Validates one client message against the connection's role.
+ *
+ * @throws {KlbrError} `invalid_input` for malformed JSON or fields, `role_forbidden` for an
+ * operator kind sent without the operator role, or an input from a read-only viewer.
+ */
+export function parseClientMessage(value: unknown, role: ClientRole): ClientMessage {
+  const kind = typeof value === "object" && value !== null && "kind" in value
+    ? (value as { kind: unknown }).kind
+    : undefined;
+  if (
+    role !== "operator" && typeof kind === "string" &&
+    (OPERATOR_KINDS as readonly string[]).includes(kind)
+  ) {
+    throw new KlbrError(
+      "role_forbidden",
+      `cannot run ${kind}: the operator role needs the token given at hello`,
+      { status: 403 },
+    );
+  }
+  if (role === "viewer" && kind === "input") {
+    throw new KlbrError(
+      "role_forbidden",
+      "cannot accept input: this connection is read-only (it showed no token or session cookie)",
+      { status: 403 },
+    );
+  }
+  const parsed = ClientMessage.safeParse(value);
+  if (!parsed.success) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot accept client message: ${typeof kind === "string" ? kind + " " : ""}${
+        describeIssues(parsed.error)
+      }`,
+    );
+  }
+  return parsed.data;
+}
+
+/** A durable record as clients see it: one row of the session's event log. */
+export const LaneRecord = z.object({
+  kind: z.literal("record"),
+  session: z.string(),
+  seq: z.number().int().positive(),
+  at: z.number().int(),
+  type: z.string(),
+  data: z.record(z.string(), z.unknown()),
+});
+/** A durable, sequenced record. */
+export type LaneRecord = z.infer<typeof LaneRecord>;
+
+/** Every message the daemon sends over `/v2`. */
+export const ServerMessage = z.discriminatedUnion("kind", [
+  z.object({
+    kind: z.literal("welcome"),
+    session: z.string(),
+    role: z.enum(["viewer", "operator"]),
+    head: z.number().int().nonnegative(),
+    server: z.object({ version: z.string() }),
+  }),
+  LaneRecord,
+  /** Consecutive durable records in seq order, for a client that said `batch: true`. */
+  z.object({ kind: z.literal("records"), session: z.string(), records: z.array(LaneRecord) }),
+  z.object({ kind: z.literal("replayed"), session: z.string(), head: z.number().int() }),
+  z.object({
+    kind: z.literal("ack"),
+    request: z.string(),
+    input_id: z.string(),
+    seq: z.number().int().positive(),
+    duplicate: z.boolean(),
+  }),
+  z.object({
+    kind: z.literal("op.result"),
+    request: z.string(),
+    op: z.string(),
+    result: z.record(z.string(), z.unknown()),
+  }),
+  z.object({
+    kind: z.literal("error"),
+    request: z.string().optional(),
+    code: z.string(),
+    message: z.string(),
+    /** True when the same request may succeed later unchanged (e.g. `store_unavailable`). */
+    retriable: z.boolean().optional(),
+    /** With `since_beyond_head`: the session's head, where a client may resume instead. */
+    head: z.number().int().nonnegative().optional(),
+  }),
+  z.object({
+    kind: z.literal("token"),
+    session: z.string(),
+    turn: z.string(),
+    text: z.string(),
+  }),
+  z.object({
+    kind: z.literal("cell.output"),
+    session: z.string(),
+    cell: z.string(),
+    name: z.enum(["stdout", "stderr"]),
+    text: z.string(),
+  }),
+  z.object({ kind: z.literal("pong"), request: z.string().optional() }),
+]);
+/** A daemon → client message. */
+export type ServerMessage = z.infer<typeof ServerMessage>;
