@@ -403,6 +403,36 @@ Deno.test("rpc dispatch answers unknown methods not_found and relays a handler's
   );
 });
 
+Deno.test("an rpc result too large for a frame reaches the cell as frame_oversize, and the worker goes on", async () => {
+  await using s = await session({
+    workbench: { cancelGraceMs: GRACE_MS, maxFrameBytes: 64 * 1024 },
+    rpc: { "big.result": () => Promise.resolve({ text: "x".repeat(100_000) }) },
+  });
+  const big = await s.exec("from klbr import rpc\nawait rpc.call('big.result', {})");
+  assert.equal(big.outcome, "error");
+  assert.match(
+    big.error?.message ?? "",
+    /^big\.result failed \(frame_oversize\): cannot encode frame: body is larger than the maximum of 65536 bytes/,
+  );
+  // The reply that did not fit was never written: the channel and the worker are intact.
+  assert.equal(ok(await s.exec("1 + 1")), "2");
+  assert.equal(s.exits.length, 0);
+});
+
+Deno.test("`execute()` goes on when its onStream listener throws", async () => {
+  await using s = await session();
+  let calls = 0;
+  const r = await s.exec("print('a')\nimport asyncio\nawait asyncio.sleep(0)\nprint('b')", {
+    onStream: () => {
+      calls++;
+      throw new Error("a listener that fails");
+    },
+  });
+  assert.equal(ok(r), null);
+  assert.equal(r.stdout, "a\nb\n", "the capture is whole although the listener failed");
+  assert.ok(calls >= 1, "the listener was called");
+});
+
 // ---------------------------------------------------------------------------------------
 // Skills
 

@@ -1,7 +1,7 @@
 /**
  * The live handle on one workbench process: request/reply correlation, the cancellation
- * ladder, host RPC dispatch and the one end of the process (shutdown, kill or failure).
- * `spawnWorkbench` builds it.
+ * ladder and the one end of the process (shutdown, kill or failure). What it does with each
+ * frame the worker writes is `_worker_frames.ts`. `spawnWorkbench` builds it.
  *
  * @module
  */
@@ -11,16 +11,16 @@ import {
   describeIssues,
   type HookName,
   type HostRequest,
-  type HostRpcReply,
   KlbrError,
   newId,
   type WorkerFrame,
 } from "../core/mod.ts";
 import { type CellResult, deferred, hostEndedResult, settlesWithin } from "./_parts.ts";
-import { Killed, type Pending, PendingRequests, replyError } from "./_pending.ts";
+import { Killed, type Pending, PendingRequests } from "./_pending.ts";
 import { WorkerChannel } from "./_channel.ts";
 import { FingerprintReply, type WorkerFingerprint } from "./_fingerprint.ts";
 import { RpcDispatcher } from "./_rpc.ts";
+import { routeWorkerFrame, sendRpcReply } from "./_worker_frames.ts";
 import {
   type ExecuteOptions,
   type HandleSettings,
@@ -51,7 +51,7 @@ export class WorkbenchHandle {
     this.#settings = settings;
     this.exited = this.#exit.promise;
     this.#rpc = new RpcDispatcher(settings.rpc, (frame) => {
-      if (this.#state !== "dead") this.#sendReply(frame);
+      if (this.#state !== "dead") sendRpcReply(this.#channel, frame);
     });
     this.#channel = new WorkerChannel(
       child,
@@ -262,22 +262,6 @@ export class WorkbenchHandle {
     }
   }
 
-  #sendReply(frame: HostRpcReply): void {
-    try {
-      this.#channel.send(frame);
-    } catch (error) {
-      // A result too large for a frame becomes an error the cell can read.
-      if (frame.kind === "rpc_ok" && error instanceof KlbrError) {
-        this.#channel.send({
-          kind: "rpc_error",
-          id: frame.id,
-          code: error.code,
-          message: error.message,
-        });
-      }
-    }
-  }
-
   #settle(pending: Pending, how: { value: unknown } | { error: unknown }): void {
     this.#pending.settle(pending, how, (id) => this.#rpc.abort(id), this.#settings.exitGraceMs);
   }
@@ -306,40 +290,11 @@ export class WorkbenchHandle {
 
   #dispatch(frame: WorkerFrame): void {
     if (this.#state === "dead") return;
-    switch (frame.kind) {
-      case "ok":
-      case "error": {
-        const pending = this.#pending.get(frame.id);
-        if (!pending) return; // a late reply to a request that already ended
-        if (frame.kind === "ok") this.#settle(pending, { value: frame.result });
-        else this.#settle(pending, { error: replyError(pending, frame) });
-        return;
-      }
-      case "stream": {
-        const pending = this.#pending.get(frame.id);
-        if (!pending || pending.kind !== "execute") return;
-        (frame.name === "stdout" ? pending.out : pending.err).add(frame.text);
-        try {
-          pending.onStream?.(frame.name, frame.text);
-        } catch {
-          // Live output is lossy; a failing listener must not end the cell.
-        }
-        return;
-      }
-      case "rpc": {
-        const parent = this.#pending.get(frame.parent);
-        const open = parent && (parent.kind === "execute" || parent.kind === "hook");
-        const call = this.#rpc.start(frame, open ? parent : null);
-        if (call && parent) {
-          parent.rpcs.set(frame.id, call);
-          call.finally(() => parent.rpcs.delete(frame.id));
-        }
-        return;
-      }
-      case "rpc_cancel":
-        this.#rpc.abort(frame.id);
-        return;
-    }
+    routeWorkerFrame(frame, {
+      pending: this.#pending,
+      rpc: this.#rpc,
+      settle: (pending, how) => this.#settle(pending, how),
+    });
   }
 
   #protocolViolation(what: string): KlbrError {
