@@ -118,15 +118,6 @@ export async function ensureUiBuilt(options: EnsureUiBuiltOptions): Promise<stri
   try {
     await bundle({ deno, repoRoot, entry, out: join(temp, "app.js"), timeoutMs });
     await writeOutputs(ui, temp, dist);
-  } catch (error) {
-    if (error instanceof DOMException && error.name === "TimeoutError") {
-      throw new KlbrError(
-        "internal",
-        `cannot build ui: deno bundle ran longer than the limit (got ${timeoutMs} ms)`,
-        { cause: error },
-      );
-    }
-    throw error;
   } finally {
     await Deno.remove(temp, { recursive: true }).catch(() => {});
   }
@@ -137,6 +128,7 @@ export async function ensureUiBuilt(options: EnsureUiBuiltOptions): Promise<stri
 async function bundle(
   at: { deno: string; repoRoot: string; entry: string; out: string; timeoutMs: number },
 ): Promise<void> {
+  const deadline = AbortSignal.timeout(at.timeoutMs);
   const output = await new Deno.Command(at.deno, {
     args: [
       "bundle",
@@ -156,8 +148,13 @@ async function bundle(
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
-    signal: AbortSignal.timeout(at.timeoutMs),
-  }).output();
+    signal: deadline,
+  }).output().catch((cause) => {
+    throw deadline.aborted ? tookTooLong(at.timeoutMs, cause) : cause;
+  });
+  // The signal kills the bundler, and the command then ends with that kill's exit code rather
+  // than rejecting: the deadline says whether the limit is what ended it.
+  if (!output.success && deadline.aborted) throw tookTooLong(at.timeoutMs);
   if (!output.success) {
     const stderr = new TextDecoder().decode(output.stderr);
     throw new KlbrError(
@@ -167,6 +164,14 @@ async function bundle(
       })`,
     );
   }
+}
+
+function tookTooLong(timeoutMs: number, cause?: unknown): KlbrError {
+  return new KlbrError(
+    "internal",
+    `cannot build ui: deno bundle ran longer than the limit (got ${timeoutMs} ms)`,
+    { cause },
+  );
 }
 
 /** Adds the static files and `build.json` beside the bundle, then renames each into `dist`. */
