@@ -184,19 +184,41 @@ async function requestStep(
   scope: TurnScope,
   opening: Record<string, unknown> | null,
 ): Promise<{ calls: ToolCall[]; text: string } | TurnResult> {
-  const { options, ctx, record, state } = scope;
-  const { session, frame } = ctx;
+  const { options, ctx, state } = scope;
+  const { session } = ctx;
   // The route comes first: its budget sizes the request (and may compact the context).
   const route = await planRoute(options, session);
   const request = await prepareContext(options, session, opening ? [opening] : [], {
     route,
     signal: ctx.signal,
   });
-  const report = (options.health ?? NO_TURN_HEALTH).modelCall(route);
   const provider = options.provider(route);
-  let turn;
+  const streamed = await streamReply(scope, route, provider, request.messages);
+  if ("failed" in streamed) return streamed.failed;
+  const { turn } = streamed;
+  noteUsage(options, session, { route, request, usage: turn.usage });
+  // Tool-call ids are minted here: some providers repeat ids across responses, and a
+  // session's sequence needs each id once.
+  const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
+  commitReply(scope, opening, { route, provider, turn, calls });
+  options.bus.wake(session);
+  // The reply is in the sequence now: a retry goes on from it, never repeats the inputs.
+  state.effects = true;
+  return { calls, text: turn.text };
+}
+
+/** Streams one reply, its text deltas to the bus; a failure becomes the result ending the turn. */
+async function streamReply(
+  scope: TurnScope,
+  route: string,
+  provider: Provider,
+  messages: Parameters<Provider["streamChat"]>[0]["messages"],
+): Promise<{ turn: ProviderTurn } | { failed: TurnResult }> {
+  const { options, ctx } = scope;
+  const { session, frame } = ctx;
+  const report = (options.health ?? NO_TURN_HEALTH).modelCall(route);
   try {
-    turn = await provider.streamChat({ messages: request.messages }, {
+    const turn = await provider.streamChat({ messages }, {
       signal: ctx.signal,
       onDelta: (delta) => {
         report.progress();
@@ -204,38 +226,56 @@ async function requestStep(
       },
     });
     report.done(null);
+    return { turn };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     if (!ctx.signal.aborted) report.done(`${route}: ${message}`);
-    // The provider's failure (the error's cause) carries the text streamed before it.
-    const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
-    if (partial?.text) {
-      record("scratchpad", { frame_id: frame.id, text: partial.text, partial: true });
-    }
-    if (ctx.signal.aborted) {
-      const reason = stopReason(ctx.signal);
-      record("turn.ended", { frame_id: frame.id, reason });
-      return { ok: false, reason, effects: state.effects };
-    }
-    record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
-    return {
-      ok: false,
-      reason: `model failed: ${message}`,
-      effects: state.effects,
-      retriable: true,
-      model: {
-        route,
-        url: shownUrl(provider.route.url),
-        model: provider.route.model,
-        error: message,
-      },
-    };
+    return { failed: modelFailed(scope, { route, provider, error, message }) };
   }
-  noteUsage(options, session, { route, request, usage: turn.usage });
-  // Tool-call ids are minted here: some providers repeat ids across responses, and a
-  // session's sequence needs each id once.
-  const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
-  // The reply, its record and its scratchpad commit together, before any of its cells runs.
+}
+
+/** Records what a failed request leaves (its partial text, the turn's end) and how it ended. */
+function modelFailed(
+  scope: TurnScope,
+  failure: { route: string; provider: Provider; error: unknown; message: string },
+): TurnResult {
+  const { ctx, record, state } = scope;
+  const { frame } = ctx;
+  const { route, provider, error, message } = failure;
+  // The provider's failure (the error's cause) carries the text streamed before it.
+  const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
+  if (partial?.text) {
+    record("scratchpad", { frame_id: frame.id, text: partial.text, partial: true });
+  }
+  if (ctx.signal.aborted) {
+    const reason = stopReason(ctx.signal);
+    record("turn.ended", { frame_id: frame.id, reason });
+    return { ok: false, reason, effects: state.effects };
+  }
+  record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
+  return {
+    ok: false,
+    reason: `model failed: ${message}`,
+    effects: state.effects,
+    retriable: true,
+    model: {
+      route,
+      url: shownUrl(provider.route.url),
+      model: provider.route.model,
+      error: message,
+    },
+  };
+}
+
+/** The reply, its `model.reply` record and its scratchpad, in one transaction, before any cell. */
+function commitReply(
+  scope: TurnScope,
+  opening: Record<string, unknown> | null,
+  reply: { route: string; provider: Provider; turn: ProviderTurn; calls: ToolCall[] },
+): void {
+  const { options, ctx } = scope;
+  const { session, frame } = ctx;
+  const { route, provider, turn, calls } = reply;
   options.store.transaction(() => {
     // Every reply's route, model and usage is recorded, also a reply with no text.
     appendEvent(
@@ -266,10 +306,6 @@ async function requestStep(
       });
     }
   });
-  options.bus.wake(session);
-  // The reply is in the sequence now: a retry goes on from it, never repeats the inputs.
-  state.effects = true;
-  return { calls, text: turn.text };
 }
 
 /** The `model.reply` body of one reply: counts the provider did not report stay absent. */
