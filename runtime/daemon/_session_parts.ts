@@ -27,6 +27,7 @@ import {
   createModelTurn,
   type HookCaller,
   isMaintenanceInput,
+  type ModelTurnOptions,
   type OfferedSkills,
   SessionRuntime,
   type TurnContext,
@@ -127,50 +128,8 @@ export function createSessionParts(
     maintenance: false,
     runningCells: new Map(),
   } as SessionParts;
-  const records = { store: deps.store, bus: deps.bus, session };
-  // The workbench and the hook worker run the same package; each is given the active release.
-  const common = {
-    python: deps.python,
-    session,
-    workspace: deps.workspace,
-    repoRoot: deps.repoRoot,
-    skillRoots: deps.skillRoots,
-    behavior: () => ({ revision: parts.behavior.releaseId, path: parts.behavior.path }),
-    sandbox: deps.sandbox,
-    stateDir: deps.stateDir,
-    runPrograms: deps.runPrograms,
-  };
-  parts.kernel = new KernelSupervisor({
-    ...common,
-    role: "workbench",
-    firstGeneration: (currentGeneration(deps.store, session)?.generation ?? 0) + 1,
-    onSkillsLoaded: (skills) => {
-      parts.skills = { revision: skills.payload.revision, bodies: skills.payload.bodies };
-    },
-    recordGeneration: (record) => {
-      startGeneration(deps.store, {
-        session,
-        reason: record.reason,
-        skillsRevision: record.skillsRevision,
-        behaviorRevision: record.behaviorRevision,
-      });
-      recordRoleLoaded(records, record);
-    },
-    rpc: rpc(parts),
-    runSlot: deps.runSlot?.(session),
-  });
-  parts.hooks = new KernelSupervisor({
-    ...common,
-    role: "hooks",
-    recordGeneration: (record) => {
-      deps.log.info(
-        "hooks.generation",
-        `hook worker generation ${record.generation} (${record.reason})`,
-        { generation: record.generation, reason: record.reason },
-      );
-      recordRoleLoaded(records, record);
-    },
-  });
+  parts.kernel = workbenchSupervisor(deps, session, parts, rpc(parts));
+  parts.hooks = hookSupervisor(deps, session, parts);
   parts.runtime = new SessionRuntime({
     store: deps.store,
     bus: deps.bus,
@@ -188,6 +147,70 @@ export function createSessionParts(
 }
 
 /**
+ * What the workbench and the hook worker share: they run the same package, each given the
+ * active release.
+ */
+function supervisorBase(deps: SessionDeps, session: string, parts: SessionParts) {
+  return {
+    python: deps.python,
+    session,
+    workspace: deps.workspace,
+    repoRoot: deps.repoRoot,
+    skillRoots: deps.skillRoots,
+    behavior: () => ({ revision: parts.behavior.releaseId, path: parts.behavior.path }),
+    sandbox: deps.sandbox,
+    stateDir: deps.stateDir,
+    runPrograms: deps.runPrograms,
+  };
+}
+
+/** The session's workbench: each generation recorded durably, its skills noted for the contract. */
+function workbenchSupervisor(
+  deps: SessionDeps,
+  session: string,
+  parts: SessionParts,
+  rpc: Record<string, RpcHandler>,
+): KernelSupervisor {
+  const records = { store: deps.store, bus: deps.bus, session };
+  return new KernelSupervisor({
+    ...supervisorBase(deps, session, parts),
+    role: "workbench",
+    firstGeneration: (currentGeneration(deps.store, session)?.generation ?? 0) + 1,
+    onSkillsLoaded: (skills) => {
+      parts.skills = { revision: skills.payload.revision, bodies: skills.payload.bodies };
+    },
+    recordGeneration: (record) => {
+      startGeneration(deps.store, {
+        session,
+        reason: record.reason,
+        skillsRevision: record.skillsRevision,
+        behaviorRevision: record.behaviorRevision,
+      });
+      recordRoleLoaded(records, record);
+    },
+    rpc,
+    runSlot: deps.runSlot?.(session),
+  });
+}
+
+/** The session's hook worker: its generations are logged, not recorded as kernel generations. */
+function hookSupervisor(deps: SessionDeps, session: string, parts: SessionParts): KernelSupervisor {
+  const records = { store: deps.store, bus: deps.bus, session };
+  return new KernelSupervisor({
+    ...supervisorBase(deps, session, parts),
+    role: "hooks",
+    recordGeneration: (record) => {
+      deps.log.info(
+        "hooks.generation",
+        `hook worker generation ${record.generation} (${record.reason})`,
+        { generation: record.generation, reason: record.reason },
+      );
+      recordRoleLoaded(records, record);
+    },
+  });
+}
+
+/**
  * The hook caller of the running turn's pinned release, else of the active one; a failing
  * call is counted.
  */
@@ -202,6 +225,46 @@ function hookCaller(deps: SessionDeps, session: string, parts: SessionParts): Ho
     called: () => parts.hookCalls++,
     memo: parts.pin === null ? undefined : parts.memo,
   }, pin);
+}
+
+/** The workbench as a turn uses it: each cell cancellable alone by the operator. */
+function turnKernel(parts: SessionParts): ModelTurnOptions["kernel"] {
+  return {
+    generation: async () => {
+      await parts.kernel.ready();
+      return parts.kernel.generation;
+    },
+    execute: async (cellId, code, options) => {
+      // The operator's `cancel_cell` ends this cell alone; the turn goes on and tells the
+      // model the cell was cancelled.
+      const own = new AbortController();
+      parts.runningCells.set(cellId, own);
+      try {
+        const signal = AbortSignal.any([options.signal, own.signal]);
+        return await parts.kernel.execute(cellId, code, { ...options, signal });
+      } finally {
+        parts.runningCells.delete(cellId);
+      }
+    },
+  };
+}
+
+/** What a turn starts with: its frame exposed, its release pinned, its hook memo fresh. */
+async function beginTurn(deps: SessionDeps, parts: SessionParts, ctx: TurnContext): Promise<void> {
+  parts.frame = {
+    id: ctx.frame.id,
+    routing: ctx.frame.routing,
+    policyRevision: ctx.frame.policyRevision,
+  };
+  parts.pin = pinOf(deps, parts, ctx.frame);
+  parts.hookFailures = 0;
+  parts.memo = new Map();
+  parts.maintenance = ctx.inputs.some(isMaintenanceInput);
+  // Before the workbench's first generation, name what its first load will offer.
+  if (parts.kernel.current === null) {
+    const skills = await loadSkills(deps.skillRoots).then((s) => s.payload, () => null);
+    parts.skills = skills && { revision: skills.revision, bodies: skills.bodies };
+  }
 }
 
 /** Pins the turn of `frame` to the release it recorded (the active one if that is gone). */
@@ -243,40 +306,10 @@ function modelTurnFor(
     cellTimeoutMs: deps.cellTimeoutMs,
     artifactBytes: deps.artifactBytes,
     health: deps.health,
-    kernel: {
-      generation: async () => {
-        await parts.kernel.ready();
-        return parts.kernel.generation;
-      },
-      execute: async (cellId, code, options) => {
-        // The operator's `cancel_cell` ends this cell alone; the turn goes on and tells the
-        // model the cell was cancelled.
-        const own = new AbortController();
-        parts.runningCells.set(cellId, own);
-        try {
-          const signal = AbortSignal.any([options.signal, own.signal]);
-          return await parts.kernel.execute(cellId, code, { ...options, signal });
-        } finally {
-          parts.runningCells.delete(cellId);
-        }
-      },
-    },
+    kernel: turnKernel(parts),
   });
   return async (ctx) => {
-    parts.frame = {
-      id: ctx.frame.id,
-      routing: ctx.frame.routing,
-      policyRevision: ctx.frame.policyRevision,
-    };
-    parts.pin = pinOf(deps, parts, ctx.frame);
-    parts.hookFailures = 0;
-    parts.memo = new Map();
-    parts.maintenance = ctx.inputs.some(isMaintenanceInput);
-    // Before the workbench's first generation, name what its first load will offer.
-    if (parts.kernel.current === null) {
-      const skills = await loadSkills(deps.skillRoots).then((s) => s.payload, () => null);
-      parts.skills = skills && { revision: skills.revision, bodies: skills.bodies };
-    }
+    await beginTurn(deps, parts, ctx);
     try {
       const result = await modelTurn(ctx);
       const row = requireSession(deps.store, session);
