@@ -18,7 +18,7 @@ import { KlbrError } from "../runtime/core/mod.ts";
 import { finishCell, getCell, interruptOpenCells, startCell } from "../store/cells.ts";
 import { discordDedupeKey, localDedupeKey } from "../store/dedupe_keys.ts";
 import { appendEvent, readEvents } from "../store/events.ts";
-import { acceptFrame, adoptFrame, finishFrame, getFrame, openFrames } from "../store/frames.ts";
+import { adoptFrame, finishFrame, getFrame, openFrames } from "../store/frames.ts";
 import {
   type AdmitInput,
   admitInput,
@@ -33,6 +33,7 @@ import { activateRelease, getRelease, markLastGood, recordRelease } from "../sto
 import { ensureSession, getSession } from "../store/sessions.ts";
 import { publishRelease, snapshotTree, verifyRelease } from "../store/snapshot_hash.ts";
 import { openStore, type Store } from "../store/store.ts";
+import { frameOf } from "./_helpers/store.ts";
 import {
   checkSqliteVersion,
   linkedSqliteVersion,
@@ -131,17 +132,6 @@ function local(n: number | string, session = "default"): AdmitInput {
 
 function count(store: Store, sql: string, ...params: (string | number)[]): number {
   return (store.statement(sql).get(...params) as { n: number }).n;
-}
-
-function frameOf(store: Store, inputIds: string[], extra: Record<string, unknown> = {}) {
-  return acceptFrame(store, {
-    session: "default",
-    inputIds,
-    routing: { reply_to: "local:main" },
-    contextEpoch: 0,
-    policyRevision: "builtin",
-    ...extra,
-  });
 }
 
 /** Makes a SQLite file of an old agent: tables `messages` and `memories`, no klbr_meta. */

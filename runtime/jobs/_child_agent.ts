@@ -16,7 +16,7 @@ import type { JobRecord } from "../../store/jobs.ts";
 import type { Store } from "../../store/store.ts";
 import { type EventBus, isKlbrError, newId } from "../core/mod.ts";
 import type { CellResult, KernelSupervisor } from "../kernel/mod.ts";
-import type { ChatMessage } from "../model/mod.ts";
+import { assistantMessage, type ChatMessage } from "../model/mod.ts";
 import { jobCellResult, type JobEnding } from "./_job_workbench.ts";
 import type { ChildReply, ChildRequest } from "./_model_calls.ts";
 
@@ -85,7 +85,7 @@ export async function runChildAgent(
     if ("ending" in asked) return asked.ending;
     const { turn } = asked.reply;
     const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
-    messages.push(assistantMessage(turn.text, calls));
+    messages.push(assistantMessage(turn.text, calls) as ChatMessage);
     if (calls.length === 0) {
       return {
         state: "done",
@@ -143,26 +143,6 @@ async function askModel(
       },
     };
   }
-}
-
-/** The assistant message of a child turn: its text (or none) and the tool calls it made. */
-function assistantMessage(
-  text: string,
-  calls: { id: string; name: string; arguments: string }[],
-): ChatMessage {
-  return {
-    role: "assistant",
-    content: text === "" ? null : text,
-    ...(calls.length
-      ? {
-        tool_calls: calls.map((c) => ({
-          id: c.id,
-          type: "function" as const,
-          function: { name: c.name, arguments: c.arguments },
-        })),
-      }
-      : {}),
-  } as ChatMessage;
 }
 
 /** Runs one tool call's cell, records it as a `job.cell` event and says what the model reads. */

@@ -163,3 +163,36 @@ export class TurnBuilder {
     };
   }
 }
+
+/**
+ * The assistant message a reply becomes in the provider sequence: its text (`null` when it had
+ * none) and its tool calls with the ids the host gave them, in the chat-completions shape.
+ *
+ * @example
+ * ```ts
+ * assistantMessage("", [{ id: "call_1", name: "python", arguments: '{"code":"1+1"}' }]);
+ * // { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", … }] }
+ * ```
+ */
+export function assistantMessage(
+  text: string,
+  calls: readonly { id: string; name: string; arguments: string }[],
+): {
+  role: "assistant";
+  content: string | null;
+  tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[];
+} {
+  return {
+    role: "assistant",
+    content: text === "" ? null : text,
+    ...(calls.length
+      ? {
+        tool_calls: calls.map((call) => ({
+          id: call.id,
+          type: "function" as const,
+          function: { name: call.name, arguments: call.arguments },
+        })),
+      }
+      : {}),
+  };
+}

@@ -14,4 +14,5 @@ export {
   type ProviderTurn,
   PYTHON_TOOL,
 } from "./_provider.ts";
+export { assistantMessage } from "./_provider_turn.ts";
 export { describeFetchError, PROBE_TIMEOUT_MS, type ProbeResult, probeRoute } from "./_probe.ts";

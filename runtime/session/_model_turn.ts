@@ -19,7 +19,7 @@ import {
   type RecordInput,
   type RecordType,
 } from "../core/mod.ts";
-import type { Provider, ProviderTurn } from "../model/mod.ts";
+import { assistantMessage, type Provider, type ProviderTurn } from "../model/mod.ts";
 import { type ContextDeps, noteUsage, prepareContext, renderInputs } from "./_context.ts";
 import type { TurnContext, TurnResult } from "./_turn_types.ts";
 import { runToolCalls, type ToolCall, type ToolCallDeps } from "./_tool_calls.ts";
@@ -284,19 +284,10 @@ function commitReply(
       "model.reply",
       replyRecord(frame.id, route, provider, turn),
     );
-    appendProviderItems(options.store, session, frame.id, [...(opening ? [opening] : []), {
-      role: "assistant",
-      content: turn.text === "" ? null : turn.text,
-      ...(calls.length
-        ? {
-          tool_calls: calls.map((call) => ({
-            id: call.id,
-            type: "function" as const,
-            function: { name: call.name, arguments: call.arguments },
-          })),
-        }
-        : {}),
-    }]);
+    appendProviderItems(options.store, session, frame.id, [
+      ...(opening ? [opening] : []),
+      assistantMessage(turn.text, calls),
+    ]);
     if (turn.text !== "") {
       appendEvent(options.store, session, "scratchpad", {
         frame_id: frame.id,

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { type AcceptedFrame, acceptFrame } from "../../store/frames.ts";
 import { ensureSession } from "../../store/sessions.ts";
 import { openStore, type Store } from "../../store/store.ts";
 
@@ -74,4 +75,28 @@ export function recordingStatements(
     },
   });
   return { store: proxy, seen, asked };
+}
+
+/**
+ * Accepts a frame of `inputIds` in the `default` session, as a test's turn would: routed to
+ * `local:main`, context epoch 0, the `builtin` release; `extra` overrides any field.
+ *
+ * @example
+ * ```ts
+ * const { frameId } = frameOf(store, [admitInput(store, input).inputId]);
+ * ```
+ */
+export function frameOf(
+  store: Store,
+  inputIds: string[],
+  extra: Record<string, unknown> = {},
+): AcceptedFrame {
+  return acceptFrame(store, {
+    session: "default",
+    inputIds,
+    routing: { reply_to: "local:main" },
+    contextEpoch: 0,
+    policyRevision: "builtin",
+    ...extra,
+  });
 }

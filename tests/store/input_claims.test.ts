@@ -6,11 +6,10 @@
 import assert from "node:assert/strict";
 import { isKlbrError } from "../../runtime/core/mod.ts";
 import { localDedupeKey } from "../../store/dedupe_keys.ts";
-import { acceptFrame } from "../../store/frames.ts";
 import { type AdmitInput, admitInputs, getInput, getInputs } from "../../store/inputs.ts";
 import type { Store } from "../../store/store.ts";
 import { workCounts } from "../../store/work_counts.ts";
-import { recordingStatements, withStore } from "../_helpers/store.ts";
+import { frameOf, recordingStatements, withStore } from "../_helpers/store.ts";
 
 function inputs(from: number, count: number): AdmitInput[] {
   return Array.from({ length: count }, (_, i) => ({
@@ -27,16 +26,6 @@ function admit(store: Store, from: number, count: number): string[] {
   return store.transaction(() => admitInputs(store, inputs(from, count))).map((outcome) => {
     assert.ok("inputId" in outcome, `admitted: ${JSON.stringify(outcome)}`);
     return outcome.inputId;
-  });
-}
-
-function frameOf(store: Store, inputIds: string[]) {
-  return acceptFrame(store, {
-    session: "default",
-    inputIds,
-    routing: { reply_to: "local:main" },
-    contextEpoch: 0,
-    policyRevision: "builtin",
   });
 }
 
