@@ -142,7 +142,12 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
   let timer: ReturnType<typeof setTimeout> | undefined;
   const port = await Promise.race([
     portPromise,
-    status.then((s) => {
+    status.then(async (s) => {
+      // The exit can be seen before the pipes are read to their end: what it wrote last is
+      // what the caller needs (a refusal's one line), so it waits for both, 5 s at most.
+      let drained: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([pumps, new Promise((done) => (drained = setTimeout(done, 5_000)))]);
+      clearTimeout(drained);
       throw new Error(`daemon exited with ${s.code} before listening:\n${output}`);
     }),
     new Promise<never>((_, reject) => {
