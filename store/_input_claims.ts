@@ -17,7 +17,7 @@ export interface InputClaim {
 
 /**
  * Marks `inputIds` consumed by `frameId`; for the frames writer, inside its transaction. One
- * statement claims them all (a frame may take thousands); only a claim that does not take every
+ * statement claims them all (a frame may take up to 1,000); only a claim that does not take every
  * id is looked at id by id, to say which one was wrong.
  *
  * @throws {KlbrError} `invalid_input` when an input is missing, in another session or not
