@@ -23,6 +23,7 @@ import {
   agentLoopRows,
   BUSY_CELL,
   type LoopFigures,
+  type LoopPeers,
   SEND,
   type TurnStamps,
 } from "./agent_loop_rows.ts";
@@ -30,22 +31,13 @@ import type { BenchRow } from "./row.ts";
 import { workingDenoPid } from "./rss.ts";
 import { summarize } from "./stats.ts";
 
-/** Options for {@linkcode benchAgentLoop}. */
-export interface AgentLoopOptions {
+/** Options for {@linkcode benchAgentLoop}: where it runs, and the peers its rows are set beside. */
+export interface AgentLoopOptions extends LoopPeers {
   /** A state directory and a workspace the run may fill (both exist). */
   stateDir: string;
   workspace: string;
-  /** Timed turns per series (after `warmup` untimed ones). */
-  turns: number;
+  /** Untimed turns before each timed series of `turns`. */
   warmup: number;
-  /** The raw single commit p50, ms (`measureRawCommits`, rows shaped like inputs). */
-  rawCommitMs: number;
-  /** The raw framed echo p50, ms, with the workbench's interpreter. */
-  rawEchoMs: number;
-  /** The bare `KernelSupervisor` cell round trip p50 (3a), ms; null when not measured. */
-  bareCellMs?: number | null;
-  /** Jupyter's execute round trip p50 (3c's peer), ms; null when not measured. */
-  jupyterCellMs?: number | null;
   /** Inputs sent one at a time while a turn's cell runs (figure 2d). @default 100 */
   busyInputs?: number;
   /** Extra `deno run` flags for the daemon (profiling). */

@@ -45,7 +45,7 @@ export interface LoopFigures {
 
 /** The raw figures the rows are set beside, from earlier phases of the same run. */
 export interface LoopPeers {
-  /** Timed turns per series. */
+  /** Timed turns per series (after untimed warm-up ones). */
   turns: number;
   /** The raw single commit p50, ms (`measureRawCommits`, rows shaped like inputs). */
   rawCommitMs: number;
