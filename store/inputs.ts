@@ -178,7 +178,7 @@ export function getInput(store: Store, id: string): InputRecord | undefined {
 }
 
 /**
- * Returns the inputs `ids` in the order given, in one query (a frame may hold thousands); an id
+ * Returns the inputs `ids` in the order given, in one query (a frame holds up to 1,000); an id
  * with no input is left out.
  *
  * @example
