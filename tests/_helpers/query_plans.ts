@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { DatabaseSync } from "node:sqlite";
+import { DatabaseSync } from "node:sqlite";
 
 /** Which tables grow with history, and which indexes only hold open work (a scan is fine). */
 export interface ScanRules {
@@ -14,17 +14,31 @@ export interface ScanRules {
 }
 
 /**
- * Explains each statement of `sqls` that reads or writes on `db` and returns every `SCAN` of a
- * growing table (through its alias too), except through an open-work index, with the statement
- * that made it; and how many statements were explained.
+ * Explains each statement of `sqls` that reads or writes on the store file `path` (through a
+ * read-only connection of its own) and returns every `SCAN` of a growing table (through its
+ * alias too), except through an open-work index, with the statement that made it; and how many
+ * statements were explained.
  *
  * @example
  * ```ts
- * const { scans } = historyScans(db, seen, { growing: ["events"], openWork: ["frames_open"] });
+ * const { scans } = historyScans(store.path, seen, { growing: ["events"], openWork: [] });
  * assert.deepEqual(scans, []);
  * ```
  */
 export function historyScans(
+  path: string,
+  sqls: Iterable<string>,
+  rules: ScanRules,
+): { scans: string[]; explained: number } {
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    return scansOf(db, sqls, rules);
+  } finally {
+    db.close();
+  }
+}
+
+function scansOf(
   db: DatabaseSync,
   sqls: Iterable<string>,
   rules: ScanRules,
