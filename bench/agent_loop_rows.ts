@@ -82,6 +82,8 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
   const n = options.turns;
   const sendParts = parts(6, 2, 1);
   const sendValue = p50(send.map((t) => t.send - t.sent));
+  // 3e and 3f are one figure beside two peers.
+  const cellValue = cells.length ? p50(cells) : null;
   const ackPeer = { label: "raw commit p50", value: c };
   const ackGoal = {
     text: "≤ 1.5× raw commit",
@@ -113,7 +115,7 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       id: "3e",
       figure: "cell round trip 1+1 through the daemon, p50",
       unit: "ms",
-      value: cells.length ? p50(cells) : null,
+      value: cellValue,
       peer: { label: "bare KernelSupervisor (3a)", value: options.bareCellMs ?? null },
       note: `${cells.length} cells of the two-step turns: the arrival of cell.started to ` +
         `the arrival of cell.finished at a lane client, so the cell, its outcome's ` +
@@ -126,7 +128,7 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       id: "3f",
       figure: "cell round trip 1+1 through the daemon, p50, against Jupyter",
       unit: "ms",
-      value: cells.length ? p50(cells) : null,
+      value: cellValue,
       peer: { label: "Jupyter kernel", value: options.jupyterCellMs ?? null },
       goal: { text: "below Jupyter's", test: (v, p) => p === null ? null : v < p },
       note: "3e again, beside Jupyter's execute_request round trip (3c's peer)",
