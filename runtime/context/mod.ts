@@ -19,3 +19,14 @@ export { historyHandlers } from "./_history_rpc.ts";
 export { AMBIENT_HEADING, renderAmbient, renderInputs } from "./_inputs.ts";
 export { buildRequest, type BuiltRequest, fitMessages, type RequestParts } from "./_request.ts";
 export { SUMMARIZER_MARKER } from "./_summarizer.ts";
+export {
+  AFTER_TOOLS,
+  DEFAULT_SHAPE,
+  MISSING_RESULT,
+  nineCharId,
+  objectArguments,
+  REASONING_FIELDS,
+  type RouteShape,
+  shapeMessages,
+  TEXT_RESULT_HEADER,
+} from "./_route_shape.ts";
