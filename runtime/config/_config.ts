@@ -22,6 +22,7 @@ import { BUDGET_FIELDS, BudgetSchema, CleanupSchema, JobBudgetSchema } from "./_
 import { LanesSchema, SandboxSchema } from "./_blocks.ts";
 import { type FieldNames, locateIssue } from "./_config_issues.ts";
 import { Secret } from "./_secret.ts";
+import { roleOrder, switchFields } from "./_switches.ts";
 
 export { CACHE_FIELDS, ROUTE_NAMES, type RouteName, Secret };
 
@@ -84,6 +85,7 @@ function routeFields(url: string) {
     /** The fraction of `context_tokens` a summary stays under. */
     summary_share: z.number(expected("a fraction")).min(0.02, expected("a fraction of 0.02-0.3"))
       .max(0.3, expected("a fraction of 0.02-0.3")).default(0.1),
+    ...switchFields(),
   });
 }
 
@@ -146,7 +148,8 @@ function checkRoute(route: z.output<ReturnType<typeof routeFields>>, ctx: z.Refi
 }
 
 function routeSchema(name: RouteName, url: string) {
-  return routeFields(url).superRefine(checkRoute).transform((route) => ({ name, ...route }))
+  return routeFields(url).superRefine(checkRoute)
+    .transform((route) => ({ name, ...route, role_order: route.role_order ?? roleOrder(route) }))
     .prefault({});
 }
 

@@ -33,7 +33,16 @@ export const CACHE_FIELDS = [
 ] as const;
 
 /** Request fields the provider owns; `extra_options` naming them is a configuration error. */
-const RUNTIME_FIELDS = ["model", "messages", "stream", "stream_options", "tools", "n"];
+const RUNTIME_FIELDS = ["model", "messages", "n"];
+
+/** Request fields a route switch sets, and the switch to use instead of `extra_options`. */
+const SWITCH_FIELDS: Record<string, string> = {
+  stream: "stream",
+  stream_options: "stream_usage",
+  tools: "tool_calls",
+  tool_choice: "tool_choice",
+  max_tokens: "max_tokens",
+};
 
 /** One declared route's raw values, the line of its `llm` node and the line of each field. */
 export interface RawRoute {
@@ -253,6 +262,13 @@ class Reader {
       }
       if (RUNTIME_FIELDS.includes(key)) {
         this.fail(line, `${where}.${key}: set by the runtime, not by extra_options (got ${key})`);
+      }
+      if (Object.hasOwn(SWITCH_FIELDS, key)) {
+        const use = SWITCH_FIELDS[key];
+        this.fail(
+          line,
+          `${where}.${key}: set by the route's ${use} field, not by extra_options (got ${key})`,
+        );
       }
       if (Object.hasOwn(options, key)) this.fail(line, `${where}.${key}: given twice (got ${key})`);
       lines.set(`extra_options.${key}`, line);

@@ -64,7 +64,7 @@ export type ChatMessage = OpenAI.Chat.ChatCompletionMessageParam;
 export interface ChatRequest {
   /** The whole context, oldest first, as the model should read it. */
   messages: ChatMessage[];
-  /** `auto` when absent. */
+  /** The route's `tool_choice` when absent; none is sent when neither says. */
   toolChoice?: "auto" | "required" | "none";
   /** The most completion tokens to ask for (`max_tokens`); the route's own setting when absent. */
   maxTokens?: number;
@@ -174,15 +174,17 @@ function chatBody(
   route: Route,
   request: ChatRequest,
 ): OpenAI.Chat.ChatCompletionCreateParamsStreaming {
+  const toolChoice = request.toolChoice ?? route.tool_choice;
+  const maxTokens = request.maxTokens ?? route.max_tokens;
   return {
     ...route.extra_options,
     model: route.model,
     messages: request.messages,
     stream: true,
-    stream_options: { include_usage: true },
+    ...(route.stream_usage ? { stream_options: { include_usage: true } } : {}),
     tools: [PYTHON_TOOL],
-    ...(request.toolChoice === undefined ? {} : { tool_choice: request.toolChoice }),
-    ...(request.maxTokens === undefined ? {} : { max_tokens: request.maxTokens }),
+    ...(toolChoice === undefined ? {} : { tool_choice: toolChoice }),
+    ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }),
     ...routeRequestFields(route),
   } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming;
 }

@@ -97,7 +97,15 @@ llm {
     context_tokens 64000
     compact_at 0.8
     summary_share 0.08
-    extra_options { temperature 0.2; max_tokens 4096; stop "a" "b"; response_format type="json_object" }
+    tool_calls "text"
+    reasoning "drop"
+    stream #false
+    stream_usage #false
+    tool_choice "required"
+    max_tokens 4096
+    max_steps 20
+    role_order "strict"
+    extra_options { temperature 0.2; stop "a" "b"; response_format type="json_object" }
 }`);
   assert.deepEqual(warnings, []);
   assert.deepEqual(config.routes.main, {
@@ -113,9 +121,16 @@ llm {
     context_tokens: 64000,
     compact_at: 0.8,
     summary_share: 0.08,
+    tool_calls: "text",
+    reasoning: "drop",
+    stream: false,
+    stream_usage: false,
+    tool_choice: "required",
+    max_tokens: 4096,
+    max_steps: 20,
+    role_order: "strict",
     extra_options: {
       temperature: 0.2,
-      max_tokens: 4096,
       stop: ["a", "b"],
       response_format: { type: "json_object" },
     },
@@ -264,7 +279,7 @@ Deno.test("`parseConfig()` removes smuggled cache fields from extra_options and 
 Deno.test("`parseConfig()` refuses an unknown field, naming it and its line", () => {
   assertRefused(
     `llm "fast" {\n url "http://127.0.0.1:1/v1"\n temprature 0.2\n}`,
-    `cannot load config /x/klbr.kdl:3: llm "fast" temprature: unknown field, expected one of url, model, api_key_env, api_key, cache_profile, cache_affinity, cache_retention, timeout_ms, idle_timeout_ms, extra_options, context_tokens, compact_at, summary_share (got temprature)`,
+    `cannot load config /x/klbr.kdl:3: llm "fast" temprature: unknown field, expected one of url, model, api_key_env, api_key, cache_profile, cache_affinity, cache_retention, timeout_ms, idle_timeout_ms, extra_options, context_tokens, compact_at, summary_share, tool_calls, reasoning, stream, stream_usage, tool_choice, max_tokens, max_steps, role_order (got temprature)`,
   );
 });
 
@@ -377,8 +392,65 @@ Deno.test("`parseConfig()` with an env refuses an api_key_env that is not set", 
 Deno.test("`parseConfig()` refuses extra_options that set a field the runtime owns", () => {
   assertRefused(
     `llm {\n extra_options {\n  temperature 1\n  tools "none"\n }\n}`,
-    `cannot load config /x/klbr.kdl:4: llm "main" extra_options.tools: set by the runtime, not by extra_options (got tools)`,
+    `cannot load config /x/klbr.kdl:4: llm "main" extra_options.tools: set by the route's tool_calls field, not by extra_options (got tools)`,
   );
+});
+
+Deno.test("`parseConfig()` refuses extra_options that set a field a route switch owns, naming the switch", () => {
+  const cases = [
+    ["stream #false", "stream", "stream"],
+    ["stream_options include_usage=#false", "stream_options", "stream_usage"],
+    ['tool_choice "none"', "tool_choice", "tool_choice"],
+    ["max_tokens 64", "max_tokens", "max_tokens"],
+  ];
+  for (const [option, key, use] of cases) {
+    assertRefused(
+      `llm "fast" {\n extra_options {\n  ${option}\n }\n}`,
+      `cannot load config /x/klbr.kdl:3: llm "fast" extra_options.${key}: set by the route's ${use} field, not by extra_options (got ${key})`,
+    );
+  }
+  assertRefused(
+    `llm {\n extra_options {\n  tools "none"\n }\n}`,
+    `cannot load config /x/klbr.kdl:3: llm "main" extra_options.tools: set by the route's tool_calls field, not by extra_options (got tools)`,
+  );
+});
+
+Deno.test("`parseConfig()` gives every switch its default, and role_order strict to Mistral", () => {
+  const plain = parse(`llm { model "qwen3" }`).config.routes.main;
+  assert.deepEqual(
+    [plain.tool_calls, plain.reasoning, plain.stream, plain.stream_usage, plain.max_steps],
+    ["auto", "echo", true, true, 50],
+  );
+  assert.equal(plain.role_order, "relaxed");
+  // Absent, not a value the provider would have to leave out: none is sent.
+  assert.equal("tool_choice" in plain, false);
+  assert.equal("max_tokens" in plain, false);
+  assert.equal(
+    parse(`llm { model "Mistral-Small-3.2-24B" }`).config.routes.main.role_order,
+    "strict",
+  );
+  const byUrl = parse(`llm { url "https://api.mistral.ai/v1"; model "x" }`).config.routes;
+  assert.deepEqual([byUrl.main.role_order, byUrl.fast.role_order], ["strict", "strict"]);
+  // Declared, it wins over the name.
+  const declared = parse(`llm { model "mistral-large"; role_order "relaxed" }`).config.routes;
+  assert.equal(declared.main.role_order, "relaxed");
+});
+
+Deno.test("`parseConfig()` refuses a switch outside its values", () => {
+  const cases = [
+    ['tool_calls "json"', `tool_calls: expected native, text, auto (got "json")`],
+    ['reasoning "keep"', `reasoning: expected echo, drop (got "keep")`],
+    ['stream "yes"', `stream: expected #true or #false (got "yes")`],
+    ["stream_usage 1", `stream_usage: expected #true or #false (got 1)`],
+    ['tool_choice "any"', `tool_choice: expected auto, required, none (got "any")`],
+    ["max_tokens 0", `max_tokens: expected at least 1 token (got 0)`],
+    ["max_steps 0", `max_steps: expected 1-1000 steps (got 0)`],
+    ["max_steps 1001", `max_steps: expected 1-1000 steps (got 1001)`],
+    ['role_order "loose"', `role_order: expected strict, relaxed (got "loose")`],
+  ];
+  for (const [field, message] of cases) {
+    assertRefused(`llm {\n ${field}\n}`, `cannot load config /x/klbr.kdl:2: llm "main" ${message}`);
+  }
 });
 
 Deno.test("`parseConfig()` refuses an extra option without a value or with mixed shapes", () => {

@@ -79,7 +79,7 @@ Deno.test("`streamChat()` returns the streamed text and animates it in several d
 
 Deno.test("`streamChat()` sends exactly one python tool, the model, the messages and usage streaming", async () => {
   await withFake(async (fake) => {
-    await streamOne(fake, { text: "ok" }, `extra_options { temperature 0.2; max_tokens 64 }`);
+    await streamOne(fake, { text: "ok" }, `extra_options { temperature 0.2; }; max_tokens 64`);
     const { body, headers, path } = fake.requests[0];
     assert.equal(path, "/v1/chat/completions");
     assert.equal(body.model, "fake-model");
