@@ -22,6 +22,7 @@ import {
   type RawLimits,
   rawLimits,
 } from "./_budget.ts";
+import { withoutReasoning } from "./_route_shape.ts";
 
 /** A built request. */
 export interface BuiltRequest {
@@ -42,6 +43,11 @@ export interface RequestParts {
   system: string;
   /** The turn's opening message(s), sent last. */
   opening: Record<string, unknown>[];
+  /**
+   * The turn's frame: reasoning goes back only on its own assistant messages, as DeepSeek's
+   * thinking mode asks (earlier turns' reasoning is dropped from requests).
+   */
+  frameId?: string;
 }
 
 /** Room kept for the note that names omitted items. */
@@ -105,7 +111,7 @@ export function buildRequest(store: Store, session: string, parts: RequestParts)
   const items = tail.length === 0 ? [] : readProviderRange(store, session, {
     after: first - 1,
     through: tail[tail.length - 1].idx,
-  }).map((item) => item.message);
+  }).map((item) => item.frameId === parts.frameId ? item.message : withoutReasoning(item.message));
   const note = omitted === null ? undefined : `[runtime] ${omitted.count} older items ` +
     `(#${omitted.fromIdx}–#${omitted.toIdx}) are left out of this request to keep it within ` +
     `${parts.budget.contextTokens} tokens; await history.search("words") and ` +

@@ -144,7 +144,8 @@ export function objectArguments(raw: unknown): string {
   }
 }
 
-function withoutReasoning(message: Message): Message {
+/** An assistant message without the reasoning fields a server streamed; others as they are. */
+export function withoutReasoning(message: Message): Message {
   if (message.role !== "assistant") return message;
   if (!REASONING_FIELDS.some((field) => field in message)) return message;
   const copy = { ...message };

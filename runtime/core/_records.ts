@@ -18,6 +18,7 @@ import { BEHAVIOR_RECORDS, FRAME_TRACE_REFS } from "./_behavior_records.ts";
 import { describeIssues } from "./_issues.ts";
 import { FAULT_DATA } from "./_records_faults.ts";
 import { UNATTENDED_DATA } from "./_records_jobs.ts";
+import { MODEL_DATA } from "./_records_model.ts";
 
 /** Where an input came from. */
 export const SOURCE_KINDS = ["local", "discord", "timer", "job", "system"] as const;
@@ -267,6 +268,7 @@ const DATA = {
   }),
   ...UNATTENDED_DATA,
   ...FAULT_DATA,
+  ...MODEL_DATA,
 } as const;
 type DataSchemas = typeof DATA;
 
@@ -280,59 +282,14 @@ function variant<T extends RecordType>(type: T) {
   return z.object({ type: z.literal(type), data: DATA[type] as DataSchemas[T] });
 }
 
+/** One variant of the union per record type. */
+type Variant = { [T in RecordType]: ReturnType<typeof variant<T>> }[RecordType];
+
 /** A record of a known type with a body that matches it, discriminated on `type`. */
-export const KnownRecord = z.discriminatedUnion("type", [
-  variant("input.admitted"),
-  variant("frame.accepted"),
-  variant("frame.finished"),
-  variant("frame.abandoned"),
-  variant("frame.resumed"),
-  variant("kernel.reset"),
-  variant("cell.started"),
-  variant("cell.finished"),
-  variant("scratchpad"),
-  variant("send"),
-  variant("outbox.pending"),
-  variant("outbox.attempting"),
-  variant("outbox.confirmed"),
-  variant("outbox.failed"),
-  variant("outbox.unknown"),
-  variant("outbox.rate_limited"),
-  variant("input.replied"),
-  variant("input.ignored"),
-  variant("input.edited"),
-  variant("input.deleted"),
-  variant("activation"),
-  variant("release.last_good"),
-  variant("release.recovered"),
-  variant("hook.failed"),
-  variant("role.loaded"),
-  variant("candidate.failed"),
-  variant("session.stalled"),
-  variant("recovery"),
-  variant("input.expired"),
-  variant("turn.retrying"),
-  variant("model.reply"),
-  variant("daemon.stopping"),
-  variant("model.failing"),
-  variant("model.recovered"),
-  variant("turn.reminded"),
-  variant("operator"),
-  variant("context.compacted"),
-  variant("turn.started"),
-  variant("turn.ended"),
-  variant("code.patch"),
-  variant("timer.set"),
-  variant("timer.fired"),
-  variant("timer.cancelled"),
-  variant("job.state"),
-  variant("job.queued"),
-  variant("job.cell"),
-  variant("model_call"),
-  variant("budget.exhausted"),
-  variant("maintenance.started"),
-  variant("maintenance.finished"),
-]);
+export const KnownRecord = z.discriminatedUnion(
+  "type",
+  RECORD_TYPES.map(variant) as unknown as [Variant, ...Variant[]],
+);
 /** A record of a known type, its `data` typed by that type. */
 export type KnownRecord = z.infer<typeof KnownRecord>;
 

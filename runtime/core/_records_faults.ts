@@ -32,6 +32,8 @@ export const FAULT_DATA = {
     recovered: z.boolean().optional(),
     /** The reason given to `wait()`, when the turn ended waiting. */
     wait_reason: z.string().optional(),
+    /** The turn's step limit, when it ended because it reached it. */
+    step_limit: int.positive().optional(),
   }),
   "turn.started": z.looseObject({
     frame_id: z.string(),

@@ -68,6 +68,8 @@ export interface ChatRequest {
   toolChoice?: "auto" | "required" | "none";
   /** The most completion tokens to ask for (`max_tokens`); the route's own setting when absent. */
   maxTokens?: number;
+  /** `false` sends no `tools` (a route in text mode: cells come in fences). @default true */
+  tools?: boolean;
 }
 
 /** A lossy animation event; the returned turn is the record. */
@@ -182,8 +184,8 @@ function chatBody(
     messages: request.messages,
     stream: true,
     ...(route.stream_usage ? { stream_options: { include_usage: true } } : {}),
-    tools: [PYTHON_TOOL],
-    ...(toolChoice === undefined ? {} : { tool_choice: toolChoice }),
+    ...(request.tools === false ? {} : { tools: [PYTHON_TOOL] }),
+    ...(toolChoice === undefined || request.tools === false ? {} : { tool_choice: toolChoice }),
     ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }),
     ...routeRequestFields(route),
   } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming;

@@ -19,6 +19,8 @@ import {
   rawLimits,
   renderAmbient,
   renderInputs as renderBounded,
+  type RouteShape,
+  shapeMessages,
 } from "../context/mod.ts";
 import { ambientBefore } from "../../store/ambient_inputs.ts";
 import type { HookResult } from "../behavior/mod.ts";
@@ -34,6 +36,17 @@ export interface ContextDeps extends TurnHookDeps {
   /** The provider of a route; compaction asks `long` for the summary. */
   provider: (route: string) => Provider;
 }
+
+/**
+ * What the contract adds on a route in text mode: the fence rules (`_fence_cells.ts`).
+ */
+export const TEXT_MODE_RULES = [
+  "",
+  "This model server takes no tool calls: write each cell as one ```python fenced block.",
+  "The first python block of a reply runs as the cell; the rest of the reply is scratchpad,",
+  "and further python blocks in the same reply do not run. The cell's result comes back in a",
+  'message starting "[runtime] result of your python cell". Call wait() in a cell when done.',
+].join("\n");
 
 /** A request ready to send, with its raw estimate for calibration. */
 export interface PreparedRequest {
@@ -75,13 +88,15 @@ export async function prepareContext(
   deps: ContextDeps,
   session: string,
   opening: Record<string, unknown>[],
-  options: { route: string; signal: AbortSignal },
+  options: { route: string; signal: AbortSignal; shape: RouteShape; frameId?: string },
 ): Promise<PreparedRequest> {
+  const text = options.shape.toolMode === "text";
   const parts = {
     route: options.route,
     budget: deps.contextBudget(options.route),
-    system: deps.system(),
+    system: text ? deps.system() + TEXT_MODE_RULES : deps.system(),
     opening,
+    frameId: options.frameId,
   };
   let built = buildRequest(deps.store, session, parts);
   if (built.overCompact) {
@@ -101,11 +116,14 @@ export async function prepareContext(
   const prepared = await hookOr(deps, session, "context.prepare", { messages: base }, base);
   // Handed back unchanged (or failed): the built request, already sized within the budget.
   if (prepared === base && built.rawTokens <= built.limits.request) {
-    return { messages: base as unknown as ChatMessage[], rawTokens: built.rawTokens };
+    const messages = shapeMessages(base, options.shape) as unknown as ChatMessage[];
+    return { messages, rawTokens: built.rawTokens };
   }
   const messages = fitMessages(prepared as Record<string, unknown>[], built.limits.request) ??
     fitMessages(base, built.limits.request) ?? base;
-  return { messages: messages as unknown as ChatMessage[], rawTokens: messagesTokens(messages) };
+  // Shaped last, so neither the history nor the hook can send what the server refuses.
+  const shaped = shapeMessages(messages, options.shape) as unknown as ChatMessage[];
+  return { messages: shaped, rawTokens: messagesTokens(messages) };
 }
 
 /** Calibrates the route's token estimate from the `prompt_tokens` a reply reported. */

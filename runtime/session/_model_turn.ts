@@ -9,46 +9,33 @@
  * @module
  */
 
-import { appendEvent, countFrameEvents } from "../../store/events.ts";
+import { appendEvent, countFrameEvents, lastEventOfKinds } from "../../store/events.ts";
 import { appendProviderItems } from "../../store/provider_items.ts";
 import { requireSession } from "../../store/sessions.ts";
 import {
   DEFAULT_CELL_TIMEOUT_MS,
   faultPoint,
-  newId,
   type RecordInput,
   type RecordType,
 } from "../core/mod.ts";
-import { assistantMessage, type Provider, type ProviderTurn } from "../model/mod.ts";
-import { type ContextDeps, noteUsage, prepareContext, renderInputs } from "./_context.ts";
+import { renderInputs } from "./_context.ts";
 import type { TurnContext, TurnResult } from "./_turn_types.ts";
-import { runToolCalls, type ToolCall, type ToolCallDeps } from "./_tool_calls.ts";
-import { decideNext, planRoute } from "./_turn_hooks.ts";
-import { NO_TURN_HEALTH, type TurnHealth } from "./_turn_health.ts";
-import { shownUrl } from "./_model_trouble.ts";
+import { runToolCalls, type ToolCall } from "./_tool_calls.ts";
+import { decideNext } from "./_turn_hooks.ts";
+import { NO_TURN_HEALTH } from "./_turn_health.ts";
+import { requestStep, stopReason } from "./_request_step.ts";
+import type { ModelTurnOptions, TurnScope } from "./_turn_scope.ts";
 
-/** Options for {@linkcode createModelTurn}. */
-export interface ModelTurnOptions
-  extends ContextDeps, Omit<ToolCallDeps, "cellTimeoutMs" | "health"> {
-  /** Model requests per turn at most. @default {16} */
-  maxSteps?: number;
-  /**
-   * How long one cell may run before it is cancelled (then killed): a cell never holds the
-   * agent forever. @default {DEFAULT_CELL_TIMEOUT_MS}
-   */
-  cellTimeoutMs?: number;
-  /** Where model calls and artifact writes are reported for `/health`. */
-  health?: TurnHealth;
+export type { ModelTurnOptions } from "./_turn_scope.ts";
+
+/** What the last call of a turn's last step is told. */
+export function stepLimitNote(maxSteps: number): string {
+  return `[runtime] this turn reached its limit of ${maxSteps} model steps and ends after this ` +
+    "cell; the person is told that you stopped. Say what is left in a local.send if it matters.";
 }
 
-/** A turn step's view of the turn: its options, context, record writer and effects so far. */
-interface TurnScope {
-  options: ModelTurnOptions;
-  ctx: TurnContext;
-  /** Appends a record and returns its seq. */
-  record: <T extends RecordType>(type: T, body: RecordInput<T>) => number;
-  state: { effects: boolean };
-}
+/** The turn's end reason when it ran out of steps; the next turn's opening names it. */
+const STEP_LIMIT = "step limit";
 
 /**
  * Builds the turn runner that drives the model for each frame. It never rejects: a failure is
@@ -84,14 +71,11 @@ export function createModelTurn(
 async function runTurn(scope: TurnScope): Promise<TurnResult> {
   const { options, ctx, record, state } = scope;
   const { frame, session } = ctx;
-  const maxSteps = options.maxSteps ?? 16;
   // What the turn opens with is sent with each request but written only together with the
   // first reply: a turn that fails before the model answers leaves nothing in the sequence, so
   // its retry does not repeat the inputs. A continued turn opens with nothing new: it goes on
   // from the persisted sequence (recovery has appended what it needs to know).
-  let opening: Record<string, unknown> | null = ctx.resumed
-    ? null
-    : renderInputs(options, session, ctx.inputs);
+  let opening: Record<string, unknown> | null = ctx.resumed ? null : openingOf(scope);
   // A record of progress, not a guarantee: it commits with the turn's next write (the reply).
   const started = {
     frame_id: frame.id,
@@ -103,15 +87,18 @@ async function runTurn(scope: TurnScope): Promise<TurnResult> {
   // This turn's sends are the frame's sends after the head as it began: turn.started, committed
   // with the next write, takes a later seq than that head and an earlier one than any send.
   const progress = { started: requireSession(options.store, session).nextSeq - 1, reminders: 0 };
-  for (let step = 0; step < maxSteps; step++) {
+  for (let step = 0;; step++) {
     const reply = await requestStep(scope, opening);
     opening = null;
     if (!("calls" in reply)) return reply;
+    const maxSteps = options.maxSteps ?? reply.mode.maxSteps;
+    const last = step + 1 >= maxSteps;
     if (reply.calls.length === 0) {
       const ended = await askNext(scope, reply.text, progress);
       if (ended !== null) return ended;
-      continue;
+      if (!last) continue;
     }
+    if (last) noteStepLimit(reply.calls, maxSteps);
     const { waited } = await runToolCalls(
       {
         ...options,
@@ -135,9 +122,34 @@ async function runTurn(scope: TurnScope): Promise<TurnResult> {
       options.store.defer(() => void appendEvent(options.store, session, "turn.ended", ended));
       return { ok: true, reason: "wait", effects: state.effects };
     }
+    if (last) {
+      const reason = `${STEP_LIMIT} ${maxSteps}`;
+      record("turn.ended", { frame_id: frame.id, reason, step_limit: maxSteps });
+      return { ok: true, reason, effects: state.effects };
+    }
   }
-  record("turn.ended", { frame_id: frame.id, reason: `step limit ${maxSteps}` });
-  return { ok: true, reason: `step limit ${maxSteps}`, effects: state.effects };
+}
+
+/** The last step's last call tells the model the turn ends after it. */
+function noteStepLimit(calls: ToolCall[], maxSteps: number): void {
+  const last = calls[calls.length - 1];
+  if (last !== undefined) last.notes = [...last.notes ?? [], stepLimitNote(maxSteps)];
+}
+
+/**
+ * The turn's opening message: its inputs, after a line saying the previous turn was cut at
+ * its step limit when it was.
+ */
+function openingOf(scope: TurnScope): Record<string, unknown> {
+  const { options, ctx } = scope;
+  const opening = renderInputs(options, ctx.session, ctx.inputs);
+  const previous = lastEventOfKinds(options.store, ctx.session, ["turn.ended"])?.body as
+    | RecordInput<"turn.ended">
+    | undefined;
+  if (previous?.step_limit === undefined) return opening;
+  const note = `[runtime] your previous turn stopped at its limit of ${previous.step_limit} ` +
+    "model steps before it finished.";
+  return { ...opening, content: `${note}\n\n${opening.content}` };
 }
 
 /**
@@ -172,164 +184,4 @@ async function askNext(
       "[runtime] continue: call the python tool, or wait() when you are done.",
   }]);
   return null;
-}
-
-/**
- * One model request: the context, the route, the streamed reply, then the complete assistant
- * block (with host-minted tool-call ids) made durable before any of its cells runs.
- *
- * @returns the reply's tool calls, or the failed result that ends the turn
- */
-async function requestStep(
-  scope: TurnScope,
-  opening: Record<string, unknown> | null,
-): Promise<{ calls: ToolCall[]; text: string } | TurnResult> {
-  const { options, ctx, state } = scope;
-  const { session } = ctx;
-  // The route comes first: its budget sizes the request (and may compact the context).
-  const route = await planRoute(options, session);
-  const request = await prepareContext(options, session, opening ? [opening] : [], {
-    route,
-    signal: ctx.signal,
-  });
-  const provider = options.provider(route);
-  const streamed = await streamReply(scope, route, provider, request.messages);
-  if ("failed" in streamed) return streamed.failed;
-  const { turn } = streamed;
-  noteUsage(options, session, { route, request, usage: turn.usage });
-  // Tool-call ids are minted here: some providers repeat ids across responses, and a
-  // session's sequence needs each id once.
-  const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
-  commitReply(scope, opening, { route, provider, turn, calls });
-  options.bus.wake(session);
-  // The reply is in the sequence now: a retry goes on from it, never repeats the inputs.
-  state.effects = true;
-  return { calls, text: turn.text };
-}
-
-/** Streams one reply, its text deltas to the bus; a failure becomes the result ending the turn. */
-async function streamReply(
-  scope: TurnScope,
-  route: string,
-  provider: Provider,
-  messages: Parameters<Provider["streamChat"]>[0]["messages"],
-): Promise<{ turn: ProviderTurn } | { failed: TurnResult }> {
-  const { options, ctx } = scope;
-  const { session, frame } = ctx;
-  const report = (options.health ?? NO_TURN_HEALTH).modelCall(route);
-  try {
-    const turn = await provider.streamChat({ messages }, {
-      signal: ctx.signal,
-      onDelta: (delta) => {
-        report.progress();
-        options.bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text });
-      },
-    });
-    report.done(null);
-    return { turn };
-  } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    if (!ctx.signal.aborted) report.done(`${route}: ${message}`);
-    return { failed: modelFailed(scope, { route, provider, error, message }) };
-  }
-}
-
-/** Records what a failed request leaves (its partial text, the turn's end) and how it ended. */
-function modelFailed(
-  scope: TurnScope,
-  failure: { route: string; provider: Provider; error: unknown; message: string },
-): TurnResult {
-  const { ctx, record, state } = scope;
-  const { frame } = ctx;
-  const { route, provider, error, message } = failure;
-  // The provider's failure (the error's cause) carries the text streamed before it.
-  const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
-  if (partial?.text) {
-    record("scratchpad", { frame_id: frame.id, text: partial.text, partial: true });
-  }
-  if (ctx.signal.aborted) {
-    const reason = stopReason(ctx.signal);
-    record("turn.ended", { frame_id: frame.id, reason });
-    return { ok: false, reason, effects: state.effects };
-  }
-  record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
-  return {
-    ok: false,
-    reason: `model failed: ${message}`,
-    effects: state.effects,
-    retriable: true,
-    model: {
-      route,
-      url: shownUrl(provider.route.url),
-      model: provider.route.model,
-      error: message,
-    },
-  };
-}
-
-/** The reply, its `model.reply` record and its scratchpad, in one transaction, before any cell. */
-function commitReply(
-  scope: TurnScope,
-  opening: Record<string, unknown> | null,
-  reply: { route: string; provider: Provider; turn: ProviderTurn; calls: ToolCall[] },
-): void {
-  const { options, ctx } = scope;
-  const { session, frame } = ctx;
-  const { route, provider, turn, calls } = reply;
-  options.store.transaction(() => {
-    // Every reply's route, model and usage is recorded, also a reply with no text.
-    appendEvent(
-      options.store,
-      session,
-      "model.reply",
-      replyRecord(frame.id, route, provider, turn),
-    );
-    appendProviderItems(options.store, session, frame.id, [
-      ...(opening ? [opening] : []),
-      assistantMessage(turn.text, calls),
-    ]);
-    if (turn.text !== "") {
-      appendEvent(options.store, session, "scratchpad", {
-        frame_id: frame.id,
-        text: turn.text,
-        partial: turn.textPartial,
-        usage: turn.usage,
-      });
-    }
-  });
-}
-
-/** The `model.reply` body of one reply: counts the provider did not report stay absent. */
-function replyRecord(
-  frameId: string,
-  route: string,
-  provider: Provider,
-  turn: ProviderTurn,
-): RecordInput<"model.reply"> {
-  const u = turn.usage;
-  const usage = Object.fromEntries(
-    Object.entries({
-      prompt_tokens: u.promptTokens,
-      completion_tokens: u.completionTokens,
-      cache_read_tokens: u.cacheReadTokens,
-      cache_write_tokens: u.cacheWriteTokens,
-    }).filter(([, value]) => value !== undefined),
-  );
-  // A test's provider may carry no route; the record then names the route only.
-  const described = provider.route as Provider["route"] | undefined;
-  return {
-    frame_id: frameId,
-    route,
-    ...(described === undefined ? {} : { model: described.model, url: described.url }),
-    usage,
-    finish_reason: turn.finishReason,
-    tool_calls: turn.toolCalls.length,
-    text_chars: turn.text.length,
-  };
-}
-
-/** Why a turn was stopped, from its abort signal: the operator, or a signal's shutdown. */
-function stopReason(signal: AbortSignal): string {
-  const why = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "");
-  return why ? `stopped: ${why}` : "stopped by the operator";
 }

@@ -50,7 +50,14 @@ export interface ToolCallDeps {
 export interface ToolCall {
   id: string;
   name: string;
+  /** The arguments as the model wrote them (kept raw in the store). */
   arguments: string;
+  /** When set, the call is not run and this is its result. */
+  refusal?: string;
+  /** Lines the runtime adds after the call's result (the step limit, fences left unrun). */
+  notes?: string[];
+  /** True for a text-mode cell: the first python fence of a reply without tool calls. */
+  textCell?: boolean;
 }
 
 /**
@@ -67,33 +74,35 @@ export async function runToolCalls(
 ): Promise<{ waited?: string }> {
   const { store, bus } = deps;
   const { session, frame } = ctx;
-  const answer = (callId: string, content: string) =>
+  const answer = (call: ToolCall, content: string) =>
     appendProviderItems(store, session, frame.id, [{
       role: "tool",
-      tool_call_id: callId,
-      content,
+      tool_call_id: call.id,
+      content: [content, ...call.notes ?? []].join("\n"),
     }]);
   let waited: string | undefined;
   for (const call of calls) {
     if (waited !== undefined || ctx.signal.aborted) {
       answer(
-        call.id,
+        call,
         waited !== undefined
           ? "[not run: the turn ended with wait()]"
           : "[not run: the operator stopped the turn]",
       );
       continue;
     }
-    const code = parseCode(call.name, call.arguments);
+    const code = call.refusal === undefined
+      ? parseCode(call.name, call.arguments)
+      : { error: call.refusal };
     if (typeof code !== "string") {
-      answer(call.id, code.error);
+      answer(call, code.error);
       continue;
     }
     const { cellId, result } = await runCell(deps, ctx, call.id, code, state);
     // The outcome is durable; the model has not been told yet.
     faultPoint("outcome-before-result");
     const unfinished = !["ok", "error"].includes(result.outcome);
-    answer(call.id, renderCellResult(result, unfinished ? effectsOfCell(store, cellId) : []));
+    answer(call, renderCellResult(result, unfinished ? effectsOfCell(store, cellId) : []));
     bus.wake(session);
     if (result.wait !== null) waited = result.wait.reason;
   }

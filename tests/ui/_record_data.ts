@@ -168,6 +168,15 @@ const DEFAULTS: { [T in RecordType]: RecordInput<T> } = {
   "daemon.stopping": { reason: "daemon shutdown (SIGTERM)", grace_ms: 10000 },
   "operator": { op: "op.stop", message: "stopped; reset resumes" },
   "context.compacted": { epoch: 1, covers_to_idx: 10, summarized_items: 10, summary_chars: 100 },
+  "reasoning": { frame_id: "fr_1", text: "think", field: "reasoning_content" },
+  "route.adapted": { route: "main", setting: "tool_calls", to: "text", reason: "refused" },
+  "context.repaired": {
+    by: "operator",
+    reason: "refused",
+    epoch: 2,
+    covers_to_idx: 10,
+    summary_chars: 100,
+  },
   "turn.started": { frame_id: FRAME, frame: 1, resumed: false },
   "turn.ended": { frame_id: FRAME, reason: "wait" },
   "code.patch": {

@@ -20,6 +20,7 @@ const EXPECTED: { [T in RecordType]: Lane } = {
   "send": "send",
   "outbox.pending": "send",
   "scratchpad": "scratchpad",
+  "reasoning": "scratchpad",
   "cell.started": "cells",
   "cell.finished": "cells",
   // A step whose pending record the page never saw is an event; after it, see below.
@@ -54,6 +55,8 @@ const EXPECTED: { [T in RecordType]: Lane } = {
   "daemon.stopping": "events",
   "operator": "events",
   "context.compacted": "events",
+  "route.adapted": "events",
+  "context.repaired": "events",
   "turn.started": "events",
   "turn.ended": "events",
   "code.patch": "events",

@@ -77,6 +77,8 @@ export interface ScratchItem {
   text: string;
   partial: boolean;
   turn: string | undefined;
+  /** True for a reply's reasoning, shown folded; false for its text. */
+  reasoning: boolean;
 }
 
 /** One runtime event. */
@@ -189,6 +191,16 @@ class LaneBuilder {
           text: r.data.text,
           partial: r.data.partial,
           turn: r.data.frame_id,
+          reasoning: false,
+        });
+        return true;
+      case "reasoning":
+        this.view.scratchpad.push({
+          ...place,
+          text: r.data.text,
+          partial: r.data.partial ?? false,
+          turn: r.data.frame_id,
+          reasoning: true,
         });
         return true;
       case "cell.started": {

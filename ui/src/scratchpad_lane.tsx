@@ -37,13 +37,20 @@ export function ScratchpadLane(props: ScratchpadLaneProps): JSX.Element {
           {props.items.map((item) => (
             <li key={item.seq} class="draft" data-seq={item.seq}>
               <div class="meta">
-                <span class="who">draft</span>
+                <span class="who">{item.reasoning ? "reasoning" : "draft"}</span>
                 <time dateTime={isoTime(item.at)}>{when(item.at)}</time>
                 {item.partial
                   ? <StateBadge tone="partial" label="partial" />
                   : <StateBadge tone="info" label="complete" />}
               </div>
-              <CollapsibleText text={item.text} label="draft" lines={16} chars={2500} />
+              {item.reasoning
+                ? (
+                  <details class="reasoning">
+                    <summary>reasoning · {item.text.length} characters</summary>
+                    <pre class="text">{item.text}</pre>
+                  </details>
+                )
+                : <CollapsibleText text={item.text} label="draft" lines={16} chars={2500} />}
             </li>
           ))}
           {live.map(([turn, text]) => (

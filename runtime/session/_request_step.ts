@@ -1,0 +1,298 @@
+/**
+ * The request step of a turn: the route, the context shaped for its server, the streamed
+ * reply, and the complete assistant block (with host-minted tool-call ids, or the fenced cell
+ * of a text-mode reply) made durable before any of its cells runs.
+ *
+ * A server that refuses `tools` moves a `tool_calls "auto"` route to text mode, and one that
+ * refuses a role order makes the route strict; either is recorded (`route.adapted`) and the
+ * request is made again at once, once.
+ *
+ * @module
+ */
+
+import { appendEvent } from "../../store/events.ts";
+import { appendProviderItems } from "../../store/provider_items.ts";
+import { newId, type RecordInput } from "../core/mod.ts";
+import { assistantMessage, type Provider, type ProviderTurn } from "../model/mod.ts";
+import { noteUsage, prepareContext } from "./_context.ts";
+import { fencedCells } from "./_fence_cells.ts";
+import { shownUrl } from "./_model_trouble.ts";
+import { lastReplyWasFenced, refusalKind, type RouteMode, routeMode } from "./_route_mode.ts";
+import type { ToolCall } from "./_tool_calls.ts";
+import { planRoute } from "./_turn_hooks.ts";
+import { NO_TURN_HEALTH } from "./_turn_health.ts";
+import type { TurnScope } from "./_turn_scope.ts";
+import type { TurnResult } from "./_turn_types.ts";
+
+/** A reply the turn goes on with: its calls (none: a reply of text only) and its text. */
+export interface Reply {
+  calls: ToolCall[];
+  text: string;
+  /** The route's mode the reply was asked under. */
+  mode: RouteMode;
+}
+
+/** What the model is told when its reply ended inside a tool call. */
+export const CUT_IN_CALL =
+  "[not run: your reply hit the token limit in the middle of the call; write a shorter cell]";
+
+/**
+ * One model request and its durable reply.
+ *
+ * @returns the reply's calls, or the failed result that ends the turn
+ */
+export async function requestStep(
+  scope: TurnScope,
+  opening: Record<string, unknown> | null,
+): Promise<Reply | TurnResult> {
+  const { options, ctx, state } = scope;
+  const { session } = ctx;
+  // The route comes first: its budget sizes the request (and may compact the context).
+  const route = await planRoute(options, session);
+  const provider = options.provider(route);
+  let adapted = false;
+  for (;;) {
+    const mode = routeMode(options.store, session, provider.route);
+    const request = await prepareContext(options, session, opening ? [opening] : [], {
+      route,
+      signal: ctx.signal,
+      shape: mode.shape,
+      frameId: ctx.frame.id,
+    });
+    const streamed = await streamReply(scope, { route, provider, mode }, request.messages);
+    if ("error" in streamed) {
+      if (!adapted && adaptToRefusal(scope, { route, provider, mode }, streamed)) {
+        adapted = true;
+        continue;
+      }
+      return modelFailed(scope, { route, provider, ...streamed });
+    }
+    const { turn } = streamed;
+    noteUsage(options, session, { route, request, usage: turn.usage });
+    const calls = callsOf(scope, { route, mode }, turn);
+    commitReply(scope, opening, { route, provider, turn, calls });
+    options.bus.wake(session);
+    // The reply is in the sequence now: a retry goes on from it, never repeats the inputs.
+    state.effects = true;
+    return { calls, text: turn.text, mode };
+  }
+}
+
+interface RouteCall {
+  route: string;
+  provider: Provider;
+  mode: RouteMode;
+}
+
+/** Streams one reply, its text deltas to the bus; a failure is returned with its message. */
+async function streamReply(
+  scope: TurnScope,
+  call: RouteCall,
+  messages: Parameters<Provider["streamChat"]>[0]["messages"],
+): Promise<{ turn: ProviderTurn } | { error: unknown; message: string }> {
+  const { options, ctx } = scope;
+  const { session, frame } = ctx;
+  const report = (options.health ?? NO_TURN_HEALTH).modelCall(call.route);
+  try {
+    const turn = await call.provider.streamChat({
+      messages,
+      tools: call.mode.shape.toolMode === "native",
+    }, {
+      signal: ctx.signal,
+      onDelta: (delta) => {
+        report.progress();
+        options.bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text });
+      },
+    });
+    report.done(null);
+    return { turn };
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    if (!ctx.signal.aborted) report.done(`${call.route}: ${message}`);
+    return { error, message };
+  }
+}
+
+/**
+ * Records the move a refusal calls for, if the route can make it: `tools` refused on an
+ * `auto` route still native → text mode; a role order refused on a relaxed route → strict.
+ */
+function adaptToRefusal(
+  scope: TurnScope,
+  call: RouteCall,
+  failure: { error: unknown; message: string },
+): boolean {
+  if (scope.ctx.signal.aborted) return false;
+  const status = (failure.error as { status?: number }).status;
+  const kind = refusalKind(status, failure.message);
+  const { shape, toolCalls } = call.mode;
+  if (kind === "tools" && toolCalls === "auto" && shape.toolMode === "native") {
+    scope.record("route.adapted", {
+      route: call.route,
+      setting: "tool_calls",
+      to: "text",
+      reason: `the server refused tools: ${failure.message.slice(0, 300)}`,
+    });
+    return true;
+  }
+  if (kind === "roles" && !shape.strictRoles) {
+    scope.record("route.adapted", {
+      route: call.route,
+      setting: "role_order",
+      to: "strict",
+      reason: `the server refused the role order: ${failure.message.slice(0, 300)}`,
+    });
+    return true;
+  }
+  return false;
+}
+
+/**
+ * The calls a reply makes: its tool calls with host-minted ids (some providers repeat ids
+ * across responses, and a session's sequence needs each id once), or, on a route that is not
+ * strictly native, the first fenced python cell of a reply that has none.
+ */
+function callsOf(
+  scope: TurnScope,
+  call: { route: string; mode: RouteMode },
+  turn: ProviderTurn,
+): ToolCall[] {
+  if (turn.toolCalls.length > 0) {
+    const cut = turn.finishReason === "length";
+    return turn.toolCalls.map((raw, i) => ({
+      ...raw,
+      id: newId("call"),
+      // Only the last call can be the one the token limit cut.
+      ...(cut && i === turn.toolCalls.length - 1 && !isJsonObject(raw.arguments)
+        ? { refusal: CUT_IN_CALL }
+        : {}),
+    }));
+  }
+  if (call.mode.toolCalls === "native") return [];
+  const fenced = fencedCells(turn.text);
+  if (fenced.code === null) return [];
+  const { store } = scope.options;
+  const { session } = scope.ctx;
+  if (call.mode.shape.toolMode === "native" && lastReplyWasFenced(store, session, call.route)) {
+    scope.record("route.adapted", {
+      route: call.route,
+      setting: "tool_calls",
+      to: "text",
+      reason: "the model answered twice in a row with a fenced python cell and no tool call",
+    });
+  }
+  const notes = fenced.ignored > 0
+    ? [`[runtime] only the first python block of a reply runs; ${fenced.ignored} more did not.`]
+    : [];
+  return [{
+    id: newId("call"),
+    name: "python",
+    arguments: JSON.stringify({ code: fenced.code }),
+    textCell: true,
+    notes,
+  }];
+}
+
+function isJsonObject(text: string): boolean {
+  try {
+    const parsed = JSON.parse(text);
+    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed);
+  } catch {
+    return false;
+  }
+}
+
+/** Records what a failed request leaves (its partial text, the turn's end) and how it ended. */
+function modelFailed(
+  scope: TurnScope,
+  failure: { route: string; provider: Provider; error: unknown; message: string },
+): TurnResult {
+  const { ctx, record, state } = scope;
+  const { frame } = ctx;
+  const { route, provider, error, message } = failure;
+  // The provider's failure (the error's cause) carries the text streamed before it.
+  const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
+  if (partial?.text) {
+    record("scratchpad", { frame_id: frame.id, text: partial.text, partial: true });
+  }
+  if (ctx.signal.aborted) {
+    const reason = stopReason(ctx.signal);
+    record("turn.ended", { frame_id: frame.id, reason });
+    return { ok: false, reason, effects: state.effects };
+  }
+  record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
+  return {
+    ok: false,
+    reason: `model failed: ${message}`,
+    effects: state.effects,
+    retriable: true,
+    model: {
+      route,
+      url: shownUrl(provider.route.url),
+      model: provider.route.model,
+      error: message,
+    },
+  };
+}
+
+/** The reply, its `model.reply` record and its scratchpad, in one transaction, before any cell. */
+function commitReply(
+  scope: TurnScope,
+  opening: Record<string, unknown> | null,
+  reply: { route: string; provider: Provider; turn: ProviderTurn; calls: ToolCall[] },
+): void {
+  const { options, ctx } = scope;
+  const { session, frame } = ctx;
+  const { turn, calls } = reply;
+  options.store.transaction(() => {
+    // Every reply's route, model and usage is recorded, also a reply with no text.
+    appendEvent(options.store, session, "model.reply", replyRecord(frame.id, reply));
+    appendProviderItems(options.store, session, frame.id, [
+      ...(opening ? [opening] : []),
+      assistantMessage(turn.text, calls),
+    ]);
+    if (turn.text !== "") {
+      appendEvent(options.store, session, "scratchpad", {
+        frame_id: frame.id,
+        text: turn.text,
+        partial: turn.textPartial,
+        usage: turn.usage,
+      });
+    }
+  });
+}
+
+/** The `model.reply` body of one reply: counts the provider did not report stay absent. */
+function replyRecord(
+  frameId: string,
+  reply: { route: string; provider: Provider; turn: ProviderTurn; calls: ToolCall[] },
+): RecordInput<"model.reply"> {
+  const { route, provider, turn, calls } = reply;
+  const u = turn.usage;
+  const usage = Object.fromEntries(
+    Object.entries({
+      prompt_tokens: u.promptTokens,
+      completion_tokens: u.completionTokens,
+      cache_read_tokens: u.cacheReadTokens,
+      cache_write_tokens: u.cacheWriteTokens,
+    }).filter(([, value]) => value !== undefined),
+  );
+  // A test's provider may carry no route; the record then names the route only.
+  const described = provider.route as Provider["route"] | undefined;
+  return {
+    frame_id: frameId,
+    route,
+    ...(described === undefined ? {} : { model: described.model, url: described.url }),
+    usage,
+    finish_reason: turn.finishReason,
+    tool_calls: turn.toolCalls.length,
+    text_chars: turn.text.length,
+    ...(calls.some((call) => call.textCell) ? { text_cell: true } : {}),
+  };
+}
+
+/** Why a turn was stopped, from its abort signal: the operator, or a signal's shutdown. */
+export function stopReason(signal: AbortSignal): string {
+  const why = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "");
+  return why ? `stopped: ${why}` : "stopped by the operator";
+}

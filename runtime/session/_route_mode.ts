@@ -1,0 +1,79 @@
+/**
+ * How a turn speaks to a route's server: its configured switches, plus what this session
+ * learned of the server (`route.adapted`). A route of `tool_calls "auto"` starts native and
+ * moves to text-mode cells when its server refuses `tools` or its model answers twice in a row
+ * with a fenced cell and no tool call; a route whose server refuses a role order becomes
+ * strict. Each move is recorded once and holds for the session from the next request on.
+ *
+ * @module
+ */
+
+import { lastEventOfKinds, readEventsOfKind } from "../../store/events.ts";
+import type { Store } from "../../store/store.ts";
+import type { Route } from "../config/mod.ts";
+import type { RouteShape } from "../context/mod.ts";
+import type { RecordInput } from "../core/mod.ts";
+
+/** A route's mode for one request. */
+export interface RouteMode {
+  /** How the request is rendered on the wire. */
+  shape: RouteShape;
+  /** The configured `tool_calls`: `auto` may still move to text. */
+  toolCalls: "native" | "text" | "auto";
+  /** The most model requests one turn may make. */
+  maxSteps: number;
+}
+
+/** The default when a route (a test's provider) declares no switches. */
+const DEFAULT_MAX_STEPS = 50;
+
+/**
+ * The route's mode in `session`: its configuration, then every `route.adapted` of the route.
+ *
+ * @example
+ * ```ts
+ * const mode = routeMode(store, "default", provider.route);
+ * if (mode.shape.toolMode === "text") // no tools on the wire
+ * ```
+ */
+export function routeMode(store: Store, session: string, route: Route | undefined): RouteMode {
+  const toolCalls = route?.tool_calls ?? "native";
+  const shape: RouteShape = {
+    toolMode: toolCalls === "text" ? "text" : "native",
+    strictRoles: route?.role_order === "strict",
+    reasoning: route?.reasoning ?? "echo",
+  };
+  for (const event of readEventsOfKind(store, session, "route.adapted", 100)) {
+    const body = event.body as RecordInput<"route.adapted">;
+    if (body.route !== route?.name) continue;
+    if (body.setting === "tool_calls" && toolCalls === "auto") shape.toolMode = "text";
+    if (body.setting === "role_order") shape.strictRoles = true;
+  }
+  return { shape, toolCalls, maxSteps: route?.max_steps ?? DEFAULT_MAX_STEPS };
+}
+
+/** What a server's refusal says it cannot take: `tools`, a role order, or neither. */
+export function refusalKind(status: number | undefined, message: string): "tools" | "roles" | null {
+  if (status === undefined || ![400, 422, 500].includes(status)) return null;
+  // llama.cpp without --jinja: 500 "tools param requires --jinja flag" (older builds:
+  // "Unsupported param: tools"); Ollama, a model without tool support: 400 "… does not
+  // support tools"; vLLM without --enable-auto-tool-choice: 400 on "auto" tool choice.
+  if (
+    /does not support tools|tools param requires|unsupported param: tools|tools? (is|are) not supported|enable-auto-tool-choice/i
+      .test(message)
+  ) return "tools";
+  // Mistral's API: 400 "Unexpected role 'user' after role 'tool'"; Mistral's chat templates
+  // on vLLM: "Conversation roles must alternate user/assistant/user/assistant/...".
+  if (/unexpected role|roles must alternate|after role/i.test(message)) return "roles";
+  return null;
+}
+
+/**
+ * Whether the session's previous reply on `route` was a fenced cell with no tool call: the
+ * second such reply in a row moves an `auto` route to text mode.
+ */
+export function lastReplyWasFenced(store: Store, session: string, route: string): boolean {
+  const last = lastEventOfKinds(store, session, ["model.reply"]);
+  const body = last?.body as { route?: string; text_cell?: boolean } | undefined;
+  return body?.route === route && body.text_cell === true;
+}
