@@ -45,6 +45,7 @@ commands:
   status [session]      operator: show the runtime's state
   reset <session>       operator: replace the kernel (heap state is not restored)
   compact <session>     operator: compact the session's context
+  repair <session>      operator: rewrite the context from the records (a server refuses it)
   drain <session>       operator: finish accepted work, then stop
   stop <session>        operator: stop the session's work now
   activate <session> <epoch> <release-path>
@@ -248,6 +249,7 @@ export async function main(args: string[]): Promise<number> {
     case "status":
     case "reset":
     case "compact":
+    case "repair":
     case "drain":
     case "stop":
     case "activate":

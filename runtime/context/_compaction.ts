@@ -16,7 +16,8 @@ import {
   latestSummary,
   type SummarySource,
 } from "../../store/context_summaries.ts";
-import { estimateTokens, itemSizesNewestFirst } from "../../store/provider_items.ts";
+import { appendEvent } from "../../store/events.ts";
+import { estimateTokens, itemSizesNewestFirst, lastItemIdx } from "../../store/provider_items.ts";
 import { requireSession } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import { recordCalibration } from "../../store/token_counts.ts";
@@ -49,8 +50,11 @@ export interface CompactionDeps {
 
 /** What {@linkcode compactContext} is asked to do. */
 export interface CompactOptions {
-  /** Keep at most this many raw tokens of the newest items, or at least this many items. */
-  keep: { tokens: number } | { items: number };
+  /**
+   * Keep at most this many raw tokens of the newest items, or at least this many items, or
+   * `nothing`: the summary covers every item (a repair).
+   */
+  keep: { tokens: number } | { items: number } | "nothing";
   /** Ask the `long` model for the summary (the extractive one is the fallback). */
   model: boolean;
   /** Aborts the model's call (the extractive summary is then used). */
@@ -88,6 +92,7 @@ function cutByItems(store: Store, session: string, after: number, keep: number):
 }
 
 function checkKeep(keep: CompactOptions["keep"]): void {
+  if (keep === "nothing") return;
   const [what, value, max] = "tokens" in keep
     ? ["keep tokens", keep.tokens, 100_000_000]
     : ["keep items", keep.items, 100_000];
@@ -187,9 +192,12 @@ export async function compactContext(
   const expectedEpoch = requireSession(store, session).contextEpoch;
   const previous = latestSummary(store, session);
   const after = previous?.coversToIdx ?? 0;
-  const coversTo = "tokens" in options.keep
-    ? cutByTokens(store, session, after, options.keep.tokens)
-    : cutByItems(store, session, after, options.keep.items);
+  const { keep } = options;
+  const coversTo = keep === "nothing"
+    ? lastItemIdx(store, session)
+    : "tokens" in keep
+    ? cutByTokens(store, session, after, keep.tokens)
+    : cutByItems(store, session, after, keep.items);
   if (coversTo <= after) return undefined;
   const max = rawLimits(store, session, "main", deps.contextBudget("main")).summary;
   const digest = digestStep(store, session, { after, through: coversTo });
@@ -233,6 +241,50 @@ export async function compactContext(
       chosen.reason ? `; ${chosen.reason}` : ""
     })`,
     { epoch: done.epoch, covers_to_idx: coversTo, source: chosen.source },
+  );
+  return done;
+}
+
+/** Who asked for a repair, and why. */
+export interface RepairOptions {
+  by: "operator" | "daemon";
+  reason: string;
+}
+
+/**
+ * Rewrites the active context from the durable records, without the model: an extractive
+ * summary of every item stands in for them (`context.compacted`, then `context.repaired`).
+ * Nothing is deleted: `history.read` still reaches every item. Returns `undefined` when the
+ * context holds no item the summary does not already cover.
+ *
+ * @throws {KlbrError} `epoch_moved` when another compaction committed meanwhile; `not_found`
+ * for an unknown session.
+ * @example
+ * ```ts
+ * await repairContext(deps, "default", { by: "operator", reason: "klbr repair" });
+ * ```
+ */
+export async function repairContext(
+  deps: CompactionDeps,
+  session: string,
+  options: RepairOptions,
+): Promise<Compaction | undefined> {
+  const done = await compactContext(deps, session, { keep: "nothing", model: false });
+  if (done === undefined) return undefined;
+  const summary = latestSummary(deps.store, session);
+  appendEvent(deps.store, session, "context.repaired", {
+    by: options.by,
+    reason: options.reason.slice(0, 500),
+    epoch: done.epoch,
+    covers_to_idx: done.coversToIdx,
+    summary_chars: summary?.text.length ?? 0,
+  });
+  deps.bus.wake(session);
+  deps.log.warn(
+    "context.repaired",
+    `context epoch ${done.epoch}: every item up to #${done.coversToIdx} is now an extractive ` +
+      `summary (by the ${options.by}: ${options.reason.slice(0, 200)})`,
+    { epoch: done.epoch, covers_to_idx: done.coversToIdx, by: options.by },
   );
   return done;
 }

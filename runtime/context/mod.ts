@@ -14,7 +14,13 @@ export {
   type RawLimits,
   rawLimits,
 } from "./_budget.ts";
-export { compactContext, type CompactionDeps, type CompactOptions } from "./_compaction.ts";
+export {
+  compactContext,
+  type CompactionDeps,
+  type CompactOptions,
+  repairContext,
+  type RepairOptions,
+} from "./_compaction.ts";
 export { historyHandlers } from "./_history_rpc.ts";
 export { AMBIENT_HEADING, renderAmbient, renderInputs } from "./_inputs.ts";
 export { buildRequest, type BuiltRequest, fitMessages, type RequestParts } from "./_request.ts";

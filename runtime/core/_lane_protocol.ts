@@ -22,6 +22,7 @@ export const OPERATOR_KINDS = [
   "op.status",
   "op.reset",
   "op.compact",
+  "op.repair",
   "op.drain",
   "op.stop",
   "op.activate",
@@ -63,6 +64,7 @@ export const ClientMessage = z.discriminatedUnion("kind", [
   }),
   z.object({ kind: z.literal("op.reset"), request: clientRequest, session: sessionName }),
   z.object({ kind: z.literal("op.compact"), request: clientRequest, session: sessionName }),
+  z.object({ kind: z.literal("op.repair"), request: clientRequest, session: sessionName }),
   z.object({ kind: z.literal("op.drain"), request: clientRequest, session: sessionName }),
   z.object({ kind: z.literal("op.stop"), request: clientRequest, session: sessionName }),
   z.object({

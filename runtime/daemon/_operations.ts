@@ -1,5 +1,5 @@
 /**
- * The operator commands the daemon runs for the lane socket (`status`, `reset`, `compact`,
+ * The operator commands the daemon runs for the lane socket (`status`, `reset`, `compact`, `repair`,
  * `drain`, `stop`, `activate`, `cancel_cell`, `jobs`, `cancel_job`, `rollback`, `maintain`, `candidates`,
  * `trace`). None needs the model or a hook to succeed, so an operator can always repair a
  * session whose policy is broken and read why it broke: `rollback` and `activate` switch
@@ -71,6 +71,8 @@ export async function runOperation(
       return note(await reset(host.require(session)));
     case "op.compact":
       return note(await compact(host.require(session)));
+    case "op.repair":
+      return note(await repair(host.require(session)));
     case "op.drain": {
       const parts = host.require(session);
       await parts.runtime.drain();
@@ -162,6 +164,22 @@ function maintain(host: OperationHost, session: string, reason: string): Record<
     seq: outcome.ack.seq,
     message: "maintenance input admitted; the turn that takes it loads the maintenance skill",
   };
+}
+
+/**
+ * Rewrites the context from the durable records (an extractive summary of every item): for a
+ * session whose history a server refuses. Needs neither the model nor a hook.
+ */
+async function repair(parts: SessionParts): Promise<Record<string, unknown>> {
+  const done = await parts.repair("the operator ran klbr repair");
+  return done === undefined
+    ? { repaired: false, message: "nothing to repair: the context holds no item" }
+    : {
+      repaired: true,
+      epoch: done.epoch,
+      covers_to_idx: done.coversToIdx,
+      message: `every item up to #${done.coversToIdx} is now a summary; history.read reaches them`,
+    };
 }
 
 /** Extractive: it needs neither the model nor a hook. */

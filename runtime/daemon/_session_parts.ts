@@ -21,7 +21,7 @@ import {
 } from "../kernel/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import type { Compaction } from "../../store/context_summaries.ts";
-import { compactContext, type ContextBudget } from "../context/mod.ts";
+import { compactContext, type ContextBudget, repairContext } from "../context/mod.ts";
 import {
   contractMessage,
   createModelTurn,
@@ -99,6 +99,8 @@ export interface SessionParts {
   memo: Map<string, unknown>;
   /** The operator's `compact`: extractive (no model, no hook), keeping the newest 20 items. */
   compact: () => Promise<Compaction | undefined>;
+  /** The operator's `repair`: every item becomes an extractive summary (no model, no hook). */
+  repair: (reason: string) => Promise<Compaction | undefined>;
   /** The skills the workbench's generation offers (the contract names them); null before a load. */
   skills: OfferedSkills | null;
   /** True while a maintenance turn runs (its contract message loads the `maintenance` skill). */
@@ -124,6 +126,7 @@ export function createSessionParts(
     hookCalls: 0,
     memo: new Map(),
     compact: () => compactContext(deps, session, { keep: { items: 20 }, model: false }),
+    repair: (reason: string) => repairContext(deps, session, { by: "operator", reason }),
     skills: null,
     maintenance: false,
     runningCells: new Map(),

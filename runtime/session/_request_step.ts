@@ -10,8 +10,9 @@
  * @module
  */
 
-import { appendEvent } from "../../store/events.ts";
+import { appendEvent, lastEventOfKinds } from "../../store/events.ts";
 import { appendProviderItems } from "../../store/provider_items.ts";
+import { repairContext } from "../context/mod.ts";
 import { newId, type RecordInput } from "../core/mod.ts";
 import { assistantMessage, type Provider, type ProviderTurn } from "../model/mod.ts";
 import { noteUsage, prepareContext } from "./_context.ts";
@@ -51,6 +52,7 @@ export async function requestStep(
   const route = await planRoute(options, session);
   const provider = options.provider(route);
   let adapted = false;
+  let repaired = false;
   for (;;) {
     const mode = routeMode(options.store, session, provider.route);
     const request = await prepareContext(options, session, opening ? [opening] : [], {
@@ -63,6 +65,10 @@ export async function requestStep(
     if ("error" in streamed) {
       if (!adapted && adaptToRefusal(scope, { route, provider, mode }, streamed)) {
         adapted = true;
+        continue;
+      }
+      if (!repaired && await repairRefusedHistory(scope, streamed)) {
+        repaired = true;
         continue;
       }
       return modelFailed(scope, { route, provider, ...streamed });
@@ -145,6 +151,31 @@ function adaptToRefusal(
     return true;
   }
   return false;
+}
+
+/**
+ * The daemon's one attempt at a history its server refuses (a 400 or 422, or a 500 naming the
+ * JSON or a message, that is not about `tools` or the role order): the context is rewritten
+ * from the durable records (`context.repaired`) and the request made again, once per turn and
+ * never twice without a reply in between, before the failure is recorded.
+ */
+async function repairRefusedHistory(
+  scope: TurnScope,
+  failure: { error: unknown; message: string },
+): Promise<boolean> {
+  const { options, ctx } = scope;
+  if (ctx.signal.aborted) return false;
+  const status = (failure.error as { status?: number }).status;
+  const refused = status === 400 || status === 422 ||
+    (status === 500 && /json|pars|argument|tool_call|message/i.test(failure.message));
+  if (!refused || refusalKind(status, failure.message) !== null) return false;
+  const last = lastEventOfKinds(options.store, ctx.session, ["context.repaired", "model.reply"]);
+  if (last?.kind === "context.repaired") return false;
+  const done = await repairContext(options, ctx.session, {
+    by: "daemon",
+    reason: `the server refused the history: ${failure.message}`,
+  });
+  return done !== undefined;
 }
 
 /**
