@@ -68,6 +68,12 @@ export function TurnLine({ turn }: { turn: TurnInfo }): JSX.Element {
           <dd>{turn.replies}</dd>
         </div>
       )}
+      {turn.stepLimit !== undefined && (
+        <div class="turn-cut" role="status">
+          <dt>stopped</dt>
+          <dd data-field="step-limit">the agent stopped after {turn.stepLimit} steps</dd>
+        </div>
+      )}
     </dl>
   );
 }

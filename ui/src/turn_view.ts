@@ -57,6 +57,8 @@ export interface TurnInfo {
   lastDraft: { seq: number; at: number; text: string } | undefined;
   /** Set when the turn ended (`turn.ended` or the frame's end). */
   ended: boolean;
+  /** The step limit the turn stopped at, when it ran out of steps. */
+  stepLimit: number | undefined;
 }
 
 /** A draft a turn ended with and never sent. */
@@ -139,6 +141,7 @@ class TurnBuilder {
         // A failed model request is retried: the turn has not said its last word yet.
         if (MODEL_FAILED.test(reason)) this.#failed(turn, record, data);
         else this.#ended(turn);
+        if (typeof data.step_limit === "number") turn.stepLimit = data.step_limit;
         return;
       }
       case "turn.started":
@@ -180,6 +183,7 @@ class TurnBuilder {
       sent: false,
       lastDraft: undefined,
       ended: false,
+      stepLimit: undefined,
     });
     for (const id of d.input_ids) this.view.turnOfInput.set(id, d.frame_id);
   }
