@@ -44,8 +44,10 @@ export interface RequestParts {
   /** The turn's opening message(s), sent last. */
   opening: Record<string, unknown>[];
   /**
-   * The turn's frame: reasoning goes back only on its own assistant messages, as DeepSeek's
-   * thinking mode asks (earlier turns' reasoning is dropped from requests).
+   * The turn's frame. Reasoning goes back on its own assistant messages and on every earlier
+   * one that made tool calls, and is dropped from earlier replies without calls: DeepSeek's
+   * thinking mode refuses (400) a history whose tool-call turns lost their `reasoning_content`,
+   * and ignores it on replies without calls (api-docs.deepseek.com/guides/thinking_mode).
    */
   frameId?: string;
 }
@@ -111,7 +113,9 @@ export function buildRequest(store: Store, session: string, parts: RequestParts)
   const items = tail.length === 0 ? [] : readProviderRange(store, session, {
     after: first - 1,
     through: tail[tail.length - 1].idx,
-  }).map((item) => item.frameId === parts.frameId ? item.message : withoutReasoning(item.message));
+  }).map((item) =>
+    keepsReasoning(item, parts.frameId) ? item.message : withoutReasoning(item.message)
+  );
   const note = omitted === null ? undefined : `[runtime] ${omitted.count} older items ` +
     `(#${omitted.fromIdx}–#${omitted.toIdx}) are left out of this request to keep it within ` +
     `${parts.budget.contextTokens} tokens; await history.search("words") and ` +
@@ -128,6 +132,14 @@ export function buildRequest(store: Store, session: string, parts: RequestParts)
     (runtime === "" ? 0 : estimateTokens(JSON.stringify({ role: "user", content: runtime }))) -
     (head === undefined ? 0 : estimateTokens(JSON.stringify({ role: "user", content: head })));
   return { messages, rawTokens, limits, omitted, overCompact: over || rawTokens > limits.compact };
+}
+
+/** Whether an item goes out with its reasoning: the turn's own, or a reply that made calls. */
+function keepsReasoning(
+  item: { frameId: string | null; message: Record<string, unknown> },
+  frameId: string | undefined,
+): boolean {
+  return item.frameId === frameId || Array.isArray(item.message.tool_calls);
 }
 
 /** The marker a cut message content ends with. */
