@@ -10,7 +10,7 @@ import { currentGeneration, startGeneration } from "../../store/kernel_generatio
 import { getRelease, markLastGood } from "../../store/releases.ts";
 import { requireSession } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
-import type { EventBus, Logger } from "../core/mod.ts";
+import { DEFAULT_CELL_TIMEOUT_MS, type EventBus, type Logger } from "../core/mod.ts";
 import type { BehaviorState } from "../behavior/mod.ts";
 import {
   KernelSupervisor,
@@ -304,8 +304,12 @@ function modelTurnFor(
     contextBudget: deps.contextBudget,
     hooks: () => hookCaller(deps, session, parts),
     log: deps.log,
-    system: () =>
-      contractMessage(deps.workspace, { skills: parts.skills, maintenance: parts.maintenance }),
+    system: ({ maxSteps }) =>
+      contractMessage(deps.workspace, {
+        skills: parts.skills,
+        maintenance: parts.maintenance,
+        limits: { maxSteps, cellTimeoutMs: deps.cellTimeoutMs ?? DEFAULT_CELL_TIMEOUT_MS },
+      }),
     cellTimeoutMs: deps.cellTimeoutMs,
     artifactBytes: deps.artifactBytes,
     health: deps.health,

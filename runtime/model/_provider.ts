@@ -37,13 +37,12 @@ export const PYTHON_TOOL = Object.freeze(
     type: "function",
     function: Object.freeze({
       name: "python",
+      // The same tool for the root agent and child agents: what a cell may reach and how work
+      // ends is each one's contract message, not this description.
       description: [
-        "Run Python code in your persistent workbench. Top-level `await` works. Variables,",
-        "imports and objects persist between calls: the heap survives until the kernel is reset.",
-        "Your plain replies are a private scratchpad that nobody reads; `await local.send(text)`",
-        "is the only way to speak to the person. Call `wait()` when you are done: it ends the",
-        "cell and your turn, and you are woken by new input, a timer or a finished job.",
-        "open_file, ls, search, delete and run act on the workspace in every cell.",
+        "Run one Python cell in your persistent workbench. Top-level `await` works; variables,",
+        "imports and objects persist between calls. Your first message says what a cell can",
+        "reach and how to finish.",
       ].join(" "),
       parameters: Object.freeze({
         type: "object",

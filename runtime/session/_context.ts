@@ -29,8 +29,8 @@ import { hookOr, type TurnHookDeps } from "./_turn_hooks.ts";
 
 /** What building a request needs. */
 export interface ContextDeps extends TurnHookDeps {
-  /** The contract message the model reads first. */
-  system: () => string;
+  /** The contract message the model reads first, for a route of `maxSteps` steps a turn. */
+  system: (route: { maxSteps: number }) => string;
   /** Each route's token budget. */
   contextBudget: (route: string) => ContextBudget;
   /** The provider of a route; compaction asks `long` for the summary. */
@@ -88,13 +88,19 @@ export async function prepareContext(
   deps: ContextDeps,
   session: string,
   opening: Record<string, unknown>[],
-  options: { route: string; signal: AbortSignal; shape: RouteShape; frameId?: string },
+  options: {
+    route: string;
+    signal: AbortSignal;
+    shape: RouteShape;
+    frameId?: string;
+    maxSteps: number;
+  },
 ): Promise<PreparedRequest> {
   const text = options.shape.toolMode === "text";
   const parts = {
     route: options.route,
     budget: deps.contextBudget(options.route),
-    system: text ? deps.system() + TEXT_MODE_RULES : deps.system(),
+    system: deps.system({ maxSteps: options.maxSteps }) + (text ? TEXT_MODE_RULES : ""),
     opening,
     frameId: options.frameId,
   };

@@ -26,7 +26,23 @@ export interface ContractOptions {
   skills?: OfferedSkills | null;
   /** True for a maintenance turn: the `maintenance` skill's body is loaded into the message. */
   maintenance?: boolean;
+  /** The limits the model works within. */
+  limits?: ContractLimits;
 }
+
+/** The limits the contract states, as configured. */
+export interface ContractLimits {
+  /** Model requests one turn may make (the route's `max_steps`). */
+  maxSteps: number;
+  /** How long one cell may run, in ms. */
+  cellTimeoutMs: number;
+}
+
+/** The limits a contract states when the caller names none. */
+const DEFAULT_LIMITS: ContractLimits = { maxSteps: 50, cellTimeoutMs: 300_000 };
+
+/** Output longer than this reaches the model as an excerpt naming its artifact (`_cell_output.ts`). */
+const RESULT_CHARS = 8_192;
 
 /**
  * Whether an input asks for a maintenance turn: it belongs to
@@ -37,7 +53,10 @@ export function isMaintenanceInput(input: Pick<InputRecord, "conversationId">): 
 }
 
 /**
- * The system message for a session whose workspace is `workspace`.
+ * The system message for a session whose workspace is `workspace`: what the model needs to act,
+ * and nothing it cannot use. It depends only on the workspace, the generation's skills and the
+ * configured limits, so it is byte-stable from turn to turn and a provider's prefix cache holds;
+ * a maintenance turn adds the skill's body for that turn only.
  *
  * @example
  * ```ts
@@ -46,31 +65,55 @@ export function isMaintenanceInput(input: Pick<InputRecord, "conversationId">): 
  */
 export function contractMessage(workspace: string, options: ContractOptions = {}): string {
   const skills = options.skills ?? null;
-  const ids = skills === null ? [] : Object.keys(skills.bodies).sort();
+  const limits = options.limits ?? DEFAULT_LIMITS;
   const lines = [
     "You are the klbr agent. You act only through the `python` tool: each call runs one cell",
-    "in your persistent workbench (top-level await works; the heap survives between cells).",
-    "Your plain text is a private scratchpad that no person sees.",
-    "Speak only with `await local.send(text)`: one call is one message to the conversation.",
-    "Inputs from Discord (conversation `discord:<channel id>`) are answered with",
-    "`await discord.send(text)`; help(discord) explains its delivery states.",
-    "When you have nothing more to do, call `wait()` in a cell: it ends the cell and the turn,",
-    "and you are woken by the next input. `wait(reason, seconds=…)` also wakes you then, and",
-    "`timers` sets durable timers; `await jobs.start(code)` runs background work in a workbench",
-    "of its own and wakes you when it ends; `await llm(prompt)` and `await agent(task)` are",
-    "child model calls under your budget (help(timers), help(jobs), help(llm)).",
-    `Workspace: ${workspace}. open_file, ls, search, delete and run are bound in every cell;`,
-    skills === null
-      ? "`import klbr.skills as skills; dir(skills)` lists your skills, help(skills.<id>) reads one."
-      : `skills (revision ${skills.revision.slice(0, 12)}): ${
-        ids.join(", ") || "(none)"
-      }; help(skills.<id>) reads one (\`import klbr.skills as skills\`).`,
-    "`behavior` and `hooks` edit your own policy hooks (help(behavior), help(hooks); the",
-    "maintenance skill explains them).",
-    "`code` outlines, reads and patches source with tree-sitter (help(skills.code)).",
+    "in your persistent workbench. Top-level await works; variables last until the workbench",
+    "restarts, and a result tells you when it did.",
+    "Your plain text is a private scratchpad that no person sees. Speak only with",
+    "`await local.send(text)`: one call is one message to the conversation. Inputs from Discord",
+    "(conversation `discord:<channel id>`) are answered with `await discord.send(text)`.",
+    "A send repeated with the same text in one turn is delivered once (the repeat returns the",
+    'first receipt, marked duplicate); `key="…"` makes a send unique across turns too.',
+    "klbr's functions below are coroutines: await every one (an un-awaited call does nothing",
+    "and fails the cell). Each result lists what its cell did (sends, timers, jobs): read it",
+    "before you run a cell again.",
+    "When you have nothing more to do, call `wait()` in a cell: it ends the cell and the turn.",
+    "The next input wakes you, or `wait(reason, seconds=…)`, a timer (help(timers)), or a job",
+    "you started with `await jobs.start(code)` (help(jobs)). `await llm(prompt)` and",
+    "`await agent(task)` are child model calls under your budget (help(llm)).",
+    `Workspace ${workspace}, in every cell: \`await open_file(path)\` (.read(), .write(text)),`,
+    "`await ls(path)`, `await search(pattern)`, `await delete(path)`,",
+    "`await run(argv, timeout=60)` (a program and its arguments, not a shell).",
+    'Older items leave your context as it grows: `await history.search("words")` finds them',
+    "and `await history.read(id)` reads one. Output past its excerpt is kept whole:",
+    "`await read_artifact(id)` reads it.",
+    `Limits: ${limits.maxSteps} model steps a turn (a result says when the turn ends), a cell`,
+    `runs at most ${Math.round(limits.cellTimeoutMs / 1000)} s, a result shows about ${
+      RESULT_CHARS.toLocaleString("en-US")
+    } characters of each output.`,
+    ...skillLines(skills),
   ];
   if (options.maintenance) lines.push("", ...maintenanceSection(skills));
   return lines.join("\n");
+}
+
+/** What the contract says of skills: only those the generation offers, and only when known. */
+function skillLines(skills: OfferedSkills | null): string[] {
+  if (skills === null) {
+    return ["`import klbr.skills as skills; dir(skills)` lists your skills; help(skills.<id>)."];
+  }
+  const ids = Object.keys(skills.bodies).sort();
+  if (ids.length === 0) return ["No skills are installed (`import klbr.skills as skills`)."];
+  const has = (id: string) => ids.includes(id);
+  return [
+    `Skills (revision ${skills.revision.slice(0, 12)}): ${ids.join(", ")}; help(skills.<id>)`,
+    "reads one (`import klbr.skills as skills`).",
+    ...(has(MAINTENANCE_SKILL)
+      ? ["`behavior` and `hooks` edit your own policy hooks (help(skills.maintenance))."]
+      : []),
+    ...(has("code") ? ["`code` outlines, reads and patches source (help(skills.code))."] : []),
+  ];
 }
 
 function maintenanceSection(skills: OfferedSkills | null): string[] {

@@ -11,7 +11,8 @@
  */
 
 import { appendEvent, lastEventOfKinds } from "../../store/events.ts";
-import { appendProviderItems } from "../../store/provider_items.ts";
+import { appendProviderItems, getProviderItem, lastItemIdx } from "../../store/provider_items.ts";
+import type { Store } from "../../store/store.ts";
 import { repairContext } from "../context/mod.ts";
 import { newId, type RecordInput } from "../core/mod.ts";
 import { assistantMessage, type Provider, type ProviderTurn } from "../model/mod.ts";
@@ -33,6 +34,28 @@ export interface Reply {
   mode: RouteMode;
 }
 
+/** What the model is told when its workbench was replaced since its last reply. */
+export const HEAP_RESET =
+  "[runtime] your workbench was restarted since your last step: variables and imports are gone.";
+
+/**
+ * Whether the session's newest kernel generation is newer than the one its last cell ran in:
+ * the heap the model built is gone, and its next request says so. A session that never ran a
+ * cell has lost nothing.
+ */
+function heapResetSinceReply(store: Store, session: string): boolean {
+  const generationOf = (kind: string) =>
+    (lastEventOfKinds(store, session, [kind])?.body as { generation?: number } | undefined)
+      ?.generation;
+  const cell = generationOf("cell.started");
+  const reset = generationOf("kernel.reset");
+  return cell !== undefined && reset !== undefined && reset > cell;
+}
+
+function lastItemText(store: Store, session: string): unknown {
+  return getProviderItem(store, session, lastItemIdx(store, session))?.message.content;
+}
+
 /** What the model is told when its reply ended inside a tool call. */
 export const CUT_IN_CALL =
   "[not run: your reply hit the token limit in the middle of the call; write a shorter cell]";
@@ -48,6 +71,15 @@ export async function requestStep(
 ): Promise<Reply | TurnResult> {
   const { options, ctx, state } = scope;
   const { session } = ctx;
+  if (heapResetSinceReply(options.store, session)) {
+    if (opening !== null) opening = { ...opening, content: `${HEAP_RESET}\n\n${opening.content}` };
+    else if (lastItemText(options.store, session) !== HEAP_RESET) {
+      appendProviderItems(options.store, session, ctx.frame.id, [{
+        role: "user",
+        content: HEAP_RESET,
+      }]);
+    }
+  }
   // The route comes first: its budget sizes the request (and may compact the context).
   const route = await planRoute(options, session);
   const provider = options.provider(route);
@@ -60,6 +92,7 @@ export async function requestStep(
       signal: ctx.signal,
       shape: mode.shape,
       frameId: ctx.frame.id,
+      maxSteps: options.maxSteps ?? mode.maxSteps,
     });
     const streamed = await streamReply(scope, { route, provider, mode }, request.messages);
     if ("error" in streamed) {
