@@ -4,7 +4,9 @@
  * The model sees one tool, a Python cell. Each assistant message (scratchpad text and tool
  * calls with their ids) is persisted before any cell runs; each cell's outcome is written
  * before its result is given back to the model. Assistant text is scratchpad, never speech:
- * only `local.send` from a cell reaches the conversation. `wait()` ends the cell and the turn.
+ * only `local.send` from a cell reaches the conversation; past a cap its record keeps an excerpt
+ * and the whole text is spooled to an artifact, as long cell output is. `wait()` ends the cell
+ * and the turn.
  *
  * @module
  */
@@ -24,6 +26,7 @@ import { type ContextDeps, noteUsage, prepareContext, renderInputs } from "./_co
 import type { TurnContext, TurnResult } from "./_turn_types.ts";
 import { runToolCalls, type ToolCall, type ToolCallDeps } from "./_tool_calls.ts";
 import { decideNext, planRoute } from "./_turn_hooks.ts";
+import { SCRATCHPAD_SPOOL_ABOVE_CHARS, spoolLongText } from "./_cell_output.ts";
 import { NO_TURN_HEALTH, type TurnHealth } from "./_turn_health.ts";
 import { shownUrl } from "./_model_trouble.ts";
 
@@ -200,7 +203,8 @@ async function requestStep(
   // Tool-call ids are minted here: some providers repeat ids across responses, and a
   // session's sequence needs each id once.
   const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
-  commitReply(scope, opening, { route, provider, turn, calls });
+  const pad = turn.text === "" ? null : await scratchpadBody(scope, turn.text, turn.textPartial);
+  commitReply(scope, opening, { route, provider, turn, calls, pad });
   options.bus.wake(session);
   // The reply is in the sequence now: a retry goes on from it, never repeats the inputs.
   state.effects = true;
@@ -230,23 +234,21 @@ async function streamReply(
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     if (!ctx.signal.aborted) report.done(`${route}: ${message}`);
-    return { failed: modelFailed(scope, { route, provider, error, message }) };
+    return { failed: await modelFailed(scope, { route, provider, error, message }) };
   }
 }
 
 /** Records what a failed request leaves (its partial text, the turn's end) and how it ended. */
-function modelFailed(
+async function modelFailed(
   scope: TurnScope,
   failure: { route: string; provider: Provider; error: unknown; message: string },
-): TurnResult {
+): Promise<TurnResult> {
   const { ctx, record, state } = scope;
   const { frame } = ctx;
   const { route, provider, error, message } = failure;
   // The provider's failure (the error's cause) carries the text streamed before it.
   const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
-  if (partial?.text) {
-    record("scratchpad", { frame_id: frame.id, text: partial.text, partial: true });
-  }
+  if (partial?.text) record("scratchpad", await scratchpadBody(scope, partial.text, true));
   if (ctx.signal.aborted) {
     const reason = stopReason(ctx.signal);
     record("turn.ended", { frame_id: frame.id, reason });
@@ -267,15 +269,48 @@ function modelFailed(
   };
 }
 
+/**
+ * The scratchpad record of a reply's text: the text itself, or past
+ * {@linkcode SCRATCHPAD_SPOOL_ABOVE_CHARS} characters an excerpt naming the artifact that holds
+ * the whole text (written before the record, so the record never names a missing artifact).
+ */
+async function scratchpadBody(
+  scope: TurnScope,
+  text: string,
+  partial: boolean,
+): Promise<RecordInput<"scratchpad">> {
+  const { options, ctx } = scope;
+  const health = options.health ?? NO_TURN_HEALTH;
+  const kept = await spoolLongText(options.store.stateDir, text, {
+    above: SCRATCHPAD_SPOOL_ABOVE_CHARS,
+    noun: "text",
+    budgetBytes: options.artifactBytes,
+    report: (error) => health.artifactWrite(error),
+  });
+  return {
+    frame_id: ctx.frame.id,
+    text: kept.text,
+    partial,
+    ...(kept.artifact === undefined ? {} : { text_artifact: { ...kept.artifact } }),
+    ...(kept.artifactError === undefined ? {} : { text_artifact_error: kept.artifactError }),
+  };
+}
+
 /** The reply, its `model.reply` record and its scratchpad, in one transaction, before any cell. */
 function commitReply(
   scope: TurnScope,
   opening: Record<string, unknown> | null,
-  reply: { route: string; provider: Provider; turn: ProviderTurn; calls: ToolCall[] },
+  reply: {
+    route: string;
+    provider: Provider;
+    turn: ProviderTurn;
+    calls: ToolCall[];
+    pad: RecordInput<"scratchpad"> | null;
+  },
 ): void {
   const { options, ctx } = scope;
   const { session, frame } = ctx;
-  const { route, provider, turn, calls } = reply;
+  const { route, provider, turn, calls, pad } = reply;
   options.store.transaction(() => {
     // Every reply's route, model and usage is recorded, also a reply with no text.
     appendEvent(
@@ -288,13 +323,8 @@ function commitReply(
       ...(opening ? [opening] : []),
       assistantMessage(turn.text, calls),
     ]);
-    if (turn.text !== "") {
-      appendEvent(options.store, session, "scratchpad", {
-        frame_id: frame.id,
-        text: turn.text,
-        partial: turn.textPartial,
-        usage: turn.usage,
-      });
+    if (pad !== null) {
+      appendEvent(options.store, session, "scratchpad", { ...pad, usage: turn.usage });
     }
   });
 }
