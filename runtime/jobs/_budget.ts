@@ -218,9 +218,11 @@ export class Budget {
       frees_in_s: e.until === null ? null : Math.max(0, Math.ceil((e.until - now) / 1000)),
       effect,
     });
+    // A share of 0 is the configuration refusing child calls, not a pause to report or lift.
+    const paused = (e: Exhaustion) => isSpent(e) && e.limit > 0;
     const spent = [
-      ...[all.requests, all.tokens].filter(isSpent).map((e) => shown(e, HOURLY_EFFECTS.all)),
-      ...[children.requests, children.tokens].filter(isSpent)
+      ...[all.requests, all.tokens].filter(paused).map((e) => shown(e, HOURLY_EFFECTS.all)),
+      ...[children.requests, children.tokens].filter(paused)
         .map((e) => shown(e, HOURLY_EFFECTS.children)),
     ];
     return {

@@ -124,7 +124,7 @@ const spentRecords = (cs: ClockedStore) =>
 async function settled(promise: Promise<unknown>): Promise<boolean> {
   let done = false;
   promise.then(() => (done = true), () => (done = true));
-  for (let i = 0; i < 20; i++) await Promise.resolve();
+  for (let i = 0; i < 100; i++) await Promise.resolve();
   return done;
 }
 
@@ -162,6 +162,8 @@ Deno.test("`child_share_percent` sets the children's share: 0 refuses every chil
   await withBudget("budget {\n model_requests_per_hour 3\n child_share_percent 0\n}", async (p) => {
     await refused(p.llm("a"), /child_model_requests_per_hour: 0 of 0 used\)$/);
     assert.equal(p.requests.length, 0);
+    // Refusing them is the configuration's choice, not a pause: nothing to report or lift.
+    assert.deepEqual((p.jobs.budget.status() as { over_budget: unknown[] }).over_budget, []);
     await p.turn();
     assert.equal(p.requests.length, 1);
   });
@@ -206,8 +208,9 @@ Deno.test("a reset starts the windows again, durably; a raise lasts for the run"
       assert.equal(await settled(waiting), false);
       cs.clock.now += 60_000;
       p.jobs.budget.lift({ reset: true });
-      await waiting; // no timer ran: the reset let it go
-      assert.equal(p.timers.armed, 0);
+      // No timer ran (the clock is where the test put it): the reset let it go.
+      assert.equal(await settled(waiting), true);
+      await waiting;
       assert.equal(p.requests.length, 3);
       const reset = p.jobs.budget.status() as Record<string, unknown>;
       assert.equal(reset.window_reset_at, new Date(cs.clock.now).toISOString());
@@ -223,6 +226,7 @@ Deno.test("a reset starts the windows again, durably; a raise lasts for the run"
       const paused = p.turn();
       assert.equal(await settled(paused), false);
       p.jobs.budget.lift({ raise: 3 });
+      assert.equal(await settled(paused), true);
       await paused;
       assert.equal(p.jobs.budget.requestLimit, 3);
       assert.throws(
