@@ -1,6 +1,7 @@
 /**
  * The klbr command line: `init | doctor | serve (default) | status | reset | compact | drain |
- * stop | activate | jobs | cancel-job | cancel-cell | rollback | maintain | candidates | trace | example`.
+ * stop | activate | jobs | cancel-job | cancel-cell | rollback | maintain | candidates | trace |
+ * budget | example`.
  *
  * @module
  */
@@ -60,6 +61,10 @@ commands:
   candidates <session>  operator: show failed behaviour candidates with their diagnostics
   trace <session> <frame-id|trace-id>
                         operator: show hook invocation traces
+  budget [session] [--reset] [--raise N]
+                        operator: show the hourly model budgets; --reset starts the hour's
+                        windows again now (a paused agent goes on), --raise N sets the hourly
+                        request limit to N until the daemon stops
 
 options:
   --state DIR           state directory (default ./.klbr, or KLBR_STATE_DIR)
@@ -71,6 +76,7 @@ options:
   --json                operator commands, backup, restore: print JSON
   --probe               doctor: check the Discord token with one GET /users/@me
   --replace             restore: move a stopped state directory aside instead of refusing
+  --reset, --raise N    budget: lift a spent hour (see budget above)
   --log-format FORMAT   serve: text (default) or json, one object a line
   -h, --help            show this help
 `;
@@ -83,6 +89,8 @@ const OPTIONS = {
   json: { type: "boolean", default: false },
   probe: { type: "boolean", default: false },
   replace: { type: "boolean", default: false },
+  reset: { type: "boolean", default: false },
+  raise: { type: "string" },
   "log-format": { type: "string" },
   python: { type: "string" },
   "python-home": { type: "string" },
@@ -259,12 +267,23 @@ export async function main(args: string[]): Promise<number> {
     case "rollback":
     case "maintain":
     case "candidates":
-    case "trace": {
+    case "trace":
+    case "budget": {
+      if (command !== "budget" && (values.reset || values.raise !== undefined)) {
+        throw new KlbrError(
+          "usage",
+          `cannot run ${command}: --reset and --raise are options of budget (got ${
+            args.join(" ")
+          })`,
+        );
+      }
       const { runOperatorCommand } = await load("operator");
       return await runOperatorCommand(command, rest, {
         stateDir,
         port: portOf(values.port),
         json: values.json,
+        reset: values.reset,
+        raise: values.raise,
       });
     }
     default:

@@ -1,7 +1,8 @@
 /**
  * The `model_calls` table: every model request the daemon makes — the agent's turns, `llm()`
  * calls and the steps of child agents — with its causation (frame, cell, job) and the tokens it
- * used. This module is the table's only writer.
+ * used. This module is the table's only writer, and the only writer of the `klbr_meta` row
+ * that records the operator's last budget reset.
  *
  * A call is written `requested` before the request leaves and finished `done` or `failed` after,
  * so a request is counted against the budgets even when its answer is lost; at restart a call
@@ -210,17 +211,24 @@ export function failOpenModelCalls(store: Store, session: string, reason: string
   });
 }
 
+/** Which model calls a budget counts: every call, or only child calls (`llm`, `agent`). */
+export type UsageScope = "all" | "children";
+
+const SCOPE_SQL: Record<UsageScope, string> = { all: "", children: " AND kind <> 'turn'" };
+
 /**
  * Every model call of every session made at or after `since` (ms), oldest first, as the
- * budgets count them: when it was made and the tokens it used (0 while unknown).
+ * budgets count them: when it was made and the tokens it used (0 while unknown). `scope`
+ * `children` counts only `llm` and `agent` calls.
  */
 export function modelUsageSince(
   store: Store,
   since: number,
+  scope: UsageScope = "all",
 ): { at: number; tokens: number }[] {
   const rows = store.statement(
     `SELECT created_at AS at, coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0) AS tokens
-     FROM model_calls WHERE created_at >= ? ORDER BY created_at, id`,
+     FROM model_calls WHERE created_at >= ?${SCOPE_SQL[scope]} ORDER BY created_at, id`,
   ).all(since) as { at: number; tokens: number }[];
   return rows.map((row) => ({ at: row.at, tokens: row.tokens }));
 }
@@ -232,13 +240,47 @@ export function modelUsageSince(
 export function modelUsageTotalsSince(
   store: Store,
   since: number,
+  scope: UsageScope = "all",
 ): { requests: number; tokens: number } {
   const row = store.statement(
     `SELECT count(*) AS requests,
        coalesce(sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)), 0) AS tokens
-     FROM model_calls WHERE created_at >= ?`,
+     FROM model_calls WHERE created_at >= ?${SCOPE_SQL[scope]}`,
   ).get(since) as { requests: number; tokens: number };
   return { requests: row.requests, tokens: row.tokens };
+}
+
+/** The `klbr_meta` key of the operator's last budget reset; this module is its only writer. */
+const WINDOW_START_KEY = "budget_window_start";
+
+/**
+ * When the hourly budget windows begin at the earliest: the time (ms) of the operator's last
+ * reset, or 0 when there was none. Calls made before it are not counted.
+ */
+export function budgetWindowStart(store: Store): number {
+  const row = store.statement("SELECT value FROM klbr_meta WHERE key = ?").get(
+    WINDOW_START_KEY,
+  ) as { value: string } | undefined;
+  return row === undefined ? 0 : Number(row.value);
+}
+
+/**
+ * Starts the hourly budget windows again at the store's clock: the calls made before are no
+ * longer counted by any budget. Returns that time (ms).
+ *
+ * When it returns the reset is committed, so a restart does not count those calls again.
+ * Proven by "a reset starts the windows again, durably; a raise lasts for the run" in
+ * `tests/runtime/jobs/budget.test.ts`.
+ */
+export function resetBudgetWindow(store: Store): number {
+  return store.transaction(() => {
+    const now = store.clock();
+    store.statement(
+      `INSERT INTO klbr_meta (key, value) VALUES (?, ?)
+       ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+    ).run(WINDOW_START_KEY, String(now));
+    return now;
+  });
 }
 
 /** The model calls a cell made (directly, not through a job), oldest first. */

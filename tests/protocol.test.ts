@@ -230,6 +230,7 @@ const OPERATOR_MESSAGES = [
   { kind: "op.candidates", request: "r11", session: "default" },
   { kind: "op.trace", request: "r12", session: "default", target: "fr_01" },
   { kind: "op.token_rotate", request: "r13" },
+  { kind: "op.budget", request: "r14", session: "default", reset: true },
 ];
 
 Deno.test("`parseClientMessage()` refuses every op.* kind to a client without the operator role", () => {
@@ -340,7 +341,8 @@ Deno.test("`parseClientMessage()` names the kind field for an unknown or missing
   const expected = "kind: Invalid discriminator value. Expected 'hello' | 'input' | 'ping' | " +
     "'op.status' | 'op.reset' | 'op.compact' | 'op.drain' | 'op.stop' | 'op.activate' | " +
     "'op.cancel_cell' | 'op.jobs' | 'op.cancel_job' | " +
-    "'op.rollback' | 'op.maintain' | 'op.candidates' | 'op.trace' | 'op.token_rotate'";
+    "'op.rollback' | 'op.maintain' | 'op.candidates' | 'op.trace' | 'op.token_rotate' | " +
+    "'op.budget'";
   for (const [value, prefix] of [[{ kind: "record" }, "record "], [{}, ""]] as const) {
     assert.throws(
       () => parseClientMessage(value, "operator"),

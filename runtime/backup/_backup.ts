@@ -102,8 +102,9 @@ export async function backupState(stateDir: string, target: string): Promise<Bac
  * its id, every artifact's sha256 against its id.
  *
  * @throws {KlbrError} `invalid_input` for a directory that is not a backup; `store_corrupt`
- *   when the store copy fails its integrity check; `release_invalid` for a release or an
- *   artifact that does not match its id.
+ *   when the store copy cannot be read or fails its integrity check; `release_invalid` for a
+ *   release or an artifact that does not match its id. Proven by "window backup-damaged" in
+ *   `tests/crash/backup_restore.test.ts`.
  */
 export async function verifyBackup(dir: string): Promise<BackupManifest> {
   let manifest: BackupManifest;
@@ -118,7 +119,7 @@ export async function verifyBackup(dir: string): Promise<BackupManifest> {
       },
     );
   }
-  const copy = describeStoreCopy(join(dir, STORE_FILE));
+  const copy = readStoreCopy(dir);
   requireIntact(copy, dir);
   for (const id of copy.releases) {
     const snapshot = await verifyRelease(join(dir, "releases", id));
@@ -143,13 +144,38 @@ export async function verifyBackup(dir: string): Promise<BackupManifest> {
   return manifest;
 }
 
+/** What a person does about a backup whose store copy is damaged. */
+const DAMAGED = "the backup is damaged: restore another one, or take a new one with `klbr backup`";
+
+/**
+ * Reads a backup's store copy. SQLite's own error for a file it cannot read (not a database,
+ * cut short, absent) becomes a `store_corrupt` naming the backup and what to do, so `klbr
+ * restore` prints one line instead of a stack trace.
+ *
+ * @throws {KlbrError} `store_corrupt` for a copy SQLite cannot read; `foreign_store` for one
+ *   that is not a klbr store.
+ */
+function readStoreCopy(dir: string): StoreCopy {
+  try {
+    return describeStoreCopy(join(dir, STORE_FILE));
+  } catch (cause) {
+    if (cause instanceof KlbrError) throw cause;
+    const message = cause instanceof Error ? cause.message : String(cause);
+    throw new KlbrError(
+      "store_corrupt",
+      `cannot use backup ${dir}: its store copy cannot be read (got ${message}); ${DAMAGED}`,
+      { cause },
+    );
+  }
+}
+
 function requireIntact(copy: StoreCopy, dir: string): void {
   if (copy.integrity.join() !== "ok") {
     throw new KlbrError(
       "store_corrupt",
       `cannot use backup ${dir}: the store copy fails its integrity check (got ${
         copy.integrity.slice(0, 3).join("; ")
-      })`,
+      }); ${DAMAGED}`,
     );
   }
 }

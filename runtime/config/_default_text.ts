@@ -53,6 +53,7 @@ export function defaultConfigText(): string {
     "// budget {",
     `//     model_requests_per_hour ${budget.model_requests_per_hour}   // the whole daemon, any rolling hour`,
     `//     tokens_per_hour ${budget.tokens_per_hour}`,
+    `//     child_share_percent ${budget.child_share_percent}          // llm() and agent() use at most this share of each`,
     `//     concurrent_jobs ${budget.concurrent_jobs}                 // more wait pending`,
     `//     concurrent_processes ${budget.concurrent_processes}            // job workbenches and workspace.run children`,
     `//     artifact_disk_mb ${budget.artifact_disk_mb}`,

@@ -62,6 +62,11 @@ const BudgetFields = z.strictObject({
   model_requests_per_hour: whole("a whole number of requests", 1, 1_000_000).default(600),
   /** Tokens of the whole daemon in any rolling hour. */
   tokens_per_hour: whole("a whole number of tokens", 1, 10_000_000_000).default(2_000_000),
+  /**
+   * The share (percent) of each hourly limit that child calls (`llm()`, child agents, in cells
+   * and jobs) may use together, so they cannot starve the agent's own turns; 0 refuses them.
+   */
+  child_share_percent: whole("a whole percentage", 0, 100).default(50),
   /** Jobs running at once; more wait `pending`. */
   concurrent_jobs: whole("a whole number of jobs", 1, 64).default(2),
   /** Job workbenches and `workspace.run` children at once; more wait for a slot. */

@@ -34,6 +34,7 @@ export const OPERATOR_KINDS = [
   "op.candidates",
   "op.trace",
   "op.token_rotate",
+  "op.budget",
 ] as const;
 
 /** Every message a client may send over `/v2`. */
@@ -105,6 +106,17 @@ export const ClientMessage = z.discriminatedUnion("kind", [
     target: z.string().min(1).max(64),
   }),
   z.object({ kind: z.literal("op.token_rotate"), request: clientRequest }),
+  /**
+   * Shows the daemon's budgets; `reset` starts the hourly windows again now, `raise` sets the
+   * hourly request limit for this daemon's run. Either lifts a spent hour at once.
+   */
+  z.object({
+    kind: z.literal("op.budget"),
+    request: clientRequest,
+    session: sessionName.optional(),
+    reset: z.boolean().optional(),
+    raise: z.number().int().positive().optional(),
+  }),
 ]);
 /** A client → daemon message. */
 export type ClientMessage = z.infer<typeof ClientMessage>;

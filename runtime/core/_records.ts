@@ -3,11 +3,9 @@
  * and the store write, gathered into one union discriminated on `type`.
  *
  * The store's typed append ({@linkcode recordDataSchema}) refuses a body that does not match its
- * type's schema, and the UI reads records through {@linkcode readRecord} instead of guessing field
- * names. Every shape tolerates fields it does not name, so a record from a newer writer still
- * parses; a type outside the union is an {@linkcode UnknownRecord}, shown as such and never
- * dropped. `docs/protocol.md` lists every type with an example body, checked by
- * `tests/runtime/core/records.test.ts`.
+ * type's schema; the UI reads records through {@linkcode readRecord}. Every shape tolerates fields
+ * it does not name (a newer writer's record still parses); a type outside the union is an
+ * {@linkcode UnknownRecord}, shown, never dropped. `docs/protocol.md` has an example of each type.
  *
  * @module
  */
@@ -166,9 +164,11 @@ const DATA = {
   }),
   "scratchpad": z.looseObject({
     frame_id: z.string(),
-    text: z.string(),
+    text: z.string(), // past the cap: its head and tail; the whole text is in `text_artifact`
     partial: z.boolean(),
     usage: z.record(z.string(), z.number()).optional(),
+    text_artifact: ArtifactRef.optional(),
+    text_artifact_error: z.string().optional(),
   }),
   "send": z.looseObject({
     send_id: z.string(),

@@ -99,6 +99,8 @@ export const UNATTENDED_DATA = {
     until: z.string().nullable(),
     /** What waits or is refused meanwhile, in words. */
     effect: z.string(),
+    /** How the operator lifts it now, for an hourly limit (`klbr budget <session> --reset`). */
+    lift: z.string().optional(),
   }),
   "maintenance.started": z.looseObject({
     run_id: z.string(),

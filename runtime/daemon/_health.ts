@@ -3,7 +3,8 @@
  * cannot commit or reported corruption — judged by what its real statements and commits met,
  * not by a probe a full disk still passes; `degraded` from the first failed or stalled model
  * call until one succeeds, while the artifact store cannot be written, while a hook fails or
- * the session stalled, and while inputs wait longer than the threshold. It also reports the unattended work: jobs
+ * the session stalled, while inputs wait longer than the threshold, and while an hourly budget
+ * is spent (naming it, when it frees and how to lift it). It also reports the unattended work: jobs
  * running and pending, timers pending and due, the budgets that are spent, and whether the workbench is confined.
  *
  * @module
@@ -14,6 +15,7 @@ import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
 import type { ModelCallReport, TurnHealth } from "../session/mod.ts";
 import type { SandboxStatus } from "../kernel/mod.ts";
+import { liftHint } from "../jobs/mod.ts";
 import type { Coordinator } from "./_coordinator.ts";
 
 /** The daemon's version, as `/health` and `welcome` report it. */
@@ -145,7 +147,9 @@ export function healthReport(
   const model = deps.monitor.model();
   const artifacts = deps.monitor.artifacts();
   const failing = failingReasons(status, store);
-  const degraded = degradedReasons(session, model, artifacts);
+  const overBudget = (status.budget as { over_budget?: SpentBudget[] } | undefined)?.over_budget ??
+    [];
+  const degraded = [...degradedReasons(session, model, artifacts), ...budgetReasons(overBudget)];
   const ok = failing.length === 0;
   return {
     ok,
@@ -162,7 +166,7 @@ export function healthReport(
     model,
     artifacts,
     ...sessionWork(session),
-    over_budget: (status.budget as { over_budget?: unknown[] } | undefined)?.over_budget ?? [],
+    over_budget: overBudget,
     retrying: session.retrying ?? null,
     recovered_release: status.recovered_release,
     // Where children run unconfined, every reader of /health hears it.
@@ -214,6 +218,25 @@ function degradedReasons(
     );
   }
   return degraded;
+}
+
+/** A spent hourly budget as `status` lists it. */
+interface SpentBudget {
+  what: string;
+  limit: number;
+  used: number;
+  until: string | null;
+  frees_in_s: number | null;
+  effect: string;
+}
+
+/** Why the daemon is `degraded` by its budgets: each spent limit, when it frees, how to lift it. */
+function budgetReasons(spent: SpentBudget[]): string[] {
+  return spent.map((e) =>
+    `the budget ${e.what} is spent (${e.used} of ${e.limit} used): ${e.effect}` +
+    (e.until === null ? "" : ` until ${e.until} (in ${e.frees_in_s} s)`) +
+    `; ${liftHint(DEFAULT_SESSION)}`
+  );
 }
 
 /** The default session's pending and unattended work, with its defaults when it reports none. */

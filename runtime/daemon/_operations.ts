@@ -1,10 +1,10 @@
 /**
  * The operator commands the daemon runs for the lane socket (`status`, `reset`, `compact`, `repair`,
  * `drain`, `stop`, `activate`, `cancel_cell`, `jobs`, `cancel_job`, `rollback`, `maintain`, `candidates`,
- * `trace`). None needs the model or a hook to succeed, so an operator can always repair a
+ * `trace`, `budget`). None needs the model or a hook to succeed, so an operator can always repair a
  * session whose policy is broken and read why it broke: `rollback` and `activate` switch
- * releases, `candidates` and `trace` read the kept diagnostics. `maintain` only admits an
- * input; the turn it starts is the model's.
+ * releases, `candidates` and `trace` read the kept diagnostics, `budget` lifts a spent hour.
+ * `maintain` only admits an input; the turn it starts is the model's.
  *
  * They live with the daemon, not in `runtime/operator/`: they act on the daemon's session
  * parts, while `operator/` is the CLI client that must start without loading the daemon.
@@ -112,6 +112,19 @@ export async function runOperation(
     case "op.trace":
       requireSession(host.store, session);
       return readTraces(host.store, session, message.target);
+    case "op.budget": {
+      requireSession(host.store, session);
+      const { reset, raise } = message;
+      if (!reset && raise === undefined) return { budget: host.jobs.budget.status() };
+      // The paused turns go on at once; the note says in the session what was lifted.
+      host.jobs.budget.lift({ reset, raise });
+      const done = [
+        ...(reset ? ["the hourly windows start again now"] : []),
+        ...(raise === undefined ? [] : [`the hourly request limit is ${raise} for this run`]),
+      ];
+      const noted = note({ reset: reset ?? false, raise: raise ?? null, message: done.join("; ") });
+      return { ...noted, budget: host.jobs.budget.status() };
+    }
   }
   throw new KlbrError("invalid_input", `cannot run ${(message as { kind: string }).kind}`);
 }

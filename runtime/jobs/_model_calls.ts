@@ -18,7 +18,9 @@ import {
   budgetChain,
   describeExhaustion,
   type Exhaustion,
+  HOURLY_EFFECTS,
   jobExhaustion,
+  liftHint,
 } from "./_budget.ts";
 import { type HostTimers, REAL_TIMERS } from "./_timers.ts";
 
@@ -64,29 +66,24 @@ export interface ChildReply {
   tokens: number;
 }
 
-const announced = new WeakMap<Budget, Set<string>>();
-
 /**
- * Records a spent limit once per limit, freeing time and effect, so a paused session is not
- * flooded with the same record.
+ * Records a spent hourly limit in the session, once per pause (see {@linkcode Budget.announce}),
+ * with when it frees, what waits or is refused meanwhile, and how the operator lifts it.
  */
-export function recordExhaustion(
+function recordExhaustion(
   deps: { store: Store; bus: EventBus; budget: Budget },
   session: string,
   spent: Exhaustion,
   effect: string,
 ): void {
-  const seen = announced.get(deps.budget) ?? new Set<string>();
-  announced.set(deps.budget, seen);
-  const key = `${session}|${spent.what}|${spent.until}|${effect}`;
-  if (seen.has(key)) return;
-  seen.add(key);
+  if (!deps.budget.announce(session, spent, effect)) return;
   appendEvent(deps.store, session, "budget.exhausted", {
     what: spent.what,
     limit: spent.limit,
     used: spent.used,
     until: spent.until === null ? null : new Date(spent.until).toISOString(),
     effect,
+    lift: liftHint(session),
   });
   deps.bus.wake(session);
 }
@@ -105,9 +102,9 @@ function overBudgetError(action: string, spent: Exhaustion): KlbrError {
  * @throws {KlbrError} `over_budget` naming the limit and, for the hour, when it frees.
  */
 function checkBudgets(deps: ModelCallDeps, causation: Causation): JobRecord[] {
-  const hourly = deps.budget.exhausted();
+  const hourly = deps.budget.exhausted("child");
   if (hourly !== undefined) {
-    recordExhaustion(deps, causation.session, hourly, "llm() and child agents are refused");
+    recordExhaustion(deps, causation.session, hourly, HOURLY_EFFECTS.children);
     throw overBudgetError("call the model", hourly);
   }
   const job = causation.jobId === null ? undefined : getJob(deps.store, causation.jobId);
@@ -201,21 +198,30 @@ function draw(deps: ModelCallDeps, chain: JobRecord[], tokens: number): void {
   }
 }
 
-/** Resolves at `until` (ms, by the store's clock) or rejects when `signal` aborts. */
+/**
+ * Resolves at `until` (ms, by the store's clock) or when the operator lifts a budget; rejects
+ * when `signal` aborts.
+ */
 function pauseUntil(
-  deps: { store: Store; timers?: HostTimers },
+  deps: { store: Store; budget: Budget; timers?: HostTimers },
   until: number,
   signal: AbortSignal | undefined,
 ): Promise<void> {
   const timers = deps.timers ?? REAL_TIMERS;
   return new Promise((resolve, reject) => {
     const timer = timers.set(done, Math.max(0, until - deps.store.clock()));
-    function done() {
+    const forget = deps.budget.whenLifted(done);
+    function settle() {
+      timers.clear(timer);
+      forget();
       signal?.removeEventListener("abort", aborted);
+    }
+    function done() {
+      settle();
       resolve();
     }
     function aborted() {
-      timers.clear(timer);
+      settle();
       reject(signal?.reason ?? new Error("aborted"));
     }
     if (signal?.aborted) return aborted();
@@ -226,8 +232,10 @@ function pauseUntil(
 /**
  * The agent's own provider for one route, metered: each request of a turn is recorded in
  * `model_calls` (kind `turn`, with its frame) and counts against the daemon's hourly budgets.
- * While an hourly limit is spent, the next request waits until it frees, with one
- * `budget.exhausted` record; the operator's stop aborts the wait. Inputs keep being admitted.
+ * While an hourly limit is spent, the next request waits until it frees or the operator lifts
+ * it (`klbr budget <session> --reset`), with one `budget.exhausted` record a pause; the
+ * operator's stop aborts the wait. Inputs keep being admitted. Turns count against the daemon's
+ * whole hourly limits, never against the children's share.
  */
 export function meteredProvider(
   deps: Omit<ModelCallDeps, "overBudget">,
@@ -240,11 +248,11 @@ export function meteredProvider(
     async streamChat(request, options = {}) {
       const { session, frameId } = scope();
       for (
-        let spent = deps.budget.exhausted();
+        let spent = deps.budget.exhausted("turn");
         spent !== undefined;
-        spent = deps.budget.exhausted()
+        spent = deps.budget.exhausted("turn")
       ) {
-        recordExhaustion(deps, session, spent, "the agent's next model request waits");
+        recordExhaustion(deps, session, spent, HOURLY_EFFECTS.all);
         await pauseUntil(deps, spent.until ?? deps.store.clock() + 60_000, options.signal);
       }
       const callId = startModelCall(deps.store, {

@@ -6,7 +6,7 @@
  * @module
  */
 
-export { type Exhaustion, HOUR_MS } from "./_budget.ts";
+export { type Exhaustion, HOUR_MS, liftHint } from "./_budget.ts";
 export { Jobs, type JobsOptions } from "./_domain.ts";
 export type { UnattendedInput } from "./_inputs.ts";
 export type { AdmitFn } from "./_job_runner.ts";

@@ -1,6 +1,7 @@
 /**
  * The operator commands of the CLI (`status`, `reset`, `compact`, `drain`, `stop`,
- * `activate`, `jobs`, `cancel-job`, `cancel-cell`, `rollback`, `maintain`, `candidates`, `trace`): a native client
+ * `activate`, `jobs`, `cancel-job`, `cancel-cell`, `rollback`, `maintain`, `candidates`, `trace`,
+ * `budget`): a native client
  * of the daemon's v2 socket, authorised by the token in the state directory.
  *
  * @module
@@ -23,6 +24,10 @@ export interface OperatorCliOptions {
   json: boolean;
   /** How long to wait for the reply, in ms. @default {DEFAULT_OPERATOR_TIMEOUT_MS} */
   timeoutMs?: number;
+  /** `budget --reset`: start the hourly windows again now. */
+  reset?: boolean;
+  /** `budget --raise N`, as typed: the hourly request limit for the daemon's run. */
+  raise?: string;
 }
 
 /**
@@ -40,7 +45,7 @@ export async function runOperatorCommand(
   args: string[],
   options: OperatorCliOptions,
 ): Promise<number> {
-  const message = buildMessage(command, args);
+  const message = buildMessage(command, args, options);
   const address = await daemonAddress(options.stateDir, options.port);
   const token = await readOperatorToken(options.stateDir);
   const reply = await exchange(
@@ -55,6 +60,7 @@ export async function runOperatorCommand(
   }
   const result = reply.kind === "op.result" ? reply.result : reply;
   if (!options.json && command === "jobs") console.log(formatJobs(result));
+  else if (!options.json && command === "budget") console.log(formatBudget(result));
   else console.log(options.json ? JSON.stringify(result) : JSON.stringify(result, null, 2));
   return 0;
 }
@@ -79,7 +85,45 @@ function formatJobs(result: Record<string, unknown>): string {
   return lines.join("\n");
 }
 
-function buildMessage(command: string, args: string[]): Record<string, unknown> {
+/** `klbr budget` for a person: what was lifted, the hour's use of each limit, what is spent. */
+function formatBudget(result: Record<string, unknown>): string {
+  const b = result.budget as Record<string, Record<string, number> & Record<string, unknown>>;
+  const spent = (b.over_budget ?? []) as unknown as Record<string, unknown>[];
+  const share = `children may use ${b.child_share_percent}%`;
+  return [
+    `budget: ${result.message ?? "the daemon's hourly limits"}`,
+    `  model requests: ${b.model_requests_hour.used} of ${b.model_requests_hour.limit} this hour` +
+    ` (configured ${b.model_requests_hour.configured}; children ${b.child_requests_hour.used} of ` +
+    `${b.child_requests_hour.limit}, ${share})`,
+    `  tokens: ${b.tokens_hour.used} of ${b.tokens_hour.limit} this hour (children ` +
+    `${b.child_tokens_hour.used} of ${b.child_tokens_hour.limit})`,
+    ...spent.map((e) =>
+      `  spent: ${e.what} ${e.used} of ${e.limit}; ${e.effect} until ${e.until} (in ${e.frees_in_s} s)`
+    ),
+  ].join("\n");
+}
+
+/**
+ * Reads `budget --raise N`: a whole number of requests above 0.
+ *
+ * @throws {KlbrError} `usage` for anything else.
+ */
+function raiseOf(value: string): number {
+  const n = /^\d{1,9}$/.test(value) ? Number(value) : NaN;
+  if (n > 0) return n;
+  throw new KlbrError(
+    "usage",
+    `cannot run budget: --raise needs a whole number of requests above 0 (got ${
+      JSON.stringify(value)
+    })`,
+  );
+}
+
+function buildMessage(
+  command: string,
+  args: string[],
+  options: Pick<OperatorCliOptions, "reset" | "raise">,
+): Record<string, unknown> {
   const need = (n: number, usage: string) => {
     if (args.length < n) {
       throw new KlbrError(
@@ -120,6 +164,13 @@ function buildMessage(command: string, args: string[]): Record<string, unknown> 
     case "trace":
       need(2, "trace <session> <frame-id|trace-id>");
       return { kind: "op.trace", session: args[0], target: args[1] };
+    case "budget":
+      return {
+        kind: "op.budget",
+        session: args[0] ?? "default",
+        ...(options.reset ? { reset: true } : {}),
+        ...(options.raise === undefined ? {} : { raise: raiseOf(options.raise) }),
+      };
     default:
       need(1, `${command} <session>`);
       return { kind: `op.${command}`, session: args[0] };

@@ -14,6 +14,11 @@ import type { CellResult } from "../kernel/mod.ts";
 const MAX_RESULT_CHARS = 20_000;
 /** Output longer than this many characters is spooled to an artifact. */
 const SPOOL_ABOVE_CHARS = 8_192;
+/**
+ * Scratchpad text of one reply longer than this many characters is spooled to an artifact like
+ * long cell output, and its record keeps an excerpt: a reply cannot flood the record.
+ */
+export const SCRATCHPAD_SPOOL_ABOVE_CHARS = 32_768;
 /** Outcomes of a cell that stopped before its code ran to its end. */
 const UNFINISHED = new Set(["killed", "timed_out", "cancelled", "interrupted"]);
 
@@ -33,16 +38,19 @@ export function parseCode(name: string, args: string): string | { error: string 
 export type ArtifactReport = (error: string | null) => void;
 
 /**
- * Keeps `text` when short; otherwise spools it whole and returns its head, tail and id. When
- * the artifact cannot be written (a full disk, an unwritable directory), the excerpt says so
- * and names the failure: the cell keeps its outcome, only the whole output is lost.
+ * Keeps `text` when short (`above` characters at most, cell output's 8,192 unless given);
+ * otherwise spools it whole and returns its head, tail and id. When the artifact cannot be
+ * written (a full disk, an unwritable directory), the excerpt says so and names the failure:
+ * the cell keeps its outcome, only the whole output is lost. `noun` is what the excerpt calls
+ * the text ("output" unless given).
  */
 export async function spoolLongText(
   stateDir: string,
   text: string,
-  options: { budgetBytes?: number; report?: ArtifactReport } = {},
+  options: { budgetBytes?: number; report?: ArtifactReport; above?: number; noun?: string } = {},
 ): Promise<{ text: string; artifact?: ArtifactRef; artifactError?: string }> {
-  if (text.length <= SPOOL_ABOVE_CHARS) return { text };
+  if (text.length <= (options.above ?? SPOOL_ABOVE_CHARS)) return { text };
+  const noun = options.noun ?? "output";
   const report = options.report ?? (() => {});
   const head = text.slice(0, 4_000);
   const tail = text.slice(-2_000);
@@ -58,14 +66,14 @@ export async function spoolLongText(
     const message = (error instanceof Error ? error.message : String(error)).slice(0, 500);
     report(message);
     return {
-      text: `${head}\n[… ${hidden} characters not shown; the whole output could not be kept: ` +
+      text: `${head}\n[… ${hidden} characters not shown; the whole ${noun} could not be kept: ` +
         `writing its artifact failed (${message}) …]\n${tail}`,
       artifactError: message,
     };
   }
   report(null);
   return {
-    text: `${head}\n[… ${hidden} characters not shown; the whole output is ` +
+    text: `${head}\n[… ${hidden} characters not shown; the whole ${noun} is ` +
       `${artifact.bytes} bytes in artifact ${artifact.id} …]\n${tail}`,
     artifact,
   };

@@ -17,6 +17,7 @@ import { repairContext } from "../context/mod.ts";
 import { newId, type RecordInput } from "../core/mod.ts";
 import { assistantMessage, type Provider, type ProviderTurn } from "../model/mod.ts";
 import { noteUsage, prepareContext } from "./_context.ts";
+import { SCRATCHPAD_SPOOL_ABOVE_CHARS, spoolLongText } from "./_cell_output.ts";
 import { fencedCells } from "./_fence_cells.ts";
 import { shownUrl } from "./_model_trouble.ts";
 import { lastReplyWasFenced, refusalKind, type RouteMode, routeMode } from "./_route_mode.ts";
@@ -104,12 +105,13 @@ export async function requestStep(
         repaired = true;
         continue;
       }
-      return modelFailed(scope, { route, provider, ...streamed });
+      return await modelFailed(scope, { route, provider, ...streamed });
     }
     const { turn } = streamed;
     noteUsage(options, session, { route, request, usage: turn.usage });
     const calls = callsOf(scope, { route, mode }, turn);
-    commitReply(scope, opening, { route, provider, turn, calls });
+    const pad = turn.text === "" ? null : await scratchpadBody(scope, turn.text, turn.textPartial);
+    commitReply(scope, opening, { route, provider, turn, calls, pad });
     options.bus.wake(session);
     // The reply is in the sequence now: a retry goes on from it, never repeats the inputs.
     state.effects = true;
@@ -267,18 +269,16 @@ function isJsonObject(text: string): boolean {
 }
 
 /** Records what a failed request leaves (its partial text, the turn's end) and how it ended. */
-function modelFailed(
+async function modelFailed(
   scope: TurnScope,
   failure: { route: string; provider: Provider; error: unknown; message: string },
-): TurnResult {
+): Promise<TurnResult> {
   const { ctx, record, state } = scope;
   const { frame } = ctx;
   const { route, provider, error, message } = failure;
   // The provider's failure (the error's cause) carries the text streamed before it.
   const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
-  if (partial?.text) {
-    record("scratchpad", { frame_id: frame.id, text: partial.text, partial: true });
-  }
+  if (partial?.text) record("scratchpad", await scratchpadBody(scope, partial.text, true));
   if (ctx.signal.aborted) {
     const reason = stopReason(ctx.signal);
     record("turn.ended", { frame_id: frame.id, reason });
@@ -299,15 +299,48 @@ function modelFailed(
   };
 }
 
+/**
+ * The scratchpad record of a reply's text: the text itself, or past
+ * {@linkcode SCRATCHPAD_SPOOL_ABOVE_CHARS} characters an excerpt naming the artifact that holds
+ * the whole text (written before the record, so the record never names a missing artifact).
+ */
+async function scratchpadBody(
+  scope: TurnScope,
+  text: string,
+  partial: boolean,
+): Promise<RecordInput<"scratchpad">> {
+  const { options, ctx } = scope;
+  const health = options.health ?? NO_TURN_HEALTH;
+  const kept = await spoolLongText(options.store.stateDir, text, {
+    above: SCRATCHPAD_SPOOL_ABOVE_CHARS,
+    noun: "text",
+    budgetBytes: options.artifactBytes,
+    report: (error) => health.artifactWrite(error),
+  });
+  return {
+    frame_id: ctx.frame.id,
+    text: kept.text,
+    partial,
+    ...(kept.artifact === undefined ? {} : { text_artifact: { ...kept.artifact } }),
+    ...(kept.artifactError === undefined ? {} : { text_artifact_error: kept.artifactError }),
+  };
+}
+
 /** The reply, its `model.reply` record and its scratchpad, in one transaction, before any cell. */
 function commitReply(
   scope: TurnScope,
   opening: Record<string, unknown> | null,
-  reply: { route: string; provider: Provider; turn: ProviderTurn; calls: ToolCall[] },
+  reply: {
+    route: string;
+    provider: Provider;
+    turn: ProviderTurn;
+    calls: ToolCall[];
+    pad: RecordInput<"scratchpad"> | null;
+  },
 ): void {
   const { options, ctx } = scope;
   const { session, frame } = ctx;
-  const { turn, calls } = reply;
+  const { turn, calls, pad } = reply;
   options.store.transaction(() => {
     // Every reply's route, model and usage is recorded, also a reply with no text.
     appendEvent(options.store, session, "model.reply", replyRecord(frame.id, reply));
@@ -315,13 +348,8 @@ function commitReply(
       ...(opening ? [opening] : []),
       assistantMessage(turn.text, calls),
     ]);
-    if (turn.text !== "") {
-      appendEvent(options.store, session, "scratchpad", {
-        frame_id: frame.id,
-        text: turn.text,
-        partial: turn.textPartial,
-        usage: turn.usage,
-      });
+    if (pad !== null) {
+      appendEvent(options.store, session, "scratchpad", { ...pad, usage: turn.usage });
     }
   });
 }

@@ -145,3 +145,36 @@ Deno.test("window backup-verify: `klbr restore` refuses a backup whose artifact 
     await Deno.remove(parent, { recursive: true }).catch(() => {});
   }
 });
+
+Deno.test("window backup-damaged: `klbr restore` of a damaged store copy says so in one line, with no stack trace", async () => {
+  const parent = await Deno.makeTempDir({ prefix: "klbr-backups-" });
+  try {
+    const state = join(parent, "state");
+    assert.equal((await klbr("init", "--state", state)).code, 0);
+    const taken = await klbr("backup", join(parent, "b"), "--state", state);
+    assert.equal(taken.code, 0, taken.out);
+    await Deno.rename(join(parent, "b"), join(parent, "truncated"));
+    assert.equal((await klbr("backup", join(parent, "b"), "--state", state)).code, 0);
+    // One copy's header is overwritten, the other's file is cut short.
+    const file = await Deno.open(join(parent, "b", "runtime.sqlite"), { write: true });
+    await file.write(new TextEncoder().encode("not a database at all"));
+    file.close();
+    await Deno.truncate(join(parent, "truncated", "runtime.sqlite"), 5_000);
+    for (const [damaged, why] of [["b", "file is not a database"], ["truncated", "malformed"]]) {
+      const refused = await klbr("restore", join(parent, damaged), "--state", join(parent, "r"));
+      assert.equal(refused.code, 1, refused.out);
+      const lines = refused.out.trimEnd().split("\n");
+      assert.equal(lines.length, 1, refused.out);
+      assert.match(
+        lines[0],
+        new RegExp(
+          `^klbr: cannot use backup .*${damaged}: its store copy cannot be read \\(got .*${why}.*\\); ` +
+            "the backup is damaged: restore another one, or take a new one with `klbr backup`$",
+        ),
+      );
+      assert.equal(await Deno.stat(join(parent, "r")).catch(() => null), null, "nothing restored");
+    }
+  } finally {
+    await Deno.remove(parent, { recursive: true }).catch(() => {});
+  }
+});

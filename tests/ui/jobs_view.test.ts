@@ -94,4 +94,11 @@ Deno.test("the events lane names timer, job and budget records in words", () => 
     detail: "1234 of 1000; frees at 2025-01-15T10:12:03.000Z · llm() and child agents are refused",
     severity: "warning",
   });
+  // An hourly limit says how the operator lifts it.
+  const lift = "deno task klbr budget default --reset lifts it now";
+  const [liftable] = records(["budget.exhausted", { until: "2025-01-15T10:12:03.000Z", lift }]);
+  assert.equal(
+    describeEvent(liftable).detail,
+    `1234 of 1000; frees at 2025-01-15T10:12:03.000Z · llm() and child agents are refused · ${lift}`,
+  );
 });

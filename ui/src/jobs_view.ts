@@ -189,7 +189,7 @@ export function unattendedTitle(
         title: `Budget spent: ${record.data.what}`,
         detail: `${record.data.used} of ${record.data.limit}${
           record.data.until === null ? "" : `; frees at ${record.data.until}`
-        } · ${record.data.effect}`,
+        } · ${record.data.effect}${record.data.lift === undefined ? "" : ` · ${record.data.lift}`}`,
         severity: "warning",
       };
     default:

@@ -684,6 +684,7 @@ Deno.test("`parseConfig()` without budget or cleanup nodes gives the documented 
   assert.deepEqual(config.budget, {
     model_requests_per_hour: 600,
     tokens_per_hour: 2_000_000,
+    child_share_percent: 50,
     concurrent_jobs: 2,
     concurrent_processes: 8,
     artifact_disk_mb: 256,
@@ -722,7 +723,8 @@ Deno.test("`parseConfig()` refuses bad budget and cleanup fields with their line
   assertRefused(
     `budget {\n tokens 5\n}`,
     "cannot load config /x/klbr.kdl:2: budget tokens: unknown field, expected one of " +
-      "model_requests_per_hour, tokens_per_hour, concurrent_jobs, concurrent_processes, " +
+      "model_requests_per_hour, tokens_per_hour, child_share_percent, concurrent_jobs, " +
+      "concurrent_processes, " +
       "artifact_disk_mb, job (got tokens)",
   );
   assertRefused(

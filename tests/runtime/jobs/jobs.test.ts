@@ -164,7 +164,9 @@ Deno.test("`llm` from a cell is recorded with its frame and cell and counted in 
 });
 
 Deno.test("`llm` is refused `over_budget` once the hour's tokens are spent, until they free", async () => {
-  await withJobs({ budget: "budget {\n tokens_per_hour 200\n}" }, async (d, { store, clock }) => {
+  // The children may use the whole hour here: this is the daemon's limit, not their share.
+  const budget = "budget {\n tokens_per_hour 200\n child_share_percent 100\n}";
+  await withJobs({ budget }, async (d, { store, clock }) => {
     const first = clock.now;
     await d.call("llm", { prompt: "a" });
     clock.now += 1_000;
