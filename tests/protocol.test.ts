@@ -214,6 +214,7 @@ const OPERATOR_MESSAGES = [
   { kind: "op.status", request: "r1" },
   { kind: "op.reset", request: "r2", session: "default" },
   { kind: "op.compact", request: "r3", session: "default" },
+  { kind: "op.repair", request: "r3r", session: "default" },
   { kind: "op.drain", request: "r4", session: "default" },
   { kind: "op.stop", request: "r5", session: "default" },
   { kind: "op.activate", request: "r6", session: "default", epoch: 3, release: "3fa2" },
@@ -339,7 +340,7 @@ Deno.test("`parseClientMessage()` answers a malformed message with invalid_input
 
 Deno.test("`parseClientMessage()` names the kind field for an unknown or missing kind", () => {
   const expected = "kind: Invalid discriminator value. Expected 'hello' | 'input' | 'ping' | " +
-    "'op.status' | 'op.reset' | 'op.compact' | 'op.drain' | 'op.stop' | 'op.activate' | " +
+    "'op.status' | 'op.reset' | 'op.compact' | 'op.repair' | 'op.drain' | 'op.stop' | 'op.activate' | " +
     "'op.cancel_cell' | 'op.jobs' | 'op.cancel_job' | " +
     "'op.rollback' | 'op.maintain' | 'op.candidates' | 'op.trace' | 'op.token_rotate' | " +
     "'op.budget'";
