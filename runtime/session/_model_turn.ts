@@ -19,7 +19,12 @@ import {
   type RecordInput,
   type RecordType,
 } from "../core/mod.ts";
-import { assistantMessage, type Provider, type ProviderTurn } from "../model/mod.ts";
+import {
+  assistantMessage,
+  modelFailureFacts,
+  type Provider,
+  type ProviderTurn,
+} from "../model/mod.ts";
 import { type ContextDeps, noteUsage, prepareContext, renderInputs } from "./_context.ts";
 import type { TurnContext, TurnResult } from "./_turn_types.ts";
 import { runToolCalls, type ToolCall, type ToolCallDeps } from "./_tool_calls.ts";
@@ -222,6 +227,8 @@ async function streamReply(
       signal: ctx.signal,
       onDelta: (delta) => {
         report.progress();
+        // Reasoning and tool-call text are progress too; only text animates the scratchpad.
+        if (delta.type !== "text") return;
         options.bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text });
       },
     });
@@ -263,6 +270,7 @@ function modelFailed(
       url: shownUrl(provider.route.url),
       model: provider.route.model,
       error: message,
+      ...modelFailureFacts(error),
     },
   };
 }
