@@ -11,7 +11,7 @@ import type { Route } from "../config/mod.ts";
 import { KlbrError, type Logger } from "../core/mod.ts";
 import type { SandboxStatus } from "../kernel/mod.ts";
 import { ownOrigin, writeDaemonAddress } from "../lanes/mod.ts";
-import { probeRoute } from "../model/mod.ts";
+import { modelNote, probeRoute } from "../model/mod.ts";
 
 /** One route as the block shows it. */
 export interface RouteProbe {
@@ -22,6 +22,8 @@ export interface RouteProbe {
   problem: string | null;
   /** The HTTP status it answered with. */
   status?: number;
+  /** Set when the server lists its models and this route's model is not among them. */
+  note?: string;
 }
 
 /** What {@linkcode announceStart} reports. */
@@ -31,6 +33,8 @@ export interface StartFacts {
   stateDir: string;
   token: string;
   routes: Route[];
+  /** Each route's key by route name, for the probe's `GET /models`. */
+  apiKeys: Map<string, string | undefined>;
   workspace: string;
   sandbox: SandboxStatus;
   /** The configuration file, or undefined for the defaults. */
@@ -52,16 +56,24 @@ export async function announceStart(
     pid: Deno.pid,
     started_at: Date.now(),
   });
-  const distinct = [...new Set(facts.routes.map((route) => route.url))];
+  // One probe per URL, with the key of the first route that names it.
+  const keyed = new Map(facts.routes.toReversed().map((r) => [r.url, facts.apiKeys.get(r.name)]));
   const answers = new Map(
-    await Promise.all(distinct.map(async (url) => [url, await probeRoute(url)] as const)),
+    await Promise.all(
+      [...keyed].map(async ([url, apiKey]) => [url, await probeRoute(url, { apiKey })] as const),
+    ),
   );
-  const probes = facts.routes.map((route): RouteProbe => ({
-    name: route.name,
-    url: route.url,
-    model: route.model,
-    ...answers.get(route.url)!,
-  }));
+  const probes = facts.routes.map((route): RouteProbe => {
+    const { models: _, ...answer } = answers.get(route.url)!;
+    const note = modelNote(route.model, answers.get(route.url)!);
+    return {
+      name: route.name,
+      url: route.url,
+      model: route.model,
+      ...answer,
+      ...(note === null ? {} : { note }),
+    };
+  });
   const origin = ownOrigin({ host: facts.host, port: facts.port });
   if (format === "json") {
     log.info("daemon.ready", `ready on ${origin}/`, {
@@ -90,7 +102,9 @@ function startBlock(facts: StartFacts, probes: RouteProbe[], origin: string): st
     `             (deno task klbr url prints it again; keep it private)`,
     ...probes.map((p, i) =>
       `  ${i === 0 ? "model" : "     "}      ${p.name}: ${p.url} model "${p.model}" — ${
-        p.problem === null ? `answered (HTTP ${p.status})` : `NOT ANSWERING: ${p.problem}`
+        p.problem === null
+          ? `answered (HTTP ${p.status})${p.note === undefined ? "" : `, but ${p.note}`}`
+          : `NOT ANSWERING: ${p.problem}`
       }`
     ),
     `  config     ${config}`,

@@ -60,6 +60,7 @@ export async function serve(options: ServeOptions): Promise<number> {
       stateDir: settings.stateDir,
       token,
       routes: Object.values(settings.config.routes) as Route[],
+      apiKeys: settings.apiKeys,
       workspace: resolvePath(settings.workspace),
       sandbox: daemon.confinement.status,
       configPath: settings.configPath,

@@ -1,28 +1,41 @@
 /**
- * The OpenAI-compatible streaming provider: one route, one model-visible tool, one turn per call.
+ * The OpenAI-compatible provider: one route, one model-visible tool, one turn per call.
  *
- * A call streams `/chat/completions` and returns a complete {@linkcode ProviderTurn}, or
- * throws `provider_failed`. A stream that ends early (cut, idle, too slow, aborted) throws
- * too, and its {@linkcode ProviderFailure} carries the partial turn: text marked partial and
- * no tool calls, so nothing half-received can ever be executed.
+ * A call asks `/chat/completions` (streamed unless the route says `stream #false`) and returns a
+ * complete {@linkcode ProviderTurn}, or throws `provider_failed`. The `openai` SDK sends the
+ * request and classifies error answers; the body of a successful answer is read here
+ * (`_reply_reader.ts`), since servers answer a stream with JSON, JSON with a stream, or an HTML
+ * page, and the SDK can neither tell `[DONE]` from a cut nor read reasoning deltas. A reply that
+ * ends early (cut, idle, too slow, aborted) throws too, and its {@linkcode ProviderFailure}
+ * carries the partial turn: text marked partial and no tool calls, so nothing half-received can
+ * ever be executed.
  *
  * @module
  */
 
 import type { OpenAI } from "openai";
 import { type Route, routeRequestFields } from "../config/mod.ts";
-import { type ProviderTurn, TurnBuilder } from "./_provider_turn.ts";
+import { type ProviderDelta, type ProviderTurn, TurnBuilder } from "./_provider_turn.ts";
 import {
   type CallState,
   failCall,
   failFromError,
   type ProviderFailureReason,
-  received,
 } from "./_provider_failure.ts";
-
-export { ProviderFailure, type ProviderFailureReason } from "./_provider_failure.ts";
+import { readReply } from "./_reply_reader.ts";
+import { listModels } from "./_probe.ts";
 
 export {
+  modelFailureFacts,
+  ProviderFailure,
+  type ProviderFailureReason,
+  type ProviderRefusal,
+} from "./_provider_failure.ts";
+
+export {
+  type ProviderDelta,
+  type ProviderReasoning,
+  ProviderReasoningSchema,
   type ProviderToolCall,
   ProviderToolCallSchema,
   type ProviderTurn,
@@ -63,22 +76,25 @@ export type ChatMessage = OpenAI.Chat.ChatCompletionMessageParam;
 export interface ChatRequest {
   /** The whole context, oldest first, as the model should read it. */
   messages: ChatMessage[];
+  /**
+   * Whether the python tool is sent as `tools` (native tool calls). `false` sends no `tools`
+   * and no `tool_choice`: a route in text mode, where a cell is a fenced block. @default {true}
+   */
+  tools?: boolean;
   /** The route's `tool_choice` when absent; none is sent when neither says. */
   toolChoice?: "auto" | "required" | "none";
   /** The most completion tokens to ask for (`max_tokens`); the route's own setting when absent. */
   maxTokens?: number;
-  /** `false` sends no `tools` (a route in text mode: cells come in fences). @default true */
-  tools?: boolean;
 }
-
-/** A lossy animation event; the returned turn is the record. */
-export type ProviderDelta = { type: "text"; text: string };
 
 /** Options for {@linkcode Provider.streamChat}. */
 export interface StreamChatOptions {
   /** Aborts the call; the failure reason is then `aborted`. */
   signal?: AbortSignal;
-  /** Called with each text delta. It must not throw: an error it throws ends the stream and is rethrown as is. */
+  /**
+   * Called with each delta: text, reasoning, and tool-call argument text (each counts as
+   * progress). It must not throw: an error it throws ends the stream and is rethrown as is.
+   */
   onDelta?: (delta: ProviderDelta) => void;
 }
 
@@ -123,68 +139,94 @@ function loadSdk(): Promise<typeof import("openai")> {
  * @example
  * ```ts
  * const provider = createProvider(config.routes.main, { apiKey: resolveApiKey(route, env) });
- * const turn = await provider.streamChat({ messages }, { onDelta: (d) => animate(d.text) });
+ * const turn = await provider.streamChat({ messages }, { onDelta: (d) => animate(d) });
  * ```
  */
 export function createProvider(route: Route, options: CreateProviderOptions): Provider {
-  let client: OpenAI | undefined;
-  const clientOf = (SDK: typeof OpenAI) =>
-    client ??= new SDK({
-      baseURL: route.url,
-      // The SDK refuses to start without a key; a keyless local route sends no header at all.
-      apiKey: options.apiKey ?? "none",
-      defaultHeaders: options.apiKey === undefined ? { Authorization: null } : undefined,
-      organization: null,
-      project: null,
-      timeout: route.timeout_ms,
-      maxRetries: 0,
-      fetch: options.fetch,
-    });
-
   return {
     route,
     async streamChat(request, { signal, onDelta } = {}) {
       const sdk = await loadSdk();
-      const body = chatBody(route, request);
       const clock = new CallClock(route, signal);
-      const call: CallState = { route, sdk, turn: new TurnBuilder(), started: false };
+      const call: CallState = {
+        route,
+        sdk,
+        turn: new TurnBuilder(),
+        started: false,
+        listModels: () => listModels(route.url, { apiKey: options.apiKey, fetch: options.fetch }),
+      };
       let deltaError: { error: unknown } | undefined;
       try {
-        const stream = await clientOf(sdk.OpenAI).chat.completions.create(body, {
-          signal: clock.signal(),
-        });
+        const response = await clientFor(sdk.OpenAI, route, options, call).chat.completions
+          .create(chatBody(route, request), { signal: clock.signal() }).asResponse();
         call.started = true;
-        deltaError = await pump(stream, call.turn, clock, onDelta);
+        deltaError = await readReply(response, {
+          turn: call.turn,
+          touch: () => clock.touch(),
+          onDelta,
+        });
       } catch (error) {
-        failFromError(call, clock.stopped(), error);
+        await failFromError(call, clock.stopped(), error);
       } finally {
         clock.clear();
       }
       if (deltaError !== undefined) throw deltaError.error;
-      // The SDK ends iteration quietly on abort, so a stop is found here, not in `catch`.
       const reason = clock.stopped();
-      if (reason !== undefined) failCall(call, reason, received(call.turn));
-      if (!call.turn.finished) failCall(call, "cut", received(call.turn));
+      if (reason !== undefined) failCall(call, reason, { got: call.turn.received() });
+      if (!call.turn.finished) failCall(call, "cut", { got: call.turn.received() });
       return call.turn.complete();
     },
   };
 }
 
-/** The streaming chat-completions body of one request on `route`. */
+/**
+ * The SDK client of one call. Its `fetch` keeps the body of an error answer as the server sent
+ * it: the SDK reads only `{error: {message}}`, and Mistral, older vLLM and Ollama put their
+ * words elsewhere.
+ */
+function clientFor(
+  SDK: typeof OpenAI,
+  route: Route,
+  options: CreateProviderOptions,
+  call: CallState,
+): OpenAI {
+  const base = options.fetch ?? fetch;
+  const keepErrorBody: typeof fetch = async (input, init) => {
+    const response = await base(input, init);
+    if (!response.ok) {
+      call.errorBody = (await response.clone().text().catch(() => "")).slice(0, 64 * 1024);
+    }
+    return response;
+  };
+  return new SDK({
+    baseURL: route.url,
+    // The SDK refuses to start without a key; a keyless local route sends no header at all.
+    apiKey: options.apiKey ?? "none",
+    defaultHeaders: options.apiKey === undefined ? { Authorization: null } : undefined,
+    organization: null,
+    project: null,
+    timeout: route.timeout_ms,
+    maxRetries: 0,
+    fetch: keepErrorBody,
+  });
+}
+
+/** The chat-completions body of one request on `route`, its switches applied. */
 function chatBody(
   route: Route,
   request: ChatRequest,
 ): OpenAI.Chat.ChatCompletionCreateParamsStreaming {
+  const tools = request.tools ?? true;
   const toolChoice = request.toolChoice ?? route.tool_choice;
   const maxTokens = request.maxTokens ?? route.max_tokens;
   return {
     ...route.extra_options,
     model: route.model,
     messages: request.messages,
-    stream: true,
-    ...(route.stream_usage ? { stream_options: { include_usage: true } } : {}),
-    ...(request.tools === false ? {} : { tools: [PYTHON_TOOL] }),
-    ...(toolChoice === undefined || request.tools === false ? {} : { tool_choice: toolChoice }),
+    stream: route.stream,
+    ...(route.stream && route.stream_usage ? { stream_options: { include_usage: true } } : {}),
+    ...(tools ? { tools: [PYTHON_TOOL] } : {}),
+    ...(tools && toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
     ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }),
     ...routeRequestFields(route),
   } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming;
@@ -237,27 +279,4 @@ class CallClock {
     clearTimeout(this.#idleTimer);
     clearTimeout(this.#deadlineTimer);
   }
-}
-
-/**
- * Feeds every chunk to the turn and each text delta to `onDelta`; an error `onDelta` throws
- * ends the stream and is returned, to be rethrown as is.
- */
-async function pump(
-  stream: AsyncIterable<OpenAI.Chat.ChatCompletionChunk>,
-  turn: TurnBuilder,
-  clock: CallClock,
-  onDelta: StreamChatOptions["onDelta"],
-): Promise<{ error: unknown } | undefined> {
-  for await (const chunk of stream) {
-    clock.touch();
-    const text = turn.add(chunk);
-    if (text === "" || onDelta === undefined) continue;
-    try {
-      onDelta({ type: "text", text });
-    } catch (error) {
-      return { error };
-    }
-  }
-  return undefined;
 }

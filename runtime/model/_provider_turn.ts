@@ -1,9 +1,13 @@
 /**
- * Folds streamed chat-completion chunks into one provider turn.
+ * Folds a reply into one provider turn: streamed chat-completion chunks, or one whole JSON
+ * completion from a server that did not stream.
  *
- * `_provider.ts` feeds it chunks and reads the turn. Text deltas are
- * concatenated, tool-call deltas are reassembled by their `index`, and the last usage the
- * provider reported is normalised without inventing a single number.
+ * `_provider.ts` feeds it and reads the turn. Text deltas are concatenated; reasoning deltas
+ * (`reasoning_content`, `reasoning` or `reasoning_text`, whichever the server uses) are kept
+ * apart under the field name the server used; tool-call deltas are reassembled by id, and by
+ * `index` only for the fragments that carry no id, so two calls with different ids are never
+ * merged (Ollama streams parallel calls all at `index` 0); the last usage the provider reported
+ * is normalised without inventing a single number.
  *
  * @module
  */
@@ -33,14 +37,38 @@ export const ProviderToolCallSchema = z.object({
 /** One complete tool call. */
 export type ProviderToolCall = z.infer<typeof ProviderToolCallSchema>;
 
-/** What one model call produced: scratchpad text, tool calls, why it stopped and its usage. */
+/** The fields a server streams its reasoning in, in the order one is preferred to another. */
+export const REASONING_FIELDS = ["reasoning_content", "reasoning", "reasoning_text"] as const;
+
+/** The model's reasoning in one reply, and the field the server sent it in. */
+export const ProviderReasoningSchema = z.object({
+  field: z.enum(REASONING_FIELDS),
+  text: z.string(),
+});
+
+/** The model's reasoning in one reply. */
+export type ProviderReasoning = z.infer<typeof ProviderReasoningSchema>;
+
+/** What one model call produced: scratchpad text, reasoning, tool calls, why it stopped and its usage. */
 export const ProviderTurnSchema = z.object({
   text: z.string(),
   /** True when the stream ended before the provider finished: the text is a prefix. */
   textPartial: z.boolean(),
+  /** The reasoning the server sent (`reasoning_content`, …), or null when it sent none. */
+  reasoning: ProviderReasoningSchema.nullable(),
   toolCalls: z.array(ProviderToolCallSchema),
   /** `stop`, `tool_calls`, `length`, …; null only on a partial turn. */
   finishReason: z.string().nullable(),
+  /**
+   * True when the server sent no finish reason but ended the reply (`[DONE]`, or a whole JSON
+   * completion): `finishReason` is then inferred, `tool_calls` when there are calls, else `stop`.
+   */
+  finishInferred: z.boolean(),
+  /**
+   * True when the reply hit the token limit (`finish_reason: "length"`) while it was writing a
+   * tool call: the last call's arguments are then cut, and kept as received.
+   */
+  cutInToolCall: z.boolean(),
   usage: ProviderUsageSchema,
 });
 
@@ -79,75 +107,178 @@ export function normalizeUsage(raw: unknown): ProviderUsage {
   return Object.fromEntries(Object.entries(usage).filter(([, v]) => v !== undefined));
 }
 
-/** The parts of a streamed chunk this module reads; everything else is ignored. */
-interface ChunkLike {
+/** A lossy animation event of a streaming reply; the returned turn is the record. */
+export type ProviderDelta =
+  | { type: "text"; text: string }
+  | { type: "reasoning"; text: string }
+  | { type: "tool_call"; text: string };
+
+/** One tool-call fragment as servers send it; every field may be missing. */
+interface ToolCallPart {
+  index?: number | null;
+  id?: string | null;
+  function?: { name?: string | null; arguments?: unknown } | null;
+}
+
+/** The message-like part of a choice: a streamed `delta` or a whole `message`. */
+interface MessageLike {
+  content?: unknown;
+  reasoning_content?: unknown;
+  reasoning?: unknown;
+  reasoning_text?: unknown;
+  tool_calls?: ToolCallPart[] | null;
+}
+
+/** The parts of a chunk or completion this module reads; everything else is ignored. */
+export interface ReplyLike {
   choices?:
     | Array<{
       index?: number;
-      delta?: {
-        content?: string | null;
-        tool_calls?:
-          | Array<{
-            index: number;
-            id?: string | null;
-            function?: { name?: string | null; arguments?: string | null } | null;
-          }>
-          | null;
-      } | null;
+      delta?: MessageLike | null;
+      message?: MessageLike | null;
       finish_reason?: string | null;
     }>
     | null;
   usage?: unknown;
 }
 
-/** Accumulates one streamed turn. */
+/** One call being assembled: its first `index`, if it had one, orders it among the others. */
+interface Building {
+  id: string;
+  name: string;
+  arguments: string;
+  index: number | undefined;
+}
+
+/** Accumulates one reply. */
 export class TurnBuilder {
   #text = "";
+  #reasoning: ProviderReasoning | null = null;
   #finish: string | null = null;
+  #ended = false;
   #usage: ProviderUsage = {};
-  readonly #calls = new Map<number, { id: string; name: string; arguments: string }>();
+  readonly #calls: Building[] = [];
+  readonly #byId = new Map<string, Building>();
+  readonly #byIndex = new Map<number, Building>();
 
-  /** Folds one chunk in and returns its text delta ("" when it had none). */
-  add(chunk: ChunkLike): string {
+  /** Folds one streamed chunk in and returns its deltas, text first. */
+  add(chunk: ReplyLike): ProviderDelta[] {
     if (chunk.usage !== undefined && chunk.usage !== null) {
       this.#usage = normalizeUsage(chunk.usage);
     }
-    let delta = "";
+    const deltas: ProviderDelta[] = [];
     for (const choice of chunk.choices ?? []) {
       // klbr asks for one choice; a provider sending more must not mix them into one turn.
       if ((choice.index ?? 0) !== 0) continue;
-      const content = choice.delta?.content;
-      if (typeof content === "string") delta += content;
-      for (const part of choice.delta?.tool_calls ?? []) {
-        const call = this.#calls.get(part.index) ?? { id: "", name: "", arguments: "" };
-        if (part.id) call.id = part.id;
-        // The name arrives whole; some providers repeat it on every delta.
-        if (part.function?.name && call.name === "") call.name = part.function.name;
-        if (part.function?.arguments) call.arguments += part.function.arguments;
-        this.#calls.set(part.index, call);
-      }
+      const part = choice.delta ?? choice.message;
+      if (part) deltas.push(...this.#fold(part));
+      // Ollama once sent `""` for "not yet" (ollama/ollama#4357): only a word ends the reply.
       if (choice.finish_reason) this.#finish = choice.finish_reason;
     }
-    this.#text += delta;
-    return delta;
+    return deltas;
   }
 
-  /** Whether the provider said why it stopped; a stream that ends without it was cut. */
+  /**
+   * Folds one whole JSON completion in (a server that answered `stream: true` with JSON, or a
+   * `stream #false` route) and returns its text and reasoning as deltas: the reply has ended.
+   */
+  addCompletion(completion: ReplyLike): ProviderDelta[] {
+    const deltas = this.add(completion);
+    this.#ended = true;
+    return deltas;
+  }
+
+  /** The server said the reply is over (`data: [DONE]`), with or without a finish reason. */
+  end(): void {
+    this.#ended = true;
+  }
+
+  /** Whether the reply ended: a finish reason, `[DONE]` or a whole completion; else it was cut. */
   get finished(): boolean {
-    return this.#finish !== null;
+    return this.#finish !== null || this.#ended;
   }
 
-  /** The turn as finished by the provider; a call without an id gets a minted `call_…` id. */
+  #fold(part: MessageLike): ProviderDelta[] {
+    const deltas: ProviderDelta[] = [];
+    const text = textOf(part.content);
+    if (text !== "") {
+      this.#text += text;
+      deltas.push({ type: "text", text });
+    }
+    // One field per delta: a server that sends the same text under two names (some vLLM
+    // versions send `reasoning` and `reasoning_content`) is not counted twice.
+    const field = REASONING_FIELDS.find((name) => typeof part[name] === "string" && part[name]);
+    if (field !== undefined) {
+      const more = part[field] as string;
+      this.#reasoning ??= { field, text: "" };
+      this.#reasoning.text += more;
+      deltas.push({ type: "reasoning", text: more });
+    }
+    for (const fragment of part.tool_calls ?? []) {
+      const args = this.#addCall(fragment);
+      if (args !== "") deltas.push({ type: "tool_call", text: args });
+    }
+    return deltas;
+  }
+
+  /** Adds one fragment to its call and returns its argument text. */
+  #addCall(part: ToolCallPart): string {
+    const index = typeof part.index === "number" ? part.index : undefined;
+    const id = typeof part.id === "string" && part.id !== "" ? part.id : undefined;
+    let call = id === undefined ? undefined : this.#byId.get(id);
+    if (call === undefined) {
+      const atIndex = index === undefined ? undefined : this.#byIndex.get(index);
+      if (id === undefined) {
+        // No id: the call at its index, or (no index either) the call being written.
+        call = index === undefined ? this.#calls.at(-1) : atIndex;
+      } else if (atIndex !== undefined && atIndex.id === "") {
+        call = atIndex; // the id came after the call's first fragment
+      }
+    }
+    if (call === undefined) {
+      call = { id: "", name: "", arguments: "", index };
+      this.#calls.push(call);
+    }
+    if (id !== undefined && call.id === "") {
+      call.id = id;
+      this.#byId.set(id, call);
+    }
+    if (index !== undefined) this.#byIndex.set(index, call);
+    // The name arrives whole; some providers repeat it on every delta.
+    if (part.function?.name && call.name === "") call.name = part.function.name;
+    const raw = part.function?.arguments;
+    // Some proxies send arguments as an object instead of JSON text.
+    const args = typeof raw === "string"
+      ? raw
+      : raw && typeof raw === "object"
+      ? JSON.stringify(raw)
+      : "";
+    call.arguments += args;
+    return args;
+  }
+
+  /**
+   * The turn as the provider ended it; a call without an id gets a minted `call_…` id, and a
+   * missing finish reason is inferred and marked so.
+   */
   complete(): ProviderTurn {
-    const toolCalls = [...this.#calls.entries()].sort(([a], [b]) => a - b).map(([, call]) => ({
-      ...call,
-      id: call.id || newId("call"),
-    }));
+    const order = (call: Building) => call.index ?? Number.MAX_SAFE_INTEGER;
+    const toolCalls = this.#calls.map((call, at) => ({ call, at }))
+      .sort((a, b) => order(a.call) - order(b.call) || a.at - b.at)
+      .map(({ call }) => ({
+        id: call.id || newId("call"),
+        name: call.name,
+        arguments: call.arguments,
+      }));
+    const inferred = toolCalls.length > 0 ? "tool_calls" : "stop";
     return {
       text: this.#text,
       textPartial: false,
+      reasoning: this.#reasoning === null ? null : { ...this.#reasoning },
       toolCalls,
-      finishReason: this.#finish,
+      finishReason: this.#finish ?? inferred,
+      finishInferred: this.#finish === null,
+      cutInToolCall: this.#finish === "length" && toolCalls.length > 0,
       usage: this.#usage,
     };
   }
@@ -157,34 +288,67 @@ export class TurnBuilder {
     return {
       text: this.#text,
       textPartial: true,
+      reasoning: this.#reasoning === null ? null : { ...this.#reasoning },
       toolCalls: [],
       finishReason: null,
+      finishInferred: false,
+      cutInToolCall: false,
       usage: this.#usage,
     };
   }
+
+  /** What has arrived, in words, for a failure message. */
+  received(): string {
+    const parts = [`${this.#text.length} characters of text`];
+    if (this.#reasoning !== null) parts.push(`${this.#reasoning.text.length} of reasoning`);
+    if (this.#calls.length > 0) parts.push(`${this.#calls.length} unfinished tool call(s)`);
+    return parts.join(", ");
+  }
+}
+
+/** A message's text: a string, or the text parts of a content array. */
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content.map((part) =>
+    part && typeof part === "object" && typeof part.text === "string" &&
+      (part.type === undefined || part.type === "text")
+      ? part.text
+      : ""
+  ).join("");
 }
 
 /**
  * The assistant message a reply becomes in the provider sequence: its text (`null` when it had
- * none) and its tool calls with the ids the host gave them, in the chat-completions shape.
+ * none), its tool calls with the ids the host gave them, in the chat-completions shape, and,
+ * when `options.reasoning` is given, the reasoning under the field the server sent it in (a
+ * server that sends the field reads it back; DeepSeek's thinking mode requires it).
  *
  * @example
  * ```ts
  * assistantMessage("", [{ id: "call_1", name: "python", arguments: '{"code":"1+1"}' }]);
  * // { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", … }] }
+ * assistantMessage("", calls, { reasoning: { field: "reasoning_content", text: "…" } });
+ * // { …, reasoning_content: "…" }
  * ```
  */
 export function assistantMessage(
   text: string,
   calls: readonly { id: string; name: string; arguments: string }[],
+  options: { reasoning?: ProviderTurn["reasoning"] } = {},
 ): {
   role: "assistant";
   content: string | null;
   tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[];
+  reasoning_content?: string;
+  reasoning?: string;
+  reasoning_text?: string;
 } {
+  const reasoning = options.reasoning;
   return {
     role: "assistant",
     content: text === "" ? null : text,
+    ...(reasoning ? { [reasoning.field]: reasoning.text } : {}),
     ...(calls.length
       ? {
         tool_calls: calls.map((call) => ({

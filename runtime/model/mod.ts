@@ -1,18 +1,29 @@
 /**
- * The OpenAI-compatible streaming provider and the builder that turns a stream into one
- * complete provider turn.
+ * The OpenAI-compatible provider, the builder that turns a reply (streamed or whole) into one
+ * complete provider turn, and the reachability probe.
  *
  * @module
  */
 
 export {
   type ChatMessage,
+  type ChatRequest,
   createProvider,
+  modelFailureFacts,
   type Provider,
   type ProviderDelta,
   ProviderFailure,
+  type ProviderReasoning,
+  type ProviderRefusal,
   type ProviderTurn,
   PYTHON_TOOL,
 } from "./_provider.ts";
 export { assistantMessage } from "./_provider_turn.ts";
-export { describeFetchError, PROBE_TIMEOUT_MS, type ProbeResult, probeRoute } from "./_probe.ts";
+export {
+  describeFetchError,
+  listModels,
+  modelNote,
+  PROBE_TIMEOUT_MS,
+  type ProbeResult,
+  probeRoute,
+} from "./_probe.ts";

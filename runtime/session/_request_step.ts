@@ -13,14 +13,19 @@
 import { appendEvent, lastEventOfKinds } from "../../store/events.ts";
 import { appendProviderItems, getProviderItem, lastItemIdx } from "../../store/provider_items.ts";
 import type { Store } from "../../store/store.ts";
-import { repairContext } from "../context/mod.ts";
 import { newId, type RecordInput } from "../core/mod.ts";
-import { assistantMessage, type Provider, type ProviderTurn } from "../model/mod.ts";
+import {
+  assistantMessage,
+  modelFailureFacts,
+  type Provider,
+  type ProviderTurn,
+} from "../model/mod.ts";
 import { noteUsage, prepareContext } from "./_context.ts";
 import { SCRATCHPAD_SPOOL_ABOVE_CHARS, spoolLongText } from "./_cell_output.ts";
 import { fencedCells } from "./_fence_cells.ts";
 import { shownUrl } from "./_model_trouble.ts";
-import { lastReplyWasFenced, refusalKind, type RouteMode, routeMode } from "./_route_mode.ts";
+import { adaptToRefusal, repairRefusedHistory, type RouteCall } from "./_refusals.ts";
+import { lastReplyWasFenced, type RouteMode, routeMode } from "./_route_mode.ts";
 import type { ToolCall } from "./_tool_calls.ts";
 import { planRoute } from "./_turn_hooks.ts";
 import { NO_TURN_HEALTH } from "./_turn_health.ts";
@@ -119,12 +124,6 @@ export async function requestStep(
   }
 }
 
-interface RouteCall {
-  route: string;
-  provider: Provider;
-  mode: RouteMode;
-}
-
 /** Streams one reply, its text deltas to the bus; a failure is returned with its message. */
 async function streamReply(
   scope: TurnScope,
@@ -142,6 +141,8 @@ async function streamReply(
       signal: ctx.signal,
       onDelta: (delta) => {
         report.progress();
+        // Reasoning and tool-call text are progress too; only text animates the scratchpad.
+        if (delta.type !== "text") return;
         options.bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text });
       },
     });
@@ -155,65 +156,6 @@ async function streamReply(
 }
 
 /**
- * Records the move a refusal calls for, if the route can make it: `tools` refused on an
- * `auto` route still native → text mode; a role order refused on a relaxed route → strict.
- */
-function adaptToRefusal(
-  scope: TurnScope,
-  call: RouteCall,
-  failure: { error: unknown; message: string },
-): boolean {
-  if (scope.ctx.signal.aborted) return false;
-  const status = (failure.error as { status?: number }).status;
-  const kind = refusalKind(status, failure.message);
-  const { shape, toolCalls } = call.mode;
-  if (kind === "tools" && toolCalls === "auto" && shape.toolMode === "native") {
-    scope.record("route.adapted", {
-      route: call.route,
-      setting: "tool_calls",
-      to: "text",
-      reason: `the server refused tools: ${failure.message.slice(0, 300)}`,
-    });
-    return true;
-  }
-  if (kind === "roles" && !shape.strictRoles) {
-    scope.record("route.adapted", {
-      route: call.route,
-      setting: "role_order",
-      to: "strict",
-      reason: `the server refused the role order: ${failure.message.slice(0, 300)}`,
-    });
-    return true;
-  }
-  return false;
-}
-
-/**
- * The daemon's one attempt at a history its server refuses (a 400 or 422, or a 500 naming the
- * JSON or a message, that is not about `tools` or the role order): the context is rewritten
- * from the durable records (`context.repaired`) and the request made again, once per turn and
- * never twice without a reply in between, before the failure is recorded.
- */
-async function repairRefusedHistory(
-  scope: TurnScope,
-  failure: { error: unknown; message: string },
-): Promise<boolean> {
-  const { options, ctx } = scope;
-  if (ctx.signal.aborted) return false;
-  const status = (failure.error as { status?: number }).status;
-  const refused = status === 400 || status === 422 ||
-    (status === 500 && /json|pars|argument|tool_call|message/i.test(failure.message));
-  if (!refused || refusalKind(status, failure.message) !== null) return false;
-  const last = lastEventOfKinds(options.store, ctx.session, ["context.repaired", "model.reply"]);
-  if (last?.kind === "context.repaired") return false;
-  const done = await repairContext(options, ctx.session, {
-    by: "daemon",
-    reason: `the server refused the history: ${failure.message}`,
-  });
-  return done !== undefined;
-}
-
-/**
  * The calls a reply makes: its tool calls with host-minted ids (some providers repeat ids
  * across responses, and a session's sequence needs each id once), or, on a route that is not
  * strictly native, the first fenced python cell of a reply that has none.
@@ -224,14 +166,12 @@ function callsOf(
   turn: ProviderTurn,
 ): ToolCall[] {
   if (turn.toolCalls.length > 0) {
-    const cut = turn.finishReason === "length";
+    const last = turn.toolCalls.length - 1;
     return turn.toolCalls.map((raw, i) => ({
       ...raw,
       id: newId("call"),
-      // Only the last call can be the one the token limit cut.
-      ...(cut && i === turn.toolCalls.length - 1 && !isJsonObject(raw.arguments)
-        ? { refusal: CUT_IN_CALL }
-        : {}),
+      // The token limit cut the reply inside its last call: that call is not run.
+      ...(turn.cutInToolCall && i === last ? { refusal: CUT_IN_CALL } : {}),
     }));
   }
   if (call.mode.toolCalls === "native") return [];
@@ -259,15 +199,6 @@ function callsOf(
   }];
 }
 
-function isJsonObject(text: string): boolean {
-  try {
-    const parsed = JSON.parse(text);
-    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed);
-  } catch {
-    return false;
-  }
-}
-
 /** Records what a failed request leaves (its partial text, the turn's end) and how it ended. */
 async function modelFailed(
   scope: TurnScope,
@@ -276,8 +207,12 @@ async function modelFailed(
   const { ctx, record, state } = scope;
   const { frame } = ctx;
   const { route, provider, error, message } = failure;
-  // The provider's failure (the error's cause) carries the text streamed before it.
-  const partial = (error as { cause?: { partial?: { text: string } } }).cause?.partial;
+  // The provider's failure (the error's cause) carries what streamed before it.
+  const partial = (error as { cause?: { partial?: Partial<ProviderTurn> } }).cause?.partial;
+  if (partial?.reasoning) {
+    const { field, text } = partial.reasoning;
+    record("reasoning", { frame_id: frame.id, text, field, partial: true });
+  }
   if (partial?.text) record("scratchpad", await scratchpadBody(scope, partial.text, true));
   if (ctx.signal.aborted) {
     const reason = stopReason(ctx.signal);
@@ -295,6 +230,7 @@ async function modelFailed(
       url: shownUrl(provider.route.url),
       model: provider.route.model,
       error: message,
+      ...modelFailureFacts(error),
     },
   };
 }
@@ -346,8 +282,16 @@ function commitReply(
     appendEvent(options.store, session, "model.reply", replyRecord(frame.id, reply));
     appendProviderItems(options.store, session, frame.id, [
       ...(opening ? [opening] : []),
-      assistantMessage(turn.text, calls),
+      // Reasoning is kept under the server's own field; the route's shape decides what goes back.
+      assistantMessage(turn.text, calls, { reasoning: turn.reasoning }),
     ]);
+    if (turn.reasoning !== null) {
+      appendEvent(options.store, session, "reasoning", {
+        frame_id: frame.id,
+        text: turn.reasoning.text,
+        field: turn.reasoning.field,
+      });
+    }
     if (pad !== null) {
       appendEvent(options.store, session, "scratchpad", { ...pad, usage: turn.usage });
     }

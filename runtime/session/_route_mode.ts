@@ -52,22 +52,6 @@ export function routeMode(store: Store, session: string, route: Route | undefine
   return { shape, toolCalls, maxSteps: route?.max_steps ?? DEFAULT_MAX_STEPS };
 }
 
-/** What a server's refusal says it cannot take: `tools`, a role order, or neither. */
-export function refusalKind(status: number | undefined, message: string): "tools" | "roles" | null {
-  if (status === undefined || ![400, 422, 500].includes(status)) return null;
-  // llama.cpp without --jinja: 500 "tools param requires --jinja flag" (older builds:
-  // "Unsupported param: tools"); Ollama, a model without tool support: 400 "… does not
-  // support tools"; vLLM without --enable-auto-tool-choice: 400 on "auto" tool choice.
-  if (
-    /does not support tools|tools param requires|unsupported param: tools|tools? (is|are) not supported|enable-auto-tool-choice/i
-      .test(message)
-  ) return "tools";
-  // Mistral's API: 400 "Unexpected role 'user' after role 'tool'"; Mistral's chat templates
-  // on vLLM: "Conversation roles must alternate user/assistant/user/assistant/...".
-  if (/unexpected role|roles must alternate|after role/i.test(message)) return "roles";
-  return null;
-}
-
 /**
  * Whether the session's previous reply on `route` was a fenced cell with no tool call: the
  * second such reply in a row moves an `auto` route to text mode.

@@ -27,6 +27,7 @@ import {
 import { answered, callPlan, expireOld, frameOfPlan, inputsView, type Plan } from "./_attention.ts";
 import { recoverSession } from "./_recovery.ts";
 import { lastFailure, ModelTrouble } from "./_model_trouble.ts";
+import { RetrySchedule } from "./_retry_schedule.ts";
 import type {
   Continuation,
   SessionRuntimeOptions,
@@ -51,8 +52,10 @@ export class SessionRuntime {
   #planAbort: AbortController | undefined;
   #currentFrame: { id: string; number: number; startedAt: number } | undefined;
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Set while the retry timer keeps a wait the model server asked for: wakes wait for it. */
+  #serverHold = false;
   #expiryTimer: ReturnType<typeof setTimeout> | undefined;
-  #failures = 0;
+  #retry: RetrySchedule;
   #lastHookFailure: string | undefined;
   #continuations: Continuation[] = [];
   #retrying: { frame: string; attempt: number; reason: string } | undefined;
@@ -72,6 +75,7 @@ export class SessionRuntime {
       configPath: null,
       ...options,
     };
+    this.#retry = new RetrySchedule(this.#o);
     this.#trouble = new ModelTrouble(
       (type, body) => this.#record(type, body),
       this.#o.configPath,
@@ -84,9 +88,9 @@ export class SessionRuntime {
     return this.#state;
   }
 
-  /** Schedules the loop; merged with a run already in progress. Never rejects. */
+  /** Schedules the loop; merged with a run in progress or a held `Retry-After`. Never rejects. */
   wake(): void {
-    if (this.#state !== "running") return;
+    if (this.#state !== "running" || this.#serverHold) return;
     this.#loop.run().catch((error) => this.#loopFailed(error));
   }
 
@@ -100,8 +104,8 @@ export class SessionRuntime {
       ...inputs,
       hook_backlog: this.#lastHookFailure === undefined ? 0 : inputs.pending_inputs,
       last_hook_failure: this.#lastHookFailure ?? null,
-      consecutive_failures: this.#failures,
-      stalled: this.#failures >= this.#o.maxRetries,
+      consecutive_failures: this.#retry.failures,
+      stalled: this.#retry.stalled,
       retrying: this.#retrying ?? null,
       current_frame: this.#currentFrame === undefined ? null : {
         ...this.#currentFrame,
@@ -130,7 +134,7 @@ export class SessionRuntime {
   /** Takes frames again after a stop or drain. */
   resume(): void {
     this.#state = "running";
-    this.#failures = 0;
+    this.#retry.reset();
     this.wake();
   }
 
@@ -284,21 +288,24 @@ export class SessionRuntime {
     const { store, log } = this.#o;
     this.#retrying = undefined;
     this.#trouble.ended(frame, result);
+    this.#retry.heard(result);
     if (result.ok) {
       finishFrame(store, frame.id, "done", result.reason.slice(0, 1000));
-      this.#failures = 0;
+      this.#retry.reset();
       return true;
     }
     const { reason, effects } = result;
-    if (!stopped && effects && result.retriable && this.#failures < this.#o.maxRetries) {
+    if (!stopped && effects && result.retriable && this.#retry.mayContinue) {
       // The turn had effects: its frame stays open, and it is continued from the persisted
-      // sequence after the same backoff a turn without effects would wait.
-      this.#retrying = { frame: frame.id, attempt: attempt + 1, reason: reason.slice(0, 500) };
+      // sequence after the same backoff a turn without effects would wait — or, when the
+      // server refused the request, with the next input or operator command.
       this.#continuations.unshift({ frame, attempt: attempt + 1 });
+      if (this.#retry.refused) return false;
+      this.#retrying = { frame: frame.id, attempt: attempt + 1, reason: reason.slice(0, 500) };
       this.#record("turn.retrying", {
         frame_id: frame.id,
         attempt: attempt + 1,
-        delay_ms: this.#delay(),
+        delay_ms: this.#retry.delay(),
         reason: reason.slice(0, 1000),
       });
       return false;
@@ -314,32 +321,24 @@ export class SessionRuntime {
     return end !== "abandoned";
   }
 
-  /** The backoff before the next retry: 1 s, 2 s, 4 s, … at most a minute. */
-  #delay(): number {
-    return Math.min(60_000, this.#o.retryBaseMs * 2 ** Math.min(this.#failures, 6));
-  }
-
+  /** Schedules the next pass after a failed one (see `_retry_schedule.ts`), or stalls. */
   #retryLater(): void {
     this.#clearRetry();
     if (this.#state !== "running") return;
-    const attempts = this.#o.maxRetries + 1;
-    if (this.#failures >= this.#o.maxRetries) {
-      // Past the limit nothing retries by itself: the next input, `reset` or a restart does.
-      this.#trouble.retrying(this.#failures + 1, attempts, null);
-      this.#record("session.stalled", {
-        failures: this.#failures,
-        message:
-          `gave up retrying after ${this.#failures} failed attempts; the inputs stay pending`,
-      });
+    const next = this.#retry.next();
+    if (next.kind === "stall") {
+      // Nothing retries by itself: the next input, `reset` or a restart does.
+      this.#trouble.retrying(next.attempt, next.of, null);
+      this.#record("session.stalled", { failures: this.#retry.failures, message: next.message });
       return;
     }
-    const delay = this.#delay();
-    this.#trouble.retrying(this.#failures + 1, attempts, delay);
-    this.#failures++;
+    this.#trouble.retrying(next.attempt, next.of, next.delayMs);
+    this.#serverHold = next.serverWait;
     this.#retryTimer = setTimeout(() => {
       this.#retryTimer = undefined;
+      this.#serverHold = false;
       this.wake();
-    }, delay);
+    }, next.delayMs);
   }
 
   /** Wakes the loop when the oldest pending input is due to expire. */
@@ -372,6 +371,7 @@ export class SessionRuntime {
   #clearRetry(): void {
     if (this.#retryTimer !== undefined) clearTimeout(this.#retryTimer);
     this.#retryTimer = undefined;
+    this.#serverHold = false;
   }
 
   #clearTimers(): void {

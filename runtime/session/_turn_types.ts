@@ -59,8 +59,20 @@ export interface TurnResult {
   reason: string;
   effects: boolean;
   retriable?: boolean;
-  /** Set when the model request failed: the route, its URL and model, and the error. */
-  model?: { route: string; url: string; model: string; error: string };
+  /**
+   * Set when the model request failed: the route, its URL and model, and the error; whether a
+   * retry can succeed (`false` for a refusal: a key, a model name, a field the server refused),
+   * the wait the server asked for, and what it refused (`ProviderRefusal`).
+   */
+  model?: {
+    route: string;
+    url: string;
+    model: string;
+    error: string;
+    retriable?: boolean;
+    retryAfterMs?: number;
+    refusal?: string;
+  };
 }
 
 /** Runs one turn for one accepted frame; a failure is a result, never a rejection. */

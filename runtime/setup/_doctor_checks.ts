@@ -20,7 +20,14 @@ import {
   linkedSqliteVersion,
   MIN_SQLITE_VERSION,
 } from "../../store/version_guard.ts";
-import { type DiscordConfig, loadConfig, redactRoute, type Route, Secret } from "../config/mod.ts";
+import {
+  type DiscordConfig,
+  loadConfig,
+  redactRoute,
+  resolveApiKey,
+  type Route,
+  Secret,
+} from "../config/mod.ts";
 import { later } from "./_later.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
@@ -250,8 +257,8 @@ async function reportRoutes(
     warn: (line: string) => void;
   },
 ): Promise<void> {
-  const { probeRoute } = await later("../model/mod.ts");
-  const answers = new Map<string, Promise<{ problem: string | null; status?: number }>>();
+  const { modelNote, probeRoute } = await later("../model/mod.ts");
+  const answers = new Map<string, ReturnType<typeof probeRoute>>();
   const where = out.configPath ?? "a configuration file (deno task init writes one)";
   const reported = new Set<string>();
   for (const route of routes) {
@@ -260,12 +267,21 @@ async function reportRoutes(
       out.say(`  route ${route.name}: ${shown.url} model ${shown.model} (not probed)`);
       continue;
     }
-    if (!answers.has(route.url)) answers.set(route.url, probeRoute(route.url, 2000));
+    if (!answers.has(route.url)) {
+      const apiKey = resolveApiKey(route, Deno.env.toObject());
+      answers.set(route.url, probeRoute(route.url, { timeoutMs: 2000, apiKey }));
+    }
     const answer = await answers.get(route.url)!;
     const reach = answer.problem === null
       ? `reachable, HTTP ${answer.status}`
       : `unreachable: ${answer.problem}`;
     out.say(`  route ${route.name}: ${shown.url} model ${shown.model} (${reach})`);
+    const note = modelNote(route.model, answer);
+    // A role that copies main's URL and model was warned about with main.
+    if (note !== null && !reported.has(`${route.url} ${route.model}`)) {
+      reported.add(`${route.url} ${route.model}`);
+      out.warn(`route ${route.name}: ${note}; set model of llm "${route.name}" to one of them`);
+    }
     // A role that copies main's URL was reported with main.
     if (answer.problem === null || (reported.has(route.url) && route.name !== "main")) continue;
     reported.add(route.url);

@@ -1,6 +1,11 @@
 /**
  * A scripted OpenAI-compatible server over real HTTP on 127.0.0.1, for tests.
  *
+ * With `profile` (and/or `quirks`) it behaves like a named real server: llama.cpp, vLLM, Ollama,
+ * DeepSeek, Mistral, OpenRouter, OpenAI — their refusals, their stream shapes, their reasoning
+ * field. The profiles and quirks, each citing the documented behaviour it follows, are in
+ * `model_quirks.ts`.
+ *
  * Each `POST /v1/chat/completions` takes the next scripted response from a queue (or asks
  * the fallback responder when the queue is empty) and records the request, so a test can
  * assert exactly what was sent. `GET /v1/models` lists the configured models.
@@ -23,6 +28,18 @@
  * @module
  */
 
+import {
+  type FakeProfile,
+  type FakeQuirks,
+  htmlPage,
+  OPENROUTER_COMMENT,
+  refuseKey,
+  refuseRequest,
+  resolveQuirks,
+} from "./model_quirks.ts";
+
+export { FAKE_PROFILES, type FakeProfile, type FakeQuirks } from "./model_quirks.ts";
+
 /**
  * One scripted tool call; `code` is shorthand for the `python` tool with `{code}` arguments.
  * The id defaults to `call_fake_<index>`; an empty id makes the provider mint one.
@@ -38,6 +55,8 @@ export type FakeUsage = "openai" | "deepseek" | "none" | Record<string, unknown>
 export interface FakeResponse {
   /** Assistant text, split into small chunks; an array gives the chunks exactly. */
   text?: string | string[];
+  /** Reasoning, streamed before the text in the profile's reasoning field; an array gives the chunks. */
+  reasoning?: string | string[];
   /** Tool calls whose arguments are split across many chunks, interleaved by index. */
   toolCall?: FakeToolCall | FakeToolCall[];
   /** The usage chunk sent after the finish chunk. Default `none`. */
@@ -56,6 +75,8 @@ export interface FakeResponse {
   cut?: "reset" | "close";
   /** After the content chunks, send `data: {"error": …}` and end. */
   streamError?: boolean;
+  /** Send exactly this body (HTTP 200), e.g. a hand-written event stream. */
+  raw?: { body: string; contentType?: string };
 }
 
 /** One request the fake received. */
@@ -79,8 +100,12 @@ export interface FakeOpenAIOptions {
   summarizer?: "faithful" | ((request: RecordedRequest) => FakeResponse);
   /** Answers a chat request when the queue is empty; default: HTTP 500 "no scripted response". */
   fallback?: (request: RecordedRequest) => FakeResponse;
-  /** Model ids `GET /v1/models` lists. Default `["fake-model"]`. */
+  /** Model ids `GET /v1/models` lists. Default `["fake-model", "fake"]` (the test daemon's model). */
   models?: string[];
+  /** Behave like this server (`model_quirks.ts`). */
+  profile?: FakeProfile;
+  /** Quirks on top of the profile's (`model_quirks.ts`). */
+  quirks?: FakeQuirks;
 }
 
 /** A running fake. */
@@ -89,6 +114,10 @@ export interface FakeOpenAI {
   url: string;
   /** Every request received, in order (chat and models), but klbr's probes. */
   requests: RecordedRequest[];
+  /** When each of `requests` arrived (`Date.now()`), index for index. */
+  arrivals: number[];
+  /** What the fake answered each of `requests`: its HTTP status, index for index. */
+  statuses: number[];
   /** klbr's reachability probes (`GET /v1/models` with the `x-klbr-probe` header), in order. */
   probes: RecordedRequest[];
   /** Appends scripted responses for the next chat requests. */
@@ -189,13 +218,23 @@ function pieces(text: string, size: number): string[] {
 }
 
 /** Builds the SSE data lines of one scripted stream, without the ending. */
-function contentChunks(response: FakeResponse, model: string): Record<string, unknown>[] {
+function contentChunks(
+  response: FakeResponse,
+  model: string,
+  quirks: FakeQuirks,
+): Record<string, unknown>[] {
   const base = { id: "chatcmpl-fake", object: "chat.completion.chunk", created: 1, model };
   const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
     ...base,
     choices: [{ index: 0, delta, finish_reason: finish }],
   });
   const out = [chunk({ role: "assistant", content: "" })];
+  const field = quirks.reasoningField ?? "reasoning_content";
+  const thoughts = typeof response.reasoning === "string"
+    ? pieces(response.reasoning, 4)
+    : response.reasoning ?? [];
+  // Ollama sends `content: ""` beside each reasoning delta (dirac-run/dirac#227).
+  for (const text of thoughts) out.push(chunk({ content: "", [field]: text }));
   const texts = typeof response.text === "string" ? pieces(response.text, 3) : response.text ?? [];
   for (const text of texts) out.push(chunk({ content: text }));
   const calls = response.toolCall === undefined ? [] : [response.toolCall].flat();
@@ -204,6 +243,21 @@ function contentChunks(response: FakeResponse, model: string): Record<string, un
     const args = "code" in call ? JSON.stringify({ code: call.code }) : call.arguments;
     return { index, id: call.id ?? `call_fake_${index}`, name, args: pieces(args, 5) };
   });
+  if (quirks.toolCallIndexZero) {
+    // Ollama streams each parallel call whole, every one at index 0, each with its own id
+    // (ollama/ollama#15457).
+    for (const p of parts) {
+      out.push(chunk({
+        tool_calls: [{
+          index: 0,
+          id: p.id,
+          type: "function",
+          function: { name: p.name, arguments: p.args.join("") },
+        }],
+      }));
+    }
+    return out;
+  }
   for (const p of parts) {
     out.push(chunk({
       tool_calls: [{
@@ -226,10 +280,15 @@ function contentChunks(response: FakeResponse, model: string): Record<string, un
   return out;
 }
 
-function finishChunks(response: FakeResponse, model: string): Record<string, unknown>[] {
+function finishChunks(
+  response: FakeResponse,
+  model: string,
+  quirks: FakeQuirks,
+): Record<string, unknown>[] {
   const base = { id: "chatcmpl-fake", object: "chat.completion.chunk", created: 1, model };
   const finish = response.finishReason ?? (response.toolCall === undefined ? "stop" : "tool_calls");
-  const out: Record<string, unknown>[] = [{
+  // Some gateways end with `[DONE]` and no finish reason at all (anomalyco/opencode#43882).
+  const out: Record<string, unknown>[] = quirks.noFinishReason ? [] : [{
     ...base,
     choices: [{ index: 0, delta: {}, finish_reason: finish }],
   }];
@@ -255,10 +314,14 @@ function finishChunks(response: FakeResponse, model: string): Record<string, unk
 export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
   const queue: FakeResponse[] = [];
   const requests: RecordedRequest[] = [];
+  const arrivals: number[] = [];
+  const statuses: number[] = [];
+  const quirks = resolveQuirks(options.profile, options.quirks);
+  let chats = 0;
   const probes: RecordedRequest[] = [];
   const waiters = new Set<() => void>();
   const closing = new AbortController();
-  const models = options.models ?? ["fake-model"];
+  const models = options.models ?? ["fake-model", "fake"];
   const fallback: (request: RecordedRequest) => FakeResponse = options.fallback ??
     (() => ({ status: 500, message: "fake: no scripted response left" }));
 
@@ -266,9 +329,10 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
     const encoder = new TextEncoder();
     const line = (data: unknown) =>
       encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
-    const content = contentChunks(response, model);
+    const content = contentChunks(response, model, quirks);
     // The script of the body: data to send, then how it ends.
     const steps: (Uint8Array | "stall" | "reset")[] = [];
+    if (quirks.keepAliveComments) steps.push(encoder.encode(OPENROUTER_COMMENT));
     if (response.stall) {
       steps.push(...content.slice(0, 2).map(line), "stall");
     } else {
@@ -277,7 +341,7 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
       else if (response.cut === "close") { /* end the body without a finish reason */ }
       else if (response.streamError) {
         steps.push(line({ error: { message: response.message ?? "fake stream error" } }));
-      } else steps.push(...finishChunks(response, model).map(line), line("[DONE]"));
+      } else steps.push(...finishChunks(response, model, quirks).map(line), line("[DONE]"));
     }
     const cancelled = new AbortController();
     // highWaterMark 0: a step runs only when the server asks for the next piece, so every
@@ -310,6 +374,7 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
   const nonStreaming = (response: FakeResponse, model: string) => {
     const calls = response.toolCall === undefined ? [] : [response.toolCall].flat();
     const text = [response.text ?? ""].flat().join("");
+    const reasoning = [response.reasoning ?? ""].flat().join("");
     const usage = response.usage ?? "none";
     return {
       id: "chatcmpl-fake",
@@ -318,10 +383,15 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
       model,
       choices: [{
         index: 0,
-        finish_reason: response.finishReason ?? (calls.length > 0 ? "tool_calls" : "stop"),
+        finish_reason: quirks.noFinishReason
+          ? null
+          : response.finishReason ?? (calls.length > 0 ? "tool_calls" : "stop"),
         message: {
           role: "assistant",
           content: text === "" ? null : text,
+          ...(reasoning === ""
+            ? {}
+            : { [quirks.reasoningField ?? "reasoning_content"]: reasoning }),
           tool_calls: calls.length === 0 ? undefined : calls.map((call, index) => ({
             id: call.id ?? `call_fake_${index}`,
             type: "function",
@@ -352,21 +422,49 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
     };
     // klbr's reachability probe (serve's start-up block, doctor) is no request a test scripted:
     // it is kept apart, so counts of `requests` stay what the test caused.
-    if (req.headers.get(PROBE_HEADER) !== null) probes.push(recorded);
-    else requests.push(recorded);
-    for (const wake of [...waiters]) wake();
+    const probe = req.headers.get(PROBE_HEADER) !== null;
+    if (probe) probes.push(recorded);
+    else {
+      requests.push(recorded);
+      arrivals.push(Date.now());
+    }
+    const answer = (response: Response) => {
+      if (!probe) statuses[requests.indexOf(recorded)] = response.status;
+      for (const wake of [...waiters]) wake();
+      return response;
+    };
+    const keyRefused = refuseKey(quirks, recorded.headers);
+    if (keyRefused !== undefined) {
+      return answer(Response.json(keyRefused.body, { status: keyRefused.status }));
+    }
+    return answer(respond(recorded, probe, req.signal));
+  });
 
-    if (req.method === "GET" && path === "/v1/models") {
+  /** The fake's answer to one request, after the key check. */
+  const respond = (recorded: RecordedRequest, probe: boolean, signal: AbortSignal): Response => {
+    const { method, path } = recorded;
+    if (method === "GET" && path === "/v1/models") {
       return Response.json({
         object: "list",
         data: models.map((id) => ({ id, object: "model", created: 1, owned_by: "fake" })),
       });
     }
-    if (req.method !== "POST" || path !== "/v1/chat/completions") {
-      return Response.json({ error: { message: `fake: no route ${req.method} ${path}` } }, {
+    if (method !== "POST" || path !== "/v1/chat/completions" || probe) {
+      return Response.json({ error: { message: `fake: no route ${method} ${path}` } }, {
         status: 404,
       });
     }
+    const before = chats++;
+    const refused = refuseRequest(quirks, {
+      body: recorded.body,
+      headers: recorded.headers,
+      models,
+      before,
+    });
+    if (refused !== undefined) {
+      return Response.json(refused.body, { status: refused.status, headers: refused.headers });
+    }
+    if (quirks.htmlPage !== undefined) return htmlPage(quirks.htmlPage);
     const summarizer = options.summarizer;
     let response: FakeResponse = summarizer !== undefined && isSummarizerRequest(recorded)
       ? (summarizer === "faithful"
@@ -393,16 +491,26 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
         },
       }, { status: response.status, headers });
     }
+    if (response.raw !== undefined) {
+      const type = response.raw.contentType ?? "text/event-stream";
+      return new Response(response.raw.body, { headers: { "content-type": type } });
+    }
     const model = typeof recorded.body?.model === "string" ? recorded.body.model : models[0];
-    if (recorded.body?.stream !== true) return Response.json(nonStreaming(response, model));
-    return new Response(sse(response, model, req.signal), {
+    // A server that ignores `stream: true` answers one JSON completion
+    // (BaseIntelligence/bounty-challenge#17821; tinyhumansai/tinyagents#56 reads it).
+    if (recorded.body?.stream !== true || quirks.jsonToStream) {
+      return Response.json(nonStreaming(response, model));
+    }
+    return new Response(sse(response, model, signal), {
       headers: { "content-type": "text/event-stream", "cache-control": "no-cache" },
     });
-  });
+  };
 
   return {
     url: `http://127.0.0.1:${server.addr.port}/v1`,
     requests,
+    arrivals,
+    statuses,
     probes,
     enqueue(...responses) {
       queue.push(...responses);

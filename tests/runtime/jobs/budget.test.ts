@@ -43,8 +43,11 @@ function startJobs(cs: ClockedStore, budget: string): Parts {
       return Promise.resolve({
         text: "ok",
         textPartial: false,
+        reasoning: null,
         toolCalls: [],
         finishReason: "stop",
+        finishInferred: false,
+        cutInToolCall: false,
         usage: { promptTokens: 10, completionTokens: 2 },
       });
     },

@@ -37,8 +37,11 @@ function fakeProvider(answer: (messages: ChatMessage[], n: number) => Reply) {
       return Promise.resolve({
         text: reply.text ?? "",
         textPartial: false,
+        reasoning: null,
         toolCalls: reply.toolCalls ?? [],
         finishReason: "stop",
+        finishInferred: false,
+        cutInToolCall: false,
         usage: reply.usage ?? { promptTokens: 100, completionTokens: 20 },
       });
     },

@@ -300,13 +300,16 @@ Deno.test("`streamChat()` reports a cut connection as partial text and drops the
     assert.equal(failure.reason, "cut");
     assert.equal(
       error.message,
-      'cannot stream from llm "main": the stream ended before the provider finished (got 11 characters of text)',
+      'cannot stream from llm "main": the stream ended before the provider finished (got 11 characters of text, 1 unfinished tool call(s))',
     );
     assert.deepEqual(failure.partial, {
       text: "I will send",
       textPartial: true,
+      reasoning: null,
       toolCalls: [],
       finishReason: null,
+      finishInferred: false,
+      cutInToolCall: false,
       usage: {},
     });
   });

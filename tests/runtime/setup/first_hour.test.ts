@@ -163,7 +163,7 @@ Deno.test("doctor: an unreachable main is a problem naming the fix, another rout
   try {
     await Deno.writeTextFile(
       config,
-      `llm "main" { url "http://127.0.0.1:9/v1"; }\nllm "fast" { url "${fake.url}"; }\n` +
+      `llm "main" { url "http://127.0.0.1:9/v1"; }\nllm "fast" { url "${fake.url}"; model "fake"; }\n` +
         `llm "long" { url "http://127.0.0.1:10/v1"; }\n`,
     );
     const down = await cli("doctor", ["doctor", "--state", state]);
@@ -184,7 +184,7 @@ Deno.test("doctor: an unreachable main is a problem naming the fix, another rout
     // main answers: the warning alone leaves the exit code 0.
     await Deno.writeTextFile(
       config,
-      `llm "main" { url "${fake.url}"; }\nllm "long" { url "http://127.0.0.1:10/v1"; }\n`,
+      `llm "main" { url "${fake.url}"; model "fake"; }\nllm "long" { url "http://127.0.0.1:10/v1"; }\n`,
     );
     const warned = await cli("doctor", ["doctor", "--state", state]);
     assert.equal(warned.code, 0, warned.stdout);

@@ -1,0 +1,127 @@
+/**
+ * What a server refused, read from its status and its own words, and the sentence that names
+ * the fix. A refusal is never retried: the same request would be refused again. Named
+ * refusals hold whatever the status, since some servers answer them with 500 (llama-server's
+ * "tools param requires --jinja flag", ggml-org/llama.cpp#10920; its "Failed to parse tool call
+ * arguments as JSON", ggml-org/llama.cpp#22072).
+ *
+ * @module
+ */
+
+import type { Route } from "../config/mod.ts";
+
+/**
+ * What a server refused: `key` (401, 403), `model` (a model it does not serve), `tools` (no
+ * tool calling on this server or model), `role_order` (e.g. Mistral's `user` after `tool`),
+ * `reasoning` (reasoning sent back, or not sent back, against its rule), `arguments` (a tool
+ * call's arguments in the history that are no JSON object), `request` (any other 400, 404,
+ * 422 or 4xx that no retry changes; its message names the field).
+ */
+export type ProviderRefusal =
+  | "key"
+  | "model"
+  | "tools"
+  | "role_order"
+  | "reasoning"
+  | "arguments"
+  | "request";
+
+// Each pattern cites the servers' words it was written from.
+/** Ollama: "<model> does not support tools" (ollama/ollama#6027); llama-server without --jinja. */
+const TOOLS =
+  /does not support tools|tools param requires --jinja|unsupported param:? ?tools|"auto" tool choice requires|tools? (?:calling |use )?(?:is |are )?not supported|does not support (?:function|tool) call/i;
+/** Mistral: "Unexpected role 'user' after role 'tool'" (code 3230); chat templates: "must alternate". */
+const ROLE_ORDER =
+  /unexpected role|roles must alternate|must alternate user|invalid_request_message_order/i;
+/** DeepSeek: "The `reasoning_content` in the thinking mode must be passed back to the API." */
+const REASONING = /reasoning_content|content\[\]\.thinking/i;
+/** llama-server: "Failed to parse tool call arguments as JSON"; vLLM: Python's json errors. */
+const ARGUMENTS =
+  /tool call arguments|parse (?:the )?arguments|^(?:Expecting (?:value|property name|',' delimiter|':' delimiter)|Unterminated string starting at|Extra data|Invalid control character at|Invalid \\escape)\b/i;
+/** OpenAI "model_not_found"; vLLM "The model `x` does not exist."; Ollama "model \"x\" not found". */
+const MODEL =
+  /model_not_found|model\b[^.]*\b(?:not found|does not exist|not exist|is not available|unknown)|unknown model|no such model|not a valid model|invalid model/i;
+
+/** Statuses a retry can change; anything else in 4xx is a refusal. */
+const PASSING = new Set([408, 409, 425, 429]);
+
+/**
+ * The refusal an error answer states, or null when a retry may succeed.
+ *
+ * @example
+ * ```ts
+ * refusalOf(400, "registry.ollama.ai/library/gemma3:4b does not support tools"); // "tools"
+ * refusalOf(503, "overloaded"); // null
+ * ```
+ */
+export function refusalOf(status: number, message: string, code?: unknown): ProviderRefusal | null {
+  const text = `${message} ${typeof code === "string" ? code : ""}`;
+  if (status === 401 || status === 403) return "key";
+  if (PASSING.has(status)) return null;
+  if (TOOLS.test(text)) return "tools";
+  if (ROLE_ORDER.test(text)) return "role_order";
+  if (REASONING.test(text)) return "reasoning";
+  if (ARGUMENTS.test(message.trim())) return "arguments";
+  if (status >= 500) return null;
+  if (MODEL.test(text)) return "model";
+  return status >= 400 ? "request" : null;
+}
+
+/** What {@linkcode refusalWords} says beyond the refusal. */
+export interface RefusalFacts {
+  route: Route;
+  status: number;
+  /** The server's message. */
+  message: string;
+  /** The field the server named (OpenAI's `param`), if it named one. */
+  param?: unknown;
+  /** The models `GET /models` lists, or why it could not tell; only for `model`. */
+  listed?: string[] | string;
+}
+
+/** The sentence after a refusal's message that names the fix, starting "; ". */
+export function refusalWords(refusal: ProviderRefusal, facts: RefusalFacts): string {
+  const { route, status, message, param, listed } = facts;
+  const llm = `llm "${route.name}"`;
+  const restart = "then restart klbr";
+  switch (refusal) {
+    case "key":
+      if (route.api_key_env !== undefined) {
+        return `; the server refused the key: set the environment variable ${route.api_key_env} (api_key_env of ${llm}) to a valid key where klbr starts (its shell or service unit), ${restart}`;
+      }
+      return route.api_key !== undefined
+        ? `; the server refused the key: correct api_key of ${llm} in the configuration file, ${restart}`
+        : `; the server wants a key and ${llm} sends none: set api_key_env of ${llm} to the environment variable that holds it, ${restart}`;
+    case "model":
+      return `; the server does not serve model "${route.model}": ${modelList(listed, route)}`;
+    case "tools":
+      return `; the server refused the python tool: set tool_calls "text" on ${llm} (cells then come as \`\`\`python fences), or enable tool calling on the server (llama-server --jinja, an Ollama model with tool support)`;
+    case "role_order":
+      return `; the server refused the order of the messages: set role_order "strict" on ${llm}`;
+    case "reasoning":
+      return /passed back|pass(?:ed)? it back|missing|required/i.test(message)
+        ? `; the server wants the model's reasoning sent back: set reasoning "echo" on ${llm}`
+        : `; the server refuses reasoning in the messages: set reasoning "drop" on ${llm}`;
+    case "arguments":
+      return "; the server cannot read the arguments of a tool call in the history (they are no JSON object)";
+    case "request":
+      if (status === 404) {
+        return `; check url of ${llm} (${route.url}): the OpenAI-compatible API usually ends in /v1`;
+      }
+      return typeof param === "string" && param !== ""
+        ? `; the server refused the field ${param}`
+        : "; the server refused the request as sent";
+  }
+}
+
+/** The models a server lists, a few by name, for a refused model. */
+function modelList(listed: string[] | string | undefined, route: Route): string {
+  if (listed === undefined) return `set model of llm "${route.name}" to one the server serves`;
+  if (typeof listed === "string") {
+    return `set model of llm "${route.name}" to one it serves (GET ${route.url}/models did not say which: ${listed})`;
+  }
+  if (listed.length === 0) return `GET ${route.url}/models lists no model; load one on the server`;
+  const shown = listed.slice(0, 8).map((id) => `"${id}"`).join(", ");
+  const more = listed.length > 8 ? `, and ${listed.length - 8} more` : "";
+  return `set model of llm "${route.name}" to one it lists (${shown}${more})`;
+}

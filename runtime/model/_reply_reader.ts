@@ -1,0 +1,280 @@
+/**
+ * Reads the body of a successful `/chat/completions` answer into a {@linkcode TurnBuilder},
+ * whatever the server chose to send: a server-sent-event stream (OpenAI's format, ended by
+ * `data: [DONE]`), one whole JSON completion (a server that ignores `stream: true`, or a
+ * `stream #false` route; with or without a stray `data: [DONE]` after it), or an HTML page
+ * (a proxy's or a web server's, at the wrong URL) — which is a failure named as such.
+ *
+ * The body's first character decides, not the `content-type` header: servers mislabel both
+ * ways (SSE to `stream: false`, JSON to `stream: true`, JSON labelled `text/event-stream`).
+ *
+ * @module
+ */
+
+import type { ProviderDelta, ReplyLike, TurnBuilder } from "./_provider_turn.ts";
+
+/** Why a successful answer could not be read as a reply. */
+export class ReplyError extends Error {
+  /** `stream_error`: the server reported an error in the body; `not_api`: no chat completion at all. */
+  readonly reason: "stream_error" | "not_api";
+  /** What was received, e.g. `HTTP 200 text/html`. */
+  readonly detail: string;
+
+  /** Creates the error: `message` says what the body was, `detail` what was received. */
+  constructor(reason: "stream_error" | "not_api", message: string, detail = message) {
+    super(message);
+    this.name = "ReplyError";
+    this.reason = reason;
+    this.detail = detail;
+  }
+}
+
+/** Where {@linkcode readReply} puts what it reads. */
+export interface ReplySink {
+  /** The turn being assembled. */
+  turn: TurnBuilder;
+  /** Bytes arrived: the idle deadline starts again. */
+  touch(): void;
+  /** Each delta, as lossy animation; an error it throws ends the reading. */
+  onDelta?: (delta: ProviderDelta) => void;
+}
+
+/** The most characters of a whole (non-streamed) body read before it is refused. */
+const MAX_WHOLE_CHARS = 32 * 1024 * 1024;
+
+/**
+ * Reads `response`'s body into `sink.turn`. Returns the error `onDelta` threw, if it threw
+ * (the reading stopped there); a body that ends early leaves the turn unfinished, for the
+ * caller to report as cut.
+ *
+ * @throws {ReplyError} for an HTML page, a body that is no completion, or an error the server
+ * sent inside the body. Errors of the connection (an abort, a reset) pass through as they are.
+ */
+export async function readReply(
+  response: Response,
+  sink: ReplySink,
+): Promise<{ error: unknown } | undefined> {
+  if (response.body === null) return undefined;
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  try {
+    let head = "";
+    while (head.trim() === "") {
+      const { value, done } = await reader.read();
+      if (done) return undefined;
+      sink.touch();
+      head += value;
+    }
+    const first = head.trimStart()[0];
+    if (first === "<" || first === "{" || first === "[") {
+      const whole = await readWhole(reader, head, sink);
+      return first === "<" ? refuseHtml(whole, response) : foldWhole(whole, sink);
+    }
+    return await readEvents(reader, head, sink);
+  } finally {
+    // Releases the connection once the reply is read (or reading stopped); never throws.
+    await reader.cancel().catch(() => {});
+  }
+}
+
+/** The rest of a body that is not a stream, bounded. */
+async function readWhole(
+  reader: ReadableStreamDefaultReader<string>,
+  head: string,
+  sink: ReplySink,
+): Promise<string> {
+  let text = head;
+  while (text.length <= MAX_WHOLE_CHARS) {
+    const { value, done } = await reader.read();
+    if (done) return text;
+    sink.touch();
+    text += value;
+  }
+  throw new ReplyError("not_api", `a body over ${MAX_WHOLE_CHARS} characters that is no stream`);
+}
+
+/** Reads server-sent events until `[DONE]` or the end of the body. */
+async function readEvents(
+  reader: ReadableStreamDefaultReader<string>,
+  head: string,
+  sink: ReplySink,
+): Promise<{ error: unknown } | undefined> {
+  const parser = new EventParser();
+  let events = parser.push(head);
+  for (;;) {
+    for (const event of events) {
+      if (event.data.trim() === "[DONE]") {
+        sink.turn.end();
+        return undefined;
+      }
+      const failed = emit(sink, foldEvent(event, sink.turn));
+      if (failed !== undefined) return failed;
+    }
+    const { value, done } = await reader.read();
+    if (done) break;
+    sink.touch();
+    events = parser.push(value);
+  }
+  for (const event of parser.flush()) {
+    if (event.data.trim() === "[DONE]") sink.turn.end();
+    else {
+      const failed = emit(sink, foldEvent(event, sink.turn));
+      if (failed !== undefined) return failed;
+    }
+  }
+  return undefined;
+}
+
+/** One event's chunk folded into the turn. */
+function foldEvent(event: ServerEvent, turn: TurnBuilder): ProviderDelta[] {
+  let data: unknown;
+  try {
+    data = JSON.parse(event.data);
+  } catch {
+    throw new ReplyError("stream_error", `an event that is not JSON: ${clip(event.data)}`);
+  }
+  const message = errorMessage(data);
+  if (event.event === "error" || message !== undefined) {
+    throw new ReplyError("stream_error", message ?? clip(event.data));
+  }
+  return turn.add(data as ReplyLike);
+}
+
+/** A whole JSON body: one completion, or the server's error. */
+function foldWhole(text: string, sink: ReplySink): { error: unknown } | undefined {
+  // A proxy may glue `data: [DONE]` after a JSON completion (decolua/9router#3492).
+  const json = text.replace(/\s*(data:\s*\[DONE\]\s*)+$/, "");
+  let data: unknown;
+  try {
+    data = JSON.parse(json);
+  } catch {
+    throw new ReplyError("not_api", `a body that is neither a stream nor JSON: ${clip(text)}`);
+  }
+  const message = errorMessage(data);
+  if (message !== undefined) throw new ReplyError("stream_error", message);
+  if (!isObject(data) || !Array.isArray(data.choices)) {
+    throw new ReplyError("not_api", `JSON that is no chat completion: ${clip(json)}`);
+  }
+  return emit(sink, sink.turn.addCompletion(data as ReplyLike));
+}
+
+/** Hands deltas to `onDelta`; the error it throws is returned, to be rethrown as is. */
+function emit(sink: ReplySink, deltas: ProviderDelta[]): { error: unknown } | undefined {
+  if (sink.onDelta === undefined) return undefined;
+  try {
+    for (const delta of deltas) sink.onDelta(delta);
+  } catch (error) {
+    return { error };
+  }
+  return undefined;
+}
+
+/** An HTML page where a completion should be: named by its title. */
+function refuseHtml(text: string, response: Response): never {
+  const type = response.headers.get("content-type") ?? "no content-type";
+  throw new ReplyError(
+    "not_api",
+    `an HTML page: ${htmlTitle(text)}`,
+    `HTTP ${response.status} ${type}`,
+  );
+}
+
+/**
+ * The title of an HTML page, or its first words when it has none.
+ *
+ * @example
+ * ```ts
+ * htmlTitle("<html><title>502 Bad Gateway</title></html>"); // "502 Bad Gateway"
+ * ```
+ */
+export function htmlTitle(html: string): string {
+  const title = /<title[^>]*>([\s\S]*?)<\/title>/i.exec(html)?.[1];
+  const text =
+    (title ?? html.replace(/<(script|style)[\s\S]*?<\/\1>/gi, " ").replace(/<[^>]*>/g, " "))
+      .replace(/&amp;/g, "&").replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, '"')
+      .replace(/&#39;/g, "'").replace(/\s+/g, " ").trim();
+  return clip(text === "" ? "(untitled)" : text, 120);
+}
+
+/**
+ * The error message inside a body: `{error: {message}}` (OpenAI, vLLM), `{error: "…"}`
+ * (Ollama), `{object: "error", message}` (Mistral, older vLLM), `{detail}` (FastAPI servers).
+ */
+export function errorMessage(data: unknown): string | undefined {
+  if (!isObject(data)) return undefined;
+  const { error } = data;
+  if (typeof error === "string") return error;
+  if (isObject(error)) {
+    return typeof error.message === "string" ? error.message : JSON.stringify(error);
+  }
+  if (data.object === "error" && typeof data.message === "string") return data.message;
+  if (typeof data.detail === "string" && data.choices === undefined) return data.detail;
+  return undefined;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function clip(text: string, max = 200): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}
+
+/** One server-sent event: its `event` name (absent for plain messages) and its joined data. */
+interface ServerEvent {
+  event: string | undefined;
+  data: string;
+}
+
+/**
+ * The event-stream format (WHATWG HTML, "server-sent events"): lines end in CR, LF or CRLF,
+ * `:` starts a comment (OpenRouter sends `: OPENROUTER PROCESSING`), `data` lines join with
+ * newlines, and a blank line ends an event.
+ */
+class EventParser {
+  #rest = "";
+  #data: string[] = [];
+  #event: string | undefined;
+
+  /** Takes more text; returns the events it completed. */
+  push(text: string): ServerEvent[] {
+    let all = this.#rest + text;
+    // A CR at the very end may be half of a CRLF: its line waits for the next push.
+    const cr = all.endsWith("\r") ? "\r" : "";
+    if (cr !== "") all = all.slice(0, -1);
+    const lines = all.split(/\r\n|\r|\n/);
+    this.#rest = (lines.pop() ?? "") + cr;
+    const events: ServerEvent[] = [];
+    for (const line of lines) {
+      const event = this.#line(line);
+      if (event !== undefined) events.push(event);
+    }
+    return events;
+  }
+
+  /** The end of the body: an event without its blank line still counts. */
+  flush(): ServerEvent[] {
+    const rest = this.#rest.replace(/\r$/, "");
+    const last = rest === "" ? undefined : this.#line(rest);
+    this.#rest = "";
+    const open = this.#line("");
+    return [last, open].filter((event): event is ServerEvent => event !== undefined);
+  }
+
+  #line(line: string): ServerEvent | undefined {
+    if (line === "") {
+      if (this.#data.length === 0) return (this.#event = undefined);
+      const event = { event: this.#event, data: this.#data.join("\n") };
+      this.#data = [];
+      this.#event = undefined;
+      return event;
+    }
+    if (line.startsWith(":")) return undefined;
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+    if (field === "data") this.#data.push(value);
+    else if (field === "event") this.#event = value;
+    return undefined;
+  }
+}

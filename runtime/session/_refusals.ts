@@ -1,0 +1,78 @@
+/**
+ * What a request step does when its server refuses a request: adapt the route to the server
+ * (text-mode cells, strict role order), or rewrite a history it refuses from the durable
+ * records — each at most once per request step, each recorded.
+ *
+ * @module
+ */
+
+import { lastEventOfKinds } from "../../store/events.ts";
+import { repairContext } from "../context/mod.ts";
+import { modelFailureFacts, type Provider } from "../model/mod.ts";
+import type { RouteMode } from "./_route_mode.ts";
+import type { TurnScope } from "./_turn_scope.ts";
+
+/** One request's route: its name, its provider and its mode. */
+export interface RouteCall {
+  route: string;
+  provider: Provider;
+  mode: RouteMode;
+}
+
+/**
+ * Records the move a refusal calls for, if the route can make it: `tools` refused on an
+ * `auto` route still native → text mode; a role order refused on a relaxed route → strict.
+ */
+export function adaptToRefusal(
+  scope: TurnScope,
+  call: RouteCall,
+  failure: { error: unknown; message: string },
+): boolean {
+  if (scope.ctx.signal.aborted) return false;
+  const { refusal } = modelFailureFacts(failure.error);
+  const { shape, toolCalls } = call.mode;
+  if (refusal === "tools" && toolCalls === "auto" && shape.toolMode === "native") {
+    scope.record("route.adapted", {
+      route: call.route,
+      setting: "tool_calls",
+      to: "text",
+      reason: `the server refused tools: ${failure.message.slice(0, 300)}`,
+    });
+    return true;
+  }
+  if (refusal === "role_order" && !shape.strictRoles) {
+    scope.record("route.adapted", {
+      route: call.route,
+      setting: "role_order",
+      to: "strict",
+      reason: `the server refused the role order: ${failure.message.slice(0, 300)}`,
+    });
+    return true;
+  }
+  return false;
+}
+
+/**
+ * The daemon's one attempt at a history its server refuses (the provider names the refusal:
+ * tool-call arguments, reasoning not sent back, or the request itself — not the key, the model,
+ * `tools` or the role order): the context is rewritten
+ * from the durable records (`context.repaired`) and the request made again, once per turn and
+ * never twice without a reply in between, before the failure is recorded.
+ */
+export async function repairRefusedHistory(
+  scope: TurnScope,
+  failure: { error: unknown; message: string },
+): Promise<boolean> {
+  const { options, ctx } = scope;
+  if (ctx.signal.aborted) return false;
+  // What the server refused is the history itself, not the key, the model, tools or the order.
+  const { refusal } = modelFailureFacts(failure.error);
+  if (refusal !== "arguments" && refusal !== "request" && refusal !== "reasoning") return false;
+  const last = lastEventOfKinds(options.store, ctx.session, ["context.repaired", "model.reply"]);
+  if (last?.kind === "context.repaired") return false;
+  const done = await repairContext(options, ctx.session, {
+    by: "daemon",
+    reason: `the server refused the history: ${failure.message}`,
+  });
+  return done !== undefined;
+}

@@ -1,0 +1,358 @@
+/**
+ * How real OpenAI-compatible servers differ, reproduced for the fake server
+ * (`startFakeOpenAI({ profile, quirks })` in `openai_server.ts`). Each quirk follows a server's
+ * documented behaviour or a public issue showing it, cited where it is defined; each profile is
+ * a named set of quirks, and quirks compose (`{ profile: "vllm", quirks: { rateLimited } }`).
+ *
+ * | profile              | server                                    | quirks                                                    |
+ * | -------------------- | ----------------------------------------- | --------------------------------------------------------- |
+ * | `openai`             | OpenAI                                    | unknown model → 404 `model_not_found`                     |
+ * | `llama.cpp`          | llama-server with `--jinja`               | history arguments not JSON → 500                          |
+ * | `llama.cpp-no-jinja` | llama-server without `--jinja`            | any `tools` → 500 "tools param requires --jinja flag"     |
+ * | `vllm`               | vLLM                                      | history arguments not JSON → 400; unknown model → 404     |
+ * | `ollama`             | Ollama's `/v1`                            | parallel calls all at `index` 0; `reasoning`; unknown model → 404 |
+ * | `ollama-no-tools`    | Ollama, a model without tool support      | any `tools` → 400 "… does not support tools"              |
+ * | `deepseek`           | DeepSeek, thinking mode                   | `reasoning_content`; 400 when it is not sent back         |
+ * | `mistral`            | Mistral's API                             | `user` right after `tool` → 400                           |
+ * | `openrouter`         | OpenRouter                                | `reasoning`; `: OPENROUTER PROCESSING` comments           |
+ *
+ * And the quirks no one server owns: `jsonToStream`, `htmlPage`, `noFinishReason`, `apiKey`
+ * (401), `rateLimited` (429 with `Retry-After`), `strictModel`.
+ *
+ * @module
+ */
+
+/** Composable server behaviours; every one is off unless set. */
+export interface FakeQuirks {
+  /** Refuses any request carrying `tools`, as the named server does. */
+  refuseTools?: "llama.cpp" | "ollama";
+  /** Refuses a request whose history holds tool-call arguments that are no JSON object. */
+  strictArguments?: "llama.cpp" | "vllm";
+  /** Streams each parallel tool call whole, in one chunk, every one at `index` 0. */
+  toolCallIndexZero?: boolean;
+  /** The field reasoning is sent in. @default {"reasoning_content"} */
+  reasoningField?: "reasoning_content" | "reasoning" | "reasoning_text";
+  /** Refuses (400) an assistant message with tool calls that lacks `reasoning_content`. */
+  requireReasoningBack?: boolean;
+  /** Refuses (400) a `user` message right after a `tool` message. */
+  userAfterToolRefused?: boolean;
+  /** Sends `: OPENROUTER PROCESSING` comment lines before the stream's first chunk. */
+  keepAliveComments?: boolean;
+  /** Answers `stream: true` with one whole JSON completion (`application/json`). */
+  jsonToStream?: boolean;
+  /** Answers every chat request with HTTP 200 and an HTML page of this title. */
+  htmlPage?: string;
+  /** Ends the stream with `[DONE]` but never sends a `finish_reason`. */
+  noFinishReason?: boolean;
+  /** Refuses (401) a request whose bearer is not this key, chat and `GET /models` alike. */
+  apiKey?: string;
+  /** Refuses (404) a model it does not list, in the named server's words. */
+  strictModel?: "openai" | "vllm" | "ollama";
+  /** The first `requests` chat requests get 429 with this `Retry-After` (seconds) or `retry-after-ms`. */
+  rateLimited?: { requests: number; retryAfterSeconds?: number; retryAfterMs?: number };
+}
+
+/** The named profiles: one server's documented behaviour each. */
+export const FAKE_PROFILES = {
+  openai: { strictModel: "openai" },
+  "llama.cpp": { strictArguments: "llama.cpp" },
+  "llama.cpp-no-jinja": { refuseTools: "llama.cpp" },
+  vllm: { strictArguments: "vllm", strictModel: "vllm" },
+  ollama: { toolCallIndexZero: true, reasoningField: "reasoning", strictModel: "ollama" },
+  "ollama-no-tools": { refuseTools: "ollama", strictModel: "ollama" },
+  deepseek: { reasoningField: "reasoning_content", requireReasoningBack: true },
+  mistral: { userAfterToolRefused: true },
+  openrouter: { reasoningField: "reasoning", keepAliveComments: true },
+} as const satisfies Record<string, FakeQuirks>;
+
+/** A profile's name. */
+export type FakeProfile = keyof typeof FAKE_PROFILES;
+
+/** The quirks of a fake: its profile's, then the ones given on top. */
+export function resolveQuirks(
+  profile: FakeProfile | undefined,
+  quirks: FakeQuirks = {},
+): FakeQuirks {
+  return { ...(profile === undefined ? {} : FAKE_PROFILES[profile]), ...quirks };
+}
+
+/** An error answer: status, headers and JSON body, as the server words it. */
+export interface FakeRefusal {
+  status: number;
+  headers?: Record<string, string>;
+  body: unknown;
+}
+
+/** What a request check needs to know beyond the request. */
+export interface RequestFacts {
+  // deno-lint-ignore no-explicit-any
+  body: any;
+  headers: Record<string, string>;
+  models: string[];
+  /** How many chat requests came before this one. */
+  before: number;
+}
+
+/**
+ * The refusal a quirky server answers this chat request with, or undefined when it serves it.
+ * Checked in the order a server checks: the key, the rate limit, the model, then the body.
+ */
+export function refuseRequest(quirks: FakeQuirks, facts: RequestFacts): FakeRefusal | undefined {
+  return refuseKey(quirks, facts.headers) ?? refuseRate(quirks, facts.before) ??
+    refuseModel(quirks, facts.body?.model, facts.models) ?? refuseTools(quirks, facts.body) ??
+    refuseArguments(quirks, facts.body?.messages) ??
+    refuseReasoning(quirks, facts.body?.messages) ??
+    refuseOrder(quirks, facts.body?.messages);
+}
+
+/**
+ * OpenAI answers a wrong key with 401 `invalid_api_key` (platform.openai.com/docs/guides/
+ * error-codes: "401 - Invalid Authentication / Incorrect API key provided").
+ */
+export function refuseKey(
+  quirks: FakeQuirks,
+  headers: Record<string, string>,
+): FakeRefusal | undefined {
+  if (quirks.apiKey === undefined || headers.authorization === `Bearer ${quirks.apiKey}`) {
+    return undefined;
+  }
+  const given = (headers.authorization ?? "").replace(/^Bearer /, "");
+  return {
+    status: 401,
+    body: {
+      error: {
+        message: `Incorrect API key provided: ${given.slice(0, 3)}***${given.slice(-4)}. ` +
+          "You can find your API key at https://platform.openai.com/account/api-keys.",
+        type: "invalid_request_error",
+        param: null,
+        code: "invalid_api_key",
+      },
+    },
+  };
+}
+
+/**
+ * A rate limit: 429 with `Retry-After` (OpenAI's rate-limit guide; DeepSeek and OpenRouter send
+ * 429 the same way), or `retry-after-ms`, which the `openai` SDK also reads.
+ */
+function refuseRate(quirks: FakeQuirks, before: number): FakeRefusal | undefined {
+  const limit = quirks.rateLimited;
+  if (limit === undefined || before >= limit.requests) return undefined;
+  const headers: Record<string, string> = limit.retryAfterMs !== undefined
+    ? { "retry-after-ms": String(limit.retryAfterMs) }
+    : { "retry-after": String(limit.retryAfterSeconds ?? 1) };
+  return {
+    status: 429,
+    headers,
+    body: {
+      error: {
+        message: "Rate limit reached for requests. Please try again later.",
+        type: "requests",
+        param: null,
+        code: "rate_limit_exceeded",
+      },
+    },
+  };
+}
+
+/**
+ * An unknown model, in each server's words: OpenAI 404 `model_not_found` ("The model `x` does
+ * not exist or you do not have access to it."); vLLM 404 "The model `x` does not exist."
+ * (`NotFoundError`, `_check_model` in vllm/entrypoints/openai/serving_engine.py); Ollama 404 "model \"x\" not
+ * found, try pulling it first" (ollama/ollama docs/openai.md, its error passthrough).
+ * llama-server serves whatever it loaded and ignores the name, so it has no such quirk.
+ */
+function refuseModel(
+  quirks: FakeQuirks,
+  model: unknown,
+  models: string[],
+): FakeRefusal | undefined {
+  if (quirks.strictModel === undefined || models.includes(String(model))) return undefined;
+  const words = {
+    openai: {
+      message: `The model \`${model}\` does not exist or you do not have access to it.`,
+      type: "invalid_request_error",
+      param: null,
+      code: "model_not_found",
+    },
+    vllm: {
+      message: `The model \`${model}\` does not exist.`,
+      type: "NotFoundError",
+      param: null,
+      code: 404,
+    },
+    ollama: {
+      message: `model "${model}" not found, try pulling it first`,
+      type: "api_error",
+      param: null,
+      code: null,
+    },
+  }[quirks.strictModel];
+  return { status: 404, body: { error: words } };
+}
+
+/**
+ * Tools refused. llama-server without `--jinja`: HTTP 500 `{"error": {"code": 500, "message":
+ * "tools param requires --jinja flag", "type": "server_error"}}` (containers/ramalama#988,
+ * defilantech/LLMKube#126). Ollama with a model whose template has no tools: HTTP 400
+ * "registry.ollama.ai/library/gemma3:4b does not support tools" (ollama/ollama#6027,
+ * louisho5/picobot#6).
+ */
+function refuseTools(
+  quirks: FakeQuirks,
+  body: { tools?: unknown } | null,
+): FakeRefusal | undefined {
+  if (quirks.refuseTools === undefined || body?.tools === undefined) return undefined;
+  if (quirks.refuseTools === "llama.cpp") {
+    return {
+      status: 500,
+      body: {
+        error: { code: 500, message: "tools param requires --jinja flag", type: "server_error" },
+      },
+    };
+  }
+  return {
+    status: 400,
+    body: {
+      error: {
+        message: "registry.ollama.ai/library/gemma3:4b does not support tools",
+        type: "api_error",
+        param: null,
+        code: null,
+      },
+    },
+  };
+}
+
+// deno-lint-ignore no-explicit-any
+type Message = any;
+
+/** The first tool-call arguments in the history that are no JSON object, and why. */
+export function badArguments(messages: Message[] | undefined): string | undefined {
+  for (const message of messages ?? []) {
+    if (message?.role !== "assistant") continue;
+    for (const call of message.tool_calls ?? []) {
+      const text = call?.function?.arguments;
+      try {
+        const parsed = JSON.parse(text);
+        if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+          return `arguments are not an object: ${text}`;
+        }
+      } catch (error) {
+        return (error as Error).message;
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
+ * History arguments that are no JSON object. vLLM `json.loads()` every historical
+ * `tool_calls[].function.arguments` before the chat template and answers 400 with Python's
+ * error (vllm-project/vllm#43995: `{"error": {"message": "Expecting ',' delimiter: line 1
+ * column 54 (char 53)", "type": "BadRequestError", "param": null, "code": 400}}`). llama-server
+ * answers 500 "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] …"
+ * (ggml-org/llama.cpp#22072; OpenHands/OpenHands#13949).
+ */
+function refuseArguments(
+  quirks: FakeQuirks,
+  messages: Message[] | undefined,
+): FakeRefusal | undefined {
+  if (quirks.strictArguments === undefined) return undefined;
+  const bad = badArguments(messages);
+  if (bad === undefined) return undefined;
+  if (quirks.strictArguments === "vllm") {
+    return {
+      status: 400,
+      body: {
+        error: {
+          message: "Expecting value: line 1 column 1 (char 0)",
+          type: "BadRequestError",
+          param: null,
+          code: 400,
+        },
+      },
+    };
+  }
+  return {
+    status: 500,
+    body: {
+      error: {
+        code: 500,
+        message: "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] " +
+          "parse error at line 1, column 1: syntax error while parsing value - unexpected end of input",
+        type: "server_error",
+      },
+    },
+  };
+}
+
+/**
+ * DeepSeek's thinking mode (api-docs.deepseek.com/guides/thinking_mode, "Tool Calls"): for turns
+ * that made tool calls, the assistant's `reasoning_content` "must be fully passed back to the
+ * API in all subsequent requests"; otherwise 400 "The `reasoning_content` in the thinking mode
+ * must be passed back to the API." (anomalyco/opencode#24722, earendil-works/pi#3636). So every
+ * assistant message with tool calls in the history needs it, not only the current turn's.
+ */
+function refuseReasoning(
+  quirks: FakeQuirks,
+  messages: Message[] | undefined,
+): FakeRefusal | undefined {
+  if (!quirks.requireReasoningBack) return undefined;
+  const missing = (messages ?? []).some((m) =>
+    m?.role === "assistant" && (m.tool_calls?.length ?? 0) > 0 &&
+    typeof m.reasoning_content !== "string"
+  );
+  if (!missing) return undefined;
+  return {
+    status: 400,
+    body: {
+      error: {
+        message: "The `reasoning_content` in the thinking mode must be passed back to the API.",
+        type: "invalid_request_error",
+        param: null,
+        code: "invalid_request_error",
+      },
+    },
+  };
+}
+
+/**
+ * Mistral's role order: a `user` message right after a `tool` message is refused with 400 and a
+ * top-level body `{"object": "error", "message": "Unexpected role 'user' after role 'tool'",
+ * "type": "invalid_request_message_order", "param": null, "code": "3230"}`
+ * (datapizza-labs/datapizza-ai#98, avante-corp/avante.nvim#2695).
+ */
+function refuseOrder(quirks: FakeQuirks, messages: Message[] | undefined): FakeRefusal | undefined {
+  if (!quirks.userAfterToolRefused) return undefined;
+  const list = messages ?? [];
+  const at = list.findIndex((m, i) => i > 0 && m?.role === "user" && list[i - 1]?.role === "tool");
+  if (at < 0) return undefined;
+  return {
+    status: 400,
+    body: {
+      object: "error",
+      message: "Unexpected role 'user' after role 'tool'",
+      type: "invalid_request_message_order",
+      param: null,
+      code: "3230",
+    },
+  };
+}
+
+/**
+ * A 200 HTML page where the API should be: a web app at the configured URL (NextChat answered
+ * its own page to `/api/openai`, ChatGPTNextWeb/NextChat#3814; "a silent empty reply when the
+ * site answered 200", JuiceBoxxGames/utsuwa#67).
+ */
+export function htmlPage(title: string): Response {
+  const html = `<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">` +
+    `<title>${title}</title></head><body><div id="root"></div></body></html>\n`;
+  return new Response(html, { headers: { "content-type": "text/html; charset=utf-8" } });
+}
+
+/**
+ * OpenRouter keeps a connection open with SSE comments, `: OPENROUTER PROCESSING`
+ * (openrouter.ai/docs/api-reference/streaming: "ignore these comments").
+ */
+export const OPENROUTER_COMMENT = ": OPENROUTER PROCESSING\n\n";

@@ -1,0 +1,402 @@
+// The provider against fakes that behave like real servers (tests/fakes/model_quirks.ts), over
+// real HTTP: reasoning, tool calls assembled by id, bodies that are not a stream, replies that
+// end without a finish reason, and refusals that name their cause and fix and are not retried.
+
+import assert from "node:assert/strict";
+import { parseConfig, type Route } from "../../../runtime/config/mod.ts";
+import { isKlbrError, type KlbrError } from "../../../runtime/core/mod.ts";
+import {
+  type ChatMessage,
+  createProvider,
+  modelFailureFacts,
+  type ProviderDelta,
+  ProviderFailure,
+  type ProviderTurn,
+} from "../../../runtime/model/mod.ts";
+import {
+  type FakeOpenAIOptions,
+  type FakeResponse,
+  startFakeOpenAI,
+} from "../../fakes/openai_server.ts";
+
+const HELLO: ChatMessage[] = [{ role: "user", content: "hello" }];
+
+function route(url: string, fields = ""): Route {
+  const text = `llm { url "${url}"; model "fake-model"; ${fields} }`;
+  return parseConfig(text, { file: "test.kdl" }).config.routes.main;
+}
+
+interface Call {
+  fields?: string;
+  messages?: ChatMessage[];
+  apiKey?: string;
+  tools?: boolean;
+}
+
+/** Runs one request against a fresh fake with `options`, answering `response`. */
+async function ask(
+  options: FakeOpenAIOptions,
+  response: FakeResponse,
+  call: Call = {},
+): Promise<
+  {
+    turn?: ProviderTurn;
+    error?: KlbrError;
+    failure?: ProviderFailure;
+    deltas: ProviderDelta[];
+    fake: ReturnType<typeof startFakeOpenAI>;
+  }
+> {
+  const fake = startFakeOpenAI(options);
+  fake.enqueue(response);
+  const deltas: ProviderDelta[] = [];
+  const provider = createProvider(route(fake.url, call.fields), { apiKey: call.apiKey });
+  try {
+    const turn = await provider.streamChat(
+      { messages: call.messages ?? HELLO, tools: call.tools },
+      { onDelta: (d) => deltas.push(d) },
+    );
+    return { turn, deltas, fake };
+  } catch (error) {
+    assert.ok(isKlbrError(error, "provider_failed"), `unexpected error: ${error}`);
+    assert.ok(error.cause instanceof ProviderFailure);
+    return { error, failure: error.cause, deltas, fake };
+  } finally {
+    await fake.close();
+  }
+}
+
+// ---- reasoning ----
+
+Deno.test("`streamChat()` keeps DeepSeek's reasoning_content apart from the text and streams it as reasoning deltas", async () => {
+  const { turn, deltas } = await ask({ profile: "deepseek" }, {
+    reasoning: "The user greets me; I should answer.",
+    text: "hi there",
+  });
+  assert.deepEqual(turn?.reasoning, {
+    field: "reasoning_content",
+    text: "The user greets me; I should answer.",
+  });
+  assert.equal(turn?.text, "hi there");
+  const kinds = deltas.map((d) => d.type);
+  // Every reasoning delta reaches onDelta (the stall detector's progress), before the text.
+  assert.ok(kinds.filter((k) => k === "reasoning").length > 1);
+  assert.ok(kinds.lastIndexOf("reasoning") < kinds.indexOf("text"));
+  assert.equal(
+    deltas.filter((d) => d.type === "reasoning").map((d) => d.text).join(""),
+    "The user greets me; I should answer.",
+  );
+});
+
+Deno.test("`streamChat()` records the field the server used: Ollama's and OpenRouter's `reasoning`", async () => {
+  for (const profile of ["ollama", "openrouter"] as const) {
+    const { turn } = await ask({ profile }, { reasoning: "thinking…", text: "ok" });
+    assert.deepEqual(turn?.reasoning, { field: "reasoning", text: "thinking…" }, profile);
+    assert.equal(turn?.text, "ok", profile);
+  }
+});
+
+Deno.test("`streamChat()` counts reasoning once when a server sends it under two names", async () => {
+  const chunk = (delta: object, finish: string | null = null) =>
+    `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  const body = chunk({ role: "assistant", reasoning: "a", reasoning_content: "a" }) +
+    chunk({ reasoning: "b", reasoning_content: "b" }) + chunk({ content: "done" }) +
+    chunk({}, "stop") + "data: [DONE]\n\n";
+  const { turn } = await ask({}, { raw: { body } });
+  assert.deepEqual(turn?.reasoning, { field: "reasoning_content", text: "ab" });
+});
+
+Deno.test("`streamChat()` without reasoning gives `reasoning: null`", async () => {
+  const { turn } = await ask({}, { text: "plain" });
+  assert.equal(turn?.reasoning, null);
+});
+
+// ---- tool calls ----
+
+Deno.test("`streamChat()` keeps Ollama's parallel calls apart although every one is at index 0", async () => {
+  const { turn } = await ask({ profile: "ollama" }, {
+    toolCall: [{ id: "call_a", code: "a = 1" }, { id: "call_b", code: "b = 2" }],
+  });
+  assert.deepEqual(turn?.toolCalls, [
+    { id: "call_a", name: "python", arguments: JSON.stringify({ code: "a = 1" }) },
+    { id: "call_b", name: "python", arguments: JSON.stringify({ code: "b = 2" }) },
+  ]);
+});
+
+Deno.test("`streamChat()` assembles calls by id when fragments carry no index, and never merges two ids", async () => {
+  const chunk = (delta: object, finish: string | null = null) =>
+    `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  const part = (fields: object) => chunk({ tool_calls: [fields] });
+  const body = part({ id: "call_1", function: { name: "python", arguments: '{"code":' } }) +
+    part({ function: { arguments: ' "x = 1"}' } }) + // no id, no index: the call being written
+    part({ id: "call_2", function: { name: "python", arguments: '{"code": "y"}' } }) +
+    part({ id: "call_1", function: { arguments: "" } }) + // an id seen before: the same call
+    // An index first, its id later: one call.
+    part({ index: 5, function: { name: "python", arguments: '{"code": ' } }) +
+    part({ index: 5, id: "call_3", function: { arguments: '"z"}' } }) +
+    chunk({}, "tool_calls") + "data: [DONE]\n\n";
+  const { turn } = await ask({}, { raw: { body } });
+  assert.deepEqual(turn?.toolCalls.map((c) => [c.id, c.arguments]), [
+    ["call_3", '{"code": "z"}'],
+    ["call_1", '{"code": "x = 1"}'],
+    ["call_2", '{"code": "y"}'],
+  ]);
+});
+
+Deno.test("`streamChat()` says when the token limit cut a tool call, and keeps its arguments as received", async () => {
+  const { turn } = await ask({}, {
+    toolCall: { id: "call_cut", name: "python", arguments: '{"code": "for i in range(10' },
+    finishReason: "length",
+  });
+  assert.equal(turn?.finishReason, "length");
+  assert.equal(turn?.cutInToolCall, true);
+  assert.equal(turn?.toolCalls[0].arguments, '{"code": "for i in range(10');
+  // A length stop in plain text is no cut call.
+  const { turn: text } = await ask({}, { text: "a long answer", finishReason: "length" });
+  assert.equal(text?.cutInToolCall, false);
+});
+
+Deno.test("`streamChat()` streams tool-call argument text as deltas: progress while a long cell arrives", async () => {
+  const { deltas } = await ask({}, { toolCall: { code: "x = 1\n".repeat(20) } });
+  const args = deltas.filter((d) => d.type === "tool_call");
+  assert.ok(args.length > 5);
+  assert.equal(args.map((d) => d.text).join(""), JSON.stringify({ code: "x = 1\n".repeat(20) }));
+});
+
+// ---- how the reply ends ----
+
+Deno.test("`streamChat()` takes `[DONE]` without a finish reason as a normal end, the reason inferred", async () => {
+  const { turn } = await ask({ quirks: { noFinishReason: true } }, { text: "all of it" });
+  assert.equal(turn?.text, "all of it");
+  assert.equal(turn?.finishReason, "stop");
+  assert.equal(turn?.finishInferred, true);
+  const { turn: calls } = await ask({ quirks: { noFinishReason: true } }, {
+    toolCall: { code: "wait()" },
+  });
+  assert.equal(calls?.finishReason, "tool_calls");
+  assert.equal(calls?.finishInferred, true);
+  assert.equal(calls?.toolCalls.length, 1);
+  // A finish reason the server sent is not inferred.
+  const { turn: sent } = await ask({}, { text: "x" });
+  assert.equal(sent?.finishInferred, false);
+});
+
+Deno.test("`streamChat()` reads a JSON completion answered to `stream: true` as the reply", async () => {
+  const { turn, deltas, fake } = await ask({ quirks: { jsonToStream: true } }, {
+    reasoning: "hmm",
+    text: "whole",
+    toolCall: { id: "call_j", code: "wait()" },
+    usage: "openai",
+  });
+  assert.equal(fake.requests[0].body.stream, true);
+  assert.equal(turn?.text, "whole");
+  assert.deepEqual(turn?.reasoning, { field: "reasoning_content", text: "hmm" });
+  assert.deepEqual(turn?.toolCalls, [
+    { id: "call_j", name: "python", arguments: JSON.stringify({ code: "wait()" }) },
+  ]);
+  assert.equal(turn?.finishReason, "tool_calls");
+  assert.equal(turn?.usage.promptTokens, 1200);
+  assert.deepEqual(deltas.map((d) => d.type), ["text", "reasoning", "tool_call"]);
+});
+
+Deno.test("`streamChat()` reads JSON with a stray `data: [DONE]` and labelled as an event stream", async () => {
+  const completion = {
+    choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+  };
+  const body = `${JSON.stringify(completion)}\n\ndata: [DONE]\n\n`;
+  const { turn } = await ask({}, { raw: { body, contentType: "text/event-stream" } });
+  assert.equal(turn?.text, "ok");
+  assert.equal(turn?.finishReason, "stop");
+});
+
+Deno.test("`streamChat()` reads an event stream with CRLF line ends and comments", async () => {
+  const chunk = (delta: object, finish: string | null = null) =>
+    `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: finish }] })}\r\n\r\n`;
+  const body = ": OPENROUTER PROCESSING\r\n\r\n" + chunk({ content: "a" }) +
+    chunk({ content: "b" }, "stop") + "data: [DONE]\r\n\r\n";
+  const { turn } = await ask({}, { raw: { body } });
+  assert.equal(turn?.text, "ab");
+});
+
+Deno.test("a `stream #false` route asks for one completion, without stream_options, and reads it", async () => {
+  const { turn, fake } = await ask({}, { text: "not streamed" }, { fields: "stream #false" });
+  const body = fake.requests[0].body;
+  assert.equal(body.stream, false);
+  assert.equal("stream_options" in body, false);
+  assert.equal(turn?.text, "not streamed");
+  assert.equal(turn?.finishReason, "stop");
+});
+
+Deno.test("the route's switches shape the request: stream_usage, tool_choice, max_tokens, and no tools in text mode", async () => {
+  const fields = 'stream_usage #false; tool_choice "required"; max_tokens 321';
+  const { fake } = await ask({}, { text: "ok" }, { fields });
+  const body = fake.requests[0].body;
+  assert.equal(body.stream, true);
+  assert.equal("stream_options" in body, false);
+  assert.equal(body.tool_choice, "required");
+  assert.equal(body.max_tokens, 321);
+  assert.equal(body.tools.length, 1);
+  const { fake: text } = await ask({}, { text: "ok" }, { fields, tools: false });
+  assert.equal("tools" in text.requests[0].body, false);
+  assert.equal("tool_choice" in text.requests[0].body, false);
+});
+
+Deno.test("`streamChat()` names a 200 HTML page as such, once, and never as a cut stream", async () => {
+  const { error, failure, fake } = await ask({ quirks: { htmlPage: "NextChat" } }, {});
+  assert.equal(failure?.reason, "not_api");
+  assert.equal(failure?.retriable, false);
+  assert.equal(
+    error?.message,
+    'cannot stream from llm "main": the server answered an HTML page: NextChat (got HTTP 200 text/html; charset=utf-8); check url of llm "main": it must be the OpenAI-compatible API (often ending in /v1)',
+  );
+  assert.equal(fake.requests.length, 1);
+});
+
+// ---- refusals: named, with their fix, and not retriable ----
+
+Deno.test("a 401 names the key variable and where to set it, and is not retriable", async () => {
+  const { error, failure } = await ask(
+    { profile: "openai", quirks: { apiKey: "sk-right" } },
+    { text: "never" },
+    { apiKey: "sk-wrong-1234", fields: 'api_key_env "KLBR_TEST_KEY"' },
+  );
+  assert.equal(error?.status, 401);
+  assert.equal(failure?.refusal, "key");
+  assert.equal(failure?.retriable, false);
+  assert.match(
+    error!.message,
+    /^cannot stream from llm "main": provider answered HTTP 401 \(got "Incorrect API key provided: sk-\*\*\*1234/,
+  );
+  assert.match(
+    error!.message,
+    /; the server refused the key: set the environment variable KLBR_TEST_KEY \(api_key_env of llm "main"\) to a valid key where klbr starts \(its shell or service unit\), then restart klbr$/,
+  );
+  assert.deepEqual(modelFailureFacts(error), { retriable: false, refusal: "key" });
+});
+
+Deno.test("an unknown model is named with the models the server lists, for OpenAI, vLLM and Ollama", async () => {
+  for (const profile of ["openai", "vllm", "ollama"] as const) {
+    const fake = { profile, models: ["qwen3:8b", "llama3.1:8b"] };
+    const { error, failure, fake: server } = await ask(fake, { text: "never" });
+    assert.equal(error?.status, 404, profile);
+    assert.equal(failure?.refusal, "model", profile);
+    assert.equal(failure?.retriable, false, profile);
+    assert.match(
+      error!.message,
+      /; the server does not serve model "fake-model": set model of llm "main" to one it lists \("qwen3:8b", "llama3\.1:8b"\)$/,
+      profile,
+    );
+    // The list came from one GET /models, told apart as klbr's own; one chat request was made.
+    assert.equal(server.requests.length, 1, profile);
+    assert.deepEqual(server.probes.map((p) => p.headers["x-klbr-probe"]), ["models"], profile);
+  }
+});
+
+Deno.test("tools refused is named as such, whatever the status: llama-server's 500 and Ollama's 400", async () => {
+  for (const profile of ["llama.cpp-no-jinja", "ollama-no-tools"] as const) {
+    const models = ["fake-model"];
+    const { error, failure } = await ask({ profile, models }, { text: "never" });
+    assert.equal(failure?.refusal, "tools", profile);
+    assert.equal(failure?.retriable, false, profile);
+    assert.match(
+      error!.message,
+      /the server refused the python tool: set tool_calls "text" on llm "main"/,
+    );
+  }
+  // Without tools the same server answers.
+  const { turn } = await ask({ profile: "llama.cpp-no-jinja" }, { text: "fine" }, { tools: false });
+  assert.equal(turn?.text, "fine");
+});
+
+const BAD_HISTORY: ChatMessage[] = [
+  { role: "user", content: "go" },
+  {
+    role: "assistant",
+    content: null,
+    tool_calls: [{
+      id: "call_x",
+      type: "function",
+      function: { name: "python", arguments: '{"code": "x' },
+    }],
+  },
+  { role: "tool", tool_call_id: "call_x", content: "[not run: invalid arguments]" },
+  { role: "assistant", content: "ok" },
+  { role: "user", content: "again" },
+];
+
+Deno.test("a history with tool-call arguments that are no JSON is refused by vLLM (400) and llama-server (500), never retried", async () => {
+  for (const profile of ["vllm", "llama.cpp"] as const) {
+    const { error, failure } = await ask({ profile }, { text: "never" }, { messages: BAD_HISTORY });
+    assert.equal(error?.status, profile === "vllm" ? 400 : 500, profile);
+    assert.equal(failure?.refusal, "arguments", profile);
+    assert.equal(failure?.retriable, false, profile);
+  }
+});
+
+Deno.test("DeepSeek's thinking mode refuses a tool call sent back without its reasoning_content", async () => {
+  const history: ChatMessage[] = [
+    { role: "user", content: "go" },
+    {
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: "c1", type: "function", function: { name: "python", arguments: "{}" } }],
+    },
+    { role: "tool", tool_call_id: "c1", content: "done" },
+  ];
+  const { error, failure } = await ask({ profile: "deepseek" }, { text: "never" }, {
+    messages: history,
+  });
+  assert.equal(error?.status, 400);
+  assert.equal(failure?.refusal, "reasoning");
+  assert.match(
+    error!.message,
+    /; the server wants the model's reasoning sent back: set reasoning "echo" on llm "main"$/,
+  );
+  // With the reasoning sent back, the same history is served.
+  const echoed = history.map((m) =>
+    m.role === "assistant" ? { ...m, reasoning_content: "I will run it." } : m
+  );
+  const { turn } = await ask({ profile: "deepseek" }, { text: "fine" }, {
+    messages: echoed as ChatMessage[],
+  });
+  assert.equal(turn?.text, "fine");
+});
+
+Deno.test("Mistral's role-order refusal is read from its top-level error body", async () => {
+  const history: ChatMessage[] = [
+    { role: "user", content: "go" },
+    {
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: "c1", type: "function", function: { name: "python", arguments: "{}" } }],
+    },
+    { role: "tool", tool_call_id: "c1", content: "done" },
+    { role: "user", content: "next" },
+  ];
+  const { error, failure } = await ask({ profile: "mistral" }, { text: "never" }, {
+    messages: history,
+  });
+  assert.equal(failure?.refusal, "role_order");
+  assert.equal(failure?.serverMessage, "Unexpected role 'user' after role 'tool'");
+  assert.match(
+    error!.message,
+    /HTTP 400 \(got "Unexpected role 'user' after role 'tool'"\); the server refused the order of the messages: set role_order "strict" on llm "main"$/,
+  );
+});
+
+Deno.test("what a retry can change stays retriable: 429 with retry-after-ms, 503, 408", async () => {
+  const limited = await ask({ quirks: { rateLimited: { requests: 1, retryAfterMs: 1500 } } }, {});
+  assert.equal(limited.failure?.retriable, true);
+  assert.equal(limited.failure?.retryAfterMs, 1500);
+  assert.equal(limited.failure?.refusal, null);
+  assert.deepEqual(modelFailureFacts(limited.error), { retriable: true, retryAfterMs: 1500 });
+  for (const status of [503, 408, 500]) {
+    const { failure } = await ask({}, { status, message: "busy" });
+    assert.equal(failure?.retriable, true, String(status));
+  }
+  // Any other 4xx is a refusal, named by the server's field when it names one.
+  const { failure, error } = await ask({}, { status: 422, message: "temperature too high" });
+  assert.equal(failure?.refusal, "request");
+  assert.equal(failure?.retriable, false);
+  assert.match(error!.message, /; the server refused the request as sent$/);
+});
