@@ -390,8 +390,9 @@ Deno.test("`PYTHON_TOOL` is one python function taking only a code string", () =
   assert.deepEqual(PYTHON_TOOL.function.parameters.required, ["code"]);
   const description = PYTHON_TOOL.function.description;
   assert.match(description, /persist/);
-  assert.match(description, /local\.send/);
-  assert.match(description, /wait\(\)/);
+  // The same tool serves child agents, who cannot speak: speech and waiting are the contract's.
+  assert.doesNotMatch(description, /local\.send/);
+  assert.match(description, /first message says what a cell can\s+reach and how to finish/);
   assert.ok(Object.isFrozen(PYTHON_TOOL.function.parameters));
 });
 
