@@ -25,6 +25,8 @@ export interface TestDaemonOptions {
   extraConfig?: string;
   /** Extra fields of the generated `main` route (which undeclared roles copy), as KDL lines. */
   routeFields?: string;
+  /** The `main` route's model name. @default {"fake"} */
+  model?: string;
   /** `daemon` (default) starts `main.ts daemon` under the derived permissions directly;
    * `launcher` starts `main.ts serve`, which derives them itself. */
   via?: "daemon" | "launcher";
@@ -84,7 +86,9 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
   if (configPath !== undefined) {
     await Deno.writeTextFile(
       configPath,
-      `llm "main" {\n    url "${modelUrl}"\n    model "fake"\n    timeout_ms 20000\n` +
+      `llm "main" {\n    url "${modelUrl}"\n    model "${
+        options.model ?? "fake"
+      }"\n    timeout_ms 20000\n` +
         `${options.routeFields ?? ""}\n}\n` +
         (options.extraConfig ?? ""),
     );

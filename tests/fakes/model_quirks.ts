@@ -36,6 +36,8 @@ export interface FakeQuirks {
   requireReasoningBack?: boolean;
   /** Refuses (400) a `user` message right after a `tool` message. */
   userAfterToolRefused?: boolean;
+  /** Refuses (400) a tool-call id in the history that is not nine letters and digits. */
+  nineCharToolCallIds?: boolean;
   /** Sends `: OPENROUTER PROCESSING` comment lines before the stream's first chunk. */
   keepAliveComments?: boolean;
   /** Answers `stream: true` with one whole JSON completion (`application/json`). */
@@ -61,7 +63,7 @@ export const FAKE_PROFILES = {
   ollama: { toolCallIndexZero: true, reasoningField: "reasoning", strictModel: "ollama" },
   "ollama-no-tools": { refuseTools: "ollama", strictModel: "ollama" },
   deepseek: { reasoningField: "reasoning_content", requireReasoningBack: true },
-  mistral: { userAfterToolRefused: true },
+  mistral: { userAfterToolRefused: true, nineCharToolCallIds: true },
   openrouter: { reasoningField: "reasoning", keepAliveComments: true },
 } as const satisfies Record<string, FakeQuirks>;
 
@@ -102,7 +104,7 @@ export function refuseRequest(quirks: FakeQuirks, facts: RequestFacts): FakeRefu
     refuseModel(quirks, facts.body?.model, facts.models) ?? refuseTools(quirks, facts.body) ??
     refuseArguments(quirks, facts.body?.messages) ??
     refuseReasoning(quirks, facts.body?.messages) ??
-    refuseOrder(quirks, facts.body?.messages);
+    refuseOrder(quirks, facts.body?.messages) ?? refuseCallIds(quirks, facts.body?.messages);
 }
 
 /**
@@ -336,6 +338,35 @@ function refuseOrder(quirks: FakeQuirks, messages: Message[] | undefined): FakeR
       type: "invalid_request_message_order",
       param: null,
       code: "3230",
+    },
+  };
+}
+
+/**
+ * Mistral's tool-call ids: 400 `{"object": "error", "message": "Tool call id was <id> but must
+ * be a-z, A-Z, 0-9, with a length of 9.", "type": "invalid_request_error"}` for any id in the
+ * history that is not nine letters and digits (jackmpcollins/magentic#276,
+ * langchain-ai/langchain#24668, openclaw/openclaw#57672).
+ */
+function refuseCallIds(
+  quirks: FakeQuirks,
+  messages: Message[] | undefined,
+): FakeRefusal | undefined {
+  if (!quirks.nineCharToolCallIds) return undefined;
+  const ids = (messages ?? []).flatMap((m) => {
+    const message = m as { tool_call_id?: unknown; tool_calls?: { id?: unknown }[] };
+    return [message.tool_call_id, ...(message.tool_calls ?? []).map((call) => call.id)];
+  }).filter((id) => id !== undefined);
+  const bad = ids.find((id) => typeof id !== "string" || !/^[A-Za-z0-9]{9}$/.test(id));
+  if (bad === undefined) return undefined;
+  return {
+    status: 400,
+    body: {
+      object: "error",
+      message: `Tool call id was ${bad} but must be a-z, A-Z, 0-9, with a length of 9.`,
+      type: "invalid_request_error",
+      param: null,
+      code: null,
     },
   };
 }

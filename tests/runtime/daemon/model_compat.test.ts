@@ -1,0 +1,190 @@
+// The compatibility suite: one conversation per model-server profile, through the real daemon,
+// against the fake server behaving as that server documents (tests/fakes/model_quirks.ts cites
+// each behaviour). Every profile gets the same two messages; each must be answered exactly
+// once, no request may be refused beyond the one a route learns from (tools refused), nothing
+// may be lost, and /health must say `ok` at the end. The quirks no one server owns (JSON to a
+// streamed request, no finish_reason, an HTML page) and a task longer than 16 steps follow.
+// The 401, 429 and unknown-model cases are in model_failures.test.ts.
+
+import assert from "node:assert/strict";
+import type { LaneRecord } from "../../../runtime/core/mod.ts";
+import { startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
+import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
+import {
+  type FakeOpenAIOptions,
+  type FakeProfile,
+  type FakeResponse,
+  type RecordedRequest,
+  startFakeOpenAI,
+} from "../../fakes/openai_server.ts";
+
+type Message = { role: string; content: string | null };
+
+/** The last user message's text, or "" when the last message is not a user's. */
+function lastUserText(request: RecordedRequest): string {
+  const messages = request.body.messages as Message[];
+  const last = messages[messages.length - 1];
+  return last.role === "user" ? String(last.content ?? "") : "";
+}
+
+/**
+ * A model that answers `say <word>` with a cell sending `heard <word>` and a cell's result with
+ * `wait()`: through tool calls when the request offers tools, through a python fence when not.
+ * It reasons aloud on every reply (a server without reasoning fields ignores that), and on a
+ * parallel-call profile it sends the send together with a second call.
+ */
+function scriptedModel(parallel: boolean) {
+  return (request: RecordedRequest): FakeResponse => {
+    const tools = request.body.tools !== undefined;
+    const text = lastUserText(request);
+    const asked = /say (\w+)/.exec(text)?.[1];
+    const reasoning = "Let me think about what to do.";
+    if (asked === undefined || text.startsWith("[runtime] result of your python cell")) {
+      return tools
+        ? { reasoning, toolCall: { code: "wait()" } }
+        : { text: "```python\nwait()\n```" };
+    }
+    const send = `await local.send("heard ${asked}")`;
+    if (!tools) return { text: `I will answer.\n\n\`\`\`python\n${send}\n\`\`\`` };
+    return {
+      reasoning,
+      toolCall: parallel ? [{ code: send }, { code: "n = 1" }] : { code: send },
+    };
+  };
+}
+
+const records = (client: LaneClient, type: string) =>
+  client.messages.filter((m): m is LaneRecord => m.kind === "record" && m.type === type);
+
+/** Says `say <word>` and waits for the end of the frame that took it up. */
+async function say(client: LaneClient, word: string): Promise<void> {
+  const ack = await client.request({ kind: "input", client_msg_id: word, text: `say ${word}` });
+  assert.equal(ack.kind, "ack", JSON.stringify(ack));
+  const inputId = (ack as { input_id: string }).input_id;
+  const accepted = await client.waitFor<LaneRecord>(
+    (m) =>
+      m.kind === "record" && m.type === "frame.accepted" &&
+      ((m as LaneRecord).data.input_ids as string[]).includes(inputId),
+    60_000,
+  );
+  await client.waitFor((m) =>
+    m.kind === "record" && m.type === "frame.finished" &&
+    (m as LaneRecord).data.frame_id === accepted.data.frame_id, 60_000);
+}
+
+async function withConversation(
+  fake: FakeOpenAIOptions,
+  fn: (parts: {
+    daemon: TestDaemon;
+    client: LaneClient;
+    fake: ReturnType<typeof startFakeOpenAI>;
+  }) => Promise<void>,
+  model?: string,
+): Promise<void> {
+  const server = startFakeOpenAI({ ...fake, models: [model ?? "fake"] });
+  const daemon = await startTestDaemon({ modelUrl: server.url, model });
+  const client = await connectLane({ port: daemon.port, token: daemon.token });
+  try {
+    await fn({ daemon, client, fake: server });
+  } finally {
+    await client.close();
+    await daemon.stop();
+    await server.close();
+    await Deno.remove(daemon.stateDir, { recursive: true }).catch(() => {});
+    await Deno.remove(daemon.workspace, { recursive: true }).catch(() => {});
+  }
+}
+
+const health = async (daemon: TestDaemon) => await (await fetch(`${daemon.url}/health`)).json();
+
+/** The profiles, and the refusals each may answer once while its route learns. */
+const PROFILES: [FakeProfile, { learns?: "tool_calls" | "role_order"; parallel?: boolean }][] = [
+  ["openai", {}],
+  ["llama.cpp", {}],
+  ["llama.cpp-no-jinja", { learns: "tool_calls" }],
+  ["vllm", {}],
+  ["ollama", { parallel: true }],
+  ["ollama-no-tools", { learns: "tool_calls" }],
+  ["deepseek", {}],
+  ["mistral", {}],
+  ["openrouter", {}],
+];
+
+for (const [profile, expect] of PROFILES) {
+  Deno.test(`compat ${profile}: two messages, each answered once, every request accepted`, async () => {
+    await withConversation(
+      { profile, fallback: scriptedModel(expect.parallel ?? false) },
+      async ({ daemon, client, fake }) => {
+        await say(client, "one");
+        await say(client, "two");
+        assert.deepEqual(records(client, "send").map((r) => r.data.text), [
+          "heard one",
+          "heard two",
+        ]);
+        const refused = fake.statuses.filter((status) => status !== 200);
+        const adapted = records(client, "route.adapted").map((r) => r.data.setting);
+        if (expect.learns === undefined) {
+          assert.deepEqual(refused, [], `${profile} refused a request`);
+          assert.deepEqual(adapted, []);
+        } else {
+          assert.equal(refused.length, 1, `${profile} refuses once, then the route adapts`);
+          assert.deepEqual(adapted, [expect.learns]);
+        }
+        assert.equal(records(client, "model.failing").length, 0);
+        if (["deepseek", "ollama", "openrouter"].includes(profile)) {
+          assert.ok(records(client, "reasoning").length > 0, "reasoning is recorded");
+        }
+        const status = await health(daemon);
+        assert.equal(status.status, "ok", JSON.stringify(status));
+      },
+      // A Mistral route is strict by default because its model (or URL) names Mistral.
+      profile === "mistral" ? "mistral-small-latest" : undefined,
+    );
+  });
+}
+
+Deno.test("compat: a JSON completion to a streamed request and a stream without finish_reason are answered", async () => {
+  for (const quirks of [{ jsonToStream: true }, { noFinishReason: true }]) {
+    await withConversation({ quirks, fallback: scriptedModel(false) }, async ({ client }) => {
+      await say(client, "one");
+      assert.deepEqual(records(client, "send").map((r) => r.data.text), ["heard one"]);
+      assert.equal(records(client, "model.failing").length, 0, JSON.stringify(quirks));
+    });
+  }
+});
+
+Deno.test("compat: an HTML page where the API should be is named, not retried, and /health says so", async () => {
+  await withConversation(
+    { quirks: { htmlPage: "Open WebUI" }, fallback: scriptedModel(false) },
+    async ({ daemon, client, fake }) => {
+      await client.request({ kind: "input", client_msg_id: "h1", text: "say one" });
+      const failing = await client.waitFor<LaneRecord>(
+        (m) => m.kind === "record" && m.type === "model.failing",
+        30_000,
+      );
+      assert.match(String(failing.data.error), /the server answered an HTML page: Open WebUI/);
+      assert.equal(failing.data.next_retry_ms, null, "an HTML page is not retried");
+      assert.equal(fake.statuses.length, 1);
+      assert.equal(records(client, "send").length, 0);
+      const status = await health(daemon);
+      assert.notEqual(status.status, "ok", JSON.stringify(status));
+    },
+  );
+});
+
+Deno.test("compat: a task of 20 steps runs to its end within the default step limit", async () => {
+  let steps = 0;
+  const model = (request: RecordedRequest): FakeResponse => {
+    if (lastUserText(request).includes("say")) steps = 0;
+    steps++;
+    if (steps < 20) return { toolCall: { code: `step = ${steps}` } };
+    if (steps === 20) return { toolCall: { code: 'await local.send("done in 20")' } };
+    return { toolCall: { code: "wait()" } };
+  };
+  await withConversation({ fallback: model }, async ({ client }) => {
+    await say(client, "long");
+    assert.deepEqual(records(client, "send").map((r) => r.data.text), ["done in 20"]);
+    const ended = records(client, "turn.ended").at(-1)!;
+    assert.equal(ended.data.reason, "wait");
+  });
+});
