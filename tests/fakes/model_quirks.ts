@@ -13,7 +13,7 @@
  * | `ollama`             | Ollama's `/v1`                            | parallel calls all at `index` 0; `reasoning`; unknown model → 404 |
  * | `ollama-no-tools`    | Ollama, a model without tool support      | any `tools` → 400 "… does not support tools"              |
  * | `deepseek`           | DeepSeek, thinking mode                   | `reasoning_content`; 400 when it is not sent back         |
- * | `mistral`            | Mistral's API                             | `user` right after `tool` → 400                           |
+ * | `mistral`            | Mistral's API                             | `user` right after `tool` → 400; call ids not 9 alnum → 400 |
  * | `openrouter`         | OpenRouter                                | `reasoning`; `: OPENROUTER PROCESSING` comments           |
  *
  * And the quirks no one server owns: `jsonToStream`, `htmlPage`, `noFinishReason`, `apiKey`
