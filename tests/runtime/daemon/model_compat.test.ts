@@ -188,3 +188,33 @@ Deno.test("compat: a task of 20 steps runs to its end within the default step li
     assert.equal(ended.data.reason, "wait");
   });
 });
+
+Deno.test("compat: a reply cut by its token limit inside a tool call is not run, and the model is told why", async () => {
+  const fake = {
+    fallback: (request: RecordedRequest): FakeResponse => {
+      const messages = request.body.messages as Message[];
+      if (messages[messages.length - 1].role === "tool") {
+        return { toolCall: { code: 'await local.send("shorter")\nwait()' } };
+      }
+      return {
+        toolCall: { name: "python", arguments: '{"code": "print(\'a very long cell' },
+        finishReason: "length",
+      };
+    },
+  };
+  await withConversation(fake, async ({ client, fake }) => {
+    await say(client, "one");
+    assert.deepEqual(records(client, "send").map((r) => r.data.text), ["shorter"]);
+    assert.equal(records(client, "cell.started").length, 1, "only the second cell ran");
+    const second = fake.requests.filter((r) => r.method === "POST")[1];
+    const result = (second.body.messages as Message[]).at(-1)!;
+    assert.equal(
+      result.content,
+      "[not run: your reply hit the token limit in the middle of the call; write a shorter cell]",
+    );
+    // The raw arguments stay in the store; the request carries a JSON object.
+    const call = (second.body.messages as { tool_calls?: { function: { arguments: string } }[] }[])
+      .find((m) => m.tool_calls !== undefined)!;
+    assert.equal(call.tool_calls![0].function.arguments, "{}");
+  });
+});
