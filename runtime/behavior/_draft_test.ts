@@ -1,14 +1,20 @@
 /**
  * The host's trusted test of behaviour code: hooks run in a throwaway worker (never the
  * session's hook worker or workbench), each result checked against its contract here, each
- * call kept as a trace. A candidate's own claims are never read.
+ * call kept as a trace; then the draft's own `tests/test_*.py` run in the same worker, each a
+ * check of its own. A candidate's own claims are never read: a test passes by running.
  *
  * @module
  */
 
 import { type CandidateCheck, recordTrace } from "../../store/behavior_diagnostics.ts";
 import type { Store } from "../../store/store.ts";
-import { type BehaviorRef, DEFAULT_HOOK_TIMEOUT_MS, type HookName } from "../core/mod.ts";
+import {
+  type BehaviorRef,
+  DEFAULT_HOOK_TIMEOUT_MS,
+  type DraftTestReply,
+  type HookName,
+} from "../core/mod.ts";
 import { type SandboxBase, spawnWorkbench } from "../kernel/mod.ts";
 import { checkHookResult } from "./_hook_contracts.ts";
 import { hookErrorOf } from "./_traces.ts";
@@ -39,6 +45,13 @@ export interface TestOutcome extends CandidateCheck {
   duration_ms: number;
 }
 
+/** How long one test function of a draft may run. */
+export const DRAFT_TEST_TIMEOUT_MS = 10_000;
+/** How long all the tests of a draft may run together; past it the worker is killed. */
+export const DRAFT_TESTS_DEADLINE_MS = 60_000;
+/** The most test functions a draft runs: with the four hooks, within a candidate's 64 checks. */
+export const MAX_DRAFT_TESTS = 56;
+
 /**
  * Runs each call in order in one throwaway worker loaded with `tree`, checks each result
  * against its hook's contract and records each as a trace with `origin`. A worker that fails
@@ -55,6 +68,35 @@ export async function runTrusted(
   calls: TestCall[],
   origin: "test" | "candidate",
 ): Promise<TestOutcome[]> {
+  return (await runChecks(options, tree, { calls, origin, tests: false })).hooks;
+}
+
+/**
+ * Checks a draft as publication requires, in one throwaway worker: each hook on its fixture
+ * (`calls`, traced as `candidate`), then the draft's own `tests/test_*.py`
+ * (`klbr/draft_tests.py`). Each test becomes one check named `tests/<file>::<function>`
+ * whose `fixture` holds what it printed; a run that does not end within
+ * {@linkcode DRAFT_TESTS_DEADLINE_MS} is one failing check named `tests`.
+ *
+ * @example
+ * ```ts
+ * const { hooks, tests } = await runDraftChecks(options, tree, calls);
+ * const ok = [...hooks, ...tests].every((c) => c.ok);
+ * ```
+ */
+export async function runDraftChecks(
+  options: TrustedTestOptions,
+  tree: BehaviorRef,
+  calls: TestCall[],
+): Promise<{ hooks: TestOutcome[]; tests: CandidateCheck[] }> {
+  return await runChecks(options, tree, { calls, origin: "candidate", tests: true });
+}
+
+async function runChecks(
+  options: TrustedTestOptions,
+  tree: BehaviorRef,
+  run: { calls: TestCall[]; origin: "test" | "candidate"; tests: boolean },
+): Promise<{ hooks: TestOutcome[]; tests: CandidateCheck[] }> {
   // The hooks under test read their tree and nothing else of the state directory; they may
   // not change it, so what is published is what was tested.
   const worker = spawnWorkbench(options.python, {
@@ -64,7 +106,7 @@ export async function runTrusted(
       ? undefined
       : { base: options.sandbox, readOnly: [tree.path] },
   });
-  const outcomes: TestOutcome[] = [];
+  const hooks: TestOutcome[] = [];
   try {
     let startError: unknown;
     try {
@@ -79,13 +121,59 @@ export async function runTrusted(
     } catch (error) {
       startError = error;
     }
-    for (const call of calls) {
-      outcomes.push(await runOne(options, worker, tree, call, origin, startError));
+    for (const call of run.calls) {
+      hooks.push(await runOne(options, worker, tree, call, run.origin, startError));
     }
-    return outcomes;
+    const tests = run.tests ? await draftTests(worker, tree, startError) : [];
+    return { hooks, tests };
   } finally {
     await worker.kill("trusted test finished");
   }
+}
+
+/** The draft's own tests as checks; a run that fails as a whole is one failing check. */
+async function draftTests(
+  worker: ReturnType<typeof spawnWorkbench>,
+  tree: BehaviorRef,
+  startError: unknown,
+): Promise<CandidateCheck[]> {
+  let reply: DraftTestReply;
+  try {
+    if (startError !== undefined) throw startError;
+    reply = await worker.runTests(tree, {
+      timeoutMs: DRAFT_TEST_TIMEOUT_MS,
+      maxTests: MAX_DRAFT_TESTS,
+      deadlineMs: DRAFT_TESTS_DEADLINE_MS,
+    });
+  } catch (failure) {
+    const error = hookErrorOf(failure);
+    const message = `the draft's tests did not run to their end within ${
+      DRAFT_TESTS_DEADLINE_MS / 1000
+    } s: ${error.message}`;
+    return [{
+      hook: "tests",
+      ok: false,
+      detail: message.slice(0, 500),
+      fixture: null,
+      error: { ...error, message },
+      trace_id: null,
+    }];
+  }
+  return reply.tests.map((test) => {
+    const raised = test.error === null ? null : `${test.error.type}: ${test.error.message}`;
+    return {
+      hook: test.name.slice(0, 200),
+      ok: test.ok,
+      detail: raised?.slice(0, 500) ?? `passed in ${Math.round(test.duration_ms)} ms`,
+      fixture: { output: test.output },
+      error: raised === null ? null : {
+        code: "test_failed",
+        message: `${test.name} failed: ${raised}`,
+        traceback: test.error!.traceback || null,
+      },
+      trace_id: null,
+    };
+  });
 }
 
 async function runOne(

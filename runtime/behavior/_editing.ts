@@ -6,8 +6,8 @@
  * RPCs); the `hooks.*` RPCs are in `_hook_rpcs.ts`.
  *
  * A draft lives in `<state>/drafts/<id>/`, never in the workspace. A candidate is published
- * only after the host itself ran each hook on its fixture and checked the result: a draft
- * cannot declare itself tested. A failing test or publish keeps its diagnostics (each hook's
+ * only after the host itself ran each hook on its fixture and checked the result, and ran the
+ * draft's own tests (`tests/test_*.py`) to a pass: a draft cannot declare itself tested. A failing test or publish keeps its diagnostics (each hook's
  * fixture, error and traceback) in the store, with a `candidate.failed` record, and beside
  * the draft as `<id>.diagnostics.json`.
  *
@@ -26,7 +26,7 @@ import { requireSession } from "../../store/sessions.ts";
 import { publishRelease, snapshotTree } from "../../store/snapshot_hash.ts";
 import { HookName, KlbrError, newId } from "../core/mod.ts";
 import type { RpcHandler } from "../kernel/mod.ts";
-import { runTrusted, type TestOutcome, type TrustedTestOptions } from "./_draft_test.ts";
+import { runDraftChecks, type TestOutcome, type TrustedTestOptions } from "./_draft_test.ts";
 import {
   copyTree,
   draftDiagnosticsFile,
@@ -51,7 +51,7 @@ export interface BehaviorEditingOptions extends TrustedTestOptions {
   pinned?: () => { releaseId: string; frameId: string | null };
 }
 
-/** One hook's result in a draft test. */
+/** One hook's or one draft test's result in a draft test. */
 export type HookCheck = Omit<TestOutcome, "output" | "duration_ms">;
 
 const MAX_DRAFT_FILE_CHARS = 1 << 20;
@@ -137,11 +137,14 @@ function releaseHandlers(options: BehaviorEditingOptions): Record<string, RpcHan
       const { draft_id } = parseParams(z.object({ draft_id: DraftId }), params, "publish draft");
       const report = await test(draft_id, "publish");
       if (!report.ok) {
-        const failing = report.checks.filter((c) => !c.ok).map((c) => `${c.hook}: ${c.detail}`);
+        const failed = report.checks.filter((c) => !c.ok);
+        const hooks = failed.some((c) => HookName.safeParse(c.hook).success);
+        const tests = failed.some((c) => !HookName.safeParse(c.hook).success);
+        const what = hooks && tests ? "hooks and tests" : hooks ? "hooks" : "tests";
         throw new KlbrError(
           "release_invalid",
-          `cannot publish draft ${draft_id}: its hooks failed the host's test (${
-            failing.join("; ")
+          `cannot publish draft ${draft_id}: its ${what} failed the host's test (${
+            failed.map((c) => `${c.hook}: ${c.detail}`).join("; ")
           }); diagnostics kept as ${report.candidate_id}`,
         );
       }
@@ -182,8 +185,9 @@ function releaseHandlers(options: BehaviorEditingOptions): Record<string, RpcHan
 }
 
 /**
- * Runs every hook of a draft once on its fixture in a throwaway worker; a failure keeps its
- * diagnostics (in the store with a `candidate.failed` record, and beside the draft).
+ * Runs every hook of a draft once on its fixture in a throwaway worker, then the draft's own
+ * `tests/test_*.py` there; a failure keeps its diagnostics (in the store with a
+ * `candidate.failed` record, and beside the draft).
  */
 async function testDraft(
   options: BehaviorEditingOptions,
@@ -194,13 +198,12 @@ async function testDraft(
   const dir = await requireDraft(store, id);
   const revision = `draft-${(await snapshotTree(dir)).id}`;
   const fixtures = hookFixtures(Date.now());
-  const outcomes = await runTrusted(
+  const { hooks, tests } = await runDraftChecks(
     options,
     { revision, path: dir },
     HookName.options.map((hook) => ({ hook, args: fixtures[hook] })),
-    "candidate",
   );
-  const checks = outcomes.map(({ output: _o, duration_ms: _d, ...check }) => check);
+  const checks = [...hooks.map(({ output: _o, duration_ms: _d, ...check }) => check), ...tests];
   const ok = checks.every((c) => c.ok);
   const file = draftDiagnosticsFile(store, id);
   if (ok) {

@@ -68,6 +68,16 @@ export const HostRequest = z.discriminatedUnion("kind", [
     /** For `context.prepare` only, then absent from `args`. */
     messages: Delta.optional(),
   }),
+  z.object({
+    kind: z.literal("test"),
+    id: requestId,
+    /** The draft whose `tests/test_*.py` run. */
+    behavior: BehaviorRef,
+    /** How long one test function may run. */
+    timeout_ms: z.number().int().positive(),
+    /** The most test functions run; past it, the rest are reported not run. */
+    max_tests: z.number().int().positive(),
+  }),
   z.object({ kind: z.literal("ping"), id: requestId }),
   z.object({ kind: z.literal("fingerprint"), id: requestId }),
   z.object({ kind: z.literal("shutdown"), id: requestId }),
@@ -133,6 +143,34 @@ export const CellReply = z.object({
 });
 /** What a worker reports for one cell. */
 export type CellReply = z.infer<typeof CellReply>;
+
+/** The `ok.result` of a `test` request: one entry per test function (or file that failed to load). */
+export const DraftTestReply = z.object({
+  tests: z.array(z.object({
+    /** `tests/<file>::<function>`, or `tests/<file>` when the file itself failed to load. */
+    name: z.string(),
+    ok: z.boolean(),
+    duration_ms: z.number().nonnegative(),
+    /** What the test printed (stdout, then stderr), capped. */
+    output: z.string(),
+    error: z.object({ type: z.string(), message: z.string(), traceback: z.string() }).nullable(),
+  })),
+});
+/** What a worker reports for the tests of a draft. */
+export type DraftTestReply = z.infer<typeof DraftTestReply>;
+
+/** Parameters of the `skills.write` RPC: a managed skill's id and its whole `SKILL.md`. */
+export const SkillWriteParams = z.strictObject({
+  id: z.string().min(1).max(200),
+  body: z.string(),
+});
+/** A `skills.write` request. */
+export type SkillWriteParams = z.infer<typeof SkillWriteParams>;
+
+/** Parameters of the `skills.delete` RPC. */
+export const SkillDeleteParams = z.strictObject({ id: z.string().min(1).max(200) });
+/** A `skills.delete` request. */
+export type SkillDeleteParams = z.infer<typeof SkillDeleteParams>;
 
 /** Parameters of the `workspace.run` RPC. */
 export const RunParams = z.object({

@@ -44,6 +44,7 @@ export { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "./_ids.ts";
 export {
   BehaviorRef,
   CellReply,
+  DraftTestReply,
   HookName,
   HostFrame,
   HostRequest,
@@ -51,7 +52,9 @@ export {
   parseWorkerFrame,
   RunParams,
   SendParams,
+  SkillDeleteParams,
   SkillsPayload,
+  SkillWriteParams,
   WorkerFrame,
 } from "./_protocol.ts";
 export {

@@ -17,6 +17,7 @@ import {
   loadSkills,
   type RpcHandler,
   type SandboxBase,
+  type SkillChange,
   type SkillRoots,
 } from "../kernel/mod.ts";
 import type { Provider } from "../model/mod.ts";
@@ -103,6 +104,8 @@ export interface SessionParts {
   repair: (reason: string) => Promise<Compaction | undefined>;
   /** The skills the workbench's generation offers (the contract names them); null before a load. */
   skills: OfferedSkills | null;
+  /** The last `skills.write`/`skills.delete` of a cell not yet offered; the boundary offers it. */
+  skillsChanged: SkillChange | null;
   /** True while a maintenance turn runs (its contract message loads the `maintenance` skill). */
   maintenance: boolean;
   /** The cells of this session's turns that are running, each with what cancels it alone. */
@@ -128,6 +131,7 @@ export function createSessionParts(
     compact: () => compactContext(deps, session, { keep: { items: 20 }, model: false }),
     repair: (reason: string) => repairContext(deps, session, { by: "operator", reason }),
     skills: null,
+    skillsChanged: null,
     maintenance: false,
     runningCells: new Map(),
   } as SessionParts;
@@ -140,13 +144,37 @@ export function createSessionParts(
     hooks: () => hookCaller(deps, session, parts),
     log: deps.log,
     turn: modelTurnFor(deps, session, parts),
-    boundary: () => replaceStale({ log: deps.log, kernel: parts.kernel, hooks: parts.hooks }),
+    boundary: async () => {
+      await replaceStale({ log: deps.log, kernel: parts.kernel, hooks: parts.hooks });
+      await offerChangedSkills(deps, parts);
+    },
     inputExpireMs: deps.inputExpireMs,
     inputWaitWarnMs: deps.inputWaitWarnMs,
     retryBaseMs: deps.retryBaseMs,
     configPath: deps.configPath ?? null,
   });
   return parts;
+}
+
+/**
+ * At a boundary between frames, after a cell wrote or deleted a managed skill: the workbench is
+ * replaced by a new generation (its heap is lost, and the next request says so), which offers
+ * the changed set. Nothing is replaced when no generation is live (the next one loads what is on
+ * disk) or when the live one already offers that set.
+ */
+async function offerChangedSkills(deps: SessionDeps, parts: SessionParts): Promise<void> {
+  const change = parts.skillsChanged;
+  if (change === null) return;
+  parts.skillsChanged = null;
+  if (parts.kernel.current === null || parts.kernel.fingerprint?.skills === change.revision) return;
+  const reason = `skills changed: ${change.action} ${change.id} (revision ${
+    change.revision.slice(0, 12)
+  })`;
+  deps.log.info("skills.changed", `${reason}; the workbench starts a new generation`, {
+    id: change.id,
+    action: change.action,
+  });
+  await parts.kernel.reset(reason);
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * The host RPCs a cell of one session may call, beyond what the kernel serves itself
  * (`workspace.run`): `local.send`, `artifact.read`, `history.search` and `history.read`, the
- * `discord.*` effects, the `behavior.*` editing calls, the `hooks.*` calls, the `code.*` tree-sitter calls, and the
+ * `discord.*` effects, the `behavior.*` editing calls, the `hooks.*` calls, the `skills.write` and
+ * `skills.delete` calls, the `code.*` tree-sitter calls, and the
  * `timers.*`, `jobs.*` and `llm` calls of unattended work.
  *
  * @module
@@ -14,7 +15,7 @@ import { codeHandlers } from "../code/mod.ts";
 import { historyHandlers } from "../context/mod.ts";
 import { type DiscordEffects, discordHandlers } from "../discord/mod.ts";
 import type { Jobs } from "../jobs/mod.ts";
-import type { RpcHandler } from "../kernel/mod.ts";
+import { type RpcHandler, skillHandlers } from "../kernel/mod.ts";
 import { localSend } from "../session/mod.ts";
 import type { SessionDeps, SessionParts } from "./_session_parts.ts";
 
@@ -77,6 +78,12 @@ export function sessionRpcHandlers(
         const pin = parts.pin ?? { frameId: null, ...parts.behavior };
         return { releaseId: pin.releaseId, frameId: pin.frameId };
       },
+    }),
+    // A managed skill is offered from the next generation, started at the next boundary.
+    ...skillHandlers({
+      roots: deps.skillRoots,
+      changed: (change) => (parts.skillsChanged = change),
+      offeredFrom: "your next turn: the workbench restarts before it, so variables are lost",
     }),
     ...codeHandlers({
       store,

@@ -112,7 +112,7 @@ async function start(
 /** Loads the skills of both roots and logs which are offered and which refused. */
 async function indexSkills(settings: ServeSettings, log: Logger): Promise<SkillRoots> {
   const roots = skillRoots({
-    workspace: settings.workspace,
+    repoRoot: REPO_ROOT,
     stateDir: settings.stateDir,
     skillsDir: settings.skillsDir,
   });

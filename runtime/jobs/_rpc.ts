@@ -1,7 +1,8 @@
 /**
  * The host RPCs of unattended work, for a session's cells and for a job's workbench:
  * `timers.at|cancel|list`, `jobs.start|status|list|cancel|result` and `llm`. A job's workbench
- * also gets `artifact.read`, and refuses `local.send` and `discord.send`: a job never speaks.
+ * also gets `artifact.read`, and refuses `local.send` and `discord.send` (a job never speaks) and
+ * `skills.write` and `skills.delete` (only the agent's own cells change its skills).
  *
  * Every row these write names what caused it: a cell's timers and jobs carry the cell and its
  * frame; a job's carry the job.
@@ -239,9 +240,19 @@ function jobOnlyHandlers(deps: RpcDeps): Record<string, RpcHandler> {
           "value and the agent is woken with it",
       ),
     );
+  const noSkills: RpcHandler = (_params, ctx) =>
+    Promise.reject(
+      new KlbrError(
+        "forbidden",
+        `cannot call ${ctx.method} from a job: only the agent's own cells change its skills; ` +
+          "return the skill's text and let the agent write it",
+      ),
+    );
   return {
     "local.send": silent,
     "discord.send": silent,
+    "skills.write": noSkills,
+    "skills.delete": noSkills,
     "artifact.read": async (params) => {
       const p = params as { id?: unknown; offset?: unknown; length?: unknown };
       const { data, bytes } = await readArtifact(deps.store.stateDir, String(p.id), {

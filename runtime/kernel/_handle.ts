@@ -7,8 +7,10 @@
  */
 
 import {
+  type BehaviorRef,
   CellReply,
   describeIssues,
+  DraftTestReply,
   type HookName,
   type HostRequest,
   KlbrError,
@@ -180,6 +182,30 @@ export class WorkbenchHandle {
       "worker_timeout",
       `cannot run hook ${name}: no reply within ${options.timeoutMs} ms (got pid ${this.pid})`,
     );
+  }
+
+  /**
+   * Runs the `tests/test_*.py` of the behaviour tree `behavior` (`klbr/draft_tests.py`), each
+   * test bounded by `timeoutMs`, at most `maxTests` of them.
+   * @throws {KlbrError} `worker_failed` when the whole run does not answer within `deadlineMs`
+   * (the worker is then killed), when the worker dies, or when the reply is outside the schema.
+   */
+  async runTests(
+    behavior: BehaviorRef,
+    options: { timeoutMs: number; maxTests: number; deadlineMs: number },
+  ): Promise<DraftTestReply> {
+    const frame = {
+      kind: "test" as const,
+      id: newId("request"),
+      behavior,
+      timeout_ms: options.timeoutMs,
+      max_tests: options.maxTests,
+    };
+    const parsed = DraftTestReply.safeParse(await this.#request(frame, options.deadlineMs));
+    if (!parsed.success) {
+      throw this.#protocolViolation(`test reply ${describeIssues(parsed.error)}`);
+    }
+    return parsed.data;
   }
 
   /**

@@ -34,11 +34,11 @@ const PYTHON_KEYWORDS = new Set(
     "while with yield").split(" "),
 );
 /** Attributes of the worker's `klbr.skills` module that a skill id must not shadow. */
-const RESERVED_IDS = new Set(["refused", "revision", "roots"]);
+const RESERVED_IDS = new Set(["delete", "refused", "revision", "roots", "write"]);
 
 /** Where skills are read from. */
 export const SkillRoots = z.object({
-  /** The builtin root: `KLBR_SKILLS_DIR`, default `<workspace>/skills`. */
+  /** The builtin root: `KLBR_SKILLS_DIR`, default the checkout's `skills/`. */
   builtinRoot: z.string().min(1),
   /** The managed root: `<state>/skills`, written by the agent. */
   managedRoot: z.string().min(1),
@@ -68,8 +68,11 @@ export interface LoadedSkills {
 
 /** Options for {@linkcode skillRoots}. */
 export interface SkillRootsOptions {
-  /** The workspace; the builtin root defaults to `<workspace>/skills`. */
-  workspace: string;
+  /**
+   * The checkout the daemon runs from; the builtin root defaults to `<repoRoot>/skills`, so the
+   * builtin skills ship with the checkout wherever the workspace is.
+   */
+  repoRoot: string;
   /** The state directory; the managed root is `<state>/skills`. */
   stateDir: string;
   /** `KLBR_SKILLS_DIR`, when set; a relative value resolves against the current directory. */
@@ -77,18 +80,20 @@ export interface SkillRootsOptions {
 }
 
 /**
- * Resolves the builtin and managed roots to absolute paths.
+ * Resolves the builtin and managed roots to absolute paths: the builtin root is
+ * `KLBR_SKILLS_DIR` when set (and not empty), else the checkout's `skills/`; the workspace
+ * plays no part.
  *
  * @throws {KlbrError} never; kept total so `doctor` can always print the roots.
  * @example
  * ```ts
- * const roots = skillRoots({ workspace, stateDir, skillsDir: Deno.env.get("KLBR_SKILLS_DIR") });
+ * const roots = skillRoots({ repoRoot: REPO_ROOT, stateDir, skillsDir: Deno.env.get("KLBR_SKILLS_DIR") });
  * ```
  */
 export function skillRoots(options: SkillRootsOptions): SkillRoots {
   const builtin = options.skillsDir !== undefined && options.skillsDir !== ""
     ? resolve(options.skillsDir)
-    : resolve(options.workspace, "skills");
+    : resolve(options.repoRoot, "skills");
   return { builtinRoot: builtin, managedRoot: resolve(options.stateDir, "skills") };
 }
 
@@ -132,7 +137,8 @@ async function listRoot(root: string, refused: Refusal[]): Promise<Found[]> {
   return found;
 }
 
-function idProblem(id: string): string | null {
+/** Why `id` cannot be a skill id, or null when it can. */
+export function skillIdProblem(id: string): string | null {
   if (!SKILL_ID_PATTERN.test(id) || id.length > MAX_ID_LENGTH) {
     return `the id must match ${SKILL_ID_PATTERN.source} and be at most ${MAX_ID_LENGTH} ` +
       `characters, so skills.<id> is a Python name (got ${JSON.stringify(id)})`;
@@ -148,7 +154,7 @@ function idProblem(id: string): string | null {
 async function readSkill(found: Found): Promise<{ body: string; path: string } | string> {
   if (found.isSymlink) return "the skill directory is a symlink";
   if (!found.isDirectory) return "the entry is not a directory";
-  const problem = idProblem(found.id);
+  const problem = skillIdProblem(found.id);
   if (problem !== null) return problem;
   const path = join(found.dir, "SKILL.md");
   let info: Deno.FileInfo;
@@ -173,15 +179,19 @@ async function readSkill(found: Found): Promise<{ body: string; path: string } |
   } catch {
     return "SKILL.md is not valid UTF-8";
   }
+  const title = skillTitleProblem(found.id, body);
+  return title === null ? { body, path } : title;
+}
+
+/** Why `body` is not a skill body titled `# <id>`, or null when it is. */
+export function skillTitleProblem(id: string, body: string): string | null {
   const first = body.split("\n").map((line) => line.replace(/\r$/, "")).find((line) =>
     line.trim() !== ""
   );
-  if (first !== `# ${found.id}`) {
-    return `the first non-empty line must be exactly "# ${found.id}" (got ${
-      JSON.stringify((first ?? "").slice(0, 80))
-    })`;
-  }
-  return { body, path };
+  if (first === `# ${id}`) return null;
+  return `the first non-empty line must be exactly "# ${id}" (got ${
+    JSON.stringify((first ?? "").slice(0, 80))
+  })`;
 }
 
 /**

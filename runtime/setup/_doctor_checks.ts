@@ -188,7 +188,7 @@ async function checkState(
 
 async function checkSkills(report: DoctorReport, stateDir: string): Promise<void> {
   const roots = skillRoots({
-    workspace: Deno.env.get("KLBR_WORKSPACE") ?? Deno.cwd(),
+    repoRoot: REPO_ROOT,
     stateDir,
     skillsDir: Deno.env.get("KLBR_SKILLS_DIR"),
   });

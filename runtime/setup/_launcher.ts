@@ -92,7 +92,8 @@ async function deriveBase(
     port: options.port ?? DEFAULT_PORT,
     repoRoot: REPO_ROOT,
     workspace,
-    skillsRoot: skillRoots({ workspace, stateDir, skillsDir: env.KLBR_SKILLS_DIR }).builtinRoot,
+    skillsRoot:
+      skillRoots({ repoRoot: REPO_ROOT, stateDir, skillsDir: env.KLBR_SKILLS_DIR }).builtinRoot,
     modelUrls: (Object.values(config.routes) as Route[]).map((route) => route.url),
     discordUrls: config.discord === undefined
       ? []

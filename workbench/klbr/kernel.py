@@ -19,7 +19,7 @@ import platform
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from klbr import fingerprint, rpc, skills, workspace
+from klbr import draft_tests, fingerprint, rpc, skills, workspace
 from klbr.capture import DEFAULT_OUTPUT_CAP
 from klbr.cell_queue import CellJob, CellQueue
 from klbr.cells import CellResult, format_exception, run_cell
@@ -277,6 +277,21 @@ async def handle_hook(kernel: Kernel, frame: dict[str, Any]) -> Any:
     return {"unchanged": True} if result is UNCHANGED else {"value": result}
 
 
+async def handle_test(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:
+    """Run the ``tests/test_*.py`` of the draft in ``behavior``; answer ``{tests: [...]}``.
+
+    ``timeout_ms`` bounds each test, ``max_tests`` their number (``klbr.draft_tests``).
+    """
+    behavior = _behavior(frame.get("behavior"), "run draft tests")
+    if behavior is None:
+        raise _invalid("cannot run draft tests: behavior is required (got null)")
+    timeout_ms = _field(frame, "timeout_ms", int, "run draft tests")
+    max_tests = _field(frame, "max_tests", int, "run draft tests")
+    if timeout_ms <= 0 or max_tests <= 0:
+        raise _invalid(f"cannot run draft tests: timeout_ms and max_tests must be positive (got {timeout_ms}, {max_tests})")
+    return await draft_tests.run_tests(behavior, timeout=timeout_ms / 1000, max_tests=max_tests)
+
+
 async def handle_ping(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:
     """Answer ``{}``: the loop is alive."""
     return {}
@@ -298,6 +313,7 @@ HANDLERS: dict[str, Handler] = {
     "execute": handle_execute,
     "cancel": handle_cancel,
     "hook": handle_hook,
+    "test": handle_test,
     "ping": handle_ping,
     "fingerprint": handle_fingerprint,
     "shutdown": handle_shutdown,

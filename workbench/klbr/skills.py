@@ -1,16 +1,24 @@
-"""The skills offered to this kernel generation, imported by id.
+"""The skills offered to this kernel generation, imported by id, and your own managed skills.
 
     import klbr.skills as skills
     dir(skills)              # the ids this generation offers (and the attributes below)
     help(skills.workspace)   # one body
     skills.refused           # ids found and not offered, with the reason
     skills.revision          # content identity of the whole offered set
-    skills.roots             # where those ids were read from
+    skills.roots             # where those ids were read from: builtin root, managed root
+    await skills.write("notes", "# notes\\n...")  # write your own skill (help(skills.write))
+    await skills.delete("notes")                  # remove one you wrote
 
 The set comes only from the host's ``init`` payload, fixed for the generation: this
-process never reads a skills directory. A skill written during a turn is offered by the
-next generation.
+process never reads a skills directory. Builtin skills ship with klbr's checkout; the skills
+you write are kept by the host in the managed root under the state directory (which a cell
+cannot write). A skill you write or delete is offered from your next turn: the host starts a
+new workbench generation before it, so your variables are lost then.
 """
+
+from typing import Any
+
+from klbr import rpc
 
 __all__: list[str] = []
 
@@ -43,7 +51,54 @@ class Skill:
 Skill.__doc__ = None  # help(skill) must show the body, not this class's docstring
 
 _offered: dict[str, Skill] = {}
-_ATTRIBUTES = ("refused", "revision", "roots")
+_ATTRIBUTES = ("delete", "refused", "revision", "roots", "write")
+
+
+async def write(skill_id: str, body: str) -> dict[str, Any]:
+    """Write (or replace) your managed skill ``skill_id`` with ``body``; return a receipt.
+
+    ``body`` is the whole ``SKILL.md``: its first non-empty line must be exactly
+    ``# <skill_id>``, and it is at most 256 KiB of UTF-8. The id is lowercase letters, digits
+    and ``_``, starting with a letter (so ``skills.<id>`` works), and must not be a builtin
+    skill's id: builtin and managed skills are one namespace, and a builtin is never replaced.
+    The host checks it as it checks every skill and writes it atomically under the state
+    directory's ``skills/<id>/SKILL.md``; that directory is read-only to cells.
+
+    The receipt is ``{id, path, bytes, revision, offered_from}``: ``revision`` is the skill
+    set the next generation offers. This generation's set does not change: the skill is
+    offered from your next turn, when the host starts a new workbench generation (your
+    variables are lost then; keep state in files). Keep a skill to instructions.
+
+    Raises ``klbr.rpc.RpcError`` with code ``skill_invalid`` and the reason for a refused
+    skill, ``forbidden`` in a job or child agent, and ``TypeError`` for non-string arguments.
+
+    >>> await skills.write("notes", "# notes\\n\\nHow I keep notes: ...")  # doctest: +SKIP
+    """
+    if not isinstance(skill_id, str) or not isinstance(body, str):
+        raise TypeError(
+            f"cannot write skill: id and body must be strings (got {type(skill_id).__name__}, {type(body).__name__})"
+        )
+    return _receipt(await rpc.call("skills.write", {"id": skill_id, "body": body}), "write skill")
+
+
+async def delete(skill_id: str) -> dict[str, Any]:
+    """Delete your managed skill ``skill_id``; return ``{id, revision, offered_from}``.
+
+    Only skills you wrote (the managed root) can be deleted; a builtin id is refused with
+    ``skill_invalid``, an unknown one with ``not_found`` (``klbr.rpc.RpcError``). Like a write,
+    the change applies from your next turn's workbench generation.
+
+    >>> await skills.delete("notes")  # doctest: +SKIP
+    """
+    if not isinstance(skill_id, str):
+        raise TypeError(f"cannot delete skill: id must be a string (got {type(skill_id).__name__})")
+    return _receipt(await rpc.call("skills.delete", {"id": skill_id}), "delete skill")
+
+
+def _receipt(result: Any, action: str) -> dict[str, Any]:
+    if not isinstance(result, dict):
+        raise RuntimeError(f"cannot {action}: host replied with a non-object (got {type(result).__name__})")
+    return result
 
 
 def _install(payload: dict[str, object]) -> None:

@@ -34,7 +34,7 @@ class DocsTest(unittest.TestCase):
 
     def test_handler_table_is_the_request_kinds(self) -> None:
         """`HANDLERS` holds exactly the host request kinds of the wire format."""
-        self.assertEqual(set(HANDLERS), {"init", "execute", "cancel", "hook", "ping", "fingerprint", "shutdown"})
+        self.assertEqual(set(HANDLERS), {"init", "execute", "cancel", "hook", "test", "ping", "fingerprint", "shutdown"})
 
 
 if __name__ == "__main__":

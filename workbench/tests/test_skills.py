@@ -19,8 +19,8 @@ class SkillsTest(unittest.TestCase):
         skills._install(PAYLOAD)
 
     def test_dir_lists_offered_ids_and_attributes(self) -> None:
-        """`dir(skills)` lists the offered ids plus refused, revision and roots."""
-        self.assertEqual(dir(skills), ["maintenance", "refused", "revision", "roots", "workspace"])
+        """`dir(skills)` lists the offered ids plus delete, refused, revision, roots and write."""
+        self.assertEqual(dir(skills), ["delete", "maintenance", "refused", "revision", "roots", "workspace", "write"])
 
     def test_attribute_is_the_body(self) -> None:
         """`skills.<id>` is an object whose doc and str are the body."""
@@ -54,7 +54,7 @@ class SkillsTest(unittest.TestCase):
     def test_reinstall_replaces_the_set(self) -> None:
         """`_install()` replaces the whole set: an id no longer offered disappears."""
         skills._install({"revision": "r2", "roots": [], "bodies": {}, "refused": []})
-        self.assertEqual(dir(skills), ["refused", "revision", "roots"])
+        self.assertEqual(dir(skills), ["delete", "refused", "revision", "roots", "write"])
         with self.assertRaisesRegex(AttributeError, r"\(offered: none\)"):
             skills.workspace  # noqa: B018
 

@@ -58,7 +58,7 @@ function startJobs(cs: ClockedStore, budget: string): Parts {
     log: SILENT_LOGGER,
     python: "python3",
     repoRoot: REPO_ROOT,
-    skillRoots: skillRoots({ workspace: cs.dir, stateDir: cs.dir }),
+    skillRoots: skillRoots({ repoRoot: cs.dir, stateDir: cs.dir }),
     provider,
     budget: config.budget,
     cleanup: config.cleanup,

@@ -77,7 +77,7 @@ async function withJobs(
       log: SILENT_LOGGER,
       python: "python3",
       repoRoot: REPO_ROOT,
-      skillRoots: skillRoots({ workspace, stateDir: cs.dir }),
+      skillRoots: skillRoots({ repoRoot: workspace, stateDir: cs.dir }),
       provider: fake.provider,
       budget: config.budget,
       cleanup: config.cleanup,
@@ -400,7 +400,7 @@ Deno.test("a job a dead daemon left running is `interrupted` and announced, neve
       log: SILENT_LOGGER,
       python: "python3",
       repoRoot: REPO_ROOT,
-      skillRoots: skillRoots({ workspace: d.workspace, stateDir: cs.dir }),
+      skillRoots: skillRoots({ repoRoot: d.workspace, stateDir: cs.dir }),
       provider: () => {
         throw new Error("no model");
       },

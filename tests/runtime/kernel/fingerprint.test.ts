@@ -58,7 +58,7 @@ function roles(dirs: { repo: string; python: string; workspace: string }) {
       workspace: dirs.workspace,
       repoRoot: dirs.repo,
       skillRoots: skillRoots({
-        workspace: dirs.workspace,
+        repoRoot: dirs.workspace,
         stateDir: join(dirs.workspace, "state"),
       }),
       behavior: () => BEHAVIOR,

@@ -39,7 +39,7 @@ async function withHooks(
     repoRoot: REPO_ROOT,
     skillRoots: skillRoots({
       skillsDir: join(REPO_ROOT, "skills"),
-      workspace: root,
+      repoRoot: root,
       stateDir: root,
     }),
     recordGeneration: () => {},

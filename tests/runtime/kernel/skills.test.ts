@@ -225,17 +225,17 @@ Deno.test("`skillsRevision()` length-prefixes ids and bodies so pairs cannot run
   );
 });
 
-Deno.test("`skillRoots()` uses KLBR_SKILLS_DIR when set and `<workspace>/skills` otherwise", () => {
-  assert.deepEqual(skillRoots({ workspace: "/ws", stateDir: "/state" }), {
-    builtinRoot: "/ws/skills",
+Deno.test("`skillRoots()` uses KLBR_SKILLS_DIR when set and the checkout's `skills/` otherwise", () => {
+  assert.deepEqual(skillRoots({ repoRoot: "/repo", stateDir: "/state" }), {
+    builtinRoot: "/repo/skills",
     managedRoot: "/state/skills",
   });
-  assert.deepEqual(skillRoots({ workspace: "/ws", stateDir: "/state", skillsDir: "/opt/sk" }), {
+  assert.deepEqual(skillRoots({ repoRoot: "/repo", stateDir: "/state", skillsDir: "/opt/sk" }), {
     builtinRoot: "/opt/sk",
     managedRoot: "/state/skills",
   });
   assert.equal(
-    skillRoots({ workspace: "/ws", stateDir: "/state", skillsDir: "" }).builtinRoot,
-    "/ws/skills",
+    skillRoots({ repoRoot: "/repo", stateDir: "/state", skillsDir: "" }).builtinRoot,
+    "/repo/skills",
   );
 });
