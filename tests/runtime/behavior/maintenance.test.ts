@@ -23,7 +23,7 @@ Deno.test("the contract names the generation's skills; klbr maintain starts a tu
     assert.ok(ids.includes("maintenance"));
     assert.ok(
       system(0).includes(
-        `\nskills (revision ${revision.slice(0, 12)}): ${ids.sort().join(", ")}; `,
+        `\nSkills (revision ${revision.slice(0, 12)}): ${ids.sort().join(", ")}; `,
       ),
       system(0),
     );
