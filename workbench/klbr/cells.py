@@ -195,9 +195,9 @@ async def _run_code(code: str, filename: str, ns: dict[str, Any], result: CellRe
 def _report_unawaited(result: CellResult, missed: list[Made]) -> bool:
     """Make calls of klbr's API that were never awaited the cell's error; True if any were.
 
-    A cell that ended ``ok`` (or in ``wait()``) becomes an ``error`` whose message names each
-    call, e.g. ``"local.send was not awaited: nothing was sent"``; a cell that already raised
-    keeps its error, with the calls added to its traceback.
+    A cell that ended ``ok`` (or in ``wait()``) becomes an ``error`` (without a value) whose
+    message names each call, e.g. ``"local.send was not awaited: nothing was sent"``; a cell
+    that already raised keeps its error, with the calls added to its traceback.
     """
     if not missed:
         return False
@@ -205,7 +205,7 @@ def _report_unawaited(result: CellResult, missed: list[Made]) -> bool:
     if result.outcome == "error" and result.error is not None:
         result.error["traceback"] += "\nAlso, calls that were never awaited:\n" + "\n".join(lines) + "\n"
         return True
-    result.outcome, result.wait = "error", None
+    result.outcome, result.wait, result.value = "error", None, None
     result.error = {
         "type": "NotAwaited",
         "message": "\n".join(m.message for m in missed),

@@ -89,6 +89,7 @@ class UnawaitedTest(unittest.IsolatedAsyncioTestCase):
     async def test_a_last_expression_coroutine_is_reported(self) -> None:
         """A forgotten call as the cell's final expression is reported too."""
         result = await run_cell("ping()", namespace())
+        self.assertIsNone(result.value, "the coroutine is not shown as the cell's value")
         assert result.error is not None
         self.assertEqual(result.error["message"], "demo.ping was not awaited: nothing was pinged")
 
