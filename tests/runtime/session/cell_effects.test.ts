@@ -6,7 +6,7 @@
 // each outcome against the renderer itself.
 
 import assert from "node:assert/strict";
-import { renderCellResult } from "../../../runtime/session/_cell_output.ts";
+import { renderCellResult } from "../../../runtime/session/mod.ts";
 import type { CellResult } from "../../../runtime/kernel/mod.ts";
 import type { EffectRecord } from "../../../store/effects.ts";
 import { startTestDaemon } from "../../_helpers/daemon.ts";
