@@ -10,8 +10,40 @@
  * @module
  */
 
+import { createHash } from "node:crypto";
 import { assert } from "../runtime/core/mod.ts";
 import type { Store } from "./store.ts";
+
+/** Where a send without a key of its own is made: the frame (turn) it belongs to, else its cell. */
+export interface EffectScope {
+  frameId: string | null;
+  cellId: string | null;
+}
+
+/**
+ * The idempotency key of an effect the caller gave no key: a sha256 of its scope (the frame,
+ * else the cell), its destination and its content, so the same message to the same place is
+ * one effect within one turn — a cell run again, a turn continued after a crash, a model that
+ * starts over — while an explicit key holds across the session. `undefined` outside any frame
+ * and cell (nothing to scope it by).
+ *
+ * @example
+ * ```ts
+ * derivedEffectKey({ frameId: "fr_1", cellId: "c1" }, ["local:default", "done"]); // "frame:9f2…"
+ * ```
+ */
+export function derivedEffectKey(
+  scope: EffectScope,
+  parts: readonly string[],
+): string | undefined {
+  const [kind, id] = scope.frameId !== null
+    ? ["frame", scope.frameId]
+    : scope.cellId !== null
+    ? ["cell", scope.cellId]
+    : [];
+  if (id === undefined) return undefined;
+  return `${kind}:${createHash("sha256").update(JSON.stringify([id, ...parts])).digest("hex")}`;
+}
 
 /** What {@linkcode recordEffect} takes. */
 export interface NewEffect {

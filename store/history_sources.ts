@@ -204,6 +204,22 @@ export interface StepCell {
   toolCallId: string;
   code: string;
   outcome: string | null;
+  /**
+   * What it showed, bounded: its error (type and message) or why it was cut short, its value,
+   * the head and tail of its stdout and the head of its stderr, each at most a few hundred
+   * characters; `""` for a cell that showed nothing.
+   */
+  output: string;
+}
+
+/** Characters of each part of a cell's output a summary step reads at most. */
+const PART = 300;
+
+/** A text field of a cell's result, cut in SQL to its head and tail when long. */
+function part(path: string): string {
+  const text = `COALESCE(json_extract(result, '${path}'), '')`;
+  return `CASE WHEN length(${text}) <= ${2 * PART} THEN ${text}
+    ELSE substr(${text}, 1, ${PART}) || ' … ' || substr(${text}, -${PART}) END`;
 }
 
 /** Returns the cells of `session` that ran the given tool calls. */
@@ -214,20 +230,37 @@ export function cellsOfToolCalls(
 ): StepCell[] {
   if (toolCallIds.length === 0) return [];
   const rows = store.statement(
-    `SELECT id, tool_call_id, code, outcome FROM cells
-     WHERE session_id = ? AND tool_call_id IN (SELECT value FROM json_each(?))`,
-  ).all(session, JSON.stringify(toolCallIds)) as {
-    id: string;
-    tool_call_id: string;
-    code: string;
-    outcome: string | null;
-  }[];
+    `SELECT id, tool_call_id, code, outcome, ${part("$.error.type")} AS error_type,
+       ${part("$.error.message")} AS error, ${part("$.interrupted")} AS interrupted,
+       ${part("$.value")} AS value, ${part("$.stdout")} AS stdout, ${part("$.stderr")} AS stderr
+     FROM cells WHERE session_id = ? AND tool_call_id IN (SELECT value FROM json_each(?))`,
+  ).all(session, JSON.stringify(toolCallIds)) as unknown as CellRow[];
   return rows.map((row) => ({
     id: row.id,
     toolCallId: row.tool_call_id,
     code: row.code,
     outcome: row.outcome,
+    output: [
+      row.error_type && `${row.error_type}: ${row.error}`,
+      row.interrupted && `cut short: ${row.interrupted}`,
+      row.value && `value: ${row.value}`,
+      row.stdout && `stdout: ${row.stdout}`,
+      row.stderr && `stderr: ${row.stderr}`,
+    ].filter(Boolean).join(" | "),
   }));
+}
+
+interface CellRow {
+  id: string;
+  tool_call_id: string;
+  code: string;
+  outcome: string | null;
+  error_type: string;
+  error: string;
+  interrupted: string;
+  value: string;
+  stdout: string;
+  stderr: string;
 }
 
 /** A message a cell delivered: a local send or a Discord outbox row with its state. */

@@ -15,6 +15,7 @@
 import { z } from "zod";
 import { assert, JOB_STATES, KlbrError, newId } from "../runtime/core/mod.ts";
 import { schemaError } from "./_schema_error.ts";
+import { recordEffect } from "./effects.ts";
 import { insertEvent } from "./events.ts";
 import { requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
@@ -148,6 +149,8 @@ export function isJobEnded(state: JobState): state is JobEnd {
 /**
  * Writes a `pending` job and its first `job.state` event in one transaction.
  *
+ * Started by a cell, it is also among that cell's effects (kind `job`, or `agent`).
+ *
  * When it returns the job is committed with its identity, budget and pins; it has not run.
  * Proven by "`createJob()` commits a pending job with its pins and its cause" in
  * `tests/store/jobs.test.ts`.
@@ -197,6 +200,18 @@ export function createJob(store: Store, request: CreateJob): JobRecord {
       release_id: j.releaseId,
       budget: j.budget,
     });
+    // A cell's job is among its effects: its result names it, a re-run knows it was started.
+    if (j.cellId !== null) {
+      recordEffect(store, {
+        session: j.session,
+        cellId: j.cellId,
+        kind: j.kind === "agent" ? "agent" : "job",
+        refId: id,
+        summary: `${j.name ?? "(no name)"}: ${
+          j.code.length > 200 ? `${j.code.slice(0, 200)}…` : j.code
+        }`,
+      });
+    }
     return getJob(store, id)!;
   });
 }

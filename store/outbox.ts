@@ -16,7 +16,7 @@
 import { z } from "zod";
 import { KlbrError, newId } from "../runtime/core/mod.ts";
 import { schemaError } from "./_schema_error.ts";
-import { recordEffect } from "./effects.ts";
+import { effectByKey, recordEffect } from "./effects.ts";
 import { insertEvent } from "./events.ts";
 import {
   nonceOf,
@@ -41,17 +41,22 @@ const EnqueueSchema = z.strictObject({
   inputId: z.string().nullable().default(null),
   frameId: z.string().nullable().default(null),
   cellId: z.string().nullable().default(null),
+  /** The idempotency key: a second row of the same key and kind in the session is not written. */
+  key: z.string().min(1).max(200).optional(),
 });
 
 /** What {@linkcode enqueueOutbox} takes. */
 export type EnqueueOutbox = z.input<typeof EnqueueSchema>;
 
 /**
- * Writes a `pending` row, its `outbox.pending` event and its entry among its cell's effects,
- * in one transaction.
+ * Writes a `pending` row, its `outbox.pending` event and its entry among its cell's effects
+ * (kind `discord.send`, or `discord.react` for a reaction), in one transaction. With `key`, a
+ * row already written under that key (and kind) in the session is returned instead, marked
+ * `duplicate`, and nothing is written: one key is one row, one nonce, one message.
  *
  * When it returns the row is committed; the sender may take it from then on. Proven by
- * "`enqueueOutbox()` commits a pending row with its event".
+ * "`enqueueOutbox()` commits a pending row with its event" and "`discord.send` and
+ * `discord.react` queue the same thing once per frame; a key holds across frames".
  *
  * @throws {KlbrError} `invalid_input` when a field fails its schema; `not_found` when the
  *   session does not exist.
@@ -62,18 +67,27 @@ export type EnqueueOutbox = z.input<typeof EnqueueSchema>;
  * });
  * ```
  */
-export function enqueueOutbox(store: Store, input: EnqueueOutbox): OutboxRecord {
+export function enqueueOutbox(
+  store: Store,
+  input: EnqueueOutbox,
+): OutboxRecord & { duplicate: boolean } {
   const parsed = EnqueueSchema.safeParse(input);
   if (!parsed.success) throw schemaError("enqueue outbox message", parsed.error, input);
   const data = parsed.data;
   requireSession(store, data.session);
+  const kind = data.kind === "reaction" ? "discord.react" : "discord.send";
   return store.transaction(() => {
+    const first = data.key === undefined
+      ? undefined
+      : effectByKey(store, data.session, kind, data.key);
+    if (first !== undefined) return { ...requireOutbox(store, first.refId), duplicate: true };
     const now = store.clock();
     const id = newId("outbox", now);
     const ordinal = recordEffect(store, {
       session: data.session,
       cellId: data.cellId,
-      kind: "discord.send",
+      kind,
+      key: data.key,
       refId: id,
       summary: `${
         data.kind === "message" ? "to" : "reaction on"
@@ -111,7 +125,7 @@ export function enqueueOutbox(store: Store, input: EnqueueOutbox): OutboxRecord 
       cell_id: data.cellId,
       ordinal,
     });
-    return requireOutbox(store, id);
+    return { ...requireOutbox(store, id), duplicate: false };
   });
 }
 

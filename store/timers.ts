@@ -14,6 +14,7 @@
 import { z } from "zod";
 import { assert, KlbrError, newId } from "../runtime/core/mod.ts";
 import { schemaError } from "./_schema_error.ts";
+import { recordEffect } from "./effects.ts";
 import { insertEvent } from "./events.ts";
 import { requireSession } from "./sessions.ts";
 import type { Store } from "./store.ts";
@@ -100,6 +101,8 @@ function toRecord(row: TimerRow): TimerRecord {
 /**
  * Writes a `pending` timer and its `timer.set` event in one transaction.
  *
+ * Set by a cell, it is also among that cell's effects (kind `timer`).
+ *
  * When it returns the timer is committed: it fires at `dueAt` (or at the next start, if the
  * daemon is down then), exactly once, unless cancelled first. Proven by "`createTimer()` commits
  * a pending timer with its event and its cause" in `tests/store/timers.test.ts`.
@@ -145,6 +148,16 @@ export function createTimer(store: Store, request: CreateTimer): TimerRecord {
       cell_id: t.cellId,
       job_id: t.jobId,
     });
+    // A cell's timer is among its effects: its result names it, a re-run knows it is set.
+    if (t.cellId !== null) {
+      recordEffect(store, {
+        session: t.session,
+        cellId: t.cellId,
+        kind: "timer",
+        refId: id,
+        summary: `due ${new Date(t.dueAt).toISOString()}${t.note ? `: ${t.note}` : ""}`,
+      });
+    }
     return getTimer(store, id)!;
   });
 }

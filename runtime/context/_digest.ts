@@ -1,9 +1,10 @@
 /**
- * The structured digest a summary is folded from: what the owner said, what was delivered
- * (local sends and Discord outbox rows with their state), what stayed scratchpad, and which
- * cells ran with which outcome — four sections kept apart, each entry named by its history
- * ref. A step's digest is read from the items it covers; folding appends it to the previous
- * summary's digest. Sizes are bounded by `_render.ts`.
+ * The structured digest a summary is folded from: what the owner said, what was sent (local
+ * sends and Discord outbox rows with their real state: only `delivered` and `confirmed` ones
+ * reached the conversation), what stayed scratchpad, and which cells ran with which outcome and
+ * what they showed (a bounded excerpt of their output) — four sections kept apart, each entry
+ * named by its history ref. A step's digest is read from the items it covers; folding appends it
+ * to the previous summary's digest. Sizes are bounded by `_render.ts`.
  *
  * @module
  */
@@ -19,6 +20,26 @@ import { bodyOf } from "./_inputs.ts";
 /** Characters an entry's text keeps at most. */
 export const EXCERPT_CHARS = 400;
 
+/** The states of a send that reached its conversation: a local send, a confirmed Discord row. */
+export const REACHED_STATES: readonly string[] = ["delivered", "confirmed"];
+
+/** Whether a send's state says it reached its conversation. */
+export function reachedState(state: string | undefined): boolean {
+  return REACHED_STATES.includes(state ?? "");
+}
+
+/**
+ * The group a send's state puts it in: `delivered` (it reached the conversation), `failed`
+ * (it did not), `unknown` (it may have) or `pending` (not posted yet: `pending`, `attempting`).
+ */
+export function sendGroup(
+  state: string | undefined,
+): "delivered" | "failed" | "unknown" | "pending" {
+  if (reachedState(state)) return "delivered";
+  if (state === "failed" || state === "unknown") return state;
+  return "pending";
+}
+
 const Entry = z.object({
   /** The history ref, e.g. `send:12`. */
   ref: z.string(),
@@ -31,6 +52,8 @@ const Entry = z.object({
   conversation: z.string().optional(),
   author: z.string().optional(),
   state: z.string().optional(),
+  /** A cell's: what it showed (error, value, stdout, stderr), as an excerpt. */
+  output: z.string().optional(),
 });
 
 /** One listed thing. */
@@ -183,6 +206,7 @@ function digestChunk(store: Store, session: string, items: ProviderItem[], into:
       text: excerpt(cell.code.split("\n").find((line) => line.trim() !== "") ?? "", 200),
       step: true,
       state: cell.outcome ?? "running",
+      ...(cell.output === "" ? {} : { output: excerpt(cell.output) }),
     });
   }
   for (const send of sendsOfCells(store, session, cells.map((cell) => cell.id))) {

@@ -2,7 +2,10 @@
  * A digest as summary text, bounded: the four sections under fixed headings, each entry with
  * its history ref, older entries turned into "earlier" counts until the text fits its token
  * share. The newest step's entries go last, and its sends last of all, so a summary names every
- * send of the step it was written for unless not even their ids would fit.
+ * send of the step it was written for unless not even their ids would fit. Only sends that
+ * reached their conversation (`delivered`, `confirmed`) are under "Messages you sent (these
+ * reached the conversation):"; failed, unknown and pending ones follow under
+ * {@linkcode UNREACHED_HEADING}, each with its state.
  *
  * @module
  */
@@ -15,6 +18,7 @@ import {
   type Earlier,
   type Entry,
   excerpt,
+  reachedState,
   type SectionName,
   SECTIONS,
 } from "./_digest.ts";
@@ -26,6 +30,10 @@ export const HEADINGS: Record<SectionName, string> = {
   drafts: "Your scratchpad notes (never delivered to anyone):",
   cells: "Cells you ran:",
 };
+
+/** The heading of the sends that did not reach their conversation, or not yet, or may not have. */
+export const UNREACHED_HEADING =
+  "Messages that did not reach the conversation (failed), may not have (unknown) or not yet (pending):";
 
 /** The two lines every summary starts with: what it covers, and how to reach what it left out. */
 export function summaryHeader(coversTo: number, epoch: number, source: SummarySource): string {
@@ -40,6 +48,17 @@ export function summaryHeader(coversTo: number, epoch: number, source: SummarySo
 
 function counts(by: Record<string, number>): string {
   return Object.entries(by).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${n} ${k}`).join(", ");
+}
+
+/** The "earlier" counts of sends, split into those that reached the conversation and the rest. */
+function splitEarlier(e: Earlier | null): { reached: Earlier | null; rest: Earlier | null } {
+  if (e === null) return { reached: null, rest: null };
+  const part = (keep: boolean): Earlier | null => {
+    const by = Object.fromEntries(Object.entries(e.by).filter(([k]) => reachedState(k) === keep));
+    const count = Object.values(by).reduce((a, b) => a + b, 0);
+    return count === 0 ? null : { ...e, count, by };
+  };
+  return { reached: part(true), rest: part(false) };
 }
 
 function earlierLine(name: SectionName, e: Earlier): string {
@@ -67,21 +86,54 @@ export function entryLine(name: SectionName, e: Entry): string {
     case "drafts":
       return `-${text} [${e.ref}]`;
     case "cells":
-      return `-${text} → ${e.state} [${e.ref}]`;
+      return `-${text} → ${e.state}${e.output ? `: ${e.output}` : ""} [${e.ref}]`;
   }
+}
+
+/**
+ * The lines of a section that are not its entries: its heading(s), "earlier" counts and the
+ * "(none)" of an empty part. The sends are in two parts: `reached` and `rest` count the entries
+ * of each ({@linkcode sectionLines} puts the entries in).
+ */
+function fixedLines(
+  name: SectionName,
+  earlier: Earlier | null,
+  entries: { reached: number; rest: number },
+): { head: string[]; restHead: string[] } {
+  if (name !== "delivered") {
+    const head = [HEADINGS[name], ...(earlier === null ? [] : [earlierLine(name, earlier)])];
+    if (earlier === null && entries.reached + entries.rest === 0) head.push("- (none)");
+    return { head, restHead: [] };
+  }
+  const split = splitEarlier(earlier);
+  const head = [HEADINGS.delivered, ...(split.reached ? [earlierLine(name, split.reached)] : [])];
+  if (split.reached === null && entries.reached === 0) head.push("- (none)");
+  const restHead = split.rest === null && entries.rest === 0
+    ? []
+    : [UNREACHED_HEADING, ...(split.rest ? [earlierLine(name, split.rest)] : [])];
+  return { head, restHead };
+}
+
+/** A section's lines in order; the sends that did not reach the conversation under their own heading. */
+function sectionLines(name: SectionName, section: Digest[SectionName]): string[] {
+  const apart = name === "delivered";
+  const reached = section.entries.filter((e) => !apart || reachedState(e.state));
+  const rest = apart ? section.entries.filter((e) => !reachedState(e.state)) : [];
+  const { head, restHead } = fixedLines(name, section.earlier, {
+    reached: reached.length,
+    rest: rest.length,
+  });
+  return [
+    ...head,
+    ...reached.map((e) => entryLine(name, e)),
+    ...restHead,
+    ...rest.map((e) => entryLine(name, e)),
+  ];
 }
 
 /** Renders a digest under `header`, unbounded. */
 export function renderDigest(digest: Digest, header: string): string {
-  const lines = [header];
-  for (const name of SECTIONS) {
-    const section = digest[name];
-    lines.push(HEADINGS[name]);
-    if (section.earlier !== null) lines.push(earlierLine(name, section.earlier));
-    for (const entry of section.entries) lines.push(entryLine(name, entry));
-    if (section.earlier === null && section.entries.length === 0) lines.push("- (none)");
-  }
-  return lines.join("\n");
+  return [header, ...SECTIONS.flatMap((name) => sectionLines(name, digest[name]))].join("\n");
 }
 
 /** A section's rendered size, kept current as entries are absorbed or shortened. */
@@ -89,10 +141,15 @@ class SectionSize {
   #lines: number[];
   #entries = 0;
   #fixed = 0;
+  /** Entries of the sends that did not reach the conversation (0 in other sections). */
+  #rest: number;
 
   constructor(readonly name: SectionName, readonly section: Digest[SectionName]) {
     this.#lines = section.entries.map((entry) => utf8Length(entryLine(name, entry)) + 1);
     this.#entries = this.#lines.reduce((a, b) => a + b, 0);
+    this.#rest = name === "delivered"
+      ? section.entries.filter((e) => !reachedState(e.state)).length
+      : 0;
     this.#refix();
   }
 
@@ -101,23 +158,30 @@ class SectionSize {
   }
 
   #refix(): void {
-    const { earlier, entries } = this.section;
-    this.#fixed = utf8Length(HEADINGS[this.name]) + 1 +
-      (earlier === null ? 0 : utf8Length(earlierLine(this.name, earlier)) + 1) +
-      (earlier === null && entries.length === 0 ? 9 : 0);
+    const rest = this.#rest;
+    const { head, restHead } = fixedLines(this.name, this.section.earlier, {
+      reached: this.section.entries.length - rest,
+      rest,
+    });
+    this.#fixed = [...head, ...restHead].reduce((n, line) => n + utf8Length(line) + 1, 0);
   }
 
   /** Moves the oldest entry into the "earlier" counts. */
   absorb(): void {
+    if (this.name === "delivered" && !reachedState(this.section.entries[0]?.state)) this.#rest--;
     absorbOldest(this.name, this.section, 1);
     this.#entries -= this.#lines.shift()!;
     this.#refix();
   }
 
-  /** Cuts every entry's text to `max` characters (0: the ref alone). */
+  /** Cuts every entry's text (and a cell's output) to `max` characters (0: the ref alone). */
   shorten(max: number): void {
     this.section.entries.forEach((entry, i) => {
       entry.text = max === 0 ? "" : excerpt(entry.text, max);
+      if (entry.output !== undefined) {
+        if (max === 0) delete entry.output;
+        else entry.output = excerpt(entry.output, max);
+      }
       const bytes = utf8Length(entryLine(this.name, entry)) + 1;
       this.#entries += bytes - this.#lines[i];
       this.#lines[i] = bytes;

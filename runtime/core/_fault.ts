@@ -24,6 +24,8 @@ export const FAULT_POINTS = [
   "admitted-before-index",
   /** After `local.send` commits its record, before the cell hears the reply. */
   "publish-before-reply",
+  /** After `discord.send`/`react` commits its outbox row, before the cell hears the reply. */
+  "enqueue-before-reply",
   /** After a cell that called `wait()` has its outcome and tool result, before the turn ends. */
   "wait-before-wake",
   /** After an activation's epoch swap commits, before the hook worker is switched. */

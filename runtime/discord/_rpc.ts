@@ -18,26 +18,32 @@ import { z } from "zod";
 import { appendEvent } from "../../store/events.ts";
 import { getFrame } from "../../store/frames.ts";
 import { getInput, type InputRecord } from "../../store/inputs.ts";
+import { derivedEffectKey } from "../../store/effects.ts";
 import { enqueueOutbox, getOutbox } from "../../store/outbox.ts";
 import type { Store } from "../../store/store.ts";
-import { KlbrError } from "../core/mod.ts";
+import { faultPoint, KlbrError } from "../core/mod.ts";
 import type { RpcHandler } from "../kernel/mod.ts";
 import { routedConversations } from "../behavior/mod.ts";
 
 const Snowflake = z.string().regex(/^[0-9]{1,20}$/);
 const InputId = z.string().regex(/^in_[0-9A-Z]{26}$/);
 
+/** An idempotency key given by the caller: it holds across the session. */
+const Key = z.string().min(1).max(200);
+
 const DiscordSendParams = z.strictObject({
   text: z.string(),
   channel: Snowflake.optional(),
   /** A message id, an input id, or `false` for no reply anchor. */
   reply_to: z.union([Snowflake, InputId, z.literal(false)]).optional(),
+  key: Key.optional(),
 });
 
 const DiscordReactParams = z.strictObject({
   message: z.union([Snowflake, InputId]),
   emoji: z.string().min(1).max(100).refine((e) => !/[\s/]/.test(e), "has a space or a slash"),
   channel: Snowflake.optional(),
+  key: Key.optional(),
 });
 
 const DiscordTypingParams = z.strictObject({ channel: Snowflake.optional() });
@@ -138,12 +144,26 @@ function channelOf(options: DiscordRpcOptions, action: string, given: string | u
   return channel;
 }
 
-/** Commits an outbox row, then wakes the lanes and the sender. */
-function enqueue(options: DiscordRpcOptions, row: Parameters<typeof enqueueOutbox>[1]) {
-  const written = enqueueOutbox(options.store, row);
+/**
+ * Commits an outbox row (or finds the one its key already wrote), then wakes the lanes and the
+ * sender. The key is the caller's, else one derived from the frame, the destination and the
+ * body: the same send repeated in one turn is one row, one nonce, one message.
+ */
+function enqueue(
+  options: DiscordRpcOptions,
+  row: Parameters<typeof enqueueOutbox>[1] & { frameId: string | null; cellId: string | null },
+) {
+  const key = row.key ?? derivedEffectKey(row, [
+    row.kind ?? "message",
+    JSON.stringify(row.destination),
+    row.body,
+  ]);
+  const written = enqueueOutbox(options.store, { ...row, key });
+  // The row is committed and the cell has not heard of it: a crash here must not queue it twice.
+  faultPoint("enqueue-before-reply");
   options.notify();
   options.discord?.wake();
-  return { outbox_id: written.id, state: written.state };
+  return { outbox_id: written.id, state: written.state, duplicate: written.duplicate };
 }
 
 /** The message a send answers: an input named, a message named, or the newest input answered here. */
@@ -196,6 +216,7 @@ function send(options: DiscordRpcOptions, params: Record<string, unknown>, cell:
     inputId: anchor?.input ?? null,
     frameId: frame?.id ?? null,
     cellId: cell,
+    key: p.key,
   });
 }
 
@@ -226,6 +247,7 @@ function react(options: DiscordRpcOptions, params: Record<string, unknown>, cell
     inputId: p.message.startsWith("in_") ? p.message : null,
     frameId: options.frame()?.id ?? null,
     cellId: cell,
+    key: p.key,
   });
 }
 

@@ -1,7 +1,8 @@
 /**
  * What the model and the records get of a cell: its code parsed from the tool call, long
- * output spooled whole to an artifact with an excerpt that names it, the result text, and —
- * for a cell that did not finish — the effects it had committed.
+ * output spooled whole to an artifact with an excerpt that names it, and the result text with
+ * the effects the cell committed (sends, outbox rows, timers, jobs), so a model that fixes and
+ * re-runs a cell knows what already happened.
  *
  * @module
  */
@@ -98,8 +99,13 @@ export function renderEffects(effects: readonly EffectRecord[]): string {
 }
 
 /**
- * The tool result the model reads for a cell, capped in length. A cell that did not finish
- * says so and lists `effects`, what it had committed before it stopped.
+ * The tool result the model reads for a cell, capped in length, naming `effects`, what the
+ * cell committed: a cell that did not finish says so and lists them (or says there were
+ * none); a cell that raised lists them (or none) before its error; a cell that ended `ok`
+ * lists them when it had any.
+ *
+ * Proven by "every cell result lists the effects its cell committed" in
+ * `tests/runtime/session/cell_effects.test.ts`.
  */
 export function renderCellResult(
   result: CellResult,
@@ -108,6 +114,8 @@ export function renderCellResult(
   const parts = [`outcome: ${result.outcome}`];
   if (UNFINISHED.has(result.outcome)) {
     parts.push(`this cell did not finish.\n${renderEffects(effects)}`);
+  } else if (result.outcome === "error" || effects.length > 0) {
+    parts.push(renderEffects(effects));
   }
   if (result.stdout) parts.push(`stdout:\n${result.stdout}`);
   if (result.stderr) parts.push(`stderr:\n${result.stderr}`);

@@ -5,7 +5,12 @@
  * @module
  */
 
-import { effectByKey, nextEffectOrdinal, recordEffect } from "../../store/effects.ts";
+import {
+  derivedEffectKey,
+  effectByKey,
+  nextEffectOrdinal,
+  recordEffect,
+} from "../../store/effects.ts";
 import { insertEvent } from "../../store/events.ts";
 import type { Store } from "../../store/store.ts";
 import { faultPoint, KlbrError, newId, SendParams } from "../core/mod.ts";
@@ -30,11 +35,17 @@ export interface SendReceipt {
 /**
  * Publishes one message to the local conversation the running frame answers. On return the
  * `send` record and its entry among the cell's effects are committed; they are what the
- * conversation shows and what a recovered cell's result lists. With `key`, a second send of
- * the same key in the session publishes nothing and answers the first send's receipt.
+ * conversation shows and what a recovered cell's result lists.
  *
- * Proven by "`localSend()` is idempotent on its key within a session" in
- * `tests/runtime/session/local_send.test.ts` and the `publish-before-reply` crash window.
+ * Every send carries an idempotency key: `key` when given (it holds across the session),
+ * else one derived from the frame, the conversation and the text ({@linkcode derivedEffectKey}),
+ * so the same text sent again in the same turn — a re-run cell, a turn continued after a
+ * crash — publishes nothing and answers the first send's receipt with `duplicate: true`.
+ *
+ * Proven by "`localSend()` is idempotent on its key within a session", "`localSend()` sends the
+ * same text once per frame without a key" in `tests/runtime/session/local_send.test.ts` and
+ * "a SIGKILL after the sends commit, then the same cell again: one message locally and on
+ * Discord" in `tests/crash/send_once.test.ts`.
  *
  * @throws {KlbrError} `invalid_input` when the text is missing or empty, or the key malformed.
  * @example
@@ -56,10 +67,12 @@ export function localSend(
       "cannot send: text must be a non-empty string and key, if given, 1-200 characters",
     );
   }
-  const { text, key } = parsed.data;
+  const { text } = parsed.data;
   // local.send speaks to the local conversation the turn answers, never to a remote one.
   const conversation = routedConversations(frame?.routing)
     .find((c) => c.startsWith("local:")) ?? "local:default";
+  const key = parsed.data.key ??
+    derivedEffectKey({ frameId: frame?.id ?? null, cellId: cell }, [conversation, text]);
   const receipt = store.transaction((): SendReceipt => {
     const first = key === undefined ? undefined : effectByKey(store, session, "local.send", key);
     if (first !== undefined) {

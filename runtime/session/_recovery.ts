@@ -16,6 +16,8 @@ import {
   closeDanglingToolCalls,
   type DanglingCall,
   frameHasItems,
+  getProviderItem,
+  lastItemIdx,
 } from "../../store/provider_items.ts";
 import { interruptOpenCells, lastCellOfFrame } from "../../store/cells.ts";
 import { adoptFrame, finishFrame, type FrameRecord, openFrames } from "../../store/frames.ts";
@@ -30,19 +32,32 @@ export interface RecoveryOptions {
   reason?: string;
 }
 
-/** What a continued turn's model reads after the results of its interrupted cells. */
-export const RESUMED_NOTE = "[runtime] the daemon restarted during this turn. Cells that had " +
-  "not finished were interrupted and not run again; each one's result lists the effects it " +
-  "had committed (messages sent, with their ids), which happened and must not be repeated. " +
-  "Continue the turn from here.";
+/**
+ * What a continued turn's model reads at the end of each tool result recovery writes: the
+ * notice of the restart belongs to the interrupted call, never to a new user message that
+ * would read like a new request.
+ */
+export function resumedNote(reason: string): string {
+  return `[runtime] ${reason} during this turn; this is not a new request. The effects ` +
+    "listed above happened and must not be repeated (a send repeated in this turn is not " +
+    "sent again). Continue the turn from here.";
+}
+
+/** What a continued turn whose last reply was text only is told, so it has a message to answer. */
+export function resumedAfterText(reason: string): string {
+  return `[runtime] ${reason} after your last reply; this is not a new request. Continue ` +
+    "this turn: call the python tool, or wait() when you are done.";
+}
 
 /**
  * Recovers a session. The caller holds the owner lock and no turn of the session runs, so
  * every open frame and open cell belongs to work that stopped: a cell without an outcome is
  * `interrupted`; a tool call without a result gets one that lists the effects its cell
- * committed and says it did not finish; a frame whose model never answered gives its inputs
- * back (`abandoned`); one whose last cell called `wait()` is finished `done` without a model
- * request; any other is adopted, told of the restart, and returned to be continued.
+ * committed and says it did not finish, then that the daemon restarted during the turn (the
+ * notice is part of the interrupted call's result, not a user message); a frame whose model
+ * never answered gives its inputs back (`abandoned`); one whose last cell called `wait()` is
+ * finished `done` without a model request; any other is adopted and returned to be continued
+ * (a frame whose last item is a text-only reply gets a runtime note to answer).
  *
  * On return every tool call of the session has exactly one result and no cell is open.
  * Proven by the crash windows in `tests/crash/` (`publish-before-reply`, `wait-before-wake`,
@@ -86,7 +101,14 @@ export function recoverSession(
       continue;
     }
     adoptFrame(store, frame.id);
-    appendProviderItems(store, session, frame.id, [{ role: "user", content: RESUMED_NOTE }]);
+    const newest = getProviderItem(store, session, lastItemIdx(store, session));
+    if (newest?.frameId === frame.id && newest.role === "assistant") {
+      // A reply of text only: the continued request must not end with the model's own words.
+      appendProviderItems(store, session, frame.id, [{
+        role: "user",
+        content: resumedAfterText(reason),
+      }]);
+    }
     resumed.push(frame);
   }
   // Nobody knows whether a send that was in flight reached Discord: say so; the sender
@@ -118,16 +140,21 @@ export function recoverSession(
 function recoveredResult(store: Store, call: DanglingCall, reason: string): string {
   const cell = call.cell;
   if (cell === undefined) {
-    return `[not run: ${reason} before this cell started; it was not run and did nothing]`;
+    return `[not run: ${reason} before this cell started; it was not run and did nothing]\n${
+      resumedNote(reason)
+    }`;
   }
   const effects = effectsOfCell(store, cell.id);
   if (cell.outcome === "interrupted") {
     return `[interrupted: ${reason} while this cell ran; it did not finish and was not run ` +
-      `again]\n${renderEffects(effects)}`;
+      `again]\n${renderEffects(effects)}\n${resumedNote(reason)}`;
   }
   const result = storedCellResult(cell.outcome, cell.result);
-  const listed = ["ok", "error"].includes(cell.outcome) ? `\n${renderEffects(effects)}` : "";
+  // Even a cell without effects says so: the continued turn must know nothing else happened.
+  const listed = effects.length === 0 && result.outcome === "ok"
+    ? `\n${renderEffects(effects)}`
+    : "";
   return `[recovered result: ${reason} after this cell ended]\n${
     renderCellResult(result, effects)
-  }${listed}`;
+  }${listed}\n${resumedNote(reason)}`;
 }

@@ -101,8 +101,7 @@ export async function runToolCalls(
     const { cellId, result } = await runCell(deps, ctx, call.id, code, state);
     // The outcome is durable; the model has not been told yet.
     faultPoint("outcome-before-result");
-    const unfinished = !["ok", "error"].includes(result.outcome);
-    answer(call, renderCellResult(result, unfinished ? effectsOfCell(store, cellId) : []));
+    answer(call, renderCellResult(result, effectsOfCell(store, cellId)));
     bus.wake(session);
     if (result.wait !== null) waited = result.wait.reason;
   }

@@ -14,6 +14,7 @@ export {
   MAINTENANCE_SKILL,
   type OfferedSkills,
 } from "./_contract.ts";
+export { renderCellResult } from "./_cell_output.ts";
 export { type FencedCells, fencedCells } from "./_fence_cells.ts";
 export { localSend, type RunningFrame } from "./_local_send.ts";
 export { createModelTurn, type ModelTurnOptions } from "./_model_turn.ts";

@@ -36,6 +36,8 @@ export interface TurnOptions {
   discord?: boolean;
   /** Padding added to the scratchpad text, to make turns larger. @default {0} */
   padding?: number;
+  /** The cell's outcome and result. @default {ok, stdout `printed <n>`} */
+  cell?: { outcome: "ok" | "error"; result: Record<string, unknown> };
 }
 
 function generation(store: Store, session: string): number {
@@ -124,7 +126,11 @@ export function writeTurn(
       });
       sends.push(`outbox:${row.id}`);
     }
-    finishCell(store, cellId, { outcome: "ok", result: { stdout: `printed ${n}\n`, value: null } });
+    finishCell(
+      store,
+      cellId,
+      options.cell ?? { outcome: "ok", result: { stdout: `printed ${n}\n`, value: null } },
+    );
     appendProviderItems(store, session, frameId, [
       { role: "tool", tool_call_id: call, content: `outcome: ok\nstdout:\nprinted ${n}` },
     ]);

@@ -175,7 +175,8 @@ type Material = any;
  * dropped (sends of the step never) until it fits `max_chars`.
  */
 export function faithfulSummary(material: Material): string {
-  const headings: string[] = material.headings;
+  // The four headings, and the sends that did not reach the conversation after the sent ones.
+  const headings: string[] = [...material.headings, material.unreached_heading];
   const sections: string[][] = headings.map(() => []);
   let current = -1;
   for (const line of String(material.previous_summary ?? "").split("\n")) {
@@ -188,18 +189,30 @@ export function faithfulSummary(material: Material): string {
   }
   const items = material.new_items;
   // deno-lint-ignore no-explicit-any
-  const add = (at: number, list: any[], line: (e: any) => string) =>
+  const add = (at: number, list: any[] = [], line: (e: any) => string) =>
     sections[at].push(...list.map(line));
+  // deno-lint-ignore no-explicit-any
+  const sent = (e: any) => `- to ${e.conversation}: ${e.text} (${e.state}) [${e.id}]`;
   add(0, items.inputs, (e) => `- ${e.text} [${e.id}] (${e.author} in ${e.conversation})`);
-  add(1, items.sent, (e) => `- to ${e.conversation}: ${e.text} (${e.state}) [${e.id}]`);
+  add(1, items.sent.delivered, sent);
+  for (const group of ["failed", "unknown", "pending"]) add(4, items.sent[group], sent);
   add(2, items.scratchpad, (e) => `- ${e.text} [${e.id}]`);
-  add(3, items.cells, (e) => `- ${e.text} → ${e.outcome} [${e.id}]`);
+  add(
+    3,
+    items.cells,
+    (e) => `- ${e.text} → ${e.outcome}${e.output ? `: ${e.output}` : ""} [${e.id}]`,
+  );
   const required = new Set<string>(material.must_name_as_sent.map((m: { id: string }) => m.id));
   const keep = (line: string) => [...required].some((id) => line.includes(`[${id}]`));
+  const block = (i: number) => [headings[i], ...(sections[i].length ? sections[i] : ["- (none)"])];
   const render = () =>
-    headings.flatMap((h, i) => [h, ...(sections[i].length ? sections[i] : ["- (none)"])]).join(
-      "\n",
-    );
+    [
+      ...block(0),
+      ...block(1),
+      ...(sections[4].length ? [headings[4], ...sections[4]] : []),
+      ...block(2),
+      ...block(3),
+    ].join("\n");
   let text = render();
   while (text.length > material.max_chars) {
     const lengths = sections.map((lines) => lines.filter((l) => !keep(l)).length);

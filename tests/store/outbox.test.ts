@@ -46,7 +46,9 @@ Deno.test("`enqueueOutbox()` commits a pending row with its event", async () => 
     assert.equal(row.state, "pending");
     assert.equal(row.attempts, 0);
     assert.deepEqual(row.destination, { channel_id: "123", reply_to: "77" });
-    assert.deepEqual(getOutbox(store, row.id), row);
+    const { duplicate, ...record } = row;
+    assert.equal(duplicate, false);
+    assert.deepEqual(getOutbox(store, row.id), record);
     const [event] = readEvents(store, "default", { since: 0, limit: 10 });
     assert.equal(event.kind, "outbox.pending");
     assert.deepEqual(event.body, {
@@ -64,6 +66,25 @@ Deno.test("`enqueueOutbox()` commits a pending row with its event", async () => 
     });
     // The nonce Discord sees is the id's last 25 characters: unique like the id.
     assert.equal(row.nonce.length, 25);
+  });
+});
+
+Deno.test("`enqueueOutbox()` writes one row per key and kind: one row, one nonce", async () => {
+  await withStore((store) => {
+    const first = enqueueOutbox(store, { ...message(), key: "k1", cellId: "c1" });
+    const again = enqueueOutbox(store, { ...message(), body: "hi again", key: "k1", cellId: "c2" });
+    assert.equal(again.duplicate, true);
+    assert.deepEqual([again.id, again.nonce, again.body], [first.id, first.nonce, "hi"]);
+    // A reaction under the same key is another kind of effect: its own row.
+    const reaction = enqueueOutbox(store, {
+      ...message(),
+      kind: "reaction",
+      body: "👍",
+      destination: { channel_id: "123", message_id: "9" },
+      key: "k1",
+    });
+    assert.equal(reaction.duplicate, false);
+    assert.deepEqual(kinds(store), ["outbox.pending", "outbox.pending"]);
   });
 });
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 import base64
 
 from klbr import rpc
+from klbr.awaited import api
 
 __all__ = ["read_artifact"]
 
 
+@api("read_artifact", "nothing was read")
 async def read_artifact(artifact_id: str, offset: int = 0, length: int = 65_536) -> bytes:
     """Return up to ``length`` bytes of an artifact from ``offset`` (an empty result past its end).
 

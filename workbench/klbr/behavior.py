@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from klbr import rpc
+from klbr.awaited import api_class
 
 __all__ = ["Behavior", "Draft", "TestReport", "behavior"]
 
@@ -67,6 +68,9 @@ class TestReport:
         return "\n".join(lines)
 
 
+@api_class("draft", files="nothing was read", read="nothing was read", write="nothing was written",
+           test="nothing was tested", bind="nothing was bound", diagnostics="nothing was read",
+           publish="nothing was published", activate="nothing was activated")
 class Draft:
     """A writable copy of a release, in the state directory (not in your workspace).
 
@@ -133,6 +137,8 @@ class Draft:
         return f"<draft {self.id} of release {self.base_release[:12]} at epoch {self.base_epoch}>"
 
 
+@api_class("behavior", status="nothing was read", draft="no draft was taken", candidates="nothing was read",
+           activate="nothing was activated", rollback="nothing was rolled back")
 class Behavior:
     """Your behaviour releases. Bound in every cell as ``behavior``."""
 

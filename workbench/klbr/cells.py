@@ -11,6 +11,11 @@ without klbr's own frames); ``cancelled`` when the cell's task was cancelled. Ca
 waiting ends the cell and the turn, and the next turn starts from a new wake.
 ``wait(reason, seconds=…)`` (or ``until=…``) first sets a durable timer through the host,
 so ``wait`` also carries its ``timer_id`` and ``due_at``; the timer's firing is that wake.
+
+A call of klbr's API that the cell made and never awaited (``local.send("hi")`` without
+``await``) did nothing: the cell's outcome is then ``error`` with the message
+``"local.send was not awaited: nothing was sent"`` (``klbr.awaited``), and a ``wait()`` in it
+does not end the turn.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from klbr.awaited import Made, discard, tracking, unawaited
 from klbr.capture import DEFAULT_OUTPUT_CAP, CellOutput, StreamSink, current_output, install
 
 __all__ = ["CellResult", "WaitRequested", "format_exception", "run_cell", "wait"]
@@ -168,11 +174,44 @@ async def _arm_wait(result: CellResult, waited: WaitRequested) -> None:
         armed = await arm_wait(waited.reason, waited.timer or {})
     except asyncio.CancelledError:
         result.outcome, result.wait = "cancelled", None
+        discard(made)
     except BaseException as exc:  # noqa: BLE001 - reported as the cell's error
         result.outcome, result.wait, result.error = "error", None, format_exception(exc)
     else:
         assert result.wait is not None
         result.wait.update(timer_id=armed["timer_id"], due_at=armed["due_at"])
+
+
+async def _run_code(code: str, filename: str, ns: dict[str, Any], result: CellResult) -> None:
+    body, expr = _compile(code, filename)
+    await _evaluate(body, ns)
+    if expr is not None:
+        value = await _evaluate(expr, ns)
+        if value is not None:
+            ns["_"] = value
+            result.value = _cap_value(repr(value))
+
+
+def _report_unawaited(result: CellResult, missed: list[Made]) -> bool:
+    """Make calls of klbr's API that were never awaited the cell's error; True if any were.
+
+    A cell that ended ``ok`` (or in ``wait()``) becomes an ``error`` (without a value) whose
+    message names each call, e.g. ``"local.send was not awaited: nothing was sent"``; a cell
+    that already raised keeps its error, with the calls added to its traceback.
+    """
+    if not missed:
+        return False
+    lines = [f'{m.filename}, line {m.line}: {m.message}; write "await {m.name}(...)"' for m in missed]
+    if result.outcome == "error" and result.error is not None:
+        result.error["traceback"] += "\nAlso, calls that were never awaited:\n" + "\n".join(lines) + "\n"
+        return True
+    result.outcome, result.wait, result.value = "error", None, None
+    result.error = {
+        "type": "NotAwaited",
+        "message": "\n".join(m.message for m in missed),
+        "traceback": "\n".join(lines) + "\n",
+    }
+    return True
 
 
 async def run_cell(
@@ -200,27 +239,24 @@ async def run_cell(
     token = current_output.set(output)
     started = time.monotonic()
     result = CellResult("ok")
+    waited: WaitRequested | None = None
     try:
-        try:
-            body, expr = _compile(code, filename)
-        except SyntaxError as exc:
-            exc.__traceback__ = None  # the compiler's frames are klbr's, not the cell's
-            raise
-        await _evaluate(body, ns)
-        if expr is not None:
-            value = await _evaluate(expr, ns)
-            if value is not None:
-                ns["_"] = value
-                result.value = _cap_value(repr(value))
-    except WaitRequested as waited:
-        result.wait = {"reason": waited.reason}
-        if waited.timer is not None:
-            await _arm_wait(result, waited)
+        with tracking() as made:
+            try:
+                await _run_code(code, filename, ns, result)
+            except WaitRequested as wait_request:
+                waited = wait_request
+                result.wait = {"reason": waited.reason}
+            if not _report_unawaited(result, await unawaited(made)) and waited and waited.timer:
+                await _arm_wait(result, waited)
     except asyncio.CancelledError:
-        result.outcome = "cancelled"
+        result.outcome, result.wait = "cancelled", None
     except BaseException as exc:  # noqa: BLE001 - a cell's SystemExit must not end the kernel
+        if isinstance(exc, SyntaxError):
+            exc.__traceback__ = None  # the compiler's frames are klbr's, not the cell's
         result.outcome = "error"
         result.error = format_exception(exc)
+        _report_unawaited(result, await unawaited(made))
     finally:
         current_output.reset(token)
         output.close()

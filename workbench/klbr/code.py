@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Union
 
 from klbr import rpc, workspace
+from klbr.awaited import api
 
 __all__ = [
     "FindMatch", "FindResult", "Outline", "PatchRefused", "PatchResult", "Range", "StaleRange",
@@ -256,6 +257,7 @@ async def _call(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+@api("code.outline", "nothing was read")
 async def outline(path: str | os.PathLike[str]) -> Outline:
     """Return the ``Outline`` of a workspace file: every class, function, method, type,
     heading or key with its kind, qualified name and version-bound range.
@@ -272,6 +274,7 @@ async def outline(path: str | os.PathLike[str]) -> Outline:
                    int(reply["syntax_errors"]))
 
 
+@api("code.symbol", "nothing was read")
 async def symbol(path: str | os.PathLike[str], name: str, kind: str | None = None) -> Symbol:
     """Return the one symbol of ``path`` named ``name``: a qualified name (``"Class.method"``,
     ``"Type.Method"`` for Go, ``"Title.Section"`` for Markdown) or, failing that, a plain name.
@@ -286,6 +289,7 @@ async def symbol(path: str | os.PathLike[str], name: str, kind: str | None = Non
     return Symbol.from_wire(await _call("code.symbol", params))
 
 
+@api("code.find", "nothing was searched")
 async def find(pattern: str, path: str | os.PathLike[str] = ".", max_results: int = 100,
                capture: str | None = None) -> FindResult:
     """Find nodes by a tree-sitter query, or symbols by a name glob, in a file, a directory
@@ -317,6 +321,7 @@ async def find(pattern: str, path: str | os.PathLike[str] = ".", max_results: in
                       int(reply["files_skipped"]), dict(reply.get("refused_languages") or {}))
 
 
+@api("code.read", "nothing was read")
 async def read(target: Target) -> str:
     """Return the text of a range (or of a ``Symbol``/``FindMatch``'s range).
 
@@ -329,6 +334,7 @@ async def read(target: Target) -> str:
     return str(reply["text"])
 
 
+@api("code.lines", "nothing was read")
 async def lines(path: str | os.PathLike[str], start: int, end: int | None = None) -> Range:
     """Return the range of whole lines ``start``..``end`` (1-based, inclusive; default one
     line) of a file as it is now: a span to ``read`` or ``patch`` that is not a symbol.
@@ -341,6 +347,7 @@ async def lines(path: str | os.PathLike[str], start: int, end: int | None = None
     return Range.from_wire(reply["range"])
 
 
+@api("code.patch", "nothing was changed")
 async def patch(target: Target, new_text: str) -> PatchResult:
     """Replace the text of one range by ``new_text``; see ``patch_many``.
 
@@ -351,6 +358,7 @@ async def patch(target: Target, new_text: str) -> PatchResult:
     return await patch_many([(target, new_text)])
 
 
+@api("code.patch_many", "nothing was changed")
 async def patch_many(edits: Iterable[tuple[Target, str]]) -> PatchResult:
     """Apply every ``(range, new_text)`` edit, in one file or several, or none of them.
 

@@ -8,6 +8,15 @@ input it answers in that channel; that input's reply state is consumed only once
 ``confirmed``. ``await discord.react(message, emoji)`` adds a reaction the same way,
 ``await discord.typing()`` shows "typing…" (best effort, never queued), and
 ``await ignore(input_id, reason)`` records that you read an input and chose not to answer.
+These are coroutines: without ``await`` nothing is queued (and the cell ends in an error).
+
+A send or reaction is queued once. Each carries an idempotency key: the ``key`` you give,
+else one derived from this turn, the channel (and the message answered or reacted to) and the
+text or emoji. The same send again in the same turn (a cell run again after an error or a
+restart) queues nothing and returns the first receipt with ``duplicate: True``: one outbox
+row, one nonce, one message in Discord. A ``key`` holds across the whole session; distinct
+keys send the same text twice.
+
 Ask ``await discord.status(outbox_id)`` what became of a row:
 
 - ``pending``: written, not yet sent (or waiting out a rate limit: Discord's 429 means it was
@@ -27,6 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from klbr import rpc
+from klbr.awaited import api, api_class
 
 __all__ = ["Discord", "discord", "ignore"]
 
@@ -40,6 +50,12 @@ def _snowflake(name: str, value: object) -> str:
     return text
 
 
+def _key(value: object, action: str) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= 200:
+        raise ValueError(f"cannot {action}: key must be a string of 1-200 characters (got {value!r})")
+    return value
+
+
 def _anchor(value: object) -> str | bool:
     if value is False:
         return False
@@ -48,12 +64,20 @@ def _anchor(value: object) -> str | bool:
     return _snowflake("reply_to", value)
 
 
+@api_class("discord", send="nothing was sent", react="no reaction was added",
+           typing="no typing was shown", status="nothing was read")
 class Discord:
-    """Discord channels of the configuration. Bound in every cell as ``discord``."""
+    """Discord channels of the configuration. Bound in every cell as ``discord``.
+
+    Every method is a coroutine: ``await`` it, or nothing happens. A send or reaction is
+    queued once: repeated in the same turn with the same text (or emoji) and destination, it
+    queues nothing and returns the first receipt with ``duplicate: True``; a ``key`` makes
+    the rule hold across the session. See ``help(klbr.discord)`` for the delivery states.
+    """
 
     async def send(self, text: str, channel: str | int | None = None,
-                   reply_to: str | int | bool | None = None) -> dict[str, Any]:
-        """Queue ``text`` (at most 2000 characters) for a Discord channel; return ``{outbox_id, state}``.
+                   reply_to: str | int | bool | None = None, key: str | None = None) -> dict[str, Any]:
+        """Queue ``text`` (at most 2000 characters) for a Discord channel; return ``{outbox_id, state, duplicate}``.
 
         With ``channel=None`` the message goes to the Discord channel of the inputs this turn
         answers (their conversation ``discord:<channel id>``); otherwise ``channel`` must be
@@ -63,6 +87,10 @@ class Discord:
 
         The receipt's ``state`` is ``"pending"``: the row is durable, not yet posted. Use
         ``await discord.status(receipt["outbox_id"])`` to learn the outcome.
+
+        Queued once: the same text to the same channel and anchor again in this turn queues
+        nothing and returns the first row's receipt with ``duplicate: True``. With ``key``
+        (1-200 characters) a second send of that key in the session queues nothing.
 
         Raises ``TypeError``/``ValueError`` for bad arguments, and ``klbr.rpc.RpcError`` when
         the host refuses, e.g. when Discord is not configured or the channel is not one of
@@ -81,13 +109,17 @@ class Discord:
             params["channel"] = _snowflake("channel", channel)
         if reply_to is not None:
             params["reply_to"] = _anchor(reply_to)
+        if key is not None:
+            params["key"] = _key(key, "send to discord")
         return await self._call("discord.send", params)
 
-    async def react(self, message: str | int, emoji: str, channel: str | int | None = None) -> dict[str, Any]:
+    async def react(self, message: str | int, emoji: str, channel: str | int | None = None,
+                    key: str | None = None) -> dict[str, Any]:
         """Queue a reaction ``emoji`` (``"👍"``, or ``"name:id"`` for a custom one) on ``message``.
 
         ``message`` is an input id (``in_…``: its channel is known) or a message id (in
-        ``channel``, by default this turn's). Returns ``{outbox_id, state}`` like ``send``.
+        ``channel``, by default this turn's). Returns ``{outbox_id, state, duplicate}`` like
+        ``send``, and is queued once the same way (``key`` likewise).
 
         >>> await discord.react(input_id, "👀")  # doctest: +SKIP
         """
@@ -97,6 +129,8 @@ class Discord:
         params: dict[str, Any] = {"message": target, "emoji": emoji}
         if channel is not None:
             params["channel"] = _snowflake("channel", channel)
+        if key is not None:
+            params["key"] = _key(key, "react on discord")
         return await self._call("discord.react", params)
 
     async def typing(self, channel: str | int | None = None) -> dict[str, Any]:
@@ -130,14 +164,16 @@ class Discord:
         return result
 
     def __repr__(self) -> str:
-        return ("<discord: await discord.send(text, channel=None, reply_to=None); "
-                "await discord.react(message, emoji); await discord.typing(); await discord.status(outbox_id)>")
+        return ("<discord: await discord.send(text, channel=None, reply_to=None, key=None); "
+                "await discord.react(message, emoji, key=None); await discord.typing(); "
+                "await discord.status(outbox_id)>")
 
 
 discord = Discord()
 """The one ``Discord`` object the prelude binds."""
 
 
+@api("ignore", "nothing was recorded")
 async def ignore(input_id: str, reason: str) -> dict[str, Any]:
     """Record that you read input ``input_id`` of this turn and chose not to answer it, and why.
 

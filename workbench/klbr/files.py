@@ -15,6 +15,7 @@ import os
 import secrets
 import stat
 
+from klbr.awaited import api_class
 from klbr.paths import Located, locate
 
 __all__ = ["FileHandle", "read_text_at", "touch_at"]
@@ -62,6 +63,8 @@ def _atomic_write(where: Located, text: str) -> None:
         raise
 
 
+@api_class("file", read="nothing was read", write="nothing was written", replace="nothing was replaced",
+           append="nothing was appended")
 class FileHandle:
     """A workspace file, returned by ``await open_file(path)``.
 

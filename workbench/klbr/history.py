@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from klbr import rpc
+from klbr.awaited import api_class
 
 __all__ = ["Hit", "Page", "SearchResult", "History", "history"]
 
@@ -91,6 +92,7 @@ def _int(name: str, value: object, low: int, high: int) -> int:
     return value
 
 
+@api_class("history", search="nothing was searched", read="nothing was read")
 class History:
     """This session's history. Bound in every cell as ``history``."""
 

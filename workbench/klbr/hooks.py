@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from klbr import rpc
+from klbr.awaited import api_class
 from klbr.cells import format_exception
 from klbr.errors import RequestError
 
@@ -240,6 +241,8 @@ class HookTest:
         return f"{head}\n  returned {json.dumps(self.output)[:400]}"
 
 
+@api_class("hooks", bind="nothing was bound", test="nothing was tested", trace="nothing was read",
+           release="nothing was read")
 class Hooks:
     """Your policy hooks: bind a function to one in a draft, test one, read what ran.
 

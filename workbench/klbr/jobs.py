@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from klbr import rpc
+from klbr.awaited import api_class
 
 __all__ = ["Jobs", "jobs", "check_budget"]
 
@@ -68,6 +69,8 @@ async def _call(method: str, params: dict[str, Any]) -> Any:
     return result
 
 
+@api_class("jobs", start="no job was started", status="nothing was read", list="nothing was read",
+           cancel="no job was cancelled", result="nothing was read")
 class Jobs:
     """Background jobs. Bound in every cell as ``jobs``."""
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from klbr import rpc
+from klbr.awaited import api
 from klbr.jobs import check_budget
 
 __all__ = ["AgentResult", "BudgetExceeded", "LlmReply", "agent", "llm"]
@@ -94,6 +95,7 @@ def _positive(name: str, value: Any, action: str) -> int | None:
     return value
 
 
+@api("llm", "the model was not asked")
 async def llm(prompt: str, route: str = "fast", max_tokens: int | None = None,
               budget: int | None = None, system: str | None = None) -> LlmReply:
     """Ask the model on ``route`` one question; return its text and usage.
@@ -126,6 +128,7 @@ async def llm(prompt: str, route: str = "fast", max_tokens: int | None = None,
                     str(result.get("route", route)), result.get("finish_reason"))
 
 
+@api("agent", "no agent was started")
 async def agent(task: str, budget: dict[str, Any] | None = None, route: str = "main",
                 name: str | None = None) -> AgentResult:
     """Run a child agent on ``task`` in a job's workbench and return how it ended.

@@ -2,7 +2,14 @@
 
 Assistant text is a scratchpad; only ``await local.send(text)`` reaches the person. The
 host records the message durably before it answers, so a returned receipt means the
-message is published.
+message is published. ``local.send`` is a coroutine: without ``await`` nothing is sent (and
+the cell ends in an error that says so).
+
+A send happens once. Each one carries an idempotency key: the ``key`` you give, else one
+derived from this turn, the conversation and the text. Sending the same text to the same
+conversation again in the same turn (a cell run again after an error or a restart) sends
+nothing and returns the first receipt with ``duplicate: True``. To say the same words twice
+in one turn, give each send its own ``key``.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from klbr import rpc
+from klbr.awaited import api
 
 __all__ = ["Local", "local"]
 
@@ -17,8 +25,14 @@ _MAX_TEXT = 1_000_000
 
 
 class Local:
-    """The local conversation. Bound in every cell as ``local``."""
+    """The local conversation. Bound in every cell as ``local``.
 
+    ``send`` is a coroutine: ``await local.send(text)``, or nothing is sent. A send happens
+    once: the same text again in the same turn sends nothing and returns the first receipt
+    with ``duplicate: True``; a ``key`` makes the rule hold across the session.
+    """
+
+    @api("local.send", "nothing was sent")
     async def send(self, text: str, key: str | None = None) -> dict[str, Any]:
         """Send ``text`` (markdown) to the local conversation; return a receipt.
 
@@ -27,10 +41,12 @@ class Local:
         ``ordinal`` its place among this cell's effects. This is the only way to speak:
         printing, the cell's value and assistant text are never delivered.
 
-        With ``key`` the send is idempotent within the session: a second send with the same
-        key publishes nothing and returns the first send's receipt with ``duplicate: True``.
-        Use it for a message that must go out once even if the cell is run again after a
-        restart.
+        A send happens once: without ``key``, a second send of the same text to the same
+        conversation in the same turn publishes nothing and returns the first send's
+        receipt with ``duplicate: True`` (a cell run again after an error or a restart does
+        not repeat it). With ``key`` the rule holds across the whole session instead: a
+        second send with the same key, in any turn, publishes nothing. Distinct keys send
+        the same text twice.
 
         Raises ``TypeError``/``ValueError`` for text that is not a non-empty string of at
         most 1,000,000 characters or a key that is not a string of 1-200 characters, and

@@ -23,6 +23,7 @@ import datetime as _dt
 from typing import Any
 
 from klbr import rpc
+from klbr.awaited import api_class
 
 __all__ = ["Timers", "arm_wait", "due_params", "timers"]
 
@@ -84,6 +85,8 @@ def _note(note: Any) -> str:
     return note
 
 
+@api_class("timers", at="no timer was set", after="no timer was set", cancel="no timer was cancelled",
+           list="nothing was read")
 class Timers:
     """Durable timers. Bound in every cell as ``timers``."""
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from klbr import rpc
+from klbr.awaited import api
 from klbr.files import FileHandle, touch_at
 from klbr.listing import Entry, Listing, Match, SearchResult, list_entries, search_tree
 from klbr.paths import Located, PathArg, WorkspaceEscape, locate
@@ -240,11 +241,13 @@ async def current() -> Workspace:
     return _current
 
 
+@api("open_file", "no file was opened")
 async def open_file(path: PathArg, create: bool = False) -> FileHandle:
     """Open a workspace text file; see ``Workspace.open_file``."""
     return await (await current()).open_file(path, create)
 
 
+@api("ls", "nothing was listed")
 async def ls(
     path: PathArg = ".", recursive: bool = False, match: str | None = None, max_entries: int = 10_000
 ) -> Listing:
@@ -252,6 +255,7 @@ async def ls(
     return await (await current()).ls(path, recursive, match, max_entries)
 
 
+@api("search", "nothing was searched")
 async def search(
     pattern: str, path: PathArg = ".", max_results: int = 100, regex: bool = False
 ) -> SearchResult:
@@ -259,11 +263,13 @@ async def search(
     return await (await current()).search(pattern, path, max_results, regex)
 
 
+@api("delete", "nothing was deleted")
 async def delete(path: PathArg, recursive: bool = False) -> None:
     """Delete a workspace path; see ``Workspace.delete``."""
     await (await current()).delete(path, recursive)
 
 
+@api("run", "the program did not run")
 async def run(argv: Sequence[str], timeout: float = 60, cwd: PathArg | None = None) -> RunResult:
     """Run a program through the host; see ``Workspace.run``."""
     return await (await current()).run(argv, timeout, cwd)

@@ -15,6 +15,7 @@ import { createProvider, type Provider } from "../../../runtime/model/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
 import { latestSummary } from "../../../store/context_summaries.ts";
 import { readEvents } from "../../../store/events.ts";
+import { moveOutbox } from "../../../store/outbox.ts";
 import { estimateTokens, readProviderItems } from "../../../store/provider_items.ts";
 import { requireSession } from "../../../store/sessions.ts";
 import { type Store } from "../../../store/store.ts";
@@ -74,7 +75,9 @@ Deno.test("`compactContext()` covers old items, keeps sent and scratchpad apart,
       "Your scratchpad notes (never delivered to anyone):",
       ...first3.map((_, i) => `- thinking about ${i + 1} [item:${3 * i + 2}]`),
       "Cells you ran:",
-      ...first3.map((t, i) => `- await local.send('answer ${i + 1}') → ok [cell:${t.cellId}]`),
+      ...first3.map((t, i) =>
+        `- await local.send('answer ${i + 1}') → ok: stdout: printed ${i + 1} [cell:${t.cellId}]`
+      ),
     ]);
     // Nothing is deleted: every item is still there.
     assert.equal(readProviderItems(store, "default").length, 12);
@@ -304,7 +307,7 @@ Deno.test("`compactContext()` falls back to the extractive summary and records w
               "Your scratchpad notes (never delivered to anyone):\nCells you ran:",
           }),
         }),
-      /send:\d+ is not named as sent with its state \(delivered\)/,
+      /send:\d+ is not named under "Messages you sent \(these reached the conversation\):" with its state \(delivered\)/,
     ],
     [
       "an unreachable model",
@@ -330,7 +333,23 @@ Deno.test("`compactContext()` falls back to the extractive summary and records w
     [
       "a wrong state",
       () => rewriting((text) => text.replace("(delivered) [send:5]", "(failed) [send:5]")),
-      /send:5 is not named as sent with its state \(delivered\)/,
+      /send:5 is not named under "Messages you sent \(these reached the conversation\):" with its state \(delivered\)/,
+    ],
+    [
+      "a failed send among the sent ones",
+      () =>
+        startFakeOpenAI({
+          summarizer: () => ({
+            text: [
+              "Inputs you received:",
+              "Messages you sent (these reached the conversation):",
+              "- to discord:42: lost (failed) [send:5]",
+              "Your scratchpad notes (never delivered to anyone):",
+              "Cells you ran:",
+            ].join("\n"),
+          }),
+        }),
+      /send:\d+ is not named under "Messages you sent \(these reached the conversation\):" with its state \(delivered\)/,
     ],
     [
       "headings out of order",
@@ -366,4 +385,104 @@ Deno.test("`compactContext()` falls back to the extractive summary and records w
       await fake.close();
     }
   }
+});
+
+/** Four turns, each with a local send and a Discord row: confirmed, failed, unknown, pending; the
+ * first cell printed a long output and raised. A fifth turn stays uncovered. */
+function sendsInEveryState(store: Store): { local: string[]; outbox: string[]; cells: string[] } {
+  const long = `${"x".repeat(5_000)} the last line`;
+  const turns = [writeTurn(store, "default", 1, {
+    discord: true,
+    cell: {
+      outcome: "error",
+      result: {
+        stdout: long,
+        stderr: "",
+        value: null,
+        error: { type: "RuntimeError", message: "boom", traceback: "Traceback …" },
+      },
+    },
+  })];
+  for (let n = 2; n <= 4; n++) turns.push(writeTurn(store, "default", n, { discord: true }));
+  writeTurn(store, "default", 5);
+  const outbox = turns.map((t) => t.sends[1].slice("outbox:".length));
+  for (const id of outbox.slice(0, 3)) moveOutbox(store, id, "attempting");
+  moveOutbox(store, outbox[0], "confirmed", { remoteId: "900" });
+  moveOutbox(store, outbox[1], "failed", { error: "HTTP 403" });
+  moveOutbox(store, outbox[2], "unknown", { error: "timed out" });
+  return { local: turns.map((t) => t.sends[0]), outbox, cells: turns.map((t) => t.cellId) };
+}
+
+Deno.test("the summarizer reads each cell's output excerpt and the sends grouped by their real state", async () => {
+  const fake = startFakeOpenAI({ summarizer: "faithful" });
+  try {
+    await withStore(async (store) => {
+      const { local, outbox, cells } = sendsInEveryState(store);
+      const d = deps(store, { provider: longProvider(fake) });
+      const done = await compactContext(d, "default", { keep: { items: 3 }, model: true });
+      assert.deepEqual([done?.coversToIdx, done?.source], [12, "model"]);
+      const material = JSON.parse(fake.requests.at(-1)!.body.messages[1].content);
+      // Each cell comes with what it showed, bounded.
+      const [failing, printing] = material.new_items.cells;
+      assert.equal(failing.id, `cell:${cells[0]}`);
+      assert.equal(failing.outcome, "error");
+      assert.ok(failing.output.startsWith(`RuntimeError: boom | stdout: ${"x".repeat(300)} … x`));
+      assert.ok(failing.output.length <= 401, `bounded (got ${failing.output.length})`);
+      assert.equal(printing.output, "stdout: printed 2");
+      // The sends by state: only delivered (and confirmed) ones reached the conversation.
+      const ids = (group: string) =>
+        (material.new_items.sent[group] ?? []).map((e: { id: string }) => e.id);
+      assert.deepEqual(ids("delivered"), [local[0], `outbox:${outbox[0]}`, ...local.slice(1)]);
+      assert.deepEqual(ids("failed"), [`outbox:${outbox[1]}`]);
+      assert.deepEqual(ids("unknown"), [`outbox:${outbox[2]}`]);
+      assert.deepEqual(ids("pending"), [`outbox:${outbox[3]}`]);
+      const reached = "Messages you sent (these reached the conversation):";
+      assert.deepEqual(
+        material.must_name_as_sent.map((m: { state: string; heading: string }) => [
+          m.state,
+          m.heading === reached,
+        ]),
+        [
+          ["delivered", true],
+          ["confirmed", true],
+          ["delivered", true],
+          ["failed", false],
+          ["delivered", true],
+          ["unknown", false],
+          ["delivered", true],
+          ["pending", false],
+        ],
+      );
+      // The summary the model wrote passed the check with the failed send apart.
+      const text = latestSummary(store, "default")!.text;
+      const sent = text.split(`${reached}\n`)[1].split("\nMessages that did not reach")[0];
+      assert.ok(!sent.includes(outbox[1]), "the failed send is not among those that reached");
+    });
+  } finally {
+    await fake.close();
+  }
+});
+
+Deno.test("an extractive summary lists only delivered sends as reaching the conversation, the rest by state", async () => {
+  await withStore(async (store) => {
+    const { local, outbox, cells } = sendsInEveryState(store);
+    await compactContext(deps(store), "default", { keep: { items: 3 }, model: false });
+    const lines = latestSummary(store, "default")!.text.split("\n");
+    const from = lines.indexOf("Messages you sent (these reached the conversation):");
+    const to = lines.indexOf("Your scratchpad notes (never delivered to anyone):");
+    assert.deepEqual(lines.slice(from + 1, to), [
+      `- to local:default: answer 1 (delivered) [${local[0]}]`,
+      `- to discord:42: discord answer 1 (confirmed) [outbox:${outbox[0]}]`,
+      ...local.slice(1).map((ref, i) => `- to local:default: answer ${i + 2} (delivered) [${ref}]`),
+      "Messages that did not reach the conversation (failed), may not have (unknown) or not yet (pending):",
+      `- to discord:42: discord answer 2 (failed) [outbox:${outbox[1]}]`,
+      `- to discord:42: discord answer 3 (unknown) [outbox:${outbox[2]}]`,
+      `- to discord:42: discord answer 4 (pending) [outbox:${outbox[3]}]`,
+    ]);
+    const cellLine = lines.find((line) => line.endsWith(`[cell:${cells[0]}]`))!;
+    assert.match(
+      cellLine,
+      /^- await local\.send\('answer 1'\) → error: RuntimeError: boom \| stdout: x+/,
+    );
+  });
 });

@@ -231,6 +231,48 @@ Deno.test("`discord.react` queues a reaction row on an input's message; `discord
   });
 });
 
+Deno.test("`discord.send` and `discord.react` queue the same thing once per frame; a key holds across frames", async () => {
+  await withHandlers({ channels: ["123"] }, async (call, store, _wakes, setFrame) => {
+    const { input, frame } = discordFrame(store, "560");
+    setFrame(frame);
+    type Receipt = { outbox_id: string; state: string; duplicate: boolean };
+    const first = await call("discord.send", { text: "on it" }) as Receipt;
+    const again = await call("discord.send", { text: "on it" }) as Receipt;
+    assert.deepEqual([first.duplicate, again.duplicate], [false, true]);
+    assert.equal(again.outbox_id, first.outbox_id, "one row, so one nonce");
+    // Another text, or no reply anchor, is another message.
+    const other = await call("discord.send", { text: "done" }) as Receipt;
+    const plain = await call("discord.send", { text: "on it", reply_to: false }) as Receipt;
+    const react = await call("discord.react", { message: input, emoji: "👀" }) as Receipt;
+    const reactAgain = await call("discord.react", { message: input, emoji: "👀" }) as Receipt;
+    assert.deepEqual([other.duplicate, plain.duplicate, react.duplicate, reactAgain.duplicate], [
+      false,
+      false,
+      false,
+      true,
+    ]);
+    assert.equal(reactAgain.outbox_id, react.outbox_id);
+    // A later frame says the same words again; an explicit key holds across frames.
+    const keyed = await call("discord.send", { text: "deployed", key: "deploy-7" }) as Receipt;
+    setFrame(discordFrame(store, "561").frame);
+    const later = await call("discord.send", { text: "on it" }) as Receipt;
+    const keyedLater = await call("discord.send", {
+      text: "deployed!",
+      key: "deploy-7",
+    }) as Receipt;
+    assert.deepEqual([later.duplicate, keyedLater.duplicate], [false, true]);
+    assert.equal(keyedLater.outbox_id, keyed.outbox_id);
+    const rows = readEvents(store, "default", { since: 0, limit: 100 })
+      .filter((e) => e.kind === "outbox.pending");
+    assert.equal(rows.length, 6, "on it, done, on it (no anchor), 👀, deployed, on it (later)");
+    await rejects(
+      call("discord.send", { text: "x", key: "" }),
+      "invalid_input",
+      'cannot send to discord: key is invalid (got "")',
+    );
+  });
+});
+
 Deno.test("`input.ignore` records the agent's decision on an input of its frame, and refuses others", async () => {
   await withHandlers({ channels: ["123"] }, async (call, store, _wakes, setFrame) => {
     const { input, frame } = discordFrame(store, "557");
