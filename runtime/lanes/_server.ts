@@ -16,8 +16,15 @@ import { extname, join } from "node:path";
 import { errorReply } from "./_replies.ts";
 import type { LaneHost } from "./_lane_connection.ts";
 import { checkHost, checkOrigin, type ListenAddress, ownOrigin } from "./_loopback.ts";
-import { DEFAULT_LANE_LIMITS, type LaneLimits, LaneRegistry } from "./_lane_socket.ts";
+import {
+  DEFAULT_LANE_LIMITS,
+  type LaneLimits,
+  LaneRegistry,
+  type Place,
+} from "./_lane_registry.ts";
+import { LaneSocket } from "./_lane_socket.ts";
 import type { OperatorAuth } from "./_auth.ts";
+import { AttemptLimiter, RefusalLog } from "./_refusals.ts";
 import { isKlbrError, KlbrError, type Logger } from "../core/mod.ts";
 
 /** What {@linkcode createApp} needs. */
@@ -32,7 +39,8 @@ export interface AppDeps {
   health: () => Record<string, unknown> & { ok: boolean };
   /** Directory of the built UI, or undefined when there is none. */
   uiDir?: string;
-  /** Logger for refused connections and unexpected errors. */
+  /** Logger for refused connections (bounded: one line per kind and source a minute) and
+   * unexpected errors. */
   log: Logger;
   /** Bounds on lane connections. @default {DEFAULT_LANE_LIMITS} */
   limits?: Partial<LaneLimits>;
@@ -69,7 +77,8 @@ const CONTENT_TYPES: Record<string, string> = {
  */
 export function createApp(deps: AppDeps): Hono {
   const app = new Hono();
-  const registry = new LaneRegistry({ ...DEFAULT_LANE_LIMITS, ...deps.limits });
+  const refusals = new RefusalLog(deps.log);
+  const registry = new LaneRegistry({ ...DEFAULT_LANE_LIMITS, ...deps.limits }, refusals);
   deps.auth.onRotate(() => registry.closeOperators("token_revoked"));
 
   app.onError((error, c) => {
@@ -82,8 +91,8 @@ export function createApp(deps: AppDeps): Hono {
     return c.json(health, health.ok ? 200 : 503);
   });
   // Each group is a sub-app of one concept; the UI's catch-all goes last.
-  app.route("/auth", authRoutes(deps));
-  app.route("/v2", laneRoutes(deps, registry));
+  app.route("/auth", authRoutes(deps, { registry, refusals }));
+  app.route("/v2", laneRoutes(deps, { registry, refusals }));
   app.route("/artifacts", artifactRoutes(deps));
   app.route("/", uiRoutes(deps));
   return app;
@@ -119,17 +128,40 @@ function loopbackGuard(deps: AppDeps): MiddlewareHandler {
   };
 }
 
-/** `POST /auth` exchanges the token for a session cookie; `DELETE /auth` clears it. */
-function authRoutes(deps: AppDeps): Hono {
+/** What the lane routes share: the sockets' registry and the bounded log of refusals. */
+interface Bounds {
+  registry: LaneRegistry;
+  refusals: RefusalLog;
+}
+
+/**
+ * `POST /auth` exchanges the token for a session cookie, replacing whatever cookie of that name
+ * the browser held; `DELETE /auth` clears it. The token is checked first, so the right one is
+ * never refused; a wrong one from a source past its rate is answered 429 with `Retry-After`.
+ */
+function authRoutes(deps: AppDeps, bounds: Bounds): Hono {
   const auth = new Hono();
+  const limiter = new AttemptLimiter();
   auth.post("/", async (c) => {
     const body = await c.req.json().catch(() => ({})) as { token?: unknown };
     const token = typeof body.token === "string" ? body.token : undefined;
     try {
       deps.auth.checkToken(token);
     } catch (error) {
-      if (isKlbrError(error)) deps.log.warn("auth.refused", `refused /auth: ${error.message}`);
-      throw error;
+      if (!isKlbrError(error)) throw error;
+      const source = sourceOf(c.env);
+      const { stats } = bounds.registry;
+      stats.auth_refused++;
+      bounds.refusals.warn("auth.refused", source, `refused /auth: ${error.message}`);
+      const wait = limiter.refused(source);
+      if (wait === 0) throw error;
+      stats.auth_limited++;
+      c.header("retry-after", String(wait));
+      throw new KlbrError(
+        "too_many_attempts",
+        `cannot authorise: too many refused attempts from ${source}; try again in ${wait} s (got ${error.code})`,
+        { status: 429 },
+      );
     }
     c.header("set-cookie", deps.auth.issueCookie(deps.address().port));
     c.header("cache-control", "no-store");
@@ -142,27 +174,21 @@ function authRoutes(deps: AppDeps): Hono {
   return auth;
 }
 
-/** `GET /v2`: the lane WebSocket, once a place under the connection cap is reserved. */
-function laneRoutes(deps: AppDeps, registry: LaneRegistry): Hono {
+/**
+ * `GET /v2`: the lane WebSocket. Every upgrade gets a place among the sockets waiting for
+ * hello (the oldest waiting one is closed when they are all taken); hello makes it a lane.
+ */
+function laneRoutes(deps: AppDeps, bounds: Bounds): Hono {
   const lanes = new Hono();
   lanes.use("/", async (c, next) => {
     if (c.req.header("upgrade")?.toLowerCase() !== "websocket") return await next();
-    const place = registry.reserve();
-    if (place === undefined) {
-      const limit = registry.limits.maxConnections;
-      deps.log.warn("lane.refused_cap", `refused a lane: ${limit} are open`, { limit });
-      throw new KlbrError(
-        "too_many_connections",
-        `cannot open /v2: the daemon holds its limit of ${limit} lane connections (got one more)`,
-        { status: 503 },
-      );
-    }
-    c.set("place" as never, place as never);
+    c.set("place" as never, bounds.registry.reserve(sourceOf(c.env)) as never);
     await next();
   });
   lanes.get(
     "/",
     upgradeWebSocket((c) => {
+      const place = c.get("place" as never) as Place;
       const cookie = deps.auth.readCookie(c.req.header("cookie"), deps.address().port);
       const auth = {
         cookie,
@@ -172,11 +198,20 @@ function laneRoutes(deps: AppDeps, registry: LaneRegistry): Hono {
           await deps.auth.rotate();
           deps.log.warn("auth.rotated", "the operator token was rotated; old sessions closed");
         },
+        refused: (reason: string) =>
+          bounds.refusals.warn("lane.refused", place.source, `refused operator access: ${reason}`),
       };
-      return registry.events(deps.lanes, auth, deps.log, c.get("place" as never));
+      const parts = { host: deps.lanes, auth, log: deps.log, place };
+      return new LaneSocket(bounds.registry, parts).events();
     }),
   );
   return lanes;
+}
+
+/** The client's address, for per-source bounds; "unknown" where the server gave none. */
+function sourceOf(env: unknown): string {
+  const info = env as Partial<Deno.ServeHandlerInfo<Deno.NetAddr>> | undefined;
+  return info?.remoteAddr?.hostname ?? "unknown";
 }
 
 /** `GET /artifacts/<id>`: a spooled output, with the lanes' credentials. */
