@@ -219,7 +219,7 @@ export class LaneConnection {
     });
     const closing = code.startsWith("token_") ? 4401 : CLOSES_AT_ONCE[code];
     if (closing === undefined) return;
-    if (closing === 4401) this.#options.auth.refused?.(message);
+    if (closing === 4401) this.#options.auth.refused?.(code, message);
     this.#options.close(closing, code);
     this.dispose();
   }

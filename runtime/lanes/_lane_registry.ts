@@ -134,22 +134,21 @@ export class Place {
   /** Closes a waiting socket to make room for a newer upgrade. */
   evict(): void {
     this.#shared.stats.evicted_pending++;
-    this.#shared.refusals.warn(
-      "lane.evicted",
-      this.source,
-      `closed a socket that had not said hello, to make room: ${this.#shared.limits.maxPendingHello} were waiting`,
-    );
+    this.#shared.refusals.warn("lane.evicted", {
+      source: this.source,
+      message:
+        `closed a socket that had not said hello, to make room: ${this.#shared.limits.maxPendingHello} were waiting`,
+    });
     this.#end(1013, "too many sockets waiting for hello");
   }
 
   #expire(): void {
     if (this.#state !== "waiting") return;
     const ms = this.#shared.limits.helloTimeoutMs;
-    this.#shared.refusals.warn(
-      "lane.hello_timeout",
-      this.source,
-      `closed a lane that did not say hello in time (${ms} ms)`,
-    );
+    this.#shared.refusals.warn("lane.hello_timeout", {
+      source: this.source,
+      message: `closed a lane that did not say hello in time (${ms} ms)`,
+    });
     this.#end(4408, `no hello within ${ms} ms`);
   }
 

@@ -71,8 +71,8 @@ export interface LaneAuth {
   checkToken(token: string | undefined): void;
   /** Replaces the operator token (`op.token_rotate`); resolves once the new one is in force. */
   rotate(): Promise<void>;
-  /** Notes a refused authorisation (a bounded log); absent, it is not logged. */
-  refused?(reason: string): void;
+  /** Notes a refused authorisation, its code and message (a bounded log); absent, not logged. */
+  refused?(code: string, reason: string): void;
 }
 
 /** Options for {@linkcode LaneConnection}. */

@@ -91,10 +91,21 @@ export class AttemptLimiter {
 export interface RefusalLogOptions {
   /** How long one line covers a kind of refusal from a source, in ms. @default {60_000} */
   windowMs?: number;
-  /** Kinds and sources followed at once; past it, new sources are counted together. @default {1024} */
+  /** Events, kinds and sources followed at once; past it, new sources are counted together.
+   * @default {1024} */
   maxSources?: number;
   /** The clock, in ms. @default {Date.now} */
   now?: () => number;
+}
+
+/** One refusal, as {@linkcode RefusalLog.warn} takes it. */
+export interface Refusal {
+  /** Where it came from (the client's address). */
+  source: string;
+  /** What was refused, e.g. the error code: each kind has its own line. @default {""} */
+  kind?: string;
+  /** The line written for the first one. */
+  message: string;
 }
 
 /** One kind of refusal from one source within its window. */
@@ -108,14 +119,14 @@ interface Window {
 }
 
 /**
- * A log of refusals that an attacker cannot flood: the first refusal of each kind from a source
- * is written at once, the rest of its window are counted and written as one line when the
- * window ends (a timer that does not keep the process alive).
+ * A log of refusals that an attacker cannot flood: the first refusal of each event and kind
+ * from a source is written at once, the rest of its window are counted and written as one line
+ * when the window ends (a timer that does not keep the process alive).
  *
  * @example
  * ```ts
  * const refusals = new RefusalLog(log);
- * refusals.warn("auth.refused", "127.0.0.1", "refused /auth: cannot authorise: …");
+ * refusals.warn("auth.refused", { source: "127.0.0.1", kind: "token_wrong", message: "…" });
  * ```
  */
 export class RefusalLog {
@@ -134,27 +145,31 @@ export class RefusalLog {
     this.#now = options.now ?? Date.now;
   }
 
-  /** Notes one refusal: written when it is the first of its kind from `source` in a window. */
-  warn(event: string, source: string, message: string): void {
+  /**
+   * Notes one refusal: written when it is the first of its event and kind from its source in a
+   * window, else counted.
+   */
+  warn(event: string, refusal: Refusal): void {
     const now = this.#now();
     this.flush();
-    const key = this.#windows.size < this.#maxSources || this.#windows.has(`${event}\0${source}`)
-      ? `${event}\0${source}`
-      : `${event}\0(other sources)`;
+    const { kind = "", message } = refusal;
+    const own = `${event}\0${kind}\0${refusal.source}`;
+    const followed = this.#windows.size < this.#maxSources || this.#windows.has(own);
+    const source = followed ? refusal.source : OTHER_SOURCES;
+    const key = followed ? own : `${event}\0\0${OTHER_SOURCES}`;
     const open = this.#windows.get(key);
     if (open !== undefined) {
       open.more++;
       open.last = message;
       return this.#schedule();
     }
-    const from = key.slice(event.length + 1);
-    this.#windows.set(key, { event, source: from, start: now, more: 0, last: message });
+    this.#windows.set(key, { event, source, start: now, more: 0, last: message });
     this.#log.warn(
       event,
-      `${message} (from ${from}; more like it in the next ${
+      `${message} (from ${source}; more like it in the next ${
         this.#windowMs / 1000
       } s are counted in one line)`,
-      { source: from },
+      { source },
     );
   }
 

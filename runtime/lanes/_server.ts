@@ -10,7 +10,7 @@
  * @module
  */
 
-import { Hono, type MiddlewareHandler } from "hono";
+import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { upgradeWebSocket } from "hono/deno";
 import { extname, join } from "node:path";
 import { errorReply } from "./_replies.ts";
@@ -39,8 +39,10 @@ export interface AppDeps {
   health: () => Record<string, unknown> & { ok: boolean };
   /** Directory of the built UI, or undefined when there is none. */
   uiDir?: string;
-  /** Logger for refused connections (bounded: one line per kind and source a minute) and
-   * unexpected errors. */
+  /**
+   * Logger for refused requests (bounded: one line per event, kind and source a minute) and
+   * unexpected errors.
+   */
   log: Logger;
   /** Bounds on lane connections. @default {DEFAULT_LANE_LIMITS} */
   limits?: Partial<LaneLimits>;
@@ -85,7 +87,7 @@ export function createApp(deps: AppDeps): Hono {
     const { status, code, message } = errorReply(error, deps.log);
     return c.json({ code, message }, status as 400);
   });
-  app.use("*", loopbackGuard(deps));
+  app.use("*", loopbackGuard(deps, refusals));
   app.get("/health", (c) => {
     const health = { ...deps.health(), lanes: { ...registry.stats } };
     return c.json(health, health.ok ? 200 : 503);
@@ -102,14 +104,19 @@ export function createApp(deps: AppDeps): Hono {
  * Checks every request's `Host` and `Origin`; a page asked for under another loopback name is
  * redirected to the daemon's own origin first.
  */
-function loopbackGuard(deps: AppDeps): MiddlewareHandler {
+function loopbackGuard(deps: AppDeps, refusals: RefusalLog): MiddlewareHandler {
+  const refused = (c: Context, kind: string, error: unknown) => {
+    if (!isKlbrError(error)) return;
+    const message = `refused ${c.req.path}: ${error.message}`;
+    refusals.warn("http.refused", { source: sourceOf(c.env), kind, message });
+  };
   return async (c, next) => {
     const address = deps.address();
     const host = c.req.header("host");
     try {
       checkHost(host, address);
     } catch (error) {
-      refused(deps.log, c.req.path, error);
+      refused(c, "host", error);
       throw error;
     }
     // A page asked for under another loopback name (localhost for 127.0.0.1) is sent to the
@@ -121,7 +128,7 @@ function loopbackGuard(deps: AppDeps): MiddlewareHandler {
     try {
       checkOrigin(c.req.header("origin"), address);
     } catch (error) {
-      refused(deps.log, c.req.path, error);
+      refused(c, "origin", error);
       throw error;
     }
     await next();
@@ -152,7 +159,8 @@ function authRoutes(deps: AppDeps, bounds: Bounds): Hono {
       const source = sourceOf(c.env);
       const { stats } = bounds.registry;
       stats.auth_refused++;
-      bounds.refusals.warn("auth.refused", source, `refused /auth: ${error.message}`);
+      const message = `refused /auth: ${error.message}`;
+      bounds.refusals.warn("auth.refused", { source, kind: error.code, message });
       const wait = limiter.refused(source);
       if (wait === 0) throw error;
       stats.auth_limited++;
@@ -198,8 +206,12 @@ function laneRoutes(deps: AppDeps, bounds: Bounds): Hono {
           await deps.auth.rotate();
           deps.log.warn("auth.rotated", "the operator token was rotated; old sessions closed");
         },
-        refused: (reason: string) =>
-          bounds.refusals.warn("lane.refused", place.source, `refused operator access: ${reason}`),
+        refused: (code: string, reason: string) =>
+          bounds.refusals.warn("lane.refused", {
+            source: place.source,
+            kind: code,
+            message: `refused operator access: ${reason}`,
+          }),
       };
       const parts = { host: deps.lanes, auth, log: deps.log, place };
       return new LaneSocket(bounds.registry, parts).events();
@@ -279,9 +291,4 @@ function uiRoutes(deps: AppDeps): Hono {
 /** Routes a native client calls by address; they are refused, never redirected. */
 function isApiPath(path: string): boolean {
   return path === "/health" || path === "/auth" || path === "/v2" || path.startsWith("/artifacts/");
-}
-
-function refused(log: Logger, path: string, error: unknown): void {
-  if (!isKlbrError(error)) return;
-  log.warn("http.refused", `refused ${path}: ${error.message}`, { path });
 }

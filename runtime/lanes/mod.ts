@@ -34,6 +34,7 @@ export { type AppDeps, createApp } from "./_server.ts";
 export {
   AttemptLimiter,
   type AttemptLimiterOptions,
+  type Refusal,
   RefusalLog,
   type RefusalLogOptions,
 } from "./_refusals.ts";

@@ -152,8 +152,12 @@ Deno.test("a cookie the daemon did not issue is ignored; one issued under an old
     // Junk alone is no cookie at all: the page is asked for the token, not told it was revoked.
     assert.equal(await hello(junk), "token_missing");
 
+    // The daemon answers the rotation before it takes effect; a lane made with the old token
+    // closing is the sign that it has.
+    const open = await connectLane({ port: daemon.port, token: daemon.token });
     const rotated = await klbr(["token", "rotate", "--state", daemon.stateDir]);
     assert.equal(rotated.code, 0, rotated.stderr);
+    assert.equal((await open.closed).code, 4401);
     assert.equal(await hello(issued), "token_revoked");
     assert.equal(await hello(`${junk}; ${issued}`), "token_revoked");
   });

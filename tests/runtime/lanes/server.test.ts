@@ -200,9 +200,13 @@ Deno.test("`POST /auth` exchanges the token for an HttpOnly SameSite=Strict cook
     assert.equal((await response.json()).code, code);
     assert.equal(response.headers.get("set-cookie"), null, `${code}: no cookie`);
   }
-  // Refusals from one source within a minute: the first is written, the rest counted.
+  // Refusals of one kind from one source within a minute: the first is written, the rest
+  // counted (the two wrong ones are one kind).
+  const tail = "(from unknown; more like it in the next 60 s are counted in one line)";
   assert.deepEqual(lines.filter((l) => l.startsWith("auth.refused")), [
-    "auth.refused: refused /auth: cannot authorise: no operator token was given (from unknown; more like it in the next 60 s are counted in one line)",
+    `auth.refused: refused /auth: cannot authorise: no operator token was given ${tail}`,
+    `auth.refused: refused /auth: cannot authorise: a token is 64 hex characters, 0-9 and a-f (got 10 characters) ${tail}`,
+    `auth.refused: refused /auth: cannot authorise: the operator token is wrong ${tail}`,
   ]);
 });
 
@@ -247,18 +251,24 @@ Deno.test("`AttemptLimiter` lets a burst through, then one attempt per refill; f
   assert.deepEqual([1, 2, 3, 4].map(() => limiter.refused("e")), [0, 0, 0, 1]);
 });
 
-Deno.test("`RefusalLog` writes one line per kind and source a window, then their count", () => {
+Deno.test("`RefusalLog` writes one line per event, kind and source a window, then their count", () => {
   const { lines, log } = keptLog();
   let now = 0;
-  const refusals = new RefusalLog(log, { windowMs: 60_000, maxSources: 2, now: () => now });
-  for (let i = 0; i < 5; i++) refusals.warn("auth.refused", "127.0.0.1", `wrong ${i}`);
-  refusals.warn("lane.refused", "127.0.0.1", "wrong at hello");
-  refusals.warn("auth.refused", "127.0.0.2", "from elsewhere");
-  refusals.warn("auth.refused", "127.0.0.3", "and elsewhere");
+  const refusals = new RefusalLog(log, { windowMs: 60_000, maxSources: 3, now: () => now });
+  const wrong = (source: string, message: string) =>
+    refusals.warn("auth.refused", { source, kind: "token_wrong", message });
+  for (let i = 0; i < 5; i++) wrong("127.0.0.1", `wrong ${i}`);
+  refusals.warn("auth.refused", { source: "127.0.0.1", kind: "token_missing", message: "none" });
+  refusals.warn("lane.refused", { source: "127.0.0.1", kind: "token_wrong", message: "at hello" });
+  // Three windows are followed: later sources, whatever their kind, are counted together.
+  wrong("127.0.0.2", "from elsewhere");
+  refusals.warn("auth.refused", { source: "127.0.0.3", kind: "other", message: "and elsewhere" });
+  const tail = "more like it in the next 60 s are counted in one line";
   assert.deepEqual(lines, [
-    "auth.refused: wrong 0 (from 127.0.0.1; more like it in the next 60 s are counted in one line)",
-    "lane.refused: wrong at hello (from 127.0.0.1; more like it in the next 60 s are counted in one line)",
-    "auth.refused: from elsewhere (from (other sources); more like it in the next 60 s are counted in one line)",
+    `auth.refused: wrong 0 (from 127.0.0.1; ${tail})`,
+    `auth.refused: none (from 127.0.0.1; ${tail})`,
+    `lane.refused: at hello (from 127.0.0.1; ${tail})`,
+    `auth.refused: from elsewhere (from (other sources); ${tail})`,
   ]);
   lines.length = 0;
   now += 59_999;
@@ -271,7 +281,7 @@ Deno.test("`RefusalLog` writes one line per kind and source a window, then their
     "auth.refused: 1 more like it from (other sources) in 60 s (the last: and elsewhere)",
   ]);
   lines.length = 0;
-  refusals.warn("auth.refused", "127.0.0.1", "a new window");
+  wrong("127.0.0.1", "a new window");
   assert.equal(lines.length, 1);
 });
 
