@@ -30,11 +30,14 @@ export const SandboxSchema = z.strictObject({
 export const LanesSchema = z.strictObject({
   /** Whether a connection without the token or a session cookie may watch, read-only. */
   view_without_token: z.boolean(expected("#true or #false")).default(false),
-  /** Open `/v2` connections at once; one more is refused. */
+  /** Lanes (sockets that said hello) at once; past it a viewer is refused, never the operator. */
   max_connections: z.int(expected("a whole number")).min(1, expected("at least 1"))
     .max(100_000, expected("at most 100000")).default(64),
-  /** How long a connection may stay open without saying hello. */
-  hello_timeout_ms: timeoutMs().default(10_000),
+  /** Sockets waiting for hello at once, apart from the lanes; past it the oldest is closed. */
+  max_pending_hello: z.int(expected("a whole number")).min(1, expected("at least 1"))
+    .max(100_000, expected("at most 100000")).default(256),
+  /** How long a socket may stay open without saying hello. */
+  hello_timeout_ms: timeoutMs().default(3_000),
 });
 
 const BLOCK_FIELD_NAMES = {

@@ -73,7 +73,7 @@ export function defaultConfigText(): string {
     '// "required" refuses to start unconfined, network #true shares the host\'s network,',
     "// view_without_token #true lets a page without the token watch, read-only.",
     `// sandbox "${sandbox.mode}" { network #${sandbox.network}; }`,
-    `// lanes { view_without_token #${lanes.view_without_token}; max_connections ${lanes.max_connections}; hello_timeout_ms ${lanes.hello_timeout_ms}; }`,
+    `// lanes { view_without_token #${lanes.view_without_token}; max_connections ${lanes.max_connections}; max_pending_hello ${lanes.max_pending_hello}; hello_timeout_ms ${lanes.hello_timeout_ms}; }`,
     "",
   ].join("\n");
 }

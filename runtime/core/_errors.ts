@@ -43,6 +43,7 @@ export type KlbrErrorCode =
   | "token_revoked"
   | "since_beyond_head"
   | "too_many_connections"
+  | "too_many_attempts"
   | "sandbox_unavailable"
   | "forbidden"
   | "not_loopback"

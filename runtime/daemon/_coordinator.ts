@@ -246,11 +246,6 @@ export class Coordinator implements LaneHost {
     return admitted;
   }
 
-  /** Logs a refused authorisation. */
-  logRefusal(reason: string): void {
-    this.#o.log.warn("lane.refused", `refused operator access: ${reason}`);
-  }
-
   /** Runs one operator command; none needs the model or a hook. */
   operate(message: OperatorMessage, connectionSession: string): Promise<Record<string, unknown>> {
     return runOperation(

@@ -11,6 +11,7 @@ import type { Route, ServeOptions } from "../config/mod.ts";
 import { createLogger, KlbrError, type Logger } from "../core/mod.ts";
 import {
   createApp,
+  ensureSessionKey,
   type ListenAddress,
   OperatorAuth,
   readOperatorToken,
@@ -44,7 +45,8 @@ export async function serve(options: ServeOptions): Promise<number> {
   const daemon = await startDaemon(settings, log);
   const address: ListenAddress = { host: settings.host, port: settings.port };
   const token = await readOperatorToken(settings.stateDir);
-  const app = daemonApp(settings, daemon, { address, token, log, uiDir: await ui });
+  const sessionKey = await ensureSessionKey(settings.stateDir);
+  const app = daemonApp(settings, daemon, { address, token, sessionKey, log, uiDir: await ui });
 
   // Listen for signals before announcing the port, so an early SIGTERM still drains.
   const { promise: stopped, resolve } = Promise.withResolvers<string>();
@@ -102,7 +104,13 @@ async function handedOver(
 function daemonApp(
   settings: ServeSettings,
   daemon: DaemonParts,
-  o: { address: ListenAddress; token: string; log: Logger; uiDir: string | undefined },
+  o: {
+    address: ListenAddress;
+    token: string;
+    sessionKey: string;
+    log: Logger;
+    uiDir: string | undefined;
+  },
 ): Hono {
   const { config } = settings;
   return createApp({
@@ -110,11 +118,13 @@ function daemonApp(
     auth: new OperatorAuth({
       stateDir: settings.stateDir,
       token: o.token,
+      sessionKey: o.sessionKey,
       viewWithoutToken: config.lanes.view_without_token,
     }),
     address: () => o.address,
     limits: {
       maxConnections: config.lanes.max_connections,
+      maxPendingHello: config.lanes.max_pending_hello,
       helloTimeoutMs: config.lanes.hello_timeout_ms,
     },
     log: o.log,

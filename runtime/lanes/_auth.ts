@@ -3,9 +3,13 @@
  * cookie it got by showing that token once (the way Jupyter does it).
  *
  * The cookie is `HttpOnly; SameSite=Strict; Path=/` with no `Domain`, so only the daemon's
- * own host gets it and page scripts never see it. Its value is an expiry, a nonce and an
- * HMAC of both under the current token: nothing is stored, a restart keeps sessions, and
- * rotating the token refuses every cookie made before.
+ * own host gets it and page scripts never see it. Browsers share cookies across the ports of a
+ * host, so a page on another loopback port can set cookies the daemon's page will send: the
+ * name holds the port and a part derived from the daemon's session key (another port's page
+ * cannot know it), and a cookie the daemon did not sign is ignored, never taken for a revoked
+ * one. Its value is an expiry, a nonce, a tag of the token it was made under, and an HMAC of
+ * all three under the session key: nothing is stored per session, a restart keeps sessions,
+ * and a rotated token turns every cookie made before into a revoked one.
  *
  * @module
  */
@@ -16,7 +20,10 @@ import { checkOperatorToken, writeNewOperatorToken } from "./_operator_token.ts"
 /** How long a session cookie lasts, in seconds (30 days). */
 export const SESSION_MAX_AGE_S = 30 * 24 * 3600;
 
-/** What an upgrade or request showed: a cookie that checks, one that does not, or none. */
+/**
+ * What an upgrade or request showed: a cookie this daemon signed for the current token, one it
+ * signed that no longer counts (made under an older token, or expired), or none it signed.
+ */
 export type CookieState = "valid" | "stale" | "absent";
 
 /** Options for {@linkcode OperatorAuth}. */
@@ -25,6 +32,8 @@ export interface OperatorAuthOptions {
   stateDir: string;
   /** The current token. */
   token: string;
+  /** The key cookies are signed with (`ensureSessionKey`); it outlives token rotations. */
+  sessionKey: string;
   /** Whether a connection without credentials may watch, read-only. @default {false} */
   viewWithoutToken?: boolean;
   /** The clock, in ms. @default {Date.now} */
@@ -36,7 +45,7 @@ export interface OperatorAuthOptions {
  *
  * @example
  * ```ts
- * const auth = new OperatorAuth({ stateDir, token });
+ * const auth = new OperatorAuth({ stateDir, token, sessionKey: await ensureSessionKey(stateDir) });
  * const header = auth.issueCookie(8765); // Set-Cookie value after a good POST /auth
  * auth.readCookie(request.headers.get("cookie") ?? undefined, 8765); // "valid"
  * ```
@@ -45,6 +54,7 @@ export class OperatorAuth {
   readonly #stateDir: string;
   readonly #now: () => number;
   readonly #listeners = new Set<() => void>();
+  readonly #sessionKey: string;
   #token: string;
   /** Whether a connection without credentials may watch, read-only. */
   readonly viewWithoutToken: boolean;
@@ -53,6 +63,7 @@ export class OperatorAuth {
   constructor(options: OperatorAuthOptions) {
     this.#stateDir = options.stateDir;
     this.#token = options.token;
+    this.#sessionKey = options.sessionKey;
     this.#now = options.now ?? Date.now;
     this.viewWithoutToken = options.viewWithoutToken ?? false;
   }
@@ -66,16 +77,21 @@ export class OperatorAuth {
     checkOperatorToken(presented, this.#token);
   }
 
-  /** The cookie's name: the port is part of it, since browsers share cookies across ports. */
+  /**
+   * The cookie's name, `klbr_<port>_<12 hex characters>`: the port, since browsers share
+   * cookies across ports, and a part of the session key's HMAC, which another port's page
+   * cannot know.
+   */
   cookieName(port: number): string {
-    return `klbr_session_${port}`;
+    return `klbr_${port}_${this.#hmac(`klbr-cookie-name\0${port}`).slice(0, 12)}`;
   }
 
   /** A `Set-Cookie` value holding a new session for this port. */
   issueCookie(port: number): string {
     const expires = Math.floor(this.#now() / 1000) + SESSION_MAX_AGE_S;
     const nonce = Array.from(crypto.getRandomValues(new Uint8Array(16)), hex).join("");
-    const value = `${expires}.${nonce}.${this.#mac(port, expires, nonce)}`;
+    const tag = this.#tokenTag();
+    const value = `${expires}.${nonce}.${tag}.${this.#mac(port, expires, nonce, tag)}`;
     return `${this.cookieName(port)}=${value}; ${attributes(SESSION_MAX_AGE_S)}`;
   }
 
@@ -84,18 +100,18 @@ export class OperatorAuth {
     return `${this.cookieName(port)}=; ${attributes(0)}`;
   }
 
-  /** Reads this port's session cookie from a `Cookie` header and checks it. */
+  /**
+   * Reads this port's session cookie from a `Cookie` header and checks it. Every value under
+   * the name counts (a page on another port may have added one on a longer path, which the
+   * browser sends first): one this daemon signed for the current token makes it `valid`; else
+   * one it signed under an older token, or expired, makes it `stale`; anything else is ignored.
+   */
   readCookie(header: string | undefined, port: number): CookieState {
     const name = this.cookieName(port);
-    const value = header?.split(";").map((part) => part.trim())
-      .find((part) => part.startsWith(`${name}=`))?.slice(name.length + 1);
-    if (value === undefined || value === "") return "absent";
-    const match = /^(\d{1,12})\.([0-9a-f]{32})\.([0-9a-f]{64})$/.exec(value);
-    if (match === null) return "stale";
-    const expires = Number(match[1]);
-    if (expires * 1000 <= this.#now()) return "stale";
-    const expected = new TextEncoder().encode(this.#mac(port, expires, match[2]));
-    return timingSafeEqual(expected, new TextEncoder().encode(match[3])) ? "valid" : "stale";
+    const values = (header ?? "").split(";").map((part) => part.trim())
+      .filter((part) => part.startsWith(`${name}=`)).map((part) => part.slice(name.length + 1));
+    const states = values.map((value) => this.#check(port, value));
+    return states.includes("valid") ? "valid" : states.includes("stale") ? "stale" : "absent";
   }
 
   /**
@@ -114,10 +130,28 @@ export class OperatorAuth {
     return () => this.#listeners.delete(listener);
   }
 
-  #mac(port: number, expires: number, nonce: string): string {
-    return createHmac("sha256", this.#token)
-      .update(`klbr-session\0${port}\0${expires}\0${nonce}`)
-      .digest("hex");
+  #check(port: number, value: string): CookieState {
+    const match = /^(\d{1,12})\.([0-9a-f]{32})\.([0-9a-f]{16})\.([0-9a-f]{64})$/.exec(value);
+    if (match === null) return "absent";
+    const [, expiresText, nonce, tag, mac] = match;
+    const expires = Number(expiresText);
+    const expected = new TextEncoder().encode(this.#mac(port, expires, nonce, tag));
+    if (!timingSafeEqual(expected, new TextEncoder().encode(mac))) return "absent";
+    if (expires * 1000 <= this.#now() || tag !== this.#tokenTag()) return "stale";
+    return "valid";
+  }
+
+  /** Names the current token without revealing it: a cookie made under another one is stale. */
+  #tokenTag(): string {
+    return this.#hmac(`klbr-token\0${this.#token}`).slice(0, 16);
+  }
+
+  #mac(port: number, expires: number, nonce: string, tag: string): string {
+    return this.#hmac(`klbr-session\0${port}\0${expires}\0${nonce}\0${tag}`);
+  }
+
+  #hmac(text: string): string {
+    return createHmac("sha256", this.#sessionKey).update(text).digest("hex");
   }
 }
 

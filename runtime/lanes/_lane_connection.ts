@@ -27,6 +27,15 @@ import { readPage } from "./_record_pages.ts";
 /** Records read per store query while catching up, unless the options say otherwise. */
 const DEFAULT_PAGE_SIZE = 1000;
 
+/**
+ * Refusals of a hello after which the socket is closed at once, with these codes: the same
+ * hello would be refused again, so there is nothing to wait for.
+ */
+const CLOSES_AT_ONCE: Partial<Record<string, number>> = {
+  since_beyond_head: 4409,
+  too_many_connections: 1013,
+};
+
 export type {
   AdmitOutcome,
   InputMessage,
@@ -208,11 +217,11 @@ export class LaneConnection {
       ...(retriable ? { retriable } : {}),
       ...(head === undefined ? {} : { head }),
     });
-    if (code.startsWith("token_")) {
-      this.#host.logRefusal(message);
-      this.#options.close(4401, code);
-      this.dispose();
-    }
+    const closing = code.startsWith("token_") ? 4401 : CLOSES_AT_ONCE[code];
+    if (closing === undefined) return;
+    if (closing === 4401) this.#options.auth.refused?.(code, message);
+    this.#options.close(closing, code);
+    this.dispose();
   }
 
   /** Releases the subscription; later signals are ignored. */
@@ -274,6 +283,7 @@ export class LaneConnection {
         `cannot say hello: since is beyond the head of session ${message.session} (got since ${since}, head ${head})`,
       );
     }
+    this.#options.admit?.(this.#role);
     this.#session = message.session;
     this.#clientId = message.client ?? "anonymous";
     this.#cursor = since;

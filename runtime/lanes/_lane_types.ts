@@ -7,6 +7,7 @@
 
 import type {
   ClientMessage,
+  ClientRole,
   KlbrError,
   LaneRecord,
   LaneSignal,
@@ -58,8 +59,6 @@ export interface LaneHost {
   ): AdmitOutcome[] | Promise<AdmitOutcome[]>;
   /** Runs an operator command; never needs the model or a hook. */
   operate(message: OperatorMessage, session: string): Promise<Record<string, unknown>>;
-  /** Logs a refused authorisation. */
-  logRefusal(reason: string): void;
 }
 
 /** What a connection knows about its credentials and how to check and rotate the token. */
@@ -72,6 +71,8 @@ export interface LaneAuth {
   checkToken(token: string | undefined): void;
   /** Replaces the operator token (`op.token_rotate`); resolves once the new one is in force. */
   rotate(): Promise<void>;
+  /** Notes a refused authorisation, its code and message (a bounded log); absent, not logged. */
+  refused?(code: string, reason: string): void;
 }
 
 /** Options for {@linkcode LaneConnection}. */
@@ -89,6 +90,12 @@ export interface LaneConnectionOptions {
   sendText?: (text: string) => void;
   /** Closes the transport with a code and reason. */
   close: (code: number, reason: string) => void;
+  /**
+   * Called at hello once the client is authorised, just before `welcome`: the transport makes
+   * the connection a lane.
+   * @throws {KlbrError} `too_many_connections` to refuse it (the socket is then closed, 1013).
+   */
+  admit?: (role: ClientRole) => void;
   /** Records read per store query while catching up. @default {1000} */
   pageSize?: number;
   /** Resolves when the transport can take another page; absent means always. */

@@ -1,6 +1,7 @@
 /**
  * The operator token: written once by `init` into the state directory (mode 0600), checked
- * in constant time at `hello`.
+ * in constant time at `hello`; and the session key the daemon signs its cookies with, kept
+ * beside it so a cookie made before a rotation is still recognised as the daemon's own.
  *
  * @module
  */
@@ -12,7 +13,13 @@ import { KlbrError } from "../core/mod.ts";
 /** The token file's name inside the state directory. */
 export const TOKEN_FILE = "operator.token";
 
+/** The session key's file name inside the state directory. */
+export const SESSION_KEY_FILE = "session.key";
+
+/** What a token, and the session key, look like: 64 lowercase hex characters (32 bytes). */
 const TOKEN_PATTERN = /^[0-9a-f]{64}$/;
+/** What a presented token may look like: hex in either case, since case carries no secret. */
+const PRESENTED_PATTERN = /^[0-9a-f]{64}$/i;
 
 /**
  * Creates the token file when it is missing and returns the token.
@@ -33,8 +40,33 @@ export async function ensureOperatorToken(stateDir: string): Promise<string> {
  * (mode 0600), fsynced, then renamed into place. On return the file holds the new token,
  * whole; before the rename it still held the old one.
  */
-export async function writeNewOperatorToken(stateDir: string): Promise<string> {
-  const path = join(stateDir, TOKEN_FILE);
+export function writeNewOperatorToken(stateDir: string): Promise<string> {
+  return writeSecret(join(stateDir, TOKEN_FILE));
+}
+
+/**
+ * Reads the session key from the state directory, writing a fresh random one first when there
+ * is none (or what is there is not a key). On return the file holds the key, mode 0600. The key
+ * outlives token rotations: cookies are signed with it, so the daemon can tell its own cookie
+ * made under an older token (revoked) from one it never issued (ignored).
+ */
+export async function ensureSessionKey(stateDir: string): Promise<string> {
+  const path = join(stateDir, SESSION_KEY_FILE);
+  try {
+    const key = (await Deno.readTextFile(path)).trim();
+    if (TOKEN_PATTERN.test(key)) return key;
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  return await writeSecret(path);
+}
+
+/**
+ * Writes 32 random bytes as hex to `path`: a temporary file (mode 0600), fsynced, then renamed
+ * into place. On return the file holds the new secret, whole; before the rename it still held
+ * the old one.
+ */
+async function writeSecret(path: string): Promise<string> {
   const bytes = crypto.getRandomValues(new Uint8Array(32));
   const token = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
   const temp = `${path}.${crypto.randomUUID()}.tmp`;
@@ -82,10 +114,11 @@ export async function readOperatorToken(stateDir: string): Promise<string> {
 }
 
 /**
- * Checks a presented token against the expected one in constant time.
+ * Checks a presented token against the expected one in constant time. Hex in another case is
+ * the same token (case carries no secret, and a copy may have been upper-cased on the way).
  *
- * @throws {KlbrError} `token_missing`, `token_malformed` or `token_wrong`, each with status 401
- * or 400, so a client can tell what to fix.
+ * @throws {KlbrError} `token_missing`, `token_malformed` (not 64 hex characters) or
+ * `token_wrong`, each with status 401 or 400, so a client can tell what to fix.
  */
 export function checkOperatorToken(presented: string | undefined, expected: string): void {
   if (presented === undefined || presented === "") {
@@ -93,14 +126,17 @@ export function checkOperatorToken(presented: string | undefined, expected: stri
       status: 401,
     });
   }
-  if (!TOKEN_PATTERN.test(presented)) {
+  if (!PRESENTED_PATTERN.test(presented)) {
+    const what = presented.length === 64
+      ? "64 characters, not all hex"
+      : `${presented.length} characters`;
     throw new KlbrError(
       "token_malformed",
-      `cannot authorise: a token is 64 hex characters (got ${presented.length} characters)`,
+      `cannot authorise: a token is 64 hex characters, 0-9 and a-f (got ${what})`,
       { status: 400 },
     );
   }
-  const a = new TextEncoder().encode(presented);
+  const a = new TextEncoder().encode(presented.toLowerCase());
   const b = new TextEncoder().encode(expected);
   if (!timingSafeEqual(a, b)) {
     throw new KlbrError("token_wrong", "cannot authorise: the operator token is wrong", {

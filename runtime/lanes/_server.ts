@@ -10,14 +10,21 @@
  * @module
  */
 
-import { Hono, type MiddlewareHandler } from "hono";
+import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { upgradeWebSocket } from "hono/deno";
 import { extname, join } from "node:path";
 import { errorReply } from "./_replies.ts";
 import type { LaneHost } from "./_lane_connection.ts";
 import { checkHost, checkOrigin, type ListenAddress, ownOrigin } from "./_loopback.ts";
-import { DEFAULT_LANE_LIMITS, type LaneLimits, LaneRegistry } from "./_lane_socket.ts";
+import {
+  DEFAULT_LANE_LIMITS,
+  type LaneLimits,
+  LaneRegistry,
+  type Place,
+} from "./_lane_registry.ts";
+import { LaneSocket } from "./_lane_socket.ts";
 import type { OperatorAuth } from "./_auth.ts";
+import { AttemptLimiter, RefusalLog } from "./_refusals.ts";
 import { isKlbrError, KlbrError, type Logger } from "../core/mod.ts";
 
 /** What {@linkcode createApp} needs. */
@@ -32,7 +39,10 @@ export interface AppDeps {
   health: () => Record<string, unknown> & { ok: boolean };
   /** Directory of the built UI, or undefined when there is none. */
   uiDir?: string;
-  /** Logger for refused connections and unexpected errors. */
+  /**
+   * Logger for refused requests (bounded: one line per event, kind and source a minute) and
+   * unexpected errors.
+   */
   log: Logger;
   /** Bounds on lane connections. @default {DEFAULT_LANE_LIMITS} */
   limits?: Partial<LaneLimits>;
@@ -69,21 +79,22 @@ const CONTENT_TYPES: Record<string, string> = {
  */
 export function createApp(deps: AppDeps): Hono {
   const app = new Hono();
-  const registry = new LaneRegistry({ ...DEFAULT_LANE_LIMITS, ...deps.limits });
+  const refusals = new RefusalLog(deps.log);
+  const registry = new LaneRegistry({ ...DEFAULT_LANE_LIMITS, ...deps.limits }, refusals);
   deps.auth.onRotate(() => registry.closeOperators("token_revoked"));
 
   app.onError((error, c) => {
     const { status, code, message } = errorReply(error, deps.log);
     return c.json({ code, message }, status as 400);
   });
-  app.use("*", loopbackGuard(deps));
+  app.use("*", loopbackGuard(deps, refusals));
   app.get("/health", (c) => {
     const health = { ...deps.health(), lanes: { ...registry.stats } };
     return c.json(health, health.ok ? 200 : 503);
   });
   // Each group is a sub-app of one concept; the UI's catch-all goes last.
-  app.route("/auth", authRoutes(deps));
-  app.route("/v2", laneRoutes(deps, registry));
+  app.route("/auth", authRoutes(deps, { registry, refusals }));
+  app.route("/v2", laneRoutes(deps, { registry, refusals }));
   app.route("/artifacts", artifactRoutes(deps));
   app.route("/", uiRoutes(deps));
   return app;
@@ -93,14 +104,19 @@ export function createApp(deps: AppDeps): Hono {
  * Checks every request's `Host` and `Origin`; a page asked for under another loopback name is
  * redirected to the daemon's own origin first.
  */
-function loopbackGuard(deps: AppDeps): MiddlewareHandler {
+function loopbackGuard(deps: AppDeps, refusals: RefusalLog): MiddlewareHandler {
+  const refused = (c: Context, kind: string, error: unknown) => {
+    if (!isKlbrError(error)) return;
+    const message = `refused ${c.req.path}: ${error.message}`;
+    refusals.warn("http.refused", { source: sourceOf(c.env), kind, message });
+  };
   return async (c, next) => {
     const address = deps.address();
     const host = c.req.header("host");
     try {
       checkHost(host, address);
     } catch (error) {
-      refused(deps.log, c.req.path, error);
+      refused(c, "host", error);
       throw error;
     }
     // A page asked for under another loopback name (localhost for 127.0.0.1) is sent to the
@@ -112,24 +128,48 @@ function loopbackGuard(deps: AppDeps): MiddlewareHandler {
     try {
       checkOrigin(c.req.header("origin"), address);
     } catch (error) {
-      refused(deps.log, c.req.path, error);
+      refused(c, "origin", error);
       throw error;
     }
     await next();
   };
 }
 
-/** `POST /auth` exchanges the token for a session cookie; `DELETE /auth` clears it. */
-function authRoutes(deps: AppDeps): Hono {
+/** What the lane routes share: the sockets' registry and the bounded log of refusals. */
+interface Bounds {
+  registry: LaneRegistry;
+  refusals: RefusalLog;
+}
+
+/**
+ * `POST /auth` exchanges the token for a session cookie, replacing whatever cookie of that name
+ * the browser held; `DELETE /auth` clears it. The token is checked first, so the right one is
+ * never refused; a wrong one from a source past its rate is answered 429 with `Retry-After`.
+ */
+function authRoutes(deps: AppDeps, bounds: Bounds): Hono {
   const auth = new Hono();
+  const limiter = new AttemptLimiter();
   auth.post("/", async (c) => {
     const body = await c.req.json().catch(() => ({})) as { token?: unknown };
     const token = typeof body.token === "string" ? body.token : undefined;
     try {
       deps.auth.checkToken(token);
     } catch (error) {
-      if (isKlbrError(error)) deps.log.warn("auth.refused", `refused /auth: ${error.message}`);
-      throw error;
+      if (!isKlbrError(error)) throw error;
+      const source = sourceOf(c.env);
+      const { stats } = bounds.registry;
+      stats.auth_refused++;
+      const message = `refused /auth: ${error.message}`;
+      bounds.refusals.warn("auth.refused", { source, kind: error.code, message });
+      const wait = limiter.refused(source);
+      if (wait === 0) throw error;
+      stats.auth_limited++;
+      c.header("retry-after", String(wait));
+      throw new KlbrError(
+        "too_many_attempts",
+        `cannot authorise: too many refused attempts from ${source}; try again in ${wait} s (got ${error.code})`,
+        { status: 429 },
+      );
     }
     c.header("set-cookie", deps.auth.issueCookie(deps.address().port));
     c.header("cache-control", "no-store");
@@ -142,27 +182,21 @@ function authRoutes(deps: AppDeps): Hono {
   return auth;
 }
 
-/** `GET /v2`: the lane WebSocket, once a place under the connection cap is reserved. */
-function laneRoutes(deps: AppDeps, registry: LaneRegistry): Hono {
+/**
+ * `GET /v2`: the lane WebSocket. Every upgrade gets a place among the sockets waiting for
+ * hello (the oldest waiting one is closed when they are all taken); hello makes it a lane.
+ */
+function laneRoutes(deps: AppDeps, bounds: Bounds): Hono {
   const lanes = new Hono();
   lanes.use("/", async (c, next) => {
     if (c.req.header("upgrade")?.toLowerCase() !== "websocket") return await next();
-    const place = registry.reserve();
-    if (place === undefined) {
-      const limit = registry.limits.maxConnections;
-      deps.log.warn("lane.refused_cap", `refused a lane: ${limit} are open`, { limit });
-      throw new KlbrError(
-        "too_many_connections",
-        `cannot open /v2: the daemon holds its limit of ${limit} lane connections (got one more)`,
-        { status: 503 },
-      );
-    }
-    c.set("place" as never, place as never);
+    c.set("place" as never, bounds.registry.reserve(sourceOf(c.env)) as never);
     await next();
   });
   lanes.get(
     "/",
     upgradeWebSocket((c) => {
+      const place = c.get("place" as never) as Place;
       const cookie = deps.auth.readCookie(c.req.header("cookie"), deps.address().port);
       const auth = {
         cookie,
@@ -172,11 +206,24 @@ function laneRoutes(deps: AppDeps, registry: LaneRegistry): Hono {
           await deps.auth.rotate();
           deps.log.warn("auth.rotated", "the operator token was rotated; old sessions closed");
         },
+        refused: (code: string, reason: string) =>
+          bounds.refusals.warn("lane.refused", {
+            source: place.source,
+            kind: code,
+            message: `refused operator access: ${reason}`,
+          }),
       };
-      return registry.events(deps.lanes, auth, deps.log, c.get("place" as never));
+      const parts = { host: deps.lanes, auth, log: deps.log, place };
+      return new LaneSocket(bounds.registry, parts).events();
     }),
   );
   return lanes;
+}
+
+/** The client's address, for per-source bounds; "unknown" where the server gave none. */
+function sourceOf(env: unknown): string {
+  const info = env as Partial<Deno.ServeHandlerInfo<Deno.NetAddr>> | undefined;
+  return info?.remoteAddr?.hostname ?? "unknown";
 }
 
 /** `GET /artifacts/<id>`: a spooled output, with the lanes' credentials. */
@@ -244,9 +291,4 @@ function uiRoutes(deps: AppDeps): Hono {
 /** Routes a native client calls by address; they are refused, never redirected. */
 function isApiPath(path: string): boolean {
   return path === "/health" || path === "/auth" || path === "/v2" || path.startsWith("/artifacts/");
-}
-
-function refused(log: Logger, path: string, error: unknown): void {
-  if (!isKlbrError(error)) return;
-  log.warn("http.refused", `refused ${path}: ${error.message}`, { path });
 }

@@ -23,13 +23,21 @@ export {
 } from "./_daemon_address.ts";
 export { type ListenAddress, ownOrigin, requireLoopbackHost } from "./_loopback.ts";
 export { type CookieState, OperatorAuth, type OperatorAuthOptions } from "./_auth.ts";
-export { DEFAULT_LANE_LIMITS, type LaneLimits, type LaneStats } from "./_lane_socket.ts";
+export { DEFAULT_LANE_LIMITS, type LaneLimits, type LaneStats } from "./_lane_registry.ts";
 export {
   ensureOperatorToken,
+  ensureSessionKey,
   readOperatorToken,
   writeNewOperatorToken,
 } from "./_operator_token.ts";
 export { type AppDeps, createApp } from "./_server.ts";
+export {
+  AttemptLimiter,
+  type AttemptLimiterOptions,
+  type Refusal,
+  RefusalLog,
+  type RefusalLogOptions,
+} from "./_refusals.ts";
 export {
   type EncodedRecord,
   encodeStoredRecords,

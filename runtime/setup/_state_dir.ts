@@ -8,6 +8,7 @@
  * artifacts/        spooled large outputs
  * skills/           managed skills
  * operator.token    the operator token (0600)
+ * session.key       the key session cookies are signed with (0600; written by serve)
  * config.kdl        the model configuration
  * ```
  *

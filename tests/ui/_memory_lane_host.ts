@@ -164,8 +164,6 @@ export class MemoryLaneHost implements LaneHost {
     this.append("operator", { op: message.kind, session }, session);
     return Promise.resolve({ ok: true, op: message.kind });
   }
-
-  logRefusal(_reason: string): void {}
 }
 
 /** A running test server. */
@@ -208,6 +206,7 @@ export function startLaneServer(
   const auth = new OperatorAuth({
     stateDir: "/nonexistent",
     token: TEST_TOKEN,
+    sessionKey: "5e".repeat(32),
     viewWithoutToken: options.viewWithoutToken,
   });
   const address = { host: "127.0.0.1", port: options.port ?? 0 };

@@ -438,7 +438,7 @@ Deno.test("`LaneClient` forgets a malformed token with the daemon's reason", asy
     s.client.start();
     await until(s.client, () => s.client.connection.role === "viewer", "a viewer connection");
     assert.deepEqual(rejected, [
-      "cannot authorise: a token is 64 hex characters (got 5 characters)",
+      "cannot authorise: a token is 64 hex characters, 0-9 and a-f (got 5 characters)",
     ]);
   } finally {
     await s.cleanup();

@@ -778,18 +778,20 @@ Deno.test("`parseConfig()` defaults the sandbox to auto without network and the 
   assert.deepEqual(config.lanes, {
     view_without_token: false,
     max_connections: 64,
-    hello_timeout_ms: 10_000,
+    max_pending_hello: 256,
+    hello_timeout_ms: 3_000,
   });
 });
 
 Deno.test('`parseConfig()` reads `sandbox "required" { network #true }` and a lanes block', () => {
   const { config } = parse(
-    `sandbox "required" {\n    network #true\n}\nlanes {\n    view_without_token #true\n    max_connections 3\n    hello_timeout_ms 500\n}`,
+    `sandbox "required" {\n    network #true\n}\nlanes {\n    view_without_token #true\n    max_connections 3\n    max_pending_hello 5\n    hello_timeout_ms 500\n}`,
   );
   assert.deepEqual(config.sandbox, { mode: "required", network: true });
   assert.deepEqual(config.lanes, {
     view_without_token: true,
     max_connections: 3,
+    max_pending_hello: 5,
     hello_timeout_ms: 500,
   });
   assert.deepEqual(parse(`sandbox { network #true }`).config.sandbox, {

@@ -109,7 +109,11 @@ Deno.test("an ack is never sent before its commit, with many connections sending
           cookie: "absent",
           viewWithoutToken: false,
           checkToken: (token) =>
-            new OperatorAuth({ stateDir, token: daemon.coordinator.token }).checkToken(token),
+            new OperatorAuth({
+              stateDir,
+              token: daemon.coordinator.token,
+              sessionKey: "0".repeat(64),
+            }).checkToken(token),
           rotate: () => Promise.resolve(),
         },
         close: () => {},

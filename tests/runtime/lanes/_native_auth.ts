@@ -15,6 +15,8 @@ export const AUTH: LaneAuth = {
   cookie: "absent",
   viewWithoutToken: false,
   checkToken: (token) =>
-    new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN }).checkToken(token),
+    new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN, sessionKey: TOKEN }).checkToken(
+      token,
+    ),
   rotate: () => Promise.resolve(),
 };

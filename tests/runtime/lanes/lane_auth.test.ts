@@ -1,6 +1,8 @@
 /**
  * Who a lane lets in, and what it refuses before any input: no credentials, a stale cookie,
- * a read-only viewer's input, a cursor beyond the head, identifiers with lone surrogates.
+ * a malformed or wrong token (any case of the right one is right), a read-only viewer's input,
+ * a cursor beyond the head (closed at once), a lane its transport will not admit, identifiers
+ * with lone surrogates.
  *
  * @module
  */
@@ -13,9 +15,15 @@ import {
   type LaneHost,
   OperatorAuth,
 } from "../../../runtime/lanes/mod.ts";
-import type { LaneRecord, ServerMessage } from "../../../runtime/core/mod.ts";
+import {
+  type ClientRole,
+  KlbrError,
+  type LaneRecord,
+  type ServerMessage,
+} from "../../../runtime/core/mod.ts";
 
 const TOKEN = "e".repeat(64);
+const KEY = "5".repeat(64);
 
 function hostWith(count: number) {
   const log: LaneRecord[] = Array.from({ length: count }, (_, i) => ({
@@ -38,19 +46,23 @@ function hostWith(count: number) {
         return { ack: { input_id: `in_${admitted.length}`, seq: 1, duplicate: false } };
       }),
     operate: () => Promise.resolve({ ok: true }),
-    logRefusal: () => {},
   };
   return { host, admitted };
 }
 
 function connect(
   count: number,
-  options: { cookie?: CookieState; view?: boolean; rotate?: () => Promise<void> } = {},
+  options: {
+    cookie?: CookieState;
+    view?: boolean;
+    rotate?: () => Promise<void>;
+    admit?: (role: ClientRole) => void;
+  } = {},
 ) {
   const { host, admitted } = hostWith(count);
   const sent: ServerMessage[] = [];
   const closes: [number, string][] = [];
-  const checker = new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN });
+  const checker = new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN, sessionKey: KEY });
   const auth: LaneAuth = {
     cookie: options.cookie ?? "absent",
     viewWithoutToken: options.view ?? false,
@@ -61,6 +73,7 @@ function connect(
     auth,
     send: (m) => sent.push(m),
     close: (code, reason) => closes.push([code, reason]),
+    admit: options.admit,
   });
   const say = (...messages: Record<string, unknown>[]) =>
     connection.receiveAll(messages.map((m) => JSON.stringify(m)));
@@ -141,9 +154,9 @@ Deno.test("`LaneConnection` lets a viewer watch read-only where the configuratio
   assert.deepEqual(c.closes, []);
 });
 
-Deno.test('`LaneConnection` refuses hello.since beyond the head, naming the head; "head" skips the catch-up', async () => {
+Deno.test('`LaneConnection` refuses hello.since beyond the head, naming the head, and closes at once; "head" skips the catch-up', async () => {
   const c = connect(4);
-  await c.say({ kind: "hello", since: 9, token: TOKEN });
+  await c.say({ kind: "hello", since: 9, token: TOKEN }, { kind: "hello", since: 4, token: TOKEN });
   assert.deepEqual(c.sent, [{
     kind: "error",
     request: undefined,
@@ -151,15 +164,72 @@ Deno.test('`LaneConnection` refuses hello.since beyond the head, naming the head
     message: "cannot say hello: since is beyond the head of session default (got since 9, head 4)",
     head: 4,
   }]);
-  assert.deepEqual(c.closes, [], "the client may say hello again");
-  await c.say({ kind: "hello", since: 4, token: TOKEN });
-  assert.equal(c.sent[1].kind, "welcome");
-  assert.deepEqual(c.sent[2], { kind: "replayed", session: "default", head: 4 });
+  // The same socket would only be refused again: it is closed at once, not at the deadline.
+  assert.deepEqual(c.closes, [[4409, "since_beyond_head"]]);
+  assert.equal(c.connection.greeted, false);
+
+  const again = connect(4);
+  await again.say({ kind: "hello", since: 4, token: TOKEN });
+  assert.equal(again.sent[0].kind, "welcome");
+  assert.deepEqual(again.sent[1], { kind: "replayed", session: "default", head: 4 });
 
   const live = connect(4);
   await live.say({ kind: "hello", since: "head", token: TOKEN });
   assert.deepEqual(live.sent.map((m) => m.kind), ["welcome", "replayed"]);
   assert.equal(live.connection.cursor, 4);
+});
+
+Deno.test("`LaneConnection` takes the token in any case; what is not 64 hex characters is malformed", async () => {
+  const upper = connect(1);
+  await upper.say({ kind: "hello", token: TOKEN.toUpperCase() });
+  assert.equal((upper.sent[0] as { role: string }).role, "operator");
+
+  const cases: [string, string, string][] = [
+    ["F".repeat(64), "token_wrong", "cannot authorise: the operator token is wrong"],
+    [
+      "x".repeat(10),
+      "token_malformed",
+      "cannot authorise: a token is 64 hex characters, 0-9 and a-f (got 10 characters)",
+    ],
+    [
+      "g".repeat(64),
+      "token_malformed",
+      "cannot authorise: a token is 64 hex characters, 0-9 and a-f (got 64 characters, not all hex)",
+    ],
+  ];
+  for (const [token, code, message] of cases) {
+    const c = connect(1);
+    await c.say({ kind: "hello", token });
+    assert.deepEqual(c.sent, [{ kind: "error", request: undefined, code, message }], token);
+    assert.deepEqual(c.closes, [[4401, code]]);
+  }
+});
+
+Deno.test("`LaneConnection` asks its transport to admit the lane at hello; a refusal is answered and closes", async () => {
+  const roles: string[] = [];
+  const admitted = connect(1, { admit: (role) => void roles.push(role) });
+  await admitted.say({ kind: "hello", token: TOKEN });
+  assert.deepEqual(roles, ["operator"]);
+  assert.equal(admitted.sent[0].kind, "welcome");
+
+  const refused = connect(1, {
+    view: true,
+    admit: () => {
+      throw new KlbrError(
+        "too_many_connections",
+        "cannot open a lane: full (got a viewer's hello)",
+      );
+    },
+  });
+  await refused.say({ kind: "hello" }, { kind: "ping", request: "p" });
+  assert.deepEqual(refused.sent, [{
+    kind: "error",
+    request: undefined,
+    code: "too_many_connections",
+    message: "cannot open a lane: full (got a viewer's hello)",
+  }]);
+  assert.deepEqual(refused.closes, [[1013, "too_many_connections"]]);
+  assert.equal(refused.connection.greeted, false);
 });
 
 Deno.test("`LaneConnection` refuses identifiers with lone surrogates, so distinct ids never share a key", async () => {

@@ -28,7 +28,6 @@ function hostWith(
     },
     admitMany: () => [],
     operate: () => Promise.resolve({}),
-    logRefusal: () => {},
   };
 }
 

@@ -1,7 +1,8 @@
 // The lane protocol under arbitrary input, against the real daemon: any sequence of text or
 // binary messages gets at most one reply per message, never crashes the daemon and leaves
-// every other connection served; a bounded flood of connections is refused past the limit
-// with a clear error, and a lane that never says hello is closed.
+// every other connection served; a flood of sockets that never say hello is bounded apart
+// from the lanes (the oldest closed to make room, the rest at the hello deadline), and the
+// lanes' cap refuses viewers, never the operator.
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
@@ -11,13 +12,18 @@ import { connectLane } from "../../_helpers/lane_client.ts";
 import { rawSocket } from "../../_helpers/raw_http.ts";
 
 const LIMIT = 8;
+const PENDING = 12;
 
-async function withDaemon(fn: (daemon: TestDaemon) => Promise<void>): Promise<void> {
+/** The bounds the flood tests run under; a viewer may watch, so the lanes' cap can be met. */
+const BOUNDED = `lanes {\n    view_without_token #true\n    max_connections ${LIMIT}\n` +
+  `    max_pending_hello ${PENDING}\n    hello_timeout_ms 1000\n}\n`;
+
+async function withDaemon(
+  fn: (daemon: TestDaemon) => Promise<void>,
+  extraConfig = `lanes {\n    max_connections ${LIMIT}\n    hello_timeout_ms 1000\n}\n`,
+): Promise<void> {
   const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
-  const daemon = await startTestDaemon({
-    modelUrl: fake.url,
-    extraConfig: `lanes {\n    max_connections ${LIMIT}\n    hello_timeout_ms 1000\n}\n`,
-  });
+  const daemon = await startTestDaemon({ modelUrl: fake.url, extraConfig });
   try {
     await fn(daemon);
   } finally {
@@ -130,40 +136,75 @@ Deno.test("the lane protocol answers any message sequence at most once per messa
   });
 });
 
-Deno.test("a bounded flood of connections is refused past the limit with a clear error; a lane without hello is closed", async () => {
-  await withDaemon(async (daemon) => {
-    // Twenty at once, then no more: the flood stops by itself.
-    const sockets = await Promise.all(
-      Array.from({ length: 20 }, () => rawSocket(daemon.port)),
-    );
-    const accepted = sockets.filter((s) => s.response.status === 101);
-    const refused = sockets.filter((s) => s.response.status !== 101);
-    assert.equal(accepted.length, LIMIT);
-    for (const socket of refused) {
-      assert.equal(socket.response.status, 503);
-      assert.deepEqual(JSON.parse(socket.response.body), {
-        code: "too_many_connections",
-        message:
-          `cannot open /v2: the daemon holds its limit of ${LIMIT} lane connections (got one more)`,
-      });
-    }
-    const during = await (await fetch(`${daemon.url}/health`)).json();
-    assert.equal(during.lanes.connections, LIMIT);
-    assert.equal(during.lanes.refused_connections, 20 - LIMIT);
+/** Reads a raw socket until its close frame; returns the close code, or null at end of stream. */
+async function closeCode(socket: Awaited<ReturnType<typeof rawSocket>>): Promise<number | null> {
+  for (let i = 0; i < 100; i++) {
+    const frame = await socket.read();
+    if (frame === null) return null;
+    if (frame[0] === 0x88) return (frame[2] << 8) | frame[3];
+  }
+  return null;
+}
 
-    // None of them says hello: each is closed with 4408 once the hello timeout passes.
-    for (const socket of accepted) {
-      const frame = await socket.read();
-      assert.ok(frame !== null && frame[0] === 0x88, "a close frame");
-      assert.equal((frame[2] << 8) | frame[3], 4408);
+Deno.test("a flood of silent sockets is bounded apart from the lanes: the oldest make room, the rest close at the deadline", async () => {
+  await withDaemon(async (daemon) => {
+    // Twenty upgrades at once against twelve waiting places: every upgrade is answered 101,
+    // and the eight oldest are closed (1013) to make room for newer ones.
+    const sockets = [];
+    for (let i = 0; i < 20; i++) sockets.push(await rawSocket(daemon.port));
+    assert.deepEqual(new Set(sockets.map((s) => s.response.status)), new Set([101]));
+    const during = await (await fetch(`${daemon.url}/health`)).json();
+    assert.equal(during.lanes.pending, PENDING);
+    assert.equal(during.lanes.evicted_pending, 20 - PENDING);
+    assert.equal(during.lanes.connections, 0, "none of them is a lane");
+    // The operator is let in meanwhile: its upgrade takes a waiting place (closing the next
+    // oldest silent one), and its hello makes it a lane.
+    const operator = await connectLane({ port: daemon.port, token: daemon.token });
+    assert.equal(operator.messages[0].kind, "welcome");
+
+    const codes = [];
+    for (const socket of sockets) {
+      codes.push(await closeCode(socket));
       socket.close();
     }
-    for (const socket of refused) socket.close();
-    // Their places are free again.
-    const after = await connectLane({ port: daemon.port, token: daemon.token });
-    assert.equal(after.messages[0].kind, "welcome");
-    await after.close();
-    assert.match(daemon.logs(), /lane\.refused_cap refused a lane: 8 are open/);
+    const evicted = 20 - PENDING + 1;
+    assert.deepEqual(codes, [...Array(evicted).fill(1013), ...Array(20 - evicted).fill(4408)]);
+    const after = await (await fetch(`${daemon.url}/health`)).json();
+    assert.equal(after.lanes.pending, 0);
+    assert.equal(after.lanes.connections, 1);
+    await operator.close();
+    assert.match(
+      daemon.logs(),
+      /lane\.evicted closed a socket that had not said hello, to make room/,
+    );
     assert.match(daemon.logs(), /lane\.hello_timeout closed a lane that did not say hello/);
-  });
+  }, BOUNDED);
+});
+
+Deno.test("the lanes' cap refuses a viewer with a clear error and closes it; the operator is let in past it", async () => {
+  await withDaemon(async (daemon) => {
+    const viewers = [];
+    for (let i = 0; i < LIMIT; i++) viewers.push(await connectLane({ port: daemon.port }));
+    assert.ok(viewers.every((v) => v.messages[0].kind === "welcome"));
+    const refused = await connectLane({ port: daemon.port });
+    assert.deepEqual(refused.messages, [{
+      kind: "error",
+      code: "too_many_connections",
+      message:
+        `cannot open a lane: the daemon holds its limit of ${LIMIT} lanes, past which only the operator is let in (got a viewer's hello)`,
+    }]);
+    assert.equal((await refused.closed).code, 1013);
+    const operator = await connectLane({ port: daemon.port, token: daemon.token });
+    const welcome = operator.messages[0];
+    assert.equal(welcome.kind === "welcome" && welcome.role, "operator");
+    const health = await (await fetch(`${daemon.url}/health`)).json();
+    assert.equal(health.lanes.connections, LIMIT + 1);
+    assert.equal(health.lanes.refused_connections, 1);
+    // A place given back is free again, for a viewer too.
+    await viewers.pop()!.close();
+    await operator.close();
+    const again = await connectLane({ port: daemon.port });
+    assert.equal(again.messages[0].kind, "welcome");
+    for (const client of [...viewers, again]) await client.close();
+  }, BOUNDED);
 });

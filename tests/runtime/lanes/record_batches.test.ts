@@ -114,7 +114,6 @@ function host(count: number, stored: boolean): LaneHost & { storedReads: number 
     subscribe: () => () => {},
     admitMany: () => [],
     operate: () => Promise.resolve({}),
-    logRefusal: () => {},
   };
   if (stored) {
     result.readStoredRecords = (_s, since, limit): StoredRecord[] => {

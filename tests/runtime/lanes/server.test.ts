@@ -7,7 +7,13 @@
 
 import assert from "node:assert/strict";
 import { KlbrError, type Logger } from "../../../runtime/core/mod.ts";
-import { createApp, type LaneHost, OperatorAuth } from "../../../runtime/lanes/mod.ts";
+import {
+  AttemptLimiter,
+  createApp,
+  type LaneHost,
+  OperatorAuth,
+  RefusalLog,
+} from "../../../runtime/lanes/mod.ts";
 
 function keptLog(): { lines: string[]; log: Logger } {
   const lines: string[] = [];
@@ -17,13 +23,14 @@ function keptLog(): { lines: string[]; log: Logger } {
 
 const NO_LANES = {} as LaneHost;
 const TOKEN = "c".repeat(64);
+const KEY = "7".repeat(64);
 const PORT = 8765;
 const OWN = `http://127.0.0.1:${PORT}`;
 
 function app(
   health: () => Record<string, unknown> & { ok: boolean },
   log: Logger,
-  auth = new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN }),
+  auth = new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN, sessionKey: KEY }),
 ) {
   return createApp({
     lanes: NO_LANES,
@@ -156,53 +163,148 @@ Deno.test("`createApp()` sends a page asked for under another loopback name to i
   assert.equal(response.headers.get("location"), `${OWN}/index.html`);
 });
 
+/** Posts `token` to `/auth` from the daemon's own page. */
+function postAuth(server: ReturnType<typeof app>, token: unknown) {
+  return server.request(own("/auth", {
+    method: "POST",
+    headers: { origin: OWN, "content-type": "application/json" },
+    body: JSON.stringify({ token }),
+  }));
+}
+
 Deno.test("`POST /auth` exchanges the token for an HttpOnly SameSite=Strict cookie; a wrong one gets none", async () => {
   const { lines, log } = keptLog();
-  const auth = new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN });
+  const auth = new OperatorAuth({ stateDir: "/nonexistent", token: TOKEN, sessionKey: KEY });
   const server = app(() => ({ ok: true }), log, auth);
-  const post = (token: unknown) =>
-    server.request(own("/auth", {
-      method: "POST",
-      headers: { origin: OWN, "content-type": "application/json" },
-      body: JSON.stringify({ token }),
-    }));
-  const good = await post(TOKEN);
+  const good = await postAuth(server, TOKEN);
   assert.equal(good.status, 200);
   const cookie = good.headers.get("set-cookie") ?? "";
   assert.match(
     cookie,
-    /^klbr_session_8765=\d+\.[0-9a-f]{32}\.[0-9a-f]{64}; Max-Age=2592000; Path=\/; HttpOnly; SameSite=Strict$/,
+    /^klbr_8765_[0-9a-f]{12}=\d+\.[0-9a-f]{32}\.[0-9a-f]{16}\.[0-9a-f]{64}; Max-Age=2592000; Path=\/; HttpOnly; SameSite=Strict$/,
   );
   assert.doesNotMatch(cookie, /Domain=/i, "host-only: no Domain attribute");
   assert.equal(auth.readCookie(cookie.split(";")[0], PORT), "valid");
   assert.equal(auth.readCookie(cookie.split(";")[0], PORT + 1), "absent", "another port's name");
+  assert.equal((await postAuth(server, TOKEN.toUpperCase())).status, 200, "case is no secret");
 
   const cases: [unknown, number, string][] = [
     [undefined, 401, "token_missing"],
     ["x".repeat(10), 400, "token_malformed"],
     ["d".repeat(64), 401, "token_wrong"],
+    ["D".repeat(64), 401, "token_wrong"],
   ];
   for (const [token, status, code] of cases) {
-    const response = await post(token);
+    const response = await postAuth(server, token);
     assert.equal(response.status, status, code);
     assert.equal((await response.json()).code, code);
     assert.equal(response.headers.get("set-cookie"), null, `${code}: no cookie`);
   }
-  assert.equal(lines.filter((l) => l.startsWith("auth.refused")).length, 3);
+  // Refusals of one kind from one source within a minute: the first is written, the rest
+  // counted (the two wrong ones are one kind).
+  const tail = "(from unknown; more like it in the next 60 s are counted in one line)";
+  assert.deepEqual(lines.filter((l) => l.startsWith("auth.refused")), [
+    `auth.refused: refused /auth: cannot authorise: no operator token was given ${tail}`,
+    `auth.refused: refused /auth: cannot authorise: a token is 64 hex characters, 0-9 and a-f (got 10 characters) ${tail}`,
+    `auth.refused: refused /auth: cannot authorise: the operator token is wrong ${tail}`,
+  ]);
 });
 
-Deno.test("`OperatorAuth.readCookie()` refuses a forged, expired or pre-rotation cookie", async () => {
+Deno.test("`POST /auth` answers 429 with Retry-After past a source's rate; the right token is never refused", async () => {
+  const { log } = keptLog();
+  const server = app(() => ({ ok: true }), log);
+  const statuses: number[] = [];
+  let limited: Response | undefined;
+  for (let i = 0; i < 40; i++) {
+    const response = await postAuth(server, "d".repeat(64));
+    statuses.push(response.status);
+    if (response.status === 429) limited ??= response;
+    else await response.body?.cancel();
+  }
+  assert.deepEqual(statuses.slice(0, 10), Array(10).fill(401), "a burst of 10 is answered");
+  assert.ok(limited !== undefined, `statuses: ${statuses.join(",")}`);
+  assert.match(limited.headers.get("retry-after") ?? "", /^[1-9]\d*$/);
+  assert.deepEqual(await limited.json(), {
+    code: "too_many_attempts",
+    message: `cannot authorise: too many refused attempts from unknown; try again in ${
+      limited.headers.get("retry-after")
+    } s (got token_wrong)`,
+  });
+  assert.equal((await postAuth(server, TOKEN)).status, 200, "checked before the rate");
+  const health = await (await server.request(own("/health"))).json();
+  assert.equal(health.lanes.auth_refused, 40);
+  assert.equal(health.lanes.auth_limited, statuses.filter((s) => s === 429).length);
+});
+
+Deno.test("`AttemptLimiter` lets a burst through, then one attempt per refill; full sources are forgotten", () => {
+  let now = 0;
+  const limiter = new AttemptLimiter({ perSecond: 2, burst: 3, maxSources: 2, now: () => now });
+  assert.deepEqual([1, 2, 3, 4, 5].map(() => limiter.refused("a")), [0, 0, 0, 1, 1]);
+  now += 500;
+  assert.deepEqual([limiter.refused("a"), limiter.refused("a")], [0, 1], "one refilled");
+  // Two sources are followed; a third that comes while both are limited shares a bucket.
+  assert.deepEqual([1, 2, 3, 4].map(() => limiter.refused("b")), [0, 0, 0, 1]);
+  assert.deepEqual([1, 2, 3, 4].map(() => limiter.refused("c")), [0, 0, 0, 1]);
+  assert.equal(limiter.refused("d"), 1, "c and d share the other sources' bucket");
+  // Once a's bucket has refilled, a is forgotten and a new source gets its own.
+  now += 2_000;
+  assert.deepEqual([1, 2, 3, 4].map(() => limiter.refused("e")), [0, 0, 0, 1]);
+});
+
+Deno.test("`RefusalLog` writes one line per event, kind and source a window, then their count", () => {
+  const { lines, log } = keptLog();
+  let now = 0;
+  const refusals = new RefusalLog(log, { windowMs: 60_000, maxSources: 3, now: () => now });
+  const wrong = (source: string, message: string) =>
+    refusals.warn("auth.refused", { source, kind: "token_wrong", message });
+  for (let i = 0; i < 5; i++) wrong("127.0.0.1", `wrong ${i}`);
+  refusals.warn("auth.refused", { source: "127.0.0.1", kind: "token_missing", message: "none" });
+  refusals.warn("lane.refused", { source: "127.0.0.1", kind: "token_wrong", message: "at hello" });
+  // Three windows are followed: later sources, whatever their kind, are counted together.
+  wrong("127.0.0.2", "from elsewhere");
+  refusals.warn("auth.refused", { source: "127.0.0.3", kind: "other", message: "and elsewhere" });
+  const tail = "more like it in the next 60 s are counted in one line";
+  assert.deepEqual(lines, [
+    `auth.refused: wrong 0 (from 127.0.0.1; ${tail})`,
+    `auth.refused: none (from 127.0.0.1; ${tail})`,
+    `lane.refused: at hello (from 127.0.0.1; ${tail})`,
+    `auth.refused: from elsewhere (from (other sources); ${tail})`,
+  ]);
+  lines.length = 0;
+  now += 59_999;
+  refusals.flush();
+  assert.deepEqual(lines, [], "the window is still open");
+  now += 1;
+  refusals.flush();
+  assert.deepEqual(lines, [
+    "auth.refused: 4 more like it from 127.0.0.1 in 60 s (the last: wrong 4)",
+    "auth.refused: 1 more like it from (other sources) in 60 s (the last: and elsewhere)",
+  ]);
+  lines.length = 0;
+  wrong("127.0.0.1", "a new window");
+  assert.equal(lines.length, 1);
+});
+
+Deno.test("`OperatorAuth.readCookie()` ignores a cookie it did not sign and calls its own from an older token revoked", async () => {
   const stateDir = await Deno.makeTempDir({ prefix: "klbr-auth-" });
   try {
     let now = 1_000_000_000_000;
-    const auth = new OperatorAuth({ stateDir, token: TOKEN, now: () => now });
+    const auth = new OperatorAuth({ stateDir, token: TOKEN, sessionKey: KEY, now: () => now });
     const cookie = auth.issueCookie(PORT).split(";")[0];
     assert.equal(auth.readCookie(`a=b; ${cookie}; c=d`, PORT), "valid");
     const [name, value] = cookie.split("=");
     const forged = `${name}=${value.slice(0, -1)}${value.endsWith("0") ? "1" : "0"}`;
-    assert.equal(auth.readCookie(forged, PORT), "stale", "a changed MAC");
-    assert.equal(auth.readCookie(`${name}=garbage`, PORT), "stale");
+    assert.equal(auth.readCookie(forged, PORT), "absent", "a changed MAC is not ours");
+    assert.equal(auth.readCookie(`${name}=garbage`, PORT), "absent");
     assert.equal(auth.readCookie(undefined, PORT), "absent");
+    // Another daemon's cookie (another session key) under this daemon's name: not ours either.
+    const other = new OperatorAuth({ stateDir, token: TOKEN, sessionKey: "8".repeat(64) });
+    const foreign = `${name}=${other.issueCookie(PORT).split(";")[0].split("=")[1]}`;
+    assert.notEqual(other.cookieName(PORT), name, "each daemon names its cookie apart");
+    assert.equal(auth.readCookie(foreign, PORT), "absent");
+    // Junk beside the real one, in either order (a longer path is sent first), is ignored.
+    assert.equal(auth.readCookie(`${name}=junk; ${cookie}`, PORT), "valid");
+    assert.equal(auth.readCookie(`${cookie}; ${forged}`, PORT), "valid");
     now += 31 * 24 * 3600 * 1000;
     assert.equal(auth.readCookie(cookie, PORT), "stale", "expired after 30 days");
     now -= 31 * 24 * 3600 * 1000;
@@ -210,12 +312,33 @@ Deno.test("`OperatorAuth.readCookie()` refuses a forged, expired or pre-rotation
     auth.onRotate(() => told++);
     await auth.rotate();
     assert.equal(told, 1);
-    assert.equal(auth.readCookie(cookie, PORT), "stale", "made from the old token");
+    assert.equal(auth.cookieName(PORT), name, "the name outlives the token");
+    assert.equal(auth.readCookie(cookie, PORT), "stale", "made under the old token");
+    assert.equal(auth.readCookie(`${name}=junk; ${cookie}`, PORT), "stale");
+    const renewed = auth.issueCookie(PORT).split(";")[0];
+    assert.equal(auth.readCookie(`${cookie}; ${renewed}`, PORT), "valid", "a new login wins");
     assert.throws(() => auth.checkToken(TOKEN), (e) => (e as KlbrError).code === "token_wrong");
     const written = (await Deno.readTextFile(`${stateDir}/operator.token`)).trim();
     assert.match(written, /^[0-9a-f]{64}$/);
     assert.equal((await Deno.stat(`${stateDir}/operator.token`)).mode! & 0o777, 0o600);
     auth.checkToken(written);
+  } finally {
+    await Deno.remove(stateDir, { recursive: true });
+  }
+});
+
+Deno.test("`ensureSessionKey()` writes a 0600 key once and keeps it; junk in its place is replaced", async () => {
+  const { ensureSessionKey } = await import("../../../runtime/lanes/mod.ts");
+  const stateDir = await Deno.makeTempDir({ prefix: "klbr-key-" });
+  try {
+    const key = await ensureSessionKey(stateDir);
+    assert.match(key, /^[0-9a-f]{64}$/);
+    assert.equal((await Deno.stat(`${stateDir}/session.key`)).mode! & 0o777, 0o600);
+    assert.equal(await ensureSessionKey(stateDir), key, "kept across restarts");
+    await Deno.writeTextFile(`${stateDir}/session.key`, "junk\n");
+    const replaced = await ensureSessionKey(stateDir);
+    assert.match(replaced, /^[0-9a-f]{64}$/);
+    assert.notEqual(replaced, key);
   } finally {
     await Deno.remove(stateDir, { recursive: true });
   }
