@@ -9,7 +9,8 @@
 import { type CandidateCheck, recordTrace } from "../../store/behavior_diagnostics.ts";
 import type { Store } from "../../store/store.ts";
 import { type BehaviorRef, DEFAULT_HOOK_TIMEOUT_MS, type HookName } from "../core/mod.ts";
-import { type SandboxBase, spawnWorkbench } from "../kernel/mod.ts";
+import { spawnWorkbench } from "../kernel/mod.ts";
+import type { SandboxBase } from "../sandbox/mod.ts";
 import { checkHookResult } from "./_hook_contracts.ts";
 import { hookErrorOf } from "./_traces.ts";
 

@@ -13,7 +13,7 @@ import { DEFAULT_SESSION } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
 import type { ModelCallReport, TurnHealth } from "../session/mod.ts";
-import type { SandboxStatus } from "../kernel/mod.ts";
+import type { Confinement } from "../sandbox/mod.ts";
 import type { Coordinator } from "./_coordinator.ts";
 
 /** The daemon's version, as `/health` and `welcome` report it. */
@@ -135,7 +135,7 @@ export function healthReport(
     coordinator: Coordinator;
     store: Store;
     monitor: HealthMonitor;
-    confinement: { status: SandboxStatus };
+    confinement: Pick<Confinement, "status" | "cell" | "limits" | "selfEdit">;
   },
 ): Record<string, unknown> & { ok: boolean } {
   const status = readStatus(deps.coordinator);
@@ -169,6 +169,11 @@ export function healthReport(
     sandbox: deps.confinement.status.mode,
     sandbox_reason: deps.confinement.status.reason,
     sandbox_network: deps.confinement.status.network,
+    sandbox_userns: deps.confinement.status.userns,
+    sandbox_cap_eff: deps.confinement.cell?.capEff ?? null,
+    sandbox_limits: deps.confinement.limits?.mode ?? null,
+    sandbox_limits_reason: deps.confinement.limits?.reason ?? null,
+    self_edit: deps.confinement.selfEdit,
     version: VERSION,
   };
 }

@@ -61,7 +61,7 @@ export async function serve(options: ServeOptions): Promise<number> {
       token,
       routes: Object.values(settings.config.routes) as Route[],
       workspace: resolvePath(settings.workspace),
-      sandbox: daemon.confinement.status,
+      confinement: daemon.confinement,
       configPath: settings.configPath,
     },
     log,
@@ -78,6 +78,7 @@ export async function serve(options: ServeOptions): Promise<number> {
   await daemon.coordinator.shutdown(settings.drainGraceMs, `daemon shutdown (${signal})`);
   await daemon.discord?.stop();
   await closeServer(server, log);
+  await daemon.confinement.close();
   daemon.store.close();
   await removeDaemonAddress(settings.stateDir);
   log.info("daemon.drained", "drained; exiting");

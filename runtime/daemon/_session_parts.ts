@@ -12,13 +12,8 @@ import { requireSession } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
 import type { BehaviorState } from "../behavior/mod.ts";
-import {
-  KernelSupervisor,
-  loadSkills,
-  type RpcHandler,
-  type SandboxBase,
-  type SkillRoots,
-} from "../kernel/mod.ts";
+import { KernelSupervisor, loadSkills, type RpcHandler, type SkillRoots } from "../kernel/mod.ts";
+import type { SandboxBase } from "../sandbox/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import type { Compaction } from "../../store/context_summaries.ts";
 import { compactContext, type ContextBudget } from "../context/mod.ts";
@@ -73,6 +68,8 @@ export interface SessionDeps {
   sandbox?: SandboxBase;
   /** The state directory's real path: never part of a worker's workspace. */
   stateDir?: string;
+  /** What of the workspace cells may not change; `code.patch` refuses it too. */
+  protect?: string[];
   /** The programs `workspace.run` may start (`KLBR_RUN_PROGRAMS`); undefined means any. */
   runPrograms?: string[];
 }

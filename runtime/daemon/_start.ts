@@ -15,13 +15,8 @@ import type { Config } from "../config/mod.ts";
 import { budgetOf } from "../context/mod.ts";
 import type { Logger } from "../core/mod.ts";
 import { DiscordTransport } from "../discord/mod.ts";
-import {
-  type Confinement,
-  loadSkills,
-  prepareConfinement,
-  type SkillRoots,
-  skillRoots,
-} from "../kernel/mod.ts";
+import { loadSkills, resolvePython, type SkillRoots, skillRoots } from "../kernel/mod.ts";
+import { type Confinement, prepareConfinement } from "../sandbox/mod.ts";
 import { readOperatorToken } from "../lanes/mod.ts";
 import { createProvider, type Provider } from "../model/mod.ts";
 import { initStateDir, rememberInterpreter, REPO_ROOT } from "../setup/mod.ts";
@@ -164,6 +159,7 @@ async function createCoordinator(
     python: confinement.python,
     sandbox: confinement.base,
     stateDir: confinement.stateDir,
+    protect: confinement.protect,
     runPrograms: settings.runPrograms,
     cellTimeoutMs: settings.cellTimeoutMs,
     maintenanceIntervalMs: settings.maintenanceIntervalMs,
@@ -208,13 +204,22 @@ async function openState(
     if (settings.pythonInfo !== undefined) {
       await rememberInterpreter(settings.stateDir, settings.pythonInfo);
     }
+    const { sandbox, workspace } = settings.config;
     const confinement = await prepareConfinement({
-      config: settings.config.sandbox,
-      python: settings.pythonInfo,
-      pythonName: settings.python,
+      config: sandbox,
+      limits: {
+        maxProcesses: sandbox.max_processes,
+        memoryBytes: sandbox.memory,
+        cpuWeight: sandbox.cpu_weight,
+        fileSizeBytes: sandbox.max_file_size,
+      },
+      selfEdit: workspace.self_edit,
+      python: settings.pythonInfo ?? await resolvePython(settings.python),
       status: settings.sandbox,
       bwrap: settings.bwrap,
       stateDir: settings.stateDir,
+      workspace: settings.workspace,
+      repoRoot: REPO_ROOT,
       log,
     });
     return { opened, confinement };

@@ -10,23 +10,31 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isKlbrError, newId } from "../../../runtime/core/mod.ts";
+import { KernelSupervisor, resolvePython, runInWorkspace } from "../../../runtime/kernel/mod.ts";
 import {
   bwrapArgs,
-  KernelSupervisor,
   probeSandbox,
   requireSandbox,
-  resolvePython,
-  runInWorkspace,
   type SandboxBase,
-} from "../../../runtime/kernel/mod.ts";
+  seccompBytes,
+} from "../../../runtime/sandbox/mod.ts";
 
 const REPO = fileURLToPath(new URL("../../..", import.meta.url));
 const PYTHON = await resolvePython("python3");
+/** The seccomp filter, written once for every test of this file (removed at the end). */
+const FILTER_DIR = await Deno.makeTempDir({ prefix: "klbr-filter-" });
+const FILTER = join(FILTER_DIR, "seccomp.bpf");
+await Deno.writeFile(FILTER, seccompBytes());
+globalThis.addEventListener("unload", () => Deno.removeSync(FILTER_DIR, { recursive: true }));
 const BASE: SandboxBase = {
   bwrap: "bwrap",
   network: false,
   readOnly: [PYTHON.home],
   stateDir: "/nonexistent",
+  userns: true,
+  seccomp: FILTER,
+  protect: [],
+  limits: null,
 };
 
 const text = (b64: string) =>
@@ -70,7 +78,7 @@ Deno.test("`bwrapArgs()` binds the system read-only, a private /tmp first, and h
     readOnly: ["/w/.klbr/releases/r1", "/w/skills", "/repo/workbench"],
   });
   const at = (...needle: string[]) => {
-    const i = args.findIndex((_, k) => needle.every((n, j) => args[k + j] === n));
+    const i = args.findIndex((_: string, k: number) => needle.every((n, j) => args[k + j] === n));
     assert.ok(i >= 0, `missing ${needle.join(" ")} in ${args.join(" ")}`);
     return i;
   };
@@ -108,17 +116,24 @@ Deno.test("`probeSandbox()` confines here, and names why where bwrap is missing 
     mode: "bwrap",
     reason: null,
     network: false,
+    userns: true,
+    usernsReason: null,
   });
   assert.deepEqual(await probeSandbox({ bwrap: "/nonexistent/bwrap", ...options }), {
     mode: "none",
     reason: "bubblewrap is not installed (no /nonexistent/bwrap; Debian package bubblewrap)",
     network: true,
+    userns: false,
+    usernsReason: null,
   });
   // A bwrap that cannot create namespaces fails the same way `false` does.
   const failing = await probeSandbox({ bwrap: "false", ...options });
   assert.equal(failing.mode, "none");
   assert.equal(failing.reason, "false cannot confine the workbench here (exit 1: no message)");
-  requireSandbox({ mode: "bwrap", reason: null, network: false }, "required");
+  requireSandbox(
+    { mode: "bwrap", reason: null, network: false, userns: true, usernsReason: null },
+    "required",
+  );
   requireSandbox(failing, "auto");
   assert.throws(
     () => requireSandbox(failing, "required"),
