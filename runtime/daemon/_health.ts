@@ -14,6 +14,7 @@ import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
 import type { ModelCallReport, TurnHealth } from "../session/mod.ts";
 import type { Confinement } from "../sandbox/mod.ts";
+import type { DiskReserve } from "./_disk_reserve.ts";
 import type { Coordinator } from "./_coordinator.ts";
 
 /** The daemon's version, as `/health` and `welcome` report it. */
@@ -136,6 +137,7 @@ export function healthReport(
     store: Store;
     monitor: HealthMonitor;
     confinement: Pick<Confinement, "status" | "cell" | "limits" | "selfEdit">;
+    disk: Pick<DiskReserve, "report" | "reason">;
   },
 ): Record<string, unknown> & { ok: boolean } {
   const status = readStatus(deps.coordinator);
@@ -145,7 +147,11 @@ export function healthReport(
   const model = deps.monitor.model();
   const artifacts = deps.monitor.artifacts();
   const failing = failingReasons(status, store);
-  const degraded = degradedReasons(session, model, artifacts);
+  const disk = deps.disk.reason();
+  const degraded = [
+    ...(disk === null ? [] : [disk]),
+    ...degradedReasons(session, model, artifacts),
+  ];
   const ok = failing.length === 0;
   return {
     ok,
@@ -159,6 +165,7 @@ export function healthReport(
       last_commit_at: store.lastCommitAt,
     },
     store_writable: store.state === "ok",
+    disk: deps.disk.report(),
     model,
     artifacts,
     ...sessionWork(session),

@@ -23,6 +23,7 @@ import { initStateDir, rememberInterpreter, REPO_ROOT } from "../setup/mod.ts";
 import { Coordinator } from "./_coordinator.ts";
 import { HealthMonitor, VERSION } from "./_health.ts";
 import type { ServeSettings } from "./_serve_settings.ts";
+import { DiskReserve } from "./_disk_reserve.ts";
 
 /** The daemon's running parts. */
 export interface DaemonParts {
@@ -33,6 +34,8 @@ export interface DaemonParts {
   monitor: HealthMonitor;
   /** How the workbench, hook workers and `workspace.run` children are confined. */
   confinement: Confinement;
+  /** The store's disk reserve, and whether the disk has filled. */
+  disk: DiskReserve;
 }
 
 /**
@@ -70,7 +73,7 @@ async function start(
   log: Logger,
   options: StartOptions,
 ): Promise<DaemonParts> {
-  const { opened, confinement } = await openState(settings, log);
+  const { opened, confinement, disk } = await openState(settings, log);
   const store = options.wrapStore?.(opened) ?? opened;
   // The counters status and /health read: counted once now, then kept by triggers.
   installWorkCounts(store);
@@ -101,7 +104,7 @@ async function start(
     },
     notify: (session) => coordinator.bus.wake(session),
   });
-  return { store, coordinator, discord, monitor, confinement };
+  return { store, coordinator, discord, monitor, confinement, disk };
 }
 
 /** Loads the skills of both roots and logs which are offered and which refused. */
@@ -190,12 +193,15 @@ async function createCoordinator(
 async function openState(
   settings: ServeSettings,
   log: Logger,
-): Promise<{ opened: Store; confinement: Confinement }> {
+): Promise<{ opened: Store; confinement: Confinement; disk: DiskReserve }> {
+  const disk = new DiskReserve(settings.stateDir, settings.workspace, log);
   const opened = openStore(settings.stateDir, {
     create: true,
     onHealthChange: (health) => {
       if (health.state === "ok") log.info("store.recovered", "the store commits again");
       else log.error(`store.${health.state}`, `store ${health.state}: ${health.error}`);
+      // The first full disk releases the reserve: the next commit finds room.
+      if (health.state === "failing" && /disk is full/.test(health.error ?? "")) void disk.full();
     },
   });
   try {
@@ -205,6 +211,7 @@ async function openState(
       await rememberInterpreter(settings.stateDir, settings.pythonInfo);
     }
     const { sandbox, workspace } = settings.config;
+    const reserving = disk.prepare();
     const confinement = await prepareConfinement({
       config: sandbox,
       limits: {
@@ -222,7 +229,8 @@ async function openState(
       repoRoot: REPO_ROOT,
       log,
     });
-    return { opened, confinement };
+    await reserving;
+    return { opened, confinement, disk };
   } catch (error) {
     opened.close();
     throw error;

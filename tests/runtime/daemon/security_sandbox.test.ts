@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { startFakeOpenAI } from "../../fakes/openai_server.ts";
 import { REPO_ROOT, startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane } from "../../_helpers/lane_client.ts";
+import { mountSmallFs } from "../../crash/_loopback_fs.ts";
 import type { LaneRecord } from "../../../runtime/core/mod.ts";
 import { cgroupName } from "../../../runtime/sandbox/mod.ts";
 
@@ -356,5 +357,63 @@ Deno.test("a SIGKILLed daemon's cgroups are removed by the next start, and a cle
     await fake.close();
     await Deno.remove(first.stateDir, { recursive: true }).catch(() => {});
     await Deno.remove(first.workspace, { recursive: true }).catch(() => {});
+  }
+});
+
+Deno.test("a cell that fills the disk it shares with the store costs a retriable refusal, not admission; /health names the directories", async () => {
+  const fs = await mountSmallFs(32 * 1024);
+  const stateDir = join(fs.dir, "state");
+  const workspace = join(fs.dir, "ws");
+  await Deno.mkdir(stateDir);
+  await Deno.mkdir(workspace);
+  try {
+    await withDaemon({ stateDir, workspace }, async (daemon, fake) => {
+      const fill = [
+        "n = 0",
+        "try:",
+        "    with open('fill', 'wb') as f:",
+        "        for i in range(200):",
+        "            f.write(b'x' * (1 << 20))",
+        "            f.flush()",
+        "            n += 1",
+        "except OSError as e:",
+        "    print('full after', n, 'MiB:', e.strerror)",
+        "wait()",
+      ].join("\n");
+      fake.enqueue({ toolCall: { code: fill } });
+      const client = await connectLane({ port: daemon.port, token: daemon.token });
+      try {
+        await client.request({ kind: "input", client_msg_id: "fill", text: "fill" });
+        // The next message: refused at most while the store finds the disk full, then admitted.
+        fake.enqueue({ toolCall: { code: "await local.send('still answering')\nwait()" } });
+        let ack: Awaited<ReturnType<typeof client.request>> | undefined;
+        for (let attempt = 0; attempt < 10 && ack?.kind !== "ack"; attempt++) {
+          ack = await client.request({ kind: "input", client_msg_id: "next", text: "next" });
+          if (ack.kind === "error") assert.equal(ack.code, "store_unavailable", ack.message);
+        }
+        assert.equal(ack?.kind, "ack", JSON.stringify(ack));
+        await client.waitFor(
+          (m) => m.kind === "record" && m.type === "send" && m.data.text === "still answering",
+          60_000,
+        );
+      } finally {
+        await client.close();
+      }
+      const health = await (await fetch(`${daemon.url}/health`)).json();
+      assert.equal(health.disk.state, "full");
+      assert.equal(health.disk.reserve_released, true);
+      assert.ok(
+        health.reasons.includes(
+          `disk full: the file system of the state directory ${stateDir} is full (the workspace ${workspace} is on it too, and may be what grew); free space there`,
+        ),
+        JSON.stringify(health.reasons),
+      );
+      assert.match(
+        daemon.logs(),
+        /disk\.full disk full: .*the store's reserve \(\d.* was released/,
+      );
+    });
+  } finally {
+    await fs.unmount();
   }
 });
