@@ -27,9 +27,10 @@ function privileges(status: SandboxStatus, cell: CellView | null): string {
   const who = status.userns
     ? `uid ${cell.uid} in a user namespace (uid ${SANDBOX_UID} inside)`
     : `uid ${cell.uid}: ${status.usernsReason}`;
-  const caps = /^0+$/.test(cell.capEff) && /^0+$/.test(cell.capBnd)
+  // With no_new_privs an exec gains nothing past the permitted set: both empty is none.
+  const caps = /^0+$/.test(cell.capEff) && /^0+$/.test(cell.capPrm)
     ? `capabilities none (CapEff ${cell.capEff})`
-    : `CAPABILITIES LEFT: CapEff ${cell.capEff}, CapBnd ${cell.capBnd}`;
+    : `CAPABILITIES LEFT: CapEff ${cell.capEff}, CapPrm ${cell.capPrm}`;
   return `${who}; ${caps}; no_new_privs ${cell.noNewPrivs ? "on" : "OFF"}; seccomp ${
     cell.seccomp ? "filter on" : "OFF"
   }`;

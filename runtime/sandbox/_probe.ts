@@ -106,7 +106,8 @@ export async function probeSandbox(options: ProbeOptions): Promise<SandboxStatus
   let withoutUserns: Attempt | null = null;
   try {
     run = await attempt(options, true);
-    if (run.code !== 0 && run.code !== 127) {
+    // Only a refused user namespace is worth a second try (as root, without one).
+    if (run.code !== 0 && /namespace|uid map|setgroups/i.test(run.stderr)) {
       withoutUserns = await attempt(options, false);
     }
   } catch (cause) {

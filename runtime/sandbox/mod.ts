@@ -27,7 +27,7 @@ export {
   workerReadOnly,
 } from "./_sandbox.ts";
 export { type ConfinedCommand, confinedCommand } from "./_confine.ts";
-export { runShell, type ShellResult, SHELL } from "./_shell.ts";
+export { runShell, SHELL, type ShellResult } from "./_shell.ts";
 export {
   type CellView,
   probeCell,

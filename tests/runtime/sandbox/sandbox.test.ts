@@ -13,6 +13,7 @@ import { isKlbrError, newId } from "../../../runtime/core/mod.ts";
 import { KernelSupervisor, resolvePython, runInWorkspace } from "../../../runtime/kernel/mod.ts";
 import {
   bwrapArgs,
+  probeCell,
   probeSandbox,
   protectedPaths,
   refuseProtected,
@@ -384,4 +385,39 @@ Deno.test("python reached through a link outside the system folders runs confine
   } finally {
     await kernel.shutdown();
   }
+});
+
+Deno.test("where user namespaces are refused, a root probe falls back to uid 0 with every capability dropped, and says why", async () => {
+  await using at = await layout();
+  // A bwrap whose kernel refuses user namespaces: the real one, but `--unshare-user` fails.
+  const fake = join(at.dir, "bwrap");
+  await Deno.writeTextFile(
+    fake,
+    '#!/bin/sh\nfor a; do [ "$a" = --unshare-user ] && { echo "bwrap: No permissions to create new namespace" >&2; exit 1; }; done\nexec bwrap "$@"\n',
+  );
+  await Deno.chmod(fake, 0o755);
+  const status = await probeSandbox({
+    bwrap: fake,
+    python: PYTHON.executable,
+    readOnly: [PYTHON.home],
+    network: false,
+  });
+  assert.deepEqual(status, {
+    mode: "bwrap",
+    reason: null,
+    network: false,
+    userns: false,
+    usernsReason:
+      "user namespaces are unavailable (bwrap: No permissions to create new namespace); cells keep uid 0 with every capability dropped",
+  });
+  // Without a user namespace bwrap leaves root's bounding set, but with no_new_privs an exec
+  // gains nothing past the (empty) permitted set.
+  const { capBnd: _, ...cell } = await probeCell({ ...at.base, bwrap: fake, userns: false });
+  assert.deepEqual(cell, {
+    uid: 0,
+    capEff: "0000000000000000",
+    capPrm: "0000000000000000",
+    noNewPrivs: true,
+    seccomp: true,
+  });
 });
