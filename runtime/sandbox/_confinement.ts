@@ -173,6 +173,7 @@ function logConfinement(log: Logger, c: Confinement): void {
       userns: c.status.userns,
       cap_eff: c.cell?.capEff ?? null,
       limits: c.limits?.mode ?? null,
+      limits_dirs: c.limits?.parents ?? null,
       self_edit: c.selfEdit,
     });
   } else {

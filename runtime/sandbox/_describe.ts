@@ -9,7 +9,7 @@
 import { basename } from "node:path";
 import { describeSettings, type LimitsPlan } from "./_limits.ts";
 import type { CellView } from "./_probe.ts";
-import { SANDBOX_UID, type SandboxStatus } from "./_sandbox.ts";
+import type { SandboxStatus } from "./_sandbox.ts";
 
 /** What {@linkcode describeConfinement} reads. */
 export interface Described {
@@ -25,7 +25,7 @@ export interface Described {
 function privileges(status: SandboxStatus, cell: CellView | null): string {
   if (cell === null) return "not read";
   const who = status.userns
-    ? `uid ${cell.uid} in a user namespace (uid ${SANDBOX_UID} inside)`
+    ? `uid ${cell.uid} in a user namespace (the daemon's uid outside)`
     : `uid ${cell.uid}: ${status.usernsReason}`;
   // With no_new_privs an exec gains nothing past the permitted set: both empty is none.
   const caps = /^0+$/.test(cell.capEff) && /^0+$/.test(cell.capPrm)

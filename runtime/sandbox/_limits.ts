@@ -170,7 +170,9 @@ async function prepareV1(root: string, name: string, lines: string[]): Promise<P
   ]);
   return {
     mode: "cgroup1",
-    reason: `cgroup v1: each tree in ${Object.values(parents).join(", ")}`,
+    reason: `cgroup v1: a cgroup per tree in the ${
+      Object.keys(parents).join(", ")
+    } hierarchies under ${root}`,
     parents,
     swapFile: swap.stdout.trim() === "yes",
   };
@@ -195,7 +197,7 @@ async function prepareV2(root: string, name: string, lines: string[]): Promise<P
       const swap = await runShell('[ -f "$1" ] && echo yes', [join(parent, "memory.swap.max")]);
       return {
         mode: "cgroup2",
-        reason: `cgroup v2: each tree in ${parent}`,
+        reason: `cgroup v2: a cgroup per tree under ${at}`,
         parents: { unified: parent },
         swapFile: swap.stdout.trim() === "yes",
       };
