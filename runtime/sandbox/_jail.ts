@@ -18,8 +18,9 @@ export interface Jail {
   /** The wrapper's arguments before `--`: the directories to make, then its operations. */
   readonly wrapperArgs: string[];
   /**
-   * The limit the tree reached since the last call, phrased as `reached the process limit
-   * (256)`, or null. Always null under rlimits (nothing to read).
+   * The limit the tree has reached, phrased as `reached the process limit (256)`, or null;
+   * once reached it stays so (the tree is ended for it). Always null under rlimits (nothing
+   * to read).
    */
   breach(): Promise<string | null>;
   /** Kills what is left of the tree and removes its cgroup; idempotent, never throws. */
@@ -61,7 +62,7 @@ function limitWrites(plan: LimitsPlan, dirs: Record<string, string>): string[] {
       ...w(dir, "pids.max", maxProcesses),
       ...w(dir, "memory.max", memoryBytes),
       ...(plan.swapFile ? w(dir, "memory.swap.max", 0) : []),
-      ...w(dir, "cpu.weight", cpuWeight),
+      ...(plan.cpu ? w(dir, "cpu.weight", cpuWeight) : []),
       "-j",
       join(dir, "cgroup.procs"),
     ];
@@ -115,7 +116,7 @@ class CgroupJail implements Jail {
   readonly #plan: LimitsPlan;
   readonly #dirs: string[];
   readonly #files: string[];
-  #seen = { processes: 0, memory: 0 };
+  #hit: string | null = null;
   #released: Promise<void> | null = null;
 
   constructor(plan: LimitsPlan, dirs: Record<string, string>, ops: string[]) {
@@ -126,18 +127,15 @@ class CgroupJail implements Jail {
   }
 
   async breach(): Promise<string | null> {
-    if (this.#released !== null) return null;
+    if (this.#hit !== null || this.#released !== null) return this.#hit;
     const out = await runShell('for f; do cat "$f" 2>/dev/null; done', this.#files)
       .catch(() => null);
-    if (out === null) return null;
+    if (out === null || this.#hit !== null) return this.#hit;
+    // The cgroup is the tree's own from its start: any count at all is this tree's.
     const now = counters(out.stdout);
-    const hit: LimitHit | null = now.memory > this.#seen.memory
-      ? "memory"
-      : now.processes > this.#seen.processes
-      ? "processes"
-      : null;
-    this.#seen = now;
-    return hit === null ? null : limitPhrase(hit, this.#plan);
+    const hit: LimitHit | null = now.memory > 0 ? "memory" : now.processes > 0 ? "processes" : null;
+    this.#hit = hit === null ? null : limitPhrase(hit, this.#plan);
+    return this.#hit;
   }
 
   release(): Promise<void> {

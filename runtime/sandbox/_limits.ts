@@ -44,6 +44,8 @@ export interface LimitsPlan {
   parents: Record<string, string>;
   /** Whether the memory limit also caps swap (the file exists). */
   swapFile: boolean;
+  /** Whether the CPU weight can be set (the cpu controller is there). */
+  cpu: boolean;
   /** RLIMIT_NPROC in rlimit mode; null where it cannot bind (uid 0) or in a cgroup mode. */
   nproc: number | null;
   /** The next tree's number. */
@@ -97,7 +99,7 @@ export async function planLimits(
   if (options.rlimitsOnly !== undefined) return await rlimitPlan(settings, options.rlimitsOnly);
   const root = options.root ?? "/sys/fs/cgroup";
   const name = cgroupName(options.stateDir);
-  const plan = { settings, swapFile: false, nproc: null, next: 1 };
+  const plan = { settings, nproc: null, next: 1 };
   let found: { lines: string[]; v2: boolean };
   try {
     found = await readCgroups(root, options.self ?? "/proc/self/cgroup");
@@ -105,8 +107,8 @@ export async function planLimits(
     return await rlimitPlan(settings, `the cgroups cannot be read (${String(error)})`);
   }
   const tried = found.v2
-    ? await prepareV2(root, name, found.lines)
-    : await prepareV1(root, name, found.lines);
+    ? await prepareV2(root, name, { lines: found.lines, settings })
+    : await prepareV1(root, name, { lines: found.lines, settings });
   if ("parents" in tried) return { ...plan, ...tried };
   return await rlimitPlan(settings, tried.why);
 }
@@ -122,7 +124,9 @@ async function readCgroups(root: string, self: string): Promise<{ lines: string[
   return { lines: lines.filter((l) => l !== "unified: v2"), v2: lines.includes("unified: v2") };
 }
 
-type Prepared = Pick<LimitsPlan, "mode" | "reason" | "parents" | "swapFile"> | { why: string };
+type Prepared =
+  | Pick<LimitsPlan, "mode" | "reason" | "parents" | "swapFile" | "cpu">
+  | { why: string };
 
 /** The own path of a v1 controller (`4:memory:/a/b` → `/a/b`), or undefined. */
 function ownPath(lines: string[], controller: string): string | undefined {
@@ -147,7 +151,16 @@ shift
 for f; do [ -f "$f" ] || { echo "no $f" >&2; exit 1; }; done
 echo ok`;
 
-async function prepareV1(root: string, name: string, lines: string[]): Promise<Prepared> {
+/** Makes the cpu parent `$1`, removes its leftovers and writes `$3` into its file `$2`. */
+const PREPARE_CPU = `${RM_CG}
+mkdir -p "$1" && rm_children "$1" && [ -f "$1/$2" ] && printf '%s\\n' "$3" > "$1/$2"`;
+
+async function prepareV1(
+  root: string,
+  name: string,
+  at: { lines: string[]; settings: LimitSettings },
+): Promise<Prepared> {
+  const { lines, settings } = at;
   const parents: Record<string, string> = {};
   for (const controller of ["pids", "memory", "cpu"]) {
     const own = ownPath(lines, controller);
@@ -162,7 +175,9 @@ async function prepareV1(root: string, name: string, lines: string[]): Promise<P
     return { why: `cgroup v1 is not writable here (${out.stderr.trim().slice(0, 200)})` };
   }
   if (parents.cpu !== undefined) {
-    const cpu = await runShell(PREPARE, [parents.cpu, "--", join(parents.cpu, "cpu.shares")]);
+    // All trees together weigh against the daemon as one: their parent gets the weight too.
+    const shares = String(Math.round(settings.cpuWeight * 10.24));
+    const cpu = await runShell(PREPARE_CPU, [parents.cpu, "cpu.shares", shares]);
     if (cpu.code !== 0) delete parents.cpu;
   }
   const swap = await runShell('[ -f "$1" ] && echo yes', [
@@ -170,6 +185,7 @@ async function prepareV1(root: string, name: string, lines: string[]): Promise<P
   ]);
   return {
     mode: "cgroup1",
+    cpu: parents.cpu !== undefined,
     reason: `cgroup v1: a cgroup per tree in the ${
       Object.keys(parents).join(", ")
     } hierarchies under ${root}`,
@@ -184,25 +200,36 @@ async function prepareV1(root: string, name: string, lines: string[]): Promise<P
  * made beside it (in the cgroup above, where the controllers are already given), else inside
  * it where its controllers can still be given to children.
  */
-async function prepareV2(root: string, name: string, lines: string[]): Promise<Prepared> {
+async function prepareV2(
+  root: string,
+  name: string,
+  at: { lines: string[]; settings: LimitSettings },
+): Promise<Prepared> {
+  const { lines, settings } = at;
   const own = lines.find((line) => line.startsWith("0::"))?.slice(3);
   if (own === undefined) return { why: "cgroup v2 without this process's cgroup" };
   const self = join(root, own);
   const candidates = own === "/" ? [self] : [dirname(self), self];
   const why: string[] = [];
-  for (const at of candidates) {
-    const parent = join(at, name);
-    const out = await runShell(ENABLE_V2, [at, parent]);
+  for (const under of candidates) {
+    const parent = join(under, name);
+    const out = await runShell(ENABLE_V2, [
+      under,
+      parent,
+      String(settings.cpuWeight),
+      under === self ? "own" : "above",
+    ]);
     if (out.code === 0 && /\bpids\b/.test(out.stdout) && /\bmemory\b/.test(out.stdout)) {
       const swap = await runShell('[ -f "$1" ] && echo yes', [join(parent, "memory.swap.max")]);
       return {
         mode: "cgroup2",
-        reason: `cgroup v2: a cgroup per tree under ${at}`,
+        reason: `cgroup v2: a cgroup per tree under ${under}`,
         parents: { unified: parent },
         swapFile: swap.stdout.trim() === "yes",
+        cpu: /\bcpu\b/.test(out.stdout),
       };
     }
-    why.push(`${at}: ${(out.stderr.trim() || out.stdout.trim()).slice(0, 160)}`);
+    why.push(`${under}: ${(out.stderr.trim() || out.stdout.trim()).slice(0, 160)}`);
     await runShell(REMOVE_CGROUPS, [parent]);
   }
   return {
@@ -212,18 +239,23 @@ async function prepareV2(root: string, name: string, lines: string[]): Promise<P
   };
 }
 
-/** Gives `$1`'s controllers to `$2` (made, its leftovers removed) and prints what `$2` gives. */
+/**
+ * Gives `$1`'s controllers to `$2` (made, its leftovers removed, its CPU weight `$3`) and
+ * prints what `$2` gives its children. Only the daemon's own cgroup (`$4` = `own`) gets
+ * controllers enabled; the one above is used only as it is (its other children are not ours).
+ */
 const ENABLE_V2 = `${RM_CG}
 at=$1; p=$2
-grep -qw pids "$at/cgroup.subtree_control" && grep -qw memory "$at/cgroup.subtree_control" ||
+if ! grep -qw pids "$at/cgroup.subtree_control" || ! grep -qw memory "$at/cgroup.subtree_control"; then
+  [ "$4" = own ] || { echo "its subtree lacks the pids or memory controller" >&2; exit 1; }
   printf '+pids +memory\\n' > "$at/cgroup.subtree_control" || exit 1
-grep -qw cpu "$at/cgroup.controllers" && ! grep -qw cpu "$at/cgroup.subtree_control" &&
-  printf '+cpu\\n' > "$at/cgroup.subtree_control" 2>/dev/null
+fi
 mkdir -p "$p" || exit 1
 rm_children "$p"
 want=
 for c in pids memory cpu; do grep -qw "$c" "$p/cgroup.controllers" && want="$want +$c"; done
 [ -n "$want" ] && printf '%s\\n' "$want" > "$p/cgroup.subtree_control"
+[ -f "$p/cpu.weight" ] && printf '%s\\n' "$3" > "$p/cpu.weight"
 cat "$p/cgroup.subtree_control"`;
 
 /** rlimits: RLIMIT_NPROC counts every task of the real uid, so it is set above their count now. */
@@ -244,6 +276,7 @@ async function rlimitPlan(settings: LimitSettings, why: string): Promise<LimitsP
     settings,
     parents: {},
     swapFile: false,
+    cpu: false,
     nproc,
     next: 1,
   };

@@ -53,6 +53,7 @@ export const RM_CG = `rm_cg() {
 }
 rm_children() {
   for c in "$1"/*/; do [ -d "$c" ] && rm_cg "\${c%/}"; done
+  return 0
 }`;
 
 /**
