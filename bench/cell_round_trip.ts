@@ -9,12 +9,8 @@
 import { join } from "node:path";
 import { REPO_ROOT } from "../tests/_helpers/daemon.ts";
 import { KlbrError, newId } from "../runtime/core/mod.ts";
-import {
-  encodeFrame,
-  FrameDecoderStream,
-  KernelSupervisor,
-  type SandboxBase,
-} from "../runtime/kernel/mod.ts";
+import { encodeFrame, FrameDecoderStream, KernelSupervisor } from "../runtime/kernel/mod.ts";
+import type { SandboxBase } from "../runtime/sandbox/mod.ts";
 import type { JupyterPeerResult } from "./jupyter_peer.ts";
 import { below, belowPeer, type BenchRow, makeRow } from "./row.ts";
 import { type LatencySummary, summarize } from "./stats.ts";

@@ -9,7 +9,9 @@
  */
 
 import { SILENT_LOGGER } from "../runtime/core/mod.ts";
-import { prepareConfinement } from "../runtime/kernel/mod.ts";
+import { parseConfig } from "../runtime/config/mod.ts";
+import { resolvePython } from "../runtime/kernel/mod.ts";
+import { prepareConfinement } from "../runtime/sandbox/mod.ts";
 import type { JupyterPeerResult } from "./jupyter_peer.ts";
 import { newSupervisor } from "./cell_round_trip.ts";
 import { type BenchRow, makeRow } from "./row.ts";
@@ -82,11 +84,21 @@ export async function benchGenerationSpawn(options: GenerationSpawnOptions): Pro
   // What the daemon runs: the same confinement decision serve makes, on a scratch state dir.
   const stateDir = `${options.scratch}/spawn-state`;
   await Deno.mkdir(stateDir, { recursive: true });
+  const { sandbox } = parseConfig("", { file: "(defaults)" }).config;
   const confinement = await prepareConfinement({
-    config: { mode: "auto", network: false },
-    pythonName: Deno.env.get("KLBR_PYTHON") ?? "python3",
+    config: sandbox,
+    limits: {
+      maxProcesses: sandbox.max_processes,
+      memoryBytes: sandbox.memory,
+      cpuWeight: sandbox.cpu_weight,
+      fileSizeBytes: sandbox.max_file_size,
+    },
+    selfEdit: false,
+    python: await resolvePython(Deno.env.get("KLBR_PYTHON") ?? "python3"),
     bwrap: Deno.env.get("KLBR_BWRAP") ?? "bwrap",
     stateDir,
+    workspace: options.scratch,
+    repoRoot: `${options.scratch}/no-checkout`,
     log: SILENT_LOGGER,
   });
   const real = await timeGenerationSpawns({
@@ -94,7 +106,7 @@ export async function benchGenerationSpawn(options: GenerationSpawnOptions): Pro
     scratch: options.scratch,
     spawns: options.spawns,
     confined: { sandbox: confinement.base, stateDir: confinement.stateDir },
-  });
+  }).finally(() => confinement.close());
   return [
     makeRow({
       id: "5e",

@@ -15,7 +15,8 @@ import {
   type DraftTestReply,
   type HookName,
 } from "../core/mod.ts";
-import { type SandboxBase, spawnWorkbench } from "../kernel/mod.ts";
+import { spawnWorkbench } from "../kernel/mod.ts";
+import type { SandboxBase } from "../sandbox/mod.ts";
 import { checkHookResult } from "./_hook_contracts.ts";
 import { hookErrorOf } from "./_traces.ts";
 

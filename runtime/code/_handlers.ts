@@ -35,6 +35,8 @@ export interface CodeRpcOptions {
   service?: CodeService;
   /** Directories never part of the workspace (the state directory). @default {[]} */
   deny?: string[];
+  /** Paths a patch may not write (klbr's own code, the git hooks and config). @default {[]} */
+  readOnly?: string[];
 }
 
 const services = new Map<string, CodeService>();
@@ -43,10 +45,13 @@ const services = new Map<string, CodeService>();
  * Returns the process's one {@linkcode CodeService} for `workspace`, so every session of a
  * daemon shares one tree cache.
  */
-export function sharedCodeService(workspace: string, deny: string[] = []): CodeService {
+export function sharedCodeService(
+  workspace: string,
+  paths: { deny?: string[]; readOnly?: string[] } = {},
+): CodeService {
   let service = services.get(workspace);
   if (service === undefined) {
-    service = new CodeService({ root: workspace, deny });
+    service = new CodeService({ root: workspace, deny: paths.deny, readOnly: paths.readOnly });
     services.set(workspace, service);
   }
   return service;
@@ -66,7 +71,8 @@ function parse<T extends z.ZodType>(schema: T, params: unknown, method: string):
  * @throws {KlbrError} (from a handler) `invalid_input` for bad params, a file without a
  *   grammar, over 4 MiB or not UTF-8, an ambiguous symbol or a range that does not fit its
  *   file; `not_found` for a missing file or symbol; `path_escape` for a path outside the
- *   workspace. A stale range or a patch that adds a syntax error is not an error: the result
+ *   workspace; `forbidden` for a patch of a read-only path (klbr's own code, the git hooks and
+ *   config). A stale range or a patch that adds a syntax error is not an error: the result
  *   says `ok: false` with the reason.
  * @example
  * ```ts
@@ -74,7 +80,8 @@ function parse<T extends z.ZodType>(schema: T, params: unknown, method: string):
  * ```
  */
 export function codeHandlers(options: CodeRpcOptions): Record<string, RpcHandler> {
-  const service = options.service ?? sharedCodeService(options.workspace, options.deny);
+  const service = options.service ??
+    sharedCodeService(options.workspace, { deny: options.deny, readOnly: options.readOnly });
   return {
     "code.outline": (params) => service.outline(parse(OutlineParams, params, "code.outline").path),
     "code.symbol": (params) => {

@@ -8,6 +8,7 @@
 
 import { basename, dirname, join } from "node:path";
 import { KlbrError } from "../core/mod.ts";
+import { refuseProtected } from "../sandbox/mod.ts";
 import { countSyntaxErrors, type SyntaxProblem } from "./_outline.ts";
 import type { CodeEdit, CodeRange } from "./_schemas.ts";
 import { checkRange, type CodeService, type StaleRange } from "./_service.ts";
@@ -53,6 +54,7 @@ async function readTargets(service: CodeService, edits: CodeEdit[]) {
   const byReal = new Map<string, { source: Source; order: number[] }>();
   for (const [i, edit] of edits.entries()) {
     const source = await service.source(edit.range.path, `patch ${edit.range.path}`);
+    refuseProtected(service.readOnly, source.real, source.path);
     const entry = byReal.get(source.real) ?? { source, order: [] };
     entry.order.push(i);
     byReal.set(source.real, entry);
@@ -161,7 +163,7 @@ async function syntaxCheck(service: CodeService, plan: FilePlan): Promise<Syntax
  * with one bad edit leaves every file byte-identical" in `tests/runtime/code/patch.test.ts`.
  *
  * @throws {KlbrError} `invalid_input` for overlapping edits or a range that does not fit its
- * file; the path check's codes; `internal` when writing or renaming fails (the files already
+ * file; the path check's codes; `forbidden` for a read-only path (nothing is written); `internal` when writing or renaming fails (the files already
  * renamed are restored first). The `code.patch` record is the caller's, committed after the
  * renames: a crash between the two leaves the files patched without their record.
  */

@@ -32,6 +32,8 @@ export interface CodeServiceOptions {
   root: string;
   /** Directories never part of the workspace (the state directory): refused, never walked. */
   deny?: string[];
+  /** Paths a patch may not write (klbr's own code, the git hooks and config). @default [] */
+  readOnly?: string[];
   /** Limits of the parse-tree cache. */
   cache?: TreeCacheLimits;
 }
@@ -49,6 +51,8 @@ export class CodeService {
   readonly root: string;
   /** Directories never part of the workspace: refused, never walked. */
   readonly deny: string[];
+  /** Paths a patch may not write: read, but never changed. */
+  readonly readOnly: string[];
   readonly #cache: TreeCache;
   readonly #stats: CodeStats = { parses: 0, hits: 0 };
   #queue: Promise<unknown> = Promise.resolve();
@@ -57,6 +61,7 @@ export class CodeService {
   constructor(options: CodeServiceOptions) {
     this.root = options.root;
     this.deny = options.deny ?? [];
+    this.readOnly = options.readOnly ?? [];
     this.#cache = new TreeCache(options.cache);
   }
 

@@ -1,6 +1,7 @@
 /**
- * The configuration's blocks beside the routes: `sandbox` (how child processes are
- * confined) and `lanes` (per-client bounds and the read-only view). Their defaults live here.
+ * The configuration's blocks beside the routes: `sandbox` (how child processes are confined
+ * and limited), `workspace` (whether cells may change klbr's own code) and `lanes`
+ * (per-client bounds and the read-only view). Their defaults live here.
  *
  * @module
  */
@@ -15,15 +16,61 @@ const expected = (what: string) => ({
 });
 const timeoutMs = () => z.int(expected("whole milliseconds")).min(1, expected("at least 1 ms"));
 
+const UNITS: Record<string, number> = {
+  "": 1,
+  B: 1,
+  KiB: 2 ** 10,
+  MiB: 2 ** 20,
+  GiB: 2 ** 30,
+  TiB: 2 ** 40,
+};
+
+/** A size: whole bytes, or a string such as `"512MiB"` or `"1GiB"`; at least `min` bytes. */
+const byteSize = (min: number) =>
+  z.union([z.int(), z.string()], expected('bytes, or a size such as "1GiB"')).transform(
+    (value, ctx) => {
+      const match = typeof value === "number"
+        ? [String(value), String(value), ""]
+        : /^\s*(\d+)\s*(B|KiB|MiB|GiB|TiB)?\s*$/.exec(value);
+      const bytes = match === null ? NaN : Number(match[1]) * UNITS[match[2] ?? ""];
+      if (!Number.isSafeInteger(bytes) || bytes < min) {
+        ctx.addIssue({
+          code: "custom",
+          message: `expected a size of at least ${min} bytes, such as "1GiB" (got ${show(value)})`,
+        });
+        return z.NEVER;
+      }
+      return bytes;
+    },
+  );
+
 /**
- * The `sandbox` node: how the workbench, the hook workers and `workspace.run` are confined.
- * `auto` confines them with bubblewrap where it works and says so where it cannot;
- * `required` refuses to start instead.
+ * The `sandbox` node: how the workbench, the hook workers, `workspace.run` and job workbenches
+ * are confined, and the limits of each of their process trees. `auto` confines them with
+ * bubblewrap where it works and says so where it cannot; `required` refuses to start instead.
  */
 export const SandboxSchema = z.strictObject({
   mode: z.enum(["auto", "required"], expected("auto or required")).default("auto"),
   /** Whether confined processes may use the network (a new, empty network namespace if not). */
   network: z.boolean(expected("#true or #false")).default(false),
+  /** Processes and threads of one tree at once; a fork past it fails and ends the cell. */
+  max_processes: z.int(expected("a whole number")).min(16, expected("at least 16"))
+    .max(100_000, expected("at most 100000")).default(256),
+  /** Memory of one tree (cgroups), or address space of each process (rlimits). */
+  memory: byteSize(64 * 2 ** 20).default(2 ** 30),
+  /** CPU weight of one tree against the daemon's 100 (cgroups only). */
+  cpu_weight: z.int(expected("a whole number")).min(1, expected("at least 1"))
+    .max(10_000, expected("at most 10000")).default(50),
+  /** The largest file a confined process may write (RLIMIT_FSIZE). */
+  max_file_size: byteSize(2 ** 20).default(4 * 2 ** 30),
+});
+
+/**
+ * The `workspace` node: `self_edit #true` lets cells change klbr's own code when the workspace
+ * holds its checkout (the agent working on klbr); the git hooks and config stay read-only.
+ */
+export const WorkspaceSchema = z.strictObject({
+  self_edit: z.boolean(expected("#true or #false")).default(false),
 });
 
 /** The `lanes` node: per-client bounds of the lane server and the read-only view. */
@@ -42,14 +89,18 @@ export const LanesSchema = z.strictObject({
 
 const BLOCK_FIELD_NAMES = {
   sandbox: Object.keys(SandboxSchema.shape),
+  workspace: Object.keys(WorkspaceSchema.shape),
   lanes: Object.keys(LanesSchema.shape),
 };
 
+/** The block nodes, each read by `Reader.block`. */
+export type BlockName = keyof typeof BLOCK_FIELD_NAMES;
+
 /**
- * Locates one issue of a `sandbox` or `lanes` block: its line and a sentence.
+ * Locates one issue of a `sandbox`, `workspace` or `lanes` block: its line and a sentence.
  */
 export function blockIssue(
-  block: "sandbox" | "lanes",
+  block: BlockName,
   raw: RawRoute | undefined,
   issue: z.core.$ZodIssue,
   order: number,

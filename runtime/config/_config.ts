@@ -19,7 +19,7 @@ import {
 } from "./_kdl.ts";
 import { KlbrError } from "../core/mod.ts";
 import { BUDGET_FIELDS, BudgetSchema, CleanupSchema, JobBudgetSchema } from "./_settings.ts";
-import { LanesSchema, SandboxSchema } from "./_blocks.ts";
+import { LanesSchema, SandboxSchema, WorkspaceSchema } from "./_blocks.ts";
 import { type FieldNames, locateIssue } from "./_config_issues.ts";
 import { Secret } from "./_secret.ts";
 import { roleOrder, switchFields } from "./_switches.ts";
@@ -203,6 +203,7 @@ export const ConfigSchema = z.strictObject({
   budget: BudgetSchema.prefault({}),
   cleanup: CleanupSchema.prefault({}),
   sandbox: SandboxSchema.prefault({}),
+  workspace: WorkspaceSchema.prefault({}),
   lanes: LanesSchema.prefault({}),
 });
 
@@ -222,6 +223,8 @@ export type Config = z.output<typeof ConfigSchema>;
 export type DiscordConfig = NonNullable<Config["discord"]>;
 /** The validated `sandbox` node (defaults when absent). */
 export type SandboxConfig = Config["sandbox"];
+/** The validated `workspace` node (defaults when absent). */
+export type WorkspaceConfig = Config["workspace"];
 /** The validated `lanes` node (defaults when absent). */
 export type LanesConfig = Config["lanes"];
 /** One validated route. Its `api_key`, when the file gives one, is a {@linkcode Secret}. */
@@ -274,7 +277,8 @@ export function parseConfig(
 ): Omit<LoadedConfig, "source"> {
   const { file, env } = options;
   const kdl = readKdlRoutes(text, file);
-  const { routes: declared, discord: rawDiscord, settings, sandbox, lanes, warnings } = kdl;
+  const { routes: declared, discord: rawDiscord, settings, sandbox, workspace, lanes, warnings } =
+    kdl;
   // An undeclared role copies what main declares; main's own defaults are per role.
   const raw: Partial<Record<RouteName, RawRoute>> = {};
   for (const role of ROUTE_NAMES) raw[role] = declared[role] ?? declared.main;
@@ -286,6 +290,7 @@ export function parseConfig(
     ...(rawDiscord === undefined ? {} : { discord: rawDiscord.fields }),
     ...Object.fromEntries(Object.entries(settings).map(([name, raw]) => [name, raw.fields])),
     ...(sandbox === undefined ? {} : { sandbox: sandbox.fields }),
+    ...(workspace === undefined ? {} : { workspace: workspace.fields }),
     ...(lanes === undefined ? {} : { lanes: lanes.fields }),
   });
   if (!result.success) {

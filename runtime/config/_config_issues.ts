@@ -32,7 +32,7 @@ export function locateIssue(
     return { ...at, order: ROUTE_NAMES.length + 1 };
   }
   const block = issue.path[0];
-  if (block === "sandbox" || block === "lanes") {
+  if (block === "sandbox" || block === "workspace" || block === "lanes") {
     return blockIssue(block, kdl[block], issue, ROUTE_NAMES.length + 1);
   }
   if (issue.path[0] === "discord") {

@@ -7,6 +7,14 @@
 
 import { ConfigSchema } from "./_config.ts";
 
+/** A size as the file writes it: `1073741824` → `1GiB`. */
+function size(bytes: number): string {
+  for (const [unit, factor] of [["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]] as const) {
+    if (bytes % factor === 0) return `${bytes / factor}${unit}`;
+  }
+  return `${bytes}B`;
+}
+
 /**
  * Returns the commented configuration file that `init` writes into the state directory.
  *
@@ -15,7 +23,7 @@ import { ConfigSchema } from "./_config.ts";
  * commented out.
  */
 export function defaultConfigText(): string {
-  const { routes, budget, cleanup, sandbox, lanes } = ConfigSchema.parse({});
+  const { routes, budget, cleanup, sandbox, workspace, lanes } = ConfigSchema.parse({});
   const main = routes.main;
   const blocks = [[
     "// main: the agent's turns. One model is enough: the other roles copy this route until",
@@ -70,9 +78,14 @@ export function defaultConfigText(): string {
     "// }",
     "",
     "// The workbench runs inside bubblewrap; see docs/security.md. These are the defaults:",
-    '// "required" refuses to start unconfined, network #true shares the host\'s network,',
+    '// "required" refuses to start unconfined, network #true shares the host\'s network, the',
+    "// limits bind each process tree (a cell's, a workspace.run program's, a job's);",
+    "// self_edit #true lets cells change klbr's own code when the workspace holds its checkout;",
     "// view_without_token #true lets a page without the token watch, read-only.",
-    `// sandbox "${sandbox.mode}" { network #${sandbox.network}; }`,
+    `// sandbox "${sandbox.mode}" { network #${sandbox.network}; max_processes ${sandbox.max_processes}; memory "${
+      size(sandbox.memory)
+    }"; cpu_weight ${sandbox.cpu_weight}; max_file_size "${size(sandbox.max_file_size)}"; }`,
+    `// workspace { self_edit #${workspace.self_edit}; }`,
     `// lanes { view_without_token #${lanes.view_without_token}; max_connections ${lanes.max_connections}; max_pending_hello ${lanes.max_pending_hello}; hello_timeout_ms ${lanes.hello_timeout_ms}; }`,
     "",
   ].join("\n");

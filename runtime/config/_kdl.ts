@@ -60,13 +60,15 @@ export interface RawConfig {
   settings: Partial<Record<SettingsNode, RawSettings>>;
   /** The `sandbox` node; its one optional argument (the mode) is field `mode`. */
   sandbox?: RawRoute;
+  /** The `workspace` node: `self_edit`. */
+  workspace?: RawRoute;
   /** The `lanes` node: bounds and the read-only view. */
   lanes?: RawRoute;
   warnings: string[];
 }
 
-/** The sandbox and lanes nodes (each at most once), read by `Reader.block`. */
-const BLOCK_NODES = ["sandbox", "lanes"] as const;
+/** The sandbox, workspace and lanes nodes (each at most once), read by `Reader.block`. */
+const BLOCK_NODES = ["sandbox", "workspace", "lanes"] as const;
 
 const lineOf = (node: Node): number => getLocation(node)?.start.line ?? 1;
 const show = (value: unknown): string =>
@@ -112,7 +114,7 @@ export function readKdlRoutes(text: string, file: string): RawConfig {
     }
     return found[0];
   };
-  const [sandboxNode, lanesNode] = BLOCK_NODES.map(single);
+  const [sandboxNode, workspaceNode, lanesNode] = BLOCK_NODES.map(single);
   const other = ["discord", ...SETTINGS_NODES, ...BLOCK_NODES] as string[];
   const routes = reader.routes(nodes.filter((node) => !other.includes(node.getName())));
   const discord = discordNodes.length === 1 ? reader.discord(discordNodes[0]) : undefined;
@@ -121,6 +123,7 @@ export function readKdlRoutes(text: string, file: string): RawConfig {
     discord,
     settings: readSettingsNodes(nodes, file),
     sandbox: sandboxNode === undefined ? undefined : reader.block("sandbox", sandboxNode, "mode"),
+    workspace: workspaceNode === undefined ? undefined : reader.block("workspace", workspaceNode),
     lanes: lanesNode === undefined ? undefined : reader.block("lanes", lanesNode),
     warnings: reader.warnings,
   };

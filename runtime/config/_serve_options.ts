@@ -25,6 +25,12 @@ export interface ServeOptions {
    */
   handoff?: Promise<{
     python: { executable: string; home: string };
-    sandbox: { mode: "bwrap" | "none"; reason: string | null; network: boolean };
+    sandbox: {
+      mode: "bwrap" | "none";
+      reason: string | null;
+      network: boolean;
+      userns: boolean;
+      usernsReason: string | null;
+    };
   }>;
 }

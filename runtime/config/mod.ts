@@ -15,6 +15,7 @@ export {
   type Route,
   type SandboxConfig,
   Secret,
+  type WorkspaceConfig,
 } from "./_config.ts";
 export { defaultConfigText } from "./_default_text.ts";
 export type { BudgetConfig, CleanupConfig } from "./_settings.ts";

@@ -51,6 +51,7 @@ export type KlbrErrorCode =
   | "provider_failed"
   | "skill_invalid"
   | "over_budget"
+  | "limit_reached"
   | "internal";
 
 /** Options for {@linkcode KlbrError}. */

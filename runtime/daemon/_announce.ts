@@ -9,7 +9,7 @@
 
 import type { Route } from "../config/mod.ts";
 import { KlbrError, type Logger } from "../core/mod.ts";
-import type { SandboxStatus } from "../kernel/mod.ts";
+import { type Confinement, describeConfinement } from "../sandbox/mod.ts";
 import { ownOrigin, writeDaemonAddress } from "../lanes/mod.ts";
 import { modelNote, probeRoute } from "../model/mod.ts";
 
@@ -36,7 +36,11 @@ export interface StartFacts {
   /** Each route's key by route name, for the probe's `GET /models`. */
   apiKeys: Map<string, string | undefined>;
   workspace: string;
-  sandbox: SandboxStatus;
+  /** How children are confined: the sandbox, a cell's privileges, limits, self-edit. */
+  confinement: Pick<
+    Confinement,
+    "status" | "cell" | "limits" | "protect" | "selfEdit" | "selfInWorkspace"
+  >;
   /** The configuration file, or undefined for the defaults. */
   configPath: string | undefined;
 }
@@ -80,7 +84,8 @@ export async function announceStart(
       url: `${origin}/`,
       routes: probes,
       workspace: facts.workspace,
-      sandbox: facts.sandbox.mode,
+      sandbox: facts.confinement.status.mode,
+      confinement: Object.fromEntries(describeConfinement(facts.confinement)),
       config: facts.configPath ?? null,
     });
   } else {
@@ -92,9 +97,6 @@ export async function announceStart(
 /** The block's lines. */
 function startBlock(facts: StartFacts, probes: RouteProbe[], origin: string): string[] {
   const config = facts.configPath ?? "(no file: the defaults; deno task init writes one)";
-  const sandbox = facts.sandbox.mode === "bwrap"
-    ? `bubblewrap (network ${facts.sandbox.network ? "allowed" : "off"})`
-    : `NONE: the workbench runs unconfined (${facts.sandbox.reason})`;
   const lines = [
     "",
     `klbr is listening on ${origin}/`,
@@ -109,7 +111,9 @@ function startBlock(facts: StartFacts, probes: RouteProbe[], origin: string): st
     ),
     `  config     ${config}`,
     `  workspace  ${facts.workspace}`,
-    `  sandbox    ${sandbox}`,
+    ...describeConfinement(facts.confinement).map(([label, text]) =>
+      `  ${label.padEnd(10)} ${text}`
+    ),
   ];
   if (probes.some((p) => p.name === "main" && p.problem !== null)) {
     lines.push(

@@ -14,8 +14,9 @@ import { DEFAULT_SESSION } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
 import type { ModelCallReport, TurnHealth } from "../session/mod.ts";
-import type { SandboxStatus } from "../kernel/mod.ts";
 import { liftHint } from "../jobs/mod.ts";
+import type { Confinement } from "../sandbox/mod.ts";
+import type { DiskReserve } from "./_disk_reserve.ts";
 import type { Coordinator } from "./_coordinator.ts";
 
 /** The daemon's version, as `/health` and `welcome` report it. */
@@ -137,7 +138,8 @@ export function healthReport(
     coordinator: Coordinator;
     store: Store;
     monitor: HealthMonitor;
-    confinement: { status: SandboxStatus };
+    confinement: Pick<Confinement, "status" | "cell" | "limits" | "selfEdit">;
+    disk: Pick<DiskReserve, "report" | "reason">;
   },
 ): Record<string, unknown> & { ok: boolean } {
   const status = readStatus(deps.coordinator);
@@ -149,7 +151,12 @@ export function healthReport(
   const failing = failingReasons(status, store);
   const overBudget = (status.budget as { over_budget?: SpentBudget[] } | undefined)?.over_budget ??
     [];
-  const degraded = [...degradedReasons(session, model, artifacts), ...budgetReasons(overBudget)];
+  const disk = deps.disk.reason();
+  const degraded = [
+    ...(disk === null ? [] : [disk]),
+    ...degradedReasons(session, model, artifacts),
+    ...budgetReasons(overBudget),
+  ];
   const ok = failing.length === 0;
   return {
     ok,
@@ -163,6 +170,7 @@ export function healthReport(
       last_commit_at: store.lastCommitAt,
     },
     store_writable: store.state === "ok",
+    disk: deps.disk.report(),
     model,
     artifacts,
     ...sessionWork(session),
@@ -173,6 +181,11 @@ export function healthReport(
     sandbox: deps.confinement.status.mode,
     sandbox_reason: deps.confinement.status.reason,
     sandbox_network: deps.confinement.status.network,
+    sandbox_userns: deps.confinement.status.userns,
+    sandbox_cap_eff: deps.confinement.cell?.capEff ?? null,
+    sandbox_limits: deps.confinement.limits?.mode ?? null,
+    sandbox_limits_reason: deps.confinement.limits?.reason ?? null,
+    self_edit: deps.confinement.selfEdit,
     version: VERSION,
   };
 }

@@ -64,7 +64,7 @@ export async function serve(options: ServeOptions): Promise<number> {
       routes: Object.values(settings.config.routes) as Route[],
       apiKeys: settings.apiKeys,
       workspace: resolvePath(settings.workspace),
-      sandbox: daemon.confinement.status,
+      confinement: daemon.confinement,
       configPath: settings.configPath,
     },
     log,
@@ -81,6 +81,7 @@ export async function serve(options: ServeOptions): Promise<number> {
   await daemon.coordinator.shutdown(settings.drainGraceMs, `daemon shutdown (${signal})`);
   await daemon.discord?.stop();
   await closeServer(server, log);
+  await daemon.confinement.close();
   daemon.store.close();
   await removeDaemonAddress(settings.stateDir);
   log.info("daemon.drained", "drained; exiting");

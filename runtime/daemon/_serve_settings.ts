@@ -26,7 +26,7 @@ import {
   DEFAULT_RETRY_BASE_MS,
   KlbrError,
 } from "../core/mod.ts";
-import type { SandboxStatus } from "../kernel/mod.ts";
+import type { SandboxStatus } from "../sandbox/mod.ts";
 import { requireLoopbackHost } from "../lanes/mod.ts";
 import { daemonEnv, parseRunPrograms, resolveConfigPath } from "../setup/mod.ts";
 

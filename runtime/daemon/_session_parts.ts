@@ -16,10 +16,10 @@ import {
   KernelSupervisor,
   loadSkills,
   type RpcHandler,
-  type SandboxBase,
   type SkillChange,
   type SkillRoots,
 } from "../kernel/mod.ts";
+import type { SandboxBase } from "../sandbox/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import type { Compaction } from "../../store/context_summaries.ts";
 import { compactContext, type ContextBudget, repairContext } from "../context/mod.ts";
@@ -74,6 +74,8 @@ export interface SessionDeps {
   sandbox?: SandboxBase;
   /** The state directory's real path: never part of a worker's workspace. */
   stateDir?: string;
+  /** What of the workspace cells may not change; `code.patch` refuses it too. */
+  protect?: string[];
   /** The programs `workspace.run` may start (`KLBR_RUN_PROGRAMS`); undefined means any. */
   runPrograms?: string[];
 }

@@ -90,6 +90,7 @@ export function sessionRpcHandlers(
       session,
       workspace: deps.workspace,
       deny: deps.stateDir === undefined ? [] : [deps.stateDir],
+      readOnly: deps.protect,
       notify: () => bus.wake(session),
     }),
   };

@@ -15,19 +15,15 @@ import type { Config } from "../config/mod.ts";
 import { budgetOf } from "../context/mod.ts";
 import type { Logger } from "../core/mod.ts";
 import { DiscordTransport } from "../discord/mod.ts";
-import {
-  type Confinement,
-  loadSkills,
-  prepareConfinement,
-  type SkillRoots,
-  skillRoots,
-} from "../kernel/mod.ts";
+import { loadSkills, resolvePython, type SkillRoots, skillRoots } from "../kernel/mod.ts";
+import { type Confinement, prepareConfinement } from "../sandbox/mod.ts";
 import { readOperatorToken } from "../lanes/mod.ts";
 import { createProvider, type Provider } from "../model/mod.ts";
 import { initStateDir, rememberInterpreter, REPO_ROOT } from "../setup/mod.ts";
 import { Coordinator } from "./_coordinator.ts";
 import { HealthMonitor, VERSION } from "./_health.ts";
 import type { ServeSettings } from "./_serve_settings.ts";
+import { DiskReserve } from "./_disk_reserve.ts";
 
 /** The daemon's running parts. */
 export interface DaemonParts {
@@ -38,6 +34,8 @@ export interface DaemonParts {
   monitor: HealthMonitor;
   /** How the workbench, hook workers and `workspace.run` children are confined. */
   confinement: Confinement;
+  /** The store's disk reserve, and whether the disk has filled. */
+  disk: DiskReserve;
 }
 
 /**
@@ -75,7 +73,7 @@ async function start(
   log: Logger,
   options: StartOptions,
 ): Promise<DaemonParts> {
-  const { opened, confinement } = await openState(settings, log);
+  const { opened, confinement, disk } = await openState(settings, log);
   const store = options.wrapStore?.(opened) ?? opened;
   // The counters status and /health read: counted once now, then kept by triggers.
   installWorkCounts(store);
@@ -106,7 +104,7 @@ async function start(
     },
     notify: (session) => coordinator.bus.wake(session),
   });
-  return { store, coordinator, discord, monitor, confinement };
+  return { store, coordinator, discord, monitor, confinement, disk };
 }
 
 /** Loads the skills of both roots and logs which are offered and which refused. */
@@ -164,6 +162,7 @@ async function createCoordinator(
     python: confinement.python,
     sandbox: confinement.base,
     stateDir: confinement.stateDir,
+    protect: confinement.protect,
     runPrograms: settings.runPrograms,
     cellTimeoutMs: settings.cellTimeoutMs,
     maintenanceIntervalMs: settings.maintenanceIntervalMs,
@@ -194,12 +193,15 @@ async function createCoordinator(
 async function openState(
   settings: ServeSettings,
   log: Logger,
-): Promise<{ opened: Store; confinement: Confinement }> {
+): Promise<{ opened: Store; confinement: Confinement; disk: DiskReserve }> {
+  const disk = new DiskReserve(settings.stateDir, settings.workspace, log);
   const opened = openStore(settings.stateDir, {
     create: true,
     onHealthChange: (health) => {
       if (health.state === "ok") log.info("store.recovered", "the store commits again");
       else log.error(`store.${health.state}`, `store ${health.state}: ${health.error}`);
+      // The first full disk releases the reserve: the next commit finds room.
+      if (health.state === "failing" && /disk is full/.test(health.error ?? "")) void disk.full();
     },
   });
   try {
@@ -208,16 +210,27 @@ async function openState(
     if (settings.pythonInfo !== undefined) {
       await rememberInterpreter(settings.stateDir, settings.pythonInfo);
     }
+    const { sandbox, workspace } = settings.config;
+    const reserving = disk.prepare();
     const confinement = await prepareConfinement({
-      config: settings.config.sandbox,
-      python: settings.pythonInfo,
-      pythonName: settings.python,
+      config: sandbox,
+      limits: {
+        maxProcesses: sandbox.max_processes,
+        memoryBytes: sandbox.memory,
+        cpuWeight: sandbox.cpu_weight,
+        fileSizeBytes: sandbox.max_file_size,
+      },
+      selfEdit: workspace.self_edit,
+      python: settings.pythonInfo ?? await resolvePython(settings.python),
       status: settings.sandbox,
       bwrap: settings.bwrap,
       stateDir: settings.stateDir,
+      workspace: settings.workspace,
+      repoRoot: REPO_ROOT,
       log,
     });
-    return { opened, confinement };
+    await reserving;
+    return { opened, confinement, disk };
   } catch (error) {
     opened.close();
     throw error;

@@ -17,9 +17,9 @@ import {
   KernelSupervisor,
   roleLoadedBody,
   type RpcHandler,
-  type SandboxBase,
   type SkillRoots,
 } from "../kernel/mod.ts";
+import type { SandboxBase } from "../sandbox/mod.ts";
 import type { Release } from "./_slots.ts";
 
 /** How a job ended: its final state, the cause, and what it ended with. */

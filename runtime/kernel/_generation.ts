@@ -11,7 +11,7 @@ import type { WorkbenchHandle } from "./_handle.ts";
 import { type LoadedSkills, type SkillRoots } from "./_skills.ts";
 import type { InitReply, RpcHandler, WorkbenchExit } from "./_types.ts";
 import { spawnWorkbench, type WorkbenchOptions } from "./_spawn.ts";
-import { type SandboxBase, workerReadOnly } from "./_sandbox.ts";
+import { type SandboxBase, workerReadOnly } from "../sandbox/mod.ts";
 import { workspaceRunHandler } from "./_workspace_run.ts";
 
 /** What `recordGeneration` is given before a new generation runs anything. */

@@ -22,6 +22,7 @@ import { Killed, type Pending, PendingRequests } from "./_pending.ts";
 import { WorkerChannel } from "./_channel.ts";
 import { FingerprintReply, type WorkerFingerprint } from "./_fingerprint.ts";
 import { RpcDispatcher } from "./_rpc.ts";
+import { LIMIT_POLL_MS, watchLimits } from "../sandbox/mod.ts";
 import { routeWorkerFrame, sendRpcReply } from "./_worker_frames.ts";
 import {
   type ExecuteOptions,
@@ -107,6 +108,7 @@ export class WorkbenchHandle {
     const onAbort = () => void this.#ladder(id, "cancel");
     options.signal?.addEventListener("abort", onAbort, { once: true });
     if (options.signal?.aborted) onAbort();
+    const watch = watchLimits(this.#settings.jail, (hit) => void this.kill(`the cell ${hit}`));
     let raw: unknown;
     try {
       raw = await pending.done.promise;
@@ -122,10 +124,27 @@ export class WorkbenchHandle {
     } finally {
       clearTimeout(timer);
       options.signal?.removeEventListener("abort", onAbort);
+      await watch.stop();
     }
     const reply = CellReply.safeParse(raw);
     if (!reply.success) {
       throw this.#protocolViolation(`execute reply ${describeIssues(reply.error)}`);
+    }
+    // A limit reached after the last check still ends the cell, and its generation; a cell
+    // too short to be checked is not read again (a read costs a process).
+    const hit = performance.now() - started >= LIMIT_POLL_MS
+      ? await this.#settings.jail?.breach()
+      : null;
+    if (hit) {
+      const exit = await this.kill(`the cell ${hit}`);
+      const { stdout, stderr, duration_ms: ms } = reply.data;
+      return hostEndedResult(
+        "killed",
+        `the workbench was killed: ${exit.message}`,
+        stdout,
+        stderr,
+        ms,
+      );
     }
     const outcome = reply.data.outcome === "cancelled" && pending.stopping === "timeout"
       ? "timed_out"
@@ -353,6 +372,10 @@ export class WorkbenchHandle {
     this.#ending = { reason, message };
     this.#rpc.abortAll();
     await this.#channel.terminate();
+    // A worker that died of its tree's limit (the memory limit's OOM kill) is named for it.
+    const hit = reason === "failed" ? await this.#settings.jail?.breach() : null;
+    if (hit) [reason, cause, message] = ["killed", null, `the cell ${hit}`];
+    await this.#settings.jail?.release();
     const status = this.#channel.status;
     const exit: WorkbenchExit = {
       reason,

@@ -10,7 +10,7 @@ import { DEFAULT_MAX_FRAME_BYTES } from "./_frame_codec.ts";
 import { describeIssues, KlbrError } from "../core/mod.ts";
 import { WorkbenchHandle } from "./_handle.ts";
 import type { RpcHandler, WorkbenchExit } from "./_types.ts";
-import { bwrapArgs, type SandboxBase } from "./_sandbox.ts";
+import { confinedCommand, type Jail, type SandboxBase } from "../sandbox/mod.ts";
 import { spawnChild } from "./_spawn_child.ts";
 
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
@@ -86,16 +86,16 @@ export function spawnWorkbench(python: string, options: WorkbenchOptions): Workb
   const workbench = resolve(settings.repoRoot, "workbench");
   let program = python;
   let args = ["-m", "klbr", "--max-frame-bytes", String(settings.maxFrameBytes)];
+  let jail: Jail | null = null;
   if (options.sandbox !== undefined) {
     const { base, readOnly } = options.sandbox;
-    args = bwrapArgs(base, {
+    ({ program, args, jail } = confinedCommand(base, {
       command: python,
       args,
       cwd,
       readWrite: [cwd],
       readOnly: [workbench, ...readOnly],
-    });
-    program = base.bwrap;
+    }));
   }
   const child = spawnChild(program, {
     args,
@@ -130,12 +130,14 @@ export function spawnWorkbench(python: string, options: WorkbenchOptions): Workb
     exitGraceMs: settings.exitGraceMs,
     rpc: options.rpc ?? {},
     onExit: options.onExit,
+    jail,
   });
 }
 
 /** The interpreter {@linkcode resolvePython} found. */
 export interface PythonInfo {
-  /** The absolute path of the interpreter (`sys.executable`). */
+  /** The absolute path of the interpreter: `sys.executable` with its links resolved (kept as
+   * it is in a virtual environment, whose `pyvenv.cfg` sits beside the link). */
   executable: string;
   /** Its version, e.g. `"3.11.7"`. */
   version: string;
@@ -144,9 +146,10 @@ export interface PythonInfo {
 }
 
 /**
- * Finds the real interpreter behind `python` (a name on `PATH`, a shim or a path) and checks
- * it is Python ≥ 3.11. Spawning the real executable keeps launcher shims from adding their
- * own variables to the worker's cleared environment.
+ * Finds the real interpreter behind `python` (a name on `PATH`, a shim, a link or a path) and
+ * checks it is Python ≥ 3.11. Spawning the real executable keeps launcher shims from adding
+ * their own variables to the worker's cleared environment, and keeps a link outside the folders
+ * bubblewrap binds from hiding the interpreter inside the sandbox.
  *
  * @throws {KlbrError} `not_found` when `python` cannot be run; `invalid_config` when it is
  * older than 3.11 or does not answer as expected.
@@ -161,8 +164,11 @@ export async function resolvePython(python: string): Promise<PythonInfo> {
     output = await new Deno.Command(python, {
       args: [
         "-c",
-        "import sys; print(sys.executable); print('%d.%d.%d' % sys.version_info[:3]); " +
-        "print(sys.base_prefix)",
+        // Outside a virtual environment the real file is run: a link in a folder bubblewrap
+        // does not bind (/opt/x/bin/python3 -> /opt/pyenv/...) would not be found inside.
+        "import os, sys; venv = sys.prefix != sys.base_prefix; " +
+        "print(sys.executable if venv else os.path.realpath(sys.executable)); " +
+        "print('%d.%d.%d' % sys.version_info[:3]); print(sys.base_prefix)",
       ],
       stdin: "null",
       stdout: "piped",

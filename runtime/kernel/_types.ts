@@ -9,6 +9,7 @@ import { z } from "zod";
 import type { BehaviorRef, KlbrErrorCode, SkillsPayload } from "../core/mod.ts";
 import { WorkerFingerprint } from "./_fingerprint.ts";
 import type { MessagesDelta } from "./_prepare_messages.ts";
+import type { Jail } from "../sandbox/mod.ts";
 
 /** Context an RPC handler gets besides the params. */
 export interface RpcContext {
@@ -59,6 +60,8 @@ export interface HandleSettings {
   exitGraceMs: number;
   rpc: Record<string, RpcHandler>;
   onExit?: (exit: WorkbenchExit) => void;
+  /** The limits of the worker's process tree: watched while a cell runs, released at its end. */
+  jail?: Jail | null;
 }
 
 /** The `ok.result` of `init`. */

@@ -14,7 +14,13 @@ import { z } from "zod";
 import { describeIssues, KlbrError, RunParams } from "../core/mod.ts";
 import { killProcessGroup } from "./_process_group.ts";
 import { resolveInWorkspace } from "./_workspace_paths.ts";
-import { bwrapArgs, type SandboxBase } from "./_sandbox.ts";
+import {
+  confinedCommand,
+  type Jail,
+  LIMIT_POLL_MS,
+  type SandboxBase,
+  watchLimits,
+} from "../sandbox/mod.ts";
 import { spawnChild } from "./_spawn_child.ts";
 
 /** The fallback `PATH` when the host's own cannot be read. */
@@ -125,7 +131,8 @@ function hostPath(): string {
  *
  * @throws {KlbrError} `invalid_input` when `params` or `options` fail their schema;
  * `path_escape`, `not_found` or `path_invalid` for a bad `cwd`; `not_found` naming `argv[0]`
- * when the program does not exist; `forbidden` when the host may not run it.
+ * when the program does not exist; `forbidden` when the host may not run it; `limit_reached`
+ * when the confined program's tree reached its process or memory limit (its group is killed).
  * @example
  * ```ts
  * const r = await runInWorkspace({ argv: ["git", "status"], timeout_s: 30 }, { root: ws });
@@ -146,13 +153,32 @@ export async function runInWorkspace(
   if (o.signal?.aborted) return emptyResult();
 
   const started = performance.now();
-  const child = spawnRun(argv, { dir, realRoot, env: o.env, sandbox: o.sandbox });
+  const { child, jail } = spawnRun(argv, { dir, realRoot, env: o.env, sandbox: o.sandbox });
   const outReader = child.stdout.getReader();
   const errReader = child.stderr.getReader();
   const out = readCapped(outReader, o.outputCapBytes);
   const err = readCapped(errReader, o.outputCapBytes);
-  const { status, timedOut } = await groupEnd(child, timeoutS, o.signal);
+  const limit = new AbortController();
+  let hit: string | null = null;
+  const watch = watchLimits(jail, (phrase) => {
+    hit = phrase;
+    limit.abort();
+  });
+  const signal = o.signal === undefined ? limit.signal : AbortSignal.any([o.signal, limit.signal]);
+  const { status, timedOut } = await groupEnd(child, timeoutS, signal).finally(() => watch.stop());
   const [stdout, stderr] = await drain([outReader, errReader], Promise.all([out, err]));
+  hit ??= jail !== null && performance.now() - started >= LIMIT_POLL_MS
+    ? await jail.breach()
+    : null;
+  await jail?.release();
+  if (hit !== null) {
+    throw new KlbrError(
+      "limit_reached",
+      `cannot run: the program ${hit}, and its processes were killed (got ${
+        JSON.stringify(argv[0])
+      })`,
+    );
+  }
   if (o.sandbox !== undefined && status.code === 1 && missingInSandbox(stderr.bytes)) {
     throw new KlbrError(
       "not_found",
@@ -217,20 +243,19 @@ function spawnRun(
     env: z.output<typeof RunOptions>["env"];
     sandbox: SandboxBase | undefined;
   },
-): Deno.ChildProcess {
+): { child: Deno.ChildProcess; jail: Jail | null } {
   const { dir, realRoot, env, sandbox } = at;
   // Confined, the program is looked up on PATH inside the sandbox, by bwrap.
-  const [program, args] = sandbox === undefined ? [argv[0], argv.slice(1)] : [
-    sandbox.bwrap,
-    bwrapArgs(sandbox, {
+  const { program, args, jail } = sandbox === undefined
+    ? { program: argv[0], args: argv.slice(1), jail: null }
+    : confinedCommand(sandbox, {
       command: argv[0],
       args: argv.slice(1),
       cwd: dir,
       readWrite: [realRoot],
       readOnly: [],
-    }),
-  ];
-  return spawnChild(program, {
+    });
+  const child = spawnChild(program, {
     args,
     cwd: dir,
     clearEnv: true,
@@ -251,6 +276,7 @@ function spawnRun(
     forbidden: `run: the host may not start this program (got ${JSON.stringify(argv[0])})`,
     other: `run: spawn failed (got ${JSON.stringify(argv[0])})`,
   });
+  return { child, jail };
 }
 
 /**

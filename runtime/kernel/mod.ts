@@ -68,14 +68,3 @@ export {
   type RoleAtBoundary,
   roleLoadedBody,
 } from "./_roles.ts";
-export { type Confinement, type ConfinementOptions, prepareConfinement } from "./_confinement.ts";
-export {
-  bwrapArgs,
-  type ConfinedSpawn,
-  ETC_BINDS,
-  probeSandbox,
-  requireSandbox,
-  type SandboxBase,
-  type SandboxStatus,
-  SYSTEM_BINDS,
-} from "./_sandbox.ts";

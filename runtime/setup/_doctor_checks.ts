@@ -32,11 +32,12 @@ import { later } from "./_later.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
 import { derivePermissionInput } from "./_launcher.ts";
-import { servePermissionFlags, type ServePermissionInput } from "./_serve_permissions.ts";
+import { servePermissionFlags } from "./_serve_permissions.ts";
 import { checkWorkbench } from "./_doctor_workbench.ts";
 import { isKlbrError } from "../core/mod.ts";
 import { findDaemon } from "../lanes/mod.ts";
-import { ETC_BINDS, loadSkills, resolvePython, skillRoots, SYSTEM_BINDS } from "../kernel/mod.ts";
+import { loadSkills, resolvePython, skillRoots } from "../kernel/mod.ts";
+import { reportSandbox } from "./_doctor_sandbox.ts";
 
 /** Options for {@linkcode runDoctor}. */
 export interface DoctorOptions {
@@ -240,7 +241,10 @@ async function checkPermissions(report: DoctorReport, options: DoctorOptions): P
   if (input.runPrograms === undefined && input.sandbox.mode !== "bwrap") {
     report.say("  note: run is unscoped; set KLBR_RUN_PROGRAMS=git,deno,… to narrow workspace.run");
   }
-  reportSandbox(input, report.say, report.problem);
+  const path = await resolveConfigPath(options.stateDir, options.configPath);
+  const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
+  const { config } = await loadConfig(path, { env: everySet });
+  await reportSandbox(input, config, { say: report.say, problem: report.problem });
 }
 
 /**
@@ -299,30 +303,6 @@ const ROLE_USES: Record<string, string> = {
   fast: "policy hooks' model calls",
   long: "compaction of long histories",
 };
-
-/**
- * Prints the sandbox mode and what a confined child sees; unconfined is a problem, since a
- * cell could then read the token and the store.
- */
-function reportSandbox(
-  input: ServePermissionInput,
-  say: (line: string) => void,
-  problem: (line: string) => void,
-): void {
-  const { sandbox } = input;
-  if (sandbox.mode !== "bwrap") {
-    say(`sandbox none: the workbench runs UNCONFINED (${sandbox.reason})`);
-    problem(`sandbox: the workbench is unconfined: ${sandbox.reason}`);
-    return;
-  }
-  say(`sandbox bwrap (${input.bwrap}), network ${sandbox.network ? "allowed" : "off"}`);
-  say(`  read-only: ${[...SYSTEM_BINDS, ...ETC_BINDS].join(" ")} (those that exist)`);
-  say(`  read-only: ${input.python.home} (python), ${join(input.repoRoot, "workbench")}`);
-  say(`  read-only: the active release, ${input.skillsRoot} and ${join(input.stateDir, "skills")}`);
-  say(`  read-write: ${input.workspace}; private /tmp, /proc and /dev`);
-  say(`  absent: ${input.stateDir} (store, token, drafts, artifacts: host RPCs only)`);
-  say(`  new namespaces: pid, ipc, uts${sandbox.network ? "" : ", net"}; --die-with-parent`);
-}
 
 /** The names of the gateway intents klbr asks for. */
 const INTENT_NAMES: [number, string][] = [

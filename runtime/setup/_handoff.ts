@@ -20,6 +20,8 @@ export const LauncherHandoff = z.object({
     mode: z.enum(["bwrap", "none"]),
     reason: z.string().nullable(),
     network: z.boolean(),
+    userns: z.boolean(),
+    usernsReason: z.string().nullable(),
   }).strict(),
 }).strict();
 /** What the launcher hands over. */

@@ -17,13 +17,8 @@ import {
   servePermissionFlags,
   type ServePermissionInput,
 } from "./_serve_permissions.ts";
-import {
-  probeSandbox,
-  type PythonInfo,
-  resolvePython,
-  type SandboxStatus,
-  skillRoots,
-} from "../kernel/mod.ts";
+import { type PythonInfo, resolvePython, skillRoots } from "../kernel/mod.ts";
+import { probeSandbox, type SandboxStatus } from "../sandbox/mod.ts";
 import { type RememberedInterpreter, rememberedInterpreter } from "./_interpreter_memo.ts";
 import { resolveConfigPath } from "./_state_dir.ts";
 import { encodeHandoff, type LauncherHandoff } from "./_handoff.ts";
@@ -243,7 +238,7 @@ export async function launchDaemon(options: ServeOptions): Promise<number> {
     ...base,
     // A confined set never names the interpreter: every child is started through bwrap.
     python: { executable: "", home: "" },
-    sandbox: { mode: "bwrap", reason: null, network },
+    sandbox: { mode: "bwrap", reason: null, network, userns: true, usernsReason: null },
   };
   let child = spawnDaemon(confined, options);
   const forward = (signal: Deno.Signal) => () => {

@@ -2,15 +2,15 @@
  * The daemon's permission set, derived from its configuration: read and write only where
  * klbr keeps state, network only to the listen address, the configured model hosts and (when
  * configured) the Discord API and gateway hosts, environment variables by name, `hostname`
- * as the only system call, and run only what the daemon starts itself: bubblewrap, `kill`,
- * `ps` and Deno (to bundle the UI), plus — only where children run unconfined — the Python
+ * as the only system call, and run only what the daemon starts itself: bubblewrap, `/bin/sh`
+ * (the sandbox's wrapper), `kill`, `ps` and Deno (to bundle the UI), plus — only where children run unconfined — the Python
  * interpreter and the programs `workspace.run` may start.
  *
  * @module
  */
 
 import { join, resolve } from "node:path";
-import type { SandboxStatus } from "../kernel/mod.ts";
+import { type SandboxStatus, SHELL } from "../sandbox/mod.ts";
 
 /**
  * Every environment variable the daemon reads by a fixed name; the configuration adds the
@@ -86,7 +86,7 @@ export interface ServePermissionInput {
  * ```ts
  * const flags = servePermissionFlags({ stateDir, host: "127.0.0.1", port: 8765, ... });
  * // ["--allow-read=/s,/repo,…", "--allow-write=/s,/repo/ui/dist", "--allow-net=127.0.0.1:8765,…",
- * //  "--allow-run=/usr/bin/bwrap,kill,ps,/usr/bin/deno", "--allow-env=KLBR_WORKSPACE,…", "--allow-sys=hostname"]
+ * //  "--allow-run=/usr/bin/bwrap,/bin/sh,kill,ps,/usr/bin/deno", "--allow-env=KLBR_WORKSPACE,…", "--allow-sys=hostname"]
  * ```
  */
 export function servePermissionFlags(input: ServePermissionInput): string[] {
@@ -110,7 +110,9 @@ export function servePermissionFlags(input: ServePermissionInput): string[] {
     ...input.modelUrls.map(hostOf),
     ...(input.discordUrls ?? []).flatMap(discordHostsOf),
   ]);
-  const own = [input.bwrap, "kill", "ps", input.deno];
+  // /bin/sh starts every confined child (it joins the tree's cgroup, then runs bwrap) and
+  // makes, reads and removes the cgroups, which Deno may not touch under /sys.
+  const own = [input.bwrap, SHELL, "kill", "ps", input.deno];
   // Confined, every child is started through bwrap; unconfined, Deno's list is the only
   // boundary there is, so it names the interpreter and the programs (or stays unscoped).
   const run = input.sandbox.mode === "bwrap"

@@ -40,6 +40,11 @@ export interface TestDaemonOptions {
   stateConfig?: boolean;
   /** Extra `deno run` flags (e.g. `--cpu-prof` while profiling), before the script. */
   denoFlags?: string[];
+  /**
+   * Another checkout (a copy of this one) to run `main.ts serve` from, as `deno task serve`
+   * does there: through the launcher, whose permissions then name that checkout.
+   */
+  repoRoot?: string;
 }
 
 /** A running daemon. */
@@ -102,11 +107,12 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
   };
   // By default the daemon runs exactly as `serve` starts it: under the permission set derived
   // from this configuration. `via: "launcher"` goes through `serve` itself.
-  const args = options.via === "launcher"
+  const root = options.repoRoot ?? REPO_ROOT;
+  const args = options.via === "launcher" || options.repoRoot !== undefined
     ? [
       "run",
       ...serveFlags(),
-      join(REPO_ROOT, "main.ts"),
+      join(root, "main.ts"),
       "serve",
       "--state",
       stateDir,
@@ -124,7 +130,7 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
   if (options.denoFlags?.length) args.splice(1, 0, ...options.denoFlags);
   const child = new Deno.Command(Deno.execPath(), {
     args,
-    cwd: REPO_ROOT,
+    cwd: root,
     clearEnv: true,
     env,
     stdout: "piped",

@@ -1,5 +1,6 @@
 // Window "the disk fills while running": the state directory is on a small file system of its
-// own, filled to the last byte while the daemon runs. Every input then gets an answer — a
+// own, filled to the last byte while the daemon runs (twice: the first full disk releases the
+// store's reserve, which the second fill takes too). Every input then gets an answer — a
 // retriable `store_unavailable` error where its commit failed, never silence — `/health` says
 // `failing` (judged by the commits that failed, not by a probe), and once space is freed the
 // next commit succeeds, `/health` is ok and the inputs acknowledged meanwhile are answered.
@@ -21,8 +22,18 @@ Deno.test("window disk-full: a full disk answers every input (store_unavailable,
       throw error;
     });
   try {
-    const ballast = await fillDisk(fs.dir);
+    let ballast = await fillDisk(fs.dir);
     const client = await connectLane({ port: daemon.port, token: daemon.token });
+    // The first full disk releases the store's reserve (`disk.reserve`): that input is refused,
+    // the next commits find room. Filled again, the disk has no reserve left.
+    const first = await client.request({ kind: "input", client_msg_id: "first", text: "x" });
+    assert.equal(first.kind === "error" && first.code, "store_unavailable");
+    const released = (await (await fetch(`${daemon.url}/health`)).json()).disk;
+    assert.equal(released.state, "full");
+    assert.equal(released.reserve_released, true);
+    assert.ok(released.reserve_bytes > 0);
+    await assert.rejects(Deno.stat(`${fs.dir}/state/disk.reserve`));
+    ballast = await fillDisk(fs.dir);
     for (let i = 0; i < 200; i++) {
       client.send({ kind: "input", request: `f${i}`, client_msg_id: `f${i}`, text: `n${i}` });
     }
@@ -48,6 +59,12 @@ Deno.test("window disk-full: a full disk answers every input (store_unavailable,
     assert.equal(failing.store.state, "failing");
     assert.equal(failing.store_writable, false);
     assert.match(failing.store.error, /disk is full/);
+    assert.ok(
+      failing.reasons.includes(
+        `disk full: the file system of the state directory ${fs.dir}/state is full; free space there`,
+      ),
+      JSON.stringify(failing.reasons),
+    );
 
     // Space comes back: the next commit succeeds and the daemon is healthy again.
     await Deno.remove(ballast);

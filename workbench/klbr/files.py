@@ -11,14 +11,38 @@ within that directory: the file is either the old text or the new text, never ha
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 
 from klbr.awaited import api_class
 from klbr.paths import Located, locate
 
-__all__ = ["FileHandle", "read_text_at", "touch_at"]
+__all__ = ["FileHandle", "ReadOnlyPath", "read_text_at", "touch_at", "writing"]
+
+
+class ReadOnlyPath(PermissionError):
+    """A write to a path the sandbox keeps read-only: klbr's own code (unless the owner set
+    ``workspace { self_edit #true }``) or the repository's ``.git/hooks`` and ``.git/config``."""
+
+
+@contextlib.contextmanager
+def writing(rel: str) -> Iterator[None]:
+    """Turn the sandbox's refusals of a write under ``rel`` (a read-only mount: ``EROFS``, or a
+    mount point that cannot be replaced: ``EBUSY``) into one ``ReadOnlyPath`` that says why."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in (errno.EROFS, errno.EBUSY):
+            raise
+        raise ReadOnlyPath(
+            f"cannot write {rel}: it is read-only to cells (klbr's own code, unless "
+            "workspace { self_edit #true }, and the repository's .git/hooks and .git/config; "
+            f"see docs/security.md) (got {err.strerror})",
+        ) from err
 
 def _open_at(where: Located, flags: int, mode: int = 0o644) -> int:
     if not where.name:
@@ -91,7 +115,7 @@ class FileHandle:
         """Replace the whole file with ``text`` atomically; return the characters written."""
         if not isinstance(text, str):
             raise TypeError(f"cannot write {self.path}: text must be a string (got {type(text).__name__})")
-        with self._locate() as where:
+        with self._locate() as where, writing(where.rel):
             await asyncio.to_thread(_atomic_write, where, text)
         return len(text)
 
@@ -115,13 +139,14 @@ class FileHandle:
                 raise ValueError(
                     f"cannot replace in {self.path}: expected exactly one occurrence of {shown!r} (got {count})"
                 )
-            await asyncio.to_thread(_atomic_write, where, text.replace(old, new, 1))
+            with writing(where.rel):
+                await asyncio.to_thread(_atomic_write, where, text.replace(old, new, 1))
 
     async def append(self, text: str) -> int:
         """Append ``text`` to the end of the file and fsync; return the characters written."""
         if not isinstance(text, str):
             raise TypeError(f"cannot append to {self.path}: text must be a string (got {type(text).__name__})")
-        with self._locate() as where:
+        with self._locate() as where, writing(where.rel):
             fd = _open_at(where, os.O_WRONLY | os.O_APPEND)
             with os.fdopen(fd, "a", encoding="utf-8", newline="") as out:
                 out.write(text)

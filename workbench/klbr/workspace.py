@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from klbr import rpc
 from klbr.awaited import api
-from klbr.files import FileHandle, touch_at
+from klbr.files import FileHandle, touch_at, writing
 from klbr.listing import Entry, Listing, Match, SearchResult, list_entries, search_tree
 from klbr.paths import Located, PathArg, WorkspaceEscape, locate
 
@@ -122,7 +122,8 @@ class Workspace:
         ``IsADirectoryError`` for a directory, ``WorkspaceEscape`` for a path outside.
         """
         try:
-            where = self._locate(path, make_parents=create)
+            with writing(str(path)):
+                where = self._locate(path, make_parents=create)
         except (FileNotFoundError, NotADirectoryError) as err:
             raise FileNotFoundError(f"cannot open {path}: no such file (pass create=True to make it)") from err
         with where:
@@ -131,7 +132,8 @@ class Workspace:
             if not where.exists:
                 if not create:
                     raise FileNotFoundError(f"cannot open {where.rel}: no such file (pass create=True to make it)")
-                touch_at(where)
+                with writing(where.rel):
+                    touch_at(where)
             return FileHandle(self.root, where.rel, self.deny)
 
     async def ls(
@@ -176,9 +178,11 @@ class Workspace:
                 raise FileNotFoundError(f"cannot delete {where.rel}: no such file or directory")
             mode = where.lstat().st_mode
             if not stat.S_ISDIR(mode):
-                os.unlink(where.name, dir_fd=where.parent_fd)
+                with writing(where.rel):
+                    os.unlink(where.name, dir_fd=where.parent_fd)
             elif recursive:
-                await asyncio.to_thread(shutil.rmtree, where.name, dir_fd=where.parent_fd)
+                with writing(where.rel):
+                    await asyncio.to_thread(shutil.rmtree, where.name, dir_fd=where.parent_fd)
             else:
                 try:
                     os.rmdir(where.name, dir_fd=where.parent_fd)

@@ -133,3 +133,23 @@ class SwapRaceTest(unittest.IsolatedAsyncioTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ReadOnlyPathTest(unittest.TestCase):
+    """The sandbox keeps klbr's code and the git hooks read-only; a refused write says why."""
+
+    def test_writing_names_a_read_only_mount_and_a_busy_mount_point(self) -> None:
+        """`EROFS` (inside a read-only bind) and `EBUSY` (replacing the bound file) both read as one refusal."""
+        import errno as errnos
+
+        from klbr.files import ReadOnlyPath, writing
+
+        for code in (errnos.EROFS, errnos.EBUSY):
+            with self.assertRaises(ReadOnlyPath) as caught:
+                with writing("main.ts"):
+                    raise OSError(code, os.strerror(code))
+            self.assertIsInstance(caught.exception, PermissionError)
+            self.assertTrue(str(caught.exception).startswith("cannot write main.ts: it is read-only to cells"))
+        with self.assertRaises(FileNotFoundError):
+            with writing("x"):
+                raise FileNotFoundError(errnos.ENOENT, "missing")

@@ -772,9 +772,13 @@ Deno.test("`defaultConfigText()` shows the budget and cleanup defaults, commente
   assert.deepEqual(config.cleanup, parse("").config.cleanup);
 });
 
+/** The sandbox's default limits. */
+const LIMITS = { max_processes: 256, memory: 2 ** 30, cpu_weight: 50, max_file_size: 4 * 2 ** 30 };
+
 Deno.test("`parseConfig()` defaults the sandbox to auto without network and the lanes to their bounds", () => {
   const { config } = parse("");
-  assert.deepEqual(config.sandbox, { mode: "auto", network: false });
+  assert.deepEqual(config.sandbox, { mode: "auto", network: false, ...LIMITS });
+  assert.deepEqual(config.workspace, { self_edit: false });
   assert.deepEqual(config.lanes, {
     view_without_token: false,
     max_connections: 64,
@@ -787,7 +791,7 @@ Deno.test('`parseConfig()` reads `sandbox "required" { network #true }` and a la
   const { config } = parse(
     `sandbox "required" {\n    network #true\n}\nlanes {\n    view_without_token #true\n    max_connections 3\n    max_pending_hello 5\n    hello_timeout_ms 500\n}`,
   );
-  assert.deepEqual(config.sandbox, { mode: "required", network: true });
+  assert.deepEqual(config.sandbox, { mode: "required", network: true, ...LIMITS });
   assert.deepEqual(config.lanes, {
     view_without_token: true,
     max_connections: 3,
@@ -797,7 +801,42 @@ Deno.test('`parseConfig()` reads `sandbox "required" { network #true }` and a la
   assert.deepEqual(parse(`sandbox { network #true }`).config.sandbox, {
     mode: "auto",
     network: true,
+    ...LIMITS,
   });
+});
+
+Deno.test("`parseConfig()` reads the sandbox's limits in bytes or sizes, and `workspace { self_edit }`", () => {
+  const { config } = parse(
+    `sandbox {\n    max_processes 64\n    memory "512MiB"\n    cpu_weight 20\n    max_file_size 1048576\n}\nworkspace {\n    self_edit #true\n}`,
+  );
+  assert.deepEqual(config.sandbox, {
+    mode: "auto",
+    network: false,
+    max_processes: 64,
+    memory: 512 * 2 ** 20,
+    cpu_weight: 20,
+    max_file_size: 2 ** 20,
+  });
+  assert.deepEqual(config.workspace, { self_edit: true });
+  const cases: [string, string][] = [
+    [
+      `sandbox {\n    memory "1.5GiB"\n}`,
+      `2: sandbox memory: expected a size of at least 67108864 bytes, such as "1GiB" (got "1.5GiB")`,
+    ],
+    [
+      `sandbox {\n    memory 1000\n}`,
+      `2: sandbox memory: expected a size of at least 67108864 bytes, such as "1GiB" (got 1000)`,
+    ],
+    [`sandbox {\n    max_processes 8\n}`, `2: sandbox max_processes: expected at least 16 (got 8)`],
+    [
+      `workspace {\n    selfedit #true\n}`,
+      `2: workspace selfedit: unknown field, expected one of self_edit (got selfedit)`,
+    ],
+    [`workspace {\n    self_edit 1\n}`, `2: workspace self_edit: expected #true or #false (got 1)`],
+  ];
+  for (const [text, message] of cases) {
+    assertRefused(text, `cannot load config /x/klbr.kdl:${message}`);
+  }
 });
 
 Deno.test("`parseConfig()` refuses a bad sandbox or lanes node, naming the field and its line", () => {
@@ -806,7 +845,7 @@ Deno.test("`parseConfig()` refuses a bad sandbox or lanes node, naming the field
     [`sandbox "a" "b"`, `1: sandbox: expected at most one mode and a block (got "a" "b")`],
     [
       `sandbox {\n    net #true\n}`,
-      `2: sandbox net: unknown field, expected one of mode, network (got net)`,
+      `2: sandbox net: unknown field, expected one of mode, network, max_processes, memory, cpu_weight, max_file_size (got net)`,
     ],
     [`sandbox {\n    network "yes"\n}`, `2: sandbox network: expected #true or #false (got "yes")`],
     [
@@ -828,8 +867,13 @@ Deno.test("`defaultConfigText()` shows the sandbox and lanes defaults, commented
   assert.equal(nodes.length, 2, "the sandbox and lanes nodes are there");
   // Uncommented, those nodes parse to the same settings as no nodes at all.
   const uncommented = nodes.map((line) => line.replace(/^\/\/ /, "")).join("\n");
-  assert.match(uncommented, /^sandbox "auto" \{ network #false; \}$/m);
-  const { config } = parse(uncommented);
+  assert.match(
+    uncommented,
+    /^sandbox "auto" \{ network #false; max_processes 256; memory "1GiB"; cpu_weight 50; max_file_size "4GiB"; \}$/m,
+  );
+  assert.match(text, /^\/\/ workspace \{ self_edit #false; \}$/m);
+  const { config } = parse(`${uncommented}\nworkspace { self_edit #false; }`);
   assert.deepEqual(config.sandbox, parse("").config.sandbox);
+  assert.deepEqual(config.workspace, parse("").config.workspace);
   assert.deepEqual(config.lanes, parse("").config.lanes);
 });

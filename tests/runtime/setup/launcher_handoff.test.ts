@@ -17,7 +17,13 @@ import { tempDir } from "../../_helpers/temp.ts";
 
 const HANDOFF = {
   python: { executable: "/py/bin/python3", home: "/py" },
-  sandbox: { mode: "bwrap" as const, reason: null, network: false },
+  sandbox: {
+    mode: "bwrap" as const,
+    reason: null,
+    network: false,
+    userns: true,
+    usernsReason: null,
+  },
 };
 
 function streamOf(...parts: string[]): ReadableStream<Uint8Array> {
@@ -54,7 +60,16 @@ async function handoffDaemon(stateDir: string, env: Record<string, string>) {
   const configPath = join(await tempDir(), "config.kdl");
   await Deno.writeTextFile(configPath, 'llm "main" {\n    url "http://127.0.0.1:9/v1"\n}\n');
   const input = await derivePermissionInput({ stateDir, configPath, port: 0 }, env);
-  const unconfined = { ...input, sandbox: { mode: "none" as const, reason: "x", network: true } };
+  const unconfined = {
+    ...input,
+    sandbox: {
+      mode: "none" as const,
+      reason: "x",
+      network: true,
+      userns: false,
+      usernsReason: null,
+    },
+  };
   return {
     input,
     child: new Deno.Command(Deno.execPath(), {
@@ -90,7 +105,13 @@ Deno.test("a daemon started with --handoff reports the launcher's probe, not one
   const writer = child.stdin.getWriter();
   await writer.write(encodeHandoff({
     python: input.python,
-    sandbox: { mode: "none", reason: "the launcher's probe said so", network: true },
+    sandbox: {
+      mode: "none",
+      reason: "the launcher's probe said so",
+      network: true,
+      userns: false,
+      usernsReason: null,
+    },
   }));
   await writer.close();
   let output = "";

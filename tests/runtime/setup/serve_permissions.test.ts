@@ -17,11 +17,23 @@ const base = {
   modelUrls: ["http://localhost:8001/v1", "https://api.example/v1", "http://localhost:8001/v1"],
   python: { executable: "/py/bin/python3", home: "/py" },
   bwrap: "/usr/bin/bwrap",
-  sandbox: { mode: "bwrap" as const, reason: null, network: false },
+  sandbox: {
+    mode: "bwrap" as const,
+    reason: null,
+    network: false,
+    userns: true,
+    usernsReason: null,
+  },
   deno: "/usr/bin/deno",
   envNames: ["OPENAI_API_KEY"],
 };
-const UNCONFINED = { mode: "none" as const, reason: "no bwrap", network: true };
+const UNCONFINED = {
+  mode: "none" as const,
+  reason: "no bwrap",
+  network: true,
+  userns: false,
+  usernsReason: null,
+};
 const ENV = "--allow-env=KLBR_WORKSPACE,KLBR_SKILLS_DIR,KLBR_CONFIG,KLBR_PYTHON,KLBR_BWRAP," +
   "KLBR_CELL_TIMEOUT_MS,KLBR_RUN_PROGRAMS,KLBR_MAINTENANCE_INTERVAL_S,KLBR_DRAIN_GRACE_MS," +
   "KLBR_INPUT_EXPIRE_MS,KLBR_INPUT_WAIT_WARN_MS,KLBR_MODEL_STALL_MS,KLBR_RETRY_BASE_MS,KLBR_FAULTS," +
@@ -37,7 +49,7 @@ Deno.test("`servePermissionFlags()` derives read, write, net, run, env and sys f
     "--allow-net=127.0.0.1:8765,localhost:8001,api.example:443",
     // Confined, every child goes through bwrap: the interpreter and the programs are not
     // Deno's to run, and workspace.run checks its program list itself.
-    "--allow-run=/usr/bin/bwrap,kill,ps,/usr/bin/deno",
+    "--allow-run=/usr/bin/bwrap,/bin/sh,kill,ps,/usr/bin/deno",
     // Variables by name: the fixed ones and the configuration's key variables.
     ENV,
     "--allow-sys=hostname",
@@ -47,7 +59,9 @@ Deno.test("`servePermissionFlags()` derives read, write, net, run, env and sys f
 Deno.test("`servePermissionFlags()` names the interpreter and the programs only where children are unconfined", () => {
   const flags = servePermissionFlags({ ...base, sandbox: UNCONFINED, runPrograms: ["git", "sh"] });
   assert.ok(
-    flags.includes("--allow-run=/usr/bin/bwrap,kill,ps,/usr/bin/deno,/py/bin/python3,git,sh"),
+    flags.includes(
+      "--allow-run=/usr/bin/bwrap,/bin/sh,kill,ps,/usr/bin/deno,/py/bin/python3,git,sh",
+    ),
   );
   assert.ok(flags.includes(ENV));
   assert.ok(flags.includes("--allow-sys=hostname"));
@@ -55,7 +69,9 @@ Deno.test("`servePermissionFlags()` names the interpreter and the programs only 
 
 Deno.test("`servePermissionFlags()` leaves run unscoped only unconfined and without a program list", () => {
   assert.ok(
-    servePermissionFlags({ ...base }).includes("--allow-run=/usr/bin/bwrap,kill,ps,/usr/bin/deno"),
+    servePermissionFlags({ ...base }).includes(
+      "--allow-run=/usr/bin/bwrap,/bin/sh,kill,ps,/usr/bin/deno",
+    ),
   );
   const flags = servePermissionFlags({ ...base, sandbox: UNCONFINED, port: 0 });
   assert.ok(flags.includes("--allow-run"));

@@ -1,8 +1,11 @@
 /**
  * Confinement of the daemon's children (the workbench, the hook workers, `workspace.run`
- * programs) by bubblewrap: the system read-only, the workspace read-write, the active release
- * and skills read-only, the state directory absent, a private `/tmp`, new PID, IPC, UTS and
- * (unless the configuration allows the network) network namespaces, `--die-with-parent`.
+ * programs, job workbenches) by bubblewrap: the system read-only, the workspace read-write
+ * except klbr's own code and the repository's git hooks and config, the active release and
+ * skills read-only, the state directory absent, a private `/tmp`; new user (an unprivileged
+ * uid inside), PID, IPC, UTS and (unless the configuration allows the network) network
+ * namespaces; every capability dropped, `no_new_privs` and a seccomp filter
+ * (`_seccomp.ts`); `--die-with-parent`.
  *
  * Deno's permissions bind the daemon, not its children; this is what binds the children.
  * Where bubblewrap is missing or cannot create namespaces the children run unconfined, and
@@ -11,8 +14,8 @@
  * @module
  */
 
-import { isAbsolute, join, relative, resolve } from "node:path";
-import { KlbrError } from "../core/mod.ts";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
+import type { LimitsPlan } from "./_limits.ts";
 
 /** The system directories bound read-only; a missing one (or a symlink's target) is skipped. */
 export const SYSTEM_BINDS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
@@ -38,6 +41,12 @@ export const ETC_BINDS = [
   "/etc/mime.types",
 ];
 
+/** The uid and gid a confined process has inside its user namespace. */
+export const SANDBOX_UID = 1000;
+
+/** The file descriptor bubblewrap reads the seccomp filter from (opened by the wrapper). */
+export const SECCOMP_FD = 3;
+
 /** Whether and how children are confined, as `/health`, `doctor`, the log and the UI say it. */
 export interface SandboxStatus {
   /** `bwrap` when children run inside bubblewrap, `none` when they run unconfined. */
@@ -46,6 +55,13 @@ export interface SandboxStatus {
   reason: string | null;
   /** Whether confined children may use the network. */
   network: boolean;
+  /**
+   * Whether confined children run in a user namespace as an unprivileged uid; false where
+   * user namespaces are unavailable: they then keep uid 0 with every capability dropped.
+   */
+  userns: boolean;
+  /** Why user namespaces are not used, when they are not; else null. */
+  usernsReason: string | null;
 }
 
 /** What every confined child shares: where the tools are and what is never bound. */
@@ -59,6 +75,18 @@ export interface SandboxBase {
   /** The state directory: never bound; hidden by an empty read-only directory if it lies
    * inside a bound one. */
   stateDir: string;
+  /** A user namespace with uid {@linkcode SANDBOX_UID} inside; false keeps uid 0 (capless). */
+  userns: boolean;
+  /** The seccomp filter file (`_seccomp.ts`), opened as fd 3 for bwrap; null runs without. */
+  seccomp: string | null;
+  /**
+   * Paths bound read-only over the read-write directories (klbr's own code, the git hooks and
+   * config); each directory between a read-write one and such a path is bound onto itself,
+   * so that it cannot be renamed away with the protected path inside.
+   */
+  protect: string[];
+  /** The limits of each confined process tree; null: none. */
+  limits: LimitsPlan | null;
 }
 
 /** What one confined child may see besides the base. */
@@ -80,19 +108,45 @@ export function isWithin(dir: string, path: string): boolean {
   return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
 }
 
+/** The directories strictly between `dir` and `path` (which lies inside it), outermost first. */
+function between(dir: string, path: string): string[] {
+  const out: string[] = [];
+  for (let at = dirname(path); at !== dir && isWithin(dir, at); at = dirname(at)) out.unshift(at);
+  return out;
+}
+
+/**
+ * The binds that keep `protect` read-only inside the read-write directories: each directory
+ * between them bound onto itself (a mount point cannot be renamed), then the path read-only.
+ */
+function protectArgs(writable: string[], protect: string[]): string[] {
+  const args: string[] = [];
+  const pinned = new Set<string>();
+  for (const path of protect.map((p) => resolve(p))) {
+    const root = writable.find((dir) => isWithin(dir, path) && dir !== path);
+    if (root === undefined) continue;
+    for (const dir of between(root, path)) {
+      if (!pinned.has(dir)) args.push("--bind-try", dir, dir);
+      pinned.add(dir);
+    }
+    args.push("--ro-bind-try", path, path);
+  }
+  return args;
+}
+
 /**
  * The `bwrap` argument list that runs `spawn.command` confined.
  *
  * Later binds cover earlier ones, so the order is: system and Python read-only, a private
- * `/tmp`, the read-write directories, the state directory hidden (an empty read-only
- * directory) where it lies inside them, then the read-only directories, which may lie inside
- * the state directory (the release, the managed skills).
+ * `/tmp`, the read-write directories, the protected paths inside them read-only, the state
+ * directory hidden (an empty read-only directory) where it lies inside them, then the
+ * read-only directories, which may lie inside the state directory (the release, the managed
+ * skills).
  *
  * @example
  * ```ts
  * const args = bwrapArgs(base, { command: python, args: ["-m", "klbr"], cwd: ws,
  *   readWrite: [ws], readOnly: [releasePath] });
- * new Deno.Command(base.bwrap, { args, ... });
  * ```
  */
 export function bwrapArgs(base: SandboxBase, spawn: ConfinedSpawn): string[] {
@@ -104,6 +158,7 @@ export function bwrapArgs(base: SandboxBase, spawn: ConfinedSpawn): string[] {
   const state = resolve(base.stateDir);
   const writable = spawn.readWrite.map((dir) => resolve(dir));
   for (const dir of writable) args.push("--bind", dir, dir);
+  args.push(...protectArgs(writable, base.protect));
   const hidden = writable.some((dir) => isWithin(dir, state));
   if (hidden) args.push("--tmpfs", state);
   for (const dir of spawn.readOnly.map((d) => resolve(d))) {
@@ -112,94 +167,16 @@ export function bwrapArgs(base: SandboxBase, spawn: ConfinedSpawn): string[] {
     args.push("--ro-bind-try", dir, dir);
   }
   if (hidden) args.push("--remount-ro", state);
+  if (base.userns) {
+    args.push("--unshare-user", "--uid", String(SANDBOX_UID), "--gid", String(SANDBOX_UID));
+  }
+  args.push("--cap-drop", "ALL");
+  if (base.seccomp !== null) args.push("--seccomp", String(SECCOMP_FD));
   args.push("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try");
   if (!base.network) args.push("--unshare-net");
   args.push("--die-with-parent", "--new-session", "--chdir", spawn.cwd);
   args.push("--", spawn.command, ...spawn.args);
   return args;
-}
-
-/** What {@linkcode probeSandbox} needs. */
-export interface ProbeOptions {
-  /** The bubblewrap executable. */
-  bwrap: string;
-  /** The Python interpreter the workbench runs (its real executable). */
-  python: string;
-  /** Directories the interpreter needs (its home). */
-  readOnly: string[];
-  /** Whether confined children keep the network. */
-  network: boolean;
-}
-
-/**
- * Runs the interpreter once inside bubblewrap with the daemon's own arguments and reports
- * whether children can be confined here, and if not, why (missing, no namespaces, …).
- *
- * @example
- * ```ts
- * const status = await probeSandbox({ bwrap: "bwrap", python, readOnly: [], network: false });
- * if (status.mode === "none") console.warn(status.reason);
- * ```
- */
-export async function probeSandbox(options: ProbeOptions): Promise<SandboxStatus> {
-  const none = (reason: string): SandboxStatus => ({ mode: "none", reason, network: true });
-  const args = bwrapArgs(
-    { bwrap: options.bwrap, network: options.network, readOnly: options.readOnly, stateDir: "/" },
-    {
-      command: options.python,
-      args: ["-I", "-c", "import os; print(os.getpid())"],
-      cwd: "/tmp",
-      readWrite: [],
-      readOnly: [],
-    },
-  );
-  let output: Deno.CommandOutput;
-  try {
-    output = await new Deno.Command(options.bwrap, {
-      args,
-      clearEnv: true,
-      env: { PATH: "/usr/bin:/bin" },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-  } catch (cause) {
-    if (cause instanceof Deno.errors.NotFound) {
-      return none(`bubblewrap is not installed (no ${options.bwrap}; Debian package bubblewrap)`);
-    }
-    if (cause instanceof Deno.errors.NotCapable || cause instanceof Deno.errors.PermissionDenied) {
-      return none(`the daemon may not run ${options.bwrap} (${String(cause).slice(0, 200)})`);
-    }
-    return none(`${options.bwrap} did not start (${String(cause).slice(0, 200)})`);
-  }
-  const stderr = new TextDecoder().decode(output.stderr).trim().split("\n")[0] ?? "";
-  const pid = new TextDecoder().decode(output.stdout).trim();
-  if (!output.success) {
-    return none(
-      `${options.bwrap} cannot confine the workbench here (exit ${output.code}: ${
-        stderr.slice(0, 300) || "no message"
-      })`,
-    );
-  }
-  // In a new PID namespace the first process is pid 1 or 2, never the host's pid.
-  if (!/^[12]$/.test(pid)) {
-    return none(`${options.bwrap} ran the probe outside a new PID namespace (pid ${pid})`);
-  }
-  return { mode: "bwrap", reason: null, network: options.network };
-}
-
-/**
- * Refuses to go on unconfined when the configuration says `sandbox "required"`.
- *
- * @throws {KlbrError} `sandbox_unavailable` naming why bubblewrap cannot confine children.
- */
-export function requireSandbox(status: SandboxStatus, mode: "auto" | "required"): void {
-  if (mode === "required" && status.mode !== "bwrap") {
-    throw new KlbrError(
-      "sandbox_unavailable",
-      `cannot serve: the configuration says sandbox "required" but the workbench cannot be confined (got ${status.reason})`,
-    );
-  }
 }
 
 /**

@@ -10,23 +10,34 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isKlbrError, newId } from "../../../runtime/core/mod.ts";
+import { KernelSupervisor, resolvePython, runInWorkspace } from "../../../runtime/kernel/mod.ts";
 import {
   bwrapArgs,
-  KernelSupervisor,
+  probeCell,
   probeSandbox,
+  protectedPaths,
+  refuseProtected,
   requireSandbox,
-  resolvePython,
-  runInWorkspace,
   type SandboxBase,
-} from "../../../runtime/kernel/mod.ts";
+  seccompBytes,
+} from "../../../runtime/sandbox/mod.ts";
 
 const REPO = fileURLToPath(new URL("../../..", import.meta.url));
 const PYTHON = await resolvePython("python3");
+/** The seccomp filter, written once for every test of this file (removed at the end). */
+const FILTER_DIR = await Deno.makeTempDir({ prefix: "klbr-filter-" });
+const FILTER = join(FILTER_DIR, "seccomp.bpf");
+await Deno.writeFile(FILTER, seccompBytes());
+globalThis.addEventListener("unload", () => Deno.removeSync(FILTER_DIR, { recursive: true }));
 const BASE: SandboxBase = {
   bwrap: "bwrap",
   network: false,
   readOnly: [PYTHON.home],
   stateDir: "/nonexistent",
+  userns: true,
+  seccomp: FILTER,
+  protect: [],
+  limits: null,
 };
 
 const text = (b64: string) =>
@@ -70,7 +81,7 @@ Deno.test("`bwrapArgs()` binds the system read-only, a private /tmp first, and h
     readOnly: ["/w/.klbr/releases/r1", "/w/skills", "/repo/workbench"],
   });
   const at = (...needle: string[]) => {
-    const i = args.findIndex((_, k) => needle.every((n, j) => args[k + j] === n));
+    const i = args.findIndex((_: string, k: number) => needle.every((n, j) => args[k + j] === n));
     assert.ok(i >= 0, `missing ${needle.join(" ")} in ${args.join(" ")}`);
     return i;
   };
@@ -108,17 +119,24 @@ Deno.test("`probeSandbox()` confines here, and names why where bwrap is missing 
     mode: "bwrap",
     reason: null,
     network: false,
+    userns: true,
+    usernsReason: null,
   });
   assert.deepEqual(await probeSandbox({ bwrap: "/nonexistent/bwrap", ...options }), {
     mode: "none",
     reason: "bubblewrap is not installed (no /nonexistent/bwrap; Debian package bubblewrap)",
     network: true,
+    userns: false,
+    usernsReason: null,
   });
   // A bwrap that cannot create namespaces fails the same way `false` does.
   const failing = await probeSandbox({ bwrap: "false", ...options });
   assert.equal(failing.mode, "none");
   assert.equal(failing.reason, "false cannot confine the workbench here (exit 1: no message)");
-  requireSandbox({ mode: "bwrap", reason: null, network: false }, "required");
+  requireSandbox(
+    { mode: "bwrap", reason: null, network: false, userns: true, usernsReason: null },
+    "required",
+  );
   requireSandbox(failing, "auto");
   assert.throws(
     () => requireSandbox(failing, "required"),
@@ -250,4 +268,156 @@ Deno.test("`runInWorkspace()` starts listed programs only and never runs in the 
     deny: [at.stateDir],
   });
   assert.equal(text(inSrc.stdout_b64).trim(), join(at.workspace, "src"));
+});
+
+Deno.test("`bwrapArgs()` drops every capability in a user namespace, opens the seccomp filter, and keeps protected paths read-only inside the workspace", () => {
+  const args = bwrapArgs({
+    ...BASE,
+    protect: ["/w/.git/hooks", "/w/.git/config", "/w/main.ts", "/w/src/klbr/runtime", "/else/x"],
+  }, { command: "python3", args: [], cwd: "/w", readWrite: ["/w"], readOnly: [] });
+  const at = (...needle: string[]) => {
+    const i = args.findIndex((_: string, k: number) => needle.every((n, j) => args[k + j] === n));
+    assert.ok(i >= 0, `missing ${needle.join(" ")} in ${args.join(" ")}`);
+    return i;
+  };
+  at("--unshare-user", "--uid", "1000", "--gid", "1000");
+  at("--cap-drop", "ALL");
+  at("--seccomp", "3");
+  // The workspace first, then each directory on the way bound onto itself (a mount point
+  // cannot be renamed away), then the protected path read-only.
+  assert.ok(at("--bind", "/w", "/w") < at("--bind-try", "/w/.git", "/w/.git"));
+  assert.ok(
+    at("--bind-try", "/w/.git", "/w/.git") < at("--ro-bind-try", "/w/.git/hooks", "/w/.git/hooks"),
+  );
+  at("--ro-bind-try", "/w/.git/config", "/w/.git/config");
+  at("--ro-bind-try", "/w/main.ts", "/w/main.ts");
+  assert.ok(at("--bind-try", "/w/src", "/w/src") < at("--bind-try", "/w/src/klbr", "/w/src/klbr"));
+  at("--ro-bind-try", "/w/src/klbr/runtime", "/w/src/klbr/runtime");
+  assert.equal(args.filter((a) => a === "/w/.git").length, 2, "each directory pinned once");
+  assert.ok(!args.includes("/else/x"), "a path outside the read-write directories is not bound");
+  // Without user namespaces: uid 0, but still no capability; without a filter, no --seccomp.
+  const plain = bwrapArgs({ ...BASE, userns: false, seccomp: null }, {
+    command: "x",
+    args: [],
+    cwd: "/",
+    readWrite: [],
+    readOnly: [],
+  });
+  assert.ok(!plain.includes("--unshare-user") && !plain.includes("--seccomp"));
+  assert.ok(plain.includes("--cap-drop"));
+});
+
+Deno.test("`protectedPaths()` names klbr's code and the git hooks and config when the workspace holds the checkout", async () => {
+  await using at = await layout();
+  const ws = at.workspace;
+  const checkout = join(ws, "src", "klbr");
+  await Deno.mkdir(join(checkout, "runtime"), { recursive: true });
+  await Deno.mkdir(join(checkout, ".git"));
+  await Deno.writeTextFile(join(checkout, ".git", "config"), "[core]\n");
+  await Deno.writeTextFile(join(checkout, "main.ts"), "// main\n");
+  await Deno.writeTextFile(join(checkout, "deno.json"), "{}\n");
+  // The workspace root is a worktree: its .git is a file naming the git directory.
+  await Deno.writeTextFile(join(ws, ".git"), "gitdir: /elsewhere\n");
+  const found = await protectedPaths(ws, { repoRoot: checkout, selfEdit: false });
+  assert.deepEqual(found, {
+    paths: [
+      join(checkout, "main.ts"),
+      join(checkout, "runtime"),
+      join(checkout, "deno.json"),
+      join(ws, ".git"),
+      join(checkout, ".git", "hooks"),
+      join(checkout, ".git", "config"),
+    ],
+    selfInWorkspace: true,
+  });
+  // The hooks directory is made when missing (as git init makes it), so it can be bound.
+  assert.ok((await Deno.stat(join(checkout, ".git", "hooks"))).isDirectory);
+  assert.deepEqual((await protectedPaths(ws, { repoRoot: checkout, selfEdit: true })).paths, [
+    join(ws, ".git"),
+    join(checkout, ".git", "hooks"),
+    join(checkout, ".git", "config"),
+  ]);
+  const elsewhere = await protectedPaths(ws, { repoRoot: at.outside, selfEdit: false });
+  assert.deepEqual(elsewhere, { paths: [join(ws, ".git")], selfInWorkspace: false });
+  assert.throws(
+    () => refuseProtected(found.paths, join(checkout, "runtime", "x.ts"), "src/klbr/runtime/x.ts"),
+    (e) =>
+      isKlbrError(e, "forbidden") &&
+      e.message ===
+        `cannot write src/klbr/runtime/x.ts: klbr's own code is read-only to the agent; workspace { self_edit #true } allows it (got ${
+          join(checkout, "runtime", "x.ts")
+        })`,
+  );
+  assert.throws(
+    () => refuseProtected(found.paths, join(checkout, ".git", "config"), "src/klbr/.git/config"),
+    /the repository's git hooks and config are read-only to the agent/,
+  );
+  refuseProtected(found.paths, join(ws, "notes.md"), "notes.md");
+});
+
+Deno.test("python reached through a link outside the system folders runs confined", async () => {
+  await using at = await layout();
+  const bin = join(at.outside, "bin");
+  await Deno.mkdir(bin);
+  await Deno.symlink(PYTHON.executable, join(bin, "python3"));
+  const found = await resolvePython(join(bin, "python3"));
+  assert.equal(found.executable, await Deno.realPath(PYTHON.executable));
+  const status = await probeSandbox({
+    bwrap: "bwrap",
+    python: found.executable,
+    readOnly: [found.home],
+    network: false,
+  });
+  assert.equal(status.mode, "bwrap", status.reason ?? "");
+  const kernel = new KernelSupervisor({
+    python: found.executable,
+    session: "test",
+    workspace: at.workspace,
+    repoRoot: REPO,
+    skillRoots: { builtinRoot: join(at.workspace, "skills"), managedRoot: join(at.dir, "none") },
+    stateDir: at.stateDir,
+    sandbox: { ...at.base, readOnly: [found.home] },
+    recordGeneration: () => {},
+  });
+  try {
+    const result = await kernel.execute(newId("cell"), "import sys; print(sys.version_info[0])");
+    assert.equal(result.stdout, "3\n", JSON.stringify(result.error));
+  } finally {
+    await kernel.shutdown();
+  }
+});
+
+Deno.test("where user namespaces are refused, a root probe falls back to uid 0 with every capability dropped, and says why", async () => {
+  await using at = await layout();
+  // A bwrap whose kernel refuses user namespaces: the real one, but `--unshare-user` fails.
+  const fake = join(at.dir, "bwrap");
+  await Deno.writeTextFile(
+    fake,
+    '#!/bin/sh\nfor a; do [ "$a" = --unshare-user ] && { echo "bwrap: No permissions to create new namespace" >&2; exit 1; }; done\nexec bwrap "$@"\n',
+  );
+  await Deno.chmod(fake, 0o755);
+  const status = await probeSandbox({
+    bwrap: fake,
+    python: PYTHON.executable,
+    readOnly: [PYTHON.home],
+    network: false,
+  });
+  assert.deepEqual(status, {
+    mode: "bwrap",
+    reason: null,
+    network: false,
+    userns: false,
+    usernsReason:
+      "user namespaces are unavailable (bwrap: No permissions to create new namespace); cells keep uid 0 with every capability dropped",
+  });
+  // Without a user namespace bwrap leaves root's bounding set, but with no_new_privs an exec
+  // gains nothing past the (empty) permitted set.
+  const { capBnd: _, ...cell } = await probeCell({ ...at.base, bwrap: fake, userns: false });
+  assert.deepEqual(cell, {
+    uid: 0,
+    capEff: "0000000000000000",
+    capPrm: "0000000000000000",
+    noNewPrivs: true,
+    seccomp: true,
+  });
 });

@@ -1,0 +1,260 @@
+/**
+ * The seccomp filter every confined process runs under: a classic BPF program, built here
+ * byte by byte and handed to bubblewrap (`--seccomp FD`), that refuses the system calls a
+ * process in a sandbox has no business making — file handles (`open_by_handle_at`, the way out
+ * of a bind mount), the kernel keyring, `ptrace`, `bpf`, mounts and namespaces, modules,
+ * `kexec`, `perf_event_open`, `userfaultfd`, cross-process memory access, swap, reboot,
+ * accounting, quotas and port I/O — with `EPERM`, and `clone3` with `ENOSYS` (its flags sit in
+ * memory a filter cannot read; glibc falls back to `clone`, whose namespace flags are refused).
+ *
+ * A foreign architecture (32-bit calls on a 64-bit kernel) and the x32 numbers are refused
+ * outright: their tables differ, so a filter written for one table would let the other through.
+ *
+ * @module
+ */
+
+import { assert } from "../core/mod.ts";
+
+/** `struct sock_filter` opcodes (linux/filter.h). */
+const LD_W_ABS = 0x20;
+const JEQ_K = 0x15;
+const JGE_K = 0x35;
+const JSET_K = 0x45;
+const RET_K = 0x06;
+
+/** `struct seccomp_data` offsets: nr, arch, args[0] (its low 32 bits, little-endian). */
+const NR = 0;
+const ARCH = 4;
+const ARG0_LOW = 16;
+
+/** Seccomp return values (linux/seccomp.h). */
+const RET_ALLOW = 0x7fff0000;
+const RET_ERRNO = 0x00050000;
+const RET_KILL_PROCESS = 0x80000000;
+const EPERM = 1;
+const ENOSYS = 38;
+
+/** `CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET`. */
+export const CLONE_NAMESPACE_FLAGS = 0x7e020000;
+
+/** The system calls refused with `EPERM`, by name. */
+export const DENIED_SYSCALLS = [
+  "open_by_handle_at",
+  "name_to_handle_at",
+  "keyctl",
+  "add_key",
+  "request_key",
+  "ptrace",
+  "bpf",
+  "mount",
+  "umount2",
+  "pivot_root",
+  "setns",
+  "unshare",
+  "fsopen",
+  "fsconfig",
+  "fsmount",
+  "move_mount",
+  "open_tree",
+  "open_tree_attr",
+  "fspick",
+  "mount_setattr",
+  "kexec_load",
+  "kexec_file_load",
+  "init_module",
+  "finit_module",
+  "delete_module",
+  "perf_event_open",
+  "userfaultfd",
+  "process_vm_readv",
+  "process_vm_writev",
+  "swapon",
+  "swapoff",
+  "reboot",
+  "acct",
+  "quotactl",
+  "quotactl_fd",
+  "iopl",
+  "ioperm",
+] as const;
+
+/** One architecture's audit id and system call numbers (a call it lacks is absent). */
+export interface SyscallTable {
+  /** `AUDIT_ARCH_*`. */
+  audit: number;
+  /** Numbers at or above this are another ABI on the same architecture (x32); refused. */
+  abiLimit?: number;
+  numbers: Partial<Record<typeof DENIED_SYSCALLS[number] | "clone" | "clone3", number>>;
+}
+
+/** The calls numbered alike on every architecture since Linux 5.1 (the unified table). */
+const UNIFIED = {
+  fsopen: 430,
+  fsconfig: 431,
+  fsmount: 432,
+  move_mount: 429,
+  open_tree: 428,
+  open_tree_attr: 467,
+  fspick: 433,
+  mount_setattr: 442,
+  quotactl_fd: 443,
+  clone3: 435,
+};
+
+/** x86-64 (`asm/unistd_64.h`) and aarch64 (`asm-generic/unistd.h`). */
+export const SYSCALL_TABLES: Record<"x86_64" | "aarch64", SyscallTable> = {
+  x86_64: {
+    audit: 0xc000003e,
+    abiLimit: 0x40000000,
+    numbers: {
+      ...UNIFIED,
+      open_by_handle_at: 304,
+      name_to_handle_at: 303,
+      keyctl: 250,
+      add_key: 248,
+      request_key: 249,
+      ptrace: 101,
+      bpf: 321,
+      mount: 165,
+      umount2: 166,
+      pivot_root: 155,
+      setns: 308,
+      unshare: 272,
+      kexec_load: 246,
+      kexec_file_load: 320,
+      init_module: 175,
+      finit_module: 313,
+      delete_module: 176,
+      perf_event_open: 298,
+      userfaultfd: 323,
+      process_vm_readv: 310,
+      process_vm_writev: 311,
+      swapon: 167,
+      swapoff: 168,
+      reboot: 169,
+      acct: 163,
+      quotactl: 179,
+      iopl: 172,
+      ioperm: 173,
+      clone: 56,
+    },
+  },
+  aarch64: {
+    audit: 0xc00000b7,
+    numbers: {
+      ...UNIFIED,
+      open_by_handle_at: 265,
+      name_to_handle_at: 264,
+      keyctl: 219,
+      add_key: 217,
+      request_key: 218,
+      ptrace: 117,
+      bpf: 280,
+      mount: 40,
+      umount2: 39,
+      pivot_root: 41,
+      setns: 268,
+      unshare: 97,
+      kexec_load: 104,
+      kexec_file_load: 294,
+      init_module: 105,
+      finit_module: 273,
+      delete_module: 106,
+      perf_event_open: 241,
+      userfaultfd: 282,
+      process_vm_readv: 270,
+      process_vm_writev: 271,
+      swapon: 224,
+      swapoff: 225,
+      reboot: 142,
+      acct: 89,
+      quotactl: 60,
+      clone: 220,
+    },
+  },
+};
+
+/** One instruction: `{code, jt, jf, k}`. */
+export interface BpfInstruction {
+  code: number;
+  jt: number;
+  jf: number;
+  k: number;
+}
+
+const op = (code: number, k: number, jt = 0, jf = 0): BpfInstruction => ({ code, jt, jf, k });
+
+/** The block of one architecture: entered with the arch checked, ends in a return. */
+function archBlock(table: SyscallTable): BpfInstruction[] {
+  const denied = DENIED_SYSCALLS.map((name) => table.numbers[name])
+    .filter((nr): nr is number => nr !== undefined);
+  const { clone, clone3 } = table.numbers;
+  // Layout: load nr, [abi test], one test per denied call, clone, clone3, then the returns
+  // allow, eperm, enosys, then clone's flags check (load arg0, jset, allow, eperm). A jump
+  // counts from the instruction after it.
+  const out: BpfInstruction[] = [op(LD_W_ABS, NR)];
+  const tests = 1 + (table.abiLimit === undefined ? 0 : 1);
+  const allow = tests + denied.length + 2;
+  const to = (target: number) => target - out.length - 1;
+  if (table.abiLimit !== undefined) out.push(op(JGE_K, table.abiLimit, to(allow + 1)));
+  for (const nr of denied) out.push(op(JEQ_K, nr, to(allow + 1)));
+  out.push(op(JEQ_K, clone!, to(allow + 3)));
+  out.push(op(JEQ_K, clone3!, to(allow + 2)));
+  out.push(op(RET_K, RET_ALLOW));
+  out.push(op(RET_K, RET_ERRNO | EPERM));
+  out.push(op(RET_K, RET_ERRNO | ENOSYS));
+  out.push(op(LD_W_ABS, ARG0_LOW));
+  out.push(op(JSET_K, CLONE_NAMESPACE_FLAGS, 1, 0));
+  out.push(op(RET_K, RET_ALLOW));
+  out.push(op(RET_K, RET_ERRNO | EPERM));
+  return out;
+}
+
+/**
+ * The filter as instructions: the architecture checked first (a foreign one kills the
+ * process), then each architecture's block.
+ *
+ * @example
+ * ```ts
+ * const program = seccompProgram(); // starts with `ld [4]` (the arch)
+ * ```
+ */
+export function seccompProgram(
+  tables: SyscallTable[] = [SYSCALL_TABLES.x86_64, SYSCALL_TABLES.aarch64],
+): BpfInstruction[] {
+  const blocks = tables.map(archBlock);
+  const out: BpfInstruction[] = [op(LD_W_ABS, ARCH)];
+  // The blocks start after the arch tests and the kill.
+  let start = 1 + tables.length + 1;
+  for (const [i, table] of tables.entries()) {
+    out.push(op(JEQ_K, table.audit, start - out.length - 1));
+    start += blocks[i].length;
+  }
+  out.push(op(RET_K, RET_KILL_PROCESS));
+  for (const block of blocks) out.push(...block);
+  for (const ins of out) {
+    assert(ins.jt <= 255 && ins.jf <= 255, "a seccomp jump fits in a byte");
+  }
+  return out;
+}
+
+/**
+ * The filter as the bytes bubblewrap reads: each `struct sock_filter` little-endian
+ * (`u16 code, u8 jt, u8 jf, u32 k`), 8 bytes an instruction.
+ *
+ * @example
+ * ```ts
+ * await Deno.writeFile(path, seccompBytes());
+ * ```
+ */
+export function seccompBytes(program: BpfInstruction[] = seccompProgram()): Uint8Array {
+  const bytes = new Uint8Array(program.length * 8);
+  const view = new DataView(bytes.buffer);
+  program.forEach((ins, i) => {
+    view.setUint16(i * 8, ins.code, true);
+    view.setUint8(i * 8 + 2, ins.jt);
+    view.setUint8(i * 8 + 3, ins.jf);
+    view.setUint32(i * 8 + 4, ins.k >>> 0, true);
+  });
+  return bytes;
+}
