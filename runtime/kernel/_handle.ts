@@ -153,18 +153,6 @@ export class WorkbenchHandle {
   }
 
   /**
-   * Runs the cancellation ladder on a running `execute` or `hook`, found by request id or
-   * cell id: a `cancel` frame, then, without a reply within the grace, a kill of the group.
-   * Resolves when the target has ended; `false` when nothing by that id was running.
-   */
-  async cancel(target: string): Promise<boolean> {
-    const pending = this.#pending.findRunning(target);
-    if (!pending) return false;
-    await this.#ladder(pending.id, "cancel");
-    return true;
-  }
-
-  /**
    * Runs a policy hook and returns its JSON value; an aborted `signal` runs the ladder on it.
    * @throws {KlbrError} `hook_failed` when the hook raised or was cancelled; `worker_timeout`
    * when it did not answer within `timeoutMs`; `worker_failed` when the worker died.

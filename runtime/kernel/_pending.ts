@@ -63,13 +63,6 @@ export class PendingRequests {
     return this.#byId.get(id);
   }
 
-  /** A waiting `execute` or `hook` by request id, or an `execute` by cell id. */
-  findRunning(target: string): Pending | undefined {
-    const found = this.#byId.get(target) ??
-      [...this.#byId.values()].find((p) => p.cell === target && p.kind === "execute");
-    return found && (found.kind === "execute" || found.kind === "hook") ? found : undefined;
-  }
-
   /** Every waiting request. */
   all(): Pending[] {
     return [...this.#byId.values()];

@@ -173,11 +173,6 @@ export class KernelSupervisor {
     );
   }
 
-  /** Runs the cancellation ladder on a running cell; `false` when it was not running. */
-  async cancel(target: string): Promise<boolean> {
-    return (await this.current?.cancel(target)) ?? false;
-  }
-
   /**
    * Kills the current generation (its running cell ends `killed`) and starts the next one,
    * recorded with `reason` and `heapRestored: false`.
