@@ -20,10 +20,11 @@ import {
 import { EventBus, SILENT_LOGGER } from "../runtime/core/mod.ts";
 import { PYTHON_TOOL } from "../runtime/model/mod.ts";
 import { contractMessage } from "../runtime/session/mod.ts";
+import { estimateTokens } from "../store/provider_items.ts";
 import { ensureSession } from "../store/sessions.ts";
 import { openStore } from "../store/store.ts";
 import { freePort } from "./ready_process.ts";
-import { type BenchRow, makeRow, type Unit } from "./row.ts";
+import { below, type BenchRow, makeRow, type Unit } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { ITEMS_PER_TURN, RECORDS_PER_TURN, seedHistory } from "./seed_history.ts";
 import { prepareServe, startServe } from "./startup.ts";
@@ -157,7 +158,33 @@ async function requestFigures(options: ContextBenchOptions): Promise<BenchRow[]>
       what: "items",
       note: `${note}; p50 of 3 steps, each covering the ${STEP_TURNS} turns after the last summary`,
     }, compaction),
+    contractRow(),
   ];
+}
+
+/**
+ * Row 8j: the contract message's size, as the first request of a session with the checkout's
+ * skills sends it (the token estimate requests are sized with).
+ */
+function contractRow(): BenchRow {
+  const skills = Object.fromEntries(
+    [...Deno.readDirSync(join(import.meta.dirname!, "..", "skills"))]
+      .filter((entry) => entry.isDirectory).map((entry) => [entry.name, ""]),
+  );
+  const text = contractMessage("/home/owner/project", {
+    skills: { revision: "0".repeat(64), bodies: skills },
+  });
+  return makeRow({
+    id: "8j",
+    figure: "the contract message (message 0)",
+    unit: "count",
+    value: estimateTokens(text),
+    // What it is measured against: the context budget every request must fit.
+    peer: { label: "the default context budget", value: BUDGET.contextTokens },
+    goal: below(1_000, "< 1,000 tokens"),
+    note: `raw token estimate of ${text.length} characters, the checkout's skills listed; ` +
+      "byte-stable across turns",
+  });
 }
 
 /** Figure 9: serve's start-up and idle size, by records in the store. */

@@ -76,6 +76,7 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     "8g",
     "8h",
     "8i",
+    "8j",
     "9a",
     "9b",
     "9c",
@@ -117,7 +118,7 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
       "cells (3a, 3b, 3c, 3d, 5c, 5d, 5e)",
       "agent loop (2c, 2d, 3e, 3f, 10a, 10b, 10c, 10d, 10e, 10f, 10g, 10h)",
       "code outline (7a, 7b)",
-      "context (8a, 8b, 8c, 8d, 8e, 8f, 8g, 8h, 8i, 9a, 9b, 9c, 9d, 9e, 9f)",
+      "context (8a, 8b, 8c, 8d, 8e, 8f, 8g, 8h, 8i, 8j, 9a, 9b, 9c, 9d, 9e, 9f)",
     ],
   );
   const table = formatTable(report).split("\n");
