@@ -262,7 +262,9 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
   const fallback: (request: RecordedRequest) => FakeResponse = options.fallback ??
     (() => ({ status: 500, message: "fake: no scripted response left" }));
 
-  const sse = (response: FakeResponse, model: string, signal: AbortSignal) => {
+  // `completed` (the handler's info), not `request.signal`: touching the signal makes Deno
+  // warn about its legacy abort-on-success behaviour, once per process that does.
+  const sse = (response: FakeResponse, model: string, completed: Promise<void>) => {
     const encoder = new TextEncoder();
     const line = (data: unknown) =>
       encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
@@ -280,6 +282,8 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
       } else steps.push(...finishChunks(response, model).map(line), line("[DONE]"));
     }
     const cancelled = new AbortController();
+    // Rejected when the response was not delivered: the client left.
+    completed.catch(() => cancelled.abort());
     // highWaterMark 0: a step runs only when the server asks for the next piece, so every
     // chunk before a reset has been written to the socket when the reset happens.
     return new ReadableStream<Uint8Array>({
@@ -292,7 +296,7 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
         if (step === "reset") return controller.error(new Error("fake: connection cut"));
         if (step !== "stall") return controller.enqueue(step);
         // Bounded: a stall ends when the client leaves, the fake closes, or at the limit.
-        const gone = AbortSignal.any([signal, cancelled.signal, closing.signal]);
+        const gone = AbortSignal.any([cancelled.signal, closing.signal]);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, STALL_LIMIT_MS);
           gone.addEventListener("abort", () => {
@@ -335,70 +339,73 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
     };
   };
 
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
-    const path = new URL(req.url).pathname;
-    const text = await req.text();
-    let body: unknown = null;
-    try {
-      body = text === "" ? null : JSON.parse(text);
-    } catch {
-      body = text;
-    }
-    const recorded: RecordedRequest = {
-      method: req.method,
-      path,
-      headers: Object.fromEntries(req.headers),
-      body,
-    };
-    // klbr's reachability probe (serve's start-up block, doctor) is no request a test scripted:
-    // it is kept apart, so counts of `requests` stay what the test caused.
-    if (req.headers.get(PROBE_HEADER) !== null) probes.push(recorded);
-    else requests.push(recorded);
-    for (const wake of [...waiters]) wake();
-
-    if (req.method === "GET" && path === "/v1/models") {
-      return Response.json({
-        object: "list",
-        data: models.map((id) => ({ id, object: "model", created: 1, owned_by: "fake" })),
-      });
-    }
-    if (req.method !== "POST" || path !== "/v1/chat/completions") {
-      return Response.json({ error: { message: `fake: no route ${req.method} ${path}` } }, {
-        status: 404,
-      });
-    }
-    const summarizer = options.summarizer;
-    let response: FakeResponse = summarizer !== undefined && isSummarizerRequest(recorded)
-      ? (summarizer === "faithful"
-        ? {
-          text: faithfulSummary(JSON.parse(recorded.body.messages[1].content)),
-          usage: { prompt_tokens: fakePromptTokens(recorded.body), completion_tokens: 50 },
-        }
-        : summarizer(recorded))
-      : queue.shift() ?? fallback(recorded);
-    if (options.countTokens && response.usage === undefined && response.status === undefined) {
-      response = {
-        ...response,
-        usage: { prompt_tokens: fakePromptTokens(recorded.body), completion_tokens: 10 },
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async (req, info) => {
+      const path = new URL(req.url).pathname;
+      const text = await req.text();
+      let body: unknown = null;
+      try {
+        body = text === "" ? null : JSON.parse(text);
+      } catch {
+        body = text;
+      }
+      const recorded: RecordedRequest = {
+        method: req.method,
+        path,
+        headers: Object.fromEntries(req.headers),
+        body,
       };
-    }
-    if (response.status !== undefined) {
-      const headers: Record<string, string> = {};
-      if (response.retryAfter !== undefined) headers["retry-after"] = String(response.retryAfter);
-      return Response.json({
-        error: {
-          message: response.message ?? `fake error ${response.status}`,
-          type: "fake_error",
-          code: null,
-        },
-      }, { status: response.status, headers });
-    }
-    const model = typeof recorded.body?.model === "string" ? recorded.body.model : models[0];
-    if (recorded.body?.stream !== true) return Response.json(nonStreaming(response, model));
-    return new Response(sse(response, model, req.signal), {
-      headers: { "content-type": "text/event-stream", "cache-control": "no-cache" },
-    });
-  });
+      // klbr's reachability probe (serve's start-up block, doctor) is no request a test scripted:
+      // it is kept apart, so counts of `requests` stay what the test caused.
+      if (req.headers.get(PROBE_HEADER) !== null) probes.push(recorded);
+      else requests.push(recorded);
+      for (const wake of [...waiters]) wake();
+
+      if (req.method === "GET" && path === "/v1/models") {
+        return Response.json({
+          object: "list",
+          data: models.map((id) => ({ id, object: "model", created: 1, owned_by: "fake" })),
+        });
+      }
+      if (req.method !== "POST" || path !== "/v1/chat/completions") {
+        return Response.json({ error: { message: `fake: no route ${req.method} ${path}` } }, {
+          status: 404,
+        });
+      }
+      const summarizer = options.summarizer;
+      let response: FakeResponse = summarizer !== undefined && isSummarizerRequest(recorded)
+        ? (summarizer === "faithful"
+          ? {
+            text: faithfulSummary(JSON.parse(recorded.body.messages[1].content)),
+            usage: { prompt_tokens: fakePromptTokens(recorded.body), completion_tokens: 50 },
+          }
+          : summarizer(recorded))
+        : queue.shift() ?? fallback(recorded);
+      if (options.countTokens && response.usage === undefined && response.status === undefined) {
+        response = {
+          ...response,
+          usage: { prompt_tokens: fakePromptTokens(recorded.body), completion_tokens: 10 },
+        };
+      }
+      if (response.status !== undefined) {
+        const headers: Record<string, string> = {};
+        if (response.retryAfter !== undefined) headers["retry-after"] = String(response.retryAfter);
+        return Response.json({
+          error: {
+            message: response.message ?? `fake error ${response.status}`,
+            type: "fake_error",
+            code: null,
+          },
+        }, { status: response.status, headers });
+      }
+      const model = typeof recorded.body?.model === "string" ? recorded.body.model : models[0];
+      if (recorded.body?.stream !== true) return Response.json(nonStreaming(response, model));
+      return new Response(sse(response, model, info.completed), {
+        headers: { "content-type": "text/event-stream", "cache-control": "no-cache" },
+      });
+    },
+  );
 
   return {
     url: `http://127.0.0.1:${server.addr.port}/v1`,
