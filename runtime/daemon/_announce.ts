@@ -33,8 +33,10 @@ export interface StartFacts {
   routes: Route[];
   workspace: string;
   sandbox: SandboxStatus;
-  /** The configuration file, or undefined for the defaults. */
-  configPath: string | undefined;
+  /** The configuration file. */
+  configPath: string;
+  /** Whether this start wrote it (there was none: it holds the defaults). */
+  configWritten: boolean;
 }
 
 /**
@@ -69,7 +71,8 @@ export async function announceStart(
       routes: probes,
       workspace: facts.workspace,
       sandbox: facts.sandbox.mode,
-      config: facts.configPath ?? null,
+      config: facts.configPath,
+      config_written: facts.configWritten,
     });
   } else {
     console.log(startBlock(facts, probes, origin).join("\n"));
@@ -79,7 +82,6 @@ export async function announceStart(
 
 /** The block's lines. */
 function startBlock(facts: StartFacts, probes: RouteProbe[], origin: string): string[] {
-  const config = facts.configPath ?? "(no file: the defaults; deno task init writes one)";
   const sandbox = facts.sandbox.mode === "bwrap"
     ? `bubblewrap (network ${facts.sandbox.network ? "allowed" : "off"})`
     : `NONE: the workbench runs unconfined (${facts.sandbox.reason})`;
@@ -88,23 +90,38 @@ function startBlock(facts: StartFacts, probes: RouteProbe[], origin: string): st
     `klbr is listening on ${origin}/`,
     `  open       ${origin}/#token=${facts.token}`,
     `             (deno task klbr url prints it again; keep it private)`,
-    ...probes.map((p, i) =>
-      `  ${i === 0 ? "model" : "     "}      ${p.name}: ${p.url} model "${p.model}" — ${
-        p.problem === null ? `answered (HTTP ${p.status})` : `NOT ANSWERING: ${p.problem}`
-      }`
-    ),
-    `  config     ${config}`,
+    ...serverLines(probes).map((line, i) => `  ${i === 0 ? "model" : "     "}      ${line}`),
+    `  config     ${facts.configPath}${
+      facts.configWritten ? ' (written now with the defaults: edit llm "main" there)' : ""
+    }`,
     `  workspace  ${facts.workspace}`,
     `  sandbox    ${sandbox}`,
   ];
-  if (probes.some((p) => p.name === "main" && p.problem !== null)) {
+  const main = probes.find((p) => p.name === "main");
+  if (main !== undefined && main.problem !== null) {
     lines.push(
-      `  next       start an OpenAI-compatible server at ${
-        probes.find((p) => p.name === "main")!.url
-      }, or point llm "main" at one in ${config}, then restart; messages wait until it answers`,
+      `  next       start an OpenAI-compatible server at ${main.url}, or point llm "main" at one in ${facts.configPath}, then restart; messages wait until it answers`,
     );
   }
   return [...lines, ""];
+}
+
+/**
+ * One line per server: the roles that share a URL and model are named together (undeclared
+ * roles copy `main`), so one server is one line.
+ */
+function serverLines(probes: RouteProbe[]): string[] {
+  const servers = new Map<string, RouteProbe[]>();
+  for (const probe of probes) {
+    const key = `${probe.url} ${probe.model}`;
+    servers.set(key, [...(servers.get(key) ?? []), probe]);
+  }
+  return [...servers.values()].map((roles) => {
+    const [p] = roles;
+    return `${roles.map((r) => r.name).join(", ")}: ${p.url} model "${p.model}" — ${
+      p.problem === null ? `answered (HTTP ${p.status})` : `NOT ANSWERING: ${p.problem}`
+    }`;
+  });
 }
 
 /**

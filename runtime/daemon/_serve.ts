@@ -63,6 +63,7 @@ export async function serve(options: ServeOptions): Promise<number> {
       workspace: resolvePath(settings.workspace),
       sandbox: daemon.confinement.status,
       configPath: settings.configPath,
+      configWritten: settings.configWritten,
     },
     log,
     options.logFormat ?? "text",

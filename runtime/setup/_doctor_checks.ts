@@ -20,10 +20,10 @@ import {
   linkedSqliteVersion,
   MIN_SQLITE_VERSION,
 } from "../../store/version_guard.ts";
-import { type DiscordConfig, loadConfig, redactRoute, type Route, Secret } from "../config/mod.ts";
+import { type DiscordConfig, redactRoute, type Route, Secret } from "../config/mod.ts";
 import { later } from "./_later.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
-import { resolveConfigPath } from "./_state_dir.ts";
+import { CONFIG_FILE, loadStateConfig, resolveConfigPath } from "./_state_dir.ts";
 import { derivePermissionInput } from "./_launcher.ts";
 import { servePermissionFlags, type ServePermissionInput } from "./_serve_permissions.ts";
 import { checkWorkbench } from "./_doctor_workbench.ts";
@@ -199,8 +199,14 @@ async function checkSkills(report: DoctorReport, stateDir: string): Promise<void
 
 async function checkConfig(report: DoctorReport, options: DoctorOptions): Promise<void> {
   const path = await resolveConfigPath(options.stateDir, options.configPath);
-  const { config, warnings } = await loadConfig(path, { env: Deno.env.toObject() });
-  report.say(`config ${path ?? "(defaults)"}`);
+  const { config, warnings } = await loadStateConfig(path, { env: Deno.env.toObject() });
+  report.say(
+    `config ${
+      path ?? `(none yet: the defaults, which the first serve writes to ${
+        join(options.stateDir, CONFIG_FILE)
+      })`
+    }`,
+  );
   for (const warning of warnings) report.say(`  warning: ${warning}`);
   await reportRoutes(Object.values(config.routes) as Route[], {
     probe: options.probeRoutes !== false,
@@ -215,7 +221,7 @@ async function checkDiscordNode(report: DoctorReport, options: DoctorOptions): P
   // Read without the token check: a missing variable is reported here, by name.
   const path = await resolveConfigPath(options.stateDir, options.configPath);
   const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
-  const { config } = await loadConfig(path, { env: everySet });
+  const { config } = await loadStateConfig(path, { env: everySet });
   if (config.discord === undefined) {
     return report.say("discord off (no discord node in the configuration)");
   }

@@ -9,7 +9,7 @@
  */
 
 import { isAbsolute, join, relative, resolve, sep } from "node:path";
-import { loadConfig, type Route, type ServeOptions } from "../config/mod.ts";
+import type { Route, ServeOptions } from "../config/mod.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../core/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
 import {
@@ -25,7 +25,7 @@ import {
   skillRoots,
 } from "../kernel/mod.ts";
 import { type RememberedInterpreter, rememberedInterpreter } from "./_interpreter_memo.ts";
-import { resolveConfigPath } from "./_state_dir.ts";
+import { loadStateConfig, resolveConfigPath } from "./_state_dir.ts";
 import { encodeHandoff, type LauncherHandoff } from "./_handoff.ts";
 import { later } from "./_later.ts";
 
@@ -72,7 +72,7 @@ async function deriveBase(
   // first all the same. The default host is loopback: then the lanes need not load at all.
   const reading = resolveConfigPath(stateDir, options.configPath).then(async (configPath) => ({
     configPath,
-    config: (await loadConfig(configPath, { env })).config,
+    config: (await loadStateConfig(configPath, { env })).config,
   }));
   reading.catch(() => {}); // awaited below
   if (options.host !== undefined) {

@@ -129,11 +129,14 @@ Deno.test("serve's start-up block gives the address, the UI link, each route's a
     const origin = `http://127.0.0.1:${daemon.port}`;
     assert.match(logs, new RegExp(`^klbr is listening on ${origin}/$`, "m"));
     assert.match(logs, new RegExp(`^ {2}open {7}${origin}/#token=${daemon.token}$`, "m"));
+    // The roles that copy main are on main's line: one line a server.
     assert.match(
       logs,
-      new RegExp(`^ {2}model {6}main: ${fake.url} model "fake" — answered \\(HTTP 200\\)$`, "m"),
+      new RegExp(
+        `^ {2}model {6}main, fast: ${fake.url} model "fake" — answered \\(HTTP 200\\)$`,
+        "m",
+      ),
     );
-    assert.match(logs, new RegExp(`^ {13}fast: ${fake.url} model "fake" — answered`, "m"));
     assert.match(
       logs,
       new RegExp(
@@ -152,6 +155,39 @@ Deno.test("serve's start-up block gives the address, the UI link, each route's a
   } finally {
     await daemon.stop();
     await fake.close();
+  }
+});
+
+Deno.test("the first start on an empty state names the file it wrote, one line for the one server, and a next step naming that file", async () => {
+  const state = join(await tempDir(), "state");
+  const daemon = await startTestDaemon({ stateDir: state, stateConfig: true, via: "launcher" });
+  try {
+    const logs = daemon.logs();
+    const config = join(state, "config.kdl");
+    assert.match(
+      logs,
+      new RegExp(
+        `^ {2}config {5}${config} \\(written now with the defaults: edit llm "main" there\\)$`,
+        "m",
+      ),
+    );
+    assert.ok((await Deno.stat(config)).isFile);
+    // What the first start reads is the file it writes: one main route the others copy.
+    assert.match(
+      logs,
+      /^ {2}model {6}main, fast, long: http:\/\/localhost:8001\/v1 model "default" — /m,
+    );
+    assert.doesNotMatch(logs, /^ {13}\w+: /m);
+    assert.doesNotMatch(logs, /no file|init writes one/);
+    const next = /^ {2}next {7}(.*)$/m.exec(logs);
+    if (next !== null) {
+      assert.equal(
+        next[1],
+        `start an OpenAI-compatible server at http://localhost:8001/v1, or point llm "main" at one in ${config}, then restart; messages wait until it answers`,
+      );
+    }
+  } finally {
+    await daemon.stop();
   }
 });
 
