@@ -130,8 +130,67 @@ function portOf(value: string | undefined): number | undefined {
   );
 }
 
+/** Each command's positional arguments: at least, at most, and the usage line naming them. */
+const ARITY: Record<string, readonly [min: number, max: number, usage: string]> = {
+  serve: [0, 0, "serve [--state DIR] [--config FILE] [--port N]"],
+  daemon: [0, 0, "daemon (serve starts it)"],
+  init: [0, 0, "init [--state DIR]"],
+  doctor: [0, 0, "doctor [--state DIR] [--probe]"],
+  "doctor-checks": [0, 0, "doctor-checks (doctor starts it)"],
+  example: [0, 0, "example"],
+  url: [0, 0, "url [--state DIR]"],
+  backup: [1, 1, "backup <dir>"],
+  restore: [1, 1, "restore <dir> [--replace]"],
+  token: [1, 1, "token rotate"],
+  status: [0, 1, "status [session]"],
+  jobs: [0, 1, "jobs [session]"],
+  reset: [1, 1, "reset <session>"],
+  compact: [1, 1, "compact <session>"],
+  drain: [1, 1, "drain <session>"],
+  stop: [1, 1, "stop <session>"],
+  rollback: [1, 1, "rollback <session>"],
+  candidates: [1, 1, "candidates <session>"],
+  activate: [3, 3, "activate <session> <epoch> <release-path>"],
+  "cancel-job": [1, 1, "cancel-job <job-id>"],
+  "cancel-cell": [1, 2, "cancel-cell <cell-id> [session]"],
+  maintain: [1, Infinity, "maintain <session> [reason]"],
+  trace: [2, 2, "trace <session> <frame-id|trace-id>"],
+};
+
+/**
+ * Refuses an unknown command, or too few or too many arguments for one, naming its usage.
+ *
+ * @throws {KlbrError} `usage`.
+ */
+function checkArity(command: string, rest: string[]): void {
+  const arity = ARITY[command];
+  if (arity === undefined) {
+    throw new KlbrError(
+      "usage",
+      `cannot run ${
+        JSON.stringify(command)
+      }: there is no such command; deno task klbr --help lists them (got ${command})`,
+    );
+  }
+  const [min, max, usage] = arity;
+  if (rest.length < min || rest.length > max) {
+    throw new KlbrError(
+      "usage",
+      `cannot run ${command}: usage: klbr ${usage} (got ${rest.length} arguments${
+        rest.length ? `: ${rest.join(" ")}` : ""
+      })`,
+    );
+  }
+}
+
 /** Errors that are the caller's to fix on the command line: exit 2, like a usage error. */
-const USAGE_CODES: readonly string[] = ["usage", "port_in_use", "no_daemon", "not_loopback"];
+const USAGE_CODES: readonly string[] = [
+  "usage",
+  "port_in_use",
+  "no_daemon",
+  "not_loopback",
+  "owner_locked",
+];
 
 /** Runs the CLI with the given arguments and returns the exit code. */
 export async function main(args: string[]): Promise<number> {
@@ -141,6 +200,7 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   const [command = "serve", ...rest] = positionals;
+  checkArity(command, rest);
   const { readHandoff, resolveStateDir } = await load("setup");
   const stateDir = resolveStateDir(values.state);
   switch (command) {
@@ -199,10 +259,10 @@ export async function main(args: string[]): Promise<number> {
     }
     case "token": {
       if (rest[0] !== "rotate") {
-        console.error(
-          `klbr: cannot run token: usage: klbr token rotate (got ${rest[0] ?? "nothing"})`,
+        throw new KlbrError(
+          "usage",
+          `cannot run token: usage: klbr token rotate (got token ${rest[0]})`,
         );
-        return 2;
       }
       const { rotateToken } = await load("operator");
       return await rotateToken({
@@ -223,12 +283,6 @@ export async function main(args: string[]): Promise<number> {
     case "backup":
     case "restore": {
       const [dir] = rest;
-      if (dir === undefined) {
-        throw new KlbrError(
-          "invalid_input",
-          `cannot ${command}: usage: klbr ${command} <dir> (got no dir)`,
-        );
-      }
       const { backupState, restoreState } = await load("backup");
       const report = command === "backup"
         ? await backupState(stateDir, resolve(dir))
@@ -266,8 +320,7 @@ export async function main(args: string[]): Promise<number> {
       });
     }
     default:
-      console.error(`klbr: cannot run ${JSON.stringify(command)}: unknown command\n\n${USAGE}`);
-      return 2;
+      throw new KlbrError("internal", `cannot run ${command}: it has no handler`);
   }
 }
 

@@ -123,7 +123,7 @@ Deno.test("klbr status, compact and a refused activate speak to the daemon over 
     assert.match(stale.stderr, /^klbr activate: cannot verify release/m);
 
     const usage = await cli("klbr", ["reset", ...base]);
-    assert.equal(usage.code, 1);
+    assert.equal(usage.code, 2);
     assert.match(usage.stderr, /cannot run reset: usage: klbr reset <session> \(got 0 arguments\)/);
   } finally {
     await daemon.stop();

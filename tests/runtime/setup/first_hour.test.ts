@@ -44,6 +44,36 @@ Deno.test("serve refuses a bad flag or a bad value in one line with exit 2, befo
   await assert.rejects(Deno.stat(state), Deno.errors.NotFound, "no state was created");
 });
 
+Deno.test("every command-line mistake is one line naming the usage, exit 2, before any state", async () => {
+  const state = join(await tempDir(), "state");
+  const cases: [string[], RegExp][] = [
+    [["backup"], /^klbr: cannot run backup: usage: klbr backup <dir> \(got 0 arguments\)$/],
+    [["restore"], /^klbr: cannot run restore: usage: klbr restore <dir> \[--replace\] /],
+    [["reset"], /^klbr: cannot run reset: usage: klbr reset <session> \(got 0 arguments\)$/],
+    [["trace", "default"], /^klbr: cannot run trace: usage: klbr trace <session> <frame-id/],
+    [["cancel-job"], /^klbr: cannot run cancel-job: usage: klbr cancel-job <job-id> /],
+    [
+      ["status", "a", "b"],
+      /^klbr: cannot run status: usage: klbr status \[session\] \(got 2 arguments: a b\)$/,
+    ],
+    [["init", "now"], /^klbr: cannot run init: usage: klbr init \[--state DIR\] \(got 1 /],
+    [["token"], /^klbr: cannot run token: usage: klbr token rotate \(got 0 arguments\)$/],
+    [["token", "spin"], /^klbr: cannot run token: usage: klbr token rotate \(got token spin\)$/],
+    [
+      ["activate", "default", "two", "/r"],
+      /^klbr: cannot run activate: epoch must be a whole number \(got two\)$/,
+    ],
+    [
+      ["frobnicate"],
+      /^klbr: cannot run "frobnicate": there is no such command; deno task klbr --help lists them /,
+    ],
+  ];
+  for (const [args, pattern] of cases) {
+    assertOneLineRefusal(await cli("klbr", [...args, "--state", state]), pattern);
+  }
+  await assert.rejects(Deno.stat(state), Deno.errors.NotFound, "no state was created");
+});
+
 Deno.test("serve on a busy port is one line naming --port, exit 2, before the state is touched", async () => {
   const state = join(await tempDir(), "state");
   const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -61,6 +91,21 @@ Deno.test("serve on a busy port is one line naming --port, exit 2, before the st
     taken.close();
   }
   await assert.rejects(Deno.stat(state), Deno.errors.NotFound, "no state was created");
+});
+
+Deno.test("a second serve on a state directory in use is one line naming how to stop the first, exit 2", async () => {
+  const daemon = await startTestDaemon();
+  try {
+    const run = await cli("serve", ["serve", "--state", daemon.stateDir, "--port", "0"]);
+    assertOneLineRefusal(
+      run,
+      new RegExp(
+        `^klbr: cannot open store as owner: the state directory is held by pid ${daemon.pid} started at .*, a running klbr; stop it first \\(kill -TERM ${daemon.pid} drains it; systemctl --user stop klbr when it runs as a service\\) or use another --state \\(got .*\\)$`,
+      ),
+    );
+  } finally {
+    await daemon.stop();
+  }
 });
 
 Deno.test("operator commands refuse in one line with exit 2 when no daemon runs on the state directory", async () => {
