@@ -117,6 +117,8 @@ interface DoctorReport {
 }
 
 function newReport(print: (line: string) => void): DoctorReport {
+  // What one cause makes several checks throw (an unreadable configuration) is one problem.
+  const thrown = new Map<string, string>();
   const report: DoctorReport = {
     problems: [],
     warnings: [],
@@ -133,7 +135,12 @@ function newReport(print: (line: string) => void): DoctorReport {
       try {
         await fn();
       } catch (error) {
-        const message = isKlbrError(error) || error instanceof Error ? error.message : error;
+        const message = String(
+          isKlbrError(error) || error instanceof Error ? error.message : error,
+        );
+        const first = thrown.get(message);
+        if (first !== undefined) return print(`${what}: not checked (the ${first} problem above)`);
+        thrown.set(message, what);
         report.problem(`${what}: ${message}`);
       }
     },
@@ -202,9 +209,10 @@ async function checkConfig(report: DoctorReport, options: DoctorOptions): Promis
   const { config, warnings } = await loadStateConfig(path, { env: Deno.env.toObject() });
   report.say(
     `config ${
-      path ?? `(none yet: the defaults, which the first serve writes to ${
-        join(options.stateDir, CONFIG_FILE)
-      })`
+      path ??
+        `(none yet: the defaults, which the first serve writes to ${
+          join(options.stateDir, CONFIG_FILE)
+        })`
     }`,
   );
   for (const warning of warnings) report.say(`  warning: ${warning}`);
@@ -260,10 +268,17 @@ async function reportRoutes(
   const answers = new Map<string, Promise<{ problem: string | null; status?: number }>>();
   const where = out.configPath ?? "a configuration file (deno task init writes one)";
   const reported = new Set<string>();
+  // The roles that share a server (undeclared roles copy main) are one line.
+  const servers = new Map<string, Route[]>();
   for (const route of routes) {
+    const key = `${route.url} ${route.model}`;
+    servers.set(key, [...(servers.get(key) ?? []), route]);
+  }
+  for (const [route, ...others] of servers.values()) {
     const shown = redactRoute(route);
+    const names = [route, ...others].map((r) => r.name).join(", ");
     if (!out.probe) {
-      out.say(`  route ${route.name}: ${shown.url} model ${shown.model} (not probed)`);
+      out.say(`  route ${names}: ${shown.url} model ${shown.model} (not probed)`);
       continue;
     }
     if (!answers.has(route.url)) answers.set(route.url, probeRoute(route.url, 2000));
@@ -271,12 +286,11 @@ async function reportRoutes(
     const reach = answer.problem === null
       ? `reachable, HTTP ${answer.status}`
       : `unreachable: ${answer.problem}`;
-    out.say(`  route ${route.name}: ${shown.url} model ${shown.model} (${reach})`);
-    // A role that copies main's URL was reported with main.
-    if (answer.problem === null || (reported.has(route.url) && route.name !== "main")) continue;
+    out.say(`  route ${names}: ${shown.url} model ${shown.model} (${reach})`);
+    // A role at main's URL with another model was reported with main.
+    if (answer.problem === null || reported.has(route.url)) continue;
     reported.add(route.url);
-    const line =
-      `route ${route.name}: the model at ${shown.url} is not answering (${answer.problem})`;
+    const line = `route ${names}: the model at ${shown.url} is not answering (${answer.problem})`;
     if (route.name === "main") {
       out.problem(
         `${line}; start an OpenAI-compatible server there, or point llm "main" at one in ${where}`,

@@ -57,7 +57,10 @@ Deno.test("doctor reports versions and exits 0 on a healthy state, 1 with one li
   assert.match(healthy.stdout, /^ {2}skill workspace$/m);
   assert.match(
     healthy.stdout,
-    new RegExp(`^ {2}route main: ${fake.url} model fake-model \\(reachable, HTTP 200\\)$`, "m"),
+    new RegExp(
+      `^ {2}route main, fast, long: ${fake.url} model fake-model \\(reachable, HTTP 200\\)$`,
+      "m",
+    ),
   );
   assert.match(healthy.stdout, /^ {2}--allow-write=.*state/m);
   assert.match(healthy.stdout, /^doctor: ok$/m);

@@ -275,6 +275,33 @@ Deno.test("doctor: an unreachable main is a problem naming the fix, another rout
   }
 });
 
+Deno.test("doctor says each problem once: an unreadable configuration is one problem, the routes one line a server", async () => {
+  const state = join(await tempDir(), "state");
+  assert.equal((await cli("init", ["init", "--state", state])).code, 0);
+  const config = join(state, "config.kdl");
+  await Deno.writeTextFile(config, `llm "main" { url "nope"; }\n`);
+  const broken = await cli("doctor", ["doctor", "--state", state]);
+  assert.equal(broken.code, 1, broken.stdout);
+  const problems = broken.stdout.split("\n").filter((line) => line.startsWith("problem: "));
+  assert.deepEqual(problems, [
+    `problem: config: cannot load config ${config}:1: llm "main" url: expected an http(s) URL (got "nope")`,
+  ]);
+  assert.match(broken.stdout, /^discord: not checked \(the config problem above\)$/m);
+  assert.match(broken.stdout, /^permissions: not checked \(the config problem above\)$/m);
+  assert.match(broken.stdout, /^doctor: 1 problem\(s\)$/m);
+
+  // fast and long copy main: one server, one line, one problem.
+  await Deno.writeTextFile(config, `llm "main" { url "http://127.0.0.1:9/v1"; }\n`);
+  const down = await cli("doctor", ["doctor", "--state", state]);
+  const routes = down.stdout.split("\n").filter((line) => /^ {2}route /.test(line));
+  assert.equal(routes.length, 1, down.stdout);
+  assert.match(
+    routes[0],
+    /^ {2}route main, fast, long: http:\/\/127\.0\.0\.1:9\/v1 model default /,
+  );
+  assert.equal(down.stdout.split("\n").filter((line) => line.startsWith("problem: ")).length, 1);
+});
+
 Deno.test("doctor's network comes from the configuration: a route outside the loopback names is reached", async () => {
   const state = join(await tempDir(), "state");
   assert.equal((await cli("init", ["init", "--state", state])).code, 0);
@@ -309,7 +336,7 @@ Deno.test("doctor's network comes from the configuration: a route outside the lo
     assert.match(
       report.stdout,
       new RegExp(
-        `^ {2}route main: http://127\\.0\\.0\\.2:${port}/v1 model default \\(reachable, HTTP 404\\)$`,
+        `^ {2}route main, fast, long: http://127\\.0\\.0\\.2:${port}/v1 model default \\(reachable, HTTP 404\\)$`,
         "m",
       ),
     );
