@@ -31,8 +31,9 @@ export interface StoreCopy {
 /**
  * Copies the store at `source` into `target` (which must not exist) as one consistent snapshot.
  *
- * When it returns, `target` is a complete SQLite file holding every transaction committed
- * before the copy began. Proven by "window backup: a backup taken during a burst restores every
+ * When it returns, `target` is a complete SQLite file, alone (rollback-journal mode: no `-wal`
+ * or `-shm` beside it, then or after it is read), holding every transaction committed before
+ * the copy began. Proven by "window backup: a backup taken during a burst restores every
  * input acknowledged before it began" in `tests/crash/backup_restore.test.ts`.
  *
  * @throws {KlbrError} `invalid_input` when `target` exists; SQLite's error when `source` cannot
@@ -52,6 +53,14 @@ export async function copyStore(source: string, target: string): Promise<void> {
     await backup(db, target, { rate: -1 });
   } finally {
     db.close();
+  }
+  // The copy takes the live store's WAL mode; as a rollback-journal file it is one file, and
+  // reading it (verifying, restoring) leaves no -wal or -shm beside it.
+  const copy = new DatabaseSync(target);
+  try {
+    copy.exec("PRAGMA journal_mode = DELETE");
+  } finally {
+    copy.close();
   }
 }
 
