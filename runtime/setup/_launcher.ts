@@ -10,7 +10,7 @@
 
 import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import type { Route, ServeOptions } from "../config/mod.ts";
-import { DEFAULT_HOST, DEFAULT_PORT } from "../core/mod.ts";
+import { createLogger, DEFAULT_HOST, DEFAULT_PORT, type Logger } from "../core/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
 import {
   parseRunPrograms,
@@ -266,7 +266,9 @@ export async function launchDaemon(options: ServeOptions): Promise<number> {
       child = spawnDaemon({ ...base, ...found }, options);
     }
     await handOver(child, { python: found.python, sandbox: found.sandbox });
-    return exitCode(await child.status);
+    const status = await child.status;
+    reportExit(status, createLogger({ format: options.logFormat }));
+    return exitCode(status);
   } finally {
     Deno.removeSignalListener("SIGINT", onInt);
     Deno.removeSignalListener("SIGTERM", onTerm);
@@ -305,6 +307,29 @@ async function exited(child: Deno.ChildProcess): Promise<number | undefined> {
   const now = Symbol("running");
   const status = await Promise.race([child.status, Promise.resolve(now)]);
   return status === now ? undefined : exitCode(status as Deno.CommandStatus);
+}
+
+/**
+ * Logs a daemon that ended other than by a drain (0) or a refusal that said why in one line
+ * (2): `daemon.exited`. serve does not start it again; it exits with the daemon's code, so a
+ * service manager restarts it (the unit `klbr service install` writes has Restart=on-failure)
+ * and a person at a terminal sees it stop.
+ */
+function reportExit(status: Deno.CommandStatus, log: Logger): void {
+  const code = exitCode(status);
+  if (code === 0 || code === 2) return;
+  const how = status.signal === "SIGKILL"
+    ? " (killed by SIGKILL: the kernel's out-of-memory killer or kill -9; journalctl -k says which)"
+    : status.signal !== null
+    ? ` (ended by ${status.signal})`
+    : code === 1
+    ? " (its reason is above)"
+    : "";
+  log.error(
+    "daemon.exited",
+    `the daemon exited with code ${code}${how}; serve exits with it: as a service it is started again (Restart=on-failure), by hand start it again with deno task serve`,
+    { code, signal: status.signal ?? undefined },
+  );
 }
 
 function exitCode(status: Deno.CommandStatus): number {
