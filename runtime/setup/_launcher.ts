@@ -101,6 +101,7 @@ async function deriveBase(
     bwrap: env.KLBR_BWRAP ?? "bwrap",
     deno: Deno.execPath(),
     runPrograms: parseRunPrograms(env.KLBR_RUN_PROGRAMS),
+    backupDir: config.backup.dir,
     network: config.sandbox.network,
   };
 }
