@@ -26,6 +26,7 @@ interface Modules {
   operator: typeof import("./runtime/operator/mod.ts");
   lanes: typeof import("./runtime/lanes/mod.ts");
   backup: typeof import("./runtime/backup/mod.ts");
+  service: typeof import("./runtime/service/mod.ts");
 }
 
 const USAGE = `usage: klbr [command] [options]
@@ -42,6 +43,9 @@ commands:
   backup <dir>          copy the state directory into <dir>, consistently, while the daemon runs
   restore <dir>         restore a backup into the state directory (never over a live one)
   token rotate          replace the operator token; old tokens, sessions and cookies are refused
+  service install       write a systemd user unit that runs serve with these --state, --config,
+                        --port and KLBR_WORKSPACE (--system: a system unit); print how to enable it
+  service uninstall     remove that unit (--system: the system unit)
   status [session]      operator: show the runtime's state
   reset <session>       operator: replace the kernel (heap state is not restored)
   compact <session>     operator: compact the session's context
@@ -70,6 +74,7 @@ options:
   --json                operator commands, backup, restore: print JSON
   --probe               doctor: check the Discord token with one GET /users/@me
   --replace             restore: move a stopped state directory aside instead of refusing
+  --system              service: a system unit in /etc/systemd/system instead of the user's
   --log-format FORMAT   serve: text (default) or json, one object a line
   -h, --help            show this help
 `;
@@ -82,6 +87,7 @@ const OPTIONS = {
   json: { type: "boolean", default: false },
   probe: { type: "boolean", default: false },
   replace: { type: "boolean", default: false },
+  system: { type: "boolean", default: false },
   "log-format": { type: "string" },
   python: { type: "string" },
   "python-home": { type: "string" },
@@ -142,6 +148,7 @@ const ARITY: Record<string, readonly [min: number, max: number, usage: string]> 
   backup: [1, 1, "backup <dir>"],
   restore: [1, 1, "restore <dir> [--replace]"],
   token: [1, 1, "token rotate"],
+  service: [1, 1, "service install|uninstall [--system]"],
   status: [0, 1, "status [session]"],
   jobs: [0, 1, "jobs [session]"],
   reset: [1, 1, "reset <session>"],
@@ -270,6 +277,8 @@ export async function main(args: string[]): Promise<number> {
         port: portOf(values.port),
       });
     }
+    case "service":
+      return await service(rest[0], { stateDir, values });
     case "url": {
       // The browser reads the token from the fragment, stores it and removes it from the bar;
       // a fragment never reaches the server or its logs.
@@ -322,6 +331,52 @@ export async function main(args: string[]): Promise<number> {
     default:
       throw new KlbrError("internal", `cannot run ${command}: it has no handler`);
   }
+}
+
+/**
+ * `service install | uninstall`: writes or removes the systemd unit and prints what it did.
+ *
+ * @throws {KlbrError} `usage` for another subcommand or an unwritable unit directory.
+ */
+async function service(
+  what: string,
+  o: { stateDir: string; values: ReturnType<typeof parseCommandLine>["values"] },
+): Promise<number> {
+  const { installService, uninstallService } = await load("service");
+  const env = Deno.env.toObject();
+  if (what === "install") {
+    const report = await installService({
+      stateDir: o.stateDir,
+      configPath: o.values.config,
+      system: o.values.system,
+      host: o.values.host,
+      port: portOf(o.values.port),
+      logFormat: logFormat(o.values["log-format"]),
+      env,
+      cwd: Deno.cwd(),
+    });
+    console.log(
+      [
+        `${report.replaced ? "replaced" : "wrote"} ${report.path}:`,
+        "",
+        report.text,
+        ...report.next,
+      ].join("\n"),
+    );
+    return 0;
+  }
+  if (what === "uninstall") {
+    const report = await uninstallService({ system: o.values.system, env });
+    console.log(
+      [report.removed ? `removed ${report.path}` : `no unit at ${report.path}`, ...report.next]
+        .join("\n"),
+    );
+    return 0;
+  }
+  throw new KlbrError(
+    "usage",
+    `cannot run service: usage: klbr service install|uninstall [--system] (got service ${what})`,
+  );
 }
 
 function logFormat(value: string | undefined): LogFormat | undefined {
