@@ -19,8 +19,8 @@ import {
 } from "../../store/provider_items.ts";
 import { interruptOpenCells, lastCellOfFrame } from "../../store/cells.ts";
 import { adoptFrame, finishFrame, type FrameRecord, openFrames } from "../../store/frames.ts";
+import { pendingSummary } from "../../store/inputs.ts";
 import type { Store } from "../../store/store.ts";
-import { workCounts } from "../../store/work_counts.ts";
 import type { Logger } from "../core/mod.ts";
 import { renderCellResult, renderEffects, storedCellResult } from "./_cell_output.ts";
 
@@ -102,7 +102,7 @@ export function recoverSession(
       { count: unknownSends.length },
     );
   }
-  const pending = workCounts(store, session).pendingInputs;
+  const pending = pendingSummary(store, session).count;
   logRecovery(options.log, session, {
     reason,
     resumed: resumed.length,
