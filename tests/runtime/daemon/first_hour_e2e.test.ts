@@ -79,7 +79,10 @@ Deno.test("README path: with no model the first message says where the model is 
     running = again;
     fake.enqueue({ toolCall: { code: "await local.send('here now')\nwait()" } });
     client = await connectLane({ port: again.port, token: again.token });
-    assert.match(again.logs(), new RegExp(`main, fast, long: ${fake.url} model "fake-model" — answered`));
+    assert.match(
+      again.logs(),
+      new RegExp(`main, fast, long: ${fake.url} model "fake-model" — answered`),
+    );
     const ack2 = await client.request({ kind: "input", client_msg_id: "m2", text: "and now?" });
     assert.equal(ack2.kind, "ack");
     const sent = await waitRecord(client, "send");
