@@ -27,6 +27,7 @@ interface Modules {
   operator: typeof import("./runtime/operator/mod.ts");
   lanes: typeof import("./runtime/lanes/mod.ts");
   backup: typeof import("./runtime/backup/mod.ts");
+  service: typeof import("./runtime/service/mod.ts");
 }
 
 const USAGE = `usage: klbr [command] [options]
@@ -43,6 +44,9 @@ commands:
   backup <dir>          copy the state directory into <dir>, consistently, while the daemon runs
   restore <dir>         restore a backup into the state directory (never over a live one)
   token rotate          replace the operator token; old tokens, sessions and cookies are refused
+  service install       write a systemd user unit that runs serve with these --state, --config,
+                        --port and KLBR_WORKSPACE (--system: a system unit); print how to enable it
+  service uninstall     remove that unit (--system: the system unit)
   status [session]      operator: show the runtime's state
   reset <session>       operator: replace the kernel (heap state is not restored)
   compact <session>     operator: compact the session's context
@@ -77,6 +81,7 @@ options:
   --probe               doctor: check the Discord token with one GET /users/@me
   --replace             restore: move a stopped state directory aside instead of refusing
   --reset, --raise N    budget: lift a spent hour (see budget above)
+  --system              service: a system unit in /etc/systemd/system instead of the user's
   --log-format FORMAT   serve: text (default) or json, one object a line
   -h, --help            show this help
 `;
@@ -91,6 +96,7 @@ const OPTIONS = {
   replace: { type: "boolean", default: false },
   reset: { type: "boolean", default: false },
   raise: { type: "string" },
+  system: { type: "boolean", default: false },
   "log-format": { type: "string" },
   python: { type: "string" },
   "python-home": { type: "string" },
@@ -139,8 +145,68 @@ function portOf(value: string | undefined): number | undefined {
   );
 }
 
+/** Each command's positional arguments: at least, at most, and the usage line naming them. */
+const ARITY: Record<string, readonly [min: number, max: number, usage: string]> = {
+  serve: [0, 0, "serve [--state DIR] [--config FILE] [--port N]"],
+  daemon: [0, 0, "daemon (serve starts it)"],
+  init: [0, 0, "init [--state DIR]"],
+  doctor: [0, 0, "doctor [--state DIR] [--probe]"],
+  "doctor-checks": [0, 0, "doctor-checks (doctor starts it)"],
+  example: [0, 0, "example"],
+  url: [0, 0, "url [--state DIR]"],
+  backup: [1, 1, "backup <dir>"],
+  restore: [1, 1, "restore <dir> [--replace]"],
+  token: [1, 1, "token rotate"],
+  service: [1, 1, "service install|uninstall [--system]"],
+  status: [0, 1, "status [session]"],
+  jobs: [0, 1, "jobs [session]"],
+  reset: [1, 1, "reset <session>"],
+  compact: [1, 1, "compact <session>"],
+  drain: [1, 1, "drain <session>"],
+  stop: [1, 1, "stop <session>"],
+  rollback: [1, 1, "rollback <session>"],
+  candidates: [1, 1, "candidates <session>"],
+  activate: [3, 3, "activate <session> <epoch> <release-path>"],
+  "cancel-job": [1, 1, "cancel-job <job-id>"],
+  "cancel-cell": [1, 2, "cancel-cell <cell-id> [session]"],
+  maintain: [1, Infinity, "maintain <session> [reason]"],
+  trace: [2, 2, "trace <session> <frame-id|trace-id>"],
+};
+
+/**
+ * Refuses an unknown command, or too few or too many arguments for one, naming its usage.
+ *
+ * @throws {KlbrError} `usage`.
+ */
+function checkArity(command: string, rest: string[]): void {
+  const arity = ARITY[command];
+  if (arity === undefined) {
+    throw new KlbrError(
+      "usage",
+      `cannot run ${
+        JSON.stringify(command)
+      }: there is no such command; deno task klbr --help lists them (got ${command})`,
+    );
+  }
+  const [min, max, usage] = arity;
+  if (rest.length < min || rest.length > max) {
+    throw new KlbrError(
+      "usage",
+      `cannot run ${command}: usage: klbr ${usage} (got ${rest.length} arguments${
+        rest.length ? `: ${rest.join(" ")}` : ""
+      })`,
+    );
+  }
+}
+
 /** Errors that are the caller's to fix on the command line: exit 2, like a usage error. */
-const USAGE_CODES: readonly string[] = ["usage", "port_in_use", "no_daemon", "not_loopback"];
+const USAGE_CODES: readonly string[] = [
+  "usage",
+  "port_in_use",
+  "no_daemon",
+  "not_loopback",
+  "owner_locked",
+];
 
 /** Runs the CLI with the given arguments and returns the exit code. */
 export async function main(args: string[]): Promise<number> {
@@ -150,6 +216,7 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   const [command = "serve", ...rest] = positionals;
+  checkArity(command, rest);
   const { readHandoff, resolveStateDir } = await load("setup");
   const stateDir = resolveStateDir(values.state);
   switch (command) {
@@ -208,10 +275,10 @@ export async function main(args: string[]): Promise<number> {
     }
     case "token": {
       if (rest[0] !== "rotate") {
-        console.error(
-          `klbr: cannot run token: usage: klbr token rotate (got ${rest[0] ?? "nothing"})`,
+        throw new KlbrError(
+          "usage",
+          `cannot run token: usage: klbr token rotate (got token ${rest[0]})`,
         );
-        return 2;
       }
       const { rotateToken } = await load("operator");
       return await rotateToken({
@@ -219,6 +286,8 @@ export async function main(args: string[]): Promise<number> {
         port: portOf(values.port),
       });
     }
+    case "service":
+      return await service(rest[0], { stateDir, values });
     case "url": {
       // The browser reads the token from the fragment, stores it and removes it from the bar;
       // a fragment never reaches the server or its logs.
@@ -232,12 +301,6 @@ export async function main(args: string[]): Promise<number> {
     case "backup":
     case "restore": {
       const [dir] = rest;
-      if (dir === undefined) {
-        throw new KlbrError(
-          "invalid_input",
-          `cannot ${command}: usage: klbr ${command} <dir> (got no dir)`,
-        );
-      }
       const { backupState, restoreState } = await load("backup");
       const report = command === "backup"
         ? await backupState(stateDir, resolve(dir))
@@ -287,9 +350,54 @@ export async function main(args: string[]): Promise<number> {
       });
     }
     default:
-      console.error(`klbr: cannot run ${JSON.stringify(command)}: unknown command\n\n${USAGE}`);
-      return 2;
+      throw new KlbrError("internal", `cannot run ${command}: it has no handler`);
   }
+}
+
+/**
+ * `service install | uninstall`: writes or removes the systemd unit and prints what it did.
+ *
+ * @throws {KlbrError} `usage` for another subcommand or an unwritable unit directory.
+ */
+async function service(
+  what: string,
+  o: { stateDir: string; values: ReturnType<typeof parseCommandLine>["values"] },
+): Promise<number> {
+  const { installService, uninstallService } = await load("service");
+  const env = Deno.env.toObject();
+  if (what === "install") {
+    const report = await installService({
+      stateDir: o.stateDir,
+      configPath: o.values.config,
+      system: o.values.system,
+      host: o.values.host,
+      port: portOf(o.values.port),
+      logFormat: logFormat(o.values["log-format"]),
+      env,
+      cwd: Deno.cwd(),
+    });
+    console.log(
+      [
+        `${report.replaced ? "replaced" : "wrote"} ${report.path}:`,
+        "",
+        report.text,
+        ...report.next,
+      ].join("\n"),
+    );
+    return 0;
+  }
+  if (what === "uninstall") {
+    const report = await uninstallService({ system: o.values.system, env });
+    console.log(
+      [report.removed ? `removed ${report.path}` : `no unit at ${report.path}`, ...report.next]
+        .join("\n"),
+    );
+    return 0;
+  }
+  throw new KlbrError(
+    "usage",
+    `cannot run service: usage: klbr service install|uninstall [--system] (got service ${what})`,
+  );
 }
 
 function logFormat(value: string | undefined): LogFormat | undefined {

@@ -31,8 +31,9 @@ export interface StoreCopy {
 /**
  * Copies the store at `source` into `target` (which must not exist) as one consistent snapshot.
  *
- * When it returns, `target` is a complete SQLite file holding every transaction committed
- * before the copy began. Proven by "window backup: a backup taken during a burst restores every
+ * When it returns, `target` is a complete SQLite file, alone (rollback-journal mode: no `-wal`
+ * or `-shm` beside it, then or after it is read), holding every transaction committed before
+ * the copy began. Proven by "window backup: a backup taken during a burst restores every
  * input acknowledged before it began" in `tests/crash/backup_restore.test.ts`.
  *
  * @throws {KlbrError} `invalid_input` when `target` exists; SQLite's error when `source` cannot
@@ -52,6 +53,14 @@ export async function copyStore(source: string, target: string): Promise<void> {
     await backup(db, target, { rate: -1 });
   } finally {
     db.close();
+  }
+  // The copy takes the live store's WAL mode; as a rollback-journal file it is one file, and
+  // reading it (verifying, restoring) leaves no -wal or -shm beside it.
+  const copy = new DatabaseSync(target);
+  try {
+    copy.exec("PRAGMA journal_mode = DELETE");
+  } finally {
+    copy.close();
   }
 }
 
@@ -96,4 +105,45 @@ export function describeStoreCopy(path: string): StoreCopy {
   } finally {
     db.close();
   }
+}
+
+/** SQLite's file header: its first 16 bytes, and where `user_version` is (big-endian u32). */
+const SQLITE_MAGIC = "SQLite format 3\0";
+const USER_VERSION_OFFSET = 60;
+
+/**
+ * The schema version (`user_version`) of the store file at `path`, read from its header
+ * without opening it: nothing is created beside it. `undefined` when there is no file or it
+ * is not a SQLite file; the store's own checks say why when it is opened.
+ *
+ * A version committed but not yet checkpointed into the file reads as the one before: the
+ * caller may take a backup it did not need, never miss one it did.
+ *
+ * @example
+ * ```ts
+ * schemaVersionOnDisk(".klbr/runtime.sqlite"); // 12
+ * ```
+ */
+export function schemaVersionOnDisk(path: string): number | undefined {
+  let header: Uint8Array;
+  try {
+    const file = Deno.openSync(path, { read: true });
+    try {
+      header = new Uint8Array(100);
+      let read = 0;
+      while (read < header.length) {
+        const n = file.readSync(header.subarray(read));
+        if (n === null) break;
+        read += n;
+      }
+      if (read < header.length) return undefined;
+    } finally {
+      file.close();
+    }
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    throw error;
+  }
+  if (new TextDecoder().decode(header.subarray(0, 16)) !== SQLITE_MAGIC) return undefined;
+  return new DataView(header.buffer).getUint32(USER_VERSION_OFFSET);
 }

@@ -112,9 +112,10 @@ export function acquireOwnerLock(stateDir: string, now: number = Date.now()): Ow
         new Date(holder.started_at).toISOString()
       } on ${holder.hostname}`
       : "a process that has not yet written its pid";
+    const stop = holder ? `kill -TERM ${holder.pid}` : "a SIGTERM";
     throw new KlbrError(
       "owner_locked",
-      `cannot open store as owner: the state directory is held by ${who} (got ${path})`,
+      `cannot open store as owner: the state directory is held by ${who}, a running klbr; stop it first (${stop} drains it; systemctl --user stop klbr when it runs as a service) or use another --state (got ${path})`,
     );
   }
   const holder: OwnerLockHolder = { pid: Deno.pid, started_at: now, hostname: hostname() };

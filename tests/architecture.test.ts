@@ -127,3 +127,36 @@ Deno.test("the folders of runtime/ import each other without a cycle", async () 
   for (const node of edges.keys()) visit(node, []);
   assert.deepEqual(cycles, []);
 });
+
+/** The npm package name of a lock key or specifier: `npm:@a/b@^1` or `@a/b@1.0.0_x@2` → `@a/b`. */
+function packageName(key: string): string {
+  return /^(?:npm:)?(@?[^@]+)/.exec(key)![1];
+}
+
+Deno.test("deno.lock, what serve installs, holds no test-only package; tests/deno.lock agrees with it", async () => {
+  const config = JSON.parse(await Deno.readTextFile(join(REPO, "deno.json")));
+  const lock = JSON.parse(await Deno.readTextFile(join(REPO, "deno.lock")));
+  const testLock = JSON.parse(await Deno.readTextFile(join(REPO, "tests", "deno.lock")));
+  // Deno installs every package of the lock's snapshot at the first start, used or not.
+  const testOnly = new Set<string>();
+  for (const [scope, entries] of Object.entries(config.scopes as Record<string, object>)) {
+    assert.match(scope, /^\.\/(bench\/)?tests\/$/, "scopes are for the tests only");
+    for (const name of Object.keys(entries)) testOnly.add(name);
+  }
+  const leaked = Object.keys(lock.npm).map(packageName).filter((name) => testOnly.has(name));
+  assert.deepEqual(
+    leaked,
+    [],
+    "deno.lock lists test-only packages: a test was run or checked without " +
+      "--lock=tests/deno.lock; restore deno.lock (git checkout deno.lock) and use " +
+      "deno task test, deno task check or --lock=tests/deno.lock",
+  );
+  assert.deepEqual(Object.keys(config.imports).filter((name) => testOnly.has(name)), []);
+  // The tests run exactly the versions serve installs.
+  for (const [key, entry] of Object.entries(lock.npm)) {
+    assert.deepEqual(testLock.npm[key], entry, `tests/deno.lock has ${key} as deno.lock has it`);
+  }
+  for (const [specifier, version] of Object.entries(lock.specifiers)) {
+    assert.equal(testLock.specifiers[specifier], version, `tests/deno.lock resolves ${specifier}`);
+  }
+});

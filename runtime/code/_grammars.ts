@@ -1,7 +1,8 @@
 /**
  * The grammars, loaded once per process: `web-tree-sitter` is initialised on first use and
- * each language's `.wasm` is read from its npm package and compiled once, then shared by
- * every parse of the daemon.
+ * each language's `.wasm` is read from `runtime/code/grammars/` (committed with its licence
+ * and sha256, see the README there) and compiled once, then shared by every parse of the
+ * daemon.
  *
  * @module
  */
@@ -32,9 +33,9 @@ export function initTreeSitter(): Promise<void> {
   return init;
 }
 
-/** Where a language's `.wasm` is on disk (inside `node_modules`). */
+/** Where a language's `.wasm` is on disk (in `runtime/code/grammars/`). */
 export function grammarPath(id: LanguageId): string {
-  return fileURLToPath(import.meta.resolve(LANGUAGES[id].wasm));
+  return fileURLToPath(new URL(`./grammars/${LANGUAGES[id].wasm}`, import.meta.url));
 }
 
 async function loadGrammar(id: LanguageId): Promise<Grammar> {
@@ -45,7 +46,9 @@ async function loadGrammar(id: LanguageId): Promise<Grammar> {
   } catch (cause) {
     throw new KlbrError(
       "internal",
-      `cannot parse ${id}: its grammar is not installed (got ${LANGUAGES[id].wasm})`,
+      `cannot parse ${id}: its grammar cannot be read; restore runtime/code/grammars/ from the checkout (got ${
+        grammarPath(id)
+      })`,
       { cause },
     );
   }

@@ -1,6 +1,7 @@
 /**
  * The languages the code domain parses: which files each takes, where its grammar's `.wasm`
- * comes from (an npm package pinned in `deno.lock`), and the query that finds its symbols.
+ * is (a file committed in `runtime/code/grammars/`, with its licence and checksum), and the
+ * query that finds its symbols.
  *
  * Outline queries capture each definition as `@<kind>` and its name as `@name`; Go methods
  * also capture `@receiver`, which qualifies the name. Nesting (and so qualified names) comes
@@ -30,7 +31,7 @@ export interface LanguageSpec {
   id: LanguageId;
   /** File name extensions, lower case, with the dot. */
   extensions: readonly string[];
-  /** The import specifier of the grammar's `.wasm` (a file inside an npm package). */
+  /** The grammar's `.wasm`: a file in `runtime/code/grammars/` (see its README). */
   wasm: string;
   /** The tree-sitter query whose matches are the outline. */
   outline: string;
@@ -122,7 +123,7 @@ export const LANGUAGES: Readonly<Record<LanguageId, LanguageSpec>> = {
   python: {
     id: "python",
     extensions: [".py", ".pyi"],
-    wasm: "tree-sitter-python/tree-sitter-python.wasm",
+    wasm: "tree-sitter-python.wasm",
     outline: PYTHON,
     wrappers: ["decorated_definition"],
     leading: [],
@@ -131,7 +132,7 @@ export const LANGUAGES: Readonly<Record<LanguageId, LanguageSpec>> = {
   typescript: {
     id: "typescript",
     extensions: [".ts", ".mts", ".cts"],
-    wasm: "tree-sitter-typescript/tree-sitter-typescript.wasm",
+    wasm: "tree-sitter-typescript.wasm",
     outline: TYPESCRIPT,
     wrappers: ["export_statement"],
     leading: [],
@@ -140,7 +141,7 @@ export const LANGUAGES: Readonly<Record<LanguageId, LanguageSpec>> = {
   tsx: {
     id: "tsx",
     extensions: [".tsx"],
-    wasm: "tree-sitter-typescript/tree-sitter-tsx.wasm",
+    wasm: "tree-sitter-tsx.wasm",
     outline: TYPESCRIPT,
     wrappers: ["export_statement"],
     leading: [],
@@ -149,7 +150,7 @@ export const LANGUAGES: Readonly<Record<LanguageId, LanguageSpec>> = {
   javascript: {
     id: "javascript",
     extensions: [".js", ".mjs", ".cjs", ".jsx"],
-    wasm: "tree-sitter-javascript/tree-sitter-javascript.wasm",
+    wasm: "tree-sitter-javascript.wasm",
     outline: JAVASCRIPT,
     wrappers: ["export_statement"],
     leading: [],
@@ -158,7 +159,7 @@ export const LANGUAGES: Readonly<Record<LanguageId, LanguageSpec>> = {
   rust: {
     id: "rust",
     extensions: [".rs"],
-    wasm: "tree-sitter-rust/tree-sitter-rust.wasm",
+    wasm: "tree-sitter-rust.wasm",
     outline: RUST,
     wrappers: [],
     leading: ["attribute_item"],
@@ -167,7 +168,7 @@ export const LANGUAGES: Readonly<Record<LanguageId, LanguageSpec>> = {
   go: {
     id: "go",
     extensions: [".go"],
-    wasm: "tree-sitter-go/tree-sitter-go.wasm",
+    wasm: "tree-sitter-go.wasm",
     outline: GO,
     wrappers: ["type_declaration", "const_declaration", "var_declaration"],
     leading: [],
@@ -176,7 +177,7 @@ export const LANGUAGES: Readonly<Record<LanguageId, LanguageSpec>> = {
   json: {
     id: "json",
     extensions: [".json"],
-    wasm: "tree-sitter-json/tree-sitter-json.wasm",
+    wasm: "tree-sitter-json.wasm",
     outline: JSON_OUTLINE,
     wrappers: [],
     leading: [],
@@ -185,9 +186,8 @@ export const LANGUAGES: Readonly<Record<LanguageId, LanguageSpec>> = {
   markdown: {
     id: "markdown",
     extensions: [".md", ".markdown"],
-    // The block grammar of tree-sitter-grammars/tree-sitter-markdown; its own npm package
-    // ships no .wasm (see docs/code.md).
-    wasm: "@cursorless/tree-sitter-wasms/out/tree-sitter-markdown.wasm",
+    // The block grammar of tree-sitter-grammars/tree-sitter-markdown (see docs/code.md).
+    wasm: "tree-sitter-markdown.wasm",
     outline: MARKDOWN,
     wrappers: ["section"],
     leading: [],

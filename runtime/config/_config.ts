@@ -20,6 +20,7 @@ import {
 import { KlbrError } from "../core/mod.ts";
 import { BUDGET_FIELDS, BudgetSchema, CleanupSchema, JobBudgetSchema } from "./_settings.ts";
 import { LanesSchema, SandboxSchema, WorkspaceSchema } from "./_blocks.ts";
+import { BackupSchema } from "./_backup.ts";
 import { type FieldNames, locateIssue } from "./_config_issues.ts";
 import { Secret } from "./_secret.ts";
 import { roleOrder, switchFields } from "./_switches.ts";
@@ -205,6 +206,7 @@ export const ConfigSchema = z.strictObject({
   sandbox: SandboxSchema.prefault({}),
   workspace: WorkspaceSchema.prefault({}),
   lanes: LanesSchema.prefault({}),
+  backup: BackupSchema.prefault({}),
 });
 
 /** The field names an "unknown field" error offers, per node. */
@@ -213,7 +215,13 @@ const FIELD_NAMES: FieldNames = {
   discord: DISCORD_FIELD_NAMES,
   settings: (node, nested) =>
     Object.keys(
-      node === "cleanup" ? CleanupSchema.shape : nested ? JobBudgetSchema.shape : BUDGET_FIELDS,
+      node === "backup"
+        ? BackupSchema.shape
+        : node === "cleanup"
+        ? CleanupSchema.shape
+        : nested
+        ? JobBudgetSchema.shape
+        : BUDGET_FIELDS,
     ),
 };
 

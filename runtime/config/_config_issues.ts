@@ -14,7 +14,7 @@ import { blockIssue } from "./_blocks.ts";
 export interface FieldNames {
   route: readonly string[];
   discord: readonly string[];
-  settings: (node: "budget" | "cleanup", nested: boolean) => string[];
+  settings: (node: "budget" | "cleanup" | "backup", nested: boolean) => string[];
 }
 
 /**

@@ -23,7 +23,7 @@ function size(bytes: number): string {
  * commented out.
  */
 export function defaultConfigText(): string {
-  const { routes, budget, cleanup, sandbox, workspace, lanes } = ConfigSchema.parse({});
+  const { routes, budget, cleanup, sandbox, workspace, lanes, backup } = ConfigSchema.parse({});
   const main = routes.main;
   const blocks = [[
     "// main: the agent's turns. One model is enough: the other roles copy this route until",
@@ -76,6 +76,10 @@ export function defaultConfigText(): string {
     `//     release_keep_days ${cleanup.release_keep_days}             // unless active, last good or pinned`,
     `//     interval_hours ${cleanup.interval_hours}`,
     "// }",
+    "// Verified backups on a schedule, the newest keep of them kept (docs/operations.md); none",
+    "// without every. dir (absolute; default <state>/backups) also gets the backup taken before",
+    "// a store migration.",
+    `// backup { every "24h"; keep ${backup.keep}; dir "/srv/klbr-backups"; }`,
     "",
     "// The workbench runs inside bubblewrap; see docs/security.md. These are the defaults:",
     '// "required" refuses to start unconfined, network #true shares the host\'s network, the',

@@ -31,8 +31,8 @@ import { getLocation, type Node } from "@bgotink/kdl";
 import { z } from "zod";
 import { KlbrError } from "../core/mod.ts";
 
-/** The names of the settings nodes, each a block of single-valued fields. */
-export const SETTINGS_NODES = ["budget", "cleanup"] as const;
+/** The names of the settings nodes, each a block of single-valued fields (`backup`: `_backup.ts`). */
+export const SETTINGS_NODES = ["budget", "cleanup", "backup"] as const;
 
 /** One settings node's name. */
 export type SettingsNode = typeof SETTINGS_NODES[number];

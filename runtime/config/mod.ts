@@ -19,5 +19,6 @@ export {
 } from "./_config.ts";
 export { defaultConfigText } from "./_default_text.ts";
 export type { BudgetConfig, CleanupConfig } from "./_settings.ts";
+export type { BackupConfig } from "./_backup.ts";
 export { redactRoute, resolveApiKey, resolveDiscordToken, routeRequestFields } from "./_resolve.ts";
 export type { ServeOptions } from "./_serve_options.ts";

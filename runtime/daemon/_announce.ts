@@ -41,8 +41,10 @@ export interface StartFacts {
     Confinement,
     "status" | "cell" | "limits" | "protect" | "selfEdit" | "selfInWorkspace"
   >;
-  /** The configuration file, or undefined for the defaults. */
-  configPath: string | undefined;
+  /** The configuration file. */
+  configPath: string;
+  /** Whether this start wrote it (there was none: it holds the defaults). */
+  configWritten: boolean;
 }
 
 /**
@@ -86,7 +88,8 @@ export async function announceStart(
       workspace: facts.workspace,
       sandbox: facts.confinement.status.mode,
       confinement: Object.fromEntries(describeConfinement(facts.confinement)),
-      config: facts.configPath ?? null,
+      config: facts.configPath,
+      config_written: facts.configWritten,
     });
   } else {
     console.log(startBlock(facts, probes, origin).join("\n"));
@@ -96,30 +99,24 @@ export async function announceStart(
 
 /** The block's lines. */
 function startBlock(facts: StartFacts, probes: RouteProbe[], origin: string): string[] {
-  const config = facts.configPath ?? "(no file: the defaults; deno task init writes one)";
   const lines = [
     "",
     `klbr is listening on ${origin}/`,
     `  open       ${origin}/#token=${facts.token}`,
     `             (deno task klbr url prints it again; keep it private)`,
-    ...probes.map((p, i) =>
-      `  ${i === 0 ? "model" : "     "}      ${p.name}: ${p.url} model "${p.model}" — ${
-        p.problem === null
-          ? `answered (HTTP ${p.status})${p.note === undefined ? "" : `, but ${p.note}`}`
-          : `NOT ANSWERING: ${p.problem}`
-      }`
-    ),
-    `  config     ${config}`,
+    ...serverLines(probes).map((line, i) => `  ${i === 0 ? "model" : "     "}      ${line}`),
+    `  config     ${facts.configPath}${
+      facts.configWritten ? ' (written now with the defaults: edit llm "main" there)' : ""
+    }`,
     `  workspace  ${facts.workspace}`,
     ...describeConfinement(facts.confinement).map(([label, text]) =>
       `  ${label.padEnd(10)} ${text}`
     ),
   ];
-  if (probes.some((p) => p.name === "main" && p.problem !== null)) {
+  const main = probes.find((p) => p.name === "main");
+  if (main !== undefined && main.problem !== null) {
     lines.push(
-      `  next       start an OpenAI-compatible server at ${
-        probes.find((p) => p.name === "main")!.url
-      }, or point llm "main" at one in ${config}, then restart; messages wait until it answers`,
+      `  next       start an OpenAI-compatible server at ${main.url}, or point llm "main" at one in ${facts.configPath}, then restart; messages wait until it answers`,
     );
   }
   return [...lines, ""];
@@ -149,4 +146,24 @@ export function portInUse(host: string, port: number, cause: unknown): KlbrError
     })`,
     { cause },
   );
+}
+
+/**
+ * One line per server: the roles that share a URL and model are named together (undeclared
+ * roles copy `main`), so one server is one line.
+ */
+function serverLines(probes: RouteProbe[]): string[] {
+  const servers = new Map<string, RouteProbe[]>();
+  for (const probe of probes) {
+    const key = `${probe.url} ${probe.model}`;
+    servers.set(key, [...(servers.get(key) ?? []), probe]);
+  }
+  return [...servers.values()].map((roles) => {
+    const [p] = roles;
+    return `${roles.map((r) => r.name).join(", ")}: ${p.url} model "${p.model}" — ${
+      p.problem === null
+        ? `answered (HTTP ${p.status})${p.note === undefined ? "" : `, but ${p.note}`}`
+        : `NOT ANSWERING: ${p.problem}`
+    }`;
+  });
 }

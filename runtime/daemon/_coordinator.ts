@@ -30,7 +30,7 @@ import {
   maintenanceTimer,
   type PendingInput,
 } from "./_admission.ts";
-import { type OperatorMessage, runOperation } from "./_operations.ts";
+import { type OperationSource, type OperatorMessage, runOperation } from "./_operations.ts";
 import { headSeq, recordsAfter, storedRecordsAfter } from "./_record_serving.ts";
 import { createSessionParts, type SessionDeps, type SessionParts } from "./_session_parts.ts";
 import { sessionRpcHandlers } from "./_session_rpc.ts";
@@ -247,7 +247,7 @@ export class Coordinator implements LaneHost {
   }
 
   /** Runs one operator command; none needs the model or a hook. */
-  operate(message: OperatorMessage, connectionSession: string): Promise<Record<string, unknown>> {
+  operate(message: OperatorMessage, from: OperationSource): Promise<Record<string, unknown>> {
     return runOperation(
       {
         store: this.#o.store,
@@ -257,9 +257,10 @@ export class Coordinator implements LaneHost {
         activate: (session, parts, activation) => this.#activate(session, parts, activation),
         jobs: this.#jobs,
         admit: (session, inputs) => this.#admit(session, inputs),
+        log: this.#o.log,
       },
       message,
-      connectionSession,
+      from,
     );
   }
 

@@ -17,7 +17,13 @@ import { appendEvent } from "../../store/events.ts";
 import { requireSession } from "../../store/sessions.ts";
 import { verifyRelease } from "../../store/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
-import { type ClientMessage, type EventBus, KlbrError } from "../core/mod.ts";
+import {
+  type ClientMessage,
+  type EventBus,
+  isKlbrError,
+  KlbrError,
+  type Logger,
+} from "../core/mod.ts";
 import type { Jobs } from "../jobs/mod.ts";
 import { candidateView, readTraces, rollbackTarget } from "../behavior/mod.ts";
 import type { AdmitOutcome } from "../lanes/mod.ts";
@@ -44,15 +50,74 @@ export interface OperationHost {
   jobs: Jobs;
   /** Admits inputs through the one admission path and wakes the session. */
   admit(session: string, inputs: PendingInput[]): AdmitOutcome[];
+  /** Where each command that changes something gets its line. */
+  log: Logger;
 }
 
+/** Who sent a command: the connection's session and the client id its hello gave. */
+export interface OperationSource {
+  session: string;
+  /** `cli` for the command line, `web-…` for the page, else what the client said. */
+  client: string;
+}
+
+/** The commands that only read: they leave no line in the log (the page polls some). */
+const READS = new Set(["op.status", "op.jobs", "op.candidates", "op.trace"]);
+
 /**
- * Runs one operator command against `message.session`, or the connection's session.
+ * Runs one operator command against `message.session`, or the connection's session, and logs
+ * each command that changes something (`operator.<op>` when done, `operator.refused` when
+ * not) with who sent it: the command line, the page or another client.
  *
  * @throws {KlbrError} `not_found` for a session that is not running, and whatever the command
  * refuses (e.g. `epoch_moved`, `release_invalid` for `activate`).
  */
 export async function runOperation(
+  host: OperationHost,
+  message: OperatorMessage,
+  from: OperationSource,
+): Promise<Record<string, unknown>> {
+  if (READS.has(message.kind)) return await perform(host, message, from.session);
+  const op = message.kind.slice("op.".length);
+  const session = message.session ?? from.session;
+  const fields = { op, session, client: from.client, by: clientKind(from.client) };
+  try {
+    const result = await perform(host, message, from.session);
+    const said = typeof result.message === "string" ? `: ${result.message}` : "";
+    host.log.info(`operator.${op}`, `${op} of session ${session} by ${who(from.client)}${said}`, {
+      ...fields,
+      ...("epoch" in result ? { epoch: result.epoch } : {}),
+      ...("release_id" in result ? { release_id: result.release_id } : {}),
+    });
+    return result;
+  } catch (error) {
+    const code = isKlbrError(error) ? error.code : "internal";
+    const reason = error instanceof Error ? error.message : String(error);
+    host.log.warn(
+      "operator.refused",
+      `${op} of session ${session} by ${who(from.client)} refused: ${reason}`,
+      { ...fields, code },
+    );
+    throw error;
+  }
+}
+
+/** What kind of client an id names: the command line, the page, or another client. */
+function clientKind(client: string): "cli" | "page" | "client" {
+  return client === "cli" ? "cli" : client.startsWith("web-") ? "page" : "client";
+}
+
+function who(client: string): string {
+  const kind = clientKind(client);
+  return kind === "cli"
+    ? "the command line"
+    : kind === "page"
+    ? `the page (${client})`
+    : `client ${client}`;
+}
+
+/** Runs the command itself. */
+async function perform(
   host: OperationHost,
   message: OperatorMessage,
   connectionSession: string,

@@ -18,6 +18,7 @@ import {
   removeDaemonAddress,
 } from "../lanes/mod.ts";
 import { announceStart, portInUse, requireFreePort } from "./_announce.ts";
+import { startBackupSchedule } from "../backup/mod.ts";
 import { REPO_ROOT } from "../setup/mod.ts";
 import { readArtifact } from "../../store/artifacts.ts";
 import { healthReport } from "./_health.ts";
@@ -66,6 +67,7 @@ export async function serve(options: ServeOptions): Promise<number> {
       workspace: resolvePath(settings.workspace),
       confinement: daemon.confinement,
       configPath: settings.configPath,
+      configWritten: settings.configWritten,
     },
     log,
     options.logFormat ?? "text",
@@ -74,12 +76,19 @@ export async function serve(options: ServeOptions): Promise<number> {
     host,
     port: address.port,
   });
+  const backups = startBackupSchedule({
+    stateDir: settings.stateDir,
+    config: settings.config.backup,
+    log,
+  });
 
   const signal = await stopped;
   log.info("daemon.draining", `${signal}: draining`, { signal });
   // The shutdown is recorded as what caused it: the signal, not an operator.
   await daemon.coordinator.shutdown(settings.drainGraceMs, `daemon shutdown (${signal})`);
   await daemon.discord?.stop();
+  // A backup in progress ends (and is verified) before the store closes.
+  await backups?.stop();
   await closeServer(server, log);
   await daemon.confinement.close();
   daemon.store.close();

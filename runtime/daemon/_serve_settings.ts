@@ -6,9 +6,9 @@
  * @module
  */
 
+import { join } from "node:path";
 import {
   type Config,
-  loadConfig,
   resolveApiKey,
   resolveDiscordToken,
   type Route,
@@ -28,7 +28,13 @@ import {
 } from "../core/mod.ts";
 import type { SandboxStatus } from "../sandbox/mod.ts";
 import { requireLoopbackHost } from "../lanes/mod.ts";
-import { daemonEnv, parseRunPrograms, resolveConfigPath } from "../setup/mod.ts";
+import {
+  CONFIG_FILE,
+  daemonEnv,
+  loadStateConfig,
+  parseRunPrograms,
+  resolveConfigPath,
+} from "../setup/mod.ts";
 
 /** The daemon's settings, validated. */
 export interface ServeSettings {
@@ -36,8 +42,10 @@ export interface ServeSettings {
   host: string;
   port: number;
   config: Config;
-  /** The configuration file read, or undefined for the defaults. */
-  configPath: string | undefined;
+  /** The configuration file: the one read, or the one this start writes (`configWritten`). */
+  configPath: string;
+  /** True when there was no file: the start writes the defaults it read to `configPath`. */
+  configWritten: boolean;
   /** Configuration warnings to log once a logger exists. */
   warnings: string[];
   /** Each route's API key, by route name. */
@@ -93,8 +101,8 @@ export async function readServeSettings(
       `cannot serve: port must be 0-65535 (got ${options.port})`,
     );
   }
-  const configPath = await resolveConfigPath(options.stateDir, options.configPath);
-  const { config, warnings } = await loadConfig(configPath, { env });
+  const found = await resolveConfigPath(options.stateDir, options.configPath);
+  const { config, warnings } = await loadStateConfig(found, { env });
   const apiKeys = new Map<string, string | undefined>();
   for (const route of Object.values(config.routes) as Route[]) {
     apiKeys.set(route.name, resolveApiKey(route, env));
@@ -104,7 +112,9 @@ export async function readServeSettings(
     host,
     port,
     config,
-    configPath,
+    // None yet: the start writes the defaults it just read into the state directory.
+    configPath: found ?? join(options.stateDir, CONFIG_FILE),
+    configWritten: found === undefined,
     warnings,
     apiKeys,
     discordToken: config.discord === undefined

@@ -11,6 +11,7 @@ import { DEFAULT_SESSION } from "../../store/sessions.ts";
 import { openStore, type Store, unusableState } from "../../store/store.ts";
 import { installWorkCounts } from "../../store/work_counts.ts";
 import { type BehaviorState, prepareBehavior } from "../behavior/mod.ts";
+import { backupBeforeMigration } from "../backup/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { budgetOf } from "../context/mod.ts";
 import type { Logger } from "../core/mod.ts";
@@ -187,7 +188,7 @@ async function createCoordinator(
 
 /**
  * Opens the store (creating, migrating and checking it: once, not first in `init` and then
- * again), lays out the rest of the state directory and decides the confinement; a refusal
+ * again; a store of an older schema is backed up first), lays out the rest of the state directory and decides the confinement; a refusal
  * after the store opened closes it again.
  */
 async function openState(
@@ -195,6 +196,8 @@ async function openState(
   log: Logger,
 ): Promise<{ opened: Store; confinement: Confinement; disk: DiskReserve }> {
   const disk = new DiskReserve(settings.stateDir, settings.workspace, log);
+  // An upgrade: the store of an older schema is backed up (verified) before it migrates.
+  await backupBeforeMigration({ stateDir: settings.stateDir, config: settings.config.backup, log });
   const opened = openStore(settings.stateDir, {
     create: true,
     onHealthChange: (health) => {

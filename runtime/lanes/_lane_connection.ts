@@ -257,7 +257,7 @@ export class LaneConnection {
         });
         return await this.#options.auth.rotate();
       default: {
-        const result = await this.#host.operate(message, session);
+        const result = await this.#host.operate(message, { session, client: this.#clientId });
         this.#options.send({
           kind: "op.result",
           request: message.request,

@@ -57,8 +57,14 @@ export interface LaneHost {
     clientId: string,
     inputs: InputMessage[],
   ): AdmitOutcome[] | Promise<AdmitOutcome[]>;
-  /** Runs an operator command; never needs the model or a hook. */
-  operate(message: OperatorMessage, session: string): Promise<Record<string, unknown>>;
+  /**
+   * Runs an operator command; never needs the model or a hook. `from` is the connection's
+   * session and the client id its hello gave (`cli` for the command line), for the log.
+   */
+  operate(
+    message: OperatorMessage,
+    from: { session: string; client: string },
+  ): Promise<Record<string, unknown>>;
 }
 
 /** What a connection knows about its credentials and how to check and rotate the token. */

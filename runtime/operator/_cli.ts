@@ -37,8 +37,8 @@ export interface OperatorCliOptions {
  * ```ts
  * await runOperatorCommand("status", [], { stateDir: ".klbr", json: true });
  * ```
- * @throws {KlbrError} `invalid_input` for missing arguments; `no_daemon` when no `--port` is
- * given and no daemon runs on the state directory.
+ * @throws {KlbrError} `usage` for a malformed epoch; `no_daemon` when no `--port` is given
+ * and no daemon runs on the state directory.
  */
 export async function runOperatorCommand(
   command: string,
@@ -119,50 +119,42 @@ function raiseOf(value: string): number {
   );
 }
 
+/**
+ * The message of an operator command; `main.ts` has checked how many arguments it got.
+ *
+ * @throws {KlbrError} `usage` for an epoch that is not a whole number, or a bad `--raise`.
+ */
 function buildMessage(
   command: string,
   args: string[],
   options: Pick<OperatorCliOptions, "reset" | "raise">,
 ): Record<string, unknown> {
-  const need = (n: number, usage: string) => {
-    if (args.length < n) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot run ${command}: usage: klbr ${usage} (got ${args.length} arguments)`,
-      );
-    }
-  };
   switch (command) {
     case "status":
       return { kind: "op.status", session: args[0] };
     case "jobs":
       return { kind: "op.jobs", session: args[0] ?? "default" };
     case "cancel-job":
-      need(1, "cancel-job <job-id>");
       return { kind: "op.cancel_job", job: args[0] };
     case "cancel-cell":
-      need(1, "cancel-cell <cell-id> [session]");
       return { kind: "op.cancel_cell", cell: args[0], session: args[1] ?? "default" };
     case "activate": {
-      need(3, "activate <session> <epoch> <release-path>");
       const epoch = Number(args[1]);
-      if (!Number.isInteger(epoch) || epoch < 0) {
+      if (!/^\d+$/.test(args[1] ?? "") || !Number.isSafeInteger(epoch)) {
         throw new KlbrError(
-          "invalid_input",
+          "usage",
           `cannot run activate: epoch must be a whole number (got ${args[1]})`,
         );
       }
       return { kind: "op.activate", session: args[0], epoch, release: args[2] };
     }
     case "maintain":
-      need(1, "maintain <session> [reason]");
       return {
         kind: "op.maintain",
         session: args[0],
         ...(args.length > 1 ? { reason: args.slice(1).join(" ") } : {}),
       };
     case "trace":
-      need(2, "trace <session> <frame-id|trace-id>");
       return { kind: "op.trace", session: args[0], target: args[1] };
     case "budget":
       return {
@@ -172,7 +164,6 @@ function buildMessage(
         ...(options.raise === undefined ? {} : { raise: raiseOf(options.raise) }),
       };
     default:
-      need(1, `${command} <session>`);
       return { kind: `op.${command}`, session: args[0] };
   }
 }

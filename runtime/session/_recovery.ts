@@ -21,6 +21,7 @@ import {
 } from "../../store/provider_items.ts";
 import { interruptOpenCells, lastCellOfFrame } from "../../store/cells.ts";
 import { adoptFrame, finishFrame, type FrameRecord, openFrames } from "../../store/frames.ts";
+import { pendingSummary } from "../../store/inputs.ts";
 import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
 import { renderCellResult, renderEffects, storedCellResult } from "./_cell_output.ts";
@@ -81,10 +82,12 @@ export function recoverSession(
   const abandoned: string[] = [];
   const finished: string[] = [];
   const resumed: FrameRecord[] = [];
+  let abandonedInputs = 0;
   for (const frame of openFrames(store, session)) {
     if (!frameHasItems(store, frame.id)) {
       finishFrame(store, frame.id, "abandoned", `${reason} before the model answered`);
       abandoned.push(frame.id);
+      abandonedInputs += frame.inputIds.length;
       continue;
     }
     const last = lastCellOfFrame(store, frame.id);
@@ -121,6 +124,17 @@ export function recoverSession(
       { count: unknownSends.length },
     );
   }
+  const pending = pendingSummary(store, session).count;
+  logRecovery(options.log, session, {
+    reason,
+    resumed: resumed.length,
+    abandoned: abandoned.length,
+    reoffered: abandonedInputs,
+    finished: finished.length,
+    interrupted: interrupted.length,
+    closed: closed.length,
+    pending,
+  });
   if (
     abandoned.length || resumed.length || finished.length || interrupted.length || closed.length
   ) {
@@ -134,6 +148,47 @@ export function recoverSession(
     });
   }
   return resumed;
+}
+
+/** What one recovery did, counted. */
+interface RecoveryCounts {
+  reason: string;
+  resumed: number;
+  abandoned: number;
+  /** Inputs the abandoned frames gave back. */
+  reoffered: number;
+  finished: number;
+  interrupted: number;
+  closed: number;
+  /** Inputs pending once recovered: offered to the next turn. */
+  pending: number;
+}
+
+/**
+ * One `recovery.session` line when there was anything to recover or to offer again: frames
+ * resumed, abandoned (their inputs given back) or finished, cells interrupted, inputs pending.
+ */
+function logRecovery(log: Logger, session: string, counts: RecoveryCounts): void {
+  const { reason, resumed, abandoned, reoffered, finished, interrupted, closed, pending } = counts;
+  if (resumed + abandoned + finished + interrupted + closed + pending === 0) return;
+  const parts = [
+    `${resumed} frame(s) resumed`,
+    `${abandoned} abandoned (${reoffered} input(s) given back)`,
+    `${finished} finished (they had waited)`,
+    `${interrupted} cell(s) interrupted and not run again`,
+    `${pending} input(s) pending, offered to the next turn`,
+  ];
+  log.info("recovery.session", `session ${session} after ${reason}: ${parts.join(", ")}`, {
+    session,
+    reason,
+    resumed_frames: resumed,
+    abandoned_frames: abandoned,
+    reoffered_inputs: reoffered,
+    finished_frames: finished,
+    interrupted_cells: interrupted,
+    closed_tool_calls: closed,
+    pending_inputs: pending,
+  });
 }
 
 /** The result a tool call gets at recovery: what its cell did, and whether it finished. */

@@ -30,7 +30,7 @@ import {
 } from "../config/mod.ts";
 import { later } from "./_later.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
-import { resolveConfigPath } from "./_state_dir.ts";
+import { CONFIG_FILE, loadStateConfig, resolveConfigPath } from "./_state_dir.ts";
 import { derivePermissionInput } from "./_launcher.ts";
 import { servePermissionFlags } from "./_serve_permissions.ts";
 import { checkWorkbench } from "./_doctor_workbench.ts";
@@ -125,6 +125,8 @@ interface DoctorReport {
 }
 
 function newReport(print: (line: string) => void): DoctorReport {
+  // What one cause makes several checks throw (an unreadable configuration) is one problem.
+  const thrown = new Map<string, string>();
   const report: DoctorReport = {
     problems: [],
     warnings: [],
@@ -141,7 +143,12 @@ function newReport(print: (line: string) => void): DoctorReport {
       try {
         await fn();
       } catch (error) {
-        const message = isKlbrError(error) || error instanceof Error ? error.message : error;
+        const message = String(
+          isKlbrError(error) || error instanceof Error ? error.message : error,
+        );
+        const first = thrown.get(message);
+        if (first !== undefined) return print(`${what}: not checked (the ${first} problem above)`);
+        thrown.set(message, what);
         report.problem(`${what}: ${message}`);
       }
     },
@@ -207,8 +214,15 @@ async function checkSkills(report: DoctorReport, stateDir: string): Promise<void
 
 async function checkConfig(report: DoctorReport, options: DoctorOptions): Promise<void> {
   const path = await resolveConfigPath(options.stateDir, options.configPath);
-  const { config, warnings } = await loadConfig(path, { env: Deno.env.toObject() });
-  report.say(`config ${path ?? "(defaults)"}`);
+  const { config, warnings } = await loadStateConfig(path, { env: Deno.env.toObject() });
+  report.say(
+    `config ${
+      path ??
+        `(none yet: the defaults, which the first serve writes to ${
+          join(options.stateDir, CONFIG_FILE)
+        })`
+    }`,
+  );
   for (const warning of warnings) report.say(`  warning: ${warning}`);
   await reportRoutes(Object.values(config.routes) as Route[], {
     probe: options.probeRoutes !== false,
@@ -223,7 +237,7 @@ async function checkDiscordNode(report: DoctorReport, options: DoctorOptions): P
   // Read without the token check: a missing variable is reported here, by name.
   const path = await resolveConfigPath(options.stateDir, options.configPath);
   const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
-  const { config } = await loadConfig(path, { env: everySet });
+  const { config } = await loadStateConfig(path, { env: everySet });
   if (config.discord === undefined) {
     return report.say("discord off (no discord node in the configuration)");
   }
@@ -265,10 +279,17 @@ async function reportRoutes(
   const answers = new Map<string, ReturnType<typeof probeRoute>>();
   const where = out.configPath ?? "a configuration file (deno task init writes one)";
   const reported = new Set<string>();
+  // The roles that share a server (undeclared roles copy main) are one line.
+  const servers = new Map<string, Route[]>();
   for (const route of routes) {
+    const key = `${route.url} ${route.model}`;
+    servers.set(key, [...(servers.get(key) ?? []), route]);
+  }
+  for (const [route, ...others] of servers.values()) {
     const shown = redactRoute(route);
+    const names = [route, ...others].map((r) => r.name).join(", ");
     if (!out.probe) {
-      out.say(`  route ${route.name}: ${shown.url} model ${shown.model} (not probed)`);
+      out.say(`  route ${names}: ${shown.url} model ${shown.model} (not probed)`);
       continue;
     }
     if (!answers.has(route.url)) {
@@ -279,18 +300,15 @@ async function reportRoutes(
     const reach = answer.problem === null
       ? `reachable, HTTP ${answer.status}`
       : `unreachable: ${answer.problem}`;
-    out.say(`  route ${route.name}: ${shown.url} model ${shown.model} (${reach})`);
+    out.say(`  route ${names}: ${shown.url} model ${shown.model} (${reach})`);
     const note = modelNote(route.model, answer);
-    // A role that copies main's URL and model was warned about with main.
-    if (note !== null && !reported.has(`${route.url} ${route.model}`)) {
-      reported.add(`${route.url} ${route.model}`);
-      out.warn(`route ${route.name}: ${note}; set model of llm "${route.name}" to one of them`);
+    if (note !== null) {
+      out.warn(`route ${names}: ${note}; set model of llm "${route.name}" to one of them`);
     }
-    // A role that copies main's URL was reported with main.
-    if (answer.problem === null || (reported.has(route.url) && route.name !== "main")) continue;
+    // A role at main's URL with another model was reported with main.
+    if (answer.problem === null || reported.has(route.url)) continue;
     reported.add(route.url);
-    const line =
-      `route ${route.name}: the model at ${shown.url} is not answering (${answer.problem})`;
+    const line = `route ${names}: the model at ${shown.url} is not answering (${answer.problem})`;
     if (route.name === "main") {
       out.problem(
         `${line}; start an OpenAI-compatible server there, or point llm "main" at one in ${where}`,

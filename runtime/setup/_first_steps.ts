@@ -7,10 +7,9 @@
  */
 
 import { resolve } from "node:path";
-import { loadConfig } from "../config/mod.ts";
 import { isKlbrError } from "../core/mod.ts";
 import type { InitReport } from "./_state_dir.ts";
-import { resolveConfigPath } from "./_state_dir.ts";
+import { loadStateConfig, resolveConfigPath } from "./_state_dir.ts";
 
 /** Options for {@linkcode describeInit}. */
 export interface DescribeInitOptions {
@@ -45,7 +44,7 @@ export async function describeInit(
   try {
     // Read without the key check: an unset variable is doctor's to report, not init's.
     const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
-    const { config } = await loadConfig(configPath, { env: everySet });
+    const { config } = await loadStateConfig(configPath, { env: everySet });
     const { url, model: name, api_key_env } = config.routes.main;
     model = `${url}, model "${name}"${api_key_env ? `, key from $${api_key_env}` : ", no key"}`;
   } catch (error) {

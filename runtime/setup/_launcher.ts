@@ -9,8 +9,8 @@
  */
 
 import { isAbsolute, join, relative, resolve, sep } from "node:path";
-import { loadConfig, type Route, type ServeOptions } from "../config/mod.ts";
-import { DEFAULT_HOST, DEFAULT_PORT } from "../core/mod.ts";
+import type { Route, ServeOptions } from "../config/mod.ts";
+import { createLogger, DEFAULT_HOST, DEFAULT_PORT, type Logger } from "../core/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
 import {
   parseRunPrograms,
@@ -20,7 +20,7 @@ import {
 import { type PythonInfo, resolvePython, skillRoots } from "../kernel/mod.ts";
 import { probeSandbox, type SandboxStatus } from "../sandbox/mod.ts";
 import { type RememberedInterpreter, rememberedInterpreter } from "./_interpreter_memo.ts";
-import { resolveConfigPath } from "./_state_dir.ts";
+import { loadStateConfig, resolveConfigPath } from "./_state_dir.ts";
 import { encodeHandoff, type LauncherHandoff } from "./_handoff.ts";
 import { later } from "./_later.ts";
 
@@ -67,7 +67,7 @@ async function deriveBase(
   // first all the same. The default host is loopback: then the lanes need not load at all.
   const reading = resolveConfigPath(stateDir, options.configPath).then(async (configPath) => ({
     configPath,
-    config: (await loadConfig(configPath, { env })).config,
+    config: (await loadStateConfig(configPath, { env })).config,
   }));
   reading.catch(() => {}); // awaited below
   if (options.host !== undefined) {
@@ -97,6 +97,7 @@ async function deriveBase(
     bwrap: env.KLBR_BWRAP ?? "bwrap",
     deno: Deno.execPath(),
     runPrograms: parseRunPrograms(env.KLBR_RUN_PROGRAMS),
+    backupDir: config.backup.dir,
     network: config.sandbox.network,
   };
 }
@@ -262,7 +263,9 @@ export async function launchDaemon(options: ServeOptions): Promise<number> {
       child = spawnDaemon({ ...base, ...found }, options);
     }
     await handOver(child, { python: found.python, sandbox: found.sandbox });
-    return exitCode(await child.status);
+    const status = await child.status;
+    reportExit(status, createLogger({ format: options.logFormat }));
+    return exitCode(status);
   } finally {
     Deno.removeSignalListener("SIGINT", onInt);
     Deno.removeSignalListener("SIGTERM", onTerm);
@@ -301,6 +304,29 @@ async function exited(child: Deno.ChildProcess): Promise<number | undefined> {
   const now = Symbol("running");
   const status = await Promise.race([child.status, Promise.resolve(now)]);
   return status === now ? undefined : exitCode(status as Deno.CommandStatus);
+}
+
+/**
+ * Logs a daemon that ended other than by a drain (0) or a refusal that said why in one line
+ * (2): `daemon.exited`. serve does not start it again; it exits with the daemon's code, so a
+ * service manager restarts it (the unit `klbr service install` writes has Restart=on-failure)
+ * and a person at a terminal sees it stop.
+ */
+function reportExit(status: Deno.CommandStatus, log: Logger): void {
+  const code = exitCode(status);
+  if (code === 0 || code === 2) return;
+  const how = status.signal === "SIGKILL"
+    ? " (killed by SIGKILL: the kernel's out-of-memory killer or kill -9; journalctl -k says which)"
+    : status.signal !== null
+    ? ` (ended by ${status.signal})`
+    : code === 1
+    ? " (its reason is above)"
+    : "";
+  log.error(
+    "daemon.exited",
+    `the daemon exited with code ${code}${how}; serve exits with it: as a service it is started again (Restart=on-failure), by hand start it again with deno task serve`,
+    { code, signal: status.signal ?? undefined },
+  );
 }
 
 function exitCode(status: Deno.CommandStatus): number {

@@ -56,6 +56,8 @@ export interface ServePermissionInput {
   repoRoot: string;
   /** The session's workspace. */
   workspace: string;
+  /** `backup { dir }` when it lies outside the state directory: the daemon writes backups there. */
+  backupDir?: string;
   /** The builtin skills root. */
   skillsRoot: string;
   /** Base URLs of every configured model route. */
@@ -98,12 +100,14 @@ export function servePermissionFlags(input: ServePermissionInput): string[] {
     resolve(input.workspace),
     resolve(input.skillsRoot),
     input.configPath === undefined ? undefined : resolve(input.configPath),
+    input.backupDir === undefined ? undefined : resolve(input.backupDir),
   ]);
   // The workspace: `code.patch` writes its files from the host.
   const write = list([
     resolve(input.stateDir),
     join(resolve(input.repoRoot), "ui", "dist"),
     resolve(input.workspace),
+    input.backupDir === undefined ? undefined : resolve(input.backupDir),
   ]);
   const net = list([
     input.port === 0 ? input.host : `${input.host}:${input.port}`,

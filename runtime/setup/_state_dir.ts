@@ -16,7 +16,7 @@
  */
 
 import { isAbsolute, join, resolve } from "node:path";
-import { defaultConfigText } from "../config/mod.ts";
+import { defaultConfigText, loadConfig, parseConfig } from "../config/mod.ts";
 import { pathExists } from "../../store/files.ts";
 import { later } from "./_later.ts";
 
@@ -87,4 +87,24 @@ export async function resolveConfigPath(
   if (chosen !== undefined) return resolve(chosen);
   const inState = join(stateDir, CONFIG_FILE);
   return (await pathExists(inState)) ? inState : undefined;
+}
+
+/**
+ * Loads the configuration {@linkcode resolveConfigPath} found; with none, the file `init` and
+ * the first start write (`defaultConfigText`), so a first start reads what every later start
+ * reads: one `main` route that `fast` and `long` copy.
+ *
+ * @throws {KlbrError} `invalid_config` as `loadConfig`.
+ * @example
+ * ```ts
+ * const { config } = await loadStateConfig(await resolveConfigPath(state, undefined), { env });
+ * ```
+ */
+export async function loadStateConfig(
+  path: string | undefined,
+  options: { env: Record<string, string | undefined> },
+): ReturnType<typeof loadConfig> {
+  if (path !== undefined) return await loadConfig(path, options);
+  const parsed = parseConfig(defaultConfigText(), { file: CONFIG_FILE, env: options.env });
+  return { ...parsed, source: { kind: "defaults" } };
 }

@@ -27,5 +27,11 @@ export {
   rememberedInterpreter,
   rememberInterpreter,
 } from "./_interpreter_memo.ts";
-export { initStateDir, resolveConfigPath, resolveStateDir } from "./_state_dir.ts";
+export {
+  CONFIG_FILE,
+  initStateDir,
+  loadStateConfig,
+  resolveConfigPath,
+  resolveStateDir,
+} from "./_state_dir.ts";
 export { ensureUiBuilt, UI_OUTPUTS, uiIsStale } from "./_ui_build.ts";

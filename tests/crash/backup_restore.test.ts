@@ -74,7 +74,7 @@ Deno.test("window backup: a backup taken during a burst restores every input ack
 
     // A live state directory is never overwritten.
     const refused = await klbr("restore", backup, "--state", daemon.stateDir);
-    assert.equal(refused.code, 1);
+    assert.equal(refused.code, 2, "the caller's to fix, like a second serve on it");
     assert.match(
       refused.out,
       /^klbr: cannot restore into .*: it is live, owned by pid \d+; stop that daemon first/m,

@@ -338,7 +338,9 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
   const fallback: (request: RecordedRequest) => FakeResponse = options.fallback ??
     (() => ({ status: 500, message: "fake: no scripted response left" }));
 
-  const sse = (response: FakeResponse, model: string, signal: AbortSignal) => {
+  // `completed` (the handler's info), not `request.signal`: touching the signal makes Deno
+  // warn about its legacy abort-on-success behaviour, once per process that does.
+  const sse = (response: FakeResponse, model: string, completed: Promise<void>) => {
     const encoder = new TextEncoder();
     const line = (data: unknown) =>
       encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
@@ -357,6 +359,8 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
       } else steps.push(...finishChunks(response, model, quirks).map(line), line("[DONE]"));
     }
     const cancelled = new AbortController();
+    // Rejected when the response was not delivered: the client left.
+    completed.catch(() => cancelled.abort());
     // highWaterMark 0: a step runs only when the server asks for the next piece, so every
     // chunk before a reset has been written to the socket when the reset happens.
     return new ReadableStream<Uint8Array>({
@@ -369,7 +373,7 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
         if (step === "reset") return controller.error(new Error("fake: connection cut"));
         if (step !== "stall") return controller.enqueue(step);
         // Bounded: a stall ends when the client leaves, the fake closes, or at the limit.
-        const gone = AbortSignal.any([signal, cancelled.signal, closing.signal]);
+        const gone = AbortSignal.any([cancelled.signal, closing.signal]);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, STALL_LIMIT_MS);
           gone.addEventListener("abort", () => {
@@ -418,43 +422,50 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
     };
   };
 
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
-    const path = new URL(req.url).pathname;
-    const text = await req.text();
-    let body: unknown = null;
-    try {
-      body = text === "" ? null : JSON.parse(text);
-    } catch {
-      body = text;
-    }
-    const recorded: RecordedRequest = {
-      method: req.method,
-      path,
-      headers: Object.fromEntries(req.headers),
-      body,
-    };
-    // klbr's reachability probe (serve's start-up block, doctor) is no request a test scripted:
-    // it is kept apart, so counts of `requests` stay what the test caused.
-    const probe = req.headers.get(PROBE_HEADER) !== null;
-    if (probe) probes.push(recorded);
-    else {
-      requests.push(recorded);
-      arrivals.push(Date.now());
-    }
-    const answer = (response: Response) => {
-      if (!probe) statuses[requests.indexOf(recorded)] = response.status;
-      for (const wake of [...waiters]) wake();
-      return response;
-    };
-    const keyRefused = refuseKey(quirks, recorded.headers);
-    if (keyRefused !== undefined) {
-      return answer(Response.json(keyRefused.body, { status: keyRefused.status }));
-    }
-    return answer(respond(recorded, probe, req.signal));
-  });
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async (req, info) => {
+      const path = new URL(req.url).pathname;
+      const text = await req.text();
+      let body: unknown = null;
+      try {
+        body = text === "" ? null : JSON.parse(text);
+      } catch {
+        body = text;
+      }
+      const recorded: RecordedRequest = {
+        method: req.method,
+        path,
+        headers: Object.fromEntries(req.headers),
+        body,
+      };
+      // klbr's reachability probe (serve's start-up block, doctor) is no request a test scripted:
+      // it is kept apart, so counts of `requests` stay what the test caused.
+      const probe = req.headers.get(PROBE_HEADER) !== null;
+      if (probe) probes.push(recorded);
+      else {
+        requests.push(recorded);
+        arrivals.push(Date.now());
+      }
+      const answer = (response: Response) => {
+        if (!probe) statuses[requests.indexOf(recorded)] = response.status;
+        for (const wake of [...waiters]) wake();
+        return response;
+      };
+      const keyRefused = refuseKey(quirks, recorded.headers);
+      if (keyRefused !== undefined) {
+        return answer(Response.json(keyRefused.body, { status: keyRefused.status }));
+      }
+      return answer(respond(recorded, probe, info.completed));
+    },
+  );
 
   /** The fake's answer to one request, after the key check. */
-  const respond = (recorded: RecordedRequest, probe: boolean, signal: AbortSignal): Response => {
+  const respond = (
+    recorded: RecordedRequest,
+    probe: boolean,
+    completed: Promise<void>,
+  ): Response => {
     const { method, path } = recorded;
     if (method === "GET" && path === "/v1/models") {
       return Response.json({
@@ -514,7 +525,7 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
     if (recorded.body?.stream !== true || quirks.jsonToStream) {
       return Response.json(nonStreaming(response, model));
     }
-    return new Response(sse(response, model, signal), {
+    return new Response(sse(response, model, completed), {
       headers: { "content-type": "text/event-stream", "cache-control": "no-cache" },
     });
   };

@@ -128,7 +128,8 @@ export class MemoryLaneHost implements LaneHost {
     return { input_id: inputId, seq: record.seq, duplicate: false };
   }
 
-  operate(message: OpMessage, session: string): Promise<Record<string, unknown>> {
+  operate(message: OpMessage, from: { session: string }): Promise<Record<string, unknown>> {
+    const { session } = from;
     this.operations.push(message);
     if (this.holdOps.has(message.kind)) return new Promise(() => {});
     if (message.kind === "op.status") {

@@ -36,7 +36,10 @@ Deno.test("README path: with no model the first message says where the model is 
   const fake = startFakeOpenAI();
   try {
     // The start-up block already said so.
-    assert.match(daemon.logs(), new RegExp(`main: ${nowhere} model "default" — NOT ANSWERING`));
+    assert.match(
+      daemon.logs(),
+      new RegExp(`main, fast, long: ${nowhere} model "default" — NOT ANSWERING`),
+    );
     assert.match(daemon.logs(), /^ {2}next {7}start an OpenAI-compatible server at /m);
 
     const ack = await client.request({ kind: "input", client_msg_id: "m1", text: "hello?" });
@@ -76,7 +79,10 @@ Deno.test("README path: with no model the first message says where the model is 
     running = again;
     fake.enqueue({ toolCall: { code: "await local.send('here now')\nwait()" } });
     client = await connectLane({ port: again.port, token: again.token });
-    assert.match(again.logs(), new RegExp(`main: ${fake.url} model "fake-model" — answered`));
+    assert.match(
+      again.logs(),
+      new RegExp(`main, fast, long: ${fake.url} model "fake-model" — answered`),
+    );
     const ack2 = await client.request({ kind: "input", client_msg_id: "m2", text: "and now?" });
     assert.equal(ack2.kind, "ack");
     const sent = await waitRecord(client, "send");

@@ -467,7 +467,7 @@ Deno.test("klbr jobs lists jobs and timers; klbr cancel-job kills the job and wa
     assert.equal(unknown.code, 1);
     assert.match(unknown.stderr, /^klbr cancel-job: cannot find job: no job job_nope/m);
     const usage = await klbr(["cancel-job", ...base]);
-    assert.equal(usage.code, 1);
+    assert.equal(usage.code, 2);
     assert.match(usage.stderr, /usage: klbr cancel-job <job-id>/);
   });
 });

@@ -57,7 +57,10 @@ Deno.test("doctor reports versions and exits 0 on a healthy state, 1 with one li
   assert.match(healthy.stdout, /^ {2}skill workspace$/m);
   assert.match(
     healthy.stdout,
-    new RegExp(`^ {2}route main: ${fake.url} model fake-model \\(reachable, HTTP 200\\)$`, "m"),
+    new RegExp(
+      `^ {2}route main, fast, long: ${fake.url} model fake-model \\(reachable, HTTP 200\\)$`,
+      "m",
+    ),
   );
   assert.match(healthy.stdout, /^ {2}--allow-write=.*state/m);
   assert.match(healthy.stdout, /^doctor: ok$/m);
@@ -123,7 +126,7 @@ Deno.test("klbr status, compact and a refused activate speak to the daemon over 
     assert.match(stale.stderr, /^klbr activate: cannot verify release/m);
 
     const usage = await cli("klbr", ["reset", ...base]);
-    assert.equal(usage.code, 1);
+    assert.equal(usage.code, 2);
     assert.match(usage.stderr, /cannot run reset: usage: klbr reset <session> \(got 0 arguments\)/);
   } finally {
     await daemon.stop();

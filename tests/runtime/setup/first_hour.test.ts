@@ -44,6 +44,36 @@ Deno.test("serve refuses a bad flag or a bad value in one line with exit 2, befo
   await assert.rejects(Deno.stat(state), Deno.errors.NotFound, "no state was created");
 });
 
+Deno.test("every command-line mistake is one line naming the usage, exit 2, before any state", async () => {
+  const state = join(await tempDir(), "state");
+  const cases: [string[], RegExp][] = [
+    [["backup"], /^klbr: cannot run backup: usage: klbr backup <dir> \(got 0 arguments\)$/],
+    [["restore"], /^klbr: cannot run restore: usage: klbr restore <dir> \[--replace\] /],
+    [["reset"], /^klbr: cannot run reset: usage: klbr reset <session> \(got 0 arguments\)$/],
+    [["trace", "default"], /^klbr: cannot run trace: usage: klbr trace <session> <frame-id/],
+    [["cancel-job"], /^klbr: cannot run cancel-job: usage: klbr cancel-job <job-id> /],
+    [
+      ["status", "a", "b"],
+      /^klbr: cannot run status: usage: klbr status \[session\] \(got 2 arguments: a b\)$/,
+    ],
+    [["init", "now"], /^klbr: cannot run init: usage: klbr init \[--state DIR\] \(got 1 /],
+    [["token"], /^klbr: cannot run token: usage: klbr token rotate \(got 0 arguments\)$/],
+    [["token", "spin"], /^klbr: cannot run token: usage: klbr token rotate \(got token spin\)$/],
+    [
+      ["activate", "default", "two", "/r"],
+      /^klbr: cannot run activate: epoch must be a whole number \(got two\)$/,
+    ],
+    [
+      ["frobnicate"],
+      /^klbr: cannot run "frobnicate": there is no such command; deno task klbr --help lists them /,
+    ],
+  ];
+  for (const [args, pattern] of cases) {
+    assertOneLineRefusal(await cli("klbr", [...args, "--state", state]), pattern);
+  }
+  await assert.rejects(Deno.stat(state), Deno.errors.NotFound, "no state was created");
+});
+
 Deno.test("serve on a busy port is one line naming --port, exit 2, before the state is touched", async () => {
   const state = join(await tempDir(), "state");
   const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -61,6 +91,21 @@ Deno.test("serve on a busy port is one line naming --port, exit 2, before the st
     taken.close();
   }
   await assert.rejects(Deno.stat(state), Deno.errors.NotFound, "no state was created");
+});
+
+Deno.test("a second serve on a state directory in use is one line naming how to stop the first, exit 2", async () => {
+  const daemon = await startTestDaemon();
+  try {
+    const run = await cli("serve", ["serve", "--state", daemon.stateDir, "--port", "0"]);
+    assertOneLineRefusal(
+      run,
+      new RegExp(
+        `^klbr: cannot open store as owner: the state directory is held by pid ${daemon.pid} started at .*, a running klbr; stop it first \\(kill -TERM ${daemon.pid} drains it; systemctl --user stop klbr when it runs as a service\\) or use another --state \\(got .*\\)$`,
+      ),
+    );
+  } finally {
+    await daemon.stop();
+  }
 });
 
 Deno.test("operator commands refuse in one line with exit 2 when no daemon runs on the state directory", async () => {
@@ -129,11 +174,14 @@ Deno.test("serve's start-up block gives the address, the UI link, each route's a
     const origin = `http://127.0.0.1:${daemon.port}`;
     assert.match(logs, new RegExp(`^klbr is listening on ${origin}/$`, "m"));
     assert.match(logs, new RegExp(`^ {2}open {7}${origin}/#token=${daemon.token}$`, "m"));
+    // The roles that copy main are on main's line: one line a server.
     assert.match(
       logs,
-      new RegExp(`^ {2}model {6}main: ${fake.url} model "fake" — answered \\(HTTP 200\\)$`, "m"),
+      new RegExp(
+        `^ {2}model {6}main, fast: ${fake.url} model "fake" — answered \\(HTTP 200\\)$`,
+        "m",
+      ),
     );
-    assert.match(logs, new RegExp(`^ {13}fast: ${fake.url} model "fake" — answered`, "m"));
     assert.match(
       logs,
       new RegExp(
@@ -152,6 +200,39 @@ Deno.test("serve's start-up block gives the address, the UI link, each route's a
   } finally {
     await daemon.stop();
     await fake.close();
+  }
+});
+
+Deno.test("the first start on an empty state names the file it wrote, one line for the one server, and a next step naming that file", async () => {
+  const state = join(await tempDir(), "state");
+  const daemon = await startTestDaemon({ stateDir: state, stateConfig: true, via: "launcher" });
+  try {
+    const logs = daemon.logs();
+    const config = join(state, "config.kdl");
+    assert.match(
+      logs,
+      new RegExp(
+        `^ {2}config {5}${config} \\(written now with the defaults: edit llm "main" there\\)$`,
+        "m",
+      ),
+    );
+    assert.ok((await Deno.stat(config)).isFile);
+    // What the first start reads is the file it writes: one main route the others copy.
+    assert.match(
+      logs,
+      /^ {2}model {6}main, fast, long: http:\/\/localhost:8001\/v1 model "default" — /m,
+    );
+    assert.doesNotMatch(logs, /^ {13}\w+: /m);
+    assert.doesNotMatch(logs, /no file|init writes one/);
+    const next = /^ {2}next {7}(.*)$/m.exec(logs);
+    if (next !== null) {
+      assert.equal(
+        next[1],
+        `start an OpenAI-compatible server at http://localhost:8001/v1, or point llm "main" at one in ${config}, then restart; messages wait until it answers`,
+      );
+    }
+  } finally {
+    await daemon.stop();
   }
 });
 
@@ -194,6 +275,33 @@ Deno.test("doctor: an unreachable main is a problem naming the fix, another rout
   }
 });
 
+Deno.test("doctor says each problem once: an unreadable configuration is one problem, the routes one line a server", async () => {
+  const state = join(await tempDir(), "state");
+  assert.equal((await cli("init", ["init", "--state", state])).code, 0);
+  const config = join(state, "config.kdl");
+  await Deno.writeTextFile(config, `llm "main" { url "nope"; }\n`);
+  const broken = await cli("doctor", ["doctor", "--state", state]);
+  assert.equal(broken.code, 1, broken.stdout);
+  const problems = broken.stdout.split("\n").filter((line) => line.startsWith("problem: "));
+  assert.deepEqual(problems, [
+    `problem: config: cannot load config ${config}:1: llm "main" url: expected an http(s) URL (got "nope")`,
+  ]);
+  assert.match(broken.stdout, /^discord: not checked \(the config problem above\)$/m);
+  assert.match(broken.stdout, /^permissions: not checked \(the config problem above\)$/m);
+  assert.match(broken.stdout, /^doctor: 1 problem\(s\)$/m);
+
+  // fast and long copy main: one server, one line, one problem.
+  await Deno.writeTextFile(config, `llm "main" { url "http://127.0.0.1:9/v1"; }\n`);
+  const down = await cli("doctor", ["doctor", "--state", state]);
+  const routes = down.stdout.split("\n").filter((line) => /^ {2}route /.test(line));
+  assert.equal(routes.length, 1, down.stdout);
+  assert.match(
+    routes[0],
+    /^ {2}route main, fast, long: http:\/\/127\.0\.0\.1:9\/v1 model default /,
+  );
+  assert.equal(down.stdout.split("\n").filter((line) => line.startsWith("problem: ")).length, 1);
+});
+
 Deno.test("doctor's network comes from the configuration: a route outside the loopback names is reached", async () => {
   const state = join(await tempDir(), "state");
   assert.equal((await cli("init", ["init", "--state", state])).code, 0);
@@ -228,7 +336,7 @@ Deno.test("doctor's network comes from the configuration: a route outside the lo
     assert.match(
       report.stdout,
       new RegExp(
-        `^ {2}route main: http://127\\.0\\.0\\.2:${port}/v1 model default \\(reachable, HTTP 404\\)$`,
+        `^ {2}route main, fast, long: http://127\\.0\\.0\\.2:${port}/v1 model default \\(reachable, HTTP 404\\)$`,
         "m",
       ),
     );

@@ -1,0 +1,103 @@
+/**
+ * The systemd unit `klbr service install` writes: what it runs (the `serve` task's command,
+ * Deno by absolute path, the state directory, configuration and workspace absolute), how it
+ * restarts (on failure, bounded) and how it stops (SIGTERM to serve alone, which drains the
+ * daemon; a stop timeout that covers the drain).
+ *
+ * @module
+ */
+
+import { KlbrError } from "../core/mod.ts";
+
+/** What a unit is made of; every path absolute. */
+export interface UnitFacts {
+  /** A system unit (`/etc/systemd/system`, run as `user`) or the user's own. */
+  system: boolean;
+  /** The account a system unit runs as. */
+  user?: string;
+  stateDir: string;
+  /** The checkout: the working directory, as for `deno task serve`. */
+  repoRoot: string;
+  /** The full command: Deno's absolute path, then its arguments. */
+  command: string[];
+  /** Variables set for the service, in order (the workspace first). */
+  environment: [string, string][];
+  /** A file of further variables (the model keys, the Discord token), optional. */
+  environmentFile: string;
+  /** Seconds systemd waits after SIGTERM before it kills what is left. */
+  stopTimeoutS: number;
+  /** When the unit was written, for its header. */
+  writtenAt: string;
+}
+
+/** How long a failed service waits before systemd starts it again. */
+export const RESTART_SEC = 5;
+/** At most this many starts within {@linkcode START_LIMIT_INTERVAL_S}; then it stays failed. */
+export const START_LIMIT_BURST = 5;
+/** The window of {@linkcode START_LIMIT_BURST}, in seconds. */
+export const START_LIMIT_INTERVAL_S = 600;
+
+/**
+ * A value as systemd reads it: `%` (specifiers) doubled; in a command line (`exec`) `$`
+ * doubled too; a command word or an assignment (`env`) with a space, a quote or a backslash
+ * double-quoted with `"` and `\` escaped.
+ *
+ * @throws {KlbrError} `usage` for a value with a line break, which no unit line can hold.
+ */
+function escape(value: string, kind: "exec" | "env" | "plain"): string {
+  if (/[\n\r]/.test(value)) {
+    throw new KlbrError(
+      "usage",
+      `cannot write the unit: a value holds a line break (got ${JSON.stringify(value)})`,
+    );
+  }
+  let text = value.replaceAll("%", "%%");
+  if (kind === "plain") return text;
+  if (kind === "exec") text = text.replaceAll("$", "$$$$");
+  return /[\s"'\\;]/.test(text) || text === ""
+    ? `"${text.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`
+    : text;
+}
+
+/**
+ * Renders the unit file.
+ *
+ * @throws {KlbrError} `usage` for a path or value with a line break.
+ * @example
+ * ```ts
+ * const text = renderUnit(facts); // "[Unit]\nDescription=klbr …"
+ * ```
+ */
+export function renderUnit(facts: UnitFacts): string {
+  const install = facts.system ? "multi-user.target" : "default.target";
+  const lines = [
+    `# Written by \`deno task klbr service install\` at ${facts.writtenAt};`,
+    "# `deno task klbr service uninstall` removes it. See docs/operations.md.",
+    "[Unit]",
+    `Description=klbr agent runtime (state ${escape(facts.stateDir, "plain")})`,
+    `Documentation=file://${escape(facts.repoRoot, "plain")}/docs/operations.md`,
+    ...(facts.system ? ["Wants=network-online.target", "After=network-online.target"] : []),
+    `StartLimitIntervalSec=${START_LIMIT_INTERVAL_S}`,
+    `StartLimitBurst=${START_LIMIT_BURST}`,
+    "",
+    "[Service]",
+    "Type=simple",
+    ...(facts.system && facts.user ? [`User=${escape(facts.user, "plain")}`] : []),
+    `WorkingDirectory=${escape(facts.repoRoot, "plain")}`,
+    ...facts.environment.map(([name, value]) => `Environment=${escape(`${name}=${value}`, "env")}`),
+    `EnvironmentFile=-${escape(facts.environmentFile, "plain")}`,
+    `ExecStart=${facts.command.map((word) => escape(word, "exec")).join(" ")}`,
+    "Restart=on-failure",
+    `RestartSec=${RESTART_SEC}`,
+    // SIGTERM to serve alone: it forwards it and the daemon drains; whatever is left when the
+    // timeout ends is killed.
+    "KillMode=mixed",
+    "KillSignal=SIGTERM",
+    `TimeoutStopSec=${facts.stopTimeoutS}`,
+    "",
+    "[Install]",
+    `WantedBy=${install}`,
+    "",
+  ];
+  return lines.join("\n");
+}

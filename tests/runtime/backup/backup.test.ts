@@ -1,0 +1,46 @@
+// `klbr backup` of a live store: the backup directory holds the files its manifest and module
+// comment list and nothing else (no `runtime.sqlite-shm` or `-wal` of the copy), before and
+// after a restore has read it.
+
+import assert from "node:assert/strict";
+import { join, relative } from "node:path";
+import { backupState, restoreState } from "../../../runtime/backup/mod.ts";
+import { initStateDir } from "../../../runtime/setup/mod.ts";
+import { openStore } from "../../../store/store.ts";
+import { tempDir } from "../../_helpers/temp.ts";
+
+/** Every file under `dir`, relative to it, sorted. */
+async function filesUnder(dir: string, root = dir): Promise<string[]> {
+  const out: string[] = [];
+  for await (const entry of Deno.readDir(dir)) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory) out.push(...await filesUnder(path, root));
+    else out.push(relative(root, path));
+  }
+  return out.sort();
+}
+
+Deno.test("`backupState()` of a live store leaves only the files it lists, also once restored from", async () => {
+  const parent = await tempDir();
+  const state = join(parent, "state");
+  await initStateDir(state, { store: false });
+  // The daemon's own connection stays open: the store is live, in WAL mode.
+  const store = openStore(state, { create: true });
+  try {
+    const target = join(parent, "backup");
+    const manifest = await backupState(state, target);
+    assert.deepEqual(manifest.releases, []);
+    assert.deepEqual(manifest.artifacts, []);
+    const expected = ["backup.json", "config.kdl", "operator.token", "runtime.sqlite"];
+    assert.deepEqual(await filesUnder(target), expected);
+    await restoreState(target, join(parent, "restored"));
+    assert.deepEqual(await filesUnder(target), expected, "reading the backup left nothing");
+    assert.deepEqual(await filesUnder(join(parent, "restored")), [
+      "config.kdl",
+      "operator.token",
+      "runtime.sqlite",
+    ]);
+  } finally {
+    store.close();
+  }
+});

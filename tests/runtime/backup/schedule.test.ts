@@ -1,0 +1,134 @@
+// The backups the daemon takes by itself, on a real daemon: with `backup { every keep }` one at
+// start (the newest is older than `every`), verified, and the scheduled ones beyond `keep`
+// removed; a store of an older schema is backed up before it migrates, and the log names the
+// backup. The `backup` node's own errors are checked on the parser.
+
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { join } from "node:path";
+import { parseConfig } from "../../../runtime/config/mod.ts";
+import { restoreState } from "../../../runtime/backup/mod.ts";
+import { schemaVersionOnDisk } from "../../../store/backup.ts";
+import { LATEST_VERSION, MIGRATIONS } from "../../../store/migrations.ts";
+import { startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
+import { tempDir } from "../../_helpers/temp.ts";
+
+/** Resolves with the log's first line matching `pattern`, looking for 30 s at most. */
+async function logLine(daemon: TestDaemon, pattern: RegExp): Promise<string> {
+  for (let i = 0; i < 1500; i++) {
+    const line = daemon.logs().split("\n").find((l) => pattern.test(l));
+    if (line !== undefined) return line;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`no log line matches ${pattern}:\n${daemon.logs()}`);
+}
+
+async function names(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const entry of Deno.readDir(dir)) out.push(entry.name);
+  return out.sort();
+}
+
+Deno.test("a daemon with backup { every keep } takes a verified backup at start and keeps the newest keep", async () => {
+  const state = join(await tempDir(), "state");
+  const dir = join(state, "backups");
+  // Three scheduled backups of long ago, and one taken before a migration (never pruned).
+  const old = ["klbr-20200101T000000Z", "klbr-20200102T000000Z", "klbr-20200103T000000Z"];
+  for (const name of [...old, "klbr-20200101T000000Z-before-schema-3"]) {
+    await Deno.mkdir(join(dir, name), { recursive: true });
+  }
+  const daemon = await startTestDaemon({
+    stateDir: state,
+    extraConfig: `backup { every "24h"; keep 2; }\n`,
+  });
+  try {
+    assert.match(
+      await logLine(daemon, / backup\.schedule /),
+      new RegExp(
+        `INFO {2}backup\\.schedule backups every 24h into ${dir}, keeping 2; the next at `,
+      ),
+    );
+    const done = await logLine(daemon, / backup\.done /);
+    const path = /backed up and verified into (\S+):/.exec(done)?.[1];
+    assert.ok(path?.startsWith(`${dir}/klbr-`), done);
+    assert.match(
+      await logLine(daemon, / backup\.pruned /),
+      new RegExp(`removed 2 old backup\\(s\\) of ${dir}, keeping the newest 2 `),
+    );
+    assert.deepEqual(
+      await names(dir),
+      [
+        "klbr-20200101T000000Z-before-schema-3",
+        "klbr-20200103T000000Z",
+        path!.slice(dir.length + 1),
+      ].sort(),
+    );
+    // It is a whole backup: a restore verifies it again and lays it out.
+    const restored = join(await tempDir(), "restored");
+    const report = await restoreState(path!, restored);
+    assert.equal(report.manifest.format, "klbr-backup");
+  } finally {
+    await daemon.stop();
+  }
+});
+
+Deno.test("a store of an older schema is backed up, verified and named in the log before it migrates", async () => {
+  const state = join(await tempDir(), "state");
+  await Deno.mkdir(state);
+  const db = new DatabaseSync(join(state, "runtime.sqlite"));
+  db.exec("PRAGMA journal_mode = WAL");
+  for (const migration of MIGRATIONS.filter((m) => m.version <= 12)) db.exec(migration.sql);
+  db.exec("PRAGMA user_version = 12");
+  db.exec("INSERT INTO sessions (id, created_at) VALUES ('default', 1)");
+  db.close();
+  assert.equal(schemaVersionOnDisk(join(state, "runtime.sqlite")), 12);
+
+  // Outside the state directory: the daemon's derived permissions let it write there.
+  const outside = join(await tempDir(), "backups");
+  const extraConfig = `backup { dir "${outside}"; }\n`;
+  const daemon = await startTestDaemon({ stateDir: state, extraConfig });
+  try {
+    const line = await logLine(daemon, / store\.backup_before_migration /);
+    const path = /verified into (\S+); migrating now/.exec(line)?.[1];
+    assert.match(
+      line,
+      new RegExp(
+        `INFO {2}store\\.backup_before_migration store schema 12 is older than ${LATEST_VERSION}: backed up and verified into ${outside}/klbr-\\d{8}T\\d{6}Z-before-schema-${LATEST_VERSION}; migrating now \\(from=12 to=${LATEST_VERSION} `,
+      ),
+    );
+    // The backup holds the store as it was; the live one has migrated.
+    assert.equal(schemaVersionOnDisk(join(path!, "runtime.sqlite")), 12);
+    assert.ok((await Deno.stat(join(path!, "backup.json"))).isFile);
+  } finally {
+    await daemon.stop();
+  }
+  // A second start has nothing to migrate and takes no backup.
+  const again = await startTestDaemon({ stateDir: state, extraConfig });
+  try {
+    assert.doesNotMatch(again.logs(), /backup_before_migration/);
+    assert.equal((await names(outside)).length, 1);
+  } finally {
+    await again.stop();
+  }
+});
+
+Deno.test("the backup node refuses a bad duration, keep or dir, naming the line", () => {
+  const cases: [string, RegExp][] = [
+    [`backup { every "2w"; }`, /x\.kdl:1: backup every: expected a duration from "1m" to "365d"/],
+    [`backup { every "0h"; }`, /backup every: expected a duration from "1m" to "365d"/],
+    [`backup { keep 0; }`, /x\.kdl:1: backup keep: expected at least 1 \(got 0\)/],
+    [`backup { dir "backups"; }`, /backup dir: expected an absolute path \(got "backups"\)/],
+    [
+      `backup {\n  often 1\n}`,
+      /x\.kdl:2: backup often: unknown field, expected one of every, keep, dir/,
+    ],
+  ];
+  for (const [text, pattern] of cases) {
+    assert.throws(() => parseConfig(text, { file: "x.kdl" }), pattern);
+  }
+  assert.deepEqual(parseConfig(`backup { every "30m"; }`, { file: "x.kdl" }).config.backup, {
+    every: 1_800_000,
+    keep: 7,
+  });
+  assert.deepEqual(parseConfig("", { file: "x.kdl" }).config.backup, { keep: 7 });
+});
