@@ -162,6 +162,8 @@ const ARITY: Record<string, readonly [min: number, max: number, usage: string]> 
   jobs: [0, 1, "jobs [session]"],
   reset: [1, 1, "reset <session>"],
   compact: [1, 1, "compact <session>"],
+  repair: [1, 1, "repair <session>"],
+  budget: [0, 1, "budget [session] [--reset] [--raise N]"],
   drain: [1, 1, "drain <session>"],
   stop: [1, 1, "stop <session>"],
   rollback: [1, 1, "rollback <session>"],

@@ -21,15 +21,15 @@ const POISON = "FORBIDDEN-ITEM";
 /** Refuses any request whose messages hold the poison, naming the message, like the API does. */
 function strictModel(request: RecordedRequest): FakeResponse {
   const messages = request.body.messages as { content: string | null }[];
-  const bad = messages.findIndex((m) => String(m.content ?? "").includes(POISON));
+  const bad = messages.findIndex((m) => JSON.stringify(m).includes(POISON));
   if (bad >= 0) {
     return { status: 400, message: `Invalid 'messages[${bad}].content': cannot be processed` };
   }
   const last = String(messages[messages.length - 1].content ?? "");
   if (last.includes("say one")) {
-    // The cell's output holds the poison; its code does not.
+    // The cell's code holds the poison below its first line, which a summary does not keep.
     return {
-      toolCall: { code: `print("FORBIDDEN" + "-ITEM")\nawait local.send("one")\nwait()` },
+      toolCall: { code: `await local.send("one")\n# ${POISON}\nwait()` },
     };
   }
   return { toolCall: { code: `await local.send("two")\nwait()` } };

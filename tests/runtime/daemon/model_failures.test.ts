@@ -112,7 +112,7 @@ Deno.test("an unknown model is named, with the models the server lists, in model
       // The start-up block said so before any input: the probe lists the models.
       assert.match(
         daemon.logs(),
-        /main: http:\/\/127\.0\.0\.1:\d+\/v1 model "fake" — answered \(HTTP 200\), but model "fake" is not among the models the server lists \("real-a", "real-b"\)/,
+        /main, fast, long: http:\/\/127\.0\.0\.1:\d+\/v1 model "fake" — answered \(HTTP 200\), but model "fake" is not among the models the server lists \("real-a", "real-b"\)/,
       );
       await client.close();
     },
@@ -131,7 +131,7 @@ Deno.test("doctor warns when the configured model is not among those the server 
     const report = await cli("doctor", ["doctor", "--state", state], { KLBR_DOC_KEY: "sk-doc" });
     assert.match(
       report.stdout,
-      /^warning: route main: model "fake" is not among the models the server lists \("real-a", "real-b"\); set model of llm "main" to one of them$/m,
+      /^warning: route main, fast, long: model "fake" is not among the models the server lists \("real-a", "real-b"\); set model of llm "main" to one of them$/m,
     );
     // The probe sent the route's key: the list came back.
     assert.equal(fake.probes.at(-1)?.headers.authorization, "Bearer sk-doc");
