@@ -66,6 +66,7 @@ export async function serve(options: ServeOptions): Promise<number> {
       workspace: resolvePath(settings.workspace),
       confinement: daemon.confinement,
       configPath: settings.configPath,
+      discord: daemon.discord,
     },
     log,
     options.logFormat ?? "text",
