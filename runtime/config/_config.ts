@@ -171,6 +171,8 @@ const DiscordSchema = z.strictObject({
   channels: z.array(
     z.string(expected("a channel id string")).regex(/^[0-9]{1,20}$/, expected("a channel id")),
   ).min(1, expected("at least one channel id")),
+  /** Direct messages to the bot are admitted from any DM channel; `#false` refuses them. */
+  dms: z.boolean(expected("#true or #false")).default(true),
   api_url: z.string(expected("an http(s) URL")).refine(isHttpUrl, expected("an http(s) URL"))
     .default("https://discord.com/api/v10"),
   gateway_url: z.string(expected("a ws(s) URL")).refine(isWsUrl, expected("a ws(s) URL"))

@@ -1,7 +1,7 @@
 /**
  * What the daemon says once it listens: one block with the address, the UI link with the
- * token, each model route and whether it answered a quick `GET <url>/models`, the workspace
- * and the sandbox mode — and the address file the operator commands read. The probes are
+ * token, each model route and whether it answered a quick `GET <url>/models`, the workspace,
+ * the sandbox mode and Discord's state when it is configured — and the address file the operator commands read. The probes are
  * bounded, and the daemon already serves while they run.
  *
  * @module
@@ -12,6 +12,7 @@ import { KlbrError, type Logger } from "../core/mod.ts";
 import { type Confinement, describeConfinement } from "../sandbox/mod.ts";
 import { ownOrigin, writeDaemonAddress } from "../lanes/mod.ts";
 import { modelNote, probeRoute } from "../model/mod.ts";
+import { describeDiscord, type DiscordStatus } from "../discord/mod.ts";
 
 /** One route as the block shows it. */
 export interface RouteProbe {
@@ -45,6 +46,8 @@ export interface StartFacts {
   configPath: string;
   /** Whether this start wrote it (there was none: it holds the defaults). */
   configWritten: boolean;
+  /** The Discord transport, when the configuration has a `discord` node. */
+  discord?: { status(): DiscordStatus } | undefined;
 }
 
 /**
@@ -90,6 +93,7 @@ export async function announceStart(
       confinement: Object.fromEntries(describeConfinement(facts.confinement)),
       config: facts.configPath,
       config_written: facts.configWritten,
+      discord: facts.discord === undefined ? null : describeDiscord(facts.discord.status()),
     });
   } else {
     console.log(startBlock(facts, probes, origin).join("\n"));
@@ -112,6 +116,9 @@ function startBlock(facts: StartFacts, probes: RouteProbe[], origin: string): st
     ...describeConfinement(facts.confinement).map(([label, text]) =>
       `  ${label.padEnd(10)} ${text}`
     ),
+    ...(facts.discord === undefined
+      ? []
+      : [`  discord    ${describeDiscord(facts.discord.status())}`]),
   ];
   const main = probes.find((p) => p.name === "main");
   if (main !== undefined && main.problem !== null) {

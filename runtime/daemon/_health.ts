@@ -4,7 +4,8 @@
  * not by a probe a full disk still passes; `degraded` from the first failed or stalled model
  * call until one succeeds, while the artifact store cannot be written, while a hook fails or
  * the session stalled, while inputs wait longer than the threshold, and while an hourly budget
- * is spent (naming it, when it frees and how to lift it). It also reports the unattended work: jobs
+ * is spent (naming it, when it frees and how to lift it), and while Discord's gateway is down or
+ * refused (a fatal close code, with its fix). It also reports the unattended work: jobs
  * running and pending, timers pending and due, the budgets that are spent, and whether the workbench is confined.
  *
  * @module
@@ -16,6 +17,7 @@ import type { Logger } from "../core/mod.ts";
 import type { ModelCallReport, TurnHealth } from "../session/mod.ts";
 import { liftHint } from "../jobs/mod.ts";
 import type { Confinement } from "../sandbox/mod.ts";
+import { discordReason, type DiscordStatus } from "../discord/mod.ts";
 import type { DiskReserve } from "./_disk_reserve.ts";
 import type { Coordinator } from "./_coordinator.ts";
 
@@ -140,8 +142,12 @@ export function healthReport(
     monitor: HealthMonitor;
     confinement: Pick<Confinement, "status" | "cell" | "limits" | "selfEdit">;
     disk: Pick<DiskReserve, "report" | "reason">;
+    /** The Discord transport, when the configuration has a `discord` node. */
+    discord?: { status(): DiscordStatus } | undefined;
   },
 ): Record<string, unknown> & { ok: boolean } {
+  const discord = deps.discord?.status() ?? null;
+  const discordDown = discord === null ? null : discordReason(discord);
   const status = readStatus(deps.coordinator);
   const sessions = status.sessions as Record<string, Record<string, unknown>>;
   const session = sessions[DEFAULT_SESSION] ?? {};
@@ -156,6 +162,7 @@ export function healthReport(
     ...(disk === null ? [] : [disk]),
     ...degradedReasons(session, model, artifacts),
     ...budgetReasons(overBudget),
+    ...(discordDown === null ? [] : [discordDown]),
   ];
   const ok = failing.length === 0;
   return {
@@ -173,6 +180,15 @@ export function healthReport(
     disk: deps.disk.report(),
     model,
     artifacts,
+    discord: discord === null ? null : {
+      state: discord.state,
+      url: discord.url,
+      since: discord.since,
+      last_error: discord.lastError,
+      close_code: discord.closeCode,
+      fix: discord.fix,
+      dms: discord.dms,
+    },
     ...sessionWork(session),
     over_budget: overBudget,
     retrying: session.retrying ?? null,

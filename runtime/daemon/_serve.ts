@@ -68,6 +68,7 @@ export async function serve(options: ServeOptions): Promise<number> {
       confinement: daemon.confinement,
       configPath: settings.configPath,
       configWritten: settings.configWritten,
+      discord: daemon.discord,
     },
     log,
     options.logFormat ?? "text",

@@ -28,12 +28,10 @@ import {
 } from "../../store/discord_gateway.ts";
 import type { Secret } from "../config/mod.ts";
 import type { Logger } from "../core/mod.ts";
+import { fatalClose } from "./_close_codes.ts";
 
 /** GUILDS | GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT (threads come with GUILDS). */
 export const GATEWAY_INTENTS: number = (1 << 0) | (1 << 9) | (1 << 12) | (1 << 15);
-
-/** Close codes after which reconnecting cannot help (bad token, bad intents, …). */
-const FATAL_CLOSE_CODES = new Set([4004, 4010, 4011, 4012, 4013, 4014]);
 
 /** Longest wait between two connection attempts, in ms. */
 const MAX_BACKOFF_MS = 30_000;
@@ -46,13 +44,37 @@ export interface GatewaySession {
   selfId: string | null;
 }
 
+/**
+ * The gateway's state as `/health` and the start-up block show it: `connecting` (the first
+ * connection), `connected` (after `READY`/`RESUMED`), `resuming` (a connection dropped and is
+ * being resumed at once), `down` (a connection attempt failed: waiting to retry), `refused` (a
+ * fatal close code: not reconnecting; `fix` says what to do), `stopped` (the daemon stops).
+ */
+export interface GatewayStatus {
+  state: "connecting" | "connected" | "resuming" | "down" | "refused" | "stopped";
+  /** The configured gateway URL. */
+  url: string;
+  /** When the current state began (for `down`: the first failure), in ms. */
+  since: number;
+  /** The last connection error or close, with the URL or the close code; null before any. */
+  lastError: string | null;
+  /** The last close code Discord (or the network) ended a connection with. */
+  closeCode: number | null;
+  /** For `refused`: the fix for the close code. */
+  fix: string | null;
+}
+
 /** Options for {@linkcode DiscordGateway}. */
 export interface DiscordGatewayOptions {
   /** The gateway URL, e.g. `wss://gateway.discord.gg`; `v=10&encoding=json` is added. */
   url: string;
   token: Secret;
+  /** The token's environment variable, named in the fix for a refused token. */
+  tokenEnv?: string;
   store: Store;
   log: Logger;
+  /** The clock `since` is read from. @default {Date.now} */
+  clock?: () => number;
   /** Called, in order, with each dispatch but `READY`/`RESUMED` (data camel-cased). */
   onDispatch: (event: string, data: unknown) => void | Promise<void>;
   /** Called after `READY` (a new session) and after `RESUMED`. */
@@ -86,10 +108,53 @@ export class DiscordGateway {
   #established = false;
   #queue: Promise<void> = Promise.resolve();
   #wake: (() => void) | undefined;
+  #status: GatewayStatus;
+  #errorSinceOpen: string | null = null;
+  #clock: () => number;
 
   /** Creates the client; {@linkcode start} connects (resuming a saved session). */
   constructor(options: DiscordGatewayOptions) {
     this.#o = options;
+    this.#clock = options.clock ?? Date.now;
+    this.#status = {
+      state: "connecting",
+      url: options.url,
+      since: this.#clock(),
+      lastError: null,
+      closeCode: null,
+      fix: null,
+    };
+  }
+
+  /** The gateway's state now. */
+  status(): GatewayStatus {
+    return { ...this.#status };
+  }
+
+  /** Moves to `state`; `since` is kept while `down` follows `resuming` or `down`. */
+  #enter(state: GatewayStatus["state"], fields: Partial<GatewayStatus> = {}): void {
+    const keep = state === this.#status.state ||
+      (state === "down" && this.#status.state === "resuming");
+    this.#status = {
+      ...this.#status,
+      ...fields,
+      state,
+      since: keep ? this.#status.since : this.#clock(),
+    };
+  }
+
+  /** A connection attempt failed before or while open: the URL and what the socket said. */
+  #onSocketError(event: unknown): void {
+    const message = event instanceof ErrorEvent
+      ? event.message || "connection error"
+      : event instanceof Error
+      ? event.message
+      : String(event);
+    const url = this.#shard.connectionUrl;
+    this.#errorSinceOpen = `cannot connect to ${url}: ${message}`;
+    this.#o.log.warn("discord.gateway_error", `discord gateway: ${this.#errorSinceOpen}`, {
+      url,
+    });
   }
 
   /** The library's shard for this gateway, with klbr's close handling. */
@@ -130,6 +195,8 @@ export class DiscordGateway {
     });
     const handleClose = shard.handleClose.bind(shard);
     shard.handleClose = (close: CloseEvent) => this.#guardClose(close, handleClose);
+    // The library logs the bare event (`[object ErrorEvent]`): name the URL instead.
+    shard.handleError = (event: Event) => this.#onSocketError(event);
     return shard;
   }
 
@@ -168,6 +235,7 @@ export class DiscordGateway {
 
   /** Closes the connection and stops reconnecting; resolves when pending dispatches are handled. */
   async stop(): Promise<void> {
+    if (this.#status.state !== "refused") this.#enter("stopped");
     this.#stopped = true;
     this.#wake?.();
     if (this.#started === undefined) return;
@@ -186,6 +254,7 @@ export class DiscordGateway {
 
   #onConnected(): void {
     this.#opened = true;
+    this.#errorSinceOpen = null;
     // A socket that opened after stop() must not identify.
     if (this.#stopped) this.#shard.socket?.close(3000);
   }
@@ -214,18 +283,26 @@ export class DiscordGateway {
       this.#shard.resolveAfterClose?.(close);
       return;
     }
-    if (FATAL_CLOSE_CODES.has(close.code)) {
+    const url = this.#shard.connectionUrl;
+    const fatal = fatalClose(close.code, this.#o.tokenEnv ?? "the token's variable");
+    if (fatal !== null) {
+      const { fix } = fatal;
+      const lastError = `the gateway closed with ${close.code} (${fatal.name})`;
+      this.#enter("refused", { lastError, closeCode: close.code, fix });
       log.error(
         "discord.gateway_closed",
-        `discord gateway closed with ${close.code}; not reconnecting`,
-        { code: close.code },
+        `discord gateway ${url} closed with ${close.code} (${fatal.name}); not reconnecting: ${fix}`,
+        { code: close.code, url },
       );
       this.#stopped = true;
       await handleClose(close).catch(() => {});
       return;
     }
+    const lastError = this.#errorSinceOpen ?? `${url} closed with ${close.code}`;
+    this.#errorSinceOpen = null;
     // A connection that reached READY or RESUMED resets the count; any other close adds one.
     this.#failures = this.#established ? 0 : this.#failures + 1;
+    this.#enter(this.#failures > 0 ? "down" : "resuming", { lastError, closeCode: close.code });
     const opened = this.#opened;
     this.#opened = false;
     this.#established = false;
@@ -233,8 +310,8 @@ export class DiscordGateway {
       const wait = Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.min(this.#failures, 10));
       log.warn(
         "discord.gateway_reconnect",
-        `discord gateway closed (${close.code}); reconnecting in ${wait} ms`,
-        { code: close.code, wait_ms: wait },
+        `discord gateway ${url} closed (${close.code}); reconnecting in ${wait} ms`,
+        { code: close.code, wait_ms: wait, url },
       );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, wait);
@@ -266,6 +343,7 @@ export class DiscordGateway {
     const { store, log } = this.#o;
     if (packet.t === "READY") {
       this.#established = true;
+      this.#enter("connected");
       const d = packet.d as {
         sessionId: string;
         resumeGatewayUrl?: string;
@@ -286,6 +364,7 @@ export class DiscordGateway {
     }
     if (packet.t === "RESUMED") {
       this.#established = true;
+      this.#enter("connected");
       const saved = readGatewayState(store);
       log.info("discord.gateway_resumed", "discord gateway resumed; missed events replayed");
       await this.#o.onSession?.({

@@ -1,7 +1,8 @@
 /**
  * What a Discord message becomes before admission: parsed (camel-cased, from the gateway or from
  * history), classified (ignored: a bot, the bot itself, a channel that is neither configured
- * nor a thread of one; admitted otherwise) and described in the input's body — the text, where
+ * nor a thread of one nor a direct message, and a direct message under `dms #false`; admitted
+ * otherwise) and described in the input's body — the text, where
  * it was said, whether it mentions the bot, is a direct message or replies to the bot, its
  * thread's parent, and its attachments, each fetched into an artifact when small enough.
  *
@@ -76,10 +77,15 @@ export interface DiscordMessage {
   body: DiscordInputBody;
 }
 
+/** The `parentId` a direct-message channel is recorded under (never a snowflake). */
+export const DM_PARENT = "@dm";
+
 /** Where a message may be admitted from, and who the bot is. */
 export interface InboundContext {
   selfId: string | null;
   channels: readonly string[];
+  /** Direct messages (no guild) are admitted from any channel (config `dms`). */
+  dms: boolean;
   /** The thread's parent, for a known thread of a configured channel. */
   threadParent: (channelId: string) => string | null;
   /** Whether `messageId` is one the bot posted (a reply to it addresses the bot). */
@@ -92,7 +98,10 @@ export type Classified =
   | { kind: "own"; message: DiscordApiMessage }
   | { kind: "ignore"; reason: string };
 
-/** Sorts a message: bots and the bot itself are never admitted; unknown channels neither. */
+/**
+ * Sorts a message: bots and the bot itself are never admitted; a configured channel or a thread
+ * of one is; a direct message (no guild) is when `context.dms`; other channels are not.
+ */
 export function classify(data: unknown, context: InboundContext): Classified {
   const parsed = DiscordApiMessage.safeParse(data);
   if (!parsed.success) return { kind: "ignore", reason: "does not parse" };
@@ -103,6 +112,11 @@ export function classify(data: unknown, context: InboundContext): Classified {
     ? null
     : context.threadParent(m.channelId);
   if (!context.channels.includes(m.channelId) && threadOf === null) {
+    if (m.guildId === undefined || m.guildId === null) {
+      return context.dms
+        ? { kind: "admit", message: m, threadOf: null }
+        : { kind: "ignore", reason: "a direct message, and dms is #false" };
+    }
     return { kind: "ignore", reason: "not a configured channel" };
   }
   return { kind: "admit", message: m, threadOf };

@@ -30,6 +30,7 @@ import {
   describe,
   type DiscordApiMessage,
   type DiscordMessage,
+  DM_PARENT,
   type InboundContext,
 } from "./_inbound.ts";
 import { type DiscordRest, sleep } from "./_rest.ts";
@@ -80,6 +81,7 @@ export class DiscordReceiver {
     return {
       selfId: this.#selfId,
       channels,
+      dms: this.#o.config.dms,
       threadParent: (id) => {
         const parent = cursors.find((c) => c.channelId === id)?.parentId ?? null;
         return parent !== null && channels.includes(parent) ? parent : null;
@@ -125,7 +127,12 @@ export class DiscordReceiver {
     for (const cursor of channelCursors(this.#o.store)) {
       if (this.#o.signal.aborted) return;
       if (cursor.lastMessageId === null) continue;
-      if (cursor.parentId !== null && !this.#o.config.channels.includes(cursor.parentId)) continue;
+      if (cursor.parentId === DM_PARENT) {
+        if (!this.#o.config.dms) continue;
+        this.#guildOf.set(cursor.channelId, null);
+      } else if (
+        cursor.parentId !== null && !this.#o.config.channels.includes(cursor.parentId)
+      ) continue;
       await this.#backfill(cursor.channelId, cursor.lastMessageId);
     }
   }
@@ -141,7 +148,12 @@ export class DiscordReceiver {
   ): Promise<"admitted" | "skipped"> {
     const { store, log, host } = this.#o;
     const context = this.#context();
-    const sorted = classify(data, context);
+    // History carries no guild: a backfilled message is a direct message only when its
+    // channel is known to be one.
+    const sorted = classify(data, {
+      ...context,
+      dms: context.dms && (backfill === undefined || backfill.guildId === null),
+    });
     if (sorted.kind === "own") {
       const nonce = sorted.message.nonce;
       if (nonce !== undefined && nonce !== null) {
@@ -168,6 +180,10 @@ export class DiscordReceiver {
         message_id: m.id,
       });
       return "skipped";
+    }
+    if (message.body.dm && sorted.threadOf === null && !context.channels.includes(m.channelId)) {
+      // Recorded as a direct-message channel: the agent may answer in it, a backfill pages it.
+      ensureChannel(store, m.channelId, { parentId: DM_PARENT });
     }
     advanceChannelCursor(store, m.channelId, m.id);
     return "admitted";

@@ -12,11 +12,49 @@ import { channelCursors } from "../../store/discord_gateway.ts";
 import type { Store } from "../../store/store.ts";
 import type { DiscordConfig, Secret } from "../config/mod.ts";
 import type { Logger } from "../core/mod.ts";
-import { DiscordGateway } from "./_gateway.ts";
+import { DiscordGateway, type GatewayStatus } from "./_gateway.ts";
+import { DM_PARENT } from "./_inbound.ts";
 import { type DiscordHost, DiscordReceiver } from "./_receiver.ts";
 import { DiscordRest } from "./_rest.ts";
 import type { DiscordEffects } from "./_rpc.ts";
 import { OutboxSender } from "./_sender.ts";
+
+/** What `/health` and the start-up block say of Discord: the gateway and the config. */
+export interface DiscordStatus extends GatewayStatus {
+  channels: string[];
+  /** Direct messages are admitted (config `dms`). */
+  dms: boolean;
+}
+
+/**
+ * Why Discord makes the daemon `degraded`, one sentence, or null while it is not: a fatal
+ * close (with its fix), or a gateway down since a time (with the last error).
+ *
+ * @example
+ * ```ts
+ * discordReason(transport.status()); // "Discord: down since 2026-… (cannot connect to …)"
+ * ```
+ */
+export function discordReason(status: DiscordStatus): string | null {
+  if (status.state === "refused") {
+    return `Discord: ${status.lastError}; not reconnecting: ${status.fix}, then restart klbr`;
+  }
+  if (status.state === "down") {
+    return `Discord: down since ${
+      new Date(status.since).toISOString()
+    } (${status.lastError}); reconnecting`;
+  }
+  return null;
+}
+
+/** The start-up block's Discord line: the state, the gateway, the channels and DMs. */
+export function describeDiscord(status: DiscordStatus): string {
+  const reason = discordReason(status);
+  const where = `channels ${status.channels.join(", ")}; direct messages ${
+    status.dms ? "answered" : "refused (dms #false)"
+  }`;
+  return reason !== null ? `${reason}; ${where}` : `${status.state} (${status.url}); ${where}`;
+}
 
 /** Options for {@linkcode DiscordTransport}. */
 export interface DiscordTransportOptions {
@@ -53,13 +91,33 @@ export class DiscordTransport implements DiscordEffects {
     });
   }
 
-  /** The configured channels and the known threads of them: where the agent may speak. */
+  /**
+   * Where the agent may speak: the configured channels, the known threads of them and, unless
+   * `dms #false`, the direct-message channels a message was admitted from.
+   */
   channels(): readonly string[] {
-    const configured = this.#o.config.channels;
+    const { channels: configured, dms } = this.#o.config;
     const threads = channelCursors(this.#o.store)
-      .filter((c) => c.parentId !== null && configured.includes(c.parentId))
+      .filter((c) =>
+        c.parentId !== null &&
+        (configured.includes(c.parentId) || (dms && c.parentId === DM_PARENT))
+      )
       .map((c) => c.channelId);
     return [...configured, ...threads];
+  }
+
+  /** The gateway's state, with the configured channels and whether DMs are answered. */
+  status(): DiscordStatus {
+    const { config } = this.#o;
+    const gateway = this.#gateway?.status() ?? {
+      state: "connecting" as const,
+      url: config.gateway_url,
+      since: Date.now(),
+      lastError: null,
+      closeCode: null,
+      fix: null,
+    };
+    return { ...gateway, channels: [...config.channels], dms: config.dms };
   }
 
   /**
@@ -90,6 +148,7 @@ export class DiscordTransport implements DiscordEffects {
     this.#gateway = new DiscordGateway({
       url: config.gateway_url,
       token,
+      tokenEnv: config.token_env,
       store,
       log,
       onDispatch: (event, data) => receiver.onDispatch(event, data),

@@ -6,10 +6,21 @@
  * @module
  */
 
-export { DiscordGateway, GATEWAY_INTENTS, type GatewaySession } from "./_gateway.ts";
+export {
+  DiscordGateway,
+  GATEWAY_INTENTS,
+  type GatewaySession,
+  type GatewayStatus,
+} from "./_gateway.ts";
 export { type DiscordInputBody, type DiscordMessage } from "./_inbound.ts";
 export { type DiscordHost, snowflakeAt } from "./_receiver.ts";
+export { type DiscordProbe, probeDiscord } from "./_probe.ts";
 export { DiscordRest, routeKey } from "./_rest.ts";
 export { type DiscordEffects, discordHandlers } from "./_rpc.ts";
 export { MAX_RECONCILE_TRIES, OutboxSender } from "./_sender.ts";
-export { DiscordTransport } from "./_transport.ts";
+export {
+  describeDiscord,
+  discordReason,
+  type DiscordStatus,
+  DiscordTransport,
+} from "./_transport.ts";

@@ -5,7 +5,9 @@
  * and exits non-zero with one line per problem; a warning (a route other than `main` not
  * answering) is printed and counted but leaves the exit code 0, and a running daemon is
  * reported as running. It never makes a paid request: a route is probed with
- * `GET <url>/models` only, and with `--probe` the Discord token with one `GET /users/@me`.
+ * `GET <url>/models` only, and with `--probe` the Discord token with one `GET /users/@me` and
+ * the gateway with one connection that waits for Hello (a refused token and an unreachable
+ * Discord are told apart).
  *
  * @module
  */
@@ -330,18 +332,19 @@ const INTENT_NAMES: [number, string][] = [
   [1 << 15, "MESSAGE_CONTENT"],
 ];
 
-/** Prints the Discord configuration; with `probe`, checks the token with `GET /users/@me`. */
+/** Prints the Discord configuration; with `probe`, checks the token and reaches the gateway. */
 async function reportDiscord(
   discord: DiscordConfig,
   probe: boolean,
   say: (line: string) => void,
   problem: (line: string) => void,
 ): Promise<void> {
-  const { DiscordRest, GATEWAY_INTENTS } = await later("../discord/mod.ts");
+  const { probeDiscord, GATEWAY_INTENTS } = await later("../discord/mod.ts");
   const token = Deno.env.get(discord.token_env);
   const intents = INTENT_NAMES.filter(([bit]) => (GATEWAY_INTENTS & bit) !== 0).map(([, n]) => n);
   say(`discord: token ${discord.token_env} ${token ? "is set" : "is NOT set"}`);
   say(`  channels ${discord.channels.join(", ")}`);
+  say(`  direct messages ${discord.dms ? "answered" : "refused (dms #false)"}`);
   say(`  intents ${GATEWAY_INTENTS} (${intents.join(" | ")}; MESSAGE_CONTENT is privileged)`);
   say(`  api ${discord.api_url}, gateway ${discord.gateway_url}`);
   say(
@@ -349,18 +352,7 @@ async function reportDiscord(
   );
   if (!token) return problem(`discord: environment variable ${discord.token_env} is not set`);
   if (!probe) return say("  token not probed (doctor --probe checks it with GET /users/@me)");
-  const stop = new AbortController();
-  const rest = new DiscordRest({
-    apiUrl: discord.api_url,
-    token: new Secret(token),
-    timeoutMs: 5000,
-    signal: stop.signal,
-  });
-  const result = await rest.request("GET", "/users/@me");
-  if (result.kind === "ok") {
-    const me = result.json as { id?: string; username?: string };
-    return say(`  token ok: GET /users/@me is bot ${me.username} (${me.id})`);
-  }
-  const why = result.kind === "lost" ? result.reason : `HTTP ${result.status}`;
-  problem(`discord: GET /users/@me refused the token: ${why}`);
+  const { lines, problems } = await probeDiscord(discord, { token: new Secret(token) });
+  lines.forEach(say);
+  problems.forEach(problem);
 }

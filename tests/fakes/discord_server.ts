@@ -8,6 +8,10 @@
  *   then `RESUMED`; a session that is unknown or invalidated answers Invalid Session (op 9,
  *   `d: false`). Every dispatch is numbered in its session, so a resume replays exactly what
  *   the connection missed. While {@linkcode FakeDiscord.down} the gateway refuses connections.
+ *   `closeOnIdentify(code)` answers the next Identifies by closing with `code`, as Discord does
+ *   with 4004 (Authentication failed) and 4014 (Disallowed intent(s)) per its "Gateway Close
+ *   Event Codes" table
+ *   (https://discord.com/developers/docs/topics/opcodes-and-status-codes#gateway-gateway-close-event-codes).
  * - REST: `POST /channels/{id}/messages` creates a message (echoed on the gateway, with its
  *   nonce); with `enforce_nonce` a second post of the same nonce within `nonceWindowMs` returns
  *   the first message. Per-channel buckets send `X-RateLimit-*` headers and answer 429 with
@@ -111,7 +115,15 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
   const hanging = new Set<() => void>();
   const waiters: { check: () => boolean; resolve: () => void }[] = [];
   const buckets = new Map<string, { remaining: number; resetAt: number }>();
-  const state = { heartbeats: 0, typing: 0, rateLimited: 0, down: false, ready: 0, resumed: 0 };
+  const state = {
+    heartbeats: 0,
+    typing: 0,
+    rateLimited: 0,
+    down: false,
+    ready: 0,
+    resumed: 0,
+    identifyClose: null as number | null,
+  };
   let current: Session | null = null;
   let sessionCount = 0;
   const settle = () => {
@@ -158,6 +170,11 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
         sendTo(socket, { op: 11 });
       } else if (payload.op === 2) {
         identifies.push(payload.d);
+        if (state.identifyClose !== null) {
+          socket.close(state.identifyClose, "refused by the fake");
+          settle();
+          return;
+        }
         if (current !== null) current.valid = false;
         current = { id: `s${++sessionCount}`, seq: 0, log: [], valid: true };
         sessions.set(current.id, current);
@@ -488,6 +505,13 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
     down() {
       state.down = true;
       for (const socket of sockets.keys()) socket.close(4000, "gateway down");
+    },
+    /**
+     * Answers each following Identify by closing with `code` (4004 a bad token, 4014 the
+     * Message Content intent not enabled), or, with null, by `READY` again.
+     */
+    closeOnIdentify(code: number | null) {
+      state.identifyClose = code;
     },
     /** Accepts gateway connections again. */
     up() {

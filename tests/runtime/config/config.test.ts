@@ -564,6 +564,7 @@ Deno.test("`parseConfig()` reads a discord node and defaults its URLs to Discord
   assert.deepEqual(config.discord, {
     token_env: "DISCORD_TOKEN",
     channels: ["123", "456"],
+    dms: true,
     api_url: "https://discord.com/api/v10",
     gateway_url: "wss://gateway.discord.gg",
     send_timeout_ms: 15_000,
@@ -586,6 +587,13 @@ Deno.test("`parseConfig()` takes loopback discord URLs and a send timeout", () =
   assert.equal(config.discord?.api_url, "http://127.0.0.1:9/api");
   assert.equal(config.discord?.gateway_url, "ws://127.0.0.1:9/gw");
   assert.equal(config.discord?.send_timeout_ms, 500);
+});
+
+Deno.test("`parseConfig()` answers direct messages by default; `dms #false` refuses them", () => {
+  assert.equal(parse(`discord {\n token_env "T"\n channels "1"\n}`).config.discord?.dms, true);
+  const { config } = parse(`discord {\n token_env "T"\n channels "1"\n dms #false\n}`);
+  assert.equal(config.discord?.dms, false);
+  assert.throws(() => parse(`discord {\n token_env "T"\n channels "1"\n dms "no"\n}`), /dms/);
 });
 
 Deno.test("`parseConfig()` takes the nonce window, attachment size and backfill bound, and refuses a window over 10 minutes", () => {
@@ -640,7 +648,7 @@ Deno.test("`parseConfig()` refuses a discord gateway_url that is not ws(s)", () 
 Deno.test("`parseConfig()` refuses an unknown discord field, naming it and its line", () => {
   assertRefused(
     `discord {\n token_env "T"\n channels "1"\n token "abc"\n}`,
-    `cannot load config /x/klbr.kdl:4: discord token: unknown field, expected one of token_env, channels, api_url, gateway_url, send_timeout_ms, nonce_window_ms, attachment_max_bytes, backfill_max_messages (got token)`,
+    `cannot load config /x/klbr.kdl:4: discord token: unknown field, expected one of token_env, channels, dms, api_url, gateway_url, send_timeout_ms, nonce_window_ms, attachment_max_bytes, backfill_max_messages (got token)`,
   );
 });
 

@@ -41,6 +41,7 @@ Deno.test("doctor reports Discord's token variable, channels and intents, and --
 
     const probed = await doctor(state, ["--probe"], { KLBR_TEST_DISCORD: "good-token" });
     assert.match(probed.stdout, /^ {2}token ok: GET \/users\/@me is bot klbr-bot \(1\)$/m);
+    assert.ok(!probed.stdout.includes("problem: discord"), probed.stdout);
     assert.deepEqual(fake.posts.map((p) => [p.method, p.path, p.authorization]), [
       ["GET", "/users/@me", "Bot good-token"],
     ]);
@@ -49,8 +50,9 @@ Deno.test("doctor reports Discord's token variable, channels and intents, and --
     assert.equal(refused.code, 1);
     assert.match(
       refused.stdout,
-      /^problem: discord: GET \/users\/@me refused the token: HTTP 401$/m,
+      /^problem: discord: GET \/users\/@me refused the token \(HTTP 401\): reset it in the developer portal \(Bot → Reset Token\) and set KLBR_TEST_DISCORD$/m,
     );
+    assert.doesNotMatch(refused.stdout, /^problem: discord: .*unreachable/m);
 
     const unset = await doctor(state, [], {});
     assert.equal(unset.code, 1);
@@ -58,6 +60,39 @@ Deno.test("doctor reports Discord's token variable, channels and intents, and --
     for (const run of [plain, probed, refused]) assert.ok(!run.stdout.includes("good-token"));
   } finally {
     await fake.close();
+    await Deno.remove(state, { recursive: true });
+  }
+});
+
+Deno.test("doctor --probe against a closed loopback port says unreachable, not refused", async () => {
+  const state = await Deno.makeTempDir({ prefix: "klbr-doctor-" });
+  // A port that was free a moment ago: nothing listens on it.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = listener.addr.port;
+  listener.close();
+  try {
+    await Deno.writeTextFile(
+      join(state, "config.kdl"),
+      `llm { url "http://127.0.0.1:9/v1" }\ndiscord {\n token_env "KLBR_TEST_DISCORD"\n channels "123"\n api_url "http://127.0.0.1:${port}/api/v10"\n gateway_url "ws://127.0.0.1:${port}/gateway"\n}\n`,
+    );
+    const run = await doctor(state, ["--probe"], { KLBR_TEST_DISCORD: "good-token" });
+    assert.equal(run.code, 1);
+    assert.match(
+      run.stdout,
+      new RegExp(
+        `^problem: discord: http://127\\.0\\.0\\.1:${port}/api/v10 is unreachable \\(network error: .+\\); the token was not checked: check the network, or api_url$`,
+        "m",
+      ),
+    );
+    assert.match(
+      run.stdout,
+      new RegExp(
+        `^problem: discord: the gateway ws://127\\.0\\.0\\.1:${port}/gateway is unreachable \\(.+\\)$`,
+        "m",
+      ),
+    );
+    assert.ok(!run.stdout.includes("refused the token"), run.stdout);
+  } finally {
     await Deno.remove(state, { recursive: true });
   }
 });

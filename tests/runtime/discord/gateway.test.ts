@@ -167,7 +167,14 @@ Deno.test("`DiscordGateway` stops reconnecting after an authentication failure (
       await fake.identified(1);
       fake.drop(4004);
       await until(() => lines.some((l) => l.includes("not reconnecting")));
-      assert.ok(lines.includes("discord gateway closed with 4004; not reconnecting"));
+      assert.ok(
+        lines.includes(
+          `discord gateway ${fake.gatewayUrl} closed with 4004 (authentication failed); not reconnecting: the token was refused: reset it in the developer portal (Bot → Reset Token) and set the token's variable`,
+        ),
+        lines.join("\n"),
+      );
+      assert.equal(gateway.status().state, "refused");
+      assert.equal(gateway.status().closeCode, 4004);
       assert.equal(fake.identifies.length, 1);
       assert.equal(fake.resumes.length, 0);
       assert.ok(!lines.join("\n").includes("gw-token"));
