@@ -418,7 +418,24 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     });
     await phase(
       "context",
-      ["8a", "8b", "8c", "8d", "8e", "8f", "8g", "8h", "8i", "9a", "9b", "9c", "9d", "9e", "9f"],
+      [
+        "8a",
+        "8b",
+        "8c",
+        "8d",
+        "8e",
+        "8f",
+        "8g",
+        "8h",
+        "8i",
+        "8j",
+        "9a",
+        "9b",
+        "9c",
+        "9d",
+        "9e",
+        "9f",
+      ],
       async () => {
         rows.push(
           ...await benchContext({
