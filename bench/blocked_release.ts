@@ -41,7 +41,13 @@ def plan(inputs: list[dict], session: dict) -> dict:
  * ```
  */
 export async function prepareBlockedState(
-  options: { stateDir: string; workspace: string; scratch: string },
+  options: {
+    stateDir: string;
+    workspace: string;
+    scratch: string;
+    /** The release's `attention.py`. @default {BLOCKING_ATTENTION} */
+    attention?: string;
+  },
 ): Promise<string> {
   const first = await startTestDaemon({
     stateDir: options.stateDir,
@@ -61,7 +67,10 @@ export async function prepareBlockedState(
       await Deno.copyFile(join(REPO_ROOT, "behavior", entry.name), join(source, entry.name));
     }
   }
-  await Deno.writeTextFile(join(source, "attention.py"), BLOCKING_ATTENTION);
+  await Deno.writeTextFile(
+    join(source, "attention.py"),
+    options.attention ?? BLOCKING_ATTENTION,
+  );
   const store = openStore(options.stateDir, { create: false });
   try {
     const published = await publishRelease(store, {

@@ -18,6 +18,7 @@ import {
 import { benchAgentLoop } from "./agent_loop.ts";
 import { benchAdmissionLatency } from "./admission_latency.ts";
 import { prepareBlockedState } from "./blocked_release.ts";
+import { benchFlood } from "./flood.ts";
 import { benchCellRoundTrip } from "./cell_round_trip.ts";
 import { benchCodeOutline } from "./code_outline.ts";
 import { benchContext } from "./context.ts";
@@ -154,6 +155,9 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
   "1d": { id: "1d", figure: "admitInputs in-process", unit: "inputs/s" },
   "1i": { id: "1i", figure: "raw admission SQL", unit: "inputs/s" },
   "1j": { id: "1j", figure: "admitInputs in-process against its own SQL", unit: "inputs/s" },
+  "1k": { id: "1k", figure: "daemon resident size, peak during a flood", unit: "MB" },
+  "1l": { id: "1l", figure: "send → ack p99 of a second client during a flood", unit: "ms" },
+  "1m": { id: "1m", figure: "/health answer p99 during a flood", unit: "ms" },
   ...Object.fromEntries(
     ["1e", "1f", "1g", "1h"].map((id) => [
       id,
@@ -284,7 +288,8 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       memory.floorBytes = result.floorBytes;
     });
 
-    await phase("admission", ["1a", "1b", "1d", "1e", "1f", "1g", "1h", "1i", "1j"], async () => {
+    const admissionIds = ["1a", "1b", "1d", "1e", "1f", "1g", "1h", "1i", "1j", "1k", "1l", "1m"];
+    await phase("admission", admissionIds, async () => {
       rows.push(...benchRawBatches({ dir: await dir("raw-1"), rows: counts.admissionInputs }));
       rows.push(
         ...await benchAdmission({
@@ -297,6 +302,14 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
         dir: await dir("store-admission"),
         inputs: counts.admissionInputs,
       }));
+      // A client that writes twice figure 1's inputs and reads nothing (20,000 in full).
+      rows.push(
+        ...await benchFlood({
+          root: await dir("flood"),
+          inputs: 2 * counts.admissionInputs,
+          samples: Math.min(counts.latencyInputs, 500),
+        }),
+      );
     });
 
     const stateDir = join(root, "blocked", "state");
@@ -405,7 +418,24 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     });
     await phase(
       "context",
-      ["8a", "8b", "8c", "8d", "8e", "8f", "8g", "8h", "8i", "9a", "9b", "9c", "9d", "9e", "9f"],
+      [
+        "8a",
+        "8b",
+        "8c",
+        "8d",
+        "8e",
+        "8f",
+        "8g",
+        "8h",
+        "8i",
+        "8j",
+        "9a",
+        "9b",
+        "9c",
+        "9d",
+        "9e",
+        "9f",
+      ],
       async () => {
         rows.push(
           ...await benchContext({

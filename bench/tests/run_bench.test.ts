@@ -44,6 +44,9 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     "1h",
     "1i",
     "1j",
+    "1k",
+    "1l",
+    "1m",
     "2a",
     "2b",
     "2c",
@@ -112,7 +115,7 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     lines.map((line) => line.replace(/ at [\d.]+ s$/, "")),
     [
       "start-up (5a, 5b)",
-      "admission (1a, 1b, 1d, 1e, 1f, 1g, 1h, 1i, 1j)",
+      "admission (1a, 1b, 1d, 1e, 1f, 1g, 1h, 1i, 1j, 1k, 1l, 1m)",
       "blocked attention.plan (2a, 2b, 2e, 2f, 2g, 1c)",
       "replay (4a)",
       "cells (3a, 3b, 3c, 3d, 5c, 5d, 5e)",

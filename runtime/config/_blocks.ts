@@ -85,6 +85,12 @@ export const LanesSchema = z.strictObject({
     .max(100_000, expected("at most 100000")).default(256),
   /** How long a socket may stay open without saying hello. */
   hello_timeout_ms: timeoutMs().default(3_000),
+  /**
+   * Inputs one connection may have received and not yet acknowledged; past it the daemon
+   * handles none of that connection's messages until its acknowledgements drain.
+   */
+  max_unacked_inputs: z.int(expected("a whole number")).min(1, expected("at least 1"))
+    .max(100_000, expected("at most 100000")).default(256),
 });
 
 const BLOCK_FIELD_NAMES = {

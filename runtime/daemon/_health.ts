@@ -3,9 +3,10 @@
  * cannot commit or reported corruption — judged by what its real statements and commits met,
  * not by a probe a full disk still passes; `degraded` from the first failed or stalled model
  * call until one succeeds, while the artifact store cannot be written, while a hook fails or
- * the session stalled, while inputs wait longer than the threshold, and while an hourly budget
- * is spent (naming it, when it frees and how to lift it), and while Discord's gateway is down or
- * refused (a fatal close code, with its fix). It also reports the unattended work: jobs
+ * the session stalled, while a hook call runs past `KLBR_HOOK_SLOW_MS` (naming it and its age),
+ * while inputs wait longer than the threshold, while an hourly budget is spent (naming it, when
+ * it frees and how to lift it), and while Discord's gateway is down or refused (a fatal close
+ * code, with its fix). It also reports the unattended work: jobs
  * running and pending, timers pending and due, the budgets that are spent, and whether the workbench is confined.
  *
  * @module
@@ -38,6 +39,21 @@ interface Call {
   lastAt: number;
 }
 
+/** A hook call running in the hook worker, for `/health`. */
+interface HookRun {
+  hook: string;
+  startedAt: number;
+}
+
+/** A hook call running past the threshold, as `/health` shows it. */
+export interface SlowHook {
+  hook: string;
+  age_ms: number;
+}
+
+/** How long a hook call may run before `/health` counts it as a backlog (`KLBR_HOOK_SLOW_MS`). */
+export const DEFAULT_HOOK_SLOW_MS = 2_000;
+
 /**
  * Hears every model call and artifact write of the daemon's turns, and says what `/health`
  * reports of them.
@@ -53,14 +69,54 @@ export class HealthMonitor implements TurnHealth {
   readonly #stallMs: number;
   readonly #log: Logger;
   readonly #calls = new Set<Call>();
+  readonly #hookSlowMs: number;
+  readonly #hooks = new Set<HookRun>();
   #model: PartHealth = { state: "ok", error: null, since: null };
   #artifacts: PartHealth = { state: "ok", error: null, since: null };
 
-  /** `stallMs`: a call with no reply data for this long is reported stalled. */
-  constructor(options: { clock: () => number; stallMs: number; log: Logger }) {
+  /**
+   * `stallMs`: a model call with no reply data for this long is reported stalled;
+   * `hookSlowMs`: a hook call running this long is reported slow (default 2 s).
+   */
+  constructor(
+    options: { clock: () => number; stallMs: number; log: Logger; hookSlowMs?: number },
+  ) {
     this.#clock = options.clock;
     this.#stallMs = options.stallMs;
     this.#log = options.log;
+    this.#hookSlowMs = options.hookSlowMs ?? DEFAULT_HOOK_SLOW_MS;
+  }
+
+  /**
+   * A hook call starts in the hook worker; call the returned function when it ends, however
+   * it ends. While it runs past the threshold, `/health` is `degraded` naming it and its age.
+   *
+   * @example
+   * ```ts
+   * const done = monitor.hookCall("attention.plan");
+   * try { await hooks.hook(...); } finally { done(); }
+   * ```
+   */
+  hookCall(hook: string): () => void {
+    const run: HookRun = { hook, startedAt: this.#clock() };
+    this.#hooks.add(run);
+    return () => this.#hooks.delete(run);
+  }
+
+  /** The hook calls running past the threshold, the oldest first. */
+  slowHooks(): SlowHook[] {
+    const now = this.#clock();
+    const slow: SlowHook[] = [];
+    for (const run of this.#hooks) {
+      const age = now - run.startedAt;
+      if (age >= this.#hookSlowMs) slow.push({ hook: run.hook, age_ms: age });
+    }
+    return slow.sort((a, b) => b.age_ms - a.age_ms);
+  }
+
+  /** The threshold past which a running hook call counts as a backlog, in ms. */
+  get hookSlowMs(): number {
+    return this.#hookSlowMs;
   }
 
   /** A model request starts on `route`. */
@@ -158,9 +214,13 @@ export function healthReport(
   const overBudget = (status.budget as { over_budget?: SpentBudget[] } | undefined)?.over_budget ??
     [];
   const disk = deps.disk.reason();
+  const slowHooks = deps.monitor.slowHooks();
   const degraded = [
     ...(disk === null ? [] : [disk]),
     ...degradedReasons(session, model, artifacts),
+    ...slowHooks.map((h) =>
+      `the hook ${h.hook} has run for ${h.age_ms} ms (over ${deps.monitor.hookSlowMs} ms)`
+    ),
     ...budgetReasons(overBudget),
     ...(discordDown === null ? [] : [discordDown]),
   ];
@@ -190,6 +250,9 @@ export function healthReport(
       dms: discord.dms,
     },
     ...sessionWork(session),
+    // A hook call running past the threshold is a backlog before its timeout ends it.
+    hook_backlog: Number(session.hook_backlog ?? 0) + slowHooks.length,
+    slow_hooks: slowHooks,
     over_budget: overBudget,
     retrying: session.retrying ?? null,
     recovered_release: status.recovered_release,

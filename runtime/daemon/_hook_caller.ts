@@ -45,6 +45,8 @@ export interface HookCallerDeps {
   failed: () => void;
   /** Counts each call that reached the hook worker (for `status`). */
   called?: () => void;
+  /** Notes a call running in the hook worker (for `/health`); returns what ends it. */
+  running?: (hook: string) => () => void;
   /** The answers of {@linkcode MEMO_HOOKS} in this turn, by release, hook and arguments. */
   memo?: Map<string, unknown>;
 }
@@ -73,6 +75,7 @@ export function pinnedHookCaller(deps: HookCallerDeps, pin: Pin): HookCaller {
       let output: unknown;
       let failure: unknown;
       deps.called?.();
+      const ended = deps.running?.(name);
       try {
         output = await deps.hooks.hook(name, args, {
           ...options,
@@ -93,6 +96,7 @@ export function pinnedHookCaller(deps: HookCallerDeps, pin: Pin): HookCaller {
         deps.failed();
         throw error;
       } finally {
+        ended?.();
         lastTrace = trace(deps, pin, {
           hook: name,
           inputs: args,

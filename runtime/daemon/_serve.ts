@@ -137,6 +137,7 @@ function daemonApp(
       maxConnections: config.lanes.max_connections,
       maxPendingHello: config.lanes.max_pending_hello,
       helloTimeoutMs: config.lanes.hello_timeout_ms,
+      maxUnackedInputs: config.lanes.max_unacked_inputs,
     },
     log: o.log,
     uiDir: o.uiDir,

@@ -27,6 +27,7 @@ import {
   KlbrError,
 } from "../core/mod.ts";
 import type { SandboxStatus } from "../sandbox/mod.ts";
+import { DEFAULT_HOOK_SLOW_MS } from "./_health.ts";
 import { requireLoopbackHost } from "../lanes/mod.ts";
 import {
   CONFIG_FILE,
@@ -63,6 +64,8 @@ export interface ServeSettings {
   inputWaitWarnMs: number;
   /** `KLBR_MODEL_STALL_MS`: how long a model call may get no data before /health says stalled. */
   modelStallMs: number;
+  /** `KLBR_HOOK_SLOW_MS`: how long a hook call may run before /health counts it a backlog. */
+  hookSlowMs?: number;
   /** `KLBR_RETRY_BASE_MS`: the first retry's delay after a failed plan or model request. */
   retryBaseMs: number;
   workspace: string;
@@ -126,6 +129,7 @@ export async function readServeSettings(
     inputExpireMs: parseMs("KLBR_INPUT_EXPIRE_MS", env, DEFAULT_INPUT_EXPIRE_MS, 1_000),
     inputWaitWarnMs: parseMs("KLBR_INPUT_WAIT_WARN_MS", env, DEFAULT_INPUT_WAIT_WARN_MS, 100),
     modelStallMs: parseMs("KLBR_MODEL_STALL_MS", env, DEFAULT_MODEL_STALL_MS, 100),
+    hookSlowMs: parseMs("KLBR_HOOK_SLOW_MS", env, DEFAULT_HOOK_SLOW_MS, 10),
     retryBaseMs: parseMs("KLBR_RETRY_BASE_MS", env, DEFAULT_RETRY_BASE_MS, 10),
     workspace: env.KLBR_WORKSPACE ?? Deno.cwd(),
     python: env.KLBR_PYTHON ?? "python3",

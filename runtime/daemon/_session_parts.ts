@@ -62,6 +62,8 @@ export interface SessionDeps {
   afterMaintenanceTurn?: () => void;
   /** Where model calls and artifact writes are reported for `/health`. */
   health: TurnHealth;
+  /** Notes a hook call running in the hook worker, for `/health`; returns what ends it. */
+  hookRunning?: (hook: string) => () => void;
   /** How long an input may stay pending before it expires. */
   inputExpireMs: number;
   /** How long an input may wait before `status` and `/health` say so. */
@@ -256,6 +258,7 @@ function hookCaller(deps: SessionDeps, session: string, parts: SessionParts): Ho
     hooks: parts.hooks,
     failed: () => parts.hookFailures++,
     called: () => parts.hookCalls++,
+    running: deps.hookRunning,
     memo: parts.pin === null ? undefined : parts.memo,
   }, pin);
 }

@@ -78,7 +78,12 @@ async function start(
   const store = options.wrapStore?.(opened) ?? opened;
   // The counters status and /health read: counted once now, then kept by triggers.
   installWorkCounts(store);
-  const monitor = new HealthMonitor({ clock: Date.now, stallMs: settings.modelStallMs, log });
+  const monitor = new HealthMonitor({
+    clock: Date.now,
+    stallMs: settings.modelStallMs,
+    hookSlowMs: settings.hookSlowMs,
+    log,
+  });
   const roots = await indexSkills(settings, log);
   const behavior = await publishBehavior(store, log);
   const { config } = settings;
@@ -179,6 +184,7 @@ async function createCoordinator(
     contextBudget: (name) =>
       budgetOf(config.routes[name as keyof typeof config.routes] ?? config.routes.main),
     health: monitor,
+    hookRunning: (hook) => monitor.hookCall(hook),
     inputExpireMs: settings.inputExpireMs,
     inputWaitWarnMs: settings.inputWaitWarnMs,
     retryBaseMs: settings.retryBaseMs,

@@ -71,6 +71,8 @@ export class LaneConnection {
   #log: Logger;
   /** Settles once every reply so far has been sent; replies leave in message order. */
   #answered: Promise<void> = Promise.resolve();
+  /** Inputs handed to admission whose answer has not been sent yet. */
+  #unacked = 0;
 
   /** Creates a connection that has not said hello yet. */
   constructor(host: LaneHost, options: LaneConnectionOptions) {
@@ -82,6 +84,11 @@ export class LaneConnection {
   /** The last sequence number delivered to this client. */
   get cursor(): number {
     return this.#cursor;
+  }
+
+  /** Inputs received and handed to admission whose `ack` (or error) has not been sent yet. */
+  get unacked(): number {
+    return this.#unacked;
   }
 
   /** The role granted at hello, or undefined before it. */
@@ -158,10 +165,15 @@ export class LaneConnection {
       const reply = errorReply(error, this.#log);
       for (const input of inputs) this.#reply(reply, input.request);
     };
+    this.#unacked += inputs.length;
+    const settled = () => {
+      this.#unacked -= inputs.length;
+      this.#options.acked?.();
+    };
     this.#answered = this.#answered.then(() =>
       outcomes.then(answer, refuse).catch((error) =>
         this.#log.error("lane.internal", `cannot answer inputs: ${error?.stack ?? error}`)
-      )
+      ).finally(settled)
     );
   }
 

@@ -24,6 +24,14 @@ export interface LaneLimits {
   helloTimeoutMs: number;
   /** Unsent bytes above which lossy animation is dropped for that client. @default {1 MiB} */
   liveHighWaterBytes: number;
+  /**
+   * Inputs one connection may have received and not yet acknowledged; past it, or while the
+   * client leaves more than {@linkcode LaneLimits.ackHighWaterBytes} unread, that
+   * connection's messages wait, in order, until its acknowledgements drain. @default {256}
+   */
+  maxUnackedInputs: number;
+  /** Unsent bytes above which a connection's messages wait for its client to read. @default {1 MiB} */
+  ackHighWaterBytes: number;
 }
 
 /** The defaults of {@linkcode LaneLimits}. */
@@ -32,6 +40,8 @@ export const DEFAULT_LANE_LIMITS: LaneLimits = {
   maxPendingHello: 256,
   helloTimeoutMs: 3_000,
   liveHighWaterBytes: 1 << 20,
+  maxUnackedInputs: 256,
+  ackHighWaterBytes: 1 << 20,
 };
 
 /** What the lane server counts, for `/health`. */
@@ -52,6 +62,10 @@ export interface LaneStats {
   live_dropped: number;
   /** The most unsent bytes any connection held right after a send. */
   peak_buffered_bytes: number;
+  /** Times a connection's messages waited for its acknowledgements to drain. */
+  input_paused: number;
+  /** The most messages any connection held received and not yet handled. */
+  peak_held_messages: number;
 }
 
 /** An open lane as the registry holds it, for closing on a token rotation. */
@@ -176,6 +190,8 @@ export class LaneRegistry {
     auth_limited: 0,
     live_dropped: 0,
     peak_buffered_bytes: 0,
+    input_paused: 0,
+    peak_held_messages: 0,
   };
   readonly #open = new Set<OpenLane>();
   readonly #shared: Shared;

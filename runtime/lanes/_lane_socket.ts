@@ -3,6 +3,15 @@
  * its place in the registry (waiting for hello, then a lane), lossy animation dropped for a
  * client that does not read, and a catch-up that waits for the client page by page.
  *
+ * Bounded input: a connection hands admission at most `maxUnackedInputs` inputs it has not
+ * answered yet, and none while its client leaves more than `ackHighWaterBytes` unread. Past
+ * either bound its further messages wait, in arrival order, until the answers drain; none is
+ * dropped or reordered. Deno's WebSocket reads its socket whatever the daemon does with the
+ * messages (it has no way to pause reading), so the messages that wait are held as the text
+ * they arrived as — no parsing, no admission, no acknowledgement — rather than left in the
+ * kernel's buffers: the memory a client that writes without reading costs is its own
+ * messages' bytes, not their admission and answers.
+ *
  * @module
  */
 
@@ -15,6 +24,8 @@ import type { LaneRegistry, Place } from "./_lane_registry.ts";
 const HIGH_WATER_BYTES = 1 << 20;
 /** How long a catch-up waits for a client that reads nothing before closing it. */
 const STALL_LIMIT_MS = 60_000;
+/** How often held messages look whether their client read its answers (no event says so). */
+const UNREAD_POLL_MS = 5;
 
 /** What one socket needs: the daemon's lanes, its credentials, the log and its place. */
 export interface LaneSocketParts {
@@ -36,6 +47,8 @@ export class LaneSocket {
   #raw: WebSocket | undefined;
   #untrack: (() => void) | undefined;
   #buffered: string[] = [];
+  /** Wakes a handler waiting for this connection's acknowledgements to drain. */
+  #ackWaiter: (() => void) | undefined;
   readonly #handler = new SerialRunner(() => this.#handleBuffered());
 
   /** A socket of `registry` whose upgrade took `lane.place`. */
@@ -53,27 +66,64 @@ export class LaneSocket {
         // Messages of one connection are handled strictly in arrival order; a binary frame is
         // not JSON and is answered as such.
         this.#buffered.push(typeof event.data === "string" ? event.data : "");
+        const stats = this.#registry.stats;
+        stats.peak_held_messages = Math.max(stats.peak_held_messages, this.#buffered.length);
         this.#handler.run().catch((error) =>
           log.error("lane.internal", `lane connection error: ${error?.stack ?? error}`)
         );
       },
       onClose: () => {
         this.#connection?.dispose();
+        // A handler waiting for room sees the socket closed; what it held was never accepted.
+        this.#acked();
         this.#untrack?.();
         place.release();
       },
     };
   }
 
-  /** Hands what arrived to the connection, batch by batch, until nothing waits. */
+  /**
+   * Hands what arrived to the connection, batch by batch, until nothing waits; each batch at
+   * most what keeps the connection's unanswered inputs within their bound.
+   */
   async #handleBuffered(): Promise<void> {
     while (this.#buffered.length > 0 && this.#connection !== undefined) {
-      const batch = this.#buffered;
-      this.#buffered = [];
+      const room = await this.#room(this.#connection);
+      if (room === 0) return;
+      const batch = this.#buffered.length <= room ? this.#buffered : this.#buffered.slice(0, room);
+      this.#buffered = batch === this.#buffered ? [] : this.#buffered.slice(room);
       // accept answers every message, whatever fails; it does not wait for commits:
       // admission groups whatever is queued across connections (group commit).
       await this.#connection.accept(batch);
     }
+  }
+
+  /**
+   * Resolves with how many more messages the connection may take now: it waits while its
+   * unanswered inputs are at their bound or its client leaves too much unread. Resolves 0
+   * once the socket is no longer open (what waits is never answered; nothing was accepted).
+   */
+  async #room(connection: LaneConnection): Promise<number> {
+    const { limits, stats } = this.#registry;
+    let paused = false;
+    for (;;) {
+      const raw = this.#raw;
+      if (raw !== undefined && raw.readyState !== WebSocket.OPEN) return 0;
+      const room = limits.maxUnackedInputs - connection.unacked;
+      const unread = raw?.bufferedAmount ?? 0;
+      if (room > 0 && unread <= limits.ackHighWaterBytes) return room;
+      if (!paused) stats.input_paused++;
+      paused = true;
+      if (room > 0) await new Promise((resolve) => setTimeout(resolve, UNREAD_POLL_MS));
+      else await new Promise<void>((resolve) => this.#ackWaiter = resolve);
+    }
+  }
+
+  /** Inputs of this connection were answered: a handler waiting for room looks again. */
+  #acked(): void {
+    const wake = this.#ackWaiter;
+    this.#ackWaiter = undefined;
+    wake?.();
   }
 
   /** The socket opened: its connection is made and registered; its place holds its deadline. */
@@ -97,6 +147,7 @@ export class LaneSocket {
       admit: (role) => place.admit(role),
       close,
       writable: () => whenDrained(this.#raw),
+      acked: () => this.#acked(),
       log,
     });
     this.#connection = connection;

@@ -106,6 +106,8 @@ export interface LaneConnectionOptions {
   pageSize?: number;
   /** Resolves when the transport can take another page; absent means always. */
   writable?: () => Promise<void>;
+  /** Called each time inputs were answered (acknowledged or refused): `unacked` fell. */
+  acked?: () => void;
   /** Where an unexpected error is logged before it is answered `internal`. @default {stderr} */
   log?: Logger;
 }

@@ -29,6 +29,7 @@ export const DAEMON_ENV_NAMES = [
   "KLBR_INPUT_EXPIRE_MS",
   "KLBR_INPUT_WAIT_WARN_MS",
   "KLBR_MODEL_STALL_MS",
+  "KLBR_HOOK_SLOW_MS",
   "KLBR_RETRY_BASE_MS",
   // The crash tests' fault points (off unless set).
   "KLBR_FAULTS",
