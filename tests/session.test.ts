@@ -452,7 +452,7 @@ Deno.test("skills: offered ids, help bodies, refusals, revision, and a mid-gener
 
   assert.equal(
     ok(await s.exec("import klbr.skills as skills\ndir(skills)")),
-    "['refused', 'revision', 'roots', 'workspace']",
+    "['delete', 'refused', 'revision', 'roots', 'workspace', 'write']",
   );
   const help = await s.exec("help(skills.workspace)");
   assert.ok(help.stdout.includes("Paths are root-bound; use open_file."), help.stdout);
