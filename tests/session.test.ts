@@ -471,12 +471,15 @@ Deno.test("skills: offered ids, help bodies, refusals, revision, and a mid-gener
   // Written during the generation: not offered until the next one.
   await write(managed, "later", "# later\nnew\n");
   await write(builtin, "workspace", workspaceBody + "More.\n");
-  assert.equal(ok(await s.exec("dir(skills)")), "['refused', 'revision', 'roots', 'workspace']");
+  assert.equal(
+    ok(await s.exec("dir(skills)")),
+    "['delete', 'refused', 'revision', 'roots', 'workspace', 'write']",
+  );
   assert.equal(ok(await s.exec("skills.revision")), `'${revision}'`);
   const record = await s.kernel.reset("skills changed");
   assert.equal(
     ok(await s.exec("import klbr.skills as skills\ndir(skills)")),
-    "['later', 'refused', 'revision', 'roots', 'workspace']",
+    "['delete', 'later', 'refused', 'revision', 'roots', 'workspace', 'write']",
   );
   assert.notEqual(record.skillsRevision, revision);
   assert.equal(ok(await s.exec("skills.revision")), `'${record.skillsRevision}'`);
