@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { ServerMessage } from "../../runtime/core/mod.ts";
+import type { LaneRecord, ServerMessage } from "../../runtime/core/mod.ts";
 
 /** Options for {@linkcode connectLane}. */
 export interface ConnectLaneOptions {
@@ -117,4 +117,46 @@ export async function connectLane(options: ConnectLaneOptions): Promise<LaneClie
   });
   await client.waitFor((m) => m.kind === "replayed" || m.kind === "error");
   return client;
+}
+
+/** The `frame.accepted` and `frame.finished` records of the frame that took one input up. */
+export interface TakenUp {
+  accepted: LaneRecord;
+  finished: LaneRecord;
+}
+
+/**
+ * Waits until the frame that took input `inputId` up has finished (60 s at most each step).
+ *
+ * @example
+ * ```ts
+ * const { finished } = await frameOf(client, ack.input_id);
+ * ```
+ */
+export async function frameOf(client: LaneClient, inputId: string): Promise<TakenUp> {
+  const accepted = await client.waitFor<LaneRecord>(
+    (m) =>
+      m.kind === "record" && m.type === "frame.accepted" &&
+      ((m as LaneRecord).data.input_ids as string[]).includes(inputId),
+    60_000,
+  );
+  const finished = await client.waitFor<LaneRecord>(
+    (m) =>
+      m.kind === "record" && m.type === "frame.finished" &&
+      (m as LaneRecord).data.frame_id === accepted.data.frame_id,
+    60_000,
+  );
+  return { accepted, finished };
+}
+
+/**
+ * Sends `text` as a local input (its text is its client message id, so send each text once) and
+ * waits until the frame that took it up has finished.
+ *
+ * @throws {Error} when the input is not acknowledged.
+ */
+export async function sendAndWait(client: LaneClient, text: string): Promise<TakenUp> {
+  const ack = await client.request({ kind: "input", client_msg_id: text, text });
+  if (ack.kind !== "ack") throw new Error(`the input was not acknowledged: ${JSON.stringify(ack)}`);
+  return await frameOf(client, ack.input_id);
 }

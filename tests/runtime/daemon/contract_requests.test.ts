@@ -4,10 +4,9 @@
 // leaves message 0 of the turns after it byte-for-byte as before.
 
 import assert from "node:assert/strict";
-import type { LaneRecord } from "../../../runtime/core/mod.ts";
 import { estimateTokens } from "../../../store/provider_items.ts";
 import { startTestDaemon } from "../../_helpers/daemon.ts";
-import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
+import { connectLane, frameOf, type LaneClient, sendAndWait } from "../../_helpers/lane_client.ts";
 import { type RecordedRequest, startFakeOpenAI } from "../../fakes/openai_server.ts";
 
 const WAIT = { toolCall: { code: "wait()" } };
@@ -16,27 +15,8 @@ type Message = { role: string; content: string | null };
 const messagesOf = (r: RecordedRequest) => r.body.messages as Message[];
 const system = (r: RecordedRequest) => String(messagesOf(r)[0].content);
 
-/** Sends `text` and waits until the frame that took it up has finished. */
-async function turn(client: LaneClient, text: string): Promise<void> {
-  const ack = await client.request({ kind: "input", client_msg_id: text, text });
-  assert.equal(ack.kind, "ack");
-  await finished(client, (ack as { input_id: string }).input_id);
-}
-
 function finishedFrames(client: LaneClient): number {
   return client.messages.filter((m) => m.kind === "record" && m.type === "frame.finished").length;
-}
-
-async function finished(client: LaneClient, inputId: string): Promise<void> {
-  const accepted = await client.waitFor<LaneRecord>(
-    (m) =>
-      m.kind === "record" && m.type === "frame.accepted" &&
-      ((m as LaneRecord).data.input_ids as string[]).includes(inputId),
-    60_000,
-  );
-  await client.waitFor((m) =>
-    m.kind === "record" && m.type === "frame.finished" &&
-    (m as LaneRecord).data.frame_id === accepted.data.frame_id, 60_000);
 }
 
 Deno.test("the requests of a session tell the model what it needs: contract, reset, spooled output, child agent, maintenance", async () => {
@@ -48,7 +28,7 @@ Deno.test("the requests of a session tell the model what it needs: contract, res
   try {
     // Turn 1: a long output, then wait.
     fake.enqueue({ toolCall: { code: 'print("x" * 20000)' } }, WAIT);
-    await turn(client, "one");
+    await sendAndWait(client, "one");
     const [first, second] = chats();
     const contract = system(first);
     for (
@@ -83,7 +63,7 @@ Deno.test("the requests of a session tell the model what it needs: contract, res
       { toolCall: { code: 'r = await agent("count to three")\nprint(r)\nwait()' } },
       { text: "one, two, three" },
     );
-    await turn(client, "two");
+    await sendAndWait(client, "two");
     const [afterReset, child] = chats().slice(2);
     assert.match(
       String(messagesOf(afterReset).at(-1)!.content),
@@ -104,10 +84,10 @@ Deno.test("the requests of a session tell the model what it needs: contract, res
       session: "default",
     });
     assert.equal(maintain.kind, "op.result", JSON.stringify(maintain));
-    await finished(client, String(maintain.kind === "op.result" && maintain.result.input_id));
+    await frameOf(client, String(maintain.kind === "op.result" && maintain.result.input_id));
     const maintenance = chats().at(-1)!;
     assert.match(system(maintenance), /This is a maintenance turn\./);
-    await turn(client, "four");
+    await sendAndWait(client, "four");
     assert.equal(system(chats().at(-1)!), contract, "message 0 after the maintenance turn");
   } finally {
     await client.close();

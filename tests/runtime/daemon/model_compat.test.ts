@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import type { LaneRecord } from "../../../runtime/core/mod.ts";
 import { startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
-import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
+import { connectLane, type LaneClient, sendAndWait } from "../../_helpers/lane_client.ts";
 import {
   type FakeOpenAIOptions,
   type FakeProfile,
@@ -57,20 +57,7 @@ const records = (client: LaneClient, type: string) =>
   client.messages.filter((m): m is LaneRecord => m.kind === "record" && m.type === type);
 
 /** Says `say <word>` and waits for the end of the frame that took it up. */
-async function say(client: LaneClient, word: string): Promise<void> {
-  const ack = await client.request({ kind: "input", client_msg_id: word, text: `say ${word}` });
-  assert.equal(ack.kind, "ack", JSON.stringify(ack));
-  const inputId = (ack as { input_id: string }).input_id;
-  const accepted = await client.waitFor<LaneRecord>(
-    (m) =>
-      m.kind === "record" && m.type === "frame.accepted" &&
-      ((m as LaneRecord).data.input_ids as string[]).includes(inputId),
-    60_000,
-  );
-  await client.waitFor((m) =>
-    m.kind === "record" && m.type === "frame.finished" &&
-    (m as LaneRecord).data.frame_id === accepted.data.frame_id, 60_000);
-}
+const say = (client: LaneClient, word: string) => sendAndWait(client, `say ${word}`);
 
 async function withConversation(
   fake: FakeOpenAIOptions,

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { LaneRecord } from "../../../runtime/core/mod.ts";
 import { REPO_ROOT, startTestDaemon } from "../../_helpers/daemon.ts";
-import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
+import { connectLane, type LaneClient, sendAndWait } from "../../_helpers/lane_client.ts";
 import { type RecordedRequest, startFakeOpenAI } from "../../fakes/openai_server.ts";
 
 const WAIT = { toolCall: { code: "wait()" } };
@@ -19,21 +19,7 @@ const stdoutOf = (r: LaneRecord) => String((r.data.result as { stdout?: string }
 
 /** Sends `text` and returns the `cell.finished` records of the frame that took it up. */
 async function turn(client: LaneClient, text: string): Promise<LaneRecord[]> {
-  const ack = await client.request({ kind: "input", client_msg_id: text, text });
-  assert.equal(ack.kind, "ack", JSON.stringify(ack));
-  const inputId = (ack as { input_id: string }).input_id;
-  const accepted = await client.waitFor<LaneRecord>(
-    (m) =>
-      m.kind === "record" && m.type === "frame.accepted" &&
-      ((m as LaneRecord).data.input_ids as string[]).includes(inputId),
-    60_000,
-  );
-  const finished = await client.waitFor<LaneRecord>(
-    (m) =>
-      m.kind === "record" && m.type === "frame.finished" &&
-      (m as LaneRecord).data.frame_id === accepted.data.frame_id,
-    60_000,
-  );
+  const { accepted, finished } = await sendAndWait(client, text);
   return client.messages.filter((m): m is LaneRecord =>
     m.kind === "record" && m.type === "cell.finished" && m.seq > accepted.seq &&
     m.seq < finished.seq

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import type { LaneRecord } from "../../../runtime/core/mod.ts";
 import { startTestDaemon } from "../../_helpers/daemon.ts";
-import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
+import { connectLane, type LaneClient, sendAndWait } from "../../_helpers/lane_client.ts";
 import {
   type FakeResponse,
   type RecordedRequest,
@@ -45,21 +45,8 @@ function sends(client: LaneClient): string[] {
     .map((r) => String(r.data.text));
 }
 
-/** Says `say <word>` and waits for its answer and the end of the frame that took it up. */
-async function say(client: LaneClient, word: string): Promise<void> {
-  const ack = await client.request({ kind: "input", client_msg_id: word, text: `say ${word}` });
-  assert.equal(ack.kind, "ack");
-  const inputId = (ack as { input_id: string }).input_id;
-  const accepted = await client.waitFor<LaneRecord>(
-    (m) =>
-      m.kind === "record" && m.type === "frame.accepted" &&
-      ((m as LaneRecord).data.input_ids as string[]).includes(inputId),
-    60_000,
-  );
-  await client.waitFor((m) =>
-    m.kind === "record" && m.type === "frame.finished" &&
-    (m as LaneRecord).data.frame_id === accepted.data.frame_id, 60_000);
-}
+/** Says `say <word>` and waits for the end of the frame that took it up. */
+const say = (client: LaneClient, word: string) => sendAndWait(client, `say ${word}`);
 
 Deno.test("a text-only model answers through fenced cells, once each; the session replays, compacts and survives a SIGKILL", async () => {
   const fake = startFakeOpenAI({ fallback: textOnlyModel });
