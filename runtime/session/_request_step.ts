@@ -45,17 +45,18 @@ export const HEAP_RESET =
   "[runtime] your workbench was restarted since your last step: variables and imports are gone.";
 
 /**
- * Whether the session's newest kernel generation is newer than the one its last cell ran in:
- * the heap the model built is gone, and its next request says so. A session that never ran a
- * cell has lost nothing.
+ * Whether the session's newest kernel generation started after the model's last reply and is
+ * newer than the one its last cell ran in: the heap the model built is gone, and its next
+ * request says so, once. A session that never ran a cell has lost nothing.
  */
 function heapResetSinceReply(store: Store, session: string): boolean {
-  const generationOf = (kind: string) =>
-    (lastEventOfKinds(store, session, [kind])?.body as { generation?: number } | undefined)
-      ?.generation;
-  const cell = generationOf("cell.started");
-  const reset = generationOf("kernel.reset");
-  return cell !== undefined && reset !== undefined && reset > cell;
+  const last = lastEventOfKinds(store, session, ["kernel.reset", "model.reply"]);
+  if (last?.kind !== "kernel.reset") return false;
+  const cell = lastEventOfKinds(store, session, ["cell.started"])?.body as
+    | { generation?: number }
+    | undefined;
+  const reset = (last.body as { generation?: number }).generation;
+  return cell?.generation !== undefined && reset !== undefined && reset > cell.generation;
 }
 
 function lastItemText(store: Store, session: string): unknown {
