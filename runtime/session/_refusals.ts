@@ -55,9 +55,9 @@ export function adaptToRefusal(
 /**
  * The daemon's one attempt at a history its server refuses (the provider names the refusal:
  * tool-call arguments, reasoning not sent back, or the request itself — not the key, the model,
- * `tools` or the role order): the context is rewritten
- * from the durable records (`context.repaired`) and the request made again, once per turn and
- * never twice without a reply in between, before the failure is recorded.
+ * `tools` or the role order): the context is rewritten from the durable records
+ * (`context.repaired`) and the request made again, once per request step and never twice
+ * without a reply in between, before the failure is recorded.
  */
 export async function repairRefusedHistory(
   scope: TurnScope,
