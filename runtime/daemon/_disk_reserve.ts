@@ -91,11 +91,12 @@ export class DiskReserve {
    * Notes that the store found the disk full and releases the reserve (once), so the next
    * commit finds room.
    */
-  async full(): Promise<void> {
+  full(): void {
     if (this.#full) return;
     this.#full = true;
-    this.#released = this.#bytes > 0 &&
-      await Deno.remove(this.#path).then(() => true, () => false);
+    // Synchronous: the reserve is gone before the refused input's answer leaves, so the next
+    // commit finds room and `/health` already says it was released.
+    this.#released = this.#bytes > 0 && removed(this.#path);
     this.#log.error(
       "disk.full",
       `disk full: ${this.#where()}; ${
@@ -127,5 +128,15 @@ export class DiskReserve {
     return `the file system of the state directory ${this.#stateDir} is full${
       this.#shared ? ` (the workspace ${this.#workspace} is on it too, and may be what grew)` : ""
     }`;
+  }
+}
+
+/** Removes `path`; false when it could not be removed. */
+function removed(path: string): boolean {
+  try {
+    Deno.removeSync(path);
+    return true;
+  } catch {
+    return false;
   }
 }

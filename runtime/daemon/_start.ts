@@ -210,7 +210,7 @@ async function openState(
       if (health.state === "ok") log.info("store.recovered", "the store commits again");
       else log.error(`store.${health.state}`, `store ${health.state}: ${health.error}`);
       // The first full disk releases the reserve: the next commit finds room.
-      if (health.state === "failing" && /disk is full/.test(health.error ?? "")) void disk.full();
+      if (health.state === "failing" && /disk is full/.test(health.error ?? "")) disk.full();
     },
   });
   try {
