@@ -19,6 +19,8 @@
  * @module
  */
 
+import { REASONING_FIELDS } from "../model/mod.ts";
+
 /** How a route's server differs from the permissive default. */
 export interface RouteShape {
   /** `text`: no tools on the wire; cells travel as ```` ```python ```` fences. */
@@ -28,16 +30,6 @@ export interface RouteShape {
   /** `drop`: no reasoning field is ever sent back. */
   reasoning: "echo" | "drop";
 }
-
-/** The permissive shape: native tools, any role order, reasoning echoed in the turn. */
-export const DEFAULT_SHAPE: RouteShape = Object.freeze({
-  toolMode: "native",
-  strictRoles: false,
-  reasoning: "echo",
-});
-
-/** The fields a server may use for a reply's reasoning, as streamed and as sent back. */
-export const REASONING_FIELDS = ["reasoning_content", "reasoning", "reasoning_text"] as const;
 
 /** What stands between a tool result and the next user message on a strict route. */
 export const AFTER_TOOLS = "[runtime] (tool results received)";

@@ -27,11 +27,9 @@ export { buildRequest, type BuiltRequest, fitMessages, type RequestParts } from 
 export { SUMMARIZER_MARKER } from "./_summarizer.ts";
 export {
   AFTER_TOOLS,
-  DEFAULT_SHAPE,
   MISSING_RESULT,
   nineCharId,
   objectArguments,
-  REASONING_FIELDS,
   type RouteShape,
   shapeMessages,
   TEXT_RESULT_HEADER,

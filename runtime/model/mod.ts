@@ -18,7 +18,7 @@ export {
   type ProviderTurn,
   PYTHON_TOOL,
 } from "./_provider.ts";
-export { assistantMessage } from "./_provider_turn.ts";
+export { assistantMessage, REASONING_FIELDS } from "./_provider_turn.ts";
 export {
   describeFetchError,
   listModels,

@@ -29,7 +29,7 @@ import type { ModelTurnOptions, TurnScope } from "./_turn_scope.ts";
 export type { ModelTurnOptions } from "./_turn_scope.ts";
 
 /** What the last call of a turn's last step is told. */
-export function stepLimitNote(maxSteps: number): string {
+function stepLimitNote(maxSteps: number): string {
   return `[runtime] this turn reached its limit of ${maxSteps} model steps and ends after this ` +
     "cell; the person is told that you stopped. Say what is left in a local.send if it matters.";
 }

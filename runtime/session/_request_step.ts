@@ -41,7 +41,7 @@ export interface Reply {
 }
 
 /** What the model is told when its workbench was replaced since its last reply. */
-export const HEAP_RESET =
+const HEAP_RESET =
   "[runtime] your workbench was restarted since your last step: variables and imports are gone.";
 
 /**
@@ -64,7 +64,7 @@ function lastItemText(store: Store, session: string): unknown {
 }
 
 /** What the model is told when its reply ended inside a tool call. */
-export const CUT_IN_CALL =
+const CUT_IN_CALL =
   "[not run: your reply hit the token limit in the middle of the call; write a shorter cell]";
 
 /**
