@@ -9,9 +9,10 @@
 import { type AdmitInput, admitInputs as admitStoreInputs } from "../../store/inputs.ts";
 import { discordDedupeKey, localDedupeKey } from "../../store/dedupe_keys.ts";
 import type { Store } from "../../store/store.ts";
-import { faultPoint, isKlbrError, KlbrError } from "../core/mod.ts";
+import { faultPoint, isKlbrError, KlbrError, type Logger } from "../core/mod.ts";
 import { MAINTENANCE_CONVERSATION } from "../session/mod.ts";
 import type { DiscordMessage } from "../discord/mod.ts";
+import type { UnattendedInput } from "../jobs/mod.ts";
 import type { AdmitOutcome, InputMessage } from "../lanes/mod.ts";
 
 /** One input to admit, built lazily so a bad field refuses that input only. */
@@ -155,4 +156,64 @@ export function maintenanceTimer(
     dueAt: now + every,
     note: `scheduled maintenance turn (every ${Math.round(every / 1000)} s)`,
   };
+}
+
+/**
+ * Why a session admits nothing now, or `undefined` when it does: the daemon is shutting down,
+ * the session is not running, or the store reported a damaged file (what it would commit could
+ * not be trusted).
+ */
+export function admissionRefusal(
+  store: Store,
+  state: { session: string; admitting: boolean; running: boolean },
+): KlbrError | undefined {
+  if (!state.admitting) {
+    return new KlbrError("shutting_down", "cannot admit input: the daemon is shutting down", {
+      status: 503,
+    });
+  }
+  if (!state.running) {
+    return new KlbrError(
+      "not_found",
+      `cannot admit input: session ${state.session} is not running`,
+    );
+  }
+  const health = store.health();
+  if (health.state === "corrupt") {
+    return new KlbrError(
+      "store_corrupt",
+      `cannot admit input: the store reported a damaged file at ${
+        new Date(health.since!).toISOString()
+      }; stop the daemon and restore a backup (got ${health.error})`,
+      { status: 503 },
+    );
+  }
+  return undefined;
+}
+
+/**
+ * Admits a fired timer or a finished job through the same path as every input; `within` runs
+ * in the admission's transaction. Returns `false`, writing nothing, when the input is refused
+ * (logged); the caller keeps it for later. The caller wakes the session.
+ */
+export function admitUnattended(
+  deps: { store: Store; log: Logger },
+  session: string,
+  unattended: { input: UnattendedInput; within: (inputId: string) => void },
+): boolean {
+  const { input, within } = unattended;
+  let admitted = false;
+  try {
+    admitBatch(deps.store, session, [() => input], ([outcome]) => {
+      if ("error" in outcome) throw outcome.error;
+      within(outcome.ack.input_id);
+      admitted = true;
+    });
+  } catch (error) {
+    deps.log.error("admission.refused", `cannot admit ${input.dedupeKey}: ${error}`, {
+      dedupe_key: input.dedupeKey,
+    });
+    return false;
+  }
+  return admitted;
 }

@@ -1,14 +1,13 @@
 /**
  * The daemon's single owner of sessions: the sessions map, and the routing of admission,
- * records, signals and operator commands to the session they name. Each session's parts are
- * built by `_session_parts.ts`; recovery, admission, record serving and the commands are
- * modules of their own.
+ * records, signals and operator commands to the session they name. Each session is a
+ * `Session` (`runtime/session/`) with its workers (`_session_workers.ts`); recovery,
+ * admission, record serving and the commands are modules of their own.
  *
  * @module
  */
 
-import { appendEvent } from "../../store/events.ts";
-import { DEFAULT_SESSION, ensureSession, requireSession } from "../../store/sessions.ts";
+import { DEFAULT_SESSION, ensureSession } from "../../store/sessions.ts";
 import {
   DEFAULT_CELL_TIMEOUT_MS,
   DEFAULT_DRAIN_GRACE_MS,
@@ -20,11 +19,12 @@ import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { DiscordEffects, DiscordMessage } from "../discord/mod.ts";
 import { Jobs, type UnattendedInput } from "../jobs/mod.ts";
 import type { AdmitOutcome, InputMessage, LaneHost, StoredRecord } from "../lanes/mod.ts";
-import { recoverSession } from "../session/mod.ts";
-import { activateBehavior, type Activation } from "./_activation.ts";
-import { AdmissionQueue, type AdmissionStats } from "./_admission_queue.ts";
+import { recoverSession, Session } from "../session/mod.ts";
+import { AdmissionQueue } from "./_admission_queue.ts";
 import {
+  admissionRefusal,
   admitBatch,
+  admitUnattended,
   discordInput,
   localInput,
   maintenanceTimer,
@@ -32,8 +32,9 @@ import {
 } from "./_admission.ts";
 import { type OperationSource, type OperatorMessage, runOperation } from "./_operations.ts";
 import { headSeq, recordsAfter, storedRecordsAfter } from "./_record_serving.ts";
-import { createSessionParts, type SessionDeps, type SessionParts } from "./_session_parts.ts";
 import { sessionRpcHandlers } from "./_session_rpc.ts";
+import { DaemonWorkers, type SessionDeps } from "./_session_workers.ts";
+import { runtimeStatus } from "./_status.ts";
 
 /** Options for {@linkcode Coordinator}: what every session is built from, and the daemon's. */
 export interface CoordinatorOptions extends Omit<SessionDeps, "bus"> {
@@ -62,7 +63,7 @@ export class Coordinator implements LaneHost {
   readonly version: string;
   readonly token: string;
   #o: CoordinatorOptions;
-  #sessions = new Map<string, SessionParts>();
+  #sessions = new Map<string, Session>();
   #admitting = true;
   #recovered: string | null;
   #jobs: Jobs;
@@ -79,7 +80,7 @@ export class Coordinator implements LaneHost {
     this.#queue = new AdmissionQueue(options.store, (sessions) => {
       for (const session of sessions) {
         this.bus.wake(session);
-        this.#sessions.get(session)?.runtime.wake();
+        this.#sessions.get(session)?.wake();
       }
     }, options.log);
     this.#jobs = new Jobs({
@@ -108,26 +109,16 @@ export class Coordinator implements LaneHost {
       runSlot: jobs.processSlot.bind(jobs),
       artifactBytes: jobs.budget.artifactBytes,
     };
-    const parts = createSessionParts(deps, session, (parts) =>
-      sessionRpcHandlers(
-        {
-          ...deps,
-          jobs,
-          activate: (releaseId, expectedEpoch, reason) =>
-            this.#activate(session, parts, { releaseId, expectedEpoch, reason }),
-        },
-        session,
-        parts,
-      ));
-    this.#sessions.set(session, parts);
+    const running = new Session(session, deps, function workers(s: Session) {
+      return new DaemonWorkers(deps, s, sessionRpcHandlers({ ...deps, jobs }, s));
+    });
+    this.#sessions.set(session, running);
     // Jobs left running are interrupted and timers that fell due while down fire, as inputs.
     jobs.startSession(session);
     this.#scheduleMaintenance(session);
     this.bus.wake(session);
-    parts.runtime.resumeFrames(resumed);
+    running.start(resumed);
   }
-
-  // ---- LaneHost ------------------------------------------------------------------------
 
   /** The last sequence number of a session. */
   headSeq(session: string): number {
@@ -162,20 +153,9 @@ export class Coordinator implements LaneHost {
     return this.#queue.submit(session, inputs.map((input) => localInput(clientId, input)));
   }
 
-  /** What admission has committed so far: commits, inputs, the largest commit. */
-  get admission(): AdmissionStats {
-    return this.#queue.stats;
-  }
-
   /**
    * Admits one Discord message through the same path as local inputs; it commits and wakes
    * the session, and never waits for Python.
-   *
-   * @example
-   * ```ts
-   * coordinator.admitDiscord("default", { channelId: "1", messageId: "2", authorId: "3",
-   *   username: "ann", content: "hi", receivedAt: Date.now() });
-   * ```
    */
   admitDiscord(session: string, message: DiscordMessage): AdmitOutcome {
     return this.#admit(session, [discordInput(message)])[0];
@@ -187,63 +167,28 @@ export class Coordinator implements LaneHost {
     const outcomes = admitBatch(this.#o.store, session, inputs);
     this.bus.wake(session);
     if (outcomes.some((o) => "ack" in o && !o.ack.duplicate)) {
-      this.#sessions.get(session)?.runtime.wake();
+      this.#sessions.get(session)?.wake();
     }
     return outcomes;
   }
 
   /** Why `session` admits nothing now, or `undefined` when it does. */
   #refusal(session: string): KlbrError | undefined {
-    if (!this.#admitting) {
-      return new KlbrError("shutting_down", "cannot admit input: the daemon is shutting down", {
-        status: 503,
-      });
-    }
-    if (!this.#sessions.has(session)) {
-      return new KlbrError("not_found", `cannot admit input: session ${session} is not running`);
-    }
-    // A damaged store admits nothing more: what it would commit could not be trusted.
-    const store = this.#o.store.health();
-    if (store.state === "corrupt") {
-      return new KlbrError(
-        "store_corrupt",
-        `cannot admit input: the store reported a damaged file at ${
-          new Date(store.since!).toISOString()
-        }; stop the daemon and restore a backup (got ${store.error})`,
-        { status: 503 },
-      );
-    }
-    return undefined;
+    const running = this.#sessions.has(session);
+    return admissionRefusal(this.#o.store, { session, admitting: this.#admitting, running });
   }
 
   /**
-   * Admits a fired timer or a finished job through the same path as every input; `within` runs
-   * in the admission's transaction. Returns `false`, writing nothing, while admission is closed,
-   * the session is not running or the input is refused; the caller keeps it for later.
+   * Admits a fired timer or a finished job (`admitUnattended`); `false`, writing nothing, while
+   * admission is closed, the session is not running or the input is refused.
    */
-  #admitUnattended(
-    session: string,
-    input: UnattendedInput,
-    within: (inputId: string) => void,
-  ): boolean {
-    const parts = this.#sessions.get(session);
-    if (!this.#admitting || parts === undefined) return false;
-    let admitted = false;
-    try {
-      admitBatch(this.#o.store, session, [() => input], ([outcome]) => {
-        if ("error" in outcome) throw outcome.error;
-        within(outcome.ack.input_id);
-        admitted = true;
-      });
-    } catch (error) {
-      this.#o.log.error("admission.refused", `cannot admit ${input.dedupeKey}: ${error}`, {
-        dedupe_key: input.dedupeKey,
-      });
-      return false;
-    }
+  #admitUnattended(session: string, input: UnattendedInput, within: (id: string) => void) {
+    const running = this.#sessions.get(session);
+    if (!this.#admitting || running === undefined) return false;
+    if (!admitUnattended(this.#o, session, { input, within })) return false;
     this.bus.wake(session);
-    parts.runtime.wake();
-    return admitted;
+    running.wake();
+    return true;
   }
 
   /** Runs one operator command; none needs the model or a hook. */
@@ -254,7 +199,6 @@ export class Coordinator implements LaneHost {
         bus: this.bus,
         require: (session) => this.#require(session),
         status: (only) => this.status(only),
-        activate: (session, parts, activation) => this.#activate(session, parts, activation),
         jobs: this.#jobs,
         admit: (session, inputs) => this.#admit(session, inputs),
         log: this.#o.log,
@@ -264,43 +208,17 @@ export class Coordinator implements LaneHost {
     );
   }
 
-  /** The runtime's state, for `status` and `/health`. */
+  /** The runtime's state, for `status` and `/health` (`_status.ts`). */
   status(only?: string): Record<string, unknown> {
-    const sessions: Record<string, unknown> = {};
-    for (const [id, parts] of this.#sessions) {
-      if (only !== undefined && id !== only) continue;
-      const row = requireSession(this.#o.store, id);
-      sessions[id] = {
-        ...parts.runtime.status(),
-        head_seq: row.nextSeq - 1,
-        behavior_epoch: row.behaviorEpoch,
-        active_release: row.activeRelease,
-        last_good_release: row.lastGoodRelease,
-        kernel_generation: parts.kernel.generation,
-        hook_calls: parts.hookCalls,
-        kernel_alive: parts.kernel.current !== null,
-        ...this.#jobs.status(id),
-        // What each live process role loaded (null when it is not running).
-        fingerprints: {
-          workbench: parts.kernel.fingerprint,
-          hooks: parts.hooks.fingerprint,
-          jobs: this.#jobs.fingerprints(id),
-        },
-      };
-    }
-    if (only !== undefined && !(only in sessions)) {
-      throw new KlbrError("not_found", `cannot show status: no session ${only} (got ${only})`);
-    }
-    return {
-      version: this.version,
-      admitting: this.#admitting && this.#o.store.health().state !== "corrupt",
+    const { version } = this;
+    const { store } = this.#o;
+    return runtimeStatus({ store, jobs: this.#jobs, sessions: this.#sessions }, {
+      only,
+      version,
+      admitting: this.#admitting,
       admission: this.#queue.stats,
-      store_commits: this.#o.store.health().commits,
-      store_commit_ms: Math.round(this.#o.store.health().commitMs),
-      recovered_release: this.#recovered,
-      budget: this.#jobs.budget.status(),
-      sessions,
-    };
+      recovered: this.#recovered,
+    });
   }
 
   /**
@@ -312,21 +230,7 @@ export class Coordinator implements LaneHost {
     this.#admitting = false;
     // Jobs still running are reported `interrupted` at the next start, never resumed.
     await this.#jobs.shutdown();
-    for (const [session, parts] of this.#sessions) {
-      try {
-        appendEvent(this.#o.store, session, "daemon.stopping", { reason, grace_ms: graceMs });
-        this.bus.wake(session);
-      } catch (error) {
-        this.#o.log.error("daemon.record_failed", `cannot record the shutdown: ${error}`);
-      }
-      const drained = parts.runtime.drain();
-      const timer = setTimeout(() => void parts.runtime.stop(reason), graceMs);
-      await drained;
-      clearTimeout(timer);
-      parts.runtime.dispose();
-      await parts.kernel.shutdown();
-      await parts.hooks.shutdown();
-    }
+    for (const running of this.#sessions.values()) await running.shutdown(graceMs, reason);
   }
 
   /** Keeps the next scheduled maintenance turn armed as a durable timer, when one is due. */
@@ -336,11 +240,7 @@ export class Coordinator implements LaneHost {
     this.#jobs.ensureTimer(session, maintenanceTimer(this.#o.store.clock(), every));
   }
 
-  #activate(session: string, parts: SessionParts, activation: Activation): Promise<number> {
-    return activateBehavior({ store: this.#o.store, bus: this.bus }, session, parts, activation);
-  }
-
-  #require(session: string): SessionParts {
+  #require(session: string): Session {
     const parts = this.#sessions.get(session);
     if (parts === undefined) {
       throw new KlbrError("not_found", `cannot use session ${session}: it is not running`);

@@ -6,8 +6,8 @@
  * releases, `candidates` and `trace` read the kept diagnostics, `budget` lifts a spent hour.
  * `maintain` only admits an input; the turn it starts is the model's.
  *
- * They live with the daemon, not in `runtime/operator/`: they act on the daemon's session
- * parts, while `operator/` is the CLI client that must start without loading the daemon.
+ * They live with the daemon, not in `runtime/operator/`: they act on the daemon's running
+ * sessions, while `operator/` is the CLI client that must start without loading the daemon.
  *
  * @module
  */
@@ -27,9 +27,8 @@ import {
 import type { Jobs } from "../jobs/mod.ts";
 import { candidateView, readTraces, rollbackTarget } from "../behavior/mod.ts";
 import type { AdmitOutcome } from "../lanes/mod.ts";
-import type { Activation } from "./_activation.ts";
+import type { Session } from "../session/mod.ts";
 import { maintenanceInput, type PendingInput } from "./_admission.ts";
-import type { SessionParts } from "./_session_parts.ts";
 
 /** An operator command from the lane protocol. */
 export type OperatorMessage = Exclude<
@@ -42,10 +41,9 @@ export type OperatorMessage = Exclude<
 export interface OperationHost {
   store: Store;
   bus: EventBus;
-  /** The running session's parts. @throws {KlbrError} `not_found` when it is not running. */
-  require(session: string): SessionParts;
+  /** The running session. @throws {KlbrError} `not_found` when it is not running. */
+  require(session: string): Session;
   status(only?: string): Record<string, unknown>;
-  activate(session: string, parts: SessionParts, activation: Activation): Promise<number>;
   /** The daemon's timers and jobs. */
   jobs: Jobs;
   /** Admits inputs through the one admission path and wakes the session. */
@@ -152,7 +150,7 @@ async function perform(
     case "op.activate": {
       const parts = host.require(session);
       const snapshot = await verifyRelease(message.release);
-      const epoch = await host.activate(session, parts, {
+      const epoch = await parts.activate({
         releaseId: snapshot.id,
         expectedEpoch: message.epoch,
         reason: "operator activate",
@@ -194,7 +192,7 @@ async function perform(
   throw new KlbrError("invalid_input", `cannot run ${(message as { kind: string }).kind}`);
 }
 
-async function reset(parts: SessionParts): Promise<Record<string, unknown>> {
+async function reset(parts: Session): Promise<Record<string, unknown>> {
   await parts.runtime.stop("operator reset");
   const generation = await parts.kernel.reset("operator reset");
   parts.runtime.resume();
@@ -209,7 +207,7 @@ async function reset(parts: SessionParts): Promise<Record<string, unknown>> {
 async function rollback(host: OperationHost, session: string): Promise<Record<string, unknown>> {
   const parts = host.require(session);
   const { target, row } = rollbackTarget(host.store, session);
-  const epoch = await host.activate(session, parts, {
+  const epoch = await parts.activate({
     releaseId: target,
     expectedEpoch: row.behaviorEpoch,
     reason: "operator rollback",
@@ -223,12 +221,8 @@ async function rollback(host: OperationHost, session: string): Promise<Record<st
  *
  * @throws {KlbrError} `not_found` when no cell of that id is running.
  */
-function cancelCell(parts: SessionParts, cell: string): Record<string, unknown> {
-  const running = parts.runningCells.get(cell);
-  if (running === undefined) {
-    throw new KlbrError("not_found", `cannot cancel cell ${cell}: it is not running (got ${cell})`);
-  }
-  running.abort(new Error("the operator cancelled the cell"));
+function cancelCell(parts: Session, cell: string): Record<string, unknown> {
+  parts.cancelCell(cell);
   return { cell, message: "the cell was asked to stop; its outcome says how it ended" };
 }
 
@@ -248,7 +242,7 @@ function maintain(host: OperationHost, session: string, reason: string): Record<
  * Rewrites the context from the durable records (an extractive summary of every item): for a
  * session whose history a server refuses. Needs neither the model nor a hook.
  */
-async function repair(parts: SessionParts): Promise<Record<string, unknown>> {
+async function repair(parts: Session): Promise<Record<string, unknown>> {
   const done = await parts.repair("the operator ran klbr repair");
   return done === undefined
     ? { repaired: false, message: "nothing to repair: the context holds no item" }
@@ -261,7 +255,7 @@ async function repair(parts: SessionParts): Promise<Record<string, unknown>> {
 }
 
 /** Extractive: it needs neither the model nor a hook. */
-async function compact(parts: SessionParts): Promise<Record<string, unknown>> {
+async function compact(parts: Session): Promise<Record<string, unknown>> {
   const done = await parts.compact();
   return done === undefined
     ? { compacted: false, message: "nothing to compact: the context is already short" }

@@ -16,30 +16,31 @@ import { historyHandlers } from "../context/mod.ts";
 import { type DiscordEffects, discordHandlers } from "../discord/mod.ts";
 import type { Jobs } from "../jobs/mod.ts";
 import { type RpcHandler, skillHandlers } from "../kernel/mod.ts";
-import { localSend } from "../session/mod.ts";
-import type { SessionDeps, SessionParts } from "./_session_parts.ts";
+import { localSend, type Session } from "../session/mod.ts";
+import type { SessionDeps } from "./_session_workers.ts";
 
-/** What the session's RPCs need beyond the session's own parts. */
+/** What the session's RPCs need beyond the session itself. */
 export interface SessionRpcDeps extends SessionDeps {
   /** The Discord transport, when the configuration has a `discord` node. */
   discord?: DiscordEffects;
-  /** The one activation path, shared with the operator's `activate`. */
-  activate: (releaseId: string, expectedEpoch: number, reason: string) => Promise<number>;
   /** The daemon's timers, jobs and child model calls. */
   jobs: Jobs;
 }
 
-/** The RPC handlers of one session's workbench. */
+/**
+ * The RPC handlers of one session's workbench; they act on `parts`, the {@linkcode Session},
+ * through its named methods (`runningFrame()`, `pinnedRelease()`, `activate()`, …).
+ */
 export function sessionRpcHandlers(
   deps: SessionRpcDeps,
-  session: string,
-  parts: SessionParts,
+  parts: Session,
 ): Record<string, RpcHandler> {
   const { store, bus } = deps;
+  const session = parts.id;
   return {
     "local.send": (params, ctx) => {
       // A local send is a durable publication: committed before the cell hears it succeeded.
-      const sent = localSend(store, session, parts.frame, params, ctx.cell);
+      const sent = localSend(store, session, parts.runningFrame(), params, ctx.cell);
       bus.wake(session);
       return Promise.resolve(sent);
     },
@@ -56,13 +57,13 @@ export function sessionRpcHandlers(
       store,
       session,
       discord: deps.discord,
-      frame: () => parts.frame,
+      frame: parts.runningFrame.bind(parts),
       notify: () => bus.wake(session),
     }),
     ...deps.jobs.handlers({
       session,
-      frame: () => parts.frame,
-      release: () => parts.behavior.releaseId,
+      frame: parts.runningFrame.bind(parts),
+      release: () => parts.activeRelease().releaseId,
       workspace: deps.workspace,
     }),
     ...behaviorHandlers({
@@ -72,17 +73,15 @@ export function sessionRpcHandlers(
       repoRoot: deps.repoRoot,
       workspace: deps.workspace,
       sandbox: deps.sandbox,
-      activate: deps.activate,
+      activate: (releaseId, expectedEpoch, reason) =>
+        parts.activate({ releaseId, expectedEpoch, reason }),
       // A cell sees the release its turn is pinned to (the active one outside a turn).
-      pinned: () => {
-        const pin = parts.pin ?? { frameId: null, ...parts.behavior };
-        return { releaseId: pin.releaseId, frameId: pin.frameId };
-      },
+      pinned: parts.pinnedRelease.bind(parts),
     }),
     // A managed skill is offered from the next generation, started at the next boundary.
     ...skillHandlers({
       roots: deps.skillRoots,
-      changed: (change) => (parts.skillsChanged = change),
+      changed: parts.skillsChanged.bind(parts),
       offeredFrom: "your next turn: the workbench restarts before it, so variables are lost",
     }),
     ...codeHandlers({

@@ -28,11 +28,12 @@ import { answered, callPlan, expireOld, frameOfPlan, inputsView, type Plan } fro
 import { recoverSession } from "./_recovery.ts";
 import { lastFailure, ModelTrouble } from "./_model_trouble.ts";
 import { RetrySchedule } from "./_retry_schedule.ts";
-import type {
-  Continuation,
-  SessionRuntimeOptions,
-  SessionState,
-  TurnResult,
+import {
+  type Continuation,
+  HOST_TIMERS,
+  type SessionRuntimeOptions,
+  type SessionState,
+  type TurnResult,
 } from "./_turn_types.ts";
 
 /**
@@ -51,10 +52,10 @@ export class SessionRuntime {
   #turnAbort: AbortController | undefined;
   #planAbort: AbortController | undefined;
   #currentFrame: { id: string; number: number; startedAt: number } | undefined;
-  #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  #retryTimer: unknown;
   /** Set while the retry timer keeps a wait the model server asked for: wakes wait for it. */
   #serverHold = false;
-  #expiryTimer: ReturnType<typeof setTimeout> | undefined;
+  #expiryTimer: unknown;
   #retry: RetrySchedule;
   #lastHookFailure: string | undefined;
   #continuations: Continuation[] = [];
@@ -73,6 +74,7 @@ export class SessionRuntime {
       inputWaitWarnMs: 300_000,
       boundary: () => Promise.resolve(),
       configPath: null,
+      timers: HOST_TIMERS,
       ...options,
     };
     this.#retry = new RetrySchedule(this.#o);
@@ -160,14 +162,14 @@ export class SessionRuntime {
     }
     if (expireOld(store, session, this.#o.inputExpireMs) > 0) this.#o.bus.wake(session);
     while (this.#state === "running" && this.#continuations.length > 0) {
-      await this.#boundary();
+      await this.#o.boundary();
       const next = this.#continuations.shift()!;
       if (!(await this.#runTurn(next.frame, next.attempt))) return this.#retryLater();
     }
     while (this.#state === "running") {
       const inputs = pendingInputs(store, session);
       if (inputs.length === 0) return;
-      await this.#boundary();
+      await this.#o.boundary();
       const plan = await this.#plan(inputs);
       if (plan === undefined) return this.#retryLater();
       const { chosen, ignoredIds, routing } = frameOfPlan(plan, inputs);
@@ -176,15 +178,6 @@ export class SessionRuntime {
       if (!(await this.#runFrame(chosen, { ...plan, routing }, ignoredIds))) {
         return this.#retryLater();
       }
-    }
-  }
-
-  async #boundary(): Promise<void> {
-    try {
-      await this.#o.boundary();
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      this.#o.log.warn("session.boundary", `checking process roles failed: ${message}`);
     }
   }
 
@@ -334,11 +327,7 @@ export class SessionRuntime {
     }
     this.#trouble.retrying(next.attempt, next.of, next.delayMs);
     this.#serverHold = next.serverWait;
-    this.#retryTimer = setTimeout(() => {
-      this.#retryTimer = undefined;
-      this.#serverHold = false;
-      this.wake();
-    }, next.delayMs);
+    this.#retryTimer = this.#o.timers.set(() => this.#retryDue(), next.delayMs);
   }
 
   /** Wakes the loop when the oldest pending input is due to expire. */
@@ -347,10 +336,21 @@ export class SessionRuntime {
     const oldest = oldestPendingAt(this.#o.store, this.#o.session);
     if (oldest === null) return;
     const due = oldest + this.#o.inputExpireMs - this.#o.store.clock();
-    this.#expiryTimer = setTimeout(() => {
-      this.#expiryTimer = undefined;
-      this.wake();
-    }, Math.min(Math.max(due, 0) + 1, 2 ** 31 - 1));
+    const ms = Math.min(Math.max(due, 0) + 1, 2 ** 31 - 1);
+    this.#expiryTimer = this.#o.timers.set(() => this.#expiryDue(), ms);
+  }
+
+  /** The retry's backoff (or the server's wait) is over: the loop runs again. */
+  #retryDue(): void {
+    this.#retryTimer = undefined;
+    this.#serverHold = false;
+    this.wake();
+  }
+
+  /** The oldest pending input is due to expire: the loop's next pass expires it. */
+  #expiryDue(): void {
+    this.#expiryTimer = undefined;
+    this.wake();
   }
 
   /**
@@ -369,14 +369,14 @@ export class SessionRuntime {
   }
 
   #clearRetry(): void {
-    if (this.#retryTimer !== undefined) clearTimeout(this.#retryTimer);
+    if (this.#retryTimer !== undefined) this.#o.timers.clear(this.#retryTimer);
     this.#retryTimer = undefined;
     this.#serverHold = false;
   }
 
   #clearTimers(): void {
     this.#clearRetry();
-    if (this.#expiryTimer !== undefined) clearTimeout(this.#expiryTimer);
+    if (this.#expiryTimer !== undefined) this.#o.timers.clear(this.#expiryTimer);
     this.#expiryTimer = undefined;
   }
 

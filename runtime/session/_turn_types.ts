@@ -100,10 +100,27 @@ export interface SessionRuntimeOptions {
   configPath?: string | null;
   /**
    * Runs between frames, before each plan and each continued turn: where process roles whose
-   * dependencies changed are replaced. A failure is logged and the loop goes on.
+   * dependencies changed are replaced. It must not reject: it logs its own failures.
    */
   boundary?: () => Promise<void>;
+  /** The retry and expiry timers. @default {the host's `setTimeout`} */
+  timers?: SessionTimers;
 }
+
+/**
+ * The host timers a session loop arms for its retries and input expiry: `setTimeout` and
+ * `clearTimeout` unless a test drives time by hand.
+ */
+export interface SessionTimers {
+  set(fn: () => void, ms: number): unknown;
+  clear(handle: unknown): void;
+}
+
+/** The host's own timers. */
+export const HOST_TIMERS: SessionTimers = {
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: (handle) => clearTimeout(handle as number),
+};
 
 /** Why the loop is not taking new frames. */
 export type SessionState = "running" | "stopped" | "draining" | "drained";

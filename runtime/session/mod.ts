@@ -1,7 +1,8 @@
 /**
- * One session's work: recovery at start-up, the loop from pending inputs through
- * `attention.plan` to an accepted frame, the model turn that runs for it, its contract
- * message, and `local.send`.
+ * One session's work: the `Session` that owns its running frame, pinned release, cells, hook
+ * counters and skills; recovery at start-up; the loop from pending inputs through
+ * `attention.plan` to an accepted frame; the model turn that runs for it; its contract
+ * message; and `local.send`.
  *
  * @module
  */
@@ -19,11 +20,19 @@ export { type FencedCells, fencedCells } from "./_fence_cells.ts";
 export { localSend, type RunningFrame } from "./_local_send.ts";
 export { createModelTurn, type ModelTurnOptions } from "./_model_turn.ts";
 export { recoverSession, type RecoveryOptions } from "./_recovery.ts";
+export { type Activation, type Frame, Session } from "./_session.ts";
+export type {
+  HookWorkerPort,
+  SessionOptions,
+  SessionWorkers,
+  WorkbenchPort,
+} from "./_session_ports.ts";
 export { SessionRuntime } from "./_session_runtime.ts";
 export type {
   HookCaller,
   SessionRuntimeOptions,
   SessionState,
+  SessionTimers,
   TurnContext,
   TurnResult,
   TurnRunner,

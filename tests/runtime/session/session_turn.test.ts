@@ -1,0 +1,182 @@
+// The turn engine in-process, driven through `Session` (fake workbench, fake hooks, the fake
+// model server, the real store in a temp dir): a turn that reaches its route's `max_steps` is
+// told so and ends with the limit recorded, and the next turn hears of it; a turn is pinned to
+// the release its frame recorded even when a release is activated under its running cell; a
+// frame a dead owner left mid-cell is continued from the persisted sequence, its cell never
+// run again; the operator's `cancelCell` ends one running cell and the turn goes on.
+
+import assert from "node:assert/strict";
+import { startCell } from "../../../store/cells.ts";
+import { appendProviderItems } from "../../../store/provider_items.ts";
+import { startGeneration } from "../../../store/kernel_generations.ts";
+import { requireSession } from "../../../store/sessions.ts";
+import { isKlbrError } from "../../../runtime/core/mod.ts";
+import { assistantMessage } from "../../../runtime/model/mod.ts";
+import { frameOf } from "../../_helpers/store.ts";
+import { cellResult, SESSION, withSessionLoop } from "../../_helpers/session_loop.ts";
+import { admitInput } from "../../../store/inputs.ts";
+
+type Message = { role: string; content: string | null };
+
+Deno.test("`Session` ends a turn at its route's max_steps, tells the model so, and the next turn hears of it", async () => {
+  const fake = { fallback: () => ({ toolCall: { code: "print('working')" } }) };
+  await withSessionLoop({ routeFields: "    max_steps 3", fake }, async (loop) => {
+    loop.admit("a long task");
+    await loop.settle("the turn ended", () => loop.records("turn.ended").length === 1);
+    const [ended] = loop.records("turn.ended");
+    assert.deepEqual([ended.reason, ended.step_limit], ["step limit 3", 3]);
+    assert.equal(loop.chats().length, 3, "three steps, three requests");
+    assert.equal(loop.kernel.ran.length, 3);
+    await loop.settle("the frame done", () => loop.records("frame.finished").length === 1);
+    assert.equal(loop.records("frame.finished")[0].state, "done");
+
+    loop.fake.enqueue({ toolCall: { code: "send('resuming')\nwait()" } });
+    loop.admit("go on");
+    await loop.settle("the send", () => loop.records("send").length === 1);
+    const next = loop.chats()[3].body.messages as Message[];
+    // The third cell's result, now in the history, told the model the turn ended there.
+    const results = next.filter((m) => m.role === "tool");
+    assert.match(String(results[2].content), /reached its limit of 3 model steps and ends after/);
+    assert.match(
+      String(next[next.length - 1].content),
+      /^\[runtime\] your previous turn stopped at its limit of 3 model steps/,
+    );
+  });
+});
+
+Deno.test("`Session` pins a turn to its frame's release when a release is activated under its cell", async () => {
+  await withSessionLoop({}, async (loop) => {
+    const first = await loop.publish({ "attention.py": "# first\n" }, false);
+    const second = await loop.publish({ "attention.py": "# second\n" }, false);
+    // The operator activates the first release between turns.
+    const epoch = requireSession(loop.store, SESSION).behaviorEpoch;
+    assert.equal(
+      await loop.session.activate({ releaseId: first, expectedEpoch: epoch, reason: "t" }),
+      epoch + 1,
+    );
+    const seen: unknown[] = [];
+    loop.kernel.script = (cell) => {
+      if (!cell.code.includes("activate")) return undefined;
+      return (async () => {
+        seen.push(loop.session.pinnedRelease(), loop.session.runningFrame()?.policyRevision);
+        const expectedEpoch = requireSession(loop.store, SESSION).behaviorEpoch;
+        await loop.session.activate({ releaseId: second, expectedEpoch, reason: "under a cell" });
+        seen.push(loop.session.pinnedRelease().releaseId, loop.session.activeRelease().releaseId);
+        return cellResult();
+      })();
+    };
+    // The cell activates; the next step replies with text only, so `turn.next` is asked.
+    loop.fake.enqueue({ toolCall: { code: "activate()" } }, { text: "done for now" });
+    loop.admit("switch releases");
+    await loop.settle("the frame done", () => loop.records("frame.finished").length === 1);
+    const [frame] = loop.records("frame.accepted");
+    assert.equal(frame.policy_revision, first);
+    const [pin, revision, pinnedAfter, activeAfter] = seen;
+    assert.deepEqual(pin, { releaseId: first, frameId: frame.frame_id });
+    assert.deepEqual([revision, pinnedAfter, activeAfter], [first, first, second]);
+    const turnHooks = loop.hooks.calls.filter((c) => c.name !== "attention.plan");
+    assert.deepEqual(
+      turnHooks.map((c) => [c.name, c.release]),
+      [
+        ["model.plan", first],
+        ["context.prepare", first],
+        ["context.prepare", first],
+        ["turn.next", first],
+      ],
+      "every hook of the turn ran from its frame's release, also after the activation",
+    );
+    assert.equal(loop.hooks.retired.length, 2, "each activation retires the hook worker");
+    assert.equal(loop.session.runningFrame(), null, "no frame between turns");
+    assert.deepEqual(loop.session.pinnedRelease(), { releaseId: second, frameId: null });
+
+    loop.hooks.calls.length = 0;
+    loop.admit("next");
+    await loop.settle("the second frame", () => loop.records("frame.finished").length === 2);
+    assert.equal(loop.records("frame.accepted")[1].policy_revision, second);
+    assert.deepEqual(new Set(loop.hooks.calls.map((c) => c.release)), new Set([second]));
+  });
+});
+
+Deno.test("`Session` continues a frame a dead owner left mid-cell from the persisted sequence, never running the cell again", async () => {
+  let inputId = "";
+  let frameId = "";
+  const before = (store: Parameters<typeof frameOf>[0]) => {
+    // The dead owner's turn: an input, its frame, the model's reply with a call, a cell begun.
+    inputId = admitInput(store, {
+      session: SESSION,
+      sourceKind: "local",
+      dedupeKey: "local:cl_dead:m1",
+      conversationId: "local:main",
+      author: "owner",
+      body: "count the files",
+    }).inputId;
+    frameId = frameOf(store, [inputId]).frameId;
+    const call = { id: "call_dead", name: "python", arguments: JSON.stringify({ code: "n = 1" }) };
+    appendProviderItems(store, SESSION, frameId, [
+      { role: "user", content: "count the files" },
+      assistantMessage("", [call]),
+    ]);
+    const { generation } = startGeneration(store, {
+      session: SESSION,
+      reason: "startup",
+      skillsRevision: "none",
+      behaviorRevision: null,
+    });
+    startCell(store, { session: SESSION, generation, frameId, toolCallId: call.id, code: "n = 1" });
+  };
+  await withSessionLoop({ before }, async (loop) => {
+    await loop.settle("the frame done", () => loop.records("frame.finished").length === 1);
+    const [recovery] = loop.records("recovery");
+    assert.deepEqual(recovery.resumed_frames, [frameId]);
+    assert.equal((recovery.interrupted_cells as unknown[]).length, 1);
+    const [finished] = loop.records("frame.finished");
+    assert.deepEqual([finished.frame_id, finished.state], [frameId, "done"]);
+    assert.equal(loop.records("frame.accepted").length, 1, "no new frame: the same one went on");
+    assert.deepEqual(loop.kernel.ran.map((c) => c.code), ["wait()"], "the cut cell never reran");
+    const [request] = loop.chats();
+    const messages = request.body.messages as (Message & { tool_call_id?: string })[];
+    assert.equal(messages.filter((m) => m.content?.includes("count the files")).length, 1);
+    const result = messages.find((m) => m.tool_call_id === "call_dead");
+    assert.match(
+      String(result?.content),
+      /^\[interrupted: the daemon restarted while this cell ran/,
+    );
+    assert.match(String(result?.content), /this is not a new request/);
+    assert.equal(loop.records("turn.started")[0].resumed, true);
+  });
+});
+
+Deno.test("`Session.cancelCell()` ends one running cell, the model hears it was cancelled, and the turn goes on", async () => {
+  await withSessionLoop({}, async (loop) => {
+    let running = "";
+    loop.kernel.script = (cell, options) => {
+      if (!cell.code.includes("sleep")) return undefined;
+      running = cell.cellId;
+      return new Promise((resolve) =>
+        options.signal!.addEventListener(
+          "abort",
+          () => resolve(cellResult({ outcome: "cancelled" })),
+        )
+      );
+    };
+    loop.fake.enqueue({ toolCall: { code: "sleep()" } }, { toolCall: { code: "wait()" } });
+    loop.admit("a slow one");
+    await loop.settle("the cell running", () => running !== "");
+    assert.throws(
+      () => loop.session.cancelCell("cell_other"),
+      (e) =>
+        isKlbrError(e) && e.code === "not_found" &&
+        /not running \(got cell_other\)/.test(e.message),
+    );
+    loop.session.cancelCell(running);
+    await loop.settle("the frame done", () => loop.records("frame.finished").length === 1);
+    assert.equal(loop.records("frame.finished")[0].state, "done");
+    const messages = loop.chats()[1].body.messages as Message[];
+    assert.match(String(messages[messages.length - 1].content), /cancelled/);
+    assert.deepEqual(loop.kernel.ran.map((c) => c.code), ["sleep()", "wait()"]);
+    assert.throws(
+      () => loop.session.cancelCell(running),
+      (e) => isKlbrError(e) && e.code === "not_found",
+    );
+  });
+});
