@@ -76,13 +76,7 @@ export class Coordinator implements LaneHost {
     this.version = options.version;
     this.token = options.token;
     this.#recovered = options.behavior.recovered;
-    // After the acks of a commit were sent: the record fan-out, then the planners.
-    this.#queue = new AdmissionQueue(options.store, (sessions) => {
-      for (const session of sessions) {
-        this.bus.wake(session);
-        this.#sessions.get(session)?.wake();
-      }
-    }, options.log);
+    this.#queue = new AdmissionQueue(options.store, this.#afterCommit.bind(this), options.log);
     this.#jobs = new Jobs({
       ...options,
       bus: this.bus,
@@ -172,6 +166,14 @@ export class Coordinator implements LaneHost {
     return outcomes;
   }
 
+  /** After the acks of an admission commit were sent: the record fan-out, then the planners. */
+  #afterCommit(sessions: Set<string>): void {
+    for (const session of sessions) {
+      this.bus.wake(session);
+      this.#sessions.get(session)?.wake();
+    }
+  }
+
   /** Why `session` admits nothing now, or `undefined` when it does. */
   #refusal(session: string): KlbrError | undefined {
     const running = this.#sessions.has(session);
@@ -210,11 +212,9 @@ export class Coordinator implements LaneHost {
 
   /** The runtime's state, for `status` and `/health` (`_status.ts`). */
   status(only?: string): Record<string, unknown> {
-    const { version } = this;
-    const { store } = this.#o;
-    return runtimeStatus({ store, jobs: this.#jobs, sessions: this.#sessions }, {
+    return runtimeStatus({ store: this.#o.store, jobs: this.#jobs, sessions: this.#sessions }, {
       only,
-      version,
+      version: this.version,
       admitting: this.#admitting,
       admission: this.#queue.stats,
       recovered: this.#recovered,

@@ -16,7 +16,7 @@ import { historyHandlers } from "../context/mod.ts";
 import { type DiscordEffects, discordHandlers } from "../discord/mod.ts";
 import type { Jobs } from "../jobs/mod.ts";
 import { type RpcHandler, skillHandlers } from "../kernel/mod.ts";
-import { localSend, type Session } from "../session/mod.ts";
+import type { Session } from "../session/mod.ts";
 import type { SessionDeps } from "./_session_workers.ts";
 
 /** What the session's RPCs need beyond the session itself. */
@@ -38,12 +38,8 @@ export function sessionRpcHandlers(
   const { store, bus } = deps;
   const session = parts.id;
   return {
-    "local.send": (params, ctx) => {
-      // A local send is a durable publication: committed before the cell hears it succeeded.
-      const sent = localSend(store, session, parts.runningFrame(), params, ctx.cell);
-      bus.wake(session);
-      return Promise.resolve(sent);
-    },
+    // A local send is a durable publication: committed before the cell hears it succeeded.
+    "local.send": (params, ctx) => Promise.resolve(parts.sendLocal(params, ctx.cell)),
     "artifact.read": async (params) => {
       const p = params as { id?: unknown; offset?: unknown; length?: unknown };
       const { data, bytes } = await readArtifact(store.stateDir, String(p.id), {

@@ -59,19 +59,10 @@ export class LaneSocket {
 
   /** The Hono events of this socket. */
   events(): WSEvents {
-    const { log, place } = this.#lane;
+    const { place } = this.#lane;
     return {
       onOpen: (_event, ws) => this.#open(ws),
-      onMessage: (event) => {
-        // Messages of one connection are handled strictly in arrival order; a binary frame is
-        // not JSON and is answered as such.
-        this.#buffered.push(typeof event.data === "string" ? event.data : "");
-        const stats = this.#registry.stats;
-        stats.peak_held_messages = Math.max(stats.peak_held_messages, this.#buffered.length);
-        this.#handler.run().catch((error) =>
-          log.error("lane.internal", `lane connection error: ${error?.stack ?? error}`)
-        );
-      },
+      onMessage: this.#received.bind(this),
       onClose: () => {
         this.#connection?.dispose();
         // A handler waiting for room sees the socket closed; what it held was never accepted.
@@ -80,6 +71,19 @@ export class LaneSocket {
         place.release();
       },
     };
+  }
+
+  /**
+   * One message arrived: it is buffered, and handled strictly in arrival order with the rest of
+   * the connection's messages; a binary frame is not JSON and is answered as such.
+   */
+  #received(event: MessageEvent): void {
+    this.#buffered.push(typeof event.data === "string" ? event.data : "");
+    const stats = this.#registry.stats;
+    stats.peak_held_messages = Math.max(stats.peak_held_messages, this.#buffered.length);
+    this.#handler.run().catch((error) =>
+      this.#lane.log.error("lane.internal", `lane connection error: ${error?.stack ?? error}`)
+    );
   }
 
   /**

@@ -51,21 +51,32 @@ const STEP_LIMIT = "step limit";
 export function createModelTurn(
   options: ModelTurnOptions,
 ): (ctx: TurnContext) => Promise<TurnResult> {
-  return async (ctx) => {
-    // A continued turn's earlier attempt already left its mark in the sequence.
-    const state = { effects: ctx.resumed };
-    const record = <T extends RecordType>(type: T, body: RecordInput<T>) => {
-      const seq = appendEvent(options.store, ctx.session, type, body);
-      options.bus.wake(ctx.session);
-      return seq;
-    };
-    try {
-      return await runTurn({ options, ctx, record, state });
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      return { ok: false, reason, effects: state.effects };
-    }
+  return function modelTurn(ctx: TurnContext): Promise<TurnResult> {
+    return runModelTurn(options, ctx);
   };
+}
+
+/**
+ * Runs one model turn for `ctx.frame` (what {@linkcode createModelTurn}'s runner does). It
+ * never rejects: a failure is a `failed` result.
+ */
+export async function runModelTurn(
+  options: ModelTurnOptions,
+  ctx: TurnContext,
+): Promise<TurnResult> {
+  // A continued turn's earlier attempt already left its mark in the sequence.
+  const state = { effects: ctx.resumed };
+  function record<T extends RecordType>(type: T, body: RecordInput<T>): number {
+    const seq = appendEvent(options.store, ctx.session, type, body);
+    options.bus.wake(ctx.session);
+    return seq;
+  }
+  try {
+    return await runTurn({ options, ctx, record, state });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return { ok: false, reason, effects: state.effects };
+  }
 }
 
 async function runTurn(scope: TurnScope): Promise<TurnResult> {

@@ -24,8 +24,8 @@ import { DEFAULT_CELL_TIMEOUT_MS, faultPoint, KlbrError } from "../core/mod.ts";
 import { compactContext, repairContext } from "../context/mod.ts";
 import { loadSkills, type SkillChange } from "../kernel/mod.ts";
 import { contractMessage, isMaintenanceInput, type OfferedSkills } from "./_contract.ts";
-import type { RunningFrame } from "./_local_send.ts";
-import { createModelTurn } from "./_model_turn.ts";
+import { localSend, type RunningFrame, type SendReceipt } from "./_local_send.ts";
+import { type ModelTurnOptions, runModelTurn } from "./_model_turn.ts";
 import { CancellableKernel, meteredProvider, type MeterScope } from "./_port_wrappers.ts";
 import { SessionRuntime } from "./_session_runtime.ts";
 import type {
@@ -71,7 +71,8 @@ export class Session {
   readonly #o: SessionOptions;
   readonly #workers: SessionWorkers;
   readonly #cells: CancellableKernel;
-  readonly #turn: (ctx: TurnContext) => Promise<TurnResult>;
+  /** What each turn of this session runs with (`runModelTurn`). */
+  readonly #turnOptions: ModelTurnOptions;
   /** The active release: hooks between turns come from it; activation replaces it. */
   #active: { releaseId: string; path: string };
   /** The release the running turn is pinned to (its frame's); null between turns. */
@@ -93,7 +94,7 @@ export class Session {
     this.kernel = this.#workers.kernel;
     this.hooks = this.#workers.hooks;
     this.#cells = new CancellableKernel(this.kernel);
-    this.#turn = createModelTurn({
+    this.#turnOptions = {
       ...options,
       provider: meteredProvider(options.provider, {
         meter: options.meter,
@@ -102,7 +103,7 @@ export class Session {
       hooks: this.hookCaller.bind(this),
       system: this.#contract.bind(this),
       kernel: this.#cells,
-    });
+    };
     this.runtime = new SessionRuntime({
       ...options,
       session: id,
@@ -126,6 +127,16 @@ export class Session {
   /** The frame whose turn is running, for routing sends; null between turns. */
   runningFrame(): Frame | null {
     return this.#frame;
+  }
+
+  /**
+   * A cell's `local.send`: the send record, routed by the running frame, is committed before
+   * the cell hears it succeeded (`localSend`).
+   */
+  sendLocal(params: Record<string, unknown>, cellId: string | null): SendReceipt {
+    const sent = localSend(this.#o.store, this.id, this.#frame, params, cellId);
+    this.#o.bus.wake(this.id);
+    return sent;
   }
 
   /** The active release (the workers load it at spawn). */
@@ -268,7 +279,7 @@ export class Session {
   async #runTurn(ctx: TurnContext): Promise<TurnResult> {
     await this.#beginTurn(ctx);
     try {
-      const result = await this.#turn(ctx);
+      const result = await runModelTurn(this.#turnOptions, ctx);
       this.#markLastGood(ctx, result);
       return result;
     } finally {
