@@ -3,7 +3,8 @@
 // told so and ends with the limit recorded, and the next turn hears of it; a turn is pinned to
 // the release its frame recorded even when a release is activated under its running cell; a
 // frame a dead owner left mid-cell is continued from the persisted sequence, its cell never
-// run again; the operator's `cancelCell` ends one running cell and the turn goes on.
+// run again; the operator's `cancelCell` ends one running cell and the turn goes on; failing
+// turn hooks fall back to their safe defaults.
 
 import assert from "node:assert/strict";
 import { startCell } from "../../../store/cells.ts";
@@ -178,5 +179,32 @@ Deno.test("`Session.cancelCell()` ends one running cell, the model hears it was 
       () => loop.session.cancelCell(running),
       (e) => isKlbrError(e) && e.code === "not_found",
     );
+  });
+});
+
+Deno.test("`Session` falls back to the safe defaults of a failing model.plan, context.prepare and turn.next", async () => {
+  await withSessionLoop({}, async (loop) => {
+    loop.hooks.answer = (call) => {
+      if (call.name === "model.plan") throw new Error("no route today");
+      if (call.name === "context.prepare") return "not a list";
+      if (call.name === "turn.next") return { action: "dance" };
+      return undefined;
+    };
+    // Text only, no tool call: turn.next decides, and its garbage falls back to wait.
+    loop.fake.enqueue({ text: "just thinking" });
+    loop.admit("hello");
+    await loop.settle("the turn ended", () => loop.records("turn.ended").length === 1);
+    assert.equal(loop.records("turn.ended")[0].reason, "turn.next: wait");
+    const failures = loop.records("hook.failed").map((r) => [r.hook, r.fallback]);
+    assert.deepEqual(failures.sort(), [
+      ["context.prepare", true],
+      ["model.plan", true],
+      ["turn.next", true],
+    ]);
+    // The request still went out, on the main route, with the unprepared context.
+    const chats = loop.chats();
+    assert.equal(chats.length, 1);
+    assert.equal(chats[0].body.messages[0].role, "system");
+    assert.equal(loop.records("send").length, 0, "a turn without a send says nothing");
   });
 });
