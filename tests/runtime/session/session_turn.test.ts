@@ -4,13 +4,15 @@
 // the release its frame recorded even when a release is activated under its running cell; a
 // frame a dead owner left mid-cell is continued from the persisted sequence, its cell never
 // run again; the operator's `cancelCell` ends one running cell and the turn goes on; failing
-// turn hooks fall back to their safe defaults.
+// turn hooks fall back to their safe defaults; a two-step turn asks `model.plan` once and
+// `context.prepare` per request, every call traced and counted.
 
 import assert from "node:assert/strict";
 import { startCell } from "../../../store/cells.ts";
 import { appendProviderItems } from "../../../store/provider_items.ts";
 import { startGeneration } from "../../../store/kernel_generations.ts";
 import { requireSession } from "../../../store/sessions.ts";
+import { tracesOfFrame } from "../../../store/behavior_diagnostics.ts";
 import { isKlbrError } from "../../../runtime/core/mod.ts";
 import { assistantMessage } from "../../../runtime/model/mod.ts";
 import { frameOf } from "../../_helpers/store.ts";
@@ -206,5 +208,32 @@ Deno.test("`Session` falls back to the safe defaults of a failing model.plan, co
     assert.equal(chats.length, 1);
     assert.equal(chats[0].body.messages[0].role, "system");
     assert.equal(loop.records("send").length, 0, "a turn without a send says nothing");
+  });
+});
+
+Deno.test("`Session` asks model.plan once a turn and context.prepare per request, every call traced and counted", async () => {
+  await withSessionLoop({}, async (loop) => {
+    loop.fake.enqueue({ toolCall: { code: "x = 1" } }, { toolCall: { code: "wait()" } });
+    const before = Number(loop.session.status().hook_calls);
+    loop.admit("two steps");
+    await loop.settle("the frame done", () => loop.records("frame.finished").length === 1);
+    assert.equal(loop.chats().length, 2, "two requests");
+    const frameId = String(loop.records("frame.finished")[0].frame_id);
+    const traces = tracesOfFrame(loop.store, frameId);
+    const hooks = traces.map((t) => t.hook);
+    const count = (name: string) => hooks.filter((h) => h === name).length;
+    assert.equal(count("attention.plan"), 1, `traces: ${hooks.join(", ")}`);
+    assert.equal(count("model.plan"), 1, `model.plan asked once: ${hooks.join(", ")}`);
+    assert.equal(count("context.prepare"), 2, `context.prepare per request: ${hooks.join(", ")}`);
+    // What status counts is what reached the hook worker: the traces of this turn.
+    assert.equal(Number(loop.session.status().hook_calls) - before, hooks.length);
+    assert.equal(loop.hooks.calls.length, hooks.length);
+    // A context.prepare that hands the request back keeps the messages once, in its inputs,
+    // and its output says unchanged.
+    for (const trace of traces.filter((t) => t.hook === "context.prepare")) {
+      assert.deepEqual(trace.output, { unchanged: "the messages it was given" });
+      const messages = (trace.inputs as { messages: { role: string }[] }).messages;
+      assert.equal(messages[0].role, "system", "the inputs hold the whole request");
+    }
   });
 });
