@@ -48,7 +48,9 @@ export interface SessionDeps extends SessionOptions {
  * ```
  */
 export class DaemonWorkers implements SessionWorkers {
+  /** The workbench: cells run here, one generation after another. */
   readonly kernel: KernelSupervisor;
+  /** The hook worker: policy hooks run here, never in the workbench. */
   readonly hooks: KernelSupervisor;
   readonly #deps: SessionDeps;
   readonly #session: Session;
@@ -109,6 +111,7 @@ export class DaemonWorkers implements SessionWorkers {
     return { revision: releaseId, path };
   }
 
+  /** A workbench generation loaded its skills: the session's contract names them. */
   #skillsLoaded(skills: LoadedSkills): void {
     this.#session.skillsLoaded(skills.payload);
   }
