@@ -292,7 +292,7 @@ export async function withSessionLoop(
       records: (kind) =>
         readEventsOfKind(store, SESSION, kind).map((e) => e.body as Record<string, unknown>),
       chats: () => fake.requests.filter((r) => r.method === "POST"),
-      publish: (files, activate) => publishRelease(store, dir, files, activate),
+      publish: (files, activate) => publishRelease(store, { dir, files, activate }),
     };
     running.start(recoverSession(store, SESSION, { log: SILENT_LOGGER }));
     await fn(loop);
@@ -316,12 +316,11 @@ async function settle(what: string, done: () => boolean): Promise<void> {
 }
 
 /** Publishes a release of `files` under `dir`; `activate` makes it the session's active one. */
-export async function publishRelease(
+async function publishRelease(
   store: Store,
-  dir: string,
-  files: Record<string, string>,
-  activate = true,
+  release: { dir: string; files: Record<string, string>; activate?: boolean },
 ): Promise<string> {
+  const { dir, files, activate = true } = release;
   const source = await Deno.makeTempDir({ dir, prefix: "release-" });
   for (const [name, text] of Object.entries(files)) {
     await Deno.writeTextFile(join(source, name), text);
