@@ -34,7 +34,7 @@ export async function activateBehavior(
   parts: SessionParts,
   activation: Activation,
 ): Promise<number> {
-  const { store, bus } = deps;
+  const { store } = deps;
   const { releaseId, expectedEpoch, reason } = activation;
   const release = getRelease(store, releaseId);
   if (release === undefined) {
@@ -51,7 +51,6 @@ export async function activateBehavior(
   faultPoint("activation-during-cell");
   parts.behavior = { releaseId, path: release.path };
   parts.hooks.retire(`behaviour activated: release ${releaseId.slice(0, 12)} at epoch ${epoch}`);
-  bus.wake(session);
   // Inputs a broken hook left pending get a fresh try under the new release.
   parts.runtime.wake();
   return epoch;

@@ -75,10 +75,11 @@ export class Coordinator implements LaneHost {
     this.version = options.version;
     this.token = options.token;
     this.#recovered = options.behavior.recovered;
+    // Every commit that gives a session records wakes its lane clients: nothing wakes by hand.
+    this.bus.follow(options.store);
     // After the acks of a commit were sent: the record fan-out, then the planners.
     this.#queue = new AdmissionQueue(options.store, (sessions) => {
       for (const session of sessions) {
-        this.bus.wake(session);
         this.#sessions.get(session)?.runtime.wake();
       }
     }, options.log);
@@ -123,7 +124,6 @@ export class Coordinator implements LaneHost {
     // Jobs left running are interrupted and timers that fell due while down fire, as inputs.
     jobs.startSession(session);
     this.#scheduleMaintenance(session);
-    this.bus.wake(session);
     parts.runtime.resumeFrames(resumed);
   }
 
@@ -185,7 +185,6 @@ export class Coordinator implements LaneHost {
     const refused = this.#refusal(session);
     if (refused !== undefined) return inputs.map(() => ({ error: refused }));
     const outcomes = admitBatch(this.#o.store, session, inputs);
-    this.bus.wake(session);
     if (outcomes.some((o) => "ack" in o && !o.ack.duplicate)) {
       this.#sessions.get(session)?.runtime.wake();
     }
@@ -241,7 +240,6 @@ export class Coordinator implements LaneHost {
       });
       return false;
     }
-    this.bus.wake(session);
     parts.runtime.wake();
     return admitted;
   }
@@ -315,7 +313,6 @@ export class Coordinator implements LaneHost {
     for (const [session, parts] of this.#sessions) {
       try {
         appendEvent(this.#o.store, session, "daemon.stopping", { reason, grace_ms: graceMs });
-        this.bus.wake(session);
       } catch (error) {
         this.#o.log.error("daemon.record_failed", `cannot record the shutdown: ${error}`);
       }

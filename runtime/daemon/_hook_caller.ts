@@ -194,5 +194,4 @@ export function recordRoleLoaded(
   record: GenerationRecord,
 ): void {
   appendEvent(deps.store, deps.session, "role.loaded", roleLoadedBody(record));
-  deps.bus.wake(deps.session);
 }

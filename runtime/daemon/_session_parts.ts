@@ -358,7 +358,6 @@ function modelTurnFor(
         row.lastGoodRelease !== row.activeRelease
       ) {
         markLastGood(deps.store, session, row.activeRelease);
-        deps.bus.wake(session);
       }
       return result;
     } finally {

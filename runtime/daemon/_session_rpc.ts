@@ -35,12 +35,11 @@ export function sessionRpcHandlers(
   session: string,
   parts: SessionParts,
 ): Record<string, RpcHandler> {
-  const { store, bus } = deps;
+  const { store } = deps;
   return {
     "local.send": (params, ctx) => {
       // A local send is a durable publication: committed before the cell hears it succeeded.
       const sent = localSend(store, session, parts.frame, params, ctx.cell);
-      bus.wake(session);
       return Promise.resolve(sent);
     },
     "artifact.read": async (params) => {
@@ -57,7 +56,6 @@ export function sessionRpcHandlers(
       session,
       discord: deps.discord,
       frame: () => parts.frame,
-      notify: () => bus.wake(session),
     }),
     ...deps.jobs.handlers({
       session,
@@ -91,7 +89,6 @@ export function sessionRpcHandlers(
       workspace: deps.workspace,
       deny: deps.stateDir === undefined ? [] : [deps.stateDir],
       readOnly: deps.protect,
-      notify: () => bus.wake(session),
     }),
   };
 }

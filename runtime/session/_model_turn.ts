@@ -55,9 +55,7 @@ export function createModelTurn(
     // A continued turn's earlier attempt already left its mark in the sequence.
     const state = { effects: ctx.resumed };
     const record = <T extends RecordType>(type: T, body: RecordInput<T>) => {
-      const seq = appendEvent(options.store, ctx.session, type, body);
-      options.bus.wake(ctx.session);
-      return seq;
+      return appendEvent(options.store, ctx.session, type, body);
     };
     try {
       return await runTurn({ options, ctx, record, state });
