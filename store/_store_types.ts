@@ -37,6 +37,20 @@ export interface StoreHealth {
 }
 
 /**
+ * What one outermost commit wrote, as its commit listeners hear it (`Store.onCommit`).
+ *
+ * A record is announced by the commit that holds it and by no other: one written in a savepoint
+ * or transaction that was rolled back is not in it.
+ */
+export interface Commit {
+  /** The sessions whose log of records (the `events` table) grew in this commit. */
+  readonly sessions: ReadonlySet<string>;
+}
+
+/** Told after each outermost commit what it wrote; see {@linkcode Store.onCommit}. */
+export type CommitListener = (commit: Commit) => void;
+
+/**
  * An open store: the connection, where it lives, its clock and a transaction helper.
  *
  * Writer modules (`inputs.ts`, `events.ts`, …) take a `Store` as their first argument.
@@ -69,6 +83,26 @@ export interface Store {
    * `store_corrupt` when SQLite failed; the transaction is then rolled back.
    */
   transaction<T>(fn: () => T): T;
+  /**
+   * Adds a listener told once per outermost commit, after `COMMIT` returned and before
+   * {@linkcode Store.transaction} returns to its caller, what that commit wrote. A nested
+   * transaction announces nothing of its own: what it wrote rides in its outer commit. A
+   * transaction rolled back announces nothing. A listener that throws is ignored: its failure
+   * never becomes the commit's. Returns the function that removes the listener.
+   *
+   * @example
+   * ```ts
+   * const off = store.onCommit((commit) => commit.sessions.forEach((s) => bus.wake(s)));
+   * off();
+   * ```
+   */
+  onCommit(listener: CommitListener): () => void;
+  /**
+   * Notes, inside the open transaction, that a record of `session` was written: the commit
+   * that holds it announces the session. Only the `events` table's writer (`events.ts`) calls
+   * it (`tests/architecture.test.ts` checks that nothing outside `store/` does).
+   */
+  recordWritten(session: string): void;
   /** Whether the store can be used now, from the outcome of its real statements and commits. */
   health(): StoreHealth;
   /**

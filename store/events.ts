@@ -1,6 +1,8 @@
 /**
  * The `events` table: each session's append-only log of durable records, numbered 1, 2, 3, …
- * This module is the table's only writer; triggers refuse every UPDATE and DELETE.
+ * This module is the table's only writer; triggers refuse every UPDATE and DELETE. Each record
+ * it writes is noted with the store, so the commit that holds it announces its session to the
+ * store's commit listeners (`Store.onCommit`): no caller wakes a reader by hand.
  *
  * A record's sequence number is taken from `sessions.next_seq` in the same transaction as the
  * record (and as the row it describes), so numbers have no gaps and a reader resuming with
@@ -107,6 +109,7 @@ export function insertEvent(store: Store, session: string, kind: string, body: u
   const seq = allocateSeq(store, session);
   store.statement("INSERT INTO events (session_id, seq, kind, at, body) VALUES (?, ?, ?, ?, ?)")
     .run(session, seq, kind, store.clock(), text);
+  store.recordWritten(session);
   return seq;
 }
 
@@ -133,6 +136,7 @@ export function insertEventAt<T extends RecordType>(
   const text = checkedText(type, body);
   store.statement("INSERT INTO events (session_id, seq, kind, at, body) VALUES (?, ?, ?, ?, ?)")
     .run(session, seq, type, store.clock(), text);
+  store.recordWritten(session);
 }
 
 /** The JSON text of an event's body, after its kind and its record type's schema are checked. */

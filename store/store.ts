@@ -24,12 +24,12 @@ import {
   unusableState,
 } from "./_store_errors.ts";
 import { schemaError } from "./_schema_error.ts";
-import type { Statement, Store, StoreHealth } from "./_store_types.ts";
+import type { Commit, CommitListener, Statement, Store, StoreHealth } from "./_store_types.ts";
 import { acquireOwnerLock, type OwnerLock, releaseOwnerLock } from "./owner_lock.ts";
 import { checkSqliteVersion, linkedSqliteVersion } from "./version_guard.ts";
 
 export { unusableState } from "./_store_errors.ts";
-export type { Statement, Store, StoreHealth } from "./_store_types.ts";
+export type { Commit, CommitListener, Statement, Store, StoreHealth } from "./_store_types.ts";
 
 /** The store's file name inside the state directory. */
 export const STORE_FILE = "runtime.sqlite";
@@ -65,6 +65,9 @@ class SqliteStore implements Store {
   #depth = 0;
   #lock: OwnerLock | undefined;
   #deferred: Deferred[] = [];
+  /** The sessions given records at each open depth: index 0 the outermost transaction. */
+  #written: Set<string>[] = [];
+  readonly #commitListeners = new Set<CommitListener>();
   #health: StoreHealth = {
     state: "ok",
     error: null,
@@ -169,35 +172,86 @@ class SqliteStore implements Store {
     const savepoint = `klbr_${depth}`;
     this.statement(depth === 0 ? "BEGIN IMMEDIATE" : `SAVEPOINT ${savepoint}`).run();
     this.#depth++;
-    const ran = depth === 0 ? this.#runDeferred() : [];
+    this.#written[depth] = new Set();
+    let announced: Commit | undefined;
     try {
-      const result = fn();
-      assert(!(result instanceof Promise), "a store transaction body is synchronous");
-      if (depth === 0) faultPoint("store-commit", injectedSqliteFull);
-      const committing = performance.now();
-      this.statement(depth === 0 ? "COMMIT" : `RELEASE ${savepoint}`).run();
-      if (depth === 0) this.#committed(performance.now() - committing);
-      return result;
-    } catch (error) {
-      const failure = storeFailure(error);
-      if (failure !== undefined && !(error instanceof KlbrError)) this.#failed(failure, error);
-      // A full disk or an I/O error may have rolled the whole transaction back already: then
-      // no savepoint is left to roll back to, and the failure itself is what the caller hears.
-      if (this.#db.isTransaction) {
-        if (depth === 0) this.statement("ROLLBACK").run();
-        else {
-          this.statement(`ROLLBACK TO ${savepoint}`).run();
-          this.statement(`RELEASE ${savepoint}`).run();
-        }
+      const ran = depth === 0 ? this.#runDeferred() : [];
+      try {
+        const result = fn();
+        assert(!(result instanceof Promise), "a store transaction body is synchronous");
+        if (depth === 0) faultPoint("store-commit", injectedSqliteFull);
+        const committing = performance.now();
+        this.statement(depth === 0 ? "COMMIT" : `RELEASE ${savepoint}`).run();
+        if (depth === 0) this.#committed(performance.now() - committing);
+        announced = this.#release(depth);
+        return result;
+      } catch (error) {
+        this.#written.length = depth;
+        throw this.#rollBack(error, { depth, ran });
       }
-      // Queued writes that rode in a transaction rolled back wait for the next one.
-      this.#deferred.unshift(...ran);
-      throw failure === undefined || error instanceof KlbrError
-        ? error
-        : storeError("commit to the store", error, failure);
     } finally {
       this.#depth--;
+      // After the depth is back: a listener that writes opens an outermost transaction.
+      if (announced !== undefined) this.#announce(announced);
     }
+  }
+
+  /**
+   * Hands what a released savepoint wrote to its outer transaction; returns what an outermost
+   * commit wrote, to announce.
+   */
+  #release(depth: number): Commit | undefined {
+    const written = this.#written[depth];
+    this.#written.length = depth;
+    if (depth > 0) {
+      for (const session of written) this.#written[depth - 1].add(session);
+      return undefined;
+    }
+    return { sessions: written };
+  }
+
+  /** Rolls back what `transaction` began at `depth`; returns the error its caller hears. */
+  #rollBack(error: unknown, at: { depth: number; ran: Deferred[] }): unknown {
+    const { depth, ran } = at;
+    const savepoint = `klbr_${depth}`;
+    const failure = storeFailure(error);
+    if (failure !== undefined && !(error instanceof KlbrError)) this.#failed(failure, error);
+    // A full disk or an I/O error may have rolled the whole transaction back already: then
+    // no savepoint is left to roll back to, and the failure itself is what the caller hears.
+    if (this.#db.isTransaction) {
+      if (depth === 0) this.statement("ROLLBACK").run();
+      else {
+        this.statement(`ROLLBACK TO ${savepoint}`).run();
+        this.statement(`RELEASE ${savepoint}`).run();
+      }
+    }
+    // Queued writes that rode in a transaction rolled back wait for the next one.
+    this.#deferred.unshift(...ran);
+    return failure === undefined || error instanceof KlbrError
+      ? error
+      : storeError("commit to the store", error, failure);
+  }
+
+  #announce(commit: Commit): void {
+    for (const listener of [...this.#commitListeners]) {
+      try {
+        listener(commit);
+      } catch {
+        // A listener's failure must not become the commit's: the data is durable.
+      }
+    }
+  }
+
+  onCommit(listener: CommitListener): () => void {
+    this.#commitListeners.add(listener);
+    return () => {
+      this.#commitListeners.delete(listener);
+    };
+  }
+
+  recordWritten(session: string): void {
+    assert(this.#depth > 0, "a record is noted inside the transaction that writes it");
+    this.#written[this.#depth - 1].add(session);
   }
 
   #committed(elapsedMs: number): void {

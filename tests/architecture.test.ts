@@ -1,8 +1,9 @@
 /**
  * The layout's rules, checked on the source itself: each folder of `runtime/` is reached only
  * through its face (`mod.ts`), `runtime/core/` imports no domain, `store/` and `ui/` import
- * nothing of `runtime/` but `core/`, only `store/` runs SQL, and no file of `runtime/` or
- * `store/` grows past 400 lines.
+ * nothing of `runtime/` but `core/`, only `store/` runs SQL, nothing outside `store/` wakes the
+ * event bus (commits announce themselves), and no file of `runtime/` or `store/` grows past 400
+ * lines.
  *
  * @module
  */
@@ -100,6 +101,23 @@ Deno.test("only store/ runs SQL: nothing else prepares a statement", async () =>
     for (const file of files) {
       const text = await Deno.readTextFile(join(REPO, file));
       if (/\.statement\(|DatabaseSync/.test(text)) found.push(file);
+    }
+  }
+  assert.deepEqual(found, []);
+});
+
+Deno.test("nothing outside store/ wakes the bus after a commit: commits announce themselves", async () => {
+  // The bus wakes a session only from the store's commit listeners (`EventBus.follow`): a
+  // hand-written wake, a hand-made wake signal or a record noted outside the table's writer is
+  // what a missed wake came from.
+  const byHand = /\bbus\.wake\(|kind: "wake"|\.recordWritten\(/;
+  const found: string[] = [];
+  for (const root of ["runtime", "main.ts"]) {
+    const files = root.endsWith(".ts") ? [root] : await sourceFiles(root);
+    for (const file of files) {
+      if (file === join("runtime", "core", "_event_bus.ts")) continue;
+      const text = await Deno.readTextFile(join(REPO, file));
+      if (byHand.test(text)) found.push(file);
     }
   }
   assert.deepEqual(found, []);

@@ -29,8 +29,6 @@ export interface CodeRpcOptions {
   session: string;
   /** The workspace root every path is resolved in. */
   workspace: string;
-  /** Wakes lane clients of the session after a record. */
-  notify: () => void;
   /** The service to use; by default the daemon's one service for this workspace. */
   service?: CodeService;
   /** Directories never part of the workspace (the state directory). @default {[]} */
@@ -76,7 +74,7 @@ function parse<T extends z.ZodType>(schema: T, params: unknown, method: string):
  *   says `ok: false` with the reason.
  * @example
  * ```ts
- * new KernelSupervisor({ ..., rpc: { ...codeHandlers({ store, session, workspace, notify }) } });
+ * new KernelSupervisor({ ..., rpc: { ...codeHandlers({ store, session, workspace }) } });
  * ```
  */
 export function codeHandlers(options: CodeRpcOptions): Record<string, RpcHandler> {
@@ -104,7 +102,6 @@ export function codeHandlers(options: CodeRpcOptions): Record<string, RpcHandler
         cell_id: ctx.cell,
         files: outcome.files,
       });
-      options.notify();
       return { ...outcome, patch_id: patchId, seq };
     },
   };

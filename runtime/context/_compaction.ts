@@ -234,7 +234,6 @@ export async function compactContext(
     summarizedItems: coversTo - after,
     beforeCommit: () => faultPoint(store.stateDir, "compaction.commit"),
   });
-  deps.bus.wake(session);
   deps.log.info(
     "context.compacted",
     `context epoch ${done.epoch}: items #1–#${coversTo} summarized (${chosen.source}${
@@ -279,7 +278,6 @@ export async function repairContext(
     covers_to_idx: done.coversToIdx,
     summary_chars: summary?.text.length ?? 0,
   });
-  deps.bus.wake(session);
   deps.log.warn(
     "context.repaired",
     `context epoch ${done.epoch}: every item up to #${done.coversToIdx} is now an extractive ` +

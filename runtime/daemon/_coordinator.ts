@@ -76,6 +76,8 @@ export class Coordinator implements LaneHost {
     this.version = options.version;
     this.token = options.token;
     this.#recovered = options.behavior.recovered;
+    // Every commit that gives a session records wakes its lane clients: nothing wakes by hand.
+    this.bus.follow(options.store);
     this.#queue = new AdmissionQueue(options.store, this.#afterCommit.bind(this), options.log);
     this.#jobs = new Jobs({
       ...options,
@@ -110,7 +112,6 @@ export class Coordinator implements LaneHost {
     // Jobs left running are interrupted and timers that fell due while down fire, as inputs.
     jobs.startSession(session);
     this.#scheduleMaintenance(session);
-    this.bus.wake(session);
     running.start(resumed);
   }
 
@@ -159,19 +160,15 @@ export class Coordinator implements LaneHost {
     const refused = this.#refusal(session);
     if (refused !== undefined) return inputs.map(() => ({ error: refused }));
     const outcomes = admitBatch(this.#o.store, session, inputs);
-    this.bus.wake(session);
     if (outcomes.some((o) => "ack" in o && !o.ack.duplicate)) {
       this.#sessions.get(session)?.wake();
     }
     return outcomes;
   }
 
-  /** After the acks of an admission commit were sent: the record fan-out, then the planners. */
+  /** After the acks of an admission commit were sent (the bus follows the store): the planners. */
   #afterCommit(sessions: Set<string>): void {
-    for (const session of sessions) {
-      this.bus.wake(session);
-      this.#sessions.get(session)?.wake();
-    }
+    for (const session of sessions) this.#sessions.get(session)?.wake();
   }
 
   /** Why `session` admits nothing now, or `undefined` when it does. */
@@ -188,7 +185,6 @@ export class Coordinator implements LaneHost {
     const running = this.#sessions.get(session);
     if (!this.#admitting || running === undefined) return false;
     if (!admitUnattended(this.#o, session, { input, within })) return false;
-    this.bus.wake(session);
     running.wake();
     return true;
   }

@@ -124,7 +124,6 @@ async function perform(
   // Every command but status and activate leaves a durable note of what it did.
   const note = (result: Record<string, unknown>) => {
     appendEvent(host.store, session, "operator", { op: message.kind, ...result });
-    host.bus.wake(session);
     return result;
   };
   switch (message.kind) {

@@ -35,7 +35,7 @@ export function sessionRpcHandlers(
   deps: SessionRpcDeps,
   parts: Session,
 ): Record<string, RpcHandler> {
-  const { store, bus } = deps;
+  const { store } = deps;
   const session = parts.id;
   return {
     // A local send is a durable publication: committed before the cell hears it succeeded.
@@ -54,7 +54,6 @@ export function sessionRpcHandlers(
       session,
       discord: deps.discord,
       frame: parts.runningFrame.bind(parts),
-      notify: () => bus.wake(session),
     }),
     ...deps.jobs.handlers({
       session,
@@ -86,7 +85,6 @@ export function sessionRpcHandlers(
       workspace: deps.workspace,
       deny: deps.stateDir === undefined ? [] : [deps.stateDir],
       readOnly: deps.protect,
-      notify: () => bus.wake(session),
     }),
   };
 }

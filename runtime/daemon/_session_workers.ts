@@ -146,5 +146,4 @@ function recordRoleLoaded(
   record: GenerationRecord,
 ): void {
   appendEvent(deps.store, deps.session, "role.loaded", roleLoadedBody(record));
-  deps.bus.wake(deps.session);
 }

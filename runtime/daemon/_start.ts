@@ -108,7 +108,6 @@ async function start(
         ? { error: outcome.error.message }
         : { inputId: outcome.ack.input_id };
     },
-    notify: (session) => coordinator.bus.wake(session),
   });
   return { store, coordinator, discord, monitor, confinement, disk };
 }

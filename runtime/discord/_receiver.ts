@@ -39,8 +39,6 @@ import { type DiscordRest, sleep } from "./_rest.ts";
 export interface DiscordHost {
   /** Admits one message; it must not wait for Python. Returns the input id, or an error. */
   admitDiscord(message: DiscordMessage): { inputId: string } | { error: string };
-  /** Tells lane clients of `session` that new records exist. */
-  notify(session: string): void;
 }
 
 /** Options for {@linkcode DiscordReceiver}. */
@@ -195,7 +193,7 @@ export class DiscordReceiver {
     kind: "input.edited" | "input.deleted",
     fields: Record<string, unknown>,
   ): void {
-    const { store, host } = this.#o;
+    const { store } = this.#o;
     if (typeof d.id !== "string" || typeof d.channelId !== "string") return;
     let key: string;
     try {
@@ -212,7 +210,6 @@ export class DiscordReceiver {
       kind === "input.edited" ? "input.edited" : "input.deleted",
       body,
     );
-    host.notify(input.session);
   }
 
   #thread(thread: unknown): void {

@@ -71,8 +71,6 @@ export interface DiscordRpcOptions {
   discord: DiscordEffects | undefined;
   /** The frame whose turn is running. */
   frame: () => { id: string; routing: unknown } | null;
-  /** Wakes lane clients of the session. */
-  notify: () => void;
 }
 
 function parse<T extends z.ZodType>(schema: T, params: Record<string, unknown>, action: string) {
@@ -161,7 +159,6 @@ function enqueue(
   const written = enqueueOutbox(options.store, { ...row, key });
   // The row is committed and the cell has not heard of it: a crash here must not queue it twice.
   faultPoint("enqueue-before-reply");
-  options.notify();
   options.discord?.wake();
   return { outbox_id: written.id, state: written.state, duplicate: written.duplicate };
 }
@@ -304,7 +301,6 @@ function ignore(options: DiscordRpcOptions, params: Record<string, unknown>) {
     reason: p.reason,
     by: "agent",
   });
-  options.notify();
   return { input_id: p.input, seq };
 }
 

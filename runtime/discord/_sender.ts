@@ -45,8 +45,6 @@ export interface OutboxSenderOptions {
   store: Store;
   rest: DiscordRest;
   log: Logger;
-  /** Tells lane clients of `session` that new records exist. */
-  notify: (session: string) => void;
   signal: AbortSignal;
 }
 
@@ -290,7 +288,6 @@ export class OutboxSender {
   }
 
   #moved(row: OutboxRecord): void {
-    this.#o.notify(row.session);
     this.#o.log.info("discord.outbox_state", `discord: outbox ${row.id} ${row.state}`, {
       outbox_id: row.id,
       state: row.state,

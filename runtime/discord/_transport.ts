@@ -70,7 +70,7 @@ export interface DiscordTransportOptions {
  * @example
  * ```ts
  * const discord = new DiscordTransport({ config: config.discord, token, store, log });
- * discord.start({ admitDiscord: (m) => admit(m), notify });
+ * discord.start({ admitDiscord: (m) => admit(m) });
  * ```
  */
 export class DiscordTransport implements DiscordEffects {
@@ -132,7 +132,6 @@ export class DiscordTransport implements DiscordEffects {
       store,
       rest: this.#rest,
       log,
-      notify: (session) => host.notify(session),
       signal,
     });
     this.#sender = sender;

@@ -169,6 +169,5 @@ async function runStep(
     stdout: String(result.stdout).slice(0, 2_000),
     error: cell.error?.message ?? null,
   });
-  deps.bus.wake(job.session);
   return { text: toolResult(result), wait: cell.wait?.reason };
 }

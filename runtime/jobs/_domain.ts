@@ -150,7 +150,6 @@ export class Jobs {
         until: null,
         effect: "workspace.run waits for a process slot",
       });
-      this.#o.bus.wake(session);
       return this.budget.processes.take(signal);
     };
   }
@@ -187,7 +186,6 @@ export class Jobs {
       .find((t) => t.conversation === timer.conversation && t.cellId === null && t.jobId === null);
     if (pending !== undefined) return pending;
     const created = createTimer(this.#o.store, { session, ...timer });
-    this.#o.bus.wake(session);
     this.#scheduler.poke();
     return created;
   }
@@ -256,7 +254,6 @@ export class Jobs {
       repoRoot: this.#o.repoRoot,
       skillRoots: this.#o.skillRoots,
       runSlot: (signal: AbortSignal) => this.processSlot(job.session)(signal),
-      notify: () => this.#o.bus.wake(job.session),
       sandbox: this.#o.sandbox,
       stateDir: this.#o.stateDir,
       runPrograms: this.#o.runPrograms,

@@ -95,7 +95,6 @@ export class JobRunner {
   /** Writes a pending job and starts it as soon as slots allow; returns it at once. */
   create(request: CreateJob): JobRecord {
     const job = createJob(this.#d.store, request);
-    this.#d.bus.wake(job.session);
     this.pump();
     return job;
   }
@@ -270,13 +269,11 @@ export class JobRunner {
       reason: `waiting for a slot: ${jobs.inUse} of ${jobs.limit} jobs and ${processes.inUse} of ` +
         `${processes.limit} processes in use`,
     });
-    this.#d.bus.wake(job.session);
   }
 
   #launch(pending: JobRecord, slots: Release[]): void {
     const job = moveJob(this.#d.store, pending.id, { to: "running", cause: "a job slot was free" });
     this.#queued.delete(job.id);
-    this.#d.bus.wake(job.session);
     const live: LiveJob = {
       id: job.id,
       session: job.session,
@@ -329,7 +326,6 @@ export class JobRunner {
       cause: ending.cause,
       result: ending.result,
     });
-    this.#d.bus.wake(ended.session);
     this.#announce(ended);
     for (const child of openChildJobs(this.#d.store, ended.id)) {
       const cause = `its parent job ${ended.id} ended ${ended.state}`;

@@ -37,8 +37,6 @@ export interface JobWorkbenchDeps {
   skillRoots: SkillRoots;
   /** Waits for a process slot before each `workspace.run` of the job. */
   runSlot: (signal: AbortSignal) => Promise<Release>;
-  /** Wakes the job's session after a record was written. */
-  notify?: () => void;
   /** Confines the job's workbench and its `workspace.run` children. @default unconfined */
   sandbox?: SandboxBase;
   /** The state directory's real path: never part of the job's workspace. */
@@ -80,7 +78,6 @@ export function jobKernel(
         ...roleLoadedBody(record),
         job_id: job.id,
       });
-      deps.notify?.();
     },
     rpc,
     runSlot: deps.runSlot,

@@ -112,7 +112,6 @@ export async function runMaintenance(
     drafts,
     releases: present,
   });
-  deps.bus.wake(deps.session);
   const errors: string[] = [];
   const remove = async (path: string) => {
     try {
@@ -128,7 +127,6 @@ export async function runMaintenance(
   }
   for (const release of present) await remove(release.path);
   finishMaintenance(store, { session: deps.session, id: runId, errors });
-  deps.bus.wake(deps.session);
   deps.log.info(
     "maintenance.done",
     `maintenance removed ${drafts.length} draft(s) and ${present.length} release(s)`,

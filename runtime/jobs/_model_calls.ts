@@ -85,7 +85,6 @@ function recordExhaustion(
     effect,
     lift: liftHint(session),
   });
-  deps.bus.wake(session);
 }
 
 function overBudgetError(action: string, spent: Exhaustion): KlbrError {
@@ -155,7 +154,6 @@ export async function childCall(deps: ModelCallDeps, request: ChildRequest): Pro
   } catch (error) {
     finishModelCall(deps.store, callId, { state: "failed", error: String(error) });
     draw(deps, chain, 0);
-    deps.bus.wake(session);
     throw error;
   }
   const { promptTokens = 0, completionTokens = 0 } = turn.usage;
@@ -170,7 +168,6 @@ export async function childCall(deps: ModelCallDeps, request: ChildRequest): Pro
     completionTokens: turn.usage.completionTokens,
   });
   draw(deps, chain, promptTokens + completionTokens);
-  deps.bus.wake(session);
   return { callId, turn, tokens: promptTokens + completionTokens };
 }
 

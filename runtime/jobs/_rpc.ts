@@ -118,7 +118,6 @@ function timerHandlers(deps: RpcDeps, scope: RpcScope): Record<string, RpcHandle
         cellId: c.cellId,
         jobId: c.jobId,
       });
-      deps.bus.wake(scope.session);
       deps.pokeTimers();
       return Promise.resolve(timerView(timer));
     },
@@ -130,7 +129,6 @@ function timerHandlers(deps: RpcDeps, scope: RpcScope): Record<string, RpcHandle
         id: timer_id,
         cause: `cancelled by ${who}`,
       });
-      deps.bus.wake(scope.session);
       deps.pokeTimers();
       return Promise.resolve({ cancelled: done.cancelled, ...timerView(done.timer) });
     },

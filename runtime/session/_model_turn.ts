@@ -67,9 +67,7 @@ export async function runModelTurn(
   // A continued turn's earlier attempt already left its mark in the sequence.
   const state = { effects: ctx.resumed };
   function record<T extends RecordType>(type: T, body: RecordInput<T>): number {
-    const seq = appendEvent(options.store, ctx.session, type, body);
-    options.bus.wake(ctx.session);
-    return seq;
+    return appendEvent(options.store, ctx.session, type, body);
   }
   try {
     return await runTurn({ options, ctx, record, state });

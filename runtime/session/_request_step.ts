@@ -118,7 +118,6 @@ export async function requestStep(
     const calls = callsOf(scope, { route, mode }, turn);
     const pad = turn.text === "" ? null : await scratchpadBody(scope, turn.text, turn.textPartial);
     commitReply(scope, opening, { route, provider, turn, calls, pad });
-    options.bus.wake(session);
     // The reply is in the sequence now: a retry goes on from it, never repeats the inputs.
     state.effects = true;
     return { calls, text: turn.text, mode };

@@ -134,9 +134,7 @@ export class Session {
    * the cell hears it succeeded (`localSend`).
    */
   sendLocal(params: Record<string, unknown>, cellId: string | null): SendReceipt {
-    const sent = localSend(this.#o.store, this.id, this.#frame, params, cellId);
-    this.#o.bus.wake(this.id);
-    return sent;
+    return localSend(this.#o.store, this.id, this.#frame, params, cellId);
   }
 
   /** The active release (the workers load it at spawn). */
@@ -190,7 +188,7 @@ export class Session {
    * longer verifies, `epoch_moved` when the epoch is not `expectedEpoch`.
    */
   async activate(activation: Activation): Promise<number> {
-    const { store, bus } = this.#o;
+    const { store } = this.#o;
     const { releaseId, expectedEpoch, reason } = activation;
     const release = getRelease(store, releaseId);
     if (release === undefined) {
@@ -208,7 +206,6 @@ export class Session {
     faultPoint("activation-during-cell");
     this.#active = { releaseId, path: release.path };
     this.hooks.retire(`behaviour activated: release ${releaseId.slice(0, 12)} at epoch ${epoch}`);
-    bus.wake(session);
     // Inputs a broken hook left pending get a fresh try under the new release.
     this.runtime.wake();
     return epoch;
@@ -259,7 +256,6 @@ export class Session {
   async shutdown(graceMs: number, reason: string): Promise<void> {
     try {
       appendEvent(this.#o.store, this.id, "daemon.stopping", { reason, grace_ms: graceMs });
-      this.#o.bus.wake(this.id);
     } catch (error) {
       this.#o.log.error("daemon.record_failed", `cannot record the shutdown: ${error}`);
     }
@@ -322,7 +318,7 @@ export class Session {
 
   /** A whole turn on the active release with every hook answering makes it the last good. */
   #markLastGood(ctx: TurnContext, result: TurnResult): void {
-    const { store, bus } = this.#o;
+    const { store } = this.#o;
     const row = requireSession(store, this.id);
     if (
       result.ok && this.#counters.failures === 0 &&
@@ -330,7 +326,6 @@ export class Session {
       row.lastGoodRelease !== row.activeRelease
     ) {
       markLastGood(store, this.id, row.activeRelease);
-      bus.wake(this.id);
     }
   }
 

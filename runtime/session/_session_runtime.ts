@@ -160,7 +160,7 @@ export class SessionRuntime {
         recoverSession(store, session, { log, reason }).map((frame) => ({ frame, attempt: 0 })),
       );
     }
-    if (expireOld(store, session, this.#o.inputExpireMs) > 0) this.#o.bus.wake(session);
+    expireOld(store, session, this.#o.inputExpireMs);
     while (this.#state === "running" && this.#continuations.length > 0) {
       await this.#o.boundary();
       const next = this.#continuations.shift()!;
@@ -230,10 +230,8 @@ export class SessionRuntime {
       policyRevision: plan.revision,
       attentionTrace: plan.trace,
     });
-    this.#o.bus.wake(session);
     if (inputs.length === 0) {
       finishFrame(store, accepted.frameId, "done", "every input ignored; no turn");
-      this.#o.bus.wake(session);
       return true;
     }
     return await this.#runTurn(getFrame(store, accepted.frameId)!, -1, inputs);
@@ -273,7 +271,6 @@ export class SessionRuntime {
     } finally {
       this.#turnAbort = undefined;
       this.#currentFrame = undefined;
-      this.#o.bus.wake(session);
     }
   }
 
@@ -384,7 +381,6 @@ export class SessionRuntime {
   #record<T extends RecordType>(type: T, body: RecordInput<T>): void {
     try {
       appendEvent(this.#o.store, this.#o.session, type, body);
-      this.#o.bus.wake(this.#o.session);
     } catch (error) {
       this.#o.log.error("session.record_failed", `cannot record ${type}: ${error}`, { type });
     }

@@ -72,7 +72,7 @@ export async function runToolCalls(
   calls: ToolCall[],
   state: { effects: boolean },
 ): Promise<{ waited?: string }> {
-  const { store, bus } = deps;
+  const { store } = deps;
   const { session, frame } = ctx;
   const answer = (call: ToolCall, content: string) =>
     appendProviderItems(store, session, frame.id, [{
@@ -102,7 +102,6 @@ export async function runToolCalls(
     // The outcome is durable; the model has not been told yet.
     faultPoint("outcome-before-result");
     answer(call, renderCellResult(result, effectsOfCell(store, cellId)));
-    bus.wake(session);
     if (result.wait !== null) waited = result.wait.reason;
   }
   return { waited };
@@ -120,7 +119,6 @@ async function runCell(
   const { session, frame } = ctx;
   const generation = await kernel.generation();
   const { cellId } = startCell(store, { session, generation, frameId: frame.id, toolCallId, code });
-  bus.wake(session);
   state.effects = true;
   const result = await kernel.execute(cellId, code, {
     signal: ctx.signal,

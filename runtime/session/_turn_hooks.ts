@@ -46,7 +46,6 @@ export async function hookOr<N extends HookName>(
       fallback: true,
       ...(hooks.lastTrace === null ? {} : { trace_id: hooks.lastTrace }),
     });
-    deps.bus.wake(session);
     return fallback;
   }
 }

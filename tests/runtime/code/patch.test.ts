@@ -205,14 +205,12 @@ Deno.test("`code.patch` records an applied patch with its cell; a refused one wr
   try {
     ensureSession(store, "default");
     await withWorkspace({ [PY.file]: PY.text }, async (root, service) => {
+      // The record announces itself: the commit that holds it names its session.
       let woken = 0;
-      const rpc = codeHandlers({
-        store,
-        session: "default",
-        workspace: root,
-        service,
-        notify: () => woken++,
+      store.onCommit((commit) => {
+        if (commit.sessions.has("default")) woken++;
       });
+      const rpc = codeHandlers({ store, session: "default", workspace: root, service });
       const ctx: RpcContext = {
         signal: new AbortController().signal,
         method: "code.patch",

@@ -53,6 +53,8 @@ function recordingStore(inner: Store, keys: string[], timeline: Entry[]): Store 
     statement: (sql) => inner.statement(sql),
     health: () => inner.health(),
     defer: (write, failed) => inner.defer(write, failed),
+    onCommit: (listener) => inner.onCommit(listener),
+    recordWritten: (session) => inner.recordWritten(session),
     // Queued writes (traces, progress records) hold no input: their commits need no log.
     flush: () => inner.flush(),
     close: () => inner.close(),

@@ -44,7 +44,6 @@ async function withHandlers(
         typing: (channel) => Promise.resolve({ ok: channel === "123", error: null }),
       },
       frame: () => frame,
-      notify: () => {},
     });
     const ctx = { signal: new AbortController().signal, method: "", parent: "e1", cell: null };
     await fn(

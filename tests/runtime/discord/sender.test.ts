@@ -57,12 +57,13 @@ async function withSender(
     timeoutMs: config.send_timeout_ms,
     signal: stop.signal,
   });
+  // Each commit (an outbox row moved) may be the state a waiter waits for.
+  store.onCommit(settle);
   const sender = new OutboxSender({
     config,
     store,
     rest,
     log: SILENT_LOGGER,
-    notify: settle,
     signal: stop.signal,
   });
   const send = (text: string, channel = "123") => {
