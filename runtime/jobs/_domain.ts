@@ -23,7 +23,7 @@ import { workCounts } from "../../store/work_counts.ts";
 import type { Store } from "../../store/store.ts";
 import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
-import type { RoleFingerprint, RpcHandler, SkillRoots } from "../kernel/mod.ts";
+import type { KernelSupervisor, RoleFingerprint, RpcHandler, SkillRoots } from "../kernel/mod.ts";
 import type { SandboxBase } from "../sandbox/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import { Budget } from "./_budget.ts";
@@ -274,23 +274,19 @@ export class Jobs {
     };
   }
 
-  #runJob(id: string, kernel: Parameters<typeof runCodeJob>[2], signal: AbortSignal) {
+  #runJob(id: string, kernel: KernelSupervisor, signal: AbortSignal) {
     const job = getJob(this.#o.store, id)!;
     const artifactBytes = this.budget.artifactBytes;
     if (job.kind === "code") {
-      return runCodeJob({ store: this.#o.store, artifactBytes }, job, kernel, signal);
+      return runCodeJob({ store: this.#o.store, artifactBytes }, { job, kernel, signal });
     }
-    return runChildAgent(
-      {
-        store: this.#o.store,
-        bus: this.#o.bus,
-        call: (request) => childCall(this.#calls, request),
-        cellTimeoutMs: Math.min(this.#o.cellTimeoutMs, job.budget.wall_time_ms),
-        artifactBytes,
-      },
-      job,
-      kernel,
-      signal,
-    );
+    return runChildAgent({
+      store: this.#o.store,
+      bus: this.#o.bus,
+      call: (request) => childCall(this.#calls, request),
+      routeOf: (route) => this.#o.provider(route).route,
+      cellTimeoutMs: Math.min(this.#o.cellTimeoutMs, job.budget.wall_time_ms),
+      artifactBytes,
+    }, { job, kernel, signal });
   }
 }
