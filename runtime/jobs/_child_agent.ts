@@ -156,6 +156,7 @@ class ChildSink implements RequestSink {
   readonly #messages: Record<string, unknown>[];
   readonly #code = new Map<string, string>();
   #failure: unknown;
+  #lastReply: { route: string; fenced: boolean } | undefined;
 
   constructor(deps: ChildAgentDeps, job: JobRecord, signal: AbortSignal) {
     this.#d = deps;
@@ -164,7 +165,11 @@ class ChildSink implements RequestSink {
     this.#messages = [{ role: "user", content: job.code }];
   }
 
-  /** Writes `route.adapted` to the session's log; the root turn's other records stay its own. */
+  /**
+   * Writes `route.adapted` to the session's log. The step's other records (`turn.ended`, a
+   * failed request's partial scratchpad) describe the agent's turn and are not written for a
+   * child: 0 stands for "no seq".
+   */
   record<T extends RecordType>(type: T, body: RecordInput<T>): number {
     if (type !== "route.adapted") return 0;
     const seq = appendEvent(this.#d.store, this.#job.session, type, body);
@@ -192,9 +197,15 @@ class ChildSink implements RequestSink {
 
   commitReply(_opening: Record<string, unknown> | null, reply: ReplyToCommit): Promise<void> {
     const { turn, calls } = reply;
+    this.#lastReply = { route: reply.route, fenced: calls.some((call) => call.textCell === true) };
     const message = assistantMessage(turn.text, calls, { reasoning: turn.reasoning });
     this.#messages.push(message);
     return Promise.resolve();
+  }
+
+  /** Whether this child's own previous reply on `route` was a fenced cell. */
+  lastReplyFenced(route: string): boolean {
+    return this.#lastReply?.route === route && this.#lastReply.fenced;
   }
 
   /** A child's history is its own, in memory: there is nothing to rewrite it from. */
@@ -260,14 +271,13 @@ class ChildSink implements RequestSink {
   #provider(route: string): Provider {
     return {
       route: this.#d.routeOf(route),
-      streamChat: (request, options = {}) => this.#ask(route, request, options.signal),
+      streamChat: (request, options = {}) => this.#ask(route, { ...request, ...options }),
     };
   }
 
   async #ask(
     route: string,
-    request: { messages: ChatMessage[]; tools?: boolean },
-    signal: AbortSignal | undefined,
+    request: { messages: ChatMessage[]; tools?: boolean; signal?: AbortSignal },
   ): Promise<ProviderTurn> {
     const job = this.#job;
     try {
@@ -278,7 +288,7 @@ class ChildSink implements RequestSink {
         messages: request.messages,
         tools: request.tools,
         summary: { step: this.step, messages: request.messages.length },
-        signal,
+        signal: request.signal,
       });
       return reply.turn;
     } catch (error) {

@@ -19,7 +19,7 @@ import { modelFailureFacts, type Provider, type ProviderTurn } from "../model/mo
 import { fencedCells } from "./_fence_cells.ts";
 import { shownUrl } from "./_model_trouble.ts";
 import { adaptToRefusal, type RouteCall } from "./_refusals.ts";
-import { lastReplyWasFenced, type RouteMode, routeMode } from "./_route_mode.ts";
+import { type RouteMode, routeMode } from "./_route_mode.ts";
 import { sessionSink } from "./_session_sink.ts";
 import type { RequestSink, ToolCall } from "./_turn_sink.ts";
 import { NO_TURN_HEALTH, type TurnHealth } from "./_turn_health.ts";
@@ -155,9 +155,7 @@ function callsOf(
   if (call.mode.toolCalls === "native") return [];
   const fenced = fencedCells(turn.text);
   if (fenced.code === null) return [];
-  const { store } = scope.options;
-  const { session } = scope.ctx;
-  if (call.mode.shape.toolMode === "native" && lastReplyWasFenced(store, session, call.route)) {
+  if (call.mode.shape.toolMode === "native" && scope.sink.lastReplyFenced(call.route)) {
     scope.record("route.adapted", {
       route: call.route,
       setting: "tool_calls",

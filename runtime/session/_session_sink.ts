@@ -18,6 +18,7 @@ import { assistantMessage, type Provider, type ProviderTurn } from "../model/mod
 import { noteUsage, prepareContext } from "./_context.ts";
 import { keptCellResult, SCRATCHPAD_SPOOL_ABOVE_CHARS, spoolLongText } from "./_cell_output.ts";
 import { repairRefusedHistory } from "./_refusals.ts";
+import { lastReplyWasFenced } from "./_route_mode.ts";
 import type {
   CellSink,
   FinishedCell,
@@ -136,6 +137,7 @@ export function sessionSink(scope: TurnScope): RequestSink {
       commitReply(scope, opening, { ...reply, pad });
     },
     repair: (failure) => repairRefusedHistory(scope, failure),
+    lastReplyFenced: (route) => lastReplyWasFenced(store, session, route),
     async partial(partial) {
       if (partial.reasoning) {
         const { field, text } = partial.reasoning;

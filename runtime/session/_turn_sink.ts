@@ -138,4 +138,9 @@ export interface RequestSink extends CellSink {
   repair(failure: { error: unknown; message: string }): Promise<boolean>;
   /** Records what a failed request streamed before it failed (its partial text). */
   partial(partial: Partial<ProviderTurn>): Promise<void>;
+  /**
+   * Whether this sequence's previous reply on `route` was a fenced cell with no tool call: the
+   * second such reply in a row moves an `auto` route to text mode.
+   */
+  lastReplyFenced(route: string): boolean;
 }

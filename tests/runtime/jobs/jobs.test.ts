@@ -573,6 +573,25 @@ Deno.test("a child agent on a text-mode route runs the first python fence of a r
   });
 });
 
+Deno.test("a child agent on an `auto` route that answers twice in a row with a fenced cell moves the route to text", async () => {
+  const fence = (n: number) => `Here.\n\`\`\`python\nprint(${n})\n\`\`\`\n`;
+  const answer = (_messages: ChatMessage[], n: number): Reply =>
+    n <= 2 ? { text: fence(n) } : { text: "done" };
+  await withJobs({ answer, route: { tool_calls: "auto" } }, async (d, { store }) => {
+    const started = await d.call("jobs.start", { code: "print two numbers", kind: "agent" });
+    const ended = await result(d, String(started.job_id));
+    assert.deepEqual([ended.state, ended.result], ["done", { value: "done" }]);
+    // Its own replies count, not the agent's: the second fenced one moves the route.
+    assert.deepEqual(d.requests.map((r) => r.tools), [true, true, false]);
+    const [adapted] = readEventsOfKind(store, "default", "route.adapted");
+    assert.deepEqual(
+      [(adapted.body as { route: string }).route, (adapted.body as { to: string }).to],
+      ["main", "text"],
+    );
+    assert.equal(readEventsOfKind(store, "default", "job.cell").length, 2);
+  });
+});
+
 Deno.test("a turn's request waits while the hour is spent, recorded, and goes out when it frees", async () => {
   await withJobs({ budget: "budget {\n model_requests_per_hour 1\n}" }, async (d, { store }) => {
     await d.call("llm", { prompt: "spend the hour" });
