@@ -47,6 +47,7 @@ import {
   type StepScope,
   TEXT_MODE_RULES,
   type ToolCall,
+  type TurnHealth,
   type TurnKernel,
 } from "../session/mod.ts";
 import type { JobEnding, JobRun } from "./_job_workbench.ts";
@@ -75,6 +76,8 @@ export interface ChildAgentDeps {
   routeOf: (route: string) => Provider["route"];
   cellTimeoutMs: number;
   artifactBytes: number;
+  /** Where each artifact write is reported for `/health` (`null` for one that succeeded). */
+  artifactWrite?: (error: string | null) => void;
 }
 
 /**
@@ -84,8 +87,13 @@ export interface ChildAgentDeps {
 export async function runChildAgent(deps: ChildAgentDeps, run: JobRun): Promise<JobEnding> {
   const { job, kernel, signal } = run;
   const sink = new ChildSink(deps, job, signal);
+  // The job's artifact writes reach /health; its model calls are its own (never the route's).
+  const health: TurnHealth = {
+    modelCall: NO_TURN_HEALTH.modelCall,
+    artifactWrite: deps.artifactWrite ?? NO_TURN_HEALTH.artifactWrite,
+  };
   const scope: StepScope = {
-    options: { store: deps.store, bus: deps.bus, artifactBytes: deps.artifactBytes },
+    options: { store: deps.store, bus: deps.bus, artifactBytes: deps.artifactBytes, health },
     // A child has no frame of its own: it works for the frame that started its job (or its
     // parent job's), and its records name the job.
     ctx: {
@@ -105,7 +113,7 @@ export async function runChildAgent(deps: ChildAgentDeps, run: JobRun): Promise<
     kernel: jobTurnKernel(kernel),
     cellTimeoutMs: deps.cellTimeoutMs,
     artifactBytes: deps.artifactBytes,
-    health: NO_TURN_HEALTH,
+    health,
     cells: sink,
   };
   for (let step = 1; step <= MAX_STEPS; step++) {

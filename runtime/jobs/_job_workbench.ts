@@ -114,7 +114,12 @@ export async function stopJobKernel(kernel: KernelSupervisor, reason: string): P
  * A cancellation or another budget's end is decided by the runner, which aborts `signal`.
  */
 export async function runCodeJob(
-  deps: { store: Store; artifactBytes: number },
+  deps: {
+    store: Store;
+    artifactBytes: number;
+    /** Where each artifact write is reported (`null` for one that succeeded). */
+    artifactWrite?: (error: string | null) => void;
+  },
   run: JobRun,
 ): Promise<JobEnding> {
   const { job, kernel, signal } = run;
@@ -124,7 +129,10 @@ export async function runCodeJob(
   const cell = await kernel.execute(job.id, job.code, { timeoutMs: left, signal });
   // Kept as a session cell's output is: a failed artifact write costs the whole output, never
   // the outcome.
-  const kept = await keepCellOutput(deps.store.stateDir, cell, { budgetBytes: deps.artifactBytes });
+  const kept = await keepCellOutput(deps.store.stateDir, cell, {
+    budgetBytes: deps.artifactBytes,
+    report: deps.artifactWrite,
+  });
   const result = keptCellResult(kept);
   switch (cell.outcome) {
     case "ok":

@@ -70,6 +70,8 @@ interface Domain {
   cellId: string;
   workspace: string;
   call: (method: string, params: Record<string, unknown>) => Promise<Record<string, unknown>>;
+  /** Each artifact write the jobs reported for `/health`: `null` for one that succeeded. */
+  artifactWrites: (string | null)[];
 }
 
 async function withJobs(
@@ -87,7 +89,12 @@ async function withJobs(
     const timers = new ManualTimers(cs.clock);
     const { admit, admitted } = testAdmit(cs.store);
     const fake = fakeProvider(options.answer ?? (() => ({ text: "child answer" })), options.route);
+    const artifactWrites: (string | null)[] = [];
     const jobs = new Jobs({
+      health: {
+        modelCall: () => assert.fail("a job's model calls are not the route's health"),
+        artifactWrite: (error) => void artifactWrites.push(error),
+      },
       store: cs.store,
       bus: new EventBus(),
       log: SILENT_LOGGER,
@@ -137,6 +144,7 @@ async function withJobs(
         cellId,
         workspace,
         call,
+        artifactWrites,
       }, cs);
     } finally {
       await jobs.shutdown();
@@ -520,6 +528,9 @@ Deno.test("a child agent's cell that succeeded keeps its outcome when its long o
         /the whole output could not be kept: writing its artifact failed \(.*No space left on device/,
       );
       assert.match(tool, /END\n/);
+      // /health hears of it as of a session cell's failed write.
+      assert.equal(d.artifactWrites.length, 1);
+      assert.match(String(d.artifactWrites[0]), /No space left on device/);
     } finally {
       await fs.unmount();
     }
@@ -542,6 +553,7 @@ Deno.test("a code job whose code succeeded ends `done` with its output excerpt w
       assert.match(kept.stdout_artifact_error, /No space left on device/);
       assert.match(kept.stdout, /the whole output could not be kept/);
       assert.ok(kept.stdout.endsWith("END\n"), "the excerpt keeps the tail");
+      assert.match(String(d.artifactWrites), /No space left on device/);
     } finally {
       await fs.unmount();
     }
