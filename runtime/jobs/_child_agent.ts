@@ -4,9 +4,14 @@
  * never speaks to a conversation: sends are refused in a job's workbench, and its result goes
  * to whoever awaits it and into the job's completion input.
  *
- * Each request is a child model call under the job's budget (and its parents'); each cell is
- * recorded as a `job.cell` event. The loop ends when the model answers without calling the tool
- * (that text is the result), when a cell calls `wait(result)`, or when a budget ends the job.
+ * It runs on the root turn's engine: the session's request step and tool-call step
+ * (`requestStep`, `runToolCalls`), so code parsing (tool calls, fenced cells on a text-mode
+ * route), the route's mode and shaping, result rendering with the effects a cell committed,
+ * and output spooling are the same code. What differs is its sink, {@linkcode ChildSink}: its
+ * sequence lives in memory, each request is a child model call under the job's budget (and its
+ * parents'), each cell is a `job.cell` record; and what it may call, which is its workbench's
+ * (a job's role). The loop ends when the model answers without calling the tool (that text is
+ * the result), when a cell calls `wait(result)`, or when a budget ends the job.
  *
  * @module
  */
@@ -14,10 +19,38 @@
 import { appendEvent } from "../../store/events.ts";
 import type { JobRecord } from "../../store/jobs.ts";
 import type { Store } from "../../store/store.ts";
-import { type EventBus, isKlbrError, newId } from "../core/mod.ts";
-import type { CellResult, KernelSupervisor } from "../kernel/mod.ts";
-import { assistantMessage, type ChatMessage } from "../model/mod.ts";
-import { jobCellResult, type JobEnding } from "./_job_workbench.ts";
+import { messagesTokens, shapeMessages } from "../context/mod.ts";
+import {
+  type EventBus,
+  isKlbrError,
+  newId,
+  type RecordInput,
+  type RecordType,
+} from "../core/mod.ts";
+import type { KernelSupervisor } from "../kernel/mod.ts";
+import {
+  assistantMessage,
+  type ChatMessage,
+  type Provider,
+  type ProviderTurn,
+} from "../model/mod.ts";
+import {
+  type FinishedCell,
+  NO_TURN_HEALTH,
+  type PreparedRequest,
+  type ReplyToCommit,
+  type RequestSink,
+  requestStep,
+  type RouteChoice,
+  type RouteMode,
+  runToolCalls,
+  type StepScope,
+  TEXT_MODE_RULES,
+  type ToolCall,
+  type TurnHealth,
+  type TurnKernel,
+} from "../session/mod.ts";
+import type { JobEnding, JobRun } from "./_job_workbench.ts";
 import type { ChildReply, ChildRequest } from "./_model_calls.ts";
 
 /** The contract a child agent reads first. */
@@ -32,142 +65,242 @@ export const CHILD_CONTRACT = [
 
 /** Steps a child agent may take at most, whatever its budget. */
 const MAX_STEPS = 64;
-/** Characters of one cell's result the child model reads at most. */
-const MAX_TOOL_RESULT = 20_000;
 
 /** What the loop needs. */
 export interface ChildAgentDeps {
   store: Store;
   bus: EventBus;
+  /** Makes one child model request under the budgets, recorded with its causation. */
   call: (request: ChildRequest) => Promise<ChildReply>;
+  /** The configured route of a route name (its `tool_calls`, `role_order`, `reasoning`). */
+  routeOf: (route: string) => Provider["route"];
   cellTimeoutMs: number;
   artifactBytes: number;
-}
-
-function toolResult(result: Record<string, unknown>): string {
-  const parts = [`outcome: ${result.outcome}`];
-  if (result.stdout) parts.push(`stdout:\n${result.stdout}`);
-  if (result.stderr) parts.push(`stderr:\n${result.stderr}`);
-  if (result.value !== null && result.value !== undefined) parts.push(`value: ${result.value}`);
-  const error = result.error as { traceback?: string; message?: string } | null;
-  if (error) parts.push(`error:\n${error.traceback || error.message}`);
-  return parts.join("\n").slice(0, MAX_TOOL_RESULT);
-}
-
-function codeOf(name: string, args: string): string | undefined {
-  if (name !== "python") return undefined;
-  try {
-    const parsed = JSON.parse(args);
-    return typeof parsed?.code === "string" ? parsed.code : undefined;
-  } catch {
-    return undefined;
-  }
+  /** Where each artifact write is reported for `/health` (`null` for one that succeeded). */
+  artifactWrite?: (error: string | null) => void;
 }
 
 /**
  * Runs the child agent of an `agent` job to its end. Budget and cancellation ends are decided by
  * the runner (which aborts `signal`); this says `done` with the result, or `failed`.
  */
-export async function runChildAgent(
-  deps: ChildAgentDeps,
-  job: JobRecord,
-  kernel: KernelSupervisor,
-  signal: AbortSignal,
-): Promise<JobEnding> {
-  const messages: ChatMessage[] = [
-    { role: "system", content: CHILD_CONTRACT },
-    { role: "user", content: job.code },
-  ];
-  const causation = { session: job.session, frameId: job.frameId, cellId: null, jobId: job.id };
+export async function runChildAgent(deps: ChildAgentDeps, run: JobRun): Promise<JobEnding> {
+  const { job, kernel, signal } = run;
+  const sink = new ChildSink(deps, job, signal);
+  // The job's artifact writes reach /health; its model calls are its own (never the route's).
+  const health: TurnHealth = {
+    modelCall: NO_TURN_HEALTH.modelCall,
+    artifactWrite: deps.artifactWrite ?? NO_TURN_HEALTH.artifactWrite,
+  };
+  const scope: StepScope = {
+    options: { store: deps.store, bus: deps.bus, artifactBytes: deps.artifactBytes, health },
+    // A child has no frame of its own: it works for the frame that started its job (or its
+    // parent job's), and its records name the job.
+    ctx: {
+      session: job.session,
+      frame: { id: job.frameId ?? job.id, number: 0, policyRevision: job.releaseId, routing: null },
+      inputs: [],
+      resumed: false,
+      signal,
+    },
+    record: sink.record.bind(sink),
+    state: { effects: false },
+    sink,
+  };
+  const cells = {
+    store: deps.store,
+    bus: deps.bus,
+    kernel: jobTurnKernel(kernel),
+    cellTimeoutMs: deps.cellTimeoutMs,
+    artifactBytes: deps.artifactBytes,
+    health,
+    cells: sink,
+  };
   for (let step = 1; step <= MAX_STEPS; step++) {
     if (signal.aborted) return { state: "failed", cause: "stopped", result: {} };
-    const asked = await askModel(deps, job, { causation, messages, step, signal });
-    if ("ending" in asked) return asked.ending;
-    const { turn } = asked.reply;
-    const calls = turn.toolCalls.map((call) => ({ ...call, id: newId("call") as string }));
-    messages.push(assistantMessage(turn.text, calls) as ChatMessage);
-    if (calls.length === 0) {
+    sink.step = step;
+    const reply = await requestStep(scope, null);
+    if (!("calls" in reply)) return sink.failedRequest(reply.reason);
+    if (reply.calls.length === 0) {
       return {
         state: "done",
         cause: `it answered after ${step} steps`,
-        result: { value: turn.text },
+        result: { value: reply.text },
       };
     }
-    for (const call of calls) {
-      const ran = await runStep(deps, job, kernel, signal, {
-        step,
-        code: codeOf(call.name, call.arguments),
-      });
-      messages.push({ role: "tool", tool_call_id: call.id, content: ran.text });
-      if (ran.wait !== undefined) {
-        return {
-          state: "done",
-          cause: `it called wait() after ${step} steps`,
-          result: { value: ran.wait },
-        };
-      }
+    const { waited } = await runToolCalls(cells, scope.ctx, reply.calls, scope.state);
+    if (waited !== undefined) {
+      return {
+        state: "done",
+        cause: `it called wait() after ${step} steps`,
+        result: { value: waited },
+      };
     }
   }
   return { state: "failed", cause: `it took ${MAX_STEPS} steps without an answer`, result: {} };
 }
 
-/** One child model call of the job; a spent budget or a failed call ends the job `failed`. */
-async function askModel(
-  deps: ChildAgentDeps,
-  job: JobRecord,
-  at: {
-    causation: ChildRequest["causation"];
-    messages: ChatMessage[];
-    step: number;
-    signal: AbortSignal;
-  },
-): Promise<{ reply: ChildReply } | { ending: JobEnding }> {
-  const { causation, messages, step, signal } = at;
-  try {
-    const reply = await deps.call({
-      causation,
-      kind: "agent",
-      route: job.route ?? "main",
-      messages,
-      summary: { step, messages: messages.length },
-      signal,
-    });
-    return { reply };
-  } catch (error) {
-    const why = isKlbrError(error, "over_budget") ? "its budget is spent" : "its model call failed";
-    return {
-      ending: {
-        state: "failed",
-        cause: `${why}: ${error instanceof Error ? error.message : error}`,
-        result: {},
-      },
-    };
-  }
+/** The job's kernel as the tool-call step runs cells in it; its generation is the job's own. */
+function jobTurnKernel(kernel: KernelSupervisor): TurnKernel {
+  return {
+    generation: () => Promise.resolve(kernel.generation),
+    execute: (cellId, code, options) => kernel.execute(cellId, code, options),
+  };
 }
 
-/** Runs one tool call's cell, records it as a `job.cell` event and says what the model reads. */
-async function runStep(
-  deps: ChildAgentDeps,
-  job: JobRecord,
-  kernel: KernelSupervisor,
-  signal: AbortSignal,
-  step: { step: number; code: string | undefined },
-): Promise<{ text: string; wait?: string }> {
-  if (step.code === undefined) {
-    return { text: `[not run: there is one tool, python, with arguments {"code": "..."}]` };
+/**
+ * A child agent's sink: its provider sequence in memory (the contract, the task, its replies
+ * and tool results), each request a child model call of the job, each cell a `job.cell` record.
+ * Of the records the engine writes, only `route.adapted` reaches the session's log (what the
+ * server refuses holds for the root's requests too); the rest are the root turn's.
+ */
+class ChildSink implements RequestSink {
+  /** The step the loop is at; requests and cells are recorded with it. */
+  step = 1;
+  readonly #d: ChildAgentDeps;
+  readonly #job: JobRecord;
+  readonly #signal: AbortSignal;
+  /** The sequence after the contract, as provider items are kept: shaped per request. */
+  readonly #messages: Record<string, unknown>[];
+  readonly #code = new Map<string, string>();
+  #failure: unknown;
+  #lastReply: { route: string; fenced: boolean } | undefined;
+
+  constructor(deps: ChildAgentDeps, job: JobRecord, signal: AbortSignal) {
+    this.#d = deps;
+    this.#job = job;
+    this.#signal = signal;
+    this.#messages = [{ role: "user", content: job.code }];
   }
-  const cell: CellResult = await kernel.execute(newId("cell"), step.code, {
-    signal,
-    timeoutMs: deps.cellTimeoutMs,
-  });
-  const result = await jobCellResult(deps.store.stateDir, cell, deps.artifactBytes);
-  appendEvent(deps.store, job.session, "job.cell", {
-    job_id: job.id,
-    step: step.step,
-    code: step.code.slice(0, 4_000),
-    outcome: cell.outcome,
-    stdout: String(result.stdout).slice(0, 2_000),
-    error: cell.error?.message ?? null,
-  });
-  return { text: toolResult(result), wait: cell.wait?.reason };
+
+  /**
+   * Writes `route.adapted` to the session's log. The step's other records (`turn.ended`, a
+   * failed request's partial scratchpad) describe the agent's turn and are not written for a
+   * child: 0 stands for "no seq".
+   */
+  record<T extends RecordType>(type: T, body: RecordInput<T>): number {
+    if (type !== "route.adapted") return 0;
+    const seq = appendEvent(this.#d.store, this.#job.session, type, body);
+    return seq;
+  }
+
+  begin(): Promise<RouteChoice & { opening: null }> {
+    const route = this.#job.route ?? "main";
+    return Promise.resolve({ route, provider: this.#provider(route), opening: null });
+  }
+
+  context(
+    _opening: Record<string, unknown> | null,
+    request: { mode: RouteMode },
+  ): Promise<PreparedRequest> {
+    const { shape } = request.mode;
+    const system = CHILD_CONTRACT + (shape.toolMode === "text" ? TEXT_MODE_RULES : "");
+    const messages = [{ role: "system", content: system }, ...this.#messages];
+    return Promise.resolve({
+      messages: shapeMessages(messages, shape) as unknown as ChatMessage[],
+      rawTokens: messagesTokens(messages),
+    });
+  }
+
+  commitReply(_opening: Record<string, unknown> | null, reply: ReplyToCommit): Promise<void> {
+    const { turn, calls } = reply;
+    this.#lastReply = { route: reply.route, fenced: calls.some((call) => call.textCell === true) };
+    const message = assistantMessage(turn.text, calls, { reasoning: turn.reasoning });
+    this.#messages.push(message);
+    return Promise.resolve();
+  }
+
+  /** Whether this child's own previous reply on `route` was a fenced cell. */
+  lastReplyFenced(route: string): boolean {
+    return this.#lastReply?.route === route && this.#lastReply.fenced;
+  }
+
+  /** A child's history is its own, in memory: there is nothing to rewrite it from. */
+  repair(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
+  /** A failed request's partial text is not kept: the job's `model_calls` row says it failed. */
+  partial(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  answer(call: ToolCall, content: string): void {
+    this.#messages.push({ role: "tool", tool_call_id: call.id, content });
+  }
+
+  startCell(cell: { toolCallId: string; code: string }): Promise<string> {
+    const cellId = newId("cell");
+    this.#code.set(cellId, cell.code);
+    return Promise.resolve(cellId);
+  }
+
+  /**
+   * Not kept per cell: a job's RPCs (its timers, its child jobs) name the job, and a child's
+   * cells have no `cells` row to name, so its results claim no effects either way.
+   */
+  effects(): null {
+    return null;
+  }
+
+  /** A child's running output is not animated anywhere; its `job.cell` record has it. */
+  stream(): void {}
+
+  finishCell(cellId: string, finished: FinishedCell): void {
+    const { result, stdout, stderr } = finished;
+    appendEvent(this.#d.store, this.#job.session, "job.cell", {
+      job_id: this.#job.id,
+      step: this.step,
+      cell_id: cellId,
+      code: (this.#code.get(cellId) ?? "").slice(0, 4_000),
+      outcome: result.outcome,
+      stdout: stdout.text.slice(0, 2_000),
+      error: result.error?.message ?? null,
+      ...(stdout.artifact ? { stdout_artifact: stdout.artifact } : {}),
+      ...(stderr.artifact ? { stderr_artifact: stderr.artifact } : {}),
+      ...(stdout.artifactError ? { stdout_artifact_error: stdout.artifactError } : {}),
+      ...(stderr.artifactError ? { stderr_artifact_error: stderr.artifactError } : {}),
+    });
+    this.#code.delete(cellId);
+  }
+
+  /** How a failed request ends the job: `failed`, saying whether its budget was spent. */
+  failedRequest(reason: string): JobEnding {
+    if (this.#signal.aborted) return { state: "failed", cause: "stopped", result: {} };
+    const spent = isKlbrError(this.#failure, "over_budget");
+    const why = spent ? "its budget is spent" : "its model call failed";
+    const message = this.#failure instanceof Error ? this.#failure.message : reason;
+    return { state: "failed", cause: `${why}: ${message}`, result: {} };
+  }
+
+  /** The route's provider for this child: each request a child call of the job, under its budget. */
+  #provider(route: string): Provider {
+    return {
+      route: this.#d.routeOf(route),
+      streamChat: (request, options = {}) => this.#ask(route, { ...request, ...options }),
+    };
+  }
+
+  async #ask(
+    route: string,
+    request: { messages: ChatMessage[]; tools?: boolean; signal?: AbortSignal },
+  ): Promise<ProviderTurn> {
+    const job = this.#job;
+    try {
+      const reply = await this.#d.call({
+        causation: { session: job.session, frameId: job.frameId, cellId: null, jobId: job.id },
+        kind: "agent",
+        route,
+        messages: request.messages,
+        tools: request.tools,
+        summary: { step: this.step, messages: request.messages.length },
+        signal: request.signal,
+      });
+      return reply.turn;
+    } catch (error) {
+      // Kept to say why the job ended: a spent budget, or the request itself.
+      this.#failure = error;
+      throw error;
+    }
+  }
 }

@@ -23,9 +23,10 @@ import { workCounts } from "../../store/work_counts.ts";
 import type { Store } from "../../store/store.ts";
 import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
-import type { RoleFingerprint, RpcHandler, SkillRoots } from "../kernel/mod.ts";
+import type { KernelSupervisor, RoleFingerprint, RpcHandler, SkillRoots } from "../kernel/mod.ts";
 import type { SandboxBase } from "../sandbox/mod.ts";
 import type { Provider } from "../model/mod.ts";
+import type { TurnHealth } from "../session/mod.ts";
 import { Budget } from "./_budget.ts";
 import { runChildAgent } from "./_child_agent.ts";
 import { timerInput } from "./_inputs.ts";
@@ -51,6 +52,12 @@ export interface JobsOptions {
   cleanup: CleanupConfig;
   /** How long one cell of a child agent may run. */
   cellTimeoutMs: number;
+  /**
+   * Where jobs report their artifact writes for `/health`, as the agent's turns do (a full disk
+   * shows there whoever hit it). Their model calls are not reported: a job's refused or failed
+   * call is the job's, not the route's. @default nobody
+   */
+  health?: TurnHealth;
   /** The coordinator's admission path; `within` runs in the transaction that admits the input. */
   admit: AdmitFn;
   /** The session whose log records maintenance runs. */
@@ -271,23 +278,22 @@ export class Jobs {
     };
   }
 
-  #runJob(id: string, kernel: Parameters<typeof runCodeJob>[2], signal: AbortSignal) {
+  #runJob(id: string, kernel: KernelSupervisor, signal: AbortSignal) {
     const job = getJob(this.#o.store, id)!;
     const artifactBytes = this.budget.artifactBytes;
+    const artifactWrite = this.#o.health?.artifactWrite.bind(this.#o.health);
     if (job.kind === "code") {
-      return runCodeJob({ store: this.#o.store, artifactBytes }, job, kernel, signal);
+      const code = { store: this.#o.store, artifactBytes, artifactWrite };
+      return runCodeJob(code, { job, kernel, signal });
     }
-    return runChildAgent(
-      {
-        store: this.#o.store,
-        bus: this.#o.bus,
-        call: (request) => childCall(this.#calls, request),
-        cellTimeoutMs: Math.min(this.#o.cellTimeoutMs, job.budget.wall_time_ms),
-        artifactBytes,
-      },
-      job,
-      kernel,
-      signal,
-    );
+    return runChildAgent({
+      store: this.#o.store,
+      bus: this.#o.bus,
+      call: (request) => childCall(this.#calls, request),
+      routeOf: (route) => this.#o.provider(route).route,
+      cellTimeoutMs: Math.min(this.#o.cellTimeoutMs, job.budget.wall_time_ms),
+      artifactBytes,
+      artifactWrite,
+    }, { job, kernel, signal });
   }
 }

@@ -6,20 +6,19 @@
  * @module
  */
 
-import { type ArtifactRef, spoolArtifact } from "../../store/artifacts.ts";
 import { appendEvent } from "../../store/events.ts";
 import { type JobEnd, type JobRecord, setJobPid } from "../../store/jobs.ts";
 import { getRelease } from "../../store/releases.ts";
 import type { Store } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
 import {
-  type CellResult,
   KernelSupervisor,
   roleLoadedBody,
   type RpcHandler,
   type SkillRoots,
 } from "../kernel/mod.ts";
 import type { SandboxBase } from "../sandbox/mod.ts";
+import { keepCellOutput, keptCellResult } from "../session/mod.ts";
 import type { Release } from "./_slots.ts";
 
 /** How a job ended: its final state, the cause, and what it ended with. */
@@ -27,6 +26,14 @@ export interface JobEnding {
   state: JobEnd;
   cause: string;
   result: Record<string, unknown>;
+}
+
+/** A started job as it runs: its record, its workbench, and the signal that ends it. */
+export interface JobRun {
+  job: JobRecord;
+  kernel: KernelSupervisor;
+  /** Aborted by the runner when it ends the job itself (a cancel, a spent budget). */
+  signal: AbortSignal;
 }
 
 /** What a job's workbench is built from. */
@@ -98,59 +105,32 @@ export async function stopJobKernel(kernel: KernelSupervisor, reason: string): P
   await closing;
 }
 
-/** Output longer than this is spooled whole to an artifact; the result keeps an excerpt. */
-const SPOOL_ABOVE_CHARS = 8_192;
-
-async function spool(
-  stateDir: string,
-  text: string,
-  budgetBytes: number,
-): Promise<{ text: string; artifact?: ArtifactRef }> {
-  if (text.length <= SPOOL_ABOVE_CHARS) return { text };
-  const artifact = await spoolArtifact(stateDir, new TextEncoder().encode(text), budgetBytes);
-  return {
-    text: `${text.slice(0, 4_000)}\n[… ${text.length - 6_000} characters not shown; all ` +
-      `${artifact.bytes} bytes are in artifact ${artifact.id} …]\n${text.slice(-2_000)}`,
-    artifact,
-  };
-}
-
-/** A cell's result as a job records it, long output spooled to artifacts. */
-export async function jobCellResult(
-  stateDir: string,
-  result: CellResult,
-  artifactBytes: number,
-): Promise<Record<string, unknown>> {
-  const stdout = await spool(stateDir, result.stdout, artifactBytes);
-  const stderr = await spool(stateDir, result.stderr, artifactBytes);
-  return {
-    outcome: result.outcome,
-    value: result.value,
-    stdout: stdout.text,
-    stderr: stderr.text,
-    ...(stdout.artifact ? { stdout_artifact: stdout.artifact.id } : {}),
-    ...(stderr.artifact ? { stderr_artifact: stderr.artifact.id } : {}),
-    error: result.error,
-    duration_ms: Math.round(result.duration_ms),
-  };
-}
-
 /**
  * Runs a code job's one cell in its workbench, under the wall time it has left, and says how the
  * job ended: `done`, `failed` (it raised, or the workbench died), `over_budget` (wall time).
  * A cancellation or another budget's end is decided by the runner, which aborts `signal`.
  */
 export async function runCodeJob(
-  deps: { store: Store; artifactBytes: number },
-  job: JobRecord,
-  kernel: KernelSupervisor,
-  signal: AbortSignal,
+  deps: {
+    store: Store;
+    artifactBytes: number;
+    /** Where each artifact write is reported (`null` for one that succeeded). */
+    artifactWrite?: (error: string | null) => void;
+  },
+  run: JobRun,
 ): Promise<JobEnding> {
+  const { job, kernel, signal } = run;
   await kernel.ready();
   const started = job.startedAt ?? deps.store.clock();
   const left = Math.max(1, job.budget.wall_time_ms - (deps.store.clock() - started));
   const cell = await kernel.execute(job.id, job.code, { timeoutMs: left, signal });
-  const result = await jobCellResult(deps.store.stateDir, cell, deps.artifactBytes);
+  // Kept as a session cell's output is: a failed artifact write costs the whole output, never
+  // the outcome.
+  const kept = await keepCellOutput(deps.store.stateDir, cell, {
+    budgetBytes: deps.artifactBytes,
+    report: deps.artifactWrite,
+  });
+  const result = keptCellResult(kept);
   switch (cell.outcome) {
     case "ok":
       return { state: "done", cause: "its code finished", result };

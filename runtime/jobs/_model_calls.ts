@@ -56,6 +56,8 @@ export interface ChildRequest {
   /** Tokens this one call may use at most. */
   callTokens?: number;
   toolChoice?: "auto" | "none";
+  /** Whether the python tool is sent (a child agent's native route); the provider's default when absent. */
+  tools?: boolean;
   signal?: AbortSignal;
 }
 
@@ -148,7 +150,12 @@ export async function childCall(deps: ModelCallDeps, request: ChildRequest): Pro
   let turn: ProviderTurn;
   try {
     turn = await deps.provider(request.route).streamChat(
-      { messages: request.messages, toolChoice: request.toolChoice, maxTokens },
+      {
+        messages: request.messages,
+        tools: request.tools,
+        toolChoice: request.toolChoice,
+        maxTokens,
+      },
       { signal: request.signal },
     );
   } catch (error) {

@@ -10,6 +10,7 @@
 import { type ArtifactRef, spoolArtifact } from "../../store/artifacts.ts";
 import type { EffectRecord } from "../../store/effects.ts";
 import type { CellResult } from "../kernel/mod.ts";
+import type { FinishedCell } from "./_turn_sink.ts";
 
 /** Characters of a tool result the model gets at most. */
 const MAX_RESULT_CHARS = 20_000;
@@ -81,6 +82,41 @@ export async function spoolLongText(
 }
 
 /**
+ * A cell's two streams as they are kept: each spooled whole to an artifact when long (see
+ * {@linkcode spoolLongText}). Never rejects for a failed write: the cell keeps its outcome.
+ */
+export async function keepCellOutput(
+  stateDir: string,
+  result: CellResult,
+  options: { budgetBytes?: number; report?: ArtifactReport } = {},
+): Promise<FinishedCell> {
+  const stdout = await spoolLongText(stateDir, result.stdout, options);
+  const stderr = await spoolLongText(stateDir, result.stderr, options);
+  return { result, stdout, stderr };
+}
+
+/**
+ * A finished cell's result as the store keeps it (a session cell's `cells` row and its
+ * `cell.finished` record, a code job's result): the excerpts, the artifacts that hold the whole
+ * output or why they could not be written, the value, error, wait and duration.
+ */
+export function keptCellResult(finished: FinishedCell): Record<string, unknown> {
+  const { result, stdout, stderr } = finished;
+  return {
+    value: result.value,
+    stdout: stdout.text,
+    stderr: stderr.text,
+    ...(stdout.artifact ? { stdout_artifact: stdout.artifact } : {}),
+    ...(stderr.artifact ? { stderr_artifact: stderr.artifact } : {}),
+    ...(stdout.artifactError ? { stdout_artifact_error: stdout.artifactError } : {}),
+    ...(stderr.artifactError ? { stderr_artifact_error: stderr.artifactError } : {}),
+    error: result.error,
+    wait: result.wait,
+    duration_ms: Math.round(result.duration_ms),
+  };
+}
+
+/**
  * The effects a cell committed, as its result lists them for the model: each with its kind,
  * its id and what it was, so a continued turn does not do them again.
  */
@@ -102,17 +138,21 @@ export function renderEffects(effects: readonly EffectRecord[]): string {
  * The tool result the model reads for a cell, capped in length, naming `effects`, what the
  * cell committed: a cell that did not finish says so and lists them (or says there were
  * none); a cell that raised lists them (or none) before its error; a cell that ended `ok`
- * lists them when it had any.
+ * lists them when it had any. `null` effects are not known per cell (a child agent's cell, whose
+ * RPCs are recorded against its job): the result then claims none.
  *
  * Proven by "every cell result lists the effects its cell committed" in
  * `tests/runtime/session/cell_effects.test.ts`.
  */
 export function renderCellResult(
   result: CellResult,
-  effects: readonly EffectRecord[] = [],
+  effects: readonly EffectRecord[] | null = [],
 ): string {
   const parts = [`outcome: ${result.outcome}`];
-  if (UNFINISHED.has(result.outcome)) {
+  if (effects === null) {
+    // Not kept per cell (a child agent's cells): nothing is claimed either way.
+    if (UNFINISHED.has(result.outcome)) parts.push("this cell did not finish.");
+  } else if (UNFINISHED.has(result.outcome)) {
     parts.push(`this cell did not finish.\n${renderEffects(effects)}`);
   } else if (result.outcome === "error" || effects.length > 0) {
     parts.push(renderEffects(effects));

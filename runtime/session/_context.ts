@@ -26,6 +26,7 @@ import { ambientBefore } from "../../store/ambient_inputs.ts";
 import type { HookResult } from "../behavior/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
 import { hookOr, type TurnHookDeps } from "./_turn_hooks.ts";
+import type { PreparedRequest } from "./_turn_sink.ts";
 
 /** What building a request needs. */
 export interface ContextDeps extends TurnHookDeps {
@@ -47,12 +48,6 @@ export const TEXT_MODE_RULES = [
   "and further python blocks in the same reply do not run. The cell's result comes back in a",
   'message starting "[runtime] result of your python cell". Call wait() in a cell when done.',
 ].join("\n");
-
-/** A request ready to send, with its raw estimate for calibration. */
-export interface PreparedRequest {
-  messages: ChatMessage[];
-  rawTokens: number;
-}
 
 /**
  * The message a new turn opens with, within a quarter of `main`'s budget: the talk its

@@ -11,7 +11,7 @@ import { KlbrError } from "../core/mod.ts";
 import type { CellResult } from "../kernel/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import type { WorkbenchPort } from "./_session_ports.ts";
-import type { TurnKernel } from "./_tool_calls.ts";
+import type { TurnKernel } from "./_turn_sink.ts";
 
 /** Who a metered model call is charged to: the session, and its running frame if any. */
 export interface MeterScope {

@@ -24,7 +24,7 @@ export interface RouteCall {
  * `auto` route still native → text mode; a role order refused on a relaxed route → strict.
  */
 export function adaptToRefusal(
-  scope: TurnScope,
+  scope: Pick<TurnScope, "ctx" | "record">,
   call: RouteCall,
   failure: { error: unknown; message: string },
 ): boolean {

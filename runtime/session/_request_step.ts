@@ -7,30 +7,24 @@
  * refuses a role order makes the route strict; either is recorded (`route.adapted`) and the
  * request is made again at once, once.
  *
+ * The step serves the agent's turn and its child agents alike; its sink (`_turn_sink.ts`) says
+ * where the route and the context come from and where the reply goes.
+ *
  * @module
  */
 
-import { appendEvent, lastEventOfKinds } from "../../store/events.ts";
-import { appendProviderItems, getProviderItem, lastItemIdx } from "../../store/provider_items.ts";
 import type { Store } from "../../store/store.ts";
-import { newId, type RecordInput } from "../core/mod.ts";
-import {
-  assistantMessage,
-  modelFailureFacts,
-  type Provider,
-  type ProviderTurn,
-} from "../model/mod.ts";
-import { noteUsage, prepareContext } from "./_context.ts";
-import { SCRATCHPAD_SPOOL_ABOVE_CHARS, spoolLongText } from "./_cell_output.ts";
+import { type EventBus, newId, type RecordInput, type RecordType } from "../core/mod.ts";
+import { modelFailureFacts, type Provider, type ProviderTurn } from "../model/mod.ts";
 import { fencedCells } from "./_fence_cells.ts";
 import { shownUrl } from "./_model_trouble.ts";
-import { adaptToRefusal, repairRefusedHistory, type RouteCall } from "./_refusals.ts";
-import { lastReplyWasFenced, type RouteMode, routeMode } from "./_route_mode.ts";
-import type { ToolCall } from "./_tool_calls.ts";
-import { planRoute } from "./_turn_hooks.ts";
-import { NO_TURN_HEALTH } from "./_turn_health.ts";
+import { adaptToRefusal, type RouteCall } from "./_refusals.ts";
+import { type RouteMode, routeMode } from "./_route_mode.ts";
+import { sessionSink } from "./_session_sink.ts";
+import type { RequestSink, ToolCall } from "./_turn_sink.ts";
+import { NO_TURN_HEALTH, type TurnHealth } from "./_turn_health.ts";
 import type { TurnScope } from "./_turn_scope.ts";
-import type { TurnResult } from "./_turn_types.ts";
+import type { TurnContext, TurnResult } from "./_turn_types.ts";
 
 /** A reply the turn goes on with: its calls (none: a reply of text only) and its text. */
 export interface Reply {
@@ -40,27 +34,25 @@ export interface Reply {
   mode: RouteMode;
 }
 
-/** What the model is told when its workbench was replaced since its last reply. */
-const HEAP_RESET =
-  "[runtime] your workbench was restarted since your last step: variables and imports are gone.";
-
 /**
- * Whether the session's newest kernel generation started after the model's last reply and is
- * newer than the one its last cell ran in: the heap the model built is gone, and its next
- * request says so, once. A session that never ran a cell has lost nothing.
+ * A request step's view of the turn it serves, whoever's turn it is: the store and bus, the
+ * turn's context, its record writer, whether it has had effects, and its sink, which says
+ * where the route, the context and the reply come from and go. The root turn's scope
+ * ({@linkcode TurnScope}) gets the session's sink; a child agent brings its own.
  */
-function heapResetSinceReply(store: Store, session: string): boolean {
-  const last = lastEventOfKinds(store, session, ["kernel.reset", "model.reply"]);
-  if (last?.kind !== "kernel.reset") return false;
-  const cell = lastEventOfKinds(store, session, ["cell.started"])?.body as
-    | { generation?: number }
-    | undefined;
-  const reset = (last.body as { generation?: number }).generation;
-  return cell?.generation !== undefined && reset !== undefined && reset > cell.generation;
-}
-
-function lastItemText(store: Store, session: string): unknown {
-  return getProviderItem(store, session, lastItemIdx(store, session))?.message.content;
+export interface StepScope {
+  options: {
+    store: Store;
+    bus: EventBus;
+    health?: TurnHealth;
+    /** The artifacts directory's size limit. @default 256 MiB */
+    artifactBytes?: number;
+  };
+  ctx: TurnContext;
+  /** Appends a record and returns its seq. */
+  record: <T extends RecordType>(type: T, body: RecordInput<T>) => number;
+  state: { effects: boolean };
+  sink: RequestSink;
 }
 
 /** What the model is told when its reply ended inside a tool call. */
@@ -68,56 +60,41 @@ const CUT_IN_CALL =
   "[not run: your reply hit the token limit in the middle of the call; write a shorter cell]";
 
 /**
- * One model request and its durable reply.
+ * One model request and its durable reply. The root turn passes its {@linkcode TurnScope} (the
+ * session's sink); a child agent passes a {@linkcode StepScope} with its own sink.
  *
  * @returns the reply's calls, or the failed result that ends the turn
  */
 export async function requestStep(
-  scope: TurnScope,
+  given: TurnScope | StepScope,
   opening: Record<string, unknown> | null,
 ): Promise<Reply | TurnResult> {
-  const { options, ctx, state } = scope;
+  const scope: StepScope = "sink" in given ? given : { ...given, sink: sessionSink(given) };
+  const { options, ctx, state, sink } = scope;
   const { session } = ctx;
-  if (heapResetSinceReply(options.store, session)) {
-    if (opening !== null) opening = { ...opening, content: `${HEAP_RESET}\n\n${opening.content}` };
-    else if (lastItemText(options.store, session) !== HEAP_RESET) {
-      appendProviderItems(options.store, session, ctx.frame.id, [{
-        role: "user",
-        content: HEAP_RESET,
-      }]);
-    }
-  }
-  // The route comes first: its budget sizes the request (and may compact the context).
-  const route = await planRoute(options, session);
-  const provider = options.provider(route);
+  const begun = await sink.begin(opening);
+  const { route, provider } = begun;
+  opening = begun.opening;
   let adapted = false;
   let repaired = false;
   for (;;) {
     const mode = routeMode(options.store, session, provider.route);
-    const request = await prepareContext(options, session, opening ? [opening] : [], {
-      route,
-      signal: ctx.signal,
-      shape: mode.shape,
-      frameId: ctx.frame.id,
-      maxSteps: options.maxSteps ?? mode.maxSteps,
-    });
+    const request = await sink.context(opening, { route, mode, signal: ctx.signal });
     const streamed = await streamReply(scope, { route, provider, mode }, request.messages);
     if ("error" in streamed) {
       if (!adapted && adaptToRefusal(scope, { route, provider, mode }, streamed)) {
         adapted = true;
         continue;
       }
-      if (!repaired && await repairRefusedHistory(scope, streamed)) {
+      if (!repaired && await sink.repair(streamed)) {
         repaired = true;
         continue;
       }
       return await modelFailed(scope, { route, provider, ...streamed });
     }
     const { turn } = streamed;
-    noteUsage(options, session, { route, request, usage: turn.usage });
     const calls = callsOf(scope, { route, mode }, turn);
-    const pad = turn.text === "" ? null : await scratchpadBody(scope, turn.text, turn.textPartial);
-    commitReply(scope, opening, { route, provider, turn, calls, pad });
+    await sink.commitReply(opening, { route, provider, request, turn, calls });
     // The reply is in the sequence now: a retry goes on from it, never repeats the inputs.
     state.effects = true;
     return { calls, text: turn.text, mode };
@@ -126,7 +103,7 @@ export async function requestStep(
 
 /** Streams one reply, its text deltas to the bus; a failure is returned with its message. */
 async function streamReply(
-  scope: TurnScope,
+  scope: StepScope,
   call: RouteCall,
   messages: Parameters<Provider["streamChat"]>[0]["messages"],
 ): Promise<{ turn: ProviderTurn } | { error: unknown; message: string }> {
@@ -161,7 +138,7 @@ async function streamReply(
  * strictly native, the first fenced python cell of a reply that has none.
  */
 function callsOf(
-  scope: TurnScope,
+  scope: StepScope,
   call: { route: string; mode: RouteMode },
   turn: ProviderTurn,
 ): ToolCall[] {
@@ -177,9 +154,7 @@ function callsOf(
   if (call.mode.toolCalls === "native") return [];
   const fenced = fencedCells(turn.text);
   if (fenced.code === null) return [];
-  const { store } = scope.options;
-  const { session } = scope.ctx;
-  if (call.mode.shape.toolMode === "native" && lastReplyWasFenced(store, session, call.route)) {
+  if (call.mode.shape.toolMode === "native" && scope.sink.lastReplyFenced(call.route)) {
     scope.record("route.adapted", {
       route: call.route,
       setting: "tool_calls",
@@ -201,19 +176,15 @@ function callsOf(
 
 /** Records what a failed request leaves (its partial text, the turn's end) and how it ended. */
 async function modelFailed(
-  scope: TurnScope,
+  scope: StepScope,
   failure: { route: string; provider: Provider; error: unknown; message: string },
 ): Promise<TurnResult> {
-  const { ctx, record, state } = scope;
+  const { ctx, record, state, sink } = scope;
   const { frame } = ctx;
   const { route, provider, error, message } = failure;
   // The provider's failure (the error's cause) carries what streamed before it.
   const partial = (error as { cause?: { partial?: Partial<ProviderTurn> } }).cause?.partial;
-  if (partial?.reasoning) {
-    const { field, text } = partial.reasoning;
-    record("reasoning", { frame_id: frame.id, text, field, partial: true });
-  }
-  if (partial?.text) record("scratchpad", await scratchpadBody(scope, partial.text, true));
+  if (partial !== undefined) await sink.partial(partial);
   if (ctx.signal.aborted) {
     const reason = stopReason(ctx.signal);
     record("turn.ended", { frame_id: frame.id, reason });
@@ -232,98 +203,6 @@ async function modelFailed(
       error: message,
       ...modelFailureFacts(error),
     },
-  };
-}
-
-/**
- * The scratchpad record of a reply's text: the text itself, or past
- * {@linkcode SCRATCHPAD_SPOOL_ABOVE_CHARS} characters an excerpt naming the artifact that holds
- * the whole text (written before the record, so the record never names a missing artifact).
- */
-async function scratchpadBody(
-  scope: TurnScope,
-  text: string,
-  partial: boolean,
-): Promise<RecordInput<"scratchpad">> {
-  const { options, ctx } = scope;
-  const health = options.health ?? NO_TURN_HEALTH;
-  const kept = await spoolLongText(options.store.stateDir, text, {
-    above: SCRATCHPAD_SPOOL_ABOVE_CHARS,
-    noun: "text",
-    budgetBytes: options.artifactBytes,
-    report: (error) => health.artifactWrite(error),
-  });
-  return {
-    frame_id: ctx.frame.id,
-    text: kept.text,
-    partial,
-    ...(kept.artifact === undefined ? {} : { text_artifact: { ...kept.artifact } }),
-    ...(kept.artifactError === undefined ? {} : { text_artifact_error: kept.artifactError }),
-  };
-}
-
-/** The reply, its `model.reply` record and its scratchpad, in one transaction, before any cell. */
-function commitReply(
-  scope: TurnScope,
-  opening: Record<string, unknown> | null,
-  reply: {
-    route: string;
-    provider: Provider;
-    turn: ProviderTurn;
-    calls: ToolCall[];
-    pad: RecordInput<"scratchpad"> | null;
-  },
-): void {
-  const { options, ctx } = scope;
-  const { session, frame } = ctx;
-  const { turn, calls, pad } = reply;
-  options.store.transaction(() => {
-    // Every reply's route, model and usage is recorded, also a reply with no text.
-    appendEvent(options.store, session, "model.reply", replyRecord(frame.id, reply));
-    appendProviderItems(options.store, session, frame.id, [
-      ...(opening ? [opening] : []),
-      // Reasoning is kept under the server's own field; the route's shape decides what goes back.
-      assistantMessage(turn.text, calls, { reasoning: turn.reasoning }),
-    ]);
-    if (turn.reasoning !== null) {
-      appendEvent(options.store, session, "reasoning", {
-        frame_id: frame.id,
-        text: turn.reasoning.text,
-        field: turn.reasoning.field,
-      });
-    }
-    if (pad !== null) {
-      appendEvent(options.store, session, "scratchpad", { ...pad, usage: turn.usage });
-    }
-  });
-}
-
-/** The `model.reply` body of one reply: counts the provider did not report stay absent. */
-function replyRecord(
-  frameId: string,
-  reply: { route: string; provider: Provider; turn: ProviderTurn; calls: ToolCall[] },
-): RecordInput<"model.reply"> {
-  const { route, provider, turn, calls } = reply;
-  const u = turn.usage;
-  const usage = Object.fromEntries(
-    Object.entries({
-      prompt_tokens: u.promptTokens,
-      completion_tokens: u.completionTokens,
-      cache_read_tokens: u.cacheReadTokens,
-      cache_write_tokens: u.cacheWriteTokens,
-    }).filter(([, value]) => value !== undefined),
-  );
-  // A test's provider may carry no route; the record then names the route only.
-  const described = provider.route as Provider["route"] | undefined;
-  return {
-    frame_id: frameId,
-    route,
-    ...(described === undefined ? {} : { model: described.model, url: described.url }),
-    usage,
-    finish_reason: turn.finishReason,
-    tool_calls: turn.toolCalls.length,
-    text_chars: turn.text.length,
-    ...(calls.some((call) => call.textCell) ? { text_cell: true } : {}),
   };
 }
 

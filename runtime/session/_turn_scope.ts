@@ -7,7 +7,7 @@
 
 import type { RecordInput, RecordType } from "../core/mod.ts";
 import type { ContextDeps } from "./_context.ts";
-import type { ToolCallDeps } from "./_tool_calls.ts";
+import type { ToolCallDeps } from "./_turn_sink.ts";
 import type { TurnHealth } from "./_turn_health.ts";
 import type { TurnContext } from "./_turn_types.ts";
 

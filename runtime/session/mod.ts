@@ -15,7 +15,8 @@ export {
   MAINTENANCE_SKILL,
   type OfferedSkills,
 } from "./_contract.ts";
-export { renderCellResult } from "./_cell_output.ts";
+export { keepCellOutput, keptCellResult, renderCellResult } from "./_cell_output.ts";
+export { TEXT_MODE_RULES } from "./_context.ts";
 export { type FencedCells, fencedCells } from "./_fence_cells.ts";
 export { localSend, type RunningFrame } from "./_local_send.ts";
 export { createModelTurn, type ModelTurnOptions } from "./_model_turn.ts";
@@ -27,6 +28,19 @@ export type {
   SessionWorkers,
   WorkbenchPort,
 } from "./_session_ports.ts";
+export { requestStep, type StepScope } from "./_request_step.ts";
+export type { RouteMode } from "./_route_mode.ts";
+export { runToolCalls } from "./_tool_calls.ts";
+export type {
+  CellSink,
+  FinishedCell,
+  PreparedRequest,
+  ReplyToCommit,
+  RequestSink,
+  RouteChoice,
+  ToolCall,
+  TurnKernel,
+} from "./_turn_sink.ts";
 export { SessionRuntime } from "./_session_runtime.ts";
 export type {
   HookCaller,
@@ -37,4 +51,4 @@ export type {
   TurnResult,
   TurnRunner,
 } from "./_turn_types.ts";
-export { type ModelCallReport, type TurnHealth } from "./_turn_health.ts";
+export { type ModelCallReport, NO_TURN_HEALTH, type TurnHealth } from "./_turn_health.ts";

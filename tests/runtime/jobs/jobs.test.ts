@@ -3,6 +3,7 @@
 // timers, so budgets and wall time are driven without waiting.
 
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { readEventsOfKind } from "../../../store/events.ts";
 import { getJob, type JobRecord, listJobs } from "../../../store/jobs.ts";
 import { getModelCall, modelCallsOfJob } from "../../../store/model_calls.ts";
@@ -15,6 +16,7 @@ import type { ChatMessage, Provider, ProviderTurn } from "../../../runtime/model
 import { Jobs, type RpcScope } from "../../../runtime/jobs/mod.ts";
 import { REPO_ROOT } from "../../_helpers/daemon.ts";
 import { ManualTimers } from "../../_helpers/fake_timers.ts";
+import { fillDisk, mountSmallFs } from "../../crash/_loopback_fs.ts";
 import {
   type ClockedStore,
   RELEASE,
@@ -27,12 +29,21 @@ import {
 type Reply = Partial<ProviderTurn> & { text?: string };
 
 /** A provider whose answers come from `answer`; every request is kept. */
-function fakeProvider(answer: (messages: ChatMessage[], n: number) => Reply) {
-  const requests: { route: string; messages: ChatMessage[]; maxTokens?: number }[] = [];
+function fakeProvider(
+  answer: (messages: ChatMessage[], n: number) => Reply,
+  routeSettings: Record<string, unknown> = {},
+) {
+  const requests: {
+    route: string;
+    messages: ChatMessage[];
+    maxTokens?: number;
+    tools?: boolean;
+  }[] = [];
   const provider = (route: string): Provider => ({
-    route: { name: route } as unknown as Provider["route"],
+    route: { name: route, ...routeSettings } as unknown as Provider["route"],
     streamChat: (request) => {
-      requests.push({ route, messages: [...request.messages], maxTokens: request.maxTokens });
+      const { maxTokens, tools } = request;
+      requests.push({ route, messages: [...request.messages], maxTokens, tools });
       const reply = answer(request.messages, requests.length);
       return Promise.resolve({
         text: reply.text ?? "",
@@ -59,10 +70,17 @@ interface Domain {
   cellId: string;
   workspace: string;
   call: (method: string, params: Record<string, unknown>) => Promise<Record<string, unknown>>;
+  /** Each artifact write the jobs reported for `/health`: `null` for one that succeeded. */
+  artifactWrites: (string | null)[];
 }
 
 async function withJobs(
-  options: { budget?: string; answer?: (m: ChatMessage[], n: number) => Reply },
+  options: {
+    budget?: string;
+    answer?: (m: ChatMessage[], n: number) => Reply;
+    /** What every route declares, beside its name (`tool_calls`, …). */
+    route?: Record<string, unknown>;
+  },
   fn: (d: Domain, cs: ClockedStore) => Promise<void>,
 ): Promise<void> {
   await withClockedStore(async (cs) => {
@@ -70,8 +88,13 @@ async function withJobs(
     const { config } = parseConfig(options.budget ?? "", { file: "test.kdl" });
     const timers = new ManualTimers(cs.clock);
     const { admit, admitted } = testAdmit(cs.store);
-    const fake = fakeProvider(options.answer ?? (() => ({ text: "child answer" })));
+    const fake = fakeProvider(options.answer ?? (() => ({ text: "child answer" })), options.route);
+    const artifactWrites: (string | null)[] = [];
     const jobs = new Jobs({
+      health: {
+        modelCall: () => assert.fail("a job's model calls are not the route's health"),
+        artifactWrite: (error) => void artifactWrites.push(error),
+      },
       store: cs.store,
       bus: new EventBus(),
       log: SILENT_LOGGER,
@@ -121,6 +144,7 @@ async function withJobs(
         cellId,
         workspace,
         call,
+        artifactWrites,
       }, cs);
     } finally {
       await jobs.shutdown();
@@ -128,6 +152,9 @@ async function withJobs(
     }
   });
 }
+
+/** A cell whose output is long enough to be spooled to an artifact. */
+const LONG_CELL = "print('x' * 50_000 + 'END')";
 
 const result = (d: Domain, id: string) => d.call("jobs.result", { job_id: id });
 
@@ -466,6 +493,114 @@ Deno.test("a child agent runs cells in its job's workbench, cannot speak, and en
     const job = getJob(store, String(started.job_id))!;
     assert.deepEqual([job.kind, job.requestsUsed, job.tokensUsed], ["agent", 2, 240]);
     assert.deepEqual(modelCallsOfJob(store, job.id).map((c) => c.kind), ["agent", "agent"]);
+  });
+});
+
+Deno.test("a child agent's cell that succeeded keeps its outcome when its long output cannot be spooled for a full disk", async () => {
+  // The session's cells and a child agent's run on one tool-call step: a failed artifact write
+  // costs the whole output, never the cell's outcome nor the job's result.
+  const answer = (messages: ChatMessage[], n: number): Reply =>
+    n === 1
+      ? {
+        toolCalls: [{ id: "c1", name: "python", arguments: JSON.stringify({ code: LONG_CELL }) }],
+      }
+      : { text: `told: ${/could not be kept/.test(String(messages.at(-1)?.content))}` };
+  await withJobs({ answer }, async (d, { store, dir }) => {
+    const fs = await mountSmallFs(64);
+    const artifacts = join(dir, "artifacts");
+    await Deno.remove(artifacts, { recursive: true }).catch(() => {});
+    await Deno.symlink(fs.dir, artifacts);
+    try {
+      await fillDisk(fs.dir);
+      const started = await d.call("jobs.start", { code: "print a lot", kind: "agent" });
+      const ended = await result(d, String(started.job_id));
+      assert.equal(ended.state, "done", String(ended.cause));
+      assert.deepEqual(ended.result, { value: "told: true" });
+      const [cell] = readEventsOfKind(store, "default", "job.cell");
+      const body = cell.body as Record<string, string>;
+      assert.equal(body.outcome, "ok", "the cell keeps its own outcome");
+      assert.match(body.stdout_artifact_error, /No space left on device/);
+      // The model read the excerpt, which names the failure and keeps the tail.
+      const tool = String(d.requests[1].messages.at(-1)?.content);
+      assert.match(tool, /^outcome: ok\n/);
+      assert.match(
+        tool,
+        /the whole output could not be kept: writing its artifact failed \(.*No space left on device/,
+      );
+      assert.match(tool, /END\n/);
+      // /health hears of it as of a session cell's failed write.
+      assert.equal(d.artifactWrites.length, 1);
+      assert.match(String(d.artifactWrites[0]), /No space left on device/);
+    } finally {
+      await fs.unmount();
+    }
+  });
+});
+
+Deno.test("a code job whose code succeeded ends `done` with its output excerpt when a full disk refuses its artifact", async () => {
+  await withJobs({}, async (d, { dir }) => {
+    const fs = await mountSmallFs(64);
+    const artifacts = join(dir, "artifacts");
+    await Deno.remove(artifacts, { recursive: true }).catch(() => {});
+    await Deno.symlink(fs.dir, artifacts);
+    try {
+      await fillDisk(fs.dir);
+      const started = await d.call("jobs.start", { code: LONG_CELL });
+      const ended = await result(d, String(started.job_id));
+      assert.equal(ended.state, "done", String(ended.cause));
+      const kept = ended.result as Record<string, string>;
+      assert.equal(kept.stdout_artifact, undefined);
+      assert.match(kept.stdout_artifact_error, /No space left on device/);
+      assert.match(kept.stdout, /the whole output could not be kept/);
+      assert.ok(kept.stdout.endsWith("END\n"), "the excerpt keeps the tail");
+      assert.match(String(d.artifactWrites), /No space left on device/);
+    } finally {
+      await fs.unmount();
+    }
+  });
+});
+
+Deno.test("a child agent on a text-mode route runs the first python fence of a reply, as the agent's turn does", async () => {
+  const fenced =
+    "Let me compute.\n```python\nprint(6 * 7)\n```\nand\n```py\nprint('not run')\n```\n";
+  const answer = (messages: ChatMessage[], n: number): Reply =>
+    n === 1
+      ? { text: fenced }
+      : { text: `it is ${String(messages.at(-1)?.content).match(/\b42\b/)?.[0]}` };
+  await withJobs({ answer, route: { tool_calls: "text" } }, async (d, { store }) => {
+    const started = await d.call("jobs.start", { code: "what is six times seven", kind: "agent" });
+    const ended = await result(d, String(started.job_id));
+    assert.equal(ended.state, "done", String(ended.cause));
+    assert.deepEqual(ended.result, { value: "it is 42" });
+    // No tools on the wire, the contract states the fence rules, and the cell's result comes
+    // back as text, naming the block that did not run.
+    assert.deepEqual(d.requests.map((r) => r.tools), [false, false]);
+    assert.match(String(d.requests[0].messages[0].content), /write each cell as one ```python/);
+    const told = String(d.requests[1].messages.at(-1)?.content);
+    assert.match(told, /^\[runtime\] result of your python cell/);
+    assert.match(told, /stdout:\n42\n/);
+    assert.match(told, /only the first python block of a reply runs; 1 more did not/);
+    const cells = readEventsOfKind(store, "default", "job.cell");
+    assert.deepEqual(cells.map((c) => (c.body as { code: string }).code), ["print(6 * 7)"]);
+  });
+});
+
+Deno.test("a child agent on an `auto` route that answers twice in a row with a fenced cell moves the route to text", async () => {
+  const fence = (n: number) => `Here.\n\`\`\`python\nprint(${n})\n\`\`\`\n`;
+  const answer = (_messages: ChatMessage[], n: number): Reply =>
+    n <= 2 ? { text: fence(n) } : { text: "done" };
+  await withJobs({ answer, route: { tool_calls: "auto" } }, async (d, { store }) => {
+    const started = await d.call("jobs.start", { code: "print two numbers", kind: "agent" });
+    const ended = await result(d, String(started.job_id));
+    assert.deepEqual([ended.state, ended.result], ["done", { value: "done" }]);
+    // Its own replies count, not the agent's: the second fenced one moves the route.
+    assert.deepEqual(d.requests.map((r) => r.tools), [true, true, false]);
+    const [adapted] = readEventsOfKind(store, "default", "route.adapted");
+    assert.deepEqual(
+      [(adapted.body as { route: string }).route, (adapted.body as { to: string }).to],
+      ["main", "text"],
+    );
+    assert.equal(readEventsOfKind(store, "default", "job.cell").length, 2);
   });
 });
 
