@@ -96,9 +96,13 @@ export function ftsExpression(text: string, match: "all" | "any"): string {
 /** The matches a search ranks at most: the session's newest this many. */
 export const SEARCH_CANDIDATES = 1_000;
 
+/** The characters of text a search reads at most (an artifact holds up to 2M): memory stays bounded. */
+export const SEARCH_CANDIDATE_CHARS = 8_000_000;
+
 /**
  * Finds the session's indexed texts that match `query`: the best `limit` by BM25 among its
- * newest {@linkcode SEARCH_CANDIDATES} matches, best first, and says whether more matched.
+ * newest {@linkcode SEARCH_CANDIDATES} matches (fewer when their texts pass
+ * {@linkcode SEARCH_CANDIDATE_CHARS}), best first, and says whether more matched.
  *
  * A common word costs the same at 1M records as at 1k: the matches are read newest first and
  * stop at the bound, and FTS5's `bm25()` is not used, since it counts every match of every
@@ -126,10 +130,17 @@ export function searchHistory(
   }
   const expression = ftsExpression(query.text, query.match ?? "all");
   indexAdmittedInputs(store);
+  // The newest matches' sizes first, so the texts read stay within the character bound.
+  const newest = store.statement(
+    `SELECT rowid, length(text) AS chars FROM history_fts
+     WHERE history_fts MATCH ? AND session = ? ORDER BY rowid DESC LIMIT ?`,
+  ).all(expression, session, query.candidates ?? SEARCH_CANDIDATES) as Sized[];
+  let chars = 0;
+  const oldest = newest.find((c) => (chars += c.chars) > SEARCH_CANDIDATE_CHARS) ?? newest.at(-1);
   const candidates = store.statement(
     `SELECT rowid, highlight(history_fts, 4, char(2), char(3)) AS marked FROM history_fts
-     WHERE history_fts MATCH ? AND session = ? ORDER BY rowid DESC LIMIT ?`,
-  ).all(expression, session, query.candidates ?? SEARCH_CANDIDATES) as Candidate[];
+     WHERE history_fts MATCH ? AND session = ? AND rowid >= ? ORDER BY rowid DESC`,
+  ).all(expression, session, oldest?.rowid ?? 0) as Candidate[];
   const one = store.statement(
     `SELECT ref, kind, at, snippet(history_fts, 4, '«', '»', '…', 16) AS snippet
      FROM history_fts WHERE history_fts MATCH ? AND rowid BETWEEN ? AND ?`,
@@ -138,8 +149,11 @@ export function searchHistory(
     const row = one.get(expression, best.rowid, best.rowid) as Omit<HistoryHit, "rank" | "score">;
     return { ...row, rank: i + 1, score: best.score };
   });
-  return { hits, truncated: candidates.length > limit, query: expression };
+  return { hits, truncated: newest.length > limit, query: expression };
 }
+
+/** A match: its rowid and its text's length. */
+type Sized = { rowid: number; chars: number };
 
 /** A match: its rowid and its text with each match between \x02 and \x03. */
 type Candidate = { rowid: number; marked: string };
