@@ -136,11 +136,12 @@ export function searchHistory(
      WHERE history_fts MATCH ? AND session = ? ORDER BY rowid DESC LIMIT ?`,
   ).all(expression, session, query.candidates ?? SEARCH_CANDIDATES) as Sized[];
   let chars = 0;
-  const oldest = newest.find((c) => (chars += c.chars) > SEARCH_CANDIDATE_CHARS) ?? newest.at(-1);
+  const kept = newest.findIndex((c) => (chars += c.chars) > SEARCH_CANDIDATE_CHARS) + 1;
+  // The same newest rows again, with their matches marked (`rowid >= ?` would scan them all).
   const candidates = store.statement(
     `SELECT rowid, highlight(history_fts, 4, char(2), char(3)) AS marked FROM history_fts
-     WHERE history_fts MATCH ? AND session = ? AND rowid >= ? ORDER BY rowid DESC`,
-  ).all(expression, session, oldest?.rowid ?? 0) as Candidate[];
+     WHERE history_fts MATCH ? AND session = ? ORDER BY rowid DESC LIMIT ?`,
+  ).all(expression, session, kept > 0 ? kept : newest.length) as Candidate[];
   const one = store.statement(
     `SELECT ref, kind, at, snippet(history_fts, 4, '«', '»', '…', 16) AS snippet
      FROM history_fts WHERE history_fts MATCH ? AND rowid BETWEEN ? AND ?`,
