@@ -139,41 +139,72 @@ export function searchHistory(
   const kept = newest.findIndex((c) => (chars += c.chars) > SEARCH_CANDIDATE_CHARS) + 1;
   // The same newest rows again, with their matches marked (`rowid >= ?` would scan them all).
   const candidates = store.statement(
-    `SELECT rowid, highlight(history_fts, 4, char(2), char(3)) AS marked FROM history_fts
-     WHERE history_fts MATCH ? AND session = ? ORDER BY rowid DESC LIMIT ?`,
+    `SELECT rowid, ref, kind, at, highlight(history_fts, 4, char(2), char(3)) AS marked
+     FROM history_fts WHERE history_fts MATCH ? AND session = ? ORDER BY rowid DESC LIMIT ?`,
   ).all(expression, session, kept > 0 ? kept : newest.length) as Candidate[];
-  const one = store.statement(
-    `SELECT ref, kind, at, snippet(history_fts, 4, '«', '»', '…', 16) AS snippet
-     FROM history_fts WHERE history_fts MATCH ? AND rowid BETWEEN ? AND ?`,
-  ); // not `rowid = ?`: FTS5 ignores it when the bound number arrives as a REAL
-  const hits = rankCandidates(candidates).slice(0, limit).map((best, i) => {
-    const row = one.get(expression, best.rowid, best.rowid) as Omit<HistoryHit, "rank" | "score">;
-    return { ...row, rank: i + 1, score: best.score };
-  });
+  // Snippets from the marked texts: FTS5's snippet() would walk the word's whole doclist again.
+  const hits = rankCandidates(candidates).slice(0, limit).map(({ c, score }, i) => ({
+    ref: c.ref,
+    kind: c.kind,
+    at: c.at,
+    snippet: snippetOf(c.marked),
+    rank: i + 1,
+    score,
+  }));
   return { hits, truncated: newest.length > limit, query: expression };
 }
 
 /** A match: its rowid and its text's length. */
 type Sized = { rowid: number; chars: number };
 
-/** A match: its rowid and its text with each match between \x02 and \x03. */
-type Candidate = { rowid: number; marked: string };
+/** A match: its rowid, ref, kind, time and its text with each match between \x02 and \x03. */
+type Candidate = {
+  rowid: number;
+  ref: string;
+  kind: HistoryHit["kind"];
+  at: number;
+  marked: string;
+};
 
 const K1 = 1.2;
 const B = 0.75;
 
 /** Scores candidates by BM25 (matches as the term frequency), best first, newest on a tie. */
-function rankCandidates(candidates: Candidate[]): { rowid: number; score: number }[] {
+function rankCandidates(candidates: Candidate[]): { c: Candidate; score: number }[] {
   const sized = candidates.map((c) => ({
-    rowid: c.rowid,
+    c,
     matches: c.marked.split("\x02").length - 1,
     length: c.marked.match(/[\p{L}\p{N}]+/gu)?.length ?? 0,
   }));
   const mean = sized.reduce((sum, c) => sum + c.length, 0) / Math.max(1, sized.length) || 1;
-  return sized.map((c) => ({
-    rowid: c.rowid,
-    score: (c.matches * (K1 + 1)) / (c.matches + K1 * (1 - B + (B * c.length) / mean)),
-  })).sort((a, b) => b.score - a.score || b.rowid - a.rowid);
+  return sized.map(({ c, matches, length }) => ({
+    c,
+    score: (matches * (K1 + 1)) / (matches + K1 * (1 - B + (B * length) / mean)),
+  })).sort((a, b) => b.score - a.score || b.c.rowid - a.c.rowid);
+}
+
+const SNIPPET_WORDS = 16;
+
+/** About 16 words around the first match, matches in «», cuts marked … (as FTS5's snippet). */
+function snippetOf(marked: string): string {
+  const words = [...marked.matchAll(/[\p{L}\p{N}]+/gu)];
+  let from = 0;
+  let to = marked.length;
+  if (words.length > SNIPPET_WORDS) {
+    const mark = marked.indexOf("\x02");
+    const first = Math.max(0, words.findIndex((w) => w.index > mark));
+    const start = Math.max(0, Math.min(first - 7, words.length - SNIPPET_WORDS));
+    const last = words[start + SNIPPET_WORDS - 1];
+    if (start > 0) from = words[start].index - (marked[words[start].index - 1] === "\x02" ? 1 : 0);
+    if (start + SNIPPET_WORDS < words.length) to = last.index + last[0].length;
+  }
+  let text = marked.slice(from, to);
+  // A cut inside a match keeps its marks whole.
+  const close = text.indexOf("\x03");
+  if (close >= 0 && !text.slice(0, close).includes("\x02")) text = "\x02" + text;
+  if (text.lastIndexOf("\x02") > text.lastIndexOf("\x03")) text += "\x03";
+  text = text.replaceAll("\x02", "«").replaceAll("\x03", "»");
+  return (from > 0 ? "…" : "") + text + (to < marked.length ? "…" : "");
 }
 
 /**

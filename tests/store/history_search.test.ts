@@ -81,11 +81,21 @@ Deno.test("the best k by BM25 among the newest candidates, as a brute-force scor
 Deno.test("a common word ranks only the newest matches, and the snippet is the hit's own", async () => {
   await withStore((store) => {
     // The oldest text matches best (the word twice, nothing else), but it is not a candidate.
+    ensureSession(store, "long");
     const refs = admitAll(store, ["heron heron", ...Array(30).fill("heron and many other words")]);
     const bounded = searchHistory(store, "default", { text: "heron", limit: 3, candidates: 10 });
     assert.deepEqual(bounded.hits.map((h) => h.ref), refs.slice(-3).reverse());
     assert.equal(bounded.truncated, true);
     const all = searchHistory(store, "default", { text: "heron", limit: 1 });
     assert.deepEqual(all.hits.map((h) => [h.ref, h.snippet]), [[refs[0], "«heron» «heron»"]]);
+    // A long text's snippet is about 16 words around the match, cut with …
+    const words = Array.from({ length: 40 }, (_, i) => `w${i}`);
+    words[20] = "kestrel";
+    admitAll(store, [words.join(" ")], "long");
+    const [long] = searchHistory(store, "long", { text: "kestrel" }).hits;
+    assert.equal(
+      long.snippet,
+      `…${words.slice(13, 29).join(" ").replace("kestrel", "«kestrel»")}…`,
+    );
   });
 });
