@@ -161,7 +161,8 @@ export async function benchAckLatencyPeer(
 }
 
 async function admitRate(lane: LaneDriver, inputs: number, window: number, prefix: string) {
-  const result = await lane.admitMany(inputs, { window, prefix });
+  // A loaded machine (2 cores shared) can take minutes; the driver's default is 2.
+  const result = await lane.admitMany(inputs, { window, prefix, timeoutMs: 600_000 });
   if (result.acks !== inputs || result.admitted !== inputs) {
     throw new KlbrError(
       "internal",
