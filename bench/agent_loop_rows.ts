@@ -116,7 +116,11 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       figure: "cell round trip 1+1 through the daemon, p50",
       unit: "ms",
       value: cellValue,
-      peer: { label: "bare KernelSupervisor (3a)", value: options.bareCellMs ?? null },
+      peer: {
+        label: "bare KernelSupervisor (3a) + 2 raw commits",
+        value: options.bareCellMs == null ? null : options.bareCellMs + 2 * options.rawCommitMs,
+      },
+      goal: { text: "≤ 1.25× bare + 2 commits", test: (v, p) => p === null ? null : v <= 1.25 * p },
       note: `${cells.length} cells of the two-step turns: the arrival of cell.started to ` +
         `the arrival of cell.finished at a lane client, so the cell, its outcome's ` +
         `durable commit and the fan-out; Jupyter's execute round trip in the same run: ` +

@@ -9,14 +9,9 @@
 import { join } from "node:path";
 import { startTestDaemon, type TestDaemon } from "../tests/_helpers/daemon.ts";
 import { resolvePython } from "../runtime/kernel/mod.ts";
-import {
-  benchAdmission,
-  benchBlockedAdmission,
-  benchRawBatches,
-  benchStoreAdmission,
-} from "./admission.ts";
+import { benchBlockedAdmission, benchStoreAdmission } from "./admission.ts";
+import { benchAckLatencyPeer, benchAdmissionPeer } from "./peers/admission_rows.ts";
 import { benchAgentLoop } from "./agent_loop.ts";
-import { benchAdmissionLatency } from "./admission_latency.ts";
 import { prepareBlockedState } from "./blocked_release.ts";
 import { benchFlood } from "./flood.ts";
 import { benchCellRoundTrip } from "./cell_round_trip.ts";
@@ -28,7 +23,10 @@ import { describeMachine } from "./machine.ts";
 import { benchAckParts } from "./ack_parts.ts";
 import { memoryRows, type MemorySamples } from "./memory.ts";
 import { measureRawCommits } from "./raw_commit.ts";
-import { measureReplay, replayRow, seedRecords } from "./replay.ts";
+import { type MeasuredReplay, measureReplay, replayRow, seedRecords } from "./replay.ts";
+import { startPeer } from "./peers/spawn.ts";
+import { loopPeerRows, loopPeerSamples, measureLoopPeers } from "./peers/loop_rows.ts";
+import { ratePerSecond } from "./stats.ts";
 import { type BenchRow, failedRows, type RowSpec, sortRows } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { benchStartup } from "./startup.ts";
@@ -68,6 +66,8 @@ export interface BenchCounts {
   contextRecords: number;
   /** Timed turns of each agent-loop series (figure 10, 2c, 2d, 3e). */
   loopTurns: number;
+  /** Interleaved repeats of each klbr-against-peer series (1a, 1b). */
+  peerRepeats: number;
 }
 
 /** The counts the issue asks for. */
@@ -88,6 +88,7 @@ export const FULL_COUNTS: BenchCounts = {
   contextItems: 100_000,
   contextRecords: 1_000_000,
   loopTurns: 100,
+  peerRepeats: 3,
 };
 
 /** Smaller counts for `--quick`: the same figures, noisier. */
@@ -109,6 +110,7 @@ export const QUICK_COUNTS: BenchCounts = {
   contextItems: 100_000,
   contextRecords: 100_000,
   loopTurns: 30,
+  peerRepeats: 2,
 };
 
 /** Options for {@linkcode runBench}. */
@@ -178,10 +180,12 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
       ["10f", "commits per one-step turn", "count"],
       ["10g", "hook calls per one-step turn", "count"],
       ["10h", "time in COMMIT per one-step turn", "ms"],
+      ["10i", "daemon CPU per one-step turn, against the durable SDK loop", "ms"],
+      ["10j", "message → send, against the durable pi-agent-core loop", "ms"],
     ].map(([id, figure, unit]) => [id, { id, figure, unit: unit as RowSpec["unit"] }]),
   ),
-  "2a": { id: "2a", figure: "admission latency p50, attention.plan blocked", unit: "ms" },
-  "2b": { id: "2b", figure: "admission latency p99, attention.plan blocked", unit: "ms" },
+  "2a": { id: "2a", figure: "send → ack p50, idle daemon", unit: "ms" },
+  "2b": { id: "2b", figure: "send → ack p99, idle daemon", unit: "ms" },
   "2e": { id: "2e", figure: "one input's own commit in-process", unit: "ms" },
   "2f": { id: "2f", figure: "loopback WebSocket round trip to a bare echo", unit: "ms" },
   "2g": { id: "2g", figure: "admission latency p50 against its raw parts", unit: "ms" },
@@ -288,14 +292,14 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       memory.floorBytes = result.floorBytes;
     });
 
-    const admissionIds = ["1a", "1b", "1d", "1e", "1f", "1g", "1h", "1i", "1j", "1k", "1l", "1m"];
+    const admissionIds = ["1a", "1b", "1d", "1i", "1j", "1k", "1l", "1m"];
     await phase("admission", admissionIds, async () => {
-      rows.push(...benchRawBatches({ dir: await dir("raw-1"), rows: counts.admissionInputs }));
       rows.push(
-        ...await benchAdmission({
+        ...await benchAdmissionPeer({
           root: await dir("admission"),
           inputs: counts.admissionInputs,
           window: counts.admissionWindow,
+          repeats: counts.peerRepeats,
         }),
       );
       rows.push(...benchStoreAdmission({
@@ -323,11 +327,11 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       try {
         const ceiling = measureRawCommits({ dir: await dir("raw-2"), count: counts.rawCommits });
         rows.push(
-          ...await benchAdmissionLatency({
+          ...await benchAckLatencyPeer({
             daemon,
+            root: await dir("ack-peer"),
             count: counts.latencyInputs,
             settleMs: counts.settleMs,
-            ceiling,
           }),
         );
         rows.push(
@@ -353,26 +357,43 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     await phase("replay", ["4a"], async () => {
       if (!blocked) throw new Error("the blocked state directory could not be prepared");
       const seed = seedRecords(stateDir, counts.replayRecords);
-      let daemon: TestDaemon | undefined;
-      try {
-        daemon = await startTestDaemon({ stateDir, workspace });
-        await new Promise((resolve) => setTimeout(resolve, counts.settleMs));
-        const pid = await workingDenoPid(daemon.pid);
-        memory.beforeReplayBytes = await residentBytes(pid);
-        const replay = await measureReplay({
-          port: daemon.port,
-          token: daemon.token,
-          head: seed.head,
-          pid,
-        });
-        memory.afterReplayBytes = await residentBytes(pid);
-        memory.records = replay.records;
-        await new Promise((resolve) => setTimeout(resolve, counts.settleMs));
-        memory.settledAfterReplayBytes = await residentBytes(pid);
-        rows.push(replayRow(seed, replay));
-      } finally {
-        await daemon?.kill();
+      const ours: number[] = [];
+      const theirs: number[] = [];
+      let first: MeasuredReplay | undefined;
+      for (let r = 0; r < counts.peerRepeats; r++) {
+        // Cold each time: a daemon just started, then the bare server just started.
+        let daemon: TestDaemon | undefined;
+        try {
+          daemon = await startTestDaemon({ stateDir, workspace });
+          await new Promise((resolve) => setTimeout(resolve, counts.settleMs));
+          const pid = await workingDenoPid(daemon.pid);
+          if (r === 0) memory.beforeReplayBytes = await residentBytes(pid);
+          const replay = await measureReplay({
+            port: daemon.port,
+            token: daemon.token,
+            head: seed.head,
+            pid,
+          });
+          ours.push(ratePerSecond(replay.records, replay.elapsedMs));
+          if (r === 0) {
+            first = replay;
+            memory.afterReplayBytes = await residentBytes(pid);
+            memory.records = replay.records;
+            await new Promise((resolve) => setTimeout(resolve, counts.settleMs));
+            memory.settledAfterReplayBytes = await residentBytes(pid);
+          }
+        } finally {
+          await daemon?.kill();
+        }
+        const peer = await startPeer("replay_server.ts", [join(stateDir, "runtime.sqlite")]);
+        try {
+          const replay = await measureReplay({ port: peer.port, token: "", head: seed.head });
+          theirs.push(ratePerSecond(replay.records, replay.elapsedMs));
+        } finally {
+          await peer.stop();
+        }
       }
+      rows.push(replayRow(seed, first!, { ours, theirs }));
     });
 
     let python = "python3";
@@ -393,11 +414,35 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
 
     await phase(
       "agent loop",
-      ["2c", "2d", "3e", "3f", "10a", "10b", "10c", "10d", "10e", "10f", "10g", "10h"],
+      [
+        "2c",
+        "2d",
+        "3e",
+        "3f",
+        "10a",
+        "10b",
+        "10c",
+        "10d",
+        "10e",
+        "10f",
+        "10g",
+        "10h",
+        "10i",
+        "10j",
+      ],
       async () => {
         const cell = rows.find((row) => row.id === "3a");
         const jupyterCell = rows.find((row) => row.id === "3c")?.peer?.value ?? null;
         const raw = measureRawCommits({ dir: await dir("raw-4"), count: counts.rawCommits });
+        const peers = loopPeerSamples();
+        const peerRun = async () =>
+          await measureLoopPeers({
+            root: await dir("loop-peers"),
+            python: (await resolvePython("python3")).executable,
+            turns: counts.loopTurns,
+            warmup: Math.min(10, counts.loopTurns),
+          }, peers);
+        await peerRun();
         rows.push(
           ...await benchAgentLoop({
             stateDir: await dir("loop/state"),
@@ -410,6 +455,8 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
             jupyterCellMs: jupyterCell,
           }),
         );
+        await peerRun();
+        rows.push(...loopPeerRows(rows, peers));
       },
     );
 

@@ -11,7 +11,7 @@ import { SCALE_SERIES, type ScalePoint } from "./scale.ts";
 const WIDTH = 940;
 const HEIGHT = 420;
 const PAD = { left: 64, right: 380, top: 40, bottom: 56 };
-const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"];
+const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
 
 function escapeXml(text: string): string {
   return text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");

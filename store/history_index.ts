@@ -93,9 +93,22 @@ export function ftsExpression(text: string, match: "all" | "any"): string {
   return terms.join(match === "any" ? " OR " : " ");
 }
 
+/** The matches a search ranks at most: the session's newest this many. */
+export const SEARCH_CANDIDATES = 1_000;
+
+/** The characters of text a search reads at most (an artifact holds up to 2M): memory stays bounded. */
+export const SEARCH_CANDIDATE_CHARS = 8_000_000;
+
 /**
- * Finds the session's indexed texts that match `query`, best first, at most `limit`, and
- * says whether more matched.
+ * Finds the session's indexed texts that match `query`: the best `limit` by BM25 among its
+ * newest {@linkcode SEARCH_CANDIDATES} matches (fewer when their texts pass
+ * {@linkcode SEARCH_CANDIDATE_CHARS}), best first, and says whether more matched.
+ *
+ * A common word costs the same at 1M records as at 1k: the matches are read newest first and
+ * stop at the bound, and FTS5's `bm25()` is not used, since it counts every match of every
+ * word for its document frequencies. The words count together as one term (k1 1.2, b 0.75,
+ * lengths relative to the candidates). Proven by "the best k by BM25 among the newest
+ * candidates, as a brute-force scorer finds them" in `tests/store/history_search.test.ts`.
  *
  * @throws {KlbrError} `invalid_input` for a query without words or a limit outside 1–100.
  * @example
@@ -103,7 +116,11 @@ export function ftsExpression(text: string, match: "all" | "any"): string {
  * const { hits, truncated } = searchHistory(store, "default", { text: "vault code", limit: 5 });
  * ```
  */
-export function searchHistory(store: Store, session: string, query: HistoryQuery): HistorySearch {
+export function searchHistory(
+  store: Store,
+  session: string,
+  query: HistoryQuery & { candidates?: number },
+): HistorySearch {
   const limit = query.limit ?? 10;
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > 100) {
     throw new KlbrError(
@@ -113,28 +130,81 @@ export function searchHistory(store: Store, session: string, query: HistoryQuery
   }
   const expression = ftsExpression(query.text, query.match ?? "all");
   indexAdmittedInputs(store);
-  const rows = store.statement(
-    `SELECT ref, kind, at, snippet(history_fts, 4, '«', '»', '…', 16) AS snippet, rank
-     FROM history_fts WHERE history_fts MATCH ? AND session = ? ORDER BY rank LIMIT ?`,
-  ).all(expression, session, limit + 1) as {
-    ref: string;
-    kind: HistoryHit["kind"];
-    at: number;
-    snippet: string;
-    rank: number;
-  }[];
-  return {
-    hits: rows.slice(0, limit).map((row, i) => ({
-      ref: row.ref,
-      kind: row.kind,
-      snippet: row.snippet,
-      rank: i + 1,
-      score: -row.rank,
-      at: row.at,
-    })),
-    truncated: rows.length > limit,
-    query: expression,
-  };
+  // The newest matches' sizes first, so the texts read stay within the character bound.
+  const newest = store.statement(
+    `SELECT rowid, length(text) AS chars FROM history_fts
+     WHERE history_fts MATCH ? AND session = ? ORDER BY rowid DESC LIMIT ?`,
+  ).all(expression, session, query.candidates ?? SEARCH_CANDIDATES) as Sized[];
+  let chars = 0;
+  const kept = newest.findIndex((c) => (chars += c.chars) > SEARCH_CANDIDATE_CHARS) + 1;
+  // The same newest rows again, with their matches marked (`rowid >= ?` would scan them all).
+  const candidates = store.statement(
+    `SELECT rowid, ref, kind, at, highlight(history_fts, 4, char(2), char(3)) AS marked
+     FROM history_fts WHERE history_fts MATCH ? AND session = ? ORDER BY rowid DESC LIMIT ?`,
+  ).all(expression, session, kept > 0 ? kept : newest.length) as Candidate[];
+  // Snippets from the marked texts: FTS5's snippet() would walk the word's whole doclist again.
+  const hits = rankCandidates(candidates).slice(0, limit).map(({ c, score }, i) => ({
+    ref: c.ref,
+    kind: c.kind,
+    at: c.at,
+    snippet: snippetOf(c.marked),
+    rank: i + 1,
+    score,
+  }));
+  return { hits, truncated: newest.length > limit, query: expression };
+}
+
+/** A match: its rowid and its text's length. */
+type Sized = { rowid: number; chars: number };
+
+/** A match: its rowid, ref, kind, time and its text with each match between \x02 and \x03. */
+type Candidate = {
+  rowid: number;
+  ref: string;
+  kind: HistoryHit["kind"];
+  at: number;
+  marked: string;
+};
+
+const K1 = 1.2;
+const B = 0.75;
+
+/** Scores candidates by BM25 (matches as the term frequency), best first, newest on a tie. */
+function rankCandidates(candidates: Candidate[]): { c: Candidate; score: number }[] {
+  const sized = candidates.map((c) => ({
+    c,
+    matches: c.marked.split("\x02").length - 1,
+    length: c.marked.match(/[\p{L}\p{N}]+/gu)?.length ?? 0,
+  }));
+  const mean = sized.reduce((sum, c) => sum + c.length, 0) / Math.max(1, sized.length) || 1;
+  return sized.map(({ c, matches, length }) => ({
+    c,
+    score: (matches * (K1 + 1)) / (matches + K1 * (1 - B + (B * length) / mean)),
+  })).sort((a, b) => b.score - a.score || b.c.rowid - a.c.rowid);
+}
+
+const SNIPPET_WORDS = 16;
+
+/** About 16 words around the first match, matches in «», cuts marked … (as FTS5's snippet). */
+function snippetOf(marked: string): string {
+  const words = [...marked.matchAll(/[\p{L}\p{N}]+/gu)];
+  let from = 0;
+  let to = marked.length;
+  if (words.length > SNIPPET_WORDS) {
+    const mark = marked.indexOf("\x02");
+    const first = Math.max(0, words.findIndex((w) => w.index > mark));
+    const start = Math.max(0, Math.min(first - 7, words.length - SNIPPET_WORDS));
+    const last = words[start + SNIPPET_WORDS - 1];
+    if (start > 0) from = words[start].index - (marked[words[start].index - 1] === "\x02" ? 1 : 0);
+    if (start + SNIPPET_WORDS < words.length) to = last.index + last[0].length;
+  }
+  let text = marked.slice(from, to);
+  // A cut inside a match keeps its marks whole.
+  const close = text.indexOf("\x03");
+  if (close >= 0 && !text.slice(0, close).includes("\x02")) text = "\x02" + text;
+  if (text.lastIndexOf("\x02") > text.lastIndexOf("\x03")) text += "\x03";
+  text = text.replaceAll("\x02", "«").replaceAll("\x03", "»");
+  return (from > 0 ? "…" : "") + text + (to < marked.length ? "…" : "");
 }
 
 /**

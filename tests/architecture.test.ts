@@ -158,7 +158,11 @@ Deno.test("deno.lock, what serve installs, holds no test-only package; tests/den
   // Deno installs every package of the lock's snapshot at the first start, used or not.
   const testOnly = new Set<string>();
   for (const [scope, entries] of Object.entries(config.scopes as Record<string, object>)) {
-    assert.match(scope, /^\.\/(bench\/)?tests\/$/, "scopes are for the tests only");
+    assert.match(
+      scope,
+      /^\.\/(bench\/|tests\/|bench\/tests\/)$/,
+      "scopes are for the tests and the bench only",
+    );
     for (const name of Object.keys(entries)) testOnly.add(name);
   }
   const leaked = Object.keys(lock.npm).map(packageName).filter((name) => testOnly.has(name));

@@ -13,7 +13,8 @@
  * least {@linkcode INDEX_BATCH} inputs not indexed, the writer indexes them that many to a
  * transaction, one event-loop turn between them, and goes back to admission as soon as an input
  * is queued. A smaller backlog waits: indexing one input alone would cost a commit of its own
- * (an fsync) after each lone input. A search catches up whatever is still behind
+ * (an fsync) after each lone input. At a start the whole backlog is indexed the same way, so the
+ * first search (a turn) does not pay for it. A search catches up whatever is still behind
  * (`indexAdmittedInputs` in `store/history_index.ts`), so this is only where the work is done,
  * not what a search sees.
  *
@@ -65,6 +66,8 @@ export class AdmissionQueue {
   #queue: Group[] = [];
   #queued = 0;
   #draining = false;
+  /** Until the backlog found at the start is indexed, a batch smaller than a whole one goes too. */
+  #starting = true;
   #stats: AdmissionStats = { commits: 0, inputs: 0, max_batch: 0 };
 
   /**
@@ -75,6 +78,8 @@ export class AdmissionQueue {
     this.#store = store;
     this.#admitted = admitted;
     this.#log = log;
+    this.#draining = true;
+    void this.#drain();
   }
 
   /** Commits and inputs so far. */
@@ -153,9 +158,13 @@ export class AdmissionQueue {
   /** Indexes one batch of admitted inputs when a whole one waits; whether one was indexed. */
   #indexBatch(): boolean {
     try {
-      if (inputsNotIndexed(this.#store) < INDEX_BATCH) return false;
+      const behind = inputsNotIndexed(this.#store);
+      if (behind === 0 || (behind < INDEX_BATCH && !this.#starting)) {
+        this.#starting = false;
+        return false;
+      }
       faultPoint("admitted-before-index");
-      return indexAdmittedInputs(this.#store, { limit: INDEX_BATCH }) === INDEX_BATCH;
+      return indexAdmittedInputs(this.#store, { limit: INDEX_BATCH }) > 0;
     } catch (error) {
       // Nothing is lost: the inputs stay behind the cursor, and the next search indexes them.
       this.#log.error("admission.index_failed", `cannot index admitted inputs: ${error}`);
