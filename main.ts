@@ -1,6 +1,6 @@
 /**
  * The klbr command line: `init | doctor | serve (default) | status | reset | compact | drain |
- * stop | activate | jobs | cancel-job | cancel-cell | rollback | maintain | candidates | trace |
+ * stop | resume | activate | jobs | cancel-job | cancel-cell | rollback | maintain | candidates | trace |
  * budget | example`.
  *
  * @module
@@ -53,6 +53,7 @@ commands:
   repair <session>      operator: rewrite the context from the records (a server refuses it)
   drain <session>       operator: finish accepted work, then stop
   stop <session>        operator: stop the session's work now
+  resume <session>      operator: take work again after stop or drain (no restart needed)
   activate <session> <epoch> <release-path>
                         operator: switch behaviour by epoch compare-and-swap
   jobs [session]        operator: list jobs and timers with their states, and the budgets
@@ -166,6 +167,7 @@ const ARITY: Record<string, readonly [min: number, max: number, usage: string]> 
   budget: [0, 1, "budget [session] [--reset] [--raise N]"],
   drain: [1, 1, "drain <session>"],
   stop: [1, 1, "stop <session>"],
+  resume: [1, 1, "resume <session>"],
   rollback: [1, 1, "rollback <session>"],
   candidates: [1, 1, "candidates <session>"],
   activate: [3, 3, "activate <session> <epoch> <release-path>"],
@@ -325,6 +327,7 @@ export async function main(args: string[]): Promise<number> {
     case "repair":
     case "drain":
     case "stop":
+    case "resume":
     case "activate":
     case "jobs":
     case "cancel-job":

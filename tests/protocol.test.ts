@@ -217,6 +217,7 @@ const OPERATOR_MESSAGES = [
   { kind: "op.repair", request: "r3r", session: "default" },
   { kind: "op.drain", request: "r4", session: "default" },
   { kind: "op.stop", request: "r5", session: "default" },
+  { kind: "op.resume", request: "r5r", session: "default" },
   { kind: "op.activate", request: "r6", session: "default", epoch: 3, release: "3fa2" },
   {
     kind: "op.cancel_cell",
@@ -340,7 +341,8 @@ Deno.test("`parseClientMessage()` answers a malformed message with invalid_input
 
 Deno.test("`parseClientMessage()` names the kind field for an unknown or missing kind", () => {
   const expected = "kind: Invalid discriminator value. Expected 'hello' | 'input' | 'ping' | " +
-    "'op.status' | 'op.reset' | 'op.compact' | 'op.repair' | 'op.drain' | 'op.stop' | 'op.activate' | " +
+    "'op.status' | 'op.reset' | 'op.compact' | 'op.repair' | 'op.drain' | 'op.stop' | 'op.resume' | " +
+    "'op.activate' | " +
     "'op.cancel_cell' | 'op.jobs' | 'op.cancel_job' | " +
     "'op.rollback' | 'op.maintain' | 'op.candidates' | 'op.trace' | 'op.token_rotate' | " +
     "'op.budget'";

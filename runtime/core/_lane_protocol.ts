@@ -25,6 +25,7 @@ export const OPERATOR_KINDS = [
   "op.repair",
   "op.drain",
   "op.stop",
+  "op.resume",
   "op.activate",
   "op.cancel_cell",
   "op.jobs",
@@ -68,6 +69,8 @@ export const ClientMessage = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("op.repair"), request: clientRequest, session: sessionName }),
   z.object({ kind: z.literal("op.drain"), request: clientRequest, session: sessionName }),
   z.object({ kind: z.literal("op.stop"), request: clientRequest, session: sessionName }),
+  /** Takes work again after `stop` or `drain`, without a daemon restart. */
+  z.object({ kind: z.literal("op.resume"), request: clientRequest, session: sessionName }),
   z.object({
     kind: z.literal("op.activate"),
     request: clientRequest,

@@ -1,6 +1,6 @@
 /**
  * The operator commands the daemon runs for the lane socket (`status`, `reset`, `compact`, `repair`,
- * `drain`, `stop`, `activate`, `cancel_cell`, `jobs`, `cancel_job`, `rollback`, `maintain`, `candidates`,
+ * `drain`, `stop`, `resume`, `activate`, `cancel_cell`, `jobs`, `cancel_job`, `rollback`, `maintain`, `candidates`,
  * `trace`, `budget`). None needs the model or a hook to succeed, so an operator can always repair a
  * session whose policy is broken and read why it broke: `rollback` and `activate` switch
  * releases, `candidates` and `trace` read the kept diagnostics, `budget` lifts a spent hour.
@@ -147,8 +147,10 @@ async function perform(
     case "op.stop": {
       const parts = host.require(session);
       await parts.runtime.stop("operator stop");
-      return note({ state: parts.runtime.state, message: "stopped; reset resumes" });
+      return note({ state: parts.runtime.state, message: "stopped; resume takes work again" });
     }
+    case "op.resume":
+      return note(resume(host.require(session), session));
     case "op.activate": {
       const parts = host.require(session);
       const snapshot = await verifyRelease(message.release);
@@ -202,6 +204,35 @@ async function reset(parts: SessionParts): Promise<Record<string, unknown>> {
     generation: generation.generation,
     heap_restored: false,
     message: "a new kernel generation started; Python heap state was not restored",
+  };
+}
+
+/**
+ * Takes work again after `stop` or `drain`: the kernel supervisor a drain shut down opens
+ * again (its next use starts a new generation) and the loop takes the pending inputs.
+ *
+ * @throws {KlbrError} `invalid_input` while the session is still draining (its turn runs on).
+ */
+function resume(parts: SessionParts, session: string): Record<string, unknown> {
+  const was = parts.runtime.state;
+  if (was === "draining") {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot resume session ${session}: its turn is still finishing; resume once it is drained (got ${was})`,
+    );
+  }
+  if (was === "running") {
+    return { state: was, resumed: false, message: "the session is running: nothing to resume" };
+  }
+  parts.kernel.reopen();
+  parts.runtime.resume();
+  return {
+    state: parts.runtime.state,
+    resumed: true,
+    previous_state: was,
+    message: `resumed after ${
+      was === "drained" ? "a drain" : "a stop"
+    }; pending inputs are taken up`,
   };
 }
 
