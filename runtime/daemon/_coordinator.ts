@@ -31,6 +31,7 @@ import {
   type PendingInput,
 } from "./_admission.ts";
 import { type OperationSource, type OperatorMessage, runOperation } from "./_operations.ts";
+import { contextSourceOf } from "./_operator_reads.ts";
 import { headSeq, recordsAfter, storedRecordsAfter } from "./_record_serving.ts";
 import { createSessionParts, type SessionDeps, type SessionParts } from "./_session_parts.ts";
 import { sessionRpcHandlers } from "./_session_rpc.ts";
@@ -258,6 +259,7 @@ export class Coordinator implements LaneHost {
         jobs: this.#jobs,
         admit: (session, inputs) => this.#admit(session, inputs),
         log: this.#o.log,
+        contextSource: (session) => contextSourceOf(this.#o, this.#require(session)),
       },
       message,
       from,

@@ -1,7 +1,7 @@
 /**
  * The operator commands the daemon runs for the lane socket (`status`, `reset`, `compact`, `repair`,
  * `drain`, `stop`, `resume`, `activate`, `cancel_cell`, `jobs`, `cancel_job`, `rollback`, `maintain`, `candidates`,
- * `trace`, `budget`). None needs the model or a hook to succeed, so an operator can always repair a
+ * `trace`, `budget`, `context`, `frames`, `history_search`). None needs the model or a hook to succeed, so an operator can always repair a
  * session whose policy is broken and read why it broke: `rollback` and `activate` switch
  * releases, `candidates` and `trace` read the kept diagnostics, `budget` lifts a spent hour.
  * `maintain` only admits an input; the turn it starts is the model's.
@@ -30,6 +30,12 @@ import type { AdmitOutcome } from "../lanes/mod.ts";
 import type { Activation } from "./_activation.ts";
 import { maintenanceInput, type PendingInput } from "./_admission.ts";
 import type { SessionParts } from "./_session_parts.ts";
+import {
+  type ContextSource,
+  readContext,
+  readFrames,
+  searchHistoryFor,
+} from "./_operator_reads.ts";
 
 /** An operator command from the lane protocol. */
 export type OperatorMessage = Exclude<
@@ -52,6 +58,8 @@ export interface OperationHost {
   admit(session: string, inputs: PendingInput[]): AdmitOutcome[];
   /** Where each command that changes something gets its line. */
   log: Logger;
+  /** What the context view of a running session is built from. */
+  contextSource(session: string): ContextSource;
 }
 
 /** Who sent a command: the connection's session and the client id its hello gave. */
@@ -62,7 +70,15 @@ export interface OperationSource {
 }
 
 /** The commands that only read: they leave no line in the log (the page polls some). */
-const READS = new Set(["op.status", "op.jobs", "op.candidates", "op.trace"]);
+const READS = new Set([
+  "op.status",
+  "op.jobs",
+  "op.candidates",
+  "op.trace",
+  "op.context",
+  "op.frames",
+  "op.history_search",
+]);
 
 /**
  * Runs one operator command against `message.session`, or the connection's session, and logs
@@ -179,6 +195,12 @@ async function perform(
     case "op.trace":
       requireSession(host.store, session);
       return readTraces(host.store, session, message.target);
+    case "op.context":
+      return { ...readContext(host.store, session, host.contextSource(session)) };
+    case "op.frames":
+      return readFrames(host.store, session, message.limit);
+    case "op.history_search":
+      return await searchHistoryFor(host.store, session, message);
     case "op.budget": {
       requireSession(host.store, session);
       const { reset, raise } = message;
