@@ -22,18 +22,11 @@ import { launchChromium, openPage, REPO, screenshot } from "./_browser.ts";
 const AXE = await Deno.readTextFile(join(REPO, "node_modules", "axe-core", "axe.min.js"));
 const SLOW = 45_000;
 
-/**
- * Runs axe-core (from the local package) over what this work adds — the header, the
- * conversation, the context view and the operator panel — and returns serious and critical
- * violations. (The jobs panel's scroll area has one of its own on main, outside this scope.)
- */
+/** Runs axe-core (from the local package) and returns serious and critical violations. */
 async function seriousViolations(page: Page): Promise<string[]> {
   await page.evaluate(AXE);
   const found = await page.evaluate(`
-    axe.run(
-      { include: [["header"], ["#lane-conversation"], ["#context"], ["#operator"]] },
-      { resultTypes: ["violations"] },
-    ).then((result) => result.violations)
+    axe.run(document, { resultTypes: ["violations"] }).then((result) => result.violations)
   `) as { id: string; impact: string; nodes: { target: string[] }[] }[];
   return found
     .filter((v) => v.impact === "serious" || v.impact === "critical")
