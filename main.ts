@@ -1,7 +1,7 @@
 /**
  * The klbr command line: `init | doctor | serve (default) | status | reset | compact | drain |
- * stop | activate | jobs | cancel-job | cancel-cell | rollback | maintain | candidates | trace |
- * budget | example`.
+ * stop | resume | activate | jobs | cancel-job | cancel-cell | rollback | maintain | candidates | trace |
+ * frames | context | search | budget | example`.
  *
  * @module
  */
@@ -53,6 +53,7 @@ commands:
   repair <session>      operator: rewrite the context from the records (a server refuses it)
   drain <session>       operator: finish accepted work, then stop
   stop <session>        operator: stop the session's work now
+  resume <session>      operator: take work again after stop or drain (no restart needed)
   activate <session> <epoch> <release-path>
                         operator: switch behaviour by epoch compare-and-swap
   jobs [session]        operator: list jobs and timers with their states, and the budgets
@@ -65,6 +66,11 @@ commands:
   candidates <session>  operator: show failed behaviour candidates with their diagnostics
   trace <session> <frame-id|trace-id>
                         operator: show hook invocation traces
+  frames <session>      operator: the newest frames with their ids (for trace)
+  context <session>     operator: what the agent remembers: the summary, the items the next
+                        request carries with their tokens, what is left out and why
+  search <session> <words>
+                        operator: search the session's history (as a cell's history.search)
   budget [session] [--reset] [--raise N]
                         operator: show the hourly model budgets; --reset starts the hour's
                         windows again now (a paused agent goes on), --raise N sets the hourly
@@ -77,7 +83,7 @@ options:
   --port PORT           serve: port (default ${DEFAULT_PORT}, 0 for any free one); doctor: the
                         port the printed permissions are for; url, operator commands and token
                         rotate: the daemon's port (default: the one <state>/daemon.json names)
-  --json                operator commands, backup, restore: print JSON
+  --json                operator commands, backup, restore: print JSON (else text)
   --probe               doctor: check the Discord token with one GET /users/@me
   --replace             restore: move a stopped state directory aside instead of refusing
   --reset, --raise N    budget: lift a spent hour (see budget above)
@@ -166,6 +172,7 @@ const ARITY: Record<string, readonly [min: number, max: number, usage: string]> 
   budget: [0, 1, "budget [session] [--reset] [--raise N]"],
   drain: [1, 1, "drain <session>"],
   stop: [1, 1, "stop <session>"],
+  resume: [1, 1, "resume <session>"],
   rollback: [1, 1, "rollback <session>"],
   candidates: [1, 1, "candidates <session>"],
   activate: [3, 3, "activate <session> <epoch> <release-path>"],
@@ -173,6 +180,9 @@ const ARITY: Record<string, readonly [min: number, max: number, usage: string]> 
   "cancel-cell": [1, 2, "cancel-cell <cell-id> [session]"],
   maintain: [1, Infinity, "maintain <session> [reason]"],
   trace: [2, 2, "trace <session> <frame-id|trace-id>"],
+  frames: [1, 1, "frames <session>"],
+  context: [1, 1, "context <session>"],
+  search: [2, Infinity, "search <session> <words>"],
 };
 
 /**
@@ -325,6 +335,7 @@ export async function main(args: string[]): Promise<number> {
     case "repair":
     case "drain":
     case "stop":
+    case "resume":
     case "activate":
     case "jobs":
     case "cancel-job":
@@ -333,6 +344,9 @@ export async function main(args: string[]): Promise<number> {
     case "maintain":
     case "candidates":
     case "trace":
+    case "frames":
+    case "context":
+    case "search":
     case "budget": {
       if (command !== "budget" && (values.reset || values.raise !== undefined)) {
         throw new KlbrError(

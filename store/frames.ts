@@ -230,6 +230,17 @@ export function finishFrame(
   });
 }
 
+/**
+ * Returns the session's newest `limit` frames, newest first (by the `(session_id, number)`
+ * index): what an operator reads to find a frame id for `klbr trace`.
+ */
+export function recentFrames(store: Store, session: string, limit: number): FrameRecord[] {
+  const rows = store.statement(
+    "SELECT * FROM frames WHERE session_id = ? ORDER BY number DESC LIMIT ?",
+  ).all(session, limit) as unknown as FrameRow[];
+  return rows.map(toRecord);
+}
+
 /** Returns the session's open frames, oldest first. */
 export function openFrames(store: Store, session: string): FrameRecord[] {
   const rows = store.statement(

@@ -217,6 +217,7 @@ const OPERATOR_MESSAGES = [
   { kind: "op.repair", request: "r3r", session: "default" },
   { kind: "op.drain", request: "r4", session: "default" },
   { kind: "op.stop", request: "r5", session: "default" },
+  { kind: "op.resume", request: "r5r", session: "default" },
   { kind: "op.activate", request: "r6", session: "default", epoch: 3, release: "3fa2" },
   {
     kind: "op.cancel_cell",
@@ -232,6 +233,9 @@ const OPERATOR_MESSAGES = [
   { kind: "op.trace", request: "r12", session: "default", target: "fr_01" },
   { kind: "op.token_rotate", request: "r13" },
   { kind: "op.budget", request: "r14", session: "default", reset: true },
+  { kind: "op.context", request: "r15", session: "default" },
+  { kind: "op.frames", request: "r16", session: "default", limit: 20 },
+  { kind: "op.history_search", request: "r17", session: "default", query: "zebra" },
 ];
 
 Deno.test("`parseClientMessage()` refuses every op.* kind to a client without the operator role", () => {
@@ -340,10 +344,11 @@ Deno.test("`parseClientMessage()` answers a malformed message with invalid_input
 
 Deno.test("`parseClientMessage()` names the kind field for an unknown or missing kind", () => {
   const expected = "kind: Invalid discriminator value. Expected 'hello' | 'input' | 'ping' | " +
-    "'op.status' | 'op.reset' | 'op.compact' | 'op.repair' | 'op.drain' | 'op.stop' | 'op.activate' | " +
+    "'op.status' | 'op.reset' | 'op.compact' | 'op.repair' | 'op.drain' | 'op.stop' | 'op.resume' | " +
+    "'op.activate' | " +
     "'op.cancel_cell' | 'op.jobs' | 'op.cancel_job' | " +
     "'op.rollback' | 'op.maintain' | 'op.candidates' | 'op.trace' | 'op.token_rotate' | " +
-    "'op.budget'";
+    "'op.budget' | 'op.context' | 'op.frames' | 'op.history_search'";
   for (const [value, prefix] of [[{ kind: "record" }, "record "], [{}, ""]] as const) {
     assert.throws(
       () => parseClientMessage(value, "operator"),

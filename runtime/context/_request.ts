@@ -7,7 +7,7 @@
  * @module
  */
 
-import { latestSummary } from "../../store/context_summaries.ts";
+import { type ContextSummary, latestSummary } from "../../store/context_summaries.ts";
 import {
   estimateTokens,
   type ItemSize,
@@ -34,6 +34,10 @@ export interface BuiltRequest {
   omitted: { count: number; fromIdx: number; toIdx: number } | null;
   /** Whether the request, with every uncovered item, passes the compaction threshold. */
   overCompact: boolean;
+  /** The summary standing in for the items up to its `coversToIdx`, when there is one. */
+  summary: ContextSummary | undefined;
+  /** The items the request carries, oldest first, with their raw token estimates. */
+  carried: ItemSize[];
 }
 
 /** What a request is built from. */
@@ -131,7 +135,15 @@ export function buildRequest(store: Store, session: string, parts: RequestParts)
   const rawTokens = fixed + used +
     (runtime === "" ? 0 : estimateTokens(JSON.stringify({ role: "user", content: runtime }))) -
     (head === undefined ? 0 : estimateTokens(JSON.stringify({ role: "user", content: head })));
-  return { messages, rawTokens, limits, omitted, overCompact: over || rawTokens > limits.compact };
+  return {
+    messages,
+    rawTokens,
+    limits,
+    omitted,
+    overCompact: over || rawTokens > limits.compact,
+    summary,
+    carried: tail,
+  };
 }
 
 /** Whether an item goes out with its reasoning: the turn's own, or a reply that made calls. */

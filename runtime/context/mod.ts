@@ -24,6 +24,7 @@ export {
 export { historyHandlers } from "./_history_rpc.ts";
 export { AMBIENT_HEADING, renderAmbient, renderInputs } from "./_inputs.ts";
 export { buildRequest, type BuiltRequest, fitMessages, type RequestParts } from "./_request.ts";
+export { type ContextItemView, type ContextView, contextView, type LeftOutView } from "./_view.ts";
 export { SUMMARIZER_MARKER } from "./_summarizer.ts";
 export {
   AFTER_TOOLS,

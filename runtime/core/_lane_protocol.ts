@@ -25,6 +25,7 @@ export const OPERATOR_KINDS = [
   "op.repair",
   "op.drain",
   "op.stop",
+  "op.resume",
   "op.activate",
   "op.cancel_cell",
   "op.jobs",
@@ -35,6 +36,9 @@ export const OPERATOR_KINDS = [
   "op.trace",
   "op.token_rotate",
   "op.budget",
+  "op.context",
+  "op.frames",
+  "op.history_search",
 ] as const;
 
 /** Every message a client may send over `/v2`. */
@@ -68,6 +72,8 @@ export const ClientMessage = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("op.repair"), request: clientRequest, session: sessionName }),
   z.object({ kind: z.literal("op.drain"), request: clientRequest, session: sessionName }),
   z.object({ kind: z.literal("op.stop"), request: clientRequest, session: sessionName }),
+  /** Takes work again after `stop` or `drain`, without a daemon restart. */
+  z.object({ kind: z.literal("op.resume"), request: clientRequest, session: sessionName }),
   z.object({
     kind: z.literal("op.activate"),
     request: clientRequest,
@@ -116,6 +122,23 @@ export const ClientMessage = z.discriminatedUnion("kind", [
     session: sessionName.optional(),
     reset: z.boolean().optional(),
     raise: z.number().int().positive().optional(),
+  }),
+  /** What the next request would carry: summary, items with token estimates, what is left out. */
+  z.object({ kind: z.literal("op.context"), request: clientRequest, session: sessionName }),
+  /** The session's newest frames with their ids, for `op.trace`. */
+  z.object({
+    kind: z.literal("op.frames"),
+    request: clientRequest,
+    session: sessionName,
+    limit: z.number().int().min(1).max(200).optional(),
+  }),
+  /** `history.search` as a cell calls it, from the page or the command line. */
+  z.object({
+    kind: z.literal("op.history_search"),
+    request: clientRequest,
+    session: sessionName,
+    query: z.string().min(1).max(2000),
+    limit: z.number().int().min(1).max(100).optional(),
   }),
 ]);
 /** A client → daemon message. */

@@ -40,6 +40,31 @@ export {
 } from "./_log.ts";
 export { nextMacrotask, SerialRunner } from "./_serial.ts";
 export { describeIssues } from "./_issues.ts";
+export {
+  ActionResult,
+  BudgetStatus,
+  CandidatesResult,
+  CandidateView,
+  ContextResult,
+  FramesResult,
+  FrameView,
+  HealthReport,
+  JobsResult,
+  JobView,
+  OPERATOR_RESULTS,
+  type OperatorResultKind,
+  parseOperatorResult,
+  PartHealth,
+  ResumeResult,
+  SearchResult,
+  SessionState,
+  SessionStatus,
+  SpentBudget,
+  StatusResult,
+  TimerView,
+  TraceResult,
+  TraceView,
+} from "./_operator_results.ts";
 export { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "./_ids.ts";
 export {
   BehaviorRef,

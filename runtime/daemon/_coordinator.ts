@@ -31,6 +31,7 @@ import {
   type PendingInput,
 } from "./_admission.ts";
 import { type OperationSource, type OperatorMessage, runOperation } from "./_operations.ts";
+import { contextSourceOf } from "./_operator_reads.ts";
 import { headSeq, recordsAfter, storedRecordsAfter } from "./_record_serving.ts";
 import { sessionRpcHandlers } from "./_session_rpc.ts";
 import { DaemonWorkers, type SessionDeps } from "./_session_workers.ts";
@@ -200,6 +201,7 @@ export class Coordinator implements LaneHost {
         jobs: this.#jobs,
         admit: (session, inputs) => this.#admit(session, inputs),
         log: this.#o.log,
+        contextSource: (session) => contextSourceOf(this.#o, this.#require(session)),
       },
       message,
       from,

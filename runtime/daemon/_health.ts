@@ -303,6 +303,8 @@ function degradedReasons(
   if (session.last_hook_failure != null) {
     degraded.push(`a hook fails: ${session.last_hook_failure}`);
   }
+  const waiting = waitingReason(session.state);
+  if (waiting !== null) degraded.push(waiting);
   if (session.stalled === true) degraded.push("the session stalled after its retries");
   if (Number(session.waiting_inputs ?? 0) > 0) {
     degraded.push(
@@ -310,6 +312,28 @@ function degradedReasons(
     );
   }
   return degraded;
+}
+
+/**
+ * Why new messages wait while the operator holds the session (`stopped`, `draining`,
+ * `drained`), with the fix; null while it runs.
+ *
+ * @example
+ * ```ts
+ * waitingReason("drained"); // "the session is drained by the operator: ... klbr resume default"
+ * ```
+ */
+export function waitingReason(state: unknown): string | null {
+  switch (state) {
+    case "stopped":
+      return "the session is stopped by the operator: new messages wait until klbr resume default";
+    case "draining":
+      return "the session is draining: its turn finishes, then new messages wait until klbr resume default";
+    case "drained":
+      return "the session is drained by the operator: new messages wait until klbr resume default";
+    default:
+      return null;
+  }
 }
 
 /** A spent hourly budget as `status` lists it. */
@@ -334,6 +358,8 @@ function budgetReasons(spent: SpentBudget[]): string[] {
 /** The default session's pending and unattended work, with its defaults when it reports none. */
 function sessionWork(session: Record<string, unknown>): Record<string, unknown> {
   return {
+    session_state: session.state ?? "running",
+    waiting_reason: waitingReason(session.state),
     stalled: session.stalled ?? false,
     oldest_pending_age_ms: session.oldest_pending_age_ms ?? null,
     pending_inputs: session.pending_inputs ?? 0,

@@ -1,7 +1,7 @@
 /**
  * The operator commands the daemon runs for the lane socket (`status`, `reset`, `compact`, `repair`,
- * `drain`, `stop`, `activate`, `cancel_cell`, `jobs`, `cancel_job`, `rollback`, `maintain`, `candidates`,
- * `trace`, `budget`). None needs the model or a hook to succeed, so an operator can always repair a
+ * `drain`, `stop`, `resume`, `activate`, `cancel_cell`, `jobs`, `cancel_job`, `rollback`, `maintain`, `candidates`,
+ * `trace`, `budget`, `context`, `frames`, `history_search`). None needs the model or a hook to succeed, so an operator can always repair a
  * session whose policy is broken and read why it broke: `rollback` and `activate` switch
  * releases, `candidates` and `trace` read the kept diagnostics, `budget` lifts a spent hour.
  * `maintain` only admits an input; the turn it starts is the model's.
@@ -29,6 +29,12 @@ import { candidateView, readTraces, rollbackTarget } from "../behavior/mod.ts";
 import type { AdmitOutcome } from "../lanes/mod.ts";
 import type { Session } from "../session/mod.ts";
 import { maintenanceInput, type PendingInput } from "./_admission.ts";
+import {
+  type ContextSource,
+  readContext,
+  readFrames,
+  searchHistoryFor,
+} from "./_operator_reads.ts";
 
 /** An operator command from the lane protocol. */
 export type OperatorMessage = Exclude<
@@ -50,6 +56,8 @@ export interface OperationHost {
   admit(session: string, inputs: PendingInput[]): AdmitOutcome[];
   /** Where each command that changes something gets its line. */
   log: Logger;
+  /** What the context view of a running session is built from. */
+  contextSource(session: string): ContextSource;
 }
 
 /** Who sent a command: the connection's session and the client id its hello gave. */
@@ -60,7 +68,15 @@ export interface OperationSource {
 }
 
 /** The commands that only read: they leave no line in the log (the page polls some). */
-const READS = new Set(["op.status", "op.jobs", "op.candidates", "op.trace"]);
+const READS = new Set([
+  "op.status",
+  "op.jobs",
+  "op.candidates",
+  "op.trace",
+  "op.context",
+  "op.frames",
+  "op.history_search",
+]);
 
 /**
  * Runs one operator command against `message.session`, or the connection's session, and logs
@@ -144,8 +160,10 @@ async function perform(
     case "op.stop": {
       const parts = host.require(session);
       await parts.runtime.stop("operator stop");
-      return note({ state: parts.runtime.state, message: "stopped; reset resumes" });
+      return note({ state: parts.runtime.state, message: "stopped; resume takes work again" });
     }
+    case "op.resume":
+      return note(resume(host.require(session), session));
     case "op.activate": {
       const parts = host.require(session);
       const snapshot = await verifyRelease(message.release);
@@ -174,6 +192,12 @@ async function perform(
     case "op.trace":
       requireSession(host.store, session);
       return readTraces(host.store, session, message.target);
+    case "op.context":
+      return { ...readContext(host.store, session, host.contextSource(session)) };
+    case "op.frames":
+      return readFrames(host.store, session, message.limit);
+    case "op.history_search":
+      return await searchHistoryFor(host.store, session, message);
     case "op.budget": {
       requireSession(host.store, session);
       const { reset, raise } = message;
@@ -199,6 +223,35 @@ async function reset(parts: Session): Promise<Record<string, unknown>> {
     generation: generation.generation,
     heap_restored: false,
     message: "a new kernel generation started; Python heap state was not restored",
+  };
+}
+
+/**
+ * Takes work again after `stop` or `drain`: the kernel supervisor a drain shut down opens
+ * again (its next use starts a new generation) and the loop takes the pending inputs.
+ *
+ * @throws {KlbrError} `invalid_input` while the session is still draining (its turn runs on).
+ */
+function resume(parts: Session, session: string): Record<string, unknown> {
+  const was = parts.runtime.state;
+  if (was === "draining") {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot resume session ${session}: its turn is still finishing; resume once it is drained (got ${was})`,
+    );
+  }
+  if (was === "running") {
+    return { state: was, resumed: false, message: "the session is running: nothing to resume" };
+  }
+  parts.kernel.reopen();
+  parts.runtime.resume();
+  return {
+    state: parts.runtime.state,
+    resumed: true,
+    previous_state: was,
+    message: `resumed after ${
+      was === "drained" ? "a drain" : "a stop"
+    }; pending inputs are taken up`,
   };
 }
 

@@ -199,6 +199,16 @@ export class KernelSupervisor {
     await Promise.all(this.#retired);
   }
 
+  /**
+   * Takes requests again after {@linkcode shutdown} (the operator's `resume` after a `drain`):
+   * the next use spawns and records a new generation. Does nothing while it is open.
+   */
+  reopen(): void {
+    if (!this.#closed) return;
+    this.#closed = false;
+    this.#nextReason = "resumed after a drain";
+  }
+
   #lastRecord: GenerationRecord | null = null;
 
   /**

@@ -1,8 +1,9 @@
 /**
- * The operator commands of the CLI (`status`, `reset`, `compact`, `drain`, `stop`,
+ * The operator commands of the CLI (`status`, `reset`, `compact`, `drain`, `stop`, `resume`,
  * `activate`, `jobs`, `cancel-job`, `cancel-cell`, `rollback`, `maintain`, `candidates`, `trace`,
- * `budget`): a native client
- * of the daemon's v2 socket, authorised by the token in the state directory.
+ * `frames`, `context`, `search`, `budget`): a native client of the daemon's v2 socket,
+ * authorised by the token in the state directory. Each prints its result in words (`--json`:
+ * the result as JSON, one line).
  *
  * @module
  */
@@ -10,9 +11,19 @@
 import {
   DEFAULT_HOST,
   DEFAULT_OPERATOR_TIMEOUT_MS,
+  HealthReport,
   KlbrError,
   type ServerMessage,
 } from "../core/mod.ts";
+import {
+  actionText,
+  candidatesText,
+  contextText,
+  framesText,
+  searchText,
+  statusText,
+  traceText,
+} from "./_text.ts";
 import { findDaemon, type ListenAddress, ownOrigin, readOperatorToken } from "../lanes/mod.ts";
 
 /** Options for {@linkcode runOperatorCommand}. */
@@ -59,10 +70,48 @@ export async function runOperatorCommand(
     return 1;
   }
   const result = reply.kind === "op.result" ? reply.result : reply;
-  if (!options.json && command === "jobs") console.log(formatJobs(result));
-  else if (!options.json && command === "budget") console.log(formatBudget(result));
-  else console.log(options.json ? JSON.stringify(result) : JSON.stringify(result, null, 2));
+  if (options.json) console.log(JSON.stringify(result));
+  else console.log(await resultText(command, result, address));
   return 0;
+}
+
+/** A command's result in words; `status` adds `/health`'s verdict and reasons. */
+async function resultText(
+  command: string,
+  result: Record<string, unknown>,
+  address: ListenAddress,
+): Promise<string> {
+  switch (command) {
+    case "status":
+      return statusText(result, await readHealth(address));
+    case "jobs":
+      return formatJobs(result);
+    case "budget":
+      return formatBudget(result);
+    case "candidates":
+      return candidatesText(result);
+    case "trace":
+      return traceText(result);
+    case "frames":
+      return framesText(result);
+    case "context":
+      return contextText(result);
+    case "search":
+      return searchText(result);
+    default:
+      return actionText(command, result);
+  }
+}
+
+/** The daemon's `/health`, or undefined when it cannot be read as the schema says. */
+async function readHealth(address: ListenAddress): Promise<HealthReport | undefined> {
+  try {
+    const response = await fetch(`${ownOrigin(address)}/health`);
+    const parsed = HealthReport.safeParse(await response.json());
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** `klbr jobs` for a person: one line per job and per timer, then the counts and budgets. */
@@ -156,6 +205,10 @@ function buildMessage(
       };
     case "trace":
       return { kind: "op.trace", session: args[0], target: args[1] };
+    case "frames":
+      return { kind: "op.frames", session: args[0] };
+    case "search":
+      return { kind: "op.history_search", session: args[0], query: args.slice(1).join(" ") };
     case "budget":
       return {
         kind: "op.budget",

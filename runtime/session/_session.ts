@@ -211,6 +211,11 @@ export class Session {
     return epoch;
   }
 
+  /** The skills the contract offers, or null before a generation loaded them. */
+  get skills(): OfferedSkills | null {
+    return this.#skills;
+  }
+
   /** A workbench generation loaded `skills`: the contract names them. */
   skillsLoaded(skills: OfferedSkills): void {
     this.#skills = { revision: skills.revision, bodies: skills.bodies };

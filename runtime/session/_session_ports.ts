@@ -31,6 +31,8 @@ export interface WorkbenchPort {
   reset(reason: string): Promise<{ generation: number }>;
   /** Ends the process group. */
   shutdown(): Promise<void>;
+  /** Lets a port ended by `shutdown` start a new generation again (`resume` after `drain`). */
+  reopen(): void;
 }
 
 /** The hook worker as a session drives it; `KernelSupervisor` is one. */

@@ -100,6 +100,8 @@ export class FakeKernel implements WorkbenchPort {
   shutdown(): Promise<void> {
     return Promise.resolve();
   }
+
+  reopen(): void {}
 }
 
 /** A cell's result: `ok`, no output, unless `extra` says otherwise. */

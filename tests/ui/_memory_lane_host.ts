@@ -133,14 +133,12 @@ export class MemoryLaneHost implements LaneHost {
     this.operations.push(message);
     if (this.holdOps.has(message.kind)) return new Promise(() => {});
     if (message.kind === "op.status") {
-      return Promise.resolve({
-        session,
-        state: "running",
+      // The daemon's shape (`StatusResult` in runtime/core), which the page parses.
+      return Promise.resolve(memoryStatus(session, {
         head: this.headSeq(session),
         epoch: this.epoch,
-        active_release: this.activeRelease,
-        skills_revision: "sk_9b0c6a3e51f2",
-      });
+        release: this.activeRelease,
+      }));
     }
     if (message.kind === "op.activate") {
       if (message.epoch !== this.epoch) {
@@ -252,4 +250,53 @@ export function startLaneServer(
       },
     }, app.fetch);
   });
+}
+
+/** An `op.status` answer of the daemon's shape for one running, idle session. */
+function memoryStatus(
+  session: string,
+  at: { head: number; epoch: number; release: string },
+): Record<string, unknown> {
+  const used = { used: 0, limit: 100 };
+  return {
+    version: "test",
+    admitting: true,
+    recovered_release: null,
+    budget: {
+      over_budget: [],
+      model_requests_hour: { ...used, configured: 100 },
+      tokens_hour: used,
+      child_share_percent: 50,
+      child_requests_hour: used,
+      child_tokens_hour: used,
+      window_reset_at: null,
+      jobs: { running: 0, limit: 4, waiting: 0 },
+      processes: { in_use: 0, limit: 4, waiting: 0 },
+    },
+    sessions: {
+      [session]: {
+        state: "running",
+        pending_inputs: 0,
+        oldest_pending_age_ms: null,
+        waiting_inputs: 0,
+        waiting_threshold_ms: 300_000,
+        waiting: [],
+        consecutive_failures: 0,
+        stalled: false,
+        last_hook_failure: null,
+        current_frame: null,
+        head_seq: at.head,
+        behavior_epoch: at.epoch,
+        active_release: at.release,
+        last_good_release: at.release,
+        kernel_generation: 1,
+        kernel_alive: true,
+        hook_calls: 0,
+        running_jobs: 0,
+        pending_jobs: 0,
+        pending_timers: 0,
+        due_timers: 0,
+      },
+    },
+  };
 }

@@ -166,7 +166,7 @@ const DEFAULTS: { [T in RecordType]: RecordInput<T> } = {
   },
   "turn.reminded": { frame_id: FRAME, reminder: "[runtime] your text reached nobody" },
   "daemon.stopping": { reason: "daemon shutdown (SIGTERM)", grace_ms: 10000 },
-  "operator": { op: "op.stop", message: "stopped; reset resumes" },
+  "operator": { op: "op.stop", message: "stopped; resume takes work again" },
   "context.compacted": { epoch: 1, covers_to_idx: 10, summarized_items: 10, summary_chars: 100 },
   "reasoning": { frame_id: "fr_1", text: "think", field: "reasoning_content" },
   "route.adapted": { route: "main", setting: "tool_calls", to: "text", reason: "refused" },

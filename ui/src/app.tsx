@@ -28,6 +28,9 @@ import { HealthBadge } from "./health_badge.tsx";
 import { troubleTone } from "./health_words.ts";
 import { searchLanes } from "./search.ts";
 import { deriveTurns, type TurnView } from "./turn_view.ts";
+import { sessionStates, waitReason } from "./session_states.ts";
+import { StateHeader, StateLines, WaitReasonContext } from "./state_line.tsx";
+import { ContextView } from "./context_view.tsx";
 
 /** Props of {@linkcode App}. */
 export interface AppProps {
@@ -58,6 +61,7 @@ export function App({ client, onToken }: AppProps): JSX.Element {
   const revision = client.log.revision;
   const turns = useMemo(() => deriveTurns(client.log.records()), [revision]);
   const tone = troubleTone(client.health, turns);
+  const notices = sessionStates(client.health, turns);
   const head = client.log.lastSeq;
   return (
     <div class="app">
@@ -79,6 +83,7 @@ export function App({ client, onToken }: AppProps): JSX.Element {
         </span>
         <ConnectionPill client={client} />
         <HealthBadge health={client.health} turns={turns} />
+        <StateHeader client={client} notices={notices} />
         <SandboxBadge sandbox={client.sandbox} />
         <span class="seq-line" title={`the newest record is number ${head} of the session's log`}>
           {head} {head === 1 ? "record" : "records"}
@@ -90,6 +95,7 @@ export function App({ client, onToken }: AppProps): JSX.Element {
           <a href="#lane-events">Events</a>
           <a href="#operator">Operator</a>
           <a href="#jobs">Jobs</a>
+          <a href="#context">Memory</a>
         </nav>
       </header>
       <ConnectionBanner
@@ -105,7 +111,11 @@ export function App({ client, onToken }: AppProps): JSX.Element {
             onToken={(token) => onToken(token)}
           />
         )
-        : <Lanes client={client} onToken={onToken} turns={turns} />}
+        : (
+          <WaitReasonContext.Provider value={waitReason(notices)}>
+            <Lanes client={client} onToken={onToken} turns={turns} />
+          </WaitReasonContext.Provider>
+        )}
     </div>
   );
 }
@@ -175,6 +185,7 @@ function Lanes({ client, onToken, turns }: AppProps & { turns: TurnView }): JSX.
           onRetry={(id) => client.retryInput(id)}
           onDiscard={(id) => client.discardInput(id)}
         >
+          <StateLines client={client} notices={sessionStates(client.health, turns)} />
           <Composer
             onSend={(text) => client.sendInput(text).clientMsgId}
             statusOf={statusOf}
@@ -203,6 +214,7 @@ function Lanes({ client, onToken, turns }: AppProps & { turns: TurnView }): JSX.
             fromRecords={{ skillsRevision: view.skillsRevision, activation: view.activation }}
           />
           <JobsPanel client={client} view={unattended} />
+          <ContextView client={client} />
           <EventsLane events={found.events} notices={client.notices} contentKey={key} />
         </div>
       </main>

@@ -26,6 +26,7 @@ import { type BadgeTone, StateBadge } from "./state_badge.tsx";
 import { FollowScroll } from "./follow_scroll.tsx";
 import { DraftRow, TroubleLine, TurnLine } from "./turn_rows.tsx";
 import type { TurnView, UnsentDraft } from "./turn_view.ts";
+import { WaitReason } from "./state_line.tsx";
 
 /** The badge of an admitted input. */
 export function inputBadge(item: InputItem): { tone: BadgeTone; label: string } {
@@ -104,6 +105,7 @@ function InputRow({ item, turns }: { item: InputItem; turns: TurnView }): JSX.El
       </Meta>
       <div class="body plain">{item.text}</div>
       <StateBadge tone={badge.tone} label={badge.label} title={frameTitle(item)} />
+      {item.disposition.state === "pending" && <WaitReason />}
       {trouble !== undefined && <TroubleLine trouble={trouble} />}
       {showTurn && <TurnLine turn={turn} />}
     </li>

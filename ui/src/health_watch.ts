@@ -20,6 +20,8 @@ const TELLING = new Set([
   "hook.failed",
   "model.failing",
   "model.recovered",
+  // An operator's stop, drain, resume or reset changes the session's state at once.
+  "operator",
 ]);
 
 /**

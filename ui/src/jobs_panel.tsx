@@ -40,7 +40,9 @@ export function JobsPanel({ client, view }: JobsPanelProps): JSX.Element {
     }
   };
   return (
-    <section class="panel jobs" aria-labelledby="h-jobs" id="jobs">
+    // Focusable: on a short screen the side column makes it a scroll area, which the keyboard
+    // must reach even when it lists nothing to click.
+    <section class="panel jobs" aria-labelledby="h-jobs" id="jobs" tabIndex={0}>
       <h2 id="h-jobs">Timers and jobs</h2>
       <h3>Timers</h3>
       {view.timers.length === 0 && <p class="empty">No timers.</p>}

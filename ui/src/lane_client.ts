@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { ClientMessage, ServerMessage } from "../../runtime/core/mod.ts";
+import type { ClientMessage, HealthReport, ServerMessage } from "../../runtime/core/mod.ts";
 import { isObject } from "./json_value.ts";
 import { InputOutbox, type KeyValueStore, type PendingInput } from "./input_outbox.ts";
 import { type ConnectionState, LaneSocket, type LaneSocketOptions } from "./lane_socket.ts";
@@ -49,6 +49,8 @@ export interface HealthInfo {
   reasons: string[];
   /** The model's state (`ok`, `failing`, `stalled`) and its error, when `/health` said. */
   model: { state: string; error: string | null; route: string | null } | undefined;
+  /** The whole report, when it parses with the daemon's schema (`HealthReport`). */
+  report?: HealthReport | undefined;
 }
 
 /** Options for {@linkcode LaneClient}; the socket's own options pass through. */

@@ -2,15 +2,19 @@
 /** @jsxImportSource preact */
 /**
  * The operator panel: the token (pasted once, traded for a session cookie), the session's
- * status, and stop, drain, reset, compact and activate. None of these needs the model.
+ * status and health as tables (read by the daemon's schemas), and stop, drain, resume, reset,
+ * compact and activate; recent frames with their hook calls, failed candidates. None of these
+ * needs the model.
  *
  * @module
  */
 
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { isObject } from "./json_value.ts";
+import { parseOperatorResult, type StatusResult } from "../../runtime/core/mod.ts";
 import { waitingLine } from "./waiting_inputs.ts";
+import { askHealth } from "./health_watch.ts";
+import { HealthTable, OperatorReads, StatusTable } from "./operator_tables.tsx";
 import type { LaneClient } from "./lane_client.ts";
 import { OperatorCommandError } from "./operator_requests.ts";
 import { StateBadge } from "./state_badge.tsx";
@@ -28,41 +32,19 @@ export interface OperatorPanelProps {
   onToken: (token: string | undefined) => void;
 }
 
-type Command = "op.stop" | "op.drain" | "op.reset" | "op.compact" | "op.activate";
+type Command = "op.stop" | "op.drain" | "op.resume" | "op.reset" | "op.compact" | "op.activate";
 
 const COMMANDS: { kind: Command; label: string; confirm?: string }[] = [
   { kind: "op.stop", label: "Stop", confirm: "Stop the current turn and take no new frames?" },
   { kind: "op.drain", label: "Drain", confirm: "Finish accepted work, then stop?" },
+  { kind: "op.resume", label: "Resume" },
   { kind: "op.reset", label: "Reset", confirm: "Replace the kernel? The Python heap is not kept." },
   { kind: "op.compact", label: "Compact" },
 ];
 
-/**
- * Finds the first field named one of `names` in `value`, searching nested objects
- * breadth-first down to `depth` levels.
- */
-export function findField(value: unknown, names: string[], depth = 3): unknown {
-  let level: unknown[] = [value];
-  for (let d = 0; d <= depth && level.length > 0; d++) {
-    const next: unknown[] = [];
-    for (const item of level) {
-      if (!isObject(item)) continue;
-      for (const name of names) {
-        if (item[name] !== undefined && item[name] !== null && !isObject(item[name])) {
-          return item[name];
-        }
-      }
-      next.push(...Object.values(item).filter(isObject));
-      for (const v of Object.values(item)) if (Array.isArray(v)) next.push(...v);
-    }
-    level = next;
-  }
-  return undefined;
-}
-
 /** The operator panel. */
 export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelProps): JSX.Element {
-  const [status, setStatus] = useState<Record<string, unknown> | undefined>(undefined);
+  const [status, setStatus] = useState<StatusResult | undefined>(undefined);
   const [result, setResult] = useState<{ ok: boolean; text: string } | undefined>(undefined);
   const [busy, setBusy] = useState<string | undefined>(undefined);
   const [confirming, setConfirming] = useState<Command | undefined>(undefined);
@@ -74,9 +56,15 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
     setConfirming(undefined);
     try {
       const answer = await client.operate(message);
-      if (message.kind === "op.status") setStatus(answer);
-      else setResult({ ok: true, text: `${label}: done. ${JSON.stringify(answer)}` });
-      if (message.kind !== "op.status") void refresh();
+      if (message.kind === "op.status") setStatus(parseOperatorResult("op.status", answer));
+      else {
+        const said = typeof answer.message === "string" ? answer.message : "done";
+        setResult({ ok: true, text: `${label}: done. ${said}` });
+      }
+      if (message.kind !== "op.status") {
+        void refresh();
+        askHealth(client);
+      }
     } catch (error) {
       const code = error instanceof OperatorCommandError ? error.code : "error";
       const text = error instanceof Error ? error.message : String(error);
@@ -87,9 +75,11 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
   };
   const refresh = () => run({ kind: "op.status", session: client.session }, "Status");
 
+  // The session's state moves with stop, drain and resume from anywhere: read it again then.
+  const held = client.health?.report?.session_state;
   useEffect(() => {
     if (operator) void refresh();
-  }, [operator]);
+  }, [operator, held]);
 
   if (!operator) {
     return (
@@ -104,12 +94,11 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
   }
 
   // The status is authoritative; the records fill in what it does not carry.
-  const epoch = findField(status, ["behavior_epoch", "epoch"]);
-  const epochNumber = typeof epoch === "number" ? epoch : fromRecords.activation?.epoch;
-  const activeRelease = findField(status, ["active_release", "release_id", "release"]) ??
-    fromRecords.activation?.release;
-  const skills = findField(status, ["skills_revision"]) ?? fromRecords.skillsRevision;
-  const state = findField(status, ["state"]);
+  const mine = status?.sessions[client.session];
+  const epochNumber = mine?.behavior_epoch ?? fromRecords.activation?.epoch;
+  const activeRelease = mine?.active_release ?? fromRecords.activation?.release;
+  const skills = fromRecords.skillsRevision;
+  const state = mine?.state;
   const waiting = waitingLine(status);
   return (
     <section class="panel operator" aria-labelledby="h-operator" id="operator">
@@ -227,12 +216,9 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
           </>
         )}
       </p>
-      {status !== undefined && (
-        <details class="status-raw">
-          <summary>Full status</summary>
-          <pre class="text">{JSON.stringify(status, null, 2)}</pre>
-        </details>
-      )}
+      {client.health?.report !== undefined && <HealthTable health={client.health.report} />}
+      {status !== undefined && <StatusTable status={status} />}
+      <OperatorReads client={client} />
     </section>
   );
 }

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { HealthReport } from "../../runtime/core/mod.ts";
 import { isObject } from "./json_value.ts";
 import type { HealthInfo } from "./lane_client.ts";
 
@@ -94,6 +95,7 @@ export function readHealthBody(body: unknown): HealthInfo | undefined {
       ? body.reasons.filter((r): r is string => typeof r === "string")
       : [],
     model,
+    report: HealthReport.safeParse(body).data,
   };
 }
 

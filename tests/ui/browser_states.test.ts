@@ -1,0 +1,158 @@
+/**
+ * Every state said where the person looks, in headless Chromium against the real daemon (the
+ * real workbench, the scripted model over real HTTP): after a drain the header and the
+ * conversation say the session is drained with a Resume button, a message typed meanwhile says
+ * why it waits, and Resume gets it answered with no restart. The context view shows the next
+ * request's items, budget and what is left out, and searches the history; the operator panel
+ * shows status, health, frames and a frame's hook calls as tables. axe-core finds no serious or
+ * critical violation. Screenshots go to `tests/.artifacts/ui/states/`.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import type { Page } from "playwright-core";
+import type { LaneRecord } from "../../runtime/core/mod.ts";
+import { startTestDaemon } from "../_helpers/daemon.ts";
+import { connectLane } from "../_helpers/lane_client.ts";
+import { startFakeOpenAI } from "../fakes/openai_server.ts";
+import { launchChromium, openPage, REPO, screenshot } from "./_browser.ts";
+
+const AXE = await Deno.readTextFile(join(REPO, "node_modules", "axe-core", "axe.min.js"));
+const SLOW = 45_000;
+
+/** Runs axe-core (from the local package) and returns serious and critical violations. */
+async function seriousViolations(page: Page): Promise<string[]> {
+  await page.evaluate(AXE);
+  const found = await page.evaluate(`
+    axe.run(document, { resultTypes: ["violations"] }).then((result) => result.violations)
+  `) as { id: string; impact: string; nodes: { target: string[] }[] }[];
+  return found
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => `${v.impact} ${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
+
+async function typeAndSend(page: Page, text: string): Promise<void> {
+  await page.focus("#composer-input");
+  await page.keyboard.type(text);
+  await page.keyboard.press("Enter");
+}
+
+Deno.test("after a drain the page says so with a Resume button; a message waits with its reason and Resume answers it", async () => {
+  const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
+  const probe = await connectLane({ port: daemon.port, token: daemon.token, client: "probe" });
+  const browser = await launchChromium();
+  const sends = () =>
+    probe.messages.filter((m): m is LaneRecord => m.kind === "record" && m.type === "send");
+  try {
+    const { page, errors } = await openPage(browser, 1280);
+    await page.goto(`${daemon.url}/#token=${daemon.token}`);
+    await page.waitForSelector("text=connected as operator");
+    fake.enqueue({ toolCall: { code: "await local.send('the word is zebra')\nwait()" } });
+    await typeAndSend(page, "remember zebra");
+    await probe.waitFor((m) => m.kind === "record" && m.type === "send", SLOW);
+    assert.equal(await page.locator(".state-line").count(), 0, "nothing holds the agent yet");
+
+    const drained = await probe.request({ kind: "op.drain", session: "default" });
+    assert.equal(drained.kind, "op.result");
+    const header = page.locator('header .state-header-item[data-state="drained"]');
+    await header.waitFor({ timeout: SLOW });
+    assert.match((await header.textContent()) ?? "", /drained\s*Resume/);
+    const line = page.locator('#lane-conversation .state-line[data-state="drained"]');
+    assert.match(
+      (await line.textContent()) ?? "",
+      /drained The operator drained the session: new messages are kept and wait\. Resume takes them up/,
+    );
+
+    await typeAndSend(page, "are you there");
+    const waiting = page.locator("#lane-conversation .msg-input .wait-reason");
+    await waiting.waitFor({ timeout: SLOW });
+    assert.match((await waiting.textContent()) ?? "", /^waits: drained — Resume takes them up/);
+    assert.deepEqual(await seriousViolations(page), []);
+    await screenshot(page, "states", "01-drained");
+
+    fake.enqueue({ toolCall: { code: "await local.send('yes, back')\nwait()" } });
+    await line.locator('button[data-fix="drained"]').click();
+    await probe.waitFor(
+      (m) =>
+        m.kind === "record" && m.type === "send" && (m as LaneRecord).data.text === "yes, back",
+      SLOW,
+    );
+    assert.equal(sends().length, 2);
+    await page.locator(".state-line").waitFor({ state: "detached", timeout: SLOW });
+    await page.locator(".wait-reason").waitFor({ state: "detached", timeout: SLOW });
+    await screenshot(page, "states", "02-resumed");
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+    await probe.close();
+    await daemon.stop();
+    await fake.close();
+  }
+});
+
+Deno.test("the context view and the operator tables show what the agent remembers and did", async () => {
+  const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
+  const probe = await connectLane({ port: daemon.port, token: daemon.token, client: "probe" });
+  const browser = await launchChromium();
+  try {
+    const { page, errors } = await openPage(browser, 1280);
+    await page.goto(`${daemon.url}/#token=${daemon.token}`);
+    await page.waitForSelector("text=connected as operator");
+    fake.enqueue({ toolCall: { code: "await local.send('the word is zebra')\nwait()" } });
+    await typeAndSend(page, "remember zebra");
+    const finished = await probe.waitFor<LaneRecord>(
+      (m) => m.kind === "record" && m.type === "frame.finished",
+      SLOW,
+    );
+
+    await page.click('#context button:has-text("Show the next request")');
+    const items = page.locator('#context table[data-table="context-items"] tbody tr');
+    await items.first().waitFor();
+    assert.ok((await items.count()) >= 2);
+    assert.match((await items.allTextContents()).join("\n"), /the word is zebra/);
+    assert.match(
+      (await page.locator('[data-field="context-used"]').textContent()) ?? "",
+      /^[\d,]+ of [\d,]+ tokens \(\d+%\)$/,
+    );
+    assert.equal(await page.locator("#context-meter").count(), 1);
+    assert.match((await page.locator('[data-field="summary"]').textContent()) ?? "", /None yet/);
+    assert.equal(await page.locator('[data-field="left-out"]').textContent(), "Nothing.");
+    await page.fill("#history-query", "zebra");
+    await page.click('#context button:has-text("Search history")');
+    const hits = page.locator('#context table[data-table="history-hits"] tbody tr');
+    await hits.first().waitFor();
+    assert.ok((await hits.count()) >= 1);
+
+    const status = page.locator('#operator table[data-table="status"] tbody tr');
+    await status.first().waitFor();
+    assert.match((await status.first().textContent()) ?? "", /^defaultrunningidle/);
+    const parts = page.locator('#operator table[data-table="health-parts"]');
+    await parts.waitFor();
+    assert.match((await parts.textContent()) ?? "", /sessionrunning/);
+    await page.click('#operator button:has-text("Recent frames")');
+    const frames = page.locator('#operator table[data-table="frames"] tbody tr');
+    await frames.first().waitFor();
+    assert.match(
+      (await frames.first().textContent()) ?? "",
+      new RegExp(String(finished.data.frame_id)),
+    );
+    await page.click('#operator button[aria-label="Hook calls of frame 1"]');
+    const traces = page.locator('#operator table[data-table="traces"] tbody tr');
+    await traces.first().waitFor();
+    assert.match((await traces.allTextContents()).join("\n"), /attention\.plan/);
+    // No raw JSON is left in the operator panel.
+    assert.equal(await page.locator("#operator pre").count(), 0);
+    assert.deepEqual(await seriousViolations(page), []);
+    await screenshot(page, "states", "03-context-and-tables");
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+    await probe.close();
+    await daemon.stop();
+    await fake.close();
+  }
+});
