@@ -24,7 +24,6 @@ export {
   type FaultAction,
   type FaultPoint,
   faultPoint,
-  faultPointAsync,
   FAULTS,
   parseFaults,
 } from "./_fault.ts";
@@ -40,7 +39,7 @@ export {
 } from "./_log.ts";
 export { nextMacrotask, SerialRunner } from "./_serial.ts";
 export { describeIssues } from "./_issues.ts";
-export { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "./_ids.ts";
+export { ID_PREFIXES, type IdKind, newId } from "./_ids.ts";
 export {
   BehaviorRef,
   CellReply,

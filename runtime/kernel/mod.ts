@@ -45,7 +45,7 @@ export {
   PreparedMessages,
   prepareWithDelta,
 } from "./_prepare_messages.ts";
-export { killProcessGroup, processGroupAlive, processGroupMembers } from "./_process_group.ts";
+export { killProcessGroup, processGroupMembers } from "./_process_group.ts";
 export { loadSkills, MAX_SKILL_BYTES, SkillRoots, skillRoots, skillsRevision } from "./_skills.ts";
 export { type SkillChange, skillHandlers, type SkillHandlersOptions } from "./_skill_writes.ts";
 export { runInWorkspace } from "./_workspace_run.ts";

@@ -12,13 +12,12 @@ import {
   appendProviderItems,
   estimateTokens,
   itemSizesNewestFirst,
-  readProviderItems,
 } from "../../store/provider_items.ts";
 import { ensureSession } from "../../store/sessions.ts";
 import { openStore } from "../../store/store.ts";
 import { readCalibration, recordCalibration } from "../../store/token_counts.ts";
 import { writeTurn } from "../_helpers/history_fixture.ts";
-import { withStore } from "../_helpers/store.ts";
+import { providerItems, withStore } from "../_helpers/store.ts";
 
 Deno.test("`searchHistory()` finds every kind of source by its words, best first", async () => {
   await withStore((store) => {
@@ -129,7 +128,7 @@ Deno.test("provider items carry their token estimate and are sized newest first 
   await withStore((store) => {
     const messages = Array.from({ length: 600 }, (_, i) => ({ role: "user", content: `m${i}` }));
     appendProviderItems(store, "default", null, messages);
-    const items = readProviderItems(store, "default");
+    const items = providerItems(store, "default");
     assert.equal(items[0].tokens, estimateTokens(JSON.stringify(messages[0])));
     const sizes = [...itemSizesNewestFirst(store, "default", 100)];
     assert.deepEqual(sizes.map((s) => s.idx), Array.from({ length: 500 }, (_, i) => 600 - i));
@@ -180,7 +179,7 @@ Deno.test("migration 8 indexes, sizes and opens what a store held before it", as
     const store = openStore(dir);
     try {
       assert.equal(store.schemaVersion, LATEST_VERSION);
-      const items = readProviderItems(store, "default");
+      const items = providerItems(store, "default");
       assert.deepEqual(
         items.map((i) => i.tokens),
         items.map((i) => estimateTokens(JSON.stringify(i.message))),
