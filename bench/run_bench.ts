@@ -7,7 +7,7 @@
  */
 
 import { join } from "node:path";
-import { startTestDaemon, type TestDaemon } from "../tests/_helpers/daemon.ts";
+import { type BenchDaemon, startBenchDaemon } from "./daemon.ts";
 import { resolvePython } from "../runtime/kernel/mod.ts";
 import {
   benchAdmission,
@@ -319,7 +319,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       await Deno.mkdir(stateDir, { recursive: true });
       await prepareBlockedState({ stateDir, workspace, scratch: await dir("blocked/scratch") });
       blocked = true;
-      const daemon = await startTestDaemon({ stateDir, workspace });
+      const daemon = await startBenchDaemon({ stateDir, workspace });
       try {
         const ceiling = measureRawCommits({ dir: await dir("raw-2"), count: counts.rawCommits });
         rows.push(
@@ -353,9 +353,9 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     await phase("replay", ["4a"], async () => {
       if (!blocked) throw new Error("the blocked state directory could not be prepared");
       const seed = seedRecords(stateDir, counts.replayRecords);
-      let daemon: TestDaemon | undefined;
+      let daemon: BenchDaemon | undefined;
       try {
-        daemon = await startTestDaemon({ stateDir, workspace });
+        daemon = await startBenchDaemon({ stateDir, workspace });
         await new Promise((resolve) => setTimeout(resolve, counts.settleMs));
         const pid = await workingDenoPid(daemon.pid);
         memory.beforeReplayBytes = await residentBytes(pid);
