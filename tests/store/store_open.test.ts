@@ -46,8 +46,10 @@ Deno.test("`openStore()` creates and migrates a missing store: WAL, FULL, foreig
       assert.equal(pragma("busy_timeout"), 1234);
       assert.equal(pragma("user_version"), LATEST_VERSION);
       assert.deepEqual(
-        store.statement("SELECT key, value FROM klbr_meta").all().map((r) => ({ ...r })),
-        [{ key: "format", value: "klbr-runtime" }],
+        store.statement("SELECT key, value FROM klbr_meta ORDER BY key").all().map((r) => ({
+          ...r,
+        })),
+        [{ key: "format", value: "klbr-runtime" }, { key: "schema", value: "release-1" }],
       );
     } finally {
       store.close();
