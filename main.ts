@@ -325,8 +325,8 @@ export async function main(args: string[]): Promise<number> {
       return 0;
     }
     case "example": {
-      const { runExample } = await load("setup");
-      await runExample({ repoRoot: repoRoot(), python: "python3" });
+      const { REPO_ROOT, runExample } = await load("setup");
+      await runExample({ repoRoot: REPO_ROOT, python: "python3" });
       return 0;
     }
     case "status":
@@ -443,10 +443,6 @@ function describe(command: string, dir: string, report: Record<string, unknown>)
     : `restored and verified from ${dir}: ${what}${
       report.movedAside ? `; the old state is in ${report.movedAside}` : ""
     }`;
-}
-
-function repoRoot(): string {
-  return new URL(".", import.meta.url).pathname.replace(/\/$/, "");
 }
 
 if (import.meta.main) {

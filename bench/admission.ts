@@ -15,8 +15,8 @@
  */
 
 import { join } from "node:path";
-import { startFakeOpenAI } from "../tests/fakes/openai_server.ts";
-import { startTestDaemon, type TestDaemon } from "../tests/_helpers/daemon.ts";
+import { type BenchDaemon, startBenchDaemon } from "./daemon.ts";
+import { startInstantModel } from "./instant_model.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { localDedupeKey } from "../store/dedupe_keys.ts";
 import { type AdmitInput, admitInputs } from "../store/inputs.ts";
@@ -76,14 +76,14 @@ const CEILING_NOTE = "ceiling: raw node:sqlite BEGIN IMMEDIATE, that many INSERT
  *   `worker_timeout` when the daemon does not acknowledge in time.
  */
 export async function benchAdmission(options: AdmissionOptions): Promise<BenchRow[]> {
-  const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
-  let daemon: TestDaemon | undefined;
+  const fake = startInstantModel(() => ({ code: "wait()" }));
+  let daemon: BenchDaemon | undefined;
   try {
     const stateDir = join(options.root, "admission-state");
     const workspace = join(options.root, "admission-ws");
     await Deno.mkdir(workspace, { recursive: true });
     await Deno.mkdir(stateDir, { recursive: true });
-    daemon = await startTestDaemon({ modelUrl: fake.url, stateDir, workspace });
+    daemon = await startBenchDaemon({ modelUrl: fake.url, stateDir, workspace });
     const { lane } = await openLane({ port: daemon.port, token: daemon.token, client: "bench" });
     const runs: { rate: number; drained: boolean; batch: number; ceiling: RawBatchResult }[] = [];
     for (const [window, prefix] of [[Infinity, "all"], [options.window, "win"]] as const) {
@@ -139,7 +139,7 @@ export async function benchAdmission(options: AdmissionOptions): Promise<BenchRo
  * @throws {KlbrError} `internal` when an input is not acknowledged exactly once.
  */
 export async function benchBlockedAdmission(
-  options: { daemon: TestDaemon; inputs: number; dir: string },
+  options: { daemon: BenchDaemon; inputs: number; dir: string },
 ): Promise<BenchRow> {
   const { daemon, inputs } = options;
   const { lane } = await openLane({ port: daemon.port, token: daemon.token, client: "blocked" });

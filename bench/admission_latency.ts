@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { TestDaemon } from "../tests/_helpers/daemon.ts";
+import type { BenchDaemon } from "./daemon.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { openLane } from "./lane_driver.ts";
 import type { RawCommitResult } from "./raw_commit.ts";
@@ -15,7 +15,7 @@ import { summarize } from "./stats.ts";
 /** Options for {@linkcode benchAdmissionLatency}. */
 export interface AdmissionLatencyOptions {
   /** A daemon whose active release blocks `attention.plan` (see `blocked_release.ts`). */
-  daemon: TestDaemon;
+  daemon: BenchDaemon;
   /** Inputs to time, one at a time. */
   count: number;
   /** How long after the first input the hook is given to start and block, in ms. */

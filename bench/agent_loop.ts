@@ -15,7 +15,7 @@
  * @module
  */
 
-import { startTestDaemon, type TestDaemon } from "../tests/_helpers/daemon.ts";
+import { type BenchDaemon, startBenchDaemon } from "./daemon.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { type InstantModel, startInstantModel, timeNullRoundTrips } from "./instant_model.ts";
 import { type LaneDriver, openLane, type SeenRecord } from "./lane_driver.ts";
@@ -222,9 +222,9 @@ export async function measureAgentLoop(options: AgentLoopOptions): Promise<LoopF
     }
     return last?.role === "tool" ? { code: "wait()" } : { code: "1+1" };
   });
-  let daemon: TestDaemon | undefined;
+  let daemon: BenchDaemon | undefined;
   try {
-    daemon = await startTestDaemon({
+    daemon = await startBenchDaemon({
       modelUrl: model.url,
       stateDir: options.stateDir,
       workspace: options.workspace,

@@ -6,7 +6,7 @@
  */
 
 import { join } from "node:path";
-import { REPO_ROOT, startTestDaemon } from "../tests/_helpers/daemon.ts";
+import { REPO_ROOT, startBenchDaemon } from "./daemon.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { activateRelease } from "../store/releases.ts";
 import { requireSession } from "../store/sessions.ts";
@@ -37,7 +37,7 @@ def plan(inputs: list[dict], session: dict) -> dict:
  * @example
  * ```ts
  * await prepareBlockedState({ stateDir, workspace, scratch });
- * const daemon = await startTestDaemon({ stateDir, workspace });
+ * const daemon = await startBenchDaemon({ stateDir, workspace });
  * ```
  */
 export async function prepareBlockedState(
@@ -49,7 +49,7 @@ export async function prepareBlockedState(
     attention?: string;
   },
 ): Promise<string> {
-  const first = await startTestDaemon({
+  const first = await startBenchDaemon({
     stateDir: options.stateDir,
     workspace: options.workspace,
   });

@@ -7,7 +7,7 @@
  */
 
 import { join } from "node:path";
-import { REPO_ROOT } from "../tests/_helpers/daemon.ts";
+import { REPO_ROOT } from "../runtime/setup/mod.ts";
 import { KlbrError, newId } from "../runtime/core/mod.ts";
 import { encodeFrame, FrameDecoderStream, KernelSupervisor } from "../runtime/kernel/mod.ts";
 import type { SandboxBase } from "../runtime/sandbox/mod.ts";

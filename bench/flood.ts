@@ -10,9 +10,9 @@
  */
 
 import { join } from "node:path";
-import { startFakeOpenAI } from "../tests/fakes/openai_server.ts";
-import { startTestDaemon, type TestDaemon } from "../tests/_helpers/daemon.ts";
-import { openSilentLane, type SilentMessage } from "../tests/_helpers/silent_lane.ts";
+import { type BenchDaemon, startBenchDaemon } from "./daemon.ts";
+import { startInstantModel } from "./instant_model.ts";
+import { openSilentLane, type SilentMessage } from "./silent_lane.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { type LaneDriver, openLane } from "./lane_driver.ts";
 import { below, type BenchRow, makeRow } from "./row.ts";
@@ -77,14 +77,14 @@ function samplePeak(pid: number): { stop: () => Promise<number> } {
  *   exactly once and in order; `worker_timeout` when its answers do not all arrive.
  */
 export async function benchFlood(options: FloodOptions): Promise<BenchRow[]> {
-  const fake = startFakeOpenAI({ fallback: () => ({ text: "noted" }) });
-  let daemon: TestDaemon | undefined;
+  const fake = startInstantModel(() => ({ text: "noted" }));
+  let daemon: BenchDaemon | undefined;
   try {
     const stateDir = join(options.root, "flood-state");
     const workspace = join(options.root, "flood-ws");
     await Deno.mkdir(workspace, { recursive: true });
     await Deno.mkdir(stateDir, { recursive: true });
-    daemon = await startTestDaemon({ modelUrl: fake.url, stateDir, workspace });
+    daemon = await startBenchDaemon({ modelUrl: fake.url, stateDir, workspace });
     const pid = await workingDenoPid(daemon.pid);
     const { lane } = await openLane({ port: daemon.port, token: daemon.token, client: "timed" });
     const quiet = await timeRound(lane, daemon.url, { count: options.samples, prefix: "quiet" });

@@ -7,7 +7,7 @@
  */
 
 import { join } from "node:path";
-import { REPO_ROOT } from "../tests/_helpers/daemon.ts";
+import { REPO_ROOT } from "../runtime/setup/mod.ts";
 import { type LatencySummary, summarize } from "./stats.ts";
 
 /** Options for {@linkcode runJupyterPeer}. */

@@ -7,7 +7,7 @@
  */
 
 import { join } from "node:path";
-import { startTestDaemon, type TestDaemon } from "../tests/_helpers/daemon.ts";
+import { type BenchDaemon, startBenchDaemon } from "./daemon.ts";
 import { resolvePython } from "../runtime/kernel/mod.ts";
 import { benchBlockedAdmission, benchStoreAdmission } from "./admission.ts";
 import { benchAckLatencyPeer, benchAdmissionPeer } from "./peers/admission_rows.ts";
@@ -323,7 +323,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       await Deno.mkdir(stateDir, { recursive: true });
       await prepareBlockedState({ stateDir, workspace, scratch: await dir("blocked/scratch") });
       blocked = true;
-      const daemon = await startTestDaemon({ stateDir, workspace });
+      const daemon = await startBenchDaemon({ stateDir, workspace });
       try {
         const ceiling = measureRawCommits({ dir: await dir("raw-2"), count: counts.rawCommits });
         rows.push(
@@ -362,9 +362,9 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       let first: MeasuredReplay | undefined;
       for (let r = 0; r < counts.peerRepeats; r++) {
         // Cold each time: a daemon just started, then the bare server just started.
-        let daemon: TestDaemon | undefined;
+        let daemon: BenchDaemon | undefined;
         try {
-          daemon = await startTestDaemon({ stateDir, workspace });
+          daemon = await startBenchDaemon({ stateDir, workspace });
           await new Promise((resolve) => setTimeout(resolve, counts.settleMs));
           const pid = await workingDenoPid(daemon.pid);
           if (r === 0) memory.beforeReplayBytes = await residentBytes(pid);

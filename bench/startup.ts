@@ -7,7 +7,7 @@
  */
 
 import { join } from "node:path";
-import { REPO_ROOT, serveFlags } from "../tests/_helpers/daemon.ts";
+import { REPO_ROOT, serveFlags } from "./daemon.ts";
 import { freePort, type ReadyProcess, startFloorServer, startUntilReady } from "./ready_process.ts";
 import { below, type BenchRow, makeRow } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";

@@ -17,7 +17,12 @@ import { join } from "node:path";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { closedCleanly } from "./_clean_close.ts";
 import { storeFailure } from "./_store_errors.ts";
-import { LATEST_VERSION, STORE_FORMAT } from "./migrations.ts";
+import {
+  developmentStoreMessage,
+  LATEST_VERSION,
+  SCHEMA_LINE,
+  STORE_FORMAT,
+} from "./migrations.ts";
 
 /** What an inspected path holds. */
 export type StoreFileState = "absent" | "empty" | "klbr";
@@ -77,6 +82,8 @@ interface Schema {
   tables: string[];
   userVersion: number;
   format: string | null | undefined;
+  /** The `klbr_meta` `schema` row; `null` in a development build's store. */
+  schemaLine: string | null;
   /** `quick_check`'s findings for a klbr store: `["ok"]` when it is intact. */
   check: string[];
 }
@@ -90,17 +97,21 @@ function readSchema(path: string, check: boolean): Schema {
     const userVersion = (db.prepare("PRAGMA user_version").get() as { user_version: number })
       .user_version;
     let format: string | null | undefined;
+    let schemaLine: string | null = null;
     if (tables.includes("klbr_meta")) {
-      const row = db.prepare("SELECT value FROM klbr_meta WHERE key = 'format'").get() as
-        | { value: string }
-        | undefined;
+      const meta = (key: string) =>
+        db.prepare("SELECT value FROM klbr_meta WHERE key = ?").get(key) as
+          | { value: string }
+          | undefined;
+      const row = meta("format");
       format = row ? String(row.value) : null;
+      schemaLine = meta("schema")?.value ?? null;
     }
     const findings = format === STORE_FORMAT && check
       ? (db.prepare("PRAGMA quick_check(5)").all() as { quick_check: string }[])
         .map((r) => r.quick_check)
       : ["ok"];
-    return { tables, userVersion, format, check: findings };
+    return { tables, userVersion, format, schemaLine, check: findings };
   } finally {
     db.close();
   }
@@ -108,6 +119,9 @@ function readSchema(path: string, check: boolean): Schema {
 
 function judge(path: string, schema: Schema): StoreFileState {
   if (schema.format === STORE_FORMAT) {
+    if (schema.schemaLine !== SCHEMA_LINE) {
+      throw new KlbrError("foreign_store", developmentStoreMessage(path, schema.userVersion));
+    }
     if (schema.userVersion > LATEST_VERSION) {
       throw foreign(
         path,

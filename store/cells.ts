@@ -223,9 +223,3 @@ export function lastCellOfFrame(store: Store, frameId: string): CellRecord | und
   ).get(frameId) as { id: string } | undefined;
   return row && getCell(store, row.id);
 }
-
-/** Returns whether any cell ran (or started) under `frameId`: the frame's turn had effects. */
-export function frameHasCells(store: Store, frameId: string): boolean {
-  return store.statement("SELECT 1 FROM cells WHERE frame_id = ? LIMIT 1").get(frameId) !==
-    undefined;
-}

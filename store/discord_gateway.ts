@@ -82,13 +82,6 @@ export function saveGatewaySeq(store: Store, sessionId: string, seq: number): bo
   ).run(seq, store.clock(), sessionId, seq).changes === 1;
 }
 
-/** Forgets the session (Discord refused to resume it); the bot's user id stays. */
-export function forgetGatewaySession(store: Store): void {
-  store.statement(
-    "UPDATE discord_gateway SET session_id = NULL, resume_url = NULL, seq = NULL, updated_at = ? WHERE id = 1",
-  ).run(store.clock());
-}
-
 /**
  * Records a channel (or a thread of `parentId`) with `anchor` as its cursor when it has none
  * yet; an existing cursor is kept. Returns the channel's cursor.

@@ -348,23 +348,6 @@ export function listJobs(store: Store, session: string, limit = 50): JobRecord[]
   return rows.map(toRecord);
 }
 
-/** How many jobs are pending and running, in `session` or (omitted) in every session. */
-export function jobCounts(store: Store, session?: string): { pending: number; running: number } {
-  const row = store.statement(
-    `SELECT coalesce(sum(state = 'pending'), 0) AS pending,
-       coalesce(sum(state = 'running'), 0) AS running
-     FROM jobs WHERE state IN ('pending', 'running') AND (? IS NULL OR session_id = ?)`,
-  ).get(session ?? null, session ?? null) as { pending: number; running: number };
-  return { pending: row.pending, running: row.running };
-}
-
-/** The jobs a cell started, oldest first: an effect of that cell. */
-export function jobsOfCell(store: Store, cellId: string): JobRecord[] {
-  const rows = store.statement("SELECT * FROM jobs WHERE cell_id = ? ORDER BY created_at, id")
-    .all(cellId) as unknown as JobRow[];
-  return rows.map(toRecord);
-}
-
 /** The open child jobs of `parentJobId`. */
 export function openChildJobs(store: Store, parentJobId: string): JobRecord[] {
   const rows = store.statement(

@@ -282,19 +282,3 @@ export function resetBudgetWindow(store: Store): number {
     return now;
   });
 }
-
-/** The model calls a cell made (directly, not through a job), oldest first. */
-export function modelCallsOfCell(store: Store, cellId: string): ModelCallRecord[] {
-  const rows = store.statement(
-    "SELECT * FROM model_calls WHERE cell_id = ? ORDER BY created_at, id",
-  )
-    .all(cellId) as unknown as CallRow[];
-  return rows.map(toRecord);
-}
-
-/** The model calls a job made, oldest first. */
-export function modelCallsOfJob(store: Store, jobId: string): ModelCallRecord[] {
-  const rows = store.statement("SELECT * FROM model_calls WHERE job_id = ? ORDER BY created_at, id")
-    .all(jobId) as unknown as CallRow[];
-  return rows.map(toRecord);
-}

@@ -141,14 +141,6 @@ export function requireOutbox(store: Store, id: string): OutboxRecord {
   return row;
 }
 
-/** Returns the oldest `pending` row of any session, or `undefined` when none waits. */
-export function nextPendingOutbox(store: Store): OutboxRecord | undefined {
-  const row = store.statement(
-    "SELECT * FROM outbox WHERE state = 'pending' ORDER BY created_at, id LIMIT 1",
-  ).get() as OutboxRow | undefined;
-  return row ? toRecord(row) : undefined;
-}
-
 /**
  * The next row the sender works on: the oldest open row of each channel (`pending`, or
  * `unknown` and due for reconciliation), the earliest due first. Rows of one channel are
@@ -174,14 +166,6 @@ export function openOutboxByNonce(store: Store, nonce: string): OutboxRecord | u
     "SELECT * FROM outbox WHERE nonce = ? AND state IN ('unknown', 'attempting')",
   ).get(nonce) as OutboxRow | undefined;
   return row ? toRecord(row) : undefined;
-}
-
-/** Returns the rows answering `inputId`, oldest first. */
-export function outboxOfInput(store: Store, inputId: string): OutboxRecord[] {
-  const rows = store.statement(
-    "SELECT * FROM outbox WHERE input_id = ? ORDER BY created_at, id",
-  ).all(inputId) as unknown as OutboxRow[];
-  return rows.map(toRecord);
 }
 
 /** Whether `remoteId` is a message the bot posted (a confirmed row), for "replied to the bot". */

@@ -163,14 +163,6 @@ export function appendProviderItems(
   });
 }
 
-/** Returns a session's provider items with `idx > since`, in order. */
-export function readProviderItems(store: Store, session: string, since = 0): ProviderItem[] {
-  const rows = store.statement(
-    `SELECT ${COLUMNS} FROM provider_items WHERE session_id = ? AND idx > ? ORDER BY idx`,
-  ).all(session, since) as unknown as ItemRow[];
-  return rows.map(toItem);
-}
-
 /**
  * Returns the items with `after < idx <= through`, in order. Items never change once written,
  * so the parsed items of recent reads are kept per store and session (about

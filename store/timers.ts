@@ -262,19 +262,6 @@ export function listTimers(
   return rows.map(toRecord);
 }
 
-/** How many timers are pending in `session` (every session when omitted), and how many are due. */
-export function timerCounts(
-  store: Store,
-  now: number,
-  session?: string,
-): { pending: number; due: number } {
-  const row = store.statement(
-    `SELECT count(*) AS pending, coalesce(sum(due_at <= ?), 0) AS due FROM timers
-     WHERE state = 'pending' AND (? IS NULL OR session_id = ?)`,
-  ).get(now, session ?? null, session ?? null) as { pending: number; due: number };
-  return { pending: row.pending, due: row.due };
-}
-
 /**
  * How many pending timers of `session` (every session when omitted) are due at `now`: an index
  * range over the due ones only, which the scheduler fires at once.
@@ -285,11 +272,4 @@ export function dueTimerCount(store: Store, now: number, session?: string): numb
      AND (? IS NULL OR session_id = ?)`,
   ).get(now, session ?? null, session ?? null) as { due: number };
   return row.due;
-}
-
-/** The timers a cell set, oldest first: an effect of that cell. */
-export function timersOfCell(store: Store, cellId: string): TimerRecord[] {
-  const rows = store.statement("SELECT * FROM timers WHERE cell_id = ? ORDER BY created_at, id")
-    .all(cellId) as unknown as TimerRow[];
-  return rows.map(toRecord);
 }

@@ -8,8 +8,8 @@
  */
 
 import { join } from "node:path";
-import { startFakeOpenAI } from "../../tests/fakes/openai_server.ts";
-import { startTestDaemon, type TestDaemon } from "../../tests/_helpers/daemon.ts";
+import { type BenchDaemon, startBenchDaemon } from "../daemon.ts";
+import { startInstantModel } from "../instant_model.ts";
 import { KlbrError } from "../../runtime/core/mod.ts";
 import { type LaneDriver, openLane } from "../lane_driver.ts";
 import { type BenchRow, type Goal, makeRow } from "../row.ts";
@@ -56,15 +56,15 @@ export interface AdmissionPeerOptions {
  * @throws {KlbrError} `internal` when an input is not acknowledged exactly once.
  */
 export async function benchAdmissionPeer(options: AdmissionPeerOptions): Promise<BenchRow[]> {
-  const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
+  const fake = startInstantModel(() => ({ code: "wait()" }));
   const peer = await startPeer("durable_server.ts", [join(options.root, "peer.sqlite")]);
-  let daemon: TestDaemon | undefined;
+  let daemon: BenchDaemon | undefined;
   try {
     const stateDir = join(options.root, "admission-state");
     const workspace = join(options.root, "admission-ws");
     await Deno.mkdir(stateDir, { recursive: true });
     await Deno.mkdir(workspace, { recursive: true });
-    daemon = await startTestDaemon({ modelUrl: fake.url, stateDir, workspace });
+    daemon = await startBenchDaemon({ modelUrl: fake.url, stateDir, workspace });
     const ours = (await openLane({ port: daemon.port, token: daemon.token, client: "bench" })).lane;
     const theirs = (await openLane({ port: peer.port, token: "", client: "bench" })).lane;
     const windows = [Infinity, options.window];
@@ -118,7 +118,7 @@ export async function benchAdmissionPeer(options: AdmissionPeerOptions): Promise
  * @throws {KlbrError} `internal` when an input was a duplicate.
  */
 export async function benchAckLatencyPeer(
-  options: { daemon: TestDaemon; root: string; count: number; settleMs: number },
+  options: { daemon: BenchDaemon; root: string; count: number; settleMs: number },
 ): Promise<BenchRow[]> {
   const peer = await startPeer("durable_server.ts", [join(options.root, "peer-latency.sqlite")]);
   const { daemon } = options;

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { startTestDaemon } from "../../tests/_helpers/daemon.ts";
+import { startBenchDaemon } from "../daemon.ts";
 import { startInstantModel } from "../instant_model.ts";
 import { openLane } from "../lane_driver.ts";
 import { SEND } from "../agent_loop_rows.ts";
@@ -36,7 +36,11 @@ function command(ws: WebSocket, id: number, method: string): Promise<Record<stri
 async function main(turns: number): Promise<void> {
   const port = 9_300 + Math.floor(Math.random() * 500);
   const model = startInstantModel(() => ({ code: SEND }));
-  const daemon = await startTestDaemon({
+  const stateDir = await Deno.makeTempDir({ prefix: "klbr-prof-state-" });
+  const workspace = await Deno.makeTempDir({ prefix: "klbr-prof-ws-" });
+  const daemon = await startBenchDaemon({
+    stateDir,
+    workspace,
     modelUrl: model.url,
     denoFlags: [`--inspect=127.0.0.1:${port}`],
     extraConfig: "budget {\n    model_requests_per_hour 100000\n}\n",
@@ -69,6 +73,8 @@ async function main(turns: number): Promise<void> {
   } finally {
     await daemon.stop();
     await model.close();
+    await Deno.remove(stateDir, { recursive: true });
+    await Deno.remove(workspace, { recursive: true });
   }
 }
 

@@ -4,14 +4,14 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
-import { REPO_ROOT } from "../../tests/_helpers/daemon.ts";
+import { REPO_ROOT } from "../../runtime/setup/mod.ts";
 import { encodeFrame, resolvePython } from "../../runtime/kernel/mod.ts";
 import { timeCells, timeEcho } from "../cell_round_trip.ts";
 import { timeGenerationSpawns } from "../generation_spawn.ts";
 import { runJupyterPeer } from "../jupyter_peer.ts";
 import { measureRawCommits } from "../raw_commit.ts";
 import { residentBytes, workingDenoPid } from "../rss.ts";
-import { tempDir } from "../../tests/_helpers/temp.ts";
+import { tempDir } from "./_temp.ts";
 
 const python = (await resolvePython("python3")).executable;
 const hasJupyter = (await new Deno.Command("/usr/bin/python3", {

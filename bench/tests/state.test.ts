@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { startTestDaemon } from "../../tests/_helpers/daemon.ts";
+import { startBenchDaemon } from "../daemon.ts";
 import { readEvents } from "../../store/events.ts";
 import { pendingSummary } from "../../store/inputs.ts";
 import { ensureSession, requireSession } from "../../store/sessions.ts";
@@ -12,7 +12,7 @@ import { openStore } from "../../store/store.ts";
 import { BLOCKING_ATTENTION, prepareBlockedState } from "../blocked_release.ts";
 import { openLane } from "../lane_driver.ts";
 import { measureReplay, seedRecords } from "../replay.ts";
-import { tempDir } from "../../tests/_helpers/temp.ts";
+import { tempDir } from "./_temp.ts";
 
 async function freshState(): Promise<string> {
   const dir = await tempDir();
@@ -76,7 +76,7 @@ Deno.test("`prepareBlockedState()` leaves a state whose next daemon keeps the bl
   store.close();
   assert.equal(await Deno.readTextFile(join(release.path, "attention.py")), BLOCKING_ATTENTION);
 
-  const daemon = await startTestDaemon({ stateDir, workspace });
+  const daemon = await startBenchDaemon({ stateDir, workspace });
   try {
     // The restart did not re-activate the checkout's behaviour over it.
     const health = await (await fetch(`${daemon.url}/health`)).json();
@@ -97,7 +97,7 @@ Deno.test("`prepareBlockedState()` leaves a state whose next daemon keeps the bl
 });
 
 Deno.test("`measureReplay()` refuses a log shorter than the expected head", async () => {
-  const daemon = await startTestDaemon();
+  const daemon = await startBenchDaemon({ stateDir: await tempDir(), workspace: await tempDir() });
   try {
     await assert.rejects(
       () => measureReplay({ port: daemon.port, token: daemon.token, head: 1_000_000 }),

@@ -152,6 +152,15 @@ async function takeScheduled(options: BackupScheduleOptions, dir: string): Promi
   }
 }
 
+/** Options for {@linkcode backupBeforeMigration}. */
+export interface BackupBeforeMigrationOptions extends BackupScheduleOptions {
+  /**
+   * The schema the store is about to migrate to: this build's. Only version 1 exists yet, so a
+   * test names a later one to see the backup taken. @default {LATEST_VERSION}
+   */
+  toVersion?: number;
+}
+
 /**
  * Backs the state directory up before its store migrates to this build's schema: when the
  * store on disk is older, a verified backup `klbr-<time>-before-schema-<new>` is taken into
@@ -166,15 +175,16 @@ async function takeScheduled(options: BackupScheduleOptions, dir: string): Promi
  *   without one.
  */
 export async function backupBeforeMigration(
-  options: BackupScheduleOptions,
+  options: BackupBeforeMigrationOptions,
 ): Promise<string | undefined> {
   const { stateDir, log } = options;
+  const to = options.toVersion ?? LATEST_VERSION;
   const from = schemaVersionOnDisk(join(stateDir, STORE_FILE));
-  if (from === undefined || from === 0 || from >= LATEST_VERSION) return undefined;
+  if (from === undefined || from === 0 || from >= to) return undefined;
   const dir = backupDir(stateDir, options.config);
   const target = join(
     dir,
-    `klbr-${stamp((options.clock ?? Date.now)())}-before-schema-${LATEST_VERSION}`,
+    `klbr-${stamp((options.clock ?? Date.now)())}-before-schema-${to}`,
   );
   try {
     await Deno.mkdir(dir, { recursive: true });
@@ -182,7 +192,7 @@ export async function backupBeforeMigration(
   } catch (cause) {
     throw new KlbrError(
       "state_unusable",
-      `cannot migrate the store from schema ${from} to ${LATEST_VERSION}: the backup taken first failed (${
+      `cannot migrate the store from schema ${from} to ${to}: the backup taken first failed (${
         cause instanceof Error ? cause.message : cause
       }); free space in ${dir} or set backup { dir … }, then start again (got ${target})`,
       { cause },
@@ -190,8 +200,8 @@ export async function backupBeforeMigration(
   }
   log.info(
     "store.backup_before_migration",
-    `store schema ${from} is older than ${LATEST_VERSION}: backed up and verified into ${target}; migrating now`,
-    { from, to: LATEST_VERSION, path: target },
+    `store schema ${from} is older than ${to}: backed up and verified into ${target}; migrating now`,
+    { from, to, path: target },
   );
   return target;
 }

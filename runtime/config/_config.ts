@@ -231,12 +231,6 @@ const FIELD_NAMES: FieldNames = {
 export type Config = z.output<typeof ConfigSchema>;
 /** The validated `discord` node; absent when Discord is off. */
 export type DiscordConfig = NonNullable<Config["discord"]>;
-/** The validated `sandbox` node (defaults when absent). */
-export type SandboxConfig = Config["sandbox"];
-/** The validated `workspace` node (defaults when absent). */
-export type WorkspaceConfig = Config["workspace"];
-/** The validated `lanes` node (defaults when absent). */
-export type LanesConfig = Config["lanes"];
 /** One validated route. Its `api_key`, when the file gives one, is a {@linkcode Secret}. */
 export type Route = Config["routes"][RouteName];
 

@@ -9,13 +9,10 @@
 export {
   type Config,
   type DiscordConfig,
-  type LanesConfig,
   loadConfig,
   parseConfig,
   type Route,
-  type SandboxConfig,
   Secret,
-  type WorkspaceConfig,
 } from "./_config.ts";
 export { defaultConfigText } from "./_default_text.ts";
 export type { BudgetConfig, CleanupConfig } from "./_settings.ts";

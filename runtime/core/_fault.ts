@@ -138,16 +138,3 @@ export function faultPoint(point: FaultPoint, fail?: () => Error): void {
   if (action === "stall") Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, STALL_MS);
   if (action === "fail") throw fail?.() ?? new Error(`injected fault at ${point}`);
 }
-
-/**
- * An asynchronous fault point: like {@linkcode faultPoint}, but `stall` only holds this
- * caller (the rest of the daemon runs on).
- *
- * @throws {Error} what `fail` returns, when the point's rule says `fail`.
- */
-export async function faultPointAsync(point: FaultPoint, fail?: () => Error): Promise<void> {
-  if (FAULTS === null) return;
-  const action = due(point);
-  if (action === "stall") await new Promise((resolve) => setTimeout(resolve, STALL_MS));
-  if (action === "fail") throw fail?.() ?? new Error(`injected fault at ${point}`);
-}

@@ -7,8 +7,6 @@
  * @module
  */
 
-// A namespace import lets the UI bundle keep only the parts of zod that core uses.
-import * as z from "zod";
 import { KlbrError } from "./_errors.ts";
 
 /** Prefix for each kind of id. */
@@ -112,33 +110,4 @@ export function newId<K extends IdKind>(kind: K, now: number = Date.now()): Id<K
   }
   const random = lastRandom.map((d) => ALPHABET[d]).join("");
   return `${ID_PREFIXES[kind]}_${encodeTime(lastTime)}${random}` as Id<K>;
-}
-
-const BODY = /^[0-9A-HJKMNP-TV-Z]{26}$/;
-
-/**
- * Parses an id of the given kind.
- *
- * @throws {KlbrError} `invalid_input` when the prefix or the body is wrong.
- */
-export function parseId<K extends IdKind>(kind: K, value: string): Id<K> {
-  const prefix = `${ID_PREFIXES[kind]}_`;
-  if (!value.startsWith(prefix) || !BODY.test(value.slice(prefix.length))) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot parse ${kind} id: expected "${prefix}" and 26 base32 characters (got ${
-        JSON.stringify(value)
-      })`,
-    );
-  }
-  return value as Id<K>;
-}
-
-/** A zod schema accepting ids of one kind. */
-export function idSchema<K extends IdKind>(kind: K): z.ZodType<Id<K>> {
-  const prefix = `${ID_PREFIXES[kind]}_`;
-  return z.string().refine(
-    (v) => v.startsWith(prefix) && BODY.test(v.slice(prefix.length)),
-    { message: `expected ${/^[aeiou]/.test(kind) ? "an" : "a"} ${kind} id ("${prefix}…")` },
-  ) as unknown as z.ZodType<Id<K>>;
 }

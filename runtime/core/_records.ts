@@ -12,11 +12,12 @@
 
 // A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
-import { BEHAVIOR_RECORDS, FRAME_TRACE_REFS } from "./_behavior_records.ts";
+import { BEHAVIOR_RECORDS } from "./_behavior_records.ts";
 import { describeIssues } from "./_issues.ts";
 import { FAULT_DATA } from "./_records_faults.ts";
 import { UNATTENDED_DATA } from "./_records_jobs.ts";
 import { MODEL_DATA } from "./_records_model.ts";
+import { TURN_DATA } from "./_records_turn.ts";
 
 /** Where an input came from. */
 export const SOURCE_KINDS = ["local", "discord", "timer", "job", "system"] as const;
@@ -34,7 +35,6 @@ export const CELL_OUTCOMES = [
 /** Every outbox state, in the order a row may reach them. */
 export const OUTBOX_STATES = ["pending", "attempting", "confirmed", "failed", "unknown"] as const;
 
-const ids = z.array(z.string());
 /** Any JSON value; required. The store has already refused what is not JSON. */
 const json = z.unknown();
 const int = z.number().int();
@@ -80,14 +80,6 @@ const codeSpan = z.looseObject({
   end_line: int.positive(),
 });
 
-const frameEnd = {
-  frame_id: z.string(),
-  number: int,
-  reason: z.string(),
-  input_ids: ids,
-  ...FRAME_TRACE_REFS,
-};
-
 /** One reconciliation or rate-limit try of an outbox row (`docs/discord.md`). */
 export const OutboxTry = z.looseObject({ at: int, how: z.string(), outcome: z.string() });
 
@@ -123,24 +115,7 @@ const DATA = {
     /** The client's message id, for a local input (absent from records before it was added). */
     client_msg_id: z.string().optional(),
   }),
-  "frame.accepted": z.looseObject({
-    frame_id: z.string(),
-    number: int,
-    input_ids: ids,
-    routing: json,
-    context_epoch: int,
-    /** The release its turn is pinned to; `attention_trace`: the trace of its plan. */
-    policy_revision: z.string(),
-    attention_trace: z.string().optional(),
-  }),
-  "frame.finished": z.looseObject({ ...frameEnd, state: z.enum(["done", "failed"]) }),
-  "frame.abandoned": z.looseObject({ ...frameEnd, state: z.literal("abandoned") }),
-  "frame.resumed": z.looseObject({
-    frame_id: z.string(),
-    number: int,
-    /** The dead owner, in records written while frames had lease owners. */
-    previous_owner: z.string().nullable().optional(),
-  }),
+  ...TURN_DATA,
   "kernel.reset": z.looseObject({
     generation: int,
     reason: z.string(),

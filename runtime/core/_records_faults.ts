@@ -1,8 +1,6 @@
 /**
- * The record bodies of a turn's life across faults (`docs/faults.md`): how a turn starts,
- * what each model reply used, how it ends and is retried, a model that does not answer and
- * answers again, the reminder `turn.next` may give, what recovery repaired, an input that
- * expired, and a drain that began.
+ * The record bodies of faults (`docs/faults.md`): a model that does not answer and answers
+ * again, what recovery repaired, an input that expired, and a drain that began.
  * Part of the one record union of `_records.ts`.
  *
  * @module
@@ -25,47 +23,7 @@ export const FAULT_DATA = {
     interrupted_cells: ids,
     closed_tool_calls: ids,
   }),
-  "turn.ended": z.looseObject({
-    frame_id: z.string(),
-    reason: z.string(),
-    /** Ended at recovery: the turn's cell had called `wait()` before the restart. */
-    recovered: z.boolean().optional(),
-    /** The reason given to `wait()`, when the turn ended waiting. */
-    wait_reason: z.string().optional(),
-    /** The turn's step limit, when it ended because it reached it. */
-    step_limit: int.positive().optional(),
-  }),
-  "turn.started": z.looseObject({
-    frame_id: z.string(),
-    frame: int,
-    resumed: z.boolean(),
-    /** Which retry of the frame's turn this is, after a failed model request. */
-    attempt: int.positive().optional(),
-  }),
   "input.expired": z.looseObject({ input_id: z.string(), reason: z.string(), waited_ms: int }),
-  "turn.retrying": z.looseObject({
-    frame_id: z.string(),
-    attempt: int.positive(),
-    delay_ms: int.nonnegative(),
-    reason: z.string(),
-  }),
-  "model.reply": z.looseObject({
-    frame_id: z.string(),
-    route: z.string(),
-    /** The route's model name and address, when the provider named them. */
-    model: z.string().optional(),
-    url: z.string().optional(),
-    /** Token counts the provider reported; a count it did not report is absent, never 0. */
-    usage: z.looseObject({
-      prompt_tokens: int.nonnegative().optional(),
-      completion_tokens: int.nonnegative().optional(),
-      cache_read_tokens: int.nonnegative().optional(),
-      cache_write_tokens: int.nonnegative().optional(),
-    }),
-    finish_reason: z.string().nullable(),
-    tool_calls: int.nonnegative(),
-    text_chars: int.nonnegative(),
-  }),
   "daemon.stopping": z.looseObject({ reason: z.string(), grace_ms: int.nonnegative() }),
   /**
    * A turn's model request failed: what a conversation needs to say "the model at <url> is not
@@ -95,9 +53,4 @@ export const FAULT_DATA = {
     /** How many failed attempts came before. */
     failed_attempts: int.positive(),
   }),
-  /**
-   * `turn.next` reminded the model, within the same turn, that its text reached nobody: the
-   * reminder is sent as the next request's last message. Speech stays explicit.
-   */
-  "turn.reminded": z.looseObject({ frame_id: z.string(), reminder: z.string() }),
 } as const;

@@ -24,7 +24,6 @@ export {
   type FaultAction,
   type FaultPoint,
   faultPoint,
-  faultPointAsync,
   FAULTS,
   parseFaults,
 } from "./_fault.ts";
@@ -65,7 +64,7 @@ export {
   TraceResult,
   TraceView,
 } from "./_operator_results.ts";
-export { ID_PREFIXES, type IdKind, idSchema, newId, parseId } from "./_ids.ts";
+export { ID_PREFIXES, type IdKind, newId } from "./_ids.ts";
 export {
   BehaviorRef,
   CellReply,

@@ -87,15 +87,6 @@ export async function processGroupMembers(pgid: number): Promise<number[]> {
     .sort((a, b) => a - b);
 }
 
-/**
- * Returns whether any live (non-zombie) process is still in process group `pgid`.
- *
- * @throws {KlbrError} as {@linkcode processGroupMembers}.
- */
-export async function processGroupAlive(pgid: number): Promise<boolean> {
-  return (await processGroupMembers(pgid)).length > 0;
-}
-
 let ownGroup: Promise<number | null> | null = null;
 
 /**

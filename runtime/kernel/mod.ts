@@ -3,7 +3,7 @@
  * request/reply correlation over length-prefixed stdio frames, the cancellation ladder,
  * host RPC dispatch, and the supervisor that owns a session's kernel generations.
  *
- * Guarantees (each proven in `tests/session.test.ts`, see `docs/workbench.md`):
+ * Guarantees (each proven in `tests/runtime/kernel/supervisor.test.ts`, see `docs/workbench.md`):
  * - a cell is ended by a `cancel` frame first; without a reply within the grace (2 s by
  *   default) the worker's whole process group is killed and the cell ends `killed`;
  * - a framing failure or an unexpected exit fails every pending request with
@@ -45,7 +45,7 @@ export {
   PreparedMessages,
   prepareWithDelta,
 } from "./_prepare_messages.ts";
-export { killProcessGroup, processGroupAlive, processGroupMembers } from "./_process_group.ts";
+export { killProcessGroup, processGroupMembers } from "./_process_group.ts";
 export {
   type LoadedSkills,
   loadSkills,

@@ -220,10 +220,20 @@ export async function killProcessesIn(dir: string): Promise<void> {
 /** SIGKILLs a process and every process group its children lead (read with `ps`). */
 async function killTree(pid: number): Promise<void> {
   const out = await new Deno.Command("ps", { args: ["-e", "-o", "pid=,ppid=,pgid="] }).output();
+  const rows = new TextDecoder().decode(out.stdout).split("\n")
+    .map((line) => line.trim().split(/\s+/).map(Number));
+  // A child left in this process's own group (not detached) is killed alone, never the group:
+  // that would kill this process and everything started beside it.
+  const own = rows.find(([p]) => p === Deno.pid)?.[2];
   const groups = new Set<number>();
-  for (const line of new TextDecoder().decode(out.stdout).split("\n")) {
-    const [, ppid, pgid] = line.trim().split(/\s+/).map(Number);
-    if (ppid === pid && pgid !== pid) groups.add(pgid);
+  for (const [child, ppid, pgid] of rows) {
+    if (ppid !== pid) continue;
+    if (pgid !== pid && pgid !== own) groups.add(pgid);
+    else if (pgid === own) {
+      try {
+        Deno.kill(child, "SIGKILL");
+      } catch { /* gone */ }
+    }
   }
   try {
     Deno.kill(pid, "SIGKILL");

@@ -6,7 +6,9 @@
  */
 
 import { type AcceptedFrame, acceptFrame } from "../../store/frames.ts";
+import { getModelCall, type ModelCallRecord } from "../../store/model_calls.ts";
 import { ensureSession } from "../../store/sessions.ts";
+import { lastItemIdx, type ProviderItem, readProviderRange } from "../../store/provider_items.ts";
 import { openStore, type Store } from "../../store/store.ts";
 
 /** Options for {@linkcode withStore}. */
@@ -99,4 +101,24 @@ export function frameOf(
     policyRevision: "builtin",
     ...extra,
   });
+}
+
+/**
+ * The model calls a cell made directly, or a job made, oldest first: a test's view of the
+ * `model_calls` table (the runtime reads calls by id and by usage window only).
+ */
+export function modelCallsOf(
+  store: Store,
+  owner: { cellId: string } | { jobId: string },
+): ModelCallRecord[] {
+  const [column, id] = "cellId" in owner ? ["cell_id", owner.cellId] : ["job_id", owner.jobId];
+  const rows = store.statement(
+    `SELECT id FROM model_calls WHERE ${column} = ? ORDER BY created_at, id`,
+  ).all(id) as { id: string }[];
+  return rows.map((row) => getModelCall(store, row.id)!);
+}
+
+/** A session's provider items after `after` (default 0: all of them), in order. */
+export function providerItems(store: Store, session: string, after = 0): ProviderItem[] {
+  return readProviderRange(store, session, { after, through: lastItemIdx(store, session) });
 }

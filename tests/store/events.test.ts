@@ -1,14 +1,16 @@
-// The typed append against real SQLite in a temp dir: a record type's body must match that
-// type's schema in `runtime/core/_records.ts`, or nothing is written — not the event, not the
-// sequence number, not the row a writer commits with it.
+// The events table against real SQLite in a temp dir: a session's events are numbered 1, 2, 3
+// without gaps, read in order and never changed; the typed append refuses a body that does not
+// match its type's schema in `runtime/core/_records.ts`, and then nothing is written — not the
+// event, not the sequence number, not the row a writer commits with it.
 
 import assert from "node:assert/strict";
 import { KlbrError, type RecordInput } from "../../runtime/core/mod.ts";
 import { appendEvent, insertEvent, readEvents } from "../../store/events.ts";
 import { admitInput } from "../../store/inputs.ts";
-import { getSession } from "../../store/sessions.ts";
+import { ensureSession, getSession } from "../../store/sessions.ts";
 import { type Store } from "../../store/store.ts";
 import { withStore as withStoreOf } from "../_helpers/store.ts";
+import { count, throwsKlbr, withStore as withTimedStore } from "./_store_support.ts";
 
 const withStore = (fn: (store: Store) => void | Promise<void>) =>
   withStoreOf(fn, { countingClock: true });
@@ -135,5 +137,95 @@ Deno.test("`appendEvent()` stores a kind outside the record union as it is", asy
     assert.deepEqual(readEvents(store, "default").map((e) => [e.kind, e.body]), [
       ["job.started", { job_id: 3 }],
     ]);
+  });
+});
+
+Deno.test("`appendEvent()` numbers a session's events 1, 2, 3 without gaps", async () => {
+  await withTimedStore((store) => {
+    ensureSession(store, "other");
+    assert.equal(appendEvent(store, "default", "test.a", { n: 1 }), 1);
+    assert.equal(appendEvent(store, "other", "test.a", { n: 1 }), 1);
+    assert.equal(appendEvent(store, "default", "test.b", "text"), 2);
+    assert.throws(() => appendEvent(store, "default", "Bad Kind", {}), KlbrError);
+    assert.equal(appendEvent(store, "default", "test.c", [1, 2]), 3);
+    assert.deepEqual(
+      readEvents(store, "default").map((e) => [e.seq, e.kind, e.body]),
+      [[1, "test.a", { n: 1 }], [2, "test.b", "text"], [3, "test.c", [1, 2]]],
+    );
+    assert.equal(getSession(store, "default")?.nextSeq, 4);
+  });
+});
+
+Deno.test("`appendEvent()` refuses an unknown session and writes nothing", async () => {
+  await withTimedStore((store) => {
+    throwsKlbr(
+      () => appendEvent(store, "ghost", "test.a", {}),
+      "not_found",
+      'cannot use session: it does not exist; call ensureSession first (got "ghost")',
+    );
+    assert.equal(count(store, "SELECT COUNT(*) AS n FROM events"), 0);
+  });
+});
+
+Deno.test("`appendEvent()` refuses a malformed kind and a body that is not JSON", async () => {
+  await withTimedStore((store) => {
+    for (const kind of ["", "Upper", "a..b", "a.", "9a", "a b"]) {
+      throwsKlbr(
+        () => appendEvent(store, "default", kind, {}),
+        "invalid_input",
+        `cannot append event: kind must be dotted lowercase words (got ${JSON.stringify(kind)})`,
+      );
+    }
+    throwsKlbr(
+      () => appendEvent(store, "default", "test.a", undefined),
+      "invalid_input",
+      "cannot append event test.a: body is not JSON (got undefined)",
+    );
+    throwsKlbr(() => appendEvent(store, "default", "test.a", { n: 1n }), "invalid_input");
+    assert.equal(count(store, "SELECT COUNT(*) AS n FROM events"), 0);
+    assert.equal(getSession(store, "default")?.nextSeq, 1);
+  });
+});
+
+Deno.test("the events table refuses UPDATE and DELETE", async () => {
+  await withTimedStore((store) => {
+    appendEvent(store, "default", "test.a", {});
+    assert.throws(
+      () => store.statement("UPDATE events SET kind = 'x'").run(),
+      /events is append-only/,
+    );
+    assert.throws(() => store.statement("DELETE FROM events").run(), /events is append-only/);
+    assert.deepEqual(readEvents(store, "default").map((e) => e.kind), ["test.a"]);
+  });
+});
+
+Deno.test("`readEvents()` returns the events after `since`, in order, up to `limit`", async () => {
+  await withTimedStore((store) => {
+    for (let i = 0; i < 10; i++) appendEvent(store, "default", "test.n", { i });
+    assert.deepEqual(readEvents(store, "default", { since: 7 }).map((e) => e.seq), [8, 9, 10]);
+    assert.deepEqual(readEvents(store, "default", { since: 2, limit: 3 }).map((e) => e.seq), [
+      3,
+      4,
+      5,
+    ]);
+    assert.deepEqual(readEvents(store, "default", { since: 10 }), []);
+    assert.deepEqual(readEvents(store, "ghost"), []);
+  });
+});
+
+Deno.test("`readEvents()` refuses a negative `since` and a `limit` out of range", async () => {
+  await withTimedStore((store) => {
+    throwsKlbr(
+      () => readEvents(store, "default", { since: -1 }),
+      "invalid_input",
+      "cannot read events: since must be an integer >= 0 (got -1)",
+    );
+    for (const limit of [0, 10_001, 1.5]) {
+      throwsKlbr(
+        () => readEvents(store, "default", { limit }),
+        "invalid_input",
+        `cannot read events: limit must be an integer in 1-10000 (got ${limit})`,
+      );
+    }
   });
 });

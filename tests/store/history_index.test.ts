@@ -1,24 +1,20 @@
 // The lexical history index and exact source reads, against real SQLite: every source is
 // indexed in its writing transaction, a search says when it was truncated, a read returns the
-// source text exactly, and migration 8 indexes what a store already held.
+// source text exactly.
 
 import assert from "node:assert/strict";
-import { DatabaseSync } from "node:sqlite";
 import { isKlbrError } from "../../runtime/core/mod.ts";
 import { ftsExpression, indexArtifact, searchHistory } from "../../store/history_index.ts";
 import { readHistorySource } from "../../store/history_sources.ts";
-import { LATEST_VERSION, MIGRATIONS } from "../../store/migrations.ts";
 import {
   appendProviderItems,
   estimateTokens,
   itemSizesNewestFirst,
-  readProviderItems,
 } from "../../store/provider_items.ts";
 import { ensureSession } from "../../store/sessions.ts";
-import { openStore } from "../../store/store.ts";
 import { readCalibration, recordCalibration } from "../../store/token_counts.ts";
 import { writeTurn } from "../_helpers/history_fixture.ts";
-import { withStore } from "../_helpers/store.ts";
+import { providerItems, withStore } from "../_helpers/store.ts";
 
 Deno.test("`searchHistory()` finds every kind of source by its words, best first", async () => {
   await withStore((store) => {
@@ -129,7 +125,7 @@ Deno.test("provider items carry their token estimate and are sized newest first 
   await withStore((store) => {
     const messages = Array.from({ length: 600 }, (_, i) => ({ role: "user", content: `m${i}` }));
     appendProviderItems(store, "default", null, messages);
-    const items = readProviderItems(store, "default");
+    const items = providerItems(store, "default");
     assert.equal(items[0].tokens, estimateTokens(JSON.stringify(messages[0])));
     const sizes = [...itemSizesNewestFirst(store, "default", 100)];
     assert.deepEqual(sizes.map((s) => s.idx), Array.from({ length: 500 }, (_, i) => 600 - i));
@@ -154,48 +150,4 @@ Deno.test("`recordCalibration()` follows a larger sample at once and a smaller o
         e.message === "cannot calibrate token counts: estimated must be a positive integer (got 0)",
     );
   });
-});
-
-Deno.test("migration 8 indexes, sizes and opens what a store held before it", async () => {
-  const dir = await Deno.makeTempDir();
-  try {
-    const db = new DatabaseSync(`${dir}/runtime.sqlite`);
-    db.exec("PRAGMA journal_mode = WAL");
-    // Every migration before the context one.
-    const before = MIGRATIONS.findIndex((m) =>
-      m.name === "context budgets, summaries and history index"
-    );
-    for (const migration of MIGRATIONS.slice(0, before)) db.exec(migration.sql);
-    db.exec(`PRAGMA user_version = ${before}`);
-    db.exec(`INSERT INTO sessions (id, created_at) VALUES ('default', 1);
-      INSERT INTO inputs (id, session_id, source_kind, dedupe_key, conversation_id, author, body,
-        received_at, admitted_at, admitted_seq) VALUES ('in_1', 'default', 'local', 'local:1',
-        'local:default', 'owner', '"an old saffron question"', 1, 1, 1);
-      INSERT INTO provider_items (session_id, idx, role, tool_call_id, message, at) VALUES
-        ('default', 1, 'user', NULL, '{"role":"user","content":"q"}', 1),
-        ('default', 2, 'assistant', NULL,
-          '{"role":"assistant","content":"old draft","tool_calls":[{"id":"c1"},{"id":"c2"}]}', 1),
-        ('default', 3, 'tool', 'c1', '{"role":"tool","tool_call_id":"c1","content":"ok"}', 1);`);
-    db.close();
-    const store = openStore(dir);
-    try {
-      assert.equal(store.schemaVersion, LATEST_VERSION);
-      const items = readProviderItems(store, "default");
-      assert.deepEqual(
-        items.map((i) => i.tokens),
-        items.map((i) => estimateTokens(JSON.stringify(i.message))),
-      );
-      const refs = (text: string) =>
-        searchHistory(store, "default", { text }).hits.map((h) => h.ref);
-      assert.deepEqual(refs("saffron"), ["input:in_1"]);
-      assert.deepEqual(refs("old draft"), ["item:2"]);
-      // Only c2 was still waiting for its result.
-      const { closeDanglingToolCalls } = await import("../../store/provider_items.ts");
-      assert.deepEqual(closeDanglingToolCalls(store, "default", "restart"), ["c2"]);
-    } finally {
-      store.close();
-    }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
 });

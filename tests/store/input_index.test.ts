@@ -1,13 +1,11 @@
-// Inputs are history-indexed after admission, not in its transaction (migration 13): a cursor
+// Inputs are history-indexed after admission, not in its transaction: a cursor
 // records the last input indexed, the rows and the cursor move in one transaction, and every
 // search catches the index up first, so a search finds an input the moment it is admitted.
 
 import assert from "node:assert/strict";
-import { DatabaseSync } from "node:sqlite";
 import { indexAdmittedInputs, searchHistory } from "../../store/history_index.ts";
 import { type AdmitInput, admitInput, admitInputs } from "../../store/inputs.ts";
-import { LATEST_VERSION, MIGRATIONS } from "../../store/migrations.ts";
-import { openStore, type Store } from "../../store/store.ts";
+import { type Store } from "../../store/store.ts";
 import { withStore } from "../_helpers/store.ts";
 
 function input(n: number, text: string): AdmitInput {
@@ -94,48 +92,4 @@ Deno.test("a rolled-back index transaction leaves the cursor and the rows as the
     assert.equal(refs(store, "kingfisher").length, 2);
     assert.deepEqual(indexState(store).cursor, 2);
   });
-});
-
-Deno.test("migration 13 starts the cursor after the inputs migration 8's trigger indexed", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "klbr-mig12-" });
-  try {
-    const db = new DatabaseSync(`${dir}/runtime.sqlite`);
-    db.exec("PRAGMA journal_mode = WAL");
-    for (const migration of MIGRATIONS.filter((m) => m.version <= 12)) db.exec(migration.sql);
-    db.exec("PRAGMA user_version = 12");
-    db.exec(`INSERT INTO sessions (id, created_at) VALUES ('default', 1);
-      INSERT INTO inputs (id, session_id, source_kind, dedupe_key, conversation_id, author, body,
-        received_at, admitted_at, admitted_seq) VALUES
-        ('in_1', 'default', 'local', 'local:1', 'local:default', 'owner', '"old osprey"', 1, 1, 1),
-        ('in_2', 'default', 'local', 'local:2', 'local:default', 'owner', '"old osprey too"', 1, 1, 2);`);
-    db.close();
-    const store = openStore(dir);
-    try {
-      assert.equal(store.schemaVersion, LATEST_VERSION);
-      // Version 12's trigger indexed both; the cursor starts after them, so nothing twice.
-      assert.deepEqual(indexState(store), {
-        cursor: 2,
-        last: 2,
-        refs: ["input:in_1", "input:in_2"],
-      });
-      const trigger = store.statement(
-        "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND name = 'inputs_history'",
-      ).all();
-      assert.deepEqual(trigger, [], "admission no longer indexes");
-      const next = admitInput(store, input(3, "new osprey"));
-      assert.deepEqual(
-        refs(store, "osprey").sort(),
-        [
-          "input:in_1",
-          "input:in_2",
-          `input:${next.inputId}`,
-        ].sort(),
-      );
-      assert.deepEqual(indexState(store).refs.length, 3);
-    } finally {
-      store.close();
-    }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
 });

@@ -8,13 +8,13 @@ import {
   createJob,
   drawJobUsage,
   getJob,
-  jobCounts,
-  jobsOfCell,
+  listJobs,
   moveJob,
   openJobs,
   releasesPinnedByJobs,
   unannouncedJobs,
 } from "../../store/jobs.ts";
+import { workCounts } from "../../store/work_counts.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
 import { RELEASE, someCell, testAdmit, withClockedStore } from "../_helpers/unattended.ts";
 
@@ -51,9 +51,12 @@ Deno.test("`createJob()` commits a pending job with its pins and its cause", asy
       [(event.body as { from: null }).from, (event.body as { to: string }).to],
       [null, "pending"],
     );
-    assert.deepEqual(jobsOfCell(store, cellId).map((j) => j.id), [job.id]);
+    assert.deepEqual(
+      listJobs(store, "default").filter((j) => j.cellId === cellId).map((j) => j.id),
+      [job.id],
+    );
     assert.deepEqual(releasesPinnedByJobs(store), [RELEASE]);
-    assert.deepEqual(jobCounts(store), { pending: 1, running: 0 });
+    assert.deepEqual([workCounts(store).pendingJobs, workCounts(store).runningJobs], [1, 0]);
   });
 });
 

@@ -7,12 +7,12 @@ import {
   failOpenModelCalls,
   finishModelCall,
   getModelCall,
-  modelCallsOfCell,
   modelUsageSince,
   modelUsageTotalsSince,
   startModelCall,
 } from "../../store/model_calls.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
+import { modelCallsOf } from "../_helpers/store.ts";
 import { someCell, withClockedStore } from "../_helpers/unattended.ts";
 
 Deno.test("`startModelCall()` and `finishModelCall()` record a call with its causation and usage", async () => {
@@ -40,7 +40,7 @@ Deno.test("`startModelCall()` and `finishModelCall()` record a call with its cau
     // The totals are the calls summed; a window that starts later counts none.
     assert.deepEqual(modelUsageTotalsSince(store, 0), { requests: 1, tokens: 15 });
     assert.deepEqual(modelUsageTotalsSince(store, clock.now + 1), { requests: 0, tokens: 0 });
-    assert.deepEqual(modelCallsOfCell(store, cellId).map((c) => c.id), [id]);
+    assert.deepEqual(modelCallsOf(store, { cellId }).map((c) => c.id), [id]);
     const [event] = readEventsOfKind(store, "default", "model_call");
     assert.equal((event.body as { cell_id: string }).cell_id, cellId);
     assert.throws(

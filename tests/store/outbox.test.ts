@@ -7,7 +7,7 @@ import {
   enqueueOutbox,
   getOutbox,
   moveOutbox,
-  nextPendingOutbox,
+  nextOutboxWork,
   recoverOutbox,
 } from "../../store/outbox.ts";
 import { type Store } from "../../store/store.ts";
@@ -95,7 +95,7 @@ Deno.test("`enqueueOutbox()` refuses a channel that is not a snowflake and write
       "invalid_input",
       'cannot enqueue outbox message: destination.channel_id expected a snowflake of 1-20 digits (got {"channel_id":"general"})',
     );
-    assert.equal(nextPendingOutbox(store), undefined);
+    assert.equal(nextOutboxWork(store), undefined);
     assert.deepEqual(kinds(store), []);
   });
 });
@@ -237,15 +237,15 @@ Deno.test("`moveOutbox()` refuses a row that does not exist", async () => {
   });
 });
 
-Deno.test("`nextPendingOutbox()` gives pending rows in the order they were written", async () => {
+Deno.test("`nextOutboxWork()` gives pending rows in the order they were written", async () => {
   await withStore((store) => {
     const a = enqueueOutbox(store, message("a"));
     const b = enqueueOutbox(store, message("b"));
-    assert.equal(nextPendingOutbox(store)?.id, a.id);
+    assert.equal(nextOutboxWork(store)?.id, a.id);
     moveOutbox(store, a.id, "attempting");
-    assert.equal(nextPendingOutbox(store)?.id, b.id);
+    assert.equal(nextOutboxWork(store)?.id, b.id);
     moveOutbox(store, b.id, "attempting");
-    assert.equal(nextPendingOutbox(store), undefined);
+    assert.equal(nextOutboxWork(store), undefined);
   });
 });
 

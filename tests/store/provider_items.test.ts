@@ -9,10 +9,9 @@ import {
   appendProviderItems,
   closeDanglingToolCalls,
   itemSizesNewestFirst,
-  readProviderItems,
   SIZE_CACHE_ITEMS,
 } from "../../store/provider_items.ts";
-import { withStore } from "../_helpers/store.ts";
+import { providerItems, withStore } from "../_helpers/store.ts";
 
 function throwsKlbr(fn: () => unknown, code: string, message: string) {
   try {
@@ -81,8 +80,8 @@ Deno.test("`appendProviderItems()` numbers messages in order and refuses a secon
       "invalid_input",
       'cannot append provider item: role must be user, assistant or tool (got "bad")',
     );
-    assert.deepEqual(readProviderItems(store, "default").map((i) => i.idx), [1, 2, 3]);
-    assert.deepEqual(readProviderItems(store, "default", 2).map((i) => i.role), ["tool"]);
+    assert.deepEqual(providerItems(store, "default").map((i) => i.idx), [1, 2, 3]);
+    assert.deepEqual(providerItems(store, "default", 2).map((i) => i.role), ["tool"]);
   });
 });
 
@@ -112,7 +111,7 @@ Deno.test("`closeDanglingToolCalls()` gives a finished cell's result back and ma
       "open",
       "never",
     ]);
-    const results = readProviderItems(store, "default").filter((i) => i.role === "tool");
+    const results = providerItems(store, "default").filter((i) => i.role === "tool");
     assert.deepEqual(results.map((i) => [i.toolCallId, i.message.content]), [
       ["done", '[recovered result, outcome ok]\n{"stdout":"1\\n"}'],
       [

@@ -14,12 +14,7 @@ import { startCell } from "../../store/cells.ts";
 import { acceptFrame } from "../../store/frames.ts";
 import { admitInput, pendingInputs, pendingSummary } from "../../store/inputs.ts";
 import { currentGeneration } from "../../store/kernel_generations.ts";
-import {
-  enqueueOutbox,
-  moveOutbox,
-  nextOutboxWork,
-  nextPendingOutbox,
-} from "../../store/outbox.ts";
+import { enqueueOutbox, moveOutbox, nextOutboxWork } from "../../store/outbox.ts";
 import { appendProviderItems } from "../../store/provider_items.ts";
 import { readEvents } from "../../store/events.ts";
 import { ensureSession } from "../../store/sessions.ts";
@@ -127,7 +122,6 @@ Deno.test("hot queries never scan a table that grows with history (EXPLAIN QUERY
     pendingSummary(store, "default");
     readEvents(store, "default", { since: 100, limit: 1000 });
     // The outbox sender.
-    nextPendingOutbox(store);
     nextOutboxWork(store);
     // Request building, a compaction step (its sends lookup), and building again.
     const parts = { route: "main", budget, system: "contract", opening: [] };

@@ -7,14 +7,14 @@ import { getInput } from "../../store/inputs.ts";
 import {
   cancelTimer,
   createTimer,
+  dueTimerCount,
   dueTimers,
   getTimer,
   listTimers,
   markTimerFired,
   nextDueAt,
-  timerCounts,
-  timersOfCell,
 } from "../../store/timers.ts";
+import { workCounts } from "../../store/work_counts.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
 import { someCell, testAdmit, withClockedStore } from "../_helpers/unattended.ts";
 
@@ -39,7 +39,12 @@ Deno.test("`createTimer()` commits a pending timer with its event and its cause"
     assert.equal(event.body && (event.body as { timer_id: string }).timer_id, timer.id);
     assert.equal((event.body as { cell_id: string }).cell_id, cellId);
     // The effects of a cell are found by its id.
-    assert.deepEqual(timersOfCell(store, cellId).map((t) => t.id), [timer.id]);
+    assert.deepEqual(
+      listTimers(store, "default", { all: true }).filter((t) => t.cellId === cellId).map((t) =>
+        t.id
+      ),
+      [timer.id],
+    );
   });
 });
 
@@ -93,7 +98,7 @@ Deno.test("`cancelTimer()` ends a pending timer and leaves a fired one alone", a
   await withClockedStore(({ store, clock }) => {
     const a = createTimer(store, { ...base, dueAt: clock.now + 5 });
     const b = createTimer(store, { ...base, dueAt: clock.now + 7 });
-    assert.deepEqual(timerCounts(store, clock.now), { pending: 2, due: 0 });
+    assert.deepEqual([workCounts(store).pendingTimers, dueTimerCount(store, clock.now)], [2, 0]);
     const done = cancelTimer(store, { session: "default", id: a.id, cause: "cancelled by a cell" });
     assert.equal(done.cancelled, true);
     assert.equal(done.timer.state, "cancelled");
@@ -105,7 +110,7 @@ Deno.test("`cancelTimer()` ends a pending timer and leaves a fired one alone", a
     clock.now += 100;
     // A cancelled timer is never due.
     assert.deepEqual(dueTimers(store, clock.now).map((t) => t.id), [b.id]);
-    assert.deepEqual(timerCounts(store, clock.now), { pending: 1, due: 1 });
+    assert.deepEqual([workCounts(store).pendingTimers, dueTimerCount(store, clock.now)], [1, 1]);
     assert.throws(
       () => cancelTimer(store, { session: "other", id: b.id, cause: "x" }),
       (e) => isKlbrError(e, "not_found"),

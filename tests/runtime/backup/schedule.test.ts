@@ -1,15 +1,15 @@
 // The backups the daemon takes by itself, on a real daemon: with `backup { every keep }` one at
 // start (the newest is older than `every`), verified, and the scheduled ones beyond `keep`
-// removed; a store of an older schema is backed up before it migrates, and the log names the
-// backup. The `backup` node's own errors are checked on the parser.
+// removed. In-process: a store of an older schema is backed up before it migrates, and the log
+// names the backup. The `backup` node's own errors are checked on the parser.
 
 import assert from "node:assert/strict";
-import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { parseConfig } from "../../../runtime/config/mod.ts";
-import { restoreState } from "../../../runtime/backup/mod.ts";
+import { backupBeforeMigration, restoreState } from "../../../runtime/backup/mod.ts";
+import { createLogger } from "../../../runtime/core/mod.ts";
 import { schemaVersionOnDisk } from "../../../store/backup.ts";
-import { LATEST_VERSION, MIGRATIONS } from "../../../store/migrations.ts";
+import { openStore } from "../../../store/store.ts";
 import { startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { tempDir } from "../../_helpers/temp.ts";
 
@@ -73,43 +73,33 @@ Deno.test("a daemon with backup { every keep } takes a verified backup at start 
 });
 
 Deno.test("a store of an older schema is backed up, verified and named in the log before it migrates", async () => {
+  // Version 1 is the only schema yet: a store at 1 is "older" than a build migrating to 2.
   const state = join(await tempDir(), "state");
-  await Deno.mkdir(state);
-  const db = new DatabaseSync(join(state, "runtime.sqlite"));
-  db.exec("PRAGMA journal_mode = WAL");
-  for (const migration of MIGRATIONS.filter((m) => m.version <= 12)) db.exec(migration.sql);
-  db.exec("PRAGMA user_version = 12");
-  db.exec("INSERT INTO sessions (id, created_at) VALUES ('default', 1)");
-  db.close();
-  assert.equal(schemaVersionOnDisk(join(state, "runtime.sqlite")), 12);
-
-  // Outside the state directory: the daemon's derived permissions let it write there.
+  openStore(state).close();
+  assert.equal(schemaVersionOnDisk(join(state, "runtime.sqlite")), 1);
   const outside = join(await tempDir(), "backups");
-  const extraConfig = `backup { dir "${outside}"; }\n`;
-  const daemon = await startTestDaemon({ stateDir: state, extraConfig });
-  try {
-    const line = await logLine(daemon, / store\.backup_before_migration /);
-    const path = /verified into (\S+); migrating now/.exec(line)?.[1];
-    assert.match(
-      line,
-      new RegExp(
-        `INFO {2}store\\.backup_before_migration store schema 12 is older than ${LATEST_VERSION}: backed up and verified into ${outside}/klbr-\\d{8}T\\d{6}Z-before-schema-${LATEST_VERSION}; migrating now \\(from=12 to=${LATEST_VERSION} `,
-      ),
-    );
-    // The backup holds the store as it was; the live one has migrated.
-    assert.equal(schemaVersionOnDisk(join(path!, "runtime.sqlite")), 12);
-    assert.ok((await Deno.stat(join(path!, "backup.json"))).isFile);
-  } finally {
-    await daemon.stop();
-  }
-  // A second start has nothing to migrate and takes no backup.
-  const again = await startTestDaemon({ stateDir: state, extraConfig });
-  try {
-    assert.doesNotMatch(again.logs(), /backup_before_migration/);
-    assert.equal((await names(outside)).length, 1);
-  } finally {
-    await again.stop();
-  }
+  const config = parseConfig(`backup { dir "${outside}"; }`, { file: "x.kdl" }).config.backup;
+  const lines: string[] = [];
+  const log = createLogger({ write: (line: string) => lines.push(line) });
+  const clock = () => Date.UTC(2026, 11, 3, 12, 0, 0);
+
+  const path = await backupBeforeMigration({ stateDir: state, config, log, clock, toVersion: 2 });
+  assert.equal(path, join(outside, "klbr-20261203T120000Z-before-schema-2"));
+  assert.equal(lines.length, 1);
+  assert.match(
+    lines[0],
+    new RegExp(
+      `INFO {2}store\\.backup_before_migration store schema 1 is older than 2: backed up and verified into ${path}; migrating now \\(from=1 to=2 `,
+    ),
+  );
+  // The backup holds the store as it was, and is whole: a restore verifies it again.
+  assert.equal(schemaVersionOnDisk(join(path!, "runtime.sqlite")), 1);
+  const report = await restoreState(path!, join(await tempDir(), "restored"));
+  assert.equal(report.manifest.format, "klbr-backup");
+
+  // A store at this build's schema has nothing to migrate and takes no backup.
+  assert.equal(await backupBeforeMigration({ stateDir: state, config, log, clock }), undefined);
+  assert.deepEqual(await names(outside), ["klbr-20261203T120000Z-before-schema-2"]);
 });
 
 Deno.test("the backup node refuses a bad duration, keep or dir, naming the line", () => {

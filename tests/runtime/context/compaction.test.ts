@@ -2,7 +2,7 @@
 // replaces the old (hierarchical, bounded), that every send of the newest step is named, and
 // how the model's summary is used or refused.
 
-import { withStore } from "../../_helpers/store.ts";
+import { providerItems, withStore } from "../../_helpers/store.ts";
 import assert from "node:assert/strict";
 import {
   buildRequest,
@@ -16,7 +16,7 @@ import { parseConfig } from "../../../runtime/config/mod.ts";
 import { latestSummary } from "../../../store/context_summaries.ts";
 import { readEvents } from "../../../store/events.ts";
 import { moveOutbox } from "../../../store/outbox.ts";
-import { estimateTokens, readProviderItems } from "../../../store/provider_items.ts";
+import { estimateTokens } from "../../../store/provider_items.ts";
 import { requireSession } from "../../../store/sessions.ts";
 import { type Store } from "../../../store/store.ts";
 import { writeTurn, type WrittenTurn } from "../../_helpers/history_fixture.ts";
@@ -80,7 +80,7 @@ Deno.test("`compactContext()` covers old items, keeps sent and scratchpad apart,
       ),
     ]);
     // Nothing is deleted: every item is still there.
-    assert.equal(readProviderItems(store, "default").length, 12);
+    assert.equal(providerItems(store, "default").length, 12);
     const event = readEvents(store, "default", { limit: 10_000 }).at(-1)!;
     assert.deepEqual([event.kind, event.body], ["context.compacted", {
       epoch: 1,
@@ -145,7 +145,7 @@ Deno.test("`compactContext()` cuts only before a user message, keeping at least 
 Deno.test("`compactContext()` by tokens never leaves a tool result first, whatever the sizes", async () => {
   await withStore(async (store) => {
     for (let n = 1; n <= 40; n++) writeTurn(store, "default", n, { padding: (n * 37) % 23 });
-    const items = readProviderItems(store, "default");
+    const items = providerItems(store, "default");
     // Every keep size from one item's worth to the whole history.
     for (let keep = 5; keep < 3_000; keep += 97) {
       const done = await compactContext(deps(store), "default", {

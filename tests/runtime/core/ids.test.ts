@@ -1,5 +1,5 @@
 /**
- * Typed ids: a prefix per kind, strict parsing, and string order that is creation order.
+ * Typed ids: a prefix per kind, and string order that is creation order.
  *
  * Minting keeps process-wide state (the latest time seen), so tests that inject `now` use
  * times at or after the real clock and never move it far ahead.
@@ -9,15 +9,7 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { z } from "zod";
-import {
-  ID_PREFIXES,
-  type IdKind,
-  idSchema,
-  KlbrError,
-  newId,
-  parseId,
-} from "../../../runtime/core/mod.ts";
+import { ID_PREFIXES, type IdKind, KlbrError, newId } from "../../../runtime/core/mod.ts";
 
 const KINDS = Object.keys(ID_PREFIXES) as IdKind[];
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
@@ -70,8 +62,6 @@ Deno.test("`newId()` gives each kind its own prefix and a 26-character base32 bo
   for (const kind of KINDS) {
     const id = newId(kind);
     assert.match(id, new RegExp(`^${ID_PREFIXES[kind]}_[0-9A-HJKMNP-TV-Z]{26}$`));
-    assert.equal(parseId(kind, id), id);
-    assert.equal(idSchema(kind).parse(id), id);
   }
 });
 
@@ -142,97 +132,5 @@ Deno.test("`newId()` refuses a time that is negative, fractional or beyond 2^50 
           `cannot mint input id: now must be a whole number of milliseconds from 0 to 2^50 - 1 (got ${shown})`,
         ),
     );
-  }
-});
-
-Deno.test("`parseId()` returns a well-formed id of the right kind unchanged", () => {
-  assert.equal(parseId("input", "in_01ARZ3NDEKTSV4RRFFQ69G5FAV"), "in_01ARZ3NDEKTSV4RRFFQ69G5FAV");
-  assert.equal(
-    parseId("call", "call_7ZZZZZZZZZZZZZZZZZZZZZZZZZ"),
-    "call_7ZZZZZZZZZZZZZZZZZZZZZZZZZ",
-  );
-});
-
-Deno.test("`parseId()` refuses a wrong prefix with the exact message", () => {
-  const cases: [IdKind, string, string][] = [
-    ["input", "fr_01ARZ3NDEKTSV4RRFFQ69G5FAV", "in_"],
-    ["input", "IN_01ARZ3NDEKTSV4RRFFQ69G5FAV", "in_"],
-    ["input", "in-01ARZ3NDEKTSV4RRFFQ69G5FAV", "in_"],
-    ["input", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "in_"],
-    ["cell", "call_01ARZ3NDEKTSV4RRFFQ69G5FAV", "cell_"],
-    ["turn", " turn_01ARZ3NDEKTSV4RRFFQ69G5FAV", "turn_"],
-  ];
-  for (const [kind, value, prefix] of cases) {
-    assert.throws(
-      () => parseId(kind, value),
-      (error) =>
-        assertKlbr(
-          error,
-          "invalid_input",
-          `cannot parse ${kind} id: expected "${prefix}" and 26 base32 characters (got ${
-            JSON.stringify(value)
-          })`,
-        ),
-    );
-  }
-});
-
-Deno.test("`parseId()` refuses a body of the wrong length or alphabet with the exact message", () => {
-  const bodies = [
-    "", // nothing after the prefix
-    "01ARZ3NDEKTSV4RRFFQ69G5FA", // 25 characters
-    "01ARZ3NDEKTSV4RRFFQ69G5FAVX", // 27 characters
-    "01arz3ndektsv4rrffq69g5fav", // lower case
-    "01ARZ3NDEKTSV4RRFFQ69G5FAI", // I is not Crockford base32
-    "01ARZ3NDEKTSV4RRFFQ69G5FAL", // nor L
-    "01ARZ3NDEKTSV4RRFFQ69G5FAO", // nor O
-    "01ARZ3NDEKTSV4RRFFQ69G5FAU", // nor U
-    "01ARZ3NDEKTSV4RRFFQ69G5FA\n", // a trailing newline
-    "01ARZ3NDEKTSV4RRFFQ69G5FAÉ", // a non-ASCII letter
-  ];
-  for (const body of bodies) {
-    const value = `snd_${body}`;
-    assert.throws(
-      () => parseId("send", value),
-      (error) =>
-        assertKlbr(
-          error,
-          "invalid_input",
-          `cannot parse send id: expected "snd_" and 26 base32 characters (got ${
-            JSON.stringify(value)
-          })`,
-        ),
-    );
-  }
-});
-
-Deno.test("`parseId()` refuses every other kind's freshly minted id", () => {
-  for (const kind of KINDS) {
-    for (const other of KINDS) {
-      if (other === kind) continue;
-      assert.throws(() => parseId(kind, newId(other)), KlbrError, `${other} parsed as ${kind}`);
-    }
-  }
-});
-
-Deno.test("`idSchema()` accepts only ids of its kind and names the kind when it refuses", () => {
-  const schema = z.object({ input: idSchema("input"), job: idSchema("job") });
-  const ok = { input: newId("input"), job: newId("job") };
-  assert.deepEqual(schema.parse(ok), ok);
-
-  const refused = schema.safeParse({ input: newId("frame"), job: "job_short" });
-  assert.equal(refused.success, false);
-  assert.deepEqual(
-    refused.error?.issues.map((issue) => [issue.path.join("."), issue.message]),
-    [
-      ["input", 'expected an input id ("in_…")'],
-      ["job", 'expected a job id ("job_…")'],
-    ],
-  );
-});
-
-Deno.test("`idSchema()` refuses values that are not strings", () => {
-  for (const value of [undefined, null, 42, {}, ["in_01ARZ3NDEKTSV4RRFFQ69G5FAV"]]) {
-    assert.equal(idSchema("input").safeParse(value).success, false, JSON.stringify(value));
   }
 });

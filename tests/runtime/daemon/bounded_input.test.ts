@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { startFakeOpenAI } from "../../fakes/openai_server.ts";
 import { startTestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane } from "../../_helpers/lane_client.ts";
-import { openSilentLane, type SilentMessage } from "../../_helpers/silent_lane.ts";
+import { openSilentLane, type SilentMessage } from "../../../bench/silent_lane.ts";
 import { inputIds, removeDirs } from "../../crash/_checks.ts";
 
 const INPUTS = 2_000;

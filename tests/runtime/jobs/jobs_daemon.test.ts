@@ -14,9 +14,9 @@ import {
 import { REPO_ROOT, startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
 import type { LaneRecord, ServerMessage } from "../../../runtime/core/mod.ts";
-import { processGroupAlive } from "../../../runtime/kernel/mod.ts";
-import { getJob, jobsOfCell } from "../../../store/jobs.ts";
-import { modelCallsOfCell, modelCallsOfJob } from "../../../store/model_calls.ts";
+import { processGroupMembers } from "../../../runtime/kernel/mod.ts";
+import { getJob, listJobs } from "../../../store/jobs.ts";
+import { modelCallsOf } from "../../_helpers/store.ts";
 import { openStore, type Store } from "../../../store/store.ts";
 import { getTimer } from "../../../store/timers.ts";
 import { readEventsOfKind } from "../../../store/events.ts";
@@ -114,7 +114,7 @@ async function fileAppears(path: string): Promise<void> {
 /** Whether process group `pgid` is gone within a bounded wait for a delivered SIGKILL. */
 async function groupGone(pgid: number): Promise<boolean> {
   for (let i = 0; i < 100; i++) {
-    if (!(await processGroupAlive(pgid))) return true;
+    if ((await processGroupMembers(pgid)).length === 0) return true;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   return false;
@@ -239,7 +239,8 @@ Deno.test("a job the agent started finishes while it waits and wakes it with its
       /from job in local:default\]\njob job_\w+ "answer" ended done: its code finished\nvalue: 42/,
     );
     const cellId = String(records(client, "cell.finished")[0].data.cell_id);
-    const job = peek(daemon.stateDir, (s) => jobsOfCell(s, cellId))[0];
+    const job = peek(daemon.stateDir, (s) =>
+      listJobs(s, "default").filter((j) => j.cellId === cellId))[0];
     const frame = records(client, "frame.accepted")[0];
     assert.deepEqual([job.state, job.frameId, job.releaseId, job.inputId], [
       "done",
@@ -331,7 +332,7 @@ Deno.test("a job over its token budget ends over_budget while admission goes on"
     const job = peek(daemon.stateDir, (s) => getJob(s, String(over.data.job_id)))!;
     assert.deepEqual([job.state, job.tokensUsed, job.requestsUsed], ["over_budget", 2468, 2]);
     // Each of its calls was recorded against it, and none was made past the limit.
-    const calls = peek(daemon.stateDir, (s) => modelCallsOfJob(s, job.id));
+    const calls = peek(daemon.stateDir, (s) => modelCallsOf(s, { jobId: job.id }));
     assert.deepEqual(calls.map((c) => [c.kind, c.state, c.promptTokens, c.completionTokens]), [
       ["llm", "done", 1200, 34],
       ["llm", "done", 1200, 34],
@@ -359,7 +360,10 @@ Deno.test("llm() is recorded with its causation and counted; a spent hour pauses
         /^child says hi\nrefused until \d{4}-\d\d-\d\dT/,
       );
       const frameId = String(records(client, "frame.accepted")[0].data.frame_id);
-      const calls = peek(daemon.stateDir, (s) => modelCallsOfCell(s, String(cell.data.cell_id)));
+      const calls = peek(
+        daemon.stateDir,
+        (s) => modelCallsOf(s, { cellId: String(cell.data.cell_id) }),
+      );
       assert.deepEqual(
         calls.map((c) => [c.kind, c.route, c.frameId, c.jobId, c.request.prompt, c.promptTokens]),
         [

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { isKlbrError, KlbrError, newId } from "../runtime/core/mod.ts";
+import { isKlbrError, KlbrError, newId } from "../../../runtime/core/mod.ts";
 import {
   type CellResult,
   type ExecuteOptions,
@@ -18,10 +18,10 @@ import {
   skillsRevision,
   spawnWorkbench,
   type WorkbenchExit,
-} from "../runtime/kernel/mod.ts";
-import { runExample } from "../runtime/setup/mod.ts";
+} from "../../../runtime/kernel/mod.ts";
+import { runExample } from "../../../runtime/setup/mod.ts";
 
-const REPO = fileURLToPath(new URL("..", import.meta.url));
+const REPO = fileURLToPath(new URL("../../..", import.meta.url));
 const PYTHON = (await resolvePython("python3")).executable;
 /** The ladder's grace in these tests; the default is 2 s. */
 const GRACE_MS = 1_000;
