@@ -17,6 +17,8 @@ export interface OpenLaneOptions {
   client: string;
   /** Resume after this seq. @default 0 */
   since?: number;
+  /** Open at the head with the newest `page` records (`since: "head"`); `since` is ignored. */
+  page?: number;
   /** Give up on the connection and the catch-up after this long. @default 120_000 */
   timeoutMs?: number;
   /** Ask for records in `records` batches (`batch: true` at hello). @default false */
@@ -276,7 +278,7 @@ export function openLane(
       ws.send(JSON.stringify({
         kind: "hello",
         session: "default",
-        since,
+        ...(options.page === undefined ? { since } : { since: "head", page: options.page }),
         client: options.client,
         token: options.token,
         ...(options.batch ? { batch: true } : {}),
@@ -285,8 +287,10 @@ export function openLane(
     ws.onmessage = (event) => {
       const message = lane.receive(String(event.data));
       if (done) return;
-      if (message.kind === "welcome") head = message.head as number;
-      else if (message.kind === "record" || message.kind === "records") {
+      if (message.kind === "welcome") {
+        head = message.head as number;
+        if (options.page !== undefined) expected = Math.max(0, head - options.page) + 1;
+      } else if (message.kind === "record" || message.kind === "records") {
         const seqs = message.kind === "record"
           ? [message.seq as number]
           : (message.records as SeenRecord[]).map((r) => r.seq);

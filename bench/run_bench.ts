@@ -27,6 +27,8 @@ import { type MeasuredReplay, measureReplay, replayRow, seedRecords } from "./re
 import { startPeer } from "./peers/spawn.ts";
 import { loopPeerRows, loopPeerSamples, measureLoopPeers } from "./peers/loop_rows.ts";
 import { ratePerSecond } from "./stats.ts";
+import { measurePageOpen, measureWireOpen, pageOpenRows } from "./page_open.ts";
+import { HEAD_PAGE } from "../ui/src/lane_client.ts";
 import { type BenchRow, failedRows, type RowSpec, sortRows } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { benchStartup } from "./startup.ts";
@@ -134,6 +136,7 @@ export const PHASES = [
   "admission",
   "blocked",
   "replay",
+  "page",
   "cells",
   "loop",
   "outline",
@@ -195,6 +198,8 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
   "3d": { id: "3d", figure: "cell round trip 1+1, p99, against Jupyter", unit: "ms" },
   "4a": { id: "4a", figure: "replay to a since=0 client", unit: "records/s" },
   "5a": { id: "5a", figure: "serve answers /health, first start", unit: "s" },
+  "12a": { id: "12a", figure: "page shows the newest message of a long session", unit: "ms" },
+  "12b": { id: "12b", figure: "page heap with a long session open", unit: "MB" },
   "5b": { id: "5b", figure: "serve answers /health, restart", unit: "s" },
   "5c": { id: "5c", figure: "spawn a workbench generation", unit: "ms" },
   "5d": { id: "5d", figure: "spawn a workbench generation, against Jupyter", unit: "ms" },
@@ -254,12 +259,14 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     return path;
   };
   const selected = new Set<string>(options.only ?? PHASES);
+  if (selected.has("page")) selected.add("replay");
   if (selected.has("replay")) selected.add("blocked");
   const keys: Record<string, Phase> = {
     "start-up": "startup",
     "admission": "admission",
     "blocked attention.plan": "blocked",
     "replay": "replay",
+    "page open": "page",
     "cells": "cells",
     "agent loop": "loop",
     "code outline": "outline",
@@ -319,6 +326,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     const stateDir = join(root, "blocked", "state");
     const workspace = await dir("blocked/ws");
     let blocked = false;
+    let seededHead: number | undefined;
     await phase("blocked attention.plan", ["2a", "2b", "2e", "2f", "2g", "1c"], async () => {
       await Deno.mkdir(stateDir, { recursive: true });
       await prepareBlockedState({ stateDir, workspace, scratch: await dir("blocked/scratch") });
@@ -392,8 +400,38 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
         } finally {
           await peer.stop();
         }
+        seededHead = seed.head;
       }
       rows.push(replayRow(seed, first!, { ours, theirs }));
+    });
+
+    await phase("page open", ["12a", "12b"], async () => {
+      if (seededHead === undefined) throw new Error("the replay phase did not seed a session");
+      const daemon = await startBenchDaemon({ stateDir, workspace });
+      try {
+        const wireMs = await measureWireOpen({
+          port: daemon.port,
+          token: daemon.token,
+          page: HEAD_PAGE,
+        });
+        const open = await measurePageOpen(`${daemon.url}/#token=${daemon.token}`, {
+          head: seededHead,
+          scratch: await dir("page"),
+        });
+        const empty = await measurePageOpen(
+          `${daemon.url}/?session=empty#token=${daemon.token}`,
+          { head: 0, scratch: await dir("page-empty") },
+        );
+        rows.push(
+          ...pageOpenRows(open, wireMs, {
+            records: seededHead,
+            page: HEAD_PAGE,
+            emptyHeapBytes: empty.heapBytes,
+          }),
+        );
+      } finally {
+        await daemon.kill();
+      }
     });
 
     let python = "python3";

@@ -343,7 +343,8 @@ Deno.test("`parseClientMessage()` answers a malformed message with invalid_input
 });
 
 Deno.test("`parseClientMessage()` names the kind field for an unknown or missing kind", () => {
-  const expected = "kind: Invalid discriminator value. Expected 'hello' | 'input' | 'ping' | " +
+  const expected =
+    "kind: Invalid discriminator value. Expected 'hello' | 'page' | 'input' | 'ping' | " +
     "'op.status' | 'op.reset' | 'op.compact' | 'op.repair' | 'op.drain' | 'op.stop' | 'op.resume' | " +
     "'op.activate' | " +
     "'op.cancel_cell' | 'op.jobs' | 'op.cancel_job' | " +

@@ -93,6 +93,8 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
     "10h",
     "10i",
     "10j",
+    "12a",
+    "12b",
   ];
   // 6c exists only when serve runs the daemon as a child process.
   assert.deepEqual(ids.filter((id) => id !== "6c"), expected);
@@ -117,6 +119,7 @@ Deno.test("`runBench()` measures every figure and prints one row for each", asyn
       "admission (1a, 1b, 1d, 1i, 1j, 1k, 1l, 1m)",
       "blocked attention.plan (2a, 2b, 2e, 2f, 2g, 1c)",
       "replay (4a)",
+      "page open (12a, 12b)",
       "cells (3a, 3b, 3c, 3d, 5c, 5d, 5e)",
       "agent loop (2c, 2d, 3e, 3f, 10a, 10b, 10c, 10d, 10e, 10f, 10g, 10h, 10i, 10j)",
       "code outline (7a, 7b)",

@@ -41,6 +41,9 @@ export const OPERATOR_KINDS = [
   "op.history_search",
 ] as const;
 
+/** The most records one `hello.page` or one `page` request may ask for. */
+export const MAX_PAGE = 5000;
+
 /** Every message a client may send over `/v2`. */
 export const ClientMessage = z.discriminatedUnion("kind", [
   z.object({
@@ -52,6 +55,21 @@ export const ClientMessage = z.discriminatedUnion("kind", [
     client: wellFormed(1, 128).optional(),
     /** Deliver durable records in `records` batches instead of one `record` message each. */
     batch: z.boolean().optional(),
+    /**
+     * With `since: "head"`: also send the newest `page` records before the head (the catch-up
+     * starts at `head - page`), so a page opens on the session's latest records at once.
+     */
+    page: z.number().int().min(1).max(MAX_PAGE).optional(),
+  }),
+  /**
+   * Asks for up to `limit` durable records with `seq < before`, the newest of them: the page
+   * of records before the oldest one a client holds ("load earlier"). Viewers may ask too.
+   */
+  z.object({
+    kind: z.literal("page"),
+    request: clientRequest,
+    before: z.number().int().min(1),
+    limit: z.number().int().min(1).max(MAX_PAGE),
   }),
   z.object({
     kind: z.literal("input"),
@@ -214,6 +232,18 @@ export const ServerMessage = z.discriminatedUnion("kind", [
   /** Consecutive durable records in seq order, for a client that said `batch: true`. */
   z.object({ kind: z.literal("records"), session: z.string(), records: z.array(LaneRecord) }),
   z.object({ kind: z.literal("replayed"), session: z.string(), head: z.number().int() }),
+  /**
+   * The answer to a `page` request: the records with `seq < before`, at most `limit`, in seq
+   * order; `more` says whether older records exist before the first of them.
+   */
+  z.object({
+    kind: z.literal("page"),
+    request: z.string(),
+    session: z.string(),
+    before: z.number().int(),
+    records: z.array(LaneRecord),
+    more: z.boolean(),
+  }),
   z.object({
     kind: z.literal("ack"),
     request: z.string(),

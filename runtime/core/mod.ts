@@ -85,6 +85,7 @@ export {
   ClientMessage,
   type ClientRole,
   LaneRecord,
+  MAX_PAGE,
   OPERATOR_KINDS,
   parseClientMessage,
   ServerMessage,

@@ -22,7 +22,7 @@ import {
 } from "../core/mod.ts";
 import { type ErrorReply, errorReply } from "./_replies.ts";
 import type { AdmitOutcome, InputMessage, LaneConnectionOptions, LaneHost } from "./_lane_types.ts";
-import { readPage } from "./_record_pages.ts";
+import { earlierPage, readPage } from "./_record_pages.ts";
 
 /** Records read per store query while catching up, unless the options say otherwise. */
 const DEFAULT_PAGE_SIZE = 1000;
@@ -253,6 +253,9 @@ export class LaneConnection {
       case "ping":
         this.#options.send({ kind: "pong", request: message.request });
         return;
+      case "page":
+        // Read apart from the live cursor, which it never moves.
+        return this.#options.send(earlierPage(this.#host, session, message));
       case "input":
         // accept() batches every input of a connection that said hello.
         return assert(false, "an input reached #dispatch past accept()");
@@ -286,7 +289,16 @@ export class LaneConnection {
     }
     this.#role = this.#authorise(message.token);
     const head = this.#host.headSeq(message.session);
-    const since = message.since === "head" ? head : message.since;
+    if (message.page !== undefined && message.since !== "head") {
+      throw new KlbrError(
+        "invalid_input",
+        `cannot say hello: page needs since "head" (got since ${message.since})`,
+      );
+    }
+    // Seqs are dense from 1, so the newest `page` records are those after `head - page`.
+    const since = message.since === "head"
+      ? Math.max(0, head - (message.page ?? 0))
+      : message.since;
     if (since > head) {
       // A client ahead of the log holds another store's records; it must start over.
       this.#refusedHead = head;

@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { ServerMessage } from "../core/mod.ts";
+import type { ClientMessage, ServerMessage } from "../core/mod.ts";
 import type { LaneHost } from "./_lane_types.ts";
 import {
   encodeStoredRecords,
@@ -78,4 +78,29 @@ export function readPage(
     }))
     : records.map((record) => ({ lastSeq: record.seq, message: record }));
   return { read: records.length, messages };
+}
+
+/**
+ * The answer to a `page` request: the newest `limit` records of `session` before `before`
+ * (and at most the head), in seq order, and whether older ones exist. Seqs are dense from 1,
+ * so the page is the records after `top - 1 - limit`.
+ *
+ * @throws what the host's read throws (a store that cannot be read).
+ * @example
+ * ```ts
+ * send(earlierPage(host, "default", { kind: "page", request: "p1", before: 901, limit: 200 }));
+ * ```
+ */
+export function earlierPage(
+  host: LaneHost,
+  session: string,
+  message: Extract<ClientMessage, { kind: "page" }>,
+): Extract<ServerMessage, { kind: "page" }> {
+  const { before, limit, request } = message;
+  const top = Math.min(before, host.headSeq(session) + 1);
+  const from = Math.max(0, top - 1 - limit);
+  const records = top <= 1
+    ? []
+    : host.readRecords(session, from, limit).filter((record) => record.seq < top);
+  return { kind: "page", request, session, before, records, more: from > 0 };
 }

@@ -108,3 +108,17 @@ export async function assertEachRecordOnce(page: Page, head: number): Promise<vo
     Array.from({ length: head }, (_, i) => i + 1),
   );
 }
+
+/** Opens every turn folded in the timeline, so its drafts and cells can be clicked. */
+export async function openTurns(page: Page): Promise<void> {
+  await page.$$eval("#timeline details.turn", (nodes) => {
+    for (const node of nodes) (node as unknown as { open: boolean }).open = true;
+  });
+}
+
+/** Shows the timeline of the conversation named `label`, through the menu on a phone. */
+export async function pickConversation(page: Page, label: string): Promise<void> {
+  if (await page.locator(".menu-button").isVisible()) await page.click(".menu-button");
+  await page.click(`.conversation-pick:has-text(${JSON.stringify(label)})`);
+  await page.waitForSelector(`#h-timeline:has-text(${JSON.stringify(label)})`);
+}

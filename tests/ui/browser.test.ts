@@ -16,6 +16,7 @@ import {
   assertEachRecordOnce,
   launchChromium,
   openPage,
+  openTurns,
   REPO,
   screenshot,
   waitForSeq,
@@ -146,7 +147,7 @@ Deno.test("the page refuses to send an empty message and says why", async () => 
   });
 });
 
-Deno.test("the page shows scratchpad, cells, sends and runtime events each in its own lane", async () => {
+Deno.test("the page shows messages, drafts and cells in the timeline and runtime events in their panel", async () => {
   await scene(1280, async ({ host, server, page }) => {
     await page.goto(server.pageUrl);
     await typeAndSend(page, "Is the build green?");
@@ -156,12 +157,13 @@ Deno.test("the page shows scratchpad, cells, sends and runtime events each in it
       full("cell.started", { cell_id: "cell_0", code: "await wait_for_it()" }),
     );
     await waitForSeq(page, 2);
-    await page.waitForSelector('#lane-cells [data-seq="2"] .badge:has-text("running ·")');
+    await page.waitForSelector('#timeline [data-seq="2"] .badge:has-text("running ·")');
     await screenshot(page, "lanes", "01-running-cell");
     host.append("kernel.reset", full("kernel.reset", { generation: 2, reason: "operator" }));
     const head = playTurn(host, String(host.sessions.get("default")![0].data.input_id));
     await waitForSeq(page, head);
-    // Each record sits in its lane.
+    // Each record sits in its place: the conversation's work in the timeline, the rest in
+    // the runtime-events panel.
     const lanes = await page.$$eval(
       "[data-seq]",
       (nodes) => nodes.map((n) => [Number(n.getAttribute("data-seq")), n.closest("section")?.id]),
@@ -169,26 +171,24 @@ Deno.test("the page shows scratchpad, cells, sends and runtime events each in it
     const laneOf = new Map(lanes as [number, string][]);
     const types = host.sessions.get("default")!.map((r) => [r.seq, r.type] as const);
     for (const [seq, type] of types) {
-      const expected = type === "input.admitted" || type === "send"
-        ? "lane-conversation"
-        : type === "scratchpad"
-        ? "lane-scratchpad"
-        : type.startsWith("cell.")
-        ? "lane-cells"
+      const expected = type === "input.admitted" || type === "send" || type === "scratchpad" ||
+          type.startsWith("cell.")
+        ? "timeline"
         : "lane-events";
       assert.equal(laneOf.get(seq), expected, `record ${seq} (${type})`);
     }
     await assertEachRecordOnce(page, head);
     assert.equal(await textOf(page, '[data-seq="2"] .badge'), "! interrupted by a kernel reset");
     assert.match(
-      await textOf(page, '#lane-scratchpad li:has-text("Half a tho") .badge'),
+      await textOf(page, '#timeline li.draft:has-text("Half a tho") .badge'),
       /partial/,
     );
     assert.match(
-      await textOf(page, '#lane-scratchpad li:has-text("I will check") .badge'),
+      await textOf(page, '#timeline li.draft:has-text("I will check") .badge'),
       /complete/,
     );
-    const cell = '#lane-cells [data-cell-id="cell_1"]';
+    await openTurns(page);
+    const cell = '#timeline [data-cell-id="cell_1"]';
     assert.match(await textOf(page, `${cell} .meta`), /✓ ok.*1\.2 s/);
     assert.match(await textOf(page, `${cell} .output-stderr`), /warning: slow/);
     // Long output is collapsed behind a button that opens it.
@@ -198,8 +198,8 @@ Deno.test("the page shows scratchpad, cells, sends and runtime events each in it
     await more.click();
     assert.equal(await more.getAttribute("aria-expanded"), "true");
     assert.match(await textOf(page, `${cell} .output-stdout pre`), /checked file 39/);
-    assert.equal(await page.locator("#lane-conversation .msg-send strong").textContent(), "green");
-    assert.match(await textOf(page, "#lane-conversation .msg-send .badge"), /delivered/);
+    assert.equal(await page.locator("#timeline .msg-send strong").textContent(), "green");
+    assert.match(await textOf(page, "#timeline .msg-send .badge"), /delivered/);
     assert.match(
       await textOf(page, "#lane-events"),
       /Kernel reset \(generation 2\).*Turn 1 accepted.*Turn 1 finished/,
@@ -326,6 +326,11 @@ Deno.test("the operator panel takes the token from the URL and stops the session
     assert.equal(await textOf(page, '[data-field="release"]'), "rel_a1b2c3d4e5f6a7b8c9d0");
     // The skills revision comes from the records (none here), never guessed from the status.
     assert.equal(await textOf(page, '[data-field="skills"]'), "unknown");
+    // Escape closes the confirmation without running anything.
+    await page.click('#operator button:has-text("Stop")');
+    await page.waitForSelector("text=Stop the current turn and take no new frames?");
+    await page.keyboard.press("Escape");
+    await page.waitForSelector(".confirm", { state: "detached" });
     await page.click('#operator button:has-text("Stop")');
     await page.waitForSelector("text=Stop the current turn and take no new frames?");
     assert.equal(host.operations.filter((o) => o.kind === "op.stop").length, 0);
@@ -337,6 +342,10 @@ Deno.test("the operator panel takes the token from the URL and stops the session
     ]);
     await waitForSeq(page, 1);
     assert.match(await textOf(page, '[data-seq="1"]'), /Operator: op\.stop/);
+    // An event's data toggle is not in the tab order; one button shows every record's data.
+    assert.equal(await page.getAttribute('[data-seq="1"] .event-data summary', "tabindex"), "-1");
+    await page.click('button:has-text("Show each record\'s data")');
+    await page.waitForSelector('[data-seq="1"] .event-data[open]');
     // A reload keeps the session without the URL.
     await page.reload();
     await page.waitForSelector("text=operator role granted");
@@ -456,7 +465,9 @@ for (const width of [1280, 390]) {
   Deno.test(`the page at ${width} px has labelled, keyboard-reachable controls and no sideways scroll`, async () => {
     await scene(width, async ({ host, server, page }) => {
       await page.goto(`${server.url}/#token=${TEST_TOKEN}`);
-      await page.waitForSelector("text=operator role granted");
+      // On a phone the operator panel sits behind the menu.
+      await page.waitForSelector("text=operator role granted", { state: "attached" });
+      await page.waitForSelector("text=connected as operator");
       // The first Tab reaches the skip link, and following it lands in the composer.
       await page.keyboard.press("Tab");
       assert.equal(

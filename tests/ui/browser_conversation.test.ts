@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { ensureUiBuilt } from "../../runtime/setup/mod.ts";
-import { launchChromium, openPage, REPO, screenshot, waitForSeq } from "./_browser.ts";
+import { launchChromium, openPage, openTurns, REPO, screenshot, waitForSeq } from "./_browser.ts";
 import {
   type LaneServer,
   type LaneServerOptions,
@@ -74,7 +74,7 @@ function exchange(host: MemoryLaneHost, n: number, text = `message ${n}`): void 
 /** The conversation lane's scroll position: distance from the bottom and from the top. */
 function scrollOf(
   page: Page,
-  lane = "#lane-conversation",
+  lane = "#timeline",
 ): Promise<{ fromBottom: number; top: number }> {
   return page.$eval(`${lane} .lane-scroll`, (el) => ({
     fromBottom: el.scrollHeight - el.scrollTop - el.clientHeight,
@@ -82,11 +82,18 @@ function scrollOf(
   }));
 }
 
-async function waitAtBottom(page: Page, lane = "#lane-conversation"): Promise<void> {
-  await page.waitForFunction(`(() => {
-    const el = document.querySelector("${lane} .lane-scroll");
-    return el.scrollHeight - el.scrollTop - el.clientHeight <= 2;
-  })()`);
+async function waitAtBottom(page: Page, lane = "#timeline"): Promise<void> {
+  // Polled through the debugging protocol (a string predicate would need eval, which the
+  // page's CSP forbids once it has to be evaluated twice); bounded in count.
+  for (let i = 0; i < 150; i++) {
+    const gap = await page.$eval(
+      `${lane} .lane-scroll`,
+      (el) => el.scrollHeight - el.scrollTop - el.clientHeight,
+    );
+    if (gap <= 2) return;
+    await page.waitForTimeout(100);
+  }
+  throw new Error(`${lane} did not reach its bottom within 15 s`);
 }
 
 /** Runs axe-core (from the local package, no CDN) and returns serious and critical violations. */
@@ -112,7 +119,7 @@ for (const width of WIDTHS) {
       exchange(s.host, 31, "the newest message");
       await waitForSeq(s.page, s.host.headSeq("default"));
       await waitAtBottom(s.page);
-      await s.page.waitForSelector('#lane-conversation [data-send-id="snd_31"]');
+      await s.page.waitForSelector('#timeline [data-send-id="snd_31"]');
       assert.ok(
         await s.page.$eval('[data-send-id="snd_31"]', (el) => {
           const lane = el.closest(".lane-scroll")!.getBoundingClientRect();
@@ -123,18 +130,17 @@ for (const width of WIDTHS) {
       );
       await screenshot(s.page, "conversation", "01-following");
 
-      // Scrolled up, the lane stays put and says there is more below.
-      await s.page.$eval("#lane-conversation .lane-scroll", (el) => {
-        el.scrollTop = 0;
+      // Scrolled up (to the middle: near the top, earlier rows would be shown), the timeline
+      // stays put and says there is more below.
+      const middle = await s.page.$eval("#timeline .lane-scroll", (el) => {
+        el.scrollTop = Math.floor((el.scrollHeight - el.clientHeight) / 2);
+        return el.scrollTop;
       });
-      await s.page.waitForFunction(
-        `document.querySelector("#lane-conversation .lane-scroll").scrollTop === 0`,
-      );
       exchange(s.host, 32);
       await waitForSeq(s.page, s.host.headSeq("default"));
-      const pill = s.page.locator("#lane-conversation button.new-below");
+      const pill = s.page.locator("#timeline button.new-below");
       await pill.waitFor();
-      assert.equal((await scrollOf(s.page)).top, 0, "the lane did not jump");
+      assert.equal((await scrollOf(s.page)).top, middle, "the timeline did not jump");
       assert.equal(await pill.textContent(), "↓ New messages below");
       await screenshot(s.page, "conversation", "02-new-below");
       await pill.click();
@@ -157,7 +163,10 @@ for (const width of WIDTHS) {
           source_kind: "discord",
         }),
       );
-      s.host.append("cell.started", full("cell.started", { cell_id: `cell_${long}`, code: long }));
+      s.host.append(
+        "cell.started",
+        full("cell.started", { frame_id: `fr_${long}`, cell_id: `cell_${long}`, code: long }),
+      );
       await open(s);
       await waitForSeq(s.page, s.host.headSeq("default"));
       const page = await s.page.evaluate(`(() => {
@@ -231,7 +240,10 @@ for (const width of WIDTHS) {
     await scene(width, {}, async (s) => {
       exchange(s.host, 1);
       await open(s);
+      // The turn's details: its folded line opens to them.
       const line = s.page.locator('[data-input-id="in_1"] .turn-line');
+      await line.waitFor({ state: "attached" });
+      await s.page.click('[data-input-id="in_1"] details.turn > summary');
       await line.waitFor();
       assert.equal(
         (await line.locator('[data-field="model"]').textContent())?.trim(),
@@ -268,15 +280,15 @@ for (const width of WIDTHS) {
       );
       await open(s);
       await waitForSeq(s.page, 2);
-      const reply = s.page.locator("#lane-conversation .markdown");
+      const reply = s.page.locator("#timeline .markdown");
       assert.ok(await reply.locator("code.hljs.language-python .hljs-keyword").count() >= 2);
       assert.ok(await reply.locator(".hljs-string").count() >= 1);
-      assert.ok(await s.page.locator("#lane-cells pre.code .hljs-keyword").count() >= 3);
-      // A heading inside a reply is not styled like the lane's own heading.
+      assert.ok(await s.page.locator("#timeline pre.code .hljs-keyword").count() >= 3);
+      // A heading inside a reply is not styled like a panel's own heading.
       const styles = await s.page.evaluate(`({
-        reply: getComputedStyle(document.querySelector("#lane-conversation .markdown h2"))
+        reply: getComputedStyle(document.querySelector("#timeline .markdown h2"))
           .textTransform,
-        lane: getComputedStyle(document.querySelector("#h-conversation")).textTransform,
+        lane: getComputedStyle(document.querySelector("#h-events")).textTransform,
       })`);
       assert.deepEqual(styles, { reply: "none", lane: "uppercase" });
       await screenshot(s.page, "conversation", "06-highlight");
@@ -340,14 +352,14 @@ for (const width of WIDTHS) {
       await s.page.waitForSelector(".search-count:has-text('items match')");
       assert.deepEqual(
         await s.page.$$eval(
-          "#lane-conversation .msg",
+          "#timeline .msg-input",
           (n) => n.map((m) => m.getAttribute("data-input-id")),
         ),
         ["in_4"],
       );
       assert.deepEqual(
         await s.page.$$eval(
-          "#lane-cells .cell",
+          "#timeline .cell",
           (n) => n.map((m) => m.getAttribute("data-cell-id")),
         ),
         ["cell_a"],
@@ -355,8 +367,8 @@ for (const width of WIDTHS) {
       assert.match((await s.page.textContent(".search-count")) ?? "", /^2 of \d+ items match$/);
       await screenshot(s.page, "conversation", "08-search");
       await s.page.click('button:has-text("Clear the search")');
-      await s.page.waitForFunction(`document.querySelectorAll("#lane-cells .cell").length === 2`);
-      assert.equal(await s.page.locator("#lane-conversation .msg-input").count(), 6);
+      await s.page.waitForFunction(`document.querySelectorAll("#timeline .cell").length === 2`);
+      assert.equal(await s.page.locator("#timeline .msg-input").count(), 6);
     });
   });
 
@@ -399,13 +411,13 @@ for (const width of WIDTHS) {
       s.host.append("turn.ended", full("turn.ended", { reason: "turn.next: stop" }));
       s.host.append("frame.finished", full("frame.finished", frame));
       await open(s);
-      const draft = s.page.locator("#lane-conversation .msg-draft");
+      const draft = s.page.locator("#timeline .msg-draft");
       await draft.waitFor();
       assert.match(
         (await draft.textContent()) ?? "",
         /unsent draft · not delivered.*Hello! How can I help\?/,
       );
-      // The scratchpad record is still shown once, in the scratchpad lane.
+      // The scratchpad record is still shown once, in the turn's work.
       assert.equal(await s.page.locator('[data-seq="3"]').count(), 1);
       await screenshot(s.page, "conversation", "10-unsent-draft");
     });
@@ -463,6 +475,8 @@ for (const width of WIDTHS) {
       await s.page.fill("#lane-search", "message");
       assert.deepEqual(await seriousViolations(s.page), [], "search");
       await s.page.fill("#lane-search", "");
+      await openTurns(s.page);
+      assert.deepEqual(await seriousViolations(s.page), [], "turns open");
       await s.page.click('button:has-text("Open the whole stdout")');
       await s.page.locator("pre.viewer-text").waitFor();
       assert.deepEqual(await seriousViolations(s.page), [], "viewer");

@@ -14,6 +14,7 @@ import {
   assertEachRecordOnce,
   launchChromium,
   openPage,
+  pickConversation,
   REPO,
   screenshot,
   waitForSeq,
@@ -48,8 +49,10 @@ for (const width of [1280, 390]) {
         received_at: 1_736_933_400_000,
         body: "Is the build green?",
       });
+      // The Discord channel has a timeline of its own, picked in the conversation list.
+      await pickConversation(page, "Discord channel 555");
       await waitForSeq(page, 1);
-      const input = '#lane-conversation [data-seq="1"]';
+      const input = '#timeline [data-seq="1"]';
       assert.equal(await textOf(page, `${input} .who`), "alice");
       assert.equal(await textOf(page, `${input} .where`), "on Discord · Discord channel 555");
       assert.ok(
@@ -66,7 +69,7 @@ for (const width of [1280, 390]) {
         frame_id: "fr_1",
         cell_id: "cell_1",
       });
-      const first = '#lane-conversation [data-send-id="ob_1"]';
+      const first = '#timeline [data-send-id="ob_1"]';
       await page.waitForSelector(`${first} .badge:has-text("pending · not posted yet")`);
       assert.equal(await textOf(page, `${first} .where`), "to Discord · Discord channel 555");
       assert.equal(await page.locator(`${first} .body strong`).textContent(), "green");
@@ -109,7 +112,7 @@ for (const width of [1280, 390]) {
         remote_id: null,
         error: "no answer within 15000 ms",
       });
-      const second = '#lane-conversation [data-send-id="ob_2"]';
+      const second = '#timeline [data-send-id="ob_2"]';
       await page.waitForSelector(
         `${second} .badge:has-text("unknown · may or may not have been posted; not retried")`,
       );
@@ -139,11 +142,11 @@ for (const width of [1280, 390]) {
       const head = host.headSeq("default");
       await waitForSeq(page, head);
       assert.equal(
-        await textOf(page, '#lane-cells [data-cell-id="cell_big"] .spooled'),
+        await textOf(page, '#timeline [data-cell-id="cell_big"] .spooled'),
         "stdout spooled: 97.7 KiB in artifact art_01JHMMRR878CS2QQ58HYY0RD73; an excerpt is shown",
       );
       assert.match(
-        await textOf(page, '#lane-cells [data-cell-id="cell_big"] .output-stdout pre'),
+        await textOf(page, '#timeline [data-cell-id="cell_big"] .output-stdout pre'),
         /characters not shown/,
       );
 

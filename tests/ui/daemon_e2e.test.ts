@@ -87,26 +87,26 @@ Deno.test("a message typed in the page yields scratchpad, a cell and one send in
       const finished = await p.waitFor(page, "frame.finished");
       await assertPageMatches(page, p);
 
-      const scratch = page.locator("#lane-scratchpad [data-seq]");
+      const scratch = page.locator("#timeline .draft[data-seq]");
       assert.equal(await scratch.count(), 1);
       assert.match((await scratch.textContent()) ?? "", /thinking about a greeting/);
       assert.match((await scratch.textContent()) ?? "", /complete/);
-      const cells = page.locator("#lane-cells li.cell");
+      const cells = page.locator("#timeline li.cell");
       assert.equal(await cells.count(), 1);
       const cellText = ((await cells.textContent()) ?? "").replace(/\s+/g, " ");
       assert.match(cellText, /✓ ok/);
       assert.match(cellText, /await local\.send/);
       assert.equal(await cells.locator(".output-stdout pre").textContent(), "42\n");
       assert.match(cellText, /called wait\(\)/);
-      const sends = page.locator("#lane-conversation .msg-send");
+      const sends = page.locator("#timeline .msg-send");
       assert.equal(await sends.count(), 1);
       assert.equal(await sends.locator(".markdown strong").textContent(), "there");
       assert.match((await sends.textContent()) ?? "", /delivered/);
-      const input = page.locator("#lane-conversation .msg-input");
+      const input = page.locator("#timeline .msg-input");
       assert.equal(await input.count(), 1);
       const frame = Number(finished.data.number);
       await page.waitForSelector(
-        `#lane-conversation .msg-input .badge:has-text("taken up by turn ${frame} · done")`,
+        `#timeline .msg-input .badge:has-text("taken up by turn ${frame} · done")`,
       );
       await page.waitForSelector(`#composer-status:has-text("taken up by turn ${frame} · done")`);
       await screenshot(page, "daemon-turn", "02-done");
@@ -157,7 +157,7 @@ Deno.test("a reload in the middle of a turn shows every record once, before and 
       await Deno.writeTextFile(flag, "go\n");
       await p.waitFor(page, "frame.finished");
       await assertPageMatches(page, p);
-      assert.equal(await page.locator("#lane-conversation .msg-send").count(), 1);
+      assert.equal(await page.locator("#timeline .msg-send").count(), 1);
       assert.match(
         (await page.locator(`[data-seq="${started.seq}"]`).textContent()) ?? "",
         /flag seen/,

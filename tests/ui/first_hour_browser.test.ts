@@ -24,10 +24,10 @@ Deno.test("README path in the page: with no model the first message says, under 
     await page.focus("#composer-input");
     await page.keyboard.type("hello?");
     await page.keyboard.press("Enter");
-    const trouble = page.locator("#lane-conversation .msg-input .trouble");
+    const trouble = page.locator("#timeline .msg-input .trouble");
     await trouble.waitFor({ timeout: 45_000 });
     // The first line may come from turn.ended alone; the session's model.failing adds the URL.
-    await page.locator("#lane-conversation .trouble-text", { hasText: nowhere })
+    await page.locator("#timeline .trouble-text", { hasText: nowhere })
       .waitFor({ timeout: 45_000 });
     const said = ((await trouble.textContent()) ?? "").replace(/\s+/g, " ");
     assert.match(

@@ -12,7 +12,13 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { LaneRecord } from "../../runtime/core/mod.ts";
 import type { KeyValueStore } from "../../ui/src/input_outbox.ts";
-import { LaneClient, type LaneClientOptions } from "../../ui/src/lane_client.ts";
+import {
+  EARLIER_PAGE,
+  HEAD_PAGE,
+  LaneClient,
+  type LaneClientOptions,
+  REOPEN_GAP,
+} from "../../ui/src/lane_client.ts";
 import { RecordLog } from "../../ui/src/record_log.ts";
 import { body } from "./_record_data.ts";
 import {
@@ -630,7 +636,8 @@ Deno.test("`LaneClient` ignores malformed messages and records of another sessio
     assert.deepEqual(socket.sent, [{
       kind: "hello",
       session: "default",
-      since: 0,
+      since: "head",
+      page: HEAD_PAGE,
       client: "web-test",
       batch: true,
     }]);
@@ -773,5 +780,65 @@ Deno.test("`LaneClient` drops a welcomed socket that falls silent and says so", 
     assert.ok(sockets[0].sent.some((m) => (m as { kind: string }).kind === "ping"));
   } finally {
     client.stop();
+  }
+});
+
+Deno.test("`LaneClient` opens a long session at its newest page and loads earlier pages on request, each record once", async () => {
+  const total = HEAD_PAGE + EARLIER_PAGE + 50;
+  const s = await setup({}, (host) => {
+    for (let i = 1; i <= total; i++) host.append("scratchpad", { text: `draft ${i}` });
+  });
+  try {
+    s.client.start();
+    await until(s.client, () => s.client.connection.replayed, "the head page");
+    assert.equal(s.client.log.size, HEAD_PAGE);
+    assert.equal(s.client.log.firstSeq, total - HEAD_PAGE + 1);
+    assert.equal(s.client.log.lastSeq, total);
+    assert.equal(s.client.hasEarlier, true);
+    s.client.loadEarlier();
+    s.client.loadEarlier(); // a second ask while one is on its way is a no-op
+    assert.equal(s.client.loadingEarlier, true);
+    await until(s.client, () => !s.client.loadingEarlier, "the first earlier page");
+    assert.equal(s.client.log.size, HEAD_PAGE + EARLIER_PAGE);
+    s.client.loadEarlier();
+    await until(s.client, () => !s.client.loadingEarlier, "the last earlier page");
+    assert.equal(s.client.hasEarlier, false);
+    const seqs = s.client.log.records().map((r) => r.seq);
+    assert.deepEqual(seqs, Array.from({ length: total }, (_, i) => i + 1));
+    // Live records still follow, once each.
+    s.host.append("scratchpad", { text: "live" });
+    await until(s.client, () => s.client.log.lastSeq === total + 1, "the live record");
+    assert.equal(s.client.log.size, total + 1);
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient` drops a stored log far behind the head and opens at the head page instead", async () => {
+  const stored: LaneRecord[] = [1, 2, 3].map((seq) => ({
+    kind: "record",
+    session: "default",
+    seq,
+    at: 1,
+    type: "scratchpad",
+    data: { text: `draft ${seq}` },
+  }));
+  const total = 3 + REOPEN_GAP + 10;
+  const s = await setup({}, (host, storage) => {
+    for (let i = 1; i <= total; i++) host.append("scratchpad", { text: `draft ${i}` });
+    storage.data.set("klbr:log:default", snapshotOf(stored));
+  });
+  try {
+    s.client.start();
+    await until(
+      s.client,
+      () => s.client.connection.replayed && s.client.log.lastSeq === total,
+      "the head page",
+    );
+    assert.equal(s.client.log.size, HEAD_PAGE);
+    // It keeps none of the records between its stored log and the head page.
+    assert.equal(s.client.log.firstSeq, total - HEAD_PAGE + 1);
+  } finally {
+    await s.cleanup();
   }
 });

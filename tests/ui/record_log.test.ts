@@ -114,3 +114,27 @@ Deno.test("`RecordLog.fromSnapshot()` drops single bad or foreign records and ke
   // The resume point is what the log holds, never a number the snapshot merely claims.
   assert.equal(log.lastSeq, 4);
 });
+
+Deno.test("`RecordLog` knows its oldest seq and forgets the oldest records past a bound", () => {
+  const log = new RecordLog("default");
+  assert.equal(log.firstSeq, 0);
+  assert.equal(log.hasEarlier, false);
+  for (const seq of [7, 5, 6, 8, 9]) {
+    log.add({ kind: "record", session: "default", seq, at: 0, type: "t", data: {} });
+  }
+  assert.equal(log.firstSeq, 5);
+  assert.equal(log.hasEarlier, true);
+  const before = log.revision;
+  log.trimOldest(3);
+  assert.deepEqual(log.records().map((r) => r.seq), [7, 8, 9]);
+  assert.equal(log.lastSeq, 9);
+  assert.ok(log.revision > before);
+  log.trimOldest(3);
+  assert.equal(log.size, 3);
+  // A forgotten record can be added again (a later "load earlier").
+  assert.equal(
+    log.add({ kind: "record", session: "default", seq: 6, at: 0, type: "t", data: {} }),
+    true,
+  );
+  assert.deepEqual(log.records().map((r) => r.seq), [6, 7, 8, 9]);
+});

@@ -1,26 +1,25 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource preact */
 /**
- * The page: a header, the connection banner, and the four lanes side by side (stacked on a
- * narrow screen), with the composer under the conversation and the operator panel beside the
- * runtime events.
+ * The page: a header, the connection banner, the conversation list, one conversation's
+ * timeline with the composer under it, and the side panels (operator, jobs, runtime events);
+ * on a narrow screen the list and the panels sit behind a menu.
  *
  * @module
  */
 
 import type { JSX } from "preact";
 import { useMemo, useState } from "preact/hooks";
-import { CellsLane } from "./cells_lane.tsx";
 import { Composer } from "./composer.tsx";
 import { ConnectionBanner } from "./connection_banner.tsx";
-import { ConversationLane, inputBadge, pendingBadge } from "./conversation_lane.tsx";
+import { inputBadge, pendingBadge } from "./conversation_lane.tsx";
+import { conversationLabel } from "./discord_names.ts";
 import { EventsLane } from "./events_lane.tsx";
 import { JobsPanel } from "./jobs_panel.tsx";
 import { deriveUnattended } from "./jobs_view.ts";
 import type { LaneClient } from "./lane_client.ts";
 import { deriveLanes } from "./lane_view.ts";
 import { OperatorPanel } from "./operator_panel.tsx";
-import { ScratchpadLane } from "./scratchpad_lane.tsx";
 import { StateBadge } from "./state_badge.tsx";
 import { SandboxBadge, TokenScreen } from "./token_screen.tsx";
 import { useClient } from "./use_client.ts";
@@ -31,6 +30,9 @@ import { deriveTurns, type TurnView } from "./turn_view.ts";
 import { sessionStates, waitReason } from "./session_states.ts";
 import { StateHeader, StateLines, WaitReasonContext } from "./state_line.tsx";
 import { ContextView } from "./context_view.tsx";
+import { Timeline } from "./timeline.tsx";
+import { ThemeButton } from "./theme.tsx";
+import { type ConversationEntry, deriveTimeline, LOCAL_CONVERSATION } from "./timeline_view.ts";
 
 /** Props of {@linkcode App}. */
 export interface AppProps {
@@ -63,6 +65,7 @@ export function App({ client, onToken }: AppProps): JSX.Element {
   const tone = troubleTone(client.health, turns);
   const notices = sessionStates(client.health, turns);
   const head = client.log.lastSeq;
+  const [menuOpen, setMenuOpen] = useState(false);
   return (
     <div class="app">
       <a
@@ -88,15 +91,16 @@ export function App({ client, onToken }: AppProps): JSX.Element {
         <span class="seq-line" title={`the newest record is number ${head} of the session's log`}>
           {head} {head === 1 ? "record" : "records"}
         </span>
-        <nav class="lane-nav" aria-label="Lanes">
-          <a href="#lane-conversation">Conversation</a>
-          <a href="#lane-scratchpad">Scratchpad</a>
-          <a href="#lane-cells">Cells</a>
-          <a href="#lane-events">Events</a>
-          <a href="#operator">Operator</a>
-          <a href="#jobs">Jobs</a>
-          <a href="#context">Memory</a>
-        </nav>
+        <ThemeButton />
+        <button
+          type="button"
+          class="menu-button"
+          aria-expanded={menuOpen ? "true" : "false"}
+          aria-controls="side-left side-right"
+          onClick={() => setMenuOpen(!menuOpen)}
+        >
+          {menuOpen ? "Close the menu" : "Menu"}
+        </button>
       </header>
       <ConnectionBanner
         connection={client.connection}
@@ -113,20 +117,26 @@ export function App({ client, onToken }: AppProps): JSX.Element {
         )
         : (
           <WaitReasonContext.Provider value={waitReason(notices)}>
-            <Lanes client={client} onToken={onToken} turns={turns} />
+            <Workspace
+              client={client}
+              onToken={onToken}
+              turns={turns}
+              menuOpen={menuOpen}
+              onPicked={() => setMenuOpen(false)}
+            />
           </WaitReasonContext.Provider>
         )}
     </div>
   );
 }
 
-/** The search box over the lanes, with how much it shows. */
+/** The search box over the timeline and the panels, with how much it shows. */
 function SearchBar(
   props: { query: string; onQuery: (query: string) => void; matched: number; total: number },
 ): JSX.Element {
   return (
     <form class="search-bar" role="search" onSubmit={(event) => event.preventDefault()}>
-      <label for="lane-search">Search the conversation, drafts, cells and events</label>
+      <label for="lane-search">Search messages, drafts, cells and events</label>
       <input
         id="lane-search"
         type="search"
@@ -150,19 +160,75 @@ function SearchBar(
   );
 }
 
-/** The four lanes, the composer, the operator panel and the jobs panel. */
-function Lanes({ client, onToken, turns }: AppProps & { turns: TurnView }): JSX.Element {
+/** The conversations the page holds, local first, each with its count of messages. */
+function ConversationList(
+  props: {
+    conversations: ConversationEntry[];
+    selected: string;
+    onSelect: (id: string) => void;
+  },
+): JSX.Element {
+  return (
+    <nav class="conversation-list panel" aria-labelledby="h-conversations">
+      <h2 id="h-conversations">Conversations</h2>
+      <ul>
+        {props.conversations.map((entry) => (
+          <li key={entry.id}>
+            <button
+              type="button"
+              class="conversation-pick"
+              aria-current={entry.id === props.selected ? "true" : undefined}
+              title={entry.id}
+              onClick={() => props.onSelect(entry.id)}
+            >
+              <span class="conversation-name">{conversationLabel(entry.id)}</span>
+              <span class="conversation-count">
+                {entry.messages} {entry.messages === 1 ? "message" : "messages"}
+              </span>
+            </button>
+          </li>
+        ))}
+      </ul>
+    </nav>
+  );
+}
+
+/**
+ * The conversation list, one conversation's timeline with the composer, and the side panels
+ * (operator, jobs, runtime events). On a narrow screen the list and the panels sit behind
+ * the menu.
+ */
+function Workspace(
+  { client, onToken, turns, menuOpen, onPicked }: AppProps & {
+    turns: TurnView;
+    menuOpen: boolean;
+    /** Called once a conversation is picked (the menu closes on a phone). */
+    onPicked: () => void;
+  },
+): JSX.Element {
   const revision = client.log.revision;
-  const view = useMemo(() => deriveLanes(client.log.records()), [revision]);
+  const records = client.log.records();
+  const view = useMemo(() => deriveLanes(records), [revision]);
   const [query, setQuery] = useState("");
+  const [selected, setSelected] = useState(LOCAL_CONVERSATION);
   const found = useMemo(() => searchLanes(view, query), [view, query]);
-  const key = `${revision}:${client.outbox.list().length}:${query}`;
+  const timeline = useMemo(
+    () =>
+      deriveTimeline(records, {
+        ...view,
+        conversation: found.conversation,
+        scratchpad: found.scratchpad,
+        cells: found.cells,
+      }, turns),
+    [found, turns],
+  );
+  const key = `${revision}:${client.outbox.list().length}:${query}:${selected}`;
   const liveCells = [...client.live.cells.values()].reduce(
     (n, out) => n + out.stdout.length + out.stderr.length,
     0,
   );
   const liveTokens = [...client.live.tokens.values()].reduce((n, text) => n + text.length, 0);
-  const unattended = useMemo(() => deriveUnattended(client.log.records()), [revision]);
+  const unattended = useMemo(() => deriveUnattended(records), [revision]);
   const statusOf = (clientMsgId: string): string => {
     const pending = client.outbox.list().find((item) => item.clientMsgId === clientMsgId);
     if (pending !== undefined) return pendingBadge(pending).label;
@@ -172,52 +238,74 @@ function Lanes({ client, onToken, turns }: AppProps & { turns: TurnView }): JSX.
     if (item === undefined) return "acknowledged";
     return `acknowledged as ${item.inputId} · ${inputBadge(item).label}`;
   };
+  const operator = client.connection.role === "operator";
   return (
-    <>
-      <SearchBar query={query} onQuery={setQuery} matched={found.matched} total={found.total} />
-      <main class="lanes">
-        <ConversationLane
-          items={found.conversation}
-          turns={turns}
-          contentKey={key}
-          filtered={query.trim() !== ""}
+    <div class={`workspace${menuOpen ? " menu-open" : ""}`}>
+      <div class="side side-left" id="side-left">
+        <ConversationList
+          conversations={timeline.conversations}
+          selected={selected}
+          onSelect={(id) => {
+            setSelected(id);
+            onPicked();
+          }}
+        />
+      </div>
+      <main class="main-column">
+        <SearchBar query={query} onQuery={setQuery} matched={found.matched} total={found.total} />
+        <Timeline
+          key={selected}
+          conversation={selected}
+          rows={timeline.rows.get(selected) ?? []}
+          context={{
+            turns,
+            liveTokens: client.live.tokens,
+            liveCells: client.live.cells,
+            onCancel: operator
+              ? (cell) => client.operate({ kind: "op.cancel_cell", session: client.session, cell })
+              : undefined,
+          }}
           pending={client.outbox.list()}
           onRetry={(id) => client.retryInput(id)}
           onDiscard={(id) => client.discardInput(id)}
+          contentKey={`${key}:${liveTokens}:${liveCells}`}
+          earlier={{
+            has: client.hasEarlier,
+            loading: client.loadingEarlier,
+            capped: client.earlierCapped,
+          }}
+          onLoadEarlier={() => client.loadEarlier()}
+          filtered={query.trim() !== ""}
+          // State lines of the conversation (stopped, drained, …) go here.
+          lines={
+            <div class="timeline-lines" id="timeline-lines">
+              <StateLines client={client} notices={sessionStates(client.health, turns)} />
+            </div>
+          }
         >
-          <StateLines client={client} notices={sessionStates(client.health, turns)} />
+          {selected !== LOCAL_CONVERSATION && (
+            <p class="note composer-note">
+              Messages typed here go to {LOCAL_CONVERSATION}; the agent answers{" "}
+              {conversationLabel(selected)} from its own turns.
+            </p>
+          )}
           <Composer
             onSend={(text) => client.sendInput(text).clientMsgId}
             statusOf={statusOf}
-            online={client.connection.phase === "open" && client.connection.role === "operator"}
+            online={client.connection.phase === "open" && operator}
           />
-        </ConversationLane>
-        <div class="column column-work">
-          <ScratchpadLane
-            items={found.scratchpad}
-            live={client.live.tokens}
-            contentKey={`${key}:${liveTokens}`}
-          />
-          <CellsLane
-            cells={found.cells}
-            live={client.live.cells}
-            contentKey={`${key}:${liveCells}`}
-            onCancel={client.connection.role === "operator"
-              ? (cell) => client.operate({ kind: "op.cancel_cell", session: client.session, cell })
-              : undefined}
-          />
-        </div>
-        <div class="column column-side">
-          <OperatorPanel
-            client={client}
-            onToken={onToken}
-            fromRecords={{ skillsRevision: view.skillsRevision, activation: view.activation }}
-          />
-          <JobsPanel client={client} view={unattended} />
-          <ContextView client={client} />
-          <EventsLane events={found.events} notices={client.notices} contentKey={key} />
-        </div>
+        </Timeline>
       </main>
-    </>
+      <aside class="side side-right" id="side-right" aria-label="Side panels">
+        <OperatorPanel
+          client={client}
+          onToken={onToken}
+          fromRecords={{ skillsRevision: view.skillsRevision, activation: view.activation }}
+        />
+        <JobsPanel client={client} view={unattended} />
+        <ContextView client={client} />
+        <EventsLane events={found.events} notices={client.notices} contentKey={key} />
+      </aside>
+    </div>
   );
 }

@@ -1,34 +1,21 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource preact */
 /**
- * The cells lane: each Python cell with its code, stdout, stderr, value or error, outcome and
- * duration, the code highlighted; a running cell says so and for how long, and the operator
- * can cancel it; a spooled output opens whole in the viewer.
+ * A cell's card, as a turn's work shows it: its code, stdout, stderr, value or error, outcome
+ * and duration, the code highlighted; a running cell says so and for how long, and the
+ * operator can cancel it; a spooled output opens in the viewer.
  *
  * @module
  */
 
 import type { JSX } from "preact";
 import { useState } from "preact/hooks";
-import { type ArtifactTarget, ArtifactViewer } from "./artifact_viewer.tsx";
-import { FollowScroll } from "./follow_scroll.tsx";
+import type { ArtifactTarget } from "./artifact_viewer.tsx";
 import { CollapsibleText } from "./collapsible_text.tsx";
 import { duration, isoTime, spooledLabel, toMillis, when } from "./format.ts";
 import { shortId } from "./event_titles.ts";
 import type { CellItem, SpooledOutput } from "./cell_view.ts";
 import { type BadgeTone, StateBadge } from "./state_badge.tsx";
-import { useNow } from "./use_now.ts";
-
-/** Props of {@linkcode CellsLane}. */
-export interface CellsLaneProps {
-  cells: CellItem[];
-  /** Live output per cell id, lossy. */
-  live: ReadonlyMap<string, { stdout: string; stderr: string }>;
-  /** Changes when the lane's content does, so the lane can follow it. */
-  contentKey: string;
-  /** Cancels a running cell (`op.cancel_cell`); absent without the operator role. */
-  onCancel?: (cellId: string) => Promise<unknown>;
-}
 
 function outcomeTone(outcome: string | undefined): BadgeTone {
   if (outcome === "ok") return "ok";
@@ -69,7 +56,7 @@ function Output(
 }
 
 /** What one cell card needs besides the cell. */
-interface CellProps {
+export interface CellProps {
   cell: CellItem;
   live?: { stdout: string; stderr: string };
   now: number;
@@ -104,7 +91,8 @@ function CancelButton(
   );
 }
 
-function Cell({ cell, live, now, onOpen, onCancel }: CellProps): JSX.Element {
+/** One cell's card: code, live output, outcome and result, and Cancel while it runs. */
+export function Cell({ cell, live, now, onOpen, onCancel }: CellProps): JSX.Element {
   const open = (name: string) => (spooled: SpooledOutput) =>
     onOpen({ id: spooled.id, bytes: spooled.bytes, label: `${name} of ${shortId(cell.cellId)}` });
   let badge: JSX.Element;
@@ -118,7 +106,7 @@ function Cell({ cell, live, now, onOpen, onCancel }: CellProps): JSX.Element {
   return (
     <li class={`cell cell-${cell.state}`} data-seq={cell.seq} data-cell-id={cell.cellId}>
       <div class="meta">
-        <span class="who" title={cell.cellId}>{shortId(cell.cellId)}</span>
+        <span class="who" title={cell.cellId}>cell</span>
         <time dateTime={isoTime(cell.at)}>{when(cell.at)}</time>
         {badge}
         {cell.durationMs !== undefined && <span class="duration">{duration(cell.durationMs)}</span>}
@@ -126,7 +114,7 @@ function Cell({ cell, live, now, onOpen, onCancel }: CellProps): JSX.Element {
           <CancelButton cellId={cell.cellId} onCancel={onCancel} />
         )}
       </div>
-      <CollapsibleText text={cell.code} label="code" class="code" language="python" />
+      <CollapsibleText text={cell.code} label="code" class="code" language="python" copy />
       {cell.state === "running" && live !== undefined && (
         <div class="live-output" aria-label="live output">
           <Output name="stdout (live)" text={live.stdout} />
@@ -163,40 +151,5 @@ function Cell({ cell, live, now, onOpen, onCancel }: CellProps): JSX.Element {
         </div>
       )}
     </li>
-  );
-}
-
-/** The cells lane. */
-export function CellsLane(props: CellsLaneProps): JSX.Element {
-  const running = props.cells.some((cell) => cell.state === "running");
-  const now = useNow(1000, running);
-  const [viewing, setViewing] = useState<ArtifactTarget | undefined>(undefined);
-  return (
-    <section class="lane lane-cells" id="lane-cells" aria-labelledby="h-cells">
-      <h2 id="h-cells">Cells</h2>
-      <FollowScroll contentKey={props.contentKey} what="cells">
-        {props.cells.length === 0 && (
-          <p class="empty">No cells yet. Python the agent runs appears here.</p>
-        )}
-        <ol class="items" aria-label="Cells">
-          {props.cells.map((cell) => (
-            <Cell
-              key={cell.seq}
-              cell={cell}
-              live={props.live.get(cell.cellId)}
-              now={now}
-              onOpen={setViewing}
-              onCancel={props.onCancel}
-            />
-          ))}
-        </ol>
-      </FollowScroll>
-      {viewing !== undefined && (
-        <ArtifactViewer
-          target={viewing}
-          onClose={() => setViewing(undefined)}
-        />
-      )}
-    </section>
   );
 }

@@ -9,6 +9,7 @@
 import type { JSX } from "preact";
 import { useState } from "preact/hooks";
 import { highlight } from "./highlight.ts";
+import { CopyButton } from "./copy_button.tsx";
 
 /** Props of {@linkcode CollapsibleText}. */
 export interface CollapsibleTextProps {
@@ -23,6 +24,8 @@ export interface CollapsibleTextProps {
   class?: string;
   /** Highlights the text as this language (`python`, `json`, `bash`, …). */
   language?: string;
+  /** Offers a Copy button for the whole text. */
+  copy?: boolean;
 }
 
 /** Shows `text` in a `<pre>`, collapsed past `lines` lines or `chars` characters. */
@@ -53,6 +56,7 @@ export function CollapsibleText(props: CollapsibleTextProps): JSX.Element {
             }}
           />
         )}
+      {props.copy && text !== "" && <CopyButton text={text} what={label} />}
       {long && (
         <button
           type="button"

@@ -1,32 +1,22 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource preact */
 /**
- * The conversation lane: admitted inputs and explicit sends in `seq` order, each with its
- * state (a failing model inline under the message waiting on it, the model and tokens of the
- * turn that answered it), drafts a turn ended with and never sent, then this page's inputs
- * that have no record yet.
+ * The timeline's messages: an explicit send with its delivery state, and this page's inputs
+ * that have no record yet; the badges of inputs and sends in words.
  *
  * @module
  */
 
 import type { ComponentChildren, JSX } from "preact";
 import { isoTime, when } from "./format.ts";
+import { CopyButton } from "./copy_button.tsx";
 import type { PendingInput } from "./input_outbox.ts";
 import { shortId } from "./event_titles.ts";
-import {
-  type ConversationItem,
-  dispositionLabel,
-  type InputItem,
-  type SendItem,
-} from "./lane_view.ts";
+import { dispositionLabel, type InputItem, type SendItem } from "./lane_view.ts";
 import { renderMarkdown } from "./markdown.ts";
 import { conversationLabel } from "./discord_names.ts";
 import { sendLabel } from "./outbox_view.ts";
 import { type BadgeTone, StateBadge } from "./state_badge.tsx";
-import { FollowScroll } from "./follow_scroll.tsx";
-import { DraftRow, TroubleLine, TurnLine } from "./turn_rows.tsx";
-import type { TurnView, UnsentDraft } from "./turn_view.ts";
-import { WaitReason } from "./state_line.tsx";
 
 /** The badge of an admitted input. */
 export function inputBadge(item: InputItem): { tone: BadgeTone; label: string } {
@@ -67,7 +57,8 @@ function sendBadge(item: SendItem): { tone: BadgeTone; label: string } {
   return { tone: sendTone(item.state), label: sendLabel(item.state, item.delivery) };
 }
 
-function Meta(props: { children: ComponentChildren; at: number }): JSX.Element {
+/** A message's meta line: who, where, and when. */
+export function Meta(props: { children: ComponentChildren; at: number }): JSX.Element {
   return (
     <div class="meta">
       {props.children}
@@ -76,43 +67,15 @@ function Meta(props: { children: ComponentChildren; at: number }): JSX.Element {
   );
 }
 
-function frameTitle(item: InputItem): string {
+/** The ids of an input and the frame that took it up, shown on hover only. */
+export function frameTitle(item: InputItem): string {
   const d = item.disposition;
   const frame = d.state === "consumed" || d.state === "returned" ? ` · frame ${d.frameId}` : "";
   return `input ${item.inputId}${frame}`;
 }
 
-function InputRow({ item, turns }: { item: InputItem; turns: TurnView }): JSX.Element {
-  const badge = inputBadge(item);
-  const discord = item.sourceKind === "discord";
-  const trouble = turns.trouble.get(item.inputId);
-  const frameId = turns.turnOfInput.get(item.inputId);
-  const turn = frameId === undefined ? undefined : turns.turns.get(frameId);
-  // A turn's line goes under the last message it took up.
-  const showTurn = turn !== undefined && turn.replies > 0 &&
-    turn.inputIds.at(-1) === item.inputId;
-  return (
-    <li
-      class={`msg msg-input${discord ? " msg-discord" : ""}`}
-      data-seq={item.seq}
-      data-input-id={item.inputId}
-    >
-      <Meta at={item.at}>
-        <span class="who" title={item.author}>{item.authorName}</span>
-        <span class="where" title={item.conversation}>
-          {discord ? "on Discord" : item.sourceKind} · {conversationLabel(item.conversation)}
-        </span>
-      </Meta>
-      <div class="body plain">{item.text}</div>
-      <StateBadge tone={badge.tone} label={badge.label} title={frameTitle(item)} />
-      {item.disposition.state === "pending" && <WaitReason />}
-      {trouble !== undefined && <TroubleLine trouble={trouble} />}
-      {showTurn && <TurnLine turn={turn} />}
-    </li>
-  );
-}
-
-function SendRow({ item }: { item: SendItem }): JSX.Element {
+/** One send of the agent, with its delivery state (and a Discord send's steps). */
+export function SendRow({ item }: { item: SendItem }): JSX.Element {
   const badge = sendBadge(item);
   const delivery = item.delivery;
   return (
@@ -133,6 +96,7 @@ function SendRow({ item }: { item: SendItem }): JSX.Element {
         dangerouslySetInnerHTML={{ __html: renderMarkdown(item.text) }}
       />
       <StateBadge tone={badge.tone} label={badge.label} title={item.sendId} />
+      <CopyButton text={item.text} what="the message" />
       {delivery !== undefined && (
         <>
           {item.state === "unknown" && delivery.error !== undefined && (
@@ -154,100 +118,49 @@ function SendRow({ item }: { item: SendItem }): JSX.Element {
   );
 }
 
-/** Props of {@linkcode ConversationLane}. */
-export interface ConversationLaneProps {
-  items: ConversationItem[];
-  pending: readonly PendingInput[];
+/** Props of {@linkcode PendingRow}. */
+export interface PendingRowProps {
+  item: PendingInput;
   onRetry: (clientMsgId: string) => void;
   onDiscard: (clientMsgId: string) => void;
-  /** What the turns did: model trouble, usage and unsent drafts. */
-  turns: TurnView;
-  /** Changes when the lane's content does, so the lane can follow it. */
-  contentKey: string;
-  /** Set while a search hides part of the lane. */
-  filtered?: boolean;
-  children?: ComponentChildren;
 }
 
-type Row = { kind: "item"; item: ConversationItem } | { kind: "draft"; draft: UnsentDraft };
-
-/** The lane's rows in `seq` order: messages, sends and the drafts turns did not send. */
-function rows(items: ConversationItem[], turns: TurnView): Row[] {
-  const shown = new Set(items.map((item) => item.lane === "input" ? item.inputId : ""));
-  const all: Row[] = items.map((item) => ({ kind: "item", item }));
-  for (const [inputId, draft] of turns.drafts) {
-    if (shown.has(inputId)) all.push({ kind: "draft", draft });
-  }
-  const seqOf = (row: Row) => row.kind === "item" ? row.item.seq : row.draft.seq;
-  return all.sort((a, b) => seqOf(a) - seqOf(b));
-}
-
-/** The conversation lane, with the composer as its child. */
-export function ConversationLane(props: ConversationLaneProps): JSX.Element {
+/** One of this page's inputs that has no record yet, with Retry and Discard once refused. */
+export function PendingRow({ item, ...props }: PendingRowProps): JSX.Element {
+  const badge = pendingBadge(item);
   return (
-    <section class="lane lane-conversation" id="lane-conversation" aria-labelledby="h-conversation">
-      <h2 id="h-conversation">Conversation</h2>
-      <FollowScroll contentKey={props.contentKey} what="messages">
-        {props.items.length === 0 && props.pending.length === 0 && (
-          <p class="empty">
-            {props.filtered
-              ? "No message matches the search."
-              : "No messages yet. Inputs and the agent's sends appear here."}
-          </p>
-        )}
-        <ol class="items" aria-label="Messages">
-          {rows(props.items, props.turns).map((row) =>
-            row.kind === "draft"
-              ? <DraftRow key={`draft-${row.draft.seq}`} draft={row.draft} />
-              : row.item.lane === "input"
-              ? <InputRow key={row.item.seq} item={row.item} turns={props.turns} />
-              : <SendRow key={row.item.seq} item={row.item} />
-          )}
-          {props.pending.map((item) => {
-            const badge = pendingBadge(item);
-            return (
-              <li
-                key={item.clientMsgId}
-                class="msg msg-input msg-unrecorded"
-                data-client-msg-id={item.clientMsgId}
-              >
-                <Meta at={item.createdAt}>
-                  <span class="who">you</span>
-                  <span class="where">{item.conversation}</span>
-                </Meta>
-                <div class="body plain">{item.text}</div>
-                <StateBadge
-                  tone={badge.tone}
-                  label={badge.label}
-                  title={item.inputId ?? item.clientMsgId}
-                />
-                {item.status === "failed" && (
-                  <div class="row-actions">
-                    <span class="error-text">{item.error?.message}</span>
-                    <button
-                      type="button"
-                      onClick={() => props.onRetry(item.clientMsgId)}
-                    >
-                      Retry
-                    </button>
-                    <button
-                      type="button"
-                      onClick={() =>
-                        props.onDiscard(item.clientMsgId)}
-                    >
-                      Discard
-                    </button>
-                  </div>
-                )}
-                {item.inputId !== undefined && (
-                  <span class="sr-only">input id {shortId(item.inputId)}</span>
-                )}
-              </li>
-            );
-          })}
-        </ol>
-      </FollowScroll>
-      {props.children}
-    </section>
+    <li
+      class="msg msg-input msg-unrecorded"
+      data-client-msg-id={item.clientMsgId}
+    >
+      <Meta at={item.createdAt}>
+        <span class="who">you</span>
+        <span class="where">{item.conversation}</span>
+      </Meta>
+      <div class="body plain">{item.text}</div>
+      <StateBadge
+        tone={badge.tone}
+        label={badge.label}
+        title={item.inputId ?? item.clientMsgId}
+      />
+      {item.status === "failed" && (
+        <div class="row-actions">
+          <span class="error-text">{item.error?.message}</span>
+          <button
+            type="button"
+            onClick={() => props.onRetry(item.clientMsgId)}
+          >
+            Retry
+          </button>
+          <button
+            type="button"
+            onClick={() => props.onDiscard(item.clientMsgId)}
+          >
+            Discard
+          </button>
+        </div>
+      )}
+      {item.inputId !== undefined && <span class="sr-only">input id {shortId(item.inputId)}</span>}
+    </li>
   );
 }

@@ -8,6 +8,7 @@
  */
 
 import type { JSX } from "preact";
+import { useState } from "preact/hooks";
 import { FollowScroll } from "./follow_scroll.tsx";
 import { isoTime, when } from "./format.ts";
 import type { EventItem } from "./lane_view.ts";
@@ -25,9 +26,19 @@ export interface EventsLaneProps {
 
 /** The runtime-events lane. */
 export function EventsLane(props: EventsLaneProps): JSX.Element {
+  // One button shows every record's data: the toggles themselves stay out of the tab order.
+  const [data, setData] = useState(false);
   return (
     <section class="lane lane-events" id="lane-events" aria-labelledby="h-events">
       <h2 id="h-events">Runtime events</h2>
+      <button
+        type="button"
+        class="link-button events-data"
+        aria-pressed={data ? "true" : "false"}
+        onClick={() => setData(!data)}
+      >
+        {data ? "Hide each record's data" : "Show each record's data"}
+      </button>
       <FollowScroll contentKey={props.contentKey} what="events">
         {props.notices.length > 0 && (
           <ul class="notices" aria-label="Refusals from the daemon">
@@ -59,8 +70,8 @@ export function EventsLane(props: EventsLaneProps): JSX.Element {
               </div>
               <p class="event-title">{event.title}</p>
               {event.detail !== "" && <p class="event-detail">{event.detail}</p>}
-              <details class="event-data">
-                <summary>
+              <details class="event-data" open={data}>
+                <summary tabIndex={-1}>
                   data<span class="sr-only">of {event.type} #{event.seq}</span>
                 </summary>
                 <pre class="text">{JSON.stringify(event.data, null, 2)}</pre>

@@ -9,7 +9,7 @@
  */
 
 import type { ComponentChildren, JSX } from "preact";
-import { useLayoutEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 
 /** How close to the bottom (px) still counts as "at the bottom". */
 const NEAR_BOTTOM_PX = 48;
@@ -21,6 +21,14 @@ export interface FollowScrollProps {
   /** What the lane holds, for the button's accessible name ("messages"). */
   what: string;
   children: ComponentChildren;
+  /** Called while the person scrolls within a screen of the top (to show earlier items). */
+  onNearTop?: () => void;
+  /** Called while the person scrolls within a screen of the bottom; `true` at the bottom. */
+  onNearBottom?: (atBottom: boolean) => void;
+  /** Called while the person scrolls away from the bottom (no longer following). */
+  onAway?: () => void;
+  /** Jumps to the newest item; also given the job of showing it (a windowed list). */
+  onJump?: () => void;
 }
 
 /** The scrolling area of a lane. */
@@ -32,22 +40,42 @@ export function FollowScroll(props: FollowScrollProps): JSX.Element {
 
   const atBottom = (el: HTMLElement) =>
     el.scrollHeight - el.scrollTop - el.clientHeight <= NEAR_BOTTOM_PX;
+  // A jump also shows the newest rows (a windowed list renders them after the jump).
+  const jumpPending = useRef(false);
   const jump = () => {
     const el = ref.current;
     if (el === null) return;
+    props.onJump?.();
+    jumpPending.current = true;
     el.scrollTop = el.scrollHeight;
     following.current = true;
     setNewBelow(false);
   };
+  // While following, every render (and every change of the content's size) keeps the newest
+  // item in view: content that grows after a render cannot leave the list short of its bottom.
+  useLayoutEffect(() => {
+    const el = ref.current;
+    if (el === null || !(following.current || jumpPending.current)) return;
+    jumpPending.current = false;
+    el.scrollTop = el.scrollHeight;
+  });
+  useEffect(() => {
+    const el = ref.current;
+    const content = el?.firstElementChild;
+    if (el === null || content === null || content === undefined) return;
+    const observer = new ResizeObserver(function stick() {
+      if (following.current) el.scrollTop = el.scrollHeight;
+    });
+    observer.observe(content);
+    return () => observer.disconnect();
+  }, []);
 
   useLayoutEffect(() => {
     const el = ref.current;
     if (el === null || lastKey.current === props.contentKey) return;
     const first = lastKey.current === undefined;
     lastKey.current = props.contentKey;
-    if (following.current) {
-      el.scrollTop = el.scrollHeight;
-    } else if (!first && el.scrollHeight > el.clientHeight) setNewBelow(true);
+    if (!following.current && !first && el.scrollHeight > el.clientHeight) setNewBelow(true);
   }, [props.contentKey]);
 
   return (
@@ -57,12 +85,18 @@ export function FollowScroll(props: FollowScrollProps): JSX.Element {
       // Keyboard users scroll the lane too (arrow keys once it has focus).
       tabIndex={0}
       onScroll={(event) => {
-        const near = atBottom(event.currentTarget);
+        const el = event.currentTarget;
+        const near = atBottom(el);
         following.current = near;
         if (near && newBelow) setNewBelow(false);
+        if (el.scrollTop < el.clientHeight) props.onNearTop?.();
+        if (!near) props.onAway?.();
+        if (el.scrollHeight - el.scrollTop - el.clientHeight < el.clientHeight) {
+          props.onNearBottom?.(near);
+        }
       }}
     >
-      {props.children}
+      <div class="follow-content">{props.children}</div>
       {newBelow && (
         <button type="button" class="new-below" onClick={jump}>
           <span aria-hidden="true">↓</span> New {props.what} below

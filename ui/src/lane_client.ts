@@ -20,6 +20,18 @@ import {
 } from "./operator_requests.ts";
 import { isLaneRecord, loadRecordLog, type RecordLog, saveRecordLog } from "./record_log.ts";
 
+/** How many of the newest records a page opening a session asks for. */
+export const HEAD_PAGE = 300;
+/** How many records one "load earlier" asks for. */
+export const EARLIER_PAGE = 300;
+/** The most records the page keeps; past it the oldest are forgotten (and can be paged in). */
+export const MAX_HELD = 20_000;
+/**
+ * A stored log further than this behind the daemon's head is dropped at `welcome`, and the
+ * page opens at the head instead of catching up on every record in between.
+ */
+export const REOPEN_GAP = 5_000;
+
 /** Whether the operator token was accepted at the last `hello`. */
 export type TokenStatus = "none" | "unverified" | "accepted" | "rejected";
 
@@ -107,6 +119,8 @@ export class LaneClient {
   #notifyTimer: ReturnType<typeof setTimeout> | undefined;
   #persistTimer: ReturnType<typeof setTimeout> | undefined;
   #version = 0;
+  /** The request id of the `page` the page waits for, if any. */
+  #earlierRequest: string | undefined;
 
   /** Loads what `storage` kept for the session; connects only on {@linkcode start}. */
   constructor(options: LaneClientOptions) {
@@ -121,7 +135,10 @@ export class LaneClient {
       hello: () => ({
         kind: "hello",
         session: this.session,
-        since: this.log.lastSeq,
+        // An empty log opens at the head with the newest page; a kept one resumes after it.
+        ...(this.log.size === 0
+          ? { since: "head" as const, page: HEAD_PAGE }
+          : { since: this.log.lastSeq }),
         client: options.clientId,
         // Records come in batches (`records`), several to a message: a long catch-up is fast.
         batch: true,
@@ -212,6 +229,39 @@ export class LaneClient {
     return () => this.#listeners.delete(listener);
   }
 
+  /** Whether the session has records older than those the page holds. */
+  get hasEarlier(): boolean {
+    return this.log.hasEarlier;
+  }
+
+  /** Whether a "load earlier" is on its way. */
+  get loadingEarlier(): boolean {
+    return this.#earlierRequest !== undefined;
+  }
+
+  /** Whether the page holds as many records as it keeps, so it asks for no earlier ones. */
+  get earlierCapped(): boolean {
+    return this.log.size + EARLIER_PAGE > MAX_HELD;
+  }
+
+  /**
+   * Asks for the page of records before the oldest one held; a no-op while one is on its way,
+   * when there is none, when the page holds {@linkcode MAX_HELD} records, or when offline.
+   */
+  loadEarlier(): void {
+    if (this.#earlierRequest !== undefined || !this.log.hasEarlier || this.earlierCapped) return;
+    const request = `pg-${crypto.randomUUID()}`;
+    const sent = this.#socket.open && this.#socket.send({
+      kind: "page",
+      request,
+      before: this.log.firstSeq,
+      limit: EARLIER_PAGE,
+    });
+    if (!sent) return;
+    this.#earlierRequest = request;
+    this.#changed();
+  }
+
   /** Opens the socket. */
   start(): void {
     this.#socket.start();
@@ -295,6 +345,12 @@ export class LaneClient {
       this.persistNow();
       return false;
     }
+    if (this.log.size > 0 && message.head - this.log.lastSeq > REOPEN_GAP) {
+      // Far behind: open at the head rather than catch up on every record in between.
+      this.log.clear();
+      this.persistNow();
+      return false;
+    }
     if (message.role === "operator") this.#tokenStatus = "accepted";
     this.#authError = undefined;
     this.#o.onWelcome?.();
@@ -316,6 +372,14 @@ export class LaneClient {
         for (const record of message.records) added = this.#apply(record) || added;
         if (added) this.#recordsChanged();
         return;
+      }
+      case "page": {
+        if (message.request !== this.#earlierRequest) return;
+        this.#earlierRequest = undefined;
+        if (message.session === this.session && Array.isArray(message.records)) {
+          for (const record of message.records) this.#apply(record);
+        }
+        return this.#recordsChanged();
       }
       case "ack":
         if (this.outbox.ack(message.request, message)) this.#changed();
@@ -348,6 +412,7 @@ export class LaneClient {
   }
 
   #recordsChanged(): void {
+    this.log.trimOldest(MAX_HELD);
     this.#schedulePersist();
     this.#changed();
   }
@@ -382,6 +447,7 @@ export class LaneClient {
 
   #closed(code: number): void {
     this.live.clear();
+    this.#earlierRequest = undefined;
     this.#ops.rejectAll(
       "connection_lost",
       "cannot confirm the command: the connection dropped before the answer (it may have run)",

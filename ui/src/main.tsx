@@ -13,6 +13,7 @@ import { App } from "./app.tsx";
 import { askHealth, watchHealth } from "./health_watch.ts";
 import { LaneClient } from "./lane_client.ts";
 import { exchangeToken, legacyStoredToken, signOut, tokenFromHash } from "./page_auth.ts";
+import { applyTheme, storedTheme } from "./theme.tsx";
 
 const CLIENT_KEY = "klbr:client";
 
@@ -31,6 +32,7 @@ function clientId(): string {
 }
 
 async function start(): Promise<void> {
+  applyTheme(storedTheme());
   const params = new URLSearchParams(location.search);
   const client = new LaneClient({
     url: `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v2`,

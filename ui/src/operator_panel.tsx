@@ -48,6 +48,15 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
   const [result, setResult] = useState<{ ok: boolean; text: string } | undefined>(undefined);
   const [busy, setBusy] = useState<string | undefined>(undefined);
   const [confirming, setConfirming] = useState<Command | undefined>(undefined);
+  useEffect(() => {
+    if (confirming === undefined) return;
+    // Escape is Cancel, wherever the focus is.
+    const onKey = (event: KeyboardEvent) => {
+      if (event.key === "Escape") setConfirming(undefined);
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, [confirming]);
   const [release, setRelease] = useState("");
   const operator = client.connection.role === "operator" && client.connection.phase === "open";
 

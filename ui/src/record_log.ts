@@ -53,6 +53,29 @@ export class RecordLog {
     return this.#lastSeq;
   }
 
+  /** The lowest `seq` kept; 0 when empty. A "load earlier" asks for the records before it. */
+  get firstSeq(): number {
+    return this.records()[0]?.seq ?? 0;
+  }
+
+  /** Whether the session has records older than the oldest one kept. */
+  get hasEarlier(): boolean {
+    return this.firstSeq > 1;
+  }
+
+  /**
+   * Forgets the oldest records until at most `max` are kept, so a page open for long keeps a
+   * bounded log; a "load earlier" can fetch them again.
+   */
+  trimOldest(max: number): void {
+    if (this.#bySeq.size <= max) return;
+    const sorted = this.records();
+    const drop = sorted.length - max;
+    for (const record of sorted.slice(0, drop)) this.#bySeq.delete(record.seq);
+    this.#sorted = sorted.slice(drop);
+    this.#revision++;
+  }
+
   /** Grows whenever the kept set changes; views memoise on it. */
   get revision(): number {
     return this.#revision;

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import { LaneConnection, type LaneHost, recordBatches } from "../../../runtime/lanes/mod.ts";
 import type { LaneRecord, LaneSignal, Logger, ServerMessage } from "../../../runtime/core/mod.ts";
 import { AUTH, TOKEN } from "./_native_auth.ts";
@@ -189,4 +190,123 @@ Deno.test("`recordBatches()` keeps each batch under its bound, a larger record a
   }
   assert.deepEqual(batches.flatMap((b) => b.records), records);
   assert.ok(batches.some((b) => b.records.length === 1 && b.records[0].seq === 21));
+});
+
+/** The seqs of every `record` and `records` message, in the order sent. */
+function sentSeqs(sent: ServerMessage[]): number[] {
+  return sent.flatMap((m) =>
+    m.kind === "record" ? [m.seq] : m.kind === "records" ? m.records.map((r) => r.seq) : []
+  );
+}
+
+Deno.test("`LaneConnection` opens at the head with `page`: the newest records, `replayed`, then live ones once", async () => {
+  const host = hostWith(10);
+  const sent: ServerMessage[] = [];
+  const connection = new LaneConnection(host, {
+    auth: AUTH,
+    send: (m) => sent.push(m),
+    close: () => {},
+  });
+  await connection.receive(
+    JSON.stringify({ kind: "hello", since: "head", page: 3, batch: true, token: TOKEN }),
+  );
+  assert.equal(sent[0].kind, "welcome");
+  assert.deepEqual(sentSeqs(sent), [8, 9, 10]);
+  assert.deepEqual(sent.at(-1), { kind: "replayed", session: "default", head: 10 });
+  host.log.push({ kind: "record", session: "default", seq: 11, at: 0, type: "test", data: {} });
+  for (const listener of host.listeners) listener({ kind: "wake" });
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(sentSeqs(sent), [8, 9, 10, 11]);
+});
+
+Deno.test('`LaneConnection` refuses `page` without since "head", and a page larger than the log is the whole log', async () => {
+  const sent: ServerMessage[] = [];
+  const refused = new LaneConnection(hostWith(4), {
+    auth: AUTH,
+    send: (m) => sent.push(m),
+    close: () => {},
+  });
+  await refused.receive(JSON.stringify({ kind: "hello", since: 2, page: 3, token: TOKEN }));
+  assert.equal(sent[0].kind, "error");
+  assert.equal((sent[0] as { code: string }).code, "invalid_input");
+  assert.match((sent[0] as { message: string }).message, /page needs since "head" \(got since 2\)/);
+  assert.equal(refused.greeted, false);
+  const all: ServerMessage[] = [];
+  const whole = new LaneConnection(hostWith(4), {
+    auth: AUTH,
+    send: (m) => all.push(m),
+    close: () => {},
+  });
+  await whole.receive(JSON.stringify({ kind: "hello", since: "head", page: 50, token: TOKEN }));
+  assert.deepEqual(sentSeqs(all), [1, 2, 3, 4]);
+});
+
+Deno.test("`LaneConnection` answers `page` with the newest records before `before`, leaving the live cursor alone", async () => {
+  const host = hostWith(10);
+  const sent: ServerMessage[] = [];
+  const connection = new LaneConnection(host, {
+    auth: AUTH,
+    send: (m) => sent.push(m),
+    close: () => {},
+  });
+  await connection.receiveAll([
+    JSON.stringify({ kind: "hello", since: "head", page: 2, token: TOKEN }),
+    JSON.stringify({ kind: "page", request: "p1", before: 9, limit: 3 }),
+    JSON.stringify({ kind: "page", request: "p2", before: 3, limit: 5 }),
+    JSON.stringify({ kind: "page", request: "p3", before: 1, limit: 5 }),
+  ]);
+  const pages = sent.filter((m) => m.kind === "page");
+  assert.deepEqual(
+    pages.map((p) => [p.request, p.before, p.records.map((r) => r.seq), p.more]),
+    [["p1", 9, [6, 7, 8], true], ["p2", 3, [1, 2], false], ["p3", 1, [], false]],
+  );
+  assert.equal(connection.cursor, 10);
+  assert.deepEqual(sentSeqs(sent), [9, 10]);
+});
+
+Deno.test("`LaneConnection` pages, for any log, head page and limits, cover the log once, newest first, within bounds", async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.nat({ max: 60 }),
+      fc.integer({ min: 1, max: 20 }),
+      fc.array(fc.integer({ min: 1, max: 20 }), { minLength: 1, maxLength: 80 }),
+      async (count, first, limits) => {
+        const host = hostWith(count);
+        const sent: ServerMessage[] = [];
+        const connection = new LaneConnection(host, {
+          auth: AUTH,
+          send: (m) => sent.push(m),
+          close: () => {},
+        });
+        await connection.receive(
+          JSON.stringify({ kind: "hello", since: "head", page: first, batch: true, token: TOKEN }),
+        );
+        let held = sentSeqs(sent);
+        assert.ok(held.length <= first);
+        assert.deepEqual(held, host.log.slice(Math.max(0, count - first)).map((r) => r.seq));
+        let more = held.length > 0 ? held[0] > 1 : false;
+        for (const [i, limit] of limits.entries()) {
+          if (!more) break;
+          const before = held[0];
+          sent.length = 0;
+          await connection.receive(
+            JSON.stringify({ kind: "page", request: `p${i}`, before, limit }),
+          );
+          const page = sent.find((m) => m.kind === "page");
+          assert.ok(page?.kind === "page");
+          const seqs = page.records.map((r) => r.seq);
+          assert.ok(seqs.length >= 1 && seqs.length <= limit);
+          assert.equal(seqs.at(-1), before - 1);
+          seqs.forEach((seq, j) => assert.equal(seq, seqs[0] + j));
+          assert.equal(page.more, seqs[0] > 1);
+          held = [...seqs, ...held];
+          more = page.more;
+        }
+        // Whatever was paged in is a gap-free run ending at the head, each seq once.
+        held.forEach((seq, j) => assert.equal(seq, count - held.length + 1 + j));
+        assert.equal(connection.cursor, count);
+      },
+    ),
+    { numRuns: 150 },
+  );
 });
