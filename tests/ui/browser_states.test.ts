@@ -60,14 +60,14 @@ Deno.test("after a drain the page says so with a Resume button; a message waits 
     const header = page.locator('header .state-header-item[data-state="drained"]');
     await header.waitFor({ timeout: SLOW });
     assert.match((await header.textContent()) ?? "", /drained\s*Resume/);
-    const line = page.locator('#lane-conversation .state-line[data-state="drained"]');
+    const line = page.locator('#timeline .state-line[data-state="drained"]');
     assert.match(
       (await line.textContent()) ?? "",
       /drained The operator drained the session: new messages are kept and wait\. Resume takes them up/,
     );
 
     await typeAndSend(page, "are you there");
-    const waiting = page.locator("#lane-conversation .msg-input .wait-reason");
+    const waiting = page.locator("#timeline .msg-input .wait-reason");
     await waiting.waitFor({ timeout: SLOW });
     assert.match((await waiting.textContent()) ?? "", /^waits: drained — Resume takes them up/);
     assert.deepEqual(await seriousViolations(page), []);

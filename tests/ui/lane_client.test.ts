@@ -364,7 +364,11 @@ Deno.test("`LaneClient` with the token becomes operator and runs operator comman
     await until(s.client, () => s.client.connection.role === "operator", "the operator role");
     assert.equal(s.client.tokenStatus, "accepted");
     const status = await s.client.operate({ kind: "op.status", session: "default" });
-    assert.deepEqual([status.epoch, status.active_release], [3, "rel_a1b2c3d4e5f6a7b8c9d0"]);
+    const sessions = status.sessions as Record<string, Record<string, unknown>>;
+    assert.deepEqual(
+      [sessions.default.behavior_epoch, sessions.default.active_release],
+      [3, "rel_a1b2c3d4e5f6a7b8c9d0"],
+    );
     const activated = await s.client.operate({
       kind: "op.activate",
       session: "default",
