@@ -33,7 +33,7 @@ import {
 import { type OperationSource, type OperatorMessage, runOperation } from "./_operations.ts";
 import { headSeq, recordsAfter, storedRecordsAfter } from "./_record_serving.ts";
 import { createSessionParts, type SessionDeps, type SessionParts } from "./_session_parts.ts";
-import { sessionRpcHandlers } from "./_session_rpc.ts";
+import { sessionRpcs } from "./_session_rpc.ts";
 
 /** Options for {@linkcode Coordinator}: what every session is built from, and the daemon's. */
 export interface CoordinatorOptions extends Omit<SessionDeps, "bus"> {
@@ -109,16 +109,12 @@ export class Coordinator implements LaneHost {
       artifactBytes: jobs.budget.artifactBytes,
     };
     const parts = createSessionParts(deps, session, (parts) =>
-      sessionRpcHandlers(
-        {
-          ...deps,
-          jobs,
-          activate: (releaseId, expectedEpoch, reason) =>
-            this.#activate(session, parts, { releaseId, expectedEpoch, reason }),
-        },
-        session,
-        parts,
-      ));
+      sessionRpcs({
+        ...deps,
+        jobs,
+        activate: (releaseId, expectedEpoch, reason) =>
+          this.#activate(session, parts, { releaseId, expectedEpoch, reason }),
+      }, { session, parts }));
     this.#sessions.set(session, parts);
     // Jobs left running are interrupted and timers that fell due while down fire, as inputs.
     jobs.startSession(session);

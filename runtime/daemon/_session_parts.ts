@@ -13,9 +13,9 @@ import type { Store } from "../../store/store.ts";
 import { DEFAULT_CELL_TIMEOUT_MS, type EventBus, type Logger } from "../core/mod.ts";
 import type { BehaviorState } from "../behavior/mod.ts";
 import {
+  type BoundRpc,
   KernelSupervisor,
   loadSkills,
-  type RpcHandler,
   type SkillChange,
   type SkillRoots,
 } from "../kernel/mod.ts";
@@ -123,7 +123,7 @@ export interface SessionParts {
 export function createSessionParts(
   deps: SessionDeps,
   session: string,
-  rpc: (parts: SessionParts) => Record<string, RpcHandler>,
+  rpc: (parts: SessionParts) => BoundRpc[],
 ): SessionParts {
   const parts = {
     behavior: { releaseId: deps.behavior.releaseId, path: deps.behavior.path },
@@ -196,6 +196,7 @@ function supervisorBase(deps: SessionDeps, session: string, parts: SessionParts)
     sandbox: deps.sandbox,
     stateDir: deps.stateDir,
     runPrograms: deps.runPrograms,
+    log: deps.log,
   };
 }
 
@@ -204,7 +205,7 @@ function workbenchSupervisor(
   deps: SessionDeps,
   session: string,
   parts: SessionParts,
-  rpc: Record<string, RpcHandler>,
+  rpc: BoundRpc[],
 ): KernelSupervisor {
   const records = { store: deps.store, bus: deps.bus, session };
   return new KernelSupervisor({

@@ -1,22 +1,25 @@
 /**
- * The host RPCs a cell of one session may call, beyond what the kernel serves itself
- * (`workspace.run`): `local.send`, `artifact.read`, `history.search` and `history.read`, the
- * `discord.*` effects, the `behavior.*` editing calls, the `hooks.*` calls, the `skills.write` and
- * `skills.delete` calls, the `code.*` tree-sitter calls, and the
- * `timers.*`, `jobs.*` and `llm` calls of unattended work.
+ * The host RPCs a cell of one session may call, bound to that session: every definition of
+ * {@linkcode hostRpcCatalog} but `workspace.run`, which the kernel binds itself. The catalog is
+ * also what `docs/protocol.md` lists (`deno task rpc:docs`).
  *
  * @module
  */
 
-import { Buffer } from "node:buffer";
-import { readArtifact } from "../../store/artifacts.ts";
-import { behaviorHandlers } from "../behavior/mod.ts";
-import { codeHandlers } from "../code/mod.ts";
-import { historyHandlers } from "../context/mod.ts";
-import { type DiscordEffects, discordHandlers } from "../discord/mod.ts";
-import type { Jobs } from "../jobs/mod.ts";
-import { type RpcHandler, skillHandlers } from "../kernel/mod.ts";
-import { localSend } from "../session/mod.ts";
+import { behaviorRpcs } from "../behavior/mod.ts";
+import { codeRpcs } from "../code/mod.ts";
+import { artifactReadRpc, historyRpcs } from "../context/mod.ts";
+import { type DiscordEffects, discordRpcs } from "../discord/mod.ts";
+import { type Jobs, unattendedRpcs } from "../jobs/mod.ts";
+import {
+  bindRpcs,
+  type BoundRpc,
+  type RpcDefinition,
+  skillRpcDeps,
+  skillRpcs,
+  workspaceRunRpc,
+} from "../kernel/mod.ts";
+import { localSendRpc } from "../session/mod.ts";
 import type { SessionDeps, SessionParts } from "./_session_parts.ts";
 
 /** What the session's RPCs need beyond the session's own parts. */
@@ -29,43 +32,50 @@ export interface SessionRpcDeps extends SessionDeps {
   jobs: Jobs;
 }
 
-/** The RPC handlers of one session's workbench. */
-export function sessionRpcHandlers(
+/**
+ * Every host RPC a worker can call, each declared once, in the order `docs/protocol.md` lists
+ * them.
+ *
+ * @example
+ * ```ts
+ * hostRpcCatalog().map((rpc) => rpc.name); // ["workspace.run", "local.send", …]
+ * ```
+ */
+export function hostRpcCatalog(): RpcDefinition<never>[] {
+  return [
+    workspaceRunRpc,
+    localSendRpc,
+    artifactReadRpc,
+    ...historyRpcs,
+    ...discordRpcs,
+    ...unattendedRpcs,
+    ...behaviorRpcs,
+    ...skillRpcs,
+    ...codeRpcs,
+  ] as RpcDefinition<never>[];
+}
+
+/** The host RPCs of one session's workbench, bound to the session (`workspace.run` aside). */
+export function sessionRpcs(
   deps: SessionRpcDeps,
-  session: string,
-  parts: SessionParts,
-): Record<string, RpcHandler> {
+  scope: { session: string; parts: SessionParts },
+): BoundRpc[] {
   const { store, bus } = deps;
-  return {
-    "local.send": (params, ctx) => {
-      // A local send is a durable publication: committed before the cell hears it succeeded.
-      const sent = localSend(store, session, parts.frame, params, ctx.cell);
-      bus.wake(session);
-      return Promise.resolve(sent);
-    },
-    "artifact.read": async (params) => {
-      const p = params as { id?: unknown; offset?: unknown; length?: unknown };
-      const { data, bytes } = await readArtifact(store.stateDir, String(p.id), {
-        offset: typeof p.offset === "number" ? p.offset : undefined,
-        length: typeof p.length === "number" ? p.length : undefined,
-      });
-      return { data_b64: Buffer.from(data).toString("base64"), bytes };
-    },
-    ...historyHandlers({ store, session }),
-    ...discordHandlers({
-      store,
+  const { session, parts } = scope;
+  const notify = () => bus.wake(session);
+  const frame = () => parts.frame;
+  return [
+    ...bindRpcs([localSendRpc], { store, session, frame, notify }),
+    ...bindRpcs([artifactReadRpc], { store }),
+    ...bindRpcs(historyRpcs, { store, session }),
+    ...bindRpcs(discordRpcs, { store, session, discord: deps.discord, frame, notify }),
+    ...deps.jobs.rpcs({
       session,
-      discord: deps.discord,
-      frame: () => parts.frame,
-      notify: () => bus.wake(session),
-    }),
-    ...deps.jobs.handlers({
-      session,
-      frame: () => parts.frame,
+      frame,
       release: () => parts.behavior.releaseId,
       workspace: deps.workspace,
     }),
-    ...behaviorHandlers({
+    ...bindRpcs(behaviorRpcs, {
       store,
       session,
       python: deps.python,
@@ -80,18 +90,21 @@ export function sessionRpcHandlers(
       },
     }),
     // A managed skill is offered from the next generation, started at the next boundary.
-    ...skillHandlers({
-      roots: deps.skillRoots,
-      changed: (change) => (parts.skillsChanged = change),
-      offeredFrom: "your next turn: the workbench restarts before it, so variables are lost",
-    }),
-    ...codeHandlers({
+    ...bindRpcs(
+      skillRpcs,
+      skillRpcDeps({
+        roots: deps.skillRoots,
+        changed: (change) => (parts.skillsChanged = change),
+        offeredFrom: "your next turn: the workbench restarts before it, so variables are lost",
+      }),
+    ),
+    ...bindRpcs(codeRpcs, {
       store,
       session,
       workspace: deps.workspace,
       deny: deps.stateDir === undefined ? [] : [deps.stateDir],
       readOnly: deps.protect,
-      notify: () => bus.wake(session),
+      notify,
     }),
-  };
+  ];
 }

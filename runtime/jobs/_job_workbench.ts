@@ -11,12 +11,12 @@ import { appendEvent } from "../../store/events.ts";
 import { type JobEnd, type JobRecord, setJobPid } from "../../store/jobs.ts";
 import { getRelease } from "../../store/releases.ts";
 import type { Store } from "../../store/store.ts";
-import { KlbrError } from "../core/mod.ts";
+import { KlbrError, type Logger } from "../core/mod.ts";
 import {
+  type BoundRpc,
   type CellResult,
   KernelSupervisor,
   roleLoadedBody,
-  type RpcHandler,
   type SkillRoots,
 } from "../kernel/mod.ts";
 import type { SandboxBase } from "../sandbox/mod.ts";
@@ -39,6 +39,8 @@ export interface JobWorkbenchDeps {
   runSlot: (signal: AbortSignal) => Promise<Release>;
   /** Wakes the job's session after a record was written. */
   notify?: () => void;
+  /** Where unexpected RPC failures of the job's workbench are logged. @default stderr */
+  log?: Logger;
   /** Confines the job's workbench and its `workspace.run` children. @default unconfined */
   sandbox?: SandboxBase;
   /** The state directory's real path: never part of the job's workspace. */
@@ -56,7 +58,7 @@ export interface JobWorkbenchDeps {
 export function jobKernel(
   deps: JobWorkbenchDeps,
   job: JobRecord,
-  rpc: Record<string, RpcHandler>,
+  rpc: BoundRpc[],
 ): KernelSupervisor {
   const release = getRelease(deps.store, job.releaseId);
   if (release === undefined) {
@@ -83,6 +85,7 @@ export function jobKernel(
       deps.notify?.();
     },
     rpc,
+    log: deps.log,
     runSlot: deps.runSlot,
     sandbox: deps.sandbox,
     stateDir: deps.stateDir,

@@ -16,7 +16,7 @@ export {
 } from "./_contract.ts";
 export { renderCellResult } from "./_cell_output.ts";
 export { type FencedCells, fencedCells } from "./_fence_cells.ts";
-export { localSend, type RunningFrame } from "./_local_send.ts";
+export { localSend, type LocalSendDeps, localSendRpc, type RunningFrame } from "./_local_send.ts";
 export { createModelTurn, type ModelTurnOptions } from "./_model_turn.ts";
 export { recoverSession, type RecoveryOptions } from "./_recovery.ts";
 export { SessionRuntime } from "./_session_runtime.ts";
