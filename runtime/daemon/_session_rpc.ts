@@ -1,7 +1,8 @@
 /**
- * The host RPCs a cell of one session may call, bound to that session: every definition of
- * {@linkcode hostRpcCatalog} but `workspace.run`, which the kernel binds itself. The catalog is
- * also what `docs/protocol.md` lists (`deno task rpc:docs`).
+ * The host RPCs a cell of one session may call, bound to that session, and the catalog of every
+ * host RPC: `workspace.run` (the kernel binds it to each process) and the groups below, each a
+ * domain's definitions with what they are bound to. The catalog is what `docs/protocol.md`
+ * lists (`deno task rpc:docs`); a session binds exactly the groups the catalog names.
  *
  * @module
  */
@@ -32,6 +33,79 @@ export interface SessionRpcDeps extends SessionDeps {
   jobs: Jobs;
 }
 
+/** The session a group is bound for. */
+interface SessionScope {
+  session: string;
+  parts: SessionParts;
+}
+
+/** A domain's definitions and how a session binds them. */
+interface SessionGroup {
+  rpcs: readonly RpcDefinition<never>[];
+  bind: (deps: SessionRpcDeps, scope: SessionScope) => BoundRpc[];
+}
+
+/** A group whose definitions are bound to what `depsOf` builds for the session. */
+function group<D>(
+  rpcs: RpcDefinition<D>[],
+  depsOf: (deps: SessionRpcDeps, scope: SessionScope) => D,
+): SessionGroup {
+  return { rpcs, bind: (deps, scope) => bindRpcs(rpcs, depsOf(deps, scope)) };
+}
+
+function lanes(deps: SessionRpcDeps, { session, parts }: SessionScope) {
+  return {
+    store: deps.store,
+    session,
+    frame: () => parts.frame,
+    notify: () => deps.bus.wake(session),
+  };
+}
+
+const SESSION_GROUPS: SessionGroup[] = [
+  group([localSendRpc], lanes),
+  group([artifactReadRpc], (deps) => ({ store: deps.store })),
+  group(historyRpcs, (deps, { session }) => ({ store: deps.store, session })),
+  group(discordRpcs, (deps, scope) => ({ ...lanes(deps, scope), discord: deps.discord })),
+  {
+    rpcs: unattendedRpcs,
+    bind: (deps, { session, parts }) =>
+      deps.jobs.rpcs({
+        session,
+        frame: () => parts.frame,
+        release: () => parts.behavior.releaseId,
+        workspace: deps.workspace,
+      }),
+  },
+  group(behaviorRpcs, (deps, { session, parts }) => ({
+    store: deps.store,
+    session,
+    python: deps.python,
+    repoRoot: deps.repoRoot,
+    workspace: deps.workspace,
+    sandbox: deps.sandbox,
+    activate: deps.activate,
+    // A cell sees the release its turn is pinned to (the active one outside a turn).
+    pinned: () => {
+      const pin = parts.pin ?? { frameId: null, ...parts.behavior };
+      return { releaseId: pin.releaseId, frameId: pin.frameId };
+    },
+  })),
+  // A managed skill is offered from the next generation, started at the next boundary.
+  group(skillRpcs, (deps, { parts }) =>
+    skillRpcDeps({
+      roots: deps.skillRoots,
+      changed: (change) => (parts.skillsChanged = change),
+      offeredFrom: "your next turn: the workbench restarts before it, so variables are lost",
+    })),
+  group(codeRpcs, (deps, scope) => ({
+    ...lanes(deps, scope),
+    workspace: deps.workspace,
+    deny: deps.stateDir === undefined ? [] : [deps.stateDir],
+    readOnly: deps.protect,
+  })),
+];
+
 /**
  * Every host RPC a worker can call, each declared once, in the order `docs/protocol.md` lists
  * them.
@@ -42,69 +116,10 @@ export interface SessionRpcDeps extends SessionDeps {
  * ```
  */
 export function hostRpcCatalog(): RpcDefinition<never>[] {
-  return [
-    workspaceRunRpc,
-    localSendRpc,
-    artifactReadRpc,
-    ...historyRpcs,
-    ...discordRpcs,
-    ...unattendedRpcs,
-    ...behaviorRpcs,
-    ...skillRpcs,
-    ...codeRpcs,
-  ] as RpcDefinition<never>[];
+  return [workspaceRunRpc as RpcDefinition<never>, ...SESSION_GROUPS.flatMap((g) => g.rpcs)];
 }
 
 /** The host RPCs of one session's workbench, bound to the session (`workspace.run` aside). */
-export function sessionRpcs(
-  deps: SessionRpcDeps,
-  scope: { session: string; parts: SessionParts },
-): BoundRpc[] {
-  const { store, bus } = deps;
-  const { session, parts } = scope;
-  const notify = () => bus.wake(session);
-  const frame = () => parts.frame;
-  return [
-    ...bindRpcs([localSendRpc], { store, session, frame, notify }),
-    ...bindRpcs([artifactReadRpc], { store }),
-    ...bindRpcs(historyRpcs, { store, session }),
-    ...bindRpcs(discordRpcs, { store, session, discord: deps.discord, frame, notify }),
-    ...deps.jobs.rpcs({
-      session,
-      frame,
-      release: () => parts.behavior.releaseId,
-      workspace: deps.workspace,
-    }),
-    ...bindRpcs(behaviorRpcs, {
-      store,
-      session,
-      python: deps.python,
-      repoRoot: deps.repoRoot,
-      workspace: deps.workspace,
-      sandbox: deps.sandbox,
-      activate: deps.activate,
-      // A cell sees the release its turn is pinned to (the active one outside a turn).
-      pinned: () => {
-        const pin = parts.pin ?? { frameId: null, ...parts.behavior };
-        return { releaseId: pin.releaseId, frameId: pin.frameId };
-      },
-    }),
-    // A managed skill is offered from the next generation, started at the next boundary.
-    ...bindRpcs(
-      skillRpcs,
-      skillRpcDeps({
-        roots: deps.skillRoots,
-        changed: (change) => (parts.skillsChanged = change),
-        offeredFrom: "your next turn: the workbench restarts before it, so variables are lost",
-      }),
-    ),
-    ...bindRpcs(codeRpcs, {
-      store,
-      session,
-      workspace: deps.workspace,
-      deny: deps.stateDir === undefined ? [] : [deps.stateDir],
-      readOnly: deps.protect,
-      notify,
-    }),
-  ];
+export function sessionRpcs(deps: SessionRpcDeps, scope: SessionScope): BoundRpc[] {
+  return SESSION_GROUPS.flatMap((g) => g.bind(deps, scope));
 }

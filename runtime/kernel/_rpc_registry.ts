@@ -92,7 +92,7 @@ export function bindRpcs<D>(definitions: readonly RpcDefinition<D>[], deps: D): 
  * Declares `definitions` in a process without binding them: every role of that process is
  * refused them (the dispatcher checks the role first), with the definition's `refusal`.
  *
- * @throws {KlbrError} `forbidden` if a definition allows one of `roles` (it needs binding).
+ * @throws {KlbrError} `invalid_config` if a definition allows one of `roles` (it needs binding).
  * @example
  * ```ts
  * const registry = new RpcRegistry([...declareRefused(speechRpcs, ["job"])]);
@@ -106,7 +106,7 @@ export function declareRefused(
     const allowed = roles.find((role) => definition.roles.includes(role));
     if (allowed !== undefined) {
       throw new KlbrError(
-        "forbidden",
+        "invalid_config",
         `cannot declare ${definition.name} unbound: role ${allowed} may call it (got ${allowed})`,
       );
     }
