@@ -1,6 +1,6 @@
 /**
  * Drafts on disk: `<state>/drafts/<id>/`, a writable copy of a release that never lives in
- * the workspace; and the parameter checks the editing RPCs share.
+ * the workspace.
  *
  * @module
  */
@@ -8,23 +8,10 @@
 import { join, normalize, relative, resolve } from "node:path";
 import { z } from "zod";
 import type { Store } from "../../store/store.ts";
-import { describeIssues, KlbrError } from "../core/mod.ts";
+import { KlbrError } from "../core/mod.ts";
 
 /** A draft id, `dr_…`. */
 export const DraftId = z.string().regex(/^dr_[0-9A-HJKMNP-TV-Z]{26}$/, "expected a draft id");
-
-/** Parses RPC params. @throws {KlbrError} `invalid_input` naming each bad field. */
-export function parseParams<T extends z.ZodType>(
-  schema: T,
-  params: unknown,
-  action: string,
-): z.output<T> {
-  const parsed = schema.safeParse(params);
-  if (!parsed.success) {
-    throw new KlbrError("invalid_input", `cannot ${action}: ${describeIssues(parsed.error)}`);
-  }
-  return parsed.data;
-}
 
 /** The directory of draft `id` (which may not exist). */
 export function draftDir(store: Store, id: string): string {

@@ -25,7 +25,7 @@ import { getRelease } from "../../store/releases.ts";
 import { requireSession } from "../../store/sessions.ts";
 import { publishRelease, snapshotTree } from "../../store/snapshot_hash.ts";
 import { HookName, KlbrError, newId } from "../core/mod.ts";
-import type { RpcHandler } from "../kernel/mod.ts";
+import { defineRpc, type RpcCall, type RpcDefinition } from "../kernel/mod.ts";
 import { runDraftChecks, type TestOutcome, type TrustedTestOptions } from "./_draft_test.ts";
 import {
   copyTree,
@@ -33,14 +33,13 @@ import {
   draftDir,
   draftFile,
   DraftId,
-  parseParams,
   requireDraft,
 } from "./_drafts.ts";
 import { hookFixtures } from "./_hook_contracts.ts";
-import { hookHandlers } from "./_hook_rpcs.ts";
+import { hookRpcs } from "./_hook_rpcs.ts";
 import { rollbackTarget } from "./_rollback.ts";
 
-/** Options for {@linkcode behaviorHandlers}. */
+/** What the `behavior.*` and `hooks.*` RPCs are bound to. */
 export interface BehaviorEditingOptions extends TrustedTestOptions {
   /** The one activation path (shared with the operator's `activate`). */
   activate: (releaseId: string, expectedEpoch: number, reason: string) => Promise<number>;
@@ -57,132 +56,218 @@ export type HookCheck = Omit<TestOutcome, "output" | "duration_ms">;
 const MAX_DRAFT_FILE_CHARS = 1 << 20;
 const DraftPath = z.object({ draft_id: DraftId, path: z.string().min(1).max(256) });
 
+const ROLES = ["workbench"] as const;
+const Epoch = z.int().nonnegative();
+const ReleaseId = z.string().regex(/^[0-9a-f]{64}$/, "expected a release id");
+const NoArgs = z.object({});
+const ByDraft = z.object({ draft_id: DraftId });
+const Checks = z.array(z.object({ hook: z.string(), ok: z.boolean() }));
+const Activated = z.strictObject({ epoch: Epoch, release_id: z.string() });
+
+/** `behavior.status`: the active release, its epoch and the last good release. */
+export const behaviorStatusRpc = defineRpc({
+  name: "behavior.status",
+  summary: "Names the active release, the behaviour epoch and the last good release.",
+  roles: ROLES,
+  args: NoArgs,
+  reply: z.strictObject({
+    release_id: z.string().nullable(),
+    epoch: Epoch,
+    last_good: z.string().nullable(),
+  }),
+  handler: (_p, { deps }: RpcCall<BehaviorEditingOptions>) => {
+    const row = requireSession(deps.store, deps.session);
+    return {
+      release_id: row.activeRelease,
+      epoch: row.behaviorEpoch,
+      last_good: row.lastGoodRelease,
+    };
+  },
+});
+
+/** `behavior.draft`: a writable copy of the active release under `<state>/drafts`. */
+export const behaviorDraftRpc = defineRpc({
+  name: "behavior.draft",
+  summary: "Copies the active release into a new draft under `<state>/drafts`.",
+  roles: ROLES,
+  args: NoArgs,
+  reply: z.strictObject({ draft_id: z.string(), base_release: z.string(), base_epoch: Epoch }),
+  handler: async (_p, { deps }: RpcCall<BehaviorEditingOptions>) => {
+    const row = requireSession(deps.store, deps.session);
+    const release = getRelease(deps.store, row.activeRelease!)!;
+    const id = newId("draft");
+    await copyTree(release.path, draftDir(deps.store, id));
+    return { draft_id: id, base_release: release.id, base_epoch: row.behaviorEpoch };
+  },
+});
+
+/** `behavior.files`: the paths of a draft's files. */
+export const behaviorFilesRpc = defineRpc({
+  name: "behavior.files",
+  summary: "Lists a draft's files.",
+  roles: ROLES,
+  action: "list draft files",
+  args: ByDraft,
+  reply: z.strictObject({ files: z.array(z.string()) }),
+  handler: async (p, { deps }: RpcCall<BehaviorEditingOptions>) => {
+    const dir = await requireDraft(deps.store, p.draft_id);
+    return { files: (await snapshotTree(dir)).files.map((f) => f.path) };
+  },
+});
+
+/** `behavior.read`: one file of a draft. */
+export const behaviorReadRpc = defineRpc({
+  name: "behavior.read",
+  summary: "Reads one file of a draft.",
+  roles: ROLES,
+  action: "read draft file",
+  args: DraftPath,
+  reply: z.strictObject({ text: z.string() }),
+  handler: async (p, { deps }: RpcCall<BehaviorEditingOptions>) => {
+    const file = draftFile(await requireDraft(deps.store, p.draft_id), p.path);
+    try {
+      return { text: await Deno.readTextFile(file) };
+    } catch (cause) {
+      if (cause instanceof Deno.errors.NotFound) {
+        throw new KlbrError(
+          "not_found",
+          `cannot read ${p.path}: no such file in draft ${p.draft_id}`,
+        );
+      }
+      throw cause;
+    }
+  },
+});
+
+/** `behavior.write`: writes one file of a draft (temp file, then rename). */
+export const behaviorWriteRpc = defineRpc({
+  name: "behavior.write",
+  summary: "Writes one file of a draft (a path inside the draft only).",
+  roles: ROLES,
+  action: "write draft file",
+  args: DraftPath.extend({ text: z.string().max(MAX_DRAFT_FILE_CHARS) }),
+  reply: z.strictObject({}),
+  handler: async (p, { deps }: RpcCall<BehaviorEditingOptions>) => {
+    const file = draftFile(await requireDraft(deps.store, p.draft_id), p.path);
+    await Deno.mkdir(dirname(file), { recursive: true });
+    const temp = `${file}.${crypto.randomUUID()}.tmp`;
+    await Deno.writeTextFile(temp, p.text, { mode: 0o644 });
+    await Deno.rename(temp, file);
+    return {};
+  },
+});
+
+/** `behavior.test`: every hook on its fixture and the draft's own tests, in a throwaway worker. */
+export const behaviorTestRpc = defineRpc({
+  name: "behavior.test",
+  summary: "Runs every hook of a draft on its fixture and the draft's own tests in a " +
+    "throwaway worker; a failure keeps its diagnostics.",
+  roles: ROLES,
+  action: "test draft",
+  args: ByDraft,
+  reply: z.strictObject({ ok: z.boolean(), checks: Checks, candidate_id: z.string().nullable() }),
+  handler: (p, { deps }: RpcCall<BehaviorEditingOptions>) => testDraft(deps, p.draft_id, "test"),
+});
+
 /**
- * Returns the `behavior.*` and `hooks.*` RPC handlers for one session's workbench.
+ * `behavior.publish`: tests the draft, then publishes it as an immutable release.
+ *
+ * @throws {KlbrError} `release_invalid` when its hooks or tests failed the host's test.
+ */
+export const behaviorPublishRpc = defineRpc({
+  name: "behavior.publish",
+  summary: "Tests a draft as `behavior.test` does and publishes it as an immutable release " +
+    "when every check passed.",
+  roles: ROLES,
+  action: "publish draft",
+  args: ByDraft,
+  reply: z.strictObject({ release_id: ReleaseId, checks: Checks }),
+  handler: async (p, { deps }: RpcCall<BehaviorEditingOptions>) => {
+    const report = await testDraft(deps, p.draft_id, "publish");
+    if (!report.ok) {
+      const failed = report.checks.filter((c) => !c.ok);
+      const hooks = failed.some((c) => HookName.safeParse(c.hook).success);
+      const tests = failed.some((c) => !HookName.safeParse(c.hook).success);
+      const what = hooks && tests ? "hooks and tests" : hooks ? "hooks" : "tests";
+      throw new KlbrError(
+        "release_invalid",
+        `cannot publish draft ${p.draft_id}: its ${what} failed the host's test (${
+          failed.map((c) => `${c.hook}: ${c.detail}`).join("; ")
+        }); diagnostics kept as ${report.candidate_id}`,
+      );
+    }
+    const published = await publishRelease(deps.store, {
+      sourceDir: draftDir(deps.store, p.draft_id),
+      releasesDir: join(deps.store.stateDir, "releases"),
+    });
+    return { release_id: published.id, checks: report.checks };
+  },
+});
+
+/** `behavior.activate`: the one activation path, by epoch compare-and-swap. */
+export const behaviorActivateRpc = defineRpc({
+  name: "behavior.activate",
+  summary: "Activates a published release if the epoch is still `expected_epoch`.",
+  roles: ROLES,
+  action: "activate",
+  args: z.object({ release_id: ReleaseId, expected_epoch: Epoch }),
+  reply: Activated,
+  handler: async (p, { deps }: RpcCall<BehaviorEditingOptions>) => {
+    const epoch = await deps.activate(p.release_id, p.expected_epoch, "agent activate");
+    return { epoch, release_id: p.release_id };
+  },
+});
+
+/** `behavior.rollback`: activates the last good release. */
+export const behaviorRollbackRpc = defineRpc({
+  name: "behavior.rollback",
+  summary: "Activates the last good release (or the one before the active release).",
+  roles: ROLES,
+  args: NoArgs,
+  reply: Activated,
+  handler: async (_p, { deps }: RpcCall<BehaviorEditingOptions>) => {
+    const { target, row } = rollbackTarget(deps.store, deps.session);
+    const epoch = await deps.activate(target, row.behaviorEpoch, "agent rollback");
+    return { epoch, release_id: target };
+  },
+});
+
+/** `behavior.candidates`: the kept diagnostics of failed candidates. */
+export const behaviorCandidatesRpc = defineRpc({
+  name: "behavior.candidates",
+  summary: "Lists the kept diagnostics of drafts that failed a test or a publish.",
+  roles: ROLES,
+  action: "list candidates",
+  args: z.object({ draft_id: DraftId.optional() }),
+  reply: z.strictObject({ candidates: z.array(z.record(z.string(), z.unknown())) }),
+  handler: (p, { deps }: RpcCall<BehaviorEditingOptions>) => {
+    const candidates = listFailedCandidates(deps.store, deps.session, { draftId: p.draft_id });
+    return { candidates: candidates.map(candidateView) };
+  },
+});
+
+/**
+ * The `behavior.*` and `hooks.*` RPCs of a session's cells, bound to
+ * {@linkcode BehaviorEditingOptions}.
  *
  * @example
  * ```ts
- * new KernelSupervisor({ ..., rpc: { ...behaviorHandlers(options) } });
+ * new KernelSupervisor({ ..., rpc: bindRpcs(behaviorRpcs, options) });
  * ```
  */
-export function behaviorHandlers(options: BehaviorEditingOptions): Record<string, RpcHandler> {
-  return { ...draftHandlers(options), ...releaseHandlers(options), ...hookHandlers(options) };
-}
-
-/** Taking a draft and working on its files: `status`, `draft`, `files`, `read`, `write`. */
-function draftHandlers(options: BehaviorEditingOptions): Record<string, RpcHandler> {
-  const { store, session } = options;
-  return {
-    "behavior.status": () => {
-      const row = requireSession(store, session);
-      return Promise.resolve({
-        release_id: row.activeRelease,
-        epoch: row.behaviorEpoch,
-        last_good: row.lastGoodRelease,
-      });
-    },
-    "behavior.draft": async () => {
-      const row = requireSession(store, session);
-      const release = getRelease(store, row.activeRelease!)!;
-      const id = newId("draft");
-      await copyTree(release.path, draftDir(store, id));
-      return { draft_id: id, base_release: release.id, base_epoch: row.behaviorEpoch };
-    },
-    "behavior.files": async (params) => {
-      const { draft_id } = parseParams(z.object({ draft_id: DraftId }), params, "list draft files");
-      const dir = await requireDraft(store, draft_id);
-      return { files: (await snapshotTree(dir)).files.map((f) => f.path) };
-    },
-    "behavior.read": async (params) => {
-      const { draft_id, path } = parseParams(DraftPath, params, "read draft file");
-      const file = draftFile(await requireDraft(store, draft_id), path);
-      try {
-        return { text: await Deno.readTextFile(file) };
-      } catch (cause) {
-        if (cause instanceof Deno.errors.NotFound) {
-          throw new KlbrError(
-            "not_found",
-            `cannot read ${path}: no such file in draft ${draft_id}`,
-          );
-        }
-        throw cause;
-      }
-    },
-    "behavior.write": async (params) => {
-      const { draft_id, path, text } = parseParams(
-        DraftPath.extend({ text: z.string().max(MAX_DRAFT_FILE_CHARS) }),
-        params,
-        "write draft file",
-      );
-      const file = draftFile(await requireDraft(store, draft_id), path);
-      await Deno.mkdir(dirname(file), { recursive: true });
-      const temp = `${file}.${crypto.randomUUID()}.tmp`;
-      await Deno.writeTextFile(temp, text, { mode: 0o644 });
-      await Deno.rename(temp, file);
-      return {};
-    },
-  };
-}
-
-/** Testing, publishing and switching releases, and the kept diagnostics of failed candidates. */
-function releaseHandlers(options: BehaviorEditingOptions): Record<string, RpcHandler> {
-  const { store, session } = options;
-  const test = (id: string, action: "test" | "publish") => testDraft(options, id, action);
-  return {
-    "behavior.test": async (params) => {
-      const { draft_id } = parseParams(z.object({ draft_id: DraftId }), params, "test draft");
-      return await test(draft_id, "test");
-    },
-    "behavior.publish": async (params) => {
-      const { draft_id } = parseParams(z.object({ draft_id: DraftId }), params, "publish draft");
-      const report = await test(draft_id, "publish");
-      if (!report.ok) {
-        const failed = report.checks.filter((c) => !c.ok);
-        const hooks = failed.some((c) => HookName.safeParse(c.hook).success);
-        const tests = failed.some((c) => !HookName.safeParse(c.hook).success);
-        const what = hooks && tests ? "hooks and tests" : hooks ? "hooks" : "tests";
-        throw new KlbrError(
-          "release_invalid",
-          `cannot publish draft ${draft_id}: its ${what} failed the host's test (${
-            failed.map((c) => `${c.hook}: ${c.detail}`).join("; ")
-          }); diagnostics kept as ${report.candidate_id}`,
-        );
-      }
-      const published = await publishRelease(store, {
-        sourceDir: draftDir(store, draft_id),
-        releasesDir: join(store.stateDir, "releases"),
-      });
-      return { release_id: published.id, checks: report.checks };
-    },
-    "behavior.activate": async (params) => {
-      const { release_id, expected_epoch } = parseParams(
-        z.object({
-          release_id: z.string().regex(/^[0-9a-f]{64}$/, "expected a release id"),
-          expected_epoch: z.number().int().nonnegative(),
-        }),
-        params,
-        "activate",
-      );
-      const epoch = await options.activate(release_id, expected_epoch, "agent activate");
-      return { epoch, release_id };
-    },
-    "behavior.rollback": async () => {
-      const { target, row } = rollbackTarget(store, session);
-      const epoch = await options.activate(target, row.behaviorEpoch, "agent rollback");
-      return { epoch, release_id: target };
-    },
-    // deno-lint-ignore require-await
-    "behavior.candidates": async (params) => {
-      const { draft_id } = parseParams(
-        z.object({ draft_id: DraftId.optional() }),
-        params,
-        "list candidates",
-      );
-      const candidates = listFailedCandidates(store, session, { draftId: draft_id });
-      return { candidates: candidates.map(candidateView) };
-    },
-  };
-}
+export const behaviorRpcs: RpcDefinition<BehaviorEditingOptions>[] = [
+  behaviorStatusRpc,
+  behaviorDraftRpc,
+  behaviorFilesRpc,
+  behaviorReadRpc,
+  behaviorWriteRpc,
+  behaviorTestRpc,
+  behaviorPublishRpc,
+  behaviorActivateRpc,
+  behaviorRollbackRpc,
+  behaviorCandidatesRpc,
+  ...hookRpcs,
+];
 
 /**
  * Runs every hook of a draft once on its fixture in a throwaway worker, then the draft's own

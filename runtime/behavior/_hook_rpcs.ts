@@ -20,10 +20,10 @@ import { requireSession } from "../../store/sessions.ts";
 import { snapshotTree } from "../../store/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
 import { type BehaviorRef, HookName, KlbrError } from "../core/mod.ts";
-import type { RpcHandler } from "../kernel/mod.ts";
+import { defineRpc, type RpcCall } from "../kernel/mod.ts";
 import { bindHook } from "./_bindings.ts";
 import { runTrusted, type TrustedTestOptions } from "./_draft_test.ts";
-import { DraftId, parseParams, requireDraft } from "./_drafts.ts";
+import { DraftId, requireDraft } from "./_drafts.ts";
 import { hookFixtures } from "./_hook_contracts.ts";
 import { traceView } from "./_traces.ts";
 
@@ -42,65 +42,100 @@ const TestParams = z.object({
 }).refine((p) => !(p.args && p.trace_id), "give args or trace_id, not both")
   .refine((p) => !(p.draft_id && p.release_id), "give draft_id or release_id, not both");
 
+const ROLES = ["workbench"] as const;
+
+/** `hooks.bind`: which function of a draft serves a hook. */
+export const hooksBindRpc = defineRpc({
+  name: "hooks.bind",
+  summary: "Binds a hook of a draft to a function (`module:function`) of the draft.",
+  roles: ROLES,
+  action: "bind hook",
+  args: z.object({ draft_id: DraftId, hook: HookName, target: z.string().min(1).max(256) }),
+  reply: z.strictObject({ target: z.string(), bindings: z.unknown() }),
+  handler: async (p, { deps }: RpcCall<HookRpcOptions>) => {
+    const bindings = await bindHook(await requireDraft(deps.store, p.draft_id), p.hook, p.target);
+    return { target: p.target, bindings };
+  },
+});
+
+/** `hooks.test`: one hook on one input, in a throwaway worker. */
+export const hooksTestRpc = defineRpc({
+  name: "hooks.test",
+  summary: "Runs one hook of a draft or release on given args, a kept trace's inputs or its " +
+    "fixture, in a throwaway worker.",
+  roles: ROLES,
+  action: "test hook",
+  args: TestParams,
+  reply: z.strictObject({
+    ok: z.boolean(),
+    hook: HookName,
+    release_id: z.string(),
+    output: z.unknown(),
+    error: z.unknown(),
+    duration_ms: z.number(),
+    trace_id: z.string().nullable(),
+  }),
+  handler: async (p, { deps }: RpcCall<HookRpcOptions>) => {
+    const args = argsOf(deps, p);
+    const tree = await treeOf(deps, p);
+    const [outcome] = await runTrusted(deps, tree, [{ hook: p.hook, args }], "test");
+    return {
+      ok: outcome.ok,
+      hook: p.hook,
+      release_id: tree.revision,
+      output: outcome.output ?? null,
+      error: outcome.error,
+      duration_ms: outcome.duration_ms,
+      trace_id: outcome.trace_id,
+    };
+  },
+});
+
+/** `hooks.trace`: the kept invocation traces of a frame (the running one by default), or one. */
+export const hooksTraceRpc = defineRpc({
+  name: "hooks.trace",
+  summary: "Reads the kept hook traces of a frame (the running turn's by default) or one trace.",
+  roles: ROLES,
+  action: "read traces",
+  args: z.object({ target: z.string().min(1).max(64).nullable().optional() }),
+  reply: z.union([
+    z.strictObject({ traces: z.array(z.record(z.string(), z.unknown())) }),
+    z.strictObject({ trace: z.record(z.string(), z.unknown()) }),
+  ]),
+  handler: (p, { deps }: RpcCall<HookRpcOptions>) => {
+    const frameId = p.target ?? pinnedOf(deps).frameId;
+    if (frameId === null) {
+      throw new KlbrError(
+        "invalid_input",
+        "cannot read traces: no frame given and no turn is running (got no target)",
+      );
+    }
+    return readTraces(deps.store, deps.session, frameId);
+  },
+});
+
+/** `hooks.release`: the release the running turn is pinned to. */
+export const hooksReleaseRpc = defineRpc({
+  name: "hooks.release",
+  summary: "Names the release the running turn is pinned to (the active one outside a turn).",
+  roles: ROLES,
+  args: z.object({}),
+  reply: z.strictObject({ release_id: z.string(), frame_id: z.string().nullable() }),
+  handler: (_p, { deps }: RpcCall<HookRpcOptions>) => {
+    const pin = pinnedOf(deps);
+    return { release_id: pin.releaseId, frame_id: pin.frameId };
+  },
+});
+
 /**
- * Returns the `hooks.*` RPC handlers of one session.
+ * The `hooks.*` RPCs of a session's cells, bound to {@linkcode HookRpcOptions}.
  *
  * @example
  * ```ts
- * const handlers = hookHandlers({ store, session, python, repoRoot, workspace, pinned });
+ * bindRpcs(hookRpcs, { store, session, python, repoRoot, workspace, pinned });
  * ```
  */
-export function hookHandlers(options: HookRpcOptions): Record<string, RpcHandler> {
-  const { store, session } = options;
-  const pinned = () => pinnedOf(options);
-  return {
-    "hooks.bind": async (params) => {
-      const p = parseParams(
-        z.object({ draft_id: DraftId, hook: HookName, target: z.string().min(1).max(256) }),
-        params,
-        "bind hook",
-      );
-      const bindings = await bindHook(await requireDraft(store, p.draft_id), p.hook, p.target);
-      return { target: p.target, bindings };
-    },
-    "hooks.test": async (params) => {
-      const p = parseParams(TestParams, params, "test hook");
-      const args = argsOf(options, p);
-      const tree = await treeOf(options, p);
-      const [outcome] = await runTrusted(options, tree, [{ hook: p.hook, args }], "test");
-      return {
-        ok: outcome.ok,
-        hook: p.hook,
-        release_id: tree.revision,
-        output: outcome.output ?? null,
-        error: outcome.error,
-        duration_ms: outcome.duration_ms,
-        trace_id: outcome.trace_id,
-      };
-    },
-    // deno-lint-ignore require-await
-    "hooks.trace": async (params) => {
-      const { target } = parseParams(
-        z.object({ target: z.string().min(1).max(64).nullable().optional() }),
-        params,
-        "read traces",
-      );
-      const frameId = target ?? pinned().frameId;
-      if (frameId === null) {
-        throw new KlbrError(
-          "invalid_input",
-          "cannot read traces: no frame given and no turn is running",
-        );
-      }
-      return readTraces(store, session, frameId);
-    },
-    // deno-lint-ignore require-await
-    "hooks.release": async () => {
-      const pin = pinned();
-      return { release_id: pin.releaseId, frame_id: pin.frameId };
-    },
-  };
-}
+export const hookRpcs = [hooksBindRpc, hooksTestRpc, hooksTraceRpc, hooksReleaseRpc];
 
 type TestRequest = z.infer<typeof TestParams>;
 

@@ -7,7 +7,7 @@
  * @module
  */
 
-export { type BehaviorEditingOptions, behaviorHandlers, candidateView } from "./_editing.ts";
+export { type BehaviorEditingOptions, behaviorRpcs, candidateView } from "./_editing.ts";
 export { readTraces } from "./_hook_rpcs.ts";
 export { rollbackTarget } from "./_rollback.ts";
 export { BINDINGS_FILE, readBindings } from "./_bindings.ts";

@@ -1,25 +1,30 @@
 /**
- * The `code.*` RPCs of a session's workbench: outline, symbol, find, read, lines and patch.
+ * The `code.*` RPCs of a session's cells: outline, symbol, find, read, lines and patch.
  * A patch that applies is recorded as a durable `code.patch` record naming the cell that made
  * it, committed before the cell hears that it applied.
  *
  * @module
  */
 
-import type { z } from "zod";
 import { appendEvent } from "../../store/events.ts";
 import type { Store } from "../../store/store.ts";
-import { describeIssues, KlbrError, newId } from "../core/mod.ts";
-import type { RpcHandler } from "../kernel/mod.ts";
+import { newId } from "../core/mod.ts";
+import { defineRpc, type RpcCall } from "../kernel/mod.ts";
 import { findInWorkspace } from "./_find.ts";
 import { applyPatch } from "./_patch.ts";
 import {
   FindParams,
+  FindReply,
   LinesParams,
+  LinesReply,
   OutlineParams,
+  OutlineReply,
   PatchParams,
+  PatchReply,
   ReadParams,
+  ReadReply,
   SymbolParams,
+  SymbolReply,
 } from "./_schemas.ts";
 import { CodeService } from "./_service.ts";
 
@@ -55,54 +60,111 @@ export function sharedCodeService(
   return service;
 }
 
-function parse<T extends z.ZodType>(schema: T, params: unknown, method: string): z.output<T> {
-  const parsed = schema.safeParse(params);
-  if (!parsed.success) {
-    throw new KlbrError("invalid_input", `cannot call ${method}: ${describeIssues(parsed.error)}`);
-  }
-  return parsed.data;
+/** What the `code.*` RPCs are bound to: {@linkcode CodeRpcOptions}. */
+export type CodeRpcDeps = CodeRpcOptions;
+
+function serviceOf(deps: CodeRpcDeps): CodeService {
+  return deps.service ??
+    sharedCodeService(deps.workspace, { deny: deps.deny, readOnly: deps.readOnly });
 }
 
+const ROLES = ["workbench"] as const;
+
+/** `code.outline`: a file's symbols at one version. */
+export const codeOutlineRpc = defineRpc({
+  name: "code.outline",
+  summary: "Outlines a workspace file's symbols at its current version (`docs/code.md`).",
+  roles: ROLES,
+  args: OutlineParams,
+  reply: OutlineReply,
+  handler: (p, { deps }: RpcCall<CodeRpcDeps>) => serviceOf(deps).outline(p.path),
+});
+
+/** `code.symbol`: one symbol by name or qualified name. */
+export const codeSymbolRpc = defineRpc({
+  name: "code.symbol",
+  summary: "Finds one symbol of a file by name or qualified name, with its range.",
+  roles: ROLES,
+  args: SymbolParams,
+  reply: SymbolReply,
+  handler: (p, { deps }: RpcCall<CodeRpcDeps>) => serviceOf(deps).symbol(p.path, p.name, p.kind),
+});
+
+/** `code.find`: a tree-sitter query or a symbol-name glob over files. */
+export const codeFindRpc = defineRpc({
+  name: "code.find",
+  summary: "Runs a tree-sitter query or a symbol-name glob over a path or a glob.",
+  roles: ROLES,
+  args: FindParams,
+  reply: FindReply,
+  handler: (p, { deps }: RpcCall<CodeRpcDeps>) => findInWorkspace(serviceOf(deps), p),
+});
+
+/** `code.read`: the text of a version-bound range, or why it is stale. */
+export const codeReadRpc = defineRpc({
+  name: "code.read",
+  summary: "Reads a version-bound range; a file that moved on answers `ok: false`, stale.",
+  roles: ROLES,
+  args: ReadParams,
+  reply: ReadReply,
+  handler: (p, { deps }: RpcCall<CodeRpcDeps>) => serviceOf(deps).read(p.range),
+});
+
+/** `code.lines`: whole lines as a version-bound range. */
+export const codeLinesRpc = defineRpc({
+  name: "code.lines",
+  summary: "Reads whole lines of a file as a version-bound range with their text.",
+  roles: ROLES,
+  args: LinesParams,
+  reply: LinesReply,
+  handler: (p, { deps }: RpcCall<CodeRpcDeps>) => serviceOf(deps).lines(p.path, p.start, p.end),
+});
+
 /**
- * Returns the `code.*` RPC handlers for one session's workbench.
+ * `code.patch`: every edit applies or none does; an applied patch is recorded as a durable
+ * `code.patch` record naming its cell, committed before the cell hears that it applied.
+ */
+export const codePatchRpc = defineRpc({
+  name: "code.patch",
+  summary: "Applies checked, all-or-none edits of version-bound ranges; records `code.patch`. " +
+    "A stale range or a new syntax error answers `ok: false`, nothing written.",
+  roles: ROLES,
+  args: PatchParams,
+  reply: PatchReply,
+  handler: async (p, call: RpcCall<CodeRpcDeps>) => {
+    const { deps } = call;
+    const outcome = await applyPatch(serviceOf(deps), p.edits);
+    if (!outcome.ok) return outcome;
+    const patchId = newId("patch");
+    const seq = appendEvent(deps.store, deps.session, "code.patch", {
+      patch_id: patchId,
+      cell_id: call.cell,
+      files: outcome.files,
+    });
+    return { ...outcome, patch_id: patchId, seq };
+  },
+});
+
+/**
+ * The `code.*` RPCs of a session's cells, bound to {@linkcode CodeRpcOptions}.
  *
- * @throws {KlbrError} (from a handler) `invalid_input` for bad params, a file without a
- *   grammar, over 4 MiB or not UTF-8, an ambiguous symbol or a range that does not fit its
- *   file; `not_found` for a missing file or symbol; `path_escape` for a path outside the
- *   workspace; `forbidden` for a patch of a read-only path (klbr's own code, the git hooks and
- *   config). A stale range or a patch that adds a syntax error is not an error: the result
- *   says `ok: false` with the reason.
+ * Their handlers throw `KlbrError` `invalid_input` for a file without a grammar,
+ * over 4 MiB or not UTF-8, an ambiguous symbol or a range that does not fit its file;
+ * `not_found` for a missing file or symbol; `path_escape` for a path outside the workspace;
+ * `forbidden` for a patch of a read-only path (klbr's own code, the git hooks and config). A
+ * stale range or a patch that adds a syntax error is not an error: the result says `ok: false`
+ * with the reason.
+ *
  * @example
  * ```ts
- * new KernelSupervisor({ ..., rpc: { ...codeHandlers({ store, session, workspace }) } });
+ * new KernelSupervisor({ ..., rpc: bindRpcs(codeRpcs, { store, session, workspace }) });
  * ```
  */
-export function codeHandlers(options: CodeRpcOptions): Record<string, RpcHandler> {
-  const service = options.service ??
-    sharedCodeService(options.workspace, { deny: options.deny, readOnly: options.readOnly });
-  return {
-    "code.outline": (params) => service.outline(parse(OutlineParams, params, "code.outline").path),
-    "code.symbol": (params) => {
-      const p = parse(SymbolParams, params, "code.symbol");
-      return service.symbol(p.path, p.name, p.kind);
-    },
-    "code.find": (params) => findInWorkspace(service, parse(FindParams, params, "code.find")),
-    "code.read": (params) => service.read(parse(ReadParams, params, "code.read").range),
-    "code.lines": (params) => {
-      const p = parse(LinesParams, params, "code.lines");
-      return service.lines(p.path, p.start, p.end);
-    },
-    "code.patch": async (params, ctx) => {
-      const { edits } = parse(PatchParams, params, "code.patch");
-      const outcome = await applyPatch(service, edits);
-      if (!outcome.ok) return outcome;
-      const patchId = newId("patch");
-      const seq = appendEvent(options.store, options.session, "code.patch", {
-        patch_id: patchId,
-        cell_id: ctx.cell,
-        files: outcome.files,
-      });
-      return { ...outcome, patch_id: patchId, seq };
-    },
-  };
-}
+export const codeRpcs = [
+  codeOutlineRpc,
+  codeSymbolRpc,
+  codeFindRpc,
+  codeReadRpc,
+  codeLinesRpc,
+  codePatchRpc,
+];

@@ -63,3 +63,56 @@ export type CodeEdit = z.infer<typeof CodeEdit>;
 
 /** Params of `code.patch`: every edit applies, or none does. */
 export const PatchParams = z.strictObject({ edits: z.array(CodeEdit).min(1).max(1000) });
+
+const Loose = z.unknown();
+const Symbol = z.object({
+  kind: z.string(),
+  name: z.string(),
+  qualified_name: z.string(),
+  range: CodeRange,
+});
+
+/** Reply of `code.outline`: a file's symbols at one version. */
+export const OutlineReply = z.object({
+  path: z.string(),
+  hash,
+  language: z.string(),
+  lines: z.int(),
+  symbols: z.array(Symbol),
+  truncated: z.boolean(),
+  syntax_errors: z.int(),
+});
+
+/** Reply of `code.symbol`: one symbol of the file. */
+export const SymbolReply = Symbol;
+
+/** Reply of `code.find`: the matches, and what the search covered. */
+export const FindReply = z.object({
+  mode: z.enum(["query", "symbol"]),
+  matches: z.array(z.object({ path: z.string(), range: CodeRange, text: z.string() })),
+  truncated: z.boolean(),
+  files_searched: z.int(),
+  files_skipped: z.int(),
+  refused_languages: z.record(z.string(), z.string()),
+});
+
+/** Reply of `code.read`: the range's text, or `ok: false` when the file moved on. */
+export const ReadReply = z.union([
+  z.object({ ok: z.literal(true), text: z.string(), range: CodeRange }),
+  z.object({ ok: z.literal(false), reason: z.literal("stale"), stale: z.array(Loose) }),
+]);
+
+/** Reply of `code.lines`: whole lines as a version-bound range, with their text. */
+export const LinesReply = z.object({ range: CodeRange, text: z.string() });
+
+/** Reply of `code.patch`: applied (with its record), or `ok: false` and why nothing was. */
+export const PatchReply = z.union([
+  z.object({
+    ok: z.literal(true),
+    files: z.array(Loose),
+    ranges: z.array(CodeRange),
+    patch_id: z.string(),
+    seq: z.int(),
+  }),
+  z.object({ ok: z.literal(false), reason: z.enum(["stale", "syntax"]) }),
+]);

@@ -8,7 +8,7 @@
  * @module
  */
 
-export { codeHandlers, type CodeRpcOptions, sharedCodeService } from "./_handlers.ts";
+export { type CodeRpcOptions, codeRpcs, sharedCodeService } from "./_handlers.ts";
 export { CodeService, type CodeServiceOptions, type CodeStats } from "./_service.ts";
 export { grammar, grammarLoads, grammarPath, initTreeSitter } from "./_grammars.ts";
 export { LANGUAGE_IDS, type LanguageId, languageOf } from "./_languages.ts";

@@ -1,18 +1,20 @@
 /**
  * The `history.*` RPCs a cell calls (`workbench/klbr/history.py`): `history.search` over the
  * lexical index, `history.read` of the exact source text of one ref (an item, input, send,
- * Discord send, cell, cell output, summary or artifact), in slices.
+ * Discord send, cell, cell output, summary or artifact), in slices; and `artifact.read`, the bytes
+ * of a spooled output, for a session's cells and for jobs.
  *
  * @module
  */
 
+import { Buffer } from "node:buffer";
 import { z } from "zod";
 import { readArtifact } from "../../store/artifacts.ts";
 import { getIndexedArtifact, searchHistory } from "../../store/history_index.ts";
 import { parseHistoryRef, readHistorySource } from "../../store/history_sources.ts";
 import type { Store } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
-import type { RpcHandler } from "../kernel/mod.ts";
+import { defineRpc, type RpcCall } from "../kernel/mod.ts";
 
 /** The longest slice one `history.read` returns: 1,000,000 characters (bytes for artifacts). */
 export const MAX_READ_LENGTH = 1_000_000;
@@ -29,24 +31,12 @@ const ReadParams = z.strictObject({
   length: z.int().min(1).max(MAX_READ_LENGTH).default(4000),
 });
 
-function parse<T extends z.ZodType>(schema: T, method: string, params: unknown): z.output<T> {
-  const parsed = schema.safeParse(params);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new KlbrError(
-      "invalid_input",
-      `cannot ${method}: ${issue.path.join(".") || "params"} ${issue.message}`,
-    );
-  }
-  return parsed.data;
-}
-
 /** Reads an artifact slice by bytes, decoded as UTF-8 (a cut character becomes U+FFFD). */
 async function readArtifactSlice(
   store: Store,
   session: string,
   params: z.output<typeof ReadParams>,
-): Promise<Record<string, unknown>> {
+): Promise<z.input<typeof HistoryPage>> {
   const id = parseHistoryRef(params.id).key;
   const indexed = getIndexedArtifact(store, id);
   if (indexed !== undefined && indexed.session !== session) {
@@ -64,64 +54,125 @@ async function readArtifactSlice(
     offset: params.offset,
     length: data.length,
     total: bytes,
-    unit: "bytes",
+    unit: "bytes" as const,
     next_offset: end < bytes ? end : null,
     meta: { cell_id: indexed?.cellId ?? null },
   };
 }
 
-/**
- * The `history.search` and `history.read` handlers of one session.
- *
- * @example
- * ```ts
- * const rpc = { ...historyHandlers({ store, session: "default" }) };
- * ```
- */
-export function historyHandlers(
-  deps: { store: Store; session: string },
-): Record<string, RpcHandler> {
-  const { store, session } = deps;
-  return {
-    "history.search": (params) => {
-      const p = parse(SearchParams, "search history", params);
-      const found = searchHistory(store, session, {
-        text: p.query,
-        limit: p.limit,
-        match: p.match,
-      });
-      return Promise.resolve({
-        results: found.hits.map((hit) => ({
-          id: hit.ref,
-          kind: hit.kind,
-          snippet: hit.snippet,
-          rank: hit.rank,
-          score: hit.score,
-          at: hit.at,
-        })),
-        truncated: found.truncated,
-        query: found.query,
-      });
-    },
-    "history.read": async (params) => {
-      const p = parse(ReadParams, "read history", params);
-      if (parseHistoryRef(p.id).kind === "artifact") {
-        return await readArtifactSlice(store, session, p);
-      }
-      const source = readHistorySource(store, session, p.id);
-      const text = source.text.slice(p.offset, p.offset + p.length);
-      const end = Math.min(source.text.length, p.offset + text.length);
-      return {
-        id: source.ref,
-        kind: source.kind,
-        text,
-        offset: p.offset,
-        length: text.length,
-        total: source.text.length,
-        unit: "characters",
-        next_offset: end < source.text.length ? end : null,
-        meta: source.meta,
-      };
-    },
-  };
+/** What the `history.*` RPCs are bound to: the store and the session whose history they read. */
+export interface HistoryRpcDeps {
+  store: Store;
+  session: string;
 }
+
+const HistoryPage = z.strictObject({
+  id: z.string(),
+  kind: z.string(),
+  text: z.string(),
+  offset: z.int(),
+  length: z.int(),
+  total: z.int(),
+  unit: z.enum(["characters", "bytes"]),
+  next_offset: z.int().nullable(),
+  meta: z.unknown(),
+});
+
+/** `history.search`: the lexical index of the session's history, best first. */
+export const historySearchRpc = defineRpc({
+  name: "history.search",
+  summary: "Searches the session's history by words, best first; each hit names an id for " +
+    "`history.read`.",
+  roles: ["workbench"],
+  action: "search history",
+  args: SearchParams,
+  reply: z.strictObject({
+    results: z.array(z.strictObject({
+      id: z.string(),
+      kind: z.string(),
+      snippet: z.string(),
+      rank: z.int(),
+      score: z.number(),
+      at: z.number(),
+    })),
+    truncated: z.boolean(),
+    query: z.unknown(),
+  }),
+  handler: (p, { deps }: RpcCall<HistoryRpcDeps>) => {
+    const found = searchHistory(deps.store, deps.session, {
+      text: p.query,
+      limit: p.limit,
+      match: p.match,
+    });
+    return {
+      results: found.hits.map((hit) => ({
+        id: hit.ref,
+        kind: hit.kind,
+        snippet: hit.snippet,
+        rank: hit.rank,
+        score: hit.score,
+        at: hit.at,
+      })),
+      truncated: found.truncated,
+      query: found.query,
+    };
+  },
+});
+
+/** `history.read`: the exact source text of one ref, in slices (bytes for an artifact). */
+export const historyReadRpc = defineRpc({
+  name: "history.read",
+  summary: "Reads the exact source text of one history id (input, send, item, cell, output, " +
+    "summary, artifact) in slices.",
+  roles: ["workbench"],
+  action: "read history",
+  args: ReadParams,
+  reply: HistoryPage,
+  handler: async (p, { deps }: RpcCall<HistoryRpcDeps>) => {
+    const { store, session } = deps;
+    if (parseHistoryRef(p.id).kind === "artifact") {
+      return await readArtifactSlice(store, session, p);
+    }
+    const source = readHistorySource(store, session, p.id);
+    const text = source.text.slice(p.offset, p.offset + p.length);
+    const end = Math.min(source.text.length, p.offset + text.length);
+    return {
+      id: source.ref,
+      kind: source.kind,
+      text,
+      offset: p.offset,
+      length: text.length,
+      total: source.text.length,
+      unit: "characters" as const,
+      next_offset: end < source.text.length ? end : null,
+      meta: source.meta,
+    };
+  },
+});
+
+/** The `history.*` RPCs of a session's cells. */
+export const historyRpcs = [historySearchRpc, historyReadRpc];
+
+/**
+ * `artifact.read`: a byte range of a spooled output, for a session's cells and for jobs. An
+ * artifact is content-addressed; any process that was shown its id may read it.
+ */
+export const artifactReadRpc = defineRpc({
+  name: "artifact.read",
+  summary: "Reads a byte range of a spooled output, base64.",
+  roles: ["workbench", "job"],
+  action: "read artifact",
+  args: z.object({
+    id: z.string(),
+    offset: z.int().nonnegative().optional(),
+    length: z.int().positive().optional(),
+  }),
+  reply: z.strictObject({ data_b64: z.string(), bytes: z.int() }),
+  handler: async (p, { deps }: RpcCall<{ store: Store }>) => {
+    const { data, bytes } = await readArtifact(deps.store.stateDir, p.id, {
+      offset: p.offset,
+      length: p.length,
+    });
+    return { data_b64: Buffer.from(data).toString("base64"), bytes };
+  },
+});

@@ -21,7 +21,7 @@ export {
   repairContext,
   type RepairOptions,
 } from "./_compaction.ts";
-export { historyHandlers } from "./_history_rpc.ts";
+export { artifactReadRpc, type HistoryRpcDeps, historyRpcs } from "./_history_rpc.ts";
 export { AMBIENT_HEADING, renderAmbient, renderInputs } from "./_inputs.ts";
 export { buildRequest, type BuiltRequest, fitMessages, type RequestParts } from "./_request.ts";
 export { type ContextItemView, type ContextView, contextView, type LeftOutView } from "./_view.ts";

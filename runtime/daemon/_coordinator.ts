@@ -33,7 +33,7 @@ import {
 import { type OperationSource, type OperatorMessage, runOperation } from "./_operations.ts";
 import { contextSourceOf } from "./_operator_reads.ts";
 import { headSeq, recordsAfter, storedRecordsAfter } from "./_record_serving.ts";
-import { sessionRpcHandlers } from "./_session_rpc.ts";
+import { sessionRpcs } from "./_session_rpc.ts";
 import { DaemonWorkers, type SessionDeps } from "./_session_workers.ts";
 import { runtimeStatus } from "./_status.ts";
 
@@ -107,7 +107,7 @@ export class Coordinator implements LaneHost {
       artifactBytes: jobs.budget.artifactBytes,
     };
     const running = new Session(session, deps, function workers(s: Session) {
-      return new DaemonWorkers(deps, s, sessionRpcHandlers({ ...deps, jobs }, s));
+      return new DaemonWorkers(deps, s, sessionRpcs({ ...deps, jobs }, s));
     });
     this.#sessions.set(session, running);
     // Jobs left running are interrupted and timers that fell due while down fire, as inputs.

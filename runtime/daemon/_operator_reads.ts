@@ -9,12 +9,8 @@
 import { recentFrames } from "../../store/frames.ts";
 import { requireSession } from "../../store/sessions.ts";
 import type { Store } from "../../store/store.ts";
-import {
-  type ContextBudget,
-  type ContextView,
-  contextView,
-  historyHandlers,
-} from "../context/mod.ts";
+import { type ContextBudget, type ContextView, contextView, historyRpcs } from "../context/mod.ts";
+import { bindRpcs, RpcRegistry } from "../kernel/mod.ts";
 import { DEFAULT_CELL_TIMEOUT_MS } from "../core/mod.ts";
 import { contractMessage, type OfferedSkills } from "../session/mod.ts";
 
@@ -100,13 +96,8 @@ export async function searchHistoryFor(
   query: { query: string; limit?: number },
 ): Promise<Record<string, unknown>> {
   requireSession(store, session);
-  const search = historyHandlers({ store, session })["history.search"];
-  const context = {
-    signal: new AbortController().signal,
-    method: "history.search",
-    parent: "operator",
-    cell: null,
-  };
+  const registry = new RpcRegistry(bindRpcs(historyRpcs, { store, session }));
+  const context = { signal: new AbortController().signal, parent: "operator", cell: null };
   const params = { query: query.query, limit: query.limit ?? 10 };
-  return await search(params, context) as Record<string, unknown>;
+  return await registry.call("history.search", params, context) as Record<string, unknown>;
 }

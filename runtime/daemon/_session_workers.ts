@@ -13,12 +13,12 @@ import { appendEvent } from "../../store/events.ts";
 import type { Store } from "../../store/store.ts";
 import type { EventBus } from "../core/mod.ts";
 import {
+  type BoundRpc,
   type GenerationRecord,
   KernelSupervisor,
   type LoadedSkills,
   replaceStaleRoles,
   roleLoadedBody,
-  type RpcHandler,
 } from "../kernel/mod.ts";
 import type { SandboxBase } from "../sandbox/mod.ts";
 import type { Session, SessionOptions, SessionWorkers } from "../session/mod.ts";
@@ -56,7 +56,7 @@ export class DaemonWorkers implements SessionWorkers {
   readonly #session: Session;
 
   /** Builds both supervisors; no process starts before the first use. */
-  constructor(deps: SessionDeps, session: Session, rpc: Record<string, RpcHandler>) {
+  constructor(deps: SessionDeps, session: Session, rpc: BoundRpc[]) {
     this.#deps = deps;
     this.#session = session;
     this.kernel = new KernelSupervisor({

@@ -9,7 +9,7 @@
  * input the turn answers in that channel, so its reply state is consumed (`input.replied`) only
  * once that row is `confirmed`.
  *
- * The daemon binds these per session (`runtime/daemon/_session_rpc.ts`).
+ * The daemon binds these per session (`runtime/daemon/_session_rpc.ts`); a job is refused them.
  *
  * @module
  */
@@ -22,7 +22,7 @@ import { derivedEffectKey } from "../../store/effects.ts";
 import { enqueueOutbox, getOutbox } from "../../store/outbox.ts";
 import type { Store } from "../../store/store.ts";
 import { faultPoint, KlbrError } from "../core/mod.ts";
-import type { RpcHandler } from "../kernel/mod.ts";
+import { defineRpc, type RpcCall } from "../kernel/mod.ts";
 import { routedConversations } from "../behavior/mod.ts";
 
 const Snowflake = z.string().regex(/^[0-9]{1,20}$/);
@@ -71,18 +71,6 @@ export interface DiscordRpcOptions {
   discord: DiscordEffects | undefined;
   /** The frame whose turn is running. */
   frame: () => { id: string; routing: unknown } | null;
-}
-
-function parse<T extends z.ZodType>(schema: T, params: Record<string, unknown>, action: string) {
-  const parsed = schema.safeParse(params);
-  if (!parsed.success) {
-    const field = String(parsed.error.issues[0].path[0] ?? "params");
-    throw new KlbrError(
-      "invalid_input",
-      `cannot ${action}: ${field} is invalid (got ${JSON.stringify(params[field])?.slice(0, 100)})`,
-    );
-  }
-  return parsed.data as z.infer<T>;
 }
 
 /** The Discord channel and message of a Discord input, from its dedupe key. */
@@ -191,9 +179,12 @@ function replyAnchor(
 }
 
 /** `discord.send`: an outbox row of text, replying to its anchor when it has one. */
-function send(options: DiscordRpcOptions, params: Record<string, unknown>, cell: string | null) {
+function send(
+  options: DiscordRpcOptions,
+  p: z.output<typeof DiscordSendParams>,
+  cell: string | null,
+) {
   transportOf(options, "send to discord");
-  const p = parse(DiscordSendParams, params, "send to discord");
   if (p.text.trim() === "" || p.text.length > 2000) {
     throw new KlbrError(
       "invalid_input",
@@ -218,9 +209,12 @@ function send(options: DiscordRpcOptions, params: Record<string, unknown>, cell:
 }
 
 /** `discord.react`: an outbox row of one emoji on a message, named directly or by its input. */
-function react(options: DiscordRpcOptions, params: Record<string, unknown>, cell: string | null) {
+function react(
+  options: DiscordRpcOptions,
+  p: z.output<typeof DiscordReactParams>,
+  cell: string | null,
+) {
   transportOf(options, "react on discord");
-  const p = parse(DiscordReactParams, params, "react on discord");
   let channel = p.channel;
   let message = p.message;
   if (p.message.startsWith("in_")) {
@@ -249,23 +243,20 @@ function react(options: DiscordRpcOptions, params: Record<string, unknown>, cell
 }
 
 /** `discord.typing`: best effort, never an outbox row. */
-async function typing(options: DiscordRpcOptions, params: Record<string, unknown>) {
-  const p = parse(DiscordTypingParams, params, "show typing on discord");
+async function typing(options: DiscordRpcOptions, p: z.output<typeof DiscordTypingParams>) {
   return await transportOf(options, "show typing on discord").typing(
     channelOf(options, "show typing on discord", p.channel),
   );
 }
 
 /** `discord.status`: one outbox row of this session, as the cell reads it. */
-function status(options: DiscordRpcOptions, params: Record<string, unknown>) {
-  const parsed = DiscordStatusParams.safeParse(params);
-  const id = parsed.success ? parsed.data.outbox_id : undefined;
-  const row = id === undefined ? undefined : getOutbox(options.store, id);
+function status(options: DiscordRpcOptions, p: z.output<typeof DiscordStatusParams>) {
+  const row = getOutbox(options.store, p.outbox_id);
   if (row === undefined || row.session !== options.session) {
     throw new KlbrError(
       "not_found",
-      `cannot read discord send status: no outbox message ${id} (got ${
-        JSON.stringify(params.outbox_id)
+      `cannot read discord send status: no outbox message ${p.outbox_id} (got ${
+        JSON.stringify(p.outbox_id)
       })`,
     );
   }
@@ -285,8 +276,7 @@ function status(options: DiscordRpcOptions, params: Record<string, unknown>) {
 }
 
 /** `input.ignore`: records that the agent read an input of its frame and chose not to answer. */
-function ignore(options: DiscordRpcOptions, params: Record<string, unknown>) {
-  const p = parse(IgnoreParams, params, "ignore input");
+function ignore(options: DiscordRpcOptions, p: z.output<typeof IgnoreParams>) {
   const frame = options.frame();
   const inFrame = frame === null ? [] : getFrame(options.store, frame.id)?.inputIds ?? [];
   if (frame === null || !inFrame.includes(p.input)) {
@@ -304,29 +294,90 @@ function ignore(options: DiscordRpcOptions, params: Record<string, unknown>) {
   return { input_id: p.input, seq };
 }
 
+const Receipt = z.strictObject({
+  outbox_id: z.string(),
+  state: z.string(),
+  duplicate: z.boolean(),
+});
+const ROLES = ["workbench"] as const;
+const JOB_NEVER_SPEAKS =
+  "a job never speaks to a conversation; return a value and the agent is woken with it";
+
 /**
- * Returns the `discord.*` and `input.ignore` RPC handlers for one session's workbench.
+ * `discord.send`: an outbox row of text, committed before the answer; never waits for Discord.
  *
- * @throws {KlbrError} (from a handler) `invalid_config` when Discord is not configured;
- *   `invalid_input` for bad text, a channel not configured, no channel to default to or an
- *   input outside the frame; `not_found` for an unknown outbox id or input.
+ * @throws {KlbrError} `invalid_config` when Discord is not configured; `invalid_input` for bad
+ * text, a channel not configured, no channel to default to or a bad `reply_to`.
  */
-export function discordHandlers(options: DiscordRpcOptions): Record<string, RpcHandler> {
-  // Each handler answers asynchronously, so what it throws is a rejection, never a throw.
-  const wrap = (
-    fn: (
-      options: DiscordRpcOptions,
-      params: Record<string, unknown>,
-      cell: string | null,
-    ) => unknown,
-  ) =>
-  (params: Record<string, unknown>, ctx: { cell: string | null }) =>
-    Promise.resolve().then(() => fn(options, params, ctx.cell));
-  return {
-    "discord.send": wrap(send),
-    "discord.react": wrap(react),
-    "discord.typing": wrap(typing),
-    "discord.status": wrap(status),
-    "input.ignore": wrap(ignore),
-  };
-}
+export const discordSendRpc = defineRpc({
+  name: "discord.send",
+  summary: "Queues a Discord message (an outbox row committed before the answer); replies to " +
+    "the newest input the frame answers in that channel unless `reply_to` says otherwise.",
+  roles: ROLES,
+  refusal: JOB_NEVER_SPEAKS,
+  action: "send to discord",
+  args: DiscordSendParams,
+  reply: Receipt,
+  handler: (p, call: RpcCall<DiscordRpcOptions>) => send(call.deps, p, call.cell),
+});
+
+/** `discord.react`: an outbox row of kind `reaction`, once per key like `discord.send`. */
+export const discordReactRpc = defineRpc({
+  name: "discord.react",
+  summary: "Queues one emoji reaction on a message, named directly or by its input.",
+  roles: ROLES,
+  action: "react on discord",
+  args: DiscordReactParams,
+  reply: Receipt,
+  handler: (p, call: RpcCall<DiscordRpcOptions>) => react(call.deps, p, call.cell),
+});
+
+/** `discord.typing`: best effort, never an outbox row. */
+export const discordTypingRpc = defineRpc({
+  name: "discord.typing",
+  summary: "Shows typing in a channel for a few seconds; best effort, never an outbox row.",
+  roles: ROLES,
+  action: "show typing on discord",
+  args: DiscordTypingParams,
+  reply: z.strictObject({ ok: z.boolean(), error: z.string().nullable() }),
+  handler: (p, call: RpcCall<DiscordRpcOptions>) => typing(call.deps, p),
+});
+
+/** `discord.status`: one outbox row of this session. */
+export const discordStatusRpc = defineRpc({
+  name: "discord.status",
+  summary: "Reads the state of one outbox row of this session (`docs/discord.md`).",
+  roles: ROLES,
+  action: "read discord send status",
+  args: DiscordStatusParams,
+  reply: z.object({ outbox_id: z.string(), kind: z.string(), state: z.string() }),
+  handler: (p, call: RpcCall<DiscordRpcOptions>) => status(call.deps, p),
+});
+
+/** `input.ignore`: records that the agent read an input of its frame and chose not to answer. */
+export const inputIgnoreRpc = defineRpc({
+  name: "input.ignore",
+  summary: "Records `input.ignored` for an input of the running frame: read, not answered.",
+  roles: ROLES,
+  action: "ignore input",
+  args: IgnoreParams,
+  reply: z.strictObject({ input_id: z.string(), seq: z.int() }),
+  handler: (p, call: RpcCall<DiscordRpcOptions>) => ignore(call.deps, p),
+});
+
+/**
+ * The `discord.*` and `input.ignore` RPCs of a session's cells, bound to
+ * {@linkcode DiscordRpcOptions}.
+ *
+ * @example
+ * ```ts
+ * const rpc = bindRpcs(discordRpcs, { store, session, discord, frame, notify });
+ * ```
+ */
+export const discordRpcs = [
+  discordSendRpc,
+  discordReactRpc,
+  discordTypingRpc,
+  discordStatusRpc,
+  inputIgnoreRpc,
+];

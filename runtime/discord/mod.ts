@@ -16,7 +16,12 @@ export { type DiscordInputBody, type DiscordMessage } from "./_inbound.ts";
 export { type DiscordHost, snowflakeAt } from "./_receiver.ts";
 export { type DiscordProbe, probeDiscord } from "./_probe.ts";
 export { DiscordRest, routeKey } from "./_rest.ts";
-export { type DiscordEffects, discordHandlers } from "./_rpc.ts";
+export {
+  type DiscordEffects,
+  type DiscordRpcOptions,
+  discordRpcs,
+  discordSendRpc,
+} from "./_rpc.ts";
 export { MAX_RECONCILE_TRIES, OutboxSender } from "./_sender.ts";
 export {
   describeDiscord,

@@ -23,7 +23,7 @@ import { workCounts } from "../../store/work_counts.ts";
 import type { Store } from "../../store/store.ts";
 import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
-import type { KernelSupervisor, RoleFingerprint, RpcHandler, SkillRoots } from "../kernel/mod.ts";
+import type { BoundRpc, KernelSupervisor, RoleFingerprint, SkillRoots } from "../kernel/mod.ts";
 import type { SandboxBase } from "../sandbox/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import type { TurnHealth } from "../session/mod.ts";
@@ -34,7 +34,7 @@ import { type AdmitFn, JobRunner } from "./_job_runner.ts";
 import { jobKernel, runCodeJob } from "./_job_workbench.ts";
 import { MaintenanceSchedule } from "./_maintenance.ts";
 import { childCall, meteredProvider, type ModelCallDeps } from "./_model_calls.ts";
-import { type RpcScope, unattendedHandlers } from "./_rpc.ts";
+import { type RpcScope, unattendedRpcsOf } from "./_rpc.ts";
 import type { Release } from "./_slots.ts";
 import { type HostTimers, REAL_TIMERS, TimerScheduler } from "./_timers.ts";
 import { jobView, timerView } from "./_views.ts";
@@ -79,7 +79,7 @@ export interface JobsOptions {
  * ```ts
  * const jobs = new Jobs({ ...deps, admit: (session, input, within) => coordinator.admitUnattended(…) });
  * jobs.startSession("default");
- * const rpc = jobs.handlers({ session: "default", frame, release, workspace });
+ * const rpc = jobs.rpcs({ session: "default", frame, release, workspace });
  * ```
  */
 export class Jobs {
@@ -114,7 +114,7 @@ export class Jobs {
       budget: this.budget,
       admit: options.admit,
       kernelFor: (job) =>
-        jobKernel(this.#workbenchDeps(job), job, this.handlers(this.#jobScope(job.id))),
+        jobKernel(this.#workbenchDeps(job), job, this.rpcs(this.#jobScope(job.id))),
       run: (job, kernel, signal) => this.#runJob(job.id, kernel, signal),
       timers,
     });
@@ -127,9 +127,9 @@ export class Jobs {
     }, timers);
   }
 
-  /** The RPC handlers of a scope: a session's cells, or a job's workbench. */
-  handlers(scope: RpcScope): Record<string, RpcHandler> {
-    return unattendedHandlers({
+  /** The host RPCs of a scope, bound: a session's cells, or a job's workbench. */
+  rpcs(scope: RpcScope): BoundRpc[] {
+    return unattendedRpcsOf({
       ...this.#calls,
       runner: this.#runner,
       pokeTimers: () => this.#scheduler.poke(),
@@ -261,6 +261,7 @@ export class Jobs {
       repoRoot: this.#o.repoRoot,
       skillRoots: this.#o.skillRoots,
       runSlot: (signal: AbortSignal) => this.processSlot(job.session)(signal),
+      log: this.#o.log,
       sandbox: this.#o.sandbox,
       stateDir: this.#o.stateDir,
       runPrograms: this.#o.runPrograms,

@@ -10,11 +10,11 @@ import { appendEvent } from "../../store/events.ts";
 import { type JobEnd, type JobRecord, setJobPid } from "../../store/jobs.ts";
 import { getRelease } from "../../store/releases.ts";
 import type { Store } from "../../store/store.ts";
-import { KlbrError } from "../core/mod.ts";
+import { KlbrError, type Logger } from "../core/mod.ts";
 import {
+  type BoundRpc,
   KernelSupervisor,
   roleLoadedBody,
-  type RpcHandler,
   type SkillRoots,
 } from "../kernel/mod.ts";
 import type { SandboxBase } from "../sandbox/mod.ts";
@@ -44,6 +44,8 @@ export interface JobWorkbenchDeps {
   skillRoots: SkillRoots;
   /** Waits for a process slot before each `workspace.run` of the job. */
   runSlot: (signal: AbortSignal) => Promise<Release>;
+  /** Where unexpected RPC failures of the job's workbench are logged. @default stderr */
+  log?: Logger;
   /** Confines the job's workbench and its `workspace.run` children. @default unconfined */
   sandbox?: SandboxBase;
   /** The state directory's real path: never part of the job's workspace. */
@@ -61,7 +63,7 @@ export interface JobWorkbenchDeps {
 export function jobKernel(
   deps: JobWorkbenchDeps,
   job: JobRecord,
-  rpc: Record<string, RpcHandler>,
+  rpc: BoundRpc[],
 ): KernelSupervisor {
   const release = getRelease(deps.store, job.releaseId);
   if (release === undefined) {
@@ -87,6 +89,7 @@ export function jobKernel(
       });
     },
     rpc,
+    log: deps.log,
     runSlot: deps.runSlot,
     sandbox: deps.sandbox,
     stateDir: deps.stateDir,

@@ -10,15 +10,24 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
 import { z } from "zod";
-import { readArtifact } from "../../store/artifacts.ts";
 import type { JobRecord } from "../../store/jobs.ts";
 import { cancelTimer, createTimer, listTimers } from "../../store/timers.ts";
 import type { Store } from "../../store/store.ts";
 import { routedConversations } from "../behavior/mod.ts";
-import { describeIssues, type EventBus, KlbrError } from "../core/mod.ts";
-import type { RpcContext, RpcHandler } from "../kernel/mod.ts";
+import type { EventBus } from "../core/mod.ts";
+import { artifactReadRpc } from "../context/mod.ts";
+import { discordSendRpc } from "../discord/mod.ts";
+import {
+  bindRpcs,
+  type BoundRpc,
+  declareRefused,
+  defineRpc,
+  type RpcCall,
+  type RpcContext,
+  skillRpcs,
+} from "../kernel/mod.ts";
+import { localSendRpc } from "../session/mod.ts";
 import type { Budget } from "./_budget.ts";
 import type { JobRunner } from "./_job_runner.ts";
 import { childCall, type ModelCallDeps } from "./_model_calls.ts";
@@ -57,7 +66,6 @@ const TimerAt = z.strictObject({
 }).refine((p) => (p.seconds === undefined) !== (p.until_ms === undefined), {
   message: "give seconds or until_ms, not both or neither",
 });
-const ById = (field: string) => z.strictObject({ [field]: z.string().min(1).max(64) });
 const JobStart = z.strictObject({
   code: z.string().min(1).max(1 << 20),
   name: z.string().min(1).max(200).nullable().default(null),
@@ -77,19 +85,6 @@ const Llm = z.strictObject({
   system: z.string().max(1 << 16).nullable().default(null),
 });
 
-function parse<S extends z.ZodType>(schema: S, params: unknown, action: string): z.output<S> {
-  const parsed = schema.safeParse(params);
-  if (!parsed.success) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot ${action}: ${describeIssues(parsed.error)} (got ${
-        JSON.stringify(params)?.slice(0, 200)
-      })`,
-    );
-  }
-  return parsed.data;
-}
-
 /** The causation of a call from `scope`: a cell (with its frame), or a job. */
 function causation(scope: RpcScope, ctx: RpcContext) {
   return scope.job === undefined
@@ -102,107 +97,198 @@ function conversationOf(scope: RpcScope): string {
   return routedConversations(scope.frame()?.routing)[0] ?? "local:default";
 }
 
-/** The `timers.*` handlers. */
-function timerHandlers(deps: RpcDeps, scope: RpcScope): Record<string, RpcHandler> {
-  return {
-    "timers.at": (params, ctx) => {
-      const p = parse(TimerAt, params, "set timer");
-      const c = causation(scope, ctx);
-      const timer = createTimer(deps.store, {
-        session: scope.session,
-        dueAt: p.until_ms ?? deps.store.clock() + Math.ceil(p.seconds! * 1000),
-        note: p.note,
-        conversation: conversationOf(scope),
-        wait: p.wait,
-        frameId: c.frameId,
-        cellId: c.cellId,
-        jobId: c.jobId,
-      });
-      deps.pokeTimers();
-      return Promise.resolve(timerView(timer));
-    },
-    "timers.cancel": (params) => {
-      const { timer_id } = parse(ById("timer_id"), params, "cancel timer") as { timer_id: string };
-      const who = scope.job === undefined ? "a cell" : `job ${scope.job.id}`;
-      const done = cancelTimer(deps.store, {
-        session: scope.session,
-        id: timer_id,
-        cause: `cancelled by ${who}`,
-      });
-      deps.pokeTimers();
-      return Promise.resolve({ cancelled: done.cancelled, ...timerView(done.timer) });
-    },
-    "timers.list": (params) => {
-      const { all } = parse(
-        z.strictObject({ all: z.boolean().default(false) }),
-        params,
-        "list timers",
-      );
-      return Promise.resolve(listTimers(deps.store, scope.session, { all }).map(timerView));
-    },
-  };
+/** What the unattended RPCs are bound to: the daemon's parts and the scope of the caller. */
+export interface UnattendedRpcDeps extends RpcDeps {
+  scope: RpcScope;
 }
 
-/** The `jobs.*` handlers; jobs started in a job are its children. */
-function jobHandlers(deps: RpcDeps, scope: RpcScope): Record<string, RpcHandler> {
-  const idOf = (params: unknown, action: string) =>
-    (parse(ById("job_id"), params, action) as { job_id: string }).job_id;
-  return {
-    "jobs.start": async (params, ctx) => {
-      const p = parse(JobStart, params, "start job");
-      const c = causation(scope, ctx);
-      const frame = scope.frame();
-      const asked = p.budget ?? {};
-      const job = deps.runner.create({
-        session: scope.session,
-        kind: p.kind,
-        name: p.name ?? (p.kind === "agent" ? "agent" : "job"),
-        code: p.code,
-        route: p.kind === "agent" ? p.route ?? "main" : null,
-        budget: deps.budget.jobBudget({
-          wall_time_ms: asked.wall_time_s === undefined
-            ? undefined
-            : Math.ceil(asked.wall_time_s * 1000),
-          model_requests: asked.model_requests,
-          tokens: asked.tokens,
-        }, scope.job === undefined ? undefined : deps.runner.require(undefined, scope.job.id)),
-        releaseId: scope.job?.releaseId ?? frame?.policyRevision ?? scope.release(),
-        workspace: scope.job?.workspace ?? await Deno.realPath(scope.workspace),
-        conversation: conversationOf(scope),
-        frameId: c.frameId,
-        cellId: c.cellId,
-        parentJobId: c.jobId,
-        cause: scope.job === undefined
-          ? `started by cell ${ctx.cell}`
-          : `started by job ${scope.job.id}`,
-      });
-      return jobView(job);
-    },
-    "jobs.status": (params) =>
-      Promise.resolve(jobView(deps.runner.require(scope.session, idOf(params, "read job")))),
-    "jobs.list": () => Promise.resolve(listJobsOf(deps, scope).map((job) => jobView(job))),
-    "jobs.cancel": async (params) => {
-      const id = idOf(params, "cancel job");
-      const who = scope.job === undefined ? "a cell" : `job ${scope.job.id}`;
-      return jobView(await deps.runner.cancel(scope.session, id, `cancelled by ${who}`), true);
-    },
-    "jobs.result": async (params, ctx) => {
-      const id = idOf(params, "wait for job");
-      return jobView(await deps.runner.result(scope.session, id, ctx.signal), true);
-    },
-  };
+const ROLES = ["workbench", "job"] as const;
+const Timer = z.object({ timer_id: z.string(), state: z.string(), due_at: z.number() });
+const Job = z.object({ job_id: z.string(), kind: z.string(), state: z.string() });
+const TimerId = z.strictObject({ timer_id: z.string().min(1).max(64) });
+const JobId = z.strictObject({ job_id: z.string().min(1).max(64) });
+
+/** Who cancels: a cell or a job. */
+function canceller(scope: RpcScope): string {
+  return scope.job === undefined ? "a cell" : `job ${scope.job.id}`;
 }
 
-function listJobsOf(deps: RpcDeps, scope: RpcScope): JobRecord[] {
-  return deps.runner.list(scope.session);
-}
+/** `timers.at`: a durable timer that wakes the agent (or only notes) when due. */
+export const timersAtRpc = defineRpc({
+  name: "timers.at",
+  summary: "Sets a durable timer, in `seconds` or at `until_ms`; with `wait` the agent is " +
+    "woken when it fires.",
+  roles: ROLES,
+  action: "set timer",
+  args: TimerAt,
+  reply: Timer,
+  handler: (p, call: RpcCall<UnattendedRpcDeps>) => {
+    const { deps } = call;
+    const c = causation(deps.scope, call);
+    const timer = createTimer(deps.store, {
+      session: deps.scope.session,
+      dueAt: p.until_ms ?? deps.store.clock() + Math.ceil(p.seconds! * 1000),
+      note: p.note,
+      conversation: conversationOf(deps.scope),
+      wait: p.wait,
+      frameId: c.frameId,
+      cellId: c.cellId,
+      jobId: c.jobId,
+    });
+    deps.pokeTimers();
+    return timerView(timer);
+  },
+});
 
-/** The `llm` handler: one child request on a route, recorded with its causation. */
-function llmHandler(deps: RpcDeps, scope: RpcScope): RpcHandler {
-  return async (params, ctx) => {
-    const p = parse(Llm, params, "call llm");
-    const reply = await childCall(deps, {
-      causation: causation(scope, ctx),
+/** `timers.cancel`: cancels a pending timer of the session. */
+export const timersCancelRpc = defineRpc({
+  name: "timers.cancel",
+  summary: "Cancels a pending timer; says whether it was still pending.",
+  roles: ROLES,
+  action: "cancel timer",
+  args: TimerId,
+  reply: Timer.extend({ cancelled: z.boolean() }),
+  handler: (p, { deps }: RpcCall<UnattendedRpcDeps>) => {
+    const done = cancelTimer(deps.store, {
+      session: deps.scope.session,
+      id: p.timer_id,
+      cause: `cancelled by ${canceller(deps.scope)}`,
+    });
+    deps.pokeTimers();
+    return { cancelled: done.cancelled, ...timerView(done.timer) };
+  },
+});
+
+/** `timers.list`: the session's pending timers (all with `all`). */
+export const timersListRpc = defineRpc({
+  name: "timers.list",
+  summary: "Lists the session's pending timers, or every kept one with `all`.",
+  roles: ROLES,
+  action: "list timers",
+  args: z.strictObject({ all: z.boolean().default(false) }),
+  reply: z.array(Timer),
+  handler: (p, { deps }: RpcCall<UnattendedRpcDeps>) =>
+    listTimers(deps.store, deps.scope.session, { all: p.all }).map(timerView),
+});
+
+/** `jobs.start`: a code or agent job, pinned to the caller's release and workspace. */
+export const jobsStartRpc = defineRpc({
+  name: "jobs.start",
+  summary: "Starts a code or agent job in its own workbench under a budget; a job started in " +
+    "a job is its child.",
+  roles: ROLES,
+  action: "start job",
+  args: JobStart,
+  reply: Job,
+  handler: async (p, call: RpcCall<UnattendedRpcDeps>) => {
+    const { deps } = call;
+    const { scope } = deps;
+    const c = causation(scope, call);
+    const frame = scope.frame();
+    const asked = p.budget ?? {};
+    const job = deps.runner.create({
+      session: scope.session,
+      kind: p.kind,
+      name: p.name ?? (p.kind === "agent" ? "agent" : "job"),
+      code: p.code,
+      route: p.kind === "agent" ? p.route ?? "main" : null,
+      budget: deps.budget.jobBudget({
+        wall_time_ms: asked.wall_time_s === undefined
+          ? undefined
+          : Math.ceil(asked.wall_time_s * 1000),
+        model_requests: asked.model_requests,
+        tokens: asked.tokens,
+      }, scope.job === undefined ? undefined : deps.runner.require(undefined, scope.job.id)),
+      releaseId: scope.job?.releaseId ?? frame?.policyRevision ?? scope.release(),
+      workspace: scope.job?.workspace ?? await Deno.realPath(scope.workspace),
+      conversation: conversationOf(scope),
+      frameId: c.frameId,
+      cellId: c.cellId,
+      parentJobId: c.jobId,
+      cause: scope.job === undefined
+        ? `started by cell ${call.cell}`
+        : `started by job ${scope.job.id}`,
+    });
+    return jobView(job);
+  },
+});
+
+/** `jobs.status`: one job of the session. */
+export const jobsStatusRpc = defineRpc({
+  name: "jobs.status",
+  summary: "Reads one job of the session.",
+  roles: ROLES,
+  action: "read job",
+  args: JobId,
+  reply: Job,
+  handler: (p, { deps }: RpcCall<UnattendedRpcDeps>) =>
+    jobView(deps.runner.require(deps.scope.session, p.job_id)),
+});
+
+/** `jobs.list`: the session's jobs. */
+export const jobsListRpc = defineRpc({
+  name: "jobs.list",
+  summary: "Lists the session's jobs.",
+  roles: ROLES,
+  action: "list jobs",
+  args: z.object({}),
+  reply: z.array(Job),
+  handler: (_p, { deps }: RpcCall<UnattendedRpcDeps>) =>
+    deps.runner.list(deps.scope.session).map((job) => jobView(job)),
+});
+
+/** `jobs.cancel`: ends a job (its whole process group). */
+export const jobsCancelRpc = defineRpc({
+  name: "jobs.cancel",
+  summary: "Cancels a job: its workbench's process group is killed; answers the ended job.",
+  roles: ROLES,
+  action: "cancel job",
+  args: JobId,
+  reply: Job,
+  handler: async (p, { deps }: RpcCall<UnattendedRpcDeps>) =>
+    jobView(
+      await deps.runner.cancel(
+        deps.scope.session,
+        p.job_id,
+        `cancelled by ${canceller(deps.scope)}`,
+      ),
+      true,
+    ),
+});
+
+/** `jobs.result`: waits for a job to end and answers it with its result. */
+export const jobsResultRpc = defineRpc({
+  name: "jobs.result",
+  summary: "Waits for a job to end and answers it with its result.",
+  roles: ROLES,
+  action: "wait for job",
+  args: JobId,
+  reply: Job,
+  handler: async (p, call: RpcCall<UnattendedRpcDeps>) =>
+    jobView(await call.deps.runner.result(call.deps.scope.session, p.job_id, call.signal), true),
+});
+
+/** `llm`: one child model request on a route, recorded with its causation. */
+export const llmRpc = defineRpc({
+  name: "llm",
+  summary: "One child model request on a route (no tools), recorded with its causation and " +
+    "counted against the budgets.",
+  roles: ROLES,
+  action: "call llm",
+  args: Llm,
+  reply: z.strictObject({
+    call_id: z.string(),
+    text: z.string(),
+    route: z.enum(ROUTES),
+    usage: z.strictObject({
+      prompt_tokens: z.int().nullable(),
+      completion_tokens: z.int().nullable(),
+    }),
+    finish_reason: z.string().nullable(),
+  }),
+  handler: async (p, call: RpcCall<UnattendedRpcDeps>) => {
+    const reply = await childCall(call.deps, {
+      causation: causation(call.deps.scope, call),
       kind: "llm",
       route: p.route,
       messages: [
@@ -213,7 +299,7 @@ function llmHandler(deps: RpcDeps, scope: RpcScope): RpcHandler {
       maxTokens: p.max_tokens ?? undefined,
       callTokens: p.budget ?? undefined,
       toolChoice: "none",
-      signal: ctx.signal,
+      signal: call.signal,
     });
     return {
       call_id: reply.callId,
@@ -225,49 +311,38 @@ function llmHandler(deps: RpcDeps, scope: RpcScope): RpcHandler {
       },
       finish_reason: reply.turn.finishReason,
     };
-  };
-}
+  },
+});
 
-/** What a job's workbench gets besides the shared handlers: artifacts, and no speech. */
-function jobOnlyHandlers(deps: RpcDeps): Record<string, RpcHandler> {
-  const silent: RpcHandler = (_params, ctx) =>
-    Promise.reject(
-      new KlbrError(
-        "forbidden",
-        `cannot call ${ctx.method} from a job: a job never speaks to a conversation; return a ` +
-          "value and the agent is woken with it",
-      ),
-    );
-  const noSkills: RpcHandler = (_params, ctx) =>
-    Promise.reject(
-      new KlbrError(
-        "forbidden",
-        `cannot call ${ctx.method} from a job: only the agent's own cells change its skills; ` +
-          "return the skill's text and let the agent write it",
-      ),
-    );
-  return {
-    "local.send": silent,
-    "discord.send": silent,
-    "skills.write": noSkills,
-    "skills.delete": noSkills,
-    "artifact.read": async (params) => {
-      const p = params as { id?: unknown; offset?: unknown; length?: unknown };
-      const { data, bytes } = await readArtifact(deps.store.stateDir, String(p.id), {
-        offset: typeof p.offset === "number" ? p.offset : undefined,
-        length: typeof p.length === "number" ? p.length : undefined,
-      });
-      return { data_b64: Buffer.from(data).toString("base64"), bytes };
-    },
-  };
-}
+/** The `timers.*`, `jobs.*` and `llm` RPCs of a session's cells and of a job's workbench. */
+export const unattendedRpcs = [
+  timersAtRpc,
+  timersCancelRpc,
+  timersListRpc,
+  jobsStartRpc,
+  jobsStatusRpc,
+  jobsListRpc,
+  jobsCancelRpc,
+  jobsResultRpc,
+  llmRpc,
+];
 
-/** The handlers of one scope: a session's cells, or one job's workbench. */
-export function unattendedHandlers(deps: RpcDeps, scope: RpcScope): Record<string, RpcHandler> {
-  return {
-    ...timerHandlers(deps, scope),
-    ...jobHandlers(deps, scope),
-    llm: llmHandler(deps, scope),
-    ...(scope.job === undefined ? {} : jobOnlyHandlers(deps)),
-  };
+/**
+ * The RPCs of one scope, bound: a session's cells get the unattended ones; a job's workbench
+ * gets them with `artifact.read`, and is refused the speech and skill RPCs (a job never speaks;
+ * only the agent's own cells change its skills).
+ *
+ * @example
+ * ```ts
+ * new KernelSupervisor({ ..., rpc: unattendedRpcsOf(deps, scope) });
+ * ```
+ */
+export function unattendedRpcsOf(deps: RpcDeps, scope: RpcScope): BoundRpc[] {
+  const bound = bindRpcs(unattendedRpcs, { ...deps, scope });
+  if (scope.job === undefined) return bound;
+  return [
+    ...bound,
+    ...bindRpcs([artifactReadRpc], { store: deps.store }),
+    ...declareRefused([localSendRpc, discordSendRpc, ...skillRpcs], ["job"]),
+  ];
 }

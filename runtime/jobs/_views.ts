@@ -11,7 +11,7 @@ import type { TimerRecord } from "../../store/timers.ts";
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /** A timer as JSON. */
-export function timerView(timer: TimerRecord): Record<string, unknown> {
+export function timerView(timer: TimerRecord) {
   return {
     timer_id: timer.id,
     state: timer.state,
@@ -29,7 +29,7 @@ export function timerView(timer: TimerRecord): Record<string, unknown> {
 }
 
 /** A job as JSON; `withResult` adds what it ended with (value, output, error). */
-export function jobView(job: JobRecord, withResult = false): Record<string, unknown> {
+export function jobView(job: JobRecord, withResult = false) {
   return {
     job_id: job.id,
     name: job.name,

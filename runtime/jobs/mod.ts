@@ -11,5 +11,5 @@ export { Jobs, type JobsOptions } from "./_domain.ts";
 export type { UnattendedInput } from "./_inputs.ts";
 export type { AdmitFn } from "./_job_runner.ts";
 export { type MaintenanceReport, runMaintenance } from "./_maintenance.ts";
-export type { RpcScope } from "./_rpc.ts";
+export { type RpcScope, unattendedRpcs } from "./_rpc.ts";
 export { type HostTimers, TimerScheduler } from "./_timers.ts";

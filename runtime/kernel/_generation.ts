@@ -5,14 +5,15 @@
  * @module
  */
 
-import type { BehaviorRef } from "../core/mod.ts";
+import type { BehaviorRef, Logger } from "../core/mod.ts";
 import type { ProcessRole, RoleFingerprint } from "./_fingerprint.ts";
 import type { WorkbenchHandle } from "./_handle.ts";
 import { type LoadedSkills, type SkillRoots } from "./_skills.ts";
-import type { InitReply, RpcHandler, WorkbenchExit } from "./_types.ts";
+import type { InitReply, WorkbenchExit } from "./_types.ts";
+import { bindRpcs, type BoundRpc } from "./_rpc_registry.ts";
 import { spawnWorkbench, type WorkbenchOptions } from "./_spawn.ts";
 import { type SandboxBase, workerReadOnly } from "../sandbox/mod.ts";
-import { workspaceRunHandler } from "./_workspace_run.ts";
+import { workspaceRunRpc } from "./_workspace_run.ts";
 
 /** What `recordGeneration` is given before a new generation runs anything. */
 export interface GenerationRecord {
@@ -58,8 +59,8 @@ export interface KernelSupervisorOptions {
   onSkillsLoaded?: (skills: LoadedSkills) => void;
   /** Sees each generation's end. */
   onExit?: (generation: number, exit: WorkbenchExit) => void;
-  /** More RPC handlers (e.g. `local.send`); `workspace.run` is built in. */
-  rpc?: Record<string, RpcHandler>;
+  /** More host RPCs, bound (e.g. `local.send`); `workspace.run` is built in. */
+  rpc?: BoundRpc[];
   /** Byte cap of each output stream of a `workspace.run`. @default 1 MiB */
   runOutputCapBytes?: number;
   /**
@@ -77,7 +78,9 @@ export interface KernelSupervisorOptions {
   /** Confines the worker and every `workspace.run` program. @default unconfined */
   sandbox?: SandboxBase;
   /** Workbench process settings (frame cap, grace and deadlines, `PATH`). */
-  workbench?: Omit<WorkbenchOptions, "cwd" | "repoRoot" | "rpc" | "onExit">;
+  workbench?: Omit<WorkbenchOptions, "cwd" | "repoRoot" | "rpc" | "role" | "log" | "onExit">;
+  /** Where unexpected RPC failures are logged, with their stack. @default stderr */
+  log?: Logger;
 }
 
 /**
@@ -92,22 +95,24 @@ export function spawnGenerationWorker(
   at: { workspace: string; deny: string[]; behavior: BehaviorRef | null },
 ): WorkbenchHandle {
   const { workspace, deny, behavior } = at;
-  const rpc: Record<string, RpcHandler> = {
-    "workspace.run": workspaceRunHandler({
+  const run = bindRpcs([workspaceRunRpc], {
+    options: {
       root: workspace,
       outputCapBytes: o.runOutputCapBytes,
       env: { PATH: o.workbench?.env?.PATH },
       programs: o.runPrograms,
       deny,
       sandbox: o.sandbox,
-    }, o.runSlot),
-    ...o.rpc,
-  };
+    },
+    runSlot: o.runSlot,
+  });
   return spawnWorkbench(o.python, {
     ...o.workbench,
     cwd: workspace,
     repoRoot: o.repoRoot,
-    rpc,
+    rpc: [...run, ...o.rpc ?? []],
+    role: o.role ?? "workbench",
+    log: o.log,
     onExit: (exit) => o.onExit?.(generation, exit),
     sandbox: o.sandbox === undefined ? undefined : {
       base: o.sandbox,

@@ -53,8 +53,12 @@ export class WorkbenchHandle {
     this.pid = child.pid;
     this.#settings = settings;
     this.exited = this.#exit.promise;
-    this.#rpc = new RpcDispatcher(settings.rpc, (frame) => {
-      if (this.#state !== "dead") sendRpcReply(this.#channel, frame);
+    this.#rpc = new RpcDispatcher(settings.rpc, {
+      role: settings.role,
+      log: settings.log,
+      reply: (frame) => {
+        if (this.#state !== "dead") sendRpcReply(this.#channel, frame);
+      },
     });
     this.#channel = new WorkerChannel(
       child,

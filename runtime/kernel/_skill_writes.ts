@@ -12,8 +12,8 @@
  */
 
 import { join } from "node:path";
-import type { z } from "zod";
-import { describeIssues, KlbrError, SkillDeleteParams, SkillWriteParams } from "../core/mod.ts";
+import { z } from "zod";
+import { KlbrError, SkillDeleteParams, SkillWriteParams } from "../core/mod.ts";
 import {
   loadSkills,
   MAX_SKILL_BYTES,
@@ -21,7 +21,7 @@ import {
   type SkillRoots,
   skillTitleProblem,
 } from "./_skills.ts";
-import type { RpcHandler } from "./_types.ts";
+import { defineRpc, type RpcCall } from "./_rpc_registry.ts";
 
 /** What a write or delete changed, for the owner of the generation. */
 export interface SkillChange {
@@ -31,7 +31,7 @@ export interface SkillChange {
   revision: string;
 }
 
-/** Options for {@linkcode skillHandlers}. */
+/** Options for {@linkcode skillRpcDeps}. */
 export interface SkillHandlersOptions {
   roots: SkillRoots;
   /** Told after each write or delete is on disk. */
@@ -40,58 +40,92 @@ export interface SkillHandlersOptions {
   offeredFrom: string;
 }
 
+/** What the skill RPCs are bound to: the options, and the queue that runs calls one at a time. */
+export interface SkillRpcDeps extends SkillHandlersOptions {
+  serial: <T>(work: () => Promise<T>) => Promise<T>;
+}
+
 /**
- * Returns the `skills.write` and `skills.delete` RPC handlers. Calls are run one at a time.
+ * The deps of {@linkcode skillRpcs} for one process: calls are run one at a time.
  *
- * On return of `skills.write` the skill is on disk complete (temp file, fsync, rename, the
+ * @example
+ * ```ts
+ * bindRpcs(skillRpcs, skillRpcDeps({ roots, changed: (c) => log(c), offeredFrom: "your next turn" }));
+ * ```
+ */
+export function skillRpcDeps(options: SkillHandlersOptions): SkillRpcDeps {
+  let queue: Promise<unknown> = Promise.resolve();
+  return {
+    ...options,
+    serial: <T>(work: () => Promise<T>): Promise<T> => {
+      const next = queue.then(work, work);
+      queue = next.catch(() => {});
+      return next;
+    },
+  };
+}
+
+const REFUSAL = "only the agent's own cells change its skills; return the skill's text and let " +
+  "the agent write it";
+const Revision = z.string().min(1);
+
+/**
+ * `skills.write`: on return the skill is on disk complete (temp file, fsync, rename, the
  * directory fsynced) and the loader offers it; otherwise the managed root is as before. Proven
  * by "`skills.write` writes a managed skill atomically; the loader offers it" in
  * `tests/runtime/kernel/skill_writes.test.ts`.
  *
- * @throws {KlbrError} (from a handler) `invalid_input` for malformed parameters; `skill_invalid`
- * for a bad id, a wrong title, a body over {@linkcode MAX_SKILL_BYTES} or not well-formed, an id
- * of the builtin root, or a skill the loader refuses; `not_found` when deleting an id the
- * managed root does not hold.
- * @example
- * ```ts
- * rpc = { ...skillHandlers({ roots, changed: (c) => log(c), offeredFrom: "your next turn" }) };
- * ```
+ * @throws {KlbrError} `skill_invalid` for a bad id, a wrong title, a body over
+ * {@linkcode MAX_SKILL_BYTES} or not well-formed, an id of the builtin root, or a skill the
+ * loader refuses.
  */
-export function skillHandlers(options: SkillHandlersOptions): Record<string, RpcHandler> {
-  let queue: Promise<unknown> = Promise.resolve();
-  const serial = <T>(work: () => Promise<T>): Promise<T> => {
-    const next = queue.then(work, work);
-    queue = next.catch(() => {});
-    return next;
-  };
-  return {
-    "skills.write": (params) =>
-      serial(async () => {
-        const p = parse(SkillWriteParams, params, "write skill");
-        const written = await writeManagedSkill(options.roots, p.id, p.body);
-        options.changed({ action: "write", id: p.id, revision: written.revision });
-        return { ...written, offered_from: options.offeredFrom };
-      }),
-    "skills.delete": (params) =>
-      serial(async () => {
-        const p = parse(SkillDeleteParams, params, "delete skill");
-        const deleted = await deleteManagedSkill(options.roots, p.id);
-        options.changed({ action: "delete", id: p.id, revision: deleted.revision });
-        return { ...deleted, offered_from: options.offeredFrom };
-      }),
-  };
-}
+export const skillWriteRpc = defineRpc({
+  name: "skills.write",
+  summary: "Writes a managed skill under `<state>/skills`, checked like every skill; offered " +
+    "from the next generation.",
+  roles: ["workbench"],
+  refusal: REFUSAL,
+  action: "write skill",
+  args: SkillWriteParams,
+  reply: z.strictObject({
+    id: z.string(),
+    path: z.string(),
+    bytes: z.int(),
+    revision: Revision,
+    offered_from: z.string(),
+  }),
+  handler: (p, { deps }: RpcCall<SkillRpcDeps>) =>
+    deps.serial(async () => {
+      const written = await writeManagedSkill(deps.roots, p.id, p.body);
+      deps.changed({ action: "write", id: p.id, revision: written.revision });
+      return { ...written, offered_from: deps.offeredFrom };
+    }),
+});
 
-function parse<S extends z.ZodType>(schema: S, params: unknown, action: string): z.output<S> {
-  const parsed = schema.safeParse(params);
-  if (parsed.success) return parsed.data;
-  throw new KlbrError(
-    "invalid_input",
-    `cannot ${action}: ${describeIssues(parsed.error)} (got ${
-      JSON.stringify(params)?.slice(0, 200)
-    })`,
-  );
-}
+/**
+ * `skills.delete`: removes a managed skill.
+ *
+ * @throws {KlbrError} `skill_invalid` for a bad id or one only the builtin root holds;
+ * `not_found` when the managed root does not hold it.
+ */
+export const skillDeleteRpc = defineRpc({
+  name: "skills.delete",
+  summary: "Deletes a managed skill; a builtin one is refused.",
+  roles: ["workbench"],
+  refusal: REFUSAL,
+  action: "delete skill",
+  args: SkillDeleteParams,
+  reply: z.strictObject({ id: z.string(), revision: Revision, offered_from: z.string() }),
+  handler: (p, { deps }: RpcCall<SkillRpcDeps>) =>
+    deps.serial(async () => {
+      const deleted = await deleteManagedSkill(deps.roots, p.id);
+      deps.changed({ action: "delete", id: p.id, revision: deleted.revision });
+      return { ...deleted, offered_from: deps.offeredFrom };
+    }),
+});
+
+/** The managed-skill RPCs a session's cells may call, bound with {@linkcode skillRpcDeps}. */
+export const skillRpcs = [skillWriteRpc, skillDeleteRpc];
 
 /**
  * Writes `<managedRoot>/<id>/SKILL.md` after checking it as the loader would; a body the loader

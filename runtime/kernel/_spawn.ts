@@ -7,9 +7,11 @@
 import { resolve } from "node:path";
 import { z } from "zod";
 import { DEFAULT_MAX_FRAME_BYTES } from "./_frame_codec.ts";
-import { describeIssues, KlbrError } from "../core/mod.ts";
+import { createLogger, describeIssues, KlbrError, type Logger } from "../core/mod.ts";
 import { WorkbenchHandle } from "./_handle.ts";
-import type { RpcHandler, WorkbenchExit } from "./_types.ts";
+import type { WorkbenchExit } from "./_types.ts";
+import type { ProcessRole } from "./_fingerprint.ts";
+import { type BoundRpc, RpcRegistry } from "./_rpc_registry.ts";
 import { confinedCommand, type Jail, type SandboxBase } from "../sandbox/mod.ts";
 import { spawnChild } from "./_spawn_child.ts";
 
@@ -37,8 +39,12 @@ export const WorkbenchSettings = z.object({
 
 /** Options of {@linkcode spawnWorkbench}. */
 export type WorkbenchOptions = z.input<typeof WorkbenchSettings> & {
-  /** Host RPC handlers by method, e.g. `workspace.run`, `local.send`. */
-  rpc?: Record<string, RpcHandler>;
+  /** The host RPCs the worker may call, bound (e.g. `workspace.run`, `local.send`). */
+  rpc?: BoundRpc[];
+  /** The role of the process: which of `rpc` it may call. @default "workbench" */
+  role?: ProcessRole;
+  /** Where unexpected RPC failures are logged, with their stack. @default stderr */
+  log?: Logger;
   /** Called once when the process has ended and its group is dead. */
   onExit?: (exit: WorkbenchExit) => void;
   /**
@@ -64,8 +70,9 @@ function hostPath(): string {
  * the workspace and piped stdio; stdout carries frames only, stderr is kept in a ring for
  * diagnostics. Call `init` before anything else.
  *
- * @throws {KlbrError} `invalid_config` when the options fail their schema; `not_found` when
- * the interpreter does not exist; `forbidden` when the host may not run it.
+ * @throws {KlbrError} `invalid_config` when the options fail their schema or two RPCs share a
+ * name; `not_found` when the interpreter does not exist; `forbidden` when the host may not
+ * run it.
  * @example
  * ```ts
  * const wb = spawnWorkbench("python3", { cwd: workspace, repoRoot: Deno.cwd() });
@@ -82,6 +89,7 @@ export function spawnWorkbench(python: string, options: WorkbenchOptions): Workb
     );
   }
   const settings = parsed.data;
+  const registry = new RpcRegistry(options.rpc ?? []);
   const cwd = resolve(settings.cwd);
   const workbench = resolve(settings.repoRoot, "workbench");
   let program = python;
@@ -128,7 +136,9 @@ export function spawnWorkbench(python: string, options: WorkbenchOptions): Workb
     pingTimeoutMs: settings.pingTimeoutMs,
     initTimeoutMs: settings.initTimeoutMs,
     exitGraceMs: settings.exitGraceMs,
-    rpc: options.rpc ?? {},
+    rpc: registry,
+    role: options.role ?? "workbench",
+    log: options.log ?? createLogger(),
     onExit: options.onExit,
     jail,
   });

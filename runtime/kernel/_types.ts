@@ -6,8 +6,9 @@
  */
 
 import { z } from "zod";
-import type { BehaviorRef, KlbrErrorCode, SkillsPayload } from "../core/mod.ts";
-import { WorkerFingerprint } from "./_fingerprint.ts";
+import type { BehaviorRef, KlbrErrorCode, Logger, SkillsPayload } from "../core/mod.ts";
+import { type ProcessRole, WorkerFingerprint } from "./_fingerprint.ts";
+import type { RpcRegistry } from "./_rpc_registry.ts";
 import type { MessagesDelta } from "./_prepare_messages.ts";
 import type { Jail } from "../sandbox/mod.ts";
 
@@ -32,9 +33,6 @@ export interface HookOptions {
   messages?: MessagesDelta;
 }
 
-/** One host-owned effect a cell may ask for; throw a `KlbrError` to answer `rpc_error`. */
-export type RpcHandler = (params: Record<string, unknown>, ctx: RpcContext) => Promise<unknown>;
-
 /** How a workbench process ended. */
 export interface WorkbenchExit {
   /** `shutdown` (asked), `killed` (the host killed it) or `failed` (framing, exit, no ping). */
@@ -58,7 +56,12 @@ export interface HandleSettings {
   pingTimeoutMs: number;
   initTimeoutMs: number;
   exitGraceMs: number;
-  rpc: Record<string, RpcHandler>;
+  /** The host RPCs the process may call. */
+  rpc: RpcRegistry;
+  /** The role of the process: which RPCs of `rpc` it may call. */
+  role: ProcessRole;
+  /** Where unexpected RPC failures are logged. */
+  log: Logger;
   onExit?: (exit: WorkbenchExit) => void;
   /** The limits of the worker's process tree: watched while a cell runs, released at its end. */
   jail?: Jail | null;

@@ -22,6 +22,7 @@ import {
   watchLimits,
 } from "../sandbox/mod.ts";
 import { spawnChild } from "./_spawn_child.ts";
+import { defineRpc, type RpcCall } from "./_rpc_registry.ts";
 
 /** The fallback `PATH` when the host's own cannot be read. */
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
@@ -329,23 +330,39 @@ async function drain<T>(
   return await drained;
 }
 
+/** What `workspace.run` is bound to: the run options of its process and its process slots. */
+export interface WorkspaceRunDeps {
+  options: Omit<RunOptions, "signal">;
+  /** Waits for a process slot (the daemon's process budget) and returns its release. */
+  runSlot?: (signal: AbortSignal) => Promise<() => void>;
+}
+
 /**
- * The `workspace.run` RPC handler of one workbench: each run waits for a process slot when
- * `runSlot` is given (the daemon's process budget), and is ended with the cell it runs under.
+ * The `workspace.run` host RPC, served to every process (a cell, a hook, a job): each run waits
+ * for a process slot when `runSlot` is given, and is ended with the call it runs under.
  */
-export function workspaceRunHandler(
-  options: Omit<RunOptions, "signal">,
-  runSlot?: (signal: AbortSignal) => Promise<() => void>,
-): (params: Record<string, unknown>, ctx: { signal: AbortSignal }) => Promise<RunResult> {
-  return async (params, ctx) => {
-    const release = await runSlot?.(ctx.signal);
+export const workspaceRunRpc = defineRpc({
+  name: "workspace.run",
+  summary: "Runs a program from argv (never a shell) in the workspace, in its own process " +
+    "group, with capped output, a timeout and cleanup after a cancellation.",
+  roles: ["workbench", "hooks", "job"],
+  action: "run",
+  args: RunParams,
+  reply: z.strictObject({
+    exit_code: z.int().nullable(),
+    stdout_b64: z.string(),
+    stderr_b64: z.string(),
+    stdout_truncated: z.boolean(),
+    stderr_truncated: z.boolean(),
+    timed_out: z.boolean(),
+    duration_ms: z.number(),
+  }),
+  handler: async (args, call: RpcCall<WorkspaceRunDeps>): Promise<RunResult> => {
+    const release = await call.deps.runSlot?.(call.signal);
     try {
-      return await runInWorkspace(params as z.input<typeof RunParams>, {
-        ...options,
-        signal: ctx.signal,
-      });
+      return await runInWorkspace(args, { ...call.deps.options, signal: call.signal });
     } finally {
       release?.();
     }
-  };
-}
+  },
+});

@@ -25,7 +25,6 @@ export {
   type InitPayload,
   InitReply,
   type RpcContext,
-  type RpcHandler,
   type WorkbenchExit,
 } from "./_types.ts";
 export type { CellOutcome, CellResult } from "./_parts.ts";
@@ -54,8 +53,22 @@ export {
   skillRoots,
   skillsRevision,
 } from "./_skills.ts";
-export { type SkillChange, skillHandlers, type SkillHandlersOptions } from "./_skill_writes.ts";
-export { runInWorkspace } from "./_workspace_run.ts";
+export {
+  type SkillChange,
+  type SkillHandlersOptions,
+  skillRpcDeps,
+  skillRpcs,
+} from "./_skill_writes.ts";
+export {
+  bindRpcs,
+  type BoundRpc,
+  declareRefused,
+  defineRpc,
+  type RpcCall,
+  type RpcDefinition,
+  RpcRegistry,
+} from "./_rpc_registry.ts";
+export { runInWorkspace, type WorkspaceRunDeps, workspaceRunRpc } from "./_workspace_run.ts";
 export {
   resolveInWorkspace,
   withinRoot,

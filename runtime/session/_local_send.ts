@@ -13,7 +13,9 @@ import {
 } from "../../store/effects.ts";
 import { insertEvent } from "../../store/events.ts";
 import type { Store } from "../../store/store.ts";
+import { z } from "zod";
 import { faultPoint, KlbrError, newId, SendParams } from "../core/mod.ts";
+import { defineRpc, type RpcCall } from "../kernel/mod.ts";
 import { routedConversations } from "../behavior/mod.ts";
 
 /** The frame whose turn is running, as a send needs it. */
@@ -105,3 +107,32 @@ export function localSend(
   faultPoint("publish-before-reply");
   return receipt;
 }
+
+/** What `local.send` is bound to: the session, its running frame, and who hears of a send. */
+export interface LocalSendDeps {
+  store: Store;
+  session: string;
+  /** The frame whose turn is running; null outside a turn. */
+  frame: () => RunningFrame | null;
+}
+
+/** `local.send` as a host RPC of a session's cells: {@linkcode localSend} (the commit wakes the lanes). */
+export const localSendRpc = defineRpc({
+  name: "local.send",
+  summary: "Publishes a message to the local conversation the frame answers, committed before " +
+    "the answer; once per `key` (or per text in a frame without one).",
+  roles: ["workbench"],
+  refusal: "a job never speaks to a conversation; return a value and the agent is woken with it",
+  action: "send",
+  args: SendParams,
+  reply: z.strictObject({
+    send_id: z.string(),
+    seq: z.int(),
+    ordinal: z.int(),
+    duplicate: z.boolean(),
+  }),
+  handler: (p, call: RpcCall<LocalSendDeps>) => {
+    const { deps } = call;
+    return localSend(deps.store, deps.session, deps.frame(), p, call.cell);
+  },
+});

@@ -7,7 +7,8 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { behaviorHandlers } from "../../../runtime/behavior/mod.ts";
+import { behaviorRpcs } from "../../../runtime/behavior/mod.ts";
+import { bindRpcs, RpcRegistry } from "../../../runtime/kernel/mod.ts";
 import { isKlbrError } from "../../../runtime/core/mod.ts";
 import { REPO_ROOT } from "../../../runtime/setup/mod.ts";
 import { activateRelease, markLastGood } from "../../../store/releases.ts";
@@ -42,7 +43,7 @@ export async function withEditor(
       reason: "test",
     });
     markLastGood(store, "default", release.id);
-    const handlers = behaviorHandlers({
+    const registry = new RpcRegistry(bindRpcs(behaviorRpcs, {
       store,
       session: "default",
       python: "python3",
@@ -52,10 +53,10 @@ export async function withEditor(
         Promise.resolve(
           activateRelease(store, { session: "default", expectedEpoch, releaseId, reason }).epoch,
         ),
-    });
-    const ctx = { signal: new AbortController().signal, method: "", parent: "", cell: null };
+    }));
+    const ctx = { signal: new AbortController().signal, parent: "", cell: null };
     await fn(
-      (method, params = {}) => handlers[method](params, { ...ctx, method }),
+      (method, params = {}) => registry.call(method, params, ctx) as Promise<Json>,
       store,
       release.id,
     );

@@ -4,9 +4,9 @@
 
 import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
-import { applyPatch, codeHandlers, CodeService } from "../../../runtime/code/mod.ts";
+import { applyPatch, codeRpcs, CodeService } from "../../../runtime/code/mod.ts";
 import { isKlbrError } from "../../../runtime/core/mod.ts";
-import type { RpcContext } from "../../../runtime/kernel/mod.ts";
+import { bindRpcs, type RpcContext, RpcRegistry } from "../../../runtime/kernel/mod.ts";
 import { readEventsOfKind } from "../../../store/events.ts";
 import { ensureSession } from "../../../store/sessions.ts";
 import { openStore } from "../../../store/store.ts";
@@ -210,20 +210,33 @@ Deno.test("`code.patch` records an applied patch with its cell; a refused one wr
       store.onCommit((commit) => {
         if (commit.sessions.has("default")) woken++;
       });
-      const rpc = codeHandlers({ store, session: "default", workspace: root, service });
+      const rpc = new RpcRegistry(bindRpcs(codeRpcs, {
+        store,
+        session: "default",
+        workspace: root,
+        service,
+      }));
       const ctx: RpcContext = {
         signal: new AbortController().signal,
         method: "code.patch",
         parent: "rq_1",
         cell: "cell_1",
       };
-      const s = await rpc["code.symbol"]({ path: PY.file, name: "circle_area" }, ctx) as {
+      const s = await rpc.call("code.symbol", { path: PY.file, name: "circle_area" }, ctx) as {
         range: Record<string, unknown>;
       };
-      const refused = await rpc["code.patch"]({ edits: [{ range: s.range, text: PY.bad }] }, ctx);
+      const refused = await rpc.call(
+        "code.patch",
+        { edits: [{ range: s.range, text: PY.bad }] },
+        ctx,
+      );
       assert.equal((refused as { ok: boolean }).ok, false);
       assert.equal(readEventsOfKind(store, "default", "code.patch").length, 0);
-      const done = await rpc["code.patch"]({ edits: [{ range: s.range, text: PY.good }] }, ctx) as {
+      const done = await rpc.call(
+        "code.patch",
+        { edits: [{ range: s.range, text: PY.good }] },
+        ctx,
+      ) as {
         patch_id: string;
         seq: number;
       };
@@ -236,7 +249,7 @@ Deno.test("`code.patch` records an applied patch with its cell; a refused one wr
       assert.deepEqual(body.files.map((f) => f.path), [PY.file]);
       assert.equal(woken, 1);
       await assert.rejects(
-        rpc["code.patch"]({ edits: [] }, ctx),
+        rpc.call("code.patch", { edits: [] }, ctx),
         (e) => isKlbrError(e, "invalid_input") && /^cannot call code\.patch: edits/.test(e.message),
       );
     });

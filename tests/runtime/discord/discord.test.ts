@@ -4,7 +4,8 @@
 // and the sender alone are in gateway.test.ts and sender.test.ts.
 
 import assert from "node:assert/strict";
-import { discordHandlers, GATEWAY_INTENTS } from "../../../runtime/discord/mod.ts";
+import { discordRpcs, GATEWAY_INTENTS } from "../../../runtime/discord/mod.ts";
+import { bindRpcs, RpcRegistry } from "../../../runtime/kernel/mod.ts";
 import { KlbrError, type LaneRecord } from "../../../runtime/core/mod.ts";
 import { readEvents } from "../../../store/events.ts";
 import { acceptFrame } from "../../../store/frames.ts";
@@ -35,7 +36,7 @@ async function withHandlers(
   let frame: { id: string; routing: unknown } | null = null;
   try {
     ensureSession(store);
-    const handlers = discordHandlers({
+    const registry = new RpcRegistry(bindRpcs(discordRpcs, {
       store,
       session: "default",
       discord: discord === undefined ? undefined : {
@@ -44,10 +45,10 @@ async function withHandlers(
         typing: (channel) => Promise.resolve({ ok: channel === "123", error: null }),
       },
       frame: () => frame,
-    });
-    const ctx = { signal: new AbortController().signal, method: "", parent: "e1", cell: null };
+    }));
+    const ctx = { signal: new AbortController().signal, parent: "e1", cell: null };
     await fn(
-      (method, params) => handlers[method](params, { ...ctx, method }),
+      (method, params) => registry.call(method, params, ctx),
       store,
       () => wakes,
       (f) => void (frame = f),
@@ -142,7 +143,8 @@ Deno.test("`discord.send` refuses blank or over-long text and malformed ids", as
     await rejects(
       call("discord.send", { text: "hi", channel: "general" }),
       "invalid_input",
-      'cannot send to discord: channel is invalid (got "general")',
+      "cannot send to discord: channel: Invalid string: must match pattern /^[0-9]{1,20}$/ " +
+        '(got {"text":"hi","channel":"general"})',
     );
   });
 });
@@ -225,7 +227,7 @@ Deno.test("`discord.react` queues a reaction row on an input's message; `discord
     await rejects(
       call("discord.react", { message: "556", emoji: "a b" }),
       "invalid_input",
-      'cannot react on discord: emoji is invalid (got "a b")',
+      'cannot react on discord: emoji: has a space or a slash (got {"message":"556","emoji":"a b"})',
     );
   });
 });
@@ -267,7 +269,8 @@ Deno.test("`discord.send` and `discord.react` queue the same thing once per fram
     await rejects(
       call("discord.send", { text: "x", key: "" }),
       "invalid_input",
-      'cannot send to discord: key is invalid (got "")',
+      "cannot send to discord: key: Too small: expected string to have >=1 characters " +
+        '(got {"text":"x","key":""})',
     );
   });
 });

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readEventsOfKind } from "../../../store/events.ts";
 import { EventBus, KlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
-import { type RpcContext, skillRoots } from "../../../runtime/kernel/mod.ts";
+import { type RpcContext, RpcRegistry, skillRoots } from "../../../runtime/kernel/mod.ts";
 import type { Provider } from "../../../runtime/model/mod.ts";
 import { HOUR_MS, Jobs } from "../../../runtime/jobs/mod.ts";
 import { REPO_ROOT } from "../../_helpers/daemon.ts";
@@ -74,12 +74,12 @@ function startJobs(cs: ClockedStore, budget: string): Parts {
     routing: { conversations: ["local:default"] },
     policyRevision: RELEASE,
   };
-  const handlers = jobs.handlers({
+  const registry = new RpcRegistry(jobs.rpcs({
     session: "default",
     frame: () => frame,
     release: () => RELEASE,
     workspace: cs.dir,
-  });
+  }));
   const ctx: RpcContext = {
     signal: new AbortController().signal,
     method: "llm",
@@ -92,7 +92,7 @@ function startJobs(cs: ClockedStore, budget: string): Parts {
     jobs,
     timers,
     requests,
-    llm: async (prompt) => await handlers.llm({ prompt }, ctx) as Record<string, unknown>,
+    llm: async (prompt) => await registry.call("llm", { prompt }, ctx) as Record<string, unknown>,
     turn: (signal) => metered.streamChat({ messages: [] }, { signal }),
   };
 }

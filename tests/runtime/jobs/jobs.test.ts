@@ -12,7 +12,12 @@ import { moveJob } from "../../../store/jobs.ts";
 import { getInput, pendingInputs } from "../../../store/inputs.ts";
 import { EventBus, KlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
-import { processGroupMembers, type RpcContext, skillRoots } from "../../../runtime/kernel/mod.ts";
+import {
+  processGroupMembers,
+  type RpcContext,
+  RpcRegistry,
+  skillRoots,
+} from "../../../runtime/kernel/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../../../runtime/model/mod.ts";
 import { Jobs, type RpcScope } from "../../../runtime/jobs/mod.ts";
 import { REPO_ROOT } from "../../_helpers/daemon.ts";
@@ -123,7 +128,7 @@ async function withJobs(
       release: () => RELEASE,
       workspace,
     };
-    const handlers = jobs.handlers(scope);
+    const registry = new RpcRegistry(jobs.rpcs(scope));
     const call = async (method: string, params: Record<string, unknown>) => {
       const ctx: RpcContext = {
         signal: new AbortController().signal,
@@ -131,7 +136,7 @@ async function withJobs(
         parent: "rq_1",
         cell: cellId,
       };
-      return await handlers[method](params, ctx) as Record<string, unknown>;
+      return await registry.call(method, params, ctx) as Record<string, unknown>;
     };
     jobs.startSession("default");
     try {

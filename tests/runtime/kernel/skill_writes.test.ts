@@ -5,11 +5,14 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { isKlbrError } from "../../../runtime/core/mod.ts";
 import {
+  bindRpcs,
   loadSkills,
   MAX_SKILL_BYTES,
   type RpcContext,
+  RpcRegistry,
   type SkillChange,
-  skillHandlers,
+  skillRpcDeps,
+  skillRpcs,
 } from "../../../runtime/kernel/mod.ts";
 
 type Call = (method: string, params: Record<string, unknown>) => Promise<unknown>;
@@ -26,11 +29,14 @@ async function withRoots(
   await Deno.mkdir(join(roots.builtinRoot, "code"), { recursive: true });
   await Deno.writeTextFile(join(roots.builtinRoot, "code", "SKILL.md"), "# code\n\nBuiltin.\n");
   const changes: SkillChange[] = [];
-  const handlers = skillHandlers({
-    roots,
-    changed: (change) => void changes.push(change),
-    offeredFrom: "the next turn",
-  });
+  const registry = new RpcRegistry(bindRpcs(
+    skillRpcs,
+    skillRpcDeps({
+      roots,
+      changed: (change) => void changes.push(change),
+      offeredFrom: "the next turn",
+    }),
+  ));
   const ctx: RpcContext = {
     signal: new AbortController().signal,
     method: "",
@@ -38,7 +44,7 @@ async function withRoots(
     cell: null,
   };
   try {
-    await fn((method, params) => handlers[method](params, { ...ctx, method }), roots, changes);
+    await fn((method, params) => registry.call(method, params, ctx), roots, changes);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

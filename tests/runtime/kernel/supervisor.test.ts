@@ -6,15 +6,21 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { isKlbrError, KlbrError, newId } from "../../../runtime/core/mod.ts";
+import { z } from "zod";
+import { createLogger, isKlbrError, KlbrError, newId } from "../../../runtime/core/mod.ts";
 import {
+  bindRpcs,
+  type BoundRpc,
   type CellResult,
+  defineRpc,
   type ExecuteOptions,
   type GenerationRecord,
   KernelSupervisor,
   type KernelSupervisorOptions,
   processGroupMembers,
   resolvePython,
+  type RpcCall,
+  type RpcContext,
   skillsRevision,
   spawnWorkbench,
   type WorkbenchExit,
@@ -368,19 +374,36 @@ Deno.test("`open_file().replace` changes exactly one occurrence and refuses 0 or
 // ---------------------------------------------------------------------------------------
 // Host RPC dispatch
 
+/** A host RPC of these tests: any params, any reply, served to a cell. */
+function testRpc(
+  name: string,
+  handler: (params: Record<string, unknown>, ctx: RpcContext) => Promise<unknown>,
+): BoundRpc[] {
+  return bindRpcs([
+    defineRpc({
+      name,
+      summary: "a test rpc",
+      roles: ["workbench"],
+      args: z.record(z.string(), z.unknown()),
+      reply: z.unknown(),
+      handler: (params, call: RpcCall<void>) => handler(params, call),
+    }),
+  ], undefined);
+}
+
 Deno.test("rpc dispatch answers unknown methods not_found and relays a handler's KlbrError code", async () => {
   const sends: { text: unknown; cell: string | null }[] = [];
+  const logged: string[] = [];
   await using s = await session({
-    rpc: {
-      "local.send": (params, ctx) => {
-        sends.push({ text: params.text, cell: ctx.cell });
-        if (params.text === "refuse") {
-          return Promise.reject(new KlbrError("shutting_down", "cannot send: draining (got 1)"));
-        }
-        if (params.text === "crash") return Promise.reject(new Error("secret detail"));
-        return Promise.resolve({ send_id: "snd_1", seq: 7 });
-      },
-    },
+    rpc: testRpc("local.send", (params, ctx) => {
+      sends.push({ text: params.text, cell: ctx.cell });
+      if (params.text === "refuse") {
+        return Promise.reject(new KlbrError("shutting_down", "cannot send: draining (got 1)"));
+      }
+      if (params.text === "crash") return Promise.reject(new Error("secret detail"));
+      return Promise.resolve({ send_id: "snd_1", seq: 7 });
+    }),
+    log: createLogger({ format: "json", write: (line) => void logged.push(line) }),
   });
   const cell = newId("cell");
   const sent = await bounded(s.kernel.execute(cell, "await local.send('hi')"), "send");
@@ -391,11 +414,15 @@ Deno.test("rpc dispatch answers unknown methods not_found and relays a handler's
     refused.error?.message,
     "local.send failed (shutting_down): cannot send: draining (got 1)",
   );
+  assert.deepEqual(logged, [], "a refusal with a code is an answer, not a host failure");
   const crashed = await s.exec("await local.send('crash')");
   assert.equal(
     crashed.error?.message,
-    "local.send failed (internal): cannot call local.send: the host failed internally",
+    "local.send failed (internal): cannot call local.send: the host failed unexpectedly " +
+      "(got Error); the daemon's log has the stack (event rpc.failed)",
   );
+  assert.equal(logged.length, 1);
+  assert.equal(JSON.parse(logged[0]).event, "rpc.failed");
   const unknown = await s.exec("from klbr import rpc\nawait rpc.call('no.such', {})");
   assert.equal(
     unknown.error?.message,
@@ -406,7 +433,7 @@ Deno.test("rpc dispatch answers unknown methods not_found and relays a handler's
 Deno.test("an rpc result too large for a frame reaches the cell as frame_oversize, and the worker goes on", async () => {
   await using s = await session({
     workbench: { cancelGraceMs: GRACE_MS, maxFrameBytes: 64 * 1024 },
-    rpc: { "big.result": () => Promise.resolve({ text: "x".repeat(100_000) }) },
+    rpc: testRpc("big.result", () => Promise.resolve({ text: "x".repeat(100_000) })),
   });
   const big = await s.exec("from klbr import rpc\nawait rpc.call('big.result', {})");
   assert.equal(big.outcome, "error");
@@ -660,16 +687,14 @@ Deno.test("a cell's result is reported only after its cancelled RPC's cleanup ha
     const wb = spawnWorkbench(PYTHON, {
       cwd,
       repoRoot: repo,
-      rpc: {
-        "workspace.run": async (_params, ctx) => {
-          if (!ctx.signal.aborted) {
-            await new Promise((r) => ctx.signal.addEventListener("abort", r, { once: true }));
-          }
-          await cleanup.promise;
-          cleaned = true;
-          return null;
-        },
-      },
+      rpc: testRpc("workspace.run", async (_params, ctx) => {
+        if (!ctx.signal.aborted) {
+          await new Promise((r) => ctx.signal.addEventListener("abort", r, { once: true }));
+        }
+        await cleanup.promise;
+        cleaned = true;
+        return null;
+      }),
     });
     let reported = false;
     const cell = wb.execute("cell_x", "await run(['sleep', '1000'])").then((r) => {
