@@ -11,12 +11,7 @@ import { type JobEnd, type JobRecord, setJobPid } from "../../store/jobs.ts";
 import { getRelease } from "../../store/releases.ts";
 import type { Store } from "../../store/store.ts";
 import { KlbrError, type Logger } from "../core/mod.ts";
-import {
-  type BoundRpc,
-  KernelSupervisor,
-  roleLoadedBody,
-  type SkillRoots,
-} from "../kernel/mod.ts";
+import { type BoundRpc, KernelSupervisor, roleLoadedBody, type SkillRoots } from "../kernel/mod.ts";
 import type { SandboxBase } from "../sandbox/mod.ts";
 import { keepCellOutput, keptCellResult } from "../session/mod.ts";
 import type { Release } from "./_slots.ts";
