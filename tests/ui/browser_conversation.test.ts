@@ -136,6 +136,10 @@ for (const width of WIDTHS) {
         el.scrollTop = Math.floor((el.scrollHeight - el.clientHeight) / 2);
         return el.scrollTop;
       });
+      // The page learns of the scroll from its `scroll` event: let that event be handled (two
+      // frames) before the next record arrives, as it is for a person.
+      await s.page.evaluate(`new Promise((resolve) =>
+        requestAnimationFrame(() => requestAnimationFrame(resolve)))`);
       exchange(s.host, 32);
       await waitForSeq(s.page, s.host.headSeq("default"));
       const pill = s.page.locator("#timeline button.new-below");
