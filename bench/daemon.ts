@@ -163,8 +163,11 @@ class DaemonOutput {
   }
 }
 
-/** SIGKILLs a process and every process group its children lead (read with `ps`). */
-async function killTree(pid: number): Promise<void> {
+/**
+ * SIGKILLs a process and every process group its children lead (read with `ps`); a child left
+ * in the caller's own group is killed alone. The tests' daemon helper uses it too.
+ */
+export async function killTree(pid: number): Promise<void> {
   const out = await new Deno.Command("ps", { args: ["-e", "-o", "pid=,ppid=,pgid="] }).output();
   const rows = new TextDecoder().decode(out.stdout).split("\n")
     .map((line) => line.trim().split(/\s+/).map(Number));

@@ -7,6 +7,7 @@
 
 import { join } from "node:path";
 import { daemonArgs, derivePermissionInput, REPO_ROOT } from "../../runtime/setup/mod.ts";
+import { killTree, serveFlags } from "../../bench/daemon.ts";
 import { tempDir } from "./temp.ts";
 
 export { REPO_ROOT };
@@ -73,12 +74,8 @@ export interface TestDaemon {
   restart(options?: Partial<TestDaemonOptions>): Promise<TestDaemon>;
 }
 
-/** The serve task's `deno run` permission flags, read from deno.json. */
-export function serveFlags(): string[] {
-  const config = JSON.parse(Deno.readTextFileSync(join(REPO_ROOT, "deno.json")));
-  const task: string = config.tasks.serve;
-  return task.split(/\s+/).filter((part) => part.startsWith("--allow-"));
-}
+/** The serve task's `deno run` permission flags, read from deno.json (the bench's reading). */
+export { serveFlags };
 
 /** Starts the daemon on a free port and waits until `/health` answers. */
 export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<TestDaemon> {
@@ -214,33 +211,6 @@ export async function killProcessesIn(dir: string): Promise<void> {
   for (const pid of new TextDecoder().decode(out.stdout).split("\n").filter(Boolean)) {
     try {
       Deno.kill(Number(pid), "SIGKILL");
-    } catch { /* gone */ }
-  }
-}
-/** SIGKILLs a process and every process group its children lead (read with `ps`). */
-async function killTree(pid: number): Promise<void> {
-  const out = await new Deno.Command("ps", { args: ["-e", "-o", "pid=,ppid=,pgid="] }).output();
-  const rows = new TextDecoder().decode(out.stdout).split("\n")
-    .map((line) => line.trim().split(/\s+/).map(Number));
-  // A child left in this process's own group (not detached) is killed alone, never the group:
-  // that would kill this process and everything started beside it.
-  const own = rows.find(([p]) => p === Deno.pid)?.[2];
-  const groups = new Set<number>();
-  for (const [child, ppid, pgid] of rows) {
-    if (ppid !== pid) continue;
-    if (pgid !== pid && pgid !== own) groups.add(pgid);
-    else if (pgid === own) {
-      try {
-        Deno.kill(child, "SIGKILL");
-      } catch { /* gone */ }
-    }
-  }
-  try {
-    Deno.kill(pid, "SIGKILL");
-  } catch { /* gone */ }
-  for (const pgid of groups) {
-    try {
-      Deno.kill(-pgid, "SIGKILL");
     } catch { /* gone */ }
   }
 }
