@@ -4,19 +4,15 @@
  * `node:sqlite` batched insert+commit rate at the same durability setting and at the batch
  * size admission achieved (its inputs per commit, read from `op.status` before and after).
  *
- * 1a/1b run the daemon as in use: the checkout's behaviour and a fake model over real HTTP
- * that answers every turn with a `wait()` cell, so turns consume the inputs while they arrive.
- * 1c runs on figure 2's daemon, whose `attention.plan` blocks, so no turn competes; 1d calls
- * `admitInputs` in-process, 64 to a transaction, without a daemon. 1e–1h are the raw ceilings
- * themselves at 1, 8, 64 and 512 rows per commit. Together they show where the gap to the
- * ceiling goes: the store's transaction, the socket path, or the turns.
+ * 1a/1b (against the durable peer server) are in `peers/admission_rows.ts`. Here: 1c runs on
+ * figure 2's daemon, whose `attention.plan` blocks, so no turn competes; 1d calls
+ * `admitInputs` in-process, 64 to a transaction, without a daemon. Together they show where the
+ * gap to the ceiling goes: the store's transaction or the socket path.
  *
  * @module
  */
 
-import { join } from "node:path";
-import { type BenchDaemon, startBenchDaemon } from "./daemon.ts";
-import { startInstantModel } from "./instant_model.ts";
+import type { BenchDaemon } from "./daemon.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { localDedupeKey } from "../store/dedupe_keys.ts";
 import { type AdmitInput, admitInputs } from "../store/inputs.ts";
@@ -27,16 +23,6 @@ import { measureRawAdmission } from "./raw_admission.ts";
 import { measureRawBatches, type RawBatchResult } from "./raw_commit.ts";
 import { atLeastOfPeer, type BenchRow, makeRow } from "./row.ts";
 import { ratePerSecond } from "./stats.ts";
-
-/** Options for {@linkcode benchAdmission}. */
-export interface AdmissionOptions {
-  /** A scratch directory the run may fill. */
-  root: string;
-  /** Inputs per run. */
-  inputs: number;
-  /** The in-flight bound of the windowed run. */
-  window: number;
-}
 
 const GOAL = atLeastOfPeer(0.8, "≥ 0.8× raw batched");
 
@@ -68,69 +54,6 @@ const CEILING_NOTE = "ceiling: raw node:sqlite BEGIN IMMEDIATE, that many INSERT
   "shaped like inputs (its columns, checks, unique key and indexes; no history index, no " +
   "event row), COMMIT, in WAL at synchronous=FULL on the same filesystem, measured right " +
   "after the run at the batch size the run achieved";
-
-/**
- * Measures figure 1: one run with every input sent at once, one with a bounded window.
- *
- * @throws {KlbrError} `internal` when an input is not acknowledged exactly once;
- *   `worker_timeout` when the daemon does not acknowledge in time.
- */
-export async function benchAdmission(options: AdmissionOptions): Promise<BenchRow[]> {
-  const fake = startInstantModel(() => ({ code: "wait()" }));
-  let daemon: BenchDaemon | undefined;
-  try {
-    const stateDir = join(options.root, "admission-state");
-    const workspace = join(options.root, "admission-ws");
-    await Deno.mkdir(workspace, { recursive: true });
-    await Deno.mkdir(stateDir, { recursive: true });
-    daemon = await startBenchDaemon({ modelUrl: fake.url, stateDir, workspace });
-    const { lane } = await openLane({ port: daemon.port, token: daemon.token, client: "bench" });
-    const runs: { rate: number; drained: boolean; batch: number; ceiling: RawBatchResult }[] = [];
-    for (const [window, prefix] of [[Infinity, "all"], [options.window, "win"]] as const) {
-      const before = await admissionStats(lane);
-      const result = checked(
-        await lane.admitMany(options.inputs, { window, prefix }),
-        options.inputs,
-      );
-      const batch = perCommit(before, await admissionStats(lane));
-      const drained = await waitUntilDrained(daemon.url, 60_000);
-      const ceiling = ceilingAt(options.root, batch, options.inputs);
-      runs.push({ rate: ratePerSecond(result.acks, result.elapsedMs), drained, batch, ceiling });
-    }
-    await lane.close();
-    const n = options.inputs.toLocaleString("en-US");
-    const how = `through /v2 on a live daemon (checkout behaviour, fake model answering wait())`;
-    const ceiling = CEILING_NOTE;
-    const undrained = (drained: boolean) =>
-      drained ? "" : "; the turns had not consumed every input 60 s later";
-    return [
-      makeRow({
-        id: "1a",
-        figure: `admission throughput, ${n} inputs sent at once`,
-        unit: "inputs/s",
-        value: runs[0].rate,
-        peer: ceilingPeer(runs[0].ceiling),
-        goal: GOAL,
-        note: `${how}; counted at each ack; ${runs[0].batch.toFixed(1)} inputs per commit ` +
-          `achieved (group commit across connections), each ack after its commit; ${ceiling}` +
-          undrained(runs[0].drained),
-      }),
-      makeRow({
-        id: "1b",
-        figure: `admission throughput, ${n} inputs, ${options.window} in flight`,
-        unit: "inputs/s",
-        value: runs[1].rate,
-        peer: ceilingPeer(runs[1].ceiling),
-        goal: GOAL,
-        note: `the same daemon after the first run's inputs were consumed; ` +
-          `${runs[1].batch.toFixed(1)} inputs per commit achieved` + undrained(runs[1].drained),
-      }),
-    ];
-  } finally {
-    await daemon?.stop();
-    await fake.close();
-  }
-}
 
 /**
  * Measures figure 1c on a daemon whose `attention.plan` is blocked (no turn competes with
@@ -247,44 +170,4 @@ function checked(result: AdmitManyResult, inputs: number): AdmitManyResult {
     );
   }
   return result;
-}
-
-/** Polls `/health` until no input is pending; `false` when `timeoutMs` passed first. */
-async function waitUntilDrained(url: string, timeoutMs: number): Promise<boolean> {
-  const started = performance.now();
-  while (performance.now() - started < timeoutMs) {
-    const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(5_000) });
-    const health = await response.json() as { pending_inputs?: number };
-    if (health.pending_inputs === 0) return true;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return false;
-}
-
-/** The batch sizes of rows 1e–1h. */
-export const RAW_BATCHES = [1, 8, 64, 512] as const;
-
-/**
- * Measures rows 1e–1h: the raw batched insert+commit ceiling itself at 1, 8, 64 and 512 rows
- * per commit, `rows` rows each, each beside the one-row-per-commit rate.
- *
- * @throws {KlbrError} what {@linkcode measureRawBatches} throws.
- */
-export function benchRawBatches(options: { dir: string; rows: number }): BenchRow[] {
-  const results = RAW_BATCHES.map((batch) =>
-    measureRawBatches({ dir: options.dir, batch, rows: Math.max(batch, options.rows) })
-  );
-  const single = { label: "raw, 1 row per commit", value: results[0].perSecond };
-  return results.map((result, i) =>
-    makeRow({
-      id: `1${"efgh"[i]}`,
-      figure: `raw batched insert+commit, ${result.batch} per commit`,
-      unit: "rows/s",
-      value: result.perSecond,
-      peer: single,
-      note: `${result.rows.toLocaleString("en-US")} rows in ${result.commits} commits; ` +
-        "BEGIN IMMEDIATE, INSERTs of rows shaped like inputs, COMMIT, WAL, synchronous=FULL, " +
-        "a fresh file on the scratch filesystem",
-    })
-  );
 }

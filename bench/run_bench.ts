@@ -163,12 +163,6 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
   "1k": { id: "1k", figure: "daemon resident size, peak during a flood", unit: "MB" },
   "1l": { id: "1l", figure: "send → ack p99 of a second client during a flood", unit: "ms" },
   "1m": { id: "1m", figure: "/health answer p99 during a flood", unit: "ms" },
-  ...Object.fromEntries(
-    ["1e", "1f", "1g", "1h"].map((id) => [
-      id,
-      { id, figure: "raw batched insert+commit", unit: "rows/s" as const },
-    ]),
-  ),
   "2c": { id: "2c", figure: "send → ack p50, idle daemon", unit: "ms" },
   "2d": { id: "2d", figure: "send → ack p50, while a turn runs", unit: "ms" },
   "3e": { id: "3e", figure: "cell round trip 1+1 through the daemon, p50", unit: "ms" },
