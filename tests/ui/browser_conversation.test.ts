@@ -406,6 +406,38 @@ for (const width of WIDTHS) {
     });
   });
 
+  Deno.test(`at ${width} px "?" lists the keyboard shortcuts, Escape closes them, "/" moves to the search and Ctrl+. cancels the running cell`, async () => {
+    await scene(width, {}, async (s) => {
+      s.host.append(
+        "cell.started",
+        full("cell.started", { cell_id: "cell_run", code: "await forever()" }),
+      );
+      await open(s);
+      await s.page.locator('[data-cell-id="cell_run"] button:has-text("Cancel")').waitFor();
+      await s.page.evaluate("document.activeElement && document.activeElement.blur()");
+      await s.page.keyboard.press("?");
+      const dialog = s.page.getByRole("dialog", { name: "Keyboard shortcuts" });
+      await dialog.waitFor();
+      assert.equal(await dialog.locator("tbody tr").count(), 6);
+      assert.match((await dialog.textContent()) ?? "", /\/moves to the search box/);
+      await screenshot(s.page, "conversation", "10-shortcuts");
+      assert.deepEqual(await seriousViolations(s.page), []);
+      await s.page.keyboard.press("Escape");
+      await dialog.waitFor({ state: "hidden" });
+      await s.page.keyboard.press("/");
+      const search = s.page.locator("#lane-search");
+      assert.equal(await s.page.evaluate("document.activeElement.id"), "lane-search");
+      // In a text field "/" is typed, not a shortcut.
+      await s.page.keyboard.press("/");
+      assert.equal(await search.inputValue(), "/");
+      await search.fill("");
+      await s.page.keyboard.press("Control+Period");
+      await s.page.locator('[data-cell-id="cell_run"] button:has-text("Cancelling…")').waitFor();
+      const sent = s.host.operations.filter((o) => o.kind === "op.cancel_cell");
+      assert.deepEqual(sent.map((o) => (o as { cell?: string }).cell), ["cell_run"]);
+    });
+  });
+
   Deno.test(`at ${width} px a turn that ended with text and no send shows an unsent draft`, async () => {
     await scene(width, {}, async (s) => {
       const frame = { frame_id: "fr_1", number: 1, input_ids: ["in_1"] };

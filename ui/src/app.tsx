@@ -32,6 +32,12 @@ import { StateHeader, StateLines, WaitReasonContext } from "./state_line.tsx";
 import { ContextView } from "./context_view.tsx";
 import { Timeline } from "./timeline.tsx";
 import { ThemeButton } from "./theme.tsx";
+import {
+  cancelNewestRunningCell,
+  ShortcutButton,
+  ShortcutHelp,
+  useShortcuts,
+} from "./shortcuts.tsx";
 import { type ConversationEntry, deriveTimeline, LOCAL_CONVERSATION } from "./timeline_view.ts";
 
 /** Props of {@linkcode App}. */
@@ -66,6 +72,13 @@ export function App({ client, onToken }: AppProps): JSX.Element {
   const notices = sessionStates(client.health, turns);
   const head = client.log.lastSeq;
   const [menuOpen, setMenuOpen] = useState(false);
+  const [helpOpen, setHelpOpen] = useState(false);
+  useShortcuts({
+    search: focusSearch,
+    cancel: cancelNewestRunningCell,
+    help: () => setHelpOpen(true),
+    close: () => setMenuOpen(false),
+  });
   return (
     <div class="app">
       <a
@@ -92,6 +105,7 @@ export function App({ client, onToken }: AppProps): JSX.Element {
           {head} {head === 1 ? "record" : "records"}
         </span>
         <ThemeButton />
+        <ShortcutButton onOpen={() => setHelpOpen(true)} />
         <button
           type="button"
           class="menu-button"
@@ -126,8 +140,14 @@ export function App({ client, onToken }: AppProps): JSX.Element {
             />
           </WaitReasonContext.Provider>
         )}
+      <ShortcutHelp open={helpOpen} onClose={() => setHelpOpen(false)} />
     </div>
   );
+}
+
+/** Moves the keyboard to the search box (the `/` shortcut). */
+function focusSearch(): void {
+  document.getElementById("lane-search")?.focus();
 }
 
 /** The search box over the timeline and the panels, with how much it shows. */
