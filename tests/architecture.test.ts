@@ -1,8 +1,9 @@
 /**
  * The layout's rules, checked on the source itself: each folder of `runtime/` is reached only
  * through its face (`mod.ts`), `runtime/core/` imports no domain, `store/` and `ui/` import
- * nothing of `runtime/` but `core/`, only `store/` runs SQL, and nothing outside `store/` wakes the
- * event bus (commits announce themselves). A file's length is a warning (`deno task lines`), not a
+ * nothing of `runtime/` but `core/`, only `store/` runs SQL, nothing outside `store/` wakes the
+ * event bus (commits announce themselves), and the workbench's host side is layered `kernel/` →
+ * `workspace/` → `sandbox/`. A file's length is a warning (`deno task lines`), not a
  * rule.
  *
  * @module
@@ -133,6 +134,34 @@ Deno.test("the folders of runtime/ import each other without a cycle", async () 
   };
   for (const node of edges.keys()) visit(node, []);
   assert.deepEqual(cycles, []);
+});
+
+Deno.test("the workbench's host side is layered kernel → workspace → sandbox, never back up", async () => {
+  // kernel/: the worker process and its protocol; workspace/: paths and `workspace.run`;
+  // sandbox/: confinement, process groups and spawning.
+  const below: Record<string, string[]> = {
+    kernel: [],
+    workspace: ["kernel"],
+    sandbox: ["kernel", "workspace"],
+  };
+  const broken: string[] = [];
+  for (const [folder, forbidden] of Object.entries(below)) {
+    for (const file of await sourceFiles(`runtime/${folder}`)) {
+      for (const target of await importsOf(file)) {
+        if (forbidden.includes(folderOf(target) ?? "")) broken.push(`${file} → ${target}`);
+      }
+    }
+  }
+  assert.deepEqual(broken, []);
+  // The concepts live where their folder says: none of them is back in kernel/.
+  const moved = [
+    "_process_group.ts",
+    "_spawn_child.ts",
+    "_workspace_run.ts",
+    "_workspace_paths.ts",
+  ];
+  const inKernel = (await sourceFiles("runtime/kernel")).map((f) => f.split("/").pop()!);
+  assert.deepEqual(inKernel.filter((name) => moved.includes(name)), []);
 });
 
 /** The npm package name of a lock key or specifier: `npm:@a/b@^1` or `@a/b@1.0.0_x@2` → `@a/b`. */

@@ -9,7 +9,7 @@
 import { join, matchesGlob } from "node:path";
 import { type Node, Query } from "web-tree-sitter";
 import { KlbrError } from "../core/mod.ts";
-import { resolveInWorkspace, withinRoot } from "../kernel/mod.ts";
+import { resolveInWorkspace, withinRoot } from "../workspace/mod.ts";
 import { grammar } from "./_grammars.ts";
 import { type LanguageId, languageOf } from "./_languages.ts";
 import type { CodeRange } from "./_schemas.ts";

@@ -7,7 +7,7 @@
  */
 
 import { KlbrError } from "../core/mod.ts";
-import { resolveInWorkspace } from "../kernel/mod.ts";
+import { resolveInWorkspace } from "../workspace/mod.ts";
 import type { CodeRange } from "./_schemas.ts";
 
 /** The largest file the code domain reads, parses or patches. */

@@ -13,7 +13,7 @@ import {
   parseWorkerFrame,
   type WorkerFrame,
 } from "../core/mod.ts";
-import { killProcessGroup } from "./_process_group.ts";
+import { killProcessGroup } from "../sandbox/mod.ts";
 import { ByteRing, settlesWithin } from "./_parts.ts";
 
 const STDERR_RING = 64 * 1024;

@@ -13,7 +13,7 @@ import type { InitReply, WorkbenchExit } from "./_types.ts";
 import { bindRpcs, type BoundRpc } from "./_rpc_registry.ts";
 import { spawnWorkbench, type WorkbenchOptions } from "./_spawn.ts";
 import { type SandboxBase, workerReadOnly } from "../sandbox/mod.ts";
-import { workspaceRunRpc } from "./_workspace_run.ts";
+import { workspaceRunRpc } from "./_workspace_rpc.ts";
 
 /** What `recordGeneration` is given before a new generation runs anything. */
 export interface GenerationRecord {

@@ -13,7 +13,7 @@ import type { WorkbenchExit } from "./_types.ts";
 import type { ProcessRole } from "./_fingerprint.ts";
 import { type BoundRpc, RpcRegistry } from "./_rpc_registry.ts";
 import { confinedCommand, type Jail, type SandboxBase } from "../sandbox/mod.ts";
-import { spawnChild } from "./_spawn_child.ts";
+import { spawnChild } from "../sandbox/mod.ts";
 
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
 

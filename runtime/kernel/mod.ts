@@ -44,7 +44,6 @@ export {
   PreparedMessages,
   prepareWithDelta,
 } from "./_prepare_messages.ts";
-export { killProcessGroup, processGroupMembers } from "./_process_group.ts";
 export {
   type LoadedSkills,
   loadSkills,
@@ -68,13 +67,7 @@ export {
   type RpcDefinition,
   RpcRegistry,
 } from "./_rpc_registry.ts";
-export { runInWorkspace, type WorkspaceRunDeps, workspaceRunRpc } from "./_workspace_run.ts";
-export {
-  resolveInWorkspace,
-  withinRoot,
-  type WorkspacePath,
-  type WorkspacePathOptions,
-} from "./_workspace_paths.ts";
+export { type WorkspaceRunDeps, workspaceRunRpc } from "./_workspace_rpc.ts";
 export {
   environmentChange,
   packageHash,

@@ -62,3 +62,5 @@ export {
   seccompProgram,
   SYSCALL_TABLES,
 } from "./_seccomp.ts";
+export { killProcessGroup, processGroupMembers } from "./_process_group.ts";
+export { spawnChild, type SpawnFailureText } from "./_spawn_child.ts";

@@ -12,12 +12,8 @@ import { moveJob } from "../../../store/jobs.ts";
 import { getInput, pendingInputs } from "../../../store/inputs.ts";
 import { EventBus, KlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
-import {
-  processGroupMembers,
-  type RpcContext,
-  RpcRegistry,
-  skillRoots,
-} from "../../../runtime/kernel/mod.ts";
+import { type RpcContext, RpcRegistry, skillRoots } from "../../../runtime/kernel/mod.ts";
+import { processGroupMembers } from "../../../runtime/sandbox/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../../../runtime/model/mod.ts";
 import { Jobs, type RpcScope } from "../../../runtime/jobs/mod.ts";
 import { REPO_ROOT } from "../../_helpers/daemon.ts";

@@ -14,7 +14,7 @@ import {
 import { REPO_ROOT, startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
 import type { LaneRecord, ServerMessage } from "../../../runtime/core/mod.ts";
-import { processGroupMembers } from "../../../runtime/kernel/mod.ts";
+import { processGroupMembers } from "../../../runtime/sandbox/mod.ts";
 import { getJob, listJobs } from "../../../store/jobs.ts";
 import { modelCallsOf } from "../../_helpers/store.ts";
 import { openStore, type Store } from "../../../store/store.ts";

@@ -17,7 +17,6 @@ import {
   type GenerationRecord,
   KernelSupervisor,
   type KernelSupervisorOptions,
-  processGroupMembers,
   resolvePython,
   type RpcCall,
   type RpcContext,
@@ -25,6 +24,7 @@ import {
   spawnWorkbench,
   type WorkbenchExit,
 } from "../../../runtime/kernel/mod.ts";
+import { processGroupMembers } from "../../../runtime/sandbox/mod.ts";
 import { runExample } from "../../../runtime/setup/mod.ts";
 
 const REPO = fileURLToPath(new URL("../../..", import.meta.url));

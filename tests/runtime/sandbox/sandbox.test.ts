@@ -10,7 +10,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isKlbrError, newId } from "../../../runtime/core/mod.ts";
-import { KernelSupervisor, resolvePython, runInWorkspace } from "../../../runtime/kernel/mod.ts";
+import { KernelSupervisor, resolvePython } from "../../../runtime/kernel/mod.ts";
+import { runInWorkspace } from "../../../runtime/workspace/mod.ts";
 import {
   bwrapArgs,
   probeCell,

@@ -1,6 +1,7 @@
 /**
- * The `workspace.run` host RPC: a program started from argv (never a shell) in the workspace,
- * in its own process group, with capped output, a timeout and cancellation cleanup.
+ * What `workspace.run` does: a program started from argv (never a shell) in the workspace, in
+ * its own process group, with capped output, a timeout and cancellation cleanup. The host RPC
+ * that serves it is `runtime/kernel/_workspace_rpc.ts`.
  *
  * The host owns the program's process group, so ending the run (timeout, a cancelled cell, a
  * replaced kernel) kills every descendant still in the group, and a replaced kernel can never
@@ -12,17 +13,16 @@
 import { Buffer } from "node:buffer";
 import { z } from "zod";
 import { describeIssues, KlbrError, RunParams } from "../core/mod.ts";
-import { killProcessGroup } from "./_process_group.ts";
-import { resolveInWorkspace } from "./_workspace_paths.ts";
+import { resolveInWorkspace } from "./_paths.ts";
 import {
   confinedCommand,
   type Jail,
+  killProcessGroup,
   LIMIT_POLL_MS,
   type SandboxBase,
+  spawnChild,
   watchLimits,
 } from "../sandbox/mod.ts";
-import { spawnChild } from "./_spawn_child.ts";
-import { defineRpc, type RpcCall } from "./_rpc_registry.ts";
 
 /** The fallback `PATH` when the host's own cannot be read. */
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
@@ -329,40 +329,3 @@ async function drain<T>(
   clearTimeout(drainTimer);
   return await drained;
 }
-
-/** What `workspace.run` is bound to: the run options of its process and its process slots. */
-export interface WorkspaceRunDeps {
-  options: Omit<RunOptions, "signal">;
-  /** Waits for a process slot (the daemon's process budget) and returns its release. */
-  runSlot?: (signal: AbortSignal) => Promise<() => void>;
-}
-
-/**
- * The `workspace.run` host RPC, served to every process (a cell, a hook, a job): each run waits
- * for a process slot when `runSlot` is given, and is ended with the call it runs under.
- */
-export const workspaceRunRpc = defineRpc({
-  name: "workspace.run",
-  summary: "Runs a program from argv (never a shell) in the workspace, in its own process " +
-    "group, with capped output, a timeout and cleanup after a cancellation.",
-  roles: ["workbench", "hooks", "job"],
-  action: "run",
-  args: RunParams,
-  reply: z.strictObject({
-    exit_code: z.int().nullable(),
-    stdout_b64: z.string(),
-    stderr_b64: z.string(),
-    stdout_truncated: z.boolean(),
-    stderr_truncated: z.boolean(),
-    timed_out: z.boolean(),
-    duration_ms: z.number(),
-  }),
-  handler: async (args, call: RpcCall<WorkspaceRunDeps>): Promise<RunResult> => {
-    const release = await call.deps.runSlot?.(call.signal);
-    try {
-      return await runInWorkspace(args, { ...call.deps.options, signal: call.signal });
-    } finally {
-      release?.();
-    }
-  },
-});

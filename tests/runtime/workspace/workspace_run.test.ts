@@ -1,11 +1,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { isKlbrError } from "../../../runtime/core/mod.ts";
-import {
-  killProcessGroup,
-  processGroupMembers,
-  runInWorkspace,
-} from "../../../runtime/kernel/mod.ts";
+import { killProcessGroup, processGroupMembers } from "../../../runtime/sandbox/mod.ts";
+import { runInWorkspace } from "../../../runtime/workspace/mod.ts";
 
 /** A fresh workspace (real path) inside a temp dir that also holds a sibling directory. */
 async function workspace() {
