@@ -7,8 +7,8 @@
  */
 
 import { KlbrError } from "../runtime/core/mod.ts";
-import { admitInput } from "../store/inputs.ts";
-import { ensureSession } from "../store/sessions.ts";
+import { admitInput } from "../store/tables/inputs.ts";
+import { ensureSession } from "../store/tables/sessions.ts";
 import { openStore } from "../store/store.ts";
 import { startFloorServer } from "./ready_process.ts";
 import type { RawCommitResult } from "./raw_commit.ts";

@@ -14,9 +14,9 @@
 
 import type { BenchDaemon } from "./daemon.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
-import { localDedupeKey } from "../store/dedupe_keys.ts";
-import { type AdmitInput, admitInputs } from "../store/inputs.ts";
-import { ensureSession } from "../store/sessions.ts";
+import { localDedupeKey } from "../store/tables/dedupe_keys.ts";
+import { type AdmitInput, admitInputs } from "../store/tables/inputs.ts";
+import { ensureSession } from "../store/tables/sessions.ts";
 import { openStore } from "../store/store.ts";
 import { type AdmitManyResult, type LaneDriver, openLane } from "./lane_driver.ts";
 import { measureRawAdmission } from "./raw_admission.ts";

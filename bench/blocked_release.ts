@@ -8,9 +8,9 @@
 import { join } from "node:path";
 import { REPO_ROOT, startBenchDaemon } from "./daemon.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
-import { activateRelease } from "../store/releases.ts";
-import { requireSession } from "../store/sessions.ts";
-import { publishRelease } from "../store/snapshot_hash.ts";
+import { activateRelease } from "../store/tables/releases.ts";
+import { requireSession } from "../store/tables/sessions.ts";
+import { publishRelease } from "../store/maintenance/snapshot_hash.ts";
 import { openStore } from "../store/store.ts";
 
 /** The `attention.py` of the blocking release: it never returns within the hook timeout. */

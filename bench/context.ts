@@ -20,8 +20,8 @@ import {
 import { EventBus, SILENT_LOGGER } from "../runtime/core/mod.ts";
 import { PYTHON_TOOL } from "../runtime/model/mod.ts";
 import { contractMessage } from "../runtime/session/mod.ts";
-import { estimateTokens } from "../store/provider_items.ts";
-import { ensureSession } from "../store/sessions.ts";
+import { estimateTokens } from "../store/tables/provider_items.ts";
+import { ensureSession } from "../store/tables/sessions.ts";
 import { openStore } from "../store/store.ts";
 import { freePort } from "./ready_process.ts";
 import { below, type BenchRow, makeRow, type Unit } from "./row.ts";

@@ -12,7 +12,7 @@
 
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
-import { ensureSession } from "../store/sessions.ts";
+import { ensureSession } from "../store/tables/sessions.ts";
 import { openStore } from "../store/store.ts";
 import { checkBatchSizes, type RawBatchResult, timeBatches } from "./raw_commit.ts";
 

@@ -10,10 +10,10 @@
  * @module
  */
 
-import { readEvents, readEventTexts } from "../store/events.ts";
-import { localDedupeKey } from "../store/dedupe_keys.ts";
-import { admitInput } from "../store/inputs.ts";
-import { requireSession } from "../store/sessions.ts";
+import { readEvents, readEventTexts } from "../store/tables/events.ts";
+import { localDedupeKey } from "../store/tables/dedupe_keys.ts";
+import { admitInput } from "../store/tables/inputs.ts";
+import { requireSession } from "../store/tables/sessions.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { storedBatches } from "../runtime/lanes/mod.ts";

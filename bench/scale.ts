@@ -21,7 +21,7 @@ import { EventBus, SILENT_LOGGER } from "../runtime/core/mod.ts";
 import { readOperatorToken } from "../runtime/lanes/mod.ts";
 import { contractMessage } from "../runtime/session/mod.ts";
 import { openStore } from "../store/store.ts";
-import { searchHistory } from "../store/history_index.ts";
+import { searchHistory } from "../store/tables/history_index.ts";
 import { openLane } from "./lane_driver.ts";
 import { freePort } from "./ready_process.ts";
 import { type BenchRow, type Goal, makeRow, type Unit } from "./row.ts";

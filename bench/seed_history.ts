@@ -14,7 +14,7 @@
 
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { join } from "node:path";
-import { estimateTokens } from "../store/provider_items.ts";
+import { estimateTokens } from "../store/tables/provider_items.ts";
 
 /** Records one seeded turn writes. */
 export const RECORDS_PER_TURN = 12;

@@ -7,7 +7,7 @@
 
 import { DatabaseSync } from "node:sqlite";
 import { assert } from "../runtime/core/mod.ts";
-import { migrate, STORE_FORMAT } from "./migrations.ts";
+import { migrate, STORE_FORMAT } from "./schema/migrations.ts";
 
 /** Whether `path` is a directory; `undefined` when nothing is there. */
 export function isDirectory(path: string): boolean | undefined {

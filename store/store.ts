@@ -15,7 +15,11 @@ import { z } from "zod";
 import { assert, faultPoint, KlbrError } from "../runtime/core/mod.ts";
 import { forgetCleanClose, markCleanClose } from "./_clean_close.ts";
 import { connect, isDirectory } from "./_connect.ts";
-import { inspectStoreFile, refuseLostHistory, requireWritable } from "./_inspect_file.ts";
+import {
+  inspectStoreFile,
+  refuseLostHistory,
+  requireWritable,
+} from "./maintenance/_inspect_file.ts";
 import {
   injectedSqliteFull,
   storeError,
@@ -23,7 +27,7 @@ import {
   storeFailure,
   unusableState,
 } from "./_store_errors.ts";
-import { schemaError } from "./_schema_error.ts";
+import { schemaError } from "./schema/_schema_error.ts";
 import type { Commit, CommitListener, Statement, Store, StoreHealth } from "./_store_types.ts";
 import { acquireOwnerLock, type OwnerLock, releaseOwnerLock } from "./owner_lock.ts";
 import { checkSqliteVersion, linkedSqliteVersion } from "./version_guard.ts";

@@ -4,10 +4,10 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { startBenchDaemon } from "../daemon.ts";
-import { readEvents } from "../../store/events.ts";
-import { pendingSummary } from "../../store/inputs.ts";
-import { ensureSession, requireSession } from "../../store/sessions.ts";
-import { getRelease } from "../../store/releases.ts";
+import { readEvents } from "../../store/tables/events.ts";
+import { pendingSummary } from "../../store/tables/inputs.ts";
+import { ensureSession, requireSession } from "../../store/tables/sessions.ts";
+import { getRelease } from "../../store/tables/releases.ts";
 import { openStore } from "../../store/store.ts";
 import { BLOCKING_ATTENTION, prepareBlockedState } from "../blocked_release.ts";
 import { openLane } from "../lane_driver.ts";

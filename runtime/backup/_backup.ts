@@ -11,11 +11,11 @@
  * @module
  */
 
-import { pathExists } from "../../store/files.ts";
+import { pathExists } from "../../store/tables/files.ts";
 import { basename, dirname, join } from "node:path";
 import { z } from "zod";
-import { copyStore, describeStoreCopy, type StoreCopy } from "../../store/backup.ts";
-import { verifyRelease } from "../../store/snapshot_hash.ts";
+import { copyStore, describeStoreCopy, type StoreCopy } from "../../store/maintenance/backup.ts";
+import { verifyRelease } from "../../store/maintenance/snapshot_hash.ts";
 import { STORE_FILE } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
 import { copyFileSynced, copyTree, fileSha256, isEmptyOrAbsent } from "./_files.ts";

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { pathExists } from "../../store/files.ts";
+import { pathExists } from "../../store/tables/files.ts";
 import { basename, dirname, join } from "node:path";
 import { readOwnerLock } from "../../store/owner_lock.ts";
 import { STORE_FILE } from "../../store/store.ts";

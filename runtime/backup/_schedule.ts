@@ -11,8 +11,8 @@
  */
 
 import { join } from "node:path";
-import { schemaVersionOnDisk } from "../../store/backup.ts";
-import { LATEST_VERSION } from "../../store/migrations.ts";
+import { schemaVersionOnDisk } from "../../store/maintenance/backup.ts";
+import { LATEST_VERSION } from "../../store/schema/migrations.ts";
 import { STORE_FILE } from "../../store/store.ts";
 import type { BackupConfig } from "../config/mod.ts";
 import { KlbrError, type Logger } from "../core/mod.ts";

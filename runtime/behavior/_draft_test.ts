@@ -7,7 +7,7 @@
  * @module
  */
 
-import { type CandidateCheck, recordTrace } from "../../store/behavior_diagnostics.ts";
+import { type CandidateCheck, recordTrace } from "../../store/tables/behavior_diagnostics.ts";
 import type { Store } from "../../store/store.ts";
 import {
   type BehaviorRef,

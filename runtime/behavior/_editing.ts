@@ -20,10 +20,10 @@ import {
   type FailedCandidate,
   listFailedCandidates,
   recordFailedCandidate,
-} from "../../store/behavior_diagnostics.ts";
-import { getRelease } from "../../store/releases.ts";
-import { requireSession } from "../../store/sessions.ts";
-import { publishRelease, snapshotTree } from "../../store/snapshot_hash.ts";
+} from "../../store/tables/behavior_diagnostics.ts";
+import { getRelease } from "../../store/tables/releases.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
+import { publishRelease, snapshotTree } from "../../store/maintenance/snapshot_hash.ts";
 import { HookName, KlbrError, newId } from "../core/mod.ts";
 import { defineRpc, type RpcCall, type RpcDefinition } from "../kernel/mod.ts";
 import { runDraftChecks, type TestOutcome, type TrustedTestOptions } from "./_draft_test.ts";

@@ -13,11 +13,11 @@ import {
   type HookTrace,
   MAX_TRACES,
   tracesOfFrame,
-} from "../../store/behavior_diagnostics.ts";
-import { getFrame } from "../../store/frames.ts";
-import { getRelease } from "../../store/releases.ts";
-import { requireSession } from "../../store/sessions.ts";
-import { snapshotTree } from "../../store/snapshot_hash.ts";
+} from "../../store/tables/behavior_diagnostics.ts";
+import { getFrame } from "../../store/tables/frames.ts";
+import { getRelease } from "../../store/tables/releases.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
+import { snapshotTree } from "../../store/maintenance/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
 import { type BehaviorRef, HookName, KlbrError } from "../core/mod.ts";
 import { defineRpc, type RpcCall } from "../kernel/mod.ts";

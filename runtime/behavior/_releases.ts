@@ -6,15 +6,15 @@
  */
 
 import { join } from "node:path";
-import { appendEvent } from "../../store/events.ts";
+import { appendEvent } from "../../store/tables/events.ts";
 import {
   activateRelease,
   getRelease,
   lastStartupRelease,
   markLastGood,
-} from "../../store/releases.ts";
-import { ensureSession, requireSession } from "../../store/sessions.ts";
-import { publishRelease, verifyRelease } from "../../store/snapshot_hash.ts";
+} from "../../store/tables/releases.ts";
+import { ensureSession, requireSession } from "../../store/tables/sessions.ts";
+import { publishRelease, verifyRelease } from "../../store/maintenance/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
 import { isKlbrError } from "../core/mod.ts";
 

@@ -5,7 +5,7 @@
  */
 
 import type { Store } from "../../store/store.ts";
-import { requireSession, type Session } from "../../store/sessions.ts";
+import { requireSession, type Session } from "../../store/tables/sessions.ts";
 import { KlbrError } from "../core/mod.ts";
 
 /**

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type HookError, type HookTrace } from "../../store/behavior_diagnostics.ts";
+import { type HookError, type HookTrace } from "../../store/tables/behavior_diagnostics.ts";
 import { isKlbrError } from "../core/mod.ts";
 
 /**

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { appendEvent } from "../../store/events.ts";
+import { appendEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
 import { newId } from "../core/mod.ts";
 import { defineRpc, type RpcCall } from "../kernel/mod.ts";

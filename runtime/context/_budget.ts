@@ -5,8 +5,8 @@
  * @module
  */
 
-import { estimateTokens } from "../../store/provider_items.ts";
-import { readCalibration, UNCALIBRATED_RATIO } from "../../store/token_counts.ts";
+import { estimateTokens } from "../../store/tables/provider_items.ts";
+import { readCalibration, UNCALIBRATED_RATIO } from "../../store/tables/token_counts.ts";
 import type { Store } from "../../store/store.ts";
 import type { Route } from "../config/mod.ts";
 import { PYTHON_TOOL } from "../model/mod.ts";

@@ -15,12 +15,16 @@ import {
   type Compaction,
   latestSummary,
   type SummarySource,
-} from "../../store/context_summaries.ts";
-import { appendEvent } from "../../store/events.ts";
-import { estimateTokens, itemSizesNewestFirst, lastItemIdx } from "../../store/provider_items.ts";
-import { requireSession } from "../../store/sessions.ts";
+} from "../../store/tables/context_summaries.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import {
+  estimateTokens,
+  itemSizesNewestFirst,
+  lastItemIdx,
+} from "../../store/tables/provider_items.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
 import type { Store } from "../../store/store.ts";
-import { recordCalibration } from "../../store/token_counts.ts";
+import { recordCalibration } from "../../store/tables/token_counts.ts";
 import { type EventBus, KlbrError, type Logger } from "../core/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import { type ContextBudget, messagesTokens, rawLimits } from "./_budget.ts";

@@ -10,10 +10,14 @@
  */
 
 import { z } from "zod";
-import { getFrame } from "../../store/frames.ts";
-import { getInputs } from "../../store/inputs.ts";
-import { type ProviderItem, readProviderRange } from "../../store/provider_items.ts";
-import { cellsOfToolCalls, outboxStates, sendsOfCells } from "../../store/history_sources.ts";
+import { getFrame } from "../../store/tables/frames.ts";
+import { getInputs } from "../../store/tables/inputs.ts";
+import { type ProviderItem, readProviderRange } from "../../store/tables/provider_items.ts";
+import {
+  cellsOfToolCalls,
+  outboxStates,
+  sendsOfCells,
+} from "../../store/tables/history_sources.ts";
 import type { Store } from "../../store/store.ts";
 import { bodyOf } from "./_inputs.ts";
 

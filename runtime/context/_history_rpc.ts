@@ -9,9 +9,9 @@
 
 import { Buffer } from "node:buffer";
 import { z } from "zod";
-import { readArtifact } from "../../store/artifacts.ts";
-import { getIndexedArtifact, searchHistory } from "../../store/history_index.ts";
-import { parseHistoryRef, readHistorySource } from "../../store/history_sources.ts";
+import { readArtifact } from "../../store/tables/artifacts.ts";
+import { getIndexedArtifact, searchHistory } from "../../store/tables/history_index.ts";
+import { parseHistoryRef, readHistorySource } from "../../store/tables/history_sources.ts";
 import type { Store } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
 import { defineRpc, type RpcCall } from "../kernel/mod.ts";

@@ -6,8 +6,8 @@
  * @module
  */
 
-import type { InputRecord } from "../../store/inputs.ts";
-import { estimateTokens } from "../../store/provider_items.ts";
+import type { InputRecord } from "../../store/tables/inputs.ts";
+import { estimateTokens } from "../../store/tables/provider_items.ts";
 import { clipToTokens } from "./_budget.ts";
 
 /** The least share of the opening one input's body gets, in raw tokens. */

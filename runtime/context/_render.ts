@@ -10,8 +10,8 @@
  * @module
  */
 
-import { utf8Length } from "../../store/provider_items.ts";
-import type { SummarySource } from "../../store/context_summaries.ts";
+import { utf8Length } from "../../store/tables/provider_items.ts";
+import type { SummarySource } from "../../store/tables/context_summaries.ts";
 import {
   absorbOldest,
   type Digest,

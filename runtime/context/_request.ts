@@ -7,13 +7,13 @@
  * @module
  */
 
-import { type ContextSummary, latestSummary } from "../../store/context_summaries.ts";
+import { type ContextSummary, latestSummary } from "../../store/tables/context_summaries.ts";
 import {
   estimateTokens,
   type ItemSize,
   itemSizesNewestFirst,
   readProviderRange,
-} from "../../store/provider_items.ts";
+} from "../../store/tables/provider_items.ts";
 import type { Store } from "../../store/store.ts";
 import {
   clipToTokens,

@@ -11,7 +11,7 @@
  * @module
  */
 
-import { estimateTokens } from "../../store/provider_items.ts";
+import { estimateTokens } from "../../store/tables/provider_items.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
 import { type Digest, reachedState, type SectionName, SECTIONS, sendGroup } from "./_digest.ts";
 import { HEADINGS, UNREACHED_HEADING } from "./_render.ts";

@@ -6,8 +6,8 @@
  * @module
  */
 
-import { type AdmitInput, admitInputs as admitStoreInputs } from "../../store/inputs.ts";
-import { discordDedupeKey, localDedupeKey } from "../../store/dedupe_keys.ts";
+import { type AdmitInput, admitInputs as admitStoreInputs } from "../../store/tables/inputs.ts";
+import { discordDedupeKey, localDedupeKey } from "../../store/tables/dedupe_keys.ts";
 import type { Store } from "../../store/store.ts";
 import { faultPoint, isKlbrError, KlbrError, type Logger } from "../core/mod.ts";
 import { MAINTENANCE_CONVERSATION } from "../session/mod.ts";
@@ -20,7 +20,7 @@ export type PendingInput = () => Omit<AdmitInput, "session">;
 
 /**
  * Commits every input in one transaction; a refused one (a bad field, a malformed dedupe key
- * part) is answered alone and writes nothing (`admitInputs` in `store/inputs.ts`). On return each `ack` outcome's input
+ * part) is answered alone and writes nothing (`admitInputs` in `store/tables/inputs.ts`). On return each `ack` outcome's input
  * is durable; a repeated dedupe key is acknowledged with the first input's id. `within`, when
  * given, runs in the same transaction after the inputs (a fired timer marks itself there), so
  * what it writes commits with them or not at all.

@@ -15,13 +15,13 @@
  * is queued. A smaller backlog waits: indexing one input alone would cost a commit of its own
  * (an fsync) after each lone input. At a start the whole backlog is indexed the same way, so the
  * first search (a turn) does not pay for it. A search catches up whatever is still behind
- * (`indexAdmittedInputs` in `store/history_index.ts`), so this is only where the work is done,
+ * (`indexAdmittedInputs` in `store/tables/history_index.ts`), so this is only where the work is done,
  * not what a search sees.
  *
  * @module
  */
 
-import { indexAdmittedInputs, inputsNotIndexed } from "../../store/history_index.ts";
+import { indexAdmittedInputs, inputsNotIndexed } from "../../store/tables/history_index.ts";
 import type { Store } from "../../store/store.ts";
 import { faultPoint, type Logger, nextMacrotask } from "../core/mod.ts";
 import type { AdmitOutcome } from "../lanes/mod.ts";

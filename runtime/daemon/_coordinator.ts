@@ -7,7 +7,7 @@
  * @module
  */
 
-import { DEFAULT_SESSION, ensureSession } from "../../store/sessions.ts";
+import { DEFAULT_SESSION, ensureSession } from "../../store/tables/sessions.ts";
 import {
   DEFAULT_CELL_TIMEOUT_MS,
   DEFAULT_DRAIN_GRACE_MS,

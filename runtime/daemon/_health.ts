@@ -12,7 +12,7 @@
  * @module
  */
 
-import { DEFAULT_SESSION } from "../../store/sessions.ts";
+import { DEFAULT_SESSION } from "../../store/tables/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
 import type { ModelCallReport, TurnHealth } from "../session/mod.ts";

@@ -12,10 +12,10 @@
  * @module
  */
 
-import { listFailedCandidates } from "../../store/behavior_diagnostics.ts";
-import { appendEvent } from "../../store/events.ts";
-import { requireSession } from "../../store/sessions.ts";
-import { verifyRelease } from "../../store/snapshot_hash.ts";
+import { listFailedCandidates } from "../../store/tables/behavior_diagnostics.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
+import { verifyRelease } from "../../store/maintenance/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
 import {
   type ClientMessage,

@@ -6,8 +6,8 @@
  * @module
  */
 
-import { recentFrames } from "../../store/frames.ts";
-import { requireSession } from "../../store/sessions.ts";
+import { recentFrames } from "../../store/tables/frames.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import { type ContextBudget, type ContextView, contextView, historyRpcs } from "../context/mod.ts";
 import { bindRpcs, RpcRegistry } from "../kernel/mod.ts";

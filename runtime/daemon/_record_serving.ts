@@ -5,8 +5,8 @@
  * @module
  */
 
-import { readEvents, readEventTexts } from "../../store/events.ts";
-import { getSession } from "../../store/sessions.ts";
+import { readEvents, readEventTexts } from "../../store/tables/events.ts";
+import { getSession } from "../../store/tables/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import type { LaneRecord } from "../core/mod.ts";
 import type { StoredRecord } from "../lanes/mod.ts";

@@ -20,7 +20,7 @@ import {
 import { announceStart, portInUse, requireFreePort } from "./_announce.ts";
 import { startBackupSchedule } from "../backup/mod.ts";
 import { REPO_ROOT } from "../setup/mod.ts";
-import { readArtifact } from "../../store/artifacts.ts";
+import { readArtifact } from "../../store/tables/artifacts.ts";
 import { healthReport } from "./_health.ts";
 import type { Hono } from "hono";
 import { readServeSettings, type ServeSettings } from "./_serve_settings.ts";

@@ -8,8 +8,8 @@
  * @module
  */
 
-import { currentGeneration, startGeneration } from "../../store/kernel_generations.ts";
-import { appendEvent } from "../../store/events.ts";
+import { currentGeneration, startGeneration } from "../../store/tables/kernel_generations.ts";
+import { appendEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
 import type { EventBus } from "../core/mod.ts";
 import {

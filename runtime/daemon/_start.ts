@@ -7,9 +7,9 @@
  */
 
 import { join } from "node:path";
-import { DEFAULT_SESSION } from "../../store/sessions.ts";
+import { DEFAULT_SESSION } from "../../store/tables/sessions.ts";
 import { openStore, type Store, unusableState } from "../../store/store.ts";
-import { installWorkCounts } from "../../store/work_counts.ts";
+import { installWorkCounts } from "../../store/tables/work_counts.ts";
 import { type BehaviorState, prepareBehavior } from "../behavior/mod.ts";
 import { backupBeforeMigration } from "../backup/mod.ts";
 import type { Config } from "../config/mod.ts";

@@ -1,6 +1,6 @@
 /**
  * The Discord gateway on `@discordeno/gateway`'s `DiscordenoShard` (one shard), with its
- * resume state kept durably (`store/discord_gateway.ts`): after `READY` the session id, resume
+ * resume state kept durably (`store/tables/discord_gateway.ts`): after `READY` the session id, resume
  * URL and the bot's user id are saved, and after each dispatch has been handled its sequence
  * is saved. A reconnect, and a daemon restart, therefore send Resume (op 6) with the last
  * sequence that was handled, and Discord replays what was missed. When Discord refuses the
@@ -25,7 +25,7 @@ import {
   readGatewayState,
   saveGatewaySeq,
   saveGatewaySession,
-} from "../../store/discord_gateway.ts";
+} from "../../store/tables/discord_gateway.ts";
 import type { Secret } from "../config/mod.ts";
 import type { Logger } from "../core/mod.ts";
 import { fatalClose } from "./_close_codes.ts";

@@ -10,7 +10,7 @@
  */
 
 import { z } from "zod";
-import { spoolArtifact } from "../../store/artifacts.ts";
+import { spoolArtifact } from "../../store/tables/artifacts.ts";
 
 const Snowflake = z.string().regex(/^[0-9]{1,20}$/);
 

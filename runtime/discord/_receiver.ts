@@ -11,16 +11,16 @@
  */
 
 import { camelize } from "@discordeno/utils";
-import { appendEvent } from "../../store/events.ts";
-import { inputByDedupeKey } from "../../store/inputs.ts";
-import { discordDedupeKey } from "../../store/dedupe_keys.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import { inputByDedupeKey } from "../../store/tables/inputs.ts";
+import { discordDedupeKey } from "../../store/tables/dedupe_keys.ts";
 import {
   advanceChannelCursor,
   channelCursors,
   ensureChannel,
   readGatewayState,
-} from "../../store/discord_gateway.ts";
-import { isOwnMessage } from "../../store/outbox.ts";
+} from "../../store/tables/discord_gateway.ts";
+import { isOwnMessage } from "../../store/tables/outbox.ts";
 import type { Store } from "../../store/store.ts";
 import type { DiscordConfig } from "../config/mod.ts";
 import type { Logger } from "../core/mod.ts";

@@ -15,11 +15,11 @@
  */
 
 import { z } from "zod";
-import { appendEvent } from "../../store/events.ts";
-import { getFrame } from "../../store/frames.ts";
-import { getInput, type InputRecord } from "../../store/inputs.ts";
-import { derivedEffectKey } from "../../store/effects.ts";
-import { enqueueOutbox, getOutbox } from "../../store/outbox.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import { getFrame } from "../../store/tables/frames.ts";
+import { getInput, type InputRecord } from "../../store/tables/inputs.ts";
+import { derivedEffectKey } from "../../store/tables/effects.ts";
+import { enqueueOutbox, getOutbox } from "../../store/tables/outbox.ts";
 import type { Store } from "../../store/store.ts";
 import { faultPoint, KlbrError } from "../core/mod.ts";
 import { defineRpc, type RpcCall } from "../kernel/mod.ts";

@@ -26,8 +26,8 @@ import {
   type OutboxRecord,
   type OutboxTry,
   reconcileOutbox,
-} from "../../store/outbox.ts";
-import { readGatewayState } from "../../store/discord_gateway.ts";
+} from "../../store/tables/outbox.ts";
+import { readGatewayState } from "../../store/tables/discord_gateway.ts";
 import type { Store } from "../../store/store.ts";
 import type { DiscordConfig } from "../config/mod.ts";
 import { type Logger, SerialRunner } from "../core/mod.ts";

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { channelCursors } from "../../store/discord_gateway.ts";
+import { channelCursors } from "../../store/tables/discord_gateway.ts";
 import type { Store } from "../../store/store.ts";
 import type { DiscordConfig, Secret } from "../config/mod.ts";
 import type { Logger } from "../core/mod.ts";

@@ -13,14 +13,14 @@
  * @module
  */
 
-import type { JobBudget, JobRecord } from "../../store/jobs.ts";
+import type { JobBudget, JobRecord } from "../../store/tables/jobs.ts";
 import {
   budgetWindowStart,
   modelUsageSince,
   modelUsageTotalsSince,
   resetBudgetWindow,
   type UsageScope,
-} from "../../store/model_calls.ts";
+} from "../../store/tables/model_calls.ts";
 import type { Store } from "../../store/store.ts";
 import type { BudgetConfig } from "../config/mod.ts";
 import { KlbrError } from "../core/mod.ts";

@@ -16,8 +16,8 @@
  * @module
  */
 
-import { appendEvent } from "../../store/events.ts";
-import type { JobRecord } from "../../store/jobs.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import type { JobRecord } from "../../store/tables/jobs.ts";
 import type { Store } from "../../store/store.ts";
 import { messagesTokens, shapeMessages } from "../context/mod.ts";
 import {

@@ -9,17 +9,17 @@
  * @module
  */
 
-import { appendEvent } from "../../store/events.ts";
-import { getJob, type JobRecord, listJobs } from "../../store/jobs.ts";
-import { failOpenModelCalls } from "../../store/model_calls.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import { getJob, type JobRecord, listJobs } from "../../store/tables/jobs.ts";
+import { failOpenModelCalls } from "../../store/tables/model_calls.ts";
 import {
   createTimer,
   dueTimerCount,
   listTimers,
   markTimerFired,
   type TimerRecord,
-} from "../../store/timers.ts";
-import { workCounts } from "../../store/work_counts.ts";
+} from "../../store/tables/timers.ts";
+import { workCounts } from "../../store/tables/work_counts.ts";
 import type { Store } from "../../store/store.ts";
 import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { EventBus, Logger } from "../core/mod.ts";
@@ -199,7 +199,7 @@ export class Jobs {
 
   /** Counts for `status` and `/health`: jobs running and pending, timers pending and due. */
   status(session?: string): Record<string, number> {
-    // Kept as work is admitted and consumed (`store/work_counts.ts`): O(1) in the backlog.
+    // Kept as work is admitted and consumed (`store/tables/work_counts.ts`): O(1) in the backlog.
     const counts = workCounts(this.#o.store, session);
     return {
       running_jobs: counts.runningJobs,

@@ -6,9 +6,9 @@
  * @module
  */
 
-import type { AdmitInput } from "../../store/inputs.ts";
-import type { JobRecord } from "../../store/jobs.ts";
-import type { TimerRecord } from "../../store/timers.ts";
+import type { AdmitInput } from "../../store/tables/inputs.ts";
+import type { JobRecord } from "../../store/tables/jobs.ts";
+import type { TimerRecord } from "../../store/tables/timers.ts";
 
 /** An input without its session, as the coordinator's admission takes it. */
 export type UnattendedInput = Omit<AdmitInput, "session">;

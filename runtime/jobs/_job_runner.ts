@@ -23,8 +23,8 @@ import {
   openChildJobs,
   openJobs,
   unannouncedJobs,
-} from "../../store/jobs.ts";
-import { appendEvent } from "../../store/events.ts";
+} from "../../store/tables/jobs.ts";
+import { appendEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
 import { type EventBus, KlbrError, type Logger, SerialRunner } from "../core/mod.ts";
 import type { KernelSupervisor, RoleFingerprint } from "../kernel/mod.ts";

@@ -6,9 +6,9 @@
  * @module
  */
 
-import { appendEvent } from "../../store/events.ts";
-import { type JobEnd, type JobRecord, setJobPid } from "../../store/jobs.ts";
-import { getRelease } from "../../store/releases.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import { type JobEnd, type JobRecord, setJobPid } from "../../store/tables/jobs.ts";
+import { getRelease } from "../../store/tables/releases.ts";
 import type { Store } from "../../store/store.ts";
 import { KlbrError, type Logger } from "../core/mod.ts";
 import { type BoundRpc, KernelSupervisor, roleLoadedBody, type SkillRoots } from "../kernel/mod.ts";

@@ -10,7 +10,11 @@
  */
 
 import { join, resolve, sep } from "node:path";
-import { finishMaintenance, releaseRetention, startMaintenance } from "../../store/maintenance.ts";
+import {
+  finishMaintenance,
+  releaseRetention,
+  startMaintenance,
+} from "../../store/maintenance/maintenance.ts";
 import type { Store } from "../../store/store.ts";
 import type { CleanupConfig } from "../config/mod.ts";
 import type { EventBus, Logger } from "../core/mod.ts";

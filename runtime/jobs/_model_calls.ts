@@ -7,9 +7,9 @@
  * @module
  */
 
-import { drawJobUsage, getJob, type JobRecord } from "../../store/jobs.ts";
-import { finishModelCall, startModelCall } from "../../store/model_calls.ts";
-import { appendEvent } from "../../store/events.ts";
+import { drawJobUsage, getJob, type JobRecord } from "../../store/tables/jobs.ts";
+import { finishModelCall, startModelCall } from "../../store/tables/model_calls.ts";
+import { appendEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
 import { type EventBus, KlbrError } from "../core/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";

@@ -11,8 +11,8 @@
  */
 
 import { z } from "zod";
-import type { JobRecord } from "../../store/jobs.ts";
-import { cancelTimer, createTimer, listTimers } from "../../store/timers.ts";
+import type { JobRecord } from "../../store/tables/jobs.ts";
+import { cancelTimer, createTimer, listTimers } from "../../store/tables/timers.ts";
 import type { Store } from "../../store/store.ts";
 import { routedConversations } from "../behavior/mod.ts";
 import type { EventBus } from "../core/mod.ts";

@@ -3,7 +3,7 @@
  * due, every due timer is fired through the coordinator's admission path.
  *
  * Firing commits the `timer` input and the timer's `fired` state together (see
- * `store/timers.ts`), so a timer fires exactly once whatever the daemon does around it: one that
+ * `store/tables/timers.ts`), so a timer fires exactly once whatever the daemon does around it: one that
  * fell due while the daemon was down fires at the next start (`runDue` runs first thing), one
  * that was cancelled never fires. The scheduler holds no state of its own that matters: the
  * store's pending timers are the schedule. The clock and the host timer are injected, so tests
@@ -12,7 +12,7 @@
  * @module
  */
 
-import { dueTimers, nextDueAt, type TimerRecord } from "../../store/timers.ts";
+import { dueTimers, nextDueAt, type TimerRecord } from "../../store/tables/timers.ts";
 import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
 

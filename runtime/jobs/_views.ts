@@ -5,8 +5,8 @@
  * @module
  */
 
-import type { JobRecord } from "../../store/jobs.ts";
-import type { TimerRecord } from "../../store/timers.ts";
+import type { JobRecord } from "../../store/tables/jobs.ts";
+import type { TimerRecord } from "../../store/tables/timers.ts";
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 

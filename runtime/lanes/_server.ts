@@ -47,7 +47,7 @@ export interface AppDeps {
   /** Bounds on lane connections. @default {DEFAULT_LANE_LIMITS} */
   limits?: Partial<LaneLimits>;
   /**
-   * Reads a spooled output (`store/artifacts.ts`'s `readArtifact`) for `GET /artifacts/<id>`;
+   * Reads a spooled output (`store/tables/artifacts.ts`'s `readArtifact`) for `GET /artifacts/<id>`;
    * without it the route answers `not_found`.
    */
   artifacts?: (

@@ -8,9 +8,14 @@
  */
 
 import { z } from "zod";
-import { expireInputs, type InputRecord, pendingBefore, pendingUpTo } from "../../store/inputs.ts";
-import { oldestPendingAt, waitingInputs, workCounts } from "../../store/work_counts.ts";
-import type { FrameRecord } from "../../store/frames.ts";
+import {
+  expireInputs,
+  type InputRecord,
+  pendingBefore,
+  pendingUpTo,
+} from "../../store/tables/inputs.ts";
+import { oldestPendingAt, waitingInputs, workCounts } from "../../store/tables/work_counts.ts";
+import type { FrameRecord } from "../../store/tables/frames.ts";
 import type { Store } from "../../store/store.ts";
 import type { AttentionPlan } from "../behavior/mod.ts";
 import type { HookCaller } from "./_turn_types.ts";
@@ -89,7 +94,7 @@ export function expireOld(store: Store, session: string, expireMs: number): numb
 /**
  * The session's inputs as `status` shows them: how many are pending, the oldest one's age, and
  * those waiting longer than `warnMs` (how many, and the first five). O(1) in the backlog: the
- * counts are kept as inputs are admitted and consumed (`store/work_counts.ts`), the oldest is
+ * counts are kept as inputs are admitted and consumed (`store/tables/work_counts.ts`), the oldest is
  * one index probe, and the five are a bounded index range.
  */
 export function inputsView(store: Store, session: string, warnMs: number) {

@@ -7,8 +7,8 @@
  * @module
  */
 
-import { type ArtifactRef, spoolArtifact } from "../../store/artifacts.ts";
-import type { EffectRecord } from "../../store/effects.ts";
+import { type ArtifactRef, spoolArtifact } from "../../store/tables/artifacts.ts";
+import type { EffectRecord } from "../../store/tables/effects.ts";
 import type { CellResult } from "../kernel/mod.ts";
 import type { FinishedCell } from "./_turn_sink.ts";
 

@@ -8,8 +8,8 @@
  * @module
  */
 
-import type { InputRecord } from "../../store/inputs.ts";
-import { recordCalibration } from "../../store/token_counts.ts";
+import type { InputRecord } from "../../store/tables/inputs.ts";
+import { recordCalibration } from "../../store/tables/token_counts.ts";
 import {
   buildRequest,
   compactContext,
@@ -22,7 +22,7 @@ import {
   type RouteShape,
   shapeMessages,
 } from "../context/mod.ts";
-import { ambientBefore } from "../../store/ambient_inputs.ts";
+import { ambientBefore } from "../../store/tables/ambient_inputs.ts";
 import type { HookResult } from "../behavior/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
 import { hookOr, type TurnHookDeps } from "./_turn_hooks.ts";

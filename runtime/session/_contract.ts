@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { InputRecord } from "../../store/inputs.ts";
+import type { InputRecord } from "../../store/tables/inputs.ts";
 
 /** The conversation of maintenance inputs (`klbr maintain`, and a schedule's). */
 export const MAINTENANCE_CONVERSATION = "system:maintenance";

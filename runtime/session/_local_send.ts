@@ -10,8 +10,8 @@ import {
   effectByKey,
   nextEffectOrdinal,
   recordEffect,
-} from "../../store/effects.ts";
-import { insertEvent } from "../../store/events.ts";
+} from "../../store/tables/effects.ts";
+import { insertEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
 import { z } from "zod";
 import { faultPoint, KlbrError, newId, SendParams } from "../core/mod.ts";

@@ -7,8 +7,8 @@
  * @module
  */
 
-import { lastEventOfKinds } from "../../store/events.ts";
-import type { FrameRecord } from "../../store/frames.ts";
+import { lastEventOfKinds } from "../../store/tables/events.ts";
+import type { FrameRecord } from "../../store/tables/frames.ts";
 import type { Store } from "../../store/store.ts";
 import type { RecordInput, RecordType } from "../core/mod.ts";
 import { answered } from "./_attention.ts";

@@ -9,9 +9,9 @@
  * @module
  */
 
-import { appendEvent, countFrameEvents, lastEventOfKinds } from "../../store/events.ts";
-import { appendProviderItems } from "../../store/provider_items.ts";
-import { requireSession } from "../../store/sessions.ts";
+import { appendEvent, countFrameEvents, lastEventOfKinds } from "../../store/tables/events.ts";
+import { appendProviderItems } from "../../store/tables/provider_items.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
 import {
   DEFAULT_CELL_TIMEOUT_MS,
   faultPoint,

@@ -8,9 +8,9 @@
  * @module
  */
 
-import { effectsOfCell } from "../../store/effects.ts";
-import { appendEvent } from "../../store/events.ts";
-import { recoverOutbox } from "../../store/outbox.ts";
+import { effectsOfCell } from "../../store/tables/effects.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import { recoverOutbox } from "../../store/tables/outbox.ts";
 import {
   appendProviderItems,
   closeDanglingToolCalls,
@@ -18,10 +18,15 @@ import {
   frameHasItems,
   getProviderItem,
   lastItemIdx,
-} from "../../store/provider_items.ts";
-import { interruptOpenCells, lastCellOfFrame } from "../../store/cells.ts";
-import { adoptFrame, finishFrame, type FrameRecord, openFrames } from "../../store/frames.ts";
-import { pendingSummary } from "../../store/inputs.ts";
+} from "../../store/tables/provider_items.ts";
+import { interruptOpenCells, lastCellOfFrame } from "../../store/tables/cells.ts";
+import {
+  adoptFrame,
+  finishFrame,
+  type FrameRecord,
+  openFrames,
+} from "../../store/tables/frames.ts";
+import { pendingSummary } from "../../store/tables/inputs.ts";
 import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
 import { renderCellResult, renderEffects, storedCellResult } from "./_cell_output.ts";

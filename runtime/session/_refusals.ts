@@ -6,7 +6,7 @@
  * @module
  */
 
-import { lastEventOfKinds } from "../../store/events.ts";
+import { lastEventOfKinds } from "../../store/tables/events.ts";
 import { repairContext } from "../context/mod.ts";
 import { modelFailureFacts, type Provider } from "../model/mod.ts";
 import type { RouteMode } from "./_route_mode.ts";

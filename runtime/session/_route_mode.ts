@@ -8,7 +8,7 @@
  * @module
  */
 
-import { lastEventOfKinds, readEventsOfKind } from "../../store/events.ts";
+import { lastEventOfKinds, readEventsOfKind } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
 import type { Route } from "../config/mod.ts";
 import type { RouteShape } from "../context/mod.ts";

@@ -14,12 +14,12 @@
  * @module
  */
 
-import { appendEvent } from "../../store/events.ts";
-import { activateRelease, getRelease, markLastGood } from "../../store/releases.ts";
-import { requireSession } from "../../store/sessions.ts";
-import { verifyRelease } from "../../store/snapshot_hash.ts";
-import type { Compaction } from "../../store/context_summaries.ts";
-import type { FrameRecord } from "../../store/frames.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import { activateRelease, getRelease, markLastGood } from "../../store/tables/releases.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
+import { verifyRelease } from "../../store/maintenance/snapshot_hash.ts";
+import type { Compaction } from "../../store/tables/context_summaries.ts";
+import type { FrameRecord } from "../../store/tables/frames.ts";
 import { DEFAULT_CELL_TIMEOUT_MS, faultPoint, KlbrError } from "../core/mod.ts";
 import { compactContext, repairContext } from "../context/mod.ts";
 import { loadSkills, type SkillChange } from "../kernel/mod.ts";

@@ -12,11 +12,11 @@
  * @module
  */
 
-import { appendEvent } from "../../store/events.ts";
-import { acceptFrame, finishFrame, type FrameRecord, getFrame } from "../../store/frames.ts";
-import { getInputs, type InputRecord, pendingInputs } from "../../store/inputs.ts";
-import { oldestPendingAt } from "../../store/work_counts.ts";
-import { requireSession } from "../../store/sessions.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import { acceptFrame, finishFrame, type FrameRecord, getFrame } from "../../store/tables/frames.ts";
+import { getInputs, type InputRecord, pendingInputs } from "../../store/tables/inputs.ts";
+import { oldestPendingAt } from "../../store/tables/work_counts.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
 import {
   DEFAULT_HOOK_TIMEOUT_MS,
   DEFAULT_RETRY_BASE_MS,

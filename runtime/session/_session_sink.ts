@@ -7,11 +7,15 @@
  * @module
  */
 
-import { appendEvent, lastEventOfKinds } from "../../store/events.ts";
-import { finishCell, startCell } from "../../store/cells.ts";
-import { effectsOfCell } from "../../store/effects.ts";
-import { indexArtifact } from "../../store/history_index.ts";
-import { appendProviderItems, getProviderItem, lastItemIdx } from "../../store/provider_items.ts";
+import { appendEvent, lastEventOfKinds } from "../../store/tables/events.ts";
+import { finishCell, startCell } from "../../store/tables/cells.ts";
+import { effectsOfCell } from "../../store/tables/effects.ts";
+import { indexArtifact } from "../../store/tables/history_index.ts";
+import {
+  appendProviderItems,
+  getProviderItem,
+  lastItemIdx,
+} from "../../store/tables/provider_items.ts";
 import type { Store } from "../../store/store.ts";
 import type { RecordInput } from "../core/mod.ts";
 import { assistantMessage, type Provider, type ProviderTurn } from "../model/mod.ts";

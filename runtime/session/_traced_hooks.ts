@@ -11,7 +11,7 @@
  * @module
  */
 
-import { deferTrace } from "../../store/behavior_diagnostics.ts";
+import { deferTrace } from "../../store/tables/behavior_diagnostics.ts";
 import type { Store } from "../../store/store.ts";
 import type { HookName, Logger } from "../core/mod.ts";
 import { checkHookResult, hookErrorOf, type HookResult } from "../behavior/mod.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { appendEvent } from "../../store/events.ts";
+import { appendEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
 import { DEFAULT_HOOK_TIMEOUT_MS, type EventBus, type HookName, type Logger } from "../core/mod.ts";
 import type { HookResult } from "../behavior/mod.ts";

@@ -11,8 +11,8 @@
  * @module
  */
 
-import type { ArtifactRef } from "../../store/artifacts.ts";
-import type { EffectRecord } from "../../store/effects.ts";
+import type { ArtifactRef } from "../../store/tables/artifacts.ts";
+import type { EffectRecord } from "../../store/tables/effects.ts";
 import type { Store } from "../../store/store.ts";
 import type { EventBus } from "../core/mod.ts";
 import type { CellResult } from "../kernel/mod.ts";

@@ -5,8 +5,8 @@
  * @module
  */
 
-import type { FrameRecord } from "../../store/frames.ts";
-import type { InputRecord } from "../../store/inputs.ts";
+import type { FrameRecord } from "../../store/tables/frames.ts";
+import type { InputRecord } from "../../store/tables/inputs.ts";
 import type { Store } from "../../store/store.ts";
 import type { EventBus, HookName, Logger } from "../core/mod.ts";
 import type { HookResult } from "../behavior/mod.ts";

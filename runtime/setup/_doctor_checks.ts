@@ -14,8 +14,8 @@
 
 import { join } from "node:path";
 import { readOwnerLock } from "../../store/owner_lock.ts";
-import { getRelease } from "../../store/releases.ts";
-import { DEFAULT_SESSION, getSession } from "../../store/sessions.ts";
+import { getRelease } from "../../store/tables/releases.ts";
+import { DEFAULT_SESSION, getSession } from "../../store/tables/sessions.ts";
 import { openStore } from "../../store/store.ts";
 import {
   checkSqliteVersion,

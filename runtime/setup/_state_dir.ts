@@ -17,7 +17,7 @@
 
 import { isAbsolute, join, resolve } from "node:path";
 import { defaultConfigText, loadConfig, parseConfig } from "../config/mod.ts";
-import { pathExists } from "../../store/files.ts";
+import { pathExists } from "../../store/tables/files.ts";
 import { later } from "./_later.ts";
 
 /** The subdirectories `init` creates. */

@@ -7,14 +7,14 @@
  * @module
  */
 
-import { finishCell, startCell } from "../../store/cells.ts";
-import { appendEvent } from "../../store/events.ts";
-import { acceptFrame, finishFrame } from "../../store/frames.ts";
-import { admitInput } from "../../store/inputs.ts";
-import { currentGeneration, startGeneration } from "../../store/kernel_generations.ts";
-import { enqueueOutbox } from "../../store/outbox.ts";
-import { appendProviderItems } from "../../store/provider_items.ts";
-import { requireSession } from "../../store/sessions.ts";
+import { finishCell, startCell } from "../../store/tables/cells.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import { acceptFrame, finishFrame } from "../../store/tables/frames.ts";
+import { admitInput } from "../../store/tables/inputs.ts";
+import { currentGeneration, startGeneration } from "../../store/tables/kernel_generations.ts";
+import { enqueueOutbox } from "../../store/tables/outbox.ts";
+import { appendProviderItems } from "../../store/tables/provider_items.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
 import type { Store } from "../../store/store.ts";
 
 /** What one written turn is made of. */

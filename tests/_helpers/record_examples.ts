@@ -6,7 +6,7 @@
  */
 
 import { dirname, join } from "node:path";
-import { appendEvent } from "../../store/events.ts";
+import { appendEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
 import { fileURLToPath } from "node:url";
 

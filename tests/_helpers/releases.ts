@@ -7,9 +7,9 @@
 
 import { REPO_ROOT } from "../../runtime/setup/mod.ts";
 import { openStore } from "../../store/store.ts";
-import { publishRelease } from "../../store/snapshot_hash.ts";
-import { activateRelease } from "../../store/releases.ts";
-import { requireSession } from "../../store/sessions.ts";
+import { publishRelease } from "../../store/maintenance/snapshot_hash.ts";
+import { activateRelease } from "../../store/tables/releases.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
 
 /** Publishes `behavior/` with `files` replaced and activates it, on a stopped daemon's state. */
 export async function activateVariant(stateDir: string, files: Record<string, string>) {

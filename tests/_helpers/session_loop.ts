@@ -10,13 +10,13 @@
  */
 
 import { join } from "node:path";
-import { localDedupeKey } from "../../store/dedupe_keys.ts";
-import { readEventsOfKind } from "../../store/events.ts";
-import { admitInput } from "../../store/inputs.ts";
-import { startGeneration } from "../../store/kernel_generations.ts";
-import { activateRelease } from "../../store/releases.ts";
-import { ensureSession, requireSession } from "../../store/sessions.ts";
-import { publishRelease as publish } from "../../store/snapshot_hash.ts";
+import { localDedupeKey } from "../../store/tables/dedupe_keys.ts";
+import { readEventsOfKind } from "../../store/tables/events.ts";
+import { admitInput } from "../../store/tables/inputs.ts";
+import { startGeneration } from "../../store/tables/kernel_generations.ts";
+import { activateRelease } from "../../store/tables/releases.ts";
+import { ensureSession, requireSession } from "../../store/tables/sessions.ts";
+import { publishRelease as publish } from "../../store/maintenance/snapshot_hash.ts";
 import { openStore, type Store } from "../../store/store.ts";
 import { EventBus, type HookName, SILENT_LOGGER } from "../../runtime/core/mod.ts";
 import { parseConfig } from "../../runtime/config/mod.ts";

@@ -5,10 +5,14 @@
  * @module
  */
 
-import { type AcceptedFrame, acceptFrame } from "../../store/frames.ts";
-import { getModelCall, type ModelCallRecord } from "../../store/model_calls.ts";
-import { ensureSession } from "../../store/sessions.ts";
-import { lastItemIdx, type ProviderItem, readProviderRange } from "../../store/provider_items.ts";
+import { type AcceptedFrame, acceptFrame } from "../../store/tables/frames.ts";
+import { getModelCall, type ModelCallRecord } from "../../store/tables/model_calls.ts";
+import { ensureSession } from "../../store/tables/sessions.ts";
+import {
+  lastItemIdx,
+  type ProviderItem,
+  readProviderRange,
+} from "../../store/tables/provider_items.ts";
 import { openStore, type Store } from "../../store/store.ts";
 
 /** Options for {@linkcode withStore}. */

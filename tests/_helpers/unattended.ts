@@ -6,12 +6,12 @@
  * @module
  */
 
-import { admitInput } from "../../store/inputs.ts";
-import { startCell } from "../../store/cells.ts";
-import { acceptFrame } from "../../store/frames.ts";
-import { startGeneration } from "../../store/kernel_generations.ts";
-import { recordRelease } from "../../store/releases.ts";
-import { ensureSession } from "../../store/sessions.ts";
+import { admitInput } from "../../store/tables/inputs.ts";
+import { startCell } from "../../store/tables/cells.ts";
+import { acceptFrame } from "../../store/tables/frames.ts";
+import { startGeneration } from "../../store/tables/kernel_generations.ts";
+import { recordRelease } from "../../store/tables/releases.ts";
+import { ensureSession } from "../../store/tables/sessions.ts";
 import { openStore, type Store } from "../../store/store.ts";
 import type { UnattendedInput } from "../../runtime/jobs/mod.ts";
 

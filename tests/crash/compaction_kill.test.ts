@@ -9,8 +9,8 @@ import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { buildRequest } from "../../runtime/context/mod.ts";
 import type { LaneRecord } from "../../runtime/core/mod.ts";
-import { latestSummary } from "../../store/context_summaries.ts";
-import { requireSession } from "../../store/sessions.ts";
+import { latestSummary } from "../../store/tables/context_summaries.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
 import { openStore } from "../../store/store.ts";
 import {
   assertProviderValid,

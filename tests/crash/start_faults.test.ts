@@ -9,7 +9,7 @@ import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
 import { startTestDaemon, type TestDaemon } from "../_helpers/daemon.ts";
-import { LATEST_VERSION } from "../../store/migrations.ts";
+import { LATEST_VERSION } from "../../store/schema/migrations.ts";
 import { fillDisk, mountSmallFs } from "./_loopback_fs.ts";
 import { nextMessageAnswered, removeDirs } from "./_checks.ts";
 

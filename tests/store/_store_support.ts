@@ -9,9 +9,9 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { DatabaseSync } from "node:sqlite";
 import { KlbrError } from "../../runtime/core/mod.ts";
-import { localDedupeKey } from "../../store/dedupe_keys.ts";
-import { type AdmitInput } from "../../store/inputs.ts";
-import { ensureSession } from "../../store/sessions.ts";
+import { localDedupeKey } from "../../store/tables/dedupe_keys.ts";
+import { type AdmitInput } from "../../store/tables/inputs.ts";
+import { ensureSession } from "../../store/tables/sessions.ts";
 import { openStore, type Store } from "../../store/store.ts";
 
 /** The child that holds the owner lock until killed. */

@@ -7,9 +7,9 @@
  * @module
  */
 
-import { localDedupeKey } from "../../store/dedupe_keys.ts";
-import { admitInput } from "../../store/inputs.ts";
-import { ensureSession } from "../../store/sessions.ts";
+import { localDedupeKey } from "../../store/tables/dedupe_keys.ts";
+import { admitInput } from "../../store/tables/inputs.ts";
+import { ensureSession } from "../../store/tables/sessions.ts";
 import { openStore } from "../../store/store.ts";
 
 const [stateDir, max = "100000"] = Deno.args;

@@ -7,9 +7,9 @@
 
 import assert from "node:assert/strict";
 import { KlbrError } from "../../runtime/core/mod.ts";
-import { type AdmitInput, admitInputs, pendingInputs } from "../../store/inputs.ts";
-import { readEvents } from "../../store/events.ts";
-import { ensureSession, getSession } from "../../store/sessions.ts";
+import { type AdmitInput, admitInputs, pendingInputs } from "../../store/tables/inputs.ts";
+import { readEvents } from "../../store/tables/events.ts";
+import { ensureSession, getSession } from "../../store/tables/sessions.ts";
 import { type Store } from "../../store/store.ts";
 import { withStore } from "../_helpers/store.ts";
 

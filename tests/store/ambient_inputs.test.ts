@@ -6,9 +6,9 @@
  */
 
 import assert from "node:assert/strict";
-import { ambientBefore } from "../../store/ambient_inputs.ts";
-import { acceptFrame } from "../../store/frames.ts";
-import { admitInput } from "../../store/inputs.ts";
+import { ambientBefore } from "../../store/tables/ambient_inputs.ts";
+import { acceptFrame } from "../../store/tables/frames.ts";
+import { admitInput } from "../../store/tables/inputs.ts";
 import { type Store } from "../../store/store.ts";
 import { withStore } from "../_helpers/store.ts";
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { readArtifact, spoolArtifact } from "../../store/artifacts.ts";
+import { readArtifact, spoolArtifact } from "../../store/tables/artifacts.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
 import { tempDir } from "../_helpers/temp.ts";
 

@@ -12,10 +12,10 @@ import {
   recordTrace,
   TRACE_FIELD_MAX_CHARS,
   tracesOfFrame,
-} from "../../store/behavior_diagnostics.ts";
-import { readEvents } from "../../store/events.ts";
-import { acceptFrame, finishFrame } from "../../store/frames.ts";
-import { admitInput } from "../../store/inputs.ts";
+} from "../../store/tables/behavior_diagnostics.ts";
+import { readEvents } from "../../store/tables/events.ts";
+import { acceptFrame, finishFrame } from "../../store/tables/frames.ts";
+import { admitInput } from "../../store/tables/inputs.ts";
 import { type Store } from "../../store/store.ts";
 import { withStore } from "../_helpers/store.ts";
 

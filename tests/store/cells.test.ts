@@ -7,10 +7,10 @@
  */
 
 import assert from "node:assert/strict";
-import { finishCell, getCell, interruptOpenCells, startCell } from "../../store/cells.ts";
-import { readEvents } from "../../store/events.ts";
-import { admitInput } from "../../store/inputs.ts";
-import { currentGeneration, startGeneration } from "../../store/kernel_generations.ts";
+import { finishCell, getCell, interruptOpenCells, startCell } from "../../store/tables/cells.ts";
+import { readEvents } from "../../store/tables/events.ts";
+import { admitInput } from "../../store/tables/inputs.ts";
+import { currentGeneration, startGeneration } from "../../store/tables/kernel_generations.ts";
 import { type Store } from "../../store/store.ts";
 import { frameOf } from "../_helpers/store.ts";
 import { count, local, RELEASE_A, throwsKlbr, withStore } from "./_store_support.ts";

@@ -8,8 +8,8 @@ import { withStore } from "../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
-import { appendEvent, insertEvent } from "../../store/events.ts";
-import { ensureSession } from "../../store/sessions.ts";
+import { appendEvent, insertEvent } from "../../store/tables/events.ts";
+import { ensureSession } from "../../store/tables/sessions.ts";
 import type { Commit, Store } from "../../store/store.ts";
 
 const NOTE = { op: "note" };

@@ -9,9 +9,9 @@ import {
   getSummary,
   latestSummary,
   type NewSummary,
-} from "../../store/context_summaries.ts";
-import { readEvents } from "../../store/events.ts";
-import { requireSession } from "../../store/sessions.ts";
+} from "../../store/tables/context_summaries.ts";
+import { readEvents } from "../../store/tables/events.ts";
+import { requireSession } from "../../store/tables/sessions.ts";
 import { withStore } from "../_helpers/store.ts";
 
 const summary = (over: Partial<NewSummary> = {}): NewSummary => ({

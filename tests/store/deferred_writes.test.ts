@@ -8,10 +8,10 @@ import { withStore as withFreshStore } from "../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
-import { appendEvent } from "../../store/events.ts";
-import { ensureSession } from "../../store/sessions.ts";
+import { appendEvent } from "../../store/tables/events.ts";
+import { ensureSession } from "../../store/tables/sessions.ts";
 import { openStore, type Store } from "../../store/store.ts";
-import { deferTrace, getTrace } from "../../store/behavior_diagnostics.ts";
+import { deferTrace, getTrace } from "../../store/tables/behavior_diagnostics.ts";
 
 /** The event types on disk, read through a second connection (what a crash would leave). */
 function onDisk(dir: string): string[] {

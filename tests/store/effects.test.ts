@@ -3,10 +3,10 @@
 
 import { withStore as withFreshStore } from "../_helpers/store.ts";
 import assert from "node:assert/strict";
-import { effectByKey, effectsOfCell, recordEffect } from "../../store/effects.ts";
-import { expireInputs, getInput, pendingBefore } from "../../store/inputs.ts";
-import { admitInput } from "../../store/inputs.ts";
-import { readEvents } from "../../store/events.ts";
+import { effectByKey, effectsOfCell, recordEffect } from "../../store/tables/effects.ts";
+import { expireInputs, getInput, pendingBefore } from "../../store/tables/inputs.ts";
+import { admitInput } from "../../store/tables/inputs.ts";
+import { readEvents } from "../../store/tables/events.ts";
 import { type Store } from "../../store/store.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
 

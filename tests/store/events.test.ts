@@ -5,9 +5,9 @@
 
 import assert from "node:assert/strict";
 import { KlbrError, type RecordInput } from "../../runtime/core/mod.ts";
-import { appendEvent, insertEvent, readEvents } from "../../store/events.ts";
-import { admitInput } from "../../store/inputs.ts";
-import { ensureSession, getSession } from "../../store/sessions.ts";
+import { appendEvent, insertEvent, readEvents } from "../../store/tables/events.ts";
+import { admitInput } from "../../store/tables/inputs.ts";
+import { ensureSession, getSession } from "../../store/tables/sessions.ts";
 import { type Store } from "../../store/store.ts";
 import { withStore as withStoreOf } from "../_helpers/store.ts";
 import { count, throwsKlbr, withStore as withTimedStore } from "./_store_support.ts";

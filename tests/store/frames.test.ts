@@ -7,10 +7,10 @@
  */
 
 import assert from "node:assert/strict";
-import { readEvents } from "../../store/events.ts";
-import { adoptFrame, finishFrame, getFrame, openFrames } from "../../store/frames.ts";
-import { admitInput, getInput, pendingInputs } from "../../store/inputs.ts";
-import { ensureSession } from "../../store/sessions.ts";
+import { readEvents } from "../../store/tables/events.ts";
+import { adoptFrame, finishFrame, getFrame, openFrames } from "../../store/tables/frames.ts";
+import { admitInput, getInput, pendingInputs } from "../../store/tables/inputs.ts";
+import { ensureSession } from "../../store/tables/sessions.ts";
 import { frameOf } from "../_helpers/store.ts";
 import { count, local, throwsKlbr, withStore } from "./_store_support.ts";
 

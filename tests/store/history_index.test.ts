@@ -4,15 +4,15 @@
 
 import assert from "node:assert/strict";
 import { isKlbrError } from "../../runtime/core/mod.ts";
-import { ftsExpression, indexArtifact, searchHistory } from "../../store/history_index.ts";
-import { readHistorySource } from "../../store/history_sources.ts";
+import { ftsExpression, indexArtifact, searchHistory } from "../../store/tables/history_index.ts";
+import { readHistorySource } from "../../store/tables/history_sources.ts";
 import {
   appendProviderItems,
   estimateTokens,
   itemSizesNewestFirst,
-} from "../../store/provider_items.ts";
-import { ensureSession } from "../../store/sessions.ts";
-import { readCalibration, recordCalibration } from "../../store/token_counts.ts";
+} from "../../store/tables/provider_items.ts";
+import { ensureSession } from "../../store/tables/sessions.ts";
+import { readCalibration, recordCalibration } from "../../store/tables/token_counts.ts";
 import { writeTurn } from "../_helpers/history_fixture.ts";
 import { providerItems, withStore } from "../_helpers/store.ts";
 

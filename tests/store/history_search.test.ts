@@ -4,9 +4,9 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { searchHistory } from "../../store/history_index.ts";
-import { admitInputs } from "../../store/inputs.ts";
-import { ensureSession } from "../../store/sessions.ts";
+import { searchHistory } from "../../store/tables/history_index.ts";
+import { admitInputs } from "../../store/tables/inputs.ts";
+import { ensureSession } from "../../store/tables/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import { withStore } from "../_helpers/store.ts";
 

@@ -5,10 +5,10 @@
 
 import assert from "node:assert/strict";
 import { isKlbrError } from "../../runtime/core/mod.ts";
-import { localDedupeKey } from "../../store/dedupe_keys.ts";
-import { type AdmitInput, admitInputs, getInput, getInputs } from "../../store/inputs.ts";
+import { localDedupeKey } from "../../store/tables/dedupe_keys.ts";
+import { type AdmitInput, admitInputs, getInput, getInputs } from "../../store/tables/inputs.ts";
 import type { Store } from "../../store/store.ts";
-import { workCounts } from "../../store/work_counts.ts";
+import { workCounts } from "../../store/tables/work_counts.ts";
 import { frameOf, recordingStatements, withStore } from "../_helpers/store.ts";
 
 function inputs(from: number, count: number): AdmitInput[] {

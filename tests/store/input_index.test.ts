@@ -3,8 +3,8 @@
 // search catches the index up first, so a search finds an input the moment it is admitted.
 
 import assert from "node:assert/strict";
-import { indexAdmittedInputs, searchHistory } from "../../store/history_index.ts";
-import { type AdmitInput, admitInput, admitInputs } from "../../store/inputs.ts";
+import { indexAdmittedInputs, searchHistory } from "../../store/tables/history_index.ts";
+import { type AdmitInput, admitInput, admitInputs } from "../../store/tables/inputs.ts";
 import { type Store } from "../../store/store.ts";
 import { withStore } from "../_helpers/store.ts";
 

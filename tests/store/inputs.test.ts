@@ -8,16 +8,16 @@
  */
 
 import assert from "node:assert/strict";
-import { discordDedupeKey, localDedupeKey } from "../../store/dedupe_keys.ts";
-import { appendEvent, readEvents } from "../../store/events.ts";
+import { discordDedupeKey, localDedupeKey } from "../../store/tables/dedupe_keys.ts";
+import { appendEvent, readEvents } from "../../store/tables/events.ts";
 import {
   type AdmitInput,
   admitInput,
   getInput,
   pendingInputs,
   pendingSummary,
-} from "../../store/inputs.ts";
-import { getSession } from "../../store/sessions.ts";
+} from "../../store/tables/inputs.ts";
+import { getSession } from "../../store/tables/sessions.ts";
 import { frameOf } from "../_helpers/store.ts";
 import { count, local, throwsKlbr, withStore } from "./_store_support.ts";
 

@@ -2,7 +2,7 @@
 // forward with each move and cause recorded, is announced once, and draws usage only while open.
 
 import assert from "node:assert/strict";
-import { readEventsOfKind } from "../../store/events.ts";
+import { readEventsOfKind } from "../../store/tables/events.ts";
 import {
   announceJob,
   createJob,
@@ -13,8 +13,8 @@ import {
   openJobs,
   releasesPinnedByJobs,
   unannouncedJobs,
-} from "../../store/jobs.ts";
-import { workCounts } from "../../store/work_counts.ts";
+} from "../../store/tables/jobs.ts";
+import { workCounts } from "../../store/tables/work_counts.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
 import { RELEASE, someCell, testAdmit, withClockedStore } from "../_helpers/unattended.ts";
 

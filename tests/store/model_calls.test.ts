@@ -2,7 +2,7 @@
 // once with its usage, and a call left open by a crash is finished failed at start.
 
 import assert from "node:assert/strict";
-import { readEventsOfKind } from "../../store/events.ts";
+import { readEventsOfKind } from "../../store/tables/events.ts";
 import {
   failOpenModelCalls,
   finishModelCall,
@@ -10,7 +10,7 @@ import {
   modelUsageSince,
   modelUsageTotalsSince,
   startModelCall,
-} from "../../store/model_calls.ts";
+} from "../../store/tables/model_calls.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
 import { modelCallsOf } from "../_helpers/store.ts";
 import { someCell, withClockedStore } from "../_helpers/unattended.ts";

@@ -2,14 +2,14 @@
 // event, every refused move writes nothing, and a restart turns `attempting` into `unknown`.
 
 import assert from "node:assert/strict";
-import { readEvents } from "../../store/events.ts";
+import { readEvents } from "../../store/tables/events.ts";
 import {
   enqueueOutbox,
   getOutbox,
   moveOutbox,
   nextOutboxWork,
   recoverOutbox,
-} from "../../store/outbox.ts";
+} from "../../store/tables/outbox.ts";
 import { type Store } from "../../store/store.ts";
 import { KlbrError } from "../../runtime/core/mod.ts";
 import { withStore as withStoreOf } from "../_helpers/store.ts";

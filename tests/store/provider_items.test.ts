@@ -3,14 +3,14 @@
 
 import assert from "node:assert/strict";
 import { isKlbrError } from "../../runtime/core/mod.ts";
-import { finishCell, startCell } from "../../store/cells.ts";
-import { startGeneration } from "../../store/kernel_generations.ts";
+import { finishCell, startCell } from "../../store/tables/cells.ts";
+import { startGeneration } from "../../store/tables/kernel_generations.ts";
 import {
   appendProviderItems,
   closeDanglingToolCalls,
   itemSizesNewestFirst,
   SIZE_CACHE_ITEMS,
-} from "../../store/provider_items.ts";
+} from "../../store/tables/provider_items.ts";
 import { providerItems, withStore } from "../_helpers/store.ts";
 
 function throwsKlbr(fn: () => unknown, code: string, message: string) {

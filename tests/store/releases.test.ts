@@ -8,9 +8,9 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { readEvents } from "../../store/events.ts";
-import { activateRelease, markLastGood, recordRelease } from "../../store/releases.ts";
-import { getSession } from "../../store/sessions.ts";
+import { readEvents } from "../../store/tables/events.ts";
+import { activateRelease, markLastGood, recordRelease } from "../../store/tables/releases.ts";
+import { getSession } from "../../store/tables/sessions.ts";
 import { count, RELEASE_A, RELEASE_B, throwsKlbr, withStore } from "./_store_support.ts";
 
 Deno.test("`activateRelease()` bumps the epoch and records the activation", async () => {

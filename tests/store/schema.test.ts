@@ -16,7 +16,7 @@ import {
   LATEST_VERSION,
   SCHEMA_LINE,
   STORE_FORMAT,
-} from "../../store/migrations.ts";
+} from "../../store/schema/migrations.ts";
 import { openStore } from "../../store/store.ts";
 import { sha256, withDir } from "./_store_support.ts";
 

@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { ensureSession, getSession } from "../../store/sessions.ts";
+import { ensureSession, getSession } from "../../store/tables/sessions.ts";
 import { count, throwsKlbr, withStore } from "./_store_support.ts";
 
 Deno.test("`ensureSession()` creates the default session once", async () => {

@@ -9,8 +9,12 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import fc from "fast-check";
-import { getRelease } from "../../store/releases.ts";
-import { publishRelease, snapshotTree, verifyRelease } from "../../store/snapshot_hash.ts";
+import { getRelease } from "../../store/tables/releases.ts";
+import {
+  publishRelease,
+  snapshotTree,
+  verifyRelease,
+} from "../../store/maintenance/snapshot_hash.ts";
 import { count, listDir, rejectsKlbr, withDir, withStore } from "./_store_support.ts";
 
 async function writeTree(root: string, files: Record<string, string | [string, number]>) {

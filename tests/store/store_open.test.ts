@@ -11,11 +11,11 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { appendEvent, readEvents } from "../../store/events.ts";
-import { finishFrame, getFrame } from "../../store/frames.ts";
-import { admitInput, pendingInputs } from "../../store/inputs.ts";
-import { LATEST_VERSION } from "../../store/migrations.ts";
-import { ensureSession, getSession } from "../../store/sessions.ts";
+import { appendEvent, readEvents } from "../../store/tables/events.ts";
+import { finishFrame, getFrame } from "../../store/tables/frames.ts";
+import { admitInput, pendingInputs } from "../../store/tables/inputs.ts";
+import { LATEST_VERSION } from "../../store/schema/migrations.ts";
+import { ensureSession, getSession } from "../../store/tables/sessions.ts";
 import { openStore } from "../../store/store.ts";
 import { frameOf } from "../_helpers/store.ts";
 import {

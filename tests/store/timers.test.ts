@@ -2,8 +2,8 @@
 // only inside its admission's transaction and only once, and a cancelled timer never fires.
 
 import assert from "node:assert/strict";
-import { readEventsOfKind } from "../../store/events.ts";
-import { getInput } from "../../store/inputs.ts";
+import { readEventsOfKind } from "../../store/tables/events.ts";
+import { getInput } from "../../store/tables/inputs.ts";
 import {
   cancelTimer,
   createTimer,
@@ -13,8 +13,8 @@ import {
   listTimers,
   markTimerFired,
   nextDueAt,
-} from "../../store/timers.ts";
-import { workCounts } from "../../store/work_counts.ts";
+} from "../../store/tables/timers.ts";
+import { workCounts } from "../../store/tables/work_counts.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
 import { someCell, testAdmit, withClockedStore } from "../_helpers/unattended.ts";
 

@@ -9,9 +9,9 @@
 
 import assert from "node:assert/strict";
 import { KlbrError } from "../../runtime/core/mod.ts";
-import { appendEvent, readEvents } from "../../store/events.ts";
-import { admitInput, pendingInputs } from "../../store/inputs.ts";
-import { getSession } from "../../store/sessions.ts";
+import { appendEvent, readEvents } from "../../store/tables/events.ts";
+import { admitInput, pendingInputs } from "../../store/tables/inputs.ts";
+import { getSession } from "../../store/tables/sessions.ts";
 import { count, local, withStore } from "./_store_support.ts";
 
 Deno.test("`transaction()` rolls back every write when the body throws", async () => {

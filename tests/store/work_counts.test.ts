@@ -4,17 +4,22 @@
 // threshold are counted as the clock moves.
 
 import assert from "node:assert/strict";
-import { localDedupeKey } from "../../store/dedupe_keys.ts";
-import { acceptFrame, finishFrame } from "../../store/frames.ts";
-import { admitInput, expireInputs, pendingBefore, pendingSummary } from "../../store/inputs.ts";
-import { createJob, moveJob } from "../../store/jobs.ts";
-import { cancelTimer, createTimer } from "../../store/timers.ts";
+import { localDedupeKey } from "../../store/tables/dedupe_keys.ts";
+import { acceptFrame, finishFrame } from "../../store/tables/frames.ts";
+import {
+  admitInput,
+  expireInputs,
+  pendingBefore,
+  pendingSummary,
+} from "../../store/tables/inputs.ts";
+import { createJob, moveJob } from "../../store/tables/jobs.ts";
+import { cancelTimer, createTimer } from "../../store/tables/timers.ts";
 import {
   installWorkCounts,
   oldestPendingAt,
   waitingInputs,
   workCounts,
-} from "../../store/work_counts.ts";
+} from "../../store/tables/work_counts.ts";
 import type { Store } from "../../store/store.ts";
 import { RELEASE, withClockedStore } from "../_helpers/unattended.ts";
 

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { parseConfig } from "../../../runtime/config/mod.ts";
 import { backupBeforeMigration, restoreState } from "../../../runtime/backup/mod.ts";
 import { createLogger } from "../../../runtime/core/mod.ts";
-import { schemaVersionOnDisk } from "../../../store/backup.ts";
+import { schemaVersionOnDisk } from "../../../store/maintenance/backup.ts";
 import { openStore } from "../../../store/store.ts";
 import { startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { tempDir } from "../../_helpers/temp.ts";

@@ -11,9 +11,9 @@ import { behaviorRpcs } from "../../../runtime/behavior/mod.ts";
 import { bindRpcs, RpcRegistry } from "../../../runtime/kernel/mod.ts";
 import { isKlbrError } from "../../../runtime/core/mod.ts";
 import { REPO_ROOT } from "../../../runtime/setup/mod.ts";
-import { activateRelease, markLastGood } from "../../../store/releases.ts";
-import { ensureSession } from "../../../store/sessions.ts";
-import { publishRelease } from "../../../store/snapshot_hash.ts";
+import { activateRelease, markLastGood } from "../../../store/tables/releases.ts";
+import { ensureSession } from "../../../store/tables/sessions.ts";
+import { publishRelease } from "../../../store/maintenance/snapshot_hash.ts";
 import { openStore, type Store } from "../../../store/store.ts";
 import type { Json } from "./_support.ts";
 

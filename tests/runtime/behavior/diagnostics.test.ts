@@ -7,8 +7,8 @@ import {
   getTrace,
   recordTrace,
   TRACE_FIELD_MAX_CHARS,
-} from "../../../store/behavior_diagnostics.ts";
-import { readEvents } from "../../../store/events.ts";
+} from "../../../store/tables/behavior_diagnostics.ts";
+import { readEvents } from "../../../store/tables/events.ts";
 import type { Json } from "./_support.ts";
 import { rejects, withEditor } from "./_editor.ts";
 

@@ -7,8 +7,8 @@ import { dirname, join } from "node:path";
 import { applyPatch, codeRpcs, CodeService } from "../../../runtime/code/mod.ts";
 import { isKlbrError } from "../../../runtime/core/mod.ts";
 import { bindRpcs, type RpcContext, RpcRegistry } from "../../../runtime/kernel/mod.ts";
-import { readEventsOfKind } from "../../../store/events.ts";
-import { ensureSession } from "../../../store/sessions.ts";
+import { readEventsOfKind } from "../../../store/tables/events.ts";
+import { ensureSession } from "../../../store/tables/sessions.ts";
 import { openStore } from "../../../store/store.ts";
 import { FIXTURES } from "./_fixtures.ts";
 

@@ -13,11 +13,11 @@ import {
 import { EventBus, isKlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { createProvider, type Provider } from "../../../runtime/model/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
-import { latestSummary } from "../../../store/context_summaries.ts";
-import { readEvents } from "../../../store/events.ts";
-import { moveOutbox } from "../../../store/outbox.ts";
-import { estimateTokens } from "../../../store/provider_items.ts";
-import { requireSession } from "../../../store/sessions.ts";
+import { latestSummary } from "../../../store/tables/context_summaries.ts";
+import { readEvents } from "../../../store/tables/events.ts";
+import { moveOutbox } from "../../../store/tables/outbox.ts";
+import { estimateTokens } from "../../../store/tables/provider_items.ts";
+import { requireSession } from "../../../store/tables/sessions.ts";
 import { type Store } from "../../../store/store.ts";
 import { writeTurn, type WrittenTurn } from "../../_helpers/history_fixture.ts";
 import { faithfulSummary, type FakeOpenAI, startFakeOpenAI } from "../../fakes/openai_server.ts";

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import type { LaneRecord } from "../../../runtime/core/mod.ts";
 import { openStore } from "../../../store/store.ts";
-import { readCalibration } from "../../../store/token_counts.ts";
+import { readCalibration } from "../../../store/tables/token_counts.ts";
 import { startTestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
 import {

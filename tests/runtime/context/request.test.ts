@@ -14,10 +14,10 @@ import {
   rawLimits,
   renderInputs,
 } from "../../../runtime/context/mod.ts";
-import type { InputRecord } from "../../../store/inputs.ts";
-import { appendProviderItems } from "../../../store/provider_items.ts";
+import type { InputRecord } from "../../../store/tables/inputs.ts";
+import { appendProviderItems } from "../../../store/tables/provider_items.ts";
 import { type Store } from "../../../store/store.ts";
-import { recordCalibration } from "../../../store/token_counts.ts";
+import { recordCalibration } from "../../../store/tables/token_counts.ts";
 
 const BUDGET: ContextBudget = { contextTokens: 4096, compactAt: 0.75, summaryShare: 0.1 };
 

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
-import { admitInputs } from "../../../store/inputs.ts";
+import { admitInputs } from "../../../store/tables/inputs.ts";
 import { openStore } from "../../../store/store.ts";
 import { startTestDaemon } from "../../_helpers/daemon.ts";
 import { startFakeOpenAI } from "../../fakes/openai_server.ts";

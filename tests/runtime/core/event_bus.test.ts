@@ -5,8 +5,8 @@
 import { withStore } from "../../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { EventBus, type LaneSignal, nextMacrotask } from "../../../runtime/core/mod.ts";
-import { appendEvent } from "../../../store/events.ts";
-import { ensureSession } from "../../../store/sessions.ts";
+import { appendEvent } from "../../../store/tables/events.ts";
+import { ensureSession } from "../../../store/tables/sessions.ts";
 
 const NOTE = { op: "note" };
 

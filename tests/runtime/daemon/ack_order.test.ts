@@ -16,8 +16,8 @@ import { nextMacrotask, type ServerMessage, SILENT_LOGGER } from "../../../runti
 import { readServeSettings, startDaemon } from "../../../runtime/daemon/mod.ts";
 import { LaneConnection, OperatorAuth } from "../../../runtime/lanes/mod.ts";
 import { REPO_ROOT } from "../../../runtime/setup/mod.ts";
-import { localDedupeKey } from "../../../store/dedupe_keys.ts";
-import { inputByDedupeKey } from "../../../store/inputs.ts";
+import { localDedupeKey } from "../../../store/tables/dedupe_keys.ts";
+import { inputByDedupeKey } from "../../../store/tables/inputs.ts";
 import { openStore, type Store } from "../../../store/store.ts";
 import { startFakeOpenAI } from "../../fakes/openai_server.ts";
 import { tempDir } from "../../_helpers/temp.ts";

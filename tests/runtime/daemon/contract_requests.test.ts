@@ -4,7 +4,7 @@
 // leaves message 0 of the turns after it byte-for-byte as before.
 
 import assert from "node:assert/strict";
-import { estimateTokens } from "../../../store/provider_items.ts";
+import { estimateTokens } from "../../../store/tables/provider_items.ts";
 import { startTestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, frameOf, type LaneClient, sendAndWait } from "../../_helpers/lane_client.ts";
 import { type RecordedRequest, startFakeOpenAI } from "../../fakes/openai_server.ts";

@@ -8,7 +8,7 @@
  */
 
 import assert from "node:assert/strict";
-import { insertEvent } from "../../../store/events.ts";
+import { insertEvent } from "../../../store/tables/events.ts";
 import { openStore } from "../../../store/store.ts";
 import { startTestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane } from "../../_helpers/lane_client.ts";

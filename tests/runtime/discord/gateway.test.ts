@@ -11,7 +11,7 @@ import {
 } from "../../../runtime/discord/mod.ts";
 import { Secret } from "../../../runtime/config/mod.ts";
 import type { Logger } from "../../../runtime/core/mod.ts";
-import { readGatewayState } from "../../../store/discord_gateway.ts";
+import { readGatewayState } from "../../../store/tables/discord_gateway.ts";
 import { openStore, type Store } from "../../../store/store.ts";
 import { type FakeDiscord, startFakeDiscord } from "../../fakes/discord_server.ts";
 

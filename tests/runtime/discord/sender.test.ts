@@ -9,9 +9,14 @@ import { DiscordRest, OutboxSender, routeKey } from "../../../runtime/discord/mo
 import { Secret } from "../../../runtime/config/mod.ts";
 import { type DiscordConfig, parseConfig } from "../../../runtime/config/mod.ts";
 import { SILENT_LOGGER } from "../../../runtime/core/mod.ts";
-import { readEvents } from "../../../store/events.ts";
-import { enqueueOutbox, getOutbox, moveOutbox, type OutboxRecord } from "../../../store/outbox.ts";
-import { ensureSession } from "../../../store/sessions.ts";
+import { readEvents } from "../../../store/tables/events.ts";
+import {
+  enqueueOutbox,
+  getOutbox,
+  moveOutbox,
+  type OutboxRecord,
+} from "../../../store/tables/outbox.ts";
+import { ensureSession } from "../../../store/tables/sessions.ts";
 import { openStore, type Store } from "../../../store/store.ts";
 import {
   type FakeDiscord,

@@ -4,7 +4,7 @@
 // turns; a spent limit is announced once a pause; the operator's reset and raise lift it.
 
 import assert from "node:assert/strict";
-import { readEventsOfKind } from "../../../store/events.ts";
+import { readEventsOfKind } from "../../../store/tables/events.ts";
 import { EventBus, KlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
 import { type RpcContext, RpcRegistry, skillRoots } from "../../../runtime/kernel/mod.ts";

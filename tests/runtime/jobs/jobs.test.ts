@@ -4,12 +4,12 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { readEventsOfKind } from "../../../store/events.ts";
-import { getJob, type JobRecord, listJobs } from "../../../store/jobs.ts";
-import { getModelCall } from "../../../store/model_calls.ts";
+import { readEventsOfKind } from "../../../store/tables/events.ts";
+import { getJob, type JobRecord, listJobs } from "../../../store/tables/jobs.ts";
+import { getModelCall } from "../../../store/tables/model_calls.ts";
 import { modelCallsOf } from "../../_helpers/store.ts";
-import { moveJob } from "../../../store/jobs.ts";
-import { getInput, pendingInputs } from "../../../store/inputs.ts";
+import { moveJob } from "../../../store/tables/jobs.ts";
+import { getInput, pendingInputs } from "../../../store/tables/inputs.ts";
 import { EventBus, KlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
 import { type RpcContext, RpcRegistry, skillRoots } from "../../../runtime/kernel/mod.ts";

@@ -15,11 +15,11 @@ import { REPO_ROOT, startTestDaemon, type TestDaemon } from "../../_helpers/daem
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
 import type { LaneRecord, ServerMessage } from "../../../runtime/core/mod.ts";
 import { processGroupMembers } from "../../../runtime/sandbox/mod.ts";
-import { getJob, listJobs } from "../../../store/jobs.ts";
+import { getJob, listJobs } from "../../../store/tables/jobs.ts";
 import { modelCallsOf } from "../../_helpers/store.ts";
 import { openStore, type Store } from "../../../store/store.ts";
-import { getTimer } from "../../../store/timers.ts";
-import { readEventsOfKind } from "../../../store/events.ts";
+import { getTimer } from "../../../store/tables/timers.ts";
+import { readEventsOfKind } from "../../../store/tables/events.ts";
 
 const records = (client: LaneClient, type?: string) =>
   client.messages.filter((m): m is LaneRecord =>

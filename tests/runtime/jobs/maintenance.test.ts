@@ -5,12 +5,12 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { readEventsOfKind } from "../../../store/events.ts";
-import { acceptFrame, finishFrame } from "../../../store/frames.ts";
-import { admitInput } from "../../../store/inputs.ts";
-import { createJob } from "../../../store/jobs.ts";
-import { startGeneration } from "../../../store/kernel_generations.ts";
-import { activateRelease, markLastGood, recordRelease } from "../../../store/releases.ts";
+import { readEventsOfKind } from "../../../store/tables/events.ts";
+import { acceptFrame, finishFrame } from "../../../store/tables/frames.ts";
+import { admitInput } from "../../../store/tables/inputs.ts";
+import { createJob } from "../../../store/tables/jobs.ts";
+import { startGeneration } from "../../../store/tables/kernel_generations.ts";
+import { activateRelease, markLastGood, recordRelease } from "../../../store/tables/releases.ts";
 import type { Store } from "../../../store/store.ts";
 import { EventBus, newId, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";

@@ -11,11 +11,11 @@ import { join } from "node:path";
 import { EventBus, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
 import { runMaintenance } from "../../../runtime/jobs/mod.ts";
-import { acceptFrame } from "../../../store/frames.ts";
-import { admitInput } from "../../../store/inputs.ts";
-import { startGeneration } from "../../../store/kernel_generations.ts";
-import { recordRelease } from "../../../store/releases.ts";
-import { ensureSession } from "../../../store/sessions.ts";
+import { acceptFrame } from "../../../store/tables/frames.ts";
+import { admitInput } from "../../../store/tables/inputs.ts";
+import { startGeneration } from "../../../store/tables/kernel_generations.ts";
+import { recordRelease } from "../../../store/tables/releases.ts";
+import { ensureSession } from "../../../store/tables/sessions.ts";
 import { openStore } from "../../../store/store.ts";
 import { writeTurn } from "../../_helpers/history_fixture.ts";
 

@@ -4,9 +4,14 @@
 // the timer pending until it can be admitted.
 
 import assert from "node:assert/strict";
-import { readEventsOfKind } from "../../../store/events.ts";
-import { pendingInputs } from "../../../store/inputs.ts";
-import { cancelTimer, createTimer, getTimer, markTimerFired } from "../../../store/timers.ts";
+import { readEventsOfKind } from "../../../store/tables/events.ts";
+import { pendingInputs } from "../../../store/tables/inputs.ts";
+import {
+  cancelTimer,
+  createTimer,
+  getTimer,
+  markTimerFired,
+} from "../../../store/tables/timers.ts";
 import type { Store } from "../../../store/store.ts";
 import { SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { TimerScheduler } from "../../../runtime/jobs/mod.ts";

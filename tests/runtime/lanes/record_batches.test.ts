@@ -14,7 +14,7 @@ import {
   textBatches,
 } from "../../../runtime/lanes/mod.ts";
 import type { LaneRecord, ServerMessage } from "../../../runtime/core/mod.ts";
-import { appendEvent, readEvents, readEventTexts } from "../../../store/events.ts";
+import { appendEvent, readEvents, readEventTexts } from "../../../store/tables/events.ts";
 import type { Store } from "../../../store/store.ts";
 import { appendRecordExamples } from "../../_helpers/record_examples.ts";
 import { withStore } from "../../_helpers/store.ts";

@@ -12,7 +12,7 @@ import {
   type StoredRecord,
   textBatches,
 } from "../../../runtime/lanes/mod.ts";
-import { appendEvent, readEventTexts } from "../../../store/events.ts";
+import { appendEvent, readEventTexts } from "../../../store/tables/events.ts";
 import type { Store } from "../../../store/store.ts";
 import { appendRecordExamples } from "../../_helpers/record_examples.ts";
 import { withStore } from "../../_helpers/store.ts";

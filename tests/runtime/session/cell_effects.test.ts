@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { renderCellResult } from "../../../runtime/session/mod.ts";
 import type { CellResult } from "../../../runtime/kernel/mod.ts";
-import type { EffectRecord } from "../../../store/effects.ts";
+import type { EffectRecord } from "../../../store/tables/effects.ts";
 import { startTestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
 import { type FakeResponse, startFakeOpenAI } from "../../fakes/openai_server.ts";

@@ -3,9 +3,9 @@
 // same text without a key.
 
 import assert from "node:assert/strict";
-import { derivedEffectKey, effectsOfCell } from "../../../store/effects.ts";
-import { readEventsOfKind } from "../../../store/events.ts";
-import { ensureSession } from "../../../store/sessions.ts";
+import { derivedEffectKey, effectsOfCell } from "../../../store/tables/effects.ts";
+import { readEventsOfKind } from "../../../store/tables/events.ts";
+import { ensureSession } from "../../../store/tables/sessions.ts";
 import { openStore } from "../../../store/store.ts";
 import { isKlbrError } from "../../../runtime/core/mod.ts";
 import { localSend } from "../../../runtime/session/mod.ts";

@@ -6,7 +6,7 @@
 // turn; an input no plan takes is shown as waiting, then expires on its timer alone.
 
 import assert from "node:assert/strict";
-import { getInput } from "../../../store/inputs.ts";
+import { getInput } from "../../../store/tables/inputs.ts";
 import { SessionLoop, withSessionLoop } from "../../_helpers/session_loop.ts";
 
 const OVERLOADED = { status: 500, message: "overloaded" };

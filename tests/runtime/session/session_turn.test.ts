@@ -8,16 +8,16 @@
 // `context.prepare` per request, every call traced and counted.
 
 import assert from "node:assert/strict";
-import { startCell } from "../../../store/cells.ts";
-import { appendProviderItems } from "../../../store/provider_items.ts";
-import { startGeneration } from "../../../store/kernel_generations.ts";
-import { requireSession } from "../../../store/sessions.ts";
-import { tracesOfFrame } from "../../../store/behavior_diagnostics.ts";
+import { startCell } from "../../../store/tables/cells.ts";
+import { appendProviderItems } from "../../../store/tables/provider_items.ts";
+import { startGeneration } from "../../../store/tables/kernel_generations.ts";
+import { requireSession } from "../../../store/tables/sessions.ts";
+import { tracesOfFrame } from "../../../store/tables/behavior_diagnostics.ts";
 import { isKlbrError } from "../../../runtime/core/mod.ts";
 import { assistantMessage } from "../../../runtime/model/mod.ts";
 import { frameOf } from "../../_helpers/store.ts";
 import { cellResult, SESSION, withSessionLoop } from "../../_helpers/session_loop.ts";
-import { admitInput } from "../../../store/inputs.ts";
+import { admitInput } from "../../../store/tables/inputs.ts";
 
 type Message = { role: string; content: string | null };
 

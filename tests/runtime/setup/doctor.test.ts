@@ -5,9 +5,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { initStateDir, REPO_ROOT, runDoctor } from "../../../runtime/setup/mod.ts";
-import { activateRelease } from "../../../store/releases.ts";
-import { ensureSession, requireSession } from "../../../store/sessions.ts";
-import { publishRelease } from "../../../store/snapshot_hash.ts";
+import { activateRelease } from "../../../store/tables/releases.ts";
+import { ensureSession, requireSession } from "../../../store/tables/sessions.ts";
+import { publishRelease } from "../../../store/maintenance/snapshot_hash.ts";
 import { openStore } from "../../../store/store.ts";
 
 /** A state directory whose default session runs `behavior/` with `files` replaced. */

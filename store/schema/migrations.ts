@@ -1,0 +1,97 @@
+/**
+ * The store's schema and the mechanism that brings a store file to it.
+ *
+ * `PRAGMA user_version` is the number of the last migration applied; the `klbr_meta` row
+ * `format = 'klbr-runtime'` marks a file as klbr's, and the row `schema = 'release-1'` marks a
+ * store whose history starts at version 1, today's schema, which squashed the 13 migrations of
+ * the development builds. A klbr store without that row is a development build's: it is
+ * refused (see {@linkcode developmentStoreMessage}), never migrated.
+ *
+ * Each migration runs in its own `BEGIN IMMEDIATE` transaction together with the
+ * `user_version` bump, so a crash leaves the file at one version or the next, never between.
+ * Migrations are only ever appended: version 2 will be the first after version 1.
+ *
+ * @module
+ */
+
+import type { DatabaseSync } from "node:sqlite";
+import { assert } from "../../runtime/core/mod.ts";
+import { SCHEMA_RULES } from "./_schema_rules.ts";
+import { SCHEMA_TABLES } from "./_schema_tables.ts";
+
+/** The value of the `klbr_meta` `format` row that marks a klbr store. */
+export const STORE_FORMAT = "klbr-runtime";
+
+/**
+ * The value of the `klbr_meta` `schema` row of a store created at version 1 or later; a klbr
+ * store without it was written by a development build.
+ */
+export const SCHEMA_LINE = "release-1";
+
+/** One schema step: applied when `user_version` is below `version`. */
+export interface Migration {
+  /** 1, 2, 3, … without gaps. */
+  readonly version: number;
+  /** A short name for logs. */
+  readonly name: string;
+  /** The statements, run in one transaction. */
+  readonly sql: string;
+}
+
+const V1 = `${SCHEMA_TABLES}
+${SCHEMA_RULES}
+INSERT INTO klbr_meta (key, value) VALUES ('format', '${STORE_FORMAT}');
+INSERT INTO klbr_meta (key, value) VALUES ('schema', '${SCHEMA_LINE}');
+INSERT INTO history_cursors (source, last_rowid) VALUES ('inputs', 0);
+`;
+
+/** Every migration, in order. Append only; never edit a released entry. */
+export const MIGRATIONS: readonly Migration[] = [
+  { version: 1, name: "the schema", sql: V1 },
+];
+
+/** The `user_version` a fully migrated store has. */
+export const LATEST_VERSION: number = MIGRATIONS[MIGRATIONS.length - 1].version;
+
+/**
+ * What a store of a development build is told: it is refused, and how to go on.
+ *
+ * @example
+ * ```ts
+ * throw new KlbrError("foreign_store", developmentStoreMessage(path, 13));
+ * ```
+ */
+export function developmentStoreMessage(path: string, userVersion: number): string {
+  return `cannot open store ${path}: it was written by a development build of klbr (schema ` +
+    `${userVersion} of the pre-release migrations, which this build no longer carries); back up ` +
+    `the state directory and start a new one (deno task init --state <new dir>), or run the ` +
+    `older klbr that wrote it to read or export what you need; it was left unchanged (got ${path})`;
+}
+
+/**
+ * Applies every migration above the file's `user_version`, each in its own transaction.
+ *
+ * When it returns, `user_version` is {@linkcode LATEST_VERSION} and `klbr_meta.format` is
+ * {@linkcode STORE_FORMAT}. The caller has already refused a file newer than this build and a
+ * development build's.
+ *
+ * @throws {Error} the SQLite error of a failing migration; that migration is rolled back.
+ */
+export function migrate(db: DatabaseSync): void {
+  const current = (db.prepare("PRAGMA user_version").get() as { user_version: number })
+    .user_version;
+  assert(current <= LATEST_VERSION, `store version ${current} above ${LATEST_VERSION}`);
+  for (const [index, migration] of MIGRATIONS.entries()) {
+    assert(migration.version === index + 1, "migration versions are 1, 2, 3, …");
+    if (migration.version <= current) continue;
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      db.exec(migration.sql);
+      db.exec(`PRAGMA user_version = ${migration.version}`);
+      db.exec("COMMIT");
+    } catch (error) {
+      if (db.isTransaction) db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+}
