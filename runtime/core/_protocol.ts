@@ -140,6 +140,11 @@ export const CellReply = z.object({
     due_at: z.number().int().optional(),
   }).nullable(),
   duration_ms: z.number().nonnegative(),
+  /** What the cell showed with `display()`, in order: an image or HTML, base64. */
+  displays: z.array(z.object({
+    mime: z.enum(["image/png", "image/jpeg", "image/gif", "image/webp", "text/html"]),
+    data_b64: z.string(),
+  })).optional(),
 });
 /** What a worker reports for one cell. */
 export type CellReply = z.infer<typeof CellReply>;

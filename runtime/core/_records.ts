@@ -44,6 +44,16 @@ export const ArtifactRef = z.looseObject({ id: z.string(), bytes: int.nonnegativ
 /** A spooled output's artifact. */
 export type ArtifactRef = z.infer<typeof ArtifactRef>;
 
+/** One `display()` of a cell as its record keeps it. */
+export const CellDisplay = z.looseObject({
+  mime: z.string(),
+  bytes: int.nonnegative(),
+  artifact: ArtifactRef.optional(),
+  error: z.string().optional(),
+});
+/** One `display()` of a cell as its record keeps it. */
+export type CellDisplay = z.infer<typeof CellDisplay>;
+
 /**
  * The `result` of a `cell.finished` for a cell that ran: the worker's reply, with long output
  * cut to an excerpt whose whole text is in `stdout_artifact` / `stderr_artifact`.
@@ -65,6 +75,11 @@ export const CellRunResult = z.looseObject({
     due_at: int.optional(),
   }).nullable(),
   duration_ms: z.number().nonnegative(),
+  /**
+   * What the cell showed with `display()`, in order: its type and size, and the artifact that
+   * holds it (or why it could not be kept).
+   */
+  displays: z.array(CellDisplay).optional(),
 });
 /** What a cell that ran reported. */
 export type CellRunResult = z.infer<typeof CellRunResult>;

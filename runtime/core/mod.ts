@@ -93,6 +93,7 @@ export {
 export {
   ArtifactRef,
   CELL_OUTCOMES,
+  CellDisplay,
   CellInterruption,
   CellRunResult,
   DurableRecord,

@@ -9,6 +9,7 @@
 
 import { type ArtifactRef, spoolArtifact } from "../../store/tables/artifacts.ts";
 import type { EffectRecord } from "../../store/tables/effects.ts";
+import type { CellDisplay } from "../core/mod.ts";
 import type { CellResult } from "../kernel/mod.ts";
 import type { FinishedCell } from "./_turn_sink.ts";
 
@@ -83,7 +84,8 @@ export async function spoolLongText(
 
 /**
  * A cell's two streams as they are kept: each spooled whole to an artifact when long (see
- * {@linkcode spoolLongText}). Never rejects for a failed write: the cell keeps its outcome.
+ * {@linkcode spoolLongText}); and each `display()` kept whole as an artifact. Never rejects for a
+ * failed write: the cell keeps its outcome, and the display names why it was not kept.
  */
 export async function keepCellOutput(
   stateDir: string,
@@ -92,7 +94,41 @@ export async function keepCellOutput(
 ): Promise<FinishedCell> {
   const stdout = await spoolLongText(stateDir, result.stdout, options);
   const stderr = await spoolLongText(stateDir, result.stderr, options);
-  return { result, stdout, stderr };
+  const displays: CellDisplay[] = [];
+  for (const shown of result.displays ?? []) {
+    displays.push(await keepDisplay(stateDir, shown, options));
+  }
+  return { result, stdout, stderr, displays };
+}
+
+/** One `display()` kept as an artifact; a failed write is named in its `error`. */
+async function keepDisplay(
+  stateDir: string,
+  shown: { mime: string; data_b64: string },
+  options: { budgetBytes?: number; report?: ArtifactReport },
+): Promise<CellDisplay> {
+  const data = Uint8Array.from(atob(shown.data_b64), (c) => c.charCodeAt(0));
+  try {
+    const artifact = await spoolArtifact(stateDir, data, options.budgetBytes);
+    options.report?.(null);
+    return { mime: shown.mime, bytes: data.length, artifact: { ...artifact } };
+  } catch (error) {
+    const message = (error instanceof Error ? error.message : String(error)).slice(0, 500);
+    options.report?.(message);
+    return { mime: shown.mime, bytes: data.length, error: `not kept: ${message}` };
+  }
+}
+
+/** The lines a cell's result gives the model for its displays: type, size and artifact. */
+function renderDisplays(displays: readonly CellDisplay[]): string {
+  return [
+    "displayed (shown to the owner in the page; read one with read_artifact(id)):",
+    ...displays.map((d, i) =>
+      `${i + 1}. ${d.mime}, ${d.bytes} bytes, ${
+        d.artifact ? `artifact ${d.artifact.id}` : d.error ?? "not kept"
+      }`
+    ),
+  ].join("\n");
 }
 
 /**
@@ -113,6 +149,7 @@ export function keptCellResult(finished: FinishedCell): Record<string, unknown> 
     error: result.error,
     wait: result.wait,
     duration_ms: Math.round(result.duration_ms),
+    ...(finished.displays.length > 0 ? { displays: finished.displays } : {}),
   };
 }
 
@@ -145,7 +182,7 @@ export function renderEffects(effects: readonly EffectRecord[]): string {
  * `tests/runtime/session/cell_effects.test.ts`.
  */
 export function renderCellResult(
-  result: CellResult,
+  result: RenderedCell | CellResult,
   effects: readonly EffectRecord[] | null = [],
 ): string {
   const parts = [`outcome: ${result.outcome}`];
@@ -162,15 +199,21 @@ export function renderCellResult(
   if (result.value !== null) parts.push(`value: ${result.value}`);
   if (result.error) parts.push(`error:\n${result.error.traceback || result.error.message}`);
   if (result.wait) parts.push(`waiting: ${result.wait.reason || "(no reason)"}`);
+  // Displays as kept (artifacts); a worker's raw reply carries bytes, never shown to the model.
+  const kept = (result.displays ?? []).filter((d): d is CellDisplay => "bytes" in d);
+  if (kept.length > 0) parts.push(renderDisplays(kept));
   const text = parts.join("\n");
   return text.length > MAX_RESULT_CHARS
     ? `${text.slice(0, MAX_RESULT_CHARS)}\n[truncated ${text.length - MAX_RESULT_CHARS} characters]`
     : text;
 }
 
+/** A cell's result as the model is shown it: its displays as kept, not their bytes. */
+export type RenderedCell = Omit<CellResult, "displays"> & { displays?: readonly CellDisplay[] };
+
 /** A cell's result as the store keeps it, read back into the shape the model is shown. */
-export function storedCellResult(outcome: string, stored: unknown): CellResult {
-  const r = (stored ?? {}) as Partial<CellResult>;
+export function storedCellResult(outcome: string, stored: unknown): RenderedCell {
+  const r = (stored ?? {}) as Partial<RenderedCell>;
   return {
     outcome: outcome as CellResult["outcome"],
     value: r.value ?? null,
@@ -179,5 +222,6 @@ export function storedCellResult(outcome: string, stored: unknown): CellResult {
     error: r.error ?? null,
     wait: r.wait ?? null,
     duration_ms: r.duration_ms ?? 0,
+    ...(r.displays?.length ? { displays: r.displays } : {}),
   };
 }

@@ -11,7 +11,7 @@
 
 import { faultPoint } from "../core/mod.ts";
 import type { CellResult } from "../kernel/mod.ts";
-import { keepCellOutput, parseCode, renderCellResult } from "./_cell_output.ts";
+import { keepCellOutput, parseCode, renderCellResult, type RenderedCell } from "./_cell_output.ts";
 import { sessionCells } from "./_session_sink.ts";
 import type { CellSink, ToolCall, ToolCallDeps } from "./_turn_sink.ts";
 import type { TurnContext } from "./_turn_types.ts";
@@ -71,7 +71,7 @@ async function runCell(
   ctx: TurnContext,
   call: { id: string; code: string },
   state: { effects: boolean },
-): Promise<{ cellId: string; result: CellResult }> {
+): Promise<{ cellId: string; result: RenderedCell }> {
   const { store, kernel, cells } = deps;
   const { code } = call;
   const cellId = await cells.startCell({ toolCallId: call.id, code });
@@ -90,5 +90,13 @@ async function runCell(
   };
   const kept = await keepCellOutput(store.stateDir, result, spool);
   cells.finishCell(cellId, kept);
-  return { cellId, result: { ...result, stdout: kept.stdout.text, stderr: kept.stderr.text } };
+  return {
+    cellId,
+    result: {
+      ...result,
+      stdout: kept.stdout.text,
+      stderr: kept.stderr.text,
+      displays: kept.displays,
+    },
+  };
 }

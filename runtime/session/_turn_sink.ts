@@ -14,7 +14,7 @@
 import type { ArtifactRef } from "../../store/tables/artifacts.ts";
 import type { EffectRecord } from "../../store/tables/effects.ts";
 import type { Store } from "../../store/store.ts";
-import type { EventBus } from "../core/mod.ts";
+import type { CellDisplay, EventBus } from "../core/mod.ts";
 import type { CellResult } from "../kernel/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
 import type { RouteMode } from "./_route_mode.ts";
@@ -81,6 +81,8 @@ export interface FinishedCell {
   result: CellResult;
   stdout: SpooledText;
   stderr: SpooledText;
+  /** What the cell showed with `display()`, each kept as an artifact. */
+  displays: CellDisplay[];
 }
 
 /** Where the tool-call step records a reply's cells and gives each call its one result. */

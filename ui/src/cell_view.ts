@@ -6,7 +6,7 @@
  * @module
  */
 
-import { CellRunResult, type RecordData } from "../../runtime/core/mod.ts";
+import { type CellDisplay, CellRunResult, type RecordData } from "../../runtime/core/mod.ts";
 import { isObject } from "./json_value.ts";
 
 /** A cell's error. */
@@ -40,6 +40,8 @@ export interface CellItem {
   error: CellError | undefined;
   durationMs: number | undefined;
   wait: string | undefined;
+  /** What the cell showed with `display()`, in order. */
+  displays: CellDisplay[];
   /** The `seq` of `cell.finished`, when it is a separate record. */
   finishedSeq: number | undefined;
   finishedAt: number | undefined;
@@ -91,6 +93,7 @@ export function newCell(place: Place, cellId: string, code: string): CellItem {
     error: undefined,
     durationMs: undefined,
     wait: undefined,
+    displays: [],
     finishedSeq: undefined,
     finishedAt: undefined,
   };
@@ -114,6 +117,7 @@ export function finishCell(
   cell.error = cellError(result.error);
   cell.durationMs = result.duration_ms;
   cell.wait = result.wait?.reason;
+  cell.displays = result.displays ?? [];
   cell.finishedSeq = separate ? place.seq : undefined;
   cell.finishedAt = place.at;
 }

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { CellDisplays } from "./cell_displays.tsx";
 import type { JSX } from "preact";
 import { useState } from "preact/hooks";
 import type { ArtifactTarget } from "./artifact_viewer.tsx";
@@ -145,6 +146,7 @@ export function Cell({ cell, live, now, onOpen, onCancel }: CellProps): JSX.Elem
               )}
             </div>
           )}
+          {cell.displays.length > 0 && <CellDisplays displays={cell.displays} />}
           {cell.wait !== undefined && (
             <p class="note">called wait(){cell.wait === "" ? "" : `: ${cell.wait}`}</p>
           )}

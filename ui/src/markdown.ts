@@ -69,6 +69,21 @@ function escapeHtml(source: string): string {
  */
 export function renderMarkdown(source: string): string {
   if (!DOMPurify.isSupported) return `<p>${escapeHtml(source)}</p>`;
+  return sanitizeHtml(marked.parse(source, { async: false }));
+}
+
+/**
+ * Keeps of `html` what is safe to insert into the page, by the same rules as Markdown: no
+ * scripts, event handlers, styles, forms or embedded documents; links open a new tab. Without a
+ * DOM it returns the source escaped.
+ *
+ * @example
+ * ```ts
+ * element.innerHTML = sanitizeHtml('<b onclick="x()">hi</b>'); // "<b>hi</b>"
+ * ```
+ */
+export function sanitizeHtml(html: string): string {
+  if (!DOMPurify.isSupported) return escapeHtml(html);
   if (!hooked) {
     DOMPurify.addHook("afterSanitizeAttributes", (node) => {
       if (node.tagName === "A" && node.hasAttribute("href")) {
@@ -78,7 +93,6 @@ export function renderMarkdown(source: string): string {
     });
     hooked = true;
   }
-  const html = marked.parse(source, { async: false });
   return DOMPurify.sanitize(html, {
     FORBID_TAGS,
     FORBID_ATTR: ["style", "srcset", "formaction", "background"],

@@ -28,11 +28,12 @@ import linecache
 import os
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from klbr.awaited import Made, discard, tracking, unawaited
 from klbr.capture import DEFAULT_OUTPUT_CAP, CellOutput, StreamSink, current_output, install
+from klbr.display import current_displays
 
 __all__ = ["CellResult", "WaitRequested", "format_exception", "run_cell", "wait"]
 
@@ -91,7 +92,7 @@ class CellResult:
 
     ``outcome`` is ``ok``, ``error`` or ``cancelled``; ``value`` the ``repr`` of a final
     expression or ``None``; ``error`` ``None`` or ``{type, message, traceback}``; ``wait``
-    ``None`` or ``{reason}``.
+    ``None`` or ``{reason}``; ``displays`` what ``display()`` showed, each ``{mime, data_b64}``.
     """
 
     outcome: str
@@ -101,6 +102,7 @@ class CellResult:
     error: dict[str, str] | None = None
     wait: dict[str, str] | None = None
     duration_ms: int = 0
+    displays: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The ``ok.result`` object of an ``execute`` reply."""
@@ -112,6 +114,7 @@ class CellResult:
             "error": self.error,
             "wait": self.wait,
             "duration_ms": self.duration_ms,
+            **({"displays": self.displays} if self.displays else {}),
         }
 
 
@@ -237,6 +240,8 @@ async def run_cell(
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     output = CellOutput(output_cap, sink)
     token = current_output.set(output)
+    shown: list[dict[str, str]] = []
+    displays_token = current_displays.set(shown)
     started = time.monotonic()
     result = CellResult("ok")
     waited: WaitRequested | None = None
@@ -259,8 +264,10 @@ async def run_cell(
         _report_unawaited(result, await unawaited(made))
     finally:
         current_output.reset(token)
+        current_displays.reset(displays_token)
         output.close()
     result.stdout = output.text("stdout")
     result.stderr = output.text("stderr")
     result.duration_ms = int((time.monotonic() - started) * 1000)
+    result.displays = shown
     return result

@@ -9,6 +9,7 @@ from klbr import code, skills, workspace
 from klbr.artifacts import read_artifact
 from klbr.behavior import behavior
 from klbr.cells import wait
+from klbr.display import display
 from klbr.discord import discord, ignore
 from klbr.jobs import jobs
 from klbr.llm import agent, llm
@@ -23,7 +24,7 @@ __all__ = ["build_namespace"]
 def build_namespace() -> dict[str, Any]:
     """A fresh cell namespace: the workspace functions, ``workspace``, ``code``, ``local``,
     ``discord``, ``ignore``, ``wait``, ``skills``, ``behavior``, ``history``, ``hooks``, ``read_artifact``,
-    ``timers``, ``jobs``, ``llm`` and ``agent``.
+    ``timers``, ``jobs``, ``llm``, ``agent`` and ``display``.
 
     The workspace must already be bound (``klbr.workspace.bind``).
     """
@@ -32,7 +33,7 @@ def build_namespace() -> dict[str, Any]:
         ns[name] = getattr(workspace, name)
     ns.update(workspace=workspace, code=code, local=local, discord=discord, ignore=ignore, wait=wait,
               skills=skills, behavior=behavior, history=history, hooks=hooks, read_artifact=read_artifact, timers=timers,
-              jobs=jobs, llm=llm, agent=agent)
+              jobs=jobs, llm=llm, agent=agent, display=display)
     return ns
 
 

@@ -140,7 +140,7 @@ class InitTest(KernelCase):
         self.assertRegex(result["python"], r"^3\.\d+\.\d+")
         self.assertEqual(
             result["prelude"],
-            ["agent", "behavior", "code", "delete", "discord", "history", "hooks", "ignore", "jobs", "llm", "local", "ls",
+            ["agent", "behavior", "code", "delete", "discord", "display", "history", "hooks", "ignore", "jobs", "llm", "local", "ls",
              "open_file", "read_artifact", "run", "search", "skills", "timers", "wait", "workspace"],
         )
         self.assertEqual(set(result["fingerprint"]), {"executable", "version", "interpreter", "package"})
