@@ -87,7 +87,8 @@ export function contractMessage(workspace: string, options: ContractOptions = {}
     "`await run(argv, timeout=60)` (a program and its arguments, not a shell).",
     'Older items leave your context as it grows: `await history.search("words")` finds them',
     "and `await history.read(id)` reads one. Output past its excerpt is kept whole:",
-    "`await read_artifact(id)` reads it.",
+    "`await read_artifact(id)` reads it. `display(png_bytes)` or",
+    '`display(html, mime="text/html")` shows an image or a table to the owner in the page.',
     `Limits: ${limits.maxSteps} model steps a turn (a result says when the turn ends), a cell`,
     `runs at most ${Math.round(limits.cellTimeoutMs / 1000)} s, a result shows about ${
       RESULT_CHARS.toLocaleString("en-US")

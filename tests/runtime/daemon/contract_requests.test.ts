@@ -44,6 +44,7 @@ Deno.test("the requests of a session tell the model what it needs: contract, res
         'await history.search("words")',
         "await history.read(id)",
         "await read_artifact(id)",
+        "display(png_bytes)",
         "Limits: 50 model steps a turn",
       ]
     ) assert.ok(contract.includes(needed), `the contract says ${needed}`);
