@@ -72,6 +72,29 @@ Deno.test("after a drain the page says so with a Resume button; a message waits 
     assert.match((await waiting.textContent()) ?? "", /^waits: drained — Resume takes them up/);
     assert.deepEqual(await seriousViolations(page), []);
     await screenshot(page, "states", "01-drained");
+    // On a phone and in dark mode the line and its fix are where the person looks.
+    for (
+      const look of [
+        { width: 390, height: 844, scheme: "light" },
+        { width: 390, height: 844, scheme: "dark" },
+        { width: 1280, height: 800, scheme: "dark" },
+      ] as const
+    ) {
+      await page.setViewportSize(look);
+      await page.emulateMedia({ colorScheme: look.scheme });
+      const tag = `${look.width}px ${look.scheme}`;
+      await line.scrollIntoViewIfNeeded();
+      assert.ok(await line.isVisible(), `${tag}: the state line is shown`);
+      assert.ok(
+        await line.locator('button[data-fix="drained"]').isVisible(),
+        `${tag}: its Resume button is shown`,
+      );
+      assert.ok(await waiting.isVisible(), `${tag}: the waiting message says why`);
+      assert.deepEqual(await seriousViolations(page), [], tag);
+      await screenshot(page, "states", `01-drained-${look.scheme}`);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.emulateMedia({ colorScheme: "light" });
 
     fake.enqueue({ toolCall: { code: "await local.send('yes, back')\nwait()" } });
     await line.locator('button[data-fix="drained"]').click();
