@@ -30,7 +30,8 @@ const EMPTY = new Uint8Array(0);
 /**
  * Messages of one connection handed to admission at a time. With 256 and no yield, a second
  * client's ack p99 during a 20,000-input flood was 73–95 ms here; with 32 and a yield every
- * {@linkcode SLICE_MS}, 33–40 ms, and a lone client's throughput (figure 1a) unchanged.
+ * {@linkcode SLICE_MS}, 38–59 ms over six bench runs, and a lone client's throughput (figure 1a)
+ * unchanged.
  */
 const MAX_BATCH = 32;
 /** How long one connection's messages may hold the event loop before the others get it. */
@@ -105,7 +106,7 @@ export class LaneSocket {
   }
 
   #logFailure(error: unknown): void {
-    const why = error instanceof Error ? error.stack : String(error);
+    const why = error instanceof Error ? error.stack ?? error.message : String(error);
     this.#lane.log.error("lane.internal", `lane connection error: ${why}`);
   }
 
@@ -113,8 +114,8 @@ export class LaneSocket {
    * Hands what arrived to the connection, batch by batch, until nothing waits; each batch at
    * most {@linkcode MAX_BATCH} messages and what keeps the connection's unanswered inputs within
    * their bound. A connection with more waiting gives the event loop to the rest of the daemon
-   * once it has held it {@linkcode SLICE_MS}: a client that writes faster than it is answered gets its share, and
-   * the others keep their latency (figures 1l and 1m of `bench/flood.ts`).
+   * once it has held it {@linkcode SLICE_MS}: a client that writes faster than it is answered
+   * gets its share, and the others keep their latency (figures 1l and 1m of `bench/flood.ts`).
    */
   async #handleBuffered(): Promise<void> {
     let sliceStart = performance.now();
