@@ -27,14 +27,17 @@ async function loadDisplay(display: CellDisplay): Promise<Shown> {
     return { state: "error", message: display.error ?? "not kept" };
   }
   const id = encodeURIComponent(display.artifact.id);
-  const response = await fetch(`/artifacts/${id}?length=${display.artifact.bytes}`, {
-    credentials: "same-origin",
-    cache: "no-store",
-  }).catch((error) => ({ ok: false, status: 0, error }) as const);
-  if (!response.ok) {
-    return { state: "error", message: `cannot read artifact ${display.artifact.id}` };
+  let blob: Blob;
+  try {
+    const response = await fetch(`/artifacts/${id}?length=${display.artifact.bytes}`, {
+      credentials: "same-origin",
+      cache: "no-store",
+    });
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    blob = await response.blob();
+  } catch (error) {
+    return { state: "error", message: `cannot read artifact ${display.artifact.id} (${error})` };
   }
-  const blob = await (response as Response).blob();
   if (display.mime === "text/html") {
     return { state: "html", html: sanitizeHtml(await blob.text()) };
   }
@@ -68,6 +71,7 @@ function DisplayView({ display, n }: { display: CellDisplay; n: number }): JSX.E
     return (
       <div
         class="cell-display-html"
+        role="group"
         aria-label={what}
         // Sanitised by sanitizeHtml just above, as Markdown is.
         dangerouslySetInnerHTML={{ __html: shown.html }}
