@@ -10,7 +10,6 @@
  */
 
 import { faultPoint } from "../core/mod.ts";
-import type { CellResult } from "../kernel/mod.ts";
 import { keepCellOutput, parseCode, renderCellResult, type RenderedCell } from "./_cell_output.ts";
 import { sessionCells } from "./_session_sink.ts";
 import type { CellSink, ToolCall, ToolCallDeps } from "./_turn_sink.ts";
