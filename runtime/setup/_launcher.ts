@@ -191,8 +191,9 @@ function commonArgs(
     "run",
     "--no-prompt",
     // V8 sizes its heap for memory rather than speed: under a client that writes 20,000 inputs
-    // without reading, the daemon peaked at about 145 MB instead of about 250 MB here, for
-    // about 15% more CPU a turn (figures 1k and 10e of `deno task bench`).
+    // without reading, the daemon peaked at 138–148 MB instead of about 250 MB here (figure 1k
+    // of `deno task bench`), for about 0.16 s more at a restart (5b) and a little CPU a turn
+    // (10e). Set at run time (`node:v8`'s `setFlagsFromString`) it saved nothing.
     "--v8-flags=--optimize-for-size",
     // The launcher's own start (`nodeModulesDir: "auto"`) has just brought node_modules in line
     // with deno.lock; the daemon uses it as it is, which spares it checking each npm package
