@@ -520,30 +520,3 @@ for (const width of WIDTHS) {
     });
   });
 }
-
-Deno.test(`a long session opens at its newest messages and "Load earlier messages" pages back to its start`, async () => {
-  await scene(1280, {}, async (s) => {
-    // 400 exchanges, 2,000 records: the page opens with the newest 300 records.
-    for (let n = 1; n <= 400; n++) exchange(s.host, n);
-    await open(s);
-    await waitForSeq(s.page, s.host.headSeq("default"));
-    const inputs = s.page.locator("#timeline .msg-input");
-    const ids = () => inputs.evaluateAll((n) => n.map((m) => m.getAttribute("data-input-id")));
-    assert.equal((await ids()).at(-1), "in_400");
-    assert.ok(!(await ids()).includes("in_1"), "the oldest message is not loaded at first");
-    const earlier = s.page.locator("#timeline button.load-earlier");
-    const start = s.page.locator(
-      "#timeline .earlier .note:has-text('The start of the conversation.')",
-    );
-    // Bounded: 2,000 records at 300 a page, and the rendered window grows 50 rows a step.
-    for (let i = 0; i < 60 && await start.count() === 0; i++) {
-      await earlier.waitFor();
-      await s.page.waitForSelector("#timeline button.load-earlier:not([disabled])");
-      await earlier.click();
-      await s.page.waitForTimeout(50);
-    }
-    await start.waitFor();
-    assert.equal((await ids())[0], "in_1", "the start of the conversation is shown");
-    await screenshot(s.page, "conversation", "12-load-earlier");
-  });
-});
