@@ -28,29 +28,44 @@ type Loaded =
   | { state: "ok"; text: string; shown: number; total: number }
   | { state: "error"; message: string };
 
-/** Reads the first {@linkcode VIEW_BYTES} of an artifact through the authenticated route. */
-export async function fetchArtifact(id: string): Promise<Loaded> {
+/** What {@linkcode readArtifactBytes} read: the bytes and the artifact's whole size, or why not. */
+export type ArtifactBytes =
+  | { ok: true; data: Uint8Array; total: number }
+  | { ok: false; message: string };
+
+/**
+ * Reads the first `length` bytes of an artifact through the authenticated route (the page's
+ * session cookie goes with it); never rejects.
+ */
+export async function readArtifactBytes(id: string, length: number): Promise<ArtifactBytes> {
   try {
-    const response = await fetch(`/artifacts/${encodeURIComponent(id)}?length=${VIEW_BYTES}`, {
+    const response = await fetch(`/artifacts/${encodeURIComponent(id)}?length=${length}`, {
       credentials: "same-origin",
       cache: "no-store",
     });
     if (!response.ok) {
       const body = await response.json().catch(() => ({})) as { message?: unknown };
       const why = typeof body.message === "string" ? body.message : `HTTP ${response.status}`;
-      return { state: "error", message: why };
+      return { ok: false, message: why };
     }
     const data = new Uint8Array(await response.arrayBuffer());
     const total = Number(response.headers.get("x-artifact-bytes") ?? data.length);
-    return {
-      state: "ok",
-      text: new TextDecoder().decode(data),
-      shown: data.length,
-      total: Number.isFinite(total) ? total : data.length,
-    };
+    return { ok: true, data, total: Number.isFinite(total) ? total : data.length };
   } catch (error) {
-    return { state: "error", message: `cannot reach the daemon (${error})` };
+    return { ok: false, message: `cannot reach the daemon (${error})` };
   }
+}
+
+/** Reads the first {@linkcode VIEW_BYTES} of an artifact through the authenticated route. */
+export async function fetchArtifact(id: string): Promise<Loaded> {
+  const read = await readArtifactBytes(id, VIEW_BYTES);
+  if (!read.ok) return { state: "error", message: read.message };
+  return {
+    state: "ok",
+    text: new TextDecoder().decode(read.data),
+    shown: read.data.length,
+    total: read.total,
+  };
 }
 
 /** The viewer, over the page; Escape or the button closes it. */

@@ -12,6 +12,7 @@
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import type { CellDisplay } from "../../runtime/core/mod.ts";
+import { readArtifactBytes } from "./artifact_viewer.tsx";
 import { byteSize } from "./format.ts";
 import { sanitizeHtml } from "./markdown.ts";
 
@@ -26,26 +27,22 @@ async function loadDisplay(display: CellDisplay): Promise<Shown> {
   if (display.artifact === undefined) {
     return { state: "error", message: display.error ?? "not kept" };
   }
-  const id = encodeURIComponent(display.artifact.id);
-  let blob: Blob;
-  try {
-    const response = await fetch(`/artifacts/${id}?length=${display.artifact.bytes}`, {
-      credentials: "same-origin",
-      cache: "no-store",
-    });
-    if (!response.ok) throw new Error(`HTTP ${response.status}`);
-    blob = await response.blob();
-  } catch (error) {
-    return { state: "error", message: `cannot read artifact ${display.artifact.id} (${error})` };
+  const read = await readArtifactBytes(display.artifact.id, display.artifact.bytes);
+  if (!read.ok) {
+    return {
+      state: "error",
+      message: `cannot read artifact ${display.artifact.id} (${read.message})`,
+    };
   }
   if (display.mime === "text/html") {
-    return { state: "html", html: sanitizeHtml(await blob.text()) };
+    return { state: "html", html: sanitizeHtml(new TextDecoder().decode(read.data)) };
   }
+  const blob = new Blob([read.data as Uint8Array<ArrayBuffer>], { type: display.mime });
   const url = await new Promise<string>((resolve, reject) => {
     const reader = new FileReader();
     reader.onload = () => resolve(String(reader.result));
     reader.onerror = () => reject(reader.error);
-    reader.readAsDataURL(new Blob([blob], { type: display.mime }));
+    reader.readAsDataURL(blob);
   });
   return { state: "image", url };
 }
