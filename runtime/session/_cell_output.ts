@@ -7,6 +7,7 @@
  * @module
  */
 
+import { Buffer } from "node:buffer";
 import { type ArtifactRef, spoolArtifact } from "../../store/tables/artifacts.ts";
 import type { EffectRecord } from "../../store/tables/effects.ts";
 import type { CellDisplay } from "../core/mod.ts";
@@ -54,27 +55,18 @@ export async function spoolLongText(
 ): Promise<{ text: string; artifact?: ArtifactRef; artifactError?: string }> {
   if (text.length <= (options.above ?? SPOOL_ABOVE_CHARS)) return { text };
   const noun = options.noun ?? "output";
-  const report = options.report ?? (() => {});
   const head = text.slice(0, 4_000);
   const tail = text.slice(-2_000);
   const hidden = text.length - 6_000;
-  let artifact: ArtifactRef;
-  try {
-    artifact = await spoolArtifact(
-      stateDir,
-      new TextEncoder().encode(text),
-      options.budgetBytes,
-    );
-  } catch (error) {
-    const message = (error instanceof Error ? error.message : String(error)).slice(0, 500);
-    report(message);
+  const kept = await keepArtifact(stateDir, new TextEncoder().encode(text), options);
+  if ("error" in kept) {
     return {
       text: `${head}\n[… ${hidden} characters not shown; the whole ${noun} could not be kept: ` +
-        `writing its artifact failed (${message}) …]\n${tail}`,
-      artifactError: message,
+        `writing its artifact failed (${kept.error}) …]\n${tail}`,
+      artifactError: kept.error,
     };
   }
-  report(null);
+  const { artifact } = kept;
   return {
     text: `${head}\n[… ${hidden} characters not shown; the whole ${noun} is ` +
       `${artifact.bytes} bytes in artifact ${artifact.id} …]\n${tail}`,
@@ -107,15 +99,31 @@ async function keepDisplay(
   shown: { mime: string; data_b64: string },
   options: { budgetBytes?: number; report?: ArtifactReport },
 ): Promise<CellDisplay> {
-  const data = Uint8Array.from(atob(shown.data_b64), (c) => c.charCodeAt(0));
+  const data = new Uint8Array(Buffer.from(shown.data_b64, "base64"));
+  const kept = await keepArtifact(stateDir, data, options);
+  if ("error" in kept) {
+    return { mime: shown.mime, bytes: data.length, error: `not kept: ${kept.error}` };
+  }
+  return { mime: shown.mime, bytes: data.length, artifact: { ...kept.artifact } };
+}
+
+/**
+ * Writes `data` as an artifact and reports the outcome: the artifact, or the write's failure in
+ * at most 500 characters (a full disk, an unwritable directory). Never rejects.
+ */
+async function keepArtifact(
+  stateDir: string,
+  data: Uint8Array,
+  options: { budgetBytes?: number; report?: ArtifactReport },
+): Promise<{ artifact: ArtifactRef } | { error: string }> {
   try {
     const artifact = await spoolArtifact(stateDir, data, options.budgetBytes);
     options.report?.(null);
-    return { mime: shown.mime, bytes: data.length, artifact: { ...artifact } };
+    return { artifact };
   } catch (error) {
     const message = (error instanceof Error ? error.message : String(error)).slice(0, 500);
     options.report?.(message);
-    return { mime: shown.mime, bytes: data.length, error: `not kept: ${message}` };
+    return { error: message };
   }
 }
 
