@@ -11,24 +11,19 @@ import { join } from "node:path";
 import { keepCellOutput, keptCellResult, renderCellResult } from "../../../runtime/session/mod.ts";
 import type { CellResult } from "../../../runtime/kernel/mod.ts";
 import { readArtifact } from "../../../store/tables/artifacts.ts";
+import { cellResult } from "../../_helpers/session_loop.ts";
 import { tempDir } from "../../_helpers/temp.ts";
 
 const PNG = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]);
 
 function shown(): CellResult {
-  return {
-    outcome: "ok",
-    value: null,
-    stdout: "",
-    stderr: "",
-    error: null,
-    wait: null,
+  return cellResult({
     duration_ms: 3,
     displays: [
       { mime: "image/png", data_b64: btoa(String.fromCharCode(...PNG)) },
       { mime: "text/html", data_b64: btoa("<b>hi</b>") },
     ],
-  };
+  });
 }
 
 Deno.test("each display is kept whole as an artifact and named to the model without its bytes", async () => {
