@@ -4,7 +4,8 @@
  *
  * A backup directory holds `runtime.sqlite` (the store, copied by SQLite's online backup in
  * one read transaction), `releases/<id>` for every release the store records, `artifacts/<id>` for
- * every artifact a cell result names that was still there, the managed `skills/`,
+ * every artifact a cell result names that was still there, `artifacts/kept/<id>` for every
+ * kept attachment (the files inputs carry), the managed `skills/`,
  * `config.kdl` and `operator.token` when present, and `backup.json`, its manifest. It is
  * written to a temporary sibling and renamed into place: complete or absent.
  *
@@ -12,6 +13,7 @@
  */
 
 import { pathExists } from "../../store/tables/files.ts";
+import { artifactPath } from "../../store/tables/artifacts.ts";
 import { basename, dirname, join } from "node:path";
 import { z } from "zod";
 import { copyStore, describeStoreCopy, type StoreCopy } from "../../store/maintenance/backup.ts";
@@ -76,7 +78,8 @@ export async function backupState(stateDir: string, target: string): Promise<Bac
     for (const id of copy.releases) {
       await copyTree(join(stateDir, "releases", id), join(temp, "releases", id));
     }
-    const { copied, missing } = await copyArtifacts(stateDir, temp, copy.artifacts);
+    const ids = [...copy.artifacts, ...await keptAttachments(stateDir)];
+    const { copied, missing } = await copyArtifacts(stateDir, temp, ids);
     if (await pathExists(join(stateDir, "skills"))) {
       await copyTree(join(stateDir, "skills"), join(temp, "skills"));
     }
@@ -131,7 +134,8 @@ export async function verifyBackup(dir: string): Promise<BackupManifest> {
     }
   }
   for (const id of manifest.artifacts) {
-    const found = await fileSha256(join(dir, "artifacts", id)).catch(() => "absent");
+    const path = await artifactPath(dir, id) ?? join("artifacts", id);
+    const found = await fileSha256(join(dir, path)).catch(() => "absent");
     if (found !== id) {
       throw new KlbrError(
         "release_invalid",
@@ -187,17 +191,30 @@ async function copyArtifacts(
 ): Promise<{ copied: string[]; missing: string[] }> {
   const copied: string[] = [];
   const missing: string[] = [];
-  if (ids.length > 0) await Deno.mkdir(join(temp, "artifacts"), { recursive: true });
-  for (const id of ids) {
-    const source = join(stateDir, "artifacts", id);
-    if (!(await pathExists(source))) {
+  for (const id of new Set(ids)) {
+    const path = await artifactPath(stateDir, id);
+    if (path === undefined) {
       missing.push(id);
       continue;
     }
-    await copyFileSynced(source, join(temp, "artifacts", id));
+    await Deno.mkdir(dirname(join(temp, path)), { recursive: true });
+    await copyFileSynced(join(stateDir, path), join(temp, path));
     copied.push(id);
   }
   return { copied, missing };
+}
+
+/** Every kept attachment's id (`artifacts/kept/`): each is part of an input, so all are copied. */
+async function keptAttachments(stateDir: string): Promise<string[]> {
+  const ids: string[] = [];
+  try {
+    for await (const entry of Deno.readDir(join(stateDir, "artifacts", "kept"))) {
+      if (entry.isFile && /^[0-9a-f]{64}$/.test(entry.name)) ids.push(entry.name);
+    }
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  return ids.sort();
 }
 
 function manifestOf(

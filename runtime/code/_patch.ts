@@ -9,6 +9,7 @@
 import { basename, dirname, join } from "node:path";
 import { KlbrError } from "../core/mod.ts";
 import { refuseProtected } from "../sandbox/mod.ts";
+import { syncDir } from "../../store/tables/files.ts";
 import { countSyntaxErrors, type SyntaxProblem } from "./_outline.ts";
 import type { CodeEdit, CodeRange } from "./_schemas.ts";
 import { checkRange, type CodeService, type StaleRange } from "./_service.ts";
@@ -200,15 +201,6 @@ async function writeTemp(real: string, bytes: Uint8Array): Promise<string> {
     file.close();
   }
   return temp;
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const handle = await Deno.open(dir, { read: true });
-  try {
-    await handle.sync();
-  } finally {
-    handle.close();
-  }
 }
 
 /**

@@ -4,13 +4,13 @@
  * nor a thread of one nor a direct message, and a direct message under `dms #false`; admitted
  * otherwise) and described in the input's body — the text, where
  * it was said, whether it mentions the bot, is a direct message or replies to the bot, its
- * thread's parent, and its attachments, each fetched into an artifact when small enough.
+ * thread's parent, and its attachments, each fetched into a kept artifact (never evicted) when small enough.
  *
  * @module
  */
 
 import { z } from "zod";
-import { spoolArtifact } from "../../store/tables/artifacts.ts";
+import { keepAttachment } from "../../store/tables/artifacts.ts";
 
 const Snowflake = z.string().regex(/^[0-9]{1,20}$/);
 
@@ -195,7 +195,7 @@ async function fetchAttachment(
     if (data.length > o.maxBytes) {
       return { artifact: null, skipped: `over attachment_max_bytes (${o.maxBytes} bytes)` };
     }
-    const ref = await spoolArtifact(o.stateDir, data);
+    const ref = await keepAttachment(o.stateDir, data);
     return { artifact: ref.id, skipped: null };
   } catch (error) {
     return {

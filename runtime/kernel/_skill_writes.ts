@@ -22,6 +22,7 @@ import {
   skillTitleProblem,
 } from "./_skills.ts";
 import { defineRpc, type RpcCall } from "./_rpc_registry.ts";
+import { syncDir } from "../../store/tables/files.ts";
 
 /** What a write or delete changed, for the owner of the generation. */
 export interface SkillChange {
@@ -253,13 +254,4 @@ async function writeAtomically(path: string, bytes: Uint8Array): Promise<void> {
   file.close();
   await Deno.rename(temp, path);
   await syncDir(dir);
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const handle = await Deno.open(dir, { read: true });
-  try {
-    await handle.sync();
-  } finally {
-    handle.close();
-  }
 }

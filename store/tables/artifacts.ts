@@ -1,16 +1,21 @@
 /**
- * Spooled large outputs: content-addressed files in `<state>/artifacts/`, complete or absent,
- * with the directory's total size bounded by evicting the oldest.
+ * Artifacts: content-addressed files in `<state>/artifacts/`, complete or absent. Two kinds
+ * share the one id space and the one reader:
  *
- * A cell's output too long to keep in a record is written here whole, and the record keeps an
- * excerpt and the artifact id, so nothing a cell printed is discarded and no record is huge.
+ * - spooled outputs, `artifacts/<id>`: a cell's output too long to keep in a record is written
+ *   here whole and the record keeps an excerpt and the id, so nothing a cell printed is
+ *   discarded and no record is huge. The directory's total is bounded by evicting the oldest.
+ * - kept attachments, `artifacts/kept/<id>`: a file an input carries (the page's composer, a
+ *   Discord message). It is part of the input, so it is never evicted, and its directory entry
+ *   is fsynced before its writer returns: written before the input is admitted, it is as
+ *   durable as the input.
  *
  * @module
  */
 
 import { join } from "node:path";
 import { faultPoint, KlbrError } from "../../runtime/core/mod.ts";
-import { pathExists } from "./files.ts";
+import { pathExists, syncDir } from "./files.ts";
 
 /** What {@linkcode spoolArtifact} returns. */
 export interface ArtifactRef {
@@ -21,6 +26,8 @@ export interface ArtifactRef {
 }
 
 const ARTIFACT_ID = /^[0-9a-f]{64}$/;
+/** The folder of kept attachments, under `artifacts/`. */
+const KEPT = "kept";
 
 /** Largest total the artifacts directory keeps before it evicts the oldest: 256 MiB. */
 export const DEFAULT_ARTIFACT_BUDGET_BYTES = 256 * 1024 * 1024;
@@ -43,6 +50,68 @@ export async function spoolArtifact(
   budgetBytes: number = DEFAULT_ARTIFACT_BUDGET_BYTES,
 ): Promise<ArtifactRef> {
   const dir = join(stateDir, "artifacts");
+  const ref = await writeArtifact(dir, data);
+  await evictOldest(dir, budgetBytes, ref.id);
+  return ref;
+}
+
+/**
+ * Writes `data` as a kept attachment and returns its id; the same bytes twice are one file.
+ *
+ * On return the file and its directory entry are fsynced, so an input admitted afterwards
+ * that names it never outlives it; it is never evicted. Proven by "`keepAttachment()` is never
+ * evicted and reads like any artifact".
+ *
+ * @throws what the write throws (a full disk): then nothing is left behind.
+ * @example
+ * ```ts
+ * const ref = await keepAttachment(stateDir, await file.bytes());
+ * ```
+ */
+export async function keepAttachment(stateDir: string, data: Uint8Array): Promise<ArtifactRef> {
+  const dir = join(stateDir, "artifacts", KEPT);
+  const ref = await writeArtifact(dir, data);
+  await syncDir(dir);
+  return ref;
+}
+
+/**
+ * Whether `id` is a kept attachment: admission checks every attachment an input names.
+ *
+ * @example
+ * ```ts
+ * if (!isKeptAttachment(stateDir, id)) throw new KlbrError("not_found", "upload it again");
+ * ```
+ */
+export function isKeptAttachment(stateDir: string, id: string): boolean {
+  if (!ARTIFACT_ID.test(id)) return false;
+  try {
+    return Deno.statSync(join(stateDir, "artifacts", KEPT, id)).isFile;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}
+
+/**
+ * The path of artifact `id` under `stateDir` relative to it (`artifacts/<id>` for a spooled
+ * output, `artifacts/kept/<id>` for an attachment), or `undefined` when there is none.
+ *
+ * @example
+ * ```ts
+ * const at = await artifactPath(stateDir, id); // "artifacts/kept/3fa2…"
+ * ```
+ */
+export async function artifactPath(stateDir: string, id: string): Promise<string | undefined> {
+  if (!ARTIFACT_ID.test(id)) return undefined;
+  for (const path of [join("artifacts", id), join("artifacts", KEPT, id)]) {
+    if (await pathExists(join(stateDir, path))) return path;
+  }
+  return undefined;
+}
+
+/** Writes `data` into `dir` under its sha256 (temp file, fsync, rename) unless it is there. */
+async function writeArtifact(dir: string, data: Uint8Array): Promise<ArtifactRef> {
   await Deno.mkdir(dir, { recursive: true });
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", data as BufferSource));
   const id = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
@@ -63,7 +132,6 @@ export async function spoolArtifact(
     file.close();
     await Deno.rename(temp, path);
   }
-  await evictOldest(dir, budgetBytes, id);
   return { id, bytes: data.length };
 }
 
@@ -96,16 +164,19 @@ export async function readArtifact(
       }: offset must be >= 0 and length 1-16777216 (got ${offset}, ${length})`,
     );
   }
+  const notFound = () =>
+    new KlbrError(
+      "not_found",
+      `cannot read artifact ${id.slice(0, 12)}: it does not exist or was evicted`,
+    );
+  const path = await artifactPath(stateDir, id);
+  if (path === undefined) throw notFound();
   let file: Deno.FsFile;
   try {
-    file = await Deno.open(join(stateDir, "artifacts", id), { read: true });
+    file = await Deno.open(join(stateDir, path), { read: true });
   } catch (cause) {
-    if (cause instanceof Deno.errors.NotFound) {
-      throw new KlbrError(
-        "not_found",
-        `cannot read artifact ${id.slice(0, 12)}: it does not exist or was evicted`,
-      );
-    }
+    // Evicted between the look-up and the open.
+    if (cause instanceof Deno.errors.NotFound) throw notFound();
     throw cause;
   }
   try {

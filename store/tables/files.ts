@@ -21,3 +21,22 @@ export async function pathExists(path: string): Promise<boolean> {
     throw error;
   }
 }
+
+/**
+ * Fsyncs the directory `dir`, so a file renamed or created in it survives a power loss.
+ *
+ * @throws what opening or syncing the directory throws (it does not exist, a full disk).
+ * @example
+ * ```ts
+ * await Deno.rename(temp, path);
+ * await syncDir(dirname(path));
+ * ```
+ */
+export async function syncDir(dir: string): Promise<void> {
+  const handle = await Deno.open(dir, { read: true });
+  try {
+    await handle.sync();
+  } finally {
+    handle.close();
+  }
+}

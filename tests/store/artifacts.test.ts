@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { readArtifact, spoolArtifact } from "../../store/tables/artifacts.ts";
+import {
+  artifactPath,
+  isKeptAttachment,
+  keepAttachment,
+  readArtifact,
+  spoolArtifact,
+} from "../../store/tables/artifacts.ts";
 import { isKlbrError } from "../../runtime/core/mod.ts";
 import { tempDir } from "../_helpers/temp.ts";
 
@@ -56,5 +62,28 @@ Deno.test("`readArtifact()` reads a range and refuses bad ids, ranges and evicte
     () => readArtifact(state, "f".repeat(64)),
     "not_found",
     "cannot read artifact ffffffffffff: it does not exist or was evicted",
+  );
+});
+
+Deno.test("`keepAttachment()` is never evicted and reads like any artifact", async () => {
+  const state = await tempDir();
+  const kept = await keepAttachment(state, bytes("k".repeat(600)));
+  assert.equal(await keepAttachment(state, bytes("k".repeat(600))).then((r) => r.id), kept.id);
+  assert.ok(isKeptAttachment(state, kept.id));
+  await Deno.utime(join(state, "artifacts", "kept", kept.id), 1, 1);
+  // Spooled outputs far over the budget evict each other, never the attachment.
+  const spooled = await spoolArtifact(state, bytes("s".repeat(600)), 100);
+  await spoolArtifact(state, bytes("t".repeat(600)), 100);
+  assert.equal(await artifactPath(state, spooled.id), undefined, "the older spool was evicted");
+  assert.equal(await artifactPath(state, kept.id), join("artifacts", "kept", kept.id));
+  const read = await readArtifact(state, kept.id, { offset: 598 });
+  assert.equal(new TextDecoder().decode(read.data), "kk");
+  assert.equal(read.bytes, 600);
+  assert.ok(!isKeptAttachment(state, spooled.id), "a spooled output is not an attachment");
+  assert.ok(!isKeptAttachment(state, "../kept"), "a malformed id is not an attachment");
+  assert.deepEqual(
+    [...Deno.readDirSync(join(state, "artifacts", "kept"))].map((e) => e.name),
+    [kept.id],
+    "no temp file is left",
   );
 });

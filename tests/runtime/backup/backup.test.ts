@@ -7,6 +7,7 @@ import { join, relative } from "node:path";
 import { backupState, restoreState } from "../../../runtime/backup/mod.ts";
 import { initStateDir } from "../../../runtime/setup/mod.ts";
 import { openStore } from "../../../store/store.ts";
+import { keepAttachment, readArtifact } from "../../../store/tables/artifacts.ts";
 import { tempDir } from "../../_helpers/temp.ts";
 
 /** Every file under `dir`, relative to it, sorted. */
@@ -40,6 +41,30 @@ Deno.test("`backupState()` of a live store leaves only the files it lists, also 
       "operator.token",
       "runtime.sqlite",
     ]);
+  } finally {
+    store.close();
+  }
+});
+
+Deno.test("`backupState()` copies every kept attachment, and the restored state reads it", async () => {
+  const parent = await tempDir();
+  const state = join(parent, "state");
+  await initStateDir(state, { store: false });
+  const store = openStore(state, { create: true });
+  try {
+    const kept = await keepAttachment(state, new TextEncoder().encode("col\n1\n"));
+    const target = join(parent, "backup");
+    const manifest = await backupState(state, target);
+    assert.deepEqual(manifest.artifacts, [kept.id]);
+    assert.ok((await filesUnder(target)).includes(join("artifacts", "kept", kept.id)));
+    // A tampered copy is caught by the check every restore runs.
+    await Deno.writeTextFile(join(target, "artifacts", "kept", kept.id), "tampered");
+    await assert.rejects(restoreState(target, join(parent, "bad")), /does not match its hash/);
+    await Deno.writeTextFile(join(target, "artifacts", "kept", kept.id), "col\n1\n");
+    const restored = join(parent, "restored");
+    await restoreState(target, restored);
+    const read = await readArtifact(restored, kept.id);
+    assert.equal(new TextDecoder().decode(read.data), "col\n1\n");
   } finally {
     store.close();
   }
