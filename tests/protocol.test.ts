@@ -317,7 +317,7 @@ Deno.test("`parseClientMessage()` answers a malformed message with invalid_input
     ],
     [
       { kind: "input", request: "r1", client_msg_id: "m1", text: "" },
-      "input text: Too small: expected string to have >=1 characters",
+      "input text: Too small: expected string to have >=1 characters, or an attachment",
     ],
     [
       { kind: "input", request: "", client_msg_id: "m1", text: "x" },

@@ -91,6 +91,9 @@ export const LanesSchema = z.strictObject({
    */
   max_unacked_inputs: z.int(expected("a whole number")).min(1, expected("at least 1"))
     .max(100_000, expected("at most 100000")).default(256),
+  /** The largest file the page may attach to a message (`POST /attachments`); 0 refuses all. */
+  attachment_max_bytes: z.int(expected("whole bytes")).min(0, expected("0 or more bytes"))
+    .max(1 << 28, expected("at most 268435456 bytes")).default(8 * 1024 * 1024),
 });
 
 const BLOCK_FIELD_NAMES = {

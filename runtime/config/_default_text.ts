@@ -90,7 +90,7 @@ export function defaultConfigText(): string {
       size(sandbox.memory)
     }"; cpu_weight ${sandbox.cpu_weight}; max_file_size "${size(sandbox.max_file_size)}"; }`,
     `// workspace { self_edit #${workspace.self_edit}; }`,
-    `// lanes { view_without_token #${lanes.view_without_token}; max_connections ${lanes.max_connections}; max_pending_hello ${lanes.max_pending_hello}; hello_timeout_ms ${lanes.hello_timeout_ms}; max_unacked_inputs ${lanes.max_unacked_inputs}; }`,
+    `// lanes { view_without_token #${lanes.view_without_token}; max_connections ${lanes.max_connections}; max_pending_hello ${lanes.max_pending_hello}; hello_timeout_ms ${lanes.hello_timeout_ms}; max_unacked_inputs ${lanes.max_unacked_inputs}; attachment_max_bytes ${lanes.attachment_max_bytes}; }`,
     "",
   ].join("\n");
 }

@@ -41,6 +41,18 @@ export const OPERATOR_KINDS = [
   "op.history_search",
 ] as const;
 
+/** The most files one input may carry. */
+export const MAX_ATTACHMENTS = 16;
+
+/** A file an input carries: a kept attachment's id, with the name and type the client gave. */
+export const InputAttachment = z.object({
+  artifact: z.string().regex(/^[0-9a-f]{64}$/, "expected the artifact id POST /attachments gave"),
+  filename: wellFormed(1, 256),
+  content_type: z.string().max(256).nullable().default(null),
+});
+/** A file an input carries, as a client names it. */
+export type InputAttachment = z.infer<typeof InputAttachment>;
+
 /** The most records one `hello.page` or one `page` request may ask for. */
 export const MAX_PAGE = 5000;
 
@@ -75,9 +87,18 @@ export const ClientMessage = z.discriminatedUnion("kind", [
     kind: z.literal("input"),
     request: clientRequest,
     client_msg_id: wellFormed(1, 128),
-    text: z.string().min(1).max(1_000_000),
+    /** The message; it may be empty when the input carries attachments. */
+    text: z.string().max(1_000_000),
     conversation: wellFormed(1, 256).default("local:default"),
     author: wellFormed(1, 256).default("owner"),
+    /**
+     * Files uploaded first with `POST /attachments`, by the id it answered; admission checks
+     * each is a kept attachment and adds its size.
+     */
+    attachments: z.array(InputAttachment).max(MAX_ATTACHMENTS).optional(),
+  }).refine((m) => m.text.length > 0 || (m.attachments?.length ?? 0) > 0, {
+    path: ["text"],
+    message: "Too small: expected string to have >=1 characters, or an attachment",
   }),
   z.object({ kind: z.literal("ping"), request: clientRequest.optional() }),
   z.object({

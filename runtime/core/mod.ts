@@ -84,7 +84,9 @@ export {
 export {
   ClientMessage,
   type ClientRole,
+  InputAttachment,
   LaneRecord,
+  MAX_ATTACHMENTS,
   MAX_PAGE,
   OPERATOR_KINDS,
   parseClientMessage,

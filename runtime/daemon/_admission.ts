@@ -9,7 +9,14 @@
 import { type AdmitInput, admitInputs as admitStoreInputs } from "../../store/tables/inputs.ts";
 import { discordDedupeKey, localDedupeKey } from "../../store/tables/dedupe_keys.ts";
 import type { Store } from "../../store/store.ts";
-import { faultPoint, isKlbrError, KlbrError, type Logger } from "../core/mod.ts";
+import {
+  faultPoint,
+  type InputAttachment,
+  isKlbrError,
+  KlbrError,
+  type Logger,
+} from "../core/mod.ts";
+import { keptAttachmentSize } from "../../store/tables/artifacts.ts";
 import { MAINTENANCE_CONVERSATION } from "../session/mod.ts";
 import type { DiscordMessage } from "../discord/mod.ts";
 import type { UnattendedInput } from "../jobs/mod.ts";
@@ -101,16 +108,51 @@ export function admitGroups(
   );
 }
 
-/** A local input from a lane client: its dedupe key is the client's id and message id. */
-export function localInput(clientId: string, input: InputMessage): PendingInput {
+/**
+ * A local input from a lane client: its dedupe key is the client's id and message id. Its body
+ * is the text, or `{text, attachments}` when it carries files: each named the way a Discord
+ * attachment is (`filename`, `size`, `content_type`, `artifact`), so a cell reads either with
+ * `read_artifact`.
+ *
+ * The built input throws `not_found` for an attachment that is not a kept one in `stateDir`
+ * (never uploaded, or uploaded to another daemon): that input alone is refused.
+ */
+export function localInput(
+  clientId: string,
+  input: InputMessage,
+  options: { stateDir?: string } = {},
+): PendingInput {
   return () => ({
     sourceKind: "local",
     dedupeKey: localDedupeKey(clientId, input.client_msg_id),
     clientMsgId: input.client_msg_id,
     conversationId: input.conversation,
     author: input.author,
-    body: input.text,
+    body: input.attachments?.length
+      ? { text: input.text, attachments: input.attachments.map(keptFile(options.stateDir)) }
+      : input.text,
   });
+}
+
+/** Checks a named attachment is kept here, and describes it with its size on disk. */
+function keptFile(stateDir: string | undefined) {
+  return (file: InputAttachment) => {
+    const size = stateDir === undefined ? undefined : keptAttachmentSize(stateDir, file.artifact);
+    if (size === undefined) {
+      throw new KlbrError(
+        "not_found",
+        `cannot accept input: attachment ${file.filename} (${
+          file.artifact.slice(0, 12)
+        }) was not uploaded to this daemon; upload it again with POST /attachments`,
+      );
+    }
+    return {
+      filename: file.filename,
+      size,
+      content_type: file.content_type,
+      artifact: file.artifact,
+    };
+  };
 }
 
 /**

@@ -146,7 +146,11 @@ export class Coordinator implements LaneHost {
   admitMany(session: string, clientId: string, inputs: InputMessage[]): Promise<AdmitOutcome[]> {
     const refused = this.#refusal(session);
     if (refused !== undefined) return Promise.resolve(inputs.map(() => ({ error: refused })));
-    return this.#queue.submit(session, inputs.map((input) => localInput(clientId, input)));
+    const stateDir = this.#o.stateDir;
+    return this.#queue.submit(
+      session,
+      inputs.map((input) => localInput(clientId, input, { stateDir })),
+    );
   }
 
   /**

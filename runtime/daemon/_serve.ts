@@ -20,7 +20,7 @@ import {
 import { announceStart, portInUse, requireFreePort } from "./_announce.ts";
 import { startBackupSchedule } from "../backup/mod.ts";
 import { REPO_ROOT } from "../setup/mod.ts";
-import { readArtifact } from "../../store/tables/artifacts.ts";
+import { keepAttachment, readArtifact } from "../../store/tables/artifacts.ts";
 import { healthReport } from "./_health.ts";
 import type { Hono } from "hono";
 import { readServeSettings, type ServeSettings } from "./_serve_settings.ts";
@@ -143,6 +143,13 @@ function daemonApp(
     uiDir: o.uiDir,
     health: () => healthReport(daemon),
     artifacts: (id, range) => readArtifact(settings.stateDir, id, range),
+    attachments: {
+      maxBytes: config.lanes.attachment_max_bytes,
+      keep: async (data) => {
+        const kept = await keepAttachment(settings.stateDir, data);
+        return { artifact: kept.id, bytes: kept.bytes };
+      },
+    },
   });
 }
 

@@ -1,7 +1,7 @@
 /**
  * The daemon's HTTP surface: `/health`, the UI's static files, `/auth` (the token exchanged
- * for a session cookie), `/artifacts/<id>` (a spooled output, with the lanes' credentials) and
- * the v2 lane WebSocket.
+ * for a session cookie), `/artifacts/<id>` and `/attachments` (`_artifact_routes.ts`) and the
+ * v2 lane WebSocket.
  *
  * Every route first checks the request's `Host` (a loopback host with the daemon's port, so a
  * rebound DNS name is refused) and its `Origin` (absent, or exactly the daemon's own). A page
@@ -26,6 +26,7 @@ import { LaneSocket } from "./_lane_socket.ts";
 import type { OperatorAuth } from "./_auth.ts";
 import { AttemptLimiter, RefusalLog } from "./_refusals.ts";
 import { isKlbrError, KlbrError, type Logger } from "../core/mod.ts";
+import { artifactRoutes, attachmentRoutes } from "./_artifact_routes.ts";
 
 /** What {@linkcode createApp} needs. */
 export interface AppDeps {
@@ -54,10 +55,15 @@ export interface AppDeps {
     id: string,
     range: { offset?: number; length?: number },
   ) => Promise<{ data: Uint8Array; bytes: number }>;
+  /**
+   * Keeps a file the page attaches (`store/tables/artifacts.ts`'s `keepAttachment`) for
+   * `POST /attachments`, up to `maxBytes`; without it, or with 0, the route refuses uploads.
+   */
+  attachments?: {
+    maxBytes: number;
+    keep: (data: Uint8Array) => Promise<{ artifact: string; bytes: number }>;
+  };
 }
-
-/** The most of an artifact one `GET /artifacts/<id>` answers: 16 MiB. */
-const ARTIFACT_MAX_BYTES = 1 << 24;
 
 const CONTENT_TYPES: Record<string, string> = {
   ".html": "text/html; charset=utf-8",
@@ -96,6 +102,7 @@ export function createApp(deps: AppDeps): Hono {
   app.route("/auth", authRoutes(deps, { registry, refusals }));
   app.route("/v2", laneRoutes(deps, { registry, refusals }));
   app.route("/artifacts", artifactRoutes(deps));
+  app.route("/attachments", attachmentRoutes(deps));
   app.route("/", uiRoutes(deps));
   return app;
 }
@@ -226,48 +233,6 @@ function sourceOf(env: unknown): string {
   return info?.remoteAddr?.hostname ?? "unknown";
 }
 
-/** `GET /artifacts/<id>`: a spooled output, with the lanes' credentials. */
-function artifactRoutes(deps: AppDeps): Hono {
-  const artifacts = new Hono();
-  artifacts.get("/:id", async (c) => {
-    // Spooled output is what the cells lane shows: the same credentials as the lanes.
-    const port = deps.address().port;
-    const bearer = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "")?.[1];
-    if (bearer !== undefined) deps.auth.checkToken(bearer);
-    else if (
-      deps.auth.readCookie(c.req.header("cookie"), port) !== "valid" &&
-      !deps.auth.viewWithoutToken
-    ) {
-      deps.auth.checkToken(undefined);
-    }
-    if (deps.artifacts === undefined) {
-      throw new KlbrError("not_found", "cannot read artifact: this daemon keeps none", {
-        status: 404,
-      });
-    }
-    const offset = Number(c.req.query("offset") ?? 0);
-    const length = Math.min(
-      Number(c.req.query("length") ?? ARTIFACT_MAX_BYTES),
-      ARTIFACT_MAX_BYTES,
-    );
-    const id = c.req.param("id");
-    const read = await deps.artifacts(id, { offset, length }).catch((error) => {
-      if (isKlbrError(error) && error.code === "not_found") {
-        throw new KlbrError(error.code, error.message, { status: 404 });
-      }
-      throw error;
-    });
-    return c.body(read.data as Uint8Array<ArrayBuffer>, 200, {
-      "content-type": "text/plain; charset=utf-8",
-      "x-artifact-bytes": String(read.bytes),
-      "x-content-type-options": "nosniff",
-      "content-security-policy": "default-src 'none'; sandbox",
-      "cache-control": "no-store",
-    });
-  });
-  return artifacts;
-}
-
 /** Every other `GET`: a file of the built UI, `/` being `index.html`. */
 function uiRoutes(deps: AppDeps): Hono {
   const ui = new Hono();
@@ -290,5 +255,7 @@ function uiRoutes(deps: AppDeps): Hono {
 
 /** Routes a native client calls by address; they are refused, never redirected. */
 function isApiPath(path: string): boolean {
-  return path === "/health" || path === "/auth" || path === "/v2" || path.startsWith("/artifacts/");
+  return path === "/health" || path === "/auth" || path === "/v2" ||
+    path.startsWith("/artifacts/") ||
+    path === "/attachments";
 }

@@ -76,19 +76,21 @@ export async function keepAttachment(stateDir: string, data: Uint8Array): Promis
 }
 
 /**
- * Whether `id` is a kept attachment: admission checks every attachment an input names.
+ * The size of kept attachment `id`, or `undefined` when there is none: admission checks every
+ * attachment an input names with it (synchronously, inside its transaction).
  *
  * @example
  * ```ts
- * if (!isKeptAttachment(stateDir, id)) throw new KlbrError("not_found", "upload it again");
+ * if (keptAttachmentSize(stateDir, id) === undefined) throw new KlbrError("not_found", "…");
  * ```
  */
-export function isKeptAttachment(stateDir: string, id: string): boolean {
-  if (!ARTIFACT_ID.test(id)) return false;
+export function keptAttachmentSize(stateDir: string, id: string): number | undefined {
+  if (!ARTIFACT_ID.test(id)) return undefined;
   try {
-    return Deno.statSync(join(stateDir, "artifacts", KEPT, id)).isFile;
+    const info = Deno.statSync(join(stateDir, "artifacts", KEPT, id));
+    return info.isFile ? info.size : undefined;
   } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return false;
+    if (error instanceof Deno.errors.NotFound) return undefined;
     throw error;
   }
 }

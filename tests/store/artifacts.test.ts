@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import {
   artifactPath,
-  isKeptAttachment,
   keepAttachment,
+  keptAttachmentSize,
   readArtifact,
   spoolArtifact,
 } from "../../store/tables/artifacts.ts";
@@ -69,7 +69,7 @@ Deno.test("`keepAttachment()` is never evicted and reads like any artifact", asy
   const state = await tempDir();
   const kept = await keepAttachment(state, bytes("k".repeat(600)));
   assert.equal(await keepAttachment(state, bytes("k".repeat(600))).then((r) => r.id), kept.id);
-  assert.ok(isKeptAttachment(state, kept.id));
+  assert.equal(keptAttachmentSize(state, kept.id), 600);
   await Deno.utime(join(state, "artifacts", "kept", kept.id), 1, 1);
   // Spooled outputs far over the budget evict each other, never the attachment.
   const spooled = await spoolArtifact(state, bytes("s".repeat(600)), 100);
@@ -79,8 +79,8 @@ Deno.test("`keepAttachment()` is never evicted and reads like any artifact", asy
   const read = await readArtifact(state, kept.id, { offset: 598 });
   assert.equal(new TextDecoder().decode(read.data), "kk");
   assert.equal(read.bytes, 600);
-  assert.ok(!isKeptAttachment(state, spooled.id), "a spooled output is not an attachment");
-  assert.ok(!isKeptAttachment(state, "../kept"), "a malformed id is not an attachment");
+  assert.equal(keptAttachmentSize(state, spooled.id), undefined, "a spooled output is not one");
+  assert.equal(keptAttachmentSize(state, "../kept"), undefined, "nor is a malformed id");
   assert.deepEqual(
     [...Deno.readDirSync(join(state, "artifacts", "kept"))].map((e) => e.name),
     [kept.id],

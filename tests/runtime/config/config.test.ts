@@ -793,12 +793,13 @@ Deno.test("`parseConfig()` defaults the sandbox to auto without network and the 
     max_pending_hello: 256,
     hello_timeout_ms: 3_000,
     max_unacked_inputs: 256,
+    attachment_max_bytes: 8 * 1024 * 1024,
   });
 });
 
 Deno.test('`parseConfig()` reads `sandbox "required" { network #true }` and a lanes block', () => {
   const { config } = parse(
-    `sandbox "required" {\n    network #true\n}\nlanes {\n    view_without_token #true\n    max_connections 3\n    max_pending_hello 5\n    hello_timeout_ms 500\n    max_unacked_inputs 32\n}`,
+    `sandbox "required" {\n    network #true\n}\nlanes {\n    view_without_token #true\n    max_connections 3\n    max_pending_hello 5\n    hello_timeout_ms 500\n    max_unacked_inputs 32\n    attachment_max_bytes 0\n}`,
   );
   assert.deepEqual(config.sandbox, { mode: "required", network: true, ...LIMITS });
   assert.deepEqual(config.lanes, {
@@ -807,6 +808,7 @@ Deno.test('`parseConfig()` reads `sandbox "required" { network #true }` and a la
     max_pending_hello: 5,
     hello_timeout_ms: 500,
     max_unacked_inputs: 32,
+    attachment_max_bytes: 0,
   });
   assert.deepEqual(parse(`sandbox { network #true }`).config.sandbox, {
     mode: "auto",
