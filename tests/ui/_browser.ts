@@ -122,3 +122,26 @@ export async function pickConversation(page: Page, label: string): Promise<void>
   await page.click(`.conversation-pick:has-text(${JSON.stringify(label)})`);
   await page.waitForSelector(`#h-timeline:has-text(${JSON.stringify(label)})`);
 }
+
+const AXE = await Deno.readTextFile(join(REPO, "node_modules", "axe-core", "axe.min.js"));
+
+/**
+ * Runs axe-core (from the local package, no CDN) and returns serious and critical violations.
+ * Evaluated over the debugging protocol, so the page's CSP does not apply to the checker.
+ */
+export async function seriousViolations(page: Page): Promise<string[]> {
+  await page.evaluate(AXE);
+  const found = await page.evaluate(`
+    axe.run(document, { resultTypes: ["violations"] }).then((result) => result.violations)
+  `) as { id: string; impact: string; nodes: { target: string[] }[] }[];
+  return found
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => `${v.impact} ${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
+
+/** Types `text` into the composer and sends it with Enter, as a person does. */
+export async function typeAndSend(page: Page, text: string): Promise<void> {
+  await page.focus("#composer-input");
+  await page.keyboard.type(text);
+  await page.keyboard.press("Enter");
+}

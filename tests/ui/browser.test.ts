@@ -19,6 +19,7 @@ import {
   openTurns,
   REPO,
   screenshot,
+  typeAndSend,
   waitForSeq,
 } from "./_browser.ts";
 import {
@@ -100,12 +101,6 @@ function playTurn(host: MemoryLaneHost, inputId: string): number {
   return host.headSeq("default");
 }
 
-async function typeAndSend(page: Page, text: string): Promise<void> {
-  await page.focus("#composer-input");
-  await page.keyboard.type(text);
-  await page.keyboard.press("Enter");
-}
-
 Deno.test("the page sends a typed message on Enter and shows its acknowledgement and disposition", async () => {
   await scene(1280, async ({ host, server, page }) => {
     await page.goto(server.pageUrl);
@@ -141,7 +136,7 @@ Deno.test("the page refuses to send an empty message and says why", async () => 
     await page.focus("#composer-input");
     await page.keyboard.type("   ");
     await page.keyboard.press("Enter");
-    await page.waitForSelector('#composer-status:has-text("Write something first.")');
+    await page.waitForSelector('#composer-status:has-text("Write something or attach a file first.")');
     assert.equal(await page.getAttribute("#composer-input", "aria-invalid"), "true");
     assert.equal(host.admits.length, 0);
   });

@@ -11,10 +11,17 @@
  */
 
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { ensureUiBuilt } from "../../runtime/setup/mod.ts";
-import { launchChromium, openPage, openTurns, REPO, screenshot, waitForSeq } from "./_browser.ts";
+import {
+  launchChromium,
+  openPage,
+  openTurns,
+  REPO,
+  screenshot,
+  seriousViolations,
+  waitForSeq,
+} from "./_browser.ts";
 import {
   type LaneServer,
   type LaneServerOptions,
@@ -24,7 +31,6 @@ import {
 import { body as full } from "./_record_data.ts";
 
 const UI_DIR = await ensureUiBuilt({ repoRoot: REPO });
-const AXE = await Deno.readTextFile(join(REPO, "node_modules", "axe-core", "axe.min.js"));
 const WIDTHS = [1280, 390] as const;
 const FAILED = 'model failed: cannot stream from llm "main": no response from the provider';
 
@@ -94,18 +100,6 @@ async function waitAtBottom(page: Page, lane = "#timeline"): Promise<void> {
     await page.waitForTimeout(100);
   }
   throw new Error(`${lane} did not reach its bottom within 15 s`);
-}
-
-/** Runs axe-core (from the local package, no CDN) and returns serious and critical violations. */
-async function seriousViolations(page: Page): Promise<string[]> {
-  // Evaluated over the debugging protocol, so the page's CSP does not apply to the checker.
-  await page.evaluate(AXE);
-  const found = await page.evaluate(`
-    axe.run(document, { resultTypes: ["violations"] }).then((result) => result.violations)
-  `) as { id: string; impact: string; nodes: { target: string[] }[] }[];
-  return found
-    .filter((v) => v.impact === "serious" || v.impact === "critical")
-    .map((v) => `${v.impact} ${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
 }
 
 for (const width of WIDTHS) {

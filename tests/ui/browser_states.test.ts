@@ -11,33 +11,19 @@
  */
 
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import type { Page } from "playwright-core";
 import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { startTestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
-import { launchChromium, openPage, REPO, screenshot } from "./_browser.ts";
+import {
+  launchChromium,
+  openPage,
+  screenshot,
+  seriousViolations,
+  typeAndSend,
+} from "./_browser.ts";
 
-const AXE = await Deno.readTextFile(join(REPO, "node_modules", "axe-core", "axe.min.js"));
 const SLOW = 45_000;
-
-/** Runs axe-core (from the local package) and returns serious and critical violations. */
-async function seriousViolations(page: Page): Promise<string[]> {
-  await page.evaluate(AXE);
-  const found = await page.evaluate(`
-    axe.run(document, { resultTypes: ["violations"] }).then((result) => result.violations)
-  `) as { id: string; impact: string; nodes: { target: string[] }[] }[];
-  return found
-    .filter((v) => v.impact === "serious" || v.impact === "critical")
-    .map((v) => `${v.impact} ${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-}
-
-async function typeAndSend(page: Page, text: string): Promise<void> {
-  await page.focus("#composer-input");
-  await page.keyboard.type(text);
-  await page.keyboard.press("Enter");
-}
 
 Deno.test("after a drain the page says so with a Resume button; a message waits with its reason and Resume answers it", async () => {
   const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });

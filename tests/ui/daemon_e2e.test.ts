@@ -15,7 +15,13 @@ import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { startTestDaemon, type TestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
-import { assertEachRecordOnce, launchChromium, openPage, screenshot } from "./_browser.ts";
+import {
+  assertEachRecordOnce,
+  launchChromium,
+  openPage,
+  screenshot,
+  typeAndSend,
+} from "./_browser.ts";
 
 const WAIT_CELL = { toolCall: { code: "wait()" } };
 const SLOW = 45_000;
@@ -52,12 +58,6 @@ async function assertPageMatches(page: Page, p: Probe): Promise<void> {
   const head = p.records().at(-1)!.seq;
   await page.waitForSelector(`[data-seq="${head}"]`, { state: "attached", timeout: SLOW });
   await assertEachRecordOnce(page, head);
-}
-
-async function typeAndSend(page: Page, text: string): Promise<void> {
-  await page.focus("#composer-input");
-  await page.keyboard.type(text);
-  await page.keyboard.press("Enter");
 }
 
 async function withBrowser(body: (browser: Browser) => Promise<void>): Promise<void> {

@@ -146,6 +146,18 @@ Deno.test("`InputOutbox` survives a reload through its storage with the same ids
   assert.deepEqual(second.unacknowledged().map((i) => i.clientMsgId), [item.clientMsgId]);
 });
 
+Deno.test("`InputOutbox` keeps an input's attachments across a reload, so a re-send names them", () => {
+  const storage = memoryStorage();
+  const file = { artifact: "a".repeat(64), filename: "fruit.csv", content_type: "text/csv" };
+  const item = new InputOutbox(storage, KEY).add("", "local:default", { attachments: [file] });
+  const reloaded = new InputOutbox(storage, KEY).unacknowledged();
+  assert.deepEqual(reloaded.map((i) => [i.clientMsgId, i.text, i.attachments]), [
+    [item.clientMsgId, "", [file]],
+  ]);
+  const plain = new InputOutbox(undefined, KEY).add("hi", "local:default");
+  assert.equal("attachments" in plain, false, "an input without files names none");
+});
+
 Deno.test("`InputOutbox` removes its storage entry once nothing is left", () => {
   const storage = memoryStorage();
   const outbox = new InputOutbox(storage, KEY);

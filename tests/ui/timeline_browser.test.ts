@@ -1,7 +1,7 @@
 /**
  * The timeline in headless Chromium against the real daemon (a real Python workbench, the
  * scripted fake model over real HTTP): a session of sends, cells, a long output, a failed
- * cell, a timer, a job and a reasoning model's turn, and what a person sees of it at
+ * cell, a timer, a job, a reasoning model's turn and an attached file, and what a person sees of it at
  * 1280×800, 1440×900, 390×844 and 1920×1080 — each owner message with the turn that took it up
  * folded under it, the side panels beside the timeline (behind the menu on a phone), no
  * sideways scroll, and no serious or critical axe-core violation, in light and dark. Screenshots go to
@@ -16,10 +16,17 @@ import type { Page } from "playwright-core";
 import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { startTestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
+import { tempDir } from "../_helpers/temp.ts";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
-import { assertEachRecordOnce, launchChromium, openPage, REPO, screenshot } from "./_browser.ts";
+import {
+  assertEachRecordOnce,
+  launchChromium,
+  openPage,
+  screenshot,
+  seriousViolations,
+  typeAndSend,
+} from "./_browser.ts";
 
-const AXE = await Deno.readTextFile(join(REPO, "node_modules", "axe-core", "axe.min.js"));
 const WAIT_CELL = { toolCall: { code: "wait()" } };
 const SLOW = 60_000;
 const SIZES = [
@@ -28,23 +35,6 @@ const SIZES = [
   { width: 390, height: 844 },
   { width: 1920, height: 1080 },
 ] as const;
-
-/** Runs axe-core (from the local package) and returns serious and critical violations. */
-async function seriousViolations(page: Page): Promise<string[]> {
-  await page.evaluate(AXE);
-  const found = await page.evaluate(`
-    axe.run(document, { resultTypes: ["violations"] }).then((result) => result.violations)
-  `) as { id: string; impact: string; nodes: { target: string[] }[] }[];
-  return found
-    .filter((v) => v.impact === "serious" || v.impact === "critical")
-    .map((v) => `${v.impact} ${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-}
-
-async function typeAndSend(page: Page, text: string): Promise<void> {
-  await page.focus("#composer-input");
-  await page.keyboard.type(text);
-  await page.keyboard.press("Enter");
-}
 
 /** Whether the element is laid out inside the viewport, at least partly, and visible. */
 function inView(page: Page, selector: string): Promise<boolean> {
@@ -119,18 +109,38 @@ Deno.test({
       await turnEnds(4, page);
       // The job's end is an input that wakes a fifth turn.
       await turnEnds(5, page);
+      // 5. A file attached in the composer, which a cell reads by its id.
+      const files = await tempDir();
+      await Deno.writeTextFile(join(files, "fruit.csv"), "name,qty\napples,3\n");
+      fake.enqueue({
+        toolCall: {
+          code: [
+            "import hashlib",
+            "aid = hashlib.sha256(b'name,qty\\napples,3\\n').hexdigest()",
+            "await local.send('read ' + (await read_artifact(aid)).decode().splitlines()[1])",
+          ].join("\n"),
+        },
+      });
+      await page.locator("#composer-files").setInputFiles(join(files, "fruit.csv"));
+      await typeAndSend(page, "read this file");
+      await turnEnds(6, page);
       const head = () =>
         Math.max(...probe.messages.filter((m) => m.kind === "record").map((m) => m.seq));
       const settled = finishedTurns();
       await page.waitForSelector(`[data-seq="${head()}"]`, { state: "attached" });
 
-      // What a person sees: four messages, one send, every turn folded to one line.
+      // What a person sees: five messages, two sends, every turn folded to one line.
       await screenshot(page, "timeline", "00-loaded");
       const owner = page.locator('#timeline .msg-input[data-author="owner"]');
       assert.deepEqual(
         await owner.locator(".body").allTextContents(),
-        ["hi", "count for me", "try something risky", "set a timer and a job"],
+        ["hi", "count for me", "try something risky", "set a timer and a job", "read this file"],
       );
+      assert.match(
+        (await owner.last().locator(".attachments").textContent()) ?? "",
+        /fruit\.csv · 18 bytes/,
+      );
+      await page.locator("#timeline .msg-send").getByText("read apples,3").waitFor();
       assert.equal(
         await page.locator("#timeline .msg-send .markdown strong").textContent(),
         "there",

@@ -310,7 +310,8 @@ function Workspace(
             </p>
           )}
           <Composer
-            onSend={(text) => client.sendInput(text).clientMsgId}
+            onSend={(text, attachments) =>
+              client.sendInput(text, "local:default", { attachments }).clientMsgId}
             statusOf={statusOf}
             online={client.connection.phase === "open" && operator}
           />

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { AttachmentList } from "./attachment_list.tsx";
 import type { ComponentChildren, JSX } from "preact";
 import { isoTime, when } from "./format.ts";
 import { CopyButton } from "./copy_button.tsx";
@@ -137,7 +138,8 @@ export function PendingRow({ item, ...props }: PendingRowProps): JSX.Element {
         <span class="who">you</span>
         <span class="where">{item.conversation}</span>
       </Meta>
-      <div class="body plain">{item.text}</div>
+      {item.text !== "" && <div class="body plain">{item.text}</div>}
+      <AttachmentList files={item.attachments ?? []} />
       <StateBadge
         tone={badge.tone}
         label={badge.label}

@@ -10,7 +10,7 @@
  * @module
  */
 
-import { readRecord } from "../../runtime/core/mod.ts";
+import { type InputAttachment, readRecord } from "../../runtime/core/mod.ts";
 import { isObject } from "./json_value.ts";
 
 /** The subset of the Web Storage API the page keeps its state in. */
@@ -29,6 +29,8 @@ export interface PendingInput {
   request: string;
   text: string;
   conversation: string;
+  /** Files uploaded before the input was queued, sent with it every time. */
+  attachments?: InputAttachment[];
   createdAt: number;
   status: PendingStatus;
   inputId?: string;
@@ -47,7 +49,8 @@ export interface AckFields {
 function isPending(value: unknown): value is PendingInput {
   return isObject(value) && typeof value.clientMsgId === "string" &&
     typeof value.request === "string" && typeof value.text === "string" &&
-    typeof value.conversation === "string" && typeof value.status === "string";
+    typeof value.conversation === "string" && typeof value.status === "string" &&
+    (value.attachments === undefined || Array.isArray(value.attachments));
 }
 
 /**
@@ -86,14 +89,19 @@ export class InputOutbox {
     return this.#items;
   }
 
-  /** Adds a new input with fresh ids, queued to be sent. */
-  add(text: string, conversation: string): PendingInput {
+  /** Adds a new input with fresh ids, queued to be sent (with the files already uploaded). */
+  add(
+    text: string,
+    conversation: string,
+    options: { attachments?: InputAttachment[] } = {},
+  ): PendingInput {
     const id = crypto.randomUUID();
     const item: PendingInput = {
       clientMsgId: id,
       request: `in-${id}`,
       text,
       conversation,
+      ...(options.attachments?.length ? { attachments: options.attachments } : {}),
       createdAt: Date.now(),
       status: "queued",
     };

@@ -8,7 +8,12 @@
  * @module
  */
 
-import type { ClientMessage, HealthReport, ServerMessage } from "../../runtime/core/mod.ts";
+import type {
+  ClientMessage,
+  HealthReport,
+  InputAttachment,
+  ServerMessage,
+} from "../../runtime/core/mod.ts";
 import { isObject } from "./json_value.ts";
 import { InputOutbox, type KeyValueStore, type PendingInput } from "./input_outbox.ts";
 import { type ConnectionState, LaneSocket, type LaneSocketOptions } from "./lane_socket.ts";
@@ -277,8 +282,12 @@ export class LaneClient {
   }
 
   /** Queues one input and sends it when the socket is open. */
-  sendInput(text: string, conversation = "local:default"): PendingInput {
-    const item = this.outbox.add(text, conversation);
+  sendInput(
+    text: string,
+    conversation = "local:default",
+    options: { attachments?: InputAttachment[] } = {},
+  ): PendingInput {
+    const item = this.outbox.add(text, conversation, options);
     this.#sendPending();
     this.#changed();
     return item;
@@ -481,6 +490,7 @@ export class LaneClient {
         text: item.text,
         conversation: item.conversation,
         author: "owner",
+        ...(item.attachments ? { attachments: item.attachments } : {}),
       };
       if (!this.#socket.send(message)) return;
       this.outbox.markSent(item.request);

@@ -10,6 +10,7 @@
  * @module
  */
 
+import { type AttachedFile, attachedFiles } from "./attachments.ts";
 import {
   type KnownRecord,
   type LaneRecord,
@@ -48,6 +49,8 @@ export interface InputItem {
   /** The author as shown: the username of a Discord author, any other author as it is. */
   authorName: string;
   text: string;
+  /** The files it carries (a composer's attachments, a Discord message's). */
+  attachments: AttachedFile[];
   sourceKind: string;
   clientMsgId: string | undefined;
   disposition: InputDisposition;
@@ -117,6 +120,7 @@ function inputItem(place: Place, d: RecordData<"input.admitted">): InputItem {
     author: d.author,
     authorName: authorName(d.author),
     text: displayText(d.body),
+    attachments: attachedFiles(d.body),
     sourceKind: d.source_kind,
     clientMsgId: d.client_msg_id,
     disposition: { state: "pending" },

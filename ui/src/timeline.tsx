@@ -17,6 +17,7 @@ import { WaitReason } from "./state_line.tsx";
 import type { ComponentChildren, JSX } from "preact";
 import { useState } from "preact/hooks";
 import { type ArtifactTarget, ArtifactViewer } from "./artifact_viewer.tsx";
+import { AttachmentList } from "./attachment_list.tsx";
 import { Cell } from "./cells_lane.tsx";
 import { CopyButton } from "./copy_button.tsx";
 import { CollapsibleText } from "./collapsible_text.tsx";
@@ -154,7 +155,8 @@ function InputRow(
           {discord ? "on Discord" : item.sourceKind} · {conversationLabel(item.conversation)}
         </span>
       </Meta>
-      <div class="body plain">{item.text}</div>
+      {item.text !== "" && <div class="body plain">{item.text}</div>}
+      <AttachmentList files={item.attachments} onOpen={context.onOpen} />
       <StateBadge tone={badge.tone} label={badge.label} title={frameTitle(item)} />
       <CopyButton text={item.text} what="the message" />
       {item.disposition.state === "pending" && <WaitReason />}

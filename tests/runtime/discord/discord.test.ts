@@ -643,7 +643,7 @@ Deno.test("a 4xx ends failed; a 5xx and a hanging request end unknown and are re
   }
 });
 
-Deno.test("attachments are fetched into artifacts up to the limit; edits and deletions are events on the input; a thread is its own conversation", async () => {
+Deno.test("attachments are fetched into kept artifacts up to the limit; edits and deletions are events on the input; a thread is its own conversation", async () => {
   const { model, discord, daemon, client } = await startAll(
     10_000,
     "    attachment_max_bytes 16\n",
@@ -678,7 +678,8 @@ Deno.test("attachments are fetched into artifacts up to the limit; edits and del
       artifact: sha,
       skipped: null,
     });
-    assert.equal(await Deno.readTextFile(`${daemon.stateDir}/artifacts/${sha}`), "tiny file");
+    // Kept (never evicted) like every file an input carries.
+    assert.equal(await Deno.readTextFile(`${daemon.stateDir}/artifacts/kept/${sha}`), "tiny file");
     assert.equal(big.artifact, null);
     assert.equal(big.skipped, "over attachment_max_bytes (16 bytes)");
 
