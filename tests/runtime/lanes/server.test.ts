@@ -384,3 +384,55 @@ Deno.test("`requireLoopbackHost()` parses addresses: only 127.0.0.0/8, ::1 and l
     );
   }
 });
+
+Deno.test("`POST /attachments` keeps nothing for a read-only viewer, a wrong token or another origin", async () => {
+  const kept: Uint8Array[] = [];
+  const server = createApp({
+    lanes: NO_LANES,
+    auth: new OperatorAuth({
+      stateDir: "/nonexistent",
+      token: TOKEN,
+      sessionKey: KEY,
+      viewWithoutToken: true,
+    }),
+    address: () => ({ host: "127.0.0.1", port: PORT }),
+    log: keptLog().log,
+    health: () => ({ ok: true }),
+    attachments: {
+      maxBytes: 16,
+      keep: (data) => {
+        kept.push(data);
+        return Promise.resolve({ artifact: "a".repeat(64), bytes: data.length });
+      },
+    },
+  });
+  const post = (headers: Record<string, string>, body = "x,y\n") =>
+    server.request(own("/attachments", { method: "POST", body, headers }));
+  // A viewer may watch without the token, never upload what becomes part of an input.
+  const viewer = await post({});
+  assert.equal(viewer.status, 401);
+  assert.equal((await viewer.json()).code, "token_missing");
+  const wrong = await post({ authorization: `Bearer ${"d".repeat(64)}` });
+  assert.deepEqual([wrong.status, (await wrong.json()).code], [401, "token_wrong"]);
+  const foreign = await post({ authorization: `Bearer ${TOKEN}`, origin: "http://evil.example" });
+  assert.equal(foreign.status, 403);
+  assert.deepEqual(kept, [], "nothing was kept for any of them");
+  const ok = await post({ authorization: `Bearer ${TOKEN}` });
+  assert.deepEqual(await ok.json(), { artifact: "a".repeat(64), bytes: 4 });
+  // Over the limit by its bytes (no Content-Length to go by): refused, nothing kept.
+  const stream = new ReadableStream({
+    start(controller) {
+      controller.enqueue(new Uint8Array(10));
+      controller.enqueue(new Uint8Array(10));
+      controller.close();
+    },
+  });
+  const big = await server.request(own("/attachments", {
+    method: "POST",
+    body: stream,
+    headers: { authorization: `Bearer ${TOKEN}` },
+    duplex: "half",
+  } as RequestInit));
+  assert.equal(big.status, 413);
+  assert.equal(kept.length, 1);
+});
