@@ -82,6 +82,12 @@ export const ClientMessage = z.discriminatedUnion("kind", [
     request: clientRequest,
     before: z.number().int().min(1),
     limit: z.number().int().min(1).max(MAX_PAGE),
+    /**
+     * Only what one conversation needs: its newest inputs before `before` and the records of
+     * the frames that took them up (at most `limit` records), for a conversation whose
+     * messages lie behind a busier one's.
+     */
+    conversation: wellFormed(1, 256).optional(),
   }),
   z.object({
     kind: z.literal("input"),
@@ -264,6 +270,13 @@ export const ServerMessage = z.discriminatedUnion("kind", [
     before: z.number().int(),
     records: z.array(LaneRecord),
     more: z.boolean(),
+    /** The conversation asked for, if the request named one. */
+    conversation: z.string().optional(),
+    /**
+     * With `conversation`: every record of it with `from <= seq < before` is in `records`
+     * (other conversations' records written meanwhile may come along).
+     */
+    from: z.number().int().optional(),
   }),
   z.object({
     kind: z.literal("ack"),

@@ -13,12 +13,11 @@ import {
   DEFAULT_DRAIN_GRACE_MS,
   EventBus,
   KlbrError,
-  type LaneRecord,
 } from "../core/mod.ts";
 import type { BudgetConfig, CleanupConfig } from "../config/mod.ts";
 import type { DiscordEffects, DiscordMessage } from "../discord/mod.ts";
 import { Jobs, type UnattendedInput } from "../jobs/mod.ts";
-import type { AdmitOutcome, InputMessage, LaneHost, StoredRecord } from "../lanes/mod.ts";
+import type { AdmitOutcome, InputMessage, LaneHost } from "../lanes/mod.ts";
 import { recoverSession, Session } from "../session/mod.ts";
 import { AdmissionQueue } from "./_admission_queue.ts";
 import {
@@ -32,7 +31,7 @@ import {
 } from "./_admission.ts";
 import { type OperationSource, type OperatorMessage, runOperation } from "./_operations.ts";
 import { contextSourceOf } from "./_operator_reads.ts";
-import { headSeq, recordsAfter, storedRecordsAfter } from "./_record_serving.ts";
+import { RecordServer } from "./_record_serving.ts";
 import { sessionRpcs } from "./_session_rpc.ts";
 import { DaemonWorkers, type SessionDeps } from "./_session_workers.ts";
 import { runtimeStatus } from "./_status.ts";
@@ -59,7 +58,7 @@ export interface CoordinatorOptions extends Omit<SessionDeps, "bus"> {
  * coordinator.start("default");
  * ```
  */
-export class Coordinator implements LaneHost {
+export class Coordinator extends RecordServer implements LaneHost {
   readonly bus: EventBus = new EventBus();
   readonly version: string;
   readonly token: string;
@@ -73,6 +72,7 @@ export class Coordinator implements LaneHost {
 
   /** Creates the coordinator; call {@linkcode start} per session. */
   constructor(options: CoordinatorOptions) {
+    super(options.store);
     this.#o = options;
     this.version = options.version;
     this.token = options.token;
@@ -114,21 +114,6 @@ export class Coordinator implements LaneHost {
     jobs.startSession(session);
     this.#scheduleMaintenance(session);
     running.start(resumed);
-  }
-
-  /** The last sequence number of a session. */
-  headSeq(session: string): number {
-    return headSeq(this.#o.store, session);
-  }
-
-  /** Durable records after `since`. */
-  readRecords(session: string, since: number, limit: number): LaneRecord[] {
-    return recordsAfter(this.#o.store, session, since, limit);
-  }
-
-  /** Durable records after `since`, bodies as stored JSON text. */
-  readStoredRecords(session: string, since: number, limit: number): StoredRecord[] {
-    return storedRecordsAfter(this.#o.store, session, since, limit);
   }
 
   /** Subscribes to a session's signals. */

@@ -1,6 +1,6 @@
 /**
- * Durable records as the lane protocol serves them: the session's head and the records after
- * a cursor, in sequence order.
+ * Durable records as the lane protocol serves them: the session's head, the records after a
+ * cursor in sequence order, and the spans one conversation's older messages need.
  *
  * @module
  */
@@ -8,6 +8,10 @@
 import { readEvents, readEventTexts } from "../../store/tables/events.ts";
 import { getSession } from "../../store/tables/sessions.ts";
 import type { Store } from "../../store/store.ts";
+import {
+  type ConversationRanges,
+  conversationRanges,
+} from "../../store/tables/conversation_pages.ts";
 import type { LaneRecord } from "../core/mod.ts";
 import type { StoredRecord } from "../lanes/mod.ts";
 
@@ -47,4 +51,40 @@ export function storedRecordsAfter(
   limit: number,
 ): StoredRecord[] {
   return readEventTexts(store, session, { since, limit });
+}
+
+/**
+ * The record-reading half of the lane host, over one store: the coordinator extends it and
+ * adds admission, operator commands and signals.
+ */
+export class RecordServer {
+  #store: Store;
+
+  /** Serves the records of `store`. */
+  constructor(store: Store) {
+    this.#store = store;
+  }
+
+  /** The last sequence number of a session. */
+  headSeq(session: string): number {
+    return headSeq(this.#store, session);
+  }
+
+  /** Durable records after `since`. */
+  readRecords(session: string, since: number, limit: number): LaneRecord[] {
+    return recordsAfter(this.#store, session, since, limit);
+  }
+
+  /** Durable records after `since`, bodies as stored JSON text. */
+  readStoredRecords(session: string, since: number, limit: number): StoredRecord[] {
+    return storedRecordsAfter(this.#store, session, since, limit);
+  }
+
+  /** The spans of records one conversation's older messages need (`conversationRanges`). */
+  conversationRanges(
+    session: string,
+    options: { conversation: string; before: number; limit: number },
+  ): ConversationRanges {
+    return conversationRanges(this.#store, session, options);
+  }
 }

@@ -45,6 +45,15 @@ export interface LaneHost {
    * `readRecords`.
    */
   readStoredRecords?(session: string, since: number, limit: number): StoredRecord[];
+  /**
+   * The spans of seqs that hold one conversation's newest inputs before `before` and the
+   * frames that took them up (`store/tables/conversation_pages.ts`); absent, a `page` that
+   * names a conversation is answered as one that does not.
+   */
+  conversationRanges?(
+    session: string,
+    options: { conversation: string; before: number; limit: number },
+  ): { ranges: [number, number][]; from: number; more: boolean };
   /** Subscribes to a session's signals; returns the unsubscribe function. */
   subscribe(session: string, listener: (signal: LaneSignal) => void): () => void;
   /**

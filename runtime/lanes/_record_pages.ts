@@ -83,7 +83,8 @@ export function readPage(
 /**
  * The answer to a `page` request: the newest `limit` records of `session` before `before`
  * (and at most the head), in seq order, and whether older ones exist. Seqs are dense from 1,
- * so the page is the records after `top - 1 - limit`.
+ * so the page is the records after `top - 1 - limit`. A request that names a conversation
+ * gets what that conversation needs instead (`LaneHost.conversationRanges`), and `from`.
  *
  * @throws what the host's read throws (a store that cannot be read).
  * @example
@@ -96,7 +97,23 @@ export function earlierPage(
   session: string,
   message: Extract<ClientMessage, { kind: "page" }>,
 ): Extract<ServerMessage, { kind: "page" }> {
-  const { before, limit, request } = message;
+  const { before, limit, request, conversation } = message;
+  if (conversation !== undefined && host.conversationRanges !== undefined) {
+    const found = host.conversationRanges(session, { conversation, before, limit });
+    const records = found.ranges.flatMap(([first, last]) =>
+      host.readRecords(session, first - 1, last - first + 1)
+    );
+    return {
+      kind: "page",
+      request,
+      session,
+      before,
+      records,
+      more: found.more,
+      conversation,
+      from: found.from,
+    };
+  }
   const top = Math.min(before, host.headSeq(session) + 1);
   const from = Math.max(0, top - 1 - limit);
   const records = top <= 1
