@@ -136,7 +136,9 @@ Deno.test("the page refuses to send an empty message and says why", async () => 
     await page.focus("#composer-input");
     await page.keyboard.type("   ");
     await page.keyboard.press("Enter");
-    await page.waitForSelector('#composer-status:has-text("Write something or attach a file first.")');
+    await page.waitForSelector(
+      '#composer-status:has-text("Write something or attach a file first.")',
+    );
     assert.equal(await page.getAttribute("#composer-input", "aria-invalid"), "true");
     assert.equal(host.admits.length, 0);
   });

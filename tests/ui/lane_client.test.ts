@@ -798,15 +798,15 @@ Deno.test("`LaneClient` opens a long session at its newest page and loads earlie
     assert.equal(s.client.log.size, HEAD_PAGE);
     assert.equal(s.client.log.firstSeq, total - HEAD_PAGE + 1);
     assert.equal(s.client.log.lastSeq, total);
-    assert.equal(s.client.hasEarlier, true);
-    s.client.loadEarlier();
-    s.client.loadEarlier(); // a second ask while one is on its way is a no-op
+    assert.equal(s.client.hasEarlierIn("local:default"), true);
+    s.client.loadEarlier("local:default");
+    s.client.loadEarlier("local:default"); // a second ask while one is on its way is a no-op
     assert.equal(s.client.loadingEarlier, true);
     await until(s.client, () => !s.client.loadingEarlier, "the first earlier page");
     assert.equal(s.client.log.size, HEAD_PAGE + EARLIER_PAGE);
-    s.client.loadEarlier();
+    s.client.loadEarlier("local:default");
     await until(s.client, () => !s.client.loadingEarlier, "the last earlier page");
-    assert.equal(s.client.hasEarlier, false);
+    assert.equal(s.client.hasEarlierIn("local:default"), false);
     const seqs = s.client.log.records().map((r) => r.seq);
     assert.deepEqual(seqs, Array.from({ length: total }, (_, i) => i + 1));
     // Live records still follow, once each.

@@ -138,3 +138,38 @@ Deno.test("`RecordLog` knows its oldest seq and forgets the oldest records past 
   );
   assert.deepEqual(log.records().map((r) => r.seq), [6, 7, 8, 9]);
 });
+
+Deno.test("`RecordLog` holds a conversation paged on its own from its reach, and no other below the run", () => {
+  const log = new RecordLog("default");
+  for (let seq = 500; seq <= 800; seq++) log.add(record(seq));
+  assert.deepEqual([log.completeFrom(), log.completeFrom("local:main")], [500, 500]);
+  // A page of local:main reaches seq 40: its records, and one of another conversation's.
+  log.holdCompleteFrom();
+  for (const seq of [40, 41, 42, 120, 121]) log.add(record(seq));
+  log.noteConversationFrom("local:main", 40);
+  assert.equal(log.completeFrom("local:main"), 40);
+  assert.equal(log.completeFrom(), 500, "the run below 500 is not whole");
+  assert.equal(log.completeFrom("discord:9"), 500, "nor is any other conversation");
+  assert.equal(log.hasEarlierIn("local:main"), true);
+  // Its start: nothing of it before.
+  log.noteConversationFrom("local:main", 1);
+  assert.equal(log.hasEarlierIn("local:main"), false);
+  // A reload keeps what is whole where.
+  const again = RecordLog.fromSnapshot(JSON.parse(JSON.stringify(log.toSnapshot())), "default");
+  assert.deepEqual(
+    [again.completeFrom(), again.completeFrom("local:main"), again.size],
+    [500, 1, log.size],
+  );
+  // Forgetting the oldest records makes nothing below the oldest kept whole any more.
+  again.trimOldest(250);
+  const first = again.firstSeq;
+  assert.ok(first > 500);
+  assert.deepEqual([again.completeFrom(), again.completeFrom("local:main")], [first, first]);
+  // A session page below the run extends it.
+  const plain = new RecordLog("default");
+  for (let seq = 500; seq <= 800; seq++) plain.add(record(seq));
+  plain.holdCompleteFrom();
+  for (let seq = 200; seq < 500; seq++) plain.add(record(seq));
+  plain.noteCompleteFrom(200);
+  assert.equal(plain.completeFrom("anything"), 200);
+});

@@ -38,7 +38,12 @@ import {
   ShortcutHelp,
   useShortcuts,
 } from "./shortcuts.tsx";
-import { type ConversationEntry, deriveTimeline, LOCAL_CONVERSATION } from "./timeline_view.ts";
+import {
+  type ConversationEntry,
+  deriveTimeline,
+  heldRows,
+  LOCAL_CONVERSATION,
+} from "./timeline_view.ts";
 
 /** Props of {@linkcode App}. */
 export interface AppProps {
@@ -276,7 +281,7 @@ function Workspace(
         <Timeline
           key={selected}
           conversation={selected}
-          rows={timeline.rows.get(selected) ?? []}
+          rows={heldRows(timeline.rows.get(selected), client.log.completeFrom(selected))}
           context={{
             turns,
             liveTokens: client.live.tokens,
@@ -290,11 +295,11 @@ function Workspace(
           onDiscard={(id) => client.discardInput(id)}
           contentKey={`${key}:${liveTokens}:${liveCells}`}
           earlier={{
-            has: client.hasEarlier,
+            has: client.hasEarlierIn(selected),
             loading: client.loadingEarlier,
             capped: client.earlierCapped,
           }}
-          onLoadEarlier={() => client.loadEarlier()}
+          onLoadEarlier={() => client.loadEarlier(selected)}
           filtered={query.trim() !== ""}
           // State lines of the conversation (stopped, drained, …) go here.
           lines={

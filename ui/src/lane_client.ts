@@ -234,9 +234,9 @@ export class LaneClient {
     return () => this.#listeners.delete(listener);
   }
 
-  /** Whether the session has records older than those the page holds. */
-  get hasEarlier(): boolean {
-    return this.log.hasEarlier;
+  /** Whether `conversation` has records older than those the page holds of it. */
+  hasEarlierIn(conversation: string): boolean {
+    return this.log.hasEarlierIn(conversation);
   }
 
   /** Whether a "load earlier" is on its way. */
@@ -250,17 +250,23 @@ export class LaneClient {
   }
 
   /**
-   * Asks for the page of records before the oldest one held; a no-op while one is on its way,
-   * when there is none, when the page holds {@linkcode MAX_HELD} records, or when offline.
+   * Asks for the page of `conversation`'s records before the oldest one held of it (its
+   * inputs and the turns that took them up, however busy other conversations were); a no-op
+   * while one is on its way, when there is none, when the page holds {@linkcode MAX_HELD}
+   * records, or when offline.
    */
-  loadEarlier(): void {
-    if (this.#earlierRequest !== undefined || !this.log.hasEarlier || this.earlierCapped) return;
+  loadEarlier(conversation: string): void {
+    if (
+      this.#earlierRequest !== undefined || !this.log.hasEarlierIn(conversation) ||
+      this.earlierCapped
+    ) return;
     const request = `pg-${crypto.randomUUID()}`;
     const sent = this.#socket.open && this.#socket.send({
       kind: "page",
       request,
-      before: this.log.firstSeq,
+      before: this.log.completeFrom(conversation),
       limit: EARLIER_PAGE,
+      conversation,
     });
     if (!sent) return;
     this.#earlierRequest = request;
@@ -385,8 +391,15 @@ export class LaneClient {
       case "page": {
         if (message.request !== this.#earlierRequest) return;
         this.#earlierRequest = undefined;
-        if (message.session === this.session && Array.isArray(message.records)) {
-          for (const record of message.records) this.#apply(record);
+        if (message.session !== this.session || !Array.isArray(message.records)) return;
+        if (message.conversation !== undefined) this.log.holdCompleteFrom();
+        for (const record of message.records) this.#apply(record);
+        if (message.conversation !== undefined) {
+          // Nothing of it before `from` when the daemon says there is no more.
+          const from = message.more ? message.from ?? message.before : 1;
+          this.log.noteConversationFrom(message.conversation, from);
+        } else {
+          this.log.noteCompleteFrom(message.more ? message.records[0]?.seq ?? 1 : 1);
         }
         return this.#recordsChanged();
       }

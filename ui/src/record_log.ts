@@ -15,6 +15,10 @@ export interface RecordLogSnapshot {
   session: string;
   lastSeq: number;
   records: LaneRecord[];
+  /** Where the records held stop being every record; absent: at the first one held. */
+  completeFrom?: number;
+  /** Per conversation, where its records held stop being all of its records, when lower. */
+  reach?: Record<string, number>;
 }
 
 /**
@@ -27,6 +31,11 @@ export function isLaneRecord(value: unknown): value is LaneRecord {
 
 /**
  * An ordered, duplicate-free set of durable records of one session.
+ *
+ * What it holds is every record from {@linkcode RecordLog.completeFrom} on, and for a
+ * conversation paged on its own (a `page` that named it), every record of that conversation
+ * from its own, lower, `completeFrom(conversation)`: records held below a conversation's reach
+ * are ones that came along with another conversation, not the whole story of theirs.
  *
  * @example
  * ```ts
@@ -42,6 +51,9 @@ export class RecordLog {
   #sorted: LaneRecord[] | undefined = [];
   #lastSeq = 0;
   #revision = 0;
+  /** Where the log stops holding every record; unset while it holds a contiguous run. */
+  #completeFrom: number | undefined;
+  #reach = new Map<string, number>();
 
   /** Creates an empty log for `session`. */
   constructor(session: string) {
@@ -60,7 +72,44 @@ export class RecordLog {
 
   /** Whether the session has records older than the oldest one kept. */
   get hasEarlier(): boolean {
-    return this.firstSeq > 1;
+    return this.completeFrom() > 1;
+  }
+
+  /**
+   * The lowest seq from which every record (of `conversation`, when given) is held; 0 for an
+   * empty log. A "load earlier" asks for the records before it.
+   */
+  completeFrom(conversation?: string): number {
+    const all = this.#completeFrom ?? this.firstSeq;
+    if (conversation === undefined) return all;
+    return Math.min(all, this.#reach.get(conversation) ?? all);
+  }
+
+  /** Whether `conversation` has records older than those held of it. */
+  hasEarlierIn(conversation: string): boolean {
+    return this.completeFrom(conversation) > 1;
+  }
+
+  /**
+   * Fixes where the log stops holding every record, before a page of one conversation adds
+   * records below it (which do not make the log whole there).
+   */
+  holdCompleteFrom(): void {
+    this.#completeFrom ??= this.firstSeq || this.#lastSeq + 1;
+  }
+
+  /**
+   * Notes that every record of `conversation` from `from` on is held (a page that named it
+   * was added; 1: from its start). Call {@linkcode holdCompleteFrom} before adding the page.
+   */
+  noteConversationFrom(conversation: string, from: number): void {
+    this.#reach.set(conversation, Math.min(from, this.completeFrom(conversation)));
+    this.#revision++;
+  }
+
+  /** Notes that a session page made the log whole down to `from`. */
+  noteCompleteFrom(from: number): void {
+    if (this.#completeFrom !== undefined) this.#completeFrom = Math.min(this.#completeFrom, from);
   }
 
   /**
@@ -73,6 +122,14 @@ export class RecordLog {
     const drop = sorted.length - max;
     for (const record of sorted.slice(0, drop)) this.#bySeq.delete(record.seq);
     this.#sorted = sorted.slice(drop);
+    // Nothing below the oldest record kept is held whole any more.
+    const first = this.#sorted[0]?.seq ?? this.#lastSeq + 1;
+    if (this.#completeFrom !== undefined) {
+      this.#completeFrom = Math.max(this.#completeFrom, first);
+    }
+    for (const [conversation, from] of this.#reach) {
+      this.#reach.set(conversation, Math.max(from, first));
+    }
     this.#revision++;
   }
 
@@ -113,6 +170,8 @@ export class RecordLog {
     this.#bySeq.clear();
     this.#sorted = [];
     this.#lastSeq = 0;
+    this.#completeFrom = undefined;
+    this.#reach.clear();
     this.#revision++;
   }
 
@@ -123,6 +182,8 @@ export class RecordLog {
       session: this.session,
       lastSeq: this.#lastSeq,
       records: [...this.records()],
+      ...(this.#completeFrom === undefined ? {} : { completeFrom: this.#completeFrom }),
+      ...(this.#reach.size === 0 ? {} : { reach: Object.fromEntries(this.#reach) }),
     };
   }
 
@@ -140,6 +201,12 @@ export class RecordLog {
     }
     for (const record of value.records) {
       if (isLaneRecord(record) && record.session === session) log.add(record);
+    }
+    if (typeof value.completeFrom === "number") log.#completeFrom = value.completeFrom;
+    if (isObject(value.reach)) {
+      for (const [conversation, from] of Object.entries(value.reach)) {
+        if (typeof from === "number") log.#reach.set(conversation, from);
+      }
     }
     return log;
   }

@@ -15,7 +15,7 @@
 
 import { WaitReason } from "./state_line.tsx";
 import type { ComponentChildren, JSX } from "preact";
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { type ArtifactTarget, ArtifactViewer } from "./artifact_viewer.tsx";
 import { AttachmentList } from "./attachment_list.tsx";
 import { Cell } from "./cells_lane.tsx";
@@ -37,6 +37,8 @@ import { useNow } from "./use_now.ts";
 export const WINDOW_STEP = 40;
 /** The most rows rendered at once. */
 export const MAX_RENDERED = 200;
+/** Rows a conversation's timeline fetches earlier pages for on its own, up to. */
+const FILL_ROWS = 12;
 
 /** What the timeline's rows need from the page. */
 export interface TimelineContext {
@@ -233,6 +235,14 @@ export function Timeline(props: TimelineProps): JSX.Element {
   const shown = rows.slice(start, end);
   const context: TimelineContext = { ...props.context, onOpen: setViewing };
   const earlierHere = start > 0;
+  // A conversation whose newest messages lie behind a busier one's: its own pages are asked
+  // for until a screenful is held (each brings at least one message, so this ends).
+  const { has, loading, capped } = props.earlier;
+  useEffect(() => {
+    if (total < FILL_ROWS && has && !loading && !capped && !props.filtered) {
+      props.onLoadEarlier();
+    }
+  }, [total, has, loading, capped, props.filtered]);
   const showEarlier = () => {
     if (!earlierHere) {
       if (!props.earlier.has || props.earlier.capped || props.earlier.loading) return;

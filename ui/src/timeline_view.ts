@@ -225,6 +225,9 @@ export function deriveTimeline(
   }
   for (const turn of turns.values()) {
     if (placed.has(turn.frameId)) continue;
+    // It took up inputs the page does not hold (older than its records, or another
+    // conversation's page brought it along): it belongs under them, not on a row of its own.
+    if ((turnView.turns.get(turn.frameId)?.inputIds.length ?? 0) > 0) continue;
     if (turn.drafts.length === 0 && turn.cells.length === 0 && turn.set.length === 0) continue;
     const to = sentBy.get(turn.frameId) ?? new Set([LOCAL_CONVERSATION]);
     for (const conversation of to) {
@@ -290,4 +293,24 @@ export function turnSummary(turn: TurnBlock, now: number): string {
     );
   }
   return parts.join(" · ");
+}
+
+/**
+ * The rows of a conversation the page holds whole: those at or after `from`, the lowest seq
+ * from which every record of the conversation is held. Rows below it came along with another
+ * conversation's page and would show a gap as if it were the conversation's start.
+ *
+ * @example
+ * ```ts
+ * heldRows(timeline.rows.get(id), client.log.completeFrom(id));
+ * ```
+ */
+export function heldRows(
+  rows: readonly TimelineRow[] | undefined,
+  from: number,
+): readonly TimelineRow[] {
+  if (rows === undefined) return [];
+  return rows[0] === undefined || rows[0].seq >= from
+    ? rows
+    : rows.filter((row) => row.seq >= from);
 }
