@@ -10,7 +10,6 @@
  */
 
 import assert from "node:assert/strict";
-import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { startTestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
@@ -52,7 +51,7 @@ Deno.test({
         });
       }
       await probe.waitFor((m) => m.kind === "ack" && m.request === `busy-${BUSY}`, SLOW);
-      const lastBusy = await probe.waitFor<LaneRecord>(
+      await probe.waitFor(
         (m) =>
           m.kind === "record" && m.type === "input.admitted" &&
           (m.data as { client_msg_id?: string }).client_msg_id === `busy-${BUSY}`,
