@@ -227,7 +227,8 @@ export function deriveTimeline(
     if (placed.has(turn.frameId)) continue;
     // It took up inputs the page does not hold (older than its records, or another
     // conversation's page brought it along): it belongs under them, not on a row of its own.
-    if ((turnView.turns.get(turn.frameId)?.inputIds.length ?? 0) > 0) continue;
+    const took = turnView.turns.get(turn.frameId)?.inputIds ?? [];
+    if (took.length > 0 && !took.some((id) => lanes.inputs.has(id))) continue;
     if (turn.drafts.length === 0 && turn.cells.length === 0 && turn.set.length === 0) continue;
     const to = sentBy.get(turn.frameId) ?? new Set([LOCAL_CONVERSATION]);
     for (const conversation of to) {
