@@ -215,7 +215,7 @@ Deno.test("a daemon killed and restarted is reconnected to, and input typed mean
   }
 });
 
-Deno.test("the operator panel shows the real daemon's epoch and release and stops the session", async () => {
+Deno.test("the operator panel shows the real daemon's epoch and release, stops the session and resumes it", async () => {
   const fake = startFakeOpenAI({ fallback: () => WAIT_CELL });
   const daemon = await startTestDaemon({ modelUrl: fake.url });
   try {
@@ -238,7 +238,16 @@ Deno.test("the operator panel shows the real daemon's epoch and release and stop
       await page.waitForSelector('.op-result:has-text("Stop: done")');
       await p.waitFor(page, "operator", (r) => r.data.op === "op.stop");
       await page.waitForSelector('[data-field="state"]:has-text("stopped")');
+      // Said where the person looks, with its fix: Resume takes work again, no restart.
+      const line = page.locator('#timeline .state-line[data-state="stopped"]');
+      await line.waitFor();
+      await page.locator('header .state-header-item[data-state="stopped"]').waitFor();
       await screenshot(page, "daemon-operator", "01-stopped");
+      await line.locator('button[data-fix="stopped"]').click();
+      await p.waitFor(page, "operator", (r) => r.data.op === "op.resume");
+      await page.waitForSelector('[data-field="state"]:has-text("running")');
+      await line.waitFor({ state: "detached" });
+      await screenshot(page, "daemon-operator", "02-resumed");
       assert.deepEqual(errors, []);
     });
     await p.close();
