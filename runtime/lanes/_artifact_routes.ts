@@ -10,6 +10,7 @@
  * @module
  */
 
+import { Buffer } from "node:buffer";
 import { type Context, Hono } from "hono";
 import { isKlbrError, KlbrError } from "../core/mod.ts";
 import type { AppDeps } from "./_server.ts";
@@ -115,11 +116,5 @@ async function readCapped(request: Request, max: number): Promise<Uint8Array> {
     if (size > max) throw tooLarge(size);
     chunks.push(chunk);
   }
-  const data = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    data.set(chunk, at);
-    at += chunk.length;
-  }
-  return data;
+  return Buffer.concat(chunks, size);
 }
