@@ -15,6 +15,8 @@ import type { Store } from "../store.ts";
 
 /** Records a frame's start or end is looked for among, after its input or its start. */
 const FRAME_SCAN = 20_000;
+/** Frames one page looks up at most, so a page's reading stays bounded whatever it is asked. */
+const MAX_FRAMES = 200;
 
 /** What {@linkcode conversationRanges} found. */
 export interface ConversationRanges {
@@ -28,8 +30,8 @@ export interface ConversationRanges {
 
 /**
  * The spans of records that hold conversation `conversation`'s newest inputs before `before`
- * and the frames that took them up, at most `limit` records in all (the newest input's span is
- * always given, cut at `limit`).
+ * and the frames that took them up, at most `limit` records and 200 frames in all (the newest
+ * input's span is always given, cut at `limit`).
  *
  * @example
  * ```ts
@@ -54,7 +56,12 @@ export function conversationRanges(
   let total = 0;
   let from = before;
   for (const input of inputs) {
-    if (total >= limit) break;
+    if (
+      total >= limit ||
+      (input.frame !== null && !frames.has(input.frame) && frames.size >= MAX_FRAMES)
+    ) {
+      break;
+    }
     const span = input.frame === null || frames.has(input.frame)
       ? undefined
       : frameSpan(store, session, { frame: input.frame, after: input.seq, before });
