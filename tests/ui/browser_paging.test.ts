@@ -79,7 +79,13 @@ Deno.test({
         (await timeline.locator(".msg-send .markdown").allTextContents()).map((t) => t.trim()),
         ["answer 1", "answer 2", "answer 3"],
       );
-      assert.equal(await timeline.locator("details.turn").count(), 3, "each turn once");
+      // Each of its turns once, and none of the busy conversation's (one whose start the first
+      // page did not hold used to show here as a turn no message woke).
+      const frames = await timeline.locator("details.turn").evaluateAll((nodes) =>
+        nodes.map((n) => n.getAttribute("data-frame-id"))
+      );
+      assert.equal(new Set(frames).size, 3, `turns: ${frames.join(", ")}`);
+      assert.equal(frames.length, 3, `turns: ${frames.join(", ")}`);
       await screenshot(page, "paging", "01-local-behind-busy");
 
       // The busy conversation: its newest rows first, then Load earlier back to its start.
@@ -87,9 +93,14 @@ Deno.test({
       await timeline.locator(".msg-input .body", { hasText: `busy ${BUSY}` }).waitFor();
       const start = timeline.getByText("The start of the conversation.");
       const more = timeline.locator("button.load-earlier:not([disabled])");
+      // Each step waits for the page to settle: the button enabled again, or the start shown.
+      const settled = timeline.locator(
+        "button.load-earlier:not([disabled]), p.note:has-text('The start of the conversation.')",
+      );
       for (let i = 0; i < 40 && !(await start.isVisible()); i++) {
-        if (await more.isVisible()) await more.click().catch(() => {});
-        else await page.waitForTimeout(100);
+        await settled.first().waitFor();
+        if (await start.isVisible()) break;
+        await more.click({ timeout: 5_000 }).catch(() => {});
       }
       await start.waitFor();
       await timeline.locator(".msg-input .body", { hasText: /^busy 1$/ }).waitFor();

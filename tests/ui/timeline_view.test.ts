@@ -111,13 +111,19 @@ Deno.test("`deriveTimeline()` shows a turn no message woke, and work outside any
   assert.deepEqual(rowSeqs(rows), [2, 3]);
 });
 
-Deno.test("`deriveTimeline()` shows no row for a turn whose inputs the page does not hold", () => {
+Deno.test("`deriveTimeline()` shows no row for a turn whose inputs or start the page does not hold", () => {
   // Brought along by another conversation's page, or begun before the oldest record held.
   const list = records(
     rec("frame.accepted", { frame_id: "fr_7", number: 7, input_ids: ["in_gone"] }),
     rec("cell.started", { frame_id: "fr_7", cell_id: "cell_7", code: "1" }),
   );
   assert.equal(timeline(list).rows.get("local:default"), undefined);
+  // Its start not held at all: the page opened in the middle of it.
+  const middle = records(
+    rec("cell.started", { frame_id: "fr_8", cell_id: "cell_8", code: "1" }),
+    rec("cell.finished", { cell_id: "cell_8" }),
+  );
+  assert.equal(timeline(middle).rows.get("local:default"), undefined);
 });
 
 Deno.test("`deriveTimeline()` shows every record in its conversation or the events, once in each conversation, for any mix", () => {

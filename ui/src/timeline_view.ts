@@ -225,9 +225,12 @@ export function deriveTimeline(
   }
   for (const turn of turns.values()) {
     if (placed.has(turn.frameId)) continue;
-    // It took up inputs the page does not hold (older than its records, or another
-    // conversation's page brought it along): it belongs under them, not on a row of its own.
-    const took = turnView.turns.get(turn.frameId)?.inputIds ?? [];
+    // It took up inputs the page does not hold, or began before the oldest record it holds
+    // (another conversation's page brought it along, or its start was trimmed): it belongs
+    // under those inputs, not on a row of its own.
+    const info = turnView.turns.get(turn.frameId);
+    if (info === undefined && !turn.frameId.startsWith(LOOSE)) continue;
+    const took = info?.inputIds ?? [];
     if (took.length > 0 && !took.some((id) => lanes.inputs.has(id))) continue;
     if (turn.drafts.length === 0 && turn.cells.length === 0 && turn.set.length === 0) continue;
     const to = sentBy.get(turn.frameId) ?? new Set([LOCAL_CONVERSATION]);
