@@ -12,6 +12,7 @@ import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { deriveLanes } from "../../ui/src/lane_view.ts";
 import {
   deriveTimeline,
+  heldRows,
   type TimelineRow,
   type TurnBlock,
   turnSummary,
@@ -111,19 +112,30 @@ Deno.test("`deriveTimeline()` shows a turn no message woke, and work outside any
   assert.deepEqual(rowSeqs(rows), [2, 3]);
 });
 
-Deno.test("`deriveTimeline()` shows no row for a turn whose inputs or start the page does not hold", () => {
+Deno.test("`deriveTimeline()` shows no row for a turn whose inputs the page does not hold", () => {
   // Brought along by another conversation's page, or begun before the oldest record held.
   const list = records(
     rec("frame.accepted", { frame_id: "fr_7", number: 7, input_ids: ["in_gone"] }),
     rec("cell.started", { frame_id: "fr_7", cell_id: "cell_7", code: "1" }),
   );
   assert.equal(timeline(list).rows.get("local:default"), undefined);
-  // Its start not held at all: the page opened in the middle of it.
+});
+
+Deno.test("`heldRows()` shows a conversation from where it is held whole, and no turn begun before the page's records", () => {
+  // The page opened in the middle of turn fr_8: its cell is held, its start is not.
   const middle = records(
     rec("cell.started", { frame_id: "fr_8", cell_id: "cell_8", code: "1" }),
-    rec("cell.finished", { cell_id: "cell_8" }),
+    rec("cell.started", { frame_id: null, cell_id: "cell_x", code: "2" }),
   );
-  assert.equal(timeline(middle).rows.get("local:default"), undefined);
+  const rows = timeline(middle).rows.get("local:default");
+  assert.deepEqual(rows?.map((row) => row.kind), ["turn", "turn"]);
+  // Held from the session's start, such a turn is shown as it is (a log that lacks its start).
+  assert.equal(heldRows(rows, { conversation: 1, session: 1 }).length, 2);
+  // The session held from seq 40 on (the conversation's own page reached its start): the
+  // turn began before what the page holds; work outside any turn is still shown.
+  const held = heldRows(rows, { conversation: 1, session: 40 });
+  assert.deepEqual(held.map((row) => row.kind === "turn" && row.turn.frameId), ["loose:2"]);
+  assert.deepEqual(heldRows(rows, { conversation: 3, session: 1 }), [], "rows below its reach");
 });
 
 Deno.test("`deriveTimeline()` shows every record in its conversation or the events, once in each conversation, for any mix", () => {

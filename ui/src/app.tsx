@@ -281,7 +281,10 @@ function Workspace(
         <Timeline
           key={selected}
           conversation={selected}
-          rows={heldRows(timeline.rows.get(selected), client.log.completeFrom(selected))}
+          rows={heldRows(timeline.rows.get(selected), {
+            conversation: client.log.completeFrom(selected),
+            session: client.log.completeFrom(),
+          })}
           context={{
             turns,
             liveTokens: client.live.tokens,

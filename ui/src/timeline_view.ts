@@ -225,12 +225,9 @@ export function deriveTimeline(
   }
   for (const turn of turns.values()) {
     if (placed.has(turn.frameId)) continue;
-    // It took up inputs the page does not hold, or began before the oldest record it holds
-    // (another conversation's page brought it along, or its start was trimmed): it belongs
-    // under those inputs, not on a row of its own.
-    const info = turnView.turns.get(turn.frameId);
-    if (info === undefined && !turn.frameId.startsWith(LOOSE)) continue;
-    const took = info?.inputIds ?? [];
+    // It took up inputs the page does not hold (another conversation's page brought it along,
+    // or they were trimmed): it belongs under them, not on a row of its own.
+    const took = turnView.turns.get(turn.frameId)?.inputIds ?? [];
     if (took.length > 0 && !took.some((id) => lanes.inputs.has(id))) continue;
     if (turn.drafts.length === 0 && turn.cells.length === 0 && turn.set.length === 0) continue;
     const to = sentBy.get(turn.frameId) ?? new Set([LOCAL_CONVERSATION]);
@@ -300,21 +297,28 @@ export function turnSummary(turn: TurnBlock, now: number): string {
 }
 
 /**
- * The rows of a conversation the page holds whole: those at or after `from`, the lowest seq
- * from which every record of the conversation is held. Rows below it came along with another
- * conversation's page and would show a gap as if it were the conversation's start.
+ * The rows of a conversation the page holds whole: those at or after `held.conversation`, the
+ * lowest seq from which every record of the conversation is held. Rows below it came along with
+ * another conversation's page and would show a gap as if it were the conversation's start. While
+ * the page does not hold the session from its start (`held.session` above 1), a turn whose
+ * `frame.accepted` it lacks began before the oldest record held: its inputs are unknown, so it
+ * is no row of its own either.
  *
  * @example
  * ```ts
- * heldRows(timeline.rows.get(id), client.log.completeFrom(id));
+ * heldRows(timeline.rows.get(id), {
+ *   conversation: client.log.completeFrom(id),
+ *   session: client.log.completeFrom(),
+ * });
  * ```
  */
 export function heldRows(
   rows: readonly TimelineRow[] | undefined,
-  from: number,
+  held: { conversation: number; session: number },
 ): readonly TimelineRow[] {
   if (rows === undefined) return [];
-  return rows[0] === undefined || rows[0].seq >= from
-    ? rows
-    : rows.filter((row) => row.seq >= from);
+  const begunBefore = (row: TimelineRow) =>
+    held.session > 1 && row.kind === "turn" && row.turn.number === undefined &&
+    !row.turn.frameId.startsWith(LOOSE);
+  return rows.filter((row) => row.seq >= held.conversation && !begunBefore(row));
 }
