@@ -17,7 +17,7 @@ import {
   type ContextBudget,
   rawLimits,
 } from "../runtime/context/mod.ts";
-import { EventBus, SILENT_LOGGER } from "../runtime/core/mod.ts";
+import { SILENT_LOGGER } from "../runtime/core/mod.ts";
 import { PYTHON_TOOL } from "../runtime/model/mod.ts";
 import { contractMessage } from "../runtime/session/mod.ts";
 import { estimateTokens } from "../store/tables/provider_items.ts";
@@ -81,7 +81,7 @@ type Deps = Parameters<typeof compactContext>[0];
 async function withStore(dir: string, fn: (deps: Deps) => Promise<void>): Promise<void> {
   const store = openStore(dir);
   try {
-    await fn({ store, bus: new EventBus(), log: SILENT_LOGGER, contextBudget: () => BUDGET });
+    await fn({ store, log: SILENT_LOGGER, contextBudget: () => BUDGET });
   } finally {
     store.close();
   }

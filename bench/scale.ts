@@ -17,7 +17,7 @@ import {
   type ContextBudget,
   rawLimits,
 } from "../runtime/context/mod.ts";
-import { EventBus, SILENT_LOGGER } from "../runtime/core/mod.ts";
+import { SILENT_LOGGER } from "../runtime/core/mod.ts";
 import { readOperatorToken } from "../runtime/lanes/mod.ts";
 import { contractMessage } from "../runtime/session/mod.ts";
 import { openStore } from "../store/store.ts";
@@ -164,7 +164,7 @@ function timeSearch(stateDir: string, runs: number, log: (line: string) => void)
 async function timeRequests(stateDir: string, runs: number): Promise<number> {
   const store = openStore(stateDir);
   try {
-    const deps = { store, bus: new EventBus(), log: SILENT_LOGGER, contextBudget: () => BUDGET };
+    const deps = { store, log: SILENT_LOGGER, contextBudget: () => BUDGET };
     const keep = { tokens: rawLimits(store, "default", "main", BUDGET).keep };
     await compactContext(deps, "default", { keep, model: false });
     const parts = { route: "main", budget: BUDGET, system: contractMessage("/work"), opening: [] };

@@ -25,7 +25,7 @@ import {
 import { requireSession } from "../../store/tables/sessions.ts";
 import type { Store } from "../../store/store.ts";
 import { recordCalibration } from "../../store/tables/token_counts.ts";
-import { type EventBus, KlbrError, type Logger } from "../core/mod.ts";
+import { KlbrError, type Logger } from "../core/mod.ts";
 import type { Provider } from "../model/mod.ts";
 import { type ContextBudget, messagesTokens, rawLimits } from "./_budget.ts";
 import { type Digest, digestStep, foldDigest, parseDigest, SECTIONS } from "./_digest.ts";
@@ -44,7 +44,6 @@ export const SUMMARY_TIMEOUT_MS = 120_000;
 /** What a compaction needs. */
 export interface CompactionDeps {
   store: Store;
-  bus: EventBus;
   log: Logger;
   /** Each route's budget; `main`'s sizes the summary. */
   contextBudget: (route: string) => ContextBudget;

@@ -184,7 +184,6 @@ export class Coordinator extends RecordServer implements LaneHost {
     return runOperation(
       {
         store: this.#o.store,
-        bus: this.bus,
         require: (session) => this.#require(session),
         status: (only) => this.status(only),
         jobs: this.#jobs,

@@ -17,13 +17,7 @@ import { appendEvent } from "../../store/tables/events.ts";
 import { requireSession } from "../../store/tables/sessions.ts";
 import { verifyRelease } from "../../store/maintenance/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
-import {
-  type ClientMessage,
-  type EventBus,
-  isKlbrError,
-  KlbrError,
-  type Logger,
-} from "../core/mod.ts";
+import { type ClientMessage, isKlbrError, KlbrError, type Logger } from "../core/mod.ts";
 import type { Jobs } from "../jobs/mod.ts";
 import { candidateView, readTraces, rollbackTarget } from "../behavior/mod.ts";
 import type { AdmitOutcome } from "../lanes/mod.ts";
@@ -46,7 +40,6 @@ export type OperatorMessage = Exclude<
 /** What the commands need from the daemon. */
 export interface OperationHost {
   store: Store;
-  bus: EventBus;
   /** The running session. @throws {KlbrError} `not_found` when it is not running. */
   require(session: string): Session;
   status(only?: string): Record<string, unknown>;

@@ -95,12 +95,11 @@ export class Jobs {
   /** Builds the parts; nothing runs until {@linkcode Jobs.startSession}. */
   constructor(options: JobsOptions) {
     this.#o = options;
-    const { store, bus, log } = options;
+    const { store, log } = options;
     const timers = options.timers ?? REAL_TIMERS;
     this.budget = new Budget(store, options.budget);
     this.#calls = {
       store,
-      bus,
       provider: options.provider,
       budget: this.budget,
       overBudget: (job, spent) => this.#runner.overBudget(job, spent),
@@ -109,7 +108,6 @@ export class Jobs {
     this.#scheduler = new TimerScheduler({ store, log, timers, fire: (t) => this.#fire(t) });
     this.#runner = new JobRunner({
       store,
-      bus,
       log,
       budget: this.budget,
       admit: options.admit,
@@ -120,7 +118,6 @@ export class Jobs {
     });
     this.#maintenance = new MaintenanceSchedule({
       store,
-      bus,
       log,
       cleanup: options.cleanup,
       session: options.maintenanceSession,

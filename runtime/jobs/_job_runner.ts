@@ -26,7 +26,7 @@ import {
 } from "../../store/tables/jobs.ts";
 import { appendEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
-import { type EventBus, KlbrError, type Logger, SerialRunner } from "../core/mod.ts";
+import { KlbrError, type Logger, SerialRunner } from "../core/mod.ts";
 import type { KernelSupervisor, RoleFingerprint } from "../kernel/mod.ts";
 import type { Budget, Exhaustion } from "./_budget.ts";
 import { describeExhaustion } from "./_budget.ts";
@@ -45,7 +45,6 @@ export type AdmitFn = (
 /** What the runner needs. */
 export interface JobRunnerDeps {
   store: Store;
-  bus: EventBus;
   log: Logger;
   budget: Budget;
   admit: AdmitFn;

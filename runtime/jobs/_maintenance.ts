@@ -17,7 +17,7 @@ import {
 } from "../../store/maintenance/maintenance.ts";
 import type { Store } from "../../store/store.ts";
 import type { CleanupConfig } from "../config/mod.ts";
-import type { EventBus, Logger } from "../core/mod.ts";
+import type { Logger } from "../core/mod.ts";
 import type { HostTimers } from "./_timers.ts";
 
 const DAY_MS = 86_400_000;
@@ -27,7 +27,6 @@ const DRAFT_ID = /^dr_([0-9A-HJKMNP-TV-Z]{10})[0-9A-HJKMNP-TV-Z]{16}$/;
 /** What a maintenance run needs. */
 export interface MaintenanceDeps {
   store: Store;
-  bus: EventBus;
   log: Logger;
   cleanup: CleanupConfig;
   /** The session whose log records the runs. */

@@ -11,7 +11,7 @@ import { drawJobUsage, getJob, type JobRecord } from "../../store/tables/jobs.ts
 import { finishModelCall, startModelCall } from "../../store/tables/model_calls.ts";
 import { appendEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
-import { type EventBus, KlbrError } from "../core/mod.ts";
+import { KlbrError } from "../core/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
 import {
   type Budget,
@@ -35,7 +35,6 @@ export interface Causation {
 /** What the model calls need. */
 export interface ModelCallDeps {
   store: Store;
-  bus: EventBus;
   provider: (route: string) => Provider;
   budget: Budget;
   /** Ends a job whose own limit is spent with `over_budget`; the job runner owns jobs. */
@@ -73,7 +72,7 @@ export interface ChildReply {
  * with when it frees, what waits or is refused meanwhile, and how the operator lifts it.
  */
 function recordExhaustion(
-  deps: { store: Store; bus: EventBus; budget: Budget },
+  deps: { store: Store; budget: Budget },
   session: string,
   spent: Exhaustion,
   effect: string,

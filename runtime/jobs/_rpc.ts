@@ -15,7 +15,6 @@ import type { JobRecord } from "../../store/tables/jobs.ts";
 import { cancelTimer, createTimer, listTimers } from "../../store/tables/timers.ts";
 import type { Store } from "../../store/store.ts";
 import { routedConversations } from "../behavior/mod.ts";
-import type { EventBus } from "../core/mod.ts";
 import { artifactReadRpc } from "../context/mod.ts";
 import { discordSendRpc } from "../discord/mod.ts";
 import {
@@ -49,7 +48,6 @@ export interface RpcScope {
 /** What the handlers need. */
 export interface RpcDeps extends ModelCallDeps {
   store: Store;
-  bus: EventBus;
   budget: Budget;
   runner: JobRunner;
   /** Re-arms the timer scheduler after a timer was set or cancelled. */

@@ -8,14 +8,13 @@
 
 import { appendEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
-import { DEFAULT_HOOK_TIMEOUT_MS, type EventBus, type HookName, type Logger } from "../core/mod.ts";
+import { DEFAULT_HOOK_TIMEOUT_MS, type HookName, type Logger } from "../core/mod.ts";
 import type { HookResult } from "../behavior/mod.ts";
 import type { HookCaller } from "./_turn_types.ts";
 
 /** What a turn's hook calls need. */
 export interface TurnHookDeps {
   store: Store;
-  bus: EventBus;
   hooks: () => HookCaller;
   log: Logger;
 }

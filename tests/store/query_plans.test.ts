@@ -8,7 +8,7 @@ import { historyScans } from "../_helpers/query_plans.ts";
 import { recordingStatements } from "../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { buildRequest, compactContext } from "../../runtime/context/mod.ts";
-import { EventBus, SILENT_LOGGER } from "../../runtime/core/mod.ts";
+import { SILENT_LOGGER } from "../../runtime/core/mod.ts";
 import { recoverSession } from "../../runtime/session/mod.ts";
 import { startCell } from "../../store/tables/cells.ts";
 import { acceptFrame } from "../../store/tables/frames.ts";
@@ -114,7 +114,7 @@ Deno.test("hot queries never scan a table that grows with history (EXPLAIN QUERY
     crashedSession(base);
     const { store, seen } = recordingStatements(base);
     const budget = { contextTokens: 8192, compactAt: 0.75, summaryShare: 0.1 };
-    const deps = { store, bus: new EventBus(), log: SILENT_LOGGER, contextBudget: () => budget };
+    const deps = { store, log: SILENT_LOGGER, contextBudget: () => budget };
 
     // Start-up recovery, then the session's first look at its inputs.
     recoverSession(store, "default", { log: SILENT_LOGGER });

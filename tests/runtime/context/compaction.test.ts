@@ -10,7 +10,7 @@ import {
   type ContextBudget,
   messagesTokens,
 } from "../../../runtime/context/mod.ts";
-import { EventBus, isKlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
+import { isKlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { createProvider, type Provider } from "../../../runtime/model/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
 import { latestSummary } from "../../../store/tables/context_summaries.ts";
@@ -27,7 +27,6 @@ const BUDGET: ContextBudget = { contextTokens: 32_768, compactAt: 0.75, summaryS
 function deps(store: Store, options: { budget?: ContextBudget; provider?: Provider } = {}) {
   return {
     store,
-    bus: new EventBus(),
     log: SILENT_LOGGER,
     contextBudget: () => options.budget ?? BUDGET,
     provider: options.provider === undefined ? undefined : () => options.provider!,

@@ -12,7 +12,7 @@ import { createJob } from "../../../store/tables/jobs.ts";
 import { startGeneration } from "../../../store/tables/kernel_generations.ts";
 import { activateRelease, markLastGood, recordRelease } from "../../../store/tables/releases.ts";
 import type { Store } from "../../../store/store.ts";
-import { EventBus, newId, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
+import { newId, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
 import { runMaintenance } from "../../../runtime/jobs/mod.ts";
 import { withClockedStore } from "../../_helpers/unattended.ts";
@@ -116,7 +116,6 @@ Deno.test("`runMaintenance()` removes old drafts and unpinned releases, never a 
     });
     const deps = {
       store,
-      bus: new EventBus(),
       log: SILENT_LOGGER,
       cleanup: config.cleanup,
       session: "default",

@@ -8,7 +8,7 @@ import { historyScans } from "../../_helpers/query_plans.ts";
 import { recordingStatements } from "../../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { EventBus, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
+import { SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
 import { runMaintenance } from "../../../runtime/jobs/mod.ts";
 import { acceptFrame } from "../../../store/tables/frames.ts";
@@ -56,7 +56,7 @@ Deno.test("`runMaintenance()` finds what pins a release without scanning history
     });
     const { store, seen } = recordingStatements(base);
     const { config } = parseConfig("cleanup {\n release_keep_days 30\n}", { file: "t" });
-    const deps = { store, bus: new EventBus(), log: SILENT_LOGGER, cleanup: config.cleanup };
+    const deps = { store, log: SILENT_LOGGER, cleanup: config.cleanup };
     await runMaintenance({ ...deps, session: "default" }, "test");
 
     const frames = [...seen].filter((sql) => /\bFROM (frames|kernel_generations)\b/.test(sql));
