@@ -126,14 +126,14 @@ for (const width of WIDTHS) {
 
       // Scrolled up (to the middle: near the top, earlier rows would be shown), the timeline
       // stays put and says there is more below.
+      // The `scroll` event is dispatched at once, as the browser does for a person's scroll
+      // before the next frame: a render landing between a scripted scroll and its event would
+      // otherwise pull the lane back down before the page knew it had moved.
       const middle = await s.page.$eval("#timeline .lane-scroll", (el) => {
         el.scrollTop = Math.floor((el.scrollHeight - el.clientHeight) / 2);
+        el.dispatchEvent(new Event("scroll"));
         return el.scrollTop;
       });
-      // The page learns of the scroll from its `scroll` event: let that event be handled (two
-      // frames) before the next record arrives, as it is for a person.
-      await s.page.evaluate(`new Promise((resolve) =>
-        requestAnimationFrame(() => requestAnimationFrame(resolve)))`);
       exchange(s.host, 32);
       await waitForSeq(s.page, s.host.headSeq("default"));
       const pill = s.page.locator("#timeline button.new-below");
