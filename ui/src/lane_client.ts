@@ -391,7 +391,9 @@ export class LaneClient {
       case "page": {
         if (message.request !== this.#earlierRequest) return;
         this.#earlierRequest = undefined;
-        if (message.session !== this.session || !Array.isArray(message.records)) return;
+        if (message.session !== this.session || !Array.isArray(message.records)) {
+          return this.#changed();
+        }
         if (message.conversation !== undefined) this.log.holdCompleteFrom();
         for (const record of message.records) this.#apply(record);
         if (message.conversation !== undefined) {
