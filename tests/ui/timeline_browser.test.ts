@@ -1,7 +1,7 @@
 /**
  * The timeline in headless Chromium against the real daemon (a real Python workbench, the
  * scripted fake model over real HTTP): a session of sends, cells, a long output, a failed
- * cell, a timer, a job, a reasoning model's turn and an attached file, and what a person sees of it at
+ * cell, a timer, a job, a reasoning model's turn, an attached file and a stop and resume, and what a person sees of it at
  * 1280×800, 1440×900, 390×844 and 1920×1080 — each owner message with the turn that took it up
  * folded under it, the side panels beside the timeline (behind the menu on a phone), no
  * sideways scroll, and no serious or critical axe-core violation, in light and dark. Screenshots go to
@@ -196,6 +196,19 @@ Deno.test({
       await page.waitForSelector('#timeline .msg-send .copy-button:has-text("Copied")');
       assert.equal(await page.evaluate("navigator.clipboard.readText()"), "hello **there**");
 
+      // 6. The operator stops the session: said in the timeline, with its fix, at every size.
+      await probe.request({ kind: "op.stop", session: "default" });
+      const stopped = page.locator('#timeline .state-line[data-state="stopped"]');
+      await stopped.waitFor();
+      const stoppedShown = async (tag: string) => {
+        await stopped.scrollIntoViewIfNeeded();
+        assert.ok(await stopped.isVisible(), `${tag}: the stopped line is shown`);
+        assert.ok(
+          await stopped.locator('button[data-fix="stopped"]').isVisible(),
+          `${tag}: its Resume button is shown`,
+        );
+      };
+
       for (const size of SIZES) {
         await page.setViewportSize(size);
         const tag = `${size.width}x${size.height}`;
@@ -220,6 +233,7 @@ Deno.test({
           await page.click(".menu-button");
           await page.waitForSelector("#timeline", { state: "visible" });
         }
+        await stoppedShown(tag);
         await screenshot(page, "timeline", `01-session-${tag}`);
         assert.deepEqual(await seriousViolations(page), [], tag);
       }
@@ -231,6 +245,7 @@ Deno.test({
         await page.waitForFunction(`innerWidth === ${size.width}`);
         const background = await page.evaluate(`getComputedStyle(document.body).backgroundColor`);
         assert.equal(background, "rgb(18, 22, 27)", `${tag}: dark background`);
+        await stoppedShown(`${tag} (dark)`);
         await screenshot(page, "timeline", `03-dark-${tag}`);
         assert.deepEqual(await seriousViolations(page), [], `${tag} (dark)`);
       }
@@ -245,6 +260,9 @@ Deno.test({
       await page.waitForSelector('html[data-theme="dark"]');
       await page.click(".theme-button");
       await page.waitForSelector("html:not([data-theme])");
+      // Resume, from the line: the session takes work again without a restart.
+      await stopped.locator('button[data-fix="stopped"]').click();
+      await stopped.waitFor({ state: "detached" });
       assert.equal(finishedTurns(), settled, "no turn ran meanwhile");
       assert.deepEqual(errors, []);
     } finally {
