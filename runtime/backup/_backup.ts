@@ -13,7 +13,7 @@
  */
 
 import { pathExists } from "../../store/tables/files.ts";
-import { artifactPath } from "../../store/tables/artifacts.ts";
+import { artifactPath, keptAttachmentIds } from "../../store/tables/artifacts.ts";
 import { basename, dirname, join } from "node:path";
 import { z } from "zod";
 import { copyStore, describeStoreCopy, type StoreCopy } from "../../store/maintenance/backup.ts";
@@ -78,7 +78,7 @@ export async function backupState(stateDir: string, target: string): Promise<Bac
     for (const id of copy.releases) {
       await copyTree(join(stateDir, "releases", id), join(temp, "releases", id));
     }
-    const ids = [...copy.artifacts, ...await keptAttachments(stateDir)];
+    const ids = [...copy.artifacts, ...await keptAttachmentIds(stateDir)];
     const { copied, missing } = await copyArtifacts(stateDir, temp, ids);
     if (await pathExists(join(stateDir, "skills"))) {
       await copyTree(join(stateDir, "skills"), join(temp, "skills"));
@@ -202,19 +202,6 @@ async function copyArtifacts(
     copied.push(id);
   }
   return { copied, missing };
-}
-
-/** Every kept attachment's id (`artifacts/kept/`): each is part of an input, so all are copied. */
-async function keptAttachments(stateDir: string): Promise<string[]> {
-  const ids: string[] = [];
-  try {
-    for await (const entry of Deno.readDir(join(stateDir, "artifacts", "kept"))) {
-      if (entry.isFile && /^[0-9a-f]{64}$/.test(entry.name)) ids.push(entry.name);
-    }
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) throw error;
-  }
-  return ids.sort();
 }
 
 function manifestOf(

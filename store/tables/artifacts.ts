@@ -96,6 +96,27 @@ export function keptAttachmentSize(stateDir: string, id: string): number | undef
 }
 
 /**
+ * Every kept attachment's id (`artifacts/kept/`), sorted: a backup copies them all, since each
+ * is part of an input.
+ *
+ * @example
+ * ```ts
+ * for (const id of await keptAttachmentIds(stateDir)) console.log(id);
+ * ```
+ */
+export async function keptAttachmentIds(stateDir: string): Promise<string[]> {
+  const ids: string[] = [];
+  try {
+    for await (const entry of Deno.readDir(join(stateDir, "artifacts", KEPT))) {
+      if (entry.isFile && ARTIFACT_ID.test(entry.name)) ids.push(entry.name);
+    }
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  return ids.sort();
+}
+
+/**
  * The path of artifact `id` under `stateDir` relative to it (`artifacts/<id>` for a spooled
  * output, `artifacts/kept/<id>` for an attachment), or `undefined` when there is none.
  *
@@ -106,8 +127,25 @@ export function keptAttachmentSize(stateDir: string, id: string): number | undef
  */
 export async function artifactPath(stateDir: string, id: string): Promise<string | undefined> {
   if (!ARTIFACT_ID.test(id)) return undefined;
-  for (const path of [join("artifacts", id), join("artifacts", KEPT, id)]) {
+  for (const path of placesOf(id)) {
     if (await pathExists(join(stateDir, path))) return path;
+  }
+  return undefined;
+}
+
+/** Where artifact `id` may be, relative to the state directory: spooled, then kept. */
+function placesOf(id: string): string[] {
+  return [join("artifacts", id), join("artifacts", KEPT, id)];
+}
+
+/** Opens artifact `id` for reading wherever it is, or `undefined` when it is in neither place. */
+async function openArtifact(stateDir: string, id: string): Promise<Deno.FsFile | undefined> {
+  for (const path of placesOf(id)) {
+    try {
+      return await Deno.open(join(stateDir, path), { read: true });
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+    }
   }
   return undefined;
 }
@@ -166,20 +204,12 @@ export async function readArtifact(
       }: offset must be >= 0 and length 1-16777216 (got ${offset}, ${length})`,
     );
   }
-  const notFound = () =>
-    new KlbrError(
+  const file = await openArtifact(stateDir, id);
+  if (file === undefined) {
+    throw new KlbrError(
       "not_found",
       `cannot read artifact ${id.slice(0, 12)}: it does not exist or was evicted`,
     );
-  const path = await artifactPath(stateDir, id);
-  if (path === undefined) throw notFound();
-  let file: Deno.FsFile;
-  try {
-    file = await Deno.open(join(stateDir, path), { read: true });
-  } catch (cause) {
-    // Evicted between the look-up and the open.
-    if (cause instanceof Deno.errors.NotFound) throw notFound();
-    throw cause;
   }
   try {
     const bytes = (await file.stat()).size;
