@@ -36,7 +36,7 @@ export function AttachmentList({ files, onOpen }: AttachmentListProps): JSX.Elem
 }
 
 /** What marks a file in a message: a word, since an emoji needs a font the system may lack. */
-function FileWord(): JSX.Element {
+export function FileWord(): JSX.Element {
   return <span class="file-word">file</span>;
 }
 

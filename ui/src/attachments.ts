@@ -13,7 +13,6 @@ export interface AttachedFile {
   filename: string;
   /** Its size in bytes, when known. */
   size: number | undefined;
-  contentType: string | null;
   /** The kept artifact that holds it; `null` when it was not kept (see `skipped`). */
   artifact: string | null;
   /** Why it was not kept (a Discord file over the limit), or `null`. */
@@ -34,30 +33,17 @@ export function attachedFiles(body: unknown): AttachedFile[] {
   return body.attachments.filter(isObject).map((a) => ({
     filename: typeof a.filename === "string" ? a.filename : "file",
     size: typeof a.size === "number" ? a.size : undefined,
-    contentType: typeof a.content_type === "string" ? a.content_type : null,
     artifact: typeof a.artifact === "string" ? a.artifact : null,
     skipped: typeof a.skipped === "string" ? a.skipped : null,
   }));
-}
-
-/** Why an upload failed, in the daemon's words. */
-export class UploadError extends Error {
-  /** The daemon's error code, or `unreachable`. */
-  readonly code: string;
-  /** Creates the error. */
-  constructor(code: string, message: string) {
-    super(message);
-    this.name = "UploadError";
-    this.code = code;
-  }
 }
 
 /**
  * Uploads `file` and resolves with what the input names it by, once the daemon has kept it.
  * The page's session cookie is the credential.
  *
- * @throws {UploadError} with the daemon's code and message (`limit_reached` for a file over
- *   `lanes { attachment_max_bytes }`), or `unreachable` when the daemon did not answer.
+ * @throws {Error} with the daemon's message (for a file over `lanes { attachment_max_bytes }`,
+ *   the limit and how to raise it), or saying the daemon did not answer.
  */
 export async function uploadAttachment(file: File): Promise<InputAttachment> {
   let response: Response;
@@ -69,15 +55,12 @@ export async function uploadAttachment(file: File): Promise<InputAttachment> {
       headers: { "content-type": "application/octet-stream" },
     });
   } catch (error) {
-    throw new UploadError(
-      "unreachable",
-      `cannot attach ${file.name}: the daemon did not answer (${error})`,
-    );
+    throw new Error(`cannot attach ${file.name}: the daemon did not answer (${error})`);
   }
   const reply = await response.json().catch(() => ({})) as Record<string, unknown>;
   if (!response.ok || typeof reply.artifact !== "string") {
     const why = typeof reply.message === "string" ? reply.message : `HTTP ${response.status}`;
-    throw new UploadError(typeof reply.code === "string" ? reply.code : "failed", why);
+    throw new Error(why);
   }
   return {
     artifact: reply.artifact,

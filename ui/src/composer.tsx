@@ -10,14 +10,13 @@
 
 import type { JSX } from "preact";
 import { useRef, useState } from "preact/hooks";
-import type { InputAttachment } from "../../runtime/core/mod.ts";
+import { type InputAttachment, MAX_ATTACHMENTS } from "../../runtime/core/mod.ts";
+import { FileWord } from "./attachment_list.tsx";
 import { uploadAttachment } from "./attachments.ts";
 import { byteSize } from "./format.ts";
 
 /** Longest input the daemon accepts, in characters. */
 export const MAX_INPUT_CHARS = 1_000_000;
-/** The most files one message carries (the daemon's `MAX_ATTACHMENTS`). */
-const MAX_FILES = 16;
 
 /** Props of {@linkcode Composer}. */
 export interface ComposerProps {
@@ -74,10 +73,10 @@ export function Composer(props: ComposerProps): JSX.Element {
   const addFiles = (event: Event) => {
     const input = event.currentTarget as HTMLInputElement;
     const chosen = [...(input.files ?? [])];
-    setFiles((held) => [...held, ...chosen].slice(0, MAX_FILES));
+    setFiles((held) => [...held, ...chosen].slice(0, MAX_ATTACHMENTS));
     setProblem(
-      files.length + chosen.length > MAX_FILES
-        ? `At most ${MAX_FILES} files a message.`
+      files.length + chosen.length > MAX_ATTACHMENTS
+        ? `At most ${MAX_ATTACHMENTS} files a message.`
         : undefined,
     );
     input.value = "";
@@ -116,7 +115,7 @@ export function Composer(props: ComposerProps): JSX.Element {
         <ul class="composer-files" aria-label="Files to send">
           {files.map((file, i) => (
             <li key={`${file.name}-${i}`}>
-              <span class="file-word">file</span> {file.name} · {byteSize(file.size)}
+              <FileWord /> {file.name} · {byteSize(file.size)}
               <button
                 type="button"
                 class="link-button"
