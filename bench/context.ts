@@ -23,11 +23,10 @@ import { contractMessage } from "../runtime/session/mod.ts";
 import { estimateTokens } from "../store/tables/provider_items.ts";
 import { ensureSession } from "../store/tables/sessions.ts";
 import { openStore } from "../store/store.ts";
-import { freePort } from "./ready_process.ts";
 import { below, type BenchRow, makeRow, type Unit } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { ITEMS_PER_TURN, RECORDS_PER_TURN, seedHistory } from "./seed_history.ts";
-import { prepareServe, startServe } from "./startup.ts";
+import { prepareServe, restartAfterCleanStop } from "./startup.ts";
 import { summarize } from "./stats.ts";
 
 /** Options for {@linkcode benchContext}. */
@@ -195,12 +194,10 @@ async function startupFigures(options: ContextBenchOptions): Promise<BenchRow[]>
   const firstStarts: string[] = [];
   for (const records of sizes(options.records)) {
     seedHistory(serve.stateDir, Math.ceil(records / RECORDS_PER_TURN));
-    // The first start after seeding checks the whole file (the seeder wrote it last, not a
-    // klbr that closed it cleanly); the row is the restart after the daemon's own clean stop.
-    const first = await startServe({ ...serve, port: freePort() });
-    firstStarts.push(`${(first.readyMs / 1000).toFixed(2)} s`);
-    await first.stop();
-    const daemon = await startServe({ ...serve, port: freePort() });
+    // The row is the restart after the daemon's own clean stop; the first start after seeding
+    // checks the whole file (the seeder wrote it last) and goes into the note.
+    const { daemon, firstMs } = await restartAfterCleanStop(serve);
+    firstStarts.push(`${(firstMs / 1000).toFixed(2)} s`);
     try {
       startup.push({ size: records, value: daemon.readyMs / 1000 });
       await new Promise((resolve) => setTimeout(resolve, options.settleMs));

@@ -23,11 +23,10 @@ import { contractMessage } from "../runtime/session/mod.ts";
 import { openStore } from "../store/store.ts";
 import { searchHistory } from "../store/tables/history_index.ts";
 import { openLane } from "./lane_driver.ts";
-import { freePort } from "./ready_process.ts";
 import { type BenchRow, type Goal, makeRow, type Unit } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { RECORDS_PER_TURN, seedHistory } from "./seed_history.ts";
-import { prepareServe, startServe } from "./startup.ts";
+import { prepareServe, restartAfterCleanStop } from "./startup.ts";
 import { ratePerSecond, summarize } from "./stats.ts";
 
 /** Options for {@linkcode benchScale}. */
@@ -210,12 +209,9 @@ export async function benchScale(options: ScaleOptions): Promise<ScaleResult> {
     const seedS = (performance.now() - seedStarted) / 1000;
     log(`scale: ${records.toLocaleString("en-US")} records seeded in ${seedS.toFixed(1)} s`);
     const requestMs = await timeRequests(serve.stateDir, runs);
-    // The first start after seeding checks the whole file (the seeder wrote it last); the
-    // figure is the restart after the daemon's own clean stop, as an owner's restart is.
-    const first = await startServe({ ...serve, port: freePort() });
-    log(`scale: first start after seeding ${(first.readyMs / 1000).toFixed(2)} s`);
-    await first.stop();
-    const daemon = await startServe({ ...serve, port: freePort() });
+    // The figure is the restart after the daemon's own clean stop, as an owner's restart is.
+    const { daemon, firstMs } = await restartAfterCleanStop(serve);
+    log(`scale: first start after seeding ${(firstMs / 1000).toFixed(2)} s`);
     const startupS = daemon.readyMs / 1000;
     let rssMb = 0;
     let healthMs = 0;
