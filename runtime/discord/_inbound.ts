@@ -4,7 +4,8 @@
  * nor a thread of one nor a direct message, and a direct message under `dms #false`; admitted
  * otherwise) and described in the input's body — the text, where
  * it was said, whether it mentions the bot, is a direct message or replies to the bot, its
- * thread's parent, and its attachments, each fetched into a kept artifact (never evicted) when small enough.
+ * thread's parent, and its attachments, each fetched into a kept artifact (never evicted) when
+ * small enough.
  *
  * @module
  */
