@@ -15,6 +15,7 @@ import { SEND } from "../agent_loop_rows.ts";
 
 type ProfileNode = {
   id: number;
+  children?: number[];
   callFrame: { functionName: string; url: string; lineNumber: number };
   hitCount?: number;
 };
@@ -100,7 +101,14 @@ function report(profile: { nodes: ProfileNode[]; startTime: number; endTime: num
     `${n} one-step turns; ${(total * msPerHit / n).toFixed(2)} ms sampled a turn, ` +
       `${((total - idle) * msPerHit / n).toFixed(2)} ms of it busy`,
   );
-  for (const [title, map] of [["file", byFile], ["function", byFunction]] as const) {
+  const bySqlCaller = sqliteTimeByCaller(profile.nodes);
+  for (
+    const [title, map] of [
+      ["file", byFile],
+      ["function", byFunction],
+      ["SQLite call's caller", bySqlCaller],
+    ] as const
+  ) {
     console.log(`\n| self time by ${title} | ms a turn | share of busy |\n| --- | --- | --- |`);
     const top = [...map].filter(([key]) => !key.startsWith("(idle) ")).sort((a, b) => b[1] - a[1]);
     for (const [key, hits] of top.slice(0, 20)) {
@@ -111,6 +119,35 @@ function report(profile: { nodes: ProfileNode[]; startTime: number; endTime: num
       );
     }
   }
+}
+
+/**
+ * Sums the self time of SQLite's native statement calls (`run`, `all`, `get`, `exec`) by the
+ * nearest calling function outside `store/store.ts`, so a commit's fsync is charged to what
+ * committed and a read to what read.
+ */
+function sqliteTimeByCaller(nodes: ProfileNode[]): Map<string, number> {
+  const parent = new Map<number, ProfileNode>();
+  for (const node of nodes) for (const child of node.children ?? []) parent.set(child, node);
+  const byCaller = new Map<string, number>();
+  for (const node of nodes) {
+    const frame = node.callFrame;
+    if (frame.url !== "" || !["run", "all", "get", "exec"].includes(frame.functionName)) continue;
+    let caller = parent.get(node.id);
+    while (
+      caller && (caller.callFrame.url === "" || caller.callFrame.url.endsWith("store/store.ts"))
+    ) {
+      caller = parent.get(caller.id);
+    }
+    const where = caller
+      ? `${caller.callFrame.functionName || "(anonymous)"} ${
+        caller.callFrame.url.replace(/^.*\/(runtime|store|node_modules)\//, "$1/")
+      }:${caller.callFrame.lineNumber + 1}`
+      : "(unknown)";
+    const key = `${frame.functionName} ← ${where}`;
+    byCaller.set(key, (byCaller.get(key) ?? 0) + (node.hitCount ?? 0));
+  }
+  return byCaller;
 }
 
 if (import.meta.main) {
