@@ -6,6 +6,7 @@
  */
 
 import type { SQLInputValue, SQLOutputValue, StatementResultingChanges } from "node:sqlite";
+import type { StoredRecord } from "../runtime/core/mod.ts";
 
 /** A prepared statement as writer modules use it; a store failure it meets is recorded. */
 export interface Statement {
@@ -43,8 +44,11 @@ export interface StoreHealth {
  * or transaction that was rolled back is not in it.
  */
 export interface Commit {
-  /** The sessions whose log of records (the `events` table) grew in this commit. */
-  readonly sessions: ReadonlySet<string>;
+  /**
+   * Each session whose log of records (the `events` table) grew in this commit, with the
+   * records it was given, in seq order.
+   */
+  readonly records: ReadonlyMap<string, readonly StoredRecord[]>;
 }
 
 /** Told after each outermost commit what it wrote; see {@linkcode Store.onCommit}. */
@@ -98,11 +102,11 @@ export interface Store {
    */
   onCommit(listener: CommitListener): () => void;
   /**
-   * Notes, inside the open transaction, that a record of `session` was written: the commit
-   * that holds it announces the session. Only the `events` table's writer (`events.ts`) calls
-   * it (`tests/architecture.test.ts` checks that nothing outside `store/` does).
+   * Notes, inside the open transaction, that `record` of `session` was written: the commit
+   * that holds it announces it. Only the `events` table's writer (`events.ts`) calls it
+   * (`tests/architecture.test.ts` checks that nothing outside `store/` does).
    */
-  recordWritten(session: string): void;
+  recordWritten(session: string, record: StoredRecord): void;
   /** Whether the store can be used now, from the outcome of its real statements and commits. */
   health(): StoreHealth;
   /**

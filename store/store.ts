@@ -12,7 +12,7 @@
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { join } from "node:path";
 import { z } from "zod";
-import { assert, faultPoint, KlbrError } from "../runtime/core/mod.ts";
+import { assert, faultPoint, KlbrError, type StoredRecord } from "../runtime/core/mod.ts";
 import { forgetCleanClose, markCleanClose } from "./_clean_close.ts";
 import { connect, isDirectory } from "./_connect.ts";
 import {
@@ -69,8 +69,8 @@ class SqliteStore implements Store {
   #depth = 0;
   #lock: OwnerLock | undefined;
   #deferred: Deferred[] = [];
-  /** The sessions given records at each open depth: index 0 the outermost transaction. */
-  #written: Set<string>[] = [];
+  /** The records written at each open depth, by session: index 0 the outermost transaction. */
+  #written: Map<string, StoredRecord[]>[] = [];
   readonly #commitListeners = new Set<CommitListener>();
   #health: StoreHealth = {
     state: "ok",
@@ -176,7 +176,7 @@ class SqliteStore implements Store {
     const savepoint = `klbr_${depth}`;
     this.statement(depth === 0 ? "BEGIN IMMEDIATE" : `SAVEPOINT ${savepoint}`).run();
     this.#depth++;
-    this.#written[depth] = new Set();
+    this.#written[depth] = new Map();
     let announced: Commit | undefined;
     try {
       const ran = depth === 0 ? this.#runDeferred() : [];
@@ -208,10 +208,15 @@ class SqliteStore implements Store {
     const written = this.#written[depth];
     this.#written.length = depth;
     if (depth > 0) {
-      for (const session of written) this.#written[depth - 1].add(session);
+      const outer = this.#written[depth - 1];
+      for (const [session, records] of written) {
+        const held = outer.get(session);
+        if (held === undefined) outer.set(session, records);
+        else held.push(...records);
+      }
       return undefined;
     }
-    return { sessions: written };
+    return { records: written };
   }
 
   /** Rolls back what `transaction` began at `depth`; returns the error its caller hears. */
@@ -253,9 +258,12 @@ class SqliteStore implements Store {
     };
   }
 
-  recordWritten(session: string): void {
+  recordWritten(session: string, record: StoredRecord): void {
     assert(this.#depth > 0, "a record is noted inside the transaction that writes it");
-    this.#written[this.#depth - 1].add(session);
+    const written = this.#written[this.#depth - 1];
+    const held = written.get(session);
+    if (held === undefined) written.set(session, [record]);
+    else held.push(record);
   }
 
   #committed(elapsedMs: number): void {

@@ -152,15 +152,6 @@ async function takeScheduled(options: BackupScheduleOptions, dir: string): Promi
   }
 }
 
-/** Options for {@linkcode backupBeforeMigration}. */
-export interface BackupBeforeMigrationOptions extends BackupScheduleOptions {
-  /**
-   * The schema the store is about to migrate to: this build's. Only version 1 exists yet, so a
-   * test names a later one to see the backup taken. @default {LATEST_VERSION}
-   */
-  toVersion?: number;
-}
-
 /**
  * Backs the state directory up before its store migrates to this build's schema: when the
  * store on disk is older, a verified backup `klbr-<time>-before-schema-<new>` is taken into
@@ -175,10 +166,10 @@ export interface BackupBeforeMigrationOptions extends BackupScheduleOptions {
  *   without one.
  */
 export async function backupBeforeMigration(
-  options: BackupBeforeMigrationOptions,
+  options: BackupScheduleOptions,
 ): Promise<string | undefined> {
   const { stateDir, log } = options;
-  const to = options.toVersion ?? LATEST_VERSION;
+  const to = LATEST_VERSION;
   const from = schemaVersionOnDisk(join(stateDir, STORE_FILE));
   if (from === undefined || from === 0 || from >= to) return undefined;
   const dir = backupDir(stateDir, options.config);

@@ -27,7 +27,13 @@ export {
   FAULTS,
   parseFaults,
 } from "./_fault.ts";
-export { EventBus, type LaneSignal } from "./_event_bus.ts";
+export {
+  type CommittedRecords,
+  EventBus,
+  type LaneSignal,
+  MAX_CARRIED_RECORDS,
+  type StoredRecord,
+} from "./_event_bus.ts";
 export {
   createLogger,
   type LogFields,

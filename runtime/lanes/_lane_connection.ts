@@ -2,9 +2,11 @@
  * One client connection of the v2 lane protocol, independent of the WebSocket carrying it.
  *
  * The connection keeps a cursor: the last durable sequence number it delivered. It delivers
- * records by reading the store after its cursor — on `hello`, and again on each wake — so a
- * record is sent exactly once, in order, and a reconnect with `since=<seq>` resumes without
- * gaps. Token animation (`token`, `cell.output`) is pushed directly and may be lost.
+ * records by reading the store after its cursor — on `hello`, and on each wake whose records
+ * do not follow the cursor (a wake carries what the commits since the last one wrote, and
+ * those are sent as they are) — so a record is sent exactly once, in order, and a reconnect
+ * with `since=<seq>` resumes without gaps. Token animation (`token`, `cell.output`) is pushed
+ * directly and may be lost.
  *
  * @module
  */
@@ -19,10 +21,11 @@ import {
   type Logger,
   parseClientMessage,
   SerialRunner,
+  type StoredRecord,
 } from "../core/mod.ts";
 import { type ErrorReply, errorReply } from "./_replies.ts";
 import type { AdmitOutcome, InputMessage, LaneConnectionOptions, LaneHost } from "./_lane_types.ts";
-import { earlierPage, readPage } from "./_record_pages.ts";
+import { earlierPage, pageOfRecords, readPage, type RecordPage } from "./_record_pages.ts";
 
 /** Records read per store query while catching up, unless the options say otherwise. */
 const DEFAULT_PAGE_SIZE = 1000;
@@ -359,8 +362,45 @@ export class LaneConnection {
 
   #signal(signal: LaneSignal): void {
     if (this.#closed) return;
-    if (signal.kind === "wake") this.#pump.run().catch((error) => this.#pumpFailed(error));
-    else (this.#options.sendLossy ?? this.#options.send)(signal);
+    if (signal.kind !== "wake") return (this.#options.sendLossy ?? this.#options.send)(signal);
+    if (signal.records !== undefined && !this.#pump.running && this.#sendCarried(signal.records)) {
+      return;
+    }
+    this.#pump.run().catch((error) => this.#pumpFailed(error));
+  }
+
+  /**
+   * Sends the records a wake carried when those after the cursor follow it without a gap (the
+   * store need not be read for them); `false` when they do not, and the store must be read.
+   */
+  #sendCarried(records: readonly StoredRecord[]): boolean {
+    const session = this.#session;
+    if (session === undefined) return false;
+    const cursor = this.#cursor;
+    const first = records.findIndex((record) => record.seq > cursor);
+    if (first === -1) return true;
+    const fresh = first === 0 ? records : records.slice(first);
+    const contiguous = fresh[0].seq === cursor + 1 &&
+      fresh[fresh.length - 1].seq === cursor + fresh.length;
+    if (!contiguous) return false;
+    this.#sendPage(pageOfRecords(session, fresh, this.#pageOptions()));
+    return true;
+  }
+
+  /** How this connection's pages are made. */
+  #pageOptions(): { limit: number; batch: boolean; text: boolean } {
+    const { sendText, pageSize = DEFAULT_PAGE_SIZE } = this.#options;
+    return { limit: pageSize, batch: this.#batch, text: sendText !== undefined };
+  }
+
+  /** Sends a page's messages in order, moving the cursor past each. */
+  #sendPage(page: RecordPage): void {
+    for (const message of page.messages) {
+      if (this.#closed) return;
+      if ("text" in message) this.#options.sendText!(message.text);
+      else this.#options.send(message.message);
+      this.#cursor = message.lastSeq;
+    }
   }
 
   /**
@@ -378,17 +418,11 @@ export class LaneConnection {
   async #sendNewRecords(): Promise<void> {
     const session = this.#session;
     if (session === undefined) return;
-    const { sendText, pageSize = DEFAULT_PAGE_SIZE } = this.#options;
-    const options = { limit: pageSize, batch: this.#batch, text: sendText !== undefined };
+    const options = this.#pageOptions();
     for (;;) {
       const page = readPage(this.#host, session, this.#cursor, options);
-      for (const message of page.messages) {
-        if (this.#closed) return;
-        if ("text" in message) sendText!(message.text);
-        else this.#options.send(message.message);
-        this.#cursor = message.lastSeq;
-      }
-      if (page.read === 0) return;
+      this.#sendPage(page);
+      if (this.#closed || page.read === 0) return;
       // A long catch-up goes out page by page as the client reads it, so the daemon never
       // holds the whole log in a socket buffer.
       await this.#options.writable?.();

@@ -11,20 +11,12 @@
  * @module
  */
 
-import type { LaneRecord } from "../core/mod.ts";
+import type { LaneRecord, StoredRecord } from "../core/mod.ts";
+
+export type { StoredRecord };
 
 /** The JSON text one `records` message holds at most (one larger record goes alone). */
 export const MAX_BATCH_CHARS = 256 * 1024;
-
-/** A durable record as the log holds it: its body still the stored JSON text. */
-export interface StoredRecord {
-  seq: number;
-  /** The record type (`LaneRecord.type`). */
-  kind: string;
-  at: number;
-  /** The body's JSON text (`LaneRecord.data`); JSON `null` is sent as `{}`. */
-  body: string;
-}
 
 /** One record's `record` message, already encoded as JSON. */
 export interface EncodedRecord {

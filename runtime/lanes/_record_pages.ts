@@ -1,13 +1,13 @@
 /**
- * One page of a catch-up: the durable records after a cursor, read from the host and made
- * into the messages the client gets — encoded text for a transport that sends text (each
- * stored body spliced in as it is), message objects otherwise; `records` batches for a client
- * that said `batch: true`, one `record` message each for any other.
+ * One page of a catch-up: the durable records after a cursor, read from the host (or carried
+ * by a wake) and made into the messages the client gets — encoded text for a transport that
+ * sends text (each stored body spliced in as it is), message objects otherwise; `records`
+ * batches for a client that said `batch: true`, one `record` message each for any other.
  *
  * @module
  */
 
-import type { ClientMessage, ServerMessage } from "../core/mod.ts";
+import type { ClientMessage, LaneRecord, ServerMessage, StoredRecord } from "../core/mod.ts";
 import type { LaneHost } from "./_lane_types.ts";
 import {
   encodeStoredRecords,
@@ -52,26 +52,68 @@ export function readPage(
   since: number,
   options: PageOptions,
 ): RecordPage {
+  const stored = options.text
+    ? host.readStoredRecords?.(session, since, options.limit)
+    : undefined;
+  if (stored !== undefined) return pageOfRecords(session, stored, options);
+  const records = host.readRecords(session, since, options.limit);
   if (options.text) {
-    const stored = host.readStoredRecords?.(session, since, options.limit);
-    if (stored !== undefined && options.batch) {
-      const messages = storedBatches(session, stored).map(({ text, lastSeq }) => ({
-        text,
-        lastSeq,
-      }));
-      return { read: stored.length, messages };
-    }
-    const encoded = stored === undefined
-      ? host.readRecords(session, since, options.limit)
-        .map((record) => ({ seq: record.seq, text: JSON.stringify(record) }))
-      : encodeStoredRecords(session, stored);
+    const encoded = records.map((record) => ({ seq: record.seq, text: JSON.stringify(record) }));
     const messages = options.batch
       ? textBatches(session, encoded).map(({ text, lastSeq }) => ({ text, lastSeq }))
       : encoded.map(({ seq, text }) => ({ text, lastSeq: seq }));
     return { read: encoded.length, messages };
   }
-  const records = host.readRecords(session, since, options.limit);
-  const messages = options.batch
+  return pageOfLaneRecords(session, records, options.batch);
+}
+
+/**
+ * The page {@linkcode readPage} makes of `stored`, records already in hand (a wake carried
+ * them, or the store gave them with their bodies as stored text).
+ *
+ * @example
+ * ```ts
+ * const page = pageOfRecords("default", wake.records, { batch: true, text: true });
+ * ```
+ */
+export function pageOfRecords(
+  session: string,
+  stored: readonly StoredRecord[],
+  options: Pick<PageOptions, "batch" | "text">,
+): RecordPage {
+  if (!options.text) {
+    const records = stored.map((record) => laneRecordOf(session, record));
+    return pageOfLaneRecords(session, records, options.batch);
+  }
+  if (options.batch) {
+    const messages = storedBatches(session, stored).map(({ text, lastSeq }) => ({
+      text,
+      lastSeq,
+    }));
+    return { read: stored.length, messages };
+  }
+  const messages = encodeStoredRecords(session, stored).map(({ seq, text }) => ({
+    text,
+    lastSeq: seq,
+  }));
+  return { read: stored.length, messages };
+}
+
+/** A stored record as its `record` message carries it, for a transport that sends objects. */
+function laneRecordOf(session: string, record: StoredRecord): LaneRecord {
+  return {
+    kind: "record",
+    session,
+    seq: record.seq,
+    at: record.at,
+    type: record.kind,
+    data: (JSON.parse(record.body) ?? {}) as Record<string, unknown>,
+  };
+}
+
+/** The page of records already parsed: `records` batches, or one `record` message each. */
+function pageOfLaneRecords(session: string, records: LaneRecord[], batch: boolean): RecordPage {
+  const messages = batch
     ? recordBatches(session, records).map((batch) => ({
       lastSeq: batch.lastSeq,
       message: { kind: "records" as const, session, records: batch.records },

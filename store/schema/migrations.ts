@@ -9,7 +9,7 @@
  *
  * Each migration runs in its own `BEGIN IMMEDIATE` transaction together with the
  * `user_version` bump, so a crash leaves the file at one version or the next, never between.
- * Migrations are only ever appended: version 2 will be the first after version 1.
+ * Migrations are only ever appended.
  *
  * @module
  */
@@ -45,9 +45,24 @@ INSERT INTO klbr_meta (key, value) VALUES ('schema', '${SCHEMA_LINE}');
 INSERT INTO history_cursors (source, last_rowid) VALUES ('inputs', 0);
 `;
 
+/**
+ * Record types a session writes seldom and looks for on every turn (a route's adaptations, the
+ * last word on a failing model). They have an index of their own, so finding them reads none of
+ * the other records however long the log grows; a query uses it when it repeats
+ * {@linkcode RARE_KINDS_TERM} (`store/tables/events.ts` does).
+ */
+export const RARE_KINDS = ["route.adapted", "model.failing", "model.recovered"] as const;
+
+/** The partial index's condition, word for word as migration 2 wrote it. */
+export const RARE_KINDS_TERM = `kind IN (${RARE_KINDS.map((kind) => `'${kind}'`).join(", ")})`;
+
+const V2 =
+  `CREATE INDEX events_rare_kinds ON events (session_id, kind, seq) WHERE ${RARE_KINDS_TERM};`;
+
 /** Every migration, in order. Append only; never edit a released entry. */
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "the schema", sql: V1 },
+  { version: 2, name: "an index of the rare record types", sql: V2 },
 ];
 
 /** The `user_version` a fully migrated store has. */

@@ -25,6 +25,8 @@ import {
   type RecordInput,
   type RecordType,
 } from "../../runtime/core/mod.ts";
+import type { StoredRecord } from "../../runtime/core/mod.ts";
+import { RARE_KINDS, RARE_KINDS_TERM } from "../schema/migrations.ts";
 import { allocateSeq, checkSessionId } from "./sessions.ts";
 import type { Store } from "../store.ts";
 
@@ -107,9 +109,7 @@ export function insertEvent(store: Store, session: string, kind: string, body: u
   assert(store.inTransaction, "insertEvent runs inside the writer's transaction");
   const text = checkedText(kind, body);
   const seq = allocateSeq(store, session);
-  store.statement("INSERT INTO events (session_id, seq, kind, at, body) VALUES (?, ?, ?, ?, ?)")
-    .run(session, seq, kind, store.clock(), text);
-  store.recordWritten(session);
+  writeEvent(store, session, { seq, kind, at: store.clock(), body: text });
   return seq;
 }
 
@@ -134,9 +134,14 @@ export function insertEventAt<T extends RecordType>(
 ): void {
   assert(store.inTransaction, "insertEventAt runs inside the writer's transaction");
   const text = checkedText(type, body);
+  writeEvent(store, session, { seq, kind: type, at: store.clock(), body: text });
+}
+
+/** Inserts one checked record and notes it with the store, so its commit announces it. */
+function writeEvent(store: Store, session: string, record: StoredRecord): void {
   store.statement("INSERT INTO events (session_id, seq, kind, at, body) VALUES (?, ?, ?, ?, ?)")
-    .run(session, seq, type, store.clock(), text);
-  store.recordWritten(session);
+    .run(session, record.seq, record.kind, record.at, record.body);
+  store.recordWritten(session, record);
 }
 
 /** The JSON text of an event's body, after its kind and its record type's schema are checked. */
@@ -189,14 +194,7 @@ export function appendEvent(store: Store, session: string, kind: string, body: u
 }
 
 /** One durable record with its body as the JSON text the log holds, unparsed. */
-export interface EventText {
-  seq: number;
-  kind: string;
-  /** When it was committed, in ms. */
-  at: number;
-  /** The body's JSON text, exactly as stored (the table checks it is valid JSON). */
-  body: string;
-}
+export type EventText = StoredRecord;
 
 /**
  * Returns `session`'s events with `seq > since`, in sequence order, at most `limit` of them.
@@ -250,7 +248,22 @@ export function readEventTexts(
   ).all(session, since, limit) as unknown as EventText[];
 }
 
-/** Returns a session's events of one kind, oldest first, at most `limit` (default 10,000). */
+/**
+ * A query's `FROM … WHERE session_id = ?` for records of `kinds`: through the index of the rare
+ * record types (`RARE_KINDS`) when each of them is one (SQLite would rather walk the log in seq
+ * order, so the index is named), else the log itself.
+ */
+function eventsOfKinds(kinds: readonly string[]): string {
+  const rare = kinds.every((kind) => (RARE_KINDS as readonly string[]).includes(kind));
+  return rare
+    ? `events INDEXED BY events_rare_kinds WHERE ${RARE_KINDS_TERM} AND session_id = ?`
+    : "events WHERE session_id = ?";
+}
+
+/**
+ * Returns a session's events of one kind, oldest first, at most `limit` (default 10,000). A
+ * rare kind (`RARE_KINDS`) is found through its index; any other is looked for in the log.
+ */
 export function readEventsOfKind(
   store: Store,
   session: string,
@@ -258,7 +271,7 @@ export function readEventsOfKind(
   limit = 10_000,
 ): EventRecord[] {
   const rows = store.statement(
-    "SELECT seq, kind, at, body FROM events WHERE session_id = ? AND kind = ? ORDER BY seq LIMIT ?",
+    `SELECT seq, kind, at, body FROM ${eventsOfKinds([kind])} AND kind = ? ORDER BY seq LIMIT ?`,
   ).all(session, kind, limit) as { seq: number; kind: string; at: number; body: string }[];
   return rows.map((row) => ({ session, ...row, body: JSON.parse(row.body) }));
 }
@@ -288,7 +301,8 @@ export function countFrameEvents(
 
 /**
  * Returns `session`'s newest event whose kind is one of `kinds`, or `undefined`: e.g. whether
- * the last word on the model was a failure or a recovery.
+ * the last word on the model was a failure or a recovery. Rare kinds only (`RARE_KINDS`) are
+ * found through their index; with any other the log is read back from its end until one is met.
  */
 export function lastEventOfKinds(
   store: Store,
@@ -297,7 +311,7 @@ export function lastEventOfKinds(
 ): EventRecord | undefined {
   const marks = kinds.map(() => "?").join(", ");
   const row = store.statement(
-    `SELECT seq, kind, at, body FROM events WHERE session_id = ? AND kind IN (${marks}) ` +
+    `SELECT seq, kind, at, body FROM ${eventsOfKinds(kinds)} AND kind IN (${marks}) ` +
       "ORDER BY seq DESC LIMIT 1",
   ).get(session, ...kinds) as { seq: number; kind: string; at: number; body: string } | undefined;
   return row === undefined ? undefined : { session, ...row, body: JSON.parse(row.body) };

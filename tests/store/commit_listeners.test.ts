@@ -1,6 +1,6 @@
 // Commit listeners against real SQLite in a temp dir: the store tells its listeners once per
 // outermost commit, after COMMIT returned (a second connection already reads the records),
-// which sessions the commit gave records. A nested transaction announces nothing of its own;
+// which sessions the commit gave records, and those records exactly as the log holds them. A nested transaction announces nothing of its own;
 // a transaction or savepoint rolled back announces nothing of what it wrote; a deferred write
 // rides in the announcement of the commit that holds it.
 
@@ -8,7 +8,7 @@ import { withStore } from "../_helpers/store.ts";
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
-import { appendEvent, insertEvent } from "../../store/tables/events.ts";
+import { appendEvent, insertEvent, readEventTexts } from "../../store/tables/events.ts";
 import { ensureSession } from "../../store/tables/sessions.ts";
 import type { Commit, Store } from "../../store/store.ts";
 
@@ -40,7 +40,7 @@ function listen(store: Store, dir: string): Heard[] {
   const heard: Heard[] = [];
   store.onCommit((commit: Commit) => {
     heard.push({
-      sessions: [...commit.sessions].sort(),
+      sessions: [...commit.records.keys()].sort(),
       inTransaction: store.inTransaction,
       durable: onDisk(dir, "default"),
     });
@@ -59,6 +59,40 @@ Deno.test("a commit announces the sessions it gave records, once, after COMMIT r
       assert.deepEqual(heard, [], "nothing is announced before the outermost commit");
     });
     assert.deepEqual(heard, [{ sessions: ["default", "other"], inTransaction: false, durable: 2 }]);
+  });
+});
+
+Deno.test("a commit's announced records are the rows the log holds, in seq order, none left out", async () => {
+  await withStore((store) => {
+    ensureSession(store, "other");
+    const announced = new Map<string, unknown[]>();
+    store.onCommit((commit) => {
+      for (const [session, records] of commit.records) {
+        announced.set(session, [...announced.get(session) ?? [], ...records]);
+      }
+    });
+    appendEvent(store, "default", "operator", { op: "first" });
+    store.transaction(() => {
+      appendEvent(store, "default", "operator", { op: "second" });
+      // A savepoint rolled back gives its seq back; the record written after takes it.
+      assert.throws(() =>
+        store.transaction(() => {
+          appendEvent(store, "default", "operator", { op: "rolled back" });
+          throw new Error("not this one");
+        }), /not this one/);
+      store.transaction(() => void appendEvent(store, "other", "operator", { op: "nested" }));
+      appendEvent(store, "default", "operator", { op: "third" });
+    });
+    for (const session of ["default", "other"]) {
+      const onLog = readEventTexts(store, session);
+      assert.ok(onLog.length > 0);
+      const stored = onLog.map((record) => ({ ...record }));
+      assert.deepEqual(announced.get(session), stored, `${session}: announced as stored`);
+    }
+    assert.deepEqual(
+      readEventTexts(store, "default").map((record) => JSON.parse(record.body).op),
+      ["first", "second", "third"],
+    );
   });
 });
 

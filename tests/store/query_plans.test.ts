@@ -2,11 +2,14 @@
 // recovery, the sends lookup of a summary step and the outbox sender prepare is run here
 // against a real store, and its EXPLAIN QUERY PLAN must not scan a table that grows with
 // history. A scan of a partial index that holds only open work (pending inputs, open cells and
-// frames, pending outbox rows) is allowed: those sets do not grow with history.
+// frames, pending outbox rows) is allowed: those sets do not grow with history. The record types
+// a turn looks for and seldom finds (a route's adaptations, the last word on a failing model) are
+// searched through their own index, never by walking the session's log.
 
 import { historyScans } from "../_helpers/query_plans.ts";
 import { recordingStatements } from "../_helpers/store.ts";
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { buildRequest, compactContext } from "../../runtime/context/mod.ts";
 import { SILENT_LOGGER } from "../../runtime/core/mod.ts";
 import { recoverSession } from "../../runtime/session/mod.ts";
@@ -16,7 +19,12 @@ import { admitInput, pendingInputs, pendingSummary } from "../../store/tables/in
 import { currentGeneration } from "../../store/tables/kernel_generations.ts";
 import { enqueueOutbox, moveOutbox, nextOutboxWork } from "../../store/tables/outbox.ts";
 import { appendProviderItems } from "../../store/tables/provider_items.ts";
-import { readEvents } from "../../store/tables/events.ts";
+import {
+  appendEvent,
+  lastEventOfKinds,
+  readEvents,
+  readEventsOfKind,
+} from "../../store/tables/events.ts";
 import { ensureSession } from "../../store/tables/sessions.ts";
 import { openStore, type Store } from "../../store/store.ts";
 import { writeTurn } from "../_helpers/history_fixture.ts";
@@ -139,6 +147,45 @@ Deno.test("hot queries never scan a table that grows with history (EXPLAIN QUERY
     });
     assert.ok(explained > 30, `explained ${explained} statements`);
     assert.deepEqual(scans, []);
+  } finally {
+    base.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("the per-turn lookups of rare record types read their own index, not the session's log", async () => {
+  const dir = await Deno.makeTempDir();
+  const base = openStore(dir);
+  try {
+    ensureSession(base, "default");
+    for (let n = 1; n <= 50; n++) writeTurn(base, "default", n, {});
+    const adapted = {
+      route: "main",
+      setting: "tool_calls" as const,
+      to: "text",
+      reason: "fenced twice",
+    };
+    appendEvent(base, "default", "route.adapted", adapted);
+    for (let n = 51; n <= 100; n++) writeTurn(base, "default", n, {});
+    const { store, seen } = recordingStatements(base);
+    // What each request asks (the route's mode) and each turn's end (the last word on the model).
+    const found = readEventsOfKind(store, "default", "route.adapted", 100);
+    assert.deepEqual(found.map((event) => event.body), [adapted]);
+    assert.equal(
+      lastEventOfKinds(store, "default", ["model.failing", "model.recovered"]),
+      undefined,
+    );
+    const db = new DatabaseSync(`${dir}/runtime.sqlite`, { readOnly: true });
+    try {
+      const plans = [...seen].filter((sql) => sql.startsWith("SELECT")).map((sql) =>
+        (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[])
+          .map((row) => row.detail).join("; ")
+      );
+      assert.equal(plans.length, 2);
+      for (const plan of plans) assert.match(plan, /^SEARCH events USING INDEX events_rare_kinds/);
+    } finally {
+      db.close();
+    }
   } finally {
     base.close();
     await Deno.remove(dir, { recursive: true });

@@ -1,8 +1,9 @@
 /**
  * Schema version 1 squashed the 13 migrations of the development builds: a fresh store's
- * schema is exactly what that chain left (its `sqlite_master` and seeded rows were dumped into
- * `fixtures/schema_dev13.json` before the squash), and a store a development build wrote is
- * refused with what to do, left byte for byte as it was.
+ * schema is what that chain left (its `sqlite_master` and seeded rows were dumped into
+ * `fixtures/schema_dev13.json` before the squash) and the index migration 2 adds; a store at
+ * version 1 migrates to 2 keeping its records; a store a development build wrote is refused with
+ * what to do, left byte for byte as it was.
  *
  * @module
  */
@@ -14,9 +15,11 @@ import { KlbrError } from "../../runtime/core/mod.ts";
 import {
   developmentStoreMessage,
   LATEST_VERSION,
+  MIGRATIONS,
   SCHEMA_LINE,
   STORE_FORMAT,
 } from "../../store/schema/migrations.ts";
+import { readEventsOfKind } from "../../store/tables/events.ts";
 import { openStore } from "../../store/store.ts";
 import { sha256, withDir } from "./_store_support.ts";
 
@@ -43,17 +46,31 @@ function rows(db: DatabaseSync, sql: string): Record<string, unknown>[] {
   return db.prepare(sql).all().map((row) => ({ ...row }));
 }
 
-Deno.test("a fresh store's schema is the development chain's final schema, exactly", async () => {
+/** Migration 2's one object. */
+const RARE_KINDS_INDEX = [
+  "index",
+  "events_rare_kinds",
+  "events",
+  "CREATE INDEX events_rare_kinds ON events (session_id, kind, seq) WHERE kind IN " +
+  "('route.adapted', 'model.failing', 'model.recovered')",
+];
+
+Deno.test("a fresh store's schema is the development chain's final schema and migration 2's index, exactly", async () => {
   await withDir((dir) => {
     openStore(dir).close();
     const db = new DatabaseSync(join(dir, "runtime.sqlite"), { readOnly: true });
     try {
-      assert.equal(LATEST_VERSION, 1);
+      assert.equal(LATEST_VERSION, 2);
       assert.equal(
         (db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version,
-        1,
+        2,
       );
-      assert.deepEqual(master(db), DEV_CHAIN.sqlite_master);
+      const objects = master(db);
+      assert.deepEqual(
+        objects.filter((row) => row[1] !== RARE_KINDS_INDEX[1]),
+        DEV_CHAIN.sqlite_master,
+      );
+      assert.deepEqual(objects.filter((row) => row[1] === RARE_KINDS_INDEX[1]), [RARE_KINDS_INDEX]);
       // The seeded rows too; the one row added marks the store as version 1's line.
       assert.deepEqual(rows(db, "SELECT key, value FROM klbr_meta ORDER BY key"), [
         { key: "format", value: STORE_FORMAT },
@@ -63,6 +80,42 @@ Deno.test("a fresh store's schema is the development chain's final schema, exact
       assert.deepEqual(rows(db, "SELECT * FROM history_cursors"), DEV_CHAIN.rows.history_cursors);
     } finally {
       db.close();
+    }
+  });
+});
+
+Deno.test("a store at schema version 1 migrates to 2 with its records, and its rare records are found through the new index", async () => {
+  await withDir((dir) => {
+    const path = join(dir, "runtime.sqlite");
+    const v1 = new DatabaseSync(path);
+    v1.exec("PRAGMA journal_mode = WAL");
+    v1.exec(MIGRATIONS[0].sql);
+    v1.exec(`INSERT INTO sessions (id, created_at) VALUES ('default', 1);
+             INSERT INTO events (session_id, seq, kind, at, body) VALUES
+               ('default', 1, 'operator', 1, '{"op":"note"}'),
+               ('default', 2, 'route.adapted', 2, '{"route":"main","setting":"role_order","to":"strict","reason":"r"}');
+             UPDATE sessions SET next_seq = 3;
+             PRAGMA user_version = 1;`);
+    v1.close();
+    const store = openStore(dir);
+    try {
+      const found = readEventsOfKind(store, "default", "route.adapted");
+      assert.deepEqual(found.map((event) => event.seq), [2]);
+      const db = new DatabaseSync(path, { readOnly: true });
+      try {
+        assert.equal(
+          (db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version,
+          2,
+        );
+        assert.equal((db.prepare("SELECT count(*) AS n FROM events").get() as { n: number }).n, 2);
+        assert.deepEqual(master(db).filter((row) => row[1] === RARE_KINDS_INDEX[1]), [
+          RARE_KINDS_INDEX,
+        ]);
+      } finally {
+        db.close();
+      }
+    } finally {
+      store.close();
     }
   });
 });

@@ -9,6 +9,8 @@ import { parseConfig } from "../../../runtime/config/mod.ts";
 import { backupBeforeMigration, restoreState } from "../../../runtime/backup/mod.ts";
 import { createLogger } from "../../../runtime/core/mod.ts";
 import { schemaVersionOnDisk } from "../../../store/maintenance/backup.ts";
+import { DatabaseSync } from "node:sqlite";
+import { MIGRATIONS } from "../../../store/schema/migrations.ts";
 import { openStore } from "../../../store/store.ts";
 import { startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { tempDir } from "../../_helpers/temp.ts";
@@ -72,10 +74,20 @@ Deno.test("a daemon with backup { every keep } takes a verified backup at start 
   }
 });
 
-Deno.test("a store of an older schema is backed up, verified and named in the log before it migrates", async () => {
-  // Version 1 is the only schema yet: a store at 1 is "older" than a build migrating to 2.
+/** A state directory whose store a build of schema version 1 wrote (migration 1 only). */
+async function versionOneState(): Promise<string> {
   const state = join(await tempDir(), "state");
-  openStore(state).close();
+  await Deno.mkdir(state);
+  const db = new DatabaseSync(join(state, "runtime.sqlite"));
+  db.exec("PRAGMA journal_mode = WAL");
+  db.exec(MIGRATIONS[0].sql);
+  db.exec("PRAGMA user_version = 1");
+  db.close();
+  return state;
+}
+
+Deno.test("a store of an older schema is backed up, verified and named in the log before it migrates", async () => {
+  const state = await versionOneState();
   assert.equal(schemaVersionOnDisk(join(state, "runtime.sqlite")), 1);
   const outside = join(await tempDir(), "backups");
   const config = parseConfig(`backup { dir "${outside}"; }`, { file: "x.kdl" }).config.backup;
@@ -83,7 +95,7 @@ Deno.test("a store of an older schema is backed up, verified and named in the lo
   const log = createLogger({ write: (line: string) => lines.push(line) });
   const clock = () => Date.UTC(2026, 11, 3, 12, 0, 0);
 
-  const path = await backupBeforeMigration({ stateDir: state, config, log, clock, toVersion: 2 });
+  const path = await backupBeforeMigration({ stateDir: state, config, log, clock });
   assert.equal(path, join(outside, "klbr-20261203T120000Z-before-schema-2"));
   assert.equal(lines.length, 1);
   assert.match(
@@ -97,7 +109,9 @@ Deno.test("a store of an older schema is backed up, verified and named in the lo
   const report = await restoreState(path!, join(await tempDir(), "restored"));
   assert.equal(report.manifest.format, "klbr-backup");
 
-  // A store at this build's schema has nothing to migrate and takes no backup.
+  // Once migrated, the store is at this build's schema: nothing to migrate, no backup.
+  openStore(state).close();
+  assert.equal(schemaVersionOnDisk(join(state, "runtime.sqlite")), 2);
   assert.equal(await backupBeforeMigration({ stateDir: state, config, log, clock }), undefined);
   assert.deepEqual(await names(outside), ["klbr-20261203T120000Z-before-schema-2"]);
 });

@@ -208,7 +208,7 @@ Deno.test("`code.patch` records an applied patch with its cell; a refused one wr
       // The record announces itself: the commit that holds it names its session.
       let woken = 0;
       store.onCommit((commit) => {
-        if (commit.sessions.has("default")) woken++;
+        if (commit.records.has("default")) woken++;
       });
       const rpc = new RpcRegistry(bindRpcs(codeRpcs, {
         store,

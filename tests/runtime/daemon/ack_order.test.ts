@@ -54,7 +54,7 @@ function recordingStore(inner: Store, keys: string[], timeline: Entry[]): Store 
     health: () => inner.health(),
     defer: (write, failed) => inner.defer(write, failed),
     onCommit: (listener) => inner.onCommit(listener),
-    recordWritten: (session) => inner.recordWritten(session),
+    recordWritten: (session, record) => inner.recordWritten(session, record),
     // Queued writes (traces, progress records) hold no input: their commits need no log.
     flush: () => inner.flush(),
     close: () => inner.close(),

@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { LaneConnection, type LaneHost, recordBatches } from "../../../runtime/lanes/mod.ts";
-import type { LaneRecord, LaneSignal, Logger, ServerMessage } from "../../../runtime/core/mod.ts";
+import type {
+  LaneRecord,
+  LaneSignal,
+  Logger,
+  ServerMessage,
+  StoredRecord,
+} from "../../../runtime/core/mod.ts";
 import { AUTH, TOKEN } from "./_native_auth.ts";
 
 /** A host whose log holds `count` records and that refuses nothing. */
@@ -84,6 +90,73 @@ Deno.test("`LaneConnection` sends records committed during a catch-up once, in o
   const seqs = sent.filter((m) => m.kind === "record").map((m) => (m as LaneRecord).seq);
   assert.deepEqual(seqs, [1, 2, 3, 4]);
   assert.equal(connection.cursor, 4);
+});
+
+/** The stored form of a host's records, as a commit's wake carries them. */
+function storedOf(records: LaneRecord[]): StoredRecord[] {
+  return records.map((r) => ({ seq: r.seq, kind: r.type, at: r.at, body: JSON.stringify(r.data) }));
+}
+
+Deno.test("`LaneConnection` sends the records a wake carries without reading, once, in order, and reads when they do not follow", async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(
+        fc.record({
+          added: fc.integer({ min: 0, max: 4 }),
+          carried: fc.constantFrom("all", "none", "gap", "overlap"),
+        }),
+        { maxLength: 12 },
+      ),
+      fc.boolean(),
+      async (wakes, text) => {
+        const host = hostWith(3);
+        let reads = 0;
+        const readRecords = host.readRecords;
+        host.readRecords = (s, since, limit) => (reads++, readRecords(s, since, limit));
+        const sent: LaneRecord[] = [];
+        const connection = new LaneConnection(host, {
+          auth: AUTH,
+          send: (m) => m.kind === "record" && sent.push(m),
+          ...(text ? { sendText: (t: string) => sent.push(JSON.parse(t)) } : {}),
+          close: () => {},
+        });
+        await connection.receive(JSON.stringify({ kind: "hello", since: 0, token: TOKEN }));
+        let woken = host.log.length;
+        for (const wake of wakes) {
+          for (let i = 0; i < wake.added; i++) {
+            const seq = host.log.length + 1;
+            host.log.push({
+              kind: "record",
+              session: "default",
+              seq,
+              at: seq,
+              type: "test",
+              data: { seq },
+            });
+          }
+          const since = storedOf(host.log.slice(woken));
+          const records = wake.carried === "all"
+            ? since
+            : wake.carried === "gap" && since.length > 1
+            ? since.slice(1)
+            : wake.carried === "overlap"
+            ? storedOf(host.log.slice(Math.max(0, woken - 2)))
+            : undefined;
+          woken = host.log.length;
+          const readsBefore = reads;
+          for (const listener of host.listeners) listener({ kind: "wake", records });
+          await new Promise((r) => setTimeout(r, 0));
+          if (wake.carried === "all" || wake.carried === "overlap") {
+            assert.equal(reads, readsBefore, "records carried after the cursor are not read");
+          }
+        }
+        assert.deepEqual(sent.map((r) => r.seq), host.log.map((r) => r.seq));
+        assert.deepEqual(sent.map((r) => r.data), host.log.map((r) => r.data));
+        assert.equal(connection.cursor, host.log.length);
+      },
+    ),
+    { numRuns: 200 },
+  );
 });
 
 /** A logger that keeps each line's event and message. */
