@@ -43,17 +43,111 @@ export function encodeFrame(
   return out;
 }
 
-/** Options for {@linkcode FrameDecoderStream}. */
+/** Options for {@linkcode FrameDecoder}. */
 export interface FrameDecoderOptions {
   /** The largest accepted frame body in bytes. @default {DEFAULT_MAX_FRAME_BYTES} */
   maxFrameBytes?: number;
 }
 
 /**
- * A `TransformStream` from raw bytes, split anywhere, to decoded JSON values.
+ * Decodes a stream of length-prefixed frames fed to it chunk by chunk, however the chunks cut
+ * the frames. Unread bytes are kept in one buffer that grows by doubling and is compacted in
+ * place, so a large frame arriving in small chunks costs linear, not quadratic, copying; a
+ * buffer past 1 MiB is let go once it is read.
  *
- * The stream errors with a {@linkcode KlbrError} on the first bad frame, and with
- * `frame_truncated` when the input ends inside a frame; a clean end between frames closes it.
+ * @example
+ * ```ts
+ * const decoder = new FrameDecoder();
+ * decoder.push(chunk, handle); // handle(frame) for each frame the chunk completed
+ * decoder.end(); // throws frame_truncated when the input stopped inside a frame
+ * ```
+ */
+export class FrameDecoder {
+  readonly #maxFrameBytes: number;
+  readonly #text = new TextDecoder("utf-8", { fatal: true });
+  /** Unread bytes are `#buffer[#start, #end)`. */
+  #buffer: Uint8Array = new Uint8Array(0);
+  #view: DataView = new DataView(this.#buffer.buffer);
+  #start = 0;
+  #end = 0;
+
+  /** Creates a decoder with an optional maximum frame size. */
+  constructor(options: FrameDecoderOptions = {}) {
+    this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  }
+
+  /**
+   * Takes the next chunk and hands each frame it completed to `onFrame`, in order.
+   *
+   * @throws {KlbrError} `frame_oversize` (a length prefix over the maximum), `frame_utf8` or
+   *   `frame_json` (a body that does not decode), after the frames before it were handed on;
+   *   the decoder is then unusable.
+   */
+  push(chunk: Uint8Array, onFrame: (frame: unknown) => void): void {
+    this.#append(chunk);
+    while (this.#end - this.#start >= HEADER_BYTES) {
+      const length = this.#view.getUint32(this.#start, false);
+      if (length > this.#maxFrameBytes) {
+        throw new KlbrError(
+          "frame_oversize",
+          `cannot decode frame: length prefix exceeds the maximum of ${this.#maxFrameBytes} bytes (got ${length})`,
+        );
+      }
+      if (this.#end - this.#start - HEADER_BYTES < length) break;
+      const at = this.#start + HEADER_BYTES;
+      this.#start = at + length;
+      onFrame(decodeBody(this.#text, this.#buffer.subarray(at, at + length)));
+    }
+    if (this.#start === this.#end) {
+      this.#start = 0;
+      this.#end = 0;
+      // One huge frame must not pin its buffer for the life of the worker.
+      if (this.#buffer.length > RETAINED_BUFFER_BYTES) this.#reset(new Uint8Array(0));
+    }
+  }
+
+  /**
+   * Says the input ended.
+   *
+   * @throws {KlbrError} `frame_truncated` when it ended inside a frame.
+   */
+  end(): void {
+    const unread = this.#end - this.#start;
+    if (unread > 0) {
+      throw new KlbrError(
+        "frame_truncated",
+        `cannot decode frame: input ended inside a frame (got ${unread} trailing bytes)`,
+      );
+    }
+  }
+
+  #append(chunk: Uint8Array): void {
+    if (this.#end + chunk.length > this.#buffer.length) {
+      const unread = this.#end - this.#start;
+      const needed = unread + chunk.length;
+      if (needed <= this.#buffer.length) {
+        this.#buffer.copyWithin(0, this.#start, this.#end);
+      } else {
+        const grown = new Uint8Array(Math.max(needed, this.#buffer.length * 2, 4096));
+        grown.set(this.#buffer.subarray(this.#start, this.#end), 0);
+        this.#reset(grown);
+      }
+      this.#start = 0;
+      this.#end = unread;
+    }
+    this.#buffer.set(chunk, this.#end);
+    this.#end += chunk.length;
+  }
+
+  #reset(buffer: Uint8Array): void {
+    this.#buffer = buffer;
+    this.#view = new DataView(buffer.buffer);
+  }
+}
+
+/**
+ * {@linkcode FrameDecoder} as a `TransformStream`, for a reader of a byte stream that wants the
+ * frames as a stream.
  *
  * @example
  * ```ts
@@ -64,63 +158,13 @@ export interface FrameDecoderOptions {
 export class FrameDecoderStream extends TransformStream<Uint8Array, unknown> {
   /** Creates a decoder with an optional maximum frame size. */
   constructor(options: FrameDecoderOptions = {}) {
-    const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
-    const decoder = new TextDecoder("utf-8", { fatal: true });
-    // Unread bytes are buffer[start, end). The buffer grows by doubling and is compacted in
-    // place, so a large frame arriving in small chunks costs linear, not quadratic, copying.
-    let buffer = new Uint8Array(0);
-    let view = new DataView(buffer.buffer);
-    let start = 0;
-    let end = 0;
+    const decoder = new FrameDecoder(options);
     super({
       transform(chunk, controller) {
-        if (end + chunk.length > buffer.length) {
-          const unread = end - start;
-          const needed = unread + chunk.length;
-          if (needed <= buffer.length) {
-            buffer.copyWithin(0, start, end);
-          } else {
-            const grown = new Uint8Array(Math.max(needed, buffer.length * 2, 4096));
-            grown.set(buffer.subarray(start, end), 0);
-            buffer = grown;
-            view = new DataView(buffer.buffer);
-          }
-          start = 0;
-          end = unread;
-        }
-        buffer.set(chunk, end);
-        end += chunk.length;
-        while (end - start >= HEADER_BYTES) {
-          const length = view.getUint32(start, false);
-          if (length > maxFrameBytes) {
-            throw new KlbrError(
-              "frame_oversize",
-              `cannot decode frame: length prefix exceeds the maximum of ${maxFrameBytes} bytes (got ${length})`,
-            );
-          }
-          if (end - start - HEADER_BYTES < length) break;
-          const body = buffer.subarray(start + HEADER_BYTES, start + HEADER_BYTES + length);
-          start += HEADER_BYTES + length;
-          controller.enqueue(decodeBody(decoder, body));
-        }
-        if (start === end) {
-          start = 0;
-          end = 0;
-          if (buffer.length > RETAINED_BUFFER_BYTES) {
-            // One huge frame must not pin its buffer for the life of the worker.
-            buffer = new Uint8Array(0);
-            view = new DataView(buffer.buffer);
-          }
-        }
+        decoder.push(chunk, (frame) => controller.enqueue(frame));
       },
       flush() {
-        const unread = end - start;
-        if (unread > 0) {
-          throw new KlbrError(
-            "frame_truncated",
-            `cannot decode frame: input ended inside a frame (got ${unread} trailing bytes)`,
-          );
-        }
+        decoder.end();
       },
     });
   }
