@@ -52,9 +52,7 @@ export function readPage(
   since: number,
   options: PageOptions,
 ): RecordPage {
-  const stored = options.text
-    ? host.readStoredRecords?.(session, since, options.limit)
-    : undefined;
+  const stored = options.text ? host.readStoredRecords?.(session, since, options.limit) : undefined;
   if (stored !== undefined) return pageOfRecords(session, stored, options);
   const records = host.readRecords(session, since, options.limit);
   if (options.text) {
