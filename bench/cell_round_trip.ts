@@ -9,7 +9,7 @@
 import { join } from "node:path";
 import { REPO_ROOT } from "../runtime/setup/mod.ts";
 import { KlbrError, newId } from "../runtime/core/mod.ts";
-import { encodeFrame, FrameDecoderStream, KernelSupervisor } from "../runtime/kernel/mod.ts";
+import { encodeFrame, FrameDecoder, KernelSupervisor } from "../runtime/kernel/mod.ts";
 import type { SandboxBase } from "../runtime/sandbox/mod.ts";
 import type { JupyterPeerResult } from "./jupyter_peer.ts";
 import { below, belowPeer, type BenchRow, makeRow } from "./row.ts";
@@ -79,16 +79,27 @@ export async function timeEcho(
     stderr: "null",
   }).spawn();
   const writer = child.stdin.getWriter();
-  const reader = child.stdout.pipeThrough(new FrameDecoderStream()).getReader();
+  // Read as the daemon's channel reads (kernel/_channel.ts): chunks into a FrameDecoder.
+  const reader = child.stdout.getReader();
+  const decoder = new FrameDecoder();
+  const frames: unknown[] = [];
+  const nextFrame = async (): Promise<unknown> => {
+    while (frames.length === 0) {
+      const { value, done } = await reader.read();
+      if (done) return undefined;
+      decoder.push(value, (frame) => frames.push(frame));
+    }
+    return frames.shift();
+  };
   try {
     const samples: number[] = [];
     for (let i = 0; i < options.warmup + options.echoes; i++) {
       const id = newId("request");
       const t0 = performance.now();
       await writer.write(encodeFrame({ kind: "execute", id, cell: newId("cell"), code: "1+1" }));
-      const { value, done } = await reader.read();
+      const value = await nextFrame();
       const elapsed = performance.now() - t0;
-      if (done || (value as { id?: string }).id !== id) {
+      if ((value as { id?: string } | undefined)?.id !== id) {
         throw new KlbrError("worker_failed", `cannot time the echo: frame ${i} did not come back`);
       }
       if (i >= options.warmup) samples.push(elapsed);

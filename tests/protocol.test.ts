@@ -11,7 +11,7 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { encodeFrame, FrameDecoderStream } from "../runtime/kernel/mod.ts";
+import { encodeFrame, FrameDecoder } from "../runtime/kernel/mod.ts";
 import {
   CellReply,
   ClientMessage,
@@ -35,13 +35,17 @@ function assertKlbr(error: unknown, code: string, message: string): true {
   return true;
 }
 
-/** Decodes `chunks` through a fresh `FrameDecoderStream`; rejects on the first bad frame. */
-async function decodeAll(chunks: Uint8Array[]): Promise<unknown[]> {
+/** Decodes `chunks` with a fresh `FrameDecoder`; throws at the first bad frame. */
+function decodeAll(chunks: Uint8Array[]): Promise<unknown[]> {
   const frames: unknown[] = [];
-  for await (const frame of ReadableStream.from(chunks).pipeThrough(new FrameDecoderStream())) {
-    frames.push(frame);
+  const decoder = new FrameDecoder();
+  try {
+    for (const chunk of chunks) decoder.push(chunk, (frame) => frames.push(frame));
+    decoder.end();
+  } catch (error) {
+    return Promise.reject(error);
   }
-  return frames;
+  return Promise.resolve(frames);
 }
 
 /** One valid frame of every host-only kind. */

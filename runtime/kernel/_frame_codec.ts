@@ -145,31 +145,6 @@ export class FrameDecoder {
   }
 }
 
-/**
- * {@linkcode FrameDecoder} as a `TransformStream`, for a reader of a byte stream that wants the
- * frames as a stream.
- *
- * @example
- * ```ts
- * const frames = child.stdout.pipeThrough(new FrameDecoderStream());
- * for await (const frame of frames) console.log(frame);
- * ```
- */
-export class FrameDecoderStream extends TransformStream<Uint8Array, unknown> {
-  /** Creates a decoder with an optional maximum frame size. */
-  constructor(options: FrameDecoderOptions = {}) {
-    const decoder = new FrameDecoder(options);
-    super({
-      transform(chunk, controller) {
-        decoder.push(chunk, (frame) => controller.enqueue(frame));
-      },
-      flush() {
-        decoder.end();
-      },
-    });
-  }
-}
-
 function decodeBody(decoder: TextDecoder, body: Uint8Array): unknown {
   let text: string;
   try {

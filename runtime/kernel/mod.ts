@@ -37,7 +37,7 @@ export {
 } from "./_spawn.ts";
 export { KernelSupervisor } from "./_supervisor.ts";
 export type { GenerationRecord, KernelSupervisorOptions } from "./_generation.ts";
-export { DEFAULT_MAX_FRAME_BYTES, encodeFrame, FrameDecoderStream } from "./_frame_codec.ts";
+export { DEFAULT_MAX_FRAME_BYTES, encodeFrame, FrameDecoder } from "./_frame_codec.ts";
 export {
   type MessagesDelta,
   type MessagesPart,
