@@ -80,7 +80,7 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
   const raw = `raw commit p50 ${c.toFixed(3)} ms, raw framed echo p50 ${e.toFixed(3)} ms, ` +
     `null HTTP round trip p50 ${nullRtt.toFixed(3)} ms`;
   const n = options.turns;
-  const sendParts = parts(6, 2, 1);
+  const sendParts = parts(5, 2, 1);
   const sendValue = p50(send.map((t) => t.send - t.sent));
   // 3e and 3f are one figure beside two peers.
   const cellValue = cells.length ? p50(cells) : null;
@@ -153,11 +153,11 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       figure: "agent loop: tool call → next model request, p50",
       unit: "ms",
       value: p50(toolToNext),
-      peer: parts(5, 1, 0),
+      peer: parts(4, 1, 0),
       note: `${n} two-step turns (1+1, then wait()): from the model writing the tool call's ` +
-        `last byte to the next request's arrival; raw parts: the reply, cell.started, the ` +
-        `outcome, the tool result and the next model call (5 commits), one echo for the cell ` +
-        `(context.prepare's hook call is the loop's own cost)`,
+        `last byte to the next request's arrival; raw parts: the reply with its cell.started, ` +
+        `the outcome, the tool result and the next model call (4 commits), one echo for the ` +
+        `cell (context.prepare's hook call is the loop's own cost)`,
     }),
     makeRow({
       id: "10c",
@@ -167,7 +167,7 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       peer: sendParts,
       goal: { text: "< 2× raw parts", test: (v, p) => p === null ? null : v < 2 * p },
       note: `client sends the input until it receives the send record; raw parts: the ` +
-        `input, the frame, the model call, the reply, cell.started, the send (6 commits), the ` +
+        `input, the frame, the model call, the reply with its cell.started, the send (5 commits), the ` +
         `cell and its local.send RPC (2 echoes), the model request (1 HTTP round trip)`,
     }),
     makeRow({
@@ -175,7 +175,7 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       figure: "agent loop: message → turn.ended record, p50",
       unit: "ms",
       value: p50(send.map((t) => t.ended - t.sent)),
-      peer: parts(9, 2, 1),
+      peer: parts(8, 2, 1),
       note: `the same turns until turn.ended arrives; raw parts: 10c's and the outcome, the ` +
         `tool result and the frame's end (3 commits)`,
     }),
@@ -195,9 +195,9 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       figure: "agent loop: commits per one-step turn",
       unit: "count",
       value: commitsPerTurn,
-      peer: { label: "what the guarantees need", value: 9 },
+      peer: { label: "what the guarantees need", value: 8 },
       note: "store commits (op.status store_commits) over the one-step turns, per turn; the " +
-        "nine the guarantees need are named in docs/performance.md",
+        "eight the guarantees need are named in docs/performance.md",
     }),
     makeRow({
       id: "10g",

@@ -38,6 +38,18 @@ export function parseCode(name: string, args: string): string | { error: string 
   return { error: `[not run: arguments must be JSON {"code": "..."} (got ${args.slice(0, 200)})]` };
 }
 
+/**
+ * The cell code a call runs, or the tool result that says why it does not run: a call refused
+ * at its reply (cut by the token limit) or whose arguments are not a python cell.
+ */
+export function codeOfCall(
+  call: { name: string; arguments: string; refusal?: string },
+): string | { error: string } {
+  return call.refusal === undefined
+    ? parseCode(call.name, call.arguments)
+    : { error: call.refusal };
+}
+
 /** Where a spool's outcome is reported: `null` for a write that succeeded. */
 export type ArtifactReport = (error: string | null) => void;
 

@@ -8,7 +8,7 @@
  */
 
 import { appendEvent, lastEventOfKinds } from "../../store/tables/events.ts";
-import { finishCell, startCell } from "../../store/tables/cells.ts";
+import { finishCell, openCellOfToolCall, startCell } from "../../store/tables/cells.ts";
 import { effectsOfCell } from "../../store/tables/effects.ts";
 import { indexArtifact } from "../../store/tables/history_index.ts";
 import {
@@ -20,7 +20,12 @@ import type { Store } from "../../store/store.ts";
 import type { RecordInput } from "../core/mod.ts";
 import { assistantMessage, type Provider, type ProviderTurn } from "../model/mod.ts";
 import { noteUsage, prepareContext } from "./_context.ts";
-import { keptCellResult, SCRATCHPAD_SPOOL_ABOVE_CHARS, spoolLongText } from "./_cell_output.ts";
+import {
+  codeOfCall,
+  keptCellResult,
+  SCRATCHPAD_SPOOL_ABOVE_CHARS,
+  spoolLongText,
+} from "./_cell_output.ts";
 import { repairRefusedHistory } from "./_refusals.ts";
 import { lastReplyWasFenced } from "./_route_mode.ts";
 import type {
@@ -78,8 +83,11 @@ export function sessionCells(
       }]);
     },
     async startCell(cell: { toolCallId: string; code: string }): Promise<string> {
-      const generation = await kernel.generation();
       const { toolCallId, code } = cell;
+      // The reply's first cell was started with the reply (`commitReply`).
+      const started = openCellOfToolCall(store, session, toolCallId);
+      if (started !== undefined) return started;
+      const generation = await kernel.generation();
       return startCell(store, { session, generation, frameId: frame.id, toolCallId, code }).cellId;
     },
     stream(cellId: string, name: "stdout" | "stderr", text: string): void {
@@ -138,7 +146,8 @@ export function sessionSink(scope: TurnScope): RequestSink {
       noteUsage(options, session, { ...reply, usage: reply.turn.usage });
       const text = reply.turn.text;
       const pad = text === "" ? null : await scratchpadBody(scope, text, reply.turn.textPartial);
-      commitReply(scope, opening, { ...reply, pad });
+      const first = await firstCell(scope, reply.calls);
+      commitReply(scope, opening, { ...reply, pad, first });
     },
     repair: (failure) => repairRefusedHistory(scope, failure),
     lastReplyFenced: (route) => lastReplyWasFenced(store, session, route),
@@ -179,15 +188,45 @@ async function scratchpadBody(
   };
 }
 
-/** The reply, its `model.reply` record and its scratchpad, in one transaction, before any cell. */
+/** The reply's first cell, as it starts with the reply. */
+interface FirstCell {
+  toolCallId: string;
+  code: string;
+  /** The kernel generation it runs in. */
+  generation: number;
+}
+
+/**
+ * The cell the reply's first call runs, when it runs one (its code parses, it was not cut), with
+ * the generation it will run in: it starts in the reply's commit. A workbench that cannot start
+ * now starts none here: the reply is committed alone, and the cell's own start meets the failure
+ * as it always did.
+ */
+async function firstCell(scope: TurnScope, calls: ToolCall[]): Promise<FirstCell | undefined> {
+  const call = calls[0];
+  const code = call === undefined ? undefined : codeOfCall(call);
+  if (typeof code !== "string") return undefined;
+  try {
+    const generation = await scope.options.kernel.generation();
+    return { toolCallId: call.id, code, generation };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The reply, its `model.reply` record, its scratchpad and the start of its first cell, in one
+ * transaction, before any cell runs: a restart finds either none of them or all, and never runs
+ * a cell it does not know began.
+ */
 function commitReply(
   scope: TurnScope,
   opening: Record<string, unknown> | null,
-  reply: ReplyToCommit & { pad: RecordInput<"scratchpad"> | null },
+  reply: ReplyToCommit & { pad: RecordInput<"scratchpad"> | null; first?: FirstCell },
 ): void {
   const { options, ctx } = scope;
   const { session, frame } = ctx;
-  const { turn, calls, pad } = reply;
+  const { turn, calls, pad, first } = reply;
   options.store.transaction(() => {
     // Every reply's route, model and usage is recorded, also a reply with no text.
     appendEvent(options.store, session, "model.reply", replyRecord(frame.id, reply));
@@ -205,6 +244,10 @@ function commitReply(
     }
     if (pad !== null) {
       appendEvent(options.store, session, "scratchpad", { ...pad, usage: turn.usage });
+    }
+    // A turn stopped meanwhile runs no cell: its calls are answered "not run".
+    if (first !== undefined && !ctx.signal.aborted) {
+      startCell(options.store, { session, frameId: frame.id, ...first });
     }
   });
 }

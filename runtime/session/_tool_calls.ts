@@ -10,7 +10,7 @@
  */
 
 import { faultPoint } from "../core/mod.ts";
-import { keepCellOutput, parseCode, renderCellResult, type RenderedCell } from "./_cell_output.ts";
+import { codeOfCall, keepCellOutput, renderCellResult, type RenderedCell } from "./_cell_output.ts";
 import { sessionCells } from "./_session_sink.ts";
 import type { CellSink, ToolCall, ToolCallDeps } from "./_turn_sink.ts";
 import type { TurnContext } from "./_turn_types.ts";
@@ -43,9 +43,7 @@ export async function runToolCalls(
       );
       continue;
     }
-    const code = call.refusal === undefined
-      ? parseCode(call.name, call.arguments)
-      : { error: call.refusal };
+    const code = codeOfCall(call);
     if (typeof code !== "string") {
       answer(call, code.error);
       continue;

@@ -216,6 +216,21 @@ export function interruptOpenCells(store: Store, session: string, reason: string
   });
 }
 
+/**
+ * The cell started for `toolCallId` in `session` and not finished yet, or `undefined`: the
+ * first cell of a reply is started in the reply's own commit, and runs under this id.
+ */
+export function openCellOfToolCall(
+  store: Store,
+  session: string,
+  toolCallId: string,
+): string | undefined {
+  const row = store.statement(
+    "SELECT id FROM cells WHERE session_id = ? AND tool_call_id = ? AND outcome IS NULL",
+  ).get(session, toolCallId) as { id: string } | undefined;
+  return row?.id;
+}
+
 /** The last cell started under `frameId`, or `undefined` when none was. */
 export function lastCellOfFrame(store: Store, frameId: string): CellRecord | undefined {
   const row = store.statement(

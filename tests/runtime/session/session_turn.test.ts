@@ -237,3 +237,34 @@ Deno.test("`Session` asks model.plan once a turn and context.prepare per request
     }
   });
 });
+
+Deno.test("`Session` starts a reply's first cell in the reply's own commit, and a later cell of the reply in its own", async () => {
+  await withSessionLoop({}, async (loop) => {
+    // One reply with two calls: the first cell starts with the reply, the second after it ends.
+    loop.fake.enqueue({ text: "two cells", toolCall: [{ code: "x = 1" }, { code: "wait()" }] });
+    const commits: string[][] = [];
+    const stop = loop.store.onCommit((commit) => {
+      const kinds = [...commit.records.values()].flat().map((record) => record.kind);
+      if (kinds.length > 0) commits.push(kinds);
+    });
+    try {
+      loop.admit("go");
+      await loop.settle("the frame done", () => loop.records("frame.finished").length === 1);
+    } finally {
+      stop();
+    }
+    const holding = (kind: string) => commits.filter((kinds) => kinds.includes(kind));
+    const [reply] = holding("model.reply");
+    assert.deepEqual(
+      reply.filter((kind) => kind !== "hook.traced" && kind !== "turn.started"),
+      ["model.reply", "scratchpad", "cell.started"],
+      "the reply, its scratchpad and the first cell's start: one commit",
+    );
+    const started = holding("cell.started");
+    assert.equal(started.length, 2);
+    assert.deepEqual(started[1], ["cell.started"], "the second cell starts in a commit of its own");
+    assert.deepEqual(loop.kernel.ran.map((cell) => cell.code), ["x = 1", "wait()"]);
+    const cells = loop.records("cell.started").map((record) => record.tool_call_id);
+    assert.equal(new Set(cells).size, 2, "each call's cell started once");
+  });
+});
