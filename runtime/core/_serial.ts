@@ -73,17 +73,27 @@ export class SerialRunner {
 }
 
 /**
- * Resolves in a later task of the event loop (`setImmediate`), after every microtask queued
- * before it and every task already queued, so what they do (an ack's send, an input another
- * connection submitted) goes first. Unlike a nested `setTimeout(0)` it is not clamped to 4 ms;
- * unlike a message channel made for each call (about 20 µs here), it costs about 2 µs.
+ * Resolves after one turn of the event loop, so I/O events that are ready (socket messages)
+ * are delivered first, and every microtask queued before it has run. A message port, unlike a
+ * nested `setTimeout(0)`, is not clamped to 4 ms; it is not a timer. `setImmediate` costs a
+ * tenth of it but resolves without the loop polling the sockets: the admission writer looping
+ * on it doubled 1a and 1b and made a second client's ack p99 under a flood (1l) worse and less
+ * steady, in interleaved runs (`docs/performance.md`).
  *
  * @example
  * ```ts
  * resolveAcks();
- * await nextMacrotask(); // the acks' sends ran
+ * await nextMacrotask(); // the acks' sends ran; messages that arrived meanwhile were delivered
  * ```
  */
 export function nextMacrotask(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
+  const { port1, port2 } = new MessageChannel();
+  return new Promise((resolve) => {
+    port1.onmessage = () => {
+      port1.close();
+      port2.close();
+      resolve();
+    };
+    port2.postMessage(undefined);
+  });
 }
