@@ -1,12 +1,10 @@
 /**
  * One client connection of the v2 lane protocol, independent of the WebSocket carrying it.
  *
- * The connection keeps a cursor: the last durable sequence number it delivered. It delivers
- * records by reading the store after its cursor — on `hello`, and on each wake whose records
- * do not follow the cursor (a wake carries what the commits since the last one wrote, and
- * those are sent as they are) — so a record is sent exactly once, in order, and a reconnect
- * with `since=<seq>` resumes without gaps. Token animation (`token`, `cell.output`) is pushed
- * directly and may be lost.
+ * After its hello the connection delivers records through its feed (`_record_feed.ts`): from a
+ * cursor, the last durable sequence number it delivered, each record exactly once and in order,
+ * so a reconnect with `since=<seq>` resumes without gaps. Token animation (`token`,
+ * `cell.output`) is pushed directly and may be lost.
  *
  * @module
  */
@@ -20,15 +18,11 @@ import {
   type LaneSignal,
   type Logger,
   parseClientMessage,
-  SerialRunner,
-  type StoredRecord,
 } from "../core/mod.ts";
 import { type ErrorReply, errorReply } from "./_replies.ts";
 import type { AdmitOutcome, InputMessage, LaneConnectionOptions, LaneHost } from "./_lane_types.ts";
-import { earlierPage, pageOfRecords, readPage, type RecordPage } from "./_record_pages.ts";
-
-/** Records read per store query while catching up, unless the options say otherwise. */
-const DEFAULT_PAGE_SIZE = 1000;
+import { earlierPage } from "./_record_pages.ts";
+import { RecordFeed } from "./_record_feed.ts";
 
 /**
  * Refusals of a hello after which the socket is closed at once, with these codes: the same
@@ -63,11 +57,8 @@ export class LaneConnection {
   #session: string | undefined;
   #role: ClientRole = "viewer";
   #clientId = "anonymous";
-  #cursor = 0;
-  /** Whether the client asked at hello for records in `records` batches. */
-  #batch = false;
-  /** Wakes merge: a wake during a catch-up makes one more pass after it. */
-  #pump = new SerialRunner(() => this.#sendNewRecords());
+  /** The records sent after the hello. */
+  #feed: RecordFeed | undefined;
   #unsubscribe: (() => void) | undefined;
   #closed = false;
   #refusedHead: number | undefined;
@@ -86,7 +77,7 @@ export class LaneConnection {
 
   /** The last sequence number delivered to this client. */
   get cursor(): number {
-    return this.#cursor;
+    return this.#feed?.cursor ?? 0;
   }
 
   /** Inputs received and handed to admission whose `ack` (or error) has not been sent yet. */
@@ -242,6 +233,7 @@ export class LaneConnection {
   /** Releases the subscription; later signals are ignored. */
   dispose(): void {
     this.#closed = true;
+    this.#feed?.stop();
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
   }
@@ -313,8 +305,12 @@ export class LaneConnection {
     this.#options.admit?.(this.#role);
     this.#session = message.session;
     this.#clientId = message.client ?? "anonymous";
-    this.#cursor = since;
-    this.#batch = message.batch === true;
+    const feed = new RecordFeed(this.#host, this.#options, {
+      session: message.session,
+      cursor: since,
+      batch: message.batch === true,
+    });
+    this.#feed = feed;
     this.#options.send({
       kind: "welcome",
       session: message.session,
@@ -324,12 +320,12 @@ export class LaneConnection {
     });
     this.#unsubscribe = this.#host.subscribe(message.session, (signal) => this.#signal(signal));
     try {
-      await this.#pump.run();
+      await feed.catchUp();
     } catch (error) {
-      return this.#pumpFailed(error);
+      return this.#feedFailed(error);
     }
     if (this.#closed) return;
-    this.#options.send({ kind: "replayed", session: message.session, head: this.#cursor });
+    this.#options.send({ kind: "replayed", session: message.session, head: feed.cursor });
   }
 
   /**
@@ -363,69 +359,17 @@ export class LaneConnection {
   #signal(signal: LaneSignal): void {
     if (this.#closed) return;
     if (signal.kind !== "wake") return (this.#options.sendLossy ?? this.#options.send)(signal);
-    if (signal.records !== undefined && !this.#pump.running && this.#sendCarried(signal.records)) {
-      return;
-    }
-    this.#pump.run().catch((error) => this.#pumpFailed(error));
-  }
-
-  /**
-   * Sends the records a wake carried when those after the cursor follow it without a gap (the
-   * store need not be read for them); `false` when they do not, and the store must be read.
-   */
-  #sendCarried(records: readonly StoredRecord[]): boolean {
-    const session = this.#session;
-    if (session === undefined) return false;
-    const cursor = this.#cursor;
-    const first = records.findIndex((record) => record.seq > cursor);
-    if (first === -1) return true;
-    const fresh = first === 0 ? records : records.slice(first);
-    const contiguous = fresh[0].seq === cursor + 1 &&
-      fresh[fresh.length - 1].seq === cursor + fresh.length;
-    if (!contiguous) return false;
-    this.#sendPage(pageOfRecords(session, fresh, this.#pageOptions()));
-    return true;
-  }
-
-  /** How this connection's pages are made. */
-  #pageOptions(): { limit: number; batch: boolean; text: boolean } {
-    const { sendText, pageSize = DEFAULT_PAGE_SIZE } = this.#options;
-    return { limit: pageSize, batch: this.#batch, text: sendText !== undefined };
-  }
-
-  /** Sends a page's messages in order, moving the cursor past each. */
-  #sendPage(page: RecordPage): void {
-    for (const message of page.messages) {
-      if (this.#closed) return;
-      if ("text" in message) this.#options.sendText!(message.text);
-      else this.#options.send(message.message);
-      this.#cursor = message.lastSeq;
-    }
+    this.#feed?.wake(signal.records).catch((error) => this.#feedFailed(error));
   }
 
   /**
    * The store could not be read (a damaged page, an I/O error): the client hears why and the
    * connection closes, so it reconnects from its cursor later. The daemon goes on.
    */
-  #pumpFailed(error: unknown): void {
+  #feedFailed(error: unknown): void {
     if (this.#closed) return;
     this.#answer(error, undefined);
     this.#options.close(1011, "records cannot be read now");
     this.dispose();
-  }
-
-  /** Sends every durable record after the cursor, page by page; one pump at a time. */
-  async #sendNewRecords(): Promise<void> {
-    const session = this.#session;
-    if (session === undefined) return;
-    const options = this.#pageOptions();
-    for (;;) {
-      const page = readPage(this.#host, session, this.#cursor, options);
-      this.#sendPage(page);
-      if (this.#closed || page.read === 0) return;
-      // A long catch-up goes out page by page as the client reads it, so the daemon never
-      // holds the whole log in a socket buffer.
-      await this.#options.writable?.();
-    }
   }
 }
