@@ -63,6 +63,17 @@ interface Deferred {
   failed?: (error: unknown) => void;
 }
 
+/** Adds `records` of `session`, in order, to what one transaction depth wrote. */
+function noteRecords(
+  written: Map<string, StoredRecord[]>,
+  session: string,
+  records: StoredRecord[],
+): void {
+  const held = written.get(session);
+  if (held === undefined) written.set(session, records);
+  else held.push(...records);
+}
+
 class SqliteStore implements Store {
   readonly #statements = new Map<string, Statement>();
   readonly #clock: () => number;
@@ -208,11 +219,8 @@ class SqliteStore implements Store {
     const written = this.#written[depth];
     this.#written.length = depth;
     if (depth > 0) {
-      const outer = this.#written[depth - 1];
       for (const [session, records] of written) {
-        const held = outer.get(session);
-        if (held === undefined) outer.set(session, records);
-        else held.push(...records);
+        noteRecords(this.#written[depth - 1], session, records);
       }
       return undefined;
     }
@@ -260,10 +268,7 @@ class SqliteStore implements Store {
 
   recordWritten(session: string, record: StoredRecord): void {
     assert(this.#depth > 0, "a record is noted inside the transaction that writes it");
-    const written = this.#written[this.#depth - 1];
-    const held = written.get(session);
-    if (held === undefined) written.set(session, [record]);
-    else held.push(record);
+    noteRecords(this.#written[this.#depth - 1], session, [record]);
   }
 
   #committed(elapsedMs: number): void {

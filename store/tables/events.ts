@@ -24,8 +24,8 @@ import {
   recordDataSchema,
   type RecordInput,
   type RecordType,
+  type StoredRecord,
 } from "../../runtime/core/mod.ts";
-import type { StoredRecord } from "../../runtime/core/mod.ts";
 import { RARE_KINDS, RARE_KINDS_TERM } from "../schema/migrations.ts";
 import { allocateSeq, checkSessionId } from "./sessions.ts";
 import type { Store } from "../store.ts";
@@ -272,7 +272,7 @@ export function readEventsOfKind(
 ): EventRecord[] {
   const rows = store.statement(
     `SELECT seq, kind, at, body FROM ${eventsOfKinds([kind])} AND kind = ? ORDER BY seq LIMIT ?`,
-  ).all(session, kind, limit) as { seq: number; kind: string; at: number; body: string }[];
+  ).all(session, kind, limit) as unknown as StoredRecord[];
   return rows.map((row) => ({ session, ...row, body: JSON.parse(row.body) }));
 }
 
@@ -313,6 +313,6 @@ export function lastEventOfKinds(
   const row = store.statement(
     `SELECT seq, kind, at, body FROM ${eventsOfKinds(kinds)} AND kind IN (${marks}) ` +
       "ORDER BY seq DESC LIMIT 1",
-  ).get(session, ...kinds) as { seq: number; kind: string; at: number; body: string } | undefined;
+  ).get(session, ...kinds) as StoredRecord | undefined;
   return row === undefined ? undefined : { session, ...row, body: JSON.parse(row.body) };
 }
