@@ -153,10 +153,10 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       figure: "agent loop: tool call → next model request, p50",
       unit: "ms",
       value: p50(toolToNext),
-      peer: parts(4, 1, 0),
+      peer: parts(3, 1, 0),
       note: `${n} two-step turns (1+1, then wait()): from the model writing the tool call's ` +
         `last byte to the next request's arrival; raw parts: the reply with its cell.started, ` +
-        `the outcome, the tool result and the next model call (4 commits), one echo for the ` +
+        `the outcome with its tool result and the next model call (3 commits), one echo for the ` +
         `cell (context.prepare's hook call is the loop's own cost)`,
     }),
     makeRow({
@@ -175,9 +175,9 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       figure: "agent loop: message → turn.ended record, p50",
       unit: "ms",
       value: p50(send.map((t) => t.ended - t.sent)),
-      peer: parts(8, 2, 1),
-      note: `the same turns until turn.ended arrives; raw parts: 10c's and the outcome, the ` +
-        `tool result and the frame's end (3 commits)`,
+      peer: parts(7, 2, 1),
+      note: `the same turns until turn.ended arrives; raw parts: 10c's, the outcome with its ` +
+        `tool result and the frame's end (2 commits)`,
     }),
     makeRow({
       id: "10e",
@@ -195,9 +195,9 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       figure: "agent loop: commits per one-step turn",
       unit: "count",
       value: commitsPerTurn,
-      peer: { label: "what the guarantees need", value: 8 },
+      peer: { label: "what the guarantees need", value: 7 },
       note: "store commits (op.status store_commits) over the one-step turns, per turn; the " +
-        "eight the guarantees need are named in docs/performance.md",
+        "seven the guarantees need are named in docs/performance.md",
     }),
     makeRow({
       id: "10g",

@@ -36,8 +36,6 @@ export const FAULT_POINTS = [
   "frame-write",
   /** The COMMIT of a store transaction (`fail` is an injected `SQLITE_FULL`). */
   "store-commit",
-  /** After a cell's outcome is committed, before its tool result is appended. */
-  "outcome-before-result",
 ] as const;
 
 /** One of {@linkcode FAULT_POINTS}. */

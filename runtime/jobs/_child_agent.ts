@@ -35,6 +35,7 @@ import {
   type ProviderTurn,
 } from "../model/mod.ts";
 import {
+  type CellAnswer,
   type FinishedCell,
   NO_TURN_HEALTH,
   type PreparedRequest,
@@ -246,8 +247,9 @@ class ChildSink implements RequestSink {
   /** A child's running output is not animated anywhere; its `job.cell` record has it. */
   stream(): void {}
 
-  finishCell(cellId: string, finished: FinishedCell): void {
+  finishCell(cellId: string, finished: FinishedCell, answer: CellAnswer): void {
     const { result, stdout, stderr } = finished;
+    this.answer(answer.call, answer.content);
     appendEvent(this.#d.store, this.#job.session, "job.cell", {
       job_id: this.#job.id,
       step: this.step,

@@ -230,18 +230,3 @@ export function renderCellResult(
 
 /** A cell's result as the model is shown it: its displays as kept, not their bytes. */
 export type RenderedCell = Omit<CellResult, "displays"> & { displays?: readonly CellDisplay[] };
-
-/** A cell's result as the store keeps it, read back into the shape the model is shown. */
-export function storedCellResult(outcome: string, stored: unknown): RenderedCell {
-  const r = (stored ?? {}) as Partial<RenderedCell>;
-  return {
-    outcome: outcome as CellResult["outcome"],
-    value: r.value ?? null,
-    stdout: r.stdout ?? "",
-    stderr: r.stderr ?? "",
-    error: r.error ?? null,
-    wait: r.wait ?? null,
-    duration_ms: r.duration_ms ?? 0,
-    ...(r.displays?.length ? { displays: r.displays } : {}),
-  };
-}

@@ -29,7 +29,7 @@ import {
 import { pendingSummary } from "../../store/tables/inputs.ts";
 import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
-import { renderCellResult, renderEffects, storedCellResult } from "./_cell_output.ts";
+import { renderEffects } from "./_cell_output.ts";
 
 /** Options for {@linkcode recoverSession}. */
 export interface RecoveryOptions {
@@ -78,12 +78,9 @@ export function recoverSession(
 ): FrameRecord[] {
   const reason = options.reason ?? "the daemon restarted";
   const interrupted = interruptOpenCells(store, session, `${reason} while it ran`);
-  const closed = closeDanglingToolCalls(
-    store,
-    session,
-    reason,
-    (call) => recoveredResult(store, call, reason),
-  );
+  const closed = closeDanglingToolCalls(store, session, {
+    resultOf: (call) => recoveredResult(store, call, reason),
+  });
   const abandoned: string[] = [];
   const finished: string[] = [];
   const resumed: FrameRecord[] = [];
@@ -196,7 +193,11 @@ function logRecovery(log: Logger, session: string, counts: RecoveryCounts): void
   });
 }
 
-/** The result a tool call gets at recovery: what its cell did, and whether it finished. */
+/**
+ * The result a tool call gets at recovery: what its cell did. A cell's outcome commits with its
+ * call's result, so a call left without one either started no cell or ran one that was cut off
+ * (recorded `interrupted` just before).
+ */
 function recoveredResult(store: Store, call: DanglingCall, reason: string): string {
   const cell = call.cell;
   if (cell === undefined) {
@@ -204,17 +205,6 @@ function recoveredResult(store: Store, call: DanglingCall, reason: string): stri
       resumedNote(reason)
     }`;
   }
-  const effects = effectsOfCell(store, cell.id);
-  if (cell.outcome === "interrupted") {
-    return `[interrupted: ${reason} while this cell ran; it did not finish and was not run ` +
-      `again]\n${renderEffects(effects)}\n${resumedNote(reason)}`;
-  }
-  const result = storedCellResult(cell.outcome, cell.result);
-  // Even a cell without effects says so: the continued turn must know nothing else happened.
-  const listed = effects.length === 0 && result.outcome === "ok"
-    ? `\n${renderEffects(effects)}`
-    : "";
-  return `[recovered result: ${reason} after this cell ended]\n${
-    renderCellResult(result, effects)
-  }${listed}\n${resumedNote(reason)}`;
+  return `[interrupted: ${reason} while this cell ran; it did not finish and was not run ` +
+    `again]\n${renderEffects(effectsOfCell(store, cell.id))}\n${resumedNote(reason)}`;
 }

@@ -1,8 +1,8 @@
 /**
  * The root turn's sink: its steps write the session's durable sequence. A reply is committed
  * with its `model.reply`, reasoning and scratchpad records in one transaction before any cell
- * runs; each cell is a `cells` row before it runs and its outcome is written (a spooled output
- * indexed for `history.search`) before the model is told; each tool result is a provider item.
+ * runs; each cell is a `cells` row before it runs, and its outcome (a spooled output indexed for
+ * `history.search`) is written with its tool result, a provider item, in one transaction.
  *
  * @module
  */
@@ -29,6 +29,7 @@ import {
 import { repairRefusedHistory } from "./_refusals.ts";
 import { lastReplyWasFenced } from "./_route_mode.ts";
 import type {
+  CellAnswer,
   CellSink,
   FinishedCell,
   ReplyToCommit,
@@ -76,11 +77,7 @@ export function sessionCells(
   const { session, frame } = ctx;
   return {
     answer(call: ToolCall, content: string): void {
-      appendProviderItems(store, session, frame.id, [{
-        role: "tool",
-        tool_call_id: call.id,
-        content,
-      }]);
+      appendProviderItems(store, session, frame.id, [toolResult({ call, content })]);
     },
     async startCell(cell: { toolCallId: string; code: string }): Promise<string> {
       const { toolCallId, code } = cell;
@@ -94,17 +91,25 @@ export function sessionCells(
       bus.emit(session, { kind: "cell.output", session, cell: cellId, name, text });
     },
     effects: (cellId: string) => effectsOfCell(store, cellId),
-    finishCell(cellId: string, finished: FinishedCell): void {
+    finishCell(cellId: string, finished: FinishedCell, answer: CellAnswer): void {
       const { result, stdout, stderr } = finished;
-      // A spooled output is searchable whole (history.search), not only its excerpt.
-      for (const [spooled, text] of [[stdout, result.stdout], [stderr, result.stderr]] as const) {
-        if (spooled.artifact === undefined) continue;
-        const { id, bytes } = spooled.artifact;
-        indexArtifact(store, { session, cellId, id, bytes, text });
-      }
-      finishCell(store, cellId, { outcome: result.outcome, result: keptCellResult(finished) });
+      store.transaction(() => {
+        // A spooled output is searchable whole (history.search), not only its excerpt.
+        for (const [spooled, text] of [[stdout, result.stdout], [stderr, result.stderr]] as const) {
+          if (spooled.artifact === undefined) continue;
+          const { id, bytes } = spooled.artifact;
+          indexArtifact(store, { session, cellId, id, bytes, text });
+        }
+        finishCell(store, cellId, { outcome: result.outcome, result: keptCellResult(finished) });
+        appendProviderItems(store, session, frame.id, [toolResult(answer)]);
+      });
     },
   };
+}
+
+/** The provider item of a call's one tool result. */
+function toolResult(answer: CellAnswer): Record<string, unknown> {
+  return { role: "tool", tool_call_id: answer.call.id, content: answer.content };
 }
 
 /**

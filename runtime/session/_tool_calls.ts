@@ -1,7 +1,7 @@
 /**
  * The tool-call step of a turn: each call of one assistant reply runs as a cell, in order.
- * The cell is recorded before it runs and its outcome before the model is told; every call
- * gets exactly one tool result, also the ones that are not run. Long output is spooled to an
+ * The cell is recorded before it runs; its outcome and its call's tool result are written
+ * together; every call gets exactly one tool result, also the ones that are not run. Long output is spooled to an
  * artifact the same way for every cell (a failed write costs the whole output, never the
  * outcome); where the cell and its result are recorded is the step's sink: the session's
  * (`_session_sink.ts`) unless a child agent gives its own.
@@ -9,8 +9,8 @@
  * @module
  */
 
-import { faultPoint } from "../core/mod.ts";
-import { codeOfCall, keepCellOutput, renderCellResult, type RenderedCell } from "./_cell_output.ts";
+import type { CellResult } from "../kernel/mod.ts";
+import { codeOfCall, keepCellOutput, renderCellResult } from "./_cell_output.ts";
 import { sessionCells } from "./_session_sink.ts";
 import type { CellSink, ToolCall, ToolCallDeps } from "./_turn_sink.ts";
 import type { TurnContext } from "./_turn_types.ts";
@@ -30,8 +30,7 @@ export async function runToolCalls(
   state: { effects: boolean },
 ): Promise<{ waited?: string }> {
   const sink = deps.cells ?? sessionCells(deps, ctx);
-  const answer = (call: ToolCall, content: string) =>
-    sink.answer(call, [content, ...call.notes ?? []].join("\n"));
+  const answer = (call: ToolCall, content: string) => sink.answer(call, withNotes(call, content));
   let waited: string | undefined;
   for (const call of calls) {
     if (waited !== undefined || ctx.signal.aborted) {
@@ -48,29 +47,30 @@ export async function runToolCalls(
       answer(call, code.error);
       continue;
     }
-    const { cellId, result } = await runCell(
-      { ...deps, cells: sink },
-      ctx,
-      { id: call.id, code },
-      state,
-    );
-    // The outcome is durable; the model has not been told yet.
-    faultPoint("outcome-before-result");
-    answer(call, renderCellResult(result, sink.effects(cellId)));
-    if (result.wait !== null) waited = result.wait.reason;
+    const wait = await runCell({ ...deps, cells: sink }, ctx, { call, code, state });
+    if (wait !== null) waited = wait.reason;
   }
   return { waited };
 }
 
-/** Runs one cell: recorded before it runs, its outcome durable before anyone is told. */
+/** A call's result with the lines the runtime adds after it (the step limit, unrun fences). */
+function withNotes(call: ToolCall, content: string): string {
+  return [content, ...call.notes ?? []].join("\n");
+}
+
+/**
+ * Runs one call's cell: recorded before it runs; its outcome and the call's tool result, which
+ * lists what the cell committed, in one commit before anyone is told.
+ *
+ * @returns the cell's `wait()`, when it called it
+ */
 async function runCell(
   deps: ToolCallDeps & { cells: CellSink },
   ctx: TurnContext,
-  call: { id: string; code: string },
-  state: { effects: boolean },
-): Promise<{ cellId: string; result: RenderedCell }> {
+  cell: { call: ToolCall; code: string; state: { effects: boolean } },
+): Promise<CellResult["wait"]> {
   const { store, kernel, cells } = deps;
-  const { code } = call;
+  const { call, code, state } = cell;
   const cellId = await cells.startCell({ toolCallId: call.id, code });
   state.effects = true;
   const result = await kernel.execute(cellId, code, {
@@ -86,14 +86,8 @@ async function runCell(
     report: (error: string | null) => deps.health.artifactWrite(error),
   };
   const kept = await keepCellOutput(store.stateDir, result, spool);
-  cells.finishCell(cellId, kept);
-  return {
-    cellId,
-    result: {
-      ...result,
-      stdout: kept.stdout.text,
-      stderr: kept.stderr.text,
-      displays: kept.displays,
-    },
-  };
+  const shown = { ...result, stdout: kept.stdout.text, stderr: kept.stderr.text };
+  const content = renderCellResult({ ...shown, displays: kept.displays }, cells.effects(cellId));
+  cells.finishCell(cellId, kept, { call, content: withNotes(call, content) });
+  return result.wait;
 }

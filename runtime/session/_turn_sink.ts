@@ -85,16 +85,25 @@ export interface FinishedCell {
   displays: CellDisplay[];
 }
 
+/** The tool result of the call a cell ran. */
+export interface CellAnswer {
+  call: ToolCall;
+  content: string;
+}
+
 /** Where the tool-call step records a reply's cells and gives each call its one result. */
 export interface CellSink {
-  /** Appends the one tool result of `call` to the sequence. */
+  /** Appends the one tool result of a `call` that ran no cell to the sequence. */
   answer(call: ToolCall, content: string): void;
   /** Records a cell before it runs; resolves with its id. */
   startCell(cell: { toolCallId: string; code: string }): Promise<string>;
   /** Shows a running cell's output (lossy animation; the result carries the whole capture). */
   stream(cellId: string, name: "stdout" | "stderr", text: string): void;
-  /** Records the outcome of a cell, its long output already spooled. */
-  finishCell(cellId: string, finished: FinishedCell): void;
+  /**
+   * Records the outcome of a cell (its long output already spooled) and the one tool result of
+   * the call it ran, together.
+   */
+  finishCell(cellId: string, finished: FinishedCell, answer: CellAnswer): void;
   /** What the cell committed, for its result; `null` when effects are not kept per cell. */
   effects(cellId: string): readonly EffectRecord[] | null;
 }

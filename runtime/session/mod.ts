@@ -32,6 +32,7 @@ export { requestStep, type StepScope } from "./_request_step.ts";
 export type { RouteMode } from "./_route_mode.ts";
 export { runToolCalls } from "./_tool_calls.ts";
 export type {
+  CellAnswer,
   CellSink,
   FinishedCell,
   PreparedRequest,

@@ -5,8 +5,8 @@
  * the history index in step with it, in the same transaction.
  *
  * The sequence is kept valid across crashes: an assistant message with tool calls is written
- * before any of its cells run, and {@linkcode closeDanglingToolCalls} gives every tool call
- * without a result either its finished cell's result or a recorded interruption.
+ * before any of its cells run, a cell's outcome commits with its call's result, and
+ * {@linkcode closeDanglingToolCalls} gives every tool call left without a result one.
  *
  * Each item carries its raw token estimate ({@linkcode estimateTokens} of its JSON), so a
  * request is sized from the primary key alone, without reading or parsing a message.
@@ -333,10 +333,10 @@ export function lastItemIdx(store: Store, session: string): number {
   ).get(session) as { idx: number }).idx;
 }
 
-/** A tool call without a result, and its cell if one was recorded for it. */
+/** A tool call without a result, and the cell it started if it started one. */
 export interface DanglingCall {
   id: string;
-  cell?: { id: string; outcome: string; result: unknown };
+  cell?: { id: string };
 }
 
 /** Whether any provider item of `frameId` was persisted: the model had answered in it. */
@@ -347,22 +347,17 @@ export function frameHasItems(store: Store, frameId: string): boolean {
 }
 
 /**
- * Gives every tool call that has no result one, so the next request is a valid sequence.
- *
- * A call whose cell finished gets that cell's recorded result (the cell is never run again);
- * any other gets an interruption naming `reason`. `render`, when given, writes the result text
- * instead (recovery uses it to list what an unfinished cell had done). Returns the tool call
- * ids it closed, in the order of the sequence. It reads only `open_tool_calls`, which holds the
- * calls still waiting, so its cost does not grow with history. When it returns, every assistant
- * tool call in the session has exactly one tool message. Proven by
- * "`closeDanglingToolCalls()` gives a finished cell's result back and marks the rest
- * interrupted".
+ * Gives every tool call that has no result one, `resultOf(call)`, so the next request is a
+ * valid sequence. Returns the tool call ids it closed, in the order of the sequence. It reads
+ * only `open_tool_calls`, which holds the calls still waiting, so its cost does not grow with
+ * history. When it returns, every assistant tool call in the session has exactly one tool
+ * message. Proven by "`closeDanglingToolCalls()` gives each waiting call one result, naming the
+ * cell it started".
  */
 export function closeDanglingToolCalls(
   store: Store,
   session: string,
-  reason: string,
-  render?: (call: DanglingCall) => string,
+  options: { resultOf: (call: DanglingCall) => string },
 ): string[] {
   return store.transaction(() => {
     const open = store.statement(
@@ -371,16 +366,9 @@ export function closeDanglingToolCalls(
     if (open.length === 0) return [];
     const messages = open.map(({ call_id: callId }) => {
       const cell = store.statement(
-        "SELECT id, outcome, result FROM cells WHERE session_id = ? AND tool_call_id = ? AND outcome IS NOT NULL",
-      ).get(session, callId) as { id: string; outcome: string; result: string } | undefined;
-      const content = render !== undefined
-        ? render({
-          id: callId,
-          cell: cell && { id: cell.id, outcome: cell.outcome, result: JSON.parse(cell.result) },
-        })
-        : cell === undefined
-        ? `[interrupted: ${reason}; this cell did not finish and was not run again]`
-        : `[recovered result, outcome ${cell.outcome}]\n${cell.result}`;
+        "SELECT id FROM cells WHERE session_id = ? AND tool_call_id = ?",
+      ).get(session, callId) as { id: string } | undefined;
+      const content = options.resultOf({ id: callId, ...(cell ? { cell } : {}) });
       return { role: "tool", tool_call_id: callId, content };
     });
     const frameId = getProviderItem(store, session, open[open.length - 1].idx)?.frameId ?? null;

@@ -3,11 +3,12 @@
 
 import assert from "node:assert/strict";
 import { isKlbrError } from "../../runtime/core/mod.ts";
-import { finishCell, startCell } from "../../store/tables/cells.ts";
+import { startCell } from "../../store/tables/cells.ts";
 import { startGeneration } from "../../store/tables/kernel_generations.ts";
 import {
   appendProviderItems,
   closeDanglingToolCalls,
+  type DanglingCall,
   itemSizesNewestFirst,
   SIZE_CACHE_ITEMS,
 } from "../../store/tables/provider_items.ts";
@@ -85,7 +86,7 @@ Deno.test("`appendProviderItems()` numbers messages in order and refuses a secon
   });
 });
 
-Deno.test("`closeDanglingToolCalls()` gives a finished cell's result back and marks the rest interrupted", async () => {
+Deno.test("`closeDanglingToolCalls()` gives each waiting call one result, naming the cell it started", async () => {
   await withStore((store) => {
     startGeneration(store, {
       session: "default",
@@ -96,35 +97,25 @@ Deno.test("`closeDanglingToolCalls()` gives a finished cell's result back and ma
     appendProviderItems(store, "default", null, [
       { role: "user", content: "go" },
       assistant("done", "open", "never"),
+      { role: "tool", tool_call_id: "done", content: "outcome: ok" },
     ]);
-    const finished = startCell(store, {
+    const open = startCell(store, {
       session: "default",
       generation: 1,
-      toolCallId: "done",
-      code: "1",
+      toolCallId: "open",
+      code: "2",
     });
-    finishCell(store, finished.cellId, { outcome: "ok", result: { stdout: "1\n" } });
-    startCell(store, { session: "default", generation: 1, toolCallId: "open", code: "2" });
+    const resultOf = (call: DanglingCall) => `${call.id} ${call.cell?.id ?? "no cell"}`;
 
-    assert.deepEqual(closeDanglingToolCalls(store, "default", "the daemon restarted"), [
-      "done",
-      "open",
-      "never",
-    ]);
+    assert.deepEqual(closeDanglingToolCalls(store, "default", { resultOf }), ["open", "never"]);
     const results = providerItems(store, "default").filter((i) => i.role === "tool");
     assert.deepEqual(results.map((i) => [i.toolCallId, i.message.content]), [
-      ["done", '[recovered result, outcome ok]\n{"stdout":"1\\n"}'],
-      [
-        "open",
-        "[interrupted: the daemon restarted; this cell did not finish and was not run again]",
-      ],
-      [
-        "never",
-        "[interrupted: the daemon restarted; this cell did not finish and was not run again]",
-      ],
+      ["done", "outcome: ok"],
+      ["open", `open ${open.cellId}`],
+      ["never", "never no cell"],
     ]);
     // Closing is idempotent: every call already has its one result.
-    assert.deepEqual(closeDanglingToolCalls(store, "default", "again"), []);
+    assert.deepEqual(closeDanglingToolCalls(store, "default", { resultOf }), []);
   });
 });
 

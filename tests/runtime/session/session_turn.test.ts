@@ -268,3 +268,34 @@ Deno.test("`Session` starts a reply's first cell in the reply's own commit, and 
     assert.equal(new Set(cells).size, 2, "each call's cell started once");
   });
 });
+
+Deno.test("`Session` commits each cell's outcome with its call's tool result: no commit leaves one without the other", async () => {
+  await withSessionLoop({}, async (loop) => {
+    // After every commit, no finished cell's call may still wait for its result.
+    const unanswered: string[][] = [];
+    const stop = loop.store.onCommit(() => {
+      const rows = loop.store.statement(
+        `SELECT c.tool_call_id AS call FROM cells c JOIN open_tool_calls o
+           ON o.session_id = c.session_id AND o.call_id = c.tool_call_id
+         WHERE c.outcome IS NOT NULL`,
+      ).all() as { call: string }[];
+      if (rows.length > 0) unanswered.push(rows.map((row) => row.call));
+    });
+    try {
+      loop.fake.enqueue(
+        { toolCall: { code: "print('one')" } },
+        { toolCall: { code: "print('two')\nwait()" } },
+      );
+      loop.admit("two cells");
+      await loop.settle("the frame done", () => loop.records("frame.finished").length === 1);
+    } finally {
+      stop();
+    }
+    assert.equal(loop.kernel.ran.length, 2);
+    assert.deepEqual(unanswered, []);
+    const results = loop.store.statement(
+      "SELECT COUNT(*) AS n FROM provider_items WHERE role = 'tool'",
+    ).get() as { n: number };
+    assert.equal(results.n, 2, "each call has its one result");
+  });
+});
