@@ -4,14 +4,15 @@
  * never speaks to a conversation: sends are refused in a job's workbench, and its result goes
  * to whoever awaits it and into the job's completion input.
  *
- * It runs on the root turn's engine: the session's request step and tool-call step
- * (`requestStep`, `runToolCalls`), so code parsing (tool calls, fenced cells on a text-mode
+ * It runs on the root turn's engine: the agent loop (`runAgentLoop`) and its request step and
+ * tool-call step, so code parsing (tool calls, fenced cells on a text-mode
  * route), the route's mode and shaping, result rendering with the effects a cell committed,
  * and output spooling are the same code. What differs is its sink, {@linkcode ChildSink}: its
  * sequence lives in memory, each request is a child model call under the job's budget (and its
  * parents'), each cell is a `job.cell` record; and what it may call, which is its workbench's
- * (a job's role). The loop ends when the model answers without calling the tool (that text is
- * the result), when a cell calls `wait(result)`, or when a budget ends the job.
+ * (a job's role); and how the loop ends, {@linkcode ChildEnds}: when the model answers without
+ * calling the tool (that text is the result), when a cell calls `wait(result)`, or when a budget
+ * ends the job.
  *
  * @module
  */
@@ -35,21 +36,22 @@ import {
   type ProviderTurn,
 } from "../model/mod.ts";
 import {
+  type AgentEnds,
   type CellAnswer,
   type FinishedCell,
   NO_TURN_HEALTH,
   type PreparedRequest,
   type ReplyToCommit,
   type RequestSink,
-  requestStep,
   type RouteChoice,
   type RouteMode,
-  runToolCalls,
+  runAgentLoop,
   type StepScope,
   TEXT_MODE_RULES,
   type ToolCall,
   type TurnHealth,
   type TurnKernel,
+  type TurnResult,
 } from "../session/mod.ts";
 import type { JobEnding, JobRun } from "./_job_workbench.ts";
 import type { ChildReply, ChildRequest } from "./_model_calls.ts";
@@ -117,28 +119,54 @@ export async function runChildAgent(deps: ChildAgentDeps, run: JobRun): Promise<
     health,
     cells: sink,
   };
-  for (let step = 1; step <= MAX_STEPS; step++) {
-    if (signal.aborted) return { state: "failed", cause: "stopped", result: {} };
-    sink.step = step;
-    const reply = await requestStep(scope, null);
-    if (!("calls" in reply)) return sink.failedRequest(reply.reason);
-    if (reply.calls.length === 0) {
-      return {
-        state: "done",
-        cause: `it answered after ${step} steps`,
-        result: { value: reply.text },
-      };
-    }
-    const { waited } = await runToolCalls(cells, scope.ctx, reply.calls, scope.state);
-    if (waited !== undefined) {
-      return {
-        state: "done",
-        cause: `it called wait() after ${step} steps`,
-        result: { value: waited },
-      };
-    }
+  return await runAgentLoop(scope, { cells, ends: new ChildEnds(sink), opening: null });
+}
+
+/**
+ * How a child agent ends: with the text of a reply that calls no tool, or the reason of a
+ * `wait(result)`, as its result (`done`); `failed` when a request fails, when it is stopped
+ * (its budget or a cancellation, decided by the runner), or after {@linkcode MAX_STEPS} steps.
+ */
+class ChildEnds implements AgentEnds<JobEnding> {
+  readonly #sink: ChildSink;
+
+  constructor(sink: ChildSink) {
+    this.#sink = sink;
   }
-  return { state: "failed", cause: `it took ${MAX_STEPS} steps without an answer`, result: {} };
+
+  maxSteps(): number {
+    return MAX_STEPS;
+  }
+
+  /** None: a child's sequence ends with it, so nobody would read it. */
+  lastStepNote(): null {
+    return null;
+  }
+
+  failed(failure: TurnResult): JobEnding {
+    return this.#sink.failedRequest(failure.reason);
+  }
+
+  answered(text: string, step: number): Promise<JobEnding> {
+    const cause = `it answered after ${step} steps`;
+    return Promise.resolve({ state: "done", cause, result: { value: text } });
+  }
+
+  waited(reason: string, step: number): JobEnding {
+    return {
+      state: "done",
+      cause: `it called wait() after ${step} steps`,
+      result: { value: reason },
+    };
+  }
+
+  stopped(): JobEnding {
+    return { state: "failed", cause: "stopped", result: {} };
+  }
+
+  exhausted(maxSteps: number): JobEnding {
+    return { state: "failed", cause: `it took ${maxSteps} steps without an answer`, result: {} };
+  }
 }
 
 /** The job's kernel as the tool-call step runs cells in it; its generation is the job's own. */
@@ -156,8 +184,8 @@ function jobTurnKernel(kernel: KernelSupervisor): TurnKernel {
  * server refuses holds for the root's requests too); the rest are the root turn's.
  */
 class ChildSink implements RequestSink {
-  /** The step the loop is at; requests and cells are recorded with it. */
-  step = 1;
+  /** The step the loop is at (each request begins one); requests and cells are recorded with it. */
+  step = 0;
   readonly #d: ChildAgentDeps;
   readonly #job: JobRecord;
   readonly #signal: AbortSignal;
@@ -186,6 +214,7 @@ class ChildSink implements RequestSink {
   }
 
   begin(): Promise<RouteChoice & { opening: null }> {
+    this.step++;
     const route = this.#job.route ?? "main";
     return Promise.resolve({ route, provider: this.#provider(route), opening: null });
   }

@@ -28,9 +28,9 @@ export type {
   SessionWorkers,
   WorkbenchPort,
 } from "./_session_ports.ts";
-export { requestStep, type StepScope } from "./_request_step.ts";
+export { type AgentEnds, runAgentLoop } from "./_agent_loop.ts";
+export type { StepScope } from "./_request_step.ts";
 export type { RouteMode } from "./_route_mode.ts";
-export { runToolCalls } from "./_tool_calls.ts";
 export type {
   CellAnswer,
   CellSink,

@@ -481,8 +481,10 @@ Deno.test("a child agent runs cells in its job's workbench, cannot speak, and en
     const ended = await result(d, String(started.job_id));
     assert.equal(ended.state, "done");
     assert.deepEqual(ended.result, { value: "the answer is 4" });
+    assert.equal(ended.cause, "it answered after 2 steps");
     const [cell] = readEventsOfKind(store, "default", "job.cell");
     assert.equal((cell.body as { stdout: string }).stdout, "RpcError refused\n");
+    assert.equal((cell.body as { step: number }).step, 1, "the cell ran in the first step");
     assert.equal(readEventsOfKind(store, "default", "send").length, 0);
     // Its own provider sequence: the contract, the task, its reply and the tool result.
     assert.deepEqual(d.requests[1].messages.map((m) => m.role), [
