@@ -24,7 +24,7 @@ import { DEFAULT_CELL_TIMEOUT_MS, faultPoint, KlbrError } from "../core/mod.ts";
 import { compactContext, repairContext } from "../context/mod.ts";
 import { loadSkills, type SkillChange } from "../kernel/mod.ts";
 import { contractMessage, isMaintenanceInput, type OfferedSkills } from "./_contract.ts";
-import { localSend, type RunningFrame, type SendReceipt } from "./_local_send.ts";
+import type { RunningFrame } from "./_local_send.ts";
 import { type ModelTurnOptions, runModelTurn } from "./_model_turn.ts";
 import { CancellableKernel, meteredProvider, type MeterScope } from "./_port_wrappers.ts";
 import { SessionRuntime } from "./_session_runtime.ts";
@@ -127,14 +127,6 @@ export class Session {
   /** The frame whose turn is running, for routing sends; null between turns. */
   runningFrame(): Frame | null {
     return this.#frame;
-  }
-
-  /**
-   * A cell's `local.send`: the send record, routed by the running frame, is committed before
-   * the cell hears it succeeded (`localSend`).
-   */
-  sendLocal(params: Record<string, unknown>, cellId: string | null): SendReceipt {
-    return localSend(this.#o.store, this.id, this.#frame, params, cellId);
   }
 
   /** The active release (the workers load it at spawn). */

@@ -186,12 +186,6 @@ export class LaneClient {
     return this.#sandbox;
   }
 
-  /** Records what `/health` says about confinement. */
-  setSandbox(info: SandboxInfo | undefined): void {
-    this.#sandbox = info;
-    this.#changed();
-  }
-
   /** What `/health` said last, once the page has asked. */
   get health(): HealthInfo | undefined {
     return this.#health;
