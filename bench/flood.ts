@@ -104,9 +104,11 @@ export async function benchFlood(options: FloodOptions): Promise<BenchRow[]> {
     let peak = 0;
     let during: { ackMs: number[]; healthMs: number[] };
     try {
-      await silent.sendAll(inputs);
+      // Not awaited: once the daemon stops reading the socket, the writes wait in the kernel.
+      const sending = silent.sendAll(inputs);
       during = await timeRound(lane, daemon.url, { count: options.samples, prefix: "during" });
       silent.startReading();
+      await sending;
       const answers = (messages: SilentMessage[]) =>
         messages.filter((m) => m.kind === "ack" || m.kind === "error");
       await silent.until((m) => answers(m).length >= inputs.length, 300_000).catch((error) => {

@@ -10,9 +10,12 @@ import { resolve as resolvePath } from "node:path";
 import type { Route, ServeOptions } from "../config/mod.ts";
 import { createLogger, KlbrError, type Logger } from "../core/mod.ts";
 import {
+  type AppFetch,
   createApp,
   ensureSessionKey,
   type ListenAddress,
+  listenApp,
+  type Listening,
   OperatorAuth,
   readOperatorToken,
   removeDaemonAddress,
@@ -54,7 +57,7 @@ export async function serve(options: ServeOptions): Promise<number> {
   const onSignal = (name: string) => () => resolve(name);
   Deno.addSignalListener("SIGINT", onSignal("SIGINT"));
   Deno.addSignalListener("SIGTERM", onSignal("SIGTERM"));
-  const server = await listen(settings, daemon, address, app.fetch);
+  const server = await listen(settings, daemon, address, app.fetch as AppFetch);
   const { host } = settings;
   await announceStart(
     {
@@ -163,22 +166,19 @@ async function listen(
   settings: ServeSettings,
   daemon: DaemonParts,
   address: ListenAddress,
-  fetch: (request: Request, info: Deno.ServeHandlerInfo) => Response | Promise<Response>,
-): Promise<Deno.HttpServer> {
+  fetch: AppFetch,
+): Promise<Listening> {
   const { host } = settings;
   try {
-    const server = Deno.serve({
-      hostname: host,
-      port: settings.port,
-      // Announced by the caller, once the address file is written and the routes were asked.
-      onListen: ({ port }) => void (address.port = port),
-    }, fetch);
-    address.port = (server.addr as Deno.NetAddr).port;
-    return server;
+    const listening = await listenApp(fetch, { hostname: host, port: settings.port });
+    address.port = listening.port;
+    return listening;
   } catch (cause) {
     await daemon.coordinator.shutdown();
     daemon.store.close();
-    if (cause instanceof Deno.errors.AddrInUse) throw portInUse(host, settings.port, cause);
+    if ((cause as { code?: string }).code === "EADDRINUSE") {
+      throw portInUse(host, settings.port, cause);
+    }
     throw new KlbrError(
       "invalid_config",
       `cannot serve: cannot listen on ${host}:${settings.port} (got ${
@@ -196,14 +196,8 @@ const SHUTDOWN_GRACE_MS = 5_000;
  * Shuts the server down. A client that stopped reading holds its connection open with unsent
  * bytes; the drain does not wait for it forever.
  */
-async function closeServer(server: Deno.HttpServer, log: Logger): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const closed = await Promise.race([
-    server.shutdown().then(() => true),
-    new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), SHUTDOWN_GRACE_MS)),
-  ]);
-  clearTimeout(timer);
-  if (!closed) {
+async function closeServer(server: Listening, log: Logger): Promise<void> {
+  if (!(await server.close(SHUTDOWN_GRACE_MS))) {
     log.warn(
       "daemon.connections_cut",
       `connections still open after ${SHUTDOWN_GRACE_MS} ms were cut at exit`,

@@ -6,24 +6,20 @@
  * Bounded input: a connection hands admission at most `maxUnackedInputs` inputs it has not
  * answered yet, and none while its client leaves more than `ackHighWaterBytes` unread. Past
  * either bound its further messages wait, in arrival order, until the answers drain; none is
- * dropped or reordered. Deno's WebSocket reads its socket whatever the daemon does with the
- * messages (it has no way to pause reading), so the messages that wait are held as the UTF-8
- * bytes they arrived as — no parsing, no admission, no acknowledgement — rather than left in
- * the kernel's buffers: the memory a client that writes without reading costs is its own
- * messages' bytes, not their admission and answers. Bytes, not the strings the socket hands
- * over: 20,000 held messages of about 100 bytes cost the daemon about 90 MB of resident size
- * as strings here, about 9 MB as bytes (measured against dropping them; figure 1k of
- * `bench/flood.ts` is the whole flood).
+ * dropped or reordered. While as many messages wait as the bound allows unanswered, the socket
+ * stops reading (`ws`'s `pause`, over the listener's TCP socket): the kernel's buffers fill
+ * and the client's writes wait — TCP backpressure. What a client that writes without reading
+ * costs the daemon is then at most that many messages and one read's worth more.
  *
  * @module
  */
 
-import type { WSContext, WSEvents } from "hono/ws";
+// @ts-types="npm:@types/ws@^8.18.1"
+import type { WebSocket as NodeWebSocket } from "ws";
 import { type Logger, nextMacrotask, SerialRunner, type ServerMessage } from "../core/mod.ts";
 import { type LaneAuth, LaneConnection, type LaneHost } from "./_lane_connection.ts";
 import type { LaneRegistry, Place } from "./_lane_registry.ts";
 
-const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 /** What a binary frame is held as: it is not JSON, and is answered so. */
 const EMPTY = new Uint8Array(0);
@@ -42,6 +38,8 @@ const HIGH_WATER_BYTES = 1 << 20;
 const STALL_LIMIT_MS = 60_000;
 /** How often held messages look whether their client read its answers (no event says so). */
 const UNREAD_POLL_MS = 5;
+/** `WebSocket.OPEN`, the same number for `ws`'s sockets. */
+const OPEN = 1;
 
 /** What one socket needs: the daemon's lanes, its credentials, the log and its place. */
 export interface LaneSocketParts {
@@ -60,11 +58,13 @@ export class LaneSocket {
   readonly #registry: LaneRegistry;
   readonly #lane: LaneSocketParts;
   #connection: LaneConnection | undefined;
-  #raw: WebSocket | undefined;
+  #raw: NodeWebSocket | undefined;
   #untrack: (() => void) | undefined;
   /** Messages not handed to the connection yet, in arrival order, from `#head` on. */
   #held: Uint8Array[] = [];
   #head = 0;
+  /** Whether the socket stopped reading because enough messages wait. */
+  #paused = false;
   /** Wakes a handler waiting for this connection's acknowledgements to drain. */
   #ackWaiter: (() => void) | undefined;
   readonly #handler = new SerialRunner(() => this.#handleBuffered());
@@ -75,30 +75,36 @@ export class LaneSocket {
     this.#lane = lane;
   }
 
-  /** The Hono events of this socket. */
-  events(): WSEvents {
-    const { place } = this.#lane;
-    return {
-      onOpen: (_event, ws) => this.#open(ws),
-      onMessage: this.#received.bind(this),
-      onClose: () => {
-        this.#connection?.dispose();
-        // A handler waiting for room sees the socket closed; what it held was never accepted.
-        this.#acked();
-        this.#untrack?.();
-        place.release();
-      },
-    };
+  /** Takes over the upgraded socket: its connection opens, its messages and close are this'. */
+  attach(ws: NodeWebSocket): void {
+    this.#open(ws);
+    ws.on("message", (data: Uint8Array, isBinary: boolean) => {
+      this.#received(isBinary ? EMPTY : data);
+    });
+    ws.on("error", () => ws.terminate());
+    ws.on("close", () => {
+      this.#connection?.dispose();
+      // A handler waiting for room sees the socket closed; what it held was never accepted.
+      this.#acked();
+      this.#untrack?.();
+      this.#lane.place.release();
+    });
   }
 
   /**
    * One message arrived: it is buffered, and handled strictly in arrival order with the rest of
-   * the connection's messages; a binary frame is not JSON and is answered as such.
+   * the connection's messages; a binary frame is not JSON and is answered as such. Once as many
+   * wait as the connection may leave unanswered, the socket stops reading.
    */
-  #received(event: MessageEvent): void {
-    this.#held.push(typeof event.data === "string" ? encoder.encode(event.data) : EMPTY);
+  #received(message: Uint8Array): void {
+    this.#held.push(message);
+    const waiting = this.#held.length - this.#head;
     const stats = this.#registry.stats;
-    stats.peak_held_messages = Math.max(stats.peak_held_messages, this.#held.length - this.#head);
+    stats.peak_held_messages = Math.max(stats.peak_held_messages, waiting);
+    if (!this.#paused && waiting >= this.#registry.limits.maxUnackedInputs) {
+      this.#paused = true;
+      this.#raw?.pause();
+    }
     // A run in progress takes this message too; its error is logged where it started, so a
     // flood of messages does not hang one more reaction each on the same promise.
     if (this.#handler.running) void this.#handler.run();
@@ -130,6 +136,7 @@ export class LaneSocket {
         this.#held = this.#held.slice(this.#head);
         this.#head = 0;
       }
+      this.#readAgainIfRoom();
       // accept answers every message, whatever fails; it does not wait for commits:
       // admission groups whatever is queued across connections (group commit).
       await this.#connection.accept(batch);
@@ -150,7 +157,7 @@ export class LaneSocket {
     let paused = false;
     for (;;) {
       const raw = this.#raw;
-      if (raw !== undefined && raw.readyState !== WebSocket.OPEN) return 0;
+      if (raw !== undefined && raw.readyState !== OPEN) return 0;
       const room = limits.maxUnackedInputs - connection.unacked;
       const unread = raw?.bufferedAmount ?? 0;
       if (room > 0 && unread <= limits.ackHighWaterBytes) return room;
@@ -161,6 +168,14 @@ export class LaneSocket {
     }
   }
 
+  /** The socket reads again once fewer messages wait than the bound. */
+  #readAgainIfRoom(): void {
+    const waiting = this.#held.length - this.#head;
+    if (!this.#paused || waiting >= this.#registry.limits.maxUnackedInputs) return;
+    this.#paused = false;
+    this.#raw?.resume();
+  }
+
   /** Inputs of this connection were answered: a handler waiting for room looks again. */
   #acked(): void {
     const wake = this.#ackWaiter;
@@ -169,10 +184,10 @@ export class LaneSocket {
   }
 
   /** The socket opened: its connection is made and registered; its place holds its deadline. */
-  #open(ws: WSContext): void {
+  #open(ws: NodeWebSocket): void {
     const { host, auth, log, place } = this.#lane;
     const { stats, limits } = this.#registry;
-    this.#raw = ws.raw as WebSocket | undefined;
+    this.#raw = ws;
     const close = (code: number, why: string) => ws.close(code, why);
     const connection = new LaneConnection(host, {
       auth,
@@ -200,7 +215,7 @@ export class LaneSocket {
   /** Sends text while the socket is open, noting the most it ever held unsent. */
   #sendText(text: string): void {
     const raw = this.#raw;
-    if (raw === undefined || raw.readyState !== WebSocket.OPEN) return;
+    if (raw === undefined || raw.readyState !== OPEN) return;
     raw.send(text);
     const stats = this.#registry.stats;
     stats.peak_buffered_bytes = Math.max(stats.peak_buffered_bytes, raw.bufferedAmount);
@@ -225,11 +240,11 @@ function yieldToSockets(): Promise<void> {
  * a catch-up that never yielded would hold its pages unsent and the client idle. A turn costs
  * tens of microseconds; a timer, even `setTimeout(0)`, costs a millisecond or more here.
  */
-async function whenDrained(socket: WebSocket | undefined): Promise<void> {
+async function whenDrained(socket: NodeWebSocket | undefined): Promise<void> {
   if (socket === undefined) return;
   await nextMacrotask();
   const deadline = Date.now() + STALL_LIMIT_MS;
-  while (socket.readyState === WebSocket.OPEN && socket.bufferedAmount > HIGH_WATER_BYTES) {
+  while (socket.readyState === OPEN && socket.bufferedAmount > HIGH_WATER_BYTES) {
     if (Date.now() > deadline) {
       socket.close(1013, "client too slow to read its catch-up");
       return;

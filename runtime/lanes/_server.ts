@@ -11,7 +11,6 @@
  */
 
 import { type Context, Hono, type MiddlewareHandler } from "hono";
-import { upgradeWebSocket } from "hono/deno";
 import { extname, join } from "node:path";
 import { errorReply } from "./_replies.ts";
 import type { LaneHost } from "./_lane_connection.ts";
@@ -23,6 +22,7 @@ import {
   type Place,
 } from "./_lane_registry.ts";
 import { LaneSocket } from "./_lane_socket.ts";
+import type { ListenerEnv } from "./_listener.ts";
 import type { OperatorAuth } from "./_auth.ts";
 import { AttemptLimiter, RefusalLog } from "./_refusals.ts";
 import { isKlbrError, KlbrError, type Logger } from "../core/mod.ts";
@@ -80,7 +80,7 @@ const CONTENT_TYPES: Record<string, string> = {
  * ```ts
  * const app = createApp({ lanes, auth, address: () => ({ host: "127.0.0.1", port: 8765 }),
  *   health: () => ({ ok: true }), log: createLogger() });
- * Deno.serve({ hostname: "127.0.0.1", port: 8765 }, app.fetch);
+ * await listenApp(app.fetch, { hostname: "127.0.0.1", port: 8765 });
  * ```
  */
 export function createApp(deps: AppDeps): Hono {
@@ -195,42 +195,44 @@ function authRoutes(deps: AppDeps, bounds: Bounds): Hono {
  */
 function laneRoutes(deps: AppDeps, bounds: Bounds): Hono {
   const lanes = new Hono();
-  lanes.use("/", async (c, next) => {
-    if (c.req.header("upgrade")?.toLowerCase() !== "websocket") return await next();
-    c.set("place" as never, bounds.registry.reserve(sourceOf(c.env)) as never);
-    await next();
+  lanes.get("/", (c) => {
+    const upgrade = (c.env as ListenerEnv | undefined)?.upgrade;
+    if (upgrade === undefined || c.req.header("upgrade")?.toLowerCase() !== "websocket") {
+      return c.text("klbr: /v2 is a WebSocket; connect with Upgrade: websocket", 426);
+    }
+    const place = bounds.registry.reserve(sourceOf(c.env));
+    const cookie = deps.auth.readCookie(c.req.header("cookie"), deps.address().port);
+    const auth = {
+      cookie,
+      viewWithoutToken: deps.auth.viewWithoutToken,
+      checkToken: (token: string | undefined) => deps.auth.checkToken(token),
+      rotate: async () => {
+        await deps.auth.rotate();
+        deps.log.warn("auth.rotated", "the operator token was rotated; old sessions closed");
+      },
+      refused: (code: string, reason: string) =>
+        bounds.refusals.warn("lane.refused", {
+          source: place.source,
+          kind: code,
+          message: `refused operator access: ${reason}`,
+        }),
+    };
+    const socket = new LaneSocket(bounds.registry, {
+      host: deps.lanes,
+      auth,
+      log: deps.log,
+      place,
+    });
+    // The listener's socket (`_listener.ts`): one that can stop reading.
+    upgrade.accept(socket.attach.bind(socket));
+    return c.body(null, 204);
   });
-  lanes.get(
-    "/",
-    upgradeWebSocket((c) => {
-      const place = c.get("place" as never) as Place;
-      const cookie = deps.auth.readCookie(c.req.header("cookie"), deps.address().port);
-      const auth = {
-        cookie,
-        viewWithoutToken: deps.auth.viewWithoutToken,
-        checkToken: (token: string | undefined) => deps.auth.checkToken(token),
-        rotate: async () => {
-          await deps.auth.rotate();
-          deps.log.warn("auth.rotated", "the operator token was rotated; old sessions closed");
-        },
-        refused: (code: string, reason: string) =>
-          bounds.refusals.warn("lane.refused", {
-            source: place.source,
-            kind: code,
-            message: `refused operator access: ${reason}`,
-          }),
-      };
-      const parts = { host: deps.lanes, auth, log: deps.log, place };
-      return new LaneSocket(bounds.registry, parts).events();
-    }),
-  );
   return lanes;
 }
 
 /** The client's address, for per-source bounds; "unknown" where the server gave none. */
 function sourceOf(env: unknown): string {
-  const info = env as Partial<Deno.ServeHandlerInfo<Deno.NetAddr>> | undefined;
-  return info?.remoteAddr?.hostname ?? "unknown";
+  return (env as ListenerEnv | undefined)?.incoming?.socket?.remoteAddress ?? "unknown";
 }
 
 /** Every other `GET`: a file of the built UI, `/` being `index.html`. */

@@ -31,6 +31,7 @@ export {
   writeNewOperatorToken,
 } from "./_operator_token.ts";
 export { type AppDeps, createApp } from "./_server.ts";
+export { type AppFetch, listenApp, type ListenerEnv, type Listening } from "./_listener.ts";
 export {
   AttemptLimiter,
   type AttemptLimiterOptions,

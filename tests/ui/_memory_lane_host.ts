@@ -16,8 +16,10 @@ import {
 } from "../../runtime/core/mod.ts";
 import {
   type AdmitOutcome,
+  type AppFetch,
   createApp,
   type LaneHost,
+  listenApp,
   OperatorAuth,
 } from "../../runtime/lanes/mod.ts";
 
@@ -198,7 +200,7 @@ export interface LaneServerOptions {
  *
  * @throws {Error} when the port cannot be bound.
  */
-export function startLaneServer(
+export async function startLaneServer(
   host: MemoryLaneHost,
   options: LaneServerOptions,
 ): Promise<LaneServer> {
@@ -229,27 +231,19 @@ export function startLaneServer(
     uiDir: options.uiDir,
     log: SILENT_LOGGER,
   });
-  const abort = new AbortController();
-  return new Promise((resolve) => {
-    const server = Deno.serve({
-      hostname: "127.0.0.1",
-      port: options.port ?? 0,
-      signal: abort.signal,
-      onListen: ({ port }) => {
-        address.port = port;
-        resolve({
-          url: `http://127.0.0.1:${port}`,
-          port,
-          pageUrl: `http://127.0.0.1:${port}/#token=${TEST_TOKEN}`,
-          cookie: () => auth.issueCookie(port).split(";")[0],
-          stop: async () => {
-            abort.abort();
-            await server.finished;
-          },
-        });
-      },
-    }, app.fetch);
+  const listening = await listenApp(app.fetch as AppFetch, {
+    hostname: "127.0.0.1",
+    port: options.port ?? 0,
   });
+  const port = listening.port;
+  address.port = port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    pageUrl: `http://127.0.0.1:${port}/#token=${TEST_TOKEN}`,
+    cookie: () => auth.issueCookie(port).split(";")[0],
+    stop: async () => void await listening.close(0),
+  };
 }
 
 /** An `op.status` answer of the daemon's shape for one running, idle session. */

@@ -1,7 +1,8 @@
 // Bounded input per client: a connection whose client writes inputs without reading its
 // answers has at most `lanes.max_unacked_inputs` of them in admission, and none while it
-// leaves more than the high-water mark unread; its further messages wait, in order, and are
-// all admitted exactly once when it reads again. Another client is answered meanwhile.
+// leaves more than the high-water mark unread; its further messages wait, in order, the daemon
+// stops reading its socket (the client's writes wait: TCP backpressure), and all are admitted
+// exactly once when it reads again. Another client is answered meanwhile.
 
 import assert from "node:assert/strict";
 import { startFakeOpenAI } from "../../fakes/openai_server.ts";
@@ -11,6 +12,8 @@ import { openSilentLane, type SilentMessage } from "../../../bench/silent_lane.t
 import { inputIds, removeDirs } from "../../crash/_checks.ts";
 
 const INPUTS = 2_000;
+/** `lanes { max_unacked_inputs }`'s default. */
+const MAX_UNACKED = 256;
 /** Large enough that the records of its inputs fill the kernel's buffers and the mark. */
 const TEXT = "x".repeat(8 * 1024);
 
@@ -32,7 +35,6 @@ Deno.test("a client that sends 2,000 inputs without reading waits past its bound
   const fake = startFakeOpenAI({ fallback: () => ({ text: "noted" }) });
   const daemon = await startTestDaemon({
     modelUrl: fake.url,
-    //extraConfig
   });
   const silent = await openSilentLane({ port: daemon.port, token: daemon.token, client: "flood" });
   try {
@@ -42,11 +44,18 @@ Deno.test("a client that sends 2,000 inputs without reading waits past its bound
       client_msg_id: `flood-${i}`,
       text: `${i} ${TEXT}`,
     }));
-    await silent.sendAll(inputs);
+    let sent = false;
+    const sending = silent.sendAll(inputs).then(() => sent = true);
     // The silent client's answers and records fill its buffers: the daemon stops handling its
-    // messages and holds the rest as they arrived.
+    // messages, then stops reading its socket once as many wait as it may leave unanswered.
     const paused = await lanesUntil(daemon.url, (l) => l.input_paused >= 1);
-    assert.ok(paused.peak_held_messages > 0, JSON.stringify(paused));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    // TCP backpressure: the client's writes (16 MB) wait in the kernel's buffers, and the
+    // daemon holds at most its bound and one read's worth of messages more.
+    assert.equal(sent, false, "the client's writes wait while the daemon does not read");
+    const held = (await (await fetch(`${daemon.url}/health`)).json()).lanes;
+    assert.ok(held.peak_held_messages > 0, JSON.stringify(paused));
+    assert.ok(held.peak_held_messages <= MAX_UNACKED + 64, JSON.stringify(held));
     // Another client is answered while the first is held.
     const other = await connectLane({ port: daemon.port, token: daemon.token, since: 0 });
     const ack = await other.request({
@@ -58,6 +67,7 @@ Deno.test("a client that sends 2,000 inputs without reading waits past its bound
     await other.close();
     // The silent client reads again: every input is acknowledged once, in the order it sent.
     silent.startReading();
+    await sending;
     const answers = (messages: SilentMessage[]) =>
       messages.filter((m) => m.kind === "ack" || m.kind === "error");
     await silent.until((messages) => answers(messages).length >= INPUTS, 120_000);

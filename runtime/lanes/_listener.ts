@@ -1,0 +1,225 @@
+/**
+ * The daemon's listener: `node:http`, whose sockets can stop reading. A request goes to the
+ * Hono app as a `Request`; a WebSocket upgrade goes to the app too, with a way to accept it in
+ * the app's environment ({@linkcode LaneUpgrade}), so the `/v2` route upgrades it (to a `ws`
+ * socket) only after the same `Host`, `Origin` and cookie checks as any request, and a refusal
+ * is written back on the socket as that route's HTTP answer.
+ *
+ * Why not `Deno.serve`: its WebSocket reads its socket whatever the daemon does with the
+ * messages (denoland/deno#14064: no way to pause reading), so a client that writes without
+ * reading its acks could only be held in the daemon's memory. A `ws` socket over a
+ * `node:http` upgrade pauses its TCP socket: the kernel's buffers fill and the client's
+ * writes wait (TCP backpressure; `_lane_socket.ts`).
+ *
+ * @module
+ */
+
+import {
+  createServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+  STATUS_CODES,
+} from "node:http";
+import type { Buffer } from "node:buffer";
+import { type Duplex, Readable } from "node:stream";
+// @ts-types="npm:@types/ws@^8.18.1"
+import { type WebSocket as NodeWebSocket, WebSocketServer } from "ws";
+
+/** What the app's environment carries for a request that asked to become a WebSocket. */
+export interface LaneUpgrade {
+  /**
+   * Completes the upgrade: `onOpen` gets the socket once the handshake is written. Until it is
+   * called, the app's answer is what the client gets (a refusal, written on the socket).
+   */
+  accept(onOpen: (socket: NodeWebSocket) => void): void;
+}
+
+/** The app's environment: the request's node side, and its upgrade when it asked for one. */
+export interface ListenerEnv {
+  incoming: IncomingMessage;
+  upgrade?: LaneUpgrade;
+}
+
+/** The app as the listener calls it. */
+export type AppFetch = (request: Request, env: ListenerEnv) => Response | Promise<Response>;
+
+/** A listening daemon: its port, and how it stops. */
+export interface Listening {
+  port: number;
+  /**
+   * Stops accepting, closes every WebSocket (1001, "the daemon is shutting down") and idle
+   * connection, and resolves `true` once every connection has closed, or `false` after
+   * `graceMs` (the rest are then cut).
+   */
+  close(graceMs: number): Promise<boolean>;
+}
+
+/**
+ * The largest WebSocket message a socket reads (8 MiB): twice the largest envelope the lane
+ * protocol allows (an input's 1,000,000 characters are up to 4 MB of UTF-8). A longer one
+ * closes the socket (1009).
+ */
+const MAX_MESSAGE_BYTES = 8 << 20;
+
+/**
+ * Listens on `hostname:port` (0 for any free port) and serves `fetch`.
+ *
+ * @throws {Error} the listen error (`EADDRINUSE` and the like, with its `code`).
+ * @example
+ * ```ts
+ * const listening = await listenApp(app.fetch, { hostname: "127.0.0.1", port: 0 });
+ * await listening.close(5_000);
+ * ```
+ */
+export async function listenApp(
+  fetch: AppFetch,
+  address: { hostname: string; port: number },
+): Promise<Listening> {
+  // A request without `Host` reaches the app, whose loopback guard refuses it (403, logged).
+  const server = createServer({ noDelay: true, requireHostHeader: false });
+  const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
+  server.on("request", (incoming: IncomingMessage, outgoing: ServerResponse) => {
+    void answerRequest(fetch, incoming, outgoing);
+  });
+  server.on("upgrade", (incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
+    void answerUpgrade(fetch, { incoming, socket, head, sockets });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(address.port, address.hostname, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as { port: number }).port;
+  return { port, close: (graceMs) => closeListener({ server, sockets }, graceMs) };
+}
+
+/**
+ * The `Request` of a node request: its URL from the `Host` it named (a `Host` no URL can hold
+ * gets a placeholder: the app's loopback guard refuses it by the header), its headers and body.
+ */
+function requestOf(incoming: IncomingMessage): Request {
+  const path = incoming.url ?? "/";
+  let url: URL;
+  try {
+    url = new URL(path, `http://${incoming.headers.host ?? "invalid.host"}`);
+  } catch {
+    url = new URL(path, "http://invalid.host");
+  }
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(incoming.headers)) {
+    if (value === undefined) continue;
+    for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one);
+  }
+  const method = incoming.method ?? "GET";
+  const hasBody = method !== "GET" && method !== "HEAD";
+  return new Request(url, {
+    method,
+    headers,
+    ...(hasBody
+      ? { body: Readable.toWeb(incoming) as ReadableStream<Uint8Array>, duplex: "half" }
+      : {}),
+  });
+}
+
+/** Answers one HTTP request with what the app says; an app failure is a bare 500. */
+async function answerRequest(
+  fetch: AppFetch,
+  incoming: IncomingMessage,
+  outgoing: ServerResponse,
+): Promise<void> {
+  try {
+    const response = await fetch(requestOf(incoming), { incoming });
+    const body = new Uint8Array(await response.arrayBuffer());
+    // Whole bodies, with their length: no chunked encoding.
+    outgoing.writeHead(response.status, { ...headersOf(response), "content-length": body.length });
+    outgoing.end(body);
+  } catch {
+    if (!outgoing.headersSent) outgoing.writeHead(500);
+    outgoing.end();
+  }
+}
+
+/**
+ * Hands an upgrade request to the app; when the app did not accept it (a refusal, a path with
+ * no WebSocket), writes the app's answer on the raw socket and ends it.
+ */
+async function answerUpgrade(
+  fetch: AppFetch,
+  raw: { incoming: IncomingMessage; socket: Duplex; head: Buffer; sockets: WebSocketServer },
+): Promise<void> {
+  const { incoming, socket, head, sockets } = raw;
+  socket.on("error", () => socket.destroy());
+  let accepted = false;
+  const upgrade: LaneUpgrade = {
+    accept(onOpen) {
+      accepted = true;
+      sockets.handleUpgrade(incoming, socket, head, onOpen);
+    },
+  };
+  try {
+    const response = await fetch(requestOf(incoming), { incoming, upgrade });
+    if (accepted) return;
+    const body = new Uint8Array(await response.arrayBuffer());
+    const reason = STATUS_CODES[response.status] ?? "Refused";
+    const lines = [`HTTP/1.1 ${response.status} ${reason}`];
+    for (const [name, value] of Object.entries(headersOf(response))) {
+      for (const one of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${one}`);
+    }
+    lines.push(`content-length: ${body.length}`, "connection: close", "", "");
+    const head = new TextEncoder().encode(lines.join("\r\n"));
+    const answer = new Uint8Array(head.length + body.length);
+    answer.set(head);
+    answer.set(body, head.length);
+    socket.end(answer);
+  } catch {
+    socket.destroy();
+  }
+}
+
+/** A response's headers for node, each `set-cookie` kept apart. */
+function headersOf(response: Response): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = {};
+  response.headers.forEach((value, name) => {
+    if (name !== "set-cookie" && name !== "content-length") headers[name] = value;
+  });
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length > 0) headers["set-cookie"] = cookies;
+  return headers;
+}
+
+/**
+ * Closes the server: its WebSockets and idle connections at once, the rest after `graceMs`.
+ * Resolves `false` when some had to be cut.
+ */
+async function closeListener(
+  listener: { server: Server; sockets: WebSocketServer },
+  graceMs: number,
+): Promise<boolean> {
+  const { server, sockets } = listener;
+  const ended = (socket: NodeWebSocket) =>
+    new Promise<void>((resolve) => {
+      if (socket.readyState === socket.CLOSED) resolve();
+      else socket.once("close", () => resolve());
+    });
+  const lanes = [...sockets.clients];
+  for (const socket of lanes) socket.close(1001, "the daemon is shutting down");
+  const closed = Promise.all([
+    new Promise<void>((resolve) => server.close(() => resolve())),
+    ...lanes.map(ended),
+  ]).then(() => true);
+  server.closeIdleConnections();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const graceful = await Promise.race([
+    closed,
+    new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), graceMs)),
+  ]);
+  clearTimeout(timer);
+  if (!graceful) {
+    for (const socket of sockets.clients) socket.terminate();
+    server.closeAllConnections();
+  }
+  return graceful;
+}
