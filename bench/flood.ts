@@ -50,6 +50,21 @@ async function timeRound(
   return { ackMs, healthMs };
 }
 
+/**
+ * Resolves once `/health` says a connection's messages waited for its answers (`input_paused`):
+ * the flood has been taken up to its bound and its writes wait. Bounded: 30 s.
+ *
+ * @throws {KlbrError} `worker_timeout` when it never does.
+ */
+async function floodHeld(url: string): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    const health = await (await fetch(`${url}/health`)).json();
+    if (health.lanes?.input_paused >= 1) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new KlbrError("worker_timeout", "cannot time the flood: its connection never waited");
+}
+
 /** Reads the daemon's resident size every 50 ms until `stop` is called; returns the peak. */
 function samplePeak(pid: number): { stop: () => Promise<number> } {
   let peak = 0;
@@ -105,7 +120,9 @@ export async function benchFlood(options: FloodOptions): Promise<BenchRow[]> {
     let during: { ackMs: number[]; healthMs: number[] };
     try {
       // Not awaited: once the daemon stops reading the socket, the writes wait in the kernel.
+      // The second client is timed from then on, when the flood has been taken up to its bound.
       const sending = silent.sendAll(inputs);
+      await floodHeld(daemon.url);
       during = await timeRound(lane, daemon.url, { count: options.samples, prefix: "during" });
       silent.startReading();
       await sending;
@@ -131,7 +148,8 @@ export async function benchFlood(options: FloodOptions): Promise<BenchRow[]> {
     const ack = summarize(during.ackMs);
     const health = summarize(during.healthMs);
     const how = `a client over bare TCP writes ${n} inputs at once and reads nothing until ` +
-      `${options.samples} inputs of a second client were acknowledged (one at a time, /health ` +
+      `its messages wait for their answers and then ${options.samples} inputs of a second ` +
+      `client were acknowledged (one at a time, /health ` +
       `asked after each); then it reads, and every one of its inputs was acknowledged once, in ` +
       `order; default lanes bounds (256 unacknowledged, 1 MiB unread)`;
     return [
