@@ -1,10 +1,10 @@
 /**
  * The tool-call step of a turn: each call of one assistant reply runs as a cell, in order.
  * The cell is recorded before it runs; its outcome and its call's tool result are written
- * together; every call gets exactly one tool result, also the ones that are not run. Long output is spooled to an
- * artifact the same way for every cell (a failed write costs the whole output, never the
- * outcome); where the cell and its result are recorded is the step's sink: the session's
- * (`_session_sink.ts`) unless a child agent gives its own.
+ * together; every call gets exactly one tool result, also the ones that are not run. Long
+ * output is spooled to an artifact the same way for every cell (a failed write costs the whole
+ * output, never the outcome); where the cell and its result are recorded is the step's sink:
+ * the session's (`_session_sink.ts`) unless a child agent gives its own.
  *
  * @module
  */
