@@ -52,17 +52,22 @@ async function timeRound(
 
 /**
  * Resolves once `/health` says a connection's messages waited for its answers (`input_paused`):
- * the flood has been taken up to its bound and its writes wait. Bounded: 30 s.
+ * the flood has been taken up to its bound and its writes wait; or once `sending` resolved (a
+ * flood smaller than the bound). Bounded: 30 s.
  *
- * @throws {KlbrError} `worker_timeout` when it never does.
+ * @throws {KlbrError} `worker_timeout` when neither happens.
  */
-async function floodHeld(url: string): Promise<void> {
-  for (let i = 0; i < 600; i++) {
+async function floodHeld(url: string, sending: Promise<void>): Promise<void> {
+  let sent = false;
+  void sending.then(() => sent = true, () => sent = true);
+  for (let i = 0; i < 600 && !sent; i++) {
     const health = await (await fetch(`${url}/health`)).json();
     if (health.lanes?.input_paused >= 1) return;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  throw new KlbrError("worker_timeout", "cannot time the flood: its connection never waited");
+  if (!sent) {
+    throw new KlbrError("worker_timeout", "cannot time the flood: its connection never waited");
+  }
 }
 
 /** Reads the daemon's resident size every 50 ms until `stop` is called; returns the peak. */
@@ -120,9 +125,10 @@ export async function benchFlood(options: FloodOptions): Promise<BenchRow[]> {
     let during: { ackMs: number[]; healthMs: number[] };
     try {
       // Not awaited: once the daemon stops reading the socket, the writes wait in the kernel.
-      // The second client is timed from then on, when the flood has been taken up to its bound.
+      // The second client is timed from then on, when the flood has been taken up to its bound
+      // (or, for a flood smaller than the bound, once it is written).
       const sending = silent.sendAll(inputs);
-      await floodHeld(daemon.url);
+      await floodHeld(daemon.url, sending);
       during = await timeRound(lane, daemon.url, { count: options.samples, prefix: "during" });
       silent.startReading();
       await sending;
