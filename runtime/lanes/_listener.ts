@@ -192,34 +192,43 @@ function headersOf(response: Response): Record<string, string | string[]> {
 
 /**
  * Closes the server: its WebSockets and idle connections at once, the rest after `graceMs`.
- * Resolves `false` when some had to be cut.
+ * Resolves `false` when some had to be cut; either way only once every WebSocket's `close`
+ * has been handled (its lane let go), or a second after it was cut.
  */
 async function closeListener(
   listener: { server: Server; sockets: WebSocketServer },
   graceMs: number,
 ): Promise<boolean> {
   const { server, sockets } = listener;
-  const ended = (socket: NodeWebSocket) =>
-    new Promise<void>((resolve) => {
-      if (socket.readyState === socket.CLOSED) resolve();
-      else socket.once("close", () => resolve());
-    });
   const lanes = [...sockets.clients];
+  const ended = Promise.all(lanes.map(closeHandled));
   for (const socket of lanes) socket.close(1001, "the daemon is shutting down");
-  const closed = Promise.all([
-    new Promise<void>((resolve) => server.close(() => resolve())),
-    ...lanes.map(ended),
-  ]).then(() => true);
+  const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const graceful = await Promise.race([
-    closed,
-    new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), graceMs)),
-  ]);
-  clearTimeout(timer);
+  const graceful = await within(Promise.all([serverClosed, ended]), graceMs);
   if (!graceful) {
     for (const socket of sockets.clients) socket.terminate();
     server.closeAllConnections();
+    await within(ended, 1_000);
   }
   return graceful;
+}
+
+/** Resolves once `socket`'s `close` was emitted (at once for a closed one). */
+function closeHandled(socket: NodeWebSocket): Promise<void> {
+  return new Promise((resolve) => {
+    if (socket.readyState === socket.CLOSED) resolve();
+    else socket.once("close", () => resolve());
+  });
+}
+
+/** Whether `promise` settled within `ms`. */
+async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const settled = await Promise.race([
+    promise.then(() => true),
+    new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), ms)),
+  ]);
+  clearTimeout(timer);
+  return settled;
 }

@@ -15,12 +15,7 @@ import { extname, join } from "node:path";
 import { errorReply } from "./_replies.ts";
 import type { LaneHost } from "./_lane_connection.ts";
 import { checkHost, checkOrigin, type ListenAddress, ownOrigin } from "./_loopback.ts";
-import {
-  DEFAULT_LANE_LIMITS,
-  type LaneLimits,
-  LaneRegistry,
-  type Place,
-} from "./_lane_registry.ts";
+import { DEFAULT_LANE_LIMITS, type LaneLimits, LaneRegistry } from "./_lane_registry.ts";
 import { LaneSocket } from "./_lane_socket.ts";
 import type { ListenerEnv } from "./_listener.ts";
 import type { OperatorAuth } from "./_auth.ts";
