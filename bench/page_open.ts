@@ -199,12 +199,28 @@ export async function measurePageOpen(
     );
     return { shownMs, heapBytes: heap.usedSize, domNodes: nodes.result.value };
   } finally {
-    devtools?.close();
+    await stopChromium(child, devtools);
+  }
+}
+
+/**
+ * Stops Chromium with the DevTools `Browser.close`, which lets it remove its singleton folder
+ * from the temp directory (a signal leaves `org.chromium.Chromium.*` behind); SIGKILL when it
+ * has not exited after 5 s, or when there is no DevTools connection.
+ */
+async function stopChromium(child: Deno.ChildProcess, devtools?: Devtools): Promise<void> {
+  const kill = () => {
     try {
       child.kill("SIGKILL");
     } catch { /* already gone */ }
-    await child.status;
-  }
+  };
+  // Chromium may exit before it answers: the answer is not waited for.
+  if (devtools === undefined) kill();
+  else void devtools.send("Browser.close", {}).catch(() => {});
+  const timer = setTimeout(kill, 5_000);
+  await child.status;
+  clearTimeout(timer);
+  devtools?.close();
 }
 
 /** What the page asks for at open, measured on the wire alone. */
