@@ -169,10 +169,10 @@ async function answerUpgrade(
       for (const one of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${one}`);
     }
     lines.push(`content-length: ${body.length}`, "connection: close", "", "");
-    const head = new TextEncoder().encode(lines.join("\r\n"));
-    const answer = new Uint8Array(head.length + body.length);
-    answer.set(head);
-    answer.set(body, head.length);
+    const preamble = new TextEncoder().encode(lines.join("\r\n"));
+    const answer = new Uint8Array(preamble.length + body.length);
+    answer.set(preamble);
+    answer.set(body, preamble.length);
     socket.end(answer);
   } catch {
     socket.destroy();
