@@ -107,6 +107,7 @@ export class AdmissionQueue {
 
   async #drain(): Promise<void> {
     try {
+      await nextMacrotask();
       for (;;) {
         while (this.#queue.length > 0) {
           const woken = this.#commitQueued();
