@@ -1,9 +1,12 @@
 /**
  * Group commit for admission: one writer that commits, in one transaction, whatever inputs are
  * queued — from every connection and session — when the previous commit returns. There is no
- * timer: a lone input on an idle daemon is committed at once, inside the call that submits it;
- * inputs that arrive while a commit (and the fan-out after it) runs wait in the queue and go
- * together in the next one. So the inputs a commit holds track the offered load.
+ * timer: an input that finds the writer idle is committed one event-loop turn after it was
+ * submitted, with whatever its connection handed over in that turn; inputs that arrive while a
+ * commit (and the fan-out after it) runs wait in the queue and go together in the next one. So
+ * the inputs a commit holds track the offered load. (Committing inside the submitting call made
+ * a flooding connection, which yields the event loop between its batches, meet an idle writer
+ * each time: every commit held one batch of 32; figure 1a.)
  *
  * The ack path does nothing but commit and answer: each group's promise resolves right after
  * the commit that holds it, so its connection sends the acks in microtasks; the planner's wake
