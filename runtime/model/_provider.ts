@@ -143,10 +143,13 @@ function loadSdk(): Promise<typeof import("openai")> {
  * ```
  */
 export function createProvider(route: Route, options: CreateProviderOptions): Provider {
+  const errorBodies = new ErrorBodies(options.fetch ?? fetch);
+  let client: OpenAI | undefined;
   return {
     route,
     async streamChat(request, { signal, onDelta } = {}) {
       const sdk = await loadSdk();
+      client ??= clientOf(sdk.OpenAI, route, { apiKey: options.apiKey, errorBodies });
       const clock = new CallClock(route, signal);
       const call: CallState = {
         route,
@@ -157,7 +160,7 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
       };
       let deltaError: { error: unknown } | undefined;
       try {
-        const response = await clientFor(sdk.OpenAI, route, options, call).chat.completions
+        const response = await client.chat.completions
           .create(chatBody(route, request), { signal: clock.signal() }).asResponse();
         call.started = true;
         deltaError = await readReply(response, {
@@ -166,6 +169,7 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
           onDelta,
         });
       } catch (error) {
+        if (error instanceof sdk.APIError) call.errorBody = errorBodies.of(error.headers);
         await failFromError(call, clock.stopped(), error);
       } finally {
         clock.clear();
@@ -180,34 +184,55 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
 }
 
 /**
- * The SDK client of one call. Its `fetch` keeps the body of an error answer as the server sent
- * it: the SDK reads only `{error: {message}}`, and Mistral, older vLLM and Ollama put their
- * words elsewhere.
+ * The `fetch` of a provider's SDK client, which keeps the body of each error answer as the
+ * server sent it: the SDK reads only `{error: {message}}`, and Mistral, older vLLM and Ollama
+ * put their words elsewhere. A body is found again by the answer's `Headers`, which the SDK's
+ * `APIError` carries (`headers`), so calls in flight at once never see each other's.
  */
-function clientFor(
-  SDK: typeof OpenAI,
-  route: Route,
-  options: CreateProviderOptions,
-  call: CallState,
-): OpenAI {
-  const base = options.fetch ?? fetch;
-  const keepErrorBody: typeof fetch = async (input, init) => {
-    const response = await base(input, init);
+class ErrorBodies {
+  readonly #fetch: typeof fetch;
+  readonly #bodies = new WeakMap<Headers, string>();
+
+  constructor(base: typeof fetch) {
+    this.#fetch = base;
+  }
+
+  /** Fetches, and keeps the first 64 KiB of the body of an answer that is not ok. */
+  async fetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
+    const response = await this.#fetch(input, init);
     if (!response.ok) {
-      call.errorBody = (await response.clone().text().catch(() => "")).slice(0, 64 * 1024);
+      const text = await response.clone().text().catch(() => "");
+      this.#bodies.set(response.headers, text.slice(0, 64 * 1024));
     }
     return response;
-  };
+  }
+
+  /** The body kept for the answer of `headers`, if it was an error answer. */
+  of(headers: Headers | undefined): string | undefined {
+    return headers === undefined ? undefined : this.#bodies.get(headers);
+  }
+}
+
+/**
+ * The SDK client of one provider, made once: a client reads five environment variables when it
+ * is made, and the daemon, which may read none, pays a refused permission for each.
+ */
+function clientOf(
+  SDK: typeof OpenAI,
+  route: Route,
+  options: { apiKey: string | undefined; errorBodies: ErrorBodies },
+): OpenAI {
+  const { apiKey, errorBodies } = options;
   return new SDK({
     baseURL: route.url,
     // The SDK refuses to start without a key; a keyless local route sends no header at all.
-    apiKey: options.apiKey ?? "none",
-    defaultHeaders: options.apiKey === undefined ? { Authorization: null } : undefined,
+    apiKey: apiKey ?? "none",
+    defaultHeaders: apiKey === undefined ? { Authorization: null } : undefined,
     organization: null,
     project: null,
     timeout: route.timeout_ms,
     maxRetries: 0,
-    fetch: keepErrorBody,
+    fetch: errorBodies.fetch.bind(errorBodies),
   });
 }
 

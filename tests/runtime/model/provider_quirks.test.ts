@@ -252,6 +252,30 @@ Deno.test("`streamChat()` names a 200 HTML page as such, once, and never as a cu
   assert.equal(fake.requests.length, 1);
 });
 
+Deno.test("a proxy's 502 HTML page is named by its title, as the server's words", async () => {
+  // nginx in front of a model server that is down answers its default error page (the body of
+  // ngx_http_special_response.c); the SDK keeps only the text, so the provider keeps the body.
+  const page = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n" +
+    "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.24.0</center>\r\n" +
+    "</body>\r\n</html>\r\n";
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => new Response(page, { status: 502, headers: { "content-type": "text/html" } }),
+  );
+  try {
+    const provider = createProvider(route(`http://127.0.0.1:${server.addr.port}/v1`), {
+      apiKey: undefined,
+    });
+    const error = await provider.streamChat({ messages: HELLO }).catch((caught) => caught);
+    const failure = error.cause as ProviderFailure;
+    assert.equal(failure.status, 502);
+    assert.equal(failure.serverMessage, "an HTML page: 502 Bad Gateway");
+    assert.match(error.message, /an HTML page: 502 Bad Gateway/);
+  } finally {
+    await server.shutdown();
+  }
+});
+
 // ---- refusals: named, with their fix, and not retriable ----
 
 Deno.test("a 401 names the key variable and where to set it, and is not retriable", async () => {
