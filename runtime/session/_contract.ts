@@ -43,6 +43,8 @@ const DEFAULT_LIMITS: ContractLimits = { maxSteps: 50, cellTimeoutMs: 300_000 };
 
 /** Output longer than this reaches the model as an excerpt naming its artifact (`_cell_output.ts`). */
 const RESULT_CHARS = 8_192;
+/** {@linkcode RESULT_CHARS} as the contract writes it, formatted once (a call costs about 20 µs). */
+const RESULT_CHARS_TEXT = RESULT_CHARS.toLocaleString("en-US");
 
 /**
  * Whether an input asks for a maintenance turn: it belongs to
@@ -90,9 +92,9 @@ export function contractMessage(workspace: string, options: ContractOptions = {}
     "`await read_artifact(id)` reads it. `display(png_bytes)` or",
     '`display(html, mime="text/html")` shows an image or a table to the owner in the page.',
     `Limits: ${limits.maxSteps} model steps a turn (a result says when the turn ends), a cell`,
-    `runs at most ${Math.round(limits.cellTimeoutMs / 1000)} s, a result shows about ${
-      RESULT_CHARS.toLocaleString("en-US")
-    } characters of each output.`,
+    `runs at most ${
+      Math.round(limits.cellTimeoutMs / 1000)
+    } s, a result shows about ${RESULT_CHARS_TEXT} characters of each output.`,
     ...skillLines(skills),
   ];
   if (options.maintenance) lines.push("", ...maintenanceSection(skills));
