@@ -97,27 +97,29 @@ export function nextMacrotask(): Promise<void> {
   return new Promise((resolve) => loopTurns.wait(resolve));
 }
 
-/**
- * Loaded when first used, by a computed name, so that a page's bundle of this folder does not
- * import it. Its ports, unlike the web's, let go of the event loop when unreferenced even while
- * they listen (a web port's receive is referenced again after every message).
- */
-const WORKER_THREADS = "node:worker_threads";
-
 /** The one channel of {@linkcode nextMacrotask}: each message it carries is one waiter's turn. */
 class LoopTurns {
-  #channel: Promise<NodeMessageChannel> | undefined;
+  #channel: NodeMessageChannel | undefined;
   readonly #waiting: (() => void)[] = [];
 
-  async wait(resolve: () => void): Promise<void> {
-    const { port1, port2 } = await (this.#channel ??= this.#open());
+  wait(resolve: () => void): void {
+    const { port1, port2 } = this.#channel ??= this.#open();
     if (this.#waiting.length === 0) port1.ref();
     this.#waiting.push(resolve);
     port2.postMessage(undefined);
   }
 
-  async #open(): Promise<NodeMessageChannel> {
-    const { MessageChannel } = await import(WORKER_THREADS) as typeof import("node:worker_threads");
+  /**
+   * Node's channel, not the web's: its port lets go of the event loop when unreferenced even
+   * while it listens (a web port's receive is referenced again after every message). Taken from
+   * `process.getBuiltinModule`, so that this folder, which the page's bundle imports, imports
+   * no `node:` module.
+   */
+  #open(): NodeMessageChannel {
+    const node = globalThis as unknown as { process: { getBuiltinModule(id: string): unknown } };
+    const { MessageChannel } = node.process.getBuiltinModule("node:worker_threads") as {
+      MessageChannel: new () => NodeMessageChannel;
+    };
     const channel = new MessageChannel();
     channel.port1.on("message", this.#turn.bind(this, channel.port1));
     channel.port1.unref();
