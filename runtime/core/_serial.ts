@@ -1,6 +1,8 @@
 /**
  * Runs one piece of work at a time without losing a request for it: a request while it runs
- * makes it run once more after (any number of such requests merge into one).
+ * makes it run once more after (any number of such requests merge into one). Beside it, the
+ * runtime's two ways of waiting: for one turn of the event loop, and for a promise at most so
+ * long.
  *
  * Every loop of the runtime that is woken by a signal carrying no data (the session's turn
  * loop, the Discord sender, a connection's record pump, a socket's message queue) uses this,
@@ -95,6 +97,24 @@ export class SerialRunner {
  */
 export function nextMacrotask(): Promise<void> {
   return new Promise((resolve) => loopTurns.wait(resolve));
+}
+
+/**
+ * Resolves `true` when `promise` settles within `ms`, else `false`; never rejects.
+ *
+ * @example
+ * ```ts
+ * if (!(await settlesWithin(child.status, 5_000))) child.kill("SIGKILL");
+ * ```
+ */
+export function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<boolean>((done) => {
+    timer = setTimeout(() => done(false), ms);
+  });
+  return Promise.race([promise.then(() => true, () => true), timeout]).finally(() =>
+    clearTimeout(timer)
+  );
 }
 
 /** The one channel of {@linkcode nextMacrotask}: each message it carries is one waiter's turn. */

@@ -43,7 +43,7 @@ export {
   type LogLevel,
   SILENT_LOGGER,
 } from "./_log.ts";
-export { nextMacrotask, SerialRunner } from "./_serial.ts";
+export { nextMacrotask, SerialRunner, settlesWithin } from "./_serial.ts";
 export { describeIssues } from "./_issues.ts";
 export {
   ActionResult,

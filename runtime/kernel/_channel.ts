@@ -11,10 +11,11 @@ import {
   type HostFrame,
   KlbrError,
   parseWorkerFrame,
+  settlesWithin,
   type WorkerFrame,
 } from "../core/mod.ts";
 import { killProcessGroup } from "../sandbox/mod.ts";
-import { ByteRing, settlesWithin } from "./_parts.ts";
+import { ByteRing } from "./_parts.ts";
 
 const STDERR_RING = 64 * 1024;
 

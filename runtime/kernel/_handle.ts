@@ -15,9 +15,10 @@ import {
   type HostRequest,
   KlbrError,
   newId,
+  settlesWithin,
   type WorkerFrame,
 } from "../core/mod.ts";
-import { type CellResult, deferred, hostEndedResult, settlesWithin } from "./_parts.ts";
+import { type CellResult, deferred, hostEndedResult } from "./_parts.ts";
 import { Killed, type Pending, PendingRequests } from "./_pending.ts";
 import { WorkerChannel } from "./_channel.ts";
 import { FingerprintReply, type WorkerFingerprint } from "./_fingerprint.ts";

@@ -111,14 +111,3 @@ export function deferred<T>(): {
   });
   return { promise, resolve, reject };
 }
-
-/** Resolves `true` when `promise` settles within `ms`, else `false`; never rejects. */
-export function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<boolean>((done) => {
-    timer = setTimeout(() => done(false), ms);
-  });
-  return Promise.race([promise.then(() => true, () => true), timeout]).finally(() =>
-    clearTimeout(timer)
-  );
-}

@@ -4,8 +4,8 @@
  * @module
  */
 
-import { type HostRequest, KlbrError, type WorkerFrame } from "../core/mod.ts";
-import { deferred, settlesWithin, StreamText } from "./_parts.ts";
+import { type HostRequest, KlbrError, settlesWithin, type WorkerFrame } from "../core/mod.ts";
+import { deferred, StreamText } from "./_parts.ts";
 import type { ExecuteOptions } from "./_types.ts";
 
 const STREAM_CAP = 1024 * 1024;

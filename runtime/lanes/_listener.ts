@@ -25,6 +25,7 @@ import type { Buffer } from "node:buffer";
 import { type Duplex, Readable } from "node:stream";
 // @ts-types="npm:@types/ws@^8.18.1"
 import { type WebSocket as NodeWebSocket, WebSocketServer } from "ws";
+import { settlesWithin } from "../core/mod.ts";
 
 /** What the app's environment carries for a request that asked to become a WebSocket. */
 export interface LaneUpgrade {
@@ -205,11 +206,11 @@ async function closeListener(
   for (const socket of lanes) socket.close(1001, "the daemon is shutting down");
   const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  const graceful = await within(Promise.all([serverClosed, ended]), graceMs);
+  const graceful = await settlesWithin(Promise.all([serverClosed, ended]), graceMs);
   if (!graceful) {
     for (const socket of sockets.clients) socket.terminate();
     server.closeAllConnections();
-    await within(ended, 1_000);
+    await settlesWithin(ended, 1_000);
   }
   return graceful;
 }
@@ -220,15 +221,4 @@ function closeHandled(socket: NodeWebSocket): Promise<void> {
     if (socket.readyState === socket.CLOSED) resolve();
     else socket.once("close", () => resolve());
   });
-}
-
-/** Whether `promise` settled within `ms`. */
-async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const settled = await Promise.race([
-    promise.then(() => true),
-    new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), ms)),
-  ]);
-  clearTimeout(timer);
-  return settled;
 }
