@@ -30,20 +30,22 @@ export function ambientBefore(
   beforeSeq: number,
   limit: number = MAX_AMBIENT_INPUTS,
 ): InputRecord[] {
-  const rows = store.statement(
-    `SELECT i.*, EXISTS (
-       SELECT 1 FROM frames f, json_each(f.routing, '$.ignored') j
-       WHERE f.id = i.frame_id AND json_extract(j.value, '$.input_id') = i.id
-     ) AS ignored
-     FROM inputs i
-     WHERE i.session_id = ? AND i.conversation_id = ? AND i.admitted_seq < ?
-       AND i.status = 'consumed'
-     ORDER BY i.admitted_seq DESC LIMIT ?`,
-  ).all(session, conversation, beforeSeq, limit + 1) as unknown as (InputRow & {
-    ignored: number;
-  })[];
+  const newest = (n: number) =>
+    store.statement(
+      `SELECT i.*, EXISTS (
+         SELECT 1 FROM frames f, json_each(f.routing, '$.ignored') j
+         WHERE f.id = i.frame_id AND json_extract(j.value, '$.input_id') = i.id
+       ) AS ignored
+       FROM inputs i
+       WHERE i.session_id = ? AND i.conversation_id = ? AND i.admitted_seq < ?
+         AND i.status = 'consumed'
+       ORDER BY i.admitted_seq DESC LIMIT ?`,
+    ).all(session, conversation, beforeSeq, n) as unknown as (InputRow & { ignored: number })[];
+  // Most turns follow an answered input: one row says so, where `limit + 1` rows would be read
+  // (and their frames' routing walked) to find it.
+  if (newest(1)[0]?.ignored !== 1) return [];
   const ambient: InputRecord[] = [];
-  for (const row of rows) {
+  for (const row of newest(limit + 1)) {
     // The newest answered input ends the stretch of talk the agent has not seen.
     if (row.ignored !== 1 || ambient.length === limit) break;
     const { ignored: _ignored, ...input } = row;
