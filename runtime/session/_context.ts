@@ -66,7 +66,7 @@ export function renderInputs(
     if (seen === undefined || input.seq < seen) firstSeq.set(input.conversationId, input.seq);
   }
   const ambient = [...firstSeq].flatMap(([conversation, seq]) =>
-    ambientBefore(deps.store, session, conversation, seq)
+    ambientBefore(deps.store, { session, conversation, beforeSeq: seq })
   );
   const ambientShare = Math.floor(limits.opening / 4);
   const meanwhile = renderAmbient(ambient, ambientShare);

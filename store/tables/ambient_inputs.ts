@@ -15,21 +15,24 @@ export const MAX_AMBIENT_INPUTS = 20;
 
 /**
  * The ignored inputs of `conversation` admitted before `beforeSeq` and after the conversation's
- * last input that a turn answered, oldest first, at most `limit`. It reads at most `limit + 1`
- * rows, newest first, through `inputs_conversation`, whatever the history's length.
+ * last input that a turn answered, oldest first, at most `limit` ({@linkcode MAX_AMBIENT_INPUTS}
+ * unless given). It reads one row when the conversation's newest input was answered, else
+ * `limit + 2` at most, newest first, through `inputs_conversation`, whatever the history's length.
  *
  * @example
  * ```ts
- * const meanwhile = ambientBefore(store, "default", "discord:123", turnInput.seq);
+ * const meanwhile = ambientBefore(store, {
+ *   session: "default",
+ *   conversation: "discord:123",
+ *   beforeSeq: turnInput.seq,
+ * });
  * ```
  */
 export function ambientBefore(
   store: Store,
-  session: string,
-  conversation: string,
-  beforeSeq: number,
-  limit: number = MAX_AMBIENT_INPUTS,
+  where: { session: string; conversation: string; beforeSeq: number; limit?: number },
 ): InputRecord[] {
+  const { session, conversation, beforeSeq, limit = MAX_AMBIENT_INPUTS } = where;
   const newest = (n: number) =>
     store.statement(
       `SELECT i.*, EXISTS (

@@ -47,20 +47,33 @@ Deno.test("`ambientBefore()` returns the talk ignored since the conversation's l
     frame(store, [], [a.inputId, elsewhere.inputId, b.inputId]);
     const pending = say(store, "discord:1", "not planned yet");
     const second = say(store, "discord:1", "@bot second");
-    const ambient = ambientBefore(store, "default", "discord:1", second.seq);
+    const ambient = ambientBefore(store, {
+      session: "default",
+      conversation: "discord:1",
+      beforeSeq: second.seq,
+    });
     // Only what came after the last answered input, in this conversation, already planned.
     assert.deepEqual(ambient.map((i) => i.body), ["lunch anyone?", "pizza"]);
     assert.ok(!ambient.some((i) => i.id === pending.inputId));
     assert.deepEqual(
-      ambientBefore(store, "default", "discord:2", second.seq).map((i) => i.body),
+      ambientBefore(store, { session: "default", conversation: "discord:2", beforeSeq: second.seq })
+        .map((i) => i.body),
       ["other channel"],
     );
     // Bounded: the newest `limit` of them.
     assert.deepEqual(
-      ambientBefore(store, "default", "discord:1", second.seq, 1).map((i) => i.body),
+      ambientBefore(store, {
+        session: "default",
+        conversation: "discord:1",
+        beforeSeq: second.seq,
+        limit: 1,
+      }).map((i) => i.body),
       ["pizza"],
     );
     // Right after an answer there is nothing ambient to show.
-    assert.deepEqual(ambientBefore(store, "default", "discord:1", a.seq), []);
+    assert.deepEqual(
+      ambientBefore(store, { session: "default", conversation: "discord:1", beforeSeq: a.seq }),
+      [],
+    );
   });
 });
