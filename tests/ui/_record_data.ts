@@ -6,7 +6,8 @@
  * @module
  */
 
-import type { RecordInput, RecordType } from "../../runtime/core/mod.ts";
+import { readRecord, type RecordInput, type RecordType } from "../../runtime/core/mod.ts";
+import { describeReading, type EventTitle } from "../../ui/src/event_titles.ts";
 
 const FRAME = "fr_1";
 const RELEASE = "3fa2c41d9e8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f";
@@ -264,4 +265,9 @@ export function rec<T extends RecordType>(
   fields: Partial<RecordInput<T>> = {},
 ): [string, Record<string, unknown>] {
   return [type, body(type, fields)];
+}
+
+/** The event lane's title for a record, read as the page reads every record. */
+export function titleOf(record: { type: string; data: unknown }): EventTitle {
+  return describeReading(readRecord(record.type, record.data));
 }

@@ -7,18 +7,17 @@
 
 import assert from "node:assert/strict";
 import type { LaneRecord } from "../../runtime/core/mod.ts";
-import { describeEvent } from "../../ui/src/event_titles.ts";
 import { byteSize, spooledLabel } from "../../ui/src/format.ts";
 import { deriveLanes, dispositionLabel } from "../../ui/src/lane_view.ts";
-import { body } from "./_record_data.ts";
+import { body, titleOf } from "./_record_data.ts";
 
 function record(type: string, data: Record<string, unknown>, seq = 1): LaneRecord {
   return { kind: "record", session: "default", seq, at: 1_736_933_400_000 + seq, type, data };
 }
 
-Deno.test("`describeEvent()` titles a resumed frame as its turn continued after a restart", () => {
+Deno.test("`describeReading()` titles a resumed frame as its turn continued after a restart", () => {
   assert.deepEqual(
-    describeEvent(record("frame.resumed", {
+    titleOf(record("frame.resumed", {
       frame_id: "fr_1",
       number: 7,
       previous_owner: "own_01JHMMRR878CS2QQ58HYY0RD73",
@@ -31,15 +30,15 @@ Deno.test("`describeEvent()` titles a resumed frame as its turn continued after 
   );
 });
 
-Deno.test("`describeEvent()` shows a resumed frame without its number as an unknown record", () => {
-  assert.deepEqual(describeEvent(record("frame.resumed", { frame_id: "FR_Upper" })), {
+Deno.test("`describeReading()` shows a resumed frame without its number as an unknown record", () => {
+  assert.deepEqual(titleOf(record("frame.resumed", { frame_id: "FR_Upper" })), {
     title: "unknown record frame.resumed",
     detail: "its data does not match the type: " +
       "number: Invalid input: expected number, received undefined",
     severity: "warning",
   });
   assert.equal(
-    describeEvent(record("frame.resumed", body("frame.resumed", { number: 7 }))).detail,
+    titleOf(record("frame.resumed", body("frame.resumed", { number: 7 }))).detail,
     "",
     "no previous owner, no detail",
   );
@@ -60,9 +59,9 @@ Deno.test("`deriveLanes()` keeps a resumed frame's inputs consumed and running",
   assert.equal(view.events[1].title, "Turn 3 continued after a restart");
 });
 
-Deno.test("`describeEvent()` counts what a recovery abandoned, resumed, interrupted and closed", () => {
+Deno.test("`describeReading()` counts what a recovery abandoned, resumed, interrupted and closed", () => {
   assert.deepEqual(
-    describeEvent(record("recovery", {
+    titleOf(record("recovery", {
       abandoned_frames: ["fr_1"],
       resumed_frames: ["fr_2", "fr_3"],
       interrupted_cells: ["cell_1"],
@@ -76,20 +75,20 @@ Deno.test("`describeEvent()` counts what a recovery abandoned, resumed, interrup
   );
 });
 
-Deno.test("`describeEvent()` shows a recovery whose lists are missing or counts as unknown", () => {
+Deno.test("`describeReading()` shows a recovery whose lists are missing or counts as unknown", () => {
   assert.deepEqual(
-    describeEvent(record("recovery", { resumed_frames: "fr_2", interrupted_cells: 2 })).title,
+    titleOf(record("recovery", { resumed_frames: "fr_2", interrupted_cells: 2 })).title,
     "unknown record recovery",
   );
   assert.equal(
-    describeEvent(record("recovery", body("recovery"))).detail,
+    titleOf(record("recovery", body("recovery"))).detail,
     "0 frames abandoned · 0 frames resumed · 0 cells interrupted · 0 tool calls closed",
   );
 });
 
-Deno.test("`describeEvent()` warns of a stalled session with its message", () => {
+Deno.test("`describeReading()` warns of a stalled session with its message", () => {
   assert.deepEqual(
-    describeEvent(record("session.stalled", {
+    titleOf(record("session.stalled", {
       failures: 5,
       message: "gave up retrying after 5 failed attempts; the inputs stay pending",
     })),
@@ -99,7 +98,7 @@ Deno.test("`describeEvent()` warns of a stalled session with its message", () =>
       severity: "warning",
     },
   );
-  assert.deepEqual(describeEvent(record("session.stalled", { failures: "x" })), {
+  assert.deepEqual(titleOf(record("session.stalled", { failures: "x" })), {
     title: "unknown record session.stalled",
     detail: "its data does not match the type: " +
       "failures: Invalid input: expected number, received string; " +
@@ -108,28 +107,28 @@ Deno.test("`describeEvent()` warns of a stalled session with its message", () =>
   });
 });
 
-Deno.test("`describeEvent()` titles a last good release and warns of a recovered one", () => {
+Deno.test("`describeReading()` titles a last good release and warns of a recovered one", () => {
   assert.deepEqual(
-    describeEvent(record("release.last_good", { release_id: "3fa2c41d9e8b7a6f5e4d3c2b1a0f9e8d" })),
+    titleOf(record("release.last_good", { release_id: "3fa2c41d9e8b7a6f5e4d3c2b1a0f9e8d" })),
     { title: "Release 3fa2c41d9e8b… marked last good", detail: "", severity: "info" },
   );
   assert.deepEqual(
-    describeEvent(record("release.recovered", { broken: "bad1", restored: "good2" })),
+    titleOf(record("release.recovered", { broken: "bad1", restored: "good2" })),
     { title: "Release bad1 does not verify; restored good2", detail: "", severity: "warning" },
   );
   assert.equal(
-    describeEvent(record("release.recovered", {})).title,
+    titleOf(record("release.recovered", {})).title,
     "unknown record release.recovered",
   );
 });
 
-Deno.test("`describeEvent()` names a started process role and warns of a failed candidate", () => {
-  assert.deepEqual(describeEvent(record("role.loaded", body("role.loaded"))), {
+Deno.test("`describeReading()` names a started process role and warns of a failed candidate", () => {
+  assert.deepEqual(titleOf(record("role.loaded", body("role.loaded"))), {
     title: "Hook worker started (generation 2)",
     detail: "behaviour activated · python 3.11.7 · package pppppppppppp… · release 3fa2c41d9e8b…",
     severity: "info",
   });
-  assert.deepEqual(describeEvent(record("candidate.failed", body("candidate.failed"))), {
+  assert.deepEqual(titleOf(record("candidate.failed", body("candidate.failed"))), {
     title: "Behaviour candidate failed its publish: turn.next",
     detail: "turn.next: returned 42",
     severity: "warning",
@@ -198,7 +197,7 @@ Deno.test("`byteSize()` says bytes, KiB and MiB and refuses nonsense", () => {
   assert.deepEqual([-1, NaN, Infinity].map(byteSize), ["?", "?", "?"]);
 });
 
-Deno.test("`describeEvent()` names the failing model's address, the attempt and the next retry, and its recovery", () => {
+Deno.test("`describeReading()` names the failing model's address, the attempt and the next retry, and its recovery", () => {
   const failing = (next: number | null) =>
     record("model.failing", {
       frame_id: "fr_1",
@@ -212,14 +211,14 @@ Deno.test("`describeEvent()` names the failing model's address, the attempt and 
       next_retry_ms: next,
       config_path: null,
     });
-  assert.deepEqual(describeEvent(failing(4000)), {
+  assert.deepEqual(titleOf(failing(4000)), {
     title: "Model at http://127.0.0.1:9/v1 not answering (attempt 2 of 7)",
     detail: "connection refused · next in 4 s",
     severity: "warning",
   });
-  assert.match(describeEvent(failing(null)).detail, /no further retry by itself/);
+  assert.match(titleOf(failing(null)).detail, /no further retry by itself/);
   assert.deepEqual(
-    describeEvent(record("model.recovered", {
+    titleOf(record("model.recovered", {
       frame_id: "fr_2",
       route: "main",
       url: "http://127.0.0.1:9/v1",

@@ -4,9 +4,8 @@
 
 import assert from "node:assert/strict";
 import type { LaneRecord, RecordInput, RecordType } from "../../runtime/core/mod.ts";
-import { describeEvent } from "../../ui/src/event_titles.ts";
 import { cancellable, deriveUnattended, stateBadge } from "../../ui/src/jobs_view.ts";
-import { body } from "./_record_data.ts";
+import { body, titleOf } from "./_record_data.ts";
 
 function records(...items: { [T in RecordType]: [T, Partial<RecordInput<T>>] }[RecordType][]) {
   return items.map(([type, fields], i): LaneRecord => ({
@@ -83,13 +82,13 @@ Deno.test("`cancellable()` and `stateBadge()` say each state in words", () => {
 
 Deno.test("the events lane names timer, job and budget records in words", () => {
   const [moved] = records(job("running", "over_budget", "job tokens: 2468 of 2000 used"));
-  assert.deepEqual(describeEvent(moved), {
+  assert.deepEqual(titleOf(moved), {
     title: "Job build: running → over_budget",
     detail: "job tokens: 2468 of 2000 used",
     severity: "warning",
   });
   const [spent] = records(["budget.exhausted", { until: "2025-01-15T10:12:03.000Z" }]);
-  assert.deepEqual(describeEvent(spent), {
+  assert.deepEqual(titleOf(spent), {
     title: "Budget spent: tokens_per_hour",
     detail: "1234 of 1000; frees at 2025-01-15T10:12:03.000Z · llm() and child agents are refused",
     severity: "warning",
@@ -98,7 +97,7 @@ Deno.test("the events lane names timer, job and budget records in words", () => 
   const lift = "deno task klbr budget default --reset lifts it now";
   const [liftable] = records(["budget.exhausted", { until: "2025-01-15T10:12:03.000Z", lift }]);
   assert.equal(
-    describeEvent(liftable).detail,
+    titleOf(liftable).detail,
     `1234 of 1000; frees at 2025-01-15T10:12:03.000Z · llm() and child agents are refused · ${lift}`,
   );
 });

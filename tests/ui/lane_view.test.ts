@@ -8,14 +8,13 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import type { LaneRecord } from "../../runtime/core/mod.ts";
-import { describeEvent } from "../../ui/src/event_titles.ts";
 import {
   deriveLanes,
   dispositionLabel,
   type InputItem,
   type LaneView,
 } from "../../ui/src/lane_view.ts";
-import { rec } from "./_record_data.ts";
+import { rec, titleOf } from "./_record_data.ts";
 
 let clock = 1_736_933_400_000;
 
@@ -410,26 +409,26 @@ Deno.test("`deriveLanes()` never throws on records whose data has unexpected typ
   );
 });
 
-Deno.test("`describeEvent()` titles a failed hook as an error with its message", () => {
+Deno.test("`describeReading()` titles a failed hook as an error with its message", () => {
   const [record] = records(rec("hook.failed", {
     hook: "attention.plan",
     error: "KeyError: 'pending'",
   }));
-  assert.deepEqual(describeEvent(record), {
+  assert.deepEqual(titleOf(record), {
     title: "Hook attention.plan failed",
     detail: "KeyError: 'pending'",
     severity: "error",
   });
 });
 
-Deno.test("`describeEvent()` titles an activation with its release and epoch", () => {
+Deno.test("`describeReading()` titles an activation with its release and epoch", () => {
   const [record] = records(["activation", {
     epoch: 8,
     release_id: "3fa2c41d9e8b7a6f5e4d3c2b1a0f9e8d",
     previous_release: "aa",
     reason: "operator",
   }]);
-  assert.deepEqual(describeEvent(record), {
+  assert.deepEqual(titleOf(record), {
     title: "Activated release 3fa2c41d9e8b…",
     detail: "behaviour version 8 · previous aa · operator",
     severity: "info",

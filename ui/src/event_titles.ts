@@ -7,12 +7,7 @@
  * @module
  */
 
-import {
-  type KnownRecord,
-  readRecord,
-  type RecordData,
-  type RecordReading,
-} from "../../runtime/core/mod.ts";
+import type { KnownRecord, RecordData, RecordReading } from "../../runtime/core/mod.ts";
 import type { OutboxStepRecord } from "./outbox_view.ts";
 import { unattendedTitle } from "./jobs_view.ts";
 import { tokenCount } from "./format.ts";
@@ -145,7 +140,7 @@ function unknownEvent(read: Extract<RecordReading, { ok: false }>): EventTitle {
   };
 }
 
-/** Titles the event lane shows for a record already read; see {@linkcode describeEvent}. */
+/** Titles the event lane shows for a record already read (`readRecord` in `runtime/core/`). */
 export function describeReading(read: RecordReading): EventTitle {
   if (!read.ok) return unknownEvent(read);
   const record = read.record;
@@ -301,16 +296,4 @@ function otherEvent(record: KnownRecord): EventTitle {
       // The lanes show these elsewhere; here they are named by their type.
       return { title: record.type, detail: "", severity: "info" };
   }
-}
-
-/**
- * Titles the event lane shows for one record, read through the shared record schemas.
- *
- * @example
- * ```ts
- * describeEvent({ type: "job.started", data: {} }).title; // "unknown record job.started"
- * ```
- */
-export function describeEvent(record: { type: string; data: unknown }): EventTitle {
-  return describeReading(readRecord(record.type, record.data));
 }
