@@ -12,7 +12,7 @@
 
 import { Buffer } from "node:buffer";
 import { z } from "zod";
-import { describeIssues, KlbrError, RunParams } from "../core/mod.ts";
+import { describeIssues, KlbrError, RunParams, settlesWithin } from "../core/mod.ts";
 import { resolveInWorkspace } from "./_paths.ts";
 import {
   confinedCommand,
@@ -318,14 +318,8 @@ async function drain<T>(
   readers: ReadableStreamDefaultReader<Uint8Array>[],
   drained: Promise<T>,
 ): Promise<T> {
-  let drainTimer: ReturnType<typeof setTimeout> | undefined;
-  const cut = new Promise<void>((done) => {
-    drainTimer = setTimeout(() => {
-      for (const reader of readers) reader.cancel().catch(() => {});
-      done();
-    }, DRAIN_GRACE_MS);
-  });
-  await Promise.race([drained, cut]);
-  clearTimeout(drainTimer);
+  if (!(await settlesWithin(drained, DRAIN_GRACE_MS))) {
+    for (const reader of readers) reader.cancel().catch(() => {});
+  }
   return await drained;
 }
