@@ -30,10 +30,11 @@ import { settlesWithin } from "../core/mod.ts";
 /** What the app's environment carries for a request that asked to become a WebSocket. */
 export interface LaneUpgrade {
   /**
-   * Completes the upgrade: `onOpen` gets the socket once the handshake is written. Until it is
-   * called, the app's answer is what the client gets (a refusal, written on the socket).
+   * Completes the upgrade: `onOpen` gets the socket once the handshake is written, with the TCP
+   * stream under it. Until it is called, the app's answer is what the client gets (a refusal,
+   * written on the socket).
    */
-  accept(onOpen: (socket: NodeWebSocket) => void): void;
+  accept(onOpen: (socket: NodeWebSocket, stream: Duplex) => void): void;
 }
 
 /** The app's environment: the request's node side, and its upgrade when it asked for one. */
@@ -157,7 +158,7 @@ async function answerUpgrade(
   const upgrade: LaneUpgrade = {
     accept(onOpen) {
       accepted = true;
-      sockets.handleUpgrade(incoming, socket, head, onOpen);
+      sockets.handleUpgrade(incoming, socket, head, (ws) => onOpen(ws, socket));
     },
   };
   try {
