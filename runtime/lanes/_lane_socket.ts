@@ -220,10 +220,10 @@ export class LaneSocket {
   }
 
   /**
-   * Sends text while the socket is open, noting the most it ever held unsent. What is sent in
-   * one run of microtasks leaves in one write: the first send corks the TCP stream and a
-   * microtask queued then uncorks it, so a group's acks cost one system call, not one each
-   * (figures 1a and 1b of `bench/peers/admission_rows.ts`). No send waits for a later task.
+   * Sends text while the socket is open, noting the most it ever held unsent. Sends made
+   * together leave in one write: the first corks the TCP stream and queues a microtask that
+   * uncorks it, so the acks of a committed group cost one system call, not one each (figures 1a
+   * and 1b of `bench/peers/admission_rows.ts`). No send waits for a later task.
    */
   #sendText(text: string): void {
     const raw = this.#raw;
