@@ -190,11 +190,14 @@ function commonArgs(
   return [
     "run",
     "--no-prompt",
-    // V8 sizes its heap for memory rather than speed: under a client that writes 20,000 inputs
-    // without reading, the daemon peaked at 138–148 MB instead of about 250 MB here (figure 1k
-    // of `deno task bench`), for about 0.16 s more at a restart (5b) and a little CPU a turn
-    // (10e). Set at run time (`node:v8`'s `setFlagsFromString`) it saved nothing.
-    "--v8-flags=--optimize-for-size",
+    // V8's heap kept small without slowing its code: a 1 MB young generation and an old one
+    // that grows by 10% over what survives a full collection. Under a client that writes 20,000
+    // inputs without reading, the daemon peaks at 130–136 MB (figure 1k of `deno task bench`,
+    // goal < 150 MB) where V8's defaults reach 200–225 MB; `--optimize-for-size` held it as
+    // low but admitted a fifth to a third fewer inputs a second (1a, 1b) and replayed slower
+    // (4a), since it also trades the compiled code's speed (`docs/performance.md`, "The
+    // daemon's V8 flags").
+    "--v8-flags=--max-semi-space-size=1,--heap-growing-percent=10",
     // The launcher's own start (`nodeModulesDir: "auto"`) has just brought node_modules in line
     // with deno.lock; the daemon uses it as it is, which spares it checking each npm package
     // again (about 0.1 s of its start here).
