@@ -5,7 +5,9 @@
  * The daemon's parts run in-process on a store wrapped to log each commit: which inputs
  * became durable in it. Each connection's sends are logged on the same timeline, so the test
  * compares commit order with ack order directly; every acknowledged input is also read back
- * through a second, read-only connection to the file at the moment its ack is sent.
+ * through a second, read-only connection to the file at the moment its ack is sent. The same
+ * timeline shows when an idle writer commits: a lone input at once, a batch after one
+ * event-loop turn, with what another connection handed over in it.
  *
  * @module
  */
@@ -24,7 +26,8 @@ import { tempDir } from "../../_helpers/temp.ts";
 
 type Entry =
   | { kind: "commit"; n: number; keys: string[] }
-  | { kind: "ack"; key: string; durableElsewhere: boolean };
+  | { kind: "ack"; key: string; durableElsewhere: boolean }
+  | { kind: "turn" };
 
 /** A store that logs, after each outermost commit, which of `keys` it made durable. */
 function recordingStore(inner: Store, keys: string[], timeline: Entry[]): Store {
@@ -76,7 +79,22 @@ function recordingStore(inner: Store, keys: string[], timeline: Entry[]): Store 
   };
 }
 
-Deno.test("an ack is never sent before its commit, with many connections sending at once", async () => {
+/** A daemon in-process on a recording store, and lane connections to it. */
+interface RecordingDaemon {
+  timeline: Entry[];
+  /** A connection that said hello as `client`; each ack is logged with its input's key. */
+  connect(client: string): Promise<LaneConnection>;
+}
+
+/**
+ * Runs `fn` with a daemon whose commits log which of `keys` they made durable; each ack is
+ * logged after them on the same timeline, with whether a second connection to the file saw
+ * its input at that moment.
+ */
+async function withRecordingDaemon(
+  keys: string[],
+  fn: (daemon: RecordingDaemon) => Promise<void>,
+): Promise<void> {
   const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
   const stateDir = await tempDir("klbr-ack-order-");
   const workspace = await tempDir("klbr-ack-ws-");
@@ -85,13 +103,6 @@ Deno.test("an ack is never sent before its commit, with many connections sending
     configPath,
     `llm "main" {\n    url "${fake.url}"\n    model "fake"\n}\n`,
   );
-  const connections = 6;
-  const perConnection = 40;
-  const client = (c: number) => `client-${c}`;
-  const keys: string[] = [];
-  for (let c = 0; c < connections; c++) {
-    for (let i = 0; i < perConnection; i++) keys.push(localDedupeKey(client(c), `m-${i}`));
-  }
   const timeline: Entry[] = [];
   const settings = await readServeSettings({ stateDir, configPath, port: 0 }, {
     ...Deno.env.toObject(),
@@ -103,53 +114,66 @@ Deno.test("an ack is never sent before its commit, with many connections sending
   });
   // A second connection to the same file sees only what was committed.
   const reader = openStore(stateDir, { create: false, owner: false });
-  try {
-    const lanes = Array.from({ length: connections }, () => {
-      const keyOf = new Map<string, string>();
-      const connection = new LaneConnection(daemon.coordinator, {
-        auth: {
-          cookie: "absent",
-          viewWithoutToken: false,
-          checkToken: (token) =>
-            new OperatorAuth({
-              stateDir,
-              token: daemon.coordinator.token,
-              sessionKey: "0".repeat(64),
-            }).checkToken(token),
-          rotate: () => Promise.resolve(),
-        },
-        close: () => {},
-        send: (message: ServerMessage) => {
-          if (message.kind !== "ack") return;
-          const key = keyOf.get(message.request)!;
-          const durableElsewhere = inputByDedupeKey(reader, "local", key)?.id ===
-            message.input_id;
-          timeline.push({ kind: "ack", key, durableElsewhere });
-        },
-      });
-      return { connection, keyOf };
+  const connect = async (client: string) => {
+    const connection = new LaneConnection(daemon.coordinator, {
+      auth: {
+        cookie: "absent",
+        viewWithoutToken: false,
+        checkToken: (token) =>
+          new OperatorAuth({
+            stateDir,
+            token: daemon.coordinator.token,
+            sessionKey: "0".repeat(64),
+          }).checkToken(token),
+        rotate: () => Promise.resolve(),
+      },
+      close: () => {},
+      send: (message: ServerMessage) => {
+        if (message.kind !== "ack") return;
+        const key = localDedupeKey(client, message.request);
+        const durableElsewhere = inputByDedupeKey(reader, "local", key)?.id ===
+          message.input_id;
+        timeline.push({ kind: "ack", key, durableElsewhere });
+      },
     });
-    await Promise.all(lanes.map(({ connection }) =>
-      connection.receive(JSON.stringify({
-        kind: "hello",
-        since: 0,
-        token: daemon.coordinator.token,
-        client: client(lanes.findIndex((l) => l.connection === connection)),
-      }))
-    ));
+    await connection.receive(
+      JSON.stringify({ kind: "hello", since: 0, token: daemon.coordinator.token, client }),
+    );
+    return connection;
+  };
+  try {
+    await fn({ timeline, connect });
+  } finally {
+    reader.close();
+    await daemon.coordinator.shutdown(1_000);
+    daemon.store.close();
+    await fake.close();
+  }
+}
+
+/** An input message whose request id is its client message id, so its ack names its key. */
+const inputText = (id: string) =>
+  JSON.stringify({ kind: "input", request: id, client_msg_id: id, text: "hi" });
+
+Deno.test("an ack is never sent before its commit, with many connections sending at once", async () => {
+  const connections = 6;
+  const perConnection = 40;
+  const client = (c: number) => `client-${c}`;
+  const keys: string[] = [];
+  for (let c = 0; c < connections; c++) {
+    for (let i = 0; i < perConnection; i++) keys.push(localDedupeKey(client(c), `m-${i}`));
+  }
+  await withRecordingDaemon(keys, async ({ timeline, connect }) => {
+    const lanes = await Promise.all(
+      Array.from({ length: connections }, (_, c) => connect(client(c))),
+    );
     // Every connection sends its inputs a few at a time, interleaved with the others, and
     // none waits for its acks before sending more: they arrive while commits are running.
     const done: Promise<void>[] = [];
     for (let i = 0; i < perConnection; i += 4) {
-      lanes.forEach(({ connection, keyOf }, c) => {
+      lanes.forEach((connection) => {
         const texts = [];
-        for (let k = i; k < Math.min(i + 4, perConnection); k++) {
-          const request = `r-${c}-${k}`;
-          keyOf.set(request, localDedupeKey(client(c), `m-${k}`));
-          texts.push(
-            JSON.stringify({ kind: "input", request, client_msg_id: `m-${k}`, text: "hi" }),
-          );
-        }
+        for (let k = i; k < Math.min(i + 4, perConnection); k++) texts.push(inputText(`m-${k}`));
         done.push(connection.receiveAll(texts));
       });
       if (i % 8 === 0) await nextMacrotask();
@@ -179,10 +203,42 @@ Deno.test("an ack is never sent before its commit, with many connections sending
       new Set(commit.keys.map((key) => key.split(":")[1])).size > 1
     );
     assert.ok(shared, "at least one commit held inputs of two connections");
-  } finally {
-    reader.close();
-    await daemon.coordinator.shutdown(1_000);
-    daemon.store.close();
-    await fake.close();
-  }
+  });
+});
+
+Deno.test("an idle writer commits a lone input at once, and gives a batch one event-loop turn to gather", async () => {
+  const keys = ["lone", "b-1", "b-2", "late"].map((id) =>
+    localDedupeKey(id === "late" ? "other" : "owner", id)
+  );
+  await withRecordingDaemon(keys, async ({ timeline, connect }) => {
+    const owner = await connect("owner");
+    const other = await connect("other");
+    // Let the start's work settle: the writer is idle when the inputs come.
+    for (let i = 0; i < 20; i++) await nextMacrotask();
+
+    // A lone input is acknowledged before a macrotask queued ahead of it runs.
+    const turn = nextMacrotask().then(() => timeline.push({ kind: "turn" }));
+    await owner.receive(inputText("lone"));
+    await turn;
+    const loneAck = timeline.findIndex((e) => e.kind === "ack" && e.key === keys[0]);
+    assert.ok(loneAck >= 0, "the lone input was acknowledged");
+    assert.ok(
+      loneAck < timeline.findIndex((e) => e.kind === "turn"),
+      "its commit and ack did not wait for the event loop to turn",
+    );
+
+    // A batch waits one turn: an input another connection hands over in it joins the commit.
+    for (let i = 0; i < 20; i++) await nextMacrotask();
+    let late: Promise<void> | undefined;
+    const handed = nextMacrotask().then(() => (late = other.receive(inputText("late"))));
+    await owner.receiveAll([inputText("b-1"), inputText("b-2")]);
+    await handed;
+    await late;
+    const commit = timeline.find((e) => e.kind === "commit" && e.keys.includes(keys[1]));
+    assert.deepEqual(
+      commit?.kind === "commit" ? [...commit.keys].sort() : [],
+      [keys[1], keys[2], keys[3]].sort(),
+      "the batch and the input handed over in the next turn share one commit",
+    );
+  });
 });
