@@ -60,7 +60,7 @@ export class LaneSocket {
   readonly #lane: LaneSocketParts;
   #connection: LaneConnection | undefined;
   #raw: NodeWebSocket | undefined;
-  /** The TCP stream under `#raw`; corked while a microtask's sends gather (`#sendText`). */
+  /** The TCP stream under `#raw`; corked while sends made together gather (`#sendText`). */
   #stream: Duplex | undefined;
   #untrack: (() => void) | undefined;
   /** Messages not handed to the connection yet, in arrival order, from `#head` on. */
