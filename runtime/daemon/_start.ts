@@ -9,7 +9,6 @@
 import { join } from "node:path";
 import { DEFAULT_SESSION } from "../../store/tables/sessions.ts";
 import { openStore, type Store, unusableState } from "../../store/store.ts";
-import { installWorkCounts } from "../../store/tables/work_counts.ts";
 import { type BehaviorState, prepareBehavior } from "../behavior/mod.ts";
 import { backupBeforeMigration } from "../backup/mod.ts";
 import type { Config } from "../config/mod.ts";
@@ -76,8 +75,6 @@ async function start(
 ): Promise<DaemonParts> {
   const { opened, confinement, disk } = await openState(settings, log);
   const store = options.wrapStore?.(opened) ?? opened;
-  // The counters status and /health read: counted once now, then kept by triggers.
-  installWorkCounts(store);
   const monitor = new HealthMonitor({
     clock: Date.now,
     stallMs: settings.modelStallMs,

@@ -11,7 +11,6 @@ import { insertEventAt } from "./events.ts";
 import type { AdmitResult } from "./inputs.ts";
 import { allocateSeqs } from "./sessions.ts";
 import type { Store } from "../store.ts";
-import { countAdmittedInputs } from "./work_counts.ts";
 
 /**
  * Writes checked inputs inside the caller's transaction, in order: the new ones of each session
@@ -48,7 +47,6 @@ export function writeInputs(store: Store, batch: readonly ParsedInput[]): AdmitR
     next.set(batch[i].session, seq + 1);
     results[i] = writeNewInput(store, batch[i], seq);
   }
-  countAdmittedInputs(store, counts);
   return batch.map((data, i) => {
     const result = results[i] ?? results[firstOf.get(`${data.sourceKind}\n${data.dedupeKey}`)!]!;
     return results[i] === undefined ? { ...result, duplicate: true } : result;

@@ -1,4 +1,4 @@
-// The work counters against real SQLite: after every kind of change (admission, a duplicate, a
+// The work counts against real SQLite: after every kind of change (admission, a duplicate, a
 // frame taking inputs, a frame giving them back, expiry, a rolled-back transaction, jobs and
 // timers moving) they equal what counting the tables says, and the inputs waiting past a
 // threshold are counted as the clock moves.
@@ -15,7 +15,6 @@ import {
 import { createJob, moveJob } from "../../store/tables/jobs.ts";
 import { cancelTimer, createTimer } from "../../store/tables/timers.ts";
 import {
-  installWorkCounts,
   oldestPendingAt,
   waitingInputs,
   workCounts,
@@ -35,12 +34,12 @@ function admit(store: Store, message = `m-${++n}`): string {
   }).inputId;
 }
 
-/** A count read straight from the tables (one session), the counters' oracle. */
+/** A count read straight from the tables (one session), the oracle. */
 function countRows(store: Store, sql: string): number {
   return (store.statement(sql).get() as { n: number }).n;
 }
 
-/** The counters equal a full count of the tables. */
+/** The counts equal a full count of the tables. */
 function assertTruth(store: Store): void {
   const truth = {
     pendingInputs: pendingSummary(store, "default").count,
@@ -56,11 +55,9 @@ function assertTruth(store: Store): void {
   );
 }
 
-Deno.test("work counters follow admission, frames, expiry, jobs and timers, and roll back with their transaction", async () => {
+Deno.test("work counts follow admission, frames, expiry, jobs and timers, and roll back with their transaction", async () => {
   await withClockedStore(({ store, clock }) => {
-    // Work already in the store before the counters exist is counted once, at install.
     const early = admit(store);
-    installWorkCounts(store);
     assertTruth(store);
     assert.equal(workCounts(store, "default").pendingInputs, 1);
 
