@@ -211,7 +211,6 @@ export const ITEM_CACHE_CHARS = 4_000_000;
 interface ItemCache {
   items: Map<number, ProviderItem>;
   itemChars: Map<number, number>;
-  sizes: SizeTail;
   chars: number;
   /** Items read inside a transaction, returned once and not kept. */
   pending: Map<number, ProviderItem>;
@@ -224,8 +223,7 @@ function itemCache(store: Store, session: string): ItemCache {
   if (sessions === undefined) itemCaches.set(store, sessions = new Map());
   let cache = sessions.get(session);
   if (cache === undefined) {
-    const sizes = { tail: [], floor: -1 };
-    cache = { items: new Map(), itemChars: new Map(), sizes, chars: 0, pending: new Map() };
+    cache = { items: new Map(), itemChars: new Map(), chars: 0, pending: new Map() };
     sessions.set(session, cache);
   }
   return cache;
@@ -266,8 +264,6 @@ export function getProviderItem(
 /**
  * Yields the sizes of the items with `idx > after`, newest first, read lazily from the
  * primary key in pages: a caller that stops after a budget's worth reads only about that much.
- * The newest {@linkcode SIZE_CACHE_ITEMS} sizes are kept per store and session, since items never
- * change once written: outside a transaction each call reads only the items added since.
  */
 export function* itemSizesNewestFirst(
   store: Store,
@@ -275,56 +271,18 @@ export function* itemSizesNewestFirst(
   after: number,
 ): Generator<ItemSize> {
   let below = Number.MAX_SAFE_INTEGER;
-  if (!store.inTransaction) {
-    // What an open transaction reads may still roll back: only committed sizes are kept.
-    const { sizes } = itemCache(store, session);
-    refreshSizes(store, session, sizes);
-    const { tail, floor } = sizes; // a later refresh replaces the array, never reorders this one
-    for (let i = tail.length - 1; i >= 0; i--) {
-      if (tail[i].idx <= after) return;
-      yield tail[i];
-    }
-    below = floor + 1;
-  }
   while (below > after + 1) {
-    const rows = sizePage(store, session, after, below);
-    for (const row of rows) yield row;
+    const rows = store.statement(
+      `SELECT idx, role, tokens FROM provider_items
+       WHERE session_id = ? AND idx > ? AND idx < ? ORDER BY idx DESC LIMIT ${SIZE_PAGE}`,
+    ).all(session, after, below) as unknown as ItemSize[];
+    for (const row of rows) yield { idx: row.idx, role: row.role, tokens: row.tokens };
     if (rows.length < SIZE_PAGE) return;
     below = rows[rows.length - 1].idx;
   }
 }
 
-/** Sizes kept per store and session, newest last. */
-export const SIZE_CACHE_ITEMS = 4096;
 const SIZE_PAGE = 256;
-
-/** The kept sizes: every item with `idx > floor`, in order (`floor` -1 until first read). */
-type SizeTail = { tail: ItemSize[]; floor: number };
-
-function sizePage(store: Store, session: string, after: number, below: number): ItemSize[] {
-  const rows = store.statement(
-    `SELECT idx, role, tokens FROM provider_items
-     WHERE session_id = ? AND idx > ? AND idx < ? ORDER BY idx DESC LIMIT ${SIZE_PAGE}`,
-  ).all(session, after, below) as unknown as ItemSize[];
-  return rows.map((row) => ({ idx: row.idx, role: row.role, tokens: row.tokens }));
-}
-
-function refreshSizes(store: Store, session: string, sizes: SizeTail): void {
-  if (sizes.floor < 0) {
-    sizes.tail = sizePage(store, session, 0, Number.MAX_SAFE_INTEGER).reverse();
-    sizes.floor = sizes.tail.length < SIZE_PAGE ? 0 : sizes.tail[0].idx - 1;
-    return;
-  }
-  const newest = sizes.tail.at(-1)?.idx ?? sizes.floor;
-  const rows = store.statement(
-    "SELECT idx, role, tokens FROM provider_items WHERE session_id = ? AND idx > ? ORDER BY idx",
-  ).all(session, newest) as unknown as ItemSize[];
-  for (const row of rows) sizes.tail.push({ idx: row.idx, role: row.role, tokens: row.tokens });
-  if (sizes.tail.length > SIZE_CACHE_ITEMS) {
-    sizes.tail = sizes.tail.slice(-SIZE_CACHE_ITEMS);
-    sizes.floor = sizes.tail[0].idx - 1;
-  }
-}
 
 /** Returns the newest item's idx, or 0 for an empty sequence. */
 export function lastItemIdx(store: Store, session: string): number {

@@ -10,7 +10,6 @@ import {
   closeDanglingToolCalls,
   type DanglingCall,
   itemSizesNewestFirst,
-  SIZE_CACHE_ITEMS,
 } from "../../store/tables/provider_items.ts";
 import { providerItems, withStore } from "../_helpers/store.ts";
 
@@ -119,12 +118,14 @@ Deno.test("`closeDanglingToolCalls()` gives each waiting call one result, naming
   });
 });
 
-Deno.test("`itemSizesNewestFirst()` from its kept sizes equals the table, across appends, rollbacks and its cap", async () => {
+Deno.test("`itemSizesNewestFirst()` yields every item after a bound, newest first, across pages and rollbacks", async () => {
   await withStore((store) => {
-    // What the table says, read past the kept sizes (inside a transaction nothing is kept).
+    const sizes = (after: number) => [...itemSizesNewestFirst(store, "default", after)];
     const fromTable = (after: number) =>
-      store.transaction(() => [...itemSizesNewestFirst(store, "default", after)]);
-    const kept = (after: number) => [...itemSizesNewestFirst(store, "default", after)];
+      store.statement(
+        `SELECT idx, role, tokens FROM provider_items WHERE session_id = 'default' AND idx > ?
+         ORDER BY idx DESC`,
+      ).all(after).map((row) => ({ ...row }));
     const append = (n: number, text: string) =>
       appendProviderItems(
         store,
@@ -135,28 +136,24 @@ Deno.test("`itemSizesNewestFirst()` from its kept sizes equals the table, across
           (_, i) => ({ role: "user", content: `${text} ${i}`.repeat(i % 7 + 1) }),
         ),
       );
-    assert.deepEqual(kept(0), []);
+    assert.deepEqual(sizes(0), []);
     append(3, "first");
-    assert.deepEqual(kept(0), fromTable(0));
-    assert.equal(kept(0).length, 3, "items added after the first read are read too");
-    // Items written in a transaction that rolls back are never kept; the idx they had is reused.
+    assert.deepEqual(sizes(0), fromTable(0));
+    // Items of a transaction that rolls back are seen inside it and gone after.
     assert.throws(() =>
       store.transaction(() => {
         append(2, "rolled back");
-        assert.equal(kept(0).length, 5, "inside the transaction its own items are seen");
+        assert.equal(sizes(0).length, 5, "inside the transaction its own items are seen");
         throw new Error("roll back");
       })
     );
-    append(2, "kept");
-    assert.deepEqual(kept(0), fromTable(0));
-    assert.equal(kept(0)[0].tokens, fromTable(0)[0].tokens);
-    // Past the cap the oldest kept sizes are read from the table again, in order.
-    append(SIZE_CACHE_ITEMS + 300, "many");
-    for (const after of [0, 2, 250, SIZE_CACHE_ITEMS]) {
-      assert.deepEqual(kept(after), fromTable(after));
+    assert.equal(sizes(0).length, 3);
+    // More than a page: every bound reads the same items as the table, newest first.
+    append(700, "many");
+    for (const after of [0, 2, 250, 256, 443, 702, 703]) {
+      assert.deepEqual(sizes(after), fromTable(after), `after ${after}`);
     }
-    const all = kept(0).map((size) => size.idx);
-    assert.deepEqual(all, [...all].sort((a, b) => b - a), "newest first");
-    assert.equal(all.length, SIZE_CACHE_ITEMS + 305);
+    assert.equal(sizes(0).length, 703);
+    assert.ok(sizes(0)[0].tokens > 0);
   });
 });
