@@ -80,7 +80,6 @@ export class Session {
   #frame: Frame | null = null;
   #counters: HookCounters = { calls: 0, failures: 0 };
   /** The running turn's answers of hooks that depend on their arguments only. */
-  #memo = new Map<string, unknown>();
   #skills: OfferedSkills | null = null;
   #skillsChanged: SkillChange | null = null;
   #maintenance = false;
@@ -155,7 +154,6 @@ export class Session {
       hooks: this.hooks,
       counters: this.#counters,
       running: hookRunning,
-      memo: this.#pin === null ? undefined : this.#memo,
     }, this.#pin ?? { frameId: null, ...this.#active });
   }
 
@@ -283,13 +281,12 @@ export class Session {
     }
   }
 
-  /** What a turn starts with: its frame exposed, its release pinned, its hook memo fresh. */
+  /** What a turn starts with: its frame exposed, its release pinned. */
   async #beginTurn(ctx: TurnContext): Promise<void> {
     const { id, routing, policyRevision } = ctx.frame;
     this.#frame = { id, routing, policyRevision };
     this.#pin = this.#pinOf(ctx.frame);
     this.#counters.failures = 0;
-    this.#memo = new Map();
     this.#maintenance = ctx.inputs.some(isMaintenanceInput);
     // Before the workbench's first generation, name what its first load will offer.
     if (this.kernel.current === null) {

@@ -44,8 +44,6 @@ export interface TracedHooksDeps {
   counters: HookCounters;
   /** Notes a call running in the hook worker (for `/health`); returns what ends it. */
   running?: (hook: string) => () => void;
-  /** The answers of {@linkcode MEMO_HOOKS} in this turn, by release, hook and arguments. */
-  memo?: Map<string, unknown>;
 }
 
 /**
@@ -62,7 +60,7 @@ export function tracedHooks(deps: TracedHooksDeps, pin: Pin): HookCaller {
   return new TracedHooks(deps, pin);
 }
 
-/** A {@linkcode HookCaller} over the hook-worker port: pinned, memoized, counted, traced. */
+/** A {@linkcode HookCaller} over the hook-worker port: pinned, counted, traced. */
 class TracedHooks implements HookCaller {
   readonly #deps: TracedHooksDeps;
   readonly #pin: Pin;
@@ -88,8 +86,6 @@ class TracedHooks implements HookCaller {
   ): Promise<HookResult<N>> {
     const deps = this.#deps;
     const pin = this.#pin;
-    const key = MEMO_HOOKS.has(name) ? `${pin.releaseId}\0${name}\0${JSON.stringify(args)}` : "";
-    if (key !== "" && deps.memo?.has(key)) return deps.memo.get(key) as HookResult<N>;
     const started = performance.now();
     let output: unknown;
     let failure: unknown;
@@ -107,9 +103,7 @@ class TracedHooks implements HookCaller {
         output = UNCHANGED;
         return args.messages as HookResult<N>;
       }
-      const result = checkHookResult(name, output);
-      if (key !== "") deps.memo?.set(key, result);
-      return result;
+      return checkHookResult(name, output);
     } catch (error) {
       failure = error;
       deps.counters.failures++;
@@ -132,12 +126,6 @@ class TracedHooks implements HookCaller {
  * unchanged (its inputs hold them).
  */
 const UNCHANGED = { unchanged: "the messages it was given" } as const;
-
-/**
- * Hooks whose answer depends on their arguments only: within a turn, a call with the same
- * arguments (and release) reuses the answer instead of asking the hook worker again.
- */
-const MEMO_HOOKS: ReadonlySet<string> = new Set(["model.plan", "turn.next"]);
 
 /** Whether two JSON values are equal, key order aside. */
 function sameJson(a: unknown, b: unknown): boolean {

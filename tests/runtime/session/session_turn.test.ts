@@ -83,6 +83,7 @@ Deno.test("`Session` pins a turn to its frame's release when a release is activa
       [
         ["model.plan", first],
         ["context.prepare", first],
+        ["model.plan", first],
         ["context.prepare", first],
         ["turn.next", first],
       ],
@@ -211,7 +212,7 @@ Deno.test("`Session` falls back to the safe defaults of a failing model.plan, co
   });
 });
 
-Deno.test("`Session` asks model.plan once a turn and context.prepare per request, every call traced and counted", async () => {
+Deno.test("`Session` asks model.plan and context.prepare per request, every call traced and counted", async () => {
   await withSessionLoop({}, async (loop) => {
     loop.fake.enqueue({ toolCall: { code: "x = 1" } }, { toolCall: { code: "wait()" } });
     const before = Number(loop.session.status().hook_calls);
@@ -223,7 +224,7 @@ Deno.test("`Session` asks model.plan once a turn and context.prepare per request
     const hooks = traces.map((t) => t.hook);
     const count = (name: string) => hooks.filter((h) => h === name).length;
     assert.equal(count("attention.plan"), 1, `traces: ${hooks.join(", ")}`);
-    assert.equal(count("model.plan"), 1, `model.plan asked once: ${hooks.join(", ")}`);
+    assert.equal(count("model.plan"), 2, `model.plan per request: ${hooks.join(", ")}`);
     assert.equal(count("context.prepare"), 2, `context.prepare per request: ${hooks.join(", ")}`);
     // What status counts is what reached the hook worker: the traces of this turn.
     assert.equal(Number(loop.session.status().hook_calls) - before, hooks.length);
