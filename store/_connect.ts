@@ -33,8 +33,8 @@ export function connect(path: string, busyTimeoutMs: number): DatabaseSync {
     // FULL: admission is acknowledged right after COMMIT returns, so COMMIT must reach the disk.
     db.exec("PRAGMA synchronous = FULL");
     db.exec("PRAGMA foreign_keys = ON");
-    // Statement journals and the connection's temp tables (the work counters) in memory: a
-    // savepoint then copies pages to memory, not to a temp file. Nothing durable lives there.
+    // Statement journals in memory: a savepoint (each deferred write runs in one) then copies
+    // pages to memory, not to a temp file. Nothing durable lives there.
     db.exec("PRAGMA temp_store = MEMORY");
     migrate(db);
     const row = db.prepare("SELECT value FROM klbr_meta WHERE key = 'format'").get() as
