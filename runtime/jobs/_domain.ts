@@ -196,7 +196,7 @@ export class Jobs {
 
   /** Counts for `status` and `/health`: jobs running and pending, timers pending and due. */
   status(session?: string): Record<string, number> {
-    // Kept as work is admitted and consumed (`store/tables/work_counts.ts`): O(1) in the backlog.
+    // Counted from the indexes of open work (`store/tables/work_counts.ts`).
     const counts = workCounts(this.#o.store, session);
     return {
       running_jobs: counts.runningJobs,

@@ -93,9 +93,9 @@ export function expireOld(store: Store, session: string, expireMs: number): numb
 
 /**
  * The session's inputs as `status` shows them: how many are pending, the oldest one's age, and
- * those waiting longer than `warnMs` (how many, and the first five). O(1) in the backlog: the
- * counts are kept as inputs are admitted and consumed (`store/tables/work_counts.ts`), the oldest is
- * one index probe, and the five are a bounded index range.
+ * those waiting longer than `warnMs` (how many, and the first five). The counts read the index of
+ * pending inputs only (`store/tables/work_counts.ts`), the oldest is one index probe, and the five
+ * are a bounded index range.
  */
 export function inputsView(store: Store, session: string, warnMs: number) {
   const now = store.clock();
