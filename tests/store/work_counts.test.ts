@@ -14,11 +14,7 @@ import {
 } from "../../store/tables/inputs.ts";
 import { createJob, moveJob } from "../../store/tables/jobs.ts";
 import { cancelTimer, createTimer } from "../../store/tables/timers.ts";
-import {
-  oldestPendingAt,
-  waitingInputs,
-  workCounts,
-} from "../../store/tables/work_counts.ts";
+import { oldestPendingAt, waitingInputs, workCounts } from "../../store/tables/work_counts.ts";
 import type { Store } from "../../store/store.ts";
 import { RELEASE, withClockedStore } from "../_helpers/unattended.ts";
 
