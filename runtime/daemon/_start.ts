@@ -19,7 +19,7 @@ import { loadSkills, resolvePython, type SkillRoots, skillRoots } from "../kerne
 import { type Confinement, prepareConfinement } from "../sandbox/mod.ts";
 import { readOperatorToken } from "../lanes/mod.ts";
 import { createProvider, type Provider } from "../model/mod.ts";
-import { initStateDir, rememberInterpreter, REPO_ROOT } from "../setup/mod.ts";
+import { initStateDir, REPO_ROOT } from "../setup/mod.ts";
 import { Coordinator } from "./_coordinator.ts";
 import { HealthMonitor, VERSION } from "./_health.ts";
 import type { ServeSettings } from "./_serve_settings.ts";
@@ -211,10 +211,6 @@ async function openState(
   });
   try {
     await initStateDir(settings.stateDir, { store: false });
-    // The next launcher probes bubblewrap with it while its interpreter lookup runs.
-    if (settings.pythonInfo !== undefined) {
-      await rememberInterpreter(settings.stateDir, settings.pythonInfo);
-    }
     const { sandbox, workspace } = settings.config;
     const reserving = disk.prepare();
     const confinement = await prepareConfinement({

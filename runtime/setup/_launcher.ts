@@ -8,7 +8,7 @@
  * @module
  */
 
-import { isAbsolute, join, relative, resolve, sep } from "node:path";
+import { join, resolve } from "node:path";
 import type { Route, ServeOptions } from "../config/mod.ts";
 import { createLogger, DEFAULT_HOST, DEFAULT_PORT, type Logger } from "../core/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
@@ -19,7 +19,6 @@ import {
 } from "./_serve_permissions.ts";
 import { type PythonInfo, resolvePython, skillRoots } from "../kernel/mod.ts";
 import { probeSandbox, type SandboxStatus } from "../sandbox/mod.ts";
-import { type RememberedInterpreter, rememberedInterpreter } from "./_interpreter_memo.ts";
 import { loadStateConfig, resolveConfigPath } from "./_state_dir.ts";
 import { encodeHandoff, type LauncherHandoff } from "./_handoff.ts";
 import { later } from "./_later.ts";
@@ -112,13 +111,8 @@ async function deriveBase(
 async function findOnHost(
   base: Pick<LaunchBase, "bwrap" | "network">,
   python: Promise<PythonInfo>,
-  early?: EarlyProbe,
 ): Promise<HostFindings> {
   const { executable, home } = await python;
-  // The early probe ran exactly this probe when it ran this executable with this home.
-  if (early !== undefined && early.executable === executable && early.home === home) {
-    return { python: { executable, home }, sandbox: await early.sandbox };
-  }
   const sandbox = await probeSandbox({
     bwrap: base.bwrap,
     python: executable,
@@ -126,41 +120,6 @@ async function findOnHost(
     network: base.network,
   });
   return { python: { executable, home }, sandbox };
-}
-
-/** A probe started with the remembered interpreter before the lookup ended. */
-interface EarlyProbe extends RememberedInterpreter {
-  sandbox: Promise<SandboxStatus>;
-}
-
-/**
- * Probes bubblewrap with the interpreter the last daemon was handed, if one is remembered,
- * while the lookup runs: where the lookup names the same one, the launcher need not probe
- * after it. The file is the daemon's to write, so a remembered executable the daemon could
- * have written itself (under the state directory, the workspace or the UI build) is never run
- * early: a daemon's own writes never become a program the launcher starts.
- */
-function probeEarly(
-  base: Pick<LaunchBase, "bwrap" | "network" | "stateDir" | "workspace" | "repoRoot">,
-): EarlyProbe | undefined {
-  const remembered = rememberedInterpreter(base.stateDir);
-  if (remembered === undefined) return undefined;
-  const writable = [base.stateDir, base.workspace, join(base.repoRoot, "ui", "dist")];
-  if (writable.some((dir) => within(dir, remembered.executable))) return undefined;
-  const sandbox = probeSandbox({
-    bwrap: base.bwrap,
-    python: remembered.executable,
-    readOnly: [remembered.home],
-    network: base.network,
-  });
-  sandbox.catch(() => {}); // awaited only when the lookup agrees
-  return { ...remembered, sandbox };
-}
-
-/** Whether `path` is `dir` or lies under it. */
-function within(dir: string, path: string): boolean {
-  const rel = relative(resolve(dir), resolve(path));
-  return rel === "" || (rel !== ".." && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
 }
 
 /** Runs `KLBR_PYTHON` (default `python3`, often a shim) to find the real interpreter. */
@@ -224,9 +183,7 @@ function commonArgs(
  * children, and loads its modules while this process finds the interpreter and probes
  * bubblewrap; it waits for their outcome on its stdin (`_handoff.ts`) before it touches the
  * state. Where the probe finds that children cannot be confined, that daemon is killed before
- * it did anything and another starts under the unconfined set. When the state directory
- * remembers the interpreter the last daemon was handed (`_interpreter_memo.ts`), the probe
- * runs with it at once, beside the lookup, and counts only if the lookup names the same one.
+ * it did anything and another starts under the unconfined set.
  *
  * @throws {KlbrError} as {@linkcode derivePermissionInput}.
  * @example
@@ -240,7 +197,7 @@ export async function launchDaemon(options: ServeOptions): Promise<number> {
   const python = findPython(env);
   python.catch(() => {}); // awaited through findOnHost
   const derived = await deriveBase(options, env);
-  const findings = findOnHost(derived, python, probeEarly(derived));
+  const findings = findOnHost(derived, python);
   findings.catch(() => {}); // awaited below; the daemon starts meanwhile
   const { network, ...base } = derived;
   const confined: ServePermissionInput = {

@@ -22,12 +22,6 @@ export {
   servePermissionFlags,
 } from "./_serve_permissions.ts";
 export {
-  INTERPRETER_FILE,
-  type RememberedInterpreter,
-  rememberedInterpreter,
-  rememberInterpreter,
-} from "./_interpreter_memo.ts";
-export {
   CONFIG_FILE,
   initStateDir,
   loadStateConfig,
