@@ -37,12 +37,6 @@ export const BehaviorRef = z.object({ revision: z.string(), path: z.string() });
 /** A behaviour tree by revision and path. */
 export type BehaviorRef = z.infer<typeof BehaviorRef>;
 
-const Part = z.union([
-  z.object({ copy: z.tuple([z.number(), z.number()]) }),
-  z.object({ add: z.array(z.unknown()) }),
-]);
-/** `context.prepare`'s messages: runs of the worker's kept list and new ones (architecture.md). */
-const Delta = z.object({ id: requestId, base: requestId.nullable(), parts: z.array(Part) });
 /** Requests the host sends to a worker; each gets exactly one `ok` or `error` reply. */
 export const HostRequest = z.discriminatedUnion("kind", [
   z.object({
@@ -65,8 +59,8 @@ export const HostRequest = z.discriminatedUnion("kind", [
     args: z.record(z.string(), z.unknown()),
     /** The release to run the hook from; the one given at `init` when absent. */
     behavior: BehaviorRef.optional(),
-    /** For `context.prepare` only, then absent from `args`. */
-    messages: Delta.optional(),
+    /** `context.prepare`'s messages, then absent from `args`. */
+    messages: z.array(z.unknown()).optional(),
   }),
   z.object({
     kind: z.literal("test"),

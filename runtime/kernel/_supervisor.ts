@@ -6,7 +6,7 @@
  */
 
 import { type HookName, KlbrError } from "../core/mod.ts";
-import { type PrepareArgs, preparedOf, prepareWithDelta } from "./_prepare_messages.ts";
+import { type PrepareArgs, prepareMessages } from "./_prepare_messages.ts";
 import { loadSkills } from "./_skills.ts";
 import { type CellResult, hostEndedResult } from "./_parts.ts";
 import type { WorkbenchHandle } from "./_handle.ts";
@@ -157,15 +157,15 @@ export class KernelSupervisor {
 
   /**
    * Runs a policy hook on the live generation, from `options.behavior` when given (else the
-   * release the generation was given at `init`). `context.prepare`'s messages go as a delta
-   * of what that worker keeps (`prepareWithDelta`).
+   * release the generation was given at `init`). `context.prepare`'s messages go beside its
+   * other arguments, and come back as the host's own when the hook left them unchanged
+   * (`prepareMessages`).
    * @throws {KlbrError} `hook_failed`, `worker_timeout` or `worker_failed` (see the handle).
    */
   async hook(name: HookName, args: Record<string, unknown>, options: HookOptions = {}) {
     return await this.#use<unknown>((wb) =>
       name === "context.prepare" && Array.isArray(args.messages)
-        ? prepareWithDelta(
-          preparedOf(wb),
+        ? prepareMessages(
           args as PrepareArgs,
           (fields) => wb.hook(name, fields.args, { ...options, messages: fields.messages }),
         )

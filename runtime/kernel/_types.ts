@@ -9,7 +9,6 @@ import { z } from "zod";
 import type { BehaviorRef, KlbrErrorCode, Logger, SkillsPayload } from "../core/mod.ts";
 import { type ProcessRole, WorkerFingerprint } from "./_fingerprint.ts";
 import type { RpcRegistry } from "./_rpc_registry.ts";
-import type { MessagesDelta } from "./_prepare_messages.ts";
 import type { Jail } from "../sandbox/mod.ts";
 
 /** Context an RPC handler gets besides the params. */
@@ -29,8 +28,8 @@ export interface HookOptions {
   timeoutMs?: number;
   behavior?: BehaviorRef;
   signal?: AbortSignal;
-  /** `context.prepare`'s messages as a delta, sent beside `args` (`prepareWithDelta`). */
-  messages?: MessagesDelta;
+  /** `context.prepare`'s messages, sent beside `args` (`prepareMessages`). */
+  messages?: unknown[];
 }
 
 /** How a workbench process ended. */

@@ -14,6 +14,7 @@ reaches the running cell, a queued cell or a running hook.
 from __future__ import annotations
 
 import asyncio
+import marshal
 import os
 import platform
 from dataclasses import dataclass
@@ -26,7 +27,6 @@ from klbr.cells import CellResult, format_exception, run_cell
 from klbr.errors import RequestError
 from klbr.frames import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge
 from klbr.hooks import UNCHANGED, call_hook
-from klbr.prepared import KeptMessages
 from klbr.prelude import build_namespace, prelude_names
 
 __all__ = ["HANDLERS", "Generation", "Handler", "Kernel"]
@@ -65,7 +65,6 @@ class Kernel:
         self.on_stop: Callable[[int], None] = lambda code: None
         self._tasks: set[asyncio.Task[None]] = set()
         self._hooks: dict[str, asyncio.Task[Any]] = {}
-        self.prepared = KeptMessages()
 
     def receive(self, frame: dict[str, Any]) -> None:
         """Start handling one decoded frame (called on the event loop)."""
@@ -268,12 +267,16 @@ async def handle_hook(kernel: Kernel, frame: dict[str, Any]) -> Any:
         behavior = kernel.state.behavior if kernel.state else None
     if "messages" not in frame:
         return await kernel.run_hook(frame["id"], name, args, behavior)
-    # context.prepare's messages as a delta of the kept list, rebuilt before any await so
-    # requests apply in the order they arrived (klbr.prepared).
+    # context.prepare's messages: the hook gets its own deep copy (they are decoded JSON, so
+    # only dicts, lists, strings, numbers, booleans and None), and an answer equal to what the
+    # host sent is ``{unchanged: True}``, so the host uses its own messages.
     if name != "context.prepare":
         raise _invalid(f"cannot run hook {name}: only context.prepare takes messages (got {name})")
-    given, kept = kernel.prepared.rebuild(frame["messages"])
-    result = await kernel.run_hook(frame["id"], name, {**args, "messages": given}, behavior, kept)
+    sent = frame["messages"]
+    if not isinstance(sent, list):
+        raise _invalid(f"cannot run hook {name}: messages must be a list (got {type(sent).__name__})")
+    given = marshal.loads(marshal.dumps(sent))
+    result = await kernel.run_hook(frame["id"], name, {**args, "messages": given}, behavior, sent)
     return {"unchanged": True} if result is UNCHANGED else {"value": result}
 
 

@@ -1,16 +1,12 @@
-// context.prepare's messages as a delta of what the hook worker keeps, against real Python
-// processes: the worker rebuilds the whole list from the runs it keeps and the new messages, a
-// hook that edits its argument in place corrupts neither the host's messages nor the worker's
-// kept copy, an unchanged answer hands back the host's own messages, and a worker that keeps
-// another base is asked again with the whole list.
+// context.prepare's messages against real Python processes: a hook that edits its argument in
+// place changes neither the host's messages nor what a later call gets, an unchanged answer
+// hands back the host's own messages, and the hook sees the whole list in order.
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import {
   KernelSupervisor,
-  type MessagesDelta,
-  PreparedMessages,
-  prepareWithDelta,
+  prepareMessages,
   resolvePython,
   skillRoots,
 } from "../../../runtime/kernel/mod.ts";
@@ -60,7 +56,7 @@ async function withHooks(
 const SYSTEM = { role: "system", content: "you are a test" };
 const item = (content: string) => Object.freeze({ role: "user", content });
 
-Deno.test("a hook that edits its messages in place corrupts neither side's copy", async () => {
+Deno.test("a hook that edits its messages in place changes neither the host's list nor a later call's", async () => {
   // Appends to the last message's content and adds a message, both in place, then returns it.
   const source = "def prepare(messages, **context):\n" +
     "    messages[-1]['content'] += ' (seen)'\n" +
@@ -75,8 +71,7 @@ Deno.test("a hook that edits its messages in place corrupts neither side's copy"
       { role: "user", content: "extra" },
     ]);
     assert.deepEqual(first, [SYSTEM, { role: "user", content: "a" }], "the host's own are intact");
-    // The second request sends only `b`: the rest comes from what the worker kept, which the
-    // first call's edits must not have reached (no " (seen)" on a, no "extra").
+    // The first call's edits reach nothing the second call gets (no " (seen)" on a, no "extra").
     const second = [{ ...SYSTEM }, a, item("b")];
     assert.deepEqual(await prepare(second), [
       SYSTEM,
@@ -98,7 +93,7 @@ Deno.test("an unchanged answer is the host's own messages, across growing reques
   });
 });
 
-Deno.test("a hook sees the whole list rebuilt from the delta, in order", async () => {
+Deno.test("a hook sees the whole list, in order", async () => {
   // Echoes what it was given as one string, so every message's place is checked.
   const source = "def prepare(messages, **context):\n" +
     "    return [{'role': 'user', 'content': '|'.join(m['content'] for m in messages)}]\n";
@@ -117,39 +112,11 @@ Deno.test("a hook sees the whole list rebuilt from the delta, in order", async (
   });
 });
 
-Deno.test("a worker that keeps another base is asked again with the whole list", async () => {
-  await withHooks(
-    "def prepare(messages, **context):\n    return messages[::-1]\n",
-    async (_, sup, behavior) => {
-      const wb = await sup.ready();
-      const kept = new PreparedMessages();
-      const sent: MessagesDelta[] = [];
-      const send = (fields: { args: Record<string, unknown>; messages: MessagesDelta }) => {
-        sent.push(fields.messages);
-        return wb.hook("context.prepare", fields.args, {
-          behavior,
-          messages: fields.messages,
-        });
-      };
-      const [a, b] = [item("a"), item("b")];
-      assert.deepEqual(await prepareWithDelta(kept, { messages: [a] }, send), [a]);
-      // The host moves on without the worker: its next delta names a base the worker lacks.
-      kept.next([a, b]);
-      assert.deepEqual(await prepareWithDelta(kept, { messages: [a, b] }, send), [b, a]);
-      assert.equal(sent.length, 3, "sent whole, then a delta, then whole again");
-      assert.equal(sent[1].base !== null && sent[2].base === null, true);
-      assert.deepEqual(sent[2].parts, [{ add: [a, b] }]);
-    },
-  );
-});
-
-Deno.test("prepareWithDelta() refuses a reply outside the protocol and forgets the base", async () => {
-  const kept = new PreparedMessages();
+Deno.test("prepareMessages() refuses a reply outside the protocol", async () => {
   await assert.rejects(
-    prepareWithDelta(kept, { messages: [item("a")] }, () => Promise.resolve([1])),
+    prepareMessages({ messages: [item("a")] }, () => Promise.resolve([1])),
     (error: unknown) =>
       error instanceof KlbrError && error.code === "hook_failed" &&
       error.message.includes("outside the protocol"),
   );
-  assert.equal(kept.next([item("a")]).base, null, "the next delta is whole");
 });
