@@ -38,7 +38,7 @@ export {
 export { KernelSupervisor } from "./_supervisor.ts";
 export type { GenerationRecord, KernelSupervisorOptions } from "./_generation.ts";
 export { DEFAULT_MAX_FRAME_BYTES, encodeFrame, FrameDecoder } from "./_frame_codec.ts";
-export { type PrepareArgs, prepareMessages } from "./_prepare_messages.ts";
+export { prepareMessages } from "./_prepare_messages.ts";
 export {
   type LoadedSkills,
   loadSkills,
