@@ -18,7 +18,7 @@ import {
   type ServePermissionInput,
 } from "./_serve_permissions.ts";
 import { type PythonInfo, resolvePython, skillRoots } from "../kernel/mod.ts";
-import { probeSandbox, type SandboxStatus } from "../sandbox/mod.ts";
+import { probeSandbox } from "../sandbox/mod.ts";
 import { loadStateConfig, resolveConfigPath } from "./_state_dir.ts";
 import { encodeHandoff, type LauncherHandoff } from "./_handoff.ts";
 import { later } from "./_later.ts";
