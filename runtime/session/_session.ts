@@ -79,7 +79,6 @@ export class Session {
   #pin: Pin | null = null;
   #frame: Frame | null = null;
   #counters: HookCounters = { calls: 0, failures: 0 };
-  /** The running turn's answers of hooks that depend on their arguments only. */
   #skills: OfferedSkills | null = null;
   #skillsChanged: SkillChange | null = null;
   #maintenance = false;
