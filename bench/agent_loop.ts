@@ -188,7 +188,7 @@ async function counters(
 }
 
 /**
- * Measures figure 10 and rows 2c, 2d, 3e and 3f, each beside its raw parts or its peer.
+ * Measures figure 10 and rows 2d, 3e and 3f, each beside its raw parts or its peer.
  *
  * @throws {KlbrError} `worker_timeout` when a turn does not end; `internal` when the model is
  *   not asked.

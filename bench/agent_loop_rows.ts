@@ -58,7 +58,7 @@ export interface LoopPeers {
 }
 
 /**
- * Rows 2c, 2d, 3e, 3f and 10a–10h from one run's figures.
+ * Rows 2d, 3e, 3f and 10a–10h from one run's figures.
  *
  * @example
  * ```ts
@@ -84,32 +84,20 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
   const sendValue = p50(send.map((t) => t.send - t.sent));
   // 3e and 3f are one figure beside two peers.
   const cellValue = cells.length ? p50(cells) : null;
-  const ackPeer = { label: "raw commit p50", value: c };
-  const ackGoal = {
-    text: "≤ 1.5× raw commit",
-    test: (v: number, p: number | null) => p === null ? null : v <= 1.5 * p,
-  };
   return [
-    makeRow({
-      id: "2c",
-      figure: "send → ack p50, idle daemon",
-      unit: "ms",
-      value: p50(send.map((t) => t.acked - t.sent)),
-      peer: ackPeer,
-      goal: ackGoal,
-      note: `the ${n} one-step turns' inputs, each sent after the previous turn ended ` +
-        `(nothing running); from the client's send to its ack; ${raw}`,
-    }),
     makeRow({
       id: "2d",
       figure: "send → ack p50, while a turn runs",
       unit: "ms",
       value: p50(busy.samples),
-      peer: ackPeer,
-      goal: ackGoal,
+      peer: {
+        label: "the same daemon idle (the one-step turns' inputs)",
+        value: p50(send.map((t) => t.acked - t.sent)),
+      },
       note: `${busy.samples.length} inputs one at a time while a turn's cell runs ` +
         `${JSON.stringify(BUSY_CELL)}; ${busy.during} of them acked before its ` +
-        `cell.finished arrived`,
+        `cell.finished arrived; beside the ${n} one-step turns' inputs, each sent after the ` +
+        `previous turn ended (nothing running)`,
     }),
     makeRow({
       id: "3e",

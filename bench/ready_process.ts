@@ -150,8 +150,8 @@ export async function startUntilReady(
 }
 
 /**
- * Starts `bench/floor_server.ts` (a bare `Deno.serve`: `/health`, and a WebSocket echo on
- * `/echo`) on a free loopback port and resolves once `/health` answers.
+ * Starts `bench/floor_server.ts` (a bare `Deno.serve` that answers `/health`) on a free
+ * loopback port and resolves once `/health` answers.
  *
  * @throws {KlbrError} what {@linkcode startUntilReady} throws.
  * @example

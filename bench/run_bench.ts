@@ -9,7 +9,6 @@
 import { join } from "node:path";
 import { type BenchDaemon, startBenchDaemon } from "./daemon.ts";
 import { resolvePython } from "../runtime/kernel/mod.ts";
-import { benchBlockedAdmission, benchStoreAdmission } from "./admission.ts";
 import { benchAckLatencyPeer, benchAdmissionPeer } from "./peers/admission_rows.ts";
 import { benchAgentLoop } from "./agent_loop.ts";
 import { prepareBlockedState } from "./blocked_release.ts";
@@ -20,7 +19,6 @@ import { benchContext } from "./context.ts";
 import { benchGenerationSpawn } from "./generation_spawn.ts";
 import { runJupyterPeer } from "./jupyter_peer.ts";
 import { describeMachine } from "./machine.ts";
-import { benchAckParts } from "./ack_parts.ts";
 import { memoryRows, type MemorySamples } from "./memory.ts";
 import { measureRawCommits } from "./raw_commit.ts";
 import { type MeasuredReplay, measureReplay, replayRow, seedRecords } from "./replay.ts";
@@ -40,7 +38,7 @@ export interface BenchCounts {
   admissionInputs: number;
   /** The in-flight bound of the windowed admission run. */
   admissionWindow: number;
-  /** Raw commits per ceiling measurement (figures 1 and 2). */
+  /** Raw commits per ceiling measurement (figures 3e and 10). */
   rawCommits: number;
   /** Inputs timed one at a time while attention.plan is blocked (figure 2). */
   latencyInputs: number;
@@ -66,7 +64,7 @@ export interface BenchCounts {
   contextItems: number;
   /** The largest store of figure 9, in records (also a tenth and a hundredth). */
   contextRecords: number;
-  /** Timed turns of each agent-loop series (figure 10, 2c, 2d, 3e). */
+  /** Timed turns of each agent-loop series (figure 10, 2d, 3e). */
   loopTurns: number;
   /** Interleaved repeats of each klbr-against-peer series (1a, 1b). */
   peerRepeats: number;
@@ -156,14 +154,9 @@ export interface BenchRun {
 const SPECS: Record<string, Omit<RowSpec, "value">> = {
   "1a": { id: "1a", figure: "admission throughput, all sent at once", unit: "inputs/s" },
   "1b": { id: "1b", figure: "admission throughput, windowed", unit: "inputs/s" },
-  "1c": { id: "1c", figure: "admission throughput, attention.plan blocked", unit: "inputs/s" },
-  "1d": { id: "1d", figure: "admitInputs in-process", unit: "inputs/s" },
-  "1i": { id: "1i", figure: "raw admission SQL", unit: "inputs/s" },
-  "1j": { id: "1j", figure: "admitInputs in-process against its own SQL", unit: "inputs/s" },
   "1k": { id: "1k", figure: "daemon resident size, peak during a flood", unit: "MB" },
   "1l": { id: "1l", figure: "send → ack p99 of a second client during a flood", unit: "ms" },
   "1m": { id: "1m", figure: "/health answer p99 during a flood", unit: "ms" },
-  "2c": { id: "2c", figure: "send → ack p50, idle daemon", unit: "ms" },
   "2d": { id: "2d", figure: "send → ack p50, while a turn runs", unit: "ms" },
   "3e": { id: "3e", figure: "cell round trip 1+1 through the daemon, p50", unit: "ms" },
   "3f": { id: "3f", figure: "cell round trip through the daemon, against Jupyter", unit: "ms" },
@@ -183,9 +176,6 @@ const SPECS: Record<string, Omit<RowSpec, "value">> = {
   ),
   "2a": { id: "2a", figure: "send → ack p50, idle daemon", unit: "ms" },
   "2b": { id: "2b", figure: "send → ack p99, idle daemon", unit: "ms" },
-  "2e": { id: "2e", figure: "one input's own commit in-process", unit: "ms" },
-  "2f": { id: "2f", figure: "loopback WebSocket round trip to a bare echo", unit: "ms" },
-  "2g": { id: "2g", figure: "admission latency p50 against its raw parts", unit: "ms" },
   "3a": { id: "3a", figure: "cell round trip 1+1, p50", unit: "ms" },
   "3b": { id: "3b", figure: "cell round trip 1+1, p99", unit: "ms" },
   "3c": { id: "3c", figure: "cell round trip 1+1, p50, against Jupyter", unit: "ms" },
@@ -293,7 +283,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       memory.floorBytes = result.floorBytes;
     });
 
-    const admissionIds = ["1a", "1b", "1d", "1i", "1j", "1k", "1l", "1m"];
+    const admissionIds = ["1a", "1b", "1k", "1l", "1m"];
     await phase("admission", admissionIds, async () => {
       rows.push(
         ...await benchAdmissionPeer({
@@ -303,10 +293,6 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
           repeats: counts.peerRepeats,
         }),
       );
-      rows.push(...benchStoreAdmission({
-        dir: await dir("store-admission"),
-        inputs: counts.admissionInputs,
-      }));
       // A client that writes twice figure 1's inputs and reads nothing (20,000 in full).
       rows.push(
         ...await benchFlood({
@@ -321,34 +307,18 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     const workspace = await dir("blocked/ws");
     let blocked = false;
     let seededHead: number | undefined;
-    await phase("blocked attention.plan", ["2a", "2b", "2e", "2f", "2g", "1c"], async () => {
+    await phase("blocked attention.plan", ["2a", "2b"], async () => {
       await Deno.mkdir(stateDir, { recursive: true });
       await prepareBlockedState({ stateDir, workspace, scratch: await dir("blocked/scratch") });
       blocked = true;
       const daemon = await startBenchDaemon({ stateDir, workspace });
       try {
-        const ceiling = measureRawCommits({ dir: await dir("raw-2"), count: counts.rawCommits });
         rows.push(
           ...await benchAckLatencyPeer({
             daemon,
             root: await dir("ack-peer"),
             count: counts.latencyInputs,
             settleMs: counts.settleMs,
-          }),
-        );
-        rows.push(
-          await benchBlockedAdmission({
-            daemon,
-            inputs: counts.admissionInputs,
-            dir: await dir("raw-3"),
-          }),
-        );
-        rows.push(
-          ...await benchAckParts({
-            dir: await dir("ack-parts"),
-            count: counts.latencyInputs,
-            ceiling,
-            ackP50: rows.find((row) => row.id === "2a")?.value ?? null,
           }),
         );
       } finally {
@@ -447,7 +417,6 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     await phase(
       "agent loop",
       [
-        "2c",
         "2d",
         "3e",
         "3f",

@@ -41,16 +41,6 @@ export const MAX_INPUTS_PER_COMMIT = 2048;
 /** The admitted inputs one idle indexing transaction takes: fewer wait for more, or a search. */
 export const INDEX_BATCH = 256;
 
-/** What admission has committed since the daemon started, for `status`. */
-export interface AdmissionStats {
-  /** Transactions committed (each acknowledged every input it held). */
-  commits: number;
-  /** Inputs those commits held (new, duplicate or refused alone). */
-  inputs: number;
-  /** The most inputs one commit held. */
-  max_batch: number;
-}
-
 interface Group {
   session: string;
   inputs: PendingInput[];
@@ -76,7 +66,6 @@ export class AdmissionQueue {
   #draining = false;
   /** Until the backlog found at the start is indexed, a batch smaller than a whole one goes too. */
   #starting = true;
-  #stats: AdmissionStats = { commits: 0, inputs: 0, max_batch: 0 };
 
   /**
    * `admitted` is called with the sessions that gained a new input, one event-loop turn after
@@ -88,11 +77,6 @@ export class AdmissionQueue {
     this.#log = log;
     this.#draining = true;
     void this.#drain();
-  }
-
-  /** Commits and inputs so far. */
-  get stats(): AdmissionStats {
-    return { ...this.#stats };
   }
 
   /**
@@ -159,9 +143,6 @@ export class AdmissionQueue {
       for (const group of groups) group.reject(error);
       return new Set();
     }
-    this.#stats.commits++;
-    this.#stats.inputs += count;
-    this.#stats.max_batch = Math.max(this.#stats.max_batch, count);
     const woken = new Set<string>();
     groups.forEach((group, i) => {
       if (results[i].some((o) => "ack" in o && !o.ack.duplicate)) woken.add(group.session);

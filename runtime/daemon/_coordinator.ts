@@ -202,7 +202,6 @@ export class Coordinator extends RecordServer implements LaneHost {
       only,
       version: this.version,
       admitting: this.#admitting,
-      admission: this.#queue.stats,
       recovered: this.#recovered,
     });
   }

@@ -1,5 +1,5 @@
 /**
- * The runtime's state as `status` and `/health` show it: the daemon's admission and store,
+ * The runtime's state as `status` and `/health` show it: whether the daemon admits, its store,
  * the unattended budget, and each running session's own view with its jobs.
  *
  * @module
@@ -9,7 +9,6 @@ import type { Store } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
 import type { Jobs } from "../jobs/mod.ts";
 import type { Session } from "../session/mod.ts";
-import type { AdmissionStats } from "./_admission_queue.ts";
 
 /** What the status is read from. */
 export interface StatusSources {
@@ -29,7 +28,6 @@ export function runtimeStatus(
     only?: string;
     version: string;
     admitting: boolean;
-    admission: AdmissionStats;
     recovered: string | null;
   },
 ): Record<string, unknown> {
@@ -49,7 +47,6 @@ export function runtimeStatus(
   return {
     version: daemon.version,
     admitting: daemon.admitting && health.state !== "corrupt",
-    admission: daemon.admission,
     store_commits: health.commits,
     store_commit_ms: Math.round(health.commitMs),
     recovered_release: daemon.recovered,
