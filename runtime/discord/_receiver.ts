@@ -114,9 +114,16 @@ export class DiscordReceiver {
     }
   }
 
-  /** After `READY` or `RESUMED`: anchors new channels, and backfills when nothing is replayed. */
+  /**
+   * After `READY` or `RESUMED`: anchors new channels at now, and backfills the others when
+   * nothing is replayed. A channel anchored here has no history to catch up: what is posted in
+   * it from now on comes as the new session's dispatches, in order.
+   */
   async onSession(session: GatewaySession): Promise<void> {
     if (session.selfId !== null) this.#selfId = session.selfId;
+    const anchored = new Set(
+      channelCursors(this.#o.store).filter((c) => c.lastMessageId !== null).map((c) => c.channelId),
+    );
     const anchor = snowflakeAt(Date.now());
     for (const channel of this.#o.config.channels) {
       ensureChannel(this.#o.store, channel, { anchor });
@@ -124,7 +131,7 @@ export class DiscordReceiver {
     if (session.resumed) return;
     for (const cursor of channelCursors(this.#o.store)) {
       if (this.#o.signal.aborted) return;
-      if (cursor.lastMessageId === null) continue;
+      if (cursor.lastMessageId === null || !anchored.has(cursor.channelId)) continue;
       if (cursor.parentId === DM_PARENT) {
         if (!this.#o.config.dms) continue;
         this.#guildOf.set(cursor.channelId, null);

@@ -494,6 +494,11 @@ Deno.test("messages sent while the gateway is down, and while the daemon is kill
       `discord:${channel}:${discord.dispatchMessage({ channelId: channel, content })}`;
     const keys = [key("123", "before")];
     await waitRecord(client, "input.admitted", (r) => r.data.dedupe_key === keys[0]);
+    // Channels new to the store are anchored at the first READY, with no history to page: a
+    // page then could admit a later message of one channel before an earlier one of another.
+    const historyPages = () =>
+      discord.posts.filter((p) => p.method === "GET" && p.path.endsWith("/messages")).length;
+    assert.equal(historyPages(), 0, "no backfill of channels anchored at this READY");
     // 1. The gateway goes down; two messages are sent; it comes back: the resume replays them.
     discord.down();
     keys.push(key("123", "gap 1"), key("456", "gap 2"));
@@ -523,8 +528,7 @@ Deno.test("messages sent while the gateway is down, and while the daemon is kill
     await waitRecord(after, "input.admitted", (r) => r.data.dedupe_key === keys[6]);
     assert.equal(discord.identifies.length, 2);
     // The backfill paged both channels from their last admitted message.
-    const pages = discord.posts.filter((p) => p.method === "GET" && p.path.endsWith("/messages"));
-    assert.ok(pages.length >= 2);
+    assert.ok(historyPages() >= 2);
     // A new message after the backfill arrives live; then every message was admitted once.
     keys.push(key("123", "live"));
     await waitRecord(after, "input.admitted", (r) => r.data.dedupe_key === keys[7]);
