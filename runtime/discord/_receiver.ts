@@ -121,17 +121,16 @@ export class DiscordReceiver {
    */
   async onSession(session: GatewaySession): Promise<void> {
     if (session.selfId !== null) this.#selfId = session.selfId;
-    const anchored = new Set(
-      channelCursors(this.#o.store).filter((c) => c.lastMessageId !== null).map((c) => c.channelId),
-    );
+    // The channels anchored before this session: the ones a backfill catches up.
+    const anchored = channelCursors(this.#o.store).filter((c) => c.lastMessageId !== null);
     const anchor = snowflakeAt(Date.now());
     for (const channel of this.#o.config.channels) {
       ensureChannel(this.#o.store, channel, { anchor });
     }
     if (session.resumed) return;
-    for (const cursor of channelCursors(this.#o.store)) {
+    for (const cursor of anchored) {
       if (this.#o.signal.aborted) return;
-      if (cursor.lastMessageId === null || !anchored.has(cursor.channelId)) continue;
+      if (cursor.lastMessageId === null) continue;
       if (cursor.parentId === DM_PARENT) {
         if (!this.#o.config.dms) continue;
         this.#guildOf.set(cursor.channelId, null);
