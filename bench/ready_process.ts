@@ -156,18 +156,17 @@ export async function startUntilReady(
  * @throws {KlbrError} what {@linkcode startUntilReady} throws.
  * @example
  * ```ts
- * const { server, port } = await startFloorServer();
+ * const server = await startFloorServer();
  * await server.stop();
  * ```
  */
-export async function startFloorServer(): Promise<{ server: ReadyProcess; port: number }> {
+export async function startFloorServer(): Promise<ReadyProcess> {
   const port = freePort();
   const script = fileURLToPath(new URL("./floor_server.ts", import.meta.url));
-  const server = await startUntilReady(Deno.execPath(), [
+  return await startUntilReady(Deno.execPath(), [
     "run",
     "--allow-net=127.0.0.1",
     script,
     String(port),
   ], { port });
-  return { server, port };
 }

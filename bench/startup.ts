@@ -157,7 +157,7 @@ export async function benchStartup(options: StartupOptions): Promise<StartupResu
   const floor: number[] = [];
   let floorBytes = 0;
   for (let i = 0; i < options.restarts; i++) {
-    const { server } = await startFloorServer();
+    const server = await startFloorServer();
     try {
       floor.push(server.readyMs);
       if (i === options.restarts - 1) {
