@@ -18,6 +18,7 @@
  */
 
 import { appendEvent } from "../../store/tables/events.ts";
+import { type EffectRecord, effectsOfCell } from "../../store/tables/effects.ts";
 import type { JobRecord } from "../../store/tables/jobs.ts";
 import type { Store } from "../../store/store.ts";
 import { messagesTokens, shapeMessages } from "../context/mod.ts";
@@ -265,12 +266,9 @@ class ChildSink implements RequestSink {
     return Promise.resolve(cellId);
   }
 
-  /**
-   * Not kept per cell: a job's RPCs (its timers, its child jobs) name the job, and a child's
-   * cells have no `cells` row to name, so its results claim no effects either way.
-   */
-  effects(): null {
-    return null;
+  /** What the cell committed: its timers and child jobs name it as their child cell. */
+  effects(cellId: string): readonly EffectRecord[] {
+    return effectsOfCell(this.#d.store, cellId);
   }
 
   /** A child's running output is not animated anywhere; its `job.cell` record has it. */

@@ -83,11 +83,27 @@ const Llm = z.strictObject({
   system: z.string().max(1 << 16).nullable().default(null),
 });
 
-/** The causation of a call from `scope`: a cell (with its frame), or a job. */
+/**
+ * The causation of a call from `scope`: a cell (with its frame), or a job — and, in a child
+ * agent, the agent's cell that made it, whose effects it is among.
+ */
 function causation(scope: RpcScope, ctx: RpcContext) {
-  return scope.job === undefined
-    ? { session: scope.session, frameId: scope.frame()?.id ?? null, cellId: ctx.cell, jobId: null }
-    : { session: scope.session, frameId: scope.job.frameId, cellId: null, jobId: scope.job.id };
+  const { session, job } = scope;
+  return job === undefined
+    ? {
+      session,
+      frameId: scope.frame()?.id ?? null,
+      cellId: ctx.cell,
+      jobId: null,
+      childCellId: null,
+    }
+    : {
+      session,
+      frameId: job.frameId,
+      cellId: null,
+      jobId: job.id,
+      childCellId: job.kind === "agent" ? ctx.cell : null,
+    };
 }
 
 function conversationOf(scope: RpcScope): string {
@@ -132,6 +148,7 @@ export const timersAtRpc = defineRpc({
       frameId: c.frameId,
       cellId: c.cellId,
       jobId: c.jobId,
+      childCellId: c.childCellId,
     });
     deps.pokeTimers();
     return timerView(timer);
@@ -203,6 +220,7 @@ export const jobsStartRpc = defineRpc({
       frameId: c.frameId,
       cellId: c.cellId,
       parentJobId: c.jobId,
+      childCellId: c.childCellId,
       cause: scope.job === undefined
         ? `started by cell ${call.cell}`
         : `started by job ${scope.job.id}`,

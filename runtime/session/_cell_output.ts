@@ -195,21 +195,17 @@ export function renderEffects(effects: readonly EffectRecord[]): string {
  * The tool result the model reads for a cell, capped in length, naming `effects`, what the
  * cell committed: a cell that did not finish says so and lists them (or says there were
  * none); a cell that raised lists them (or none) before its error; a cell that ended `ok`
- * lists them when it had any. `null` effects are not known per cell (a child agent's cell, whose
- * RPCs are recorded against its job): the result then claims none.
+ * lists them when it had any.
  *
  * Proven by "every cell result lists the effects its cell committed" in
  * `tests/runtime/session/cell_effects.test.ts`.
  */
 export function renderCellResult(
   result: RenderedCell | CellResult,
-  effects: readonly EffectRecord[] | null = [],
+  effects: readonly EffectRecord[] = [],
 ): string {
   const parts = [`outcome: ${result.outcome}`];
-  if (effects === null) {
-    // Not kept per cell (a child agent's cells): nothing is claimed either way.
-    if (UNFINISHED.has(result.outcome)) parts.push("this cell did not finish.");
-  } else if (UNFINISHED.has(result.outcome)) {
+  if (UNFINISHED.has(result.outcome)) {
     parts.push(`this cell did not finish.\n${renderEffects(effects)}`);
   } else if (result.outcome === "error" || effects.length > 0) {
     parts.push(renderEffects(effects));

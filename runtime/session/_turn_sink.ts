@@ -104,8 +104,8 @@ export interface CellSink {
    * the call it ran, together.
    */
   finishCell(cellId: string, finished: FinishedCell, answer: CellAnswer): void;
-  /** What the cell committed, for its result; `null` when effects are not kept per cell. */
-  effects(cellId: string): readonly EffectRecord[] | null;
+  /** What the cell committed, for its result. */
+  effects(cellId: string): readonly EffectRecord[];
 }
 
 /** A request step's route: its name, and the provider that serves it. */

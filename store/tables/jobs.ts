@@ -50,6 +50,11 @@ const CreateJobSchema = z.strictObject({
   frameId: z.string().nullable().default(null),
   cellId: z.string().nullable().default(null),
   parentJobId: z.string().nullable().default(null),
+  /**
+   * The cell of child agent `parentJobId` that started it, which has no `cells` row: the job is
+   * among that cell's effects all the same.
+   */
+  childCellId: z.string().nullable().default(null),
   cause: z.string().min(1).max(500),
 });
 
@@ -149,7 +154,8 @@ export function isJobEnded(state: JobState): state is JobEnd {
 /**
  * Writes a `pending` job and its first `job.state` event in one transaction.
  *
- * Started by a cell, it is also among that cell's effects (kind `job`, or `agent`).
+ * Started by a cell (or a child agent's cell), it is also among that cell's effects (kind `job`, or
+ * `agent`).
  *
  * When it returns the job is committed with its identity, budget and pins; it has not run.
  * Proven by "`createJob()` commits a pending job with its pins and its cause" in
@@ -201,10 +207,11 @@ export function createJob(store: Store, request: CreateJob): JobRecord {
       budget: j.budget,
     });
     // A cell's job is among its effects: its result names it, a re-run knows it was started.
-    if (j.cellId !== null) {
+    const cellId = j.cellId ?? j.childCellId;
+    if (cellId !== null) {
       recordEffect(store, {
         session: j.session,
-        cellId: j.cellId,
+        cellId,
         kind: j.kind === "agent" ? "agent" : "job",
         refId: id,
         summary: `${j.name ?? "(no name)"}: ${

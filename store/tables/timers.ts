@@ -37,6 +37,11 @@ const CreateTimerSchema = z.strictObject({
   frameId: z.string().nullable().default(null),
   cellId: z.string().nullable().default(null),
   jobId: z.string().nullable().default(null),
+  /**
+   * The cell of child agent `jobId` that set it, which has no `cells` row: the timer is among
+   * that cell's effects all the same.
+   */
+  childCellId: z.string().nullable().default(null),
 });
 
 /** What {@linkcode createTimer} takes. */
@@ -101,7 +106,7 @@ function toRecord(row: TimerRow): TimerRecord {
 /**
  * Writes a `pending` timer and its `timer.set` event in one transaction.
  *
- * Set by a cell, it is also among that cell's effects (kind `timer`).
+ * Set by a cell (or a child agent's cell), it is also among that cell's effects (kind `timer`).
  *
  * When it returns the timer is committed: it fires at `dueAt` (or at the next start, if the
  * daemon is down then), exactly once, unless cancelled first. Proven by "`createTimer()` commits
@@ -149,10 +154,11 @@ export function createTimer(store: Store, request: CreateTimer): TimerRecord {
       job_id: t.jobId,
     });
     // A cell's timer is among its effects: its result names it, a re-run knows it is set.
-    if (t.cellId !== null) {
+    const cellId = t.cellId ?? t.childCellId;
+    if (cellId !== null) {
       recordEffect(store, {
         session: t.session,
-        cellId: t.cellId,
+        cellId,
         kind: "timer",
         refId: id,
         summary: `due ${new Date(t.dueAt).toISOString()}${t.note ? `: ${t.note}` : ""}`,

@@ -5,7 +5,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readEventsOfKind } from "../../../store/tables/events.ts";
+import { effectsOfCell } from "../../../store/tables/effects.ts";
 import { getJob, type JobRecord, listJobs } from "../../../store/tables/jobs.ts";
+import { listTimers } from "../../../store/tables/timers.ts";
 import { getModelCall } from "../../../store/tables/model_calls.ts";
 import { modelCallsOf } from "../../_helpers/store.ts";
 import { moveJob } from "../../../store/tables/jobs.ts";
@@ -497,6 +499,35 @@ Deno.test("a child agent runs cells in its job's workbench, cannot speak, and en
     const job = getJob(store, String(started.job_id))!;
     assert.deepEqual([job.kind, job.requestsUsed, job.tokensUsed], ["agent", 2, 240]);
     assert.deepEqual(modelCallsOf(store, { jobId: job.id }).map((c) => c.kind), ["agent", "agent"]);
+  });
+});
+
+Deno.test("a child agent's cell result lists the timer and the job its cell committed, as the agent's do", async () => {
+  const code = [
+    "t = await timers.after(3600, 'look again')",
+    "j = await jobs.start('print(1)', name='helper')",
+    "print('set')",
+  ].join("\n");
+  const answer = (_messages: ChatMessage[], n: number): Reply =>
+    n === 1
+      ? { toolCalls: [{ id: "c1", name: "python", arguments: JSON.stringify({ code }) }] }
+      : { text: "done" };
+  await withJobs({ answer }, async (d, { store }) => {
+    const started = await d.call("jobs.start", { code: "set a reminder", kind: "agent" });
+    const ended = await result(d, String(started.job_id));
+    assert.equal(ended.state, "done");
+    const [timer] = listTimers(store, "default");
+    const helper = listJobs(store, "default").find((job) => job.name === "helper")!;
+    // Both name the agent as their cause, not a `cells` row; the child's cell lists them.
+    assert.deepEqual([timer.cellId, timer.jobId], [null, started.job_id]);
+    assert.deepEqual([helper.cellId, helper.parentJobId], [null, started.job_id]);
+    const toolResult = String(d.requests[1].messages.at(-1)?.content);
+    assert.match(toolResult, /effects this cell committed \(they happened; do not repeat them\):/);
+    assert.match(toolResult, new RegExp(`1\\. timer ${timer.id}: "due [^"]+: look again"`));
+    assert.match(toolResult, new RegExp(`2\\. job ${helper.id}: "helper: print\\(1\\)"`));
+    const [cell] = readEventsOfKind(store, "default", "job.cell");
+    const cellId = (cell.body as { cell_id: string }).cell_id;
+    assert.deepEqual(effectsOfCell(store, cellId).map((e) => e.refId), [timer.id, helper.id]);
   });
 });
 

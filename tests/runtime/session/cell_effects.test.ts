@@ -152,13 +152,3 @@ Deno.test("every cell result lists the effects its cell committed", () => {
     );
   }
 });
-
-Deno.test("a cell result whose effects are not kept per cell (a child agent's) claims none", () => {
-  // A child agent's RPCs are recorded against its job: "none" would be a claim it cannot make.
-  const error = { type: "E", message: "m", traceback: "E: m" };
-  assert.equal(renderCellResult(result("error", { error }), null), "outcome: error\nerror:\nE: m");
-  assert.equal(
-    renderCellResult(result("killed"), null),
-    "outcome: killed\nthis cell did not finish.",
-  );
-});
