@@ -170,7 +170,12 @@ async function listen(
 ): Promise<Listening> {
   const { host } = settings;
   try {
-    const listening = await listenApp(fetch, { hostname: host, port: settings.port });
+    const listening = await listenApp(fetch, {
+      hostname: host,
+      port: settings.port,
+      maxSilent: settings.config.lanes.max_pending_hello,
+      silentMs: settings.config.lanes.hello_timeout_ms,
+    });
     address.port = listening.port;
     return listening;
   } catch (cause) {

@@ -11,6 +11,11 @@
  * `node:http` upgrade pauses its TCP socket: the kernel's buffers fill and the client's
  * writes wait (TCP backpressure; `_lane_socket.ts`).
  *
+ * A connection that has not sent its first request is bounded like a socket that has not said
+ * hello ({@linkcode SilentConnections}): closed at the hello deadline, and the oldest closed to
+ * make room past the pending bound, so connections that never speak cannot use up the daemon's
+ * file descriptors.
+ *
  * @module
  */
 
@@ -22,6 +27,7 @@ import {
   STATUS_CODES,
 } from "node:http";
 import type { Buffer } from "node:buffer";
+import type { Socket } from "node:net";
 import { type Duplex, Readable } from "node:stream";
 // @ts-types="npm:@types/ws@^8.18.1"
 import { type WebSocket as NodeWebSocket, WebSocketServer } from "ws";
@@ -64,38 +70,91 @@ export interface Listening {
  */
 const MAX_MESSAGE_BYTES = 8 << 20;
 
+/** Where {@linkcode listenApp} listens, and how long a new connection may stay silent. */
+export interface ListenOptions {
+  hostname: string;
+  /** 0 for any free port. */
+  port: number;
+  /** Connections without a first request kept at once (the lanes' `max_pending_hello`). */
+  maxSilent: number;
+  /** How long a connection may go without a first request (the lanes' `hello_timeout_ms`). */
+  silentMs: number;
+}
+
 /**
- * Listens on `hostname:port` (0 for any free port) and serves `fetch`.
+ * Listens on `hostname:port` and serves `fetch`.
  *
  * @throws {Error} the listen error (`EADDRINUSE` and the like, with its `code`).
  * @example
  * ```ts
- * const listening = await listenApp(app.fetch, { hostname: "127.0.0.1", port: 0 });
+ * const listening = await listenApp(app.fetch, {
+ *   hostname: "127.0.0.1", port: 0, maxSilent: 256, silentMs: 3_000,
+ * });
  * await listening.close(5_000);
  * ```
  */
-export async function listenApp(
-  fetch: AppFetch,
-  address: { hostname: string; port: number },
-): Promise<Listening> {
+export async function listenApp(fetch: AppFetch, options: ListenOptions): Promise<Listening> {
   // A request without `Host` reaches the app, whose loopback guard refuses it (403, logged).
   const server = createServer({ noDelay: true, requireHostHeader: false });
   const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
+  const silent = new SilentConnections(options);
+  server.on("connection", (socket: Socket) => silent.add(socket));
   server.on("request", (incoming: IncomingMessage, outgoing: ServerResponse) => {
+    silent.spoke(incoming.socket);
     void answerRequest(fetch, incoming, outgoing);
   });
   server.on("upgrade", (incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
+    silent.spoke(socket);
     void answerUpgrade(fetch, { incoming, socket, head, sockets });
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(address.port, address.hostname, () => {
+    server.listen(options.port, options.hostname, () => {
       server.off("error", reject);
       resolve();
     });
   });
   const port = (server.address() as { port: number }).port;
   return { port, close: (graceMs) => closeListener({ server, sockets }, graceMs) };
+}
+
+/**
+ * The connections that have not sent a request yet, oldest first. Each is closed when it has
+ * been silent for `silentMs`, and a new one past `maxSilent` closes the oldest: a local process
+ * that opens connections and never speaks holds at most `maxSilent` of the daemon's file
+ * descriptors, for at most `silentMs` each. Once a connection has sent a request, HTTP's own
+ * keep-alive limit (5 s idle) and the lanes' bounds (an upgraded socket's hello) take over.
+ */
+class SilentConnections {
+  readonly #waiting = new Map<Duplex, () => void>();
+  readonly #max: number;
+  readonly #ms: number;
+
+  constructor(limits: { maxSilent: number; silentMs: number }) {
+    this.#max = limits.maxSilent;
+    this.#ms = limits.silentMs;
+  }
+
+  /** Starts the silence deadline of a new connection; closes the oldest past the bound. */
+  add(socket: Socket): void {
+    const timedOut = () => socket.destroy();
+    socket.setTimeout(this.#ms, timedOut);
+    this.#waiting.set(socket, timedOut);
+    socket.once("close", () => this.#waiting.delete(socket));
+    if (this.#waiting.size <= this.#max) return;
+    const [oldest] = this.#waiting.keys();
+    this.#waiting.delete(oldest);
+    oldest.destroy();
+  }
+
+  /** A connection sent its first request: it is no longer silent. */
+  spoke(socket: Duplex): void {
+    const timedOut = this.#waiting.get(socket);
+    if (timedOut === undefined) return;
+    this.#waiting.delete(socket);
+    (socket as Socket).setTimeout(0);
+    socket.off("timeout", timedOut);
+  }
 }
 
 /**

@@ -75,7 +75,7 @@ const CONTENT_TYPES: Record<string, string> = {
  * ```ts
  * const app = createApp({ lanes, auth, address: () => ({ host: "127.0.0.1", port: 8765 }),
  *   health: () => ({ ok: true }), log: createLogger() });
- * await listenApp(app.fetch, { hostname: "127.0.0.1", port: 8765 });
+ * await listenApp(app.fetch, { hostname: "127.0.0.1", port: 8765, maxSilent: 256, silentMs: 3_000 });
  * ```
  */
 export function createApp(deps: AppDeps): Hono {

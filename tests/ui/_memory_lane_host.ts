@@ -234,6 +234,8 @@ export async function startLaneServer(
   const listening = await listenApp(app.fetch as AppFetch, {
     hostname: "127.0.0.1",
     port: options.port ?? 0,
+    maxSilent: 256,
+    silentMs: 3_000,
   });
   const port = listening.port;
   address.port = port;

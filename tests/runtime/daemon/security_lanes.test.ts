@@ -107,6 +107,55 @@ Deno.test("as many silent sockets as max_connections do not stop `klbr status` o
   });
 });
 
+/**
+ * Opens `n` TCP connections one after another that never complete a request: the odd ones send
+ * nothing, the even ones the first line of one. `closed[i]` turns true at EOF.
+ */
+async function silentConnections(port: number, n: number) {
+  const conns: Deno.TcpConn[] = [];
+  const closed: boolean[] = [];
+  const partial = new TextEncoder().encode("GET /health HTTP/1.1\r\n");
+  for (let i = 0; i < n; i++) {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    if (i % 2 === 0) await conn.write(partial);
+    conns.push(conn);
+    closed.push(false);
+    conn.read(new Uint8Array(64)).then(
+      (read) => void (read === null && (closed[i] = true)),
+      () => void (closed[i] = true),
+    );
+  }
+  const close = () => conns.forEach((conn) => conn.close());
+  return { closed, close };
+}
+
+/** Waits (at most `ms`) until `done()`; says whether it came. */
+async function until(done: () => boolean, ms: number): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (!done() && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+  return done();
+}
+
+Deno.test("connections that never send a request: past max_pending_hello the oldest is closed, the rest at the hello deadline; the owner is served meanwhile", async () => {
+  const lanes = "lanes {\n    max_pending_hello 8\n    hello_timeout_ms 3000\n}\n";
+  await withDaemon({ extraConfig: lanes }, async (daemon) => {
+    // The attack: connections that hold a file descriptor each and never finish a request.
+    const flood = await silentConnections(daemon.port, 20);
+    const oldest = () => flood.closed.slice(0, 12).every(Boolean);
+    assert.ok(await until(oldest, 2_000), `closed: ${flood.closed}`);
+    assert.deepEqual(flood.closed.slice(12), Array(8).fill(false), "the newest 8 wait");
+    // The owner, meanwhile: a request and a lane that says hello.
+    assert.equal((await fetch(`${daemon.url}/health`)).status, 200);
+    const lane = await connectLane({ port: daemon.port, token: daemon.token });
+    assert.equal((await lane.request({ kind: "ping" })).kind, "pong");
+    // Nobody speaks: the newest are closed at the deadline too; the owner's lane stays.
+    assert.ok(await until(() => flood.closed.every(Boolean), 6_000), `closed: ${flood.closed}`);
+    assert.equal((await lane.request({ kind: "ping" })).kind, "pong");
+    await lane.close();
+    flood.close();
+  });
+});
+
 Deno.test("/auth past its rate answers 429 with Retry-After; the right token still gets its cookie at once; the log stays bounded", async () => {
   await withDaemon({}, async (daemon) => {
     const wrong = daemon.token.replace(/^./, (c) => (c === "0" ? "1" : "0"));
