@@ -306,6 +306,8 @@ export const ServerMessage = z.discriminatedUnion("kind", [
     session: z.string(),
     turn: z.string(),
     text: z.string(),
+    /** Set when the text is the reply's reasoning (a page shows it folded); absent for its text. */
+    reasoning: z.literal(true).optional(),
   }),
   z.object({
     kind: z.literal("cell.output"),

@@ -118,9 +118,16 @@ async function streamReply(
       signal: ctx.signal,
       onDelta: (delta) => {
         report.progress();
-        // Reasoning and tool-call text are progress too; only text animates the scratchpad.
-        if (delta.type !== "text") return;
-        options.bus.emit(session, { kind: "token", session, turn: frame.id, text: delta.text });
+        // Tool-call text is progress too; the reply's text and its reasoning are also shown.
+        if (delta.type === "tool_call") return;
+        const reasoning = delta.type === "reasoning" ? { reasoning: true as const } : {};
+        options.bus.emit(session, {
+          kind: "token",
+          session,
+          turn: frame.id,
+          text: delta.text,
+          ...reasoning,
+        });
       },
     });
     report.done(null);

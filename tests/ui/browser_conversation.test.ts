@@ -400,6 +400,45 @@ for (const width of WIDTHS) {
     });
   });
 
+  Deno.test(`at ${width} px a reasoning model's thinking streams live, folded, until its record arrives`, async () => {
+    await scene(width, {}, async (s) => {
+      const frame = { frame_id: "fr_1", number: 1, input_ids: ["in_1"] };
+      s.host.append("input.admitted", full("input.admitted", { input_id: "in_1", body: "think" }));
+      s.host.append("frame.accepted", full("frame.accepted", frame));
+      await open(s);
+      const thought = (text: string) => ({
+        kind: "token" as const,
+        session: "default",
+        turn: "fr_1",
+        text,
+        reasoning: true as const,
+      });
+      s.host.emit(thought("Weighing "));
+      s.host.emit(thought("the options"));
+      s.host.emit({ kind: "token", session: "default", turn: "fr_1", text: "Here is" });
+      const live = s.page.locator('[data-live-reasoning="fr_1"]');
+      await live.waitFor();
+      await s.page.waitForFunction(
+        `document.querySelector('[data-live-reasoning="fr_1"] summary')?.textContent === "reasoning · 20 characters so far"`,
+      );
+      assert.equal(await live.locator("details").getAttribute("open"), null, "folded");
+      assert.equal(await live.locator("pre").textContent(), "Weighing the options");
+      assert.equal(await s.page.locator('[data-live-turn="fr_1"] pre').textContent(), "Here is");
+      await screenshot(s.page, "conversation", "10-live-reasoning");
+      // The reply's records replace the animation: the reasoning kept, folded, as any other.
+      s.host.append(
+        "reasoning",
+        full("reasoning", { frame_id: "fr_1", text: "Weighing the options" }),
+      );
+      await live.waitFor({ state: "detached" });
+      const kept = s.page.locator(
+        'li.draft details.reasoning summary:has-text("reasoning · 20 characters")',
+      );
+      await kept.waitFor();
+      assert.equal(await s.page.locator('[data-live-turn="fr_1"] pre').textContent(), "Here is");
+    });
+  });
+
   Deno.test(`at ${width} px "?" lists the keyboard shortcuts, Escape closes them, "/" moves to the search and Ctrl+. cancels the running cell`, async () => {
     await scene(width, {}, async (s) => {
       s.host.append(

@@ -560,6 +560,8 @@ Deno.test("`LaneClient` keeps live tokens until the durable scratchpad of their 
   try {
     s.client.start();
     await until(s.client, () => s.client.connection.replayed, "replayed");
+    s.host.emit({ kind: "token", session: "default", turn: "turn_1", text: "Hm", reasoning: true });
+    s.host.emit({ kind: "token", session: "default", turn: "turn_1", text: "m.", reasoning: true });
     s.host.emit({ kind: "token", session: "default", turn: "turn_1", text: "Check" });
     s.host.emit({ kind: "token", session: "default", turn: "turn_1", text: "ing" });
     s.host.emit({ kind: "token", session: "default", turn: "turn_2", text: "other" });
@@ -572,9 +574,15 @@ Deno.test("`LaneClient` keeps live tokens until the durable scratchpad of their 
     });
     await until(s.client, () => s.client.live.tokens.get("turn_1") === "Checking", "tokens");
     await until(s.client, () => s.client.live.cells.get("cell_1")?.stderr === "w", "cell output");
+    // Reasoning streams apart from the text, and settles with its own record.
+    assert.deepEqual([...s.client.live.reasoning], [["turn_1", "Hmm."]]);
+    s.host.append("reasoning", body("reasoning", { text: "Hmm.", frame_id: "turn_1" }));
+    await until(s.client, () => s.client.log.size === 1, "the reasoning record");
+    assert.equal(s.client.live.reasoning.size, 0);
+    assert.equal(s.client.live.tokens.get("turn_1"), "Checking");
     s.host.append("scratchpad", body("scratchpad", { text: "Checking", frame_id: "turn_1" }));
     s.host.append("cell.finished", body("cell.finished", { cell_id: "cell_1", outcome: "ok" }));
-    await until(s.client, () => s.client.log.size === 2, "records");
+    await until(s.client, () => s.client.log.size === 3, "records");
     assert.deepEqual([...s.client.live.tokens], [["turn_2", "other"]]);
     assert.equal(s.client.live.cells.size, 0);
   } finally {

@@ -252,7 +252,8 @@ function Workspace(
     (n, out) => n + out.stdout.length + out.stderr.length,
     0,
   );
-  const liveTokens = [...client.live.tokens.values()].reduce((n, text) => n + text.length, 0);
+  const liveTokens = [...client.live.tokens.values(), ...client.live.reasoning.values()]
+    .reduce((n, text) => n + text.length, 0);
   const unattended = useMemo(() => deriveUnattended(records), [revision]);
   const statusOf = (clientMsgId: string): string => {
     const pending = client.outbox.list().find((item) => item.clientMsgId === clientMsgId);
@@ -288,6 +289,7 @@ function Workspace(
           context={{
             turns,
             liveTokens: client.live.tokens,
+            liveReasoning: client.live.reasoning,
             liveCells: client.live.cells,
             onCancel: operator
               ? (cell) => client.operate({ kind: "op.cancel_cell", session: client.session, cell })

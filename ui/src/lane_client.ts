@@ -408,7 +408,8 @@ export class LaneClient {
       case "error":
         return this.#error(message);
       case "token":
-        this.live.addToken(message.turn, message.text);
+        if (message.reasoning) this.live.addReasoning(message.turn, message.text);
+        else this.live.addToken(message.turn, message.text);
         return this.#changed();
       case "cell.output":
         this.live.addCellOutput(

@@ -45,6 +45,8 @@ export interface TimelineContext {
   turns: TurnView;
   /** Live model text per turn, lossy. */
   liveTokens: ReadonlyMap<string, string>;
+  /** Live reasoning per turn, lossy. */
+  liveReasoning: ReadonlyMap<string, string>;
   /** Live output per cell id, lossy. */
   liveCells: ReadonlyMap<string, { stdout: string; stderr: string }>;
   /** Cancels a running cell; absent without the operator role. */
@@ -81,6 +83,7 @@ export function TurnWork(
   const running = turn.state === "running";
   const now = useNow(1000, running);
   const live = context.liveTokens.get(turn.frameId) ?? "";
+  const thinking = context.liveReasoning.get(turn.frameId) ?? "";
   const title = turn.frameId.startsWith(LOOSE)
     ? "work outside a turn"
     : `turn ${turn.number ?? "?"} · frame ${turn.frameId}`;
@@ -104,6 +107,18 @@ export function TurnWork(
           <ol class="items drafts" aria-label="Reasoning and drafts">
             {turn.drafts.map((item) => <DraftItem key={item.seq} item={item} />)}
           </ol>
+        )}
+        {thinking !== "" && (
+          <div class="draft draft-live" data-live-reasoning={turn.frameId}>
+            <div class="meta">
+              <span class="who">reasoning</span>
+              <StateBadge tone="progress" label="live · not saved yet" />
+            </div>
+            <details class="reasoning">
+              <summary>reasoning · {thinking.length} characters so far</summary>
+              <pre class="text">{thinking}</pre>
+            </details>
+          </div>
         )}
         {live !== "" && (
           <div class="draft draft-live" data-live-turn={turn.frameId}>

@@ -120,6 +120,12 @@ for (const [profile, expect] of PROFILES) {
         assert.equal(records(client, "model.failing").length, 0);
         if (["deepseek", "ollama", "openrouter"].includes(profile)) {
           assert.ok(records(client, "reasoning").length > 0, "reasoning is recorded");
+          // And streamed live as it comes, apart from the reply's text.
+          const live = (reasoning: boolean) =>
+            client.messages.filter((m) => m.kind === "token" && !!m.reasoning === reasoning)
+              .map((m) => m.kind === "token" ? m.text : "").join("");
+          assert.match(live(true), /^(Let me think about what to do\.)+$/);
+          assert.doesNotMatch(live(false), /Let me think/);
         }
         const status = await health(daemon);
         assert.equal(status.status, "ok", JSON.stringify(status));
