@@ -26,15 +26,21 @@ export const MODEL_DATA = {
     partial: z.boolean().optional(),
   }),
   /**
-   * A route of `tool_calls "auto"` moved to text-mode cells, or a route's role order became
-   * strict, because of what its server did: from the next request on, for this session.
+   * A route of `tool_calls "auto"` moved to text-mode cells, a route's role order became
+   * strict, or its requests were made smaller than its server's context (`context_tokens`),
+   * because of what its server did: from the next request on, for this session.
    */
   "route.adapted": z.looseObject({
     route: z.string(),
-    setting: z.enum(["tool_calls", "role_order"]),
+    setting: z.enum(["tool_calls", "role_order", "context_tokens"]),
     to: z.string(),
     /** What the server did, in words (its refusal, or the model's fenced replies). */
     reason: z.string(),
+    /**
+     * With `context_tokens`: the route's configured `context_tokens` then. The move holds while
+     * the configuration says the same; editing it (the fix the refusal names) ends it.
+     */
+    configured: z.int().positive().optional(),
   }),
   /**
    * The active context was rewritten from the durable records without the model: a summary of

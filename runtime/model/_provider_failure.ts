@@ -11,7 +11,7 @@ import type { Route } from "../config/mod.ts";
 import { KlbrError } from "../core/mod.ts";
 import type { ProviderTurn, TurnBuilder } from "./_provider_turn.ts";
 import { errorMessage, htmlTitle, ReplyError } from "./_reply_reader.ts";
-import { type ProviderRefusal, refusalOf, refusalWords } from "./_refusal.ts";
+import { type ProviderRefusal, refusalOf, refusalWords, statedContext } from "./_refusal.ts";
 
 export type { ProviderRefusal };
 
@@ -37,6 +37,8 @@ export interface ProviderFailureDetails {
   refusal?: ProviderRefusal | null;
   /** The server's own words, when it gave any. */
   serverMessage?: string;
+  /** The context size, in tokens, a `context` refusal stated. */
+  serverContext?: number;
   cause?: unknown;
 }
 
@@ -54,6 +56,8 @@ export class ProviderFailure extends Error {
   readonly refusal: ProviderRefusal | null;
   /** The server's own message, when it sent one. */
   readonly serverMessage: string | undefined;
+  /** The context size, in tokens, a `context` refusal stated. */
+  readonly serverContext: number | undefined;
   /**
    * Whether the same request can succeed later: a connection failure, a cut or silent stream,
    * 408, 409, 425, 429 and 5xx — never a refusal (400, 401, 403, 404, 422, a 500 that names a
@@ -71,6 +75,7 @@ export class ProviderFailure extends Error {
     this.partial = details.partial;
     this.refusal = details.refusal ?? null;
     this.serverMessage = details.serverMessage;
+    this.serverContext = details.serverContext;
     this.retriable = isRetriable(reason, this.status, this.refusal);
   }
 }
@@ -96,7 +101,13 @@ function isRetriable(
  */
 export function modelFailureFacts(
   error: unknown,
-): { retriable: boolean; retryAfterMs?: number; refusal?: ProviderRefusal } {
+): {
+  retriable: boolean;
+  retryAfterMs?: number;
+  refusal?: ProviderRefusal;
+  /** The context size, in tokens, the server stated when it refused a request past it. */
+  serverContext?: number;
+} {
   const failure = error instanceof Error && error.cause instanceof ProviderFailure
     ? error.cause
     : undefined;
@@ -105,6 +116,7 @@ export function modelFailureFacts(
     retriable: failure.retriable,
     ...(failure.retryAfterMs === undefined ? {} : { retryAfterMs: failure.retryAfterMs }),
     ...(failure.refusal === null ? {} : { refusal: failure.refusal }),
+    ...(failure.serverContext === undefined ? {} : { serverContext: failure.serverContext }),
   };
 }
 
@@ -182,9 +194,13 @@ export async function failFromError(
     const words = serverWords(call, error);
     const refusal = refusalOf(error.status, words, error.code);
     const listed = refusal === "model" && call.listModels ? await call.listModels() : undefined;
+    const context = refusal === "context"
+      ? statedContext(`${words}\n${call.errorBody ?? ""}`)
+      : undefined;
     failCall(call, "http", {
       got: JSON.stringify(words),
       serverMessage: words,
+      serverContext: context,
       refusal,
       fix: refusal === null ? undefined : refusalWords(refusal, {
         route: call.route,
@@ -192,6 +208,7 @@ export async function failFromError(
         message: words,
         param: error.param,
         listed,
+        context,
       }),
       cause: error,
     });
@@ -212,6 +229,7 @@ interface FailureWords {
   /** The value after "got". */
   got: string;
   serverMessage?: string;
+  serverContext?: number;
   refusal?: ProviderRefusal | null;
   /** The sentence naming the fix, after the message. */
   fix?: string;
@@ -233,6 +251,7 @@ export function failCall(
     partial: call.started && reason !== "not_api" ? call.turn.partial() : undefined,
     refusal: words.refusal,
     serverMessage: words.serverMessage,
+    serverContext: words.serverContext,
     cause,
   });
   const what = words.what ?? {

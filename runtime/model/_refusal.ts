@@ -14,13 +14,15 @@ import type { Route } from "../config/mod.ts";
  * What a server refused: `key` (401, 403), `model` (a model it does not serve), `tools` (no
  * tool calling on this server or model), `role_order` (e.g. Mistral's `user` after `tool`),
  * `reasoning` (reasoning sent back, or not sent back, against its rule), `arguments` (a tool
- * call's arguments in the history that are no JSON object), `request` (any other 400, 404,
- * 422 or 4xx that no retry changes; its message names the field).
+ * call's arguments in the history that are no JSON object), `context` (a request larger than
+ * the server's context), `request` (any other 400, 404, 422 or 4xx that no retry changes; its
+ * message names the field).
  */
 export type ProviderRefusal =
   | "key"
   | "model"
   | "tools"
+  | "context"
   | "role_order"
   | "reasoning"
   | "arguments"
@@ -38,6 +40,42 @@ const REASONING = /reasoning_content|content\[\]\.thinking/i;
 /** llama-server: "Failed to parse tool call arguments as JSON"; vLLM: Python's json errors. */
 const ARGUMENTS =
   /tool call arguments|parse (?:the )?arguments|^(?:Expecting (?:value|property name|',' delimiter|':' delimiter)|Unterminated string starting at|Extra data|Invalid control character at|Invalid \\escape)\b/i;
+/**
+ * A request past the server's context. OpenAI and DeepSeek: "This model's maximum context length
+ * is N tokens. However, your messages resulted in M tokens." (`context_length_exceeded`); vLLM:
+ * "This model's maximum context length is N tokens. However, you requested M tokens (…)";
+ * llama-server: "request (M tokens) exceeds the available context size (N tokens), try
+ * increasing it" (`exceed_context_size_error`, a 500 before ggml-org/llama.cpp#15780); Mistral:
+ * "Prompt contains M tokens … too large for model with N maximum context length".
+ */
+const CONTEXT =
+  /maximum context length|context_length_exceeded|exceeds? the available context size|exceed_context_size/i;
+/** The server's context size in its words, where it says it. */
+const CONTEXT_SIZE = [
+  /maximum context length is (\d+)/i,
+  /available context size \((\d+) tokens\)/i,
+  /model with (\d+) maximum context length/i,
+  // llama-server's error body names it apart from its words: `"n_ctx": 4096`.
+  /"n_ctx"\s*:\s*(\d+)/,
+];
+
+/**
+ * The context size, in tokens, a refusal of {@linkcode CONTEXT} states in its words or its
+ * body; undefined if it states none.
+ *
+ * @example
+ * ```ts
+ * statedContext("This model's maximum context length is 4096 tokens. However, …"); // 4096
+ * ```
+ */
+export function statedContext(message: string): number | undefined {
+  for (const pattern of CONTEXT_SIZE) {
+    const size = Number(pattern.exec(message)?.[1]);
+    if (Number.isSafeInteger(size) && size > 0) return size;
+  }
+  return undefined;
+}
+
 /** OpenAI "model_not_found"; vLLM "The model `x` does not exist."; Ollama "model \"x\" not found". */
 const MODEL =
   /model_not_found|model\b[^.]*\b(?:not found|does not exist|not exist|is not available|unknown)|unknown model|no such model|not a valid model|invalid model/i;
@@ -58,6 +96,7 @@ export function refusalOf(status: number, message: string, code?: unknown): Prov
   const text = `${message} ${typeof code === "string" ? code : ""}`;
   if (status === 401 || status === 403) return "key";
   if (PASSING.has(status)) return null;
+  if (CONTEXT.test(text)) return "context";
   if (TOOLS.test(text)) return "tools";
   if (ROLE_ORDER.test(text)) return "role_order";
   if (REASONING.test(text)) return "reasoning";
@@ -77,11 +116,13 @@ export interface RefusalFacts {
   param?: unknown;
   /** The models `GET /models` lists, or why it could not tell; only for `model`. */
   listed?: string[] | string;
+  /** The context size the server stated; only for `context`. */
+  context?: number;
 }
 
 /** The sentence after a refusal's message that names the fix, starting "; ". */
 export function refusalWords(refusal: ProviderRefusal, facts: RefusalFacts): string {
-  const { route, status, message, param, listed } = facts;
+  const { route, status, message, param, listed, context } = facts;
   const llm = `llm "${route.name}"`;
   const restart = "then restart klbr";
   switch (refusal) {
@@ -104,6 +145,10 @@ export function refusalWords(refusal: ProviderRefusal, facts: RefusalFacts): str
         : `; the server refuses reasoning in the messages: set reasoning "drop" on ${llm}`;
     case "arguments":
       return "; the server cannot read the arguments of a tool call in the history (they are no JSON object)";
+    case "context": {
+      const held = context === undefined ? "what the server holds" : `${context} tokens or less`;
+      return `; the request is larger than the server's context: set context_tokens of ${llm} to ${held}, or start the server with a larger context (llama-server -c, vLLM --max-model-len), ${restart}`;
+    }
     case "request":
       if (status === 404) {
         return `; check url of ${llm} (${route.url}): the OpenAI-compatible API usually ends in /v1`;

@@ -77,7 +77,9 @@ export function renderInputs(
 /**
  * The request's messages for `route`: compacted first when over the threshold, then
  * `context.prepare`, then cut to the budget. A failed compaction is logged and the request
- * goes out without it (the newest items that fit, the rest named as left out).
+ * goes out without it (the newest items that fit, the rest named as left out). A route whose
+ * server holds less than its configured `context_tokens` (`contextTokens`, what the server
+ * stated when it refused a larger request) is sized, and compacted, to that.
  */
 export async function prepareContext(
   deps: ContextDeps,
@@ -89,25 +91,28 @@ export async function prepareContext(
     shape: RouteShape;
     frameId?: string;
     maxSteps: number;
+    /** The server's context, when it is smaller than the route's configured one. */
+    contextTokens?: number;
   },
 ): Promise<PreparedRequest> {
   const text = options.shape.toolMode === "text";
+  const sized = withServerContext(deps, options);
   const parts = {
     route: options.route,
-    budget: deps.contextBudget(options.route),
+    budget: sized.contextBudget(options.route),
     system: deps.system({ maxSteps: options.maxSteps }) + (text ? TEXT_MODE_RULES : ""),
     opening,
     frameId: options.frameId,
   };
-  let built = buildRequest(deps.store, session, parts);
+  let built = buildRequest(sized.store, session, parts);
   if (built.overCompact) {
     try {
-      const done = await compactContext(deps, session, {
+      const done = await compactContext(sized, session, {
         keep: { tokens: built.limits.keep },
         model: true,
         signal: options.signal,
       });
-      if (done !== undefined) built = buildRequest(deps.store, session, parts);
+      if (done !== undefined) built = buildRequest(sized.store, session, parts);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       deps.log.warn("context.compaction_failed", `compaction skipped: ${message}`, { session });
@@ -125,6 +130,27 @@ export async function prepareContext(
   // Shaped last, so neither the history nor the hook can send what the server refuses.
   const shaped = shapeMessages(messages, options.shape) as unknown as ChatMessage[];
   return { messages: shaped, rawTokens: messagesTokens(messages) };
+}
+
+/**
+ * `deps` whose budget for `route` is at most `contextTokens`: what the request and its
+ * compaction (its kept items, its summary) are sized to.
+ */
+function withServerContext(
+  deps: ContextDeps,
+  server: { route: string; contextTokens?: number },
+): ContextDeps {
+  const { route, contextTokens } = server;
+  if (contextTokens === undefined) return deps;
+  return {
+    ...deps,
+    contextBudget(name: string): ContextBudget {
+      const budget = deps.contextBudget(name);
+      return name === route && contextTokens < budget.contextTokens
+        ? { ...budget, contextTokens }
+        : budget;
+    },
+  };
 }
 
 /** Calibrates the route's token estimate from the `prompt_tokens` a reply reported. */

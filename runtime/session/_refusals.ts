@@ -19,9 +19,15 @@ export interface RouteCall {
   mode: RouteMode;
 }
 
+/** The smallest context a refusal moves a route to: below it the turn fails instead. */
+const MIN_LEARNED_CONTEXT = 1024;
+
 /**
  * Records the move a refusal calls for, if the route can make it: `tools` refused on an
- * `auto` route still native → text mode; a role order refused on a relaxed route → strict.
+ * `auto` route still native → text mode; a role order refused on a relaxed route → strict; a
+ * request past the server's context → requests within the context it stated (less the route's
+ * `max_tokens`, which the server counts too), or three quarters of the current size when it
+ * stated none.
  */
 export function adaptToRefusal(
   scope: Pick<TurnScope, "ctx" | "record">,
@@ -29,8 +35,9 @@ export function adaptToRefusal(
   failure: { error: unknown; message: string },
 ): boolean {
   if (scope.ctx.signal.aborted) return false;
-  const { refusal } = modelFailureFacts(failure.error);
+  const { refusal, serverContext } = modelFailureFacts(failure.error);
   const { shape, toolCalls } = call.mode;
+  if (refusal === "context") return adaptContext(scope, call, { ...failure, serverContext });
   if (refusal === "tools" && toolCalls === "auto" && shape.toolMode === "native") {
     scope.record("route.adapted", {
       route: call.route,
@@ -50,6 +57,31 @@ export function adaptToRefusal(
     return true;
   }
   return false;
+}
+
+/** Records the smaller context a `context` refusal calls for; false when there is none to go to. */
+function adaptContext(
+  scope: Pick<TurnScope, "record">,
+  call: RouteCall,
+  failure: { message: string; serverContext?: number },
+): boolean {
+  // A test's provider may carry no route: nothing to size.
+  const route = call.provider.route as RouteCall["provider"]["route"] | undefined;
+  if (route === undefined) return false;
+  const current = call.mode.contextTokens ?? route.context_tokens;
+  const stated = failure.serverContext === undefined
+    ? undefined
+    : failure.serverContext - (route.max_tokens ?? 0);
+  const to = stated !== undefined && stated < current ? stated : Math.floor((current * 3) / 4);
+  if (to < MIN_LEARNED_CONTEXT) return false;
+  scope.record("route.adapted", {
+    route: call.route,
+    setting: "context_tokens",
+    to: String(to),
+    reason: `the server refused a request past its context: ${failure.message.slice(0, 300)}`,
+    configured: route.context_tokens,
+  });
+  return true;
 }
 
 /**

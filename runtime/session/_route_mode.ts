@@ -3,7 +3,9 @@
  * learned of the server (`route.adapted`). A route of `tool_calls "auto"` starts native and
  * moves to text-mode cells when its server refuses `tools` or its model answers twice in a row
  * with a fenced cell and no tool call; a route whose server refuses a role order becomes
- * strict. Each move is recorded once and holds for the session from the next request on.
+ * strict; a route whose server refuses a request past its context sends smaller ones (while the
+ * route's configured `context_tokens` stays what it was). Each move is recorded once and holds
+ * for the session from the next request on.
  *
  * @module
  */
@@ -22,6 +24,8 @@ export interface RouteMode {
   toolCalls: "native" | "text" | "auto";
   /** The most model requests one turn may make. */
   maxSteps: number;
+  /** The largest request, when the server's context is smaller than the configured one. */
+  contextTokens?: number;
 }
 
 /** The default when a route (a test's provider) declares no switches. */
@@ -43,13 +47,18 @@ export function routeMode(store: Store, session: string, route: Route | undefine
     strictRoles: route?.role_order === "strict",
     reasoning: route?.reasoning ?? "echo",
   };
+  let contextTokens: number | undefined;
   for (const event of readEventsOfKind(store, session, "route.adapted", 100)) {
     const body = event.body as RecordInput<"route.adapted">;
     if (body.route !== route?.name) continue;
     if (body.setting === "tool_calls" && toolCalls === "auto") shape.toolMode = "text";
     if (body.setting === "role_order") shape.strictRoles = true;
+    if (body.setting === "context_tokens" && body.configured === route?.context_tokens) {
+      contextTokens = Math.min(contextTokens ?? Infinity, Number(body.to));
+    }
   }
-  return { shape, toolCalls, maxSteps: route?.max_steps ?? DEFAULT_MAX_STEPS };
+  const maxSteps = route?.max_steps ?? DEFAULT_MAX_STEPS;
+  return { shape, toolCalls, maxSteps, ...(contextTokens === undefined ? {} : { contextTokens }) };
 }
 
 /**

@@ -145,6 +145,7 @@ export function sessionSink(scope: TurnScope): RequestSink {
         shape: request.mode.shape,
         frameId: ctx.frame.id,
         maxSteps: options.maxSteps ?? request.mode.maxSteps,
+        contextTokens: request.mode.contextTokens,
       });
     },
     async commitReply(opening, reply) {

@@ -17,7 +17,8 @@
  * | `openrouter`         | OpenRouter                                | `reasoning`; `: OPENROUTER PROCESSING` comments           |
  *
  * And the quirks no one server owns: `jsonToStream`, `htmlPage`, `noFinishReason`, `apiKey`
- * (401), `rateLimited` (429 with `Retry-After`), `strictModel`.
+ * (401), `rateLimited` (429 with `Retry-After`), `strictModel`, `context` (a request past the
+ * server's context refused in OpenAI's, vLLM's or llama-server's words).
  *
  * @module
  */
@@ -52,6 +53,11 @@ export interface FakeQuirks {
   strictModel?: "openai" | "vllm" | "ollama";
   /** The first `requests` chat requests get 429 with this `Retry-After` (seconds) or `retry-after-ms`. */
   rateLimited?: { requests: number; retryAfterSeconds?: number; retryAfterMs?: number };
+  /**
+   * Refuses (400) a request whose {@linkcode fakePromptTokens} (with its `max_tokens`, for the
+   * servers that count it) pass `tokens`, in the named server's words.
+   */
+  context?: { tokens: number; words: "openai" | "vllm" | "llama.cpp" };
 }
 
 /** The named profiles: one server's documented behaviour each. */
@@ -101,10 +107,69 @@ export interface RequestFacts {
  */
 export function refuseRequest(quirks: FakeQuirks, facts: RequestFacts): FakeRefusal | undefined {
   return refuseKey(quirks, facts.headers) ?? refuseRate(quirks, facts.before) ??
-    refuseModel(quirks, facts.body?.model, facts.models) ?? refuseTools(quirks, facts.body) ??
+    refuseModel(quirks, facts.body?.model, facts.models) ?? refuseContext(quirks, facts.body) ??
+    refuseTools(quirks, facts.body) ??
     refuseArguments(quirks, facts.body?.messages) ??
     refuseReasoning(quirks, facts.body?.messages) ??
     refuseOrder(quirks, facts.body?.messages) ?? refuseCallIds(quirks, facts.body?.messages);
+}
+
+/**
+ * The fake's token count of a chat request: the UTF-8 bytes of its messages and tools, a third
+ * of a token each (klbr's uncalibrated estimate assumes a quarter and a bit).
+ */
+// deno-lint-ignore no-explicit-any
+export function fakePromptTokens(body: any): number {
+  const text = JSON.stringify({ messages: body?.messages ?? [], tools: body?.tools ?? [] });
+  return Math.ceil(new TextEncoder().encode(text).length / 3);
+}
+
+/**
+ * A request past the server's context, in each server's words. OpenAI: 400
+ * `context_length_exceeded`, "This model's maximum context length is N tokens. However, your
+ * messages resulted in M tokens. Please reduce the length of the messages." (platform.openai.com
+ * error codes; DeepSeek answers the same). vLLM: 400 "This model's maximum context length is N
+ * tokens. However, you requested M tokens (P in the messages, C in the completion). Please
+ * reduce the length of the messages or completion." (`_validate_input` in vLLM's
+ * serving_engine.py; it counts `max_tokens` too). llama-server: 400 `exceed_context_size_error`,
+ * "request (M tokens) exceeds the available context size (N tokens), try increasing it", with
+ * `n_prompt_tokens` and `n_ctx` beside it (ggml-org/llama.cpp#15780, llmmllab/llmmllab-api#69).
+ */
+// deno-lint-ignore no-explicit-any
+function refuseContext(quirks: FakeQuirks, body: any): FakeRefusal | undefined {
+  const limit = quirks.context;
+  if (limit === undefined) return undefined;
+  const prompt = fakePromptTokens(body);
+  const completion = typeof body?.max_tokens === "number" ? body.max_tokens : 0;
+  const counted = limit.words === "vllm" ? prompt + completion : prompt;
+  if (counted <= limit.tokens) return undefined;
+  const n = limit.tokens;
+  const error = {
+    openai: {
+      message: `This model's maximum context length is ${n} tokens. However, your messages ` +
+        `resulted in ${prompt} tokens. Please reduce the length of the messages.`,
+      type: "invalid_request_error",
+      param: "messages",
+      code: "context_length_exceeded",
+    },
+    vllm: {
+      message: `This model's maximum context length is ${n} tokens. However, you requested ` +
+        `${counted} tokens (${prompt} in the messages, ${completion} in the completion). ` +
+        "Please reduce the length of the messages or completion.",
+      type: "BadRequestError",
+      param: null,
+      code: 400,
+    },
+    "llama.cpp": {
+      code: 400,
+      message: `request (${prompt} tokens) exceeds the available context size (${n} tokens), ` +
+        "try increasing it",
+      type: "exceed_context_size_error",
+      n_prompt_tokens: prompt,
+      n_ctx: n,
+    },
+  }[limit.words];
+  return { status: 400, body: { error } };
 }
 
 /**

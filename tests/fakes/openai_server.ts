@@ -30,6 +30,7 @@
 
 import {
   type FakeProfile,
+  fakePromptTokens,
   type FakeQuirks,
   htmlPage,
   OPENROUTER_COMMENT,
@@ -38,7 +39,12 @@ import {
   resolveQuirks,
 } from "./model_quirks.ts";
 
-export { FAKE_PROFILES, type FakeProfile, type FakeQuirks } from "./model_quirks.ts";
+export {
+  FAKE_PROFILES,
+  type FakeProfile,
+  fakePromptTokens,
+  type FakeQuirks,
+} from "./model_quirks.ts";
 
 /**
  * One scripted tool call; `code` is shorthand for the `python` tool with `{code}` arguments.
@@ -149,16 +155,6 @@ const STALL_LIMIT_MS = 30_000;
 
 /** The header klbr's reachability probe sends (`probeRoute` in runtime/model/_probe.ts). */
 const PROBE_HEADER = "x-klbr-probe";
-
-/**
- * The fake's token count of a chat request: the UTF-8 bytes of its messages and tools, a third
- * of a token each (klbr's uncalibrated estimate assumes a quarter and a bit).
- */
-// deno-lint-ignore no-explicit-any
-export function fakePromptTokens(body: any): number {
-  const text = JSON.stringify({ messages: body?.messages ?? [], tools: body?.tools ?? [] });
-  return Math.ceil(new TextEncoder().encode(text).length / 3);
-}
 
 /** Whether a recorded chat request is a summarizer request. */
 export function isSummarizerRequest(request: RecordedRequest): boolean {

@@ -13,7 +13,9 @@ import { connectLane, type LaneClient, sendAndWait } from "../../_helpers/lane_c
 import {
   type FakeOpenAIOptions,
   type FakeProfile,
+  fakePromptTokens,
   type FakeResponse,
+  isSummarizerRequest,
   type RecordedRequest,
   startFakeOpenAI,
 } from "../../fakes/openai_server.ts";
@@ -210,4 +212,36 @@ Deno.test("compat: a reply cut by its token limit inside a tool call is not run,
       .find((m) => m.tool_calls !== undefined)!;
     assert.equal(call.tool_calls![0].function.arguments, "{}");
   });
+});
+
+Deno.test("compat: a server whose context is smaller than the route's refuses once; the route shrinks to the size it stated and every message is answered", async () => {
+  // llama-server started with a small -c: each turn's cell prints about 2,000 of its tokens, so
+  // the fourth turn's history passes 6,000 while the route says 32,768.
+  const model = (request: RecordedRequest): FakeResponse =>
+    /say \w+/.test(lastUserText(request))
+      ? { toolCall: { code: `print('x' * 6000)\nawait local.send("heard")` } }
+      : { toolCall: { code: "wait()" } };
+  const quirks = { context: { tokens: 6_000, words: "llama.cpp" as const } };
+  await withConversation(
+    { quirks, countTokens: true, summarizer: "faithful", fallback: model },
+    async ({ daemon, client, fake }) => {
+      for (const word of ["one", "two", "three", "four", "five"]) await say(client, word);
+      assert.equal(records(client, "send").length, 5, "every message answered once");
+      const [adapted, ...more] = records(client, "route.adapted");
+      assert.deepEqual(more, []);
+      assert.deepEqual(
+        [adapted?.data.setting, adapted?.data.to, adapted?.data.configured],
+        ["context_tokens", "6000", 32_768],
+      );
+      assert.match(String(adapted?.data.reason), /exceeds the available context size \(6000/);
+      // The turns' requests: one refused, none past the server's context after it.
+      const turns = fake.requests.filter((r) => r.method === "POST" && !isSummarizerRequest(r));
+      const sizes = turns.map((r) => fakePromptTokens(r.body));
+      const refused = sizes.findIndex((size) => size > 6_000);
+      assert.ok(refused > 0, `sizes: ${sizes}`);
+      assert.deepEqual(sizes.slice(refused + 1).filter((size) => size > 6_000), [], `${sizes}`);
+      assert.equal(records(client, "model.failing").length, 0);
+      assert.equal((await health(daemon)).status, "ok");
+    },
+  );
 });

@@ -357,6 +357,26 @@ Deno.test("a history with tool-call arguments that are no JSON is refused by vLL
   }
 });
 
+Deno.test("a request past the server's context is named with the size the server stated, in OpenAI's, vLLM's and llama-server's words", async () => {
+  const long: ChatMessage[] = [{ role: "user", content: "word ".repeat(3_000) }];
+  for (const words of ["openai", "vllm", "llama.cpp"] as const) {
+    const quirks = { context: { tokens: 4_096, words } };
+    const { error, failure } = await ask({ quirks }, { text: "never" }, { messages: long });
+    assert.equal(error?.status, 400, words);
+    assert.equal(failure?.refusal, "context", words);
+    assert.equal(failure?.retriable, false, words);
+    assert.equal(modelFailureFacts(error).serverContext, 4_096, words);
+    assert.match(
+      error!.message,
+      /; the request is larger than the server's context: set context_tokens of llm "main" to 4096 tokens or less, or start the server with a larger context \(llama-server -c, vLLM --max-model-len\), then restart klbr$/,
+      words,
+    );
+    // A request within it is served.
+    const { turn } = await ask({ quirks }, { text: "fits" });
+    assert.equal(turn?.text, "fits", words);
+  }
+});
+
 Deno.test("DeepSeek's thinking mode refuses a tool call sent back without its reasoning_content", async () => {
   const history: ChatMessage[] = [
     { role: "user", content: "go" },
