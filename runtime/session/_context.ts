@@ -9,7 +9,12 @@
  */
 
 import type { InputRecord } from "../../store/tables/inputs.ts";
-import { recordCalibration } from "../../store/tables/token_counts.ts";
+import { appendEvent, lastEventOfKinds } from "../../store/tables/events.ts";
+import {
+  readCalibration,
+  recordCalibration,
+  UNCALIBRATED_RATIO,
+} from "../../store/tables/token_counts.ts";
 import {
   buildRequest,
   compactContext,
@@ -27,6 +32,7 @@ import type { HookResult } from "../behavior/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
 import { hookOr, type TurnHookDeps } from "./_turn_hooks.ts";
 import type { PreparedRequest } from "./_turn_sink.ts";
+import { routeMode } from "./_route_mode.ts";
 
 /** What building a request needs. */
 export interface ContextDeps extends TurnHookDeps {
@@ -153,17 +159,85 @@ function withServerContext(
   };
 }
 
-/** Calibrates the route's token estimate from the `prompt_tokens` a reply reported. */
+/**
+ * Calibrates the route's token estimate from the `prompt_tokens` a reply reported — unless the
+ * server reported so much less than the request holds that it must have cut it
+ * ({@linkcode noteCutRequest}).
+ */
 export function noteUsage(
   deps: ContextDeps,
   session: string,
-  sample: { route: string; request: PreparedRequest; usage: ProviderTurn["usage"] },
+  sample: {
+    route: string;
+    provider: Provider;
+    request: PreparedRequest;
+    usage: ProviderTurn["usage"];
+  },
 ): void {
   const reported = sample.usage.promptTokens;
   if (reported === undefined || reported < 1) return;
+  if (noteCutRequest(deps, session, { ...sample, reported })) return;
   recordCalibration(deps.store, session, {
     route: sample.route,
     estimated: sample.request.rawTokens,
     reported,
   });
+}
+
+/**
+ * Under this share of the tokens a request was expected to hold, a reported prompt was cut by
+ * the server: half before the route's first calibration, 70% after it (a calibrated estimate
+ * is within about 15% of the server's count).
+ */
+const CUT_SHARE = { uncalibrated: 0.5, calibrated: 0.7 };
+
+/**
+ * Whether the server kept far fewer of the request's tokens than it was sent, as Ollama does
+ * past a model's `num_ctx` (2,048 or 4,096 unless set): it cuts the prompt from the front,
+ * contract first, without an error, and reports what it kept (ollama/ollama#5902, #6026). Its
+ * mark is a report far under the request that stays the same while the requests grow: the
+ * previous reply on the route reported the same count (within 2%). A report of only the tokens
+ * not in a prompt cache (some Ollama 0.30 versions, ollama/ollama#16428) is under the request
+ * too, but moves with what is new. Then the route sends requests within 90% of what the server
+ * kept, for the session (`route.adapted` `context_tokens`, as a refused request past the
+ * context does), and the sample does not calibrate; the log says how to give the model more.
+ */
+function noteCutRequest(
+  deps: ContextDeps,
+  session: string,
+  sample: { route: string; provider: Provider; request: PreparedRequest; reported: number },
+): boolean {
+  const { provider, request, reported } = sample;
+  const calibration = readCalibration(deps.store, session, sample.route);
+  const expected = request.rawTokens * (calibration?.ratio ?? UNCALIBRATED_RATIO);
+  const share = calibration === undefined ? CUT_SHARE.uncalibrated : CUT_SHARE.calibrated;
+  if (reported >= expected * share) return false;
+  const last = lastEventOfKinds(deps.store, session, ["model.reply"])?.body as
+    | { route?: string; usage?: { prompt_tokens?: number } }
+    | undefined;
+  const before = last?.route === sample.route ? last.usage?.prompt_tokens : undefined;
+  if (before === undefined || Math.abs(before - reported) > reported * 0.02) return false;
+  // A test's provider may carry no route: nothing to size.
+  const route = provider.route as Provider["route"] | undefined;
+  if (route === undefined) return false;
+  const to = Math.floor(reported * 0.9);
+  const current = routeMode(deps.store, session, route).contextTokens ?? route.context_tokens;
+  if (to >= current || to < 1024) return true;
+  const reason = `the server reported ${reported} prompt tokens for a request of about ` +
+    `${Math.round(expected)}: it cut the request without saying so`;
+  appendEvent(deps.store, session, "route.adapted", {
+    route: sample.route,
+    setting: "context_tokens",
+    to: String(to),
+    reason,
+    configured: route.context_tokens,
+  });
+  deps.log.warn(
+    "route.cut",
+    `llm "${sample.route}": ${reason}; klbr now sends requests of at most ${to} tokens. Give ` +
+      "the model a larger context on the server (Ollama: OLLAMA_CONTEXT_LENGTH, or PARAMETER " +
+      "num_ctx in a Modelfile) and set context_tokens to it",
+    { route: sample.route, reported, expected: Math.round(expected) },
+  );
+  return true;
 }

@@ -18,7 +18,8 @@
  *
  * And the quirks no one server owns: `jsonToStream`, `htmlPage`, `noFinishReason`, `apiKey`
  * (401), `rateLimited` (429 with `Retry-After`), `strictModel`, `context` (a request past the
- * server's context refused in OpenAI's, vLLM's or llama-server's words).
+ * server's context refused in OpenAI's, vLLM's or llama-server's words), `truncateAt` (one cut
+ * silently, as Ollama does).
  *
  * @module
  */
@@ -58,6 +59,13 @@ export interface FakeQuirks {
    * servers that count it) pass `tokens`, in the named server's words.
    */
   context?: { tokens: number; words: "openai" | "vllm" | "llama.cpp" };
+  /**
+   * Ollama past a model's `num_ctx`: a longer prompt is cut from the front without an error, and
+   * the usage reports what was kept (ollama/ollama#5902: "input truncated n_ctx=2048"; #6026: a
+   * long prompt answered with `prompt_eval_count` 1026). Applies to the counted usage
+   * (`countTokens`).
+   */
+  truncateAt?: number;
 }
 
 /** The named profiles: one server's documented behaviour each. */

@@ -495,10 +495,8 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
         : summarizer(recorded))
       : queue.shift() ?? fallback(recorded);
     if (options.countTokens && response.usage === undefined && response.status === undefined) {
-      response = {
-        ...response,
-        usage: { prompt_tokens: fakePromptTokens(recorded.body), completion_tokens: 10 },
-      };
+      const prompt = Math.min(fakePromptTokens(recorded.body), quirks.truncateAt ?? Infinity);
+      response = { ...response, usage: { prompt_tokens: prompt, completion_tokens: 10 } };
     }
     if (response.status !== undefined) {
       const headers: Record<string, string> = {};

@@ -245,3 +245,36 @@ Deno.test("compat: a server whose context is smaller than the route's refuses on
     },
   );
 });
+
+Deno.test("compat: Ollama cutting requests past its num_ctx without a word: the route shrinks under what it kept, and the requests after it are whole", async () => {
+  const model = (request: RecordedRequest): FakeResponse =>
+    /say \w+/.test(lastUserText(request))
+      ? { toolCall: { code: `print('x' * 6000)\nawait local.send("heard")` } }
+      : { toolCall: { code: "wait()" } };
+  const quirks = { truncateAt: 4_096 };
+  await withConversation(
+    { profile: "ollama", quirks, countTokens: true, summarizer: "faithful", fallback: model },
+    async ({ daemon, client, fake }) => {
+      for (const word of ["one", "two", "three", "four", "five", "six"]) await say(client, word);
+      assert.equal(records(client, "send").length, 6, "every message answered once");
+      const [adapted, ...more] = records(client, "route.adapted");
+      assert.deepEqual(more, []);
+      assert.deepEqual(
+        [adapted?.data.setting, adapted?.data.to, adapted?.data.configured],
+        ["context_tokens", "3686", 32_768],
+      );
+      assert.match(String(adapted?.data.reason), /reported 4096 prompt tokens for a request of/);
+      // The same count reported for a growing request is the mark: a few cut requests in a
+      // row, then every request is whole.
+      const turns = fake.requests.filter((r) => r.method === "POST" && !isSummarizerRequest(r));
+      const sizes = turns.map((r) => fakePromptTokens(r.body));
+      const cut = sizes.map((size, i) => size > 4_096 ? i : -1).filter((i) => i >= 0);
+      assert.ok(cut.length >= 2 && cut.length <= 3, `sizes: ${sizes}`);
+      assert.equal(cut.at(-1), cut[0] + cut.length - 1, `in a row: ${sizes}`);
+      assert.ok(sizes.length > cut.at(-1)! + 2, `requests went on after the move: ${sizes}`);
+      const log = daemon.logs().split("\n").filter((line) => line.includes(" route.cut "));
+      assert.equal(log.length, 1, log.join("\n"));
+      assert.match(log[0], /OLLAMA_CONTEXT_LENGTH/);
+    },
+  );
+});

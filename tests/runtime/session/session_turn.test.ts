@@ -300,3 +300,25 @@ Deno.test("`Session` commits each cell's outcome with its call's tool result: no
     assert.equal(results.n, 2, "each call has its one result");
   });
 });
+
+Deno.test("`Session` keeps the route's context when its server reports only the prompt tokens it had not cached", async () => {
+  // Some Ollama 0.30 versions reported only the new part of a prompt (ollama/ollama#16428):
+  // far under the request, like a cut one, but never the same count twice in a row.
+  let n = 0;
+  const fallback = (request: { body: { messages: Message[] } }) => {
+    const usage = { prompt_tokens: 1_500 + 97 * (n++ % 5), completion_tokens: 10 };
+    const last = request.body.messages.at(-1);
+    return last?.role === "user" && String(last.content).includes("task")
+      ? { toolCall: { code: "print('done')" }, usage }
+      : { toolCall: { code: "wait()" }, usage };
+  };
+  await withSessionLoop({ fake: { fallback } }, async (loop) => {
+    for (let i = 1; i <= 4; i++) {
+      // Each task is about 4,000 tokens: the requests grow far past what is reported.
+      loop.admit(`task ${i}: ${"words ".repeat(2_700)}`);
+      await loop.settle(`turn ${i}`, () => loop.records("turn.ended").length === i);
+    }
+    assert.ok(loop.chats().length >= 8);
+    assert.deepEqual(loop.records("route.adapted"), []);
+  });
+});
