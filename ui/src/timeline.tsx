@@ -76,6 +76,25 @@ function DraftItem({ item }: { item: ScratchItem }): JSX.Element {
   );
 }
 
+/** What a turn is streaming (its text, its reasoning): lossy, replaced by its record. */
+function LiveDraft(
+  { who, data, children }: {
+    who: string;
+    data: Record<string, string>;
+    children: ComponentChildren;
+  },
+): JSX.Element {
+  return (
+    <div class="draft draft-live" {...data}>
+      <div class="meta">
+        <span class="who">{who}</span>
+        <StateBadge tone="progress" label="live · not saved yet" />
+      </div>
+      {children}
+    </div>
+  );
+}
+
 /** A turn's work: folded to one line once done, open while it runs. */
 export function TurnWork(
   { turn, context }: { turn: TurnBlock; context: TimelineContext },
@@ -109,25 +128,17 @@ export function TurnWork(
           </ol>
         )}
         {thinking !== "" && (
-          <div class="draft draft-live" data-live-reasoning={turn.frameId}>
-            <div class="meta">
-              <span class="who">reasoning</span>
-              <StateBadge tone="progress" label="live · not saved yet" />
-            </div>
+          <LiveDraft who="reasoning" data={{ "data-live-reasoning": turn.frameId }}>
             <details class="reasoning">
               <summary>reasoning · {thinking.length} characters so far</summary>
               <pre class="text">{thinking}</pre>
             </details>
-          </div>
+          </LiveDraft>
         )}
         {live !== "" && (
-          <div class="draft draft-live" data-live-turn={turn.frameId}>
-            <div class="meta">
-              <span class="who">streaming</span>
-              <StateBadge tone="progress" label="live · not saved yet" />
-            </div>
+          <LiveDraft who="streaming" data={{ "data-live-turn": turn.frameId }}>
             <pre class="text">{live}</pre>
-          </div>
+          </LiveDraft>
         )}
         {turn.cells.length > 0 && (
           <ol class="items cells" aria-label="Cells">

@@ -214,16 +214,25 @@ Deno.test("compat: a reply cut by its token limit inside a tool call is not run,
   });
 });
 
+/** A model whose cell prints about 2,000 of the fake's tokens each `say` turn, then sends. */
+function longOutputs(request: RecordedRequest): FakeResponse {
+  return /say \w+/.test(lastUserText(request))
+    ? { toolCall: { code: `print('x' * 6000)\nawait local.send("heard")` } }
+    : { toolCall: { code: "wait()" } };
+}
+
+/** The fake's token count of each turn's request it got, summarizer requests left out. */
+function turnRequestSizes(fake: ReturnType<typeof startFakeOpenAI>): number[] {
+  return fake.requests.filter((r) => r.method === "POST" && !isSummarizerRequest(r))
+    .map((r) => fakePromptTokens(r.body));
+}
+
 Deno.test("compat: a server whose context is smaller than the route's refuses once; the route shrinks to the size it stated and every message is answered", async () => {
   // llama-server started with a small -c: each turn's cell prints about 2,000 of its tokens, so
   // the fourth turn's history passes 6,000 while the route says 32,768.
-  const model = (request: RecordedRequest): FakeResponse =>
-    /say \w+/.test(lastUserText(request))
-      ? { toolCall: { code: `print('x' * 6000)\nawait local.send("heard")` } }
-      : { toolCall: { code: "wait()" } };
   const quirks = { context: { tokens: 6_000, words: "llama.cpp" as const } };
   await withConversation(
-    { quirks, countTokens: true, summarizer: "faithful", fallback: model },
+    { quirks, countTokens: true, summarizer: "faithful", fallback: longOutputs },
     async ({ daemon, client, fake }) => {
       for (const word of ["one", "two", "three", "four", "five"]) await say(client, word);
       assert.equal(records(client, "send").length, 5, "every message answered once");
@@ -235,8 +244,7 @@ Deno.test("compat: a server whose context is smaller than the route's refuses on
       );
       assert.match(String(adapted?.data.reason), /exceeds the available context size \(6000/);
       // The turns' requests: one refused, none past the server's context after it.
-      const turns = fake.requests.filter((r) => r.method === "POST" && !isSummarizerRequest(r));
-      const sizes = turns.map((r) => fakePromptTokens(r.body));
+      const sizes = turnRequestSizes(fake);
       const refused = sizes.findIndex((size) => size > 6_000);
       assert.ok(refused > 0, `sizes: ${sizes}`);
       assert.deepEqual(sizes.slice(refused + 1).filter((size) => size > 6_000), [], `${sizes}`);
@@ -247,13 +255,9 @@ Deno.test("compat: a server whose context is smaller than the route's refuses on
 });
 
 Deno.test("compat: Ollama cutting requests past its num_ctx without a word: the route shrinks under what it kept, and the requests after it are whole", async () => {
-  const model = (request: RecordedRequest): FakeResponse =>
-    /say \w+/.test(lastUserText(request))
-      ? { toolCall: { code: `print('x' * 6000)\nawait local.send("heard")` } }
-      : { toolCall: { code: "wait()" } };
   const quirks = { truncateAt: 4_096 };
   await withConversation(
-    { profile: "ollama", quirks, countTokens: true, summarizer: "faithful", fallback: model },
+    { profile: "ollama", quirks, countTokens: true, summarizer: "faithful", fallback: longOutputs },
     async ({ daemon, client, fake }) => {
       for (const word of ["one", "two", "three", "four", "five", "six"]) await say(client, word);
       assert.equal(records(client, "send").length, 6, "every message answered once");
@@ -266,8 +270,7 @@ Deno.test("compat: Ollama cutting requests past its num_ctx without a word: the 
       assert.match(String(adapted?.data.reason), /reported 4096 prompt tokens for a request of/);
       // The same count reported for a growing request is the mark: a few cut requests in a
       // row, then every request is whole.
-      const turns = fake.requests.filter((r) => r.method === "POST" && !isSummarizerRequest(r));
-      const sizes = turns.map((r) => fakePromptTokens(r.body));
+      const sizes = turnRequestSizes(fake);
       const cut = sizes.map((size, i) => size > 4_096 ? i : -1).filter((i) => i >= 0);
       assert.ok(cut.length >= 2 && cut.length <= 3, `sizes: ${sizes}`);
       assert.equal(cut.at(-1), cut[0] + cut.length - 1, `in a row: ${sizes}`);
