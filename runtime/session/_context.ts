@@ -32,7 +32,7 @@ import type { HookResult } from "../behavior/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
 import { hookOr, type TurnHookDeps } from "./_turn_hooks.ts";
 import type { PreparedRequest } from "./_turn_sink.ts";
-import { routeMode } from "./_route_mode.ts";
+import { MIN_LEARNED_CONTEXT, routeMode } from "./_route_mode.ts";
 
 /** What building a request needs. */
 export interface ContextDeps extends TurnHookDeps {
@@ -191,6 +191,9 @@ export function noteUsage(
  */
 const CUT_SHARE = { uncalibrated: 0.5, calibrated: 0.7 };
 
+/** The share of what a cutting server kept that the route's requests are kept to: room to answer. */
+const CUT_KEEP = 0.9;
+
 /**
  * Whether the server kept far fewer of the request's tokens than it was sent, as Ollama does
  * past a model's `num_ctx` (2,048 or 4,096 unless set): it cuts the prompt from the front,
@@ -220,9 +223,9 @@ function noteCutRequest(
   // A test's provider may carry no route: nothing to size.
   const route = provider.route as Provider["route"] | undefined;
   if (route === undefined) return false;
-  const to = Math.floor(reported * 0.9);
+  const to = Math.floor(reported * CUT_KEEP);
   const current = routeMode(deps.store, session, route).contextTokens ?? route.context_tokens;
-  if (to >= current || to < 1024) return true;
+  if (to >= current || to < MIN_LEARNED_CONTEXT) return true;
   const reason = `the server reported ${reported} prompt tokens for a request of about ` +
     `${Math.round(expected)}: it cut the request without saying so`;
   appendEvent(deps.store, session, "route.adapted", {

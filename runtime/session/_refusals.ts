@@ -9,7 +9,7 @@
 import { lastEventOfKinds } from "../../store/tables/events.ts";
 import { repairContext } from "../context/mod.ts";
 import { modelFailureFacts, type Provider } from "../model/mod.ts";
-import type { RouteMode } from "./_route_mode.ts";
+import { MIN_LEARNED_CONTEXT, type RouteMode } from "./_route_mode.ts";
 import type { TurnScope } from "./_turn_scope.ts";
 
 /** One request's route: its name, its provider and its mode. */
@@ -18,9 +18,6 @@ export interface RouteCall {
   provider: Provider;
   mode: RouteMode;
 }
-
-/** The smallest context a refusal moves a route to: below it the turn fails instead. */
-const MIN_LEARNED_CONTEXT = 1024;
 
 /**
  * Records the move a refusal calls for, if the route can make it: `tools` refused on an

@@ -28,6 +28,12 @@ export interface RouteMode {
   contextTokens?: number;
 }
 
+/**
+ * The smallest context a server's refusal or its cut requests move a route to: below it the
+ * route stays as it is and the turn meets the server's failure instead.
+ */
+export const MIN_LEARNED_CONTEXT = 1024;
+
 /** The default when a route (a test's provider) declares no switches. */
 const DEFAULT_MAX_STEPS = 50;
 
