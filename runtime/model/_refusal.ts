@@ -46,10 +46,11 @@ const ARGUMENTS =
  * "This model's maximum context length is N tokens. However, you requested M tokens (…)";
  * llama-server: "request (M tokens) exceeds the available context size (N tokens), try
  * increasing it" (`exceed_context_size_error`, a 500 before ggml-org/llama.cpp#15780); Mistral:
- * "Prompt contains M tokens … too large for model with N maximum context length".
+ * "Prompt contains M tokens … too large for model with N maximum context length"; Ollama, where
+ * it refuses rather than cuts: "the input length exceeds the context length" (no size).
  */
 const CONTEXT =
-  /maximum context length|context_length_exceeded|exceeds? the available context size|exceed_context_size/i;
+  /maximum context length|context_length_exceeded|exceeds? the available context size|exceed_context_size|exceeds the context length/i;
 /** The server's context size in its words, where it says it. */
 const CONTEXT_SIZE = [
   /maximum context length is (\d+)/i,

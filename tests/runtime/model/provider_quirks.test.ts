@@ -375,6 +375,12 @@ Deno.test("a request past the server's context is named with the size the server
     const { turn } = await ask({ quirks }, { text: "fits" });
     assert.equal(turn?.text, "fits", words);
   }
+  // Ollama's refusal names no size: the fix says so.
+  const message = "the input length exceeds the context length";
+  const { error, failure } = await ask({}, { status: 400, message });
+  assert.equal(failure?.refusal, "context");
+  assert.equal(modelFailureFacts(error).serverContext, undefined);
+  assert.match(error!.message, /set context_tokens of llm "main" to what the server holds,/);
 });
 
 Deno.test("DeepSeek's thinking mode refuses a tool call sent back without its reasoning_content", async () => {

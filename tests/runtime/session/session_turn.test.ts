@@ -322,3 +322,21 @@ Deno.test("`Session` keeps the route's context when its server reports only the 
     assert.deepEqual(loop.records("route.adapted"), []);
   });
 });
+
+Deno.test("`Session` asks again with three quarters of the context when a server refuses a request past a context it does not name", async () => {
+  // Ollama's words when it refuses instead of cutting name no size.
+  const fake = { fallback: () => ({ toolCall: { code: "send('done')\nwait()" } }) };
+  await withSessionLoop({ fake }, async (loop) => {
+    loop.fake.enqueue({ status: 400, message: "the input length exceeds the context length" });
+    loop.admit("hello");
+    await loop.settle("the send", () => loop.records("send").length === 1);
+    const [adapted] = loop.records("route.adapted");
+    assert.deepEqual([adapted.setting, adapted.to, adapted.configured], [
+      "context_tokens",
+      String((32_768 * 3) / 4),
+      32_768,
+    ]);
+    assert.equal(loop.chats().length, 2, "refused once, then asked again at once");
+    assert.deepEqual(loop.records("model.failing"), []);
+  });
+});
