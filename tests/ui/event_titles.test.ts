@@ -86,6 +86,29 @@ Deno.test("`describeReading()` shows a recovery whose lists are missing or count
   );
 });
 
+Deno.test("`describeReading()` says how a route adapted to its server, and why", () => {
+  const reason = "the server refused a request past its context: request (7740 tokens) exceeds …";
+  assert.deepEqual(
+    titleOf(record("route.adapted", {
+      route: "main",
+      setting: "context_tokens",
+      to: "6000",
+      reason,
+      configured: 32768,
+    })),
+    {
+      title: "Route main adapted: requests within 6000 tokens",
+      detail: reason,
+      severity: "warning",
+    },
+  );
+  assert.equal(
+    titleOf(record("route.adapted", { route: "main", setting: "tool_calls", to: "text", reason }))
+      .title,
+    "Route main adapted: tool calls text",
+  );
+});
+
 Deno.test("`describeReading()` warns of a stalled session with its message", () => {
   assert.deepEqual(
     titleOf(record("session.stalled", {

@@ -254,6 +254,13 @@ function otherEvent(record: KnownRecord): EventTitle {
         detail: record.data.reminder,
         severity: "info",
       };
+    case "route.adapted": {
+      const d = record.data;
+      const moved = d.setting === "context_tokens"
+        ? `requests within ${d.to} tokens`
+        : `${d.setting.replace("_", " ")} ${d.to}`;
+      return { title: `Route ${d.route} adapted: ${moved}`, detail: d.reason, severity: "warning" };
+    }
     case "session.stalled":
       return {
         title: `Session stalled after ${plural(record.data.failures, "failed attempt")}`,
