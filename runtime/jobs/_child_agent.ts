@@ -21,7 +21,7 @@ import { appendEvent } from "../../store/tables/events.ts";
 import { type EffectRecord, effectsOfCell } from "../../store/tables/effects.ts";
 import type { JobRecord } from "../../store/tables/jobs.ts";
 import type { Store } from "../../store/store.ts";
-import { messagesTokens, shapeMessages } from "../context/mod.ts";
+import { budgetOf, fitMessages, messagesTokens, rawLimits, shapeMessages } from "../context/mod.ts";
 import {
   type EventBus,
   isKlbrError,
@@ -220,13 +220,30 @@ class ChildSink implements RequestSink {
     return Promise.resolve({ route, provider: this.#provider(route), opening: null });
   }
 
+  /**
+   * The contract and the child's sequence, within the route's context (what its server holds,
+   * when it said less than the configuration): the longest contents are cut, no message is
+   * dropped, so the task and every call's result stay.
+   */
   context(
     _opening: Record<string, unknown> | null,
     request: { mode: RouteMode },
   ): Promise<PreparedRequest> {
-    const { shape } = request.mode;
+    const { shape, contextTokens } = request.mode;
     const system = CHILD_CONTRACT + (shape.toolMode === "text" ? TEXT_MODE_RULES : "");
-    const messages = [{ role: "system", content: system }, ...this.#messages];
+    const whole = [{ role: "system", content: system }, ...this.#messages];
+    const name = this.#job.route ?? "main";
+    const route = this.#d.routeOf(name) as Provider["route"] | undefined;
+    let messages = whole;
+    // A test's route may declare no context: nothing to fit to.
+    if (route?.context_tokens !== undefined) {
+      const budget = budgetOf(route);
+      if (contextTokens !== undefined && contextTokens < budget.contextTokens) {
+        budget.contextTokens = contextTokens;
+      }
+      const limit = rawLimits(this.#d.store, this.#job.session, name, budget).request;
+      messages = fitMessages(whole, limit) ?? whole;
+    }
     return Promise.resolve({
       messages: shapeMessages(messages, shape) as unknown as ChatMessage[],
       rawTokens: messagesTokens(messages),

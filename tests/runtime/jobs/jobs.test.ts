@@ -157,6 +157,9 @@ async function withJobs(
   });
 }
 
+/** What a content cut to keep a request within its context ends with. */
+const CUT = "[… cut here to keep the request within its context budget]";
+
 /** A cell whose output is long enough to be spooled to an artifact. */
 const LONG_CELL = "print('x' * 50_000 + 'END')";
 
@@ -528,6 +531,26 @@ Deno.test("a child agent's cell result lists the timer and the job its cell comm
     const [cell] = readEventsOfKind(store, "default", "job.cell");
     const cellId = (cell.body as { cell_id: string }).cell_id;
     assert.deepEqual(effectsOfCell(store, cellId).map((e) => e.refId), [timer.id, helper.id]);
+  });
+});
+
+Deno.test("a child agent's request stays within its route's context: the longest results are cut, no message dropped", async () => {
+  const long = {
+    id: "c",
+    name: "python",
+    arguments: JSON.stringify({ code: "print('x' * 7000)" }),
+  };
+  const answer = (_messages: ChatMessage[], n: number): Reply =>
+    n <= 3 ? { toolCalls: [{ ...long, id: `c${n}` }] } : { text: "done" };
+  await withJobs({ answer, route: { context_tokens: 2_048 } }, async (d) => {
+    const started = await d.call("jobs.start", { code: "print a lot", kind: "agent" });
+    assert.equal((await result(d, String(started.job_id))).state, "done");
+    // The contract, the task, then a call and its result a step: all there, the results cut.
+    assert.deepEqual(d.requests.map((r) => r.messages.length), [2, 4, 6, 8]);
+    const last = d.requests[3].messages;
+    assert.ok(last.filter((m) => m.role === "tool").every((m) => String(m.content).includes(CUT)));
+    // Within 2,048 tokens at klbr's uncalibrated 1.25 tokens a raw token (about 4 characters each).
+    assert.ok(JSON.stringify(last).length < (2_048 / 1.25) * 4, `${JSON.stringify(last).length}`);
   });
 });
 
