@@ -30,6 +30,21 @@ export function budgetOf(route: Route): ContextBudget {
   };
 }
 
+/**
+ * `budget` within what its server holds (`held` tokens, learned from the server; undefined when
+ * it said nothing): the smaller context wins, the shares stay.
+ *
+ * @example
+ * ```ts
+ * heldBy(budgetOf(route), 6000).contextTokens; // 6000 for a route of 32,768
+ * ```
+ */
+export function heldBy(budget: ContextBudget, held: number | undefined): ContextBudget {
+  return held !== undefined && held < budget.contextTokens
+    ? { ...budget, contextTokens: held }
+    : budget;
+}
+
 /** A budget in raw estimated tokens for one session and route: what sizing compares against. */
 export interface RawLimits {
   /** Provider tokens per raw token (1.25 before the route reported anything). */

@@ -10,6 +10,7 @@
 export {
   budgetOf,
   type ContextBudget,
+  heldBy,
   messagesTokens,
   type RawLimits,
   rawLimits,

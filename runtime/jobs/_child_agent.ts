@@ -21,7 +21,14 @@ import { appendEvent } from "../../store/tables/events.ts";
 import { type EffectRecord, effectsOfCell } from "../../store/tables/effects.ts";
 import type { JobRecord } from "../../store/tables/jobs.ts";
 import type { Store } from "../../store/store.ts";
-import { budgetOf, fitMessages, messagesTokens, rawLimits, shapeMessages } from "../context/mod.ts";
+import {
+  budgetOf,
+  fitMessages,
+  heldBy,
+  messagesTokens,
+  rawLimits,
+  shapeMessages,
+} from "../context/mod.ts";
 import {
   type EventBus,
   isKlbrError,
@@ -237,10 +244,7 @@ class ChildSink implements RequestSink {
     let messages = whole;
     // A test's route may declare no context: nothing to fit to.
     if (route?.context_tokens !== undefined) {
-      const budget = budgetOf(route);
-      if (contextTokens !== undefined && contextTokens < budget.contextTokens) {
-        budget.contextTokens = contextTokens;
-      }
+      const budget = heldBy(budgetOf(route), contextTokens);
       const limit = rawLimits(this.#d.store, this.#job.session, name, budget).request;
       messages = fitMessages(whole, limit) ?? whole;
     }

@@ -20,6 +20,7 @@ import {
   compactContext,
   type ContextBudget,
   fitMessages,
+  heldBy,
   messagesTokens,
   rawLimits,
   renderAmbient,
@@ -152,9 +153,7 @@ function withServerContext(
     ...deps,
     contextBudget(name: string): ContextBudget {
       const budget = deps.contextBudget(name);
-      return name === route && contextTokens < budget.contextTokens
-        ? { ...budget, contextTokens }
-        : budget;
+      return name === route ? heldBy(budget, contextTokens) : budget;
     },
   };
 }
