@@ -33,7 +33,7 @@ import type { HookResult } from "../behavior/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
 import { hookOr, type TurnHookDeps } from "./_turn_hooks.ts";
 import type { PreparedRequest } from "./_turn_sink.ts";
-import { MIN_LEARNED_CONTEXT, routeMode } from "./_route_mode.ts";
+import { contextMove, routeMode } from "./_route_mode.ts";
 
 /** What building a request needs. */
 export interface ContextDeps extends TurnHookDeps {
@@ -224,16 +224,11 @@ function noteCutRequest(
   if (route === undefined) return false;
   const to = Math.floor(reported * CUT_KEEP);
   const current = routeMode(deps.store, session, route).contextTokens ?? route.context_tokens;
-  if (to >= current || to < MIN_LEARNED_CONTEXT) return true;
   const reason = `the server reported ${reported} prompt tokens for a request of about ` +
     `${Math.round(expected)}: it cut the request without saying so`;
-  appendEvent(deps.store, session, "route.adapted", {
-    route: sample.route,
-    setting: "context_tokens",
-    to: String(to),
-    reason,
-    configured: route.context_tokens,
-  });
+  const move = contextMove(route, { name: sample.route, current, to, reason });
+  if (move === undefined) return true;
+  appendEvent(deps.store, session, "route.adapted", move);
   deps.log.warn(
     "route.cut",
     `llm "${sample.route}": ${reason}; klbr now sends requests of at most ${to} tokens. Give ` +

@@ -9,7 +9,7 @@
 import { lastEventOfKinds } from "../../store/tables/events.ts";
 import { repairContext } from "../context/mod.ts";
 import { modelFailureFacts, type Provider } from "../model/mod.ts";
-import { MIN_LEARNED_CONTEXT, type RouteMode } from "./_route_mode.ts";
+import { contextMove, type RouteMode } from "./_route_mode.ts";
 import type { TurnScope } from "./_turn_scope.ts";
 
 /** One request's route: its name, its provider and its mode. */
@@ -70,14 +70,10 @@ function adaptContext(
     ? undefined
     : failure.serverContext - (route.max_tokens ?? 0);
   const to = stated !== undefined && stated < current ? stated : Math.floor((current * 3) / 4);
-  if (to < MIN_LEARNED_CONTEXT) return false;
-  scope.record("route.adapted", {
-    route: call.route,
-    setting: "context_tokens",
-    to: String(to),
-    reason: `the server refused a request past its context: ${failure.message.slice(0, 300)}`,
-    configured: route.context_tokens,
-  });
+  const reason = `the server refused a request past its context: ${failure.message.slice(0, 300)}`;
+  const move = contextMove(route, { name: call.route, current, to, reason });
+  if (move === undefined) return false;
+  scope.record("route.adapted", move);
   return true;
 }
 

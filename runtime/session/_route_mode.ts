@@ -32,7 +32,7 @@ export interface RouteMode {
  * The smallest context a server's refusal or its cut requests move a route to: below it the
  * route stays as it is and the turn meets the server's failure instead.
  */
-export const MIN_LEARNED_CONTEXT = 1024;
+const MIN_LEARNED_CONTEXT = 1024;
 
 /** The default when a route (a test's provider) declares no switches. */
 const DEFAULT_MAX_STEPS = 50;
@@ -75,4 +75,25 @@ export function lastReplyWasFenced(store: Store, session: string, route: string)
   const last = lastEventOfKinds(store, session, ["model.reply"]);
   const body = last?.body as { route?: string; text_cell?: boolean } | undefined;
   return body?.route === route && body.text_cell === true;
+}
+
+/**
+ * The `route.adapted` that keeps `route`'s requests (named `name` in the session) within `to`
+ * tokens, for as long as its configured `context_tokens` stays what it is now ({@linkcode
+ * routeMode} reads it so); undefined when `to` would not make them smaller than they are
+ * (`current`) or would go below {@linkcode MIN_LEARNED_CONTEXT}.
+ */
+export function contextMove(
+  route: Route,
+  move: { name: string; current: number; to: number; reason: string },
+): RecordInput<"route.adapted"> | undefined {
+  const { name, current, to, reason } = move;
+  if (to >= current || to < MIN_LEARNED_CONTEXT) return undefined;
+  return {
+    route: name,
+    setting: "context_tokens",
+    to: String(to),
+    reason,
+    configured: route.context_tokens,
+  };
 }
