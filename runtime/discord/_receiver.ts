@@ -121,14 +121,15 @@ export class DiscordReceiver {
    */
   async onSession(session: GatewaySession): Promise<void> {
     if (session.selfId !== null) this.#selfId = session.selfId;
-    // The channels anchored before this session: the ones a backfill catches up.
-    const anchored = channelCursors(this.#o.store).filter((c) => c.lastMessageId !== null);
+    // The channels known before this session: the anchored ones a backfill catches up (none on
+    // a resumed session, whose missed events are replayed).
+    const known = session.resumed ? [] : channelCursors(this.#o.store);
     const anchor = snowflakeAt(Date.now());
     for (const channel of this.#o.config.channels) {
       ensureChannel(this.#o.store, channel, { anchor });
     }
     if (session.resumed) return;
-    for (const cursor of anchored) {
+    for (const cursor of known) {
       if (this.#o.signal.aborted) return;
       if (cursor.lastMessageId === null) continue;
       if (cursor.parentId === DM_PARENT) {
