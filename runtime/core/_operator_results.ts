@@ -58,6 +58,45 @@ export const BudgetStatus = z.looseObject({
 /** The daemon's budgets. */
 export type BudgetStatus = z.infer<typeof BudgetStatus>;
 
+/**
+ * What a session learned of one route's server and still holds (`route.adapted`), as `status`
+ * and `/health` show it: only what differs from the route's configuration.
+ */
+export const AdaptedRoute = z.looseObject({
+  route: z.string(),
+  /** `text` when an `auto` route moved to text-mode cells. */
+  tool_calls: z.literal("text").optional(),
+  /** `strict` when the server refused a role order. */
+  role_order: z.literal("strict").optional(),
+  /** The largest request, when the server's context is smaller than the configured one. */
+  context_tokens: count.optional(),
+  /** The route's configured `context_tokens`, beside the learned one. */
+  configured_context_tokens: count.optional(),
+});
+/** A route's learned mode. */
+export type AdaptedRoute = z.infer<typeof AdaptedRoute>;
+
+/**
+ * A route's learned mode in words, with how to make it the configuration.
+ *
+ * @example
+ * ```ts
+ * adaptedRouteText({ route: "main", context_tokens: 6000, configured_context_tokens: 32768 });
+ * // "route main learned its server: requests within 6000 tokens (configured 32768); set it …"
+ * ```
+ */
+export function adaptedRouteText(adapted: AdaptedRoute): string {
+  const learned = [
+    ...(adapted.tool_calls === "text" ? ['text-mode cells (tool_calls "text")'] : []),
+    ...(adapted.role_order === "strict" ? ['strict role order (role_order "strict")'] : []),
+    ...(adapted.context_tokens === undefined ? [] : [
+      `requests within ${adapted.context_tokens} tokens (configured ${adapted.configured_context_tokens})`,
+    ]),
+  ];
+  return `route ${adapted.route} learned its server: ${learned.join(", ")}; ` +
+    `set it in the route's configuration to start there, or fix the server`;
+}
+
 /** The daemon's `/health` report (HTTP 503 when `ok` is false). */
 export const HealthReport = z.looseObject({
   ok: z.boolean(),
@@ -83,6 +122,8 @@ export const HealthReport = z.looseObject({
   pending_jobs: count,
   pending_timers: count,
   due_timers: count,
+  /** The default session's routes that adapted to their servers. */
+  routes_adapted: z.array(AdaptedRoute),
   over_budget: z.array(SpentBudget),
   sandbox: z.string(),
   sandbox_reason: z.string().nullable(),
@@ -111,6 +152,7 @@ export const SessionStatus = z.looseObject({
   kernel_generation: count,
   kernel_alive: z.boolean(),
   hook_calls: count,
+  routes_adapted: z.array(AdaptedRoute),
   running_jobs: count,
   pending_jobs: count,
   pending_timers: count,

@@ -47,6 +47,8 @@ export { nextMacrotask, SerialRunner, settlesWithin } from "./_serial.ts";
 export { describeIssues } from "./_issues.ts";
 export {
   ActionResult,
+  AdaptedRoute,
+  adaptedRouteText,
   BudgetStatus,
   CandidatesResult,
   CandidateView,

@@ -252,6 +252,7 @@ export function healthReport(
     ...sessionWork(session),
     // A hook call running past the threshold is a backlog before its timeout ends it.
     hook_backlog: Number(session.hook_backlog ?? 0) + slowHooks.length,
+    routes_adapted: session.routes_adapted ?? [],
     slow_hooks: slowHooks,
     over_budget: overBudget,
     retrying: session.retrying ?? null,

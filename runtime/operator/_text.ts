@@ -8,6 +8,7 @@
  */
 
 import {
+  adaptedRouteText,
   type ContextResult,
   type FramesResult,
   type HealthReport,
@@ -99,6 +100,9 @@ export function statusText(value: unknown, health: HealthReport | undefined): st
       lines.push(`session ${id} is ${s.state}: new messages wait; klbr resume ${id} takes them up`);
     }
     if (s.stalled) lines.push(`session ${id} stalled after its retries; klbr reset ${id}`);
+    for (const adapted of s.routes_adapted) {
+      lines.push(`session ${id} ${adaptedRouteText(adapted)}`);
+    }
   }
   return lines.join("\n");
 }

@@ -14,7 +14,7 @@ import { lastEventOfKinds, readEventsOfKind } from "../../store/tables/events.ts
 import type { Store } from "../../store/store.ts";
 import type { Route } from "../config/mod.ts";
 import type { RouteShape } from "../context/mod.ts";
-import type { RecordInput } from "../core/mod.ts";
+import type { AdaptedRoute, RecordInput } from "../core/mod.ts";
 
 /** A route's mode for one request. */
 export interface RouteMode {
@@ -65,6 +65,49 @@ export function routeMode(store: Store, session: string, route: Route | undefine
   }
   const maxSteps = route?.max_steps ?? DEFAULT_MAX_STEPS;
   return { shape, toolCalls, maxSteps, ...(contextTokens === undefined ? {} : { contextTokens }) };
+}
+
+/**
+ * Each configured route whose mode in `session` differs from its configuration (by a
+ * `route.adapted` that still holds), with what differs; `routeOf` gives a route's
+ * configuration, or undefined for a route no longer configured (left out).
+ *
+ * @example
+ * ```ts
+ * adaptedRoutes(store, "default", (name) => config.llm[name]);
+ * // [{ route: "main", context_tokens: 5_000, configured_context_tokens: 32_768 }]
+ * ```
+ */
+export function adaptedRoutes(
+  store: Store,
+  session: string,
+  routeOf: (name: string) => Route | undefined,
+): AdaptedRoute[] {
+  const names = new Set<string>();
+  for (const event of readEventsOfKind(store, session, "route.adapted", 100)) {
+    names.add((event.body as RecordInput<"route.adapted">).route);
+  }
+  const adapted: AdaptedRoute[] = [];
+  for (const name of [...names].sort()) {
+    const route = routeOf(name);
+    if (route === undefined) continue;
+    const mode = routeMode(store, session, route);
+    const learned: AdaptedRoute = {
+      route: name,
+      ...(route.tool_calls !== "text" && mode.shape.toolMode === "text"
+        ? { tool_calls: "text" as const }
+        : {}),
+      ...(route.role_order !== "strict" && mode.shape.strictRoles
+        ? { role_order: "strict" as const }
+        : {}),
+      ...(mode.contextTokens === undefined ? {} : {
+        context_tokens: mode.contextTokens,
+        configured_context_tokens: route.context_tokens,
+      }),
+    };
+    if (Object.keys(learned).length > 1) adapted.push(learned);
+  }
+  return adapted;
 }
 
 /**

@@ -22,11 +22,13 @@ import type { Compaction } from "../../store/tables/context_summaries.ts";
 import type { FrameRecord } from "../../store/tables/frames.ts";
 import { DEFAULT_CELL_TIMEOUT_MS, faultPoint, KlbrError } from "../core/mod.ts";
 import { compactContext, repairContext } from "../context/mod.ts";
+import type { Route } from "../config/mod.ts";
 import { loadSkills, type SkillChange } from "../kernel/mod.ts";
 import { contractMessage, isMaintenanceInput, type OfferedSkills } from "./_contract.ts";
 import type { RunningFrame } from "./_local_send.ts";
 import { type ModelTurnOptions, runModelTurn } from "./_model_turn.ts";
 import { CancellableKernel, meteredProvider, type MeterScope } from "./_port_wrappers.ts";
+import { adaptedRoutes } from "./_route_mode.ts";
 import { SessionRuntime } from "./_session_runtime.ts";
 import type {
   HookWorkerPort,
@@ -236,10 +238,17 @@ export class Session {
       last_good_release: row.lastGoodRelease,
       kernel_generation: this.kernel.generation,
       hook_calls: this.#counters.calls,
+      routes_adapted: adaptedRoutes(this.#o.store, this.id, this.#configuredRoute.bind(this)),
       kernel_alive: this.kernel.current !== null,
       // What each live process role loaded (null when it is not running).
       fingerprints: { workbench: this.kernel.fingerprint, hooks: this.hooks.fingerprint },
     };
+  }
+
+  /** A route's configuration, or undefined when `name` is not a configured route. */
+  #configuredRoute(name: string): Route | undefined {
+    const route = this.#o.provider(name).route;
+    return route.name === name ? route : undefined;
   }
 
   /**

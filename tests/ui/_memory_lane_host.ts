@@ -288,6 +288,7 @@ function memoryStatus(
         kernel_generation: 1,
         kernel_alive: true,
         hook_calls: 0,
+        routes_adapted: [],
         running_jobs: 0,
         pending_jobs: 0,
         pending_timers: 0,

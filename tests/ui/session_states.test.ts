@@ -30,6 +30,7 @@ function health(over: Record<string, unknown> = {}): HealthInfo {
     pending_jobs: 0,
     pending_timers: 0,
     due_timers: 0,
+    routes_adapted: [],
     over_budget: [],
     sandbox: "bwrap",
     sandbox_reason: null,

@@ -11,6 +11,7 @@
 import type { ComponentChildren, JSX } from "preact";
 import { useState } from "preact/hooks";
 import {
+  adaptedRouteText,
   type CandidatesResult,
   type FramesResult,
   type HealthReport,
@@ -64,6 +65,9 @@ export function HealthTable({ health }: { health: HealthReport }): JSX.Element {
     ...(health.discord === null
       ? []
       : [["discord", health.discord.state, health.discord.fix ?? null] as [string, string, null]]),
+    ...health.routes_adapted.map((
+      r,
+    ): [string, string, string] => [`route ${r.route}`, "adapted", adaptedRouteText(r)]),
   ];
   return (
     <div class="health-table" data-health={health.status}>

@@ -8,6 +8,7 @@
 
 import assert from "node:assert/strict";
 import type { LaneRecord } from "../../../runtime/core/mod.ts";
+import { cli } from "../../_helpers/cli.ts";
 import { startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, type LaneClient, sendAndWait } from "../../_helpers/lane_client.ts";
 import {
@@ -249,7 +250,17 @@ Deno.test("compat: a server whose context is smaller than the route's refuses on
       assert.ok(refused > 0, `sizes: ${sizes}`);
       assert.deepEqual(sizes.slice(refused + 1).filter((size) => size > 6_000), [], `${sizes}`);
       assert.equal(records(client, "model.failing").length, 0);
-      assert.equal((await health(daemon)).status, "ok");
+      // What the route learned is shown, not hidden: in /health and in `klbr status`'s words.
+      const report = await health(daemon);
+      assert.equal(report.status, "ok");
+      assert.deepEqual(report.routes_adapted, [
+        { route: "main", context_tokens: 6_000, configured_context_tokens: 32_768 },
+      ]);
+      const status = await cli("klbr", ["status", "--state", daemon.stateDir]);
+      assert.match(
+        status.stdout,
+        /^session default route main learned its server: requests within 6000 tokens \(configured 32768\)/m,
+      );
     },
   );
 });
