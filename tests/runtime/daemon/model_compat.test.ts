@@ -249,6 +249,13 @@ Deno.test("compat: a server whose context is smaller than the route's refuses on
       const refused = sizes.findIndex((size) => size > 6_000);
       assert.ok(refused > 0, `sizes: ${sizes}`);
       assert.deepEqual(sizes.slice(refused + 1).filter((size) => size > 6_000), [], `${sizes}`);
+      // The summaries are the model's: the summarizer's own requests keep to the learned size.
+      const compactions = records(client, "context.compacted");
+      assert.ok(compactions.length > 0);
+      assert.deepEqual(
+        compactions.map((c) => [c.data.source, c.data.fallback_reason ?? null]),
+        compactions.map(() => ["model", null]),
+      );
       assert.equal(records(client, "model.failing").length, 0);
       // What the route learned is shown, not hidden: in /health and in `klbr status`'s words.
       const report = await health(daemon);
