@@ -12,7 +12,12 @@ import { finishModelCall, startModelCall } from "../../store/tables/model_calls.
 import { appendEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
-import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
+import {
+  type ChatMessage,
+  type Provider,
+  ProviderFailure,
+  type ProviderTurn,
+} from "../model/mod.ts";
 import {
   type Budget,
   budgetChain,
@@ -120,18 +125,81 @@ function checkBudgets(deps: ModelCallDeps, causation: Causation): JobRecord[] {
 }
 
 /**
+ * How a child request meets a failure that may pass (a rate limit, a 5xx, a dropped
+ * connection; `ProviderFailure.retriable`): asked again after the wait the server named
+ * (`Retry-After`), or after `backoffMs` when it named none, `attempts` times in all; a named
+ * wait longer than `maxWaitMs` is not waited for. A refusal is never asked again.
+ */
+const CHILD_RETRY = { attempts: 3, backoffMs: [1_000, 4_000], maxWaitMs: 60_000 };
+
+/**
+ * Makes a child model request under the budgets, asking again (each attempt a request of its
+ * own, checked against the budgets and recorded) while the provider's failure may pass
+ * ({@linkcode CHILD_RETRY}); the wait ends early when `request.signal` aborts.
+ *
+ * @throws {KlbrError} `over_budget` before any request when a budget is spent;
+ *   `provider_failed` from the provider, saying how many attempts were made when more than one.
+ */
+export async function childCall(deps: ModelCallDeps, request: ChildRequest): Promise<ChildReply> {
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await childAttempt(deps, request);
+    } catch (error) {
+      const wait = retryWait(error, attempt);
+      if (wait === undefined) throw attempt === 1 ? error : afterAttempts(error, attempt);
+      await sleep(deps.timers ?? REAL_TIMERS, wait, request.signal);
+    }
+  }
+}
+
+/** How long to wait before attempt `attempt + 1`; undefined when the failure is final. */
+function retryWait(error: unknown, attempt: number): number | undefined {
+  const failure = error instanceof Error && error.cause instanceof ProviderFailure
+    ? error.cause
+    : undefined;
+  if (failure === undefined || !failure.retriable || attempt >= CHILD_RETRY.attempts) return;
+  const wait = failure.retryAfterMs ?? CHILD_RETRY.backoffMs[attempt - 1];
+  return wait <= CHILD_RETRY.maxWaitMs ? wait : undefined;
+}
+
+/** The last attempt's failure, saying how many were made. */
+function afterAttempts(error: unknown, attempts: number): unknown {
+  if (!(error instanceof KlbrError)) return error;
+  return new KlbrError(error.code, `${error.message} (after ${attempts} attempts)`, {
+    cause: error.cause,
+    status: error.status,
+  });
+}
+
+/** Resolves after `ms`; rejects when `signal` aborts first. */
+function sleep(timers: HostTimers, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const aborted = () => {
+      timers.clear(timer);
+      reject(signal?.reason ?? new Error("aborted"));
+    };
+    const timer = timers.set(() => {
+      signal?.removeEventListener("abort", aborted);
+      resolve();
+    }, ms);
+    if (signal?.aborted) return aborted();
+    signal?.addEventListener("abort", aborted, { once: true });
+  });
+}
+
+/**
  * Makes one child model request under the budgets and records it with its causation.
  *
  * When it returns the call is recorded `done` with its usage, and the usage is drawn from the
  * asking job and its parents; a job pushed over its token or request limit is ended
  * `over_budget`. A failed request is recorded `failed` and still counts one request. Proven by
  * "`llm()` is recorded with its causation and drawn from the job's budget" in
- * `tests/runtime/jobs/jobs_daemon.test.ts` and `tests/runtime/jobs/model_calls.test.ts`.
+ * `tests/runtime/jobs/jobs_daemon.test.ts` and `tests/store/model_calls.test.ts`.
  *
  * @throws {KlbrError} `over_budget` before any request when a budget is spent;
  *   `provider_failed` from the provider.
  */
-export async function childCall(deps: ModelCallDeps, request: ChildRequest): Promise<ChildReply> {
+async function childAttempt(deps: ModelCallDeps, request: ChildRequest): Promise<ChildReply> {
   const chain = checkBudgets(deps, request.causation);
   const left = chain.map((job) => job.budget.tokens - job.tokensUsed);
   const caps = [request.maxTokens, request.callTokens, ...left].filter((n) => n !== undefined);

@@ -13,6 +13,12 @@ also wakes you with its completion input, and ``jobs.cancel`` stops it.
 
 A spent budget raises ``BudgetExceeded`` before any request is made; its ``until`` says
 when an hourly limit frees (``None`` for a job's own limit, which never refills).
+
+A failure that may pass (a rate limit, a server error, a dropped connection) is asked again
+by the host, three attempts in all, after the wait the server named (``Retry-After``) or
+1 s, then 4 s; each attempt counts as a request. The error you then get ends with "(after 3
+attempts)". A refusal (a bad request, a wrong key, a request past the model's context) is
+raised at once.
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ import { readEventsOfKind } from "../../../store/tables/events.ts";
 import { EventBus, KlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
 import { type RpcContext, RpcRegistry, skillRoots } from "../../../runtime/kernel/mod.ts";
-import type { Provider } from "../../../runtime/model/mod.ts";
+import { createProvider, type Provider } from "../../../runtime/model/mod.ts";
 import { HOUR_MS, Jobs } from "../../../runtime/jobs/mod.ts";
 import { REPO_ROOT } from "../../_helpers/daemon.ts";
 import { ManualTimers } from "../../_helpers/fake_timers.ts";
+import { type FakeOpenAI, startFakeOpenAI } from "../../fakes/openai_server.ts";
 import {
   type ClockedStore,
   RELEASE,
@@ -31,27 +32,37 @@ interface Parts {
   turn: (signal?: AbortSignal) => Promise<unknown>;
 }
 
-/** The jobs domain of `cs.store` under the `budget` node `budget`, as a daemon start builds it. */
-function startJobs(cs: ClockedStore, budget: string): Parts {
+/**
+ * The jobs domain of `cs.store` under the `budget` node `budget`, as a daemon start builds it;
+ * its model is `server` when given (a real provider over HTTP), else an instant one that counts.
+ */
+function startJobs(cs: ClockedStore, options: { budget: string; server?: FakeOpenAI }): Parts {
+  const { budget, server } = options;
   const { config } = parseConfig(budget, { file: "test.kdl" });
   const timers = new ManualTimers(cs.clock);
   const requests: string[] = [];
-  const provider = (route: string): Provider => ({
-    route: { name: route } as unknown as Provider["route"],
-    streamChat: () => {
-      requests.push(route);
-      return Promise.resolve({
-        text: "ok",
-        textPartial: false,
-        reasoning: null,
-        toolCalls: [],
-        finishReason: "stop",
-        finishInferred: false,
-        cutInToolCall: false,
-        usage: { promptTokens: 10, completionTokens: 2 },
-      });
-    },
-  });
+  const served = server === undefined ? undefined : createProvider(
+    parseConfig(`llm { url "${server.url}"; model "fake-model" }`, { file: "test.kdl" }).config
+      .routes.main,
+    { apiKey: undefined },
+  );
+  const provider = (route: string): Provider =>
+    served ?? ({
+      route: { name: route } as unknown as Provider["route"],
+      streamChat: () => {
+        requests.push(route);
+        return Promise.resolve({
+          text: "ok",
+          textPartial: false,
+          reasoning: null,
+          toolCalls: [],
+          finishReason: "stop",
+          finishInferred: false,
+          cutInToolCall: false,
+          usage: { promptTokens: 10, completionTokens: 2 },
+        });
+      },
+    });
   const jobs = new Jobs({
     store: cs.store,
     bus: new EventBus(),
@@ -99,7 +110,7 @@ function startJobs(cs: ClockedStore, budget: string): Parts {
 
 async function withBudget(budget: string, fn: (p: Parts, cs: ClockedStore) => Promise<void>) {
   await withClockedStore(async (cs) => {
-    const parts = startJobs(cs, budget);
+    const parts = startJobs(cs, { budget });
     try {
       await fn(parts, cs);
     } finally {
@@ -203,7 +214,7 @@ Deno.test("a spent limit is announced once a pause, however often it refuses; a 
 
 Deno.test("a reset starts the windows again, durably; a raise lasts for the run", async () => {
   await withClockedStore(async (cs) => {
-    let p = startJobs(cs, "budget {\n model_requests_per_hour 2\n}");
+    let p = startJobs(cs, { budget: "budget {\n model_requests_per_hour 2\n}" });
     try {
       await p.turn();
       await p.turn();
@@ -221,7 +232,7 @@ Deno.test("a reset starts the windows again, durably; a raise lasts for the run"
       // A restart counts only the call made since the reset.
       await p.jobs.shutdown();
       cs.reopen();
-      p = startJobs(cs, "budget {\n model_requests_per_hour 2\n}");
+      p = startJobs(cs, { budget: "budget {\n model_requests_per_hour 2\n}" });
       const after = p.jobs.budget.status() as Record<string, Record<string, number>>;
       assert.deepEqual(after.model_requests_hour, { used: 1, limit: 2, configured: 2 });
 
@@ -241,10 +252,88 @@ Deno.test("a reset starts the windows again, durably; a raise lasts for the run"
       // The raise was for that run; the configured limit returns at the next start.
       await p.jobs.shutdown();
       cs.reopen();
-      p = startJobs(cs, "budget {\n model_requests_per_hour 2\n}");
+      p = startJobs(cs, { budget: "budget {\n model_requests_per_hour 2\n}" });
       assert.equal(p.jobs.budget.requestLimit, 2);
     } finally {
       await p.jobs.shutdown();
     }
   });
+});
+
+/** The jobs domain over a fake model server started with `quirks`; both closed after `fn`. */
+async function withServer(
+  server: Parameters<typeof startFakeOpenAI>[0],
+  fn: (p: Parts, fake: FakeOpenAI) => Promise<void>,
+) {
+  const fake = startFakeOpenAI({ fallback: () => ({ text: "ok" }), ...server });
+  try {
+    await withClockedStore(async (cs) => {
+      const parts = startJobs(cs, { budget: "", server: fake });
+      try {
+        await fn(parts, fake);
+      } finally {
+        await parts.jobs.shutdown();
+      }
+    });
+  } finally {
+    await fake.close();
+  }
+}
+
+/**
+ * Waits (real time, at most 5 s) until the server has answered `answers` requests and the next
+ * timer is due in `waitMs`: the call met a failure and waits that long to ask again.
+ */
+async function retryWaiting(
+  p: Parts,
+  fake: FakeOpenAI,
+  wait: { answers: number; waitMs: number },
+): Promise<void> {
+  const waiting = () =>
+    fake.statuses.length >= wait.answers && p.timers.nextAt === p.timers.clock.now + wait.waitMs;
+  for (let i = 0; i < 500 && !waiting(); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(waiting(), `${fake.statuses.length} answers, next timer at ${p.timers.nextAt}`);
+}
+
+Deno.test("`llm()` met by a rate limit waits the Retry-After its server named and is asked again; each attempt is a request of the hour", async () => {
+  // OpenAI's 429 with `retry-after-ms` (the fake's `rateLimited` quirk).
+  await withServer(
+    { quirks: { rateLimited: { requests: 1, retryAfterMs: 1_500 } } },
+    async (p, fake) => {
+      const reply = p.llm("a");
+      await retryWaiting(p, fake, { answers: 1, waitMs: 1_500 });
+      assert.deepEqual(fake.statuses, [429]);
+      p.timers.advance(1_499);
+      assert.equal(await settled(reply), false, "asked again before the wait ended");
+      p.timers.advance(1);
+      assert.equal((await reply).text, "ok");
+      assert.deepEqual(fake.statuses, [429, 200]);
+      const status = p.jobs.budget.status() as Record<string, Record<string, unknown>>;
+      assert.equal(status.child_requests_hour.used, 2);
+    },
+  );
+});
+
+Deno.test("`llm()` asks a failing server three times at most, then fails saying so; a refusal is asked once", async () => {
+  await withServer(
+    { fallback: () => ({ status: 503, message: "overloaded" }) },
+    async (p, fake) => {
+      const reply = p.llm("a");
+      reply.catch(() => {});
+      await retryWaiting(p, fake, { answers: 1, waitMs: 1_000 });
+      p.timers.advance(1_000);
+      await retryWaiting(p, fake, { answers: 2, waitMs: 4_000 });
+      p.timers.advance(4_000);
+      await assert.rejects(reply, /503.*\(after 3 attempts\)$/s);
+      assert.deepEqual(fake.statuses, [503, 503, 503]);
+    },
+  );
+  await withServer(
+    { fallback: () => ({ status: 400, message: "bad request" }) },
+    async (p, fake) => {
+      await assert.rejects(p.llm("a"), (error) => !String(error).includes("attempts"));
+      assert.deepEqual(fake.statuses, [400]);
+      assert.ok((p.timers.nextAt ?? Infinity) > p.timers.clock.now + 60_000, "no wait armed");
+    },
+  );
 });
