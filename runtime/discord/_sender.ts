@@ -39,6 +39,12 @@ export const MAX_RECONCILE_TRIES = 5;
 /** Rows (or waits) one drain handles at most before it yields to the next wake. */
 const MAX_STEPS_PER_DRAIN = 1000;
 
+/**
+ * After a drain met a store failure (a full disk), it runs again after `firstMs`, doubling to
+ * `maxMs` while the failure lasts, without waiting for the next send to wake it.
+ */
+const STORE_RETRY = { firstMs: 1_000, maxMs: 60_000 };
+
 /** Options for {@linkcode OutboxSender}. */
 export interface OutboxSenderOptions {
   config: DiscordConfig;
@@ -53,10 +59,16 @@ export class OutboxSender {
   #o: OutboxSenderOptions;
   #runner = new SerialRunner(() => this.#drain());
   #interrupt = new AbortController();
+  /** The wait before the next drain after a store failure; 0 while the store works. */
+  #storeRetryMs = 0;
+  /** The row whose request is out: `attempting` until its outcome is committed. */
+  #inFlight: string | undefined;
+  #storeRetry: ReturnType<typeof setTimeout> | undefined;
 
   /** Creates the sender; nothing is sent until {@linkcode wake}. */
   constructor(options: OutboxSenderOptions) {
     this.#o = options;
+    options.signal.addEventListener("abort", () => clearTimeout(this.#storeRetry), { once: true });
   }
 
   /** Tells the sender that a row may be due; a wait in progress is cut short. */
@@ -89,9 +101,13 @@ export class OutboxSender {
 
   async #drain(): Promise<void> {
     try {
+      this.#strandedToUnknown();
       for (let i = 0; i < MAX_STEPS_PER_DRAIN && !this.#o.signal.aborted; i++) {
         const row = nextOutboxWork(this.#o.store);
-        if (row === undefined) return;
+        if (row === undefined) {
+          this.#storeRetryMs = 0; // the store answered: a later failure waits the first wait
+          return;
+        }
         const wait = (row.notBefore ?? 0) - Date.now();
         if (wait > 0) {
           this.#interrupt = new AbortController();
@@ -103,13 +119,23 @@ export class OutboxSender {
       }
       if (!this.#o.signal.aborted) void this.#runner.run();
     } catch (error) {
-      // A store failure stops this drain only; the rows stay where the store left them and
-      // the next wake tries again.
-      this.#o.log.error(
-        "discord.sender_stopped",
-        `discord: the outbox sender stopped: ${error}; sends wait for the next wake`,
-      );
+      this.#afterStoreFailure(error);
     }
+  }
+
+  /**
+   * A store failure stops this drain only: the rows stay where the store left them, and the
+   * next drain runs at the next wake or after {@linkcode STORE_RETRY}, whichever comes first.
+   */
+  #afterStoreFailure(error: unknown): void {
+    if (this.#o.signal.aborted) return;
+    this.#storeRetryMs = Math.min(STORE_RETRY.maxMs, this.#storeRetryMs * 2 || STORE_RETRY.firstMs);
+    this.#o.log.error(
+      "discord.sender_stopped",
+      `discord: the outbox sender stopped: ${error}; it tries again in ${this.#storeRetryMs} ms`,
+    );
+    clearTimeout(this.#storeRetry);
+    this.#storeRetry = setTimeout(() => this.wake(), this.#storeRetryMs);
   }
 
   /** The one request of a row: a message POST with its nonce, or a reaction PUT. */
@@ -141,11 +167,33 @@ export class OutboxSender {
     return typeof id === "string" && id !== "" ? id : null;
   }
 
+  /**
+   * The row a store failure left `attempting` after its request went out (its outcome could
+   * not be written): nobody knows whether it was posted, so it becomes `unknown` and is
+   * reconciled, never posted blindly again — what a restart does for a crash there.
+   */
+  #strandedToUnknown(): void {
+    const id = this.#inFlight;
+    if (id === undefined) return;
+    if (getOutbox(this.#o.store, id)?.state === "attempting") {
+      this.#moved(moveOutbox(this.#o.store, id, "unknown", {
+        error: "the store failed after the request; it may or may not have been posted",
+      }));
+    }
+    this.#inFlight = undefined;
+  }
+
   async #send(row: OutboxRecord): Promise<void> {
     // Durable before the request leaves: a crash from here on leaves `attempting`, which the
-    // next start records as `unknown` and reconciles.
+    // next start records as `unknown` and reconciles (a store failure: the next drain).
     this.#moved(moveOutbox(this.#o.store, row.id, "attempting"));
-    const result = await this.#request(row);
+    this.#inFlight = row.id;
+    this.#outcome(row, await this.#request(row));
+    this.#inFlight = undefined;
+  }
+
+  /** Records what the request of `row` did. */
+  #outcome(row: OutboxRecord, result: RestResult): void {
     const remoteId = this.#remoteId(row, result);
     const { store } = this.#o;
     if (remoteId !== null) return this.#moved(moveOutbox(store, row.id, "confirmed", { remoteId }));

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { DiscordRest, OutboxSender, routeKey } from "../../../runtime/discord/mod.ts";
 import { Secret } from "../../../runtime/config/mod.ts";
 import { type DiscordConfig, parseConfig } from "../../../runtime/config/mod.ts";
-import { SILENT_LOGGER } from "../../../runtime/core/mod.ts";
+import { KlbrError, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { readEvents } from "../../../store/tables/events.ts";
 import {
   enqueueOutbox,
@@ -35,7 +35,12 @@ interface Rig {
 
 async function withSender(
   fn: (rig: Rig) => Promise<void>,
-  options: { fake?: FakeDiscordOptions; config?: Partial<DiscordConfig> } = {},
+  options: {
+    fake?: FakeDiscordOptions;
+    config?: Partial<DiscordConfig>;
+    /** The store the sender is given, made from the rig's (the rig's own reads stay real). */
+    senderStore?: (store: Store) => Store;
+  } = {},
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "klbr-sender-" });
   const store = openStore(dir);
@@ -66,7 +71,7 @@ async function withSender(
   store.onCommit(settle);
   const sender = new OutboxSender({
     config,
-    store,
+    store: options.senderStore?.(store) ?? store,
     rest,
     log: SILENT_LOGGER,
     signal: stop.signal,
@@ -258,4 +263,70 @@ Deno.test("the bot's own message seen with a row's nonce confirms an unknown row
       /a finished outbox row is final/,
     );
   });
+});
+
+/**
+ * A store whose transactions fail, as on a full disk (`SQLITE_FULL` is what a commit meets
+ * there), once `allowed` more have run; reads go on working, as they do on a full disk.
+ */
+class FullDisk {
+  /** Transactions still allowed before each fails; Infinity: the disk has room. */
+  allowed = Infinity;
+  /** Transactions refused so far. */
+  refused = 0;
+
+  /** `store` as the sender sees it. */
+  wrap(store: Store): Store {
+    return new Proxy(store, {
+      get: (target, key) => {
+        if (key === "transaction" && this.allowed <= 0) {
+          return () => {
+            this.refused++;
+            throw new KlbrError("store_unavailable", "cannot commit: database or disk is full");
+          };
+        }
+        if (key === "transaction") this.allowed--;
+        const value = Reflect.get(target, key, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+  }
+}
+
+/** Waits (real time, at most 5 s) until `check` holds. */
+async function eventually(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(check(), `not within 5 s: ${what}`);
+}
+
+Deno.test("a send the store could not record goes out once the store works again, without another send to wake the sender", async () => {
+  const disk = new FullDisk();
+  disk.allowed = 0;
+  await withSender(async ({ fake, store, send }) => {
+    const row = send("after the disk");
+    await eventually(() => disk.refused > 0, "the sender met the full disk");
+    assert.equal(stateOf(store, row.id), "pending");
+    assert.equal(fake.messagePosts().length, 0, "nothing leaves before `attempting` is durable");
+    disk.allowed = Infinity;
+    await eventually(() => stateOf(store, row.id) === "confirmed", "the row confirmed");
+    assert.deepEqual(fake.botMessages("123").map((m) => m.content), ["after the disk"]);
+  }, { senderStore: (store) => disk.wrap(store) });
+});
+
+Deno.test("a request whose outcome the store could not record is reconciled by nonce, never posted twice", async () => {
+  const disk = new FullDisk();
+  await withSender(async ({ fake, store, send }) => {
+    disk.allowed = 1; // `attempting` commits; the outcome after the POST does not
+    const row = send("posted, not recorded");
+    await eventually(() => disk.refused > 0, "the sender met the full disk after its request");
+    assert.equal(stateOf(store, row.id), "attempting");
+    assert.equal(fake.messagePosts().length, 1);
+    disk.allowed = Infinity;
+    await eventually(() => stateOf(store, row.id) === "confirmed", "the row confirmed");
+    const done = getOutbox(store, row.id)!;
+    assert.match(done.tries[0].outcome, /^a re-post with the same nonce returned message \d+$/);
+    // The re-post carried the same nonce: one message, the original.
+    assert.deepEqual(fake.botMessages("123").map((m) => m.content), ["posted, not recorded"]);
+    assert.equal(done.remoteId, fake.botMessages("123")[0].id);
+  }, { senderStore: (store) => disk.wrap(store) });
 });
