@@ -20,6 +20,7 @@ import {
   type CallState,
   failCall,
   failFromError,
+  ProviderFailure,
   type ProviderFailureReason,
 } from "./_provider_failure.ts";
 import { readReply } from "./_reply_reader.ts";
@@ -134,7 +135,9 @@ function loadSdk(): Promise<typeof import("openai")> {
 /**
  * Creates a provider for one route with the `openai` SDK: no retries (the caller owns
  * retry policy), the route's `timeout_ms` for the whole call and `idle_timeout_ms` for the
- * longest silence inside it.
+ * longest silence inside it. A server that refuses `max_tokens` and names
+ * `max_completion_tokens` instead (OpenAI's reasoning models) is asked again at once with that
+ * field, and the provider sends it from then on.
  *
  * @example
  * ```ts
@@ -145,42 +148,67 @@ function loadSdk(): Promise<typeof import("openai")> {
 export function createProvider(route: Route, options: CreateProviderOptions): Provider {
   const errorBodies = new ErrorBodies(options.fetch ?? fetch);
   let client: OpenAI | undefined;
+  let limitField: LimitField = "max_tokens";
+  const streamOnce: Provider["streamChat"] = async (request, { signal, onDelta } = {}) => {
+    const sdk = await loadSdk();
+    client ??= clientOf(sdk.OpenAI, route, { apiKey: options.apiKey, errorBodies });
+    const clock = new CallClock(route, signal);
+    const call: CallState = {
+      route,
+      sdk,
+      turn: new TurnBuilder(),
+      started: false,
+      listModels: () => listModels(route.url, { apiKey: options.apiKey, fetch: options.fetch }),
+    };
+    let deltaError: { error: unknown } | undefined;
+    try {
+      const response = await client.chat.completions
+        .create(chatBody(route, request, limitField), { signal: clock.signal() }).asResponse();
+      call.started = true;
+      deltaError = await readReply(response, {
+        turn: call.turn,
+        touch: () => clock.touch(),
+        onDelta,
+      });
+    } catch (error) {
+      if (error instanceof sdk.APIError) call.errorBody = errorBodies.of(error.headers);
+      await failFromError(call, clock.stopped(), error);
+    } finally {
+      clock.clear();
+    }
+    if (deltaError !== undefined) throw deltaError.error;
+    const reason = clock.stopped();
+    if (reason !== undefined) failCall(call, reason, { got: call.turn.received() });
+    if (!call.turn.finished) failCall(call, "cut", { got: call.turn.received() });
+    return call.turn.complete();
+  };
   return {
     route,
-    async streamChat(request, { signal, onDelta } = {}) {
-      const sdk = await loadSdk();
-      client ??= clientOf(sdk.OpenAI, route, { apiKey: options.apiKey, errorBodies });
-      const clock = new CallClock(route, signal);
-      const call: CallState = {
-        route,
-        sdk,
-        turn: new TurnBuilder(),
-        started: false,
-        listModels: () => listModels(route.url, { apiKey: options.apiKey, fetch: options.fetch }),
-      };
-      let deltaError: { error: unknown } | undefined;
+    async streamChat(request, options) {
       try {
-        const response = await client.chat.completions
-          .create(chatBody(route, request), { signal: clock.signal() }).asResponse();
-        call.started = true;
-        deltaError = await readReply(response, {
-          turn: call.turn,
-          touch: () => clock.touch(),
-          onDelta,
-        });
+        return await streamOnce(request, options);
       } catch (error) {
-        if (error instanceof sdk.APIError) call.errorBody = errorBodies.of(error.headers);
-        await failFromError(call, clock.stopped(), error);
-      } finally {
-        clock.clear();
+        if (limitField === "max_completion_tokens" || !namesCompletionLimit(error)) throw error;
+        limitField = "max_completion_tokens";
+        return await streamOnce(request, options);
       }
-      if (deltaError !== undefined) throw deltaError.error;
-      const reason = clock.stopped();
-      if (reason !== undefined) failCall(call, reason, { got: call.turn.received() });
-      if (!call.turn.finished) failCall(call, "cut", { got: call.turn.received() });
-      return call.turn.complete();
     },
   };
+}
+
+/** The field a request's completion limit is sent in. */
+type LimitField = "max_tokens" | "max_completion_tokens";
+
+/**
+ * Whether a failed call is a server refusing `max_tokens` and naming `max_completion_tokens`
+ * (OpenAI: 400 `unsupported_parameter`, "Unsupported parameter: 'max_tokens' is not supported
+ * with this model. Use 'max_completion_tokens' instead.").
+ */
+function namesCompletionLimit(error: unknown): boolean {
+  const failure = error instanceof Error ? error.cause : undefined;
+  return failure instanceof ProviderFailure && failure.status === 400 &&
+    /\bmax_tokens\b/.test(failure.serverMessage ?? "") &&
+    /\bmax_completion_tokens\b/.test(failure.serverMessage ?? "");
 }
 
 /**
@@ -240,6 +268,7 @@ function clientOf(
 function chatBody(
   route: Route,
   request: ChatRequest,
+  limitField: LimitField,
 ): OpenAI.Chat.ChatCompletionCreateParamsStreaming {
   const tools = request.tools ?? true;
   const toolChoice = request.toolChoice ?? route.tool_choice;
@@ -252,7 +281,7 @@ function chatBody(
     ...(route.stream && route.stream_usage ? { stream_options: { include_usage: true } } : {}),
     ...(tools ? { tools: [PYTHON_TOOL] } : {}),
     ...(tools && toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
-    ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }),
+    ...(maxTokens === undefined ? {} : { [limitField]: maxTokens }),
     ...routeRequestFields(route),
   } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming;
 }

@@ -19,7 +19,7 @@
  * And the quirks no one server owns: `jsonToStream`, `htmlPage`, `noFinishReason`, `apiKey`
  * (401), `rateLimited` (429 with `Retry-After`), `strictModel`, `context` (a request past the
  * server's context refused in OpenAI's, vLLM's or llama-server's words), `truncateAt` (one cut
- * silently, as Ollama does).
+ * silently, as Ollama does), `maxCompletionTokensOnly` (OpenAI's reasoning models).
  *
  * @module
  */
@@ -66,6 +66,11 @@ export interface FakeQuirks {
    * (`countTokens`).
    */
   truncateAt?: number;
+  /**
+   * Refuses (400) a request carrying `max_tokens`, as OpenAI does for its reasoning models (the
+   * o-series, gpt-5 and later), which take `max_completion_tokens` only.
+   */
+  maxCompletionTokensOnly?: boolean;
 }
 
 /** The named profiles: one server's documented behaviour each. */
@@ -116,7 +121,7 @@ export interface RequestFacts {
 export function refuseRequest(quirks: FakeQuirks, facts: RequestFacts): FakeRefusal | undefined {
   return refuseKey(quirks, facts.headers) ?? refuseRate(quirks, facts.before) ??
     refuseModel(quirks, facts.body?.model, facts.models) ?? refuseContext(quirks, facts.body) ??
-    refuseTools(quirks, facts.body) ??
+    refuseMaxTokens(quirks, facts.body) ?? refuseTools(quirks, facts.body) ??
     refuseArguments(quirks, facts.body?.messages) ??
     refuseReasoning(quirks, facts.body?.messages) ??
     refuseOrder(quirks, facts.body?.messages) ?? refuseCallIds(quirks, facts.body?.messages);
@@ -201,6 +206,28 @@ export function refuseKey(
         type: "invalid_request_error",
         param: null,
         code: "invalid_api_key",
+      },
+    },
+  };
+}
+
+/**
+ * OpenAI's reasoning models refusing `max_tokens`, in its words and body (quoted in public
+ * reports for o1 and o3-mini, teilomillet/gollm#33; gpt-5, griptape-ai/ComfyUI-Griptape#312;
+ * gpt-5.1 on Azure, anomalyco/opencode#37964).
+ */
+// deno-lint-ignore no-explicit-any
+function refuseMaxTokens(quirks: FakeQuirks, body: any): FakeRefusal | undefined {
+  if (!quirks.maxCompletionTokensOnly || body?.max_tokens === undefined) return undefined;
+  return {
+    status: 400,
+    body: {
+      error: {
+        message:
+          "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+        type: "invalid_request_error",
+        param: "max_tokens",
+        code: "unsupported_parameter",
       },
     },
   };

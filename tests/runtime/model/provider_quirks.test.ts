@@ -276,6 +276,32 @@ Deno.test("a proxy's 502 HTML page is named by its title, as the server's words"
   }
 });
 
+// ---- the completion limit's field ----
+
+Deno.test("OpenAI's reasoning models refuse max_tokens: the provider asks again at once with max_completion_tokens, and sends that from then on", async () => {
+  const fake = startFakeOpenAI({
+    profile: "openai",
+    quirks: { maxCompletionTokensOnly: true },
+    fallback: () => ({ text: "ok" }),
+  });
+  try {
+    const provider = createProvider(route(fake.url, "max_tokens 300"), { apiKey: undefined });
+    assert.equal((await provider.streamChat({ messages: HELLO })).text, "ok");
+    assert.equal((await provider.streamChat({ messages: HELLO, maxTokens: 20 })).text, "ok");
+    const limits = fake.requests.map((r) => [r.body.max_tokens, r.body.max_completion_tokens]);
+    assert.deepEqual(limits, [[300, undefined], [undefined, 300], [undefined, 20]]);
+    assert.deepEqual(fake.statuses, [400, 200, 200]);
+  } finally {
+    await fake.close();
+  }
+  // Any other server keeps max_tokens: its refusals of other fields change nothing.
+  const other = await ask({ quirks: { context: { tokens: 10, words: "openai" } } }, { text: "x" }, {
+    fields: "max_tokens 300",
+  });
+  assert.equal(other.failure?.refusal, "context");
+  assert.deepEqual(other.fake.requests.map((r) => r.body.max_tokens), [300]);
+});
+
 // ---- refusals: named, with their fix, and not retriable ----
 
 Deno.test("a 401 names the key variable and where to set it, and is not retriable", async () => {
