@@ -165,3 +165,39 @@ Deno.test("the context view and the operator tables show what the agent remember
     await fake.close();
   }
 });
+
+Deno.test("what a route learned of its server is a row of the operator's health table, with the fix", async () => {
+  // llama-server without --jinja refuses `tools`: the `auto` route moves to text-mode cells.
+  const fake = startFakeOpenAI({
+    profile: "llama.cpp-no-jinja",
+    // The cell's result comes back as the last user message: then the turn waits.
+    fallback: (request) =>
+      JSON.stringify(request.body.messages.at(-1)).includes("result of your python cell")
+        ? { text: "```python\nwait()\n```" }
+        : { text: "```python\nawait local.send('heard')\nwait()\n```" },
+  });
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
+  const probe = await connectLane({ port: daemon.port, token: daemon.token, client: "probe" });
+  const browser = await launchChromium();
+  try {
+    await probe.request({ kind: "input", client_msg_id: "learn", text: "hello" });
+    await probe.waitFor<LaneRecord>((m) => m.kind === "record" && m.type === "send", SLOW);
+    const { page, errors } = await openPage(browser, 1280);
+    await page.goto(`${daemon.url}/#token=${daemon.token}`);
+    await page.waitForSelector("text=connected as operator");
+    const row = page.locator(
+      '#operator table[data-table="health-parts"] tbody tr:has-text("route main")',
+    );
+    await row.waitFor();
+    assert.match(
+      (await row.textContent()) ?? "",
+      /^route mainadaptedroute main learned its server: text-mode cells \(tool_calls "text"\); set it in the route's configuration/,
+    );
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+    await probe.close();
+    await daemon.stop();
+    await fake.close();
+  }
+});
