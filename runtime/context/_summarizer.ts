@@ -137,7 +137,8 @@ export async function writeModelSummary(
   options: { signal: AbortSignal },
 ): Promise<ProviderTurn> {
   return await provider.streamChat(
-    { messages: summarizerMessages(material), toolChoice: "none" },
+    // No tools: the summary is text, and a server without tool calling answers it too.
+    { messages: summarizerMessages(material), tools: false },
     { signal: options.signal },
   );
 }

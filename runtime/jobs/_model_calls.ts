@@ -59,8 +59,10 @@ export interface ChildRequest {
   maxTokens?: number;
   /** Tokens this one call may use at most. */
   callTokens?: number;
-  toolChoice?: "auto" | "none";
-  /** Whether the python tool is sent (a child agent's native route); the provider's default when absent. */
+  /**
+   * Whether the python tool is sent (the provider's default, yes, when absent): a child agent's
+   * native route does; `llm()` does not, so that a server without tool calling answers it.
+   */
   tools?: boolean;
   signal?: AbortSignal;
 }
@@ -220,7 +222,6 @@ async function childAttempt(deps: ModelCallDeps, request: ChildRequest): Promise
       {
         messages: request.messages,
         tools: request.tools,
-        toolChoice: request.toolChoice,
         maxTokens,
       },
       { signal: request.signal },

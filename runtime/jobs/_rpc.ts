@@ -314,7 +314,7 @@ export const llmRpc = defineRpc({
       summary: { prompt: p.prompt.slice(0, 20_000), system: p.system?.slice(0, 2_000) ?? null },
       maxTokens: p.max_tokens ?? undefined,
       callTokens: p.budget ?? undefined,
-      toolChoice: "none",
+      tools: false,
       signal: call.signal,
     });
     return {

@@ -82,8 +82,6 @@ export interface ChatRequest {
    * and no `tool_choice`: a route in text mode, where a cell is a fenced block. @default {true}
    */
   tools?: boolean;
-  /** The route's `tool_choice` when absent; none is sent when neither says. */
-  toolChoice?: "auto" | "required" | "none";
   /** The most completion tokens to ask for (`max_tokens`); the route's own setting when absent. */
   maxTokens?: number;
 }
@@ -271,7 +269,7 @@ function chatBody(
   limitField: LimitField,
 ): OpenAI.Chat.ChatCompletionCreateParamsStreaming {
   const tools = request.tools ?? true;
-  const toolChoice = request.toolChoice ?? route.tool_choice;
+  const toolChoice = route.tool_choice;
   const maxTokens = request.maxTokens ?? route.max_tokens;
   return {
     ...route.extra_options,

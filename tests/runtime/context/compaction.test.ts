@@ -242,8 +242,9 @@ Deno.test("the 12k-turn case: the newest step names every one of its sends", asy
   });
 });
 
-Deno.test("`compactContext()` uses the long model's summary when it passes its check", async () => {
-  const fake = startFakeOpenAI({ summarizer: "faithful" });
+Deno.test("`compactContext()` uses the long model's summary when it passes its check, from a server without tool calling too", async () => {
+  // Ollama's model without tools refuses any request that carries them: the summarizer sends none.
+  const fake = startFakeOpenAI({ profile: "ollama-no-tools", summarizer: "faithful" });
   try {
     await withStore(async (store) => {
       for (let n = 1; n <= 6; n++) writeTurn(store, "default", n, { discord: n === 2 });
@@ -262,7 +263,7 @@ Deno.test("`compactContext()` uses the long model's summary when it passes its c
       const request = fake.requests.at(-1)!;
       const material = JSON.parse(request.body.messages[1].content);
       assert.equal(material.must_name_as_sent.length, 6);
-      assert.equal(request.body.tool_choice, "none");
+      assert.deepEqual(["tools" in request.body, "tool_choice" in request.body], [false, false]);
     });
   } finally {
     await fake.close();

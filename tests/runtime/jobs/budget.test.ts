@@ -337,3 +337,14 @@ Deno.test("`llm()` asks a failing server three times at most, then fails saying 
     },
   );
 });
+
+Deno.test("`llm()` sends no tools: a server without tool calling (Ollama's model, llama-server without --jinja) answers it", async () => {
+  for (const profile of ["ollama-no-tools", "llama.cpp-no-jinja"] as const) {
+    await withServer({ profile }, async (p, fake) => {
+      assert.equal((await p.llm("a")).text, "ok");
+      assert.deepEqual(fake.statuses, [200], profile);
+      assert.equal(fake.requests[0].body.tools, undefined);
+      assert.equal(fake.requests[0].body.tool_choice, undefined);
+    });
+  }
+});
