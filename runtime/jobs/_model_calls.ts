@@ -149,7 +149,7 @@ export async function childCall(deps: ModelCallDeps, request: ChildRequest): Pro
     } catch (error) {
       const wait = retryWait(error, attempt);
       if (wait === undefined) throw attempt === 1 ? error : afterAttempts(error, attempt);
-      await sleep(deps.timers ?? REAL_TIMERS, wait, request.signal);
+      await sleep(wait, { timers: deps.timers ?? REAL_TIMERS, signal: request.signal });
     }
   }
 }
@@ -174,7 +174,11 @@ function afterAttempts(error: unknown, attempts: number): unknown {
 }
 
 /** Resolves after `ms`; rejects when `signal` aborts first. */
-function sleep(timers: HostTimers, ms: number, signal: AbortSignal | undefined): Promise<void> {
+function sleep(
+  ms: number,
+  on: { timers: HostTimers; signal: AbortSignal | undefined },
+): Promise<void> {
+  const { timers, signal } = on;
   return new Promise((resolve, reject) => {
     const aborted = () => {
       timers.clear(timer);

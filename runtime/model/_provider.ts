@@ -161,7 +161,7 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
     let deltaError: { error: unknown } | undefined;
     try {
       const response = await client.chat.completions
-        .create(chatBody(route, request, limitField), { signal: clock.signal() }).asResponse();
+        .create(chatBody(route, { request, limitField }), { signal: clock.signal() }).asResponse();
       call.started = true;
       deltaError = await readReply(response, {
         turn: call.turn,
@@ -265,9 +265,9 @@ function clientOf(
 /** The chat-completions body of one request on `route`, its switches applied. */
 function chatBody(
   route: Route,
-  request: ChatRequest,
-  limitField: LimitField,
+  call: { request: ChatRequest; limitField: LimitField },
 ): OpenAI.Chat.ChatCompletionCreateParamsStreaming {
+  const { request, limitField } = call;
   const tools = request.tools ?? true;
   const toolChoice = route.tool_choice;
   const maxTokens = request.maxTokens ?? route.max_tokens;

@@ -74,15 +74,15 @@ export function routeMode(store: Store, session: string, route: Route | undefine
  *
  * @example
  * ```ts
- * adaptedRoutes(store, "default", (name) => config.llm[name]);
+ * adaptedRoutes(store, { session: "default", routeOf: (name) => config.routes[name] });
  * // [{ route: "main", context_tokens: 5_000, configured_context_tokens: 32_768 }]
  * ```
  */
 export function adaptedRoutes(
   store: Store,
-  session: string,
-  routeOf: (name: string) => Route | undefined,
+  of: { session: string; routeOf: (name: string) => Route | undefined },
 ): AdaptedRoute[] {
+  const { session, routeOf } = of;
   const names = new Set<string>();
   for (const event of readEventsOfKind(store, session, "route.adapted", 100)) {
     names.add((event.body as RecordInput<"route.adapted">).route);

@@ -238,7 +238,10 @@ export class Session {
       last_good_release: row.lastGoodRelease,
       kernel_generation: this.kernel.generation,
       hook_calls: this.#counters.calls,
-      routes_adapted: adaptedRoutes(this.#o.store, this.id, this.#configuredRoute.bind(this)),
+      routes_adapted: adaptedRoutes(this.#o.store, {
+        session: this.id,
+        routeOf: this.#configuredRoute.bind(this),
+      }),
       kernel_alive: this.kernel.current !== null,
       // What each live process role loaded (null when it is not running).
       fingerprints: { workbench: this.kernel.fingerprint, hooks: this.hooks.fingerprint },
