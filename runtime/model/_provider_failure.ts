@@ -192,7 +192,8 @@ export async function failFromError(
   }
   if (error instanceof APIError && error.status !== undefined) {
     const words = serverWords(call, error);
-    const refusal = refusalOf(error.status, words, error.code);
+    // OpenAI's older answers put `insufficient_quota` in `type` with a null `code`.
+    const refusal = refusalOf(error.status, words, error.code ?? error.type);
     const listed = refusal === "model" && call.listModels ? await call.listModels() : undefined;
     const context = refusal === "context"
       ? statedContext(`${words}\n${call.errorBody ?? ""}`)

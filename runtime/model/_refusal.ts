@@ -11,7 +11,8 @@
 import type { Route } from "../config/mod.ts";
 
 /**
- * What a server refused: `key` (401, 403), `model` (a model it does not serve), `tools` (no
+ * What a server refused: `key` (401, 403), `quota` (the account is out of credit or past its
+ * spending limit: 402, OpenAI's 429 `insufficient_quota`), `model` (a model it does not serve), `tools` (no
  * tool calling on this server or model), `role_order` (e.g. Mistral's `user` after `tool`),
  * `reasoning` (reasoning sent back, or not sent back, against its rule), `arguments` (a tool
  * call's arguments in the history that are no JSON object), `context` (a request larger than
@@ -20,6 +21,7 @@ import type { Route } from "../config/mod.ts";
  */
 export type ProviderRefusal =
   | "key"
+  | "quota"
   | "model"
   | "tools"
   | "context"
@@ -81,6 +83,15 @@ export function statedContext(message: string): number | undefined {
 const MODEL =
   /model_not_found|model\b[^.]*\b(?:not found|does not exist|not exist|is not available|unknown)|unknown model|no such model|not a valid model|invalid model/i;
 
+/**
+ * An account out of credit: OpenAI's 429 with `insufficient_quota` ("You exceeded your current
+ * quota, please check your plan and billing details."; its error-codes guide: buy credits or
+ * raise the limit), unlike its rate-limit 429s and Gemini's, whose same words are a per-minute
+ * quota that passes; DeepSeek's and OpenRouter's 402 ("Insufficient Balance", "Insufficient
+ * credits").
+ */
+const QUOTA = /\binsufficient_quota\b/;
+
 /** Statuses a retry can change; anything else in 4xx is a refusal. */
 const PASSING = new Set([408, 409, 425, 429]);
 
@@ -96,6 +107,7 @@ const PASSING = new Set([408, 409, 425, 429]);
 export function refusalOf(status: number, message: string, code?: unknown): ProviderRefusal | null {
   const text = `${message} ${typeof code === "string" ? code : ""}`;
   if (status === 401 || status === 403) return "key";
+  if (status === 402 || QUOTA.test(typeof code === "string" ? code : "")) return "quota";
   if (PASSING.has(status)) return null;
   if (CONTEXT.test(text)) return "context";
   if (TOOLS.test(text)) return "tools";
@@ -134,6 +146,8 @@ export function refusalWords(refusal: ProviderRefusal, facts: RefusalFacts): str
       return route.api_key !== undefined
         ? `; the server refused the key: correct api_key of ${llm} in the configuration file, ${restart}`
         : `; the server wants a key and ${llm} sends none: set api_key_env of ${llm} to the environment variable that holds it, ${restart}`;
+    case "quota":
+      return `; the provider says the account of ${llm} is out of credit or past its spending limit: add credit or raise the limit with the provider (no retry changes it); the next message or klbr resume asks again`;
     case "model":
       return `; the server does not serve model "${route.model}": ${modelList(listed, route)}`;
     case "tools":

@@ -19,7 +19,7 @@
  * And the quirks no one server owns: `jsonToStream`, `htmlPage`, `noFinishReason`, `apiKey`
  * (401), `rateLimited` (429 with `Retry-After`), `strictModel`, `context` (a request past the
  * server's context refused in OpenAI's, vLLM's or llama-server's words), `truncateAt` (one cut
- * silently, as Ollama does), `maxCompletionTokensOnly` (OpenAI's reasoning models).
+ * silently, as Ollama does), `maxCompletionTokensOnly` (OpenAI's reasoning models), `outOfCredit`.
  *
  * @module
  */
@@ -71,6 +71,11 @@ export interface FakeQuirks {
    * o-series, gpt-5 and later), which take `max_completion_tokens` only.
    */
   maxCompletionTokensOnly?: boolean;
+  /**
+   * The account is out of credit: every chat request is refused as the named provider does,
+   * until the test sets it back to undefined (credit added).
+   */
+  outOfCredit?: "openai" | "deepseek" | "openrouter";
 }
 
 /** The named profiles: one server's documented behaviour each. */
@@ -119,7 +124,8 @@ export interface RequestFacts {
  * Checked in the order a server checks: the key, the rate limit, the model, then the body.
  */
 export function refuseRequest(quirks: FakeQuirks, facts: RequestFacts): FakeRefusal | undefined {
-  return refuseKey(quirks, facts.headers) ?? refuseRate(quirks, facts.before) ??
+  return refuseKey(quirks, facts.headers) ?? refuseCredit(quirks) ??
+    refuseRate(quirks, facts.before) ??
     refuseModel(quirks, facts.body?.model, facts.models) ?? refuseContext(quirks, facts.body) ??
     refuseMaxTokens(quirks, facts.body) ?? refuseTools(quirks, facts.body) ??
     refuseArguments(quirks, facts.body?.messages) ??
@@ -209,6 +215,53 @@ export function refuseKey(
       },
     },
   };
+}
+
+/**
+ * An account out of credit, in each provider's words: OpenAI's 429 `insufficient_quota` (its
+ * error-codes guide; the body as quoted in ChatGPTNextWeb/NextChat#3123), DeepSeek's 402
+ * "Insufficient Balance" (its error-codes page; continuedev/continue#9942), OpenRouter's 402
+ * "Insufficient credits" (its errors page: `{"error": {"code": 402, "message": …}}`).
+ */
+function refuseCredit(quirks: FakeQuirks): FakeRefusal | undefined {
+  switch (quirks.outOfCredit) {
+    case undefined:
+      return undefined;
+    case "openai":
+      return {
+        status: 429,
+        body: {
+          error: {
+            message: "You exceeded your current quota, please check your plan and billing details.",
+            type: "insufficient_quota",
+            param: null,
+            code: "insufficient_quota",
+          },
+        },
+      };
+    case "deepseek":
+      return {
+        status: 402,
+        body: {
+          error: {
+            message: "Insufficient Balance",
+            type: "unknown_error",
+            param: null,
+            code: "invalid_request_error",
+          },
+        },
+      };
+    case "openrouter":
+      return {
+        status: 402,
+        body: {
+          error: {
+            code: 402,
+            message: "Insufficient credits. Add more using https://openrouter.ai/credits",
+          },
+        },
+      };
+  }
 }
 
 /**

@@ -126,6 +126,8 @@ export interface FakeOpenAI {
   statuses: number[];
   /** klbr's reachability probes (`GET /v1/models` with the `x-klbr-probe` header), in order. */
   probes: RecordedRequest[];
+  /** The quirks in force; a test may change them while the fake runs (credit added, say). */
+  quirks: FakeQuirks;
   /** Appends scripted responses for the next chat requests. */
   enqueue(...responses: FakeResponse[]): void;
   /** Resolves once `count` requests have arrived; rejects after `timeoutMs` (default 10 s). */
@@ -530,6 +532,7 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
     arrivals,
     statuses,
     probes,
+    quirks,
     enqueue(...responses) {
       queue.push(...responses);
     },

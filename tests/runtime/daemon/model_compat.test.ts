@@ -168,6 +168,33 @@ Deno.test("compat: an HTML page where the API should be is named, not retried, a
   );
 });
 
+for (const provider of ["openai", "deepseek", "openrouter"] as const) {
+  Deno.test(`compat: an account out of credit (${provider}) is named with its fix, not retried and its history not "repaired"; with credit added the next message takes the waiting one up`, async () => {
+    await withConversation({ fallback: scriptedModel(false) }, async ({ client, fake }) => {
+      await say(client, "one");
+      const before = fake.statuses.length;
+      fake.quirks.outOfCredit = provider;
+      await client.request({ kind: "input", client_msg_id: "c2", text: "say two" });
+      const failing = await client.waitFor<LaneRecord>(
+        (m) => m.kind === "record" && m.type === "model.failing",
+        30_000,
+      );
+      assert.match(String(failing.data.error), /out of credit or past its spending limit/);
+      assert.equal(failing.data.next_retry_ms, null, "no retry changes a balance");
+      await client.waitFor((m) => m.kind === "record" && m.type === "session.stalled", 10_000);
+      assert.equal(fake.statuses.length, before + 1);
+      // The history was not the problem: it is not rewritten.
+      assert.deepEqual(records(client, "context.repaired"), []);
+      fake.quirks.outOfCredit = undefined;
+      // The waiting message and the new one are taken up together, and answered.
+      await say(client, "three");
+      assert.equal(records(client, "send").length, 2);
+      const frame = records(client, "frame.finished").at(-1)!;
+      assert.deepEqual([frame.data.state, (frame.data.input_ids as string[]).length], ["done", 2]);
+    });
+  });
+}
+
 Deno.test("compat: a task of 20 steps runs to its end within the default step limit", async () => {
   let steps = 0;
   const model = (request: RecordedRequest): FakeResponse => {

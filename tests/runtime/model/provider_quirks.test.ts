@@ -304,6 +304,16 @@ Deno.test("OpenAI's reasoning models refuse max_tokens: the provider asks again 
 
 // ---- refusals: named, with their fix, and not retriable ----
 
+Deno.test("a 429 in quota words without `insufficient_quota` (Gemini's per-minute quota) stays a rate limit, retried", async () => {
+  const { failure } = await ask({}, {
+    status: 429,
+    message:
+      "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.",
+  });
+  assert.equal(failure?.refusal, null);
+  assert.equal(failure?.retriable, true);
+});
+
 Deno.test("a 401 names the key variable and where to set it, and is not retriable", async () => {
   const { error, failure } = await ask(
     { profile: "openai", quirks: { apiKey: "sk-right" } },
