@@ -11,6 +11,9 @@
  * - a block that is never closed (a reply cut by its token limit) does not run;
  * - fences of other languages, and untagged ones, are text.
  *
+ * And a call of the python tool that the server's tool parser left in the text instead of
+ * `tool_calls` ({@linkcode leakedCall}): the model meant to call it, so it runs the same way.
+ *
  * @module
  */
 
@@ -56,4 +59,55 @@ export function fencedCells(text: string): FencedCells {
     i = end;
   }
   return { code: cells[0] ?? null, ignored: Math.max(0, cells.length - 1), unclosed };
+}
+
+/** Hermes' and Qwen's call block: `<tool_call>…</tool_call>`. */
+const CALL_BLOCK = /<tool_call>\s*([\s\S]*?)\s*<\/tool_call>/;
+/** Qwen3-Coder's XML inside the block: `<function=python><parameter=code>…</parameter>`. */
+const XML_CODE = /^<function=python>\s*<parameter=code>\n?([\s\S]*?)\n?<\/parameter>/;
+
+/**
+ * The code of a python tool call the server left in the reply's text, or null: a
+ * `<tool_call>` block holding `{"name": "python", "arguments": {"code": …}}` (Hermes and Qwen
+ * 2.5 templates when vLLM's or llama-server's parser misses it, vllm-project/vllm#17161) or
+ * Qwen3-Coder's `<function=python><parameter=code>` (vllm-project/vllm#21571), or a reply that
+ * is nothing but such a JSON call, `{"name", "arguments"|"parameters"}` or `{"type":
+ * "function", "function": {…}}` (Llama 3.2 on vLLM, vllm-project/vllm#11786).
+ *
+ * @example
+ * ```ts
+ * leakedCall('<tool_call>\n{"name": "python", "arguments": {"code": "print(1)"}}\n</tool_call>');
+ * // "print(1)"
+ * ```
+ */
+export function leakedCall(text: string): string | null {
+  const block = CALL_BLOCK.exec(text)?.[1];
+  if (block !== undefined) return XML_CODE.exec(block)?.[1] ?? jsonCallCode(block);
+  const whole = text.trim();
+  return whole.startsWith("{") ? jsonCallCode(whole) : null;
+}
+
+/** The `code` argument of a JSON call of the python tool, or null. */
+function jsonCallCode(text: string): string | null {
+  let call: unknown;
+  try {
+    call = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  const outer = call as { type?: unknown; function?: unknown } | null;
+  const inner = (outer?.type === "function" ? outer.function : call) as
+    | { name?: unknown; arguments?: unknown; parameters?: unknown }
+    | null;
+  if (inner?.name !== "python") return null;
+  let args = inner.arguments ?? inner.parameters;
+  if (typeof args === "string") {
+    try {
+      args = JSON.parse(args);
+    } catch {
+      return null;
+    }
+  }
+  const code = (args as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : null;
 }

@@ -16,7 +16,7 @@
 import type { Store } from "../../store/store.ts";
 import { type EventBus, newId, type RecordInput, type RecordType } from "../core/mod.ts";
 import { modelFailureFacts, type Provider, type ProviderTurn } from "../model/mod.ts";
-import { fencedCells } from "./_fence_cells.ts";
+import { fencedCells, leakedCall } from "./_fence_cells.ts";
 import { shownUrl } from "./_model_trouble.ts";
 import { adaptToRefusal, type RouteCall } from "./_refusals.ts";
 import { type RouteMode, routeMode } from "./_route_mode.ts";
@@ -142,7 +142,8 @@ async function streamReply(
 /**
  * The calls a reply makes: its tool calls with host-minted ids (some providers repeat ids
  * across responses, and a session's sequence needs each id once), or, on a route that is not
- * strictly native, the first fenced python cell of a reply that has none.
+ * strictly native, the first fenced python cell of a reply that has none (or the python call
+ * its server's parser left in the text).
  */
 function callsOf(
   scope: StepScope,
@@ -160,13 +161,16 @@ function callsOf(
   }
   if (call.mode.toolCalls === "native") return [];
   const fenced = fencedCells(turn.text);
-  if (fenced.code === null) return [];
+  const code = fenced.code ?? leakedCall(turn.text);
+  if (code === null) return [];
   if (call.mode.shape.toolMode === "native" && scope.sink.lastReplyFenced(call.route)) {
     scope.record("route.adapted", {
       route: call.route,
       setting: "tool_calls",
       to: "text",
-      reason: "the model answered twice in a row with a fenced python cell and no tool call",
+      reason: fenced.code === null
+        ? "the model's python call was left in its text, not in tool_calls, twice in a row (the server's tool parser missed it)"
+        : "the model answered twice in a row with a fenced python cell and no tool call",
     });
   }
   const notes = fenced.ignored > 0
@@ -175,7 +179,7 @@ function callsOf(
   return [{
     id: newId("call"),
     name: "python",
-    arguments: JSON.stringify({ code: fenced.code }),
+    arguments: JSON.stringify({ code }),
     textCell: true,
     notes,
   }];

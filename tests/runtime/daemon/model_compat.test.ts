@@ -195,6 +195,33 @@ for (const provider of ["openai", "deepseek", "openrouter"] as const) {
   });
 }
 
+Deno.test("compat: a python call the server's tool parser left in the text runs; two in a row move the route to text mode", async () => {
+  // vLLM's hermes parser missing a Qwen call: `content` holds the <tool_call> block and
+  // `tool_calls` is empty, finish_reason "stop" (vllm-project/vllm#17161, #21571).
+  const leak = (code: string): FakeResponse => ({
+    text: `<tool_call>\n${JSON.stringify({ name: "python", arguments: { code } })}\n</tool_call>`,
+    finishReason: "stop",
+  });
+  const model = (request: RecordedRequest): FakeResponse => {
+    const text = lastUserText(request);
+    const asked = /say (\w+)/.exec(text)?.[1];
+    if (asked === undefined || text.startsWith("[runtime] result of your python cell")) {
+      return leak("wait()");
+    }
+    return leak(`await local.send("heard ${asked}")`);
+  };
+  await withConversation({ profile: "vllm", fallback: model }, async ({ client, fake }) => {
+    await say(client, "one");
+    await say(client, "two");
+    assert.deepEqual(records(client, "send").map((r) => r.data.text), ["heard one", "heard two"]);
+    const [adapted, ...more] = records(client, "route.adapted");
+    assert.deepEqual(more, []);
+    assert.deepEqual([adapted?.data.setting, adapted?.data.to], ["tool_calls", "text"]);
+    assert.match(String(adapted?.data.reason), /left in its text, not in tool_calls/);
+    assert.deepEqual(fake.statuses.filter((s) => s !== 200), []);
+  });
+});
+
 Deno.test("compat: a task of 20 steps runs to its end within the default step limit", async () => {
   let steps = 0;
   const model = (request: RecordedRequest): FakeResponse => {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { fencedCells } from "../../../runtime/session/mod.ts";
+import { fencedCells, leakedCall } from "../../../runtime/session/mod.ts";
 
 Deno.test("`fencedCells()` runs the first complete python fence and counts the rest", () => {
   assert.deepEqual(fencedCells("Let me look.\n```python\nprint(1)\n```\nthen\n```py\nx\n```"), {
@@ -32,4 +32,29 @@ Deno.test("`fencedCells()` leaves other languages, untagged and unclosed fences 
     ignored: 0,
     unclosed: false,
   });
+});
+
+Deno.test("`leakedCall()` reads a python call a server's tool parser left in the text, in each format servers leak", () => {
+  const code = 'await local.send("hi")\nwait()';
+  const json = JSON.stringify({ name: "python", arguments: { code } });
+  // Hermes / Qwen 2.5: a <tool_call> block around the JSON call (vllm-project/vllm#17161).
+  assert.equal(leakedCall(`Let me answer.\n<tool_call>\n${json}\n</tool_call>`), code);
+  // Arguments as a JSON string, as the OpenAI wire has them.
+  const stringArgs = JSON.stringify({ name: "python", arguments: JSON.stringify({ code }) });
+  assert.equal(leakedCall(`<tool_call>${stringArgs}</tool_call>`), code);
+  // Qwen3-Coder's XML (vllm-project/vllm#21571).
+  assert.equal(
+    leakedCall(
+      `<tool_call>\n<function=python>\n<parameter=code>\n${code}\n</parameter>\n</function>\n</tool_call>`,
+    ),
+    code,
+  );
+  // A reply that is only the call, in Llama 3.2's shape (vllm-project/vllm#11786).
+  const llama = { type: "function", function: { name: "python", parameters: { code } } };
+  assert.equal(leakedCall(` ${JSON.stringify(llama)}\n`), code);
+  // Not calls of the python tool, or not calls at all: text.
+  assert.equal(leakedCall(JSON.stringify({ name: "search", arguments: { q: "x" } })), null);
+  assert.equal(leakedCall('The answer is {"name": "python"} as JSON.'), null);
+  assert.equal(leakedCall("<tool_call>not json</tool_call>"), null);
+  assert.equal(leakedCall("plain words"), null);
 });
