@@ -118,7 +118,9 @@ function uniqueCalls(calls: readonly Call[]): Call[] {
 }
 
 /**
- * The arguments as sent: the model's own text when it is a JSON object, `{}` otherwise.
+ * The arguments as sent: the model's own text when it is a JSON object, that object re-encoded
+ * when only raw control characters in its strings kept it from being one ({@linkcode
+ * toolArguments}), `{}` otherwise.
  *
  * @example
  * ```ts
@@ -128,12 +130,56 @@ function uniqueCalls(calls: readonly Call[]): Call[] {
  */
 export function objectArguments(raw: unknown): string {
   if (typeof raw !== "string") return "{}";
+  const isObject = (value: unknown) =>
+    typeof value === "object" && value !== null && !Array.isArray(value);
   try {
-    const parsed = JSON.parse(raw);
-    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? raw : "{}";
+    return isObject(JSON.parse(raw)) ? raw : "{}";
   } catch {
-    return "{}";
+    const repaired = toolArguments(raw);
+    return isObject(repaired) ? JSON.stringify(repaired) : "{}";
   }
+}
+
+/**
+ * A tool call's arguments parsed, or undefined when they are no JSON. Arguments whose strings
+ * hold raw newlines, tabs or other control characters — what small models write for code, and
+ * what vLLM refuses in a history ("Invalid control character at") — are read with those
+ * characters escaped, so the cell runs as written.
+ *
+ * @example
+ * ```ts
+ * toolArguments('{"code": "print(1)\nprint(2)"}'); // { code: "print(1)\nprint(2)" }
+ * ```
+ */
+export function toolArguments(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    try {
+      return JSON.parse(escapeControlsInStrings(raw));
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+/** `raw` with each control character inside a JSON string escaped; the rest as it is. */
+function escapeControlsInStrings(raw: string): string {
+  let out = "";
+  let inString = false;
+  let escaped = false;
+  for (const char of raw) {
+    const code = char.charCodeAt(0);
+    if (inString && !escaped && code < 0x20) {
+      out += JSON.stringify(char).slice(1, -1);
+      continue;
+    }
+    out += char;
+    if (escaped) escaped = false;
+    else if (char === "\\") escaped = inString;
+    else if (char === '"') inString = !inString;
+  }
+  return out;
 }
 
 /** An assistant message without the reasoning fields a server streamed; others as they are. */
@@ -176,13 +222,9 @@ function toTextMode(messages: readonly Message[]): Message[] {
 
 /** The code a python call carries, or its raw arguments when it carries none. */
 function codeOf(call: Call): string {
-  try {
-    const parsed = JSON.parse(call.function.arguments);
-    if (typeof parsed?.code === "string") return parsed.code;
-  } catch {
-    // not JSON: shown as it came
-  }
-  return call.function.arguments;
+  const parsed = toolArguments(call.function.arguments) as { code?: unknown } | undefined;
+  // Not JSON, or no code: shown as it came.
+  return typeof parsed?.code === "string" ? parsed.code : call.function.arguments;
 }
 
 /**

@@ -35,4 +35,5 @@ export {
   type RouteShape,
   shapeMessages,
   TEXT_RESULT_HEADER,
+  toolArguments,
 } from "./_route_shape.ts";

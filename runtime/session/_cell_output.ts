@@ -11,6 +11,7 @@ import { Buffer } from "node:buffer";
 import { type ArtifactRef, spoolArtifact } from "../../store/tables/artifacts.ts";
 import type { EffectRecord } from "../../store/tables/effects.ts";
 import type { CellDisplay } from "../core/mod.ts";
+import { toolArguments } from "../context/mod.ts";
 import type { CellResult } from "../kernel/mod.ts";
 import type { FinishedCell } from "./_turn_sink.ts";
 
@@ -31,10 +32,8 @@ export function parseCode(name: string, args: string): string | { error: string 
   if (name !== "python") {
     return { error: `[not run: there is one tool, python (got ${JSON.stringify(name)})]` };
   }
-  try {
-    const parsed = JSON.parse(args);
-    if (typeof parsed?.code === "string") return parsed.code;
-  } catch { /* reported below */ }
+  const parsed = toolArguments(args) as { code?: unknown } | undefined;
+  if (typeof parsed?.code === "string") return parsed.code;
   return { error: `[not run: arguments must be JSON {"code": "..."} (got ${args.slice(0, 200)})]` };
 }
 

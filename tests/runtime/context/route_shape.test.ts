@@ -7,6 +7,7 @@ import {
   objectArguments,
   shapeMessages,
   TEXT_RESULT_HEADER,
+  toolArguments,
 } from "../../../runtime/context/mod.ts";
 
 const NATIVE = { toolMode: "native", strictRoles: false, reasoning: "echo" } as const;
@@ -24,6 +25,23 @@ Deno.test("`objectArguments()` keeps a JSON object and sends `{}` for anything e
   assert.equal(objectArguments("null"), "{}");
   assert.equal(objectArguments("print(1)"), "{}");
   assert.equal(objectArguments(undefined), "{}");
+  // Raw newlines in its strings (a small model's code): the object, re-encoded.
+  assert.equal(objectArguments('{"code": "a = 1\nprint(a)"}'), '{"code":"a = 1\\nprint(a)"}');
+});
+
+Deno.test("`toolArguments()` reads arguments whose strings hold raw control characters, and only those", () => {
+  // Raw newline and tab inside the string; newlines between tokens stay whitespace.
+  assert.deepEqual(toolArguments('{\n  "code": "for i in x:\n\tprint(\\"a\\")"\n}'), {
+    code: 'for i in x:\n\tprint("a")',
+  });
+  // An escaped quote does not end the string; an escaped backslash before a quote does.
+  assert.deepEqual(toolArguments('{"code": "s = \\"a\nb\\""}'), { code: 's = "a\nb"' });
+  assert.deepEqual(toolArguments('{"code": "p = \\\\", "n": "x\ny"}'), {
+    code: "p = \\",
+    n: "x\ny",
+  });
+  assert.equal(toolArguments('{"code": "unterminated\n'), undefined);
+  assert.equal(toolArguments("print(1)"), undefined);
 });
 
 Deno.test("`shapeMessages()` answers every call once, in order, right after its message", () => {

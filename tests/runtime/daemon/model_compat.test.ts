@@ -222,6 +222,40 @@ Deno.test("compat: a python call the server's tool parser left in the text runs;
   });
 });
 
+Deno.test("compat: a tool call whose arguments hold raw newlines (a small model's code) runs, and the history a strict server reads back holds it as JSON", async () => {
+  // The arguments text as such models write it: the code's newlines unescaped. vLLM refuses
+  // that text in a history ("Invalid control character at"); the fake's vLLM profile refuses
+  // any history arguments that are no JSON object.
+  const raw = (code: string) => `{"code": "${code.replaceAll('"', '\\"')}"}`;
+  const model = (request: RecordedRequest): FakeResponse => {
+    const text = lastUserText(request);
+    const asked = /say (\w+)/.exec(text)?.[1];
+    if (asked === undefined) {
+      return { toolCall: { name: "python", arguments: raw("n = 1\nwait()") } };
+    }
+    return {
+      toolCall: {
+        name: "python",
+        arguments: raw(`word = "${asked}"\nawait local.send("heard " + word)`),
+      },
+    };
+  };
+  await withConversation({ profile: "vllm", fallback: model }, async ({ client, fake }) => {
+    await say(client, "one");
+    await say(client, "two");
+    assert.deepEqual(records(client, "send").map((r) => r.data.text), ["heard one", "heard two"]);
+    assert.deepEqual(fake.statuses.filter((s) => s !== 200), []);
+    // The later requests carry the first call's code, re-encoded as a JSON object.
+    const last = fake.requests.at(-1)!.body.messages as {
+      tool_calls?: { function: { arguments: string } }[];
+    }[];
+    const first = last.find((m) => m.tool_calls !== undefined)!.tool_calls![0].function.arguments;
+    assert.deepEqual(JSON.parse(first), {
+      code: 'word = "one"\nawait local.send("heard " + word)',
+    });
+  });
+});
+
 Deno.test("compat: a task of 20 steps runs to its end within the default step limit", async () => {
   let steps = 0;
   const model = (request: RecordedRequest): FakeResponse => {
