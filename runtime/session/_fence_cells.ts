@@ -9,7 +9,9 @@
  * - further python blocks in the same reply do not run, and the cell's result says how many
  *   were left;
  * - a block that is never closed (a reply cut by its token limit) does not run;
- * - fences of other languages, and untagged ones, are text.
+ * - fences of other languages, and untagged ones, are text;
+ * - what the model thought in `<think>` tags its server left in the text is not looked at: a
+ *   cell drafted while thinking does not run ({@linkcode afterThinking}).
  *
  * And a call of the python tool that the server's tool parser left in the text instead of
  * `tool_calls` ({@linkcode leakedCall}): the model meant to call it, so it runs the same way.
@@ -40,7 +42,7 @@ const PYTHON = new Set(["python", "py", "python3", "py3"]);
  * ```
  */
 export function fencedCells(text: string): FencedCells {
-  const lines = text.split("\n");
+  const lines = afterThinking(text).split("\n");
   const cells: string[] = [];
   let unclosed = false;
   for (let i = 0; i < lines.length; i++) {
@@ -81,9 +83,10 @@ const XML_CODE = /^<function=python>\s*<parameter=code>\n?([\s\S]*?)\n?<\/parame
  * ```
  */
 export function leakedCall(text: string): string | null {
-  const block = CALL_BLOCK.exec(text)?.[1];
+  const answer = afterThinking(text);
+  const block = CALL_BLOCK.exec(answer)?.[1];
   if (block !== undefined) return XML_CODE.exec(block)?.[1] ?? jsonCallCode(block);
-  const whole = text.trim();
+  const whole = answer.trim();
   return whole.startsWith("{") ? jsonCallCode(whole) : null;
 }
 
@@ -110,4 +113,24 @@ function jsonCallCode(text: string): string | null {
   }
   const code = (args as { code?: unknown } | null)?.code;
   return typeof code === "string" ? code : null;
+}
+
+/**
+ * The reply's text after the model's thinking, when its server left the thinking in the text
+ * (llama-server with `--reasoning-format none` or a template it cannot split, ggml-org/llama.cpp
+ * #24671; a DeepSeek-R1 distill, whose opening `<think>` is in the prompt, so only the closing
+ * tag comes, theroyallab/tabbyAPI#294): what follows the first `</think>` when the text opens
+ * with `<think>` or has no opening tag; nothing while a `<think>` that opens the text is not
+ * closed; else the text as it is.
+ *
+ * @example
+ * ```ts
+ * afterThinking("<think>maybe ```python\nx\n```</think>\nHere."); // "\nHere."
+ * ```
+ */
+export function afterThinking(text: string): string {
+  const opens = text.trimStart().startsWith("<think>");
+  const end = text.indexOf("</think>");
+  if (end >= 0 && (opens || !text.includes("<think>"))) return text.slice(end + "</think>".length);
+  return opens ? "" : text;
 }

@@ -58,3 +58,22 @@ Deno.test("`leakedCall()` reads a python call a server's tool parser left in the
   assert.equal(leakedCall("<tool_call>not json</tool_call>"), null);
   assert.equal(leakedCall("plain words"), null);
 });
+
+Deno.test("a cell drafted in `<think>` tags left in the text does not run; the one after the thinking does", () => {
+  const drafted =
+    "<think>\nI could run\n```python\nimport shutil; shutil.rmtree('/')\n```\nno.\n</think>";
+  assert.deepEqual(fencedCells(`${drafted}\n\`\`\`python\nprint(1)\n\`\`\``), {
+    code: "print(1)",
+    ignored: 0,
+    unclosed: false,
+  });
+  // A DeepSeek-R1 distill: the opening tag was in the prompt; only the closing one comes.
+  assert.equal(fencedCells("```python\nx = 1\n```\n</think>\nThe answer.").code, null);
+  // Still thinking (cut by the token limit): nothing runs.
+  assert.equal(fencedCells("<think>\n```python\nx = 1\n```\n").code, null);
+  // A leaked call inside the thinking does not run either.
+  const call = JSON.stringify({ name: "python", arguments: { code: "x = 1" } });
+  assert.equal(leakedCall(`<think><tool_call>${call}</tool_call></think>done`), null);
+  // Tags the model writes about, inside its answer, change nothing.
+  assert.equal(fencedCells("Use <think> tags.\n```python\nx = 2\n```").code, "x = 2");
+});
