@@ -29,10 +29,12 @@ def next(  # noqa: A001 - the hook's name
     reminders: int = 0,
     **context: object,
 ) -> dict:
-    """Wait; continue once with a reminder when a local message got text and no send.
+    """Wait; continue once with a reminder when a local message got no send.
 
-    Speech stays explicit: the reminder asks the model to send, it never sends for it, and
-    it is given once a turn, so a model that only writes text ends its turn after it.
+    A reply of text only, or of nothing at all (small models on some servers answer with an
+    empty message), reaches nobody. Speech stays explicit: the reminder asks the model to
+    send, it never sends for it, and it is given once a turn, so a model that only writes
+    text (or nothing) ends its turn after it.
 
     >>> next()
     {'action': 'wait'}
@@ -44,9 +46,11 @@ def next(  # noqa: A001 - the hook's name
     {'action': 'wait'}
     >>> next(consumed_local=True, replied_with_text=True, sent=1)
     {'action': 'wait'}
+    >>> next(consumed_local=True)["action"]
+    'continue'
     """
     if continue_requested is True:
         return {"action": "continue"}
-    if consumed_local is True and replied_with_text is True and sent == 0 and reminders == 0:
+    if consumed_local is True and sent == 0 and reminders == 0:
         return {"action": "continue", "reminder": REMINDER}
     return {"action": "wait"}

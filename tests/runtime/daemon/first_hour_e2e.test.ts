@@ -98,6 +98,24 @@ Deno.test("README path: with no model the first message says where the model is 
   }
 });
 
+Deno.test("a model that answers with an empty message gets the reminder too, and answers after it", async () => {
+  const fake = startFakeOpenAI();
+  // An empty reply, `finish_reason: "stop"` (Gemma 4 on llama-server, ggml-org/llama.cpp#22786).
+  fake.enqueue({ text: "" }, { toolCall: { code: 'await local.send("here I am")\nwait()' } });
+  const daemon = await startTestDaemon({ modelUrl: fake.url });
+  const client = await connectLane({ port: daemon.port, token: daemon.token });
+  try {
+    await client.request({ kind: "input", client_msg_id: "e1", text: "hi" });
+    const sent = await waitRecord(client, "send");
+    assert.equal(sent.data.text, "here I am");
+    assert.equal(records(client, "turn.reminded").length, 1);
+  } finally {
+    await client.close();
+    await daemon.stop();
+    await fake.close();
+  }
+});
+
 Deno.test("a model that answers in text alone gets one recorded reminder, and nothing is sent for it", async () => {
   const fake = startFakeOpenAI();
   // Content only: no tool call and no usage chunk, like some third-party servers.
