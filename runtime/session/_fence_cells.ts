@@ -19,6 +19,8 @@
  * @module
  */
 
+import { toolArguments } from "../context/mod.ts";
+
 /** What a reply holds in text mode. */
 export interface FencedCells {
   /** The first complete python block's code, or null when the reply holds none. */
@@ -90,27 +92,19 @@ export function leakedCall(text: string): string | null {
   return whole.startsWith("{") ? jsonCallCode(whole) : null;
 }
 
-/** The `code` argument of a JSON call of the python tool, or null. */
+/**
+ * The `code` argument of a JSON call of the python tool, or null; read as tool-call arguments
+ * are, raw newlines in its strings and all ({@linkcode toolArguments}).
+ */
 function jsonCallCode(text: string): string | null {
-  let call: unknown;
-  try {
-    call = JSON.parse(text);
-  } catch {
-    return null;
-  }
+  const call = toolArguments(text);
   const outer = call as { type?: unknown; function?: unknown } | null;
   const inner = (outer?.type === "function" ? outer.function : call) as
     | { name?: unknown; arguments?: unknown; parameters?: unknown }
     | null;
   if (inner?.name !== "python") return null;
-  let args = inner.arguments ?? inner.parameters;
-  if (typeof args === "string") {
-    try {
-      args = JSON.parse(args);
-    } catch {
-      return null;
-    }
-  }
+  const given = inner.arguments ?? inner.parameters;
+  const args = typeof given === "string" ? toolArguments(given) : given;
   const code = (args as { code?: unknown } | null)?.code;
   return typeof code === "string" ? code : null;
 }
@@ -128,7 +122,7 @@ function jsonCallCode(text: string): string | null {
  * afterThinking("<think>maybe ```python\nx\n```</think>\nHere."); // "\nHere."
  * ```
  */
-export function afterThinking(text: string): string {
+function afterThinking(text: string): string {
   const opens = text.trimStart().startsWith("<think>");
   const end = text.indexOf("</think>");
   if (end >= 0 && (opens || !text.includes("<think>"))) return text.slice(end + "</think>".length);

@@ -52,6 +52,13 @@ Deno.test("`leakedCall()` reads a python call a server's tool parser left in the
   // A reply that is only the call, in Llama 3.2's shape (vllm-project/vllm#11786).
   const llama = { type: "function", function: { name: "python", parameters: { code } } };
   assert.equal(leakedCall(` ${JSON.stringify(llama)}\n`), code);
+  // The leaked JSON with the code's newlines raw, as small models write it.
+  assert.equal(
+    leakedCall(
+      '<tool_call>{"name": "python", "arguments": {"code": "a = 1\nprint(a)"}}</tool_call>',
+    ),
+    "a = 1\nprint(a)",
+  );
   // Not calls of the python tool, or not calls at all: text.
   assert.equal(leakedCall(JSON.stringify({ name: "search", arguments: { q: "x" } })), null);
   assert.equal(leakedCall('The answer is {"name": "python"} as JSON.'), null);
