@@ -26,7 +26,7 @@ import {
   type RpcContext,
   skillRpcs,
 } from "../kernel/mod.ts";
-import { localSendRpc } from "../session/mod.ts";
+import { afterThinking, localSendRpc } from "../session/mod.ts";
 import type { Budget } from "./_budget.ts";
 import type { JobRunner } from "./_job_runner.ts";
 import { childCall, type ModelCallDeps } from "./_model_calls.ts";
@@ -319,7 +319,7 @@ export const llmRpc = defineRpc({
     });
     return {
       call_id: reply.callId,
-      text: reply.turn.text,
+      text: answerOf(reply.turn.text),
       route: p.route,
       usage: {
         prompt_tokens: reply.turn.usage.promptTokens ?? null,
@@ -361,4 +361,13 @@ export function unattendedRpcsOf(deps: RpcDeps, scope: RpcScope): BoundRpc[] {
     ...bindRpcs([artifactReadRpc], { store: deps.store }),
     ...declareRefused([localSendRpc, discordSendRpc, ...skillRpcs], ["job"]),
   ];
+}
+
+/**
+ * What `llm()` answers: the reply's text without the thinking its server left in it (the call's
+ * record keeps the reply whole), and without the blank lines that stood after the thinking.
+ */
+function answerOf(text: string): string {
+  const answer = afterThinking(text);
+  return answer === text ? text : answer.trimStart();
 }

@@ -122,7 +122,7 @@ function jsonCallCode(text: string): string | null {
  * afterThinking("<think>maybe ```python\nx\n```</think>\nHere."); // "\nHere."
  * ```
  */
-function afterThinking(text: string): string {
+export function afterThinking(text: string): string {
   const opens = text.trimStart().startsWith("<think>");
   const end = text.indexOf("</think>");
   if (end >= 0 && (opens || !text.includes("<think>"))) return text.slice(end + "</think>".length);

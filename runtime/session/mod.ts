@@ -17,7 +17,7 @@ export {
 } from "./_contract.ts";
 export { keepCellOutput, keptCellResult, renderCellResult } from "./_cell_output.ts";
 export { TEXT_MODE_RULES } from "./_context.ts";
-export { type FencedCells, fencedCells, leakedCall } from "./_fence_cells.ts";
+export { afterThinking, type FencedCells, fencedCells, leakedCall } from "./_fence_cells.ts";
 export { localSend, type LocalSendDeps, localSendRpc, type RunningFrame } from "./_local_send.ts";
 export { createModelTurn, type ModelTurnOptions } from "./_model_turn.ts";
 export { recoverSession, type RecoveryOptions } from "./_recovery.ts";

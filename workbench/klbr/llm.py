@@ -18,7 +18,8 @@ A failure that may pass (a rate limit, a server error, a dropped connection) is 
 by the host, three attempts in all, after the wait the server named (``Retry-After``) or
 1 s, then 4 s; each attempt counts as a request. The error you then get ends with "(after 3
 attempts)". A refusal (a bad request, a wrong key, a request past the model's context) is
-raised at once.
+raised at once. Thinking the server left in the text (``<think>…</think>``) is not part of
+``reply.text``; the call's record keeps the reply whole.
 """
 
 from __future__ import annotations

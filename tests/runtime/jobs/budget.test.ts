@@ -348,3 +348,13 @@ Deno.test("`llm()` sends no tools: a server without tool calling (Ollama's model
     });
   }
 });
+
+Deno.test("`llm()` answers without the thinking its server left in the text", async () => {
+  // llama-server with --reasoning-format none (ggml-org/llama.cpp#24671), and a DeepSeek-R1
+  // distill whose opening tag was in the prompt.
+  for (const text of ["<think>\nThe user wants 7.\n</think>\n\n7", "It is 7.\n</think>\n\n7"]) {
+    await withServer({ fallback: () => ({ text }) }, async (p) => {
+      assert.equal((await p.llm("a")).text, "7");
+    });
+  }
+});
