@@ -12,12 +12,12 @@ import type { Route } from "../config/mod.ts";
 
 /**
  * What a server refused: `key` (401, 403), `quota` (the account is out of credit or past its
- * spending limit: 402, OpenAI's 429 `insufficient_quota`), `model` (a model it does not serve), `tools` (no
- * tool calling on this server or model), `role_order` (e.g. Mistral's `user` after `tool`),
- * `reasoning` (reasoning sent back, or not sent back, against its rule), `arguments` (a tool
- * call's arguments in the history that are no JSON object), `context` (a request larger than
- * the server's context), `request` (any other 400, 404, 422 or 4xx that no retry changes; its
- * message names the field).
+ * spending limit: 402, OpenAI's 429 `insufficient_quota`), `model` (a model it does not
+ * serve), `tools` (no tool calling on this server or model), `role_order` (e.g. Mistral's
+ * `user` after `tool`), `reasoning` (reasoning sent back, or not sent back, against its rule),
+ * `arguments` (a tool call's arguments in the history that are no JSON object), `context` (a
+ * request larger than the server's context), `request` (any other 400, 404, 422 or 4xx that no
+ * retry changes; its message names the field).
  */
 export type ProviderRefusal =
   | "key"
