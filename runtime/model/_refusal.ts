@@ -16,8 +16,9 @@ import type { Route } from "../config/mod.ts";
  * serve), `tools` (no tool calling on this server or model), `role_order` (e.g. Mistral's
  * `user` after `tool`), `reasoning` (reasoning sent back, or not sent back, against its rule),
  * `arguments` (a tool call's arguments in the history that are no JSON object), `context` (a
- * request larger than the server's context), `request` (any other 400, 404, 422 or 4xx that no
- * retry changes; its message names the field).
+ * request larger than the server's context), `field` (a request field the server does not
+ * take, not the history), `request` (any other 400, 404, 422 or 4xx that no retry changes; its
+ * message names the field).
  */
 export type ProviderRefusal =
   | "key"
@@ -28,6 +29,7 @@ export type ProviderRefusal =
   | "role_order"
   | "reasoning"
   | "arguments"
+  | "field"
   | "request";
 
 // Each pattern cites the servers' words it was written from.
@@ -92,6 +94,15 @@ const MODEL =
  */
 const QUOTA = /\binsufficient_quota\b/;
 
+/**
+ * A request field the server does not take: OpenAI's `unknown_parameter` / `unsupported_parameter`
+ * codes ("Unknown parameter: 'stream_options'", which OpenAI-format proxies answer,
+ * QuantumNous/new-api#418), Azure's "Unrecognized request argument supplied: …", llama-server's
+ * "Unsupported param: …", pydantic's "Extra inputs are not permitted" (Mistral, vLLM).
+ */
+const FIELD =
+  /unknown_parameter|unsupported_parameter|unknown parameter|unrecognized request arguments? supplied|unsupported param\b|extra inputs are not permitted/i;
+
 /** Statuses a retry can change; anything else in 4xx is a refusal. */
 const PASSING = new Set([408, 409, 425, 429]);
 
@@ -114,6 +125,7 @@ export function refusalOf(status: number, message: string, code?: unknown): Prov
   if (ROLE_ORDER.test(text)) return "role_order";
   if (REASONING.test(text)) return "reasoning";
   if (ARGUMENTS.test(message.trim())) return "arguments";
+  if (FIELD.test(text)) return "field";
   if (status >= 500) return null;
   if (MODEL.test(text)) return "model";
   return status >= 400 ? "request" : null;
@@ -164,6 +176,8 @@ export function refusalWords(refusal: ProviderRefusal, facts: RefusalFacts): str
       const held = context === undefined ? "what the server holds" : `${context} tokens or less`;
       return `; the request is larger than the server's context: set context_tokens of ${llm} to ${held}, or start the server with a larger context (llama-server -c, vLLM --max-model-len), ${restart}`;
     }
+    case "field":
+      return fieldFix(route, fieldNamed(param, message));
     case "request":
       if (status === 404) {
         return `; check url of ${llm} (${route.url}): the OpenAI-compatible API usually ends in /v1`;
@@ -184,4 +198,32 @@ function modelList(listed: string[] | string | undefined, route: Route): string 
   const shown = listed.slice(0, 8).map((id) => `"${id}"`).join(", ");
   const more = listed.length > 8 ? `, and ${listed.length - 8} more` : "";
   return `set model of llm "${route.name}" to one it lists (${shown}${more})`;
+}
+
+/** The field a `field` refusal names: the server's `param`, or the one its words quote. */
+function fieldNamed(param: unknown, message: string): string | undefined {
+  if (typeof param === "string" && param !== "") return param;
+  return /(?:parameter|param|supplied):?\s*'?([A-Za-z_][\w.]*)'?/i.exec(message)?.[1];
+}
+
+/** The route settings that send a field, by the field: what to change to stop sending it. */
+const FIELD_SWITCHES = new Map([
+  ["stream_options", "set stream_usage #false on"],
+  ["tool_choice", "remove tool_choice from"],
+  ["max_tokens", "remove max_tokens from"],
+]);
+
+/** The sentence that names how to stop sending `field` on `route`. */
+function fieldFix(route: Route, field: string | undefined): string {
+  const llm = `llm "${route.name}"`;
+  if (field === undefined) {
+    return "; the server does not take a field of the request (the history is not the cause)";
+  }
+  const change = FIELD_SWITCHES.get(field) ??
+    (Object.hasOwn(route.extra_options, field)
+      ? `remove ${field} from extra_options of`
+      : undefined);
+  return change === undefined
+    ? `; the server does not take the field ${field} (the history is not the cause)`
+    : `; the server does not take the field ${field}: ${change} ${llm}, then restart klbr`;
 }

@@ -76,6 +76,8 @@ export interface FakeQuirks {
    * until the test sets it back to undefined (credit added).
    */
   outOfCredit?: "openai" | "deepseek" | "openrouter";
+  /** Refuses (400) a request carrying any of these top-level fields, as OpenAI-format proxies do. */
+  unknownFields?: string[];
 }
 
 /** The named profiles: one server's documented behaviour each. */
@@ -127,7 +129,8 @@ export function refuseRequest(quirks: FakeQuirks, facts: RequestFacts): FakeRefu
   return refuseKey(quirks, facts.headers) ?? refuseCredit(quirks) ??
     refuseRate(quirks, facts.before) ??
     refuseModel(quirks, facts.body?.model, facts.models) ?? refuseContext(quirks, facts.body) ??
-    refuseMaxTokens(quirks, facts.body) ?? refuseTools(quirks, facts.body) ??
+    refuseMaxTokens(quirks, facts.body) ?? refuseFields(quirks, facts.body) ??
+    refuseTools(quirks, facts.body) ??
     refuseArguments(quirks, facts.body?.messages) ??
     refuseReasoning(quirks, facts.body?.messages) ??
     refuseOrder(quirks, facts.body?.messages) ?? refuseCallIds(quirks, facts.body?.messages);
@@ -262,6 +265,27 @@ function refuseCredit(quirks: FakeQuirks): FakeRefusal | undefined {
         },
       };
   }
+}
+
+/**
+ * A field the server does not take, in OpenAI's error shape as an OpenAI-format proxy answers it
+ * ("Unknown parameter: 'stream_options'.", `unknown_parameter`; QuantumNous/new-api#418).
+ */
+// deno-lint-ignore no-explicit-any
+function refuseFields(quirks: FakeQuirks, body: any): FakeRefusal | undefined {
+  const field = quirks.unknownFields?.find((name) => body?.[name] !== undefined);
+  if (field === undefined) return undefined;
+  return {
+    status: 400,
+    body: {
+      error: {
+        message: `Unknown parameter: '${field}'.`,
+        type: "invalid_request_error",
+        param: field,
+        code: "unknown_parameter",
+      },
+    },
+  };
 }
 
 /**

@@ -195,6 +195,26 @@ for (const provider of ["openai", "deepseek", "openrouter"] as const) {
   });
 }
 
+Deno.test('compat: a field the server does not take is named with the switch that stops it, and the history is not "repaired"', async () => {
+  await withConversation({ fallback: scriptedModel(false) }, async ({ client, fake }) => {
+    await say(client, "one");
+    // A proxy in front of the server, updated, now refuses `stream_options`.
+    fake.quirks.unknownFields = ["stream_options"];
+    await client.request({ kind: "input", client_msg_id: "f2", text: "say two" });
+    const failing = await client.waitFor<LaneRecord>(
+      (m) => m.kind === "record" && m.type === "model.failing",
+      30_000,
+    );
+    assert.match(
+      String(failing.data.error),
+      /does not take the field stream_options: set stream_usage #false on llm "main", then restart klbr/,
+    );
+    assert.equal(failing.data.next_retry_ms, null);
+    await client.waitFor((m) => m.kind === "record" && m.type === "session.stalled", 10_000);
+    assert.deepEqual(records(client, "context.repaired"), []);
+  });
+});
+
 Deno.test("compat: a python call the server's tool parser left in the text runs; two in a row move the route to text mode", async () => {
   // vLLM's hermes parser missing a Qwen call: `content` holds the <tool_call> block and
   // `tool_calls` is empty, finish_reason "stop" (vllm-project/vllm#17161, #21571).
