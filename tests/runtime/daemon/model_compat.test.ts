@@ -30,6 +30,13 @@ function lastUserText(request: RecordedRequest): string {
   return last.role === "user" ? String(last.content ?? "") : "";
 }
 
+/** The word a request's last message asks to hear (`say <word>`); undefined after a cell's result. */
+function askedWord(request: RecordedRequest): string | undefined {
+  const text = lastUserText(request);
+  if (text.startsWith("[runtime] result of your python cell")) return undefined;
+  return /say (\w+)/.exec(text)?.[1];
+}
+
 /**
  * A model that answers `say <word>` with a cell sending `heard <word>` and a cell's result with
  * `wait()`: through tool calls when the request offers tools, through a python fence when not.
@@ -39,10 +46,9 @@ function lastUserText(request: RecordedRequest): string {
 function scriptedModel(parallel: boolean) {
   return (request: RecordedRequest): FakeResponse => {
     const tools = request.body.tools !== undefined;
-    const text = lastUserText(request);
-    const asked = /say (\w+)/.exec(text)?.[1];
+    const asked = askedWord(request);
     const reasoning = "Let me think about what to do.";
-    if (asked === undefined || text.startsWith("[runtime] result of your python cell")) {
+    if (asked === undefined) {
       return tools
         ? { reasoning, toolCall: { code: "wait()" } }
         : { text: "```python\nwait()\n```" };
@@ -83,6 +89,20 @@ async function withConversation(
     await Deno.remove(daemon.stateDir, { recursive: true }).catch(() => {});
     await Deno.remove(daemon.workspace, { recursive: true }).catch(() => {});
   }
+}
+
+/**
+ * The session made one route move, `context_tokens` to `to` (the test daemon's route configures
+ * 32,768), for the reason `reason` matches.
+ */
+function assertOneContextMove(client: LaneClient, move: { to: string; reason: RegExp }): void {
+  const [adapted, ...more] = records(client, "route.adapted");
+  assert.deepEqual(more, []);
+  assert.deepEqual(
+    [adapted?.data.setting, adapted?.data.to, adapted?.data.configured],
+    ["context_tokens", move.to, 32_768],
+  );
+  assert.match(String(adapted?.data.reason), move.reason);
 }
 
 const health = async (daemon: TestDaemon) => await (await fetch(`${daemon.url}/health`)).json();
@@ -223,12 +243,8 @@ Deno.test("compat: a python call the server's tool parser left in the text runs;
     finishReason: "stop",
   });
   const model = (request: RecordedRequest): FakeResponse => {
-    const text = lastUserText(request);
-    const asked = /say (\w+)/.exec(text)?.[1];
-    if (asked === undefined || text.startsWith("[runtime] result of your python cell")) {
-      return leak("wait()");
-    }
-    return leak(`await local.send("heard ${asked}")`);
+    const asked = askedWord(request);
+    return leak(asked === undefined ? "wait()" : `await local.send("heard ${asked}")`);
   };
   await withConversation({ profile: "vllm", fallback: model }, async ({ client, fake }) => {
     await say(client, "one");
@@ -248,8 +264,7 @@ Deno.test("compat: a tool call whose arguments hold raw newlines (a small model'
   // any history arguments that are no JSON object.
   const raw = (code: string) => `{"code": "${code.replaceAll('"', '\\"')}"}`;
   const model = (request: RecordedRequest): FakeResponse => {
-    const text = lastUserText(request);
-    const asked = /say (\w+)/.exec(text)?.[1];
+    const asked = askedWord(request);
     if (asked === undefined) {
       return { toolCall: { name: "python", arguments: raw("n = 1\nwait()") } };
     }
@@ -345,13 +360,10 @@ Deno.test("compat: a server whose context is smaller than the route's refuses on
     async ({ daemon, client, fake }) => {
       for (const word of ["one", "two", "three", "four", "five"]) await say(client, word);
       assert.equal(records(client, "send").length, 5, "every message answered once");
-      const [adapted, ...more] = records(client, "route.adapted");
-      assert.deepEqual(more, []);
-      assert.deepEqual(
-        [adapted?.data.setting, adapted?.data.to, adapted?.data.configured],
-        ["context_tokens", "6000", 32_768],
-      );
-      assert.match(String(adapted?.data.reason), /exceeds the available context size \(6000/);
+      assertOneContextMove(client, {
+        to: "6000",
+        reason: /exceeds the available context size \(6000/,
+      });
       // The turns' requests: one refused, none past the server's context after it.
       const sizes = turnRequestSizes(fake);
       const refused = sizes.findIndex((size) => size > 6_000);
@@ -387,13 +399,10 @@ Deno.test("compat: Ollama cutting requests past its num_ctx without a word: the 
     async ({ daemon, client, fake }) => {
       for (const word of ["one", "two", "three", "four", "five", "six"]) await say(client, word);
       assert.equal(records(client, "send").length, 6, "every message answered once");
-      const [adapted, ...more] = records(client, "route.adapted");
-      assert.deepEqual(more, []);
-      assert.deepEqual(
-        [adapted?.data.setting, adapted?.data.to, adapted?.data.configured],
-        ["context_tokens", "3686", 32_768],
-      );
-      assert.match(String(adapted?.data.reason), /reported 4096 prompt tokens for a request of/);
+      assertOneContextMove(client, {
+        to: "3686",
+        reason: /reported 4096 prompt tokens for a request of/,
+      });
       // The same count reported for a growing request is the mark: a few cut requests in a
       // row, then every request is whole.
       const sizes = turnRequestSizes(fake);
