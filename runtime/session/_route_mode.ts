@@ -47,6 +47,17 @@ const DEFAULT_MAX_STEPS = 50;
  * ```
  */
 export function routeMode(store: Store, session: string, route: Route | undefined): RouteMode {
+  return modeOf(route, adaptations(store, session));
+}
+
+/** The session's `route.adapted` records, of every route. */
+function adaptations(store: Store, session: string): RecordInput<"route.adapted">[] {
+  return readEventsOfKind(store, session, "route.adapted", 100)
+    .map((event) => event.body as RecordInput<"route.adapted">);
+}
+
+/** The mode of `route`: its configuration, then each of `moves` that is the route's. */
+function modeOf(route: Route | undefined, moves: RecordInput<"route.adapted">[]): RouteMode {
   const toolCalls = route?.tool_calls ?? "native";
   const shape: RouteShape = {
     toolMode: toolCalls === "text" ? "text" : "native",
@@ -54,8 +65,7 @@ export function routeMode(store: Store, session: string, route: Route | undefine
     reasoning: route?.reasoning ?? "echo",
   };
   let contextTokens: number | undefined;
-  for (const event of readEventsOfKind(store, session, "route.adapted", 100)) {
-    const body = event.body as RecordInput<"route.adapted">;
+  for (const body of moves) {
     if (body.route !== route?.name) continue;
     if (body.setting === "tool_calls" && toolCalls === "auto") shape.toolMode = "text";
     if (body.setting === "role_order") shape.strictRoles = true;
@@ -82,16 +92,12 @@ export function adaptedRoutes(
   store: Store,
   of: { session: string; routeOf: (name: string) => Route | undefined },
 ): AdaptedRoute[] {
-  const { session, routeOf } = of;
-  const names = new Set<string>();
-  for (const event of readEventsOfKind(store, session, "route.adapted", 100)) {
-    names.add((event.body as RecordInput<"route.adapted">).route);
-  }
+  const moves = adaptations(store, of.session);
   const adapted: AdaptedRoute[] = [];
-  for (const name of [...names].sort()) {
-    const route = routeOf(name);
+  for (const name of [...new Set(moves.map((move) => move.route))].sort()) {
+    const route = of.routeOf(name);
     if (route === undefined) continue;
-    const mode = routeMode(store, session, route);
+    const mode = modeOf(route, moves);
     const learned: AdaptedRoute = {
       route: name,
       ...(route.tool_calls !== "text" && mode.shape.toolMode === "text"
