@@ -116,9 +116,10 @@ const PASSING = new Set([408, 409, 425, 429]);
  * ```
  */
 export function refusalOf(status: number, message: string, code?: unknown): ProviderRefusal | null {
-  const text = `${message} ${typeof code === "string" ? code : ""}`;
+  const named = typeof code === "string" ? code : "";
+  const text = `${message} ${named}`;
   if (status === 401 || status === 403) return "key";
-  if (status === 402 || QUOTA.test(typeof code === "string" ? code : "")) return "quota";
+  if (status === 402 || QUOTA.test(named)) return "quota";
   if (PASSING.has(status)) return null;
   if (CONTEXT.test(text)) return "context";
   if (TOOLS.test(text)) return "tools";
