@@ -108,7 +108,7 @@ export function emptyDigest(): Digest {
   };
 }
 
-/** Reads a stored digest; a missing or unreadable one (rows before migration 8) is empty. */
+/** Reads a stored digest; a missing or unreadable one is empty. */
 export function parseDigest(value: unknown): Digest {
   const parsed = Digest.safeParse(value);
   return parsed.success ? parsed.data : emptyDigest();

@@ -236,7 +236,7 @@ const DATA = {
     covers_to_idx: int,
     summarized_items: int.nonnegative(),
     summary_chars: int.nonnegative(),
-    /** The summary's raw token estimate (absent from records before migration 8). */
+    /** The summary's raw token estimate. */
     summary_tokens: int.nonnegative().optional(),
     /** Who wrote the summary's text: the `long` model, or the extractive fallback. */
     source: z.enum(["model", "extractive"]).optional(),

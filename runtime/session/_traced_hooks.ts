@@ -5,7 +5,6 @@
  * `hook` request, so an activation during the turn changes nothing in it; between turns the
  * caller uses the active release. Every call leaves a trace (hook, release, inputs, output,
  * duration, error), durable with the session's next commit rather than one of its own.
- * `model.plan` and `turn.next` are asked again within a turn only when their arguments change.
  * Each call is counted, and each failure too (the last-good rule reads the count).
  *
  * @module
