@@ -250,13 +250,6 @@ async def _rel(path: str | os.PathLike[str], action: str) -> str:
     return os.path.relpath(ws.resolve(text), ws.root).replace(os.sep, "/")
 
 
-async def _call(method: str, params: dict[str, Any]) -> dict[str, Any]:
-    result = await rpc.call(method, params)
-    if not isinstance(result, dict):
-        raise RuntimeError(f"{method}: host replied with a non-object (got {type(result).__name__})")
-    return result
-
-
 @api("code.outline", "nothing was read")
 async def outline(path: str | os.PathLike[str]) -> Outline:
     """Return the ``Outline`` of a workspace file: every class, function, method, type,
@@ -268,7 +261,7 @@ async def outline(path: str | os.PathLike[str]) -> Outline:
 
     >>> print(await code.outline("app.py"))  # doctest: +SKIP
     """
-    reply = await _call("code.outline", {"path": await _rel(path, "outline")})
+    reply = await rpc.call_object("code.outline", {"path": await _rel(path, "outline")})
     return Outline(str(reply["path"]), str(reply["hash"]), str(reply["language"]), int(reply["lines"]),
                    [Symbol.from_wire(s) for s in reply["symbols"]], bool(reply["truncated"]),
                    int(reply["syntax_errors"]))
@@ -286,7 +279,7 @@ async def symbol(path: str | os.PathLike[str], name: str, kind: str | None = Non
     if not isinstance(name, str) or not name:
         raise ValueError(f"cannot find symbol: name must be a non-empty string (got {name!r})")
     params = {"path": await _rel(path, "find symbol"), "name": name, "kind": kind}
-    return Symbol.from_wire(await _call("code.symbol", params))
+    return Symbol.from_wire(await rpc.call_object("code.symbol", params))
 
 
 @api("code.find", "nothing was searched")
@@ -310,7 +303,7 @@ async def find(pattern: str, path: str | os.PathLike[str] = ".", max_results: in
         raise ValueError(f"cannot find: max_results must be an int in 1-1000 (got {max_results!r})")
     params = {"pattern": pattern, "path": await _rel(path, "find"), "max_results": max_results,
               "capture": capture}
-    reply = await _call("code.find", params)
+    reply = await rpc.call_object("code.find", params)
     matches = [
         FindMatch(str(m["path"]), Range.from_wire(m["range"]), str(m.get("text", "")),
                   dict(m.get("captures") or {}), (m.get("symbol") or {}).get("kind"),
@@ -328,7 +321,7 @@ async def read(target: Target) -> str:
     Raises ``StaleRange`` (nothing read) when the file changed since the range was taken.
     """
     rng = _range_of(target, "read")
-    reply = await _call("code.read", {"range": rng.to_wire()})
+    reply = await rpc.call_object("code.read", {"range": rng.to_wire()})
     if not reply.get("ok"):
         raise StaleRange(f"read {rng.path}", list(reply.get("stale") or []))
     return str(reply["text"])
@@ -343,7 +336,7 @@ async def lines(path: str | os.PathLike[str], start: int, end: int | None = None
     for name, value in (("start", start), ("end", end)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"cannot read lines: {name} must be a line number >= 1 (got {value!r})")
-    reply = await _call("code.lines", {"path": await _rel(path, "read lines"), "start": start, "end": end})
+    reply = await rpc.call_object("code.lines", {"path": await _rel(path, "read lines"), "start": start, "end": end})
     return Range.from_wire(reply["range"])
 
 
@@ -379,7 +372,7 @@ async def patch_many(edits: Iterable[tuple[Target, str]]) -> PatchResult:
         wire.append({"range": _range_of(target, "patch").to_wire(), "text": text})
     if not wire:
         raise ValueError("cannot patch: no edits (got an empty list)")
-    reply = await _call("code.patch", {"edits": wire})
+    reply = await rpc.call_object("code.patch", {"edits": wire})
     if not reply.get("ok"):
         if reply.get("reason") == "stale":
             raise StaleRange("patch", list(reply.get("stale") or []))

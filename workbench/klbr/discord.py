@@ -111,7 +111,7 @@ class Discord:
             params["reply_to"] = _anchor(reply_to)
         if key is not None:
             params["key"] = _key(key, "send to discord")
-        return await self._call("discord.send", params)
+        return await rpc.call_object("discord.send", params)
 
     async def react(self, message: str | int, emoji: str, channel: str | int | None = None,
                     key: str | None = None) -> dict[str, Any]:
@@ -131,7 +131,7 @@ class Discord:
             params["channel"] = _snowflake("channel", channel)
         if key is not None:
             params["key"] = _key(key, "react on discord")
-        return await self._call("discord.react", params)
+        return await rpc.call_object("discord.react", params)
 
     async def typing(self, channel: str | int | None = None) -> dict[str, Any]:
         """Show "typing…" in ``channel`` (by default this turn's) for a few seconds.
@@ -139,7 +139,7 @@ class Discord:
         Best effort: returns ``{ok, error}`` and is never queued or retried.
         """
         params: dict[str, Any] = {} if channel is None else {"channel": _snowflake("channel", channel)}
-        return await self._call("discord.typing", params)
+        return await rpc.call_object("discord.typing", params)
 
     async def status(self, outbox_id: str) -> dict[str, Any]:
         """Return what is known of a queued row: ``{outbox_id, kind, state, attempts, remote_id, error,
@@ -154,14 +154,7 @@ class Discord:
         """
         if not isinstance(outbox_id, str) or not outbox_id:
             raise TypeError(f"cannot read discord send status: outbox_id must be a non-empty string (got {outbox_id!r})")
-        return await self._call("discord.status", {"outbox_id": outbox_id})
-
-    @staticmethod
-    async def _call(method: str, params: dict[str, Any]) -> dict[str, Any]:
-        result = await rpc.call(method, params)
-        if not isinstance(result, dict):
-            raise RuntimeError(f"{method}: host replied with a non-object (got {type(result).__name__})")
-        return result
+        return await rpc.call_object("discord.status", {"outbox_id": outbox_id})
 
     def __repr__(self) -> str:
         return ("<discord: await discord.send(text, channel=None, reply_to=None, key=None); "
@@ -185,4 +178,4 @@ async def ignore(input_id: str, reason: str) -> dict[str, Any]:
         raise ValueError(f"cannot ignore input: input_id must be an input id (got {input_id!r})")
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
         raise ValueError(f"cannot ignore input: reason must be 1-500 characters (got {reason!r})")
-    return await Discord._call("input.ignore", {"input": input_id, "reason": reason})
+    return await rpc.call_object("input.ignore", {"input": input_id, "reason": reason})

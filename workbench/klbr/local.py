@@ -66,10 +66,7 @@ class Local:
             if not isinstance(key, str) or not 1 <= len(key) <= 200:
                 raise ValueError(f"cannot send: key must be a string of 1-200 characters (got {key!r})")
             params["key"] = key
-        result = await rpc.call("local.send", params)
-        if not isinstance(result, dict):
-            raise RuntimeError(f"cannot send: host replied with a non-object (got {type(result).__name__})")
-        return result
+        return await rpc.call_object("local.send", params, action="send")
 
     def __repr__(self) -> str:
         return "<local conversation: await local.send(text)>"
