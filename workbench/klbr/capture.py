@@ -83,11 +83,6 @@ class CellOutput:
         if sink is not None:
             self._loop = asyncio.get_running_loop()
 
-    @property
-    def closed(self) -> bool:
-        """Whether the cell has ended; later writes fall back to the original streams."""
-        return self._closed
-
     def write(self, name: str, text: str) -> bool:
         """Record ``text`` on stream ``name``; return False when already closed."""
         with self._lock:

@@ -34,8 +34,6 @@ __all__ = ["HANDLERS", "Generation", "Handler", "Kernel"]
 Handler = Callable[["Kernel", dict[str, Any]], Awaitable[Any]]
 """A request handler: validates the frame and returns the ``ok`` result, or raises."""
 
-FrameWriter = Callable[[dict[str, Any]], None]
-
 RPC_REPLY_KINDS = frozenset({"rpc_ok", "rpc_error"})
 _CLOSE_GRACE_S = 2.0
 
@@ -54,7 +52,7 @@ class Generation:
 class Kernel:
     """Dispatches host frames to ``HANDLERS`` and writes replies with ``write(frame)``."""
 
-    def __init__(self, write: FrameWriter, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(self, write: rpc.FrameWriter, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         """Reply through ``write``; cap each cell's captured streams to fit one frame."""
         self._write = write
         self.output_cap = min(DEFAULT_OUTPUT_CAP, max_frame_bytes // 8)

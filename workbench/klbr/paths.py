@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
-__all__ = ["Located", "WorkspaceEscape", "locate", "resolve_in", "to_relative"]
+__all__ = ["Located", "WorkspaceEscape", "locate"]
 
 PathArg = str | os.PathLike[str]
 
@@ -124,6 +123,10 @@ def locate(
     Raises ``WorkspaceEscape`` for an escape or a denied directory, ``FileNotFoundError`` or
     ``NotADirectoryError`` for a missing or non-directory parent, ``TypeError`` for a
     non-path and ``ValueError`` for an empty path or one holding a NUL byte.
+
+    >>> with locate("/usr", "lib/../bin") as where:
+    ...     where.path
+    '/usr/bin'
     """
     text = _checked_text(path)
     joined = os.path.normpath(os.path.join(root, text))
@@ -214,23 +217,3 @@ def _walk(
         for fd in fds:
             os.close(fd)
         raise
-
-
-def resolve_in(root: str, path: PathArg, *, follow: bool = True, deny: tuple[str, ...] = ()) -> Path:
-    """Return the absolute path of ``path`` inside ``root`` (already a real path), resolved
-    without following any link out of it.
-
-    With ``follow=False`` a symlink as the last component is returned itself. Raises what
-    ``locate`` raises.
-
-    >>> resolve_in("/usr", "lib/../bin")
-    PosixPath('/usr/bin')
-    """
-    with locate(root, path, follow=follow, deny=deny) as where:
-        return Path(where.path)
-
-
-def to_relative(root: str, path: PathArg) -> str:
-    """The POSIX path of ``path`` relative to ``root`` (``.`` for the root itself)."""
-    rel = os.path.relpath(os.fspath(path), root)
-    return Path(rel).as_posix()

@@ -65,11 +65,6 @@ class HostRpc:
         self._ids = itertools.count(1)
         self._pending: dict[str, tuple[str, asyncio.Future[Any]]] = {}
 
-    @property
-    def pending(self) -> int:
-        """How many calls are waiting for the host."""
-        return len(self._pending)
-
     async def call(self, method: str, params: dict[str, Any]) -> Any:
         """Ask the host to perform ``method`` with ``params`` and return its result.
 

@@ -5,7 +5,7 @@ import tempfile
 import unittest
 
 from klbr import workspace
-from klbr.paths import WorkspaceEscape, resolve_in
+from klbr.paths import WorkspaceEscape
 from klbr.workspace import Workspace
 
 
@@ -92,13 +92,13 @@ class PathRulesTest(WorkspaceCase):
         self.assertEqual(await (await self.ws.open_file("alias/a.txt")).read(), "inside")
 
     def test_bad_path_values_are_refused(self) -> None:
-        """`resolve_in()` refuses empty paths, NUL bytes and non-paths."""
+        """`Workspace.resolve()` refuses empty paths, NUL bytes and non-paths."""
         with self.assertRaisesRegex(ValueError, "path is empty"):
-            resolve_in(self.root, "")
+            self.ws.resolve("")
         with self.assertRaisesRegex(ValueError, "NUL byte"):
-            resolve_in(self.root, "a\0b")
+            self.ws.resolve("a\0b")
         with self.assertRaisesRegex(TypeError, "got int"):
-            resolve_in(self.root, 3)  # type: ignore[arg-type]
+            self.ws.resolve(3)  # type: ignore[arg-type]
 
 
 class FileTest(WorkspaceCase):
