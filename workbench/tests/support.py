@@ -80,6 +80,17 @@ class KernelCase(unittest.IsolatedAsyncioTestCase):
         await self.kernel.idle()
         return self.wire.reply(request_id)
 
+    async def rpc_frame(self, index: int = 0) -> dict[str, Any]:
+        """The ``index``-th rpc frame the kernel sent, once it has been sent."""
+        await until(lambda: len(self.wire.of_kind("rpc")) > index, f"rpc frame {index} sent")
+        return self.wire.of_kind("rpc")[index]
+
+    async def answer_rpc(self, index: int, result: object) -> dict[str, Any]:
+        """Answer the ``index``-th rpc frame with ``rpc_ok`` carrying ``result``; return that frame."""
+        frame = await self.rpc_frame(index)
+        self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": result})
+        return frame
+
     async def init(self, **fields: Any) -> dict[str, Any]:
         frame = {"kind": "init", "generation": 1, "session": "default", "workspace": self.root,
                  "skills": EMPTY_SKILLS, "behavior": None, **fields}

@@ -4,7 +4,7 @@
 import os
 import unittest
 
-from tests.support import KernelCase, until
+from tests.support import KernelCase
 
 HASH = "a" * 64
 NEW = "b" * 64
@@ -14,15 +14,11 @@ SYMBOL = {"kind": "function", "name": "f", "qualified_name": "f", "depth": 0, "s
 
 
 class CodeTest(KernelCase):
-    async def _rpc(self, index: int = 0) -> dict:
-        await until(lambda: len(self.wire.of_kind("rpc")) > index, f"rpc frame {index} sent")
-        return self.wire.of_kind("rpc")[index]
-
     async def _run(self, code: str, *results: object) -> dict:
         """Run one cell, answer its RPCs with `results` in order, return the cell's result."""
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
         for index, result in enumerate(results):
-            frame = await self._rpc(index)
+            frame = await self.rpc_frame(index)
             self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": result})
         await self.kernel.idle()
         return self.wire.reply("e1")["result"]
