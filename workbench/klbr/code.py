@@ -22,7 +22,7 @@ the cell that made them. ``help(skills.code)`` shows the whole edit loop.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Union
 
 from klbr import rpc, workspace
@@ -51,8 +51,7 @@ class Range:
 
     def to_wire(self) -> dict[str, Any]:
         """The range as the host's ``code.*`` RPCs take it."""
-        return {"path": self.path, "hash": self.hash, "start_byte": self.start_byte,
-                "end_byte": self.end_byte, "start_line": self.start_line, "end_line": self.end_line}
+        return asdict(self)
 
     @classmethod
     def from_wire(cls, data: Any) -> "Range":

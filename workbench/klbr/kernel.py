@@ -27,7 +27,7 @@ from klbr.cells import CellResult, format_exception, run_cell
 from klbr.errors import RequestError
 from klbr.frames import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge
 from klbr.hooks import UNCHANGED, call_hook
-from klbr.prelude import build_namespace, prelude_names
+from klbr.prelude import build_namespace
 
 __all__ = ["HANDLERS", "Generation", "Handler", "Kernel"]
 
@@ -40,11 +40,9 @@ _CLOSE_GRACE_S = 2.0
 
 @dataclass
 class Generation:
-    """What ``init`` fixed for this process: ids, workspace root, behaviour and namespace."""
+    """What ``init`` fixed for this process: its generation, behaviour and namespace."""
 
     generation: int
-    session: Any
-    root: str
     behavior: dict[str, Any] | None
     ns: dict[str, Any]
 
@@ -225,13 +223,13 @@ async def handle_init(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:
     deny = frame.get("deny", [])
     if not isinstance(deny, list) or not all(isinstance(d, str) and os.path.isabs(d) for d in deny):
         raise _invalid(f"cannot init: deny must be a list of absolute paths (got {deny!r:.200})")
-    bound = workspace.bind(root, deny)
+    workspace.bind(root, deny)
     ns = build_namespace()
-    kernel.state = Generation(generation, frame["session"], bound.root, behavior, ns)
+    kernel.state = Generation(generation, behavior, ns)
     return {
         "pid": os.getpid(),
         "python": platform.python_version(),
-        "prelude": prelude_names(ns),
+        "prelude": sorted(name for name in ns if not name.startswith("_")),
         "fingerprint": fingerprint.LOADED,
     }
 
