@@ -37,6 +37,7 @@ from typing import Any
 
 from klbr import rpc
 from klbr.awaited import api, api_class
+from klbr.local import check_key, check_text
 
 __all__ = ["Discord", "discord", "ignore"]
 
@@ -48,12 +49,6 @@ def _snowflake(name: str, value: object) -> str:
     if not isinstance(text, str) or not text.isdigit() or not 1 <= len(text) <= 20:
         raise ValueError(f"cannot send to discord: {name} must be a Discord id of 1-20 digits (got {value!r})")
     return text
-
-
-def _key(value: object, action: str) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= 200:
-        raise ValueError(f"cannot {action}: key must be a string of 1-200 characters (got {value!r})")
-    return value
 
 
 def _anchor(value: object) -> str | bool:
@@ -98,19 +93,13 @@ class Discord:
 
         >>> receipt = await discord.send("Deployed.")  # doctest: +SKIP
         """
-        if not isinstance(text, str):
-            raise TypeError(f"cannot send to discord: text must be a string (got {type(text).__name__})")
-        if not text.strip():
-            raise ValueError("cannot send to discord: text is empty (got only whitespace)")
-        if len(text) > _MAX_TEXT:
-            raise ValueError(f"cannot send to discord: text is over {_MAX_TEXT} characters (got {len(text)})")
-        params: dict[str, Any] = {"text": text}
+        params: dict[str, Any] = {"text": check_text(text, "send to discord", max_chars=_MAX_TEXT)}
         if channel is not None:
             params["channel"] = _snowflake("channel", channel)
         if reply_to is not None:
             params["reply_to"] = _anchor(reply_to)
         if key is not None:
-            params["key"] = _key(key, "send to discord")
+            params["key"] = check_key(key, "send to discord")
         return await rpc.call_object("discord.send", params)
 
     async def react(self, message: str | int, emoji: str, channel: str | int | None = None,
@@ -130,7 +119,7 @@ class Discord:
         if channel is not None:
             params["channel"] = _snowflake("channel", channel)
         if key is not None:
-            params["key"] = _key(key, "react on discord")
+            params["key"] = check_key(key, "react on discord")
         return await rpc.call_object("discord.react", params)
 
     async def typing(self, channel: str | int | None = None) -> dict[str, Any]:
