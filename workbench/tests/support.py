@@ -80,6 +80,15 @@ class KernelCase(unittest.IsolatedAsyncioTestCase):
         await self.kernel.idle()
         return self.wire.reply(request_id)
 
+    async def execute(self, code: str, request_id: str = "e1") -> dict[str, Any]:
+        """Run ``code`` as one cell, wait until everything is handled, return its ``execute`` result."""
+        return (await self.call({"kind": "execute", "id": request_id, "cell": request_id, "code": code}))["result"]
+
+    async def result_of(self, request_id: str = "e1") -> dict[str, Any]:
+        """Wait until everything is handled; return the ``result`` of the one reply to ``request_id``."""
+        await self.kernel.idle()
+        return self.wire.reply(request_id)["result"]
+
     async def rpc_frame(self, index: int = 0) -> dict[str, Any]:
         """The ``index``-th rpc frame the kernel sent, once it has been sent."""
         await until(lambda: len(self.wire.of_kind("rpc")) > index, f"rpc frame {index} sent")

@@ -34,8 +34,7 @@ class BehaviorTest(KernelCase):
         activate = await self.answer_rpc(4, {"epoch": 4, "release_id": "b" * 64})
         self.assertEqual((activate["method"], activate["params"]),
                          ("behavior.activate", {"release_id": "b" * 64, "expected_epoch": 3}))
-        await self.kernel.idle()
-        value = self.wire.reply("e1")["result"]["value"]
+        value = (await self.result_of())["value"]
         self.assertIn("<draft dr1 of release aaaaaaaaaaaa at epoch 3>", value)
         self.assertIn("False", value)
         self.assertIn("FAIL turn.next: returned 42", value)
@@ -46,8 +45,7 @@ class BehaviorTest(KernelCase):
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1",
                    "code": "from klbr.behavior import Draft\nd = Draft({'draft_id': 'x', 'base_release': 'r', 'base_epoch': 1})\nawait d.write('a.py', b'x')"})
-        await self.kernel.idle()
-        error = self.wire.reply("e1")["result"]["error"]
+        error = (await self.result_of())["error"]
         self.assertEqual((error["type"], error["message"]), ("TypeError", "cannot write a.py: text must be a string (got bytes)"))
         self.assertEqual(self.wire.of_kind("rpc"), [])
 
@@ -59,8 +57,7 @@ class BehaviorTest(KernelCase):
         self.assertEqual(status["method"], "behavior.status")
         rollback = await self.answer_rpc(1, {"epoch": 3, "release_id": "c" * 64})
         self.assertEqual(rollback["method"], "behavior.rollback")
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "(2, 3)")
+        self.assertEqual((await self.result_of())["value"], "(2, 3)")
 
 
 class HooksSdkTest(KernelCase):
@@ -79,19 +76,16 @@ class HooksSdkTest(KernelCase):
         bind = await self.answer_rpc(2, {"target": "bound/turn_next.py:decide", "bindings": {}})
         self.assertEqual((bind["method"], bind["params"]),
                          ("hooks.bind", {"draft_id": "dr1", "hook": "turn.next", "target": "bound/turn_next.py:decide"}))
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "'bound/turn_next.py:decide'")
+        self.assertEqual((await self.result_of())["value"], "'bound/turn_next.py:decide'")
 
     async def test_bind_refuses_a_lambda_and_no_draft_without_rpc(self) -> None:
         """`hooks.bind()` refuses a lambda and a call with no draft before any frame is sent."""
         behavior.last_draft = None  # one process is one generation; tests share the object
         await self.init()
-        self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "await hooks.bind('turn.next', 'x.py:f')"})
-        await self.kernel.idle()
-        self.assertIn("no draft given and none taken", self.wire.reply("e1")["result"]["error"]["message"])
-        self.send({"kind": "execute", "id": "e2", "cell": "c2", "code": "await hooks.bind('turn.next', lambda: 1, draft='dr1')"})
-        await self.kernel.idle()
-        self.assertIn("pass a def function", self.wire.reply("e2")["result"]["error"]["message"])
+        no_draft = await self.execute("await hooks.bind('turn.next', 'x.py:f')")
+        self.assertIn("no draft given and none taken", no_draft["error"]["message"])
+        a_lambda = await self.execute("await hooks.bind('turn.next', lambda: 1, draft='dr1')", "e2")
+        self.assertIn("pass a def function", a_lambda["error"]["message"])
         self.assertEqual(self.wire.of_kind("rpc"), [])
 
     async def test_test_trace_and_release_are_single_rpcs(self) -> None:
@@ -116,8 +110,7 @@ class HooksSdkTest(KernelCase):
         self.assertEqual((trace["method"], trace["params"]), ("hooks.trace", {"target": "fr_1"}))
         release = await self.answer_rpc(3, {"release_id": "b" * 64, "frame_id": "fr_1"})
         self.assertEqual(release["method"], "hooks.release")
-        await self.kernel.idle()
-        value = self.wire.reply("e1")["result"]["value"]
+        value = (await self.result_of())["value"]
         self.assertIn("(True, {'action': 'stop'}, False, 2, 'bbbb", value)
         self.assertIn("turn.next on draft-x: ok in 3 ms", value)
 
@@ -130,8 +123,7 @@ class HooksSdkTest(KernelCase):
         self.assertEqual((every["method"], every["params"]), ("behavior.candidates", {}))
         one = await self.answer_rpc(1, {"candidates": [{"id": "cd_1"}]})
         self.assertEqual(one["params"], {"draft_id": "dr1"})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "(2, 1)")
+        self.assertEqual((await self.result_of())["value"], "(2, 1)")
 
 
 class FingerprintTest(KernelCase):

@@ -20,8 +20,7 @@ class CodeTest(KernelCase):
         for index, result in enumerate(results):
             frame = await self.rpc_frame(index)
             self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": result})
-        await self.kernel.idle()
-        return self.wire.reply("e1")["result"]
+        return await self.result_of()
 
     async def test_outline_sends_a_relative_path_and_builds_the_outline(self) -> None:
         """`code.outline()` sends the workspace-relative path and returns an Outline of Symbols."""
@@ -126,18 +125,14 @@ class CodeTest(KernelCase):
             ("await code.lines('a.py', 0)", "ValueError"),
         ]
         for index, (source, kind) in enumerate(cases):
-            self.send({"kind": "execute", "id": f"e{index}", "cell": f"c{index}", "code": source})
-            await self.kernel.idle()
-            error = self.wire.reply(f"e{index}")["result"]["error"]
+            error = (await self.execute(source, f"e{index}"))["error"]
             self.assertEqual(error["type"], kind, source)
         self.assertEqual(self.wire.of_kind("rpc"), [])
 
     async def test_help_reads_the_contract(self) -> None:
         """`help(code.patch_many)` explains the all-or-none and syntax rules."""
         await self.init()
-        self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "help(code.patch_many)"})
-        await self.kernel.idle()
-        out = self.wire.reply("e1")["result"]["stdout"]
+        out = (await self.execute("help(code.patch_many)"))["stdout"]
         self.assertIn("or none of them", out)
         self.assertIn("PatchRefused", out)
 

@@ -17,8 +17,7 @@ class DiscordTest(KernelCase):
         self.assertEqual(frame["parent"], "e1")
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"],
                              "result": {"outbox_id": "ob_1", "state": "pending"}})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"],
+        self.assertEqual((await self.result_of())["value"],
                          "{'outbox_id': 'ob_1', 'state': 'pending'}")
 
     async def test_send_without_channel_leaves_routing_to_the_host(self) -> None:
@@ -38,8 +37,7 @@ class DiscordTest(KernelCase):
         frame = await self.rpc_frame(0)
         self.assertEqual((frame["method"], frame["params"]), ("discord.status", {"outbox_id": "ob_1"}))
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": {"outbox_id": "ob_1", "state": "unknown"}})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "'unknown'")
+        self.assertEqual((await self.result_of())["value"], "'unknown'")
 
     async def test_host_refusal_reaches_the_cell(self) -> None:
         """`discord.send()` raises the host's refusal, e.g. when Discord is not configured."""
@@ -48,8 +46,7 @@ class DiscordTest(KernelCase):
         frame = await self.rpc_frame(0)
         self.kernel.receive({"kind": "rpc_error", "id": frame["id"], "code": "invalid_config",
                              "message": "cannot send to discord: discord is not configured"})
-        await self.kernel.idle()
-        error = self.wire.reply("e1")["result"]["error"]
+        error = (await self.result_of())["error"]
         self.assertEqual(error["type"], "RpcError")
         self.assertIn("discord is not configured", error["message"])
 
@@ -68,9 +65,7 @@ class DiscordTest(KernelCase):
              "cannot read discord send status: outbox_id must be a non-empty string (got '')"),
         ]
         for index, (code, kind, message) in enumerate(cases):
-            self.send({"kind": "execute", "id": f"e{index}", "cell": f"c{index}", "code": code})
-            await self.kernel.idle()
-            error = self.wire.reply(f"e{index}")["result"]["error"]
+            error = (await self.execute(code, f"e{index}"))["error"]
             self.assertEqual((error["type"], error["message"]), (kind, message))
         self.assertEqual(self.wire.of_kind("rpc"), [])
 
@@ -107,9 +102,7 @@ class DiscordTest(KernelCase):
             ("await ignore('in_1', ' ')", "ValueError", "cannot ignore input: reason must be 1-500 characters (got ' ')"),
         ]
         for index, (code, kind, message) in enumerate(cases):
-            self.send({"kind": "execute", "id": f"e{index}", "cell": f"c{index}", "code": code})
-            await self.kernel.idle()
-            error = self.wire.reply(f"e{index}")["result"]["error"]
+            error = (await self.execute(code, f"e{index}"))["error"]
             self.assertEqual((error["type"], error["message"]), (kind, message))
         self.assertEqual(self.wire.of_kind("rpc"), [])
 

@@ -50,9 +50,7 @@ class HistoryTest(KernelCase):
             "await history.read('send:1', length=0)": "cannot use history: length must be an integer in 1-1000000 (got 0)",
         }
         for n, (code, message) in enumerate(cases.items()):
-            self.send({"kind": "execute", "id": f"e{n}", "cell": f"c{n}", "code": code})
-            await self.kernel.idle()
-            error = self.wire.reply(f"e{n}")["result"]["error"]
+            error = (await self.execute(code, f"e{n}"))["error"]
             self.assertEqual((error["type"], error["message"]), ("ValueError", message), code)
         self.assertEqual(self.wire.of_kind("rpc"), [])
 

@@ -30,8 +30,7 @@ class JobsRpcTest(KernelCase):
         frame = await self.answer_rpc(0, {"job_id": "job_1", "state": "pending"})
         self.assertEqual((frame["method"], frame["params"]),
                          ("jobs.start", {"code": "6*7", "name": "answer", "budget": {"tokens": 100}}))
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "'job_1'")
+        self.assertEqual((await self.result_of())["value"], "'job_1'")
 
     async def test_status_list_cancel_and_result_speak_one_rpc_each(self) -> None:
         """`jobs.status/list/cancel/result` each send the job id (or nothing) to their method."""
@@ -55,8 +54,7 @@ class JobsRpcTest(KernelCase):
         frame = await self.answer_rpc(0, {"text": "hello", "usage": {"prompt_tokens": 3}, "call_id": "mc_1"})
         self.assertEqual(frame["params"], {"prompt": "hi?", "route": "fast", "max_tokens": 5, "budget": 50,
                                            "system": None})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "('hello', {'prompt_tokens': 3}, 'mc_1')")
+        self.assertEqual((await self.result_of())["value"], "('hello', {'prompt_tokens': 3}, 'mc_1')")
 
     async def test_llm_raises_budget_exceeded_with_until(self) -> None:
         """`llm()` turns the host's `over_budget` into `BudgetExceeded` with the time it frees."""
@@ -68,8 +66,7 @@ class JobsRpcTest(KernelCase):
         self.kernel.receive({"kind": "rpc_error", "id": frame["id"], "code": "over_budget",
                              "message": "cannot call the model: the budget is spent (got tokens_per_hour: 5 of 4 "
                                         "used; frees at 2030-01-01T00:00:00.000Z)"})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["stdout"], "2030-01-01T00:00:00.000Z\n")
+        self.assertEqual((await self.result_of())["stdout"], "2030-01-01T00:00:00.000Z\n")
 
     async def test_agent_starts_an_agent_job_and_waits_for_its_result(self) -> None:
         """`agent()` starts a job of kind agent, waits for its result and returns it."""
@@ -82,8 +79,7 @@ class JobsRpcTest(KernelCase):
         wait = await self.answer_rpc(1, {"job_id": "job_7", "state": "done", "cause": "answered",
                                       "result": {"value": "42"}, "tokens_used": 120})
         self.assertEqual((wait["method"], wait["params"]), ("jobs.result", {"job_id": "job_7"}))
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "(True, '42', 120)")
+        self.assertEqual((await self.result_of())["value"], "(True, '42', 120)")
 
     async def test_bad_arguments_are_refused_without_rpc(self) -> None:
         """`jobs.start`, `llm` and `agent` refuse bad arguments in the cell and send nothing."""

@@ -22,8 +22,7 @@ class RpcTest(KernelCase):
         self.kernel.receive({"kind": "rpc_ok", "id": "w1", "result": {
             "exit_code": 0, "stdout_b64": base64.b64encode(b"clean\n").decode(), "stderr_b64": "",
             "stdout_truncated": True, "stderr_truncated": False, "timed_out": False, "duration_ms": 12}})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "(0, b'clean\\n', b'', True, False, True)")
+        self.assertEqual((await self.result_of())["value"], "(0, b'clean\\n', b'', True, False, True)")
 
     async def test_run_cwd_is_resolved_inside_root(self) -> None:
         """`run()` sends cwd as the absolute path inside the workspace."""
@@ -36,8 +35,7 @@ class RpcTest(KernelCase):
         """`run()` raises RpcError with the host's code when the host answers rpc_error."""
         await self._start("await run(['nope'])")
         self.kernel.receive({"kind": "rpc_error", "id": "w1", "code": "not_found", "message": "no such program"})
-        await self.kernel.idle()
-        error = self.wire.reply("e1")["result"]["error"]
+        error = (await self.result_of())["error"]
         self.assertEqual((error["type"], error["message"]), ("RpcError", "workspace.run failed (not_found): no such program"))
 
     async def test_cancel_while_awaiting_rpc_sends_rpc_cancel(self) -> None:
@@ -80,8 +78,7 @@ class RpcTest(KernelCase):
         frame = await self._start("await local.send('hello')")
         self.assertEqual((frame["method"], frame["params"]), ("local.send", {"text": "hello"}))
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": {"send_id": "snd_1", "seq": 4}})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "{'send_id': 'snd_1', 'seq': 4}")
+        self.assertEqual((await self.result_of())["value"], "{'send_id': 'snd_1', 'seq': 4}")
 
     async def test_local_send_passes_its_key(self) -> None:
         """`local.send(text, key=...)` sends the key with the text; a bad key is refused locally."""
@@ -89,8 +86,7 @@ class RpcTest(KernelCase):
         self.assertEqual(frame["params"], {"text": "hello", "key": "greet-1"})
         receipt = {"send_id": "snd_1", "seq": 4, "ordinal": 1, "duplicate": True}
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": receipt})
-        await self.kernel.idle()
-        self.assertIn("'duplicate': True", self.wire.reply("e1")["result"]["value"])
+        self.assertIn("'duplicate': True", (await self.result_of())["value"])
         bad = await self.call({"kind": "execute", "id": "e2", "cell": "c", "code": "await local.send('x', key='')"})
         self.assertEqual(bad["result"]["error"]["message"], "cannot send: key must be a string of 1-200 characters (got '')")
 

@@ -42,8 +42,7 @@ class TimersRpcTest(KernelCase):
         self.assertEqual(self.wire.replies("e1"), [])
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"],
                              "result": {"timer_id": "tm_1", "due_at": 1234, "state": "pending"}})
-        await self.kernel.idle()
-        result = self.wire.reply("e1")["result"]
+        result = await self.result_of()
         self.assertEqual(result["outcome"], "ok")
         self.assertEqual(result["wait"], {"reason": "nap", "timer_id": "tm_1", "due_at": 1234})
         self.assertEqual(result["stdout"], "")
@@ -54,8 +53,7 @@ class TimersRpcTest(KernelCase):
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "wait('nap', seconds=5)"})
         frame = await self.rpc_frame(0)
         self.kernel.receive({"kind": "rpc_error", "id": frame["id"], "code": "invalid_input", "message": "no"})
-        await self.kernel.idle()
-        result = self.wire.reply("e1")["result"]
+        result = await self.result_of()
         self.assertEqual((result["outcome"], result["wait"]), ("error", None))
         self.assertEqual(result["error"]["type"], "RpcError")
 
@@ -81,8 +79,7 @@ class TimersRpcTest(KernelCase):
             frame = await self.rpc_frame(index)
             self.assertEqual((frame["method"], frame["params"]), (method, params), code)
             self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": {"timer_id": "tm_9"}})
-            await self.kernel.idle()
-            self.assertEqual(self.wire.reply(f"e{index}")["result"]["value"], "{'timer_id': 'tm_9'}")
+            self.assertEqual((await self.result_of(f"e{index}"))["value"], "{'timer_id': 'tm_9'}")
 
 
 if __name__ == "__main__":
