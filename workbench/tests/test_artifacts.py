@@ -3,7 +3,7 @@
 import base64
 import unittest
 
-from tests.support import KernelCase, until
+from tests.support import KernelCase
 
 
 class ArtifactTest(KernelCase):
@@ -12,8 +12,7 @@ class ArtifactTest(KernelCase):
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1",
                    "code": "await read_artifact('ab' * 32, offset=5, length=3)"})
-        await until(lambda: bool(self.wire.of_kind("rpc")), "rpc frame sent")
-        frame = self.wire.of_kind("rpc")[0]
+        frame = await self.rpc_frame()
         self.assertEqual((frame["method"], frame["params"]),
                          ("artifact.read", {"id": "ab" * 32, "offset": 5, "length": 3}))
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"],

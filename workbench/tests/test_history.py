@@ -2,7 +2,7 @@
 
 import unittest
 
-from tests.support import KernelCase, until
+from tests.support import KernelCase
 
 
 class HistoryTest(KernelCase):
@@ -10,9 +10,7 @@ class HistoryTest(KernelCase):
         """Run ``code`` in a cell and answer its one rpc with ``result``; return the rpc frame and the reply."""
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
-        await until(lambda: bool(self.wire.of_kind("rpc")), "rpc frame sent")
-        frame = self.wire.of_kind("rpc")[0]
-        self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": result})
+        frame = await self.answer_rpc(0, result)
         await self.kernel.idle()
         return {"rpc": frame, "reply": self.wire.reply("e1")}
 

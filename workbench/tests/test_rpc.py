@@ -4,15 +4,14 @@ import base64
 import unittest
 
 from klbr import rpc
-from tests.support import KernelCase, until
+from tests.support import KernelCase
 
 
 class RpcTest(KernelCase):
     async def _start(self, code: str) -> dict:
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
-        await until(lambda: bool(self.wire.of_kind("rpc")), "rpc frame sent")
-        return self.wire.of_kind("rpc")[0]
+        return await self.rpc_frame()
 
     async def test_run_sends_rpc_and_decodes_result(self) -> None:
         """`run()` sends workspace.run {argv, timeout_s, cwd} under its execute id and decodes bytes."""
