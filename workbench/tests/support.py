@@ -56,15 +56,13 @@ class KernelCase(unittest.IsolatedAsyncioTestCase):
     max_frame_bytes = 16 * 1024 * 1024
 
     async def asyncSetUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.root = os.path.realpath(self._tmp.name)
+        self.root = os.path.realpath(self.enterContext(tempfile.TemporaryDirectory()))
         self.wire = Wire(self.max_frame_bytes)
         self.kernel = Kernel(self.wire.write, max_frame_bytes=self.max_frame_bytes)
         self._counter = 0
 
     async def asyncTearDown(self) -> None:
         await self.kernel.close()
-        self._tmp.cleanup()
 
     def send(self, frame: dict[str, Any]) -> str:
         """Hand one frame to the kernel; give it an id ``t<N>`` unless it has one."""

@@ -11,8 +11,7 @@ from klbr.workspace import Workspace
 
 class WorkspaceCase(unittest.IsolatedAsyncioTestCase):
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        base = os.path.realpath(self._tmp.name)
+        base = os.path.realpath(self.enterContext(tempfile.TemporaryDirectory()))
         self.root = os.path.join(base, "ws")
         self.sibling = os.path.join(base, "sibling")
         os.mkdir(self.root)
@@ -20,9 +19,6 @@ class WorkspaceCase(unittest.IsolatedAsyncioTestCase):
         with open(os.path.join(self.sibling, "secret.txt"), "w") as f:
             f.write("secret TODO\n")
         self.ws = Workspace(self.root)
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
 
     def write(self, rel: str, text: str) -> str:
         path = os.path.join(self.root, rel)
