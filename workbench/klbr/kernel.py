@@ -14,6 +14,7 @@ reaches the running cell, a queued cell or a running hook.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import marshal
 import os
 import platform
@@ -122,10 +123,8 @@ class Kernel:
             self._write(frame)
 
     def _stream(self, request_id: str, name: str, text: str) -> None:
-        try:
+        with contextlib.suppress(FrameTooLarge):  # live output is lossy; the final reply carries the capture
             self._write({"kind": "stream", "id": request_id, "name": name, "text": text})
-        except FrameTooLarge:
-            pass  # live output is lossy; the final reply carries the capture
 
     async def _run_job(self, job: CellJob) -> CellResult:
         assert self.state is not None, "cells are only queued after init"

@@ -11,6 +11,7 @@ directory) raise ``WorkspaceEscape``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 
@@ -170,10 +171,8 @@ def _walk(
                     return Located(root, fds, parts, name, exists=False)
                 if not make_parents:
                     raise FileNotFoundError(f"cannot use path {text!r}: {'/'.join([*parts, name])} does not exist") from None
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(name, dir_fd=fds[-1])
-                except FileExistsError:
-                    pass
                 pending.insert(0, name)
                 continue
             if stat.S_ISLNK(info.st_mode) and (follow or not last):
