@@ -1,5 +1,6 @@
 """Entry point: ``python3 -m klbr [--max-frame-bytes N]`` with ``PYTHONPATH=<repo>/workbench``."""
 
+import contextlib
 import os
 import sys
 
@@ -8,9 +9,7 @@ from klbr.serve import main
 if __name__ == "__main__":
     status = main()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     # Threads a cell started must not keep a finished workbench alive.
     os._exit(status)

@@ -35,12 +35,6 @@ from klbr.awaited import api_class
 __all__ = ["Behavior", "Draft", "TestReport", "behavior"]
 
 
-def _object(result: Any, action: str) -> dict[str, Any]:
-    if not isinstance(result, dict):
-        raise RuntimeError(f"cannot {action}: host replied with a non-object (got {type(result).__name__})")
-    return result
-
-
 @dataclass(frozen=True)
 class TestReport:
     """What the host found when it ran each hook of a draft on fixture inputs.
@@ -86,12 +80,12 @@ class Draft:
 
     async def files(self) -> list[str]:
         """The draft's file paths, relative and sorted."""
-        result = _object(await rpc.call("behavior.files", {"draft_id": self.id}), "list draft files")
+        result = await rpc.call_object("behavior.files", {"draft_id": self.id}, action="list draft files")
         return [str(path) for path in result.get("files", [])]
 
     async def read(self, path: str) -> str:
         """The text of one draft file, e.g. ``await d.read("turn.py")``."""
-        result = _object(await rpc.call("behavior.read", {"draft_id": self.id, "path": path}), "read")
+        result = await rpc.call_object("behavior.read", {"draft_id": self.id, "path": path}, action="read")
         return str(result["text"])
 
     async def write(self, path: str, text: str) -> None:
@@ -103,7 +97,7 @@ class Draft:
 
     async def test(self) -> TestReport:
         """Run every hook of the draft on fixtures in a throwaway worker; nothing is changed."""
-        result = _object(await rpc.call("behavior.test", {"draft_id": self.id}), "test draft")
+        result = await rpc.call_object("behavior.test", {"draft_id": self.id}, action="test draft")
         return TestReport(ok=bool(result.get("ok")), checks=list(result.get("checks", [])),
                           candidate_id=result.get("candidate_id"))
 
@@ -115,7 +109,7 @@ class Draft:
 
     async def diagnostics(self) -> list[dict[str, Any]]:
         """The kept diagnostics of this draft's failed tests and publishes, newest first."""
-        result = _object(await rpc.call("behavior.candidates", {"draft_id": self.id}), "read diagnostics")
+        result = await rpc.call_object("behavior.candidates", {"draft_id": self.id}, action="read diagnostics")
         return list(result.get("candidates", []))
 
     async def publish(self) -> str:
@@ -124,7 +118,7 @@ class Draft:
         Raises ``klbr.rpc.RpcError`` naming the failing hooks and the kept diagnostics
         (``cd_…``) when the test fails.
         """
-        result = _object(await rpc.call("behavior.publish", {"draft_id": self.id}), "publish")
+        result = await rpc.call_object("behavior.publish", {"draft_id": self.id}, action="publish")
         self.release = str(result["release_id"])
         return self.release
 
@@ -147,11 +141,11 @@ class Behavior:
 
     async def status(self) -> dict[str, Any]:
         """The active release, its epoch and the last good release."""
-        return _object(await rpc.call("behavior.status", {}), "read behaviour status")
+        return await rpc.call_object("behavior.status", {}, action="read behaviour status")
 
     async def draft(self) -> Draft:
         """A new writable draft copied from the active release."""
-        draft = Draft(_object(await rpc.call("behavior.draft", {}), "take a draft"))
+        draft = Draft(await rpc.call_object("behavior.draft", {}, action="take a draft"))
         self.last_draft = draft
         return draft
 
@@ -159,20 +153,18 @@ class Behavior:
         """Every kept failed candidate of this session, newest first: ``{id, draft_id,
         action, revision, at, failing, checks}``, each check with its fixture, error and
         traceback."""
-        result = _object(await rpc.call("behavior.candidates", {}), "list candidates")
+        result = await rpc.call_object("behavior.candidates", {}, action="list candidates")
         return list(result.get("candidates", []))
 
     async def activate(self, release_id: str, expected_epoch: int) -> int:
         """Switch to a published release if the epoch is still ``expected_epoch``; return the new one."""
-        result = _object(
-            await rpc.call("behavior.activate", {"release_id": release_id, "expected_epoch": expected_epoch}),
-            "activate",
-        )
+        params = {"release_id": release_id, "expected_epoch": expected_epoch}
+        result = await rpc.call_object("behavior.activate", params, action="activate")
         return int(result["epoch"])
 
     async def rollback(self) -> int:
         """Return to the last good release (compare-and-swap on the current epoch)."""
-        result = _object(await rpc.call("behavior.rollback", {}), "roll back")
+        result = await rpc.call_object("behavior.rollback", {}, action="roll back")
         return int(result["epoch"])
 
     def __repr__(self) -> str:

@@ -10,6 +10,7 @@ channel. Each stream's capture is capped, with a marker saying how much was drop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import sys
 import threading
@@ -83,11 +84,6 @@ class CellOutput:
         if sink is not None:
             self._loop = asyncio.get_running_loop()
 
-    @property
-    def closed(self) -> bool:
-        """Whether the cell has ended; later writes fall back to the original streams."""
-        return self._closed
-
     def write(self, name: str, text: str) -> bool:
         """Record ``text`` on stream ``name``; return False when already closed."""
         with self._lock:
@@ -101,10 +97,8 @@ class CellOutput:
                 return True
             self._scheduled = True
         assert self._loop is not None
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closing; close() is not going to be reached either
             self._loop.call_soon_threadsafe(self._flush)
-        except RuntimeError:
-            pass  # the loop is closing; close() is not going to be reached either
         return True
 
     def _take_pending(self) -> list[tuple[str, str]]:

@@ -41,16 +41,6 @@ class CellQueue:
         self._running: tuple[CellJob, asyncio.Task[CellResult]] | None = None
         self._drainer: asyncio.Task[None] | None = None
 
-    @property
-    def running(self) -> str | None:
-        """The request id of the running cell, if any."""
-        return self._running[0].request_id if self._running else None
-
-    @property
-    def queued(self) -> list[str]:
-        """The request ids waiting, in order."""
-        return [job.request_id for job in self._pending]
-
     def submit(self, job: CellJob) -> asyncio.Future[CellResult]:
         """Queue ``job`` behind every earlier one and return the future of its result."""
         self._pending.append(job)

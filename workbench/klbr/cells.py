@@ -28,7 +28,7 @@ import linecache
 import os
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from klbr.awaited import Made, discard, tracking, unawaited
@@ -105,17 +105,11 @@ class CellResult:
     displays: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """The ``ok.result`` object of an ``execute`` reply."""
-        return {
-            "outcome": self.outcome,
-            "value": self.value,
-            "stdout": self.stdout,
-            "stderr": self.stderr,
-            "error": self.error,
-            "wait": self.wait,
-            "duration_ms": self.duration_ms,
-            **({"displays": self.displays} if self.displays else {}),
-        }
+        """The ``ok.result`` object of an ``execute`` reply (``displays`` only when there are some)."""
+        result = asdict(self)
+        if not self.displays:
+            del result["displays"]
+        return result
 
 
 def _is_klbr_frame(filename: str) -> bool:

@@ -22,7 +22,7 @@ the cell that made them. ``help(skills.code)`` shows the whole edit loop.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Union
 
 from klbr import rpc, workspace
@@ -51,8 +51,7 @@ class Range:
 
     def to_wire(self) -> dict[str, Any]:
         """The range as the host's ``code.*`` RPCs take it."""
-        return {"path": self.path, "hash": self.hash, "start_byte": self.start_byte,
-                "end_byte": self.end_byte, "start_line": self.start_line, "end_line": self.end_line}
+        return asdict(self)
 
     @classmethod
     def from_wire(cls, data: Any) -> "Range":
@@ -250,13 +249,6 @@ async def _rel(path: str | os.PathLike[str], action: str) -> str:
     return os.path.relpath(ws.resolve(text), ws.root).replace(os.sep, "/")
 
 
-async def _call(method: str, params: dict[str, Any]) -> dict[str, Any]:
-    result = await rpc.call(method, params)
-    if not isinstance(result, dict):
-        raise RuntimeError(f"{method}: host replied with a non-object (got {type(result).__name__})")
-    return result
-
-
 @api("code.outline", "nothing was read")
 async def outline(path: str | os.PathLike[str]) -> Outline:
     """Return the ``Outline`` of a workspace file: every class, function, method, type,
@@ -268,7 +260,7 @@ async def outline(path: str | os.PathLike[str]) -> Outline:
 
     >>> print(await code.outline("app.py"))  # doctest: +SKIP
     """
-    reply = await _call("code.outline", {"path": await _rel(path, "outline")})
+    reply = await rpc.call_object("code.outline", {"path": await _rel(path, "outline")})
     return Outline(str(reply["path"]), str(reply["hash"]), str(reply["language"]), int(reply["lines"]),
                    [Symbol.from_wire(s) for s in reply["symbols"]], bool(reply["truncated"]),
                    int(reply["syntax_errors"]))
@@ -286,7 +278,7 @@ async def symbol(path: str | os.PathLike[str], name: str, kind: str | None = Non
     if not isinstance(name, str) or not name:
         raise ValueError(f"cannot find symbol: name must be a non-empty string (got {name!r})")
     params = {"path": await _rel(path, "find symbol"), "name": name, "kind": kind}
-    return Symbol.from_wire(await _call("code.symbol", params))
+    return Symbol.from_wire(await rpc.call_object("code.symbol", params))
 
 
 @api("code.find", "nothing was searched")
@@ -310,7 +302,7 @@ async def find(pattern: str, path: str | os.PathLike[str] = ".", max_results: in
         raise ValueError(f"cannot find: max_results must be an int in 1-1000 (got {max_results!r})")
     params = {"pattern": pattern, "path": await _rel(path, "find"), "max_results": max_results,
               "capture": capture}
-    reply = await _call("code.find", params)
+    reply = await rpc.call_object("code.find", params)
     matches = [
         FindMatch(str(m["path"]), Range.from_wire(m["range"]), str(m.get("text", "")),
                   dict(m.get("captures") or {}), (m.get("symbol") or {}).get("kind"),
@@ -328,7 +320,7 @@ async def read(target: Target) -> str:
     Raises ``StaleRange`` (nothing read) when the file changed since the range was taken.
     """
     rng = _range_of(target, "read")
-    reply = await _call("code.read", {"range": rng.to_wire()})
+    reply = await rpc.call_object("code.read", {"range": rng.to_wire()})
     if not reply.get("ok"):
         raise StaleRange(f"read {rng.path}", list(reply.get("stale") or []))
     return str(reply["text"])
@@ -343,7 +335,7 @@ async def lines(path: str | os.PathLike[str], start: int, end: int | None = None
     for name, value in (("start", start), ("end", end)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"cannot read lines: {name} must be a line number >= 1 (got {value!r})")
-    reply = await _call("code.lines", {"path": await _rel(path, "read lines"), "start": start, "end": end})
+    reply = await rpc.call_object("code.lines", {"path": await _rel(path, "read lines"), "start": start, "end": end})
     return Range.from_wire(reply["range"])
 
 
@@ -379,7 +371,7 @@ async def patch_many(edits: Iterable[tuple[Target, str]]) -> PatchResult:
         wire.append({"range": _range_of(target, "patch").to_wire(), "text": text})
     if not wire:
         raise ValueError("cannot patch: no edits (got an empty list)")
-    reply = await _call("code.patch", {"edits": wire})
+    reply = await rpc.call_object("code.patch", {"edits": wire})
     if not reply.get("ok"):
         if reply.get("reason") == "stale":
             raise StaleRange("patch", list(reply.get("stale") or []))

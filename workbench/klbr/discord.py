@@ -37,6 +37,7 @@ from typing import Any
 
 from klbr import rpc
 from klbr.awaited import api, api_class
+from klbr.local import check_key, check_text
 
 __all__ = ["Discord", "discord", "ignore"]
 
@@ -48,12 +49,6 @@ def _snowflake(name: str, value: object) -> str:
     if not isinstance(text, str) or not text.isdigit() or not 1 <= len(text) <= 20:
         raise ValueError(f"cannot send to discord: {name} must be a Discord id of 1-20 digits (got {value!r})")
     return text
-
-
-def _key(value: object, action: str) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= 200:
-        raise ValueError(f"cannot {action}: key must be a string of 1-200 characters (got {value!r})")
-    return value
 
 
 def _anchor(value: object) -> str | bool:
@@ -98,20 +93,14 @@ class Discord:
 
         >>> receipt = await discord.send("Deployed.")  # doctest: +SKIP
         """
-        if not isinstance(text, str):
-            raise TypeError(f"cannot send to discord: text must be a string (got {type(text).__name__})")
-        if not text.strip():
-            raise ValueError("cannot send to discord: text is empty (got only whitespace)")
-        if len(text) > _MAX_TEXT:
-            raise ValueError(f"cannot send to discord: text is over {_MAX_TEXT} characters (got {len(text)})")
-        params: dict[str, Any] = {"text": text}
+        params: dict[str, Any] = {"text": check_text(text, "send to discord", max_chars=_MAX_TEXT)}
         if channel is not None:
             params["channel"] = _snowflake("channel", channel)
         if reply_to is not None:
             params["reply_to"] = _anchor(reply_to)
         if key is not None:
-            params["key"] = _key(key, "send to discord")
-        return await self._call("discord.send", params)
+            params["key"] = check_key(key, "send to discord")
+        return await rpc.call_object("discord.send", params)
 
     async def react(self, message: str | int, emoji: str, channel: str | int | None = None,
                     key: str | None = None) -> dict[str, Any]:
@@ -130,8 +119,8 @@ class Discord:
         if channel is not None:
             params["channel"] = _snowflake("channel", channel)
         if key is not None:
-            params["key"] = _key(key, "react on discord")
-        return await self._call("discord.react", params)
+            params["key"] = check_key(key, "react on discord")
+        return await rpc.call_object("discord.react", params)
 
     async def typing(self, channel: str | int | None = None) -> dict[str, Any]:
         """Show "typing…" in ``channel`` (by default this turn's) for a few seconds.
@@ -139,7 +128,7 @@ class Discord:
         Best effort: returns ``{ok, error}`` and is never queued or retried.
         """
         params: dict[str, Any] = {} if channel is None else {"channel": _snowflake("channel", channel)}
-        return await self._call("discord.typing", params)
+        return await rpc.call_object("discord.typing", params)
 
     async def status(self, outbox_id: str) -> dict[str, Any]:
         """Return what is known of a queued row: ``{outbox_id, kind, state, attempts, remote_id, error,
@@ -154,14 +143,7 @@ class Discord:
         """
         if not isinstance(outbox_id, str) or not outbox_id:
             raise TypeError(f"cannot read discord send status: outbox_id must be a non-empty string (got {outbox_id!r})")
-        return await self._call("discord.status", {"outbox_id": outbox_id})
-
-    @staticmethod
-    async def _call(method: str, params: dict[str, Any]) -> dict[str, Any]:
-        result = await rpc.call(method, params)
-        if not isinstance(result, dict):
-            raise RuntimeError(f"{method}: host replied with a non-object (got {type(result).__name__})")
-        return result
+        return await rpc.call_object("discord.status", {"outbox_id": outbox_id})
 
     def __repr__(self) -> str:
         return ("<discord: await discord.send(text, channel=None, reply_to=None, key=None); "
@@ -185,4 +167,4 @@ async def ignore(input_id: str, reason: str) -> dict[str, Any]:
         raise ValueError(f"cannot ignore input: input_id must be an input id (got {input_id!r})")
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
         raise ValueError(f"cannot ignore input: reason must be 1-500 characters (got {reason!r})")
-    return await Discord._call("input.ignore", {"input": input_id, "reason": reason})
+    return await rpc.call_object("input.ignore", {"input": input_id, "reason": reason})

@@ -63,13 +63,11 @@ def touch_at(where: Located) -> None:
 
 
 def _atomic_write(where: Located, text: str) -> None:
-    mode = None
-    try:
+    mode = 0o644
+    with contextlib.suppress(FileNotFoundError):
         info = where.lstat()
         if stat.S_ISREG(info.st_mode):
             mode = info.st_mode & 0o7777
-    except FileNotFoundError:
-        pass
     tmp = f".{where.name}.{secrets.token_hex(6)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=where.parent_fd)
     try:
@@ -77,13 +75,11 @@ def _atomic_write(where: Located, text: str) -> None:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-            os.fchmod(out.fileno(), mode if mode is not None else 0o644)
+            os.fchmod(out.fileno(), mode)
         os.replace(tmp, where.name, src_dir_fd=where.parent_fd, dst_dir_fd=where.parent_fd)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=where.parent_fd)
-        except FileNotFoundError:
-            pass
         raise
 
 

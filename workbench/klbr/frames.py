@@ -139,8 +139,7 @@ class FrameChannel:
             raise FrameError(
                 f"cannot read frame: length is over the limit of {self.max_frame_bytes} bytes (got {length})"
             )
-        body = self._read_exact(length, "body") if length else b""
-        return decode_body(body or b"")
+        return decode_body(self._read_exact(length, "body") or b"")
 
     def write(self, obj: dict[str, Any]) -> None:
         """Write one frame atomically with respect to other writers.

@@ -211,12 +211,6 @@ def _function_source(hook: str, function: Callable[..., Any]) -> tuple[str, str]
     return source, name
 
 
-def _object(result: Any, action: str) -> dict[str, Any]:
-    if not isinstance(result, dict):
-        raise RuntimeError(f"cannot {action}: host replied with a non-object (got {type(result).__name__})")
-    return result
-
-
 @dataclass(frozen=True)
 class HookTest:
     """What the host found when it ran one hook on one input in a throwaway worker.
@@ -280,7 +274,8 @@ class Hooks:
             path = f"bound/{name.replace('.', '_')}.py"
             await rpc.call("behavior.write", {"draft_id": draft_id, "path": path, "text": source})
             target = f"{path}:{function_name}"
-        result = _object(await rpc.call("hooks.bind", {"draft_id": draft_id, "hook": name, "target": target}), "bind")
+        params = {"draft_id": draft_id, "hook": name, "target": target}
+        result = await rpc.call_object("hooks.bind", params, action="bind")
         return str(result["target"])
 
     async def test(self, name: str, fixture: Any = None, *, draft: Any = None, release: str | None = None) -> HookTest:
@@ -303,7 +298,7 @@ class Hooks:
             params["draft_id"] = _draft_id(draft)
         if release is not None:
             params["release_id"] = release
-        result = _object(await rpc.call("hooks.test", params), "test hook")
+        result = await rpc.call_object("hooks.test", params, action="test hook")
         return HookTest(
             ok=bool(result.get("ok")), hook=str(result.get("hook")), release=str(result.get("release_id")),
             output=result.get("output"), error=result.get("error"),
@@ -318,7 +313,7 @@ class Hooks:
         """
         if target is not None and not isinstance(target, str):
             target = getattr(target, "id", target)
-        result = _object(await rpc.call("hooks.trace", {"target": target}), "read traces")
+        result = await rpc.call_object("hooks.trace", {"target": target}, action="read traces")
         return result["traces"] if "traces" in result else result["trace"]
 
     async def release(self) -> dict[str, Any]:
@@ -327,7 +322,7 @@ class Hooks:
         A turn keeps the release its frame recorded until it ends; an activation during the
         turn applies from the next frame.
         """
-        return _object(await rpc.call("hooks.release", {}), "read the pinned release")
+        return await rpc.call_object("hooks.release", {}, action="read the pinned release")
 
     def __repr__(self) -> str:
         return "<hooks: await hooks.bind(name, fn, draft=d), .test(name, fixture), .trace(frame), .release()>"

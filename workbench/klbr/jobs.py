@@ -62,13 +62,6 @@ def _job_id(job_id: Any, action: str) -> str:
     return job_id
 
 
-async def _call(method: str, params: dict[str, Any]) -> Any:
-    result = await rpc.call(method, params)
-    if not isinstance(result, (dict, list)):
-        raise RuntimeError(f"{method}: host replied with a {type(result).__name__}, not JSON")
-    return result
-
-
 @api_class("jobs", start="no job was started", status="nothing was read", list="nothing was read",
            cancel="no job was cancelled", result="nothing was read")
 class Jobs:
@@ -90,22 +83,22 @@ class Jobs:
         if name is not None and (not isinstance(name, str) or not 1 <= len(name) <= 200):
             raise ValueError(f"cannot start job: name must be 1-200 characters (got {name!r})")
         params: dict[str, Any] = {"code": code, "name": name, "budget": check_budget(budget, "start job")}
-        job = await _call("jobs.start", params)
+        job = await rpc.call_json("jobs.start", params)
         return job["job_id"]
 
     async def status(self, job_id: str) -> dict[str, Any]:
         """The job now: ``state``, ``cause``, ``budget``, ``requests_used``, ``tokens_used``,
         times and what started it. Raises ``klbr.rpc.RpcError`` (``not_found``)."""
-        return await _call("jobs.status", {"job_id": _job_id(job_id, "read job")})
+        return await rpc.call_json("jobs.status", {"job_id": _job_id(job_id, "read job")})
 
     async def list(self) -> list[dict[str, Any]]:
         """The session's jobs, newest first (at most 50)."""
-        return await _call("jobs.list", {})
+        return await rpc.call_json("jobs.list", {})
 
     async def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel a job: a pending one never runs, a running one's process group is killed.
         Returns the job as it then is; an ended job is left as it was."""
-        return await _call("jobs.cancel", {"job_id": _job_id(job_id, "cancel job")})
+        return await rpc.call_json("jobs.cancel", {"job_id": _job_id(job_id, "cancel job")})
 
     async def result(self, job_id: str) -> dict[str, Any]:
         """Wait until the job has ended and return it with ``result``: ``value``, ``stdout``,
@@ -114,7 +107,7 @@ class Jobs:
         >>> (await jobs.result(job_id))["result"]["value"]  # doctest: +SKIP
         '42'
         """
-        return await _call("jobs.result", {"job_id": _job_id(job_id, "wait for job")})
+        return await rpc.call_json("jobs.result", {"job_id": _job_id(job_id, "wait for job")})
 
     def __repr__(self) -> str:
         return "<jobs: await jobs.start(code, budget=None, name=None), .status(id), .list(), .cancel(id), .result(id)>"

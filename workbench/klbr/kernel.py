@@ -14,6 +14,7 @@ reaches the running cell, a queued cell or a running hook.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import marshal
 import os
 import platform
@@ -27,14 +28,12 @@ from klbr.cells import CellResult, format_exception, run_cell
 from klbr.errors import RequestError
 from klbr.frames import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge
 from klbr.hooks import UNCHANGED, call_hook
-from klbr.prelude import build_namespace, prelude_names
+from klbr.prelude import build_namespace
 
 __all__ = ["HANDLERS", "Generation", "Handler", "Kernel"]
 
 Handler = Callable[["Kernel", dict[str, Any]], Awaitable[Any]]
 """A request handler: validates the frame and returns the ``ok`` result, or raises."""
-
-FrameWriter = Callable[[dict[str, Any]], None]
 
 RPC_REPLY_KINDS = frozenset({"rpc_ok", "rpc_error"})
 _CLOSE_GRACE_S = 2.0
@@ -42,11 +41,9 @@ _CLOSE_GRACE_S = 2.0
 
 @dataclass
 class Generation:
-    """What ``init`` fixed for this process: ids, workspace root, behaviour and namespace."""
+    """What ``init`` fixed for this process: its generation, behaviour and namespace."""
 
     generation: int
-    session: Any
-    root: str
     behavior: dict[str, Any] | None
     ns: dict[str, Any]
 
@@ -54,7 +51,7 @@ class Generation:
 class Kernel:
     """Dispatches host frames to ``HANDLERS`` and writes replies with ``write(frame)``."""
 
-    def __init__(self, write: FrameWriter, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(self, write: rpc.FrameWriter, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         """Reply through ``write``; cap each cell's captured streams to fit one frame."""
         self._write = write
         self.output_cap = min(DEFAULT_OUTPUT_CAP, max_frame_bytes // 8)
@@ -126,10 +123,8 @@ class Kernel:
             self._write(frame)
 
     def _stream(self, request_id: str, name: str, text: str) -> None:
-        try:
+        with contextlib.suppress(FrameTooLarge):  # live output is lossy; the final reply carries the capture
             self._write({"kind": "stream", "id": request_id, "name": name, "text": text})
-        except FrameTooLarge:
-            pass  # live output is lossy; the final reply carries the capture
 
     async def _run_job(self, job: CellJob) -> CellResult:
         assert self.state is not None, "cells are only queued after init"
@@ -227,13 +222,13 @@ async def handle_init(kernel: Kernel, frame: dict[str, Any]) -> dict[str, Any]:
     deny = frame.get("deny", [])
     if not isinstance(deny, list) or not all(isinstance(d, str) and os.path.isabs(d) for d in deny):
         raise _invalid(f"cannot init: deny must be a list of absolute paths (got {deny!r:.200})")
-    bound = workspace.bind(root, deny)
+    workspace.bind(root, deny)
     ns = build_namespace()
-    kernel.state = Generation(generation, frame["session"], bound.root, behavior, ns)
+    kernel.state = Generation(generation, behavior, ns)
     return {
         "pid": os.getpid(),
         "python": platform.python_version(),
-        "prelude": prelude_names(ns),
+        "prelude": sorted(name for name in ns if not name.startswith("_")),
         "fingerprint": fingerprint.LOADED,
     }
 

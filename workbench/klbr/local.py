@@ -19,9 +19,30 @@ from typing import Any
 from klbr import rpc
 from klbr.awaited import api
 
-__all__ = ["Local", "local"]
+__all__ = ["Local", "check_key", "check_text", "local"]
 
 _MAX_TEXT = 1_000_000
+
+
+def check_text(text: Any, action: str, *, max_chars: int) -> str:
+    """``text`` when it is a non-blank string of at most ``max_chars`` characters.
+
+    Raises ``TypeError``/``ValueError`` whose message starts "cannot <action>:".
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"cannot {action}: text must be a string (got {type(text).__name__})")
+    if not text.strip():
+        raise ValueError(f"cannot {action}: text is empty (got only whitespace)")
+    if len(text) > max_chars:
+        raise ValueError(f"cannot {action}: text is over {max_chars} characters (got {len(text)})")
+    return text
+
+
+def check_key(key: Any, action: str) -> str:
+    """``key`` when it is an idempotency key: a string of 1-200 characters; else ``ValueError``."""
+    if not isinstance(key, str) or not 1 <= len(key) <= 200:
+        raise ValueError(f"cannot {action}: key must be a string of 1-200 characters (got {key!r})")
+    return key
 
 
 class Local:
@@ -55,21 +76,10 @@ class Local:
         >>> receipt = await local.send("Build is green; pushed nothing.")  # doctest: +SKIP
         >>> again = await local.send("Deployed.", key="deploy-42")  # doctest: +SKIP
         """
-        if not isinstance(text, str):
-            raise TypeError(f"cannot send: text must be a string (got {type(text).__name__})")
-        if not text.strip():
-            raise ValueError("cannot send: text is empty (got only whitespace)")
-        if len(text) > _MAX_TEXT:
-            raise ValueError(f"cannot send: text is over {_MAX_TEXT} characters (got {len(text)})")
-        params: dict[str, Any] = {"text": text}
+        params: dict[str, Any] = {"text": check_text(text, "send", max_chars=_MAX_TEXT)}
         if key is not None:
-            if not isinstance(key, str) or not 1 <= len(key) <= 200:
-                raise ValueError(f"cannot send: key must be a string of 1-200 characters (got {key!r})")
-            params["key"] = key
-        result = await rpc.call("local.send", params)
-        if not isinstance(result, dict):
-            raise RuntimeError(f"cannot send: host replied with a non-object (got {type(result).__name__})")
-        return result
+            params["key"] = check_key(key, "send")
+        return await rpc.call_object("local.send", params, action="send")
 
     def __repr__(self) -> str:
         return "<local conversation: await local.send(text)>"

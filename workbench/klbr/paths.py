@@ -11,11 +11,11 @@ directory) raise ``WorkspaceEscape``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from pathlib import Path
 
-__all__ = ["Located", "WorkspaceEscape", "locate", "resolve_in", "to_relative"]
+__all__ = ["Located", "WorkspaceEscape", "locate"]
 
 PathArg = str | os.PathLike[str]
 
@@ -124,6 +124,10 @@ def locate(
     Raises ``WorkspaceEscape`` for an escape or a denied directory, ``FileNotFoundError`` or
     ``NotADirectoryError`` for a missing or non-directory parent, ``TypeError`` for a
     non-path and ``ValueError`` for an empty path or one holding a NUL byte.
+
+    >>> with locate("/usr", "lib/../bin") as where:
+    ...     where.path
+    '/usr/bin'
     """
     text = _checked_text(path)
     joined = os.path.normpath(os.path.join(root, text))
@@ -167,10 +171,8 @@ def _walk(
                     return Located(root, fds, parts, name, exists=False)
                 if not make_parents:
                     raise FileNotFoundError(f"cannot use path {text!r}: {'/'.join([*parts, name])} does not exist") from None
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(name, dir_fd=fds[-1])
-                except FileExistsError:
-                    pass
                 pending.insert(0, name)
                 continue
             if stat.S_ISLNK(info.st_mode) and (follow or not last):
@@ -214,23 +216,3 @@ def _walk(
         for fd in fds:
             os.close(fd)
         raise
-
-
-def resolve_in(root: str, path: PathArg, *, follow: bool = True, deny: tuple[str, ...] = ()) -> Path:
-    """Return the absolute path of ``path`` inside ``root`` (already a real path), resolved
-    without following any link out of it.
-
-    With ``follow=False`` a symlink as the last component is returned itself. Raises what
-    ``locate`` raises.
-
-    >>> resolve_in("/usr", "lib/../bin")
-    PosixPath('/usr/bin')
-    """
-    with locate(root, path, follow=follow, deny=deny) as where:
-        return Path(where.path)
-
-
-def to_relative(root: str, path: PathArg) -> str:
-    """The POSIX path of ``path`` relative to ``root`` (``.`` for the root itself)."""
-    rel = os.path.relpath(os.fspath(path), root)
-    return Path(rel).as_posix()

@@ -35,8 +35,3 @@ def build_namespace() -> dict[str, Any]:
               skills=skills, behavior=behavior, history=history, hooks=hooks, read_artifact=read_artifact, timers=timers,
               jobs=jobs, llm=llm, agent=agent, display=display)
     return ns
-
-
-def prelude_names(ns: dict[str, Any]) -> list[str]:
-    """The prelude names in ``ns`` (every name not starting with ``_``), sorted."""
-    return sorted(name for name in ns if not name.startswith("_"))

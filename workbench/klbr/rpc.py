@@ -16,7 +16,9 @@ import itertools
 from contextvars import ContextVar
 from typing import Any, Callable, Coroutine
 
-__all__ = ["HostRpc", "RpcError", "attributed_task", "bind", "call", "current_parent", "settle"]
+__all__ = [
+    "HostRpc", "RpcError", "attributed_task", "bind", "call", "call_json", "call_object", "current_parent", "settle",
+]
 
 current_parent: ContextVar[str | None] = ContextVar("klbr_rpc_parent", default=None)
 
@@ -62,11 +64,6 @@ class HostRpc:
         self._write = write
         self._ids = itertools.count(1)
         self._pending: dict[str, tuple[str, asyncio.Future[Any]]] = {}
-
-    @property
-    def pending(self) -> int:
-        """How many calls are waiting for the host."""
-        return len(self._pending)
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
         """Ask the host to perform ``method`` with ``params`` and return its result.
@@ -132,3 +129,27 @@ async def call(method: str, params: dict[str, Any]) -> Any:
     if _bound is None:
         raise RuntimeError(f"cannot call host rpc {method}: no host is connected (got no binding)")
     return await _bound.call(method, params)
+
+
+async def call_object(method: str, params: dict[str, Any], *, action: str | None = None) -> dict[str, Any]:
+    """Call ``method`` like ``call()`` and return its result, which must be a JSON object.
+
+    Raises what ``call()`` raises, and ``RuntimeError`` for any other result, naming
+    ``cannot <action>`` (or ``method`` when no action is given).
+    """
+    result = await call(method, params)
+    if not isinstance(result, dict):
+        where = method if action is None else f"cannot {action}"
+        raise RuntimeError(f"{where}: host replied with a non-object (got {type(result).__name__})")
+    return result
+
+
+async def call_json(method: str, params: dict[str, Any]) -> Any:
+    """Call ``method`` like ``call()`` and return its result, which must be a JSON object or list.
+
+    Raises what ``call()`` raises, and ``RuntimeError`` naming ``method`` for any other result.
+    """
+    result = await call(method, params)
+    if not isinstance(result, (dict, list)):
+        raise RuntimeError(f"{method}: host replied with a {type(result).__name__}, not JSON")
+    return result

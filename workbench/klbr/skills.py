@@ -78,7 +78,7 @@ async def write(skill_id: str, body: str) -> dict[str, Any]:
         raise TypeError(
             f"cannot write skill: id and body must be strings (got {type(skill_id).__name__}, {type(body).__name__})"
         )
-    return _receipt(await rpc.call("skills.write", {"id": skill_id, "body": body}), "write skill")
+    return await rpc.call_object("skills.write", {"id": skill_id, "body": body}, action="write skill")
 
 
 async def delete(skill_id: str) -> dict[str, Any]:
@@ -92,13 +92,7 @@ async def delete(skill_id: str) -> dict[str, Any]:
     """
     if not isinstance(skill_id, str):
         raise TypeError(f"cannot delete skill: id must be a string (got {type(skill_id).__name__})")
-    return _receipt(await rpc.call("skills.delete", {"id": skill_id}), "delete skill")
-
-
-def _receipt(result: Any, action: str) -> dict[str, Any]:
-    if not isinstance(result, dict):
-        raise RuntimeError(f"cannot {action}: host replied with a non-object (got {type(result).__name__})")
-    return result
+    return await rpc.call_object("skills.delete", {"id": skill_id}, action="delete skill")
 
 
 def _install(payload: dict[str, object]) -> None:

@@ -67,14 +67,7 @@ def due_params(when: Any, *, seconds: float | None = None, action: str = "set ti
 
 async def arm_wait(reason: str, due: dict[str, Any]) -> dict[str, Any]:
     """Set the timer of ``wait(reason, seconds=…)``; return the host's timer dict."""
-    return await _call("timers.at", {**due, "note": reason, "wait": True})
-
-
-async def _call(method: str, params: dict[str, Any]) -> Any:
-    result = await rpc.call(method, params)
-    if not isinstance(result, (dict, list)):
-        raise RuntimeError(f"{method}: host replied with a {type(result).__name__}, not JSON")
-    return result
+    return await rpc.call_json("timers.at", {**due, "note": reason, "wait": True})
 
 
 def _note(note: Any) -> str:
@@ -101,14 +94,14 @@ class Timers:
 
         >>> t = await timers.at("2030-01-01T09:00:00+01:00", "new year's review")  # doctest: +SKIP
         """
-        return await _call("timers.at", {**due_params(when), "note": _note(note)})
+        return await rpc.call_json("timers.at", {**due_params(when), "note": _note(note)})
 
     async def after(self, seconds: float, note: str = "") -> dict[str, Any]:
         """Set a timer that fires ``seconds`` from now (by the host's clock); return it.
 
         >>> t = await timers.after(3600, "check the deploy")  # doctest: +SKIP
         """
-        return await _call("timers.at", {**due_params(None, seconds=seconds), "note": _note(note)})
+        return await rpc.call_json("timers.at", {**due_params(None, seconds=seconds), "note": _note(note)})
 
     async def cancel(self, timer_id: str) -> dict[str, Any]:
         """Cancel a pending timer; it never fires. Return it with ``cancelled`` (False when it
@@ -118,11 +111,11 @@ class Timers:
         """
         if not isinstance(timer_id, str) or not timer_id:
             raise TypeError(f"cannot cancel timer: timer_id must be a non-empty string (got {timer_id!r})")
-        return await _call("timers.cancel", {"timer_id": timer_id})
+        return await rpc.call_json("timers.cancel", {"timer_id": timer_id})
 
     async def list(self, all: bool = False) -> list[dict[str, Any]]:  # noqa: A002 - the documented name
         """The session's pending timers, newest first; with ``all=True`` the ended ones too."""
-        return await _call("timers.list", {"all": bool(all)})
+        return await rpc.call_json("timers.list", {"all": bool(all)})
 
     def __repr__(self) -> str:
         return "<timers: await timers.at(when, note), .after(seconds, note), .cancel(id), .list()>"

@@ -75,9 +75,7 @@ class RunResult:
         )
 
 
-def _run_result(reply: Any) -> RunResult:
-    if not isinstance(reply, dict):
-        raise RuntimeError(f"cannot run: host replied with a non-object (got {type(reply).__name__})")
+def _run_result(reply: dict[str, Any]) -> RunResult:
     return RunResult(
         exit_code=reply.get("exit_code"),
         stdout=base64.b64decode(reply.get("stdout_b64") or ""),
@@ -221,8 +219,8 @@ class Workspace:
                 if found.name and (not found.exists or not stat.S_ISDIR(found.lstat().st_mode)):
                     raise NotADirectoryError(f"cannot run: cwd is not a directory (got {cwd!r})")
                 where = found.path
-        reply = await rpc.call("workspace.run", {"argv": args, "timeout_s": timeout, "cwd": where})
-        return _run_result(reply)
+        params = {"argv": args, "timeout_s": timeout, "cwd": where}
+        return _run_result(await rpc.call_object("workspace.run", params, action="run"))
 
     def __repr__(self) -> str:
         return f"<workspace {self.root}>"

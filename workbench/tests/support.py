@@ -56,15 +56,13 @@ class KernelCase(unittest.IsolatedAsyncioTestCase):
     max_frame_bytes = 16 * 1024 * 1024
 
     async def asyncSetUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.root = os.path.realpath(self._tmp.name)
+        self.root = os.path.realpath(self.enterContext(tempfile.TemporaryDirectory()))
         self.wire = Wire(self.max_frame_bytes)
         self.kernel = Kernel(self.wire.write, max_frame_bytes=self.max_frame_bytes)
         self._counter = 0
 
     async def asyncTearDown(self) -> None:
         await self.kernel.close()
-        self._tmp.cleanup()
 
     def send(self, frame: dict[str, Any]) -> str:
         """Hand one frame to the kernel; give it an id ``t<N>`` unless it has one."""
@@ -79,6 +77,26 @@ class KernelCase(unittest.IsolatedAsyncioTestCase):
         request_id = self.send(frame)
         await self.kernel.idle()
         return self.wire.reply(request_id)
+
+    async def execute(self, code: str, request_id: str = "e1") -> dict[str, Any]:
+        """Run ``code`` as one cell, wait until everything is handled, return its ``execute`` result."""
+        return (await self.call({"kind": "execute", "id": request_id, "cell": request_id, "code": code}))["result"]
+
+    async def result_of(self, request_id: str = "e1") -> dict[str, Any]:
+        """Wait until everything is handled; return the ``result`` of the one reply to ``request_id``."""
+        await self.kernel.idle()
+        return self.wire.reply(request_id)["result"]
+
+    async def rpc_frame(self, index: int = 0) -> dict[str, Any]:
+        """The ``index``-th rpc frame the kernel sent, once it has been sent."""
+        await until(lambda: len(self.wire.of_kind("rpc")) > index, f"rpc frame {index} sent")
+        return self.wire.of_kind("rpc")[index]
+
+    async def answer_rpc(self, index: int, result: object) -> dict[str, Any]:
+        """Answer the ``index``-th rpc frame with ``rpc_ok`` carrying ``result``; return that frame."""
+        frame = await self.rpc_frame(index)
+        self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": result})
+        return frame
 
     async def init(self, **fields: Any) -> dict[str, Any]:
         frame = {"kind": "init", "generation": 1, "session": "default", "workspace": self.root,

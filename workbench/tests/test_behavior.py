@@ -6,19 +6,10 @@ import unittest
 
 from klbr.behavior import behavior
 from klbr.fingerprint import package_hash
-from tests.support import KernelCase, until
+from tests.support import KernelCase
 
 
 class BehaviorTest(KernelCase):
-    async def _rpc(self, index: int) -> dict:
-        await until(lambda: len(self.wire.of_kind("rpc")) > index, f"rpc frame {index} sent")
-        return self.wire.of_kind("rpc")[index]
-
-    async def _answer(self, index: int, result: dict) -> dict:
-        frame = await self._rpc(index)
-        self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": result})
-        return frame
-
     async def test_draft_edit_test_activate_speaks_one_rpc_each(self) -> None:
         """`Draft.activate()` publishes once, then activates at the draft's base epoch."""
         await self.init()
@@ -30,21 +21,20 @@ class BehaviorTest(KernelCase):
             "(repr(d), report.ok, str(report), epoch, d.release)",
         ])
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
-        draft = await self._answer(0, {"draft_id": "dr1", "base_release": "a" * 64, "base_epoch": 3})
+        draft = await self.answer_rpc(0, {"draft_id": "dr1", "base_release": "a" * 64, "base_epoch": 3})
         self.assertEqual((draft["method"], draft["params"]), ("behavior.draft", {}))
-        write = await self._answer(1, {})
+        write = await self.answer_rpc(1, {})
         self.assertEqual((write["method"], write["params"]),
                          ("behavior.write", {"draft_id": "dr1", "path": "turn.py", "text": "x"}))
-        test = await self._answer(2, {"ok": False, "checks": [
+        test = await self.answer_rpc(2, {"ok": False, "checks": [
             {"hook": "turn.next", "ok": False, "detail": "returned 42"}]})
         self.assertEqual((test["method"], test["params"]), ("behavior.test", {"draft_id": "dr1"}))
-        publish = await self._answer(3, {"release_id": "b" * 64})
+        publish = await self.answer_rpc(3, {"release_id": "b" * 64})
         self.assertEqual(publish["method"], "behavior.publish")
-        activate = await self._answer(4, {"epoch": 4, "release_id": "b" * 64})
+        activate = await self.answer_rpc(4, {"epoch": 4, "release_id": "b" * 64})
         self.assertEqual((activate["method"], activate["params"]),
                          ("behavior.activate", {"release_id": "b" * 64, "expected_epoch": 3}))
-        await self.kernel.idle()
-        value = self.wire.reply("e1")["result"]["value"]
+        value = (await self.result_of())["value"]
         self.assertIn("<draft dr1 of release aaaaaaaaaaaa at epoch 3>", value)
         self.assertIn("False", value)
         self.assertIn("FAIL turn.next: returned 42", value)
@@ -55,8 +45,7 @@ class BehaviorTest(KernelCase):
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1",
                    "code": "from klbr.behavior import Draft\nd = Draft({'draft_id': 'x', 'base_release': 'r', 'base_epoch': 1})\nawait d.write('a.py', b'x')"})
-        await self.kernel.idle()
-        error = self.wire.reply("e1")["result"]["error"]
+        error = (await self.result_of())["error"]
         self.assertEqual((error["type"], error["message"]), ("TypeError", "cannot write a.py: text must be a string (got bytes)"))
         self.assertEqual(self.wire.of_kind("rpc"), [])
 
@@ -64,52 +53,39 @@ class BehaviorTest(KernelCase):
         """`behavior.rollback()` and `behavior.status()` are single RPCs."""
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "(await behavior.status())['epoch'], await behavior.rollback()"})
-        status = await self._answer(0, {"release_id": "a" * 64, "epoch": 2, "last_good": "a" * 64})
+        status = await self.answer_rpc(0, {"release_id": "a" * 64, "epoch": 2, "last_good": "a" * 64})
         self.assertEqual(status["method"], "behavior.status")
-        rollback = await self._answer(1, {"epoch": 3, "release_id": "c" * 64})
+        rollback = await self.answer_rpc(1, {"epoch": 3, "release_id": "c" * 64})
         self.assertEqual(rollback["method"], "behavior.rollback")
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "(2, 3)")
+        self.assertEqual((await self.result_of())["value"], "(2, 3)")
 
 
 class HooksSdkTest(KernelCase):
-    async def _rpc(self, index: int) -> dict:
-        await until(lambda: len(self.wire.of_kind("rpc")) > index, f"rpc frame {index} sent")
-        return self.wire.of_kind("rpc")[index]
-
-    async def _answer(self, index: int, result: dict) -> dict:
-        frame = await self._rpc(index)
-        self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": result})
-        return frame
-
     async def test_bind_a_cell_function_copies_its_source_into_the_draft(self) -> None:
         """`hooks.bind()` with a def writes its source to bound/<hook>.py, then binds it, in the last draft."""
         await self.init()
         self.send({"kind": "execute", "id": "e0", "cell": "c0", "code": "d = await behavior.draft()"})
-        await self._answer(0, {"draft_id": "dr1", "base_release": "a" * 64, "base_epoch": 1})
+        await self.answer_rpc(0, {"draft_id": "dr1", "base_release": "a" * 64, "base_epoch": 1})
         await self.kernel.idle()
         code = "def decide(**context):\n    return {'action': 'stop'}\n\nawait hooks.bind('turn.next', decide)"
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
-        write = await self._answer(1, {})
+        write = await self.answer_rpc(1, {})
         self.assertEqual((write["method"], write["params"]["draft_id"], write["params"]["path"]),
                          ("behavior.write", "dr1", "bound/turn_next.py"))
         self.assertEqual(write["params"]["text"], "def decide(**context):\n    return {'action': 'stop'}\n")
-        bind = await self._answer(2, {"target": "bound/turn_next.py:decide", "bindings": {}})
+        bind = await self.answer_rpc(2, {"target": "bound/turn_next.py:decide", "bindings": {}})
         self.assertEqual((bind["method"], bind["params"]),
                          ("hooks.bind", {"draft_id": "dr1", "hook": "turn.next", "target": "bound/turn_next.py:decide"}))
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "'bound/turn_next.py:decide'")
+        self.assertEqual((await self.result_of())["value"], "'bound/turn_next.py:decide'")
 
     async def test_bind_refuses_a_lambda_and_no_draft_without_rpc(self) -> None:
         """`hooks.bind()` refuses a lambda and a call with no draft before any frame is sent."""
         behavior.last_draft = None  # one process is one generation; tests share the object
         await self.init()
-        self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "await hooks.bind('turn.next', 'x.py:f')"})
-        await self.kernel.idle()
-        self.assertIn("no draft given and none taken", self.wire.reply("e1")["result"]["error"]["message"])
-        self.send({"kind": "execute", "id": "e2", "cell": "c2", "code": "await hooks.bind('turn.next', lambda: 1, draft='dr1')"})
-        await self.kernel.idle()
-        self.assertIn("pass a def function", self.wire.reply("e2")["result"]["error"]["message"])
+        no_draft = await self.execute("await hooks.bind('turn.next', 'x.py:f')")
+        self.assertIn("no draft given and none taken", no_draft["error"]["message"])
+        a_lambda = await self.execute("await hooks.bind('turn.next', lambda: 1, draft='dr1')", "e2")
+        self.assertIn("pass a def function", a_lambda["error"]["message"])
         self.assertEqual(self.wire.of_kind("rpc"), [])
 
     async def test_test_trace_and_release_are_single_rpcs(self) -> None:
@@ -123,19 +99,18 @@ class HooksSdkTest(KernelCase):
             "(r.ok, r.output, r2.ok, len(t), p['release_id'], str(r).splitlines()[0])",
         ])
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
-        one = await self._answer(0, {"ok": True, "hook": "turn.next", "release_id": "draft-x", "output": {"action": "stop"},
+        one = await self.answer_rpc(0, {"ok": True, "hook": "turn.next", "release_id": "draft-x", "output": {"action": "stop"},
                                      "error": None, "duration_ms": 3, "trace_id": "tr_2"})
         self.assertEqual((one["method"], one["params"]),
                          ("hooks.test", {"hook": "turn.next", "trace_id": "tr_1", "draft_id": "dr1"}))
-        two = await self._answer(1, {"ok": False, "hook": "model.plan", "release_id": "a" * 64, "output": None,
+        two = await self.answer_rpc(1, {"ok": False, "hook": "model.plan", "release_id": "a" * 64, "output": None,
                                      "error": {"code": "hook_failed", "message": "m", "traceback": "tb"}, "duration_ms": 1})
         self.assertEqual(two["params"], {"hook": "model.plan", "args": {"session": {}}})
-        trace = await self._answer(2, {"traces": [{"id": "tr_3"}, {"id": "tr_4"}]})
+        trace = await self.answer_rpc(2, {"traces": [{"id": "tr_3"}, {"id": "tr_4"}]})
         self.assertEqual((trace["method"], trace["params"]), ("hooks.trace", {"target": "fr_1"}))
-        release = await self._answer(3, {"release_id": "b" * 64, "frame_id": "fr_1"})
+        release = await self.answer_rpc(3, {"release_id": "b" * 64, "frame_id": "fr_1"})
         self.assertEqual(release["method"], "hooks.release")
-        await self.kernel.idle()
-        value = self.wire.reply("e1")["result"]["value"]
+        value = (await self.result_of())["value"]
         self.assertIn("(True, {'action': 'stop'}, False, 2, 'bbbb", value)
         self.assertIn("turn.next on draft-x: ok in 3 ms", value)
 
@@ -144,12 +119,11 @@ class HooksSdkTest(KernelCase):
         await self.init()
         code = "from klbr.behavior import Draft\nd = Draft({'draft_id': 'dr1', 'base_release': 'r', 'base_epoch': 1})\n(len(await behavior.candidates()), len(await d.diagnostics()))"
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
-        every = await self._answer(0, {"candidates": [{"id": "cd_1"}, {"id": "cd_2"}]})
+        every = await self.answer_rpc(0, {"candidates": [{"id": "cd_1"}, {"id": "cd_2"}]})
         self.assertEqual((every["method"], every["params"]), ("behavior.candidates", {}))
-        one = await self._answer(1, {"candidates": [{"id": "cd_1"}]})
+        one = await self.answer_rpc(1, {"candidates": [{"id": "cd_1"}]})
         self.assertEqual(one["params"], {"draft_id": "dr1"})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "(2, 1)")
+        self.assertEqual((await self.result_of())["value"], "(2, 1)")
 
 
 class FingerprintTest(KernelCase):

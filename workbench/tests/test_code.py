@@ -4,7 +4,7 @@
 import os
 import unittest
 
-from tests.support import KernelCase, until
+from tests.support import KernelCase
 
 HASH = "a" * 64
 NEW = "b" * 64
@@ -14,18 +14,13 @@ SYMBOL = {"kind": "function", "name": "f", "qualified_name": "f", "depth": 0, "s
 
 
 class CodeTest(KernelCase):
-    async def _rpc(self, index: int = 0) -> dict:
-        await until(lambda: len(self.wire.of_kind("rpc")) > index, f"rpc frame {index} sent")
-        return self.wire.of_kind("rpc")[index]
-
     async def _run(self, code: str, *results: object) -> dict:
         """Run one cell, answer its RPCs with `results` in order, return the cell's result."""
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
         for index, result in enumerate(results):
-            frame = await self._rpc(index)
+            frame = await self.rpc_frame(index)
             self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": result})
-        await self.kernel.idle()
-        return self.wire.reply("e1")["result"]
+        return await self.result_of()
 
     async def test_outline_sends_a_relative_path_and_builds_the_outline(self) -> None:
         """`code.outline()` sends the workspace-relative path and returns an Outline of Symbols."""
@@ -130,18 +125,14 @@ class CodeTest(KernelCase):
             ("await code.lines('a.py', 0)", "ValueError"),
         ]
         for index, (source, kind) in enumerate(cases):
-            self.send({"kind": "execute", "id": f"e{index}", "cell": f"c{index}", "code": source})
-            await self.kernel.idle()
-            error = self.wire.reply(f"e{index}")["result"]["error"]
+            error = (await self.execute(source, f"e{index}"))["error"]
             self.assertEqual(error["type"], kind, source)
         self.assertEqual(self.wire.of_kind("rpc"), [])
 
     async def test_help_reads_the_contract(self) -> None:
         """`help(code.patch_many)` explains the all-or-none and syntax rules."""
         await self.init()
-        self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "help(code.patch_many)"})
-        await self.kernel.idle()
-        out = self.wire.reply("e1")["result"]["stdout"]
+        out = (await self.execute("help(code.patch_many)"))["stdout"]
         self.assertIn("or none of them", out)
         self.assertIn("PatchRefused", out)
 

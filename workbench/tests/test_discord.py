@@ -2,34 +2,29 @@
 
 import unittest
 
-from tests.support import KernelCase, until
+from tests.support import KernelCase
 
 
 class DiscordTest(KernelCase):
-    async def _rpc(self, index: int) -> dict:
-        await until(lambda: len(self.wire.of_kind("rpc")) > index, f"rpc frame {index} sent")
-        return self.wire.of_kind("rpc")[index]
-
     async def test_send_speaks_one_rpc_and_returns_the_receipt(self) -> None:
         """`discord.send()` sends text, channel and reply_to as strings and returns the host's receipt."""
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1",
                    "code": "await discord.send('hi', channel=123, reply_to='456')"})
-        frame = await self._rpc(0)
+        frame = await self.rpc_frame(0)
         self.assertEqual((frame["method"], frame["params"]),
                          ("discord.send", {"text": "hi", "channel": "123", "reply_to": "456"}))
         self.assertEqual(frame["parent"], "e1")
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"],
                              "result": {"outbox_id": "ob_1", "state": "pending"}})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"],
+        self.assertEqual((await self.result_of())["value"],
                          "{'outbox_id': 'ob_1', 'state': 'pending'}")
 
     async def test_send_without_channel_leaves_routing_to_the_host(self) -> None:
         """`discord.send(text)` sends only the text: the host picks the turn's channel."""
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "await discord.send('yo')"})
-        frame = await self._rpc(0)
+        frame = await self.rpc_frame(0)
         self.assertEqual(frame["params"], {"text": "yo"})
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": {"outbox_id": "ob_2", "state": "pending"}})
         await self.kernel.idle()
@@ -39,21 +34,19 @@ class DiscordTest(KernelCase):
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1",
                    "code": "(await discord.status('ob_1'))['state']"})
-        frame = await self._rpc(0)
+        frame = await self.rpc_frame(0)
         self.assertEqual((frame["method"], frame["params"]), ("discord.status", {"outbox_id": "ob_1"}))
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": {"outbox_id": "ob_1", "state": "unknown"}})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "'unknown'")
+        self.assertEqual((await self.result_of())["value"], "'unknown'")
 
     async def test_host_refusal_reaches_the_cell(self) -> None:
         """`discord.send()` raises the host's refusal, e.g. when Discord is not configured."""
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "await discord.send('hi')"})
-        frame = await self._rpc(0)
+        frame = await self.rpc_frame(0)
         self.kernel.receive({"kind": "rpc_error", "id": frame["id"], "code": "invalid_config",
                              "message": "cannot send to discord: discord is not configured"})
-        await self.kernel.idle()
-        error = self.wire.reply("e1")["result"]["error"]
+        error = (await self.result_of())["error"]
         self.assertEqual(error["type"], "RpcError")
         self.assertIn("discord is not configured", error["message"])
 
@@ -72,9 +65,7 @@ class DiscordTest(KernelCase):
              "cannot read discord send status: outbox_id must be a non-empty string (got '')"),
         ]
         for index, (code, kind, message) in enumerate(cases):
-            self.send({"kind": "execute", "id": f"e{index}", "cell": f"c{index}", "code": code})
-            await self.kernel.idle()
-            error = self.wire.reply(f"e{index}")["result"]["error"]
+            error = (await self.execute(code, f"e{index}"))["error"]
             self.assertEqual((error["type"], error["message"]), (kind, message))
         self.assertEqual(self.wire.of_kind("rpc"), [])
 
@@ -95,7 +86,7 @@ class DiscordTest(KernelCase):
         ]
         for index, (code, method, params) in enumerate(calls):
             self.send({"kind": "execute", "id": f"e{index}", "cell": f"c{index}", "code": code})
-            frame = await self._rpc(index)
+            frame = await self.rpc_frame(index)
             self.assertEqual((frame["method"], frame["params"]), (method, params))
             self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": {"ok": True}})
             await self.kernel.idle()
@@ -111,9 +102,7 @@ class DiscordTest(KernelCase):
             ("await ignore('in_1', ' ')", "ValueError", "cannot ignore input: reason must be 1-500 characters (got ' ')"),
         ]
         for index, (code, kind, message) in enumerate(cases):
-            self.send({"kind": "execute", "id": f"e{index}", "cell": f"c{index}", "code": code})
-            await self.kernel.idle()
-            error = self.wire.reply(f"e{index}")["result"]["error"]
+            error = (await self.execute(code, f"e{index}"))["error"]
             self.assertEqual((error["type"], error["message"]), (kind, message))
         self.assertEqual(self.wire.of_kind("rpc"), [])
 

@@ -16,13 +16,9 @@ RELEASE = {"hook": None}
 class DraftTestsCase(unittest.IsolatedAsyncioTestCase):
     def setUp(self) -> None:
         capture.install()
-        self._tmp = tempfile.TemporaryDirectory()
-        self.dir = self._tmp.name
+        self.dir = self.enterContext(tempfile.TemporaryDirectory())
         os.mkdir(os.path.join(self.dir, "tests"))
         self.write("turn.py", "def next(**context):\n    return {'action': 'wait'}\n")
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
 
     def write(self, name: str, source: str) -> None:
         with open(os.path.join(self.dir, name), "w", encoding="utf-8") as f:

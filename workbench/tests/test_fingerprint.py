@@ -9,8 +9,7 @@ from klbr import fingerprint
 
 class PackageHashTest(unittest.TestCase):
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.root = self._tmp.name
+        self.root = self.enterContext(tempfile.TemporaryDirectory())
         os.makedirs(os.path.join(self.root, "sub", "__pycache__"))
         self.write("a.py", "x = 1\n")
         self.write("sub/b.py", "y = 2\n")
@@ -20,7 +19,6 @@ class PackageHashTest(unittest.TestCase):
 
     def tearDown(self) -> None:
         fingerprint._kept.pop(self.root, None)
-        self._tmp.cleanup()
 
     def write(self, rel: str, text: str) -> None:
         with open(os.path.join(self.root, rel), "w") as handle:

@@ -2,7 +2,7 @@
 
 import unittest
 
-from tests.support import KernelCase, until
+from tests.support import KernelCase
 
 
 class HistoryTest(KernelCase):
@@ -10,9 +10,7 @@ class HistoryTest(KernelCase):
         """Run ``code`` in a cell and answer its one rpc with ``result``; return the rpc frame and the reply."""
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
-        await until(lambda: bool(self.wire.of_kind("rpc")), "rpc frame sent")
-        frame = self.wire.of_kind("rpc")[0]
-        self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": result})
+        frame = await self.answer_rpc(0, result)
         await self.kernel.idle()
         return {"rpc": frame, "reply": self.wire.reply("e1")}
 
@@ -50,9 +48,7 @@ class HistoryTest(KernelCase):
             "await history.read('send:1', length=0)": "cannot use history: length must be an integer in 1-1000000 (got 0)",
         }
         for n, (code, message) in enumerate(cases.items()):
-            self.send({"kind": "execute", "id": f"e{n}", "cell": f"c{n}", "code": code})
-            await self.kernel.idle()
-            error = self.wire.reply(f"e{n}")["result"]["error"]
+            error = (await self.execute(code, f"e{n}"))["error"]
             self.assertEqual((error["type"], error["message"]), ("ValueError", message), code)
         self.assertEqual(self.wire.of_kind("rpc"), [])
 

@@ -15,11 +15,7 @@ DEFAULTS = {"revision": "defaults", "path": os.path.join(REPO, "behavior")}
 
 class HookCase(unittest.IsolatedAsyncioTestCase):
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.dir = self._tmp.name
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
+        self.dir = self.enterContext(tempfile.TemporaryDirectory())
 
     def hook_file(self, name: str, source: str) -> None:
         with open(os.path.join(self.dir, name), "w") as f:

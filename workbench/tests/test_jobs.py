@@ -3,7 +3,7 @@
 import unittest
 
 from klbr.jobs import check_budget
-from tests.support import KernelCase, until
+from tests.support import KernelCase
 
 
 class CheckBudgetTest(unittest.TestCase):
@@ -22,25 +22,15 @@ class CheckBudgetTest(unittest.TestCase):
 
 
 class JobsRpcTest(KernelCase):
-    async def _rpc(self, index: int) -> dict:
-        await until(lambda: len(self.wire.of_kind("rpc")) > index, f"rpc frame {index} sent")
-        return self.wire.of_kind("rpc")[index]
-
-    async def _answer(self, index: int, result: object) -> dict:
-        frame = await self._rpc(index)
-        self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": result})
-        return frame
-
     async def test_start_returns_the_job_id_at_once(self) -> None:
         """`jobs.start()` sends code, name and budget, and returns only the id."""
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1",
                    "code": "await jobs.start('6*7', budget={'tokens': 100}, name='answer')"})
-        frame = await self._answer(0, {"job_id": "job_1", "state": "pending"})
+        frame = await self.answer_rpc(0, {"job_id": "job_1", "state": "pending"})
         self.assertEqual((frame["method"], frame["params"]),
                          ("jobs.start", {"code": "6*7", "name": "answer", "budget": {"tokens": 100}}))
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "'job_1'")
+        self.assertEqual((await self.result_of())["value"], "'job_1'")
 
     async def test_status_list_cancel_and_result_speak_one_rpc_each(self) -> None:
         """`jobs.status/list/cancel/result` each send the job id (or nothing) to their method."""
@@ -49,11 +39,11 @@ class JobsRpcTest(KernelCase):
                  ("result", {"job_id": "job_1"})]
         for index, (name, params) in enumerate(cases):
             self.send({"kind": "execute", "id": f"e{index}", "cell": "c", "code": f"await jobs.{name}('job_1')"})
-            frame = await self._answer(index, {"job_id": "job_1", "state": "done"})
+            frame = await self.answer_rpc(index, {"job_id": "job_1", "state": "done"})
             self.assertEqual((frame["method"], frame["params"]), (f"jobs.{name}", params))
             await self.kernel.idle()
         self.send({"kind": "execute", "id": "el", "cell": "c", "code": "await jobs.list()"})
-        frame = await self._answer(3, [])
+        frame = await self.answer_rpc(3, [])
         self.assertEqual((frame["method"], frame["params"]), ("jobs.list", {}))
 
     async def test_llm_returns_text_and_usage(self) -> None:
@@ -61,11 +51,10 @@ class JobsRpcTest(KernelCase):
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1",
                    "code": "r = await llm('hi?', max_tokens=5, budget=50)\n(str(r), r.usage, r.call_id)"})
-        frame = await self._answer(0, {"text": "hello", "usage": {"prompt_tokens": 3}, "call_id": "mc_1"})
+        frame = await self.answer_rpc(0, {"text": "hello", "usage": {"prompt_tokens": 3}, "call_id": "mc_1"})
         self.assertEqual(frame["params"], {"prompt": "hi?", "route": "fast", "max_tokens": 5, "budget": 50,
                                            "system": None})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "('hello', {'prompt_tokens': 3}, 'mc_1')")
+        self.assertEqual((await self.result_of())["value"], "('hello', {'prompt_tokens': 3}, 'mc_1')")
 
     async def test_llm_raises_budget_exceeded_with_until(self) -> None:
         """`llm()` turns the host's `over_budget` into `BudgetExceeded` with the time it frees."""
@@ -73,26 +62,24 @@ class JobsRpcTest(KernelCase):
         code = ("from klbr.llm import BudgetExceeded\ntry:\n    await llm('x')\nexcept BudgetExceeded as e:\n"
                 "    print(e.until)")
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
-        frame = await self._rpc(0)
+        frame = await self.rpc_frame(0)
         self.kernel.receive({"kind": "rpc_error", "id": frame["id"], "code": "over_budget",
                              "message": "cannot call the model: the budget is spent (got tokens_per_hour: 5 of 4 "
                                         "used; frees at 2030-01-01T00:00:00.000Z)"})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["stdout"], "2030-01-01T00:00:00.000Z\n")
+        self.assertEqual((await self.result_of())["stdout"], "2030-01-01T00:00:00.000Z\n")
 
     async def test_agent_starts_an_agent_job_and_waits_for_its_result(self) -> None:
         """`agent()` starts a job of kind agent, waits for its result and returns it."""
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1",
                    "code": "a = await agent('sum it', budget={'tokens': 500})\n(a.ok, str(a), a.tokens_used)"})
-        start = await self._answer(0, {"job_id": "job_7", "state": "pending"})
+        start = await self.answer_rpc(0, {"job_id": "job_7", "state": "pending"})
         self.assertEqual(start["params"], {"code": "sum it", "kind": "agent", "route": "main", "name": None,
                                            "budget": {"tokens": 500}})
-        wait = await self._answer(1, {"job_id": "job_7", "state": "done", "cause": "answered",
+        wait = await self.answer_rpc(1, {"job_id": "job_7", "state": "done", "cause": "answered",
                                       "result": {"value": "42"}, "tokens_used": 120})
         self.assertEqual((wait["method"], wait["params"]), ("jobs.result", {"job_id": "job_7"}))
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "(True, '42', 120)")
+        self.assertEqual((await self.result_of())["value"], "(True, '42', 120)")
 
     async def test_bad_arguments_are_refused_without_rpc(self) -> None:
         """`jobs.start`, `llm` and `agent` refuse bad arguments in the cell and send nothing."""

@@ -187,8 +187,7 @@ class QueueTest(KernelCase):
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "import asyncio\nlog.append('1a')\nawait asyncio.sleep(0)\nlog.append('1b')"})
         self.send({"kind": "execute", "id": "e2", "cell": "c2", "code": "log.append('2')"})
         self.send({"kind": "execute", "id": "e3", "cell": "c3", "code": "log.append('3')\nlog"})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e3")["result"]["value"], "['1a', '1b', '2', '3']")
+        self.assertEqual((await self.result_of("e3"))["value"], "['1a', '1b', '2', '3']")
 
     async def _block_first_cell(self) -> asyncio.Event:
         await self.init()
@@ -213,8 +212,7 @@ class QueueTest(KernelCase):
         await until(lambda: len(self.wire.replies("e2")) == 1, "queued cell answered")
         self.assertEqual(self.wire.reply("e2")["result"]["outcome"], "cancelled")
         release.set()
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply(cancel)["result"], {"cancelled": True})
+        self.assertEqual(await self.result_of(cancel), {"cancelled": True})
         self.assertEqual(self.wire.reply("e1")["result"]["value"], "'done'")
         self.assertNotIn("ran", self.kernel.state.ns)
 
@@ -233,8 +231,7 @@ class QueueTest(KernelCase):
         await until(lambda: len(self.wire.replies(ping)) == 1, "ping answered")
         self.assertEqual(self.wire.replies("e1"), [])
         release.set()
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["outcome"], "ok")
+        self.assertEqual((await self.result_of())["outcome"], "ok")
 
 
 if __name__ == "__main__":

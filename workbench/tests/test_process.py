@@ -86,11 +86,7 @@ class Worker:
 
 class ProcessTest(unittest.TestCase):
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.workspace = os.path.realpath(self._tmp.name)
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
+        self.workspace = os.path.realpath(self.enterContext(tempfile.TemporaryDirectory()))
 
     def start(self, *args: str) -> Worker:
         worker = Worker(self.workspace, *args)

@@ -4,15 +4,14 @@ import base64
 import unittest
 
 from klbr import rpc
-from tests.support import KernelCase, until
+from tests.support import KernelCase
 
 
 class RpcTest(KernelCase):
     async def _start(self, code: str) -> dict:
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
-        await until(lambda: bool(self.wire.of_kind("rpc")), "rpc frame sent")
-        return self.wire.of_kind("rpc")[0]
+        return await self.rpc_frame()
 
     async def test_run_sends_rpc_and_decodes_result(self) -> None:
         """`run()` sends workspace.run {argv, timeout_s, cwd} under its execute id and decodes bytes."""
@@ -22,8 +21,7 @@ class RpcTest(KernelCase):
         self.kernel.receive({"kind": "rpc_ok", "id": "w1", "result": {
             "exit_code": 0, "stdout_b64": base64.b64encode(b"clean\n").decode(), "stderr_b64": "",
             "stdout_truncated": True, "stderr_truncated": False, "timed_out": False, "duration_ms": 12}})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "(0, b'clean\\n', b'', True, False, True)")
+        self.assertEqual((await self.result_of())["value"], "(0, b'clean\\n', b'', True, False, True)")
 
     async def test_run_cwd_is_resolved_inside_root(self) -> None:
         """`run()` sends cwd as the absolute path inside the workspace."""
@@ -36,8 +34,7 @@ class RpcTest(KernelCase):
         """`run()` raises RpcError with the host's code when the host answers rpc_error."""
         await self._start("await run(['nope'])")
         self.kernel.receive({"kind": "rpc_error", "id": "w1", "code": "not_found", "message": "no such program"})
-        await self.kernel.idle()
-        error = self.wire.reply("e1")["result"]["error"]
+        error = (await self.result_of())["error"]
         self.assertEqual((error["type"], error["message"]), ("RpcError", "workspace.run failed (not_found): no such program"))
 
     async def test_cancel_while_awaiting_rpc_sends_rpc_cancel(self) -> None:
@@ -47,7 +44,7 @@ class RpcTest(KernelCase):
         await self.kernel.idle()
         self.assertEqual(self.wire.of_kind("rpc_cancel"), [{"kind": "rpc_cancel", "id": "w1"}])
         self.assertEqual(self.wire.reply("e1")["result"]["outcome"], "cancelled")
-        self.assertEqual(self.kernel.rpc.pending, 0)
+        self.assertFalse(self.kernel.rpc.resolve({"kind": "rpc_ok", "id": "w1", "result": {}}))  # no call left waiting
 
     async def test_late_rpc_reply_is_ignored(self) -> None:
         """`HostRpc.resolve()` ignores a reply for an unknown or cancelled call, without replying."""
@@ -80,8 +77,7 @@ class RpcTest(KernelCase):
         frame = await self._start("await local.send('hello')")
         self.assertEqual((frame["method"], frame["params"]), ("local.send", {"text": "hello"}))
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": {"send_id": "snd_1", "seq": 4}})
-        await self.kernel.idle()
-        self.assertEqual(self.wire.reply("e1")["result"]["value"], "{'send_id': 'snd_1', 'seq': 4}")
+        self.assertEqual((await self.result_of())["value"], "{'send_id': 'snd_1', 'seq': 4}")
 
     async def test_local_send_passes_its_key(self) -> None:
         """`local.send(text, key=...)` sends the key with the text; a bad key is refused locally."""
@@ -89,8 +85,7 @@ class RpcTest(KernelCase):
         self.assertEqual(frame["params"], {"text": "hello", "key": "greet-1"})
         receipt = {"send_id": "snd_1", "seq": 4, "ordinal": 1, "duplicate": True}
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": receipt})
-        await self.kernel.idle()
-        self.assertIn("'duplicate': True", self.wire.reply("e1")["result"]["value"])
+        self.assertIn("'duplicate': True", (await self.result_of())["value"])
         bad = await self.call({"kind": "execute", "id": "e2", "cell": "c", "code": "await local.send('x', key='')"})
         self.assertEqual(bad["result"]["error"]["message"], "cannot send: key must be a string of 1-200 characters (got '')")
 

@@ -4,7 +4,7 @@ import datetime as dt
 import unittest
 
 from klbr.timers import due_params
-from tests.support import KernelCase, until
+from tests.support import KernelCase
 
 
 class DueParamsTest(unittest.TestCase):
@@ -31,23 +31,18 @@ class DueParamsTest(unittest.TestCase):
 
 
 class TimersRpcTest(KernelCase):
-    async def _rpc(self, index: int) -> dict:
-        await until(lambda: len(self.wire.of_kind("rpc")) > index, f"rpc frame {index} sent")
-        return self.wire.of_kind("rpc")[index]
-
     async def test_wait_with_seconds_sets_a_timer_before_the_cell_replies(self) -> None:
         """`wait(reason, seconds=…)` asks the host for a timer, then ends the cell with its id."""
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "wait('nap', seconds=2)\nprint('after')"})
-        frame = await self._rpc(0)
+        frame = await self.rpc_frame(0)
         self.assertEqual((frame["method"], frame["params"], frame["parent"]),
                          ("timers.at", {"seconds": 2.0, "note": "nap", "wait": True}, "e1"))
         # No reply before the host answered: the timer is durable before the cell returns.
         self.assertEqual(self.wire.replies("e1"), [])
         self.kernel.receive({"kind": "rpc_ok", "id": frame["id"],
                              "result": {"timer_id": "tm_1", "due_at": 1234, "state": "pending"}})
-        await self.kernel.idle()
-        result = self.wire.reply("e1")["result"]
+        result = await self.result_of()
         self.assertEqual(result["outcome"], "ok")
         self.assertEqual(result["wait"], {"reason": "nap", "timer_id": "tm_1", "due_at": 1234})
         self.assertEqual(result["stdout"], "")
@@ -56,10 +51,9 @@ class TimersRpcTest(KernelCase):
         """`wait(seconds=…)` whose timer the host refuses ends the cell with an error, not waiting."""
         await self.init()
         self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "wait('nap', seconds=5)"})
-        frame = await self._rpc(0)
+        frame = await self.rpc_frame(0)
         self.kernel.receive({"kind": "rpc_error", "id": frame["id"], "code": "invalid_input", "message": "no"})
-        await self.kernel.idle()
-        result = self.wire.reply("e1")["result"]
+        result = await self.result_of()
         self.assertEqual((result["outcome"], result["wait"]), ("error", None))
         self.assertEqual(result["error"]["type"], "RpcError")
 
@@ -82,11 +76,10 @@ class TimersRpcTest(KernelCase):
         ]
         for index, (code, method, params) in enumerate(cases):
             self.send({"kind": "execute", "id": f"e{index}", "cell": "c", "code": code})
-            frame = await self._rpc(index)
+            frame = await self.rpc_frame(index)
             self.assertEqual((frame["method"], frame["params"]), (method, params), code)
             self.kernel.receive({"kind": "rpc_ok", "id": frame["id"], "result": {"timer_id": "tm_9"}})
-            await self.kernel.idle()
-            self.assertEqual(self.wire.reply(f"e{index}")["result"]["value"], "{'timer_id': 'tm_9'}")
+            self.assertEqual((await self.result_of(f"e{index}"))["value"], "{'timer_id': 'tm_9'}")
 
 
 if __name__ == "__main__":

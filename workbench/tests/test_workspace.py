@@ -5,14 +5,13 @@ import tempfile
 import unittest
 
 from klbr import workspace
-from klbr.paths import WorkspaceEscape, resolve_in
+from klbr.paths import WorkspaceEscape
 from klbr.workspace import Workspace
 
 
 class WorkspaceCase(unittest.IsolatedAsyncioTestCase):
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        base = os.path.realpath(self._tmp.name)
+        base = os.path.realpath(self.enterContext(tempfile.TemporaryDirectory()))
         self.root = os.path.join(base, "ws")
         self.sibling = os.path.join(base, "sibling")
         os.mkdir(self.root)
@@ -20,9 +19,6 @@ class WorkspaceCase(unittest.IsolatedAsyncioTestCase):
         with open(os.path.join(self.sibling, "secret.txt"), "w") as f:
             f.write("secret TODO\n")
         self.ws = Workspace(self.root)
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
 
     def write(self, rel: str, text: str) -> str:
         path = os.path.join(self.root, rel)
@@ -92,13 +88,13 @@ class PathRulesTest(WorkspaceCase):
         self.assertEqual(await (await self.ws.open_file("alias/a.txt")).read(), "inside")
 
     def test_bad_path_values_are_refused(self) -> None:
-        """`resolve_in()` refuses empty paths, NUL bytes and non-paths."""
+        """`Workspace.resolve()` refuses empty paths, NUL bytes and non-paths."""
         with self.assertRaisesRegex(ValueError, "path is empty"):
-            resolve_in(self.root, "")
+            self.ws.resolve("")
         with self.assertRaisesRegex(ValueError, "NUL byte"):
-            resolve_in(self.root, "a\0b")
+            self.ws.resolve("a\0b")
         with self.assertRaisesRegex(TypeError, "got int"):
-            resolve_in(self.root, 3)  # type: ignore[arg-type]
+            self.ws.resolve(3)  # type: ignore[arg-type]
 
 
 class FileTest(WorkspaceCase):

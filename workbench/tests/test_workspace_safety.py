@@ -16,8 +16,7 @@ class StateDirTest(unittest.IsolatedAsyncioTestCase):
     """The default layout: the state directory `.klbr` inside the workspace (the checkout)."""
 
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.root = os.path.realpath(self._tmp.name)
+        self.root = os.path.realpath(self.enterContext(tempfile.TemporaryDirectory()))
         self.state = os.path.join(self.root, ".klbr")
         os.makedirs(os.path.join(self.state, "skills", "planted"))
         with open(os.path.join(self.state, "operator.token"), "w") as f:
@@ -28,9 +27,6 @@ class StateDirTest(unittest.IsolatedAsyncioTestCase):
             f.write("TOKEN in the workspace\n")
         os.symlink(os.path.join(self.state, "operator.token"), os.path.join(self.root, "alias"))
         self.ws = Workspace(self.root, deny=[self.state])
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
 
     async def test_every_operation_refuses_the_state_directory(self) -> None:
         """`open_file`, `ls`, `search`, `delete` and `resolve` refuse the state dir and what is in it."""
@@ -77,17 +73,13 @@ class SwapRaceTest(unittest.IsolatedAsyncioTestCase):
     """A directory swapped for a symlink to outside, over and over, while the workspace writes."""
 
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        base = os.path.realpath(self._tmp.name)
+        base = os.path.realpath(self.enterContext(tempfile.TemporaryDirectory()))
         self.root = os.path.join(base, "ws")
         self.outside = os.path.join(base, "outside")
         os.makedirs(os.path.join(self.root, "d"))
         os.mkdir(self.outside)
         os.symlink(self.outside, os.path.join(self.root, "link"))
         self.ws = Workspace(self.root)
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
 
     def _swapper(self, stop: threading.Event, swaps: list[int]) -> None:
         # renameat2(RENAME_EXCHANGE) swaps the directory and the link atomically, so `d` is
