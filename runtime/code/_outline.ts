@@ -68,7 +68,8 @@ interface Found {
   pattern: number;
 }
 
-function firstLine(text: string, max: number): string {
+/** The first line of `text`, trimmed, at most `max` characters. */
+export function firstLine(text: string, max: number): string {
   const end = text.indexOf("\n");
   return (end === -1 ? text : text.slice(0, end)).trim().slice(0, max);
 }
