@@ -9,20 +9,14 @@
  */
 
 import { z } from "zod";
-import {
-  CACHE_FIELDS,
-  failAt,
-  type RawRoute,
-  readKdlRoutes,
-  ROUTE_NAMES,
-  type RouteName,
-} from "./_kdl.ts";
+import { CACHE_FIELDS, readKdlRoutes, ROUTE_NAMES, type RouteName } from "./_kdl.ts";
 import { KlbrError } from "../core/mod.ts";
 import { BUDGET_FIELDS, BudgetSchema, CleanupSchema, JobBudgetSchema } from "./_settings.ts";
 import { LanesSchema, SandboxSchema, WorkspaceSchema } from "./_blocks.ts";
 import { BackupSchema } from "./_backup.ts";
 import { type FieldNames, locateIssue } from "./_config_issues.ts";
 import { Secret } from "./_secret.ts";
+import { expected, failAt, type RawBlock, timeoutMs, url } from "./_fields.ts";
 import { roleOrder, switchFields } from "./_switches.ts";
 
 export { CACHE_FIELDS, ROUTE_NAMES, type RouteName, Secret };
@@ -41,28 +35,13 @@ const RETENTION_BY_PROFILE: Record<typeof CACHE_PROFILES[number], readonly strin
   openai_prompt_cache_options: ["in_memory", "24h", "30m"],
 };
 
-const show = (value: unknown): string =>
-  typeof value === "string" ? JSON.stringify(value) : String(value);
-const expected = (what: string) => ({
-  error: (issue: { input?: unknown }) => `expected ${what} (got ${show(issue.input)})`,
-});
-const isHttpUrl = (value: string): boolean => {
-  try {
-    return ["http:", "https:"].includes(new URL(value).protocol);
-  } catch {
-    return false;
-  }
-};
-const timeoutMs = () => z.int(expected("whole milliseconds")).min(1, expected("at least 1 ms"));
-
 /** The smallest `context_tokens` a route may declare. */
 const MIN_CONTEXT_TOKENS = 2048;
 
 /** The fields of one route; every default of the model configuration lives here. */
-function routeFields(url: string) {
+function routeFields(defaultUrl: string) {
   return z.strictObject({
-    url: z.string(expected("an http(s) URL")).refine(isHttpUrl, expected("an http(s) URL"))
-      .default(url),
+    url: url("http").default(defaultUrl),
     model: z.string(expected("a model name")).min(1, expected("a model name")).default("default"),
     api_key_env: z.string(expected("an environment variable name"))
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, expected("an environment variable name")).optional(),
@@ -156,14 +135,6 @@ function routeSchema(name: RouteName, url: string) {
 
 const ROUTE_FIELD_NAMES = Object.keys(routeFields("").shape);
 
-const isWsUrl = (value: string): boolean => {
-  try {
-    return ["ws:", "wss:"].includes(new URL(value).protocol);
-  } catch {
-    return false;
-  }
-};
-
 /** The `discord` node: where the bot listens and speaks; every Discord default lives here. */
 const DiscordSchema = z.strictObject({
   token_env: z.string(expected("an environment variable name"))
@@ -173,10 +144,8 @@ const DiscordSchema = z.strictObject({
   ).min(1, expected("at least one channel id")),
   /** Direct messages to the bot are admitted from any DM channel; `#false` refuses them. */
   dms: z.boolean(expected("#true or #false")).default(true),
-  api_url: z.string(expected("an http(s) URL")).refine(isHttpUrl, expected("an http(s) URL"))
-    .default("https://discord.com/api/v10"),
-  gateway_url: z.string(expected("a ws(s) URL")).refine(isWsUrl, expected("a ws(s) URL"))
-    .default("wss://gateway.discord.gg"),
+  api_url: url("http").default("https://discord.com/api/v10"),
+  gateway_url: url("ws").default("wss://gateway.discord.gg"),
   /** How long one send may take before its outcome is recorded `unknown`. */
   send_timeout_ms: timeoutMs().default(15_000),
   /**
@@ -284,7 +253,7 @@ export function parseConfig(
   const { routes: declared, discord: rawDiscord, settings, sandbox, workspace, lanes, warnings } =
     kdl;
   // An undeclared role copies what main declares; main's own defaults are per role.
-  const raw: Partial<Record<RouteName, RawRoute>> = {};
+  const raw: Partial<Record<RouteName, RawBlock>> = {};
   for (const role of ROUTE_NAMES) raw[role] = declared[role] ?? declared.main;
   const input = Object.fromEntries(
     ROUTE_NAMES.filter((role) => raw[role] !== undefined).map((role) => [role, raw[role]?.fields]),
@@ -311,8 +280,8 @@ export function parseConfig(
 function checkEnvNames(
   config: Config,
   at: {
-    raw: Partial<Record<RouteName, RawRoute>>;
-    discord: RawRoute | undefined;
+    raw: Partial<Record<RouteName, RawBlock>>;
+    discord: RawBlock | undefined;
     file: string;
     env: Record<string, string | undefined>;
   },
