@@ -22,7 +22,7 @@ import { backupState } from "./_backup.ts";
 const SCHEDULED = /^klbr-(\d{8}T\d{6}Z)$/;
 
 /** Where the backups of `stateDir` go: `backup { dir }`, else `<state>/backups`. */
-export function backupDir(stateDir: string, config: Pick<BackupConfig, "dir">): string {
+function backupDir(stateDir: string, config: Pick<BackupConfig, "dir">): string {
   return config.dir ?? join(stateDir, "backups");
 }
 
