@@ -11,7 +11,7 @@
 import { z } from "zod";
 import { CACHE_FIELDS, readKdlRoutes, ROUTE_NAMES, type RouteName } from "./_kdl.ts";
 import { KlbrError } from "../core/mod.ts";
-import { BUDGET_FIELDS, BudgetSchema, CleanupSchema, JobBudgetSchema } from "./_settings.ts";
+import { BudgetSchema, CleanupSchema } from "./_settings.ts";
 import { LanesSchema, SandboxSchema, WorkspaceSchema } from "./_blocks.ts";
 import { BackupSchema } from "./_backup.ts";
 import { type FieldNames, locateIssue } from "./_config_issues.ts";
@@ -133,8 +133,6 @@ function routeSchema(name: RouteName, url: string) {
     .prefault({});
 }
 
-const ROUTE_FIELD_NAMES = Object.keys(routeFields("").shape);
-
 /** The `discord` node: where the bot listens and speaks; every Discord default lives here. */
 const DiscordSchema = z.strictObject({
   token_env: z.string(expected("an environment variable name"))
@@ -162,8 +160,6 @@ const DiscordSchema = z.strictObject({
     .default(1000),
 });
 
-const DISCORD_FIELD_NAMES = Object.keys(DiscordSchema.shape);
-
 /** The whole configuration; every default lives here. */
 export const ConfigSchema = z.strictObject({
   routes: z.strictObject({
@@ -182,18 +178,8 @@ export const ConfigSchema = z.strictObject({
 
 /** The field names an "unknown field" error offers, per node. */
 const FIELD_NAMES: FieldNames = {
-  route: ROUTE_FIELD_NAMES,
-  discord: DISCORD_FIELD_NAMES,
-  settings: (node, nested) =>
-    Object.keys(
-      node === "backup"
-        ? BackupSchema.shape
-        : node === "cleanup"
-        ? CleanupSchema.shape
-        : nested
-        ? JobBudgetSchema.shape
-        : BUDGET_FIELDS,
-    ),
+  route: Object.keys(routeFields("").shape),
+  discord: Object.keys(DiscordSchema.shape),
 };
 
 /** The validated model configuration. */

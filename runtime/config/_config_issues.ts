@@ -11,11 +11,10 @@ import { type RawConfig, ROUTE_NAMES, type RouteName } from "./_kdl.ts";
 import { locateSettingsIssue, SETTINGS_NODES } from "./_settings.ts";
 import { BLOCK_FIELD_NAMES } from "./_blocks.ts";
 
-/** The field names an "unknown field" error offers: of a route, of `discord`, of a settings node. */
+/** The field names an "unknown field" error offers: of a route and of `discord`. */
 export interface FieldNames {
   route: readonly string[];
   discord: readonly string[];
-  settings: (node: "budget" | "cleanup" | "backup", nested: boolean) => string[];
 }
 
 /**
@@ -29,7 +28,7 @@ export function locateIssue(
   names: FieldNames,
 ): { line: number; order: number; text: string } {
   if ((SETTINGS_NODES as readonly PropertyKey[]).includes(issue.path[0])) {
-    const at = locateSettingsIssue(issue, kdl.settings, names.settings);
+    const at = locateSettingsIssue(issue, kdl.settings);
     return { ...at, order: ROUTE_NAMES.length + 1 };
   }
   const block = issue.path[0];

@@ -29,6 +29,7 @@
 
 import type { Node } from "@bgotink/kdl";
 import { z } from "zod";
+import { BackupSchema } from "./_backup.ts";
 import { failAt, lineOf, onlyNode, type RawBlock, readFields, show, whole } from "./_fields.ts";
 
 /** The names of the settings nodes, each a block of single-valued fields (`backup`: `_backup.ts`). */
@@ -68,9 +69,6 @@ const BudgetFields = z.strictObject({
   artifact_disk_mb: whole("whole MiB", 1, 1_048_576).default(256),
   job: JobBudgetSchema.prefault({}),
 });
-
-/** The fields of the `budget` node, by name (for "expected one of" messages). */
-export const BUDGET_FIELDS = BudgetFields.shape;
 
 /** The `budget` node: the daemon's limits, and `job` for each job's. */
 export const BudgetSchema = BudgetFields.superRefine((budget, ctx) => {
@@ -149,17 +147,20 @@ function readBlock(
 export function locateSettingsIssue(
   issue: z.core.$ZodIssue,
   raw: Partial<Record<SettingsNode, RawBlock>>,
-  fieldNames: (node: SettingsNode, nested: boolean) => string[],
 ): { line: number; text: string } {
   const node = issue.path[0] as SettingsNode;
   const rest = issue.path.slice(1).map(String);
   const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
   const field = [...rest, ...(keys.length ? [keys.join(", ")] : [])].join(".");
-  const nested = rest[0] === "job";
+  const shape = node === "backup"
+    ? BackupSchema.shape
+    : node === "cleanup"
+    ? CleanupSchema.shape
+    : rest[0] === "job"
+    ? JobBudgetSchema.shape
+    : BudgetFields.shape;
   const message = keys.length > 0
-    ? `unknown field, expected one of ${fieldNames(node, nested).join(", ")} (got ${
-      keys.join(", ")
-    })`
+    ? `unknown field, expected one of ${Object.keys(shape).join(", ")} (got ${keys.join(", ")})`
     : issue.message;
   const key = [...rest, ...(keys.length ? [keys[0]] : [])].join(".");
   const line = raw[node]?.lines.get(key) ?? raw[node]?.line ?? 1;
