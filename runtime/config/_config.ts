@@ -236,21 +236,13 @@ export function parseConfig(
 ): Omit<LoadedConfig, "source"> {
   const { file, env } = options;
   const kdl = readKdlRoutes(text, file);
-  const { routes: declared, discord: rawDiscord, settings, sandbox, workspace, lanes, warnings } =
-    kdl;
   // An undeclared role copies what main declares; main's own defaults are per role.
   const raw: Partial<Record<RouteName, RawBlock>> = {};
-  for (const role of ROUTE_NAMES) raw[role] = declared[role] ?? declared.main;
-  const input = Object.fromEntries(
-    ROUTE_NAMES.filter((role) => raw[role] !== undefined).map((role) => [role, raw[role]?.fields]),
-  );
+  for (const role of ROUTE_NAMES) raw[role] = kdl.routes[role] ?? kdl.routes.main;
+  const { discord, sandbox, workspace, lanes } = kdl;
   const result = ConfigSchema.safeParse({
-    routes: input,
-    ...(rawDiscord === undefined ? {} : { discord: rawDiscord.fields }),
-    ...Object.fromEntries(Object.entries(settings).map(([name, raw]) => [name, raw.fields])),
-    ...(sandbox === undefined ? {} : { sandbox: sandbox.fields }),
-    ...(workspace === undefined ? {} : { workspace: workspace.fields }),
-    ...(lanes === undefined ? {} : { lanes: lanes.fields }),
+    routes: fieldsOf(raw),
+    ...fieldsOf({ discord, ...kdl.settings, sandbox, workspace, lanes }),
   });
   if (!result.success) {
     // The first issue in file order: routes by role, then discord, then the other nodes.
@@ -258,8 +250,15 @@ export function parseConfig(
       .sort((a, b) => a.order - b.order || a.line - b.line);
     return failAt(file, located[0].line, located[0].text);
   }
-  if (env !== undefined) checkEnvNames(result.data, { raw, discord: rawDiscord, file, env });
-  return { config: result.data, warnings };
+  if (env !== undefined) checkEnvNames(result.data, { raw, discord, file, env });
+  return { config: result.data, warnings: kdl.warnings };
+}
+
+/** The raw fields of each declared node, by name. */
+function fieldsOf(nodes: Record<string, RawBlock | undefined>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(nodes).flatMap(([name, raw]) => raw === undefined ? [] : [[name, raw.fields]]),
+  );
 }
 
 /** Refuses an `api_key_env` or `token_env` that names a variable the environment lacks. */
