@@ -18,7 +18,7 @@ import type { CodeService } from "./_service.ts";
 import type { Source } from "./_source.ts";
 
 /** The most files one find looks at; past it the result says `truncated`. */
-export const MAX_FIND_FILES = 5_000;
+const MAX_FIND_FILES = 5_000;
 const SKIP_DIRS = new Set([".git", "node_modules"]);
 
 /** One hit of a find. */

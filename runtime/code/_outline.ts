@@ -14,7 +14,7 @@ import type { CodeRange } from "./_schemas.ts";
 import type { Source } from "./_source.ts";
 
 /** The most symbols one outline lists; past it the outline says `truncated`. */
-export const MAX_OUTLINE_SYMBOLS = 5_000;
+const MAX_OUTLINE_SYMBOLS = 5_000;
 /** The most syntax errors a refusal lists. */
 const MAX_REPORTED_ERRORS = 5;
 

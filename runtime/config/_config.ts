@@ -9,7 +9,7 @@
  */
 
 import { z } from "zod";
-import { CACHE_FIELDS, readKdlRoutes, ROUTE_NAMES, type RouteName } from "./_kdl.ts";
+import { readKdlRoutes, ROUTE_NAMES, type RouteName } from "./_kdl.ts";
 import { KlbrError } from "../core/mod.ts";
 import { BudgetSchema, CleanupSchema } from "./_settings.ts";
 import { LanesSchema, SandboxSchema, WorkspaceSchema } from "./_blocks.ts";
@@ -18,8 +18,6 @@ import { type FieldNames, locateIssue } from "./_config_issues.ts";
 import { Secret } from "./_secret.ts";
 import { expected, failAt, type RawBlock, timeoutMs, url } from "./_fields.ts";
 import { roleOrder, switchFields } from "./_switches.ts";
-
-export { CACHE_FIELDS, ROUTE_NAMES, type RouteName, Secret };
 
 /** The cache profiles a route may declare; each names the cache fields that route accepts. */
 export const CACHE_PROFILES = [
