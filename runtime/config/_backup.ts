@@ -1,15 +1,7 @@
 /**
  * The `backup` node: verified backups of the state directory on a schedule, the newest `keep`
  * of them kept. Without `every` none is scheduled; the backup taken before a store migration
- * goes to `dir` either way.
- *
- * ```kdl
- * backup {
- *     every "24h"            // m, h or d; at start too when the newest is older than this
- *     keep 7                 // scheduled backups kept; older ones are removed
- *     dir "/srv/klbr-backups" // absolute; default <state>/backups
- * }
- * ```
+ * goes to `dir` either way (`docs/configuration.md` shows the node).
  *
  * @module
  */

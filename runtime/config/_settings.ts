@@ -2,27 +2,8 @@
  * The `budget` and `cleanup` nodes of the configuration: the limits of unattended work (model
  * requests and tokens per hour and per job, wall time per job, concurrent jobs and processes,
  * artifact disk) and the cleanup policy (old drafts, unpinned releases). Every default lives in
- * these schemas; `docs/jobs.md` explains what each limit governs.
- *
- * ```kdl
- * budget {
- *     model_requests_per_hour 600
- *     tokens_per_hour 2000000
- *     concurrent_jobs 2
- *     concurrent_processes 8
- *     artifact_disk_mb 256
- *     job {
- *         wall_time_s 1800
- *         model_requests 100
- *         tokens 200000
- *     }
- * }
- * cleanup {
- *     draft_max_age_days 7
- *     release_keep_days 30
- *     interval_hours 6
- * }
- * ```
+ * these schemas; `docs/jobs.md` explains what each limit governs, and `docs/configuration.md`
+ * shows both nodes.
  *
  * @module
  */
