@@ -117,9 +117,7 @@ export async function verifyBackup(dir: string): Promise<BackupManifest> {
     throw new KlbrError(
       "invalid_input",
       `cannot use backup ${dir}: it has no valid backup.json (got ${cause})`,
-      {
-        cause,
-      },
+      { cause },
     );
   }
   const copy = readStoreCopy(dir);

@@ -18,11 +18,11 @@ import type { BackupConfig } from "../config/mod.ts";
 import { KlbrError, type Logger } from "../core/mod.ts";
 import { backupState } from "./_backup.ts";
 
-/** A scheduled backup's directory name; group 1 is its time. */
-const SCHEDULED = /^klbr-(\d{8}T\d{6}Z)$/;
+/** A scheduled backup's directory name; its groups are its UTC time, year to second. */
+const SCHEDULED = /^klbr-(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/;
 
 /** Where the backups of `stateDir` go: `backup { dir }`, else `<state>/backups`. */
-export function backupDir(stateDir: string, config: Pick<BackupConfig, "dir">): string {
+function backupDir(stateDir: string, config: Pick<BackupConfig, "dir">): string {
   return config.dir ?? join(stateDir, "backups");
 }
 
@@ -40,18 +40,14 @@ function stamp(ms: number): string {
   return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z").replaceAll(/[-:]/g, "");
 }
 
-function parseStamp(text: string): number {
-  const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(text)!;
-  return Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6]);
-}
-
 /** The scheduled backups in `dir`, oldest first. */
 async function scheduledIn(dir: string): Promise<{ name: string; at: number }[]> {
   const found: { name: string; at: number }[] = [];
   try {
     for await (const entry of Deno.readDir(dir)) {
-      const match = SCHEDULED.exec(entry.name);
-      if (entry.isDirectory && match) found.push({ name: entry.name, at: parseStamp(match[1]) });
+      const m = SCHEDULED.exec(entry.name);
+      const at = m && Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6]);
+      if (entry.isDirectory && at !== null) found.push({ name: entry.name, at });
     }
   } catch (error) {
     if (!(error instanceof Deno.errors.NotFound)) throw error;

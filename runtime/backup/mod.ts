@@ -9,7 +9,6 @@ export { type BackupManifest, backupState } from "./_backup.ts";
 export { type RestoreOptions, type RestoreReport, restoreState } from "./_restore.ts";
 export {
   backupBeforeMigration,
-  backupDir,
   type BackupSchedule,
   type BackupScheduleOptions,
   startBackupSchedule,

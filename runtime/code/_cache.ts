@@ -19,26 +19,15 @@ export interface CachedTree {
   derived: Map<string, unknown>;
 }
 
-/** Limits of a {@linkcode TreeCache}. */
-export interface TreeCacheLimits {
-  /** At most this many trees. @default 128 */
-  entries?: number;
-  /** At most this many source bytes across the trees. @default 64 MiB */
-  bytes?: number;
-}
+/** At most this many trees are cached. */
+const MAX_ENTRIES = 128;
+/** At most this many source bytes across the cached trees. */
+const MAX_BYTES = 64 * 1024 * 1024;
 
 /** A least-recently-used cache of parse trees by language and content hash. */
 export class TreeCache {
   readonly #entries = new Map<string, CachedTree>();
-  readonly #maxEntries: number;
-  readonly #maxBytes: number;
   #bytes = 0;
-
-  /** Creates an empty cache with the given limits. */
-  constructor(limits: TreeCacheLimits = {}) {
-    this.#maxEntries = limits.entries ?? 128;
-    this.#maxBytes = limits.bytes ?? 64 * 1024 * 1024;
-  }
 
   /** Returns the tree of this content, marking it recently used, or undefined. */
   get(language: LanguageId, hash: string): CachedTree | undefined {
@@ -63,7 +52,7 @@ export class TreeCache {
     this.#entries.set(key, entry);
     this.#bytes += source.bytes.length;
     for (const [k, e] of this.#entries) {
-      if (this.#entries.size <= this.#maxEntries && this.#bytes <= this.#maxBytes) break;
+      if (this.#entries.size <= MAX_ENTRIES && this.#bytes <= MAX_BYTES) break;
       if (k === key) continue;
       this.#entries.delete(k);
       this.#bytes -= e.source.bytes.length;
@@ -77,10 +66,5 @@ export class TreeCache {
     for (const entry of this.#entries.values()) entry.tree.delete();
     this.#entries.clear();
     this.#bytes = 0;
-  }
-
-  /** How many trees are held. */
-  get size(): number {
-    return this.#entries.size;
   }
 }

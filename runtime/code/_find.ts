@@ -12,12 +12,13 @@ import { KlbrError } from "../core/mod.ts";
 import { resolveInWorkspace, withinRoot } from "../workspace/mod.ts";
 import { grammar } from "./_grammars.ts";
 import { type LanguageId, languageOf } from "./_languages.ts";
+import { firstLine } from "./_outline.ts";
 import type { CodeRange } from "./_schemas.ts";
 import type { CodeService } from "./_service.ts";
 import type { Source } from "./_source.ts";
 
 /** The most files one find looks at; past it the result says `truncated`. */
-export const MAX_FIND_FILES = 5_000;
+const MAX_FIND_FILES = 5_000;
 const SKIP_DIRS = new Set([".git", "node_modules"]);
 
 /** One hit of a find. */
@@ -53,11 +54,6 @@ export interface FindRequest {
   max_results: number;
   capture: string | null;
 }
-
-const clip = (text: string) => {
-  const end = text.indexOf("\n");
-  return (end === -1 ? text : text.slice(0, end)).trim().slice(0, 200);
-};
 
 /** The workspace-relative files `path` names: a file, a directory's tree, or a glob. */
 async function filesOf(
@@ -159,7 +155,7 @@ async function queryMatches(
     out.push({
       path: source.path,
       range: source.range(source.byteAt(node.startIndex), source.byteAt(node.endIndex)),
-      text: clip(node.text),
+      text: firstLine(node.text, 200),
       captures,
     });
   }

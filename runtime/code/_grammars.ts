@@ -35,7 +35,7 @@ export function initTreeSitter(): Promise<void> {
 
 /** Where a language's `.wasm` is on disk (in `runtime/code/grammars/`). */
 export function grammarPath(id: LanguageId): string {
-  return fileURLToPath(new URL(`./grammars/${LANGUAGES[id].wasm}`, import.meta.url));
+  return fileURLToPath(new URL(`./grammars/tree-sitter-${id}.wasm`, import.meta.url));
 }
 
 async function loadGrammar(id: LanguageId): Promise<Grammar> {

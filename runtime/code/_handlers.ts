@@ -45,105 +45,21 @@ export interface CodeRpcOptions {
 const services = new Map<string, CodeService>();
 
 /**
- * Returns the process's one {@linkcode CodeService} for `workspace`, so every session of a
- * daemon shares one tree cache.
+ * The service of `deps`: its own, else the process's one {@linkcode CodeService} for the
+ * workspace, so every session of a daemon shares one tree cache.
  */
-export function sharedCodeService(
-  workspace: string,
-  paths: { deny?: string[]; readOnly?: string[] } = {},
-): CodeService {
-  let service = services.get(workspace);
+function sharedCodeService(deps: CodeRpcOptions): CodeService {
+  if (deps.service !== undefined) return deps.service;
+  let service = services.get(deps.workspace);
   if (service === undefined) {
-    service = new CodeService({ root: workspace, deny: paths.deny, readOnly: paths.readOnly });
-    services.set(workspace, service);
+    service = new CodeService({ root: deps.workspace, deny: deps.deny, readOnly: deps.readOnly });
+    services.set(deps.workspace, service);
   }
   return service;
 }
 
-/** What the `code.*` RPCs are bound to: {@linkcode CodeRpcOptions}. */
-export type CodeRpcDeps = CodeRpcOptions;
-
-function serviceOf(deps: CodeRpcDeps): CodeService {
-  return deps.service ??
-    sharedCodeService(deps.workspace, { deny: deps.deny, readOnly: deps.readOnly });
-}
-
+type Call = RpcCall<CodeRpcOptions>;
 const ROLES = ["workbench"] as const;
-
-/** `code.outline`: a file's symbols at one version. */
-export const codeOutlineRpc = defineRpc({
-  name: "code.outline",
-  summary: "Outlines a workspace file's symbols at its current version (`docs/code.md`).",
-  roles: ROLES,
-  args: OutlineParams,
-  reply: OutlineReply,
-  handler: (p, { deps }: RpcCall<CodeRpcDeps>) => serviceOf(deps).outline(p.path),
-});
-
-/** `code.symbol`: one symbol by name or qualified name. */
-export const codeSymbolRpc = defineRpc({
-  name: "code.symbol",
-  summary: "Finds one symbol of a file by name or qualified name, with its range.",
-  roles: ROLES,
-  args: SymbolParams,
-  reply: SymbolReply,
-  handler: (p, { deps }: RpcCall<CodeRpcDeps>) => serviceOf(deps).symbol(p.path, p.name, p.kind),
-});
-
-/** `code.find`: a tree-sitter query or a symbol-name glob over files. */
-export const codeFindRpc = defineRpc({
-  name: "code.find",
-  summary: "Runs a tree-sitter query or a symbol-name glob over a path or a glob.",
-  roles: ROLES,
-  args: FindParams,
-  reply: FindReply,
-  handler: (p, { deps }: RpcCall<CodeRpcDeps>) => findInWorkspace(serviceOf(deps), p),
-});
-
-/** `code.read`: the text of a version-bound range, or why it is stale. */
-export const codeReadRpc = defineRpc({
-  name: "code.read",
-  summary: "Reads a version-bound range; a file that moved on answers `ok: false`, stale.",
-  roles: ROLES,
-  args: ReadParams,
-  reply: ReadReply,
-  handler: (p, { deps }: RpcCall<CodeRpcDeps>) => serviceOf(deps).read(p.range),
-});
-
-/** `code.lines`: whole lines as a version-bound range. */
-export const codeLinesRpc = defineRpc({
-  name: "code.lines",
-  summary: "Reads whole lines of a file as a version-bound range with their text.",
-  roles: ROLES,
-  args: LinesParams,
-  reply: LinesReply,
-  handler: (p, { deps }: RpcCall<CodeRpcDeps>) => serviceOf(deps).lines(p.path, p.start, p.end),
-});
-
-/**
- * `code.patch`: every edit applies or none does; an applied patch is recorded as a durable
- * `code.patch` record naming its cell, committed before the cell hears that it applied.
- */
-export const codePatchRpc = defineRpc({
-  name: "code.patch",
-  summary: "Applies checked, all-or-none edits of version-bound ranges; records `code.patch`. " +
-    "A stale range or a new syntax error answers `ok: false`, nothing written.",
-  roles: ROLES,
-  args: PatchParams,
-  reply: PatchReply,
-  handler: async (p, call: RpcCall<CodeRpcDeps>) => {
-    const { deps } = call;
-    const outcome = await applyPatch(serviceOf(deps), p.edits);
-    if (!outcome.ok) return outcome;
-    const patchId = newId("patch");
-    const seq = appendEvent(deps.store, deps.session, "code.patch", {
-      patch_id: patchId,
-      cell_id: call.cell,
-      files: outcome.files,
-    });
-    return { ...outcome, patch_id: patchId, seq };
-  },
-});
 
 /**
  * The `code.*` RPCs of a session's cells, bound to {@linkcode CodeRpcOptions}.
@@ -161,10 +77,66 @@ export const codePatchRpc = defineRpc({
  * ```
  */
 export const codeRpcs = [
-  codeOutlineRpc,
-  codeSymbolRpc,
-  codeFindRpc,
-  codeReadRpc,
-  codeLinesRpc,
-  codePatchRpc,
+  defineRpc({
+    name: "code.outline",
+    summary: "Outlines a workspace file's symbols at its current version (`docs/code.md`).",
+    roles: ROLES,
+    args: OutlineParams,
+    reply: OutlineReply,
+    handler: (p, { deps }: Call) => sharedCodeService(deps).outline(p.path),
+  }),
+  defineRpc({
+    name: "code.symbol",
+    summary: "Finds one symbol of a file by name or qualified name, with its range.",
+    roles: ROLES,
+    args: SymbolParams,
+    reply: SymbolReply,
+    handler: (p, { deps }: Call) => sharedCodeService(deps).symbol(p.path, p.name, p.kind),
+  }),
+  defineRpc({
+    name: "code.find",
+    summary: "Runs a tree-sitter query or a symbol-name glob over a path or a glob.",
+    roles: ROLES,
+    args: FindParams,
+    reply: FindReply,
+    handler: (p, { deps }: Call) => findInWorkspace(sharedCodeService(deps), p),
+  }),
+  defineRpc({
+    name: "code.read",
+    summary: "Reads a version-bound range; a file that moved on answers `ok: false`, stale.",
+    roles: ROLES,
+    args: ReadParams,
+    reply: ReadReply,
+    handler: (p, { deps }: Call) => sharedCodeService(deps).read(p.range),
+  }),
+  defineRpc({
+    name: "code.lines",
+    summary: "Reads whole lines of a file as a version-bound range with their text.",
+    roles: ROLES,
+    args: LinesParams,
+    reply: LinesReply,
+    handler: (p, { deps }: Call) => sharedCodeService(deps).lines(p.path, p.start, p.end),
+  }),
+  // Every edit applies or none does; the `code.patch` record naming the cell is committed
+  // before the cell hears that it applied.
+  defineRpc({
+    name: "code.patch",
+    summary: "Applies checked, all-or-none edits of version-bound ranges; records `code.patch`. " +
+      "A stale range or a new syntax error answers `ok: false`, nothing written.",
+    roles: ROLES,
+    args: PatchParams,
+    reply: PatchReply,
+    handler: async (p, call: Call) => {
+      const { deps } = call;
+      const outcome = await applyPatch(sharedCodeService(deps), p.edits);
+      if (!outcome.ok) return outcome;
+      const patchId = newId("patch");
+      const seq = appendEvent(deps.store, deps.session, "code.patch", {
+        patch_id: patchId,
+        cell_id: call.cell,
+        files: outcome.files,
+      });
+      return { ...outcome, patch_id: patchId, seq };
+    },
+  }),
 ];

@@ -26,13 +26,10 @@ export const LANGUAGE_IDS = [
 /** A language with a grammar. */
 export type LanguageId = (typeof LANGUAGE_IDS)[number];
 
-/** How one language is parsed and outlined. */
+/** How one language is parsed and outlined; its grammar is `grammars/tree-sitter-<id>.wasm`. */
 export interface LanguageSpec {
-  id: LanguageId;
   /** File name extensions, lower case, with the dot. */
   extensions: readonly string[];
-  /** The grammar's `.wasm`: a file in `runtime/code/grammars/` (see its README). */
-  wasm: string;
   /** The tree-sitter query whose matches are the outline. */
   outline: string;
   /**
@@ -44,6 +41,15 @@ export interface LanguageSpec {
   wrap: "only" | "first";
   /** Node types that, directly before a definition, belong to it (Rust attributes). */
   leading: readonly string[];
+}
+
+/** A language's spec; what it does not say is `wrap: "only"` and no wrappers or leading nodes. */
+function spec(
+  extensions: readonly string[],
+  outline: string,
+  shape: Partial<Pick<LanguageSpec, "wrappers" | "wrap" | "leading">> = {},
+): LanguageSpec {
+  return { extensions, outline, wrappers: [], wrap: "only", leading: [], ...shape };
 }
 
 const PYTHON = `
@@ -118,81 +124,19 @@ const MARKDOWN = `
 (setext_heading heading_content: (_) @name) @heading
 `;
 
+const EXPORTED = { wrappers: ["export_statement"] };
+
 /** Every language, by id. */
 export const LANGUAGES: Readonly<Record<LanguageId, LanguageSpec>> = {
-  python: {
-    id: "python",
-    extensions: [".py", ".pyi"],
-    wasm: "tree-sitter-python.wasm",
-    outline: PYTHON,
-    wrappers: ["decorated_definition"],
-    leading: [],
-    wrap: "only",
-  },
-  typescript: {
-    id: "typescript",
-    extensions: [".ts", ".mts", ".cts"],
-    wasm: "tree-sitter-typescript.wasm",
-    outline: TYPESCRIPT,
-    wrappers: ["export_statement"],
-    leading: [],
-    wrap: "only",
-  },
-  tsx: {
-    id: "tsx",
-    extensions: [".tsx"],
-    wasm: "tree-sitter-tsx.wasm",
-    outline: TYPESCRIPT,
-    wrappers: ["export_statement"],
-    leading: [],
-    wrap: "only",
-  },
-  javascript: {
-    id: "javascript",
-    extensions: [".js", ".mjs", ".cjs", ".jsx"],
-    wasm: "tree-sitter-javascript.wasm",
-    outline: JAVASCRIPT,
-    wrappers: ["export_statement"],
-    leading: [],
-    wrap: "only",
-  },
-  rust: {
-    id: "rust",
-    extensions: [".rs"],
-    wasm: "tree-sitter-rust.wasm",
-    outline: RUST,
-    wrappers: [],
-    leading: ["attribute_item"],
-    wrap: "only",
-  },
-  go: {
-    id: "go",
-    extensions: [".go"],
-    wasm: "tree-sitter-go.wasm",
-    outline: GO,
-    wrappers: ["type_declaration", "const_declaration", "var_declaration"],
-    leading: [],
-    wrap: "only",
-  },
-  json: {
-    id: "json",
-    extensions: [".json"],
-    wasm: "tree-sitter-json.wasm",
-    outline: JSON_OUTLINE,
-    wrappers: [],
-    leading: [],
-    wrap: "only",
-  },
-  markdown: {
-    id: "markdown",
-    extensions: [".md", ".markdown"],
-    // The block grammar of tree-sitter-grammars/tree-sitter-markdown (see docs/code.md).
-    wasm: "tree-sitter-markdown.wasm",
-    outline: MARKDOWN,
-    wrappers: ["section"],
-    leading: [],
-    wrap: "first",
-  },
+  python: spec([".py", ".pyi"], PYTHON, { wrappers: ["decorated_definition"] }),
+  typescript: spec([".ts", ".mts", ".cts"], TYPESCRIPT, EXPORTED),
+  tsx: spec([".tsx"], TYPESCRIPT, EXPORTED),
+  javascript: spec([".js", ".mjs", ".cjs", ".jsx"], JAVASCRIPT, EXPORTED),
+  rust: spec([".rs"], RUST, { leading: ["attribute_item"] }),
+  go: spec([".go"], GO, { wrappers: ["type_declaration", "const_declaration", "var_declaration"] }),
+  json: spec([".json"], JSON_OUTLINE),
+  // The block grammar of tree-sitter-grammars/tree-sitter-markdown (see docs/code.md).
+  markdown: spec([".md", ".markdown"], MARKDOWN, { wrappers: ["section"], wrap: "first" }),
 };
 
 /**
@@ -205,8 +149,5 @@ export const LANGUAGES: Readonly<Record<LanguageId, LanguageSpec>> = {
  */
 export function languageOf(path: string): LanguageId | null {
   const ext = extname(path).toLowerCase();
-  for (const spec of Object.values(LANGUAGES)) {
-    if (spec.extensions.includes(ext)) return spec.id;
-  }
-  return null;
+  return LANGUAGE_IDS.find((id) => LANGUAGES[id].extensions.includes(ext)) ?? null;
 }

@@ -14,7 +14,7 @@ import type { CodeRange } from "./_schemas.ts";
 import type { Source } from "./_source.ts";
 
 /** The most symbols one outline lists; past it the outline says `truncated`. */
-export const MAX_OUTLINE_SYMBOLS = 5_000;
+const MAX_OUTLINE_SYMBOLS = 5_000;
 /** The most syntax errors a refusal lists. */
 const MAX_REPORTED_ERRORS = 5;
 
@@ -68,7 +68,8 @@ interface Found {
   pattern: number;
 }
 
-function firstLine(text: string, max: number): string {
+/** The first line of `text`, trimmed, at most `max` characters. */
+export function firstLine(text: string, max: number): string {
   const end = text.indexOf("\n");
   return (end === -1 ? text : text.slice(0, end)).trim().slice(0, max);
 }

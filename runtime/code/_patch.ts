@@ -107,12 +107,7 @@ async function planFile(
     at = range.end_byte;
   }
   parts.push(source.bytes.subarray(at));
-  const bytes = new Uint8Array(length + source.bytes.length - at);
-  let offset = 0;
-  for (const part of parts) {
-    bytes.set(part, offset);
-    offset += part.length;
-  }
+  const bytes = await new Blob(parts as BlobPart[]).bytes();
   const after = await sourceFromBytes(source.path, source.real, bytes);
   const file: PatchedFile = {
     path: source.path,

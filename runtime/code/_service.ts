@@ -7,7 +7,7 @@
  */
 
 import { KlbrError } from "../core/mod.ts";
-import { type CachedTree, TreeCache, type TreeCacheLimits } from "./_cache.ts";
+import { type CachedTree, TreeCache } from "./_cache.ts";
 import { type Grammar, grammar } from "./_grammars.ts";
 import { languageOf } from "./_languages.ts";
 import { type CodeSymbol, type Outline, outlineOf } from "./_outline.ts";
@@ -34,8 +34,6 @@ export interface CodeServiceOptions {
   deny?: string[];
   /** Paths a patch may not write (klbr's own code, the git hooks and config). @default [] */
   readOnly?: string[];
-  /** Limits of the parse-tree cache. */
-  cache?: TreeCacheLimits;
 }
 
 /** Counts that show the cache at work. */
@@ -53,7 +51,7 @@ export class CodeService {
   readonly deny: string[];
   /** Paths a patch may not write: read, but never changed. */
   readonly readOnly: string[];
-  readonly #cache: TreeCache;
+  readonly #cache = new TreeCache();
   readonly #stats: CodeStats = { parses: 0, hits: 0 };
   #queue: Promise<unknown> = Promise.resolve();
 
@@ -62,7 +60,6 @@ export class CodeService {
     this.root = options.root;
     this.deny = options.deny ?? [];
     this.readOnly = options.readOnly ?? [];
-    this.#cache = new TreeCache(options.cache);
   }
 
   /** Parse counts so far (a copy). */

@@ -11,13 +11,13 @@ import { resolveInWorkspace } from "../workspace/mod.ts";
 import type { CodeRange } from "./_schemas.ts";
 
 /** The largest file the code domain reads, parses or patches. */
-export const MAX_SOURCE_BYTES = 4 * 1024 * 1024;
+const MAX_SOURCE_BYTES = 4 * 1024 * 1024;
 
 const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const encoder = new TextEncoder();
 
 /** Returns the lower-case hex sha256 of `bytes`. */
-export async function sha256Hex(bytes: Uint8Array): Promise<string> {
+async function sha256Hex(bytes: Uint8Array): Promise<string> {
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource));
   return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }

@@ -8,13 +8,12 @@
  * @module
  */
 
-export { type CodeRpcOptions, codeRpcs, sharedCodeService } from "./_handlers.ts";
+export { type CodeRpcOptions, codeRpcs } from "./_handlers.ts";
 export { CodeService, type CodeServiceOptions, type CodeStats } from "./_service.ts";
 export { grammar, grammarLoads, grammarPath, initTreeSitter } from "./_grammars.ts";
-export { LANGUAGE_IDS, type LanguageId, languageOf } from "./_languages.ts";
+export { LANGUAGE_IDS, type LanguageId } from "./_languages.ts";
 export type { CodeSymbol, Outline } from "./_outline.ts";
 export type { PatchOutcome } from "./_patch.ts";
 export type { FindResult } from "./_find.ts";
 export { applyPatch } from "./_patch.ts";
 export { findInWorkspace } from "./_find.ts";
-export { CodeRange } from "./_schemas.ts";

@@ -7,14 +7,7 @@
  */
 
 import { z } from "zod";
-import type { RawRoute } from "./_kdl.ts";
-
-const show = (value: unknown): string =>
-  typeof value === "string" ? JSON.stringify(value) : String(value);
-const expected = (what: string) => ({
-  error: (issue: { input?: unknown }) => `expected ${what} (got ${show(issue.input)})`,
-});
-const timeoutMs = () => z.int(expected("whole milliseconds")).min(1, expected("at least 1 ms"));
+import { expected, show, timeoutMs, whole } from "./_fields.ts";
 
 const UNITS: Record<string, number> = {
   "": 1,
@@ -54,13 +47,11 @@ export const SandboxSchema = z.strictObject({
   /** Whether confined processes may use the network (a new, empty network namespace if not). */
   network: z.boolean(expected("#true or #false")).default(false),
   /** Processes and threads of one tree at once; a fork past it fails and ends the cell. */
-  max_processes: z.int(expected("a whole number")).min(16, expected("at least 16"))
-    .max(100_000, expected("at most 100000")).default(256),
+  max_processes: whole("a whole number", 16, 100_000).default(256),
   /** Memory of one tree (cgroups), or address space of each process (rlimits). */
   memory: byteSize(64 * 2 ** 20).default(2 ** 30),
   /** CPU weight of one tree against the daemon's 100 (cgroups only). */
-  cpu_weight: z.int(expected("a whole number")).min(1, expected("at least 1"))
-    .max(10_000, expected("at most 10000")).default(50),
+  cpu_weight: whole("a whole number", 1, 10_000).default(50),
   /** The largest file a confined process may write (RLIMIT_FSIZE). */
   max_file_size: byteSize(2 ** 20).default(4 * 2 ** 30),
 });
@@ -78,49 +69,24 @@ export const LanesSchema = z.strictObject({
   /** Whether a connection without the token or a session cookie may watch, read-only. */
   view_without_token: z.boolean(expected("#true or #false")).default(false),
   /** Lanes (sockets that said hello) at once; past it a viewer is refused, never the operator. */
-  max_connections: z.int(expected("a whole number")).min(1, expected("at least 1"))
-    .max(100_000, expected("at most 100000")).default(64),
+  max_connections: whole("a whole number", 1, 100_000).default(64),
   /** Sockets waiting for hello at once, apart from the lanes; past it the oldest is closed. */
-  max_pending_hello: z.int(expected("a whole number")).min(1, expected("at least 1"))
-    .max(100_000, expected("at most 100000")).default(256),
+  max_pending_hello: whole("a whole number", 1, 100_000).default(256),
   /** How long a socket may stay open without saying hello. */
   hello_timeout_ms: timeoutMs().default(3_000),
   /**
    * Inputs one connection may have received and not yet acknowledged; past it the daemon
    * handles none of that connection's messages until its acknowledgements drain.
    */
-  max_unacked_inputs: z.int(expected("a whole number")).min(1, expected("at least 1"))
-    .max(100_000, expected("at most 100000")).default(256),
+  max_unacked_inputs: whole("a whole number", 1, 100_000).default(256),
   /** The largest file the page may attach to a message (`POST /attachments`); 0 refuses all. */
   attachment_max_bytes: z.int(expected("whole bytes")).min(0, expected("0 or more bytes"))
     .max(1 << 28, expected("at most 268435456 bytes")).default(8 * 1024 * 1024),
 });
 
-const BLOCK_FIELD_NAMES = {
+/** The field names of each block node, for "unknown field" errors. */
+export const BLOCK_FIELD_NAMES = {
   sandbox: Object.keys(SandboxSchema.shape),
   workspace: Object.keys(WorkspaceSchema.shape),
   lanes: Object.keys(LanesSchema.shape),
 };
-
-/** The block nodes, each read by `Reader.block`. */
-export type BlockName = keyof typeof BLOCK_FIELD_NAMES;
-
-/**
- * Locates one issue of a `sandbox`, `workspace` or `lanes` block: its line and a sentence.
- */
-export function blockIssue(
-  block: BlockName,
-  raw: RawRoute | undefined,
-  issue: z.core.$ZodIssue,
-  order: number,
-): { line: number; order: number; text: string } {
-  const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
-  const field = keys.length > 0 ? keys.join(", ") : String(issue.path[1] ?? "");
-  const message = keys.length > 0
-    ? `unknown field, expected one of ${BLOCK_FIELD_NAMES[block].join(", ")} (got ${
-      keys.join(", ")
-    })`
-    : issue.message;
-  const line = raw?.lines.get(keys[0] ?? field) ?? raw?.line ?? 1;
-  return { line, order, text: `${block} ${field}: ${message}` };
-}

@@ -9,23 +9,15 @@
  */
 
 import { z } from "zod";
-import {
-  CACHE_FIELDS,
-  failAt,
-  type RawRoute,
-  readKdlRoutes,
-  ROUTE_NAMES,
-  type RouteName,
-} from "./_kdl.ts";
+import { readKdlRoutes, ROUTE_NAMES, type RouteName } from "./_kdl.ts";
 import { KlbrError } from "../core/mod.ts";
-import { BUDGET_FIELDS, BudgetSchema, CleanupSchema, JobBudgetSchema } from "./_settings.ts";
+import { BudgetSchema, CleanupSchema } from "./_settings.ts";
 import { LanesSchema, SandboxSchema, WorkspaceSchema } from "./_blocks.ts";
 import { BackupSchema } from "./_backup.ts";
 import { type FieldNames, locateIssue } from "./_config_issues.ts";
 import { Secret } from "./_secret.ts";
+import { expected, failAt, type RawBlock, timeoutMs, url } from "./_fields.ts";
 import { roleOrder, switchFields } from "./_switches.ts";
-
-export { CACHE_FIELDS, ROUTE_NAMES, type RouteName, Secret };
 
 /** The cache profiles a route may declare; each names the cache fields that route accepts. */
 export const CACHE_PROFILES = [
@@ -41,28 +33,13 @@ const RETENTION_BY_PROFILE: Record<typeof CACHE_PROFILES[number], readonly strin
   openai_prompt_cache_options: ["in_memory", "24h", "30m"],
 };
 
-const show = (value: unknown): string =>
-  typeof value === "string" ? JSON.stringify(value) : String(value);
-const expected = (what: string) => ({
-  error: (issue: { input?: unknown }) => `expected ${what} (got ${show(issue.input)})`,
-});
-const isHttpUrl = (value: string): boolean => {
-  try {
-    return ["http:", "https:"].includes(new URL(value).protocol);
-  } catch {
-    return false;
-  }
-};
-const timeoutMs = () => z.int(expected("whole milliseconds")).min(1, expected("at least 1 ms"));
-
 /** The smallest `context_tokens` a route may declare. */
 const MIN_CONTEXT_TOKENS = 2048;
 
 /** The fields of one route; every default of the model configuration lives here. */
-function routeFields(url: string) {
+function routeFields(defaultUrl: string) {
   return z.strictObject({
-    url: z.string(expected("an http(s) URL")).refine(isHttpUrl, expected("an http(s) URL"))
-      .default(url),
+    url: url("http").default(defaultUrl),
     model: z.string(expected("a model name")).min(1, expected("a model name")).default("default"),
     api_key_env: z.string(expected("an environment variable name"))
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, expected("an environment variable name")).optional(),
@@ -154,16 +131,6 @@ function routeSchema(name: RouteName, url: string) {
     .prefault({});
 }
 
-const ROUTE_FIELD_NAMES = Object.keys(routeFields("").shape);
-
-const isWsUrl = (value: string): boolean => {
-  try {
-    return ["ws:", "wss:"].includes(new URL(value).protocol);
-  } catch {
-    return false;
-  }
-};
-
 /** The `discord` node: where the bot listens and speaks; every Discord default lives here. */
 const DiscordSchema = z.strictObject({
   token_env: z.string(expected("an environment variable name"))
@@ -173,10 +140,8 @@ const DiscordSchema = z.strictObject({
   ).min(1, expected("at least one channel id")),
   /** Direct messages to the bot are admitted from any DM channel; `#false` refuses them. */
   dms: z.boolean(expected("#true or #false")).default(true),
-  api_url: z.string(expected("an http(s) URL")).refine(isHttpUrl, expected("an http(s) URL"))
-    .default("https://discord.com/api/v10"),
-  gateway_url: z.string(expected("a ws(s) URL")).refine(isWsUrl, expected("a ws(s) URL"))
-    .default("wss://gateway.discord.gg"),
+  api_url: url("http").default("https://discord.com/api/v10"),
+  gateway_url: url("ws").default("wss://gateway.discord.gg"),
   /** How long one send may take before its outcome is recorded `unknown`. */
   send_timeout_ms: timeoutMs().default(15_000),
   /**
@@ -192,8 +157,6 @@ const DiscordSchema = z.strictObject({
   backfill_max_messages: z.int(expected("a count")).min(1, expected("at least 1"))
     .default(1000),
 });
-
-const DISCORD_FIELD_NAMES = Object.keys(DiscordSchema.shape);
 
 /** The whole configuration; every default lives here. */
 export const ConfigSchema = z.strictObject({
@@ -213,18 +176,8 @@ export const ConfigSchema = z.strictObject({
 
 /** The field names an "unknown field" error offers, per node. */
 const FIELD_NAMES: FieldNames = {
-  route: ROUTE_FIELD_NAMES,
-  discord: DISCORD_FIELD_NAMES,
-  settings: (node, nested) =>
-    Object.keys(
-      node === "backup"
-        ? BackupSchema.shape
-        : node === "cleanup"
-        ? CleanupSchema.shape
-        : nested
-        ? JobBudgetSchema.shape
-        : BUDGET_FIELDS,
-    ),
+  route: Object.keys(routeFields("").shape),
+  discord: Object.keys(DiscordSchema.shape),
 };
 
 /** The validated model configuration. */
@@ -281,21 +234,13 @@ export function parseConfig(
 ): Omit<LoadedConfig, "source"> {
   const { file, env } = options;
   const kdl = readKdlRoutes(text, file);
-  const { routes: declared, discord: rawDiscord, settings, sandbox, workspace, lanes, warnings } =
-    kdl;
   // An undeclared role copies what main declares; main's own defaults are per role.
-  const raw: Partial<Record<RouteName, RawRoute>> = {};
-  for (const role of ROUTE_NAMES) raw[role] = declared[role] ?? declared.main;
-  const input = Object.fromEntries(
-    ROUTE_NAMES.filter((role) => raw[role] !== undefined).map((role) => [role, raw[role]?.fields]),
-  );
+  const raw: Partial<Record<RouteName, RawBlock>> = {};
+  for (const role of ROUTE_NAMES) raw[role] = kdl.routes[role] ?? kdl.routes.main;
+  const { discord, sandbox, workspace, lanes } = kdl;
   const result = ConfigSchema.safeParse({
-    routes: input,
-    ...(rawDiscord === undefined ? {} : { discord: rawDiscord.fields }),
-    ...Object.fromEntries(Object.entries(settings).map(([name, raw]) => [name, raw.fields])),
-    ...(sandbox === undefined ? {} : { sandbox: sandbox.fields }),
-    ...(workspace === undefined ? {} : { workspace: workspace.fields }),
-    ...(lanes === undefined ? {} : { lanes: lanes.fields }),
+    routes: fieldsOf(raw),
+    ...fieldsOf({ discord, ...kdl.settings, sandbox, workspace, lanes }),
   });
   if (!result.success) {
     // The first issue in file order: routes by role, then discord, then the other nodes.
@@ -303,16 +248,23 @@ export function parseConfig(
       .sort((a, b) => a.order - b.order || a.line - b.line);
     return failAt(file, located[0].line, located[0].text);
   }
-  if (env !== undefined) checkEnvNames(result.data, { raw, discord: rawDiscord, file, env });
-  return { config: result.data, warnings };
+  if (env !== undefined) checkEnvNames(result.data, { raw, discord, file, env });
+  return { config: result.data, warnings: kdl.warnings };
+}
+
+/** The raw fields of each declared node, by name. */
+function fieldsOf(nodes: Record<string, RawBlock | undefined>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(nodes).flatMap(([name, raw]) => raw === undefined ? [] : [[name, raw.fields]]),
+  );
 }
 
 /** Refuses an `api_key_env` or `token_env` that names a variable the environment lacks. */
 function checkEnvNames(
   config: Config,
   at: {
-    raw: Partial<Record<RouteName, RawRoute>>;
-    discord: RawRoute | undefined;
+    raw: Partial<Record<RouteName, RawBlock>>;
+    discord: RawBlock | undefined;
     file: string;
     env: Record<string, string | undefined>;
   },

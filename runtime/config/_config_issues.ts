@@ -6,15 +6,15 @@
  */
 
 import type { z } from "zod";
-import { type RawConfig, type RawRoute, ROUTE_NAMES, type RouteName } from "./_kdl.ts";
+import type { RawBlock } from "./_fields.ts";
+import { type RawConfig, ROUTE_NAMES, type RouteName } from "./_kdl.ts";
 import { locateSettingsIssue, SETTINGS_NODES } from "./_settings.ts";
-import { blockIssue } from "./_blocks.ts";
+import { BLOCK_FIELD_NAMES } from "./_blocks.ts";
 
-/** The field names an "unknown field" error offers: of a route, of `discord`, of a settings node. */
+/** The field names an "unknown field" error offers: of a route and of `discord`. */
 export interface FieldNames {
   route: readonly string[];
   discord: readonly string[];
-  settings: (node: "budget" | "cleanup" | "backup", nested: boolean) => string[];
 }
 
 /**
@@ -24,25 +24,20 @@ export interface FieldNames {
 export function locateIssue(
   issue: z.core.$ZodIssue,
   kdl: RawConfig,
-  raw: Partial<Record<RouteName, RawRoute>>,
+  raw: Partial<Record<RouteName, RawBlock>>,
   names: FieldNames,
 ): { line: number; order: number; text: string } {
   if ((SETTINGS_NODES as readonly PropertyKey[]).includes(issue.path[0])) {
-    const at = locateSettingsIssue(issue, kdl.settings, names.settings);
+    const at = locateSettingsIssue(issue, kdl.settings);
     return { ...at, order: ROUTE_NAMES.length + 1 };
   }
   const block = issue.path[0];
   if (block === "sandbox" || block === "workspace" || block === "lanes") {
-    return blockIssue(block, kdl[block], issue, ROUTE_NAMES.length + 1);
+    const at = blockIssue(block, kdl[block], issue, BLOCK_FIELD_NAMES[block]);
+    return { ...at, order: ROUTE_NAMES.length + 1 };
   }
-  if (issue.path[0] === "discord") {
-    const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
-    const field = keys.length > 0 ? keys.join(", ") : String(issue.path[1] ?? "");
-    const message = keys.length > 0
-      ? `unknown field, expected one of ${names.discord.join(", ")} (got ${keys.join(", ")})`
-      : issue.message;
-    const line = kdl.discord?.lines.get(keys[0] ?? field) ?? kdl.discord?.line ?? 1;
-    return { line, order: ROUTE_NAMES.length, text: `discord ${field}: ${message}`.trim() };
+  if (block === "discord") {
+    return { ...blockIssue(block, kdl.discord, issue, names.discord), order: ROUTE_NAMES.length };
   }
   const role = issue.path[1] as RouteName;
   const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
@@ -56,9 +51,25 @@ export function locateIssue(
 }
 
 /** The line of a route field an issue names: the sub-field's, the field's, or the route's. */
-function issueLine(raw: RawRoute | undefined, path: PropertyKey[], keys: string[]): number {
+function issueLine(raw: RawBlock | undefined, path: PropertyKey[], keys: string[]): number {
   if (raw === undefined) return 1;
   const [field, sub] = [String(keys[0] ?? path[0] ?? ""), path[1]];
   return (sub !== undefined ? raw.lines.get(`${field}.${String(sub)}`) : undefined) ??
     raw.lines.get(field) ?? raw.line;
+}
+
+/** Locates one issue of a block node (`discord`, `sandbox`, …): its line and a sentence. */
+function blockIssue(
+  block: string,
+  raw: RawBlock | undefined,
+  issue: z.core.$ZodIssue,
+  fieldNames: readonly string[],
+): { line: number; text: string } {
+  const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
+  const field = keys.length > 0 ? keys.join(", ") : String(issue.path[1] ?? "");
+  const message = keys.length > 0
+    ? `unknown field, expected one of ${fieldNames.join(", ")} (got ${keys.join(", ")})`
+    : issue.message;
+  const line = raw?.lines.get(keys[0] ?? field) ?? raw?.line ?? 1;
+  return { line, text: `${block} ${field}: ${message}`.trim() };
 }

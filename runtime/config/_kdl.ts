@@ -8,14 +8,9 @@
  * @module
  */
 
-import { getLocation, type Node, parse } from "@bgotink/kdl";
-import { KlbrError } from "../core/mod.ts";
-import {
-  type RawSettings,
-  readSettingsNodes,
-  SETTINGS_NODES,
-  type SettingsNode,
-} from "./_settings.ts";
+import { type Node, parse } from "@bgotink/kdl";
+import { failAt, lineOf, onlyNode, type RawBlock, readFields, show } from "./_fields.ts";
+import { readSettingsNodes, SETTINGS_NODES, type SettingsNode } from "./_settings.ts";
 
 /** The route roles, in the order errors are reported. */
 export const ROUTE_NAMES = ["main", "fast", "long"] as const;
@@ -44,44 +39,24 @@ const SWITCH_FIELDS: Record<string, string> = {
   max_tokens: "max_tokens",
 };
 
-/** One declared route's raw values, the line of its `llm` node and the line of each field. */
-export interface RawRoute {
-  line: number;
-  fields: Record<string, unknown>;
-  lines: Map<string, number>;
-}
-
 /** What the KDL text declares: the routes by role and the warnings about removed fields. */
 export interface RawConfig {
-  routes: Partial<Record<RouteName, RawRoute>>;
+  routes: Partial<Record<RouteName, RawBlock>>;
   /** The `discord` node, when the text declares one. */
-  discord?: RawRoute;
+  discord?: RawBlock;
   /** The `budget` and `cleanup` nodes the text declares. */
-  settings: Partial<Record<SettingsNode, RawSettings>>;
+  settings: Partial<Record<SettingsNode, RawBlock>>;
   /** The `sandbox` node; its one optional argument (the mode) is field `mode`. */
-  sandbox?: RawRoute;
+  sandbox?: RawBlock;
   /** The `workspace` node: `self_edit`. */
-  workspace?: RawRoute;
+  workspace?: RawBlock;
   /** The `lanes` node: bounds and the read-only view. */
-  lanes?: RawRoute;
+  lanes?: RawBlock;
   warnings: string[];
 }
 
 /** The sandbox, workspace and lanes nodes (each at most once), read by `Reader.block`. */
 const BLOCK_NODES = ["sandbox", "workspace", "lanes"] as const;
-
-const lineOf = (node: Node): number => getLocation(node)?.start.line ?? 1;
-const show = (value: unknown): string =>
-  typeof value === "string" ? JSON.stringify(value) : String(value);
-
-/**
- * Throws the configuration error for one line of one file.
- *
- * @throws {KlbrError} `invalid_config`, always.
- */
-export function failAt(file: string, line: number, what: string, cause?: unknown): never {
-  throw new KlbrError("invalid_config", `cannot load config ${file}:${line}: ${what}`, { cause });
-}
 
 /**
  * Parses KDL text into raw routes.
@@ -101,23 +76,13 @@ export function readKdlRoutes(text: string, file: string): RawConfig {
     return failAt(file, first?.start?.line ?? 1, `invalid KDL (got ${show(message)})`, error);
   }
   const reader = new Reader(file);
-  const discordNodes = nodes.filter((node) => node.getName() === "discord");
-  if (discordNodes.length > 1) {
-    const [first, second] = discordNodes.map(lineOf);
-    failAt(file, second, `discord: declared twice (got lines ${first} and ${second})`);
-  }
-  const single = (name: typeof BLOCK_NODES[number]): Node | undefined => {
-    const found = nodes.filter((node) => node.getName() === name);
-    if (found.length > 1) {
-      const [first, second] = found.map(lineOf);
-      failAt(file, second, `${name}: declared twice (got lines ${first} and ${second})`);
-    }
-    return found[0];
-  };
-  const [sandboxNode, workspaceNode, lanesNode] = BLOCK_NODES.map(single);
+  const discordNode = onlyNode(nodes, "discord", file);
+  const [sandboxNode, workspaceNode, lanesNode] = BLOCK_NODES.map((name) =>
+    onlyNode(nodes, name, file)
+  );
   const other = ["discord", ...SETTINGS_NODES, ...BLOCK_NODES] as string[];
   const routes = reader.routes(nodes.filter((node) => !other.includes(node.getName())));
-  const discord = discordNodes.length === 1 ? reader.discord(discordNodes[0]) : undefined;
+  const discord = discordNode === undefined ? undefined : reader.discord(discordNode);
   return {
     routes,
     discord,
@@ -137,8 +102,8 @@ class Reader {
     return failAt(this.file, line, what);
   }
 
-  routes(nodes: Node[]): Partial<Record<RouteName, RawRoute>> {
-    const routes: Partial<Record<RouteName, RawRoute>> = {};
+  routes(nodes: Node[]): Partial<Record<RouteName, RawBlock>> {
+    const routes: Partial<Record<RouteName, RawBlock>> = {};
     for (const node of nodes) {
       const line = lineOf(node);
       if (node.getName() !== "llm") {
@@ -162,63 +127,50 @@ class Reader {
     return routes;
   }
 
-  route(role: RouteName, node: Node): RawRoute {
-    const raw: RawRoute = { line: lineOf(node), fields: {}, lines: new Map() };
-    for (const child of node.children?.nodes ?? []) {
-      const field = child.getName();
-      const line = lineOf(child);
-      const where = `llm "${role}" ${field}`;
-      if (raw.lines.has(field)) {
-        this.fail(line, `${where}: given twice (got lines ${raw.lines.get(field)} and ${line})`);
-      }
-      raw.lines.set(field, line);
-      if (field === "extra_options") {
-        raw.fields[field] = this.extraOptions(where, child, raw.lines);
-        continue;
-      }
-      const args = child.getArguments();
-      if (args.length !== 1 || child.getProperties().size > 0 || child.children !== null) {
-        this.fail(line, `${where}: expected exactly one value (got ${args.length} values)`);
-      }
-      raw.fields[field] = args[0];
-    }
+  route(role: RouteName, node: Node): RawBlock {
+    const raw: RawBlock = { line: lineOf(node), fields: {}, lines: new Map() };
+    const where = `llm "${role}"`;
+    readFields(node, raw, {
+      file: this.file,
+      where,
+      special: (field, child) =>
+        field === "extra_options"
+          ? this.extraOptions(`${where} ${field}`, child, raw.lines)
+          : undefined,
+    });
     return raw;
   }
 
   /** Reads the `discord` block: `channels` takes one or more values, every other field one. */
-  discord(node: Node): RawRoute {
-    const raw: RawRoute = { line: lineOf(node), fields: {}, lines: new Map() };
+  discord(node: Node): RawBlock {
+    const raw: RawBlock = { line: lineOf(node), fields: {}, lines: new Map() };
     if (node.getArguments().length > 0 || node.getProperties().size > 0) {
       this.fail(raw.line, `discord: expected a block (got values)`);
     }
-    for (const child of node.children?.nodes ?? []) {
-      const field = child.getName();
-      const line = lineOf(child);
-      const where = `discord ${field}`;
-      if (raw.lines.has(field)) {
-        this.fail(line, `${where}: given twice (got lines ${raw.lines.get(field)} and ${line})`);
-      }
-      raw.lines.set(field, line);
-      const args = child.getArguments();
-      const many = field === "channels";
-      if (
-        (many ? args.length === 0 : args.length !== 1) || child.getProperties().size > 0 ||
-        child.children !== null
-      ) {
-        const rule = many ? "one or more values" : "exactly one value";
-        this.fail(line, `${where}: expected ${rule} (got ${args.length} values)`);
-      }
-      raw.fields[field] = many ? args : args[0];
-    }
+    readFields(node, raw, {
+      file: this.file,
+      where: "discord",
+      special: (field, child, line) =>
+        field === "channels" ? this.channels(child, line) : undefined,
+    });
     return raw;
+  }
+
+  /** Reads `discord`'s `channels`: one or more values. */
+  channels(node: Node, line: number): unknown[] {
+    const args = node.getArguments();
+    if (args.length === 0 || node.getProperties().size > 0 || node.children !== null) {
+      this.fail(line, `discord channels: expected one or more values (got ${args.length} values)`);
+    }
+    return args;
   }
 
   /**
    * Reads a block of one-value fields; `argument`, when given, names the field the node's
    * one optional argument fills (`sandbox "required" { … }`).
    */
-  block(name: string, node: Node, argument?: string): RawRoute {
-    const raw: RawRoute = { line: lineOf(node), fields: {}, lines: new Map() };
+  block(name: string, node: Node, argument?: string): RawBlock {
+    const raw: RawBlock = { line: lineOf(node), fields: {}, lines: new Map() };
     const args = node.getArguments();
     if (node.getProperties().size > 0 || args.length > (argument === undefined ? 0 : 1)) {
       const shape = argument === undefined ? "a block" : `at most one ${argument} and a block`;
@@ -228,25 +180,7 @@ class Reader {
       raw.fields[argument] = args[0];
       raw.lines.set(argument, raw.line);
     }
-    for (const child of node.children?.nodes ?? []) {
-      const field = child.getName();
-      const line = lineOf(child);
-      if (raw.lines.has(field)) {
-        this.fail(
-          line,
-          `${name} ${field}: given twice (got lines ${raw.lines.get(field)} and ${line})`,
-        );
-      }
-      raw.lines.set(field, line);
-      const values = child.getArguments();
-      if (values.length !== 1 || child.getProperties().size > 0 || child.children !== null) {
-        this.fail(
-          line,
-          `${name} ${field}: expected exactly one value (got ${values.length} values)`,
-        );
-      }
-      raw.fields[field] = values[0];
-    }
+    readFields(node, raw, { file: this.file, where: name });
     return raw;
   }
 

@@ -6,7 +6,8 @@
  */
 
 import { KlbrError } from "../core/mod.ts";
-import { type DiscordConfig, type Route, Secret } from "./_config.ts";
+import type { DiscordConfig, Route } from "./_config.ts";
+import { Secret } from "./_secret.ts";
 
 /**
  * Returns the Discord bot token from the `token_env` variable, wrapped so no printed form

@@ -2,47 +2,22 @@
  * The `budget` and `cleanup` nodes of the configuration: the limits of unattended work (model
  * requests and tokens per hour and per job, wall time per job, concurrent jobs and processes,
  * artifact disk) and the cleanup policy (old drafts, unpinned releases). Every default lives in
- * these schemas; `docs/jobs.md` explains what each limit governs.
- *
- * ```kdl
- * budget {
- *     model_requests_per_hour 600
- *     tokens_per_hour 2000000
- *     concurrent_jobs 2
- *     concurrent_processes 8
- *     artifact_disk_mb 256
- *     job {
- *         wall_time_s 1800
- *         model_requests 100
- *         tokens 200000
- *     }
- * }
- * cleanup {
- *     draft_max_age_days 7
- *     release_keep_days 30
- *     interval_hours 6
- * }
- * ```
+ * these schemas; `docs/jobs.md` explains what each limit governs, and `docs/configuration.md`
+ * shows both nodes.
  *
  * @module
  */
 
-import { getLocation, type Node } from "@bgotink/kdl";
+import type { Node } from "@bgotink/kdl";
 import { z } from "zod";
-import { KlbrError } from "../core/mod.ts";
+import { BackupSchema } from "./_backup.ts";
+import { failAt, lineOf, onlyNode, type RawBlock, readFields, show, whole } from "./_fields.ts";
 
 /** The names of the settings nodes, each a block of single-valued fields (`backup`: `_backup.ts`). */
 export const SETTINGS_NODES = ["budget", "cleanup", "backup"] as const;
 
 /** One settings node's name. */
 export type SettingsNode = typeof SETTINGS_NODES[number];
-
-const show = (value: unknown): string =>
-  typeof value === "string" ? JSON.stringify(value) : String(value);
-const whole = (what: string, min: number, max: number) =>
-  z.int({ error: (issue) => `expected ${what} (got ${show(issue.input)})` })
-    .min(min, { error: (issue) => `expected at least ${min} (got ${show(issue.input)})` })
-    .max(max, { error: (issue) => `expected at most ${max} (got ${show(issue.input)})` });
 
 /** The limits of one job; what a job may ask for at most, and what it gets when it asks nothing. */
 export const JobBudgetSchema = z.strictObject(
@@ -76,9 +51,6 @@ const BudgetFields = z.strictObject({
   job: JobBudgetSchema.prefault({}),
 });
 
-/** The fields of the `budget` node, by name (for "expected one of" messages). */
-export const BUDGET_FIELDS = BudgetFields.shape;
-
 /** The `budget` node: the daemon's limits, and `job` for each job's. */
 export const BudgetSchema = BudgetFields.superRefine((budget, ctx) => {
   // Each running job holds a process slot for its workbench; its workspace.run needs another.
@@ -107,19 +79,6 @@ export type BudgetConfig = z.output<typeof BudgetSchema>;
 /** The validated `cleanup` node. */
 export type CleanupConfig = z.output<typeof CleanupSchema>;
 
-/** One settings node's raw values (a nested block becomes an object) and their lines. */
-export interface RawSettings {
-  line: number;
-  fields: Record<string, unknown>;
-  lines: Map<string, number>;
-}
-
-const lineOf = (node: Node): number => getLocation(node)?.start.line ?? 1;
-
-function failAt(file: string, line: number, what: string): never {
-  throw new KlbrError("invalid_config", `cannot load config ${file}:${line}: ${what}`);
-}
-
 /**
  * Reads the settings nodes of a document: each a block whose fields take one value, and `job`
  * (in `budget`) a nested block of the same kind.
@@ -130,60 +89,37 @@ function failAt(file: string, line: number, what: string): never {
 export function readSettingsNodes(
   nodes: Node[],
   file: string,
-): Partial<Record<SettingsNode, RawSettings>> {
-  const out: Partial<Record<SettingsNode, RawSettings>> = {};
+): Partial<Record<SettingsNode, RawBlock>> {
+  const out: Partial<Record<SettingsNode, RawBlock>> = {};
   for (const name of SETTINGS_NODES) {
-    const found = nodes.filter((node) => node.getName() === name);
-    if (found.length > 1) {
-      failAt(
-        file,
-        lineOf(found[1]),
-        `${name}: declared twice (got lines ${lineOf(found[0])} and ${lineOf(found[1])})`,
-      );
-    }
-    if (found.length === 1) {
-      const raw: RawSettings = { line: lineOf(found[0]), fields: {}, lines: new Map() };
-      readBlock(found[0], name, "", raw, file);
-      out[name] = raw;
-    }
+    const node = onlyNode(nodes, name, file);
+    if (node !== undefined) out[name] = readBlock(node, name, { line: lineOf(node), file });
   }
   return out;
 }
 
-function readBlock(node: Node, where: string, prefix: string, raw: RawSettings, file: string) {
+/** Reads one settings block; `budget`'s `job` is a nested block whose lines go in `lines`. */
+function readBlock(
+  node: Node,
+  where: string,
+  at: { line: number; file: string; lines?: Map<string, number> },
+): RawBlock {
+  const { line, file } = at;
   if (node.getArguments().length > 0 || node.getProperties().size > 0) {
-    failAt(file, lineOf(node), `${where}: expected a block (got values)`);
+    failAt(file, line, `${where}: expected a block (got values)`);
   }
-  const target: Record<string, unknown> = {};
-  for (const child of node.children?.nodes ?? []) {
-    const field = child.getName();
-    const key = prefix + field;
-    const line = lineOf(child);
-    if (raw.lines.has(key)) {
-      failAt(
-        file,
-        line,
-        `${where} ${field}: given twice (got lines ${raw.lines.get(key)} and ${line})`,
-      );
-    }
-    raw.lines.set(key, line);
-    if (child.children !== null && prefix === "" && where === "budget" && field === "job") {
-      const nested: RawSettings = { line, fields: {}, lines: raw.lines };
-      readBlock(child, `${where} job`, "job.", nested, file);
-      target[field] = nested.fields;
-      continue;
-    }
-    const args = child.getArguments();
-    if (args.length !== 1 || child.getProperties().size > 0 || child.children !== null) {
-      failAt(
-        file,
-        line,
-        `${where} ${field}: expected exactly one value (got ${args.length} values)`,
-      );
-    }
-    target[field] = args[0];
-  }
-  Object.assign(raw.fields, target);
+  const nested = at.lines !== undefined;
+  const raw: RawBlock = { line, fields: {}, lines: at.lines ?? new Map() };
+  readFields(node, raw, {
+    file,
+    where,
+    prefix: nested ? "job." : "",
+    special: (field, child, line) =>
+      !nested && where === "budget" && field === "job" && child.children !== null
+        ? readBlock(child, "budget job", { line, file, lines: raw.lines }).fields
+        : undefined,
+  });
+  return raw;
 }
 
 /**
@@ -191,18 +127,21 @@ function readBlock(node: Node, where: string, prefix: string, raw: RawSettings, 
  */
 export function locateSettingsIssue(
   issue: z.core.$ZodIssue,
-  raw: Partial<Record<SettingsNode, RawSettings>>,
-  fieldNames: (node: SettingsNode, nested: boolean) => string[],
+  raw: Partial<Record<SettingsNode, RawBlock>>,
 ): { line: number; text: string } {
   const node = issue.path[0] as SettingsNode;
   const rest = issue.path.slice(1).map(String);
   const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
   const field = [...rest, ...(keys.length ? [keys.join(", ")] : [])].join(".");
-  const nested = rest[0] === "job";
+  const shape = node === "backup"
+    ? BackupSchema.shape
+    : node === "cleanup"
+    ? CleanupSchema.shape
+    : rest[0] === "job"
+    ? JobBudgetSchema.shape
+    : BudgetFields.shape;
   const message = keys.length > 0
-    ? `unknown field, expected one of ${fieldNames(node, nested).join(", ")} (got ${
-      keys.join(", ")
-    })`
+    ? `unknown field, expected one of ${Object.keys(shape).join(", ")} (got ${keys.join(", ")})`
     : issue.message;
   const key = [...rest, ...(keys.length ? [keys[0]] : [])].join(".");
   const line = raw[node]?.lines.get(key) ?? raw[node]?.line ?? 1;

@@ -7,12 +7,7 @@
  */
 
 import { z } from "zod";
-
-const show = (value: unknown): string =>
-  typeof value === "string" ? JSON.stringify(value) : String(value);
-const expected = (what: string) => ({
-  error: (issue: { input?: unknown }) => `expected ${what} (got ${show(issue.input)})`,
-});
+import { expected } from "./_fields.ts";
 
 /** A route's `tool_calls` modes: `tools` in the request, a ```python fence, or native until refused. */
 const TOOL_CALL_MODES = ["native", "text", "auto"] as const;

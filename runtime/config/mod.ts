@@ -6,14 +6,8 @@
  * @module
  */
 
-export {
-  type Config,
-  type DiscordConfig,
-  loadConfig,
-  parseConfig,
-  type Route,
-  Secret,
-} from "./_config.ts";
+export { type Config, type DiscordConfig, loadConfig, parseConfig, type Route } from "./_config.ts";
+export { Secret } from "./_secret.ts";
 export { defaultConfigText } from "./_default_text.ts";
 export type { BudgetConfig, CleanupConfig } from "./_settings.ts";
 export type { BackupConfig } from "./_backup.ts";

@@ -13,7 +13,7 @@ import { loadStateConfig, REPO_ROOT, resolveConfigPath } from "../setup/mod.ts";
 import { renderUnit, type UnitFacts } from "./_unit.ts";
 
 /** The unit's file name. */
-export const UNIT_NAME = "klbr.service";
+const UNIT_NAME = "klbr.service";
 
 /** The variables a service passes on when they are set at install (beside the workspace). */
 const PASSED_ON = [
@@ -59,7 +59,7 @@ export interface ServiceOptions {
  *
  * @throws {KlbrError} `usage` when neither `XDG_CONFIG_HOME` nor `HOME` names an absolute path.
  */
-export function unitDirectory(system: boolean, env: Record<string, string | undefined>): string {
+function unitDirectory(system: boolean, env: Record<string, string | undefined>): string {
   if (system) return "/etc/systemd/system";
   const config = env.XDG_CONFIG_HOME && isAbsolute(env.XDG_CONFIG_HOME)
     ? env.XDG_CONFIG_HOME

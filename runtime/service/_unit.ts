@@ -31,11 +31,11 @@ export interface UnitFacts {
 }
 
 /** How long a failed service waits before systemd starts it again. */
-export const RESTART_SEC = 5;
+const RESTART_SEC = 5;
 /** At most this many starts within {@linkcode START_LIMIT_INTERVAL_S}; then it stays failed. */
-export const START_LIMIT_BURST = 5;
+const START_LIMIT_BURST = 5;
 /** The window of {@linkcode START_LIMIT_BURST}, in seconds. */
-export const START_LIMIT_INTERVAL_S = 600;
+const START_LIMIT_INTERVAL_S = 600;
 
 /**
  * A value as systemd reads it: `%` (specifiers) doubled; in a command line (`exec`) `$`

@@ -11,8 +11,6 @@ export {
   type ServiceOptions,
   type UninstallReport,
   uninstallService,
-  UNIT_NAME,
-  unitDirectory,
   unitFacts,
 } from "./_install.ts";
 export { renderUnit, type UnitFacts } from "./_unit.ts";
