@@ -171,7 +171,6 @@ async def _arm_wait(result: CellResult, waited: WaitRequested) -> None:
         armed = await arm_wait(waited.reason, waited.timer or {})
     except asyncio.CancelledError:
         result.outcome, result.wait = "cancelled", None
-        discard(made)
     except BaseException as exc:  # noqa: BLE001 - reported as the cell's error
         result.outcome, result.wait, result.error = "error", None, format_exception(exc)
     else:
@@ -250,6 +249,7 @@ async def run_cell(
                 await _arm_wait(result, waited)
     except asyncio.CancelledError:
         result.outcome, result.wait = "cancelled", None
+        discard(made)  # what the cancelled code made and never started, closed without a report
     except BaseException as exc:  # noqa: BLE001 - a cell's SystemExit must not end the kernel
         if isinstance(exc, SyntaxError):
             exc.__traceback__ = None  # the compiler's frames are klbr's, not the cell's

@@ -129,6 +129,17 @@ class RunCellTest(unittest.IsolatedAsyncioTestCase):
         self.assertIsInstance(result, CellResult)
         self.assertEqual(result.outcome, "cancelled")
 
+    async def test_cancelled_cell_closes_the_calls_it_never_awaited(self) -> None:
+        """`run_cell()` cancelled mid-await closes a klbr call it made and never awaited, silently."""
+        from klbr.local import local
+
+        ns: dict = {"started": asyncio.Event(), "asyncio": asyncio, "local": local}
+        task = asyncio.create_task(run_cell("pending = local.send('hi')\nstarted.set()\nawait asyncio.Event().wait()", ns))
+        await ns["started"].wait()
+        task.cancel()
+        self.assertEqual((await task).outcome, "cancelled")
+        self.assertIsNone(ns["pending"].cr_frame, "the never-awaited call is closed")
+
     async def test_repr_failure_is_an_error(self) -> None:
         """`run_cell()` reports a final value whose repr raises as outcome error."""
         code = "class Bad:\n    def __repr__(self):\n        raise RuntimeError('no repr')\nBad()"

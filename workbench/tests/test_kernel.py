@@ -204,6 +204,16 @@ class QueueTest(KernelCase):
         self.assertEqual(cancel["result"], {"cancelled": True})
         self.assertEqual(self.wire.reply("e1")["result"]["outcome"], "cancelled")
 
+    async def test_cancel_while_a_timed_wait_arms_its_timer(self) -> None:
+        """`handle_cancel()` during a timed ``wait()``'s timer RPC: the cell ends cancelled, no wait."""
+        await self.init()
+        self.send({"kind": "execute", "id": "e1", "cell": "c1", "code": "wait('later', seconds=60)"})
+        self.assertEqual((await self.rpc_frame())["method"], "timers.at")
+        cancel = await self.call({"kind": "cancel", "id": "k1", "target": "e1"})
+        self.assertEqual(cancel["result"], {"cancelled": True})
+        result = await self.result_of()
+        self.assertEqual((result["outcome"], result["wait"], result["error"]), ("cancelled", None, None))
+
     async def test_cancel_queued_cell_never_runs_it(self) -> None:
         """`handle_cancel()` drops a queued cell: it is answered cancelled and its code never runs."""
         release = await self._block_first_cell()
