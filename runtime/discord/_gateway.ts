@@ -162,6 +162,8 @@ export class DiscordGateway {
     const options = this.#o;
     const { log } = options;
     const debug = () => {};
+    const warn = (...args: unknown[]) =>
+      log.warn("discord.gateway_library", `discord gateway: ${args.join(" ")}`);
     const shard = new lib.DiscordenoShard({
       id: 0,
       connection: {
@@ -177,10 +179,8 @@ export class DiscordGateway {
       logger: {
         debug,
         info: debug,
-        warn: (...args: unknown[]) =>
-          log.warn("discord.gateway_library", `discord gateway: ${args.join(" ")}`),
-        error: (...args: unknown[]) =>
-          log.warn("discord.gateway_library", `discord gateway: ${args.join(" ")}`),
+        warn,
+        error: warn,
         fatal: (...args: unknown[]) =>
           log.error("discord.gateway_library", `discord gateway: ${args.join(" ")}`),
       } as never,

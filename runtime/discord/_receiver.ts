@@ -33,7 +33,7 @@ import {
   DM_PARENT,
   type InboundContext,
 } from "./_inbound.ts";
-import { type DiscordRest, sleep } from "./_rest.ts";
+import { type DiscordRest, failureText, sleep } from "./_rest.ts";
 
 /** What the receiver needs from the daemon. */
 export interface DiscordHost {
@@ -54,7 +54,7 @@ export interface DiscordReceiverOptions {
 }
 
 /** A snowflake for time `at` (ms): messages sent after `at` have larger ids. */
-export function snowflakeAt(at: number): string {
+function snowflakeAt(at: number): string {
   return String((BigInt(Math.max(at, 1420070400000)) - 1420070400000n) << 22n);
 }
 
@@ -211,12 +211,7 @@ export class DiscordReceiver {
     const input = inputByDedupeKey(store, "discord", key);
     if (input === undefined) return;
     const body = { input_id: input.id, message_id: d.id, ...fields } as never;
-    appendEvent(
-      store,
-      input.session,
-      kind === "input.edited" ? "input.edited" : "input.deleted",
-      body,
-    );
+    appendEvent(store, input.session, kind, body);
   }
 
   #thread(thread: unknown): void {
@@ -249,11 +244,7 @@ export class DiscordReceiver {
       if (result.kind !== "ok" || !Array.isArray(result.json)) {
         log.warn(
           "discord.backfill_failed",
-          `discord: cannot backfill channel ${channelId}: ${
-            result.kind === "lost"
-              ? result.reason
-              : `HTTP ${"status" in result ? result.status : "?"}`
-          }`,
+          `discord: cannot backfill channel ${channelId}: ${failureText(result)}`,
           { channel: channelId },
         );
         return;

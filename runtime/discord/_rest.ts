@@ -33,6 +33,19 @@ export interface DiscordRestOptions {
   signal: AbortSignal;
 }
 
+/**
+ * Why a request did not give the caller what it wanted: the reason it was lost, else its HTTP
+ * status.
+ *
+ * @example
+ * ```ts
+ * failureText({ kind: "refused", status: 403, text: "" }); // "HTTP 403"
+ * ```
+ */
+export function failureText(result: RestResult): string {
+  return result.kind === "lost" ? result.reason : `HTTP ${result.status}`;
+}
+
 /** Requests a second Discord allows a bot in all. */
 const GLOBAL_PER_SECOND = 50;
 

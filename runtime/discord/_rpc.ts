@@ -321,50 +321,6 @@ export const discordSendRpc = defineRpc({
   handler: (p, call: RpcCall<DiscordRpcOptions>) => send(call.deps, p, call.cell),
 });
 
-/** `discord.react`: an outbox row of kind `reaction`, once per key like `discord.send`. */
-export const discordReactRpc = defineRpc({
-  name: "discord.react",
-  summary: "Queues one emoji reaction on a message, named directly or by its input.",
-  roles: ROLES,
-  action: "react on discord",
-  args: DiscordReactParams,
-  reply: Receipt,
-  handler: (p, call: RpcCall<DiscordRpcOptions>) => react(call.deps, p, call.cell),
-});
-
-/** `discord.typing`: best effort, never an outbox row. */
-export const discordTypingRpc = defineRpc({
-  name: "discord.typing",
-  summary: "Shows typing in a channel for a few seconds; best effort, never an outbox row.",
-  roles: ROLES,
-  action: "show typing on discord",
-  args: DiscordTypingParams,
-  reply: z.strictObject({ ok: z.boolean(), error: z.string().nullable() }),
-  handler: (p, call: RpcCall<DiscordRpcOptions>) => typing(call.deps, p),
-});
-
-/** `discord.status`: one outbox row of this session. */
-export const discordStatusRpc = defineRpc({
-  name: "discord.status",
-  summary: "Reads the state of one outbox row of this session (`docs/discord.md`).",
-  roles: ROLES,
-  action: "read discord send status",
-  args: DiscordStatusParams,
-  reply: z.object({ outbox_id: z.string(), kind: z.string(), state: z.string() }),
-  handler: (p, call: RpcCall<DiscordRpcOptions>) => status(call.deps, p),
-});
-
-/** `input.ignore`: records that the agent read an input of its frame and chose not to answer. */
-export const inputIgnoreRpc = defineRpc({
-  name: "input.ignore",
-  summary: "Records `input.ignored` for an input of the running frame: read, not answered.",
-  roles: ROLES,
-  action: "ignore input",
-  args: IgnoreParams,
-  reply: z.strictObject({ input_id: z.string(), seq: z.int() }),
-  handler: (p, call: RpcCall<DiscordRpcOptions>) => ignore(call.deps, p),
-});
-
 /**
  * The `discord.*` and `input.ignore` RPCs of a session's cells, bound to
  * {@linkcode DiscordRpcOptions}.
@@ -376,8 +332,40 @@ export const inputIgnoreRpc = defineRpc({
  */
 export const discordRpcs = [
   discordSendRpc,
-  discordReactRpc,
-  discordTypingRpc,
-  discordStatusRpc,
-  inputIgnoreRpc,
+  defineRpc({
+    name: "discord.react",
+    summary: "Queues one emoji reaction on a message, named directly or by its input.",
+    roles: ROLES,
+    action: "react on discord",
+    args: DiscordReactParams,
+    reply: Receipt,
+    handler: (p, call: RpcCall<DiscordRpcOptions>) => react(call.deps, p, call.cell),
+  }),
+  defineRpc({
+    name: "discord.typing",
+    summary: "Shows typing in a channel for a few seconds; best effort, never an outbox row.",
+    roles: ROLES,
+    action: "show typing on discord",
+    args: DiscordTypingParams,
+    reply: z.strictObject({ ok: z.boolean(), error: z.string().nullable() }),
+    handler: (p, call: RpcCall<DiscordRpcOptions>) => typing(call.deps, p),
+  }),
+  defineRpc({
+    name: "discord.status",
+    summary: "Reads the state of one outbox row of this session (`docs/discord.md`).",
+    roles: ROLES,
+    action: "read discord send status",
+    args: DiscordStatusParams,
+    reply: z.object({ outbox_id: z.string(), kind: z.string(), state: z.string() }),
+    handler: (p, call: RpcCall<DiscordRpcOptions>) => status(call.deps, p),
+  }),
+  defineRpc({
+    name: "input.ignore",
+    summary: "Records `input.ignored` for an input of the running frame: read, not answered.",
+    roles: ROLES,
+    action: "ignore input",
+    args: IgnoreParams,
+    reply: z.strictObject({ input_id: z.string(), seq: z.int() }),
+    handler: (p, call: RpcCall<DiscordRpcOptions>) => ignore(call.deps, p),
+  }),
 ];

@@ -15,7 +15,7 @@ import type { Logger } from "../core/mod.ts";
 import { DiscordGateway, type GatewayStatus } from "./_gateway.ts";
 import { DM_PARENT } from "./_inbound.ts";
 import { type DiscordHost, DiscordReceiver } from "./_receiver.ts";
-import { DiscordRest } from "./_rest.ts";
+import { DiscordRest, failureText } from "./_rest.ts";
 import type { DiscordEffects } from "./_rpc.ts";
 import { OutboxSender } from "./_sender.ts";
 
@@ -167,11 +167,9 @@ export class DiscordTransport implements DiscordEffects {
     const result = await this.#rest.request("POST", `/channels/${channel}/typing`, {
       timeoutMs: Math.min(5000, this.#o.config.send_timeout_ms),
     });
-    if (result.kind === "ok") return { ok: true, error: null };
-    return {
-      ok: false,
-      error: result.kind === "lost" ? result.reason : `HTTP ${result.status}`,
-    };
+    return result.kind === "ok"
+      ? { ok: true, error: null }
+      : { ok: false, error: failureText(result) };
   }
 
   /** Closes the gateway; a send in flight is aborted and recorded `unknown`. */
