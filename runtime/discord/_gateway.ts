@@ -64,6 +64,11 @@ export interface GatewayStatus {
   fix: string | null;
 }
 
+/** The status of a gateway on `url` before its first connection, since `since` (ms). */
+export function connectingStatus(url: string, since: number): GatewayStatus {
+  return { state: "connecting", url, since, lastError: null, closeCode: null, fix: null };
+}
+
 /** Options for {@linkcode DiscordGateway}. */
 export interface DiscordGatewayOptions {
   /** The gateway URL, e.g. `wss://gateway.discord.gg`; `v=10&encoding=json` is added. */
@@ -116,14 +121,7 @@ export class DiscordGateway {
   constructor(options: DiscordGatewayOptions) {
     this.#o = options;
     this.#clock = options.clock ?? Date.now;
-    this.#status = {
-      state: "connecting",
-      url: options.url,
-      since: this.#clock(),
-      lastError: null,
-      closeCode: null,
-      fix: null,
-    };
+    this.#status = connectingStatus(options.url, this.#clock());
   }
 
   /** The gateway's state now. */

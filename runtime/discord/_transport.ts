@@ -12,7 +12,7 @@ import { channelCursors } from "../../store/tables/discord_gateway.ts";
 import type { Store } from "../../store/store.ts";
 import type { DiscordConfig, Secret } from "../config/mod.ts";
 import type { Logger } from "../core/mod.ts";
-import { DiscordGateway, type GatewayStatus } from "./_gateway.ts";
+import { connectingStatus, DiscordGateway, type GatewayStatus } from "./_gateway.ts";
 import { DM_PARENT } from "./_inbound.ts";
 import { type DiscordHost, DiscordReceiver } from "./_receiver.ts";
 import { DiscordRest, failureText } from "./_rest.ts";
@@ -109,14 +109,7 @@ export class DiscordTransport implements DiscordEffects {
   /** The gateway's state, with the configured channels and whether DMs are answered. */
   status(): DiscordStatus {
     const { config } = this.#o;
-    const gateway = this.#gateway?.status() ?? {
-      state: "connecting" as const,
-      url: config.gateway_url,
-      since: Date.now(),
-      lastError: null,
-      closeCode: null,
-      fix: null,
-    };
+    const gateway = this.#gateway?.status() ?? connectingStatus(config.gateway_url, Date.now());
     return { ...gateway, channels: [...config.channels], dms: config.dms };
   }
 
@@ -126,22 +119,12 @@ export class DiscordTransport implements DiscordEffects {
    */
   start(host: DiscordHost): void {
     const { config, store, log, token } = this.#o;
-    const signal = this.#stop.signal;
-    const sender = new OutboxSender({
-      config,
-      store,
-      rest: this.#rest,
-      log,
-      signal,
-    });
+    const shared = { config, store, rest: this.#rest, log, signal: this.#stop.signal };
+    const sender = new OutboxSender(shared);
     this.#sender = sender;
     const receiver = new DiscordReceiver({
-      config,
-      store,
-      rest: this.#rest,
-      log,
+      ...shared,
       host,
-      signal,
       onOwnMessage: (nonce, id) => sender.onOwnMessage(nonce, id),
     });
     this.#gateway = new DiscordGateway({
