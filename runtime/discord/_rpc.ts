@@ -19,7 +19,7 @@ import { appendEvent } from "../../store/tables/events.ts";
 import { getFrame } from "../../store/tables/frames.ts";
 import { getInput, type InputRecord } from "../../store/tables/inputs.ts";
 import { derivedEffectKey } from "../../store/tables/effects.ts";
-import { enqueueOutbox, getOutbox } from "../../store/tables/outbox.ts";
+import { type EnqueueOutbox, enqueueOutbox, getOutbox } from "../../store/tables/outbox.ts";
 import type { Store } from "../../store/store.ts";
 import { faultPoint, KlbrError } from "../core/mod.ts";
 import { defineRpc, type RpcCall } from "../kernel/mod.ts";
@@ -131,20 +131,28 @@ function channelOf(options: DiscordRpcOptions, action: string, given: string | u
 }
 
 /**
- * Commits an outbox row (or finds the one its key already wrote), then wakes the lanes and the
- * sender. The key is the caller's, else one derived from the frame, the destination and the
- * body: the same send repeated in one turn is one row, one nonce, one message.
+ * Commits an outbox row of the session, in the conversation of its channel and for the running
+ * frame (or finds the one its key already wrote), then wakes the lanes and the sender. The key
+ * is the caller's, else one derived from the frame, the destination and the body: the same send
+ * repeated in one turn is one row, one nonce, one message.
  */
 function enqueue(
   options: DiscordRpcOptions,
-  row: Parameters<typeof enqueueOutbox>[1] & { frameId: string | null; cellId: string | null },
+  row: Omit<EnqueueOutbox, "session" | "conversation" | "frameId"> & { cellId: string | null },
 ) {
-  const key = row.key ?? derivedEffectKey(row, [
+  const frameId = options.frame()?.id ?? null;
+  const key = row.key ?? derivedEffectKey({ frameId, cellId: row.cellId }, [
     row.kind ?? "message",
     JSON.stringify(row.destination),
     row.body,
   ]);
-  const written = enqueueOutbox(options.store, { ...row, key });
+  const written = enqueueOutbox(options.store, {
+    ...row,
+    session: options.session,
+    conversation: `discord:${row.destination.channel_id}`,
+    frameId,
+    key,
+  });
   // The row is committed and the cell has not heard of it: a crash here must not queue it twice.
   faultPoint("enqueue-before-reply");
   options.discord?.wake();
@@ -156,7 +164,6 @@ function replyAnchor(
   options: DiscordRpcOptions,
   replyTo: string | false | undefined,
   channel: string,
-  frame: { id: string; routing: unknown } | null,
 ): { message: string; input: string | null } | null {
   if (typeof replyTo === "string" && replyTo.startsWith("in_")) {
     const input = getInput(options.store, replyTo);
@@ -171,7 +178,7 @@ function replyAnchor(
   }
   if (typeof replyTo === "string") return { message: replyTo, input: null };
   if (replyTo === undefined) {
-    const newest = answeredInputs(options.store, frame)
+    const newest = answeredInputs(options.store, options.frame())
       .filter((i) => discordOf(i)?.channel === channel).pop();
     if (newest !== undefined) return { message: discordOf(newest)!.message, input: newest.id };
   }
@@ -192,17 +199,13 @@ function send(
     );
   }
   const channel = channelOf(options, "send to discord", p.channel);
-  const frame = options.frame();
-  const anchor = replyAnchor(options, p.reply_to, channel, frame);
+  const anchor = replyAnchor(options, p.reply_to, channel);
   return enqueue(options, {
-    session: options.session,
-    conversation: `discord:${channel}`,
     destination: anchor === null
       ? { channel_id: channel }
       : { channel_id: channel, reply_to: anchor.message },
     body: p.text,
     inputId: anchor?.input ?? null,
-    frameId: frame?.id ?? null,
     cellId: cell,
     key: p.key,
   });
@@ -230,13 +233,10 @@ function react(
   }
   channel = channelOf(options, "react on discord", channel);
   return enqueue(options, {
-    session: options.session,
-    conversation: `discord:${channel}`,
     destination: { channel_id: channel, message_id: message },
     body: p.emoji,
     kind: "reaction",
     inputId: p.message.startsWith("in_") ? p.message : null,
-    frameId: options.frame()?.id ?? null,
     cellId: cell,
     key: p.key,
   });
