@@ -168,8 +168,6 @@ function buildMessage(
   options: Pick<OperatorCliOptions, "reset" | "raise">,
 ): Record<string, unknown> {
   switch (command) {
-    case "status":
-      return { kind: "op.status", session: args[0] };
     case "jobs":
       return { kind: "op.jobs", session: args[0] ?? "default" };
     case "cancel-job":
@@ -194,8 +192,6 @@ function buildMessage(
       };
     case "trace":
       return { kind: "op.trace", session: args[0], target: args[1] };
-    case "frames":
-      return { kind: "op.frames", session: args[0] };
     case "search":
       return { kind: "op.history_search", session: args[0], query: args.slice(1).join(" ") };
     case "budget":
