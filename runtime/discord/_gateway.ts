@@ -1,20 +1,11 @@
 /**
  * The Discord gateway on `@discordeno/gateway`'s `DiscordenoShard` (one shard), with its
- * resume state kept durably (`store/tables/discord_gateway.ts`): after `READY` the session id, resume
- * URL and the bot's user id are saved, and after each dispatch has been handled its sequence
- * is saved. A reconnect, and a daemon restart, therefore send Resume (op 6) with the last
- * sequence that was handled, and Discord replays what was missed. When Discord refuses the
- * resume (Invalid Session, op 9), the shard identifies anew and `onSession` is told so the
- * transport can backfill from history.
- *
- * Two guards sit around the library, both from its source (21.0.0, pinned): its close handler
- * reconnects at once, with no delay, so while the gateway is unreachable it reconnects in a
- * tight loop (measured: about 5,500 attempts in 2 s against a refusing loopback server); and for
- * a close code it cannot cure (4004 bad token, …) it throws from the socket's `onclose`, an
- * unhandled rejection that ends a Deno process. The guard wraps that handler: consecutive
- * failures wait 0.5 s, 1 s, … up to 30 s before the library reconnects, a connection that never
- * opened retries the resume rather than giving the session up, and a fatal code is logged and
- * ends reconnecting.
+ * resume state kept durably (`store/tables/discord_gateway.ts`): a reconnect, and a daemon
+ * restart, resume from the last handled sequence; a refused resume (op 9) identifies anew and
+ * tells `onSession`, so the transport can backfill. The library's close handler is guarded: it
+ * would reconnect in a tight loop, and throw (ending the process) on a close code it cannot
+ * cure; here failures back off up to 30 s and a fatal code ends reconnecting. The measurements
+ * and the whole design are in `docs/discord.md`, "How it works".
  *
  * @module
  */

@@ -1,13 +1,8 @@
 /**
- * One REST request to Discord at a time per caller, each with a timeout, under Discord's rate
- * limits: per-route buckets learned from `X-RateLimit-Bucket`, `-Remaining` and `-Reset-After`
- * (a request whose bucket is spent waits for its reset), the global limit (50 requests a
- * second, and a global 429 pauses every request for its `retry_after`). A 429 is returned to
- * the caller with its `retry_after`, never retried here: whether to retry is the caller's
- * decision (the sender retries the same outbox row, since Discord did not process it).
- *
- * Not `@discordeno/rest`: its requests cannot be aborted or given a timeout, and an outbox row
- * needs exactly one request whose outcome it records.
+ * One REST request to Discord at a time per caller, each with a timeout, under Discord's
+ * per-route buckets and its global limit. A 429 is returned to the caller with its
+ * `retry_after`, never retried here: the sender decides. Not `@discordeno/rest`, whose requests
+ * cannot be aborted or timed out (`docs/discord.md`, "How it works").
  *
  * @module
  */

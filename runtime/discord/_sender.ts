@@ -1,17 +1,10 @@
 /**
  * The one outbox sender: takes rows one at a time, each channel's strictly in the order they
- * were written (`nextOutboxWork`), and records honestly what each request did.
- *
- * - A `pending` row: `attempting` is committed, then one request carrying the row's nonce with
- *   `enforce_nonce: true` (a reaction is a `PUT`, idempotent). 2xx with an id → `confirmed`; a 429
- *   → back to `pending` until its `retry_after` (Discord did not process it; the attempt is
- *   recorded); another 4xx → `failed`; a 5xx, a timeout or a network error → `unknown`.
- * - An `unknown` row is reconciled, never blindly resent: within the nonce window it is posted
- *   again with the same nonce, which returns the original message if the first request had
- *   posted it and posts it once if not; outside the window the channel's recent messages are
- *   searched for the nonce. Found → `confirmed` with that message's id; otherwise it stays
- *   `unknown`, each try recorded on the row, and after the last try it is left to the operator.
- *   The bot's own message seen on the gateway with the row's nonce confirms it too.
+ * were written (`nextOutboxWork`), and records honestly what each request did: a `pending` row
+ * is committed `attempting`, then sent once with its nonce and `enforce_nonce`; an `unknown`
+ * row is reconciled (re-posted with the same nonce inside the nonce window, else looked for in
+ * history), never blindly resent. The states and the reconciliation are in `docs/discord.md`,
+ * "Outbox states" and "Reconciliation".
  *
  * @module
  */
