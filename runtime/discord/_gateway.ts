@@ -69,8 +69,6 @@ export interface DiscordGatewayOptions {
   tokenEnv?: string;
   store: Store;
   log: Logger;
-  /** The clock `since` is read from. @default {Date.now} */
-  clock?: () => number;
   /** Called, in order, with each dispatch but `READY`/`RESUMED` (data camel-cased). */
   onDispatch: (event: string, data: unknown) => void | Promise<void>;
   /** Called after `READY` (a new session) and after `RESUMED`. */
@@ -106,13 +104,11 @@ export class DiscordGateway {
   #wake: (() => void) | undefined;
   #status: GatewayStatus;
   #errorSinceOpen: string | null = null;
-  #clock: () => number;
 
   /** Creates the client; {@linkcode start} connects (resuming a saved session). */
   constructor(options: DiscordGatewayOptions) {
     this.#o = options;
-    this.#clock = options.clock ?? Date.now;
-    this.#status = connectingStatus(options.url, this.#clock());
+    this.#status = connectingStatus(options.url, Date.now());
   }
 
   /** The gateway's state now. */
@@ -128,7 +124,7 @@ export class DiscordGateway {
       ...this.#status,
       ...fields,
       state,
-      since: keep ? this.#status.since : this.#clock(),
+      since: keep ? this.#status.since : Date.now(),
     };
   }
 
