@@ -20,6 +20,7 @@ import {
 import type { Secret } from "../config/mod.ts";
 import type { Logger } from "../core/mod.ts";
 import { fatalClose } from "./_close_codes.ts";
+import { sleep } from "./_rest.ts";
 
 /** GUILDS | GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT (threads come with GUILDS). */
 export const GATEWAY_INTENTS: number = (1 << 0) | (1 << 9) | (1 << 12) | (1 << 15);
@@ -101,7 +102,8 @@ export class DiscordGateway {
   #opened = false;
   #established = false;
   #queue: Promise<void> = Promise.resolve();
-  #wake: (() => void) | undefined;
+  /** Aborted by {@linkcode stop}: cuts a backoff wait short. */
+  #stopWaits = new AbortController();
   #status: GatewayStatus;
   #errorSinceOpen: string | null = null;
 
@@ -222,7 +224,7 @@ export class DiscordGateway {
   async stop(): Promise<void> {
     if (this.#status.state !== "refused") this.#enter("stopped");
     this.#stopped = true;
-    this.#wake?.();
+    this.#stopWaits.abort();
     if (this.#started === undefined) return;
     if (!(await this.#started.then(() => true, () => false))) return;
     await this.#shard.shutdown().catch(() => {});
@@ -298,13 +300,7 @@ export class DiscordGateway {
         `discord gateway ${url} closed (${close.code}); reconnecting in ${wait} ms`,
         { code: close.code, wait_ms: wait, url },
       );
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, wait);
-        this.#wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+      await sleep(wait, this.#stopWaits.signal);
       if (this.#stopped) return;
       // A connection that never opened says nothing about the session: resume it again.
       if (!opened && this.#shard.state === this.#lib.ShardState.Resuming) {
