@@ -21,9 +21,6 @@ import {
   readGatewayState,
 } from "../../store/tables/discord_gateway.ts";
 import { isOwnMessage } from "../../store/tables/outbox.ts";
-import type { Store } from "../../store/store.ts";
-import type { DiscordConfig } from "../config/mod.ts";
-import type { Logger } from "../core/mod.ts";
 import type { GatewaySession } from "./_gateway.ts";
 import {
   classify,
@@ -33,7 +30,8 @@ import {
   DM_PARENT,
   type InboundContext,
 } from "./_inbound.ts";
-import { type DiscordRest, failureText, sleep } from "./_rest.ts";
+import { failureText, sleep } from "./_rest.ts";
+import type { OutboxSenderOptions } from "./_sender.ts";
 
 /** What the receiver needs from the daemon. */
 export interface DiscordHost {
@@ -41,16 +39,11 @@ export interface DiscordHost {
   admitDiscord(message: DiscordMessage): { inputId: string } | { error: string };
 }
 
-/** Options for {@linkcode DiscordReceiver}. */
-export interface DiscordReceiverOptions {
-  config: DiscordConfig;
-  store: Store;
-  rest: DiscordRest;
-  log: Logger;
+/** Options for {@linkcode DiscordReceiver}: the parts the sender has too, and the daemon. */
+export interface DiscordReceiverOptions extends OutboxSenderOptions {
   host: DiscordHost;
   /** Called with the nonce and id of each message of the bot's own seen on the gateway. */
   onOwnMessage: (nonce: string, messageId: string) => void;
-  signal: AbortSignal;
 }
 
 /** A snowflake for time `at` (ms): messages sent after `at` have larger ids. */
