@@ -6,12 +6,9 @@
  */
 
 /**
- * Close codes after which reconnecting cannot help, with their name and the fix. From Discord's
- * "Gateway Close Event Codes" table
- * (https://discord.com/developers/docs/topics/opcodes-and-status-codes#gateway-gateway-close-event-codes),
- * whose `Reconnect` column is `false` for exactly these: 4004 Authentication failed, 4010
- * Invalid shard, 4011 Sharding required, 4012 Invalid API version, 4013 Invalid intent(s),
- * 4014 Disallowed intent(s). `{var}` stands for the token's environment variable.
+ * Discord's "Gateway Close Event Codes" whose `Reconnect` column is `false`
+ * (https://discord.com/developers/docs/topics/opcodes-and-status-codes#gateway-gateway-close-event-codes).
+ * `{var}` stands for the token's environment variable.
  */
 const FATAL_CLOSE_CODES = new Map<number, { name: string; fix: string }>([
   [4004, {

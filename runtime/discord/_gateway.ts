@@ -1,20 +1,11 @@
 /**
  * The Discord gateway on `@discordeno/gateway`'s `DiscordenoShard` (one shard), with its
- * resume state kept durably (`store/tables/discord_gateway.ts`): after `READY` the session id, resume
- * URL and the bot's user id are saved, and after each dispatch has been handled its sequence
- * is saved. A reconnect, and a daemon restart, therefore send Resume (op 6) with the last
- * sequence that was handled, and Discord replays what was missed. When Discord refuses the
- * resume (Invalid Session, op 9), the shard identifies anew and `onSession` is told so the
- * transport can backfill from history.
- *
- * Two guards sit around the library, both from its source (21.0.0, pinned): its close handler
- * reconnects at once, with no delay, so while the gateway is unreachable it reconnects in a
- * tight loop (measured: about 5,500 attempts in 2 s against a refusing loopback server); and for
- * a close code it cannot cure (4004 bad token, …) it throws from the socket's `onclose`, an
- * unhandled rejection that ends a Deno process. The guard wraps that handler: consecutive
- * failures wait 0.5 s, 1 s, … up to 30 s before the library reconnects, a connection that never
- * opened retries the resume rather than giving the session up, and a fatal code is logged and
- * ends reconnecting.
+ * resume state kept durably (`store/tables/discord_gateway.ts`): a reconnect, and a daemon
+ * restart, resume from the last handled sequence; a refused resume (op 9) identifies anew and
+ * tells `onSession`, so the transport can backfill. The library's close handler is guarded: it
+ * would reconnect in a tight loop, and throw (ending the process) on a close code it cannot
+ * cure; here failures back off up to 30 s and a fatal code ends reconnecting. The measurements
+ * and the whole design are in `docs/discord.md`, "How it works".
  *
  * @module
  */
@@ -29,6 +20,7 @@ import {
 import type { Secret } from "../config/mod.ts";
 import type { Logger } from "../core/mod.ts";
 import { fatalClose } from "./_close_codes.ts";
+import { sleep } from "./_rest.ts";
 
 /** GUILDS | GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT (threads come with GUILDS). */
 export const GATEWAY_INTENTS: number = (1 << 0) | (1 << 9) | (1 << 12) | (1 << 15);
@@ -64,6 +56,11 @@ export interface GatewayStatus {
   fix: string | null;
 }
 
+/** The status of a gateway on `url` before its first connection, since `since` (ms). */
+export function connectingStatus(url: string, since: number): GatewayStatus {
+  return { state: "connecting", url, since, lastError: null, closeCode: null, fix: null };
+}
+
 /** Options for {@linkcode DiscordGateway}. */
 export interface DiscordGatewayOptions {
   /** The gateway URL, e.g. `wss://gateway.discord.gg`; `v=10&encoding=json` is added. */
@@ -73,8 +70,6 @@ export interface DiscordGatewayOptions {
   tokenEnv?: string;
   store: Store;
   log: Logger;
-  /** The clock `since` is read from. @default {Date.now} */
-  clock?: () => number;
   /** Called, in order, with each dispatch but `READY`/`RESUMED` (data camel-cased). */
   onDispatch: (event: string, data: unknown) => void | Promise<void>;
   /** Called after `READY` (a new session) and after `RESUMED`. */
@@ -107,23 +102,15 @@ export class DiscordGateway {
   #opened = false;
   #established = false;
   #queue: Promise<void> = Promise.resolve();
-  #wake: (() => void) | undefined;
+  /** Aborted by {@linkcode stop}: cuts a backoff wait short. */
+  #stopWaits = new AbortController();
   #status: GatewayStatus;
   #errorSinceOpen: string | null = null;
-  #clock: () => number;
 
   /** Creates the client; {@linkcode start} connects (resuming a saved session). */
   constructor(options: DiscordGatewayOptions) {
     this.#o = options;
-    this.#clock = options.clock ?? Date.now;
-    this.#status = {
-      state: "connecting",
-      url: options.url,
-      since: this.#clock(),
-      lastError: null,
-      closeCode: null,
-      fix: null,
-    };
+    this.#status = connectingStatus(options.url, Date.now());
   }
 
   /** The gateway's state now. */
@@ -139,7 +126,7 @@ export class DiscordGateway {
       ...this.#status,
       ...fields,
       state,
-      since: keep ? this.#status.since : this.#clock(),
+      since: keep ? this.#status.since : Date.now(),
     };
   }
 
@@ -162,6 +149,8 @@ export class DiscordGateway {
     const options = this.#o;
     const { log } = options;
     const debug = () => {};
+    const warn = (...args: unknown[]) =>
+      log.warn("discord.gateway_library", `discord gateway: ${args.join(" ")}`);
     const shard = new lib.DiscordenoShard({
       id: 0,
       connection: {
@@ -177,10 +166,8 @@ export class DiscordGateway {
       logger: {
         debug,
         info: debug,
-        warn: (...args: unknown[]) =>
-          log.warn("discord.gateway_library", `discord gateway: ${args.join(" ")}`),
-        error: (...args: unknown[]) =>
-          log.warn("discord.gateway_library", `discord gateway: ${args.join(" ")}`),
+        warn,
+        error: warn,
         fatal: (...args: unknown[]) =>
           log.error("discord.gateway_library", `discord gateway: ${args.join(" ")}`),
       } as never,
@@ -237,7 +224,7 @@ export class DiscordGateway {
   async stop(): Promise<void> {
     if (this.#status.state !== "refused") this.#enter("stopped");
     this.#stopped = true;
-    this.#wake?.();
+    this.#stopWaits.abort();
     if (this.#started === undefined) return;
     if (!(await this.#started.then(() => true, () => false))) return;
     await this.#shard.shutdown().catch(() => {});
@@ -313,13 +300,7 @@ export class DiscordGateway {
         `discord gateway ${url} closed (${close.code}); reconnecting in ${wait} ms`,
         { code: close.code, wait_ms: wait, url },
       );
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, wait);
-        this.#wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+      await sleep(wait, this.#stopWaits.signal);
       if (this.#stopped) return;
       // A connection that never opened says nothing about the session: resume it again.
       if (!opened && this.#shard.state === this.#lib.ShardState.Resuming) {

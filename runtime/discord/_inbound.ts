@@ -109,18 +109,15 @@ export function classify(data: unknown, context: InboundContext): Classified {
   const m = parsed.data;
   if (context.selfId !== null && m.author.id === context.selfId) return { kind: "own", message: m };
   if (m.author.bot === true) return { kind: "ignore", reason: "from a bot" };
-  const threadOf = context.channels.includes(m.channelId)
-    ? null
-    : context.threadParent(m.channelId);
-  if (!context.channels.includes(m.channelId) && threadOf === null) {
-    if (m.guildId === undefined || m.guildId === null) {
-      return context.dms
-        ? { kind: "admit", message: m, threadOf: null }
-        : { kind: "ignore", reason: "a direct message, and dms is #false" };
-    }
+  if (context.channels.includes(m.channelId)) return { kind: "admit", message: m, threadOf: null };
+  const threadOf = context.threadParent(m.channelId);
+  if (threadOf !== null) return { kind: "admit", message: m, threadOf };
+  if (m.guildId !== undefined && m.guildId !== null) {
     return { kind: "ignore", reason: "not a configured channel" };
   }
-  return { kind: "admit", message: m, threadOf };
+  return context.dms
+    ? { kind: "admit", message: m, threadOf: null }
+    : { kind: "ignore", reason: "a direct message, and dms is #false" };
 }
 
 /** Whether `m` addresses the bot: a mention of it (in `mentions` or the text). */

@@ -51,11 +51,7 @@ export async function probeDiscord(
       `discord: GET /users/@me refused the token (HTTP 401): reset it in the developer portal (Bot → Reset Token) and set ${config.token_env}`,
     );
   } else {
-    problems.push(
-      `discord: GET /users/@me answered HTTP ${result.status}: ${
-        "text" in result ? result.text : ""
-      }`,
-    );
+    problems.push(`discord: GET /users/@me answered HTTP ${result.status}: ${result.text}`);
   }
   const hello = await gatewayHello(config.gateway_url, timeoutMs);
   if (hello === null) lines.push(`  gateway ok: ${config.gateway_url} said Hello`);

@@ -21,9 +21,6 @@ import {
   readGatewayState,
 } from "../../store/tables/discord_gateway.ts";
 import { isOwnMessage } from "../../store/tables/outbox.ts";
-import type { Store } from "../../store/store.ts";
-import type { DiscordConfig } from "../config/mod.ts";
-import type { Logger } from "../core/mod.ts";
 import type { GatewaySession } from "./_gateway.ts";
 import {
   classify,
@@ -33,7 +30,8 @@ import {
   DM_PARENT,
   type InboundContext,
 } from "./_inbound.ts";
-import { type DiscordRest, sleep } from "./_rest.ts";
+import { failureText, sleep } from "./_rest.ts";
+import type { OutboxSenderOptions } from "./_sender.ts";
 
 /** What the receiver needs from the daemon. */
 export interface DiscordHost {
@@ -41,20 +39,15 @@ export interface DiscordHost {
   admitDiscord(message: DiscordMessage): { inputId: string } | { error: string };
 }
 
-/** Options for {@linkcode DiscordReceiver}. */
-export interface DiscordReceiverOptions {
-  config: DiscordConfig;
-  store: Store;
-  rest: DiscordRest;
-  log: Logger;
+/** Options for {@linkcode DiscordReceiver}: the parts the sender has too, and the daemon. */
+export interface DiscordReceiverOptions extends OutboxSenderOptions {
   host: DiscordHost;
   /** Called with the nonce and id of each message of the bot's own seen on the gateway. */
   onOwnMessage: (nonce: string, messageId: string) => void;
-  signal: AbortSignal;
 }
 
 /** A snowflake for time `at` (ms): messages sent after `at` have larger ids. */
-export function snowflakeAt(at: number): string {
+function snowflakeAt(at: number): string {
   return String((BigInt(Math.max(at, 1420070400000)) - 1420070400000n) << 22n);
 }
 
@@ -211,12 +204,7 @@ export class DiscordReceiver {
     const input = inputByDedupeKey(store, "discord", key);
     if (input === undefined) return;
     const body = { input_id: input.id, message_id: d.id, ...fields } as never;
-    appendEvent(
-      store,
-      input.session,
-      kind === "input.edited" ? "input.edited" : "input.deleted",
-      body,
-    );
+    appendEvent(store, input.session, kind, body);
   }
 
   #thread(thread: unknown): void {
@@ -249,11 +237,7 @@ export class DiscordReceiver {
       if (result.kind !== "ok" || !Array.isArray(result.json)) {
         log.warn(
           "discord.backfill_failed",
-          `discord: cannot backfill channel ${channelId}: ${
-            result.kind === "lost"
-              ? result.reason
-              : `HTTP ${"status" in result ? result.status : "?"}`
-          }`,
+          `discord: cannot backfill channel ${channelId}: ${failureText(result)}`,
           { channel: channelId },
         );
         return;

@@ -1,13 +1,8 @@
 /**
- * One REST request to Discord at a time per caller, each with a timeout, under Discord's rate
- * limits: per-route buckets learned from `X-RateLimit-Bucket`, `-Remaining` and `-Reset-After`
- * (a request whose bucket is spent waits for its reset), the global limit (50 requests a
- * second, and a global 429 pauses every request for its `retry_after`). A 429 is returned to
- * the caller with its `retry_after`, never retried here: whether to retry is the caller's
- * decision (the sender retries the same outbox row, since Discord did not process it).
- *
- * Not `@discordeno/rest`: its requests cannot be aborted or given a timeout, and an outbox row
- * needs exactly one request whose outcome it records.
+ * One REST request to Discord at a time per caller, each with a timeout, under Discord's
+ * per-route buckets and its global limit. A 429 is returned to the caller with its
+ * `retry_after`, never retried here: the sender decides. Not `@discordeno/rest`, whose requests
+ * cannot be aborted or timed out (`docs/discord.md`, "How it works").
  *
  * @module
  */
@@ -31,6 +26,19 @@ export interface DiscordRestOptions {
   timeoutMs: number;
   /** Aborts every wait and request (the daemon stops). */
   signal: AbortSignal;
+}
+
+/**
+ * Why a request did not give the caller what it wanted: the reason it was lost, else its HTTP
+ * status.
+ *
+ * @example
+ * ```ts
+ * failureText({ kind: "refused", status: 403, text: "" }); // "HTTP 403"
+ * ```
+ */
+export function failureText(result: RestResult): string {
+  return result.kind === "lost" ? result.reason : `HTTP ${result.status}`;
 }
 
 /** Requests a second Discord allows a bot in all. */

@@ -19,7 +19,7 @@ import { appendEvent } from "../../store/tables/events.ts";
 import { getFrame } from "../../store/tables/frames.ts";
 import { getInput, type InputRecord } from "../../store/tables/inputs.ts";
 import { derivedEffectKey } from "../../store/tables/effects.ts";
-import { enqueueOutbox, getOutbox } from "../../store/tables/outbox.ts";
+import { type EnqueueOutbox, enqueueOutbox, getOutbox } from "../../store/tables/outbox.ts";
 import type { Store } from "../../store/store.ts";
 import { faultPoint, KlbrError } from "../core/mod.ts";
 import { defineRpc, type RpcCall } from "../kernel/mod.ts";
@@ -131,20 +131,28 @@ function channelOf(options: DiscordRpcOptions, action: string, given: string | u
 }
 
 /**
- * Commits an outbox row (or finds the one its key already wrote), then wakes the lanes and the
- * sender. The key is the caller's, else one derived from the frame, the destination and the
- * body: the same send repeated in one turn is one row, one nonce, one message.
+ * Commits an outbox row of the session, in the conversation of its channel and for the running
+ * frame (or finds the one its key already wrote), then wakes the lanes and the sender. The key
+ * is the caller's, else one derived from the frame, the destination and the body: the same send
+ * repeated in one turn is one row, one nonce, one message.
  */
 function enqueue(
   options: DiscordRpcOptions,
-  row: Parameters<typeof enqueueOutbox>[1] & { frameId: string | null; cellId: string | null },
+  row: Omit<EnqueueOutbox, "session" | "conversation" | "frameId"> & { cellId: string | null },
 ) {
-  const key = row.key ?? derivedEffectKey(row, [
+  const frameId = options.frame()?.id ?? null;
+  const key = row.key ?? derivedEffectKey({ frameId, cellId: row.cellId }, [
     row.kind ?? "message",
     JSON.stringify(row.destination),
     row.body,
   ]);
-  const written = enqueueOutbox(options.store, { ...row, key });
+  const written = enqueueOutbox(options.store, {
+    ...row,
+    session: options.session,
+    conversation: `discord:${row.destination.channel_id}`,
+    frameId,
+    key,
+  });
   // The row is committed and the cell has not heard of it: a crash here must not queue it twice.
   faultPoint("enqueue-before-reply");
   options.discord?.wake();
@@ -156,7 +164,6 @@ function replyAnchor(
   options: DiscordRpcOptions,
   replyTo: string | false | undefined,
   channel: string,
-  frame: { id: string; routing: unknown } | null,
 ): { message: string; input: string | null } | null {
   if (typeof replyTo === "string" && replyTo.startsWith("in_")) {
     const input = getInput(options.store, replyTo);
@@ -171,7 +178,7 @@ function replyAnchor(
   }
   if (typeof replyTo === "string") return { message: replyTo, input: null };
   if (replyTo === undefined) {
-    const newest = answeredInputs(options.store, frame)
+    const newest = answeredInputs(options.store, options.frame())
       .filter((i) => discordOf(i)?.channel === channel).pop();
     if (newest !== undefined) return { message: discordOf(newest)!.message, input: newest.id };
   }
@@ -192,17 +199,13 @@ function send(
     );
   }
   const channel = channelOf(options, "send to discord", p.channel);
-  const frame = options.frame();
-  const anchor = replyAnchor(options, p.reply_to, channel, frame);
+  const anchor = replyAnchor(options, p.reply_to, channel);
   return enqueue(options, {
-    session: options.session,
-    conversation: `discord:${channel}`,
     destination: anchor === null
       ? { channel_id: channel }
       : { channel_id: channel, reply_to: anchor.message },
     body: p.text,
     inputId: anchor?.input ?? null,
-    frameId: frame?.id ?? null,
     cellId: cell,
     key: p.key,
   });
@@ -230,13 +233,10 @@ function react(
   }
   channel = channelOf(options, "react on discord", channel);
   return enqueue(options, {
-    session: options.session,
-    conversation: `discord:${channel}`,
     destination: { channel_id: channel, message_id: message },
     body: p.emoji,
     kind: "reaction",
     inputId: p.message.startsWith("in_") ? p.message : null,
-    frameId: options.frame()?.id ?? null,
     cellId: cell,
     key: p.key,
   });
@@ -321,50 +321,6 @@ export const discordSendRpc = defineRpc({
   handler: (p, call: RpcCall<DiscordRpcOptions>) => send(call.deps, p, call.cell),
 });
 
-/** `discord.react`: an outbox row of kind `reaction`, once per key like `discord.send`. */
-export const discordReactRpc = defineRpc({
-  name: "discord.react",
-  summary: "Queues one emoji reaction on a message, named directly or by its input.",
-  roles: ROLES,
-  action: "react on discord",
-  args: DiscordReactParams,
-  reply: Receipt,
-  handler: (p, call: RpcCall<DiscordRpcOptions>) => react(call.deps, p, call.cell),
-});
-
-/** `discord.typing`: best effort, never an outbox row. */
-export const discordTypingRpc = defineRpc({
-  name: "discord.typing",
-  summary: "Shows typing in a channel for a few seconds; best effort, never an outbox row.",
-  roles: ROLES,
-  action: "show typing on discord",
-  args: DiscordTypingParams,
-  reply: z.strictObject({ ok: z.boolean(), error: z.string().nullable() }),
-  handler: (p, call: RpcCall<DiscordRpcOptions>) => typing(call.deps, p),
-});
-
-/** `discord.status`: one outbox row of this session. */
-export const discordStatusRpc = defineRpc({
-  name: "discord.status",
-  summary: "Reads the state of one outbox row of this session (`docs/discord.md`).",
-  roles: ROLES,
-  action: "read discord send status",
-  args: DiscordStatusParams,
-  reply: z.object({ outbox_id: z.string(), kind: z.string(), state: z.string() }),
-  handler: (p, call: RpcCall<DiscordRpcOptions>) => status(call.deps, p),
-});
-
-/** `input.ignore`: records that the agent read an input of its frame and chose not to answer. */
-export const inputIgnoreRpc = defineRpc({
-  name: "input.ignore",
-  summary: "Records `input.ignored` for an input of the running frame: read, not answered.",
-  roles: ROLES,
-  action: "ignore input",
-  args: IgnoreParams,
-  reply: z.strictObject({ input_id: z.string(), seq: z.int() }),
-  handler: (p, call: RpcCall<DiscordRpcOptions>) => ignore(call.deps, p),
-});
-
 /**
  * The `discord.*` and `input.ignore` RPCs of a session's cells, bound to
  * {@linkcode DiscordRpcOptions}.
@@ -376,8 +332,40 @@ export const inputIgnoreRpc = defineRpc({
  */
 export const discordRpcs = [
   discordSendRpc,
-  discordReactRpc,
-  discordTypingRpc,
-  discordStatusRpc,
-  inputIgnoreRpc,
+  defineRpc({
+    name: "discord.react",
+    summary: "Queues one emoji reaction on a message, named directly or by its input.",
+    roles: ROLES,
+    action: "react on discord",
+    args: DiscordReactParams,
+    reply: Receipt,
+    handler: (p, call: RpcCall<DiscordRpcOptions>) => react(call.deps, p, call.cell),
+  }),
+  defineRpc({
+    name: "discord.typing",
+    summary: "Shows typing in a channel for a few seconds; best effort, never an outbox row.",
+    roles: ROLES,
+    action: "show typing on discord",
+    args: DiscordTypingParams,
+    reply: z.strictObject({ ok: z.boolean(), error: z.string().nullable() }),
+    handler: (p, call: RpcCall<DiscordRpcOptions>) => typing(call.deps, p),
+  }),
+  defineRpc({
+    name: "discord.status",
+    summary: "Reads the state of one outbox row of this session (`docs/discord.md`).",
+    roles: ROLES,
+    action: "read discord send status",
+    args: DiscordStatusParams,
+    reply: z.object({ outbox_id: z.string(), kind: z.string(), state: z.string() }),
+    handler: (p, call: RpcCall<DiscordRpcOptions>) => status(call.deps, p),
+  }),
+  defineRpc({
+    name: "input.ignore",
+    summary: "Records `input.ignored` for an input of the running frame: read, not answered.",
+    roles: ROLES,
+    action: "ignore input",
+    args: IgnoreParams,
+    reply: z.strictObject({ input_id: z.string(), seq: z.int() }),
+    handler: (p, call: RpcCall<DiscordRpcOptions>) => ignore(call.deps, p),
+  }),
 ];

@@ -1,17 +1,10 @@
 /**
  * The one outbox sender: takes rows one at a time, each channel's strictly in the order they
- * were written (`nextOutboxWork`), and records honestly what each request did.
- *
- * - A `pending` row: `attempting` is committed, then one request carrying the row's nonce with
- *   `enforce_nonce: true` (a reaction is a `PUT`, idempotent). 2xx with an id → `confirmed`; a 429
- *   → back to `pending` until its `retry_after` (Discord did not process it; the attempt is
- *   recorded); another 4xx → `failed`; a 5xx, a timeout or a network error → `unknown`.
- * - An `unknown` row is reconciled, never blindly resent: within the nonce window it is posted
- *   again with the same nonce, which returns the original message if the first request had
- *   posted it and posts it once if not; outside the window the channel's recent messages are
- *   searched for the nonce. Found → `confirmed` with that message's id; otherwise it stays
- *   `unknown`, each try recorded on the row, and after the last try it is left to the operator.
- *   The bot's own message seen on the gateway with the row's nonce confirms it too.
+ * were written (`nextOutboxWork`), and records honestly what each request did: a `pending` row
+ * is committed `attempting`, then sent once with its nonce and `enforce_nonce`; an `unknown`
+ * row is reconciled (re-posted with the same nonce inside the nonce window, else looked for in
+ * history), never blindly resent. The states and the reconciliation are in `docs/discord.md`,
+ * "Outbox states" and "Reconciliation".
  *
  * @module
  */
@@ -24,17 +17,21 @@ import {
   nextOutboxWork,
   openOutboxByNonce,
   type OutboxRecord,
-  type OutboxTry,
   reconcileOutbox,
 } from "../../store/tables/outbox.ts";
 import { readGatewayState } from "../../store/tables/discord_gateway.ts";
 import type { Store } from "../../store/store.ts";
 import type { DiscordConfig } from "../config/mod.ts";
 import { type Logger, SerialRunner } from "../core/mod.ts";
-import { type DiscordRest, type RestResult, sleep } from "./_rest.ts";
+import { type DiscordRest, failureText, type RestResult, sleep } from "./_rest.ts";
+
+/** What one reconciliation try records on its row; `notBefore` is null unless given. */
+type ReconcileTry = Omit<Parameters<typeof reconcileOutbox>[2], "notBefore"> & {
+  notBefore?: number | null;
+};
 
 /** Reconciliation tries of one row before it is left to the operator. */
-export const MAX_RECONCILE_TRIES = 5;
+const MAX_RECONCILE_TRIES = 5;
 
 /** Rows (or waits) one drain handles at most before it yields to the next wake. */
 const MAX_STEPS_PER_DRAIN = 1000;
@@ -88,15 +85,8 @@ export class OutboxSender {
   onOwnMessage(nonce: string, messageId: string): void {
     const row = openOutboxByNonce(this.#o.store, nonce);
     if (row === undefined || row.state !== "unknown") return;
-    this.#reconciled(
-      row,
-      {
-        how: "gateway",
-        outcome: `saw message ${messageId} with this nonce on the gateway`,
-      },
-      messageId,
-      null,
-    );
+    const outcome = `saw message ${messageId} with this nonce on the gateway`;
+    this.#reconciled(row.id, { try: { how: "gateway", outcome }, remoteId: messageId });
   }
 
   async #drain(): Promise<void> {
@@ -224,45 +214,32 @@ export class OutboxSender {
   async #reconcile(row: OutboxRecord): Promise<void> {
     const { config } = this.#o;
     const tried = row.tries.filter((t) => t.how !== "rate_limit").length;
-    const backoff = Date.now() + Math.min(30_000, 1000 * 2 ** tried);
-    const last = tried + 1 >= MAX_RECONCILE_TRIES;
+    // After the last try the row is left to the operator: no time to try again.
+    const retryAt = tried + 1 >= MAX_RECONCILE_TRIES
+      ? null
+      : Date.now() + Math.min(30_000, 1000 * 2 ** tried);
     // A re-post is trusted only if it reaches Discord inside the nonce window.
     const inWindow = row.kind === "reaction" || (row.firstAttemptAt !== null &&
       Date.now() + config.send_timeout_ms - row.firstAttemptAt < config.nonce_window_ms);
-    if (inWindow) {
-      const result = await this.#request(row);
-      const how = row.kind === "reaction" ? "reput" : "repost";
-      const remoteId = this.#remoteId(row, result);
-      if (remoteId !== null) {
-        const outcome = row.kind === "reaction"
-          ? "the reaction is in place"
-          : `a re-post with the same nonce returned message ${remoteId}`;
-        return this.#reconciled(row, { how, outcome }, remoteId, null, true);
-      }
-      if (result.kind === "rate_limited") {
-        return this.#reconciled(
-          row,
-          {
-            how,
-            outcome: `HTTP 429: not processed; retry after ${result.retryAfterMs} ms`,
-          },
-          null,
-          Date.now() + result.retryAfterMs,
-          true,
-        );
-      }
-      const outcome = result.kind === "lost"
-        ? result.reason
-        : `HTTP ${"status" in result ? result.status : "?"}`;
-      return this.#reconciled(
-        row,
-        { how, outcome: `${outcome}; still unknown` },
-        null,
-        last ? null : backoff,
-        true,
-      );
+    if (!inWindow) return await this.#searchHistory(row, retryAt);
+    const result = await this.#request(row);
+    const how = row.kind === "reaction" ? "reput" : "repost";
+    const remoteId = this.#remoteId(row, result);
+    if (remoteId !== null) {
+      const outcome = row.kind === "reaction"
+        ? "the reaction is in place"
+        : `a re-post with the same nonce returned message ${remoteId}`;
+      return this.#reconciled(row.id, { try: { how, outcome }, remoteId, counted: true });
     }
-    await this.#searchHistory(row, last ? null : backoff);
+    if (result.kind === "rate_limited") {
+      return this.#reconciled(row.id, {
+        try: { how, outcome: `HTTP 429: not processed; retry after ${result.retryAfterMs} ms` },
+        notBefore: Date.now() + result.retryAfterMs,
+        counted: true,
+      });
+    }
+    const outcome = `${failureText(result)}; still unknown`;
+    this.#reconciled(row.id, { try: { how, outcome }, notBefore: retryAt, counted: true });
   }
 
   /** Looks for the row's nonce among the channel's last 100 messages. */
@@ -270,15 +247,8 @@ export class OutboxSender {
     const channel = row.destination.channel_id;
     const result = await this.#o.rest.request("GET", `/channels/${channel}/messages?limit=100`);
     if (result.kind !== "ok" || !Array.isArray(result.json)) {
-      const outcome = result.kind === "lost"
-        ? result.reason
-        : `HTTP ${"status" in result ? result.status : "?"}`;
-      return this.#reconciled(
-        row,
-        { how: "history", outcome: `cannot read recent messages: ${outcome}` },
-        null,
-        retryAt,
-      );
+      const outcome = `cannot read recent messages: ${failureText(result)}`;
+      return this.#reconciled(row.id, { try: { how: "history", outcome }, notBefore: retryAt });
     }
     const selfId = readGatewayState(this.#o.store)?.selfId ?? null;
     const messages = camelize(result.json) as {
@@ -290,48 +260,24 @@ export class OutboxSender {
       m.nonce !== undefined && m.nonce !== null && String(m.nonce) === row.nonce &&
       (selfId === null || m.author?.id === selfId)
     );
-    if (found?.id) {
-      return this.#reconciled(
-        row,
-        {
-          how: "history",
-          outcome: `found message ${found.id} with this nonce among the last ${messages.length}`,
-        },
-        found.id,
-        null,
-      );
-    }
-    this.#reconciled(
-      row,
-      {
-        how: "history",
-        outcome:
-          `no message with this nonce among the last ${messages.length}; outside the nonce window a re-post could post it twice, so it is left to the operator`,
-      },
-      null,
-      null,
-    );
+    const outcome = found?.id
+      ? `found message ${found.id} with this nonce among the last ${messages.length}`
+      : `no message with this nonce among the last ${messages.length}; outside the nonce window a re-post could post it twice, so it is left to the operator`;
+    this.#reconciled(row.id, {
+      try: { how: "history", outcome },
+      remoteId: found?.id || undefined,
+    });
   }
 
-  #reconciled(
-    row: OutboxRecord,
-    attempt: Omit<OutboxTry, "at">,
-    remoteId: string | null,
-    notBefore: number | null,
-    counted = false,
-  ): void {
+  /** Records one reconciliation try of row `id`, unless something else settled it first. */
+  #reconciled(id: string, result: ReconcileTry): void {
     const { store } = this.#o;
     // The gateway's echo and a reconciliation may race for one row: the first settles it.
-    const current = store.transaction(() => {
-      const now = getOutbox(store, row.id);
-      if (now?.state !== "unknown") return undefined;
-      return reconcileOutbox(store, row.id, {
-        try: attempt,
-        remoteId: remoteId ?? undefined,
-        notBefore,
-        counted,
-      });
-    });
+    const current = store.transaction(() =>
+      getOutbox(store, id)?.state === "unknown"
+        ? reconcileOutbox(store, id, { notBefore: null, ...result })
+        : undefined
+    );
     if (current !== undefined) this.#moved(current);
   }
 

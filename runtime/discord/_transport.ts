@@ -12,10 +12,10 @@ import { channelCursors } from "../../store/tables/discord_gateway.ts";
 import type { Store } from "../../store/store.ts";
 import type { DiscordConfig, Secret } from "../config/mod.ts";
 import type { Logger } from "../core/mod.ts";
-import { DiscordGateway, type GatewayStatus } from "./_gateway.ts";
+import { connectingStatus, DiscordGateway, type GatewayStatus } from "./_gateway.ts";
 import { DM_PARENT } from "./_inbound.ts";
 import { type DiscordHost, DiscordReceiver } from "./_receiver.ts";
-import { DiscordRest } from "./_rest.ts";
+import { DiscordRest, failureText } from "./_rest.ts";
 import type { DiscordEffects } from "./_rpc.ts";
 import { OutboxSender } from "./_sender.ts";
 
@@ -109,14 +109,7 @@ export class DiscordTransport implements DiscordEffects {
   /** The gateway's state, with the configured channels and whether DMs are answered. */
   status(): DiscordStatus {
     const { config } = this.#o;
-    const gateway = this.#gateway?.status() ?? {
-      state: "connecting" as const,
-      url: config.gateway_url,
-      since: Date.now(),
-      lastError: null,
-      closeCode: null,
-      fix: null,
-    };
+    const gateway = this.#gateway?.status() ?? connectingStatus(config.gateway_url, Date.now());
     return { ...gateway, channels: [...config.channels], dms: config.dms };
   }
 
@@ -126,22 +119,12 @@ export class DiscordTransport implements DiscordEffects {
    */
   start(host: DiscordHost): void {
     const { config, store, log, token } = this.#o;
-    const signal = this.#stop.signal;
-    const sender = new OutboxSender({
-      config,
-      store,
-      rest: this.#rest,
-      log,
-      signal,
-    });
+    const shared = { config, store, rest: this.#rest, log, signal: this.#stop.signal };
+    const sender = new OutboxSender(shared);
     this.#sender = sender;
     const receiver = new DiscordReceiver({
-      config,
-      store,
-      rest: this.#rest,
-      log,
+      ...shared,
       host,
-      signal,
       onOwnMessage: (nonce, id) => sender.onOwnMessage(nonce, id),
     });
     this.#gateway = new DiscordGateway({
@@ -167,11 +150,9 @@ export class DiscordTransport implements DiscordEffects {
     const result = await this.#rest.request("POST", `/channels/${channel}/typing`, {
       timeoutMs: Math.min(5000, this.#o.config.send_timeout_ms),
     });
-    if (result.kind === "ok") return { ok: true, error: null };
-    return {
-      ok: false,
-      error: result.kind === "lost" ? result.reason : `HTTP ${result.status}`,
-    };
+    return result.kind === "ok"
+      ? { ok: true, error: null }
+      : { ok: false, error: failureText(result) };
   }
 
   /** Closes the gateway; a send in flight is aborted and recorded `unknown`. */

@@ -6,23 +6,12 @@
  * @module
  */
 
-export {
-  DiscordGateway,
-  GATEWAY_INTENTS,
-  type GatewaySession,
-  type GatewayStatus,
-} from "./_gateway.ts";
-export { type DiscordInputBody, type DiscordMessage } from "./_inbound.ts";
-export { type DiscordHost, snowflakeAt } from "./_receiver.ts";
-export { type DiscordProbe, probeDiscord } from "./_probe.ts";
+export { DiscordGateway, GATEWAY_INTENTS, type GatewaySession } from "./_gateway.ts";
+export { type DiscordMessage } from "./_inbound.ts";
+export { probeDiscord } from "./_probe.ts";
 export { DiscordRest, routeKey } from "./_rest.ts";
-export {
-  type DiscordEffects,
-  type DiscordRpcOptions,
-  discordRpcs,
-  discordSendRpc,
-} from "./_rpc.ts";
-export { MAX_RECONCILE_TRIES, OutboxSender } from "./_sender.ts";
+export { type DiscordEffects, discordRpcs, discordSendRpc } from "./_rpc.ts";
+export { OutboxSender } from "./_sender.ts";
 export {
   describeDiscord,
   discordReason,

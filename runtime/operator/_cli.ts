@@ -59,12 +59,8 @@ export async function runOperatorCommand(
   const message = buildMessage(command, args, options);
   const address = await daemonAddress(options.stateDir, options.port);
   const token = await readOperatorToken(options.stateDir);
-  const reply = await exchange(
-    address,
-    token,
-    message,
-    options.timeoutMs ?? DEFAULT_OPERATOR_TIMEOUT_MS,
-  );
+  const timeoutMs = options.timeoutMs ?? DEFAULT_OPERATOR_TIMEOUT_MS;
+  const reply = await exchange(address, message, { token, timeoutMs });
   if (reply.kind === "error") {
     console.error(options.json ? JSON.stringify(reply) : `klbr ${command}: ${reply.message}`);
     return 1;
@@ -75,32 +71,25 @@ export async function runOperatorCommand(
   return 0;
 }
 
+/** The commands whose result has words of its own; any other's is {@linkcode actionText}. */
+const RESULT_TEXT = new Map<string, (result: Record<string, unknown>) => string>([
+  ["jobs", formatJobs],
+  ["budget", formatBudget],
+  ["candidates", candidatesText],
+  ["trace", traceText],
+  ["frames", framesText],
+  ["context", contextText],
+  ["search", searchText],
+]);
+
 /** A command's result in words; `status` adds `/health`'s verdict and reasons. */
 async function resultText(
   command: string,
   result: Record<string, unknown>,
   address: ListenAddress,
 ): Promise<string> {
-  switch (command) {
-    case "status":
-      return statusText(result, await readHealth(address));
-    case "jobs":
-      return formatJobs(result);
-    case "budget":
-      return formatBudget(result);
-    case "candidates":
-      return candidatesText(result);
-    case "trace":
-      return traceText(result);
-    case "frames":
-      return framesText(result);
-    case "context":
-      return contextText(result);
-    case "search":
-      return searchText(result);
-    default:
-      return actionText(command, result);
-  }
+  if (command === "status") return statusText(result, await readHealth(address));
+  return RESULT_TEXT.get(command)?.(result) ?? actionText(command, result);
 }
 
 /** The daemon's `/health`, or undefined when it cannot be read as the schema says. */
@@ -179,8 +168,6 @@ function buildMessage(
   options: Pick<OperatorCliOptions, "reset" | "raise">,
 ): Record<string, unknown> {
   switch (command) {
-    case "status":
-      return { kind: "op.status", session: args[0] };
     case "jobs":
       return { kind: "op.jobs", session: args[0] ?? "default" };
     case "cancel-job":
@@ -205,8 +192,6 @@ function buildMessage(
       };
     case "trace":
       return { kind: "op.trace", session: args[0], target: args[1] };
-    case "frames":
-      return { kind: "op.frames", session: args[0] };
     case "search":
       return { kind: "op.history_search", session: args[0], query: args.slice(1).join(" ") };
     case "budget":
@@ -249,29 +234,19 @@ export async function daemonAddress(
  */
 export async function exchange(
   address: ListenAddress,
-  token: string,
   message: Record<string, unknown>,
-  timeoutMs: number,
+  options: { token: string; timeoutMs: number },
 ): Promise<ServerMessage> {
+  const { token, timeoutMs } = options;
   const url = `${ownOrigin(address).replace(/^http/, "ws")}/v2`;
   const ws = new WebSocket(url);
   const request = `cli-${crypto.randomUUID()}`;
   try {
     return await new Promise<ServerMessage>((resolve, reject) => {
-      const timer = setTimeout(
-        () =>
-          reject(
-            new KlbrError(
-              "worker_timeout",
-              `cannot reach the daemon: no reply within ${timeoutMs} ms`,
-            ),
-          ),
-        timeoutMs,
-      );
+      const timeout = `cannot reach the daemon: no reply within ${timeoutMs} ms`;
+      const timer = setTimeout(() => reject(new KlbrError("worker_timeout", timeout)), timeoutMs);
       ws.onopen = () => {
-        ws.send(
-          JSON.stringify({ kind: "hello", since: "head", token, client: "cli" }),
-        );
+        ws.send(JSON.stringify({ kind: "hello", since: "head", token, client: "cli" }));
         ws.send(JSON.stringify({ ...message, request }));
       };
       ws.onerror = () => {

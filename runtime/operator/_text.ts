@@ -27,7 +27,7 @@ import {
  * table(["id", "state"], [["fr_1", "done"]]); // "id    state\nfr_1  done"
  * ```
  */
-export function table(headers: string[], rows: unknown[][]): string {
+function table(headers: string[], rows: unknown[][]): string {
   const cells = [headers, ...rows.map((row) => row.map(cellText))];
   const widths = headers.map((_, i) => Math.max(...cells.map((row) => (row[i] ?? "").length)));
   return cells.map((row) => row.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd())
@@ -40,7 +40,7 @@ function cellText(value: unknown): string {
 }
 
 /** A duration in words: `850 ms`, `12 s`, `4 min`, `3 h`. */
-export function durationText(ms: number | null): string {
+function durationText(ms: number | null): string {
   if (ms === null) return "—";
   if (ms < 1000) return `${Math.round(ms)} ms`;
   if (ms < 120_000) return `${Math.round(ms / 1000)} s`;

@@ -40,7 +40,7 @@ export async function rotateToken(options: RotateTokenOptions): Promise<number> 
     try {
       const address = await daemonAddress(options.stateDir, options.port);
       port = address.port;
-      reply = await exchange(address, token, { kind: "op.token_rotate" }, 30_000);
+      reply = await exchange(address, { kind: "op.token_rotate" }, { token, timeoutMs: 30_000 });
     } catch (error) {
       if (!(error instanceof KlbrError)) throw error;
       console.error(

@@ -6,4 +6,4 @@
  */
 
 export { daemonAddress, runOperatorCommand } from "./_cli.ts";
-export { rotateToken, type RotateTokenOptions } from "./_token_rotate.ts";
+export { rotateToken } from "./_token_rotate.ts";
