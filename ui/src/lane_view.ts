@@ -190,21 +190,13 @@ class LaneBuilder {
         return true;
       }
       case "scratchpad":
-        this.view.scratchpad.push({
-          ...place,
-          text: r.data.text,
-          partial: r.data.partial,
-          turn: r.data.frame_id,
-          reasoning: false,
-        });
-        return true;
       case "reasoning":
         this.view.scratchpad.push({
           ...place,
           text: r.data.text,
           partial: r.data.partial ?? false,
           turn: r.data.frame_id,
-          reasoning: true,
+          reasoning: r.type === "reasoning",
         });
         return true;
       case "cell.started": {
