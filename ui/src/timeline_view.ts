@@ -12,7 +12,7 @@
 import type { LaneRecord } from "../../runtime/core/mod.ts";
 import type { CellItem } from "./cell_view.ts";
 import { duration, tokenCount } from "./format.ts";
-import { isObject } from "./json_value.ts";
+import { stringField } from "./json_value.ts";
 import type { InputItem, LaneView, ScratchItem, SendItem } from "./lane_view.ts";
 import type { TurnInfo, TurnView, UnsentDraft } from "./turn_view.ts";
 
@@ -69,17 +69,6 @@ export interface TimelineView {
   turns: Map<string, TurnBlock>;
 }
 
-function frameIdOf(record: LaneRecord): string | undefined {
-  const data = isObject(record.data) ? record.data : {};
-  return typeof data.frame_id === "string" && data.frame_id !== "" ? data.frame_id : undefined;
-}
-
-function str(data: unknown, key: string): string | undefined {
-  if (!isObject(data)) return undefined;
-  const value = data[key];
-  return typeof value === "string" && value !== "" ? value : undefined;
-}
-
 /** Builds the turns from the records and the lanes. */
 class TurnCollector {
   readonly turns = new Map<string, TurnBlock>();
@@ -114,7 +103,7 @@ class TurnCollector {
   }
 
   #add(record: LaneRecord, turnView: TurnView): void {
-    const frameId = frameIdOf(record);
+    const frameId = stringField(record.data, "frame_id");
     if (frameId === undefined) return;
     this.frameOfSeq.set(record.seq, frameId);
     const turn = this.turn(frameId, record.seq, turnView);
@@ -126,22 +115,22 @@ class TurnCollector {
         return;
       case "frame.finished":
         turn.endedAt = record.at;
-        turn.state = str(data, "state") === "failed" ? "failed" : "done";
+        turn.state = stringField(data, "state") === "failed" ? "failed" : "done";
         return;
       case "frame.abandoned":
         turn.endedAt = record.at;
         turn.state = "abandoned";
         return;
       case "timer.set": {
-        const id = str(data, "timer_id") ?? `timer #${record.seq}`;
-        const note = str(data, "note");
+        const id = stringField(data, "timer_id") ?? `timer #${record.seq}`;
+        const note = stringField(data, "note");
         turn.set.push({ id, label: `timer${note === undefined ? "" : `: ${note}`}` });
         return;
       }
       case "job.state": {
-        const id = str(data, "job_id") ?? `job #${record.seq}`;
+        const id = stringField(data, "job_id") ?? `job #${record.seq}`;
         if (turn.set.some((item) => item.id === id)) return;
-        turn.set.push({ id, label: `job ${str(data, "name") ?? ""}`.trim() });
+        turn.set.push({ id, label: `job ${stringField(data, "name") ?? ""}`.trim() });
         return;
       }
     }
