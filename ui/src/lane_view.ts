@@ -319,9 +319,7 @@ export function dispositionLabel(disposition: InputDisposition): string {
       return `${disposition.how}${disposition.reason ? `: ${disposition.reason}` : ""}`;
     case "consumed": {
       const base = `taken up by turn ${disposition.frame ?? shortId(disposition.frameId)}`;
-      if (disposition.end === "done") return `${base} · done`;
-      if (disposition.end === "failed") return `${base} · failed`;
-      return base;
+      return disposition.end === "running" ? base : `${base} · ${disposition.end}`;
     }
   }
 }
