@@ -227,7 +227,7 @@ Deno.test("`LaneClient` settles stored inputs whose record is in the stored log"
   );
   const client = new LaneClient({ url: "ws://127.0.0.1:9/v2", clientId: "web-test", storage });
   assert.deepEqual(client.outbox.list().map((i) => i.clientMsgId), ["m2"]);
-  assert.equal(client.inputIdOf("m1"), "in_1");
+  assert.equal(client.outbox.inputIdOf("m1"), "in_1");
   client.stop();
 });
 
@@ -350,7 +350,7 @@ Deno.test("`LaneClient.sendInput()` while the daemon is down sends once it is ba
     assert.deepEqual(s.host.admits.map((a) => [a.clientId, a.input.client_msg_id, a.input.text]), [
       ["web-test", item.clientMsgId, "written offline"],
     ]);
-    assert.ok(s.client.inputIdOf(item.clientMsgId)?.startsWith("in_"));
+    assert.ok(s.client.outbox.inputIdOf(item.clientMsgId)?.startsWith("in_"));
   } finally {
     await s.cleanup();
   }
@@ -806,7 +806,7 @@ Deno.test("`LaneClient` opens a long session at its newest page and loads earlie
     assert.equal(s.client.log.size, HEAD_PAGE);
     assert.equal(s.client.log.firstSeq, total - HEAD_PAGE + 1);
     assert.equal(s.client.log.lastSeq, total);
-    assert.equal(s.client.hasEarlierIn("local:default"), true);
+    assert.equal(s.client.log.hasEarlierIn("local:default"), true);
     s.client.loadEarlier("local:default");
     s.client.loadEarlier("local:default"); // a second ask while one is on its way is a no-op
     assert.equal(s.client.loadingEarlier, true);
@@ -814,7 +814,7 @@ Deno.test("`LaneClient` opens a long session at its newest page and loads earlie
     assert.equal(s.client.log.size, HEAD_PAGE + EARLIER_PAGE);
     s.client.loadEarlier("local:default");
     await until(s.client, () => !s.client.loadingEarlier, "the last earlier page");
-    assert.equal(s.client.hasEarlierIn("local:default"), false);
+    assert.equal(s.client.log.hasEarlierIn("local:default"), false);
     const seqs = s.client.log.records().map((r) => r.seq);
     assert.deepEqual(seqs, Array.from({ length: total }, (_, i) => i + 1));
     // Live records still follow, once each.

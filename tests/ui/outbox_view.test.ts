@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import type { LaneRecord } from "../../runtime/core/mod.ts";
 import { authorName, conversationLabel } from "../../ui/src/discord_names.ts";
 import { deriveLanes, type SendItem } from "../../ui/src/lane_view.ts";
-import { deliveryLabel, sendLabel } from "../../ui/src/outbox_view.ts";
+import { sendLabel } from "../../ui/src/outbox_view.ts";
 import { rec } from "./_record_data.ts";
 
 let clock = 1_736_933_400_000;
@@ -211,7 +211,7 @@ Deno.test("`deriveLanes()` leaves a send where it was when a step lacks its fiel
   ]);
 });
 
-Deno.test("`deliveryLabel()` names a failure without an error and an unfamiliar state as it is", () => {
+Deno.test("`sendLabel()` names a failure without an error and an unfamiliar state as it is", () => {
   const delivery = {
     outboxId: "ob_1",
     attempts: undefined,
@@ -222,11 +222,11 @@ Deno.test("`deliveryLabel()` names a failure without an error and an unfamiliar 
     notBefore: undefined,
   };
   assert.equal(
-    deliveryLabel("failed", delivery),
+    sendLabel("failed", delivery),
     "failed: Discord refused it · not posted; not retried",
   );
-  assert.equal(deliveryLabel("confirmed", delivery), "confirmed · posted");
-  assert.equal(deliveryLabel("held", delivery), "held");
+  assert.equal(sendLabel("confirmed", delivery), "confirmed · posted");
+  assert.equal(sendLabel("held", delivery), "held");
 });
 
 Deno.test("`deriveLanes()` shows a rate-limited retry, a reconciliation and a reaction in words", () => {
@@ -281,15 +281,15 @@ Deno.test("`deriveLanes()` shows a rate-limited retry, a reconciliation and a re
     tries: [{ how: "repost", outcome: "a re-post with the same nonce returned message 9" }],
   };
   assert.equal(
-    deliveryLabel("confirmed", { ...delivery, remoteId: "9" }),
+    sendLabel("confirmed", { ...delivery, remoteId: "9" }),
     "confirmed · posted as message 9 · reconciled: a re-post with the same nonce returned message 9",
   );
   assert.equal(
-    deliveryLabel("unknown", { ...delivery, notBefore: null }),
+    sendLabel("unknown", { ...delivery, notBefore: null }),
     "unknown · left to you after 1 tries; never blindly resent: a re-post with the same nonce returned message 9",
   );
   assert.equal(
-    deliveryLabel("pending", { ...delivery, tries: [{ how: "rate_limit", outcome: "HTTP 429" }] }),
+    sendLabel("pending", { ...delivery, tries: [{ how: "rate_limit", outcome: "HTTP 429" }] }),
     "pending · rate limited, retrying the same message: HTTP 429",
   );
 });

@@ -258,7 +258,7 @@ function Workspace(
   const statusOf = (clientMsgId: string): string => {
     const pending = client.outbox.list().find((item) => item.clientMsgId === clientMsgId);
     if (pending !== undefined) return pendingBadge(pending).label;
-    const inputId = client.inputIdOf(clientMsgId);
+    const inputId = client.outbox.inputIdOf(clientMsgId);
     const item = view.inputsByMessage.get(clientMsgId) ??
       (inputId === undefined ? undefined : view.inputs.get(inputId));
     if (item === undefined) return "acknowledged";
@@ -300,7 +300,7 @@ function Workspace(
           onDiscard={(id) => client.discardInput(id)}
           contentKey={`${key}:${liveTokens}:${liveCells}`}
           earlier={{
-            has: client.hasEarlierIn(selected),
+            has: client.log.hasEarlierIn(selected),
             loading: client.loadingEarlier,
             capped: client.earlierCapped,
           }}

@@ -17,13 +17,7 @@ import {
 } from "../../runtime/core/mod.ts";
 import type { LaneClient } from "./lane_client.ts";
 import { renderMarkdown } from "./markdown.ts";
-import { OperatorCommandError } from "./operator_requests.ts";
-
-/** The words of a refused command. */
-function refusal(error: unknown): string {
-  const code = error instanceof OperatorCommandError ? ` (${error.code})` : "";
-  return `refused${code}: ${error instanceof Error ? error.message : String(error)}`;
-}
+import { refusal } from "./operator_requests.ts";
 
 /** The budget bar: the next request's estimate against the route's budget. */
 function BudgetBar({ view }: { view: ContextResult }): JSX.Element {

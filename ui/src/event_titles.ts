@@ -51,7 +51,7 @@ function frameEvent(record: FrameRecord): EventTitle {
   switch (record.type) {
     case "frame.resumed":
       return {
-        title: `Turn ${record.data.number} continued after a restart`,
+        title: `${name} continued after a restart`,
         detail: typeof record.data.previous_owner === "string"
           ? `previous owner ${shortId(record.data.previous_owner)}`
           : "",

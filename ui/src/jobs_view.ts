@@ -8,6 +8,7 @@
  */
 
 import { type KnownRecord, type LaneRecord, readRecord } from "../../runtime/core/mod.ts";
+import type { EventTitle } from "./event_titles.ts";
 
 /** A badge tone of `state_badge.tsx` (named here so this module stays free of JSX). */
 export type BadgeTone = "pending" | "progress" | "ok" | "error" | "warning" | "partial" | "info";
@@ -54,7 +55,6 @@ type TimerRecord = Extract<KnownRecord, { type: `timer.${string}` }>;
 type JobStateRecord = Extract<KnownRecord, { type: "job.state" }>;
 
 function applyTimer(timers: Map<string, TimerItem>, record: TimerRecord): void {
-  const d = record.data;
   if (record.type === "timer.set") {
     const data = record.data;
     timers.set(data.timer_id, {
@@ -68,7 +68,7 @@ function applyTimer(timers: Map<string, TimerItem>, record: TimerRecord): void {
     });
     return;
   }
-  const timer = timers.get(d.timer_id);
+  const timer = timers.get(record.data.timer_id);
   if (timer === undefined) return;
   timer.state = record.type === "timer.fired" ? "fired" : "cancelled";
   timer.cause = record.type === "timer.cancelled" ? record.data.cause : "fired";
@@ -159,9 +159,7 @@ export function stateBadge(state: string): { tone: BadgeTone; label: string } {
  * unattendedTitle(record)?.title; // "Job tests: running → done"
  * ```
  */
-export function unattendedTitle(
-  record: KnownRecord,
-): { title: string; detail: string; severity: "info" | "warning" | "error" } | undefined {
+export function unattendedTitle(record: KnownRecord): EventTitle | undefined {
   switch (record.type) {
     case "timer.set":
       return {

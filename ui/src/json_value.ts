@@ -13,6 +13,12 @@ export function isObject(value: unknown): value is Data {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** The field `key` of `data` when it is a non-empty string; `undefined` otherwise. */
+export function stringField(data: unknown, key: string): string | undefined {
+  const value = isObject(data) ? data[key] : undefined;
+  return typeof value === "string" && value !== "" ? value : undefined;
+}
+
 /**
  * Renders any JSON value as display text: strings as they are, an object with a `text` field
  * as that text, anything else as indented JSON.

@@ -217,20 +217,10 @@ export class LaneClient {
     return this.#version;
   }
 
-  /** The input id the daemon gave one of this page's inputs. */
-  inputIdOf(clientMsgId: string): string | undefined {
-    return this.outbox.inputIdOf(clientMsgId);
-  }
-
   /** Calls `listener` (batched) after changes; returns the function that removes it. */
   subscribe(listener: () => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
-  }
-
-  /** Whether `conversation` has records older than those the page holds of it. */
-  hasEarlierIn(conversation: string): boolean {
-    return this.log.hasEarlierIn(conversation);
   }
 
   /** Whether a "load earlier" is on its way. */
@@ -329,9 +319,7 @@ export class LaneClient {
   setToken(token: string | undefined): void {
     this.#token = token === "" ? undefined : token;
     this.#tokenStatus = this.#token === undefined ? "none" : "unverified";
-    this.#tokenError = undefined;
-    this.#socket.reconnect();
-    this.#changed();
+    this.reconnect();
   }
 
   /** Retries now, also after giving up. */
@@ -348,10 +336,7 @@ export class LaneClient {
 
   #welcome(message: Extract<ServerMessage, { kind: "welcome" }>): boolean {
     if (message.head < this.log.lastSeq) {
-      // The daemon's log is shorter than ours: a different (re-created) store. Start over.
-      this.log.clear();
-      this.outbox.forgetRecords();
-      this.persistNow();
+      this.#startOver();
       return false;
     }
     if (this.log.size > 0 && message.head - this.log.lastSeq > REOPEN_GAP) {
@@ -452,16 +437,20 @@ export class LaneClient {
       return this.#changed();
     }
     if (message.code === "since_beyond_head") {
-      // The daemon's log is shorter than ours: a different (re-created) store. Start over.
-      this.log.clear();
-      this.outbox.forgetRecords();
-      this.persistNow();
+      this.#startOver();
       this.#socket.reconnect();
       return this.#changed();
     }
     this.notices.push({ at: Date.now(), code: message.code, message: message.message });
     if (this.notices.length > 20) this.notices.shift();
     this.#changed();
+  }
+
+  /** The daemon's log is shorter than ours: a different (re-created) store. Start over. */
+  #startOver(): void {
+    this.log.clear();
+    this.outbox.forgetRecords();
+    this.persistNow();
   }
 
   #closed(code: number): void {

@@ -190,21 +190,13 @@ class LaneBuilder {
         return true;
       }
       case "scratchpad":
-        this.view.scratchpad.push({
-          ...place,
-          text: r.data.text,
-          partial: r.data.partial,
-          turn: r.data.frame_id,
-          reasoning: false,
-        });
-        return true;
       case "reasoning":
         this.view.scratchpad.push({
           ...place,
           text: r.data.text,
           partial: r.data.partial ?? false,
           turn: r.data.frame_id,
-          reasoning: true,
+          reasoning: r.type === "reasoning",
         });
         return true;
       case "cell.started": {
@@ -327,9 +319,7 @@ export function dispositionLabel(disposition: InputDisposition): string {
       return `${disposition.how}${disposition.reason ? `: ${disposition.reason}` : ""}`;
     case "consumed": {
       const base = `taken up by turn ${disposition.frame ?? shortId(disposition.frameId)}`;
-      if (disposition.end === "done") return `${base} · done`;
-      if (disposition.end === "failed") return `${base} · failed`;
-      return base;
+      return disposition.end === "running" ? base : `${base} · ${disposition.end}`;
     }
   }
 }

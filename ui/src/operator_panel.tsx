@@ -16,7 +16,7 @@ import { waitingLine } from "./waiting_inputs.ts";
 import { askHealth } from "./health_watch.ts";
 import { HealthTable, OperatorReads, StatusTable } from "./operator_tables.tsx";
 import type { LaneClient } from "./lane_client.ts";
-import { OperatorCommandError } from "./operator_requests.ts";
+import { OperatorCommandError, type OperatorRequest } from "./operator_requests.ts";
 import { StateBadge } from "./state_badge.tsx";
 import { TokenForm } from "./token_screen.tsx";
 
@@ -60,7 +60,7 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
   const [release, setRelease] = useState("");
   const operator = client.connection.role === "operator" && client.connection.phase === "open";
 
-  const run = async (message: Parameters<LaneClient["operate"]>[0], label: string) => {
+  const run = async (message: OperatorRequest, label: string) => {
     setBusy(label);
     setConfirming(undefined);
     try {
@@ -69,8 +69,6 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
       else {
         const said = typeof answer.message === "string" ? answer.message : "done";
         setResult({ ok: true, text: `${label}: done. ${said}` });
-      }
-      if (message.kind !== "op.status") {
         void refresh();
         askHealth(client);
       }
@@ -83,6 +81,8 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
     }
   };
   const refresh = () => run({ kind: "op.status", session: client.session }, "Status");
+  const runCommand = (command: { kind: Command; label: string }) =>
+    run({ kind: command.kind, session: client.session } as OperatorRequest, command.label);
 
   // The session's state moves with stop, drain and resume from anywhere: read it again then.
   const held = client.health?.report?.session_state;
@@ -109,6 +109,20 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
   const skills = fromRecords.skillsRevision;
   const state = mine?.state;
   const waiting = waitingLine(status);
+  // Undefined while an activation waits to be confirmed: it is not one of COMMANDS.
+  const confirmed = COMMANDS.find((c) => c.kind === confirming);
+  const question = confirmed === undefined
+    ? `Activate ${release.trim()} if the behaviour version (epoch) is still ${epochNumber}?`
+    : confirmed.confirm;
+  const runConfirmed = () =>
+    confirmed === undefined
+      ? run({
+        kind: "op.activate",
+        session: client.session,
+        epoch: epochNumber ?? 0,
+        release: release.trim(),
+      }, "Activate")
+      : runCommand(confirmed);
   return (
     <section class="panel operator" aria-labelledby="h-operator" id="operator">
       <h2 id="h-operator">Operator</h2>
@@ -139,7 +153,7 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
         </dd>
       </dl>
       <div class="op-buttons">
-        <button type="button" disabled={!operator || busy !== undefined} onClick={refresh}>
+        <button type="button" disabled={busy !== undefined} onClick={refresh}>
           Refresh status
         </button>
         {COMMANDS.map((command) => (
@@ -147,14 +161,8 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
             key={command.kind}
             type="button"
             class={command.confirm ? "danger" : ""}
-            disabled={!operator || busy !== undefined}
-            onClick={() =>
-              command.confirm ? setConfirming(command.kind) : run(
-                { kind: command.kind, session: client.session } as Parameters<
-                  LaneClient["operate"]
-                >[0],
-                command.label,
-              )}
+            disabled={busy !== undefined}
+            onClick={() => command.confirm ? setConfirming(command.kind) : runCommand(command)}
           >
             {command.label}
           </button>
@@ -175,7 +183,7 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
         />
         <button
           type="submit"
-          disabled={!operator || busy !== undefined || release.trim() === "" ||
+          disabled={busy !== undefined || release.trim() === "" ||
             epochNumber === undefined}
         >
           Activate at behaviour version {epochNumber ?? "?"}
@@ -183,37 +191,22 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
       </form>
       {confirming !== undefined && (
         <div class="confirm" role="alertdialog" aria-labelledby="confirm-text">
-          <p id="confirm-text">
-            {confirming === "op.activate"
-              ? `Activate ${release.trim()} if the behaviour version (epoch) is still ${epochNumber}?`
-              : COMMANDS.find((c) =>
-                c.kind === confirming
-              )?.confirm}
-          </p>
+          <p id="confirm-text">{question}</p>
           <button
             type="button"
             class="danger"
             autoFocus
-            onClick={() =>
-              confirming === "op.activate"
-                ? run({
-                  kind: "op.activate",
-                  session: client.session,
-                  epoch: epochNumber ?? 0,
-                  release: release.trim(),
-                }, "Activate")
-                : run(
-                  { kind: confirming, session: client.session } as Parameters<
-                    LaneClient["operate"]
-                  >[0],
-                  COMMANDS.find((c) =>
-                    c.kind === confirming
-                  )?.label ?? confirming,
-                )}
+            onClick={runConfirmed}
           >
             Confirm
           </button>
-          <button type="button" onClick={() => setConfirming(undefined)}>Cancel</button>
+          <button
+            type="button"
+            onClick={() =>
+              setConfirming(undefined)}
+          >
+            Cancel
+          </button>
         </div>
       )}
       <p class="op-result" role="status" aria-live="polite">

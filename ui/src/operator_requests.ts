@@ -24,6 +24,12 @@ export class OperatorCommandError extends Error {
   }
 }
 
+/** The words of a refused command: `refused (<code>): <message>`. */
+export function refusal(error: unknown): string {
+  const code = error instanceof OperatorCommandError ? ` (${error.code})` : "";
+  return `refused${code}: ${error instanceof Error ? error.message : String(error)}`;
+}
+
 /**
  * The table of commands waiting for an answer.
  *

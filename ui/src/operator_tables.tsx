@@ -20,7 +20,7 @@ import {
   type TraceView,
 } from "../../runtime/core/mod.ts";
 import type { LaneClient } from "./lane_client.ts";
-import { OperatorCommandError } from "./operator_requests.ts";
+import { refusal } from "./operator_requests.ts";
 
 /** A duration in words: `850 ms`, `12 s`, `4 min`, `3 h`. */
 function duration(ms: number | null): string {
@@ -149,8 +149,7 @@ export function OperatorReads({ client }: { client: LaneClient }): JSX.Element {
       setSaid(undefined);
       await fn();
     } catch (error) {
-      const code = error instanceof OperatorCommandError ? ` (${error.code})` : "";
-      setSaid(`refused${code}: ${error instanceof Error ? error.message : String(error)}`);
+      setSaid(refusal(error));
     }
   };
   const loadFrames = () =>

@@ -92,21 +92,11 @@ export function applyOutboxStep(
  * @example
  * ```ts
  * sendLabel("delivered", undefined); // "delivered"
+ * sendLabel("unknown", delivery); // "unknown · may or may not have been posted; not retried"
  * ```
  */
 export function sendLabel(state: string, delivery: SendDelivery | undefined): string {
-  return delivery === undefined ? state : deliveryLabel(state, delivery);
-}
-
-/**
- * The words a Discord send's state badge shows; never colour alone.
- *
- * @example
- * ```ts
- * deliveryLabel("unknown", delivery); // "unknown · may or may not have been posted; not retried"
- * ```
- */
-export function deliveryLabel(state: string, delivery: SendDelivery): string {
+  if (delivery === undefined) return state;
   const last = delivery.tries.at(-1);
   switch (state) {
     case "pending":

@@ -70,11 +70,6 @@ export class RecordLog {
     return this.records()[0]?.seq ?? 0;
   }
 
-  /** Whether the session has records older than the oldest one kept. */
-  get hasEarlier(): boolean {
-    return this.completeFrom() > 1;
-  }
-
   /**
    * The lowest seq from which every record (of `conversation`, when given) is held; 0 for an
    * empty log. A "load earlier" asks for the records before it.

@@ -14,7 +14,7 @@ import { createContext } from "preact";
 import { useContext, useState } from "preact/hooks";
 import { askHealth } from "./health_watch.ts";
 import type { LaneClient } from "./lane_client.ts";
-import { OperatorCommandError } from "./operator_requests.ts";
+import { refusal } from "./operator_requests.ts";
 import { type StateNotice } from "./session_states.ts";
 import { StateBadge } from "./state_badge.tsx";
 
@@ -42,8 +42,7 @@ function FixButton(
       const result = await client.operate({ ...action.command, session: client.session });
       setSaid(typeof result.message === "string" ? result.message : "done");
     } catch (error) {
-      const code = error instanceof OperatorCommandError ? ` (${error.code})` : "";
-      setSaid(`refused${code}: ${error instanceof Error ? error.message : String(error)}`);
+      setSaid(refusal(error));
     } finally {
       setBusy(false);
       askHealth(client);

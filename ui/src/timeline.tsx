@@ -271,7 +271,7 @@ export function Timeline(props: TimelineProps): JSX.Element {
   }, [total, has, loading, capped, props.filtered]);
   const showEarlier = () => {
     if (!earlierHere) {
-      if (!props.earlier.has || props.earlier.capped || props.earlier.loading) return;
+      if (!has || capped || loading) return;
       // The rows it brings show at once: the window grows to take them.
       setWindow((w) => ({
         endSeq: w.endSeq ?? rows.at(-1)?.seq,
@@ -320,18 +320,18 @@ export function Timeline(props: TimelineProps): JSX.Element {
         onJump={newest}
       >
         <div class="earlier">
-          {earlierHere || (props.earlier.has && !props.earlier.capped)
+          {earlierHere || (has && !capped)
             ? (
               <button
                 type="button"
                 class="link-button load-earlier"
-                disabled={props.earlier.loading}
+                disabled={loading}
                 onClick={showEarlier}
               >
-                {props.earlier.loading ? "Loading earlier messages…" : "Load earlier messages"}
+                {loading ? "Loading earlier messages…" : "Load earlier messages"}
               </button>
             )
-            : props.earlier.capped
+            : capped
             ? <p class="note">Older records are not kept on this page.</p>
             : total > 0
             ? <p class="note">The start of the conversation.</p>

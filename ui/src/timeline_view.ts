@@ -12,7 +12,7 @@
 import type { LaneRecord } from "../../runtime/core/mod.ts";
 import type { CellItem } from "./cell_view.ts";
 import { duration, tokenCount } from "./format.ts";
-import { isObject } from "./json_value.ts";
+import { stringField } from "./json_value.ts";
 import type { InputItem, LaneView, ScratchItem, SendItem } from "./lane_view.ts";
 import type { TurnInfo, TurnView, UnsentDraft } from "./turn_view.ts";
 
@@ -69,31 +69,31 @@ export interface TimelineView {
   turns: Map<string, TurnBlock>;
 }
 
-function frameIdOf(record: LaneRecord): string | undefined {
-  const data = isObject(record.data) ? record.data : {};
-  return typeof data.frame_id === "string" && data.frame_id !== "" ? data.frame_id : undefined;
-}
-
-function str(data: unknown, key: string): string | undefined {
-  if (!isObject(data)) return undefined;
-  const value = data[key];
-  return typeof value === "string" && value !== "" ? value : undefined;
-}
-
 /** Builds the turns from the records and the lanes. */
 class TurnCollector {
   readonly turns = new Map<string, TurnBlock>();
   /** The frame each record names, by seq. */
   readonly frameOfSeq = new Map<number, string>();
+  #turnView: TurnView;
 
   constructor(records: readonly LaneRecord[], turnView: TurnView) {
-    for (const record of records) this.#add(record, turnView);
+    this.#turnView = turnView;
+    for (const record of records) this.#add(record);
   }
 
-  turn(frameId: string, seq: number, turnView: TurnView): TurnBlock {
+  /**
+   * The turn of `frameId`, made on first use. Work that names no turn is shown as work of its
+   * own, so no record goes unshown.
+   */
+  turn(frameId: string | undefined, seq: number): TurnBlock {
+    if (frameId === undefined) {
+      const loose = this.turn(`${LOOSE}${seq}`, seq);
+      loose.state = "done";
+      return loose;
+    }
     let turn = this.turns.get(frameId);
     if (turn === undefined) {
-      const info = turnView.turns.get(frameId);
+      const info = this.#turnView.turns.get(frameId);
       turn = {
         frameId,
         number: info?.number,
@@ -113,11 +113,11 @@ class TurnCollector {
     return turn;
   }
 
-  #add(record: LaneRecord, turnView: TurnView): void {
-    const frameId = frameIdOf(record);
+  #add(record: LaneRecord): void {
+    const frameId = stringField(record.data, "frame_id");
     if (frameId === undefined) return;
     this.frameOfSeq.set(record.seq, frameId);
-    const turn = this.turn(frameId, record.seq, turnView);
+    const turn = this.turn(frameId, record.seq);
     const data = record.data;
     switch (record.type) {
       case "frame.accepted":
@@ -126,22 +126,22 @@ class TurnCollector {
         return;
       case "frame.finished":
         turn.endedAt = record.at;
-        turn.state = str(data, "state") === "failed" ? "failed" : "done";
+        turn.state = stringField(data, "state") === "failed" ? "failed" : "done";
         return;
       case "frame.abandoned":
         turn.endedAt = record.at;
         turn.state = "abandoned";
         return;
       case "timer.set": {
-        const id = str(data, "timer_id") ?? `timer #${record.seq}`;
-        const note = str(data, "note");
+        const id = stringField(data, "timer_id") ?? `timer #${record.seq}`;
+        const note = stringField(data, "note");
         turn.set.push({ id, label: `timer${note === undefined ? "" : `: ${note}`}` });
         return;
       }
       case "job.state": {
-        const id = str(data, "job_id") ?? `job #${record.seq}`;
+        const id = stringField(data, "job_id") ?? `job #${record.seq}`;
         if (turn.set.some((item) => item.id === id)) return;
-        turn.set.push({ id, label: `job ${str(data, "name") ?? ""}`.trim() });
+        turn.set.push({ id, label: `job ${stringField(data, "name") ?? ""}`.trim() });
         return;
       }
     }
@@ -172,25 +172,12 @@ export function deriveTimeline(
 ): TimelineView {
   const collector = new TurnCollector(records, turnView);
   const { turns, frameOfSeq } = collector;
-  // Work that names no turn is shown as work of its own, so no record goes unshown.
-  const loose = (seq: number) => {
-    const turn = collector.turn(`${LOOSE}${seq}`, seq, turnView);
-    turn.state = "done";
-    return turn;
-  };
   for (const draft of lanes.scratchpad) {
-    const frameId = draft.turn ?? frameOfSeq.get(draft.seq);
-    const turn = frameId === undefined
-      ? loose(draft.seq)
-      : collector.turn(frameId, draft.seq, turnView);
-    turn.drafts.push(draft);
+    collector.turn(draft.turn ?? frameOfSeq.get(draft.seq), draft.seq).drafts.push(draft);
   }
   for (const cell of lanes.cells) {
     const frameId = frameOfSeq.get(cell.seq) ?? frameOfSeq.get(cell.finishedSeq ?? -1);
-    const turn = frameId === undefined
-      ? loose(cell.seq)
-      : collector.turn(frameId, cell.seq, turnView);
-    turn.cells.push(cell);
+    collector.turn(frameId, cell.seq).cells.push(cell);
   }
   const rows = new Map<string, TimelineRow[]>();
   const placed = new Set<string>();

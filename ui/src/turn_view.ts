@@ -13,7 +13,7 @@
  */
 
 import { type LaneRecord, readRecord } from "../../runtime/core/mod.ts";
-import { isObject } from "./json_value.ts";
+import { isObject, stringField } from "./json_value.ts";
 
 /** Token counts of a turn; a count no reply reported is `undefined`, never 0. */
 export interface TurnUsage {
@@ -93,11 +93,6 @@ function num(data: Record<string, unknown>, key: string): number | undefined {
   return typeof value === "number" && Number.isFinite(value) ? value : undefined;
 }
 
-function str(data: Record<string, unknown>, key: string): string | undefined {
-  const value = data[key];
-  return typeof value === "string" && value !== "" ? value : undefined;
-}
-
 function addCount(a: number | undefined, b: unknown): number | undefined {
   if (typeof b !== "number" || !Number.isFinite(b)) return a;
   return (a ?? 0) + b;
@@ -115,7 +110,7 @@ class TurnBuilder {
 
   add(record: LaneRecord): void {
     const data = isObject(record.data) ? record.data : {};
-    const frameId = str(data, "frame_id");
+    const frameId = stringField(data, "frame_id");
     const turn = frameId === undefined ? undefined : this.view.turns.get(frameId);
     switch (record.type) {
       case "frame.accepted":
@@ -136,7 +131,7 @@ class TurnBuilder {
         if (turn !== undefined) turn.sent = true;
         return;
       case "turn.ended": {
-        const reason = str(data, "reason") ?? "";
+        const reason = stringField(data, "reason") ?? "";
         if (turn === undefined) return;
         // A failed model request is retried: the turn has not said its last word yet.
         if (MODEL_FAILED.test(reason)) this.#failed(turn, record, data);
@@ -210,15 +205,15 @@ class TurnBuilder {
   }
 
   #failed(turn: TurnInfo, record: LaneRecord, data: Record<string, unknown>): void {
-    const reason = (str(data, "reason") ?? "").replace(MODEL_FAILED, "");
+    const reason = (stringField(data, "reason") ?? "").replace(MODEL_FAILED, "");
     const previous = turn.inputIds.map((id) => this.view.trouble.get(id)?.attempt ?? 0);
     const trouble: ModelTrouble = {
       reason,
       attempt: num(data, "attempt") ?? Math.max(0, ...previous) + 1,
       of: num(data, "of"),
       nextAt: this.#nextAt(record, data),
-      url: str(data, "url"),
-      configPath: str(data, "config_path"),
+      url: stringField(data, "url"),
+      configPath: stringField(data, "config_path"),
       stalled: false,
       at: record.at,
     };
@@ -246,14 +241,14 @@ class TurnBuilder {
 
   #retrying(turn: TurnInfo, record: LaneRecord, data: Record<string, unknown>): void {
     const known = turn.inputIds.map((id) => this.view.trouble.get(id)).find(Boolean);
-    const reason = (str(data, "reason") ?? known?.reason ?? "").replace(MODEL_FAILED, "");
+    const reason = (stringField(data, "reason") ?? known?.reason ?? "").replace(MODEL_FAILED, "");
     this.#set(turn.inputIds, {
       reason,
       attempt: num(data, "attempt") ?? (known?.attempt ?? 0) + 1,
       of: num(data, "of") ?? known?.of,
       nextAt: this.#nextAt(record, data),
-      url: str(data, "url") ?? known?.url,
-      configPath: str(data, "config_path") ?? known?.configPath,
+      url: stringField(data, "url") ?? known?.url,
+      configPath: stringField(data, "config_path") ?? known?.configPath,
       stalled: false,
       at: record.at,
     });
@@ -272,8 +267,8 @@ class TurnBuilder {
       if (trouble === undefined) continue;
       trouble.of = num(data, "of") ?? trouble.of;
       trouble.nextAt = this.#nextAt(record, data) ?? trouble.nextAt;
-      trouble.url = str(data, "url") ?? trouble.url;
-      trouble.configPath = str(data, "config_path") ?? trouble.configPath;
+      trouble.url = stringField(data, "url") ?? trouble.url;
+      trouble.configPath = stringField(data, "config_path") ?? trouble.configPath;
     }
   }
 
