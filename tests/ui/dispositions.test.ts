@@ -56,23 +56,19 @@ Deno.test("`deriveLanes()` shows an ignored and an expired input with their reas
   assert.deepEqual(view.events.map((e) => e.type), ["input.ignored", "input.expired"]);
 });
 
-Deno.test("`waitingLine()` says how many inputs wait over the threshold, and which", () => {
-  const status = {
-    sessions: {
-      default: {
-        waiting_inputs: 2,
-        waiting_threshold_ms: 300_000,
-        waiting: [{ id: "in_a", waited_ms: 400_000 }, { id: "in_b", waited_ms: 360_000 }],
-      },
-    },
+Deno.test("`waitingLine()` says how many of the session's inputs wait over the threshold, and which", () => {
+  const session = {
+    waiting_inputs: 2,
+    waiting_threshold_ms: 300_000,
+    waiting: [{ id: "in_a", waited_ms: 400_000 }, { id: "in_b", waited_ms: 360_000 }],
   };
-  assert.deepEqual(waitingLine(status), {
+  assert.deepEqual(waitingLine(session), {
     count: 2,
     label: "2 waiting over 300 s: in_a (400 s), in_b (360 s)",
   });
   assert.deepEqual(
-    waitingLine({ sessions: { default: { waiting_inputs: 0, waiting_threshold_ms: 300_000 } } }),
+    waitingLine({ waiting_inputs: 0, waiting_threshold_ms: 300_000, waiting: [] }),
     { count: 0, label: "none over 300 s" },
   );
-  assert.equal(waitingLine({ sessions: {} }), undefined);
+  assert.equal(waitingLine(undefined), undefined);
 });

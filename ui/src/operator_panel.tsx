@@ -108,7 +108,7 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
   const activeRelease = mine?.active_release ?? fromRecords.activation?.release;
   const skills = fromRecords.skillsRevision;
   const state = mine?.state;
-  const waiting = waitingLine(status);
+  const waiting = waitingLine(mine);
   // Undefined while an activation waits to be confirmed: it is not one of COMMANDS.
   const confirmed = COMMANDS.find((c) => c.kind === confirming);
   const question = confirmed === undefined
