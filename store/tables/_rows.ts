@@ -1,0 +1,37 @@
+/**
+ * How the writer modules read a table row as its record: every column, in column order, under
+ * its camelCase name, with `session_id` as `session`; each module converts the columns that
+ * hold JSON text or 0/1 flags.
+ *
+ * @module
+ */
+
+import type { SQLOutputValue } from "node:sqlite";
+
+/** One row as a statement returns it. */
+export type Row = Record<string, SQLOutputValue>;
+
+/**
+ * The record of `row`: each column under its camelCase name (`session_id` as `session`), in
+ * column order, with the fields of `converted` in place of their raw columns.
+ *
+ * @example
+ * ```ts
+ * fromRow<FrameRecord>(row, { inputIds: jsonColumn(row.input_ids) }); // { id, session, number, inputIds, … }
+ * ```
+ */
+export function fromRow<T>(row: Row, converted: Partial<T> = {}): T {
+  const record: Record<string, unknown> = {};
+  for (const [column, value] of Object.entries(row)) {
+    const name = column === "session_id"
+      ? "session"
+      : column.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase());
+    record[name] = value;
+  }
+  return Object.assign(record, converted) as T;
+}
+
+/** The value a JSON text column holds; SQL NULL stays null. */
+export function jsonColumn<T>(value: SQLOutputValue): T {
+  return (value === null ? null : JSON.parse(value as string)) as T;
+}
