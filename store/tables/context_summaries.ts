@@ -37,15 +37,9 @@ export interface ContextSummary {
 }
 
 /** What {@linkcode commitSummary} writes. */
-export interface NewSummary {
+export interface NewSummary extends Omit<ContextSummary, "epoch" | "at"> {
   /** The context epoch the summary was written against; the commit refuses a moved one. */
   expectedEpoch: number;
-  coversToIdx: number;
-  text: string;
-  source: SummarySource;
-  digest: unknown;
-  tokens: number;
-  fallbackReason: string | null;
   /** How many provider items this step newly covers, for the event. */
   summarizedItems: number;
   /**
