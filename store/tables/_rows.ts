@@ -1,12 +1,13 @@
 /**
- * How the writer modules read a table row as its record: every column, in column order, under
- * its camelCase name, with `session_id` as `session`; each module converts the columns that
- * hold JSON text or 0/1 flags.
+ * How the writer modules read rows: a table row as its record (every column, in column order,
+ * under its camelCase name, with `session_id` as `session`; each module converts the columns
+ * that hold JSON text or 0/1 flags), and the page size a reader asks for.
  *
  * @module
  */
 
 import type { SQLOutputValue } from "node:sqlite";
+import { KlbrError } from "../../runtime/core/mod.ts";
 
 /** One row as a statement returns it. */
 export type Row = Record<string, SQLOutputValue>;
@@ -34,4 +35,19 @@ export function fromRow<T>(row: Row, converted: Partial<T> = {}): T {
 /** The value a JSON text column holds; SQL NULL stays null. */
 export function jsonColumn<T>(value: SQLOutputValue): T {
   return (value === null ? null : JSON.parse(value as string)) as T;
+}
+
+/**
+ * Refuses a page size that is not an integer in 1–`max`.
+ *
+ * @throws {KlbrError} `invalid_input`: "cannot <action>: limit must be an integer in 1-<max>
+ *   (got <limit>)".
+ */
+export function checkLimit(limit: number, page: { action: string; max: number }): void {
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > page.max) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot ${page.action}: limit must be an integer in 1-${page.max} (got ${limit})`,
+    );
+  }
 }

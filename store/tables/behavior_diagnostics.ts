@@ -17,12 +17,12 @@
  */
 
 import { z } from "zod";
-import { KlbrError, newId } from "../../runtime/core/mod.ts";
+import { newId } from "../../runtime/core/mod.ts";
 import { insertEvent } from "./events.ts";
 import { checkSessionId } from "./sessions.ts";
 import type { Store } from "../store.ts";
 import { schemaError } from "../schema/_schema_error.ts";
-import { fromRow, jsonColumn, type Row } from "./_rows.ts";
+import { checkLimit, fromRow, jsonColumn, type Row } from "./_rows.ts";
 
 /** The longest JSON text of a trace's inputs or output kept whole. */
 export const TRACE_FIELD_MAX_CHARS = 32_768;
@@ -336,12 +336,7 @@ export function listFailedCandidates(
   options: { draftId?: string; limit?: number } = {},
 ): FailedCandidate[] {
   const limit = options.limit ?? 50;
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot list candidates: limit must be an integer in 1-1000 (got ${limit})`,
-    );
-  }
+  checkLimit(limit, { action: "list candidates", max: 1000 });
   const rows = (options.draftId === undefined
     ? store.statement(
       "SELECT * FROM behavior_candidates WHERE session_id = ? ORDER BY id DESC LIMIT ?",
