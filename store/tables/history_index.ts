@@ -19,7 +19,7 @@
 
 import { KlbrError } from "../../runtime/core/mod.ts";
 import type { Store } from "../store.ts";
-import { checkLimit } from "./_rows.ts";
+import { checkLimit, fromRow } from "./_rows.ts";
 
 /** The kinds of indexed text, as search results name them. */
 export const HISTORY_KINDS = [
@@ -307,8 +307,6 @@ export function getIndexedArtifact(
 ): { session: string; cellId: string | null; bytes: number; at: number } | undefined {
   const row = store.statement(
     "SELECT session_id, cell_id, bytes, at FROM history_artifacts WHERE id = ?",
-  ).get(id) as
-    | { session_id: string; cell_id: string | null; bytes: number; at: number }
-    | undefined;
-  return row && { session: row.session_id, cellId: row.cell_id, bytes: row.bytes, at: row.at };
+  ).get(id);
+  return row && fromRow(row);
 }
