@@ -15,7 +15,7 @@
 
 import { join } from "node:path";
 import { faultPoint, KlbrError } from "../../runtime/core/mod.ts";
-import { pathExists, syncDir } from "./files.ts";
+import { pathExists, syncPath } from "./files.ts";
 
 /** What {@linkcode spoolArtifact} returns. */
 export interface ArtifactRef {
@@ -71,7 +71,7 @@ export async function spoolArtifact(
 export async function keepAttachment(stateDir: string, data: Uint8Array): Promise<ArtifactRef> {
   const dir = join(stateDir, "artifacts", KEPT);
   const ref = await writeArtifact(dir, data);
-  await syncDir(dir);
+  await syncPath(dir);
   return ref;
 }
 

@@ -23,17 +23,18 @@ export async function pathExists(path: string): Promise<boolean> {
 }
 
 /**
- * Fsyncs the directory `dir`, so a file renamed or created in it survives a power loss.
+ * Fsyncs the file or directory at `path`: a file's bytes, or a directory's entries, so a file
+ * renamed or created in it survives a power loss.
  *
- * @throws what opening or syncing the directory throws (it does not exist, a full disk).
+ * @throws what opening or syncing it throws (it does not exist, a full disk).
  * @example
  * ```ts
  * await Deno.rename(temp, path);
- * await syncDir(dirname(path));
+ * await syncPath(dirname(path));
  * ```
  */
-export async function syncDir(dir: string): Promise<void> {
-  const handle = await Deno.open(dir, { read: true });
+export async function syncPath(path: string): Promise<void> {
+  const handle = await Deno.open(path, { read: true });
   try {
     await handle.sync();
   } finally {
