@@ -62,7 +62,8 @@ function damaged(path: string, found: string): KlbrError {
   );
 }
 
-function readHeader(path: string): Uint8Array {
+/** The first 100 bytes of the file at `path` (fewer when it is shorter): SQLite's header. */
+export function readHeader(path: string): Uint8Array {
   const file = Deno.openSync(path, { read: true });
   try {
     const buffer = new Uint8Array(100);
@@ -76,6 +77,11 @@ function readHeader(path: string): Uint8Array {
   } finally {
     file.close();
   }
+}
+
+/** Whether `header` is a whole SQLite database header. */
+export function isSqliteHeader(header: Uint8Array): boolean {
+  return header.length === 100 && HEADER.every((b, i) => header[i] === b);
 }
 
 interface Schema {
@@ -160,7 +166,7 @@ export function inspectStoreFile(path: string): StoreFileState {
   // SQLite itself discards a -wal beside a zero-byte database, so a zero-byte file is empty.
   if (mainSize === 0) return "empty";
   const header = readHeader(path);
-  if (header.length < 100 || !HEADER.every((b, i) => header[i] === b)) {
+  if (!isSqliteHeader(header)) {
     const hex = Array.from(header.subarray(0, 16), (b) => b.toString(16).padStart(2, "0"));
     throw foreign(path, `a file that is not a SQLite database (first bytes ${hex.join(" ")})`);
   }
