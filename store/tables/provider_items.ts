@@ -118,10 +118,7 @@ export function appendProviderItems(
   messages: Record<string, unknown>[],
 ): number[] {
   return store.transaction(() => {
-    const last = store.statement(
-      "SELECT COALESCE(MAX(idx), 0) AS idx FROM provider_items WHERE session_id = ?",
-    ).get(session) as { idx: number };
-    let idx = last.idx;
+    let idx = lastItemIdx(store, session);
     const now = store.clock();
     return messages.map((message) => {
       checkMessage(store, session, message);
