@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { KlbrError } from "../../runtime/core/mod.ts";
 import { closedCleanly } from "../_clean_close.ts";
 import { storeFailure } from "../_store_errors.ts";
+import { ifExists } from "../tables/files.ts";
 import {
   developmentStoreMessage,
   LATEST_VERSION,
@@ -30,20 +31,7 @@ export type StoreFileState = "absent" | "empty" | "klbr";
 const HEADER = new TextEncoder().encode("SQLite format 3\0");
 
 function size(path: string): number | undefined {
-  try {
-    return Deno.statSync(path).size;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    throw error;
-  }
-}
-
-function removeIfPresent(path: string): void {
-  try {
-    Deno.removeSync(path);
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) throw error;
-  }
+  return ifExists(() => Deno.statSync(path).size);
 }
 
 function foreign(path: string, found: string): KlbrError {
@@ -177,7 +165,9 @@ export function inspectStoreFile(path: string): StoreFileState {
   try {
     return judge(path, readSchema(path, !closedCleanly(path)));
   } catch (error) {
-    for (const [i, side] of sideFiles.entries()) if (!existed[i]) removeIfPresent(side);
+    for (const [i, side] of sideFiles.entries()) {
+      if (!existed[i]) ifExists(() => Deno.removeSync(side));
+    }
     if (error instanceof KlbrError) throw error;
     if (storeFailure(error) === "corrupt") throw damaged(path, (error as Error).message);
     throw foreign(path, `a SQLite file that cannot be read (${(error as Error).message})`);

@@ -12,6 +12,7 @@
 import { backup, DatabaseSync } from "node:sqlite";
 import { KlbrError } from "../../runtime/core/mod.ts";
 import { STORE_FORMAT } from "../schema/migrations.ts";
+import { ifExists } from "../tables/files.ts";
 import { isSqliteHeader, readHeader } from "./_inspect_file.ts";
 
 /** What a store copy holds and refers to. */
@@ -125,13 +126,7 @@ const USER_VERSION_OFFSET = 60;
  * ```
  */
 export function schemaVersionOnDisk(path: string): number | undefined {
-  let header: Uint8Array;
-  try {
-    header = readHeader(path);
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    throw error;
-  }
-  if (!isSqliteHeader(header)) return undefined;
+  const header = ifExists(() => readHeader(path));
+  if (header === undefined || !isSqliteHeader(header)) return undefined;
   return new DataView(header.buffer).getUint32(USER_VERSION_OFFSET);
 }

@@ -5,6 +5,25 @@
  */
 
 /**
+ * Runs `touch`, a synchronous file-system call on one path, and returns its result, or
+ * `undefined` when nothing is at that path; every other error throws.
+ *
+ * @example
+ * ```ts
+ * const size = ifExists(() => Deno.statSync(path).size); // undefined: no file
+ * ifExists(() => Deno.removeSync(path)); // removed, or was not there
+ * ```
+ */
+export function ifExists<T>(touch: () => T): T | undefined {
+  try {
+    return touch();
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    throw error;
+  }
+}
+
+/**
  * Returns whether anything (file, directory or link) exists at `path`; other errors throw.
  *
  * @example
