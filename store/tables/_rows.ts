@@ -1,7 +1,8 @@
 /**
  * How the writer modules read rows: a table row as its record (every column, in column order,
  * under its camelCase name, with `session_id` as `session`; each module converts the columns
- * that hold JSON text or 0/1 flags), and the page size a reader asks for.
+ * that hold JSON text or 0/1 flags); and the arguments several of them check alike: the page
+ * size a reader asks for, the reason a row ends with.
  *
  * @module
  */
@@ -48,6 +49,21 @@ export function checkLimit(limit: number, page: { action: string; max: number })
     throw new KlbrError(
       "invalid_input",
       `cannot ${page.action}: limit must be an integer in 1-${page.max} (got ${limit})`,
+    );
+  }
+}
+
+/**
+ * Refuses a reason that is not 1–1000 characters.
+ *
+ * @throws {KlbrError} `invalid_input`: "cannot <action>: reason must be 1-1000 characters (got
+ *   <reason>)".
+ */
+export function checkReason(reason: string, action: string): void {
+  if (typeof reason !== "string" || reason.length === 0 || reason.length > 1000) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot ${action}: reason must be 1-1000 characters (got ${JSON.stringify(reason)})`,
     );
   }
 }

@@ -15,7 +15,7 @@ import { insertEvent } from "./events.ts";
 import { currentGeneration } from "./kernel_generations.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";
 import type { Store } from "../store.ts";
-import { fromRow, jsonColumn } from "./_rows.ts";
+import { checkReason, fromRow, jsonColumn } from "./_rows.ts";
 import { schemaError } from "../schema/_schema_error.ts";
 
 /** One of `CELL_OUTCOMES` (`runtime/core/_records.ts`): how a cell ended. */
@@ -178,12 +178,7 @@ export function finishCell(
  * @throws {KlbrError} `invalid_input` for an empty reason.
  */
 export function interruptOpenCells(store: Store, session: string, reason: string): string[] {
-  if (typeof reason !== "string" || reason.length === 0 || reason.length > 1000) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot interrupt cells: reason must be 1-1000 characters (got ${JSON.stringify(reason)})`,
-    );
-  }
+  checkReason(reason, "interrupt cells");
   return store.transaction(() => {
     const ids = (store.statement(
       "SELECT id FROM cells WHERE session_id = ? AND outcome IS NULL ORDER BY started_at, id",

@@ -17,7 +17,7 @@ import { linkTraceToFrame, traceRefsOfFrame } from "./behavior_diagnostics.ts";
 import { claimInputs, unclaimInputs } from "./inputs.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";
 import type { Store } from "../store.ts";
-import { fromRow, jsonColumn, type Row } from "./_rows.ts";
+import { checkReason, fromRow, jsonColumn, type Row } from "./_rows.ts";
 import { schemaError } from "../schema/_schema_error.ts";
 
 const AcceptFrameSchema = z.object({
@@ -196,14 +196,7 @@ export function finishFrame(
       `cannot finish frame ${frameId}: state must be done, failed or abandoned (got ${state})`,
     );
   }
-  if (typeof reason !== "string" || reason.length === 0 || reason.length > 1000) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot finish frame ${frameId}: reason must be 1-1000 characters (got ${
-        JSON.stringify(reason)
-      })`,
-    );
-  }
+  checkReason(reason, `finish frame ${frameId}`);
   return store.transaction(() => {
     const frame = requireOpenFrame(store, "finish frame", frameId);
     return endFrame(store, frame, state, reason);

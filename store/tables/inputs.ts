@@ -16,7 +16,7 @@ import { type AdmitInput, type ParsedInput, parseInput } from "../schema/_input_
 import { insertEvent } from "./events.ts";
 import { writeInputs } from "./_input_writes.ts";
 import type { Store } from "../store.ts";
-import { checkLimit } from "./_rows.ts";
+import { checkLimit, checkReason } from "./_rows.ts";
 
 export { type AdmitInput, MAX_INPUT_BODY_CHARS } from "../schema/_input_schema.ts";
 export { claimInputs, type InputClaim, unclaimInputs } from "./_input_claims.ts";
@@ -252,12 +252,7 @@ export function expireInputs(
 ): string[] {
   const { session, inputIds, reason } = request;
   const disposition: InputDisposition = "expired";
-  if (typeof reason !== "string" || reason.length === 0 || reason.length > 1000) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot expire inputs: reason must be 1-1000 characters (got ${JSON.stringify(reason)})`,
-    );
-  }
+  checkReason(reason, "expire inputs");
   return store.transaction(() => {
     const now = store.clock();
     const done: string[] = [];
