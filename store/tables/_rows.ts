@@ -15,7 +15,8 @@ export type Row = Record<string, SQLOutputValue>;
 
 /**
  * The record of `row`: each column under its camelCase name (`session_id` as `session`), in
- * column order, with the fields of `converted` in place of their raw columns.
+ * column order, with the fields of `converted` in place of their raw columns. Every column
+ * becomes a field, so a column the record does not have is left out of the query or of `row`.
  *
  * @example
  * ```ts
