@@ -10,6 +10,8 @@
  * @module
  */
 
+import { ifExists } from "./tables/files.ts";
+
 /** Stores smaller than this are always checked: their check costs little. */
 export const ALWAYS_CHECK_BELOW_BYTES = 16 * 1024 * 1024;
 
@@ -23,18 +25,13 @@ interface Identity {
 }
 
 function identity(path: string): Identity | undefined {
-  try {
-    const info = Deno.statSync(path);
-    return {
-      ino: info.ino ?? null,
-      size: info.size,
-      mtime: info.mtime?.getTime() ?? null,
-      ctime: info.ctime?.getTime() ?? null,
-    };
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    throw error;
-  }
+  const info = ifExists(() => Deno.statSync(path));
+  return info && {
+    ino: info.ino ?? null,
+    size: info.size,
+    mtime: info.mtime?.getTime() ?? null,
+    ctime: info.ctime?.getTime() ?? null,
+  };
 }
 
 function walInUse(path: string): boolean {
@@ -62,11 +59,7 @@ export function closedCleanly(path: string): boolean {
 
 /** Removes the mark (the owner has the store open now); no mark is fine. */
 export function forgetCleanClose(path: string): void {
-  try {
-    Deno.removeSync(`${path}${SUFFIX}`);
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) throw error;
-  }
+  ifExists(() => Deno.removeSync(`${path}${SUFFIX}`));
 }
 
 /** Writes the mark after a clean close; nothing when a `-wal` is left or the file is gone. */

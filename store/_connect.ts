@@ -9,16 +9,6 @@ import { DatabaseSync } from "node:sqlite";
 import { assert } from "../runtime/core/mod.ts";
 import { migrate, STORE_FORMAT } from "./schema/migrations.ts";
 
-/** Whether `path` is a directory; `undefined` when nothing is there. */
-export function isDirectory(path: string): boolean | undefined {
-  try {
-    return Deno.statSync(path).isDirectory;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    throw error;
-  }
-}
-
 /**
  * Opens the store file in WAL with `synchronous=FULL` and foreign keys on, and migrates it.
  *

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import { assert, faultPoint, KlbrError, type StoredRecord } from "../runtime/core/mod.ts";
 import { forgetCleanClose, markCleanClose } from "./_clean_close.ts";
-import { connect, isDirectory } from "./_connect.ts";
+import { connect } from "./_connect.ts";
 import {
   inspectStoreFile,
   refuseLostHistory,
@@ -30,6 +30,7 @@ import {
 import { schemaError } from "./schema/_schema_error.ts";
 import type { Commit, CommitListener, Statement, Store, StoreHealth } from "./_store_types.ts";
 import { acquireOwnerLock, type OwnerLock, releaseOwnerLock } from "./owner_lock.ts";
+import { ifExists } from "./tables/files.ts";
 import { checkSqliteVersion, linkedSqliteVersion } from "./version_guard.ts";
 
 export { unusableState } from "./_store_errors.ts";
@@ -355,7 +356,7 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
   if (!parsed.success) throw schemaError("open store", parsed.error, options);
   const { create, owner, sqliteVersion, busyTimeoutMs, clock, onHealthChange } = parsed.data;
   checkSqliteVersion(sqliteVersion ?? linkedSqliteVersion());
-  const isDir = isDirectory(stateDir);
+  const isDir = ifExists(() => Deno.statSync(stateDir).isDirectory);
   if (isDir === false) {
     throw new KlbrError(
       "state_missing",

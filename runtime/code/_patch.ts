@@ -9,7 +9,7 @@
 import { basename, dirname, join } from "node:path";
 import { KlbrError } from "../core/mod.ts";
 import { refuseProtected } from "../sandbox/mod.ts";
-import { syncDir } from "../../store/tables/files.ts";
+import { syncPath } from "../../store/tables/files.ts";
 import { countSyntaxErrors, type SyntaxProblem } from "./_outline.ts";
 import type { CodeEdit, CodeRange } from "./_schemas.ts";
 import { checkRange, type CodeService, type StaleRange } from "./_service.ts";
@@ -235,6 +235,6 @@ async function writeAll(service: CodeService, plans: FilePlan[]): Promise<StaleR
   } finally {
     for (let i = renamed; i < temps.length; i++) await Deno.remove(temps[i]).catch(() => {});
   }
-  for (const dir of new Set(plans.map((p) => dirname(p.source.real)))) await syncDir(dir);
+  for (const dir of new Set(plans.map((p) => dirname(p.source.real)))) await syncPath(dir);
   return null;
 }

@@ -22,7 +22,7 @@ import {
   skillTitleProblem,
 } from "./_skills.ts";
 import { defineRpc, type RpcCall } from "./_rpc_registry.ts";
-import { syncDir } from "../../store/tables/files.ts";
+import { syncPath } from "../../store/tables/files.ts";
 
 /** What a write or delete changed, for the owner of the generation. */
 export interface SkillChange {
@@ -201,7 +201,7 @@ async function deleteManagedSkill(
   }
   const gone = join(roots.managedRoot, `.${id}.deleted-${crypto.randomUUID()}`);
   await Deno.rename(dir, gone);
-  await syncDir(roots.managedRoot);
+  await syncPath(roots.managedRoot);
   await Deno.remove(gone, { recursive: true });
   return { id, revision: (await loadSkills(roots)).payload.revision };
 }
@@ -253,5 +253,5 @@ async function writeAtomically(path: string, bytes: Uint8Array): Promise<void> {
   }
   file.close();
   await Deno.rename(temp, path);
-  await syncDir(dir);
+  await syncPath(dir);
 }

@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { KlbrError } from "../../runtime/core/mod.ts";
 import { closedCleanly } from "../_clean_close.ts";
 import { storeFailure } from "../_store_errors.ts";
+import { ifExists } from "../tables/files.ts";
 import {
   developmentStoreMessage,
   LATEST_VERSION,
@@ -30,20 +31,7 @@ export type StoreFileState = "absent" | "empty" | "klbr";
 const HEADER = new TextEncoder().encode("SQLite format 3\0");
 
 function size(path: string): number | undefined {
-  try {
-    return Deno.statSync(path).size;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    throw error;
-  }
-}
-
-function removeIfPresent(path: string): void {
-  try {
-    Deno.removeSync(path);
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) throw error;
-  }
+  return ifExists(() => Deno.statSync(path).size);
 }
 
 function foreign(path: string, found: string): KlbrError {
@@ -62,7 +50,8 @@ function damaged(path: string, found: string): KlbrError {
   );
 }
 
-function readHeader(path: string): Uint8Array {
+/** The first 100 bytes of the file at `path` (fewer when it is shorter): SQLite's header. */
+export function readHeader(path: string): Uint8Array {
   const file = Deno.openSync(path, { read: true });
   try {
     const buffer = new Uint8Array(100);
@@ -76,6 +65,11 @@ function readHeader(path: string): Uint8Array {
   } finally {
     file.close();
   }
+}
+
+/** Whether `header` is a whole SQLite database header. */
+export function isSqliteHeader(header: Uint8Array): boolean {
+  return header.length === 100 && HEADER.every((b, i) => header[i] === b);
 }
 
 interface Schema {
@@ -160,7 +154,7 @@ export function inspectStoreFile(path: string): StoreFileState {
   // SQLite itself discards a -wal beside a zero-byte database, so a zero-byte file is empty.
   if (mainSize === 0) return "empty";
   const header = readHeader(path);
-  if (header.length < 100 || !HEADER.every((b, i) => header[i] === b)) {
+  if (!isSqliteHeader(header)) {
     const hex = Array.from(header.subarray(0, 16), (b) => b.toString(16).padStart(2, "0"));
     throw foreign(path, `a file that is not a SQLite database (first bytes ${hex.join(" ")})`);
   }
@@ -171,7 +165,9 @@ export function inspectStoreFile(path: string): StoreFileState {
   try {
     return judge(path, readSchema(path, !closedCleanly(path)));
   } catch (error) {
-    for (const [i, side] of sideFiles.entries()) if (!existed[i]) removeIfPresent(side);
+    for (const [i, side] of sideFiles.entries()) {
+      if (!existed[i]) ifExists(() => Deno.removeSync(side));
+    }
     if (error instanceof KlbrError) throw error;
     if (storeFailure(error) === "corrupt") throw damaged(path, (error as Error).message);
     throw foreign(path, `a SQLite file that cannot be read (${(error as Error).message})`);

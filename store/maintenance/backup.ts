@@ -12,6 +12,8 @@
 import { backup, DatabaseSync } from "node:sqlite";
 import { KlbrError } from "../../runtime/core/mod.ts";
 import { STORE_FORMAT } from "../schema/migrations.ts";
+import { ifExists } from "../tables/files.ts";
+import { isSqliteHeader, readHeader } from "./_inspect_file.ts";
 
 /** What a store copy holds and refers to. */
 export interface StoreCopy {
@@ -107,8 +109,7 @@ export function describeStoreCopy(path: string): StoreCopy {
   }
 }
 
-/** SQLite's file header: its first 16 bytes, and where `user_version` is (big-endian u32). */
-const SQLITE_MAGIC = "SQLite format 3\0";
+/** Where `user_version` is in SQLite's file header (big-endian u32). */
 const USER_VERSION_OFFSET = 60;
 
 /**
@@ -125,25 +126,7 @@ const USER_VERSION_OFFSET = 60;
  * ```
  */
 export function schemaVersionOnDisk(path: string): number | undefined {
-  let header: Uint8Array;
-  try {
-    const file = Deno.openSync(path, { read: true });
-    try {
-      header = new Uint8Array(100);
-      let read = 0;
-      while (read < header.length) {
-        const n = file.readSync(header.subarray(read));
-        if (n === null) break;
-        read += n;
-      }
-      if (read < header.length) return undefined;
-    } finally {
-      file.close();
-    }
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    throw error;
-  }
-  if (new TextDecoder().decode(header.subarray(0, 16)) !== SQLITE_MAGIC) return undefined;
+  const header = ifExists(() => readHeader(path));
+  if (header === undefined || !isSqliteHeader(header)) return undefined;
   return new DataView(header.buffer).getUint32(USER_VERSION_OFFSET);
 }

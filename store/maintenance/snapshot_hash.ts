@@ -17,7 +17,7 @@ import { basename, join } from "node:path";
 import { KlbrError } from "../../runtime/core/mod.ts";
 import { recordRelease } from "../tables/releases.ts";
 import type { Store } from "../store.ts";
-import { pathExists } from "../tables/files.ts";
+import { pathExists, syncPath } from "../tables/files.ts";
 
 /** One file of a snapshot. */
 export interface TreeFile {
@@ -167,15 +167,6 @@ export function snapshotTree(dir: string, limits: SnapshotLimits = {}): Promise<
 
 async function removeQuietly(path: string): Promise<void> {
   await Deno.remove(path, { recursive: true }).catch(() => {});
-}
-
-async function syncPath(path: string): Promise<void> {
-  const handle = await Deno.open(path, { read: true });
-  try {
-    await handle.sync();
-  } finally {
-    handle.close();
-  }
 }
 
 /**

@@ -15,7 +15,7 @@
 
 import { join } from "node:path";
 import { faultPoint, KlbrError } from "../../runtime/core/mod.ts";
-import { pathExists, syncDir } from "./files.ts";
+import { ifExists, pathExists, syncPath } from "./files.ts";
 
 /** What {@linkcode spoolArtifact} returns. */
 export interface ArtifactRef {
@@ -71,7 +71,7 @@ export async function spoolArtifact(
 export async function keepAttachment(stateDir: string, data: Uint8Array): Promise<ArtifactRef> {
   const dir = join(stateDir, "artifacts", KEPT);
   const ref = await writeArtifact(dir, data);
-  await syncDir(dir);
+  await syncPath(dir);
   return ref;
 }
 
@@ -86,13 +86,8 @@ export async function keepAttachment(stateDir: string, data: Uint8Array): Promis
  */
 export function keptAttachmentSize(stateDir: string, id: string): number | undefined {
   if (!ARTIFACT_ID.test(id)) return undefined;
-  try {
-    const info = Deno.statSync(join(stateDir, "artifacts", KEPT, id));
-    return info.isFile ? info.size : undefined;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    throw error;
-  }
+  const info = ifExists(() => Deno.statSync(join(stateDir, "artifacts", KEPT, id)));
+  return info?.isFile ? info.size : undefined;
 }
 
 /**

@@ -17,11 +17,12 @@
  */
 
 import { z } from "zod";
-import { KlbrError, newId } from "../../runtime/core/mod.ts";
+import { newId } from "../../runtime/core/mod.ts";
 import { insertEvent } from "./events.ts";
 import { checkSessionId } from "./sessions.ts";
 import type { Store } from "../store.ts";
 import { schemaError } from "../schema/_schema_error.ts";
+import { checkLimit, fromRow, jsonColumn, type Row } from "./_rows.ts";
 
 /** The longest JSON text of a trace's inputs or output kept whole. */
 export const TRACE_FIELD_MAX_CHARS = 32_768;
@@ -81,21 +82,6 @@ export interface HookTrace {
   at: number;
 }
 
-interface TraceRow {
-  id: string;
-  session_id: string;
-  frame_id: string | null;
-  hook: string;
-  release_id: string;
-  origin: HookTrace["origin"];
-  inputs: string;
-  output: string | null;
-  error: string | null;
-  truncated: number;
-  duration_ms: number;
-  at: number;
-}
-
 function bounded(value: unknown, max: number): { text: string; cut: boolean } | null {
   const text = JSON.stringify(value);
   return text === undefined ? null : cutText(text, max);
@@ -122,21 +108,13 @@ function boundedError(error: HookError | null): string | null {
   });
 }
 
-function toTrace(row: TraceRow): HookTrace {
-  return {
-    id: row.id,
-    session: row.session_id,
-    frameId: row.frame_id,
-    hook: row.hook,
-    releaseId: row.release_id,
-    origin: row.origin,
-    inputs: JSON.parse(row.inputs),
-    output: row.output === null ? null : JSON.parse(row.output),
-    error: row.error === null ? null : JSON.parse(row.error),
+function toTrace(row: Row): HookTrace {
+  return fromRow<HookTrace>(row, {
+    inputs: jsonColumn(row.inputs),
+    output: jsonColumn(row.output),
+    error: jsonColumn(row.error),
     truncated: row.truncated === 1,
-    durationMs: row.duration_ms,
-    at: row.at,
-  };
+  });
 }
 
 /**
@@ -222,19 +200,16 @@ function encodedFields(inputs: unknown, output: unknown) {
 /** Returns the trace `id`, or `undefined` when there is none (never recorded, or pruned). */
 export function getTrace(store: Store, id: string): HookTrace | undefined {
   store.flush(); // a deferred trace is visible to every reader
-  const row = store.statement("SELECT * FROM hook_traces WHERE id = ?").get(id) as
-    | TraceRow
-    | undefined;
+  const row = store.statement("SELECT * FROM hook_traces WHERE id = ?").get(id);
   return row && toTrace(row);
 }
 
 /** Returns the traces of a frame's turn (its attention plan first), oldest first, at most `limit`. */
 export function tracesOfFrame(store: Store, frameId: string, limit = 1000): HookTrace[] {
   store.flush();
-  const rows = store.statement(
+  return store.statement(
     "SELECT * FROM hook_traces WHERE frame_id = ? ORDER BY id LIMIT ?",
-  ).all(frameId, limit) as unknown as TraceRow[];
-  return rows.map(toTrace);
+  ).all(frameId, limit).map(toTrace);
 }
 
 /**
@@ -361,12 +336,7 @@ export function listFailedCandidates(
   options: { draftId?: string; limit?: number } = {},
 ): FailedCandidate[] {
   const limit = options.limit ?? 50;
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot list candidates: limit must be an integer in 1-1000 (got ${limit})`,
-    );
-  }
+  checkLimit(limit, { action: "list candidates", max: 1000 });
   const rows = (options.draftId === undefined
     ? store.statement(
       "SELECT * FROM behavior_candidates WHERE session_id = ? ORDER BY id DESC LIMIT ?",

@@ -15,6 +15,7 @@ import { insertEvent } from "./events.ts";
 import { currentGeneration } from "./kernel_generations.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";
 import type { Store } from "../store.ts";
+import { checkReason, fromRow, jsonColumn } from "./_rows.ts";
 import { schemaError } from "../schema/_schema_error.ts";
 
 /** One of `CELL_OUTCOMES` (`runtime/core/_records.ts`): how a cell ended. */
@@ -49,30 +50,8 @@ export interface CellRecord {
 
 /** Returns the cell `id`, or `undefined` when there is none. */
 export function getCell(store: Store, id: string): CellRecord | undefined {
-  const row = store.statement("SELECT * FROM cells WHERE id = ?").get(id) as {
-    id: string;
-    session_id: string;
-    generation: number;
-    frame_id: string | null;
-    tool_call_id: string | null;
-    code: string;
-    outcome: CellOutcome | null;
-    result: string | null;
-    started_at: number;
-    ended_at: number | null;
-  } | undefined;
-  return row && {
-    id: row.id,
-    session: row.session_id,
-    generation: row.generation,
-    frameId: row.frame_id,
-    toolCallId: row.tool_call_id,
-    code: row.code,
-    outcome: row.outcome,
-    result: row.result === null ? null : JSON.parse(row.result),
-    startedAt: row.started_at,
-    endedAt: row.ended_at,
-  };
+  const row = store.statement("SELECT * FROM cells WHERE id = ?").get(id);
+  return row && fromRow<CellRecord>(row, { result: jsonColumn(row.result) });
 }
 
 /**
@@ -199,12 +178,7 @@ export function finishCell(
  * @throws {KlbrError} `invalid_input` for an empty reason.
  */
 export function interruptOpenCells(store: Store, session: string, reason: string): string[] {
-  if (typeof reason !== "string" || reason.length === 0 || reason.length > 1000) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot interrupt cells: reason must be 1-1000 characters (got ${JSON.stringify(reason)})`,
-    );
-  }
+  checkReason(reason, "interrupt cells");
   return store.transaction(() => {
     const ids = (store.statement(
       "SELECT id FROM cells WHERE session_id = ? AND outcome IS NULL ORDER BY started_at, id",

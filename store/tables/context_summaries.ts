@@ -15,6 +15,7 @@ import { KlbrError } from "../../runtime/core/mod.ts";
 import { insertEvent } from "./events.ts";
 import { bumpContextEpoch, requireSession } from "./sessions.ts";
 import type { Store } from "../store.ts";
+import { fromRow, jsonColumn, type Row } from "./_rows.ts";
 
 /** Who wrote a summary's text: the `long` route's model, or the extractive fallback. */
 export type SummarySource = "model" | "extractive";
@@ -36,15 +37,9 @@ export interface ContextSummary {
 }
 
 /** What {@linkcode commitSummary} writes. */
-export interface NewSummary {
+export interface NewSummary extends Omit<ContextSummary, "epoch" | "at"> {
   /** The context epoch the summary was written against; the commit refuses a moved one. */
   expectedEpoch: number;
-  coversToIdx: number;
-  text: string;
-  source: SummarySource;
-  digest: unknown;
-  tokens: number;
-  fallbackReason: string | null;
   /** How many provider items this step newly covers, for the event. */
   summarizedItems: number;
   /**
@@ -63,37 +58,17 @@ export interface Compaction {
   source: SummarySource;
 }
 
-interface SummaryRow {
-  epoch: number;
-  covers_to_idx: number;
-  text: string;
-  source: SummarySource;
-  digest: string | null;
-  tokens: number;
-  fallback_reason: string | null;
-  at: number;
-}
-
 const COLUMNS = "epoch, covers_to_idx, text, source, digest, tokens, fallback_reason, at";
 
-function toSummary(row: SummaryRow): ContextSummary {
-  return {
-    epoch: row.epoch,
-    coversToIdx: row.covers_to_idx,
-    text: row.text,
-    source: row.source,
-    digest: row.digest === null ? null : JSON.parse(row.digest),
-    tokens: row.tokens,
-    fallbackReason: row.fallback_reason,
-    at: row.at,
-  };
+function toSummary(row: Row): ContextSummary {
+  return fromRow<ContextSummary>(row, { digest: jsonColumn(row.digest) });
 }
 
 /** Returns the session's newest summary, or `undefined` before the first compaction. */
 export function latestSummary(store: Store, session: string): ContextSummary | undefined {
   const row = store.statement(
     `SELECT ${COLUMNS} FROM context_summaries WHERE session_id = ? ORDER BY epoch DESC LIMIT 1`,
-  ).get(session) as SummaryRow | undefined;
+  ).get(session);
   return row && toSummary(row);
 }
 
@@ -105,7 +80,7 @@ export function getSummary(
 ): ContextSummary | undefined {
   const row = store.statement(
     `SELECT ${COLUMNS} FROM context_summaries WHERE session_id = ? AND epoch = ?`,
-  ).get(session, epoch) as SummaryRow | undefined;
+  ).get(session, epoch);
   return row && toSummary(row);
 }
 

@@ -12,6 +12,7 @@
 
 import { createHash } from "node:crypto";
 import { assert } from "../../runtime/core/mod.ts";
+import { fromRow, type Row } from "./_rows.ts";
 import type { Store } from "../store.ts";
 
 /** Where a send without a key of its own is made: the frame (turn) it belongs to, else its cell. */
@@ -75,30 +76,8 @@ export interface EffectRecord {
   at: number;
 }
 
-interface EffectRow {
-  session_id: string;
-  cell_id: string | null;
-  ordinal: number;
-  kind: string;
-  ref_id: string;
-  key: string | null;
-  summary: string;
-  seq: number | null;
-  at: number;
-}
-
-function toRecord(row: EffectRow): EffectRecord {
-  return {
-    session: row.session_id,
-    cellId: row.cell_id,
-    ordinal: row.ordinal,
-    kind: row.kind,
-    refId: row.ref_id,
-    key: row.key,
-    summary: row.summary,
-    seq: row.seq,
-    at: row.at,
-  };
+function toRecord(row: Row): EffectRecord {
+  return fromRow<EffectRecord>(row);
 }
 
 /** The ordinal the next effect of `cellId` gets (1 for a cell with none, and for no cell). */
@@ -155,14 +134,13 @@ export function effectByKey(
 ): EffectRecord | undefined {
   const row = store.statement(
     "SELECT * FROM effects WHERE session_id = ? AND kind = ? AND key = ?",
-  ).get(session, kind, key) as EffectRow | undefined;
+  ).get(session, kind, key);
   return row && toRecord(row);
 }
 
 /** The effects `cellId` committed, in order. */
 export function effectsOfCell(store: Store, cellId: string): EffectRecord[] {
-  const rows = store.statement(
+  return store.statement(
     "SELECT * FROM effects WHERE cell_id = ? ORDER BY ordinal",
-  ).all(cellId) as unknown as EffectRow[];
-  return rows.map(toRecord);
+  ).all(cellId).map(toRecord);
 }

@@ -29,6 +29,7 @@ import {
 import { RARE_KINDS, RARE_KINDS_TERM } from "../schema/migrations.ts";
 import { allocateSeq, checkSessionId } from "./sessions.ts";
 import type { Store } from "../store.ts";
+import { checkLimit } from "./_rows.ts";
 
 /** One durable record of a session. */
 export interface EventRecord {
@@ -206,13 +207,12 @@ export function readEvents(
   session: string,
   options: ReadEventsOptions = {},
 ): EventRecord[] {
-  return readEventTexts(store, session, options).map((row) => ({
-    session,
-    seq: row.seq,
-    kind: row.kind,
-    at: row.at,
-    body: JSON.parse(row.body),
-  }));
+  return readEventTexts(store, session, options).map((text) => parsedEvent(session, text));
+}
+
+/** The record of `session` that `text` holds, its body parsed. */
+function parsedEvent(session: string, text: EventText): EventRecord {
+  return { session, ...text, body: JSON.parse(text.body) };
 }
 
 /**
@@ -237,12 +237,7 @@ export function readEventTexts(
       `cannot read events: since must be an integer >= 0 (got ${since})`,
     );
   }
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot read events: limit must be an integer in 1-10000 (got ${limit})`,
-    );
-  }
+  checkLimit(limit, { action: "read events", max: 10_000 });
   return store.statement(
     "SELECT seq, kind, at, body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
   ).all(session, since, limit) as unknown as EventText[];
@@ -270,10 +265,10 @@ export function readEventsOfKind(
   kind: string,
   limit = 10_000,
 ): EventRecord[] {
-  const rows = store.statement(
+  const texts = store.statement(
     `SELECT seq, kind, at, body FROM ${eventsOfKinds([kind])} AND kind = ? ORDER BY seq LIMIT ?`,
-  ).all(session, kind, limit) as unknown as StoredRecord[];
-  return rows.map((row) => ({ session, ...row, body: JSON.parse(row.body) }));
+  ).all(session, kind, limit) as unknown as EventText[];
+  return texts.map((text) => parsedEvent(session, text));
 }
 
 /**
@@ -313,6 +308,6 @@ export function lastEventOfKinds(
   const row = store.statement(
     `SELECT seq, kind, at, body FROM ${eventsOfKinds(kinds)} AND kind IN (${marks}) ` +
       "ORDER BY seq DESC LIMIT 1",
-  ).get(session, ...kinds) as StoredRecord | undefined;
-  return row === undefined ? undefined : { session, ...row, body: JSON.parse(row.body) };
+  ).get(session, ...kinds) as EventText | undefined;
+  return row && parsedEvent(session, row);
 }

@@ -17,6 +17,7 @@ import { linkTraceToFrame, traceRefsOfFrame } from "./behavior_diagnostics.ts";
 import { claimInputs, unclaimInputs } from "./inputs.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";
 import type { Store } from "../store.ts";
+import { checkReason, fromRow, jsonColumn, type Row } from "./_rows.ts";
 import { schemaError } from "../schema/_schema_error.ts";
 
 const AcceptFrameSchema = z.object({
@@ -62,40 +63,19 @@ export interface FrameRecord {
   endedReason: string | null;
 }
 
-interface FrameRow {
-  id: string;
-  session_id: string;
-  number: number;
-  input_ids: string;
-  routing: string;
-  context_epoch: number;
-  policy_revision: string;
-  state: FrameRecord["state"];
-  created_at: number;
-  ended_at: number | null;
-  ended_reason: string | null;
-}
-
-function toRecord(row: FrameRow): FrameRecord {
-  return {
-    id: row.id,
-    session: row.session_id,
-    number: row.number,
-    inputIds: JSON.parse(row.input_ids),
-    routing: JSON.parse(row.routing),
-    contextEpoch: row.context_epoch,
-    policyRevision: row.policy_revision,
-    state: row.state,
-    createdAt: row.created_at,
-    endedAt: row.ended_at,
-    endedReason: row.ended_reason,
-  };
+function toRecord(row: Row): FrameRecord {
+  // The lease columns are not part of a frame's record.
+  const { lease_owner: _owner, lease_expires_at: _expires, ...columns } = row;
+  return fromRow<FrameRecord>(columns, {
+    inputIds: jsonColumn(row.input_ids),
+    routing: jsonColumn(row.routing),
+  });
 }
 
 /** Returns the frame `id`, or `undefined` when there is none. */
 export function getFrame(store: Store, id: string): FrameRecord | undefined {
-  const row = store.statement("SELECT * FROM frames WHERE id = ?").get(id) as FrameRow | undefined;
-  return row ? toRecord(row) : undefined;
+  const row = store.statement("SELECT * FROM frames WHERE id = ?").get(id);
+  return row && toRecord(row);
 }
 
 function requireOpenFrame(store: Store, action: string, id: string): FrameRecord {
@@ -216,14 +196,7 @@ export function finishFrame(
       `cannot finish frame ${frameId}: state must be done, failed or abandoned (got ${state})`,
     );
   }
-  if (typeof reason !== "string" || reason.length === 0 || reason.length > 1000) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot finish frame ${frameId}: reason must be 1-1000 characters (got ${
-        JSON.stringify(reason)
-      })`,
-    );
-  }
+  checkReason(reason, `finish frame ${frameId}`);
   return store.transaction(() => {
     const frame = requireOpenFrame(store, "finish frame", frameId);
     return endFrame(store, frame, state, reason);
@@ -235,18 +208,16 @@ export function finishFrame(
  * index): what an operator reads to find a frame id for `klbr trace`.
  */
 export function recentFrames(store: Store, session: string, limit: number): FrameRecord[] {
-  const rows = store.statement(
+  return store.statement(
     "SELECT * FROM frames WHERE session_id = ? ORDER BY number DESC LIMIT ?",
-  ).all(session, limit) as unknown as FrameRow[];
-  return rows.map(toRecord);
+  ).all(session, limit).map(toRecord);
 }
 
 /** Returns the session's open frames, oldest first. */
 export function openFrames(store: Store, session: string): FrameRecord[] {
-  const rows = store.statement(
+  return store.statement(
     "SELECT * FROM frames WHERE session_id = ? AND state = 'open' ORDER BY number",
-  ).all(session) as unknown as FrameRow[];
-  return rows.map(toRecord);
+  ).all(session).map(toRecord);
 }
 
 /**

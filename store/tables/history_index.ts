@@ -19,6 +19,7 @@
 
 import { KlbrError } from "../../runtime/core/mod.ts";
 import type { Store } from "../store.ts";
+import { checkLimit, fromRow } from "./_rows.ts";
 
 /** The kinds of indexed text, as search results name them. */
 export const HISTORY_KINDS = [
@@ -122,12 +123,7 @@ export function searchHistory(
   query: HistoryQuery & { candidates?: number },
 ): HistorySearch {
   const limit = query.limit ?? 10;
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 100) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot search history: limit must be an integer in 1-100 (got ${limit})`,
-    );
-  }
+  checkLimit(limit, { action: "search history", max: 100 });
   const expression = ftsExpression(query.text, query.match ?? "all");
   indexAdmittedInputs(store);
   // The newest matches' sizes first, so the texts read stay within the character bound.
@@ -311,8 +307,6 @@ export function getIndexedArtifact(
 ): { session: string; cellId: string | null; bytes: number; at: number } | undefined {
   const row = store.statement(
     "SELECT session_id, cell_id, bytes, at FROM history_artifacts WHERE id = ?",
-  ).get(id) as
-    | { session_id: string; cell_id: string | null; bytes: number; at: number }
-    | undefined;
-  return row && { session: row.session_id, cellId: row.cell_id, bytes: row.bytes, at: row.at };
+  ).get(id);
+  return row && fromRow(row);
 }

@@ -16,6 +16,7 @@ import { type AdmitInput, type ParsedInput, parseInput } from "../schema/_input_
 import { insertEvent } from "./events.ts";
 import { writeInputs } from "./_input_writes.ts";
 import type { Store } from "../store.ts";
+import { checkLimit, checkReason } from "./_rows.ts";
 
 export { type AdmitInput, MAX_INPUT_BODY_CHARS } from "../schema/_input_schema.ts";
 export { claimInputs, type InputClaim, unclaimInputs } from "./_input_claims.ts";
@@ -216,12 +217,7 @@ export function pendingInputs(
   options: { limit?: number } = {},
 ): InputRecord[] {
   const { limit = 1000 } = options;
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot list pending inputs: limit must be an integer in 1-10000 (got ${limit})`,
-    );
-  }
+  checkLimit(limit, { action: "list pending inputs", max: 10_000 });
   const rows = store.statement(
     "SELECT * FROM inputs WHERE session_id = ? AND status = 'pending' ORDER BY admitted_seq LIMIT ?",
   ).all(session, limit) as unknown as InputRow[];
@@ -256,12 +252,7 @@ export function expireInputs(
 ): string[] {
   const { session, inputIds, reason } = request;
   const disposition: InputDisposition = "expired";
-  if (typeof reason !== "string" || reason.length === 0 || reason.length > 1000) {
-    throw new KlbrError(
-      "invalid_input",
-      `cannot expire inputs: reason must be 1-1000 characters (got ${JSON.stringify(reason)})`,
-    );
-  }
+  checkReason(reason, "expire inputs");
   return store.transaction(() => {
     const now = store.clock();
     const done: string[] = [];

@@ -15,6 +15,7 @@
 import { z } from "zod";
 import { assert, JOB_STATES, KlbrError, newId } from "../../runtime/core/mod.ts";
 import { schemaError } from "../schema/_schema_error.ts";
+import { fromRow, jsonColumn, type Row } from "./_rows.ts";
 import { recordEffect } from "./effects.ts";
 import { insertEvent } from "./events.ts";
 import { requireSession } from "./sessions.ts";
@@ -92,58 +93,11 @@ export interface JobRecord {
   endedAt: number | null;
 }
 
-interface JobRow {
-  id: string;
-  session_id: string;
-  kind: "code" | "agent";
-  name: string;
-  code: string;
-  route: string | null;
-  budget: string;
-  release_id: string;
-  workspace: string;
-  conversation: string;
-  frame_id: string | null;
-  cell_id: string | null;
-  parent_job_id: string | null;
-  state: JobState;
-  cause: string;
-  pid: number | null;
-  requests_used: number;
-  tokens_used: number;
-  result: string | null;
-  input_id: string | null;
-  created_at: number;
-  started_at: number | null;
-  ended_at: number | null;
-}
-
-function toRecord(row: JobRow): JobRecord {
-  return {
-    id: row.id,
-    session: row.session_id,
-    kind: row.kind,
-    name: row.name,
-    code: row.code,
-    route: row.route,
-    budget: JSON.parse(row.budget),
-    releaseId: row.release_id,
-    workspace: row.workspace,
-    conversation: row.conversation,
-    frameId: row.frame_id,
-    cellId: row.cell_id,
-    parentJobId: row.parent_job_id,
-    state: row.state,
-    cause: row.cause,
-    pid: row.pid,
-    requestsUsed: row.requests_used,
-    tokensUsed: row.tokens_used,
-    result: row.result === null ? null : JSON.parse(row.result),
-    inputId: row.input_id,
-    createdAt: row.created_at,
-    startedAt: row.started_at,
-    endedAt: row.ended_at,
-  };
+function toRecord(row: Row): JobRecord {
+  return fromRow<JobRecord>(row, {
+    budget: jsonColumn(row.budget),
+    result: jsonColumn(row.result),
+  });
 }
 
 /** Whether a job in `state` has ended. */
@@ -225,8 +179,8 @@ export function createJob(store: Store, request: CreateJob): JobRecord {
 
 /** Returns the job `id`, or `undefined` when there is none. */
 export function getJob(store: Store, id: string): JobRecord | undefined {
-  const row = store.statement("SELECT * FROM jobs WHERE id = ?").get(id) as JobRow | undefined;
-  return row ? toRecord(row) : undefined;
+  const row = store.statement("SELECT * FROM jobs WHERE id = ?").get(id);
+  return row && toRecord(row);
 }
 
 /** What a move of {@linkcode moveJob} writes besides the state. */
@@ -331,37 +285,33 @@ export function drawJobUsage(
 
 /** Jobs not yet ended (every session when `session` is omitted), oldest first. */
 export function openJobs(store: Store, session?: string): JobRecord[] {
-  const rows = store.statement(
+  return store.statement(
     `SELECT * FROM jobs WHERE state IN ('pending', 'running') AND (? IS NULL OR session_id = ?)
      ORDER BY created_at, id`,
-  ).all(session ?? null, session ?? null) as unknown as JobRow[];
-  return rows.map(toRecord);
+  ).all(session ?? null, session ?? null).map(toRecord);
 }
 
 /** Ended jobs of `session` whose completion input has not been admitted yet, oldest first. */
 export function unannouncedJobs(store: Store, session: string): JobRecord[] {
-  const rows = store.statement(
+  return store.statement(
     `SELECT * FROM jobs WHERE session_id = ? AND ended_at IS NOT NULL AND input_id IS NULL
      ORDER BY ended_at, id`,
-  ).all(session) as unknown as JobRow[];
-  return rows.map(toRecord);
+  ).all(session).map(toRecord);
 }
 
 /** A session's jobs, newest first, at most `limit` (1–1000, default 50). */
 export function listJobs(store: Store, session: string, limit = 50): JobRecord[] {
-  const rows = store.statement(
+  return store.statement(
     "SELECT * FROM jobs WHERE session_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
-  ).all(session, Math.min(Math.max(Math.trunc(limit), 1), 1000)) as unknown as JobRow[];
-  return rows.map(toRecord);
+  ).all(session, Math.min(Math.max(Math.trunc(limit), 1), 1000)).map(toRecord);
 }
 
 /** The open child jobs of `parentJobId`. */
 export function openChildJobs(store: Store, parentJobId: string): JobRecord[] {
-  const rows = store.statement(
+  return store.statement(
     `SELECT * FROM jobs WHERE parent_job_id = ? AND state IN ('pending', 'running')
      ORDER BY created_at, id`,
-  ).all(parentJobId) as unknown as JobRow[];
-  return rows.map(toRecord);
+  ).all(parentJobId).map(toRecord);
 }
 
 /** The releases the jobs that have not ended are pinned to. */

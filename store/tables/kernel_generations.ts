@@ -9,6 +9,7 @@ import { z } from "zod";
 import { insertEvent } from "./events.ts";
 import { checkSessionId, requireSession } from "./sessions.ts";
 import type { Store } from "../store.ts";
+import { fromRow } from "./_rows.ts";
 import { schemaError } from "../schema/_schema_error.ts";
 
 const StartGenerationSchema = z.object({
@@ -39,24 +40,8 @@ export interface GenerationRecord {
 export function currentGeneration(store: Store, session: string): GenerationRecord | undefined {
   const row = store.statement(
     "SELECT * FROM kernel_generations WHERE session_id = ? ORDER BY generation DESC LIMIT 1",
-  ).get(session) as {
-    session_id: string;
-    generation: number;
-    started_at: number;
-    ended_at: number | null;
-    reason: string;
-    skills_revision: string;
-    behavior_revision: string | null;
-  } | undefined;
-  return row && {
-    session: row.session_id,
-    generation: row.generation,
-    startedAt: row.started_at,
-    endedAt: row.ended_at,
-    reason: row.reason,
-    skillsRevision: row.skills_revision,
-    behaviorRevision: row.behavior_revision,
-  };
+  ).get(session);
+  return row && fromRow<GenerationRecord>(row);
 }
 
 /**

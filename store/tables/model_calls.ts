@@ -18,6 +18,7 @@ import { schemaError } from "../schema/_schema_error.ts";
 import { insertEvent } from "./events.ts";
 import { requireSession } from "./sessions.ts";
 import type { Store } from "../store.ts";
+import { fromRow, jsonColumn, type Row } from "./_rows.ts";
 
 /** What asked for a model call. */
 export const MODEL_CALL_KINDS = ["turn", "llm", "agent"] as const;
@@ -55,42 +56,11 @@ export interface ModelCallRecord {
   endedAt: number | null;
 }
 
-interface CallRow {
-  id: string;
-  session_id: string;
-  kind: ModelCallRecord["kind"];
-  route: string;
-  frame_id: string | null;
-  cell_id: string | null;
-  job_id: string | null;
-  request: string;
-  state: ModelCallRecord["state"];
-  response: string | null;
-  error: string | null;
-  prompt_tokens: number | null;
-  completion_tokens: number | null;
-  created_at: number;
-  ended_at: number | null;
-}
-
-function toRecord(row: CallRow): ModelCallRecord {
-  return {
-    id: row.id,
-    session: row.session_id,
-    kind: row.kind,
-    route: row.route,
-    frameId: row.frame_id,
-    cellId: row.cell_id,
-    jobId: row.job_id,
-    request: JSON.parse(row.request),
-    state: row.state,
-    response: row.response === null ? null : JSON.parse(row.response),
-    error: row.error,
-    promptTokens: row.prompt_tokens,
-    completionTokens: row.completion_tokens,
-    createdAt: row.created_at,
-    endedAt: row.ended_at,
-  };
+function toRecord(row: Row): ModelCallRecord {
+  return fromRow<ModelCallRecord>(row, {
+    request: jsonColumn(row.request),
+    response: jsonColumn(row.response),
+  });
 }
 
 /**
@@ -191,9 +161,7 @@ export function finishModelCall(store: Store, id: string, end: ModelCallEnd): Mo
 
 /** Returns the call `id`, or `undefined` when there is none. */
 export function getModelCall(store: Store, id: string): ModelCallRecord | undefined {
-  const row = store.statement("SELECT * FROM model_calls WHERE id = ?").get(id) as
-    | CallRow
-    | undefined;
+  const row = store.statement("SELECT * FROM model_calls WHERE id = ?").get(id);
   return row ? toRecord(row) : undefined;
 }
 

@@ -171,14 +171,7 @@ export function moveOutbox(
   move: OutboxMove = {},
 ): OutboxRecord {
   return store.transaction(() => {
-    const row = requireOutbox(store, id);
-    const from = FROM[state];
-    if (row.state !== from) {
-      throw new KlbrError(
-        "invalid_input",
-        `cannot mark outbox message ${id} ${state}: it is ${row.state}, not ${from} (got ${row.state})`,
-      );
-    }
+    const row = requireState(store, id, { from: FROM[state], to: state });
     if (state === "confirmed" && !move.remoteId) {
       throw new KlbrError(
         "invalid_input",
@@ -281,7 +274,7 @@ export function deferOutbox(
   defer: { notBefore: number; error: string },
 ): OutboxRecord {
   return store.transaction(() => {
-    const row = requireState(store, id, "attempting", "pending");
+    const row = requireState(store, id, { from: "attempting", to: "pending" });
     const now = store.clock();
     const tries = [...row.tries, { at: now, how: "rate_limit", outcome: defer.error }];
     store.statement(
@@ -310,10 +303,10 @@ export function reconcileOutbox(
   },
 ): OutboxRecord {
   return store.transaction(() => {
-    const row = requireState(store, id, "unknown", result.remoteId ? "confirmed" : "unknown");
+    const state = result.remoteId ? "confirmed" : "unknown";
+    const row = requireState(store, id, { from: "unknown", to: state });
     const now = store.clock();
     const tries = [...row.tries, { at: now, ...result.try }];
-    const state = result.remoteId ? "confirmed" : "unknown";
     store.statement(
       `UPDATE outbox SET state = ?, remote_id = ?, error = ?, not_before = ?, tries = ?,
          attempts = attempts + ?, updated_at = ? WHERE id = ?`,
@@ -331,7 +324,9 @@ export function reconcileOutbox(
   });
 }
 
-function requireState(store: Store, id: string, from: OutboxState, to: OutboxState) {
+/** Row `id`, refused unless it is in `move.from`; `move.to` is where the caller moves it. */
+function requireState(store: Store, id: string, move: { from: OutboxState; to: OutboxState }) {
+  const { from, to } = move;
   const row = requireOutbox(store, id);
   if (row.state !== from) {
     throw new KlbrError(

@@ -64,7 +64,7 @@ export interface OutboxRecord {
   updatedAt: number;
 }
 
-export interface OutboxRow {
+interface OutboxRow {
   id: string;
   session_id: string;
   conversation: string;
@@ -100,7 +100,7 @@ export function nonceOf(id: string): string {
   return id.slice(-25);
 }
 
-export function toRecord(row: OutboxRow): OutboxRecord {
+function toRecord(row: OutboxRow): OutboxRecord {
   return {
     id: row.id,
     session: row.session_id,

@@ -16,6 +16,7 @@
 
 import { KlbrError } from "../../runtime/core/mod.ts";
 import type { Store } from "../store.ts";
+import { fromRow, jsonColumn, type Row } from "./_rows.ts";
 
 /** One stored provider message. */
 export interface ProviderItem {
@@ -35,16 +36,6 @@ export interface ItemSize {
   idx: number;
   role: ProviderItem["role"];
   tokens: number;
-}
-
-interface ItemRow {
-  idx: number;
-  frame_id: string | null;
-  role: ProviderItem["role"];
-  tool_call_id: string | null;
-  message: string;
-  tokens: number;
-  at: number;
 }
 
 const COLUMNS = "idx, frame_id, role, tool_call_id, message, tokens, at";
@@ -78,16 +69,8 @@ export function estimateTokens(text: string): number {
   return Math.floor((utf8Length(text) + 3) / 4) + 4;
 }
 
-function toItem(row: ItemRow): ProviderItem {
-  return {
-    idx: row.idx,
-    frameId: row.frame_id,
-    role: row.role,
-    toolCallId: row.tool_call_id,
-    message: JSON.parse(row.message),
-    tokens: row.tokens,
-    at: row.at,
-  };
+function toItem(row: Row): ProviderItem {
+  return fromRow<ProviderItem>(row, { message: jsonColumn(row.message) });
 }
 
 function checkMessage(store: Store, session: string, message: Record<string, unknown>): void {
@@ -135,10 +118,7 @@ export function appendProviderItems(
   messages: Record<string, unknown>[],
 ): number[] {
   return store.transaction(() => {
-    const last = store.statement(
-      "SELECT COALESCE(MAX(idx), 0) AS idx FROM provider_items WHERE session_id = ?",
-    ).get(session) as { idx: number };
-    let idx = last.idx;
+    let idx = lastItemIdx(store, session);
     const now = store.clock();
     return messages.map((message) => {
       checkMessage(store, session, message);
@@ -186,13 +166,13 @@ export function readProviderRange(
     const rows = store.statement(
       `SELECT ${COLUMNS} FROM provider_items WHERE session_id = ? AND idx >= ? AND idx <= ?
        ORDER BY idx`,
-    ).all(session, missingFrom, missingTo) as unknown as ItemRow[];
+    ).all(session, missingFrom, missingTo);
     // What an open transaction reads may still roll back: only committed items are kept.
     const keep = !store.inTransaction;
     for (const row of rows) {
       const item = toItem(row);
       deepFreeze(item.message);
-      if (keep) remember(cache, item, row.message.length);
+      if (keep) remember(cache, item, (row.message as string).length);
       else cache.pending.set(item.idx, item);
     }
   }
@@ -257,7 +237,7 @@ export function getProviderItem(
 ): ProviderItem | undefined {
   const row = store.statement(
     `SELECT ${COLUMNS} FROM provider_items WHERE session_id = ? AND idx = ?`,
-  ).get(session, idx) as ItemRow | undefined;
+  ).get(session, idx);
   return row ? toItem(row) : undefined;
 }
 

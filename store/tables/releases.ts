@@ -19,6 +19,7 @@ import {
   swapBehaviorEpoch,
 } from "./sessions.ts";
 import type { Store } from "../store.ts";
+import { fromRow } from "./_rows.ts";
 import { schemaError } from "../schema/_schema_error.ts";
 
 const ReleaseId = z.string().regex(/^[0-9a-f]{64}$/, "is not 64 lowercase hex digits");
@@ -54,20 +55,8 @@ export interface ReleaseRecord {
 
 /** Returns the release `id`, or `undefined` when it was never recorded. */
 export function getRelease(store: Store, id: string): ReleaseRecord | undefined {
-  const row = store.statement("SELECT * FROM releases WHERE id = ?").get(id) as {
-    id: string;
-    path: string;
-    created_at: number;
-    file_count: number;
-    byte_count: number;
-  } | undefined;
-  return row && {
-    id: row.id,
-    path: releasePath(store, row.path),
-    createdAt: row.created_at,
-    fileCount: row.file_count,
-    byteCount: row.byte_count,
-  };
+  const row = store.statement("SELECT * FROM releases WHERE id = ?").get(id);
+  return row && fromRow<ReleaseRecord>(row, { path: releasePath(store, row.path as string) });
 }
 
 /**

@@ -6,6 +6,7 @@
  */
 
 import { assert, KlbrError } from "../../runtime/core/mod.ts";
+import { fromRow } from "./_rows.ts";
 import type { Store } from "../store.ts";
 
 /** The session a single-owner runtime uses unless told otherwise. */
@@ -26,30 +27,6 @@ export interface Session {
   nextSeq: number;
 }
 
-interface SessionRow {
-  id: string;
-  created_at: number;
-  state: string;
-  context_epoch: number;
-  behavior_epoch: number;
-  active_release: string | null;
-  last_good_release: string | null;
-  next_seq: number;
-}
-
-function toSession(row: SessionRow): Session {
-  return {
-    id: row.id,
-    createdAt: row.created_at,
-    state: row.state,
-    contextEpoch: row.context_epoch,
-    behaviorEpoch: row.behavior_epoch,
-    activeRelease: row.active_release,
-    lastGoodRelease: row.last_good_release,
-    nextSeq: row.next_seq,
-  };
-}
-
 /**
  * Refuses a session id that is not 1–64 characters of letters, digits, `_`, `.` and `-`.
  *
@@ -68,10 +45,8 @@ export function checkSessionId(id: string): void {
 
 /** Returns the session `id`, or `undefined` when it does not exist. */
 export function getSession(store: Store, id: string): Session | undefined {
-  const row = store.statement("SELECT * FROM sessions WHERE id = ?").get(id) as
-    | SessionRow
-    | undefined;
-  return row ? toSession(row) : undefined;
+  const row = store.statement("SELECT * FROM sessions WHERE id = ?").get(id);
+  return row && fromRow<Session>(row);
 }
 
 /**

@@ -14,6 +14,7 @@
 import { z } from "zod";
 import { assert, KlbrError, newId } from "../../runtime/core/mod.ts";
 import { schemaError } from "../schema/_schema_error.ts";
+import { fromRow, type Row } from "./_rows.ts";
 import { recordEffect } from "./effects.ts";
 import { insertEvent } from "./events.ts";
 import { requireSession } from "./sessions.ts";
@@ -67,40 +68,8 @@ export interface TimerRecord {
   endedAt: number | null;
 }
 
-interface TimerRow {
-  id: string;
-  session_id: string;
-  due_at: number;
-  note: string;
-  conversation: string;
-  wait: number;
-  frame_id: string | null;
-  cell_id: string | null;
-  job_id: string | null;
-  state: TimerState;
-  cause: string | null;
-  input_id: string | null;
-  created_at: number;
-  ended_at: number | null;
-}
-
-function toRecord(row: TimerRow): TimerRecord {
-  return {
-    id: row.id,
-    session: row.session_id,
-    dueAt: row.due_at,
-    note: row.note,
-    conversation: row.conversation,
-    wait: row.wait === 1,
-    frameId: row.frame_id,
-    cellId: row.cell_id,
-    jobId: row.job_id,
-    state: row.state,
-    cause: row.cause,
-    inputId: row.input_id,
-    createdAt: row.created_at,
-    endedAt: row.ended_at,
-  };
+function toRecord(row: Row): TimerRecord {
+  return fromRow<TimerRecord>(row, { wait: row.wait === 1 });
 }
 
 /**
@@ -170,16 +139,15 @@ export function createTimer(store: Store, request: CreateTimer): TimerRecord {
 
 /** Returns the timer `id`, or `undefined` when there is none. */
 export function getTimer(store: Store, id: string): TimerRecord | undefined {
-  const row = store.statement("SELECT * FROM timers WHERE id = ?").get(id) as TimerRow | undefined;
-  return row ? toRecord(row) : undefined;
+  const row = store.statement("SELECT * FROM timers WHERE id = ?").get(id);
+  return row && toRecord(row);
 }
 
 /** Every pending timer whose due time is at or before `now`, oldest due first, at most 100. */
 export function dueTimers(store: Store, now: number): TimerRecord[] {
-  const rows = store.statement(
+  return store.statement(
     "SELECT * FROM timers WHERE state = 'pending' AND due_at <= ? ORDER BY due_at, id LIMIT 100",
-  ).all(now) as unknown as TimerRow[];
-  return rows.map(toRecord);
+  ).all(now).map(toRecord);
 }
 
 /** The earliest due time of a pending timer, or `undefined` when none is pending. */
@@ -261,11 +229,10 @@ export function listTimers(
   options: { all?: boolean; limit?: number } = {},
 ): TimerRecord[] {
   const limit = Math.min(Math.max(Math.trunc(options.limit ?? 100), 1), 1000);
-  const rows = store.statement(
+  return store.statement(
     `SELECT * FROM timers WHERE session_id = ? AND (? OR state = 'pending')
      ORDER BY created_at DESC, id DESC LIMIT ?`,
-  ).all(session, options.all ? 1 : 0, limit) as unknown as TimerRow[];
-  return rows.map(toRecord);
+  ).all(session, options.all ? 1 : 0, limit).map(toRecord);
 }
 
 /**

@@ -12,6 +12,7 @@
 
 import { KlbrError } from "../../runtime/core/mod.ts";
 import type { Store } from "../store.ts";
+import { fromRow } from "./_rows.ts";
 
 /** A route's calibration. */
 export interface Calibration {
@@ -36,8 +37,8 @@ export function readCalibration(
 ): Calibration | undefined {
   const row = store.statement(
     "SELECT ratio, samples, updated_at FROM token_calibration WHERE session_id = ? AND route = ?",
-  ).get(session, route) as { ratio: number; samples: number; updated_at: number } | undefined;
-  return row && { ratio: row.ratio, samples: row.samples, updatedAt: row.updated_at };
+  ).get(session, route);
+  return row && fromRow<Calibration>(row);
 }
 
 /**

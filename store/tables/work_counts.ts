@@ -15,6 +15,7 @@
  */
 
 import type { Store } from "../store.ts";
+import { fromRow } from "./_rows.ts";
 
 /** The counts `status` and `/health` report for one session. */
 export interface WorkCounts {
@@ -37,13 +38,7 @@ export function workCounts(store: Store, session?: string): WorkCounts {
   const row = session === undefined
     ? store.statement(countsSql("")).get()
     : store.statement(countsSql("AND session_id = ?1")).get(session);
-  const counts = row as Record<string, number>;
-  return {
-    pendingInputs: counts.pending_inputs,
-    pendingJobs: counts.pending_jobs,
-    runningJobs: counts.running_jobs,
-    pendingTimers: counts.pending_timers,
-  };
+  return fromRow<WorkCounts>(row!);
 }
 
 /** The four counts in one statement, each over its partial index, narrowed by `where`. */
