@@ -25,13 +25,21 @@ export type Row = Record<string, SQLOutputValue>;
  */
 export function fromRow<T>(row: Row, converted: Partial<T> = {}): T {
   const record: Record<string, unknown> = {};
-  for (const [column, value] of Object.entries(row)) {
-    const name = column === "session_id"
-      ? "session"
-      : column.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase());
-    record[name] = value;
-  }
+  for (const column in row) record[fieldName(column)] = row[column];
   return Object.assign(record, converted) as T;
+}
+
+/** Each column's field name, worked out once: rows are read on every turn. */
+const FIELD_NAMES = new Map<string, string>([["session_id", "session"]]);
+
+/** `created_at` → `createdAt`; `session_id` → `session`. */
+function fieldName(column: string): string {
+  let name = FIELD_NAMES.get(column);
+  if (name === undefined) {
+    name = column.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase());
+    FIELD_NAMES.set(column, name);
+  }
+  return name;
 }
 
 /** The value a JSON text column holds; SQL NULL stays null. */
