@@ -1,10 +1,10 @@
 /**
  * The lexical history index (`history_fts`, SQLite FTS5), its cursor (`history_cursors`) and
- * the `history_artifacts` table. This module is the only writer of the three; migration 8's
+ * the `history_artifacts` table. This module is the only writer of the three; the schema's
  * triggers add the rows of sends, Discord sends, scratchpad notes, cell code and cell output in
  * the transaction that writes them, and {@linkcode indexArtifact} adds a spooled artifact's text.
  *
- * Inputs are indexed after admission, not in its transaction (migration 13): the cursor holds
+ * Inputs are indexed after admission, not in its transaction: the cursor holds
  * the last `inputs.rowid` indexed, and {@linkcode indexAdmittedInputs} adds the inputs after it
  * and moves it in one transaction, so a crash loses neither alone. The daemon indexes the
  * backlog when admission goes idle; {@linkcode searchHistory} catches the index up first, so a

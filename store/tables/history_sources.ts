@@ -1,7 +1,7 @@
 /**
  * Reads, never writes: the exact source text behind a history ref, and the lookups a summary
  * step needs (the cells of its tool calls, the sends and Discord rows of those cells). Each
- * lookup is served by an index of migration 8, so its cost follows the step, not the history.
+ * lookup is served by an index, so its cost follows the step, not the history.
  *
  * @module
  */

@@ -1,7 +1,7 @@
 /**
  * The `provider_items` table: a session's provider sequence (user, assistant and tool
  * messages in the chat-completions shape). This module is the table's only writer; the
- * triggers of migration 8 keep `open_tool_calls` (the calls still waiting for a result) and
+ * schema's triggers keep `open_tool_calls` (the calls still waiting for a result) and
  * the history index in step with it, in the same transaction.
  *
  * The sequence is kept valid across crashes: an assistant message with tool calls is written
@@ -57,8 +57,7 @@ export function utf8Length(text: string): number {
 
 /**
  * The raw token estimate of one message's text: UTF-8 bytes / 4, plus 4 for the message's
- * framing. Migration 8 computes the same figure in SQL for items written before it; the
- * context domain multiplies it by the route's calibration.
+ * framing. The context domain multiplies it by the route's calibration.
  *
  * @example
  * ```ts
