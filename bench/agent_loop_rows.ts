@@ -5,7 +5,7 @@
  * @module
  */
 
-import { below, type BenchRow, makeRow } from "./row.ts";
+import { below, belowPeer, type BenchRow, makeRow } from "./row.ts";
 import { summarize } from "./stats.ts";
 
 /** The cell the busy turn runs while figure 2d's inputs arrive. */
@@ -122,7 +122,7 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       unit: "ms",
       value: cellValue,
       peer: { label: "Jupyter kernel", value: options.jupyterCellMs ?? null },
-      goal: { text: "below Jupyter's", test: (v, p) => p === null ? null : v < p },
+      goal: belowPeer("below Jupyter's"),
       note: "3e again, beside Jupyter's execute_request round trip (3c's peer)",
     }),
     makeRow({
