@@ -32,8 +32,6 @@ export interface BenchDaemon {
   readonly port: number;
   readonly token: string;
   readonly pid: number;
-  /** Everything the daemon wrote to stdout and stderr so far. */
-  logs(): string;
   /** Sends SIGTERM and resolves with the exit code. */
   stop(): Promise<number>;
   /** SIGKILLs the daemon and the process groups its children lead (the workbench). */
@@ -126,7 +124,6 @@ export async function startBenchDaemon(options: BenchDaemonOptions): Promise<Ben
     port,
     token,
     pid: child.pid,
-    logs: () => output.text,
     async stop() {
       try {
         child.kill("SIGTERM");
