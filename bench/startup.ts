@@ -75,7 +75,7 @@ export async function prepareServe(root: string, name: string): Promise<ServeLay
 }
 
 /** Starts `main.ts serve` exactly as `deno task serve` does, on `port`. */
-export function startServe(
+function startServe(
   options: { stateDir: string; configPath: string; workspace: string; port: number },
 ): Promise<ReadyProcess> {
   return startUntilReady(Deno.execPath(), [
