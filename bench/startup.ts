@@ -49,12 +49,13 @@ export interface ServeLayout {
 
 /**
  * Lays out `<root>/<name>-state`, `-ws` and `-config.kdl` (a model route nothing answers) and
- * starts `serve` once, which creates the state directory, the store, the token and the release.
+ * starts `serve` once, which creates the state directory, the store, the token and the release;
+ * the layout says how long that first start took.
  *
  * @example
  * ```ts
  * const serve = await prepareServe(root, "scale");
- * const ready = await startServe({ ...serve, port: freePort() });
+ * const { daemon } = await restartAfterCleanStop(serve);
  * ```
  */
 export async function prepareServe(root: string, name: string): Promise<ServeLayout> {
