@@ -9,7 +9,7 @@
 import { join } from "node:path";
 import { Language, Parser } from "web-tree-sitter";
 import { CodeService, grammarPath, initTreeSitter } from "../runtime/code/mod.ts";
-import { belowPeer, type BenchRow, makeRow } from "./row.ts";
+import { belowPeer, type BenchRow, makeRow, withinPeer } from "./row.ts";
 import { type LatencySummary, summarize } from "./stats.ts";
 
 /** Options for {@linkcode benchCodeOutline}. */
@@ -96,10 +96,7 @@ export async function benchCodeOutline(options: CodeOutlineOptions): Promise<Ben
       unit: "ms",
       value: cold.p50,
       peer,
-      goal: {
-        text: "within 3x of the bare parse",
-        test: (value, bareParse) => (bareParse === null ? null : value <= 3 * bareParse),
-      },
+      goal: withinPeer(3, "within 3x of the bare parse"),
       note: "a fresh CodeService each time: read through the workspace path check, sha256, " +
         "parse, outline query, byte and line ranges; grammar already loaded (once per daemon)",
     }),

@@ -23,7 +23,7 @@ import { contractMessage } from "../runtime/session/mod.ts";
 import { estimateTokens } from "../store/tables/provider_items.ts";
 import { ensureSession } from "../store/tables/sessions.ts";
 import { openStore } from "../store/store.ts";
-import { below, type BenchRow, makeRow, type Unit } from "./row.ts";
+import { below, belowPeer, type BenchRow, makeRow, type Unit } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { ITEMS_PER_TURN, RECORDS_PER_TURN, seedHistory } from "./seed_history.ts";
 import { prepareServe, restartAfterCleanStop } from "./startup.ts";
@@ -64,12 +64,7 @@ function series(
       unit: spec.unit,
       value: point.value,
       peer: { label: `at ${base.size.toLocaleString("en-US")} ${spec.what}`, value: base.value },
-      goal: i === points.length - 1
-        ? {
-          text: "< 2× of the smallest",
-          test: (value, peer) => peer === null ? null : value < 2 * peer,
-        }
-        : null,
+      goal: i === points.length - 1 ? belowPeer("< 2× of the smallest", 2) : null,
       note: spec.note,
     })
   );

@@ -130,9 +130,14 @@ export function below(limit: number, text: string): Goal {
   return { text, test: (value) => value < limit };
 }
 
-/** A goal met when the value is strictly below the peer's. */
-export function belowPeer(text: string): Goal {
-  return { text, test: (value, peer) => (peer === null ? null : value < peer) };
+/** A goal met when the value is strictly below `times` the peer's (by default the peer's). */
+export function belowPeer(text: string, times = 1): Goal {
+  return { text, test: (value, peer) => (peer === null ? null : value < times * peer) };
+}
+
+/** A goal met when the value is at most `times` the peer's. */
+export function withinPeer(times: number, text: string): Goal {
+  return { text, test: (value, peer) => (peer === null ? null : value <= times * peer) };
 }
 
 function checkValue(id: string, what: string, value: number | null): void {

@@ -15,7 +15,7 @@ import { readOperatorToken } from "../runtime/lanes/mod.ts";
 import { openStore } from "../store/store.ts";
 import { searchHistory } from "../store/tables/history_index.ts";
 import { openLane } from "./lane_driver.ts";
-import { type BenchRow, type Goal, makeRow, type Unit } from "./row.ts";
+import { type BenchRow, type Goal, makeRow, type Unit, withinPeer } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { RECORDS_PER_TURN, seedHistory } from "./seed_history.ts";
 import { timeRequestBuilds } from "./context.ts";
@@ -57,10 +57,7 @@ export interface ScaleResult {
 }
 
 /** Flat from the smallest size to the largest: at most twice the smallest's value. */
-const FLAT: Goal = {
-  text: "≤ 2× the smallest",
-  test: (value, peer) => peer === null ? null : value <= 2 * peer,
-};
+const FLAT = withinPeer(2, "≤ 2× the smallest");
 
 /** The series of figure 11, in row order, each with its goal at the largest size. */
 export const SCALE_SERIES: {

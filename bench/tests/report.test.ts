@@ -1,7 +1,7 @@
 // Unit tests of the report's rows and their printed table.
 
 import assert from "node:assert/strict";
-import { below, belowPeer, failedRows, makeRow, sortRows } from "../row.ts";
+import { below, belowPeer, failedRows, makeRow, sortRows, withinPeer } from "../row.ts";
 import { ratioGoal } from "../peers/admission_rows.ts";
 import { type BenchReport, formatRatio, formatTable, formatValue } from "../table.ts";
 import type { MachineInfo } from "../machine.ts";
@@ -106,6 +106,13 @@ Deno.test("`below()` and `belowPeer()` are strict", () => {
   assert.equal(below(2, "").test(1.99, null), true);
   assert.equal(belowPeer("").test(50_000, 50_000), false);
   assert.equal(belowPeer("").test(49_999, 50_000), true);
+  assert.equal(belowPeer("", 2).test(100, 50), false);
+});
+
+Deno.test("`withinPeer()` includes its bound and cannot judge without a peer", () => {
+  assert.equal(withinPeer(2, "").test(100, 50), true);
+  assert.equal(withinPeer(2, "").test(100.5, 50), false);
+  assert.equal(withinPeer(2, "").test(1, null), null);
 });
 
 Deno.test("`failedRows()` keeps each figure without a value and names the failure", () => {
