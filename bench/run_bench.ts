@@ -299,7 +299,6 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     let blocked = false;
     let seededHead: number | undefined;
     await phase("blocked", async () => {
-      await Deno.mkdir(stateDir, { recursive: true });
       await prepareBlockedState({ stateDir, workspace, scratch: await dir("blocked/scratch") });
       blocked = true;
       const daemon = await startBenchDaemon({ stateDir, workspace });
