@@ -15,6 +15,7 @@
  * @module
  */
 
+import { cpuMs } from "./cpu_time.ts";
 import { type BenchDaemon, startBenchDaemon } from "./daemon.ts";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { type InstantModel, startInstantModel, timeNullRoundTrips } from "./instant_model.ts";
@@ -38,25 +39,10 @@ export interface AgentLoopOptions extends LoopPeers {
   workspace: string;
   /** Untimed turns before each timed series of `turns`. */
   warmup: number;
-  /** Inputs sent one at a time while a turn's cell runs (figure 2d). @default 100 */
-  busyInputs?: number;
-  /** Extra `deno run` flags for the daemon (profiling). */
-  denoFlags?: string[];
 }
 
-/** Reads the daemon's user+system CPU time in ms from `/proc/<pid>/stat`. */
-async function cpuMs(pid: number): Promise<number> {
-  // Read through `cat`: Deno asks for every permission to read /proc/<pid> directly.
-  const out = await new Deno.Command("cat", { args: [`/proc/${pid}/stat`], stderr: "null" })
-    .output();
-  const stat = new TextDecoder().decode(out.stdout);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  // utime and stime are fields 14 and 15 of the file: 12 and 13 after the command name.
-  return (Number(fields[11]) + Number(fields[12])) * 1000 / CLOCK_TICKS;
-}
-
-/** Clock ticks per second of `/proc` times (`getconf CLK_TCK`; 100 on Linux). */
-const CLOCK_TICKS = 100;
+/** Inputs sent one at a time while a turn's cell runs (figure 2d). */
+const BUSY_INPUTS = 100;
 
 /** The records a lane received, each stamped on arrival, and waits on them. */
 class RecordWatch {
@@ -228,7 +214,6 @@ export async function measureAgentLoop(options: AgentLoopOptions): Promise<LoopF
       modelUrl: model.url,
       stateDir: options.stateDir,
       workspace: options.workspace,
-      denoFlags: options.denoFlags,
       // The default hourly budget (600 requests) would stop a run of more than about 280
       // one-step turns; the bench measures the loop, not the budget.
       extraConfig: "budget {\n    model_requests_per_hour 100000\n}\n",
@@ -258,7 +243,7 @@ export async function measureAgentLoop(options: AgentLoopOptions): Promise<LoopF
     }
     const cells = watch.cellTimes(cellsFrom);
     mode = "busy";
-    const busy = await busyAcks(lane, watch, options.busyInputs ?? 100);
+    const busy = await busyAcks(lane, watch, BUSY_INPUTS);
     const nullRtt = summarize(await timeNullRoundTrips(model.nullUrl, 200, 20)).p50;
     await lane.close();
     return {

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { below, type BenchRow, makeRow } from "./row.ts";
+import { below, belowPeer, type BenchRow, makeRow, withinPeer } from "./row.ts";
 import { summarize } from "./stats.ts";
 
 /** The cell the busy turn runs while figure 2d's inputs arrive. */
@@ -108,7 +108,7 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
         label: "bare KernelSupervisor (3a) + 2 raw commits",
         value: options.bareCellMs == null ? null : options.bareCellMs + 2 * options.rawCommitMs,
       },
-      goal: { text: "≤ 1.25× bare + 2 commits", test: (v, p) => p === null ? null : v <= 1.25 * p },
+      goal: withinPeer(1.25, "≤ 1.25× bare + 2 commits"),
       note: `${cells.length} cells of the two-step turns: the arrival of cell.started to ` +
         `the arrival of cell.finished at a lane client, so the cell, its outcome's ` +
         `durable commit and the fan-out; Jupyter's execute round trip in the same run: ` +
@@ -122,7 +122,7 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       unit: "ms",
       value: cellValue,
       peer: { label: "Jupyter kernel", value: options.jupyterCellMs ?? null },
-      goal: { text: "below Jupyter's", test: (v, p) => p === null ? null : v < p },
+      goal: belowPeer("below Jupyter's"),
       note: "3e again, beside Jupyter's execute_request round trip (3c's peer)",
     }),
     makeRow({
@@ -153,7 +153,7 @@ export function agentLoopRows(figures: LoopFigures, options: LoopPeers): BenchRo
       unit: "ms",
       value: sendValue,
       peer: sendParts,
-      goal: { text: "< 2× raw parts", test: (v, p) => p === null ? null : v < 2 * p },
+      goal: belowPeer("< 2× raw parts", 2),
       note: `client sends the input until it receives the send record; raw parts: the ` +
         `input, the frame, the model call, the reply with its cell.started, the send (5 commits), the ` +
         `cell and its local.send RPC (2 echoes), the model request (1 HTTP round trip)`,

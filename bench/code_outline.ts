@@ -9,7 +9,7 @@
 import { join } from "node:path";
 import { Language, Parser } from "web-tree-sitter";
 import { CodeService, grammarPath, initTreeSitter } from "../runtime/code/mod.ts";
-import { belowPeer, type BenchRow, makeRow } from "./row.ts";
+import { belowPeer, type BenchRow, makeRow, withinPeer } from "./row.ts";
 import { type LatencySummary, summarize } from "./stats.ts";
 
 /** Options for {@linkcode benchCodeOutline}. */
@@ -18,15 +18,16 @@ export interface CodeOutlineOptions {
   scratch: string;
   /** Timed outlines of each kind, and timed bare parses. */
   count: number;
-  /** Lines of the generated file. @default 5000 */
-  lines?: number;
 }
+
+/** Lines of the generated file. */
+const LINES = 5_000;
 
 /**
  * Returns a Python module of about `lines` lines: classes with methods and module functions,
  * the shape of real application code.
  */
-export function pythonModule(lines: number): string {
+function pythonModule(lines: number): string {
   const out = ["import math", "", ""];
   for (let c = 0; out.length < lines - 12; c++) {
     out.push(`class Shape${c}:`, `    """Shape number ${c}."""`, "");
@@ -64,8 +65,7 @@ async function timeIt(
  * @throws {KlbrError} when the grammar cannot be loaded or the file cannot be outlined.
  */
 export async function benchCodeOutline(options: CodeOutlineOptions): Promise<BenchRow[]> {
-  const lines = options.lines ?? 5_000;
-  const text = pythonModule(lines);
+  const text = pythonModule(LINES);
   await Deno.writeTextFile(join(options.scratch, "big.py"), text);
   // The peer: the same parse with web-tree-sitter alone, the text already in memory.
   await initTreeSitter();
@@ -88,7 +88,7 @@ export async function benchCodeOutline(options: CodeOutlineOptions): Promise<Ben
   const cached = await timeIt(options.count, () => warm.outline("big.py"));
   warm.dispose();
   const peer = { label: `bare web-tree-sitter parse, p50 of ${bare.count}`, value: bare.p50 };
-  const what = `${lines.toLocaleString("en-US")}-line Python file, ${symbols} symbols`;
+  const what = `${LINES.toLocaleString("en-US")}-line Python file, ${symbols} symbols`;
   return [
     makeRow({
       id: "7a",
@@ -96,10 +96,7 @@ export async function benchCodeOutline(options: CodeOutlineOptions): Promise<Ben
       unit: "ms",
       value: cold.p50,
       peer,
-      goal: {
-        text: "within 3x of the bare parse",
-        test: (value, bareParse) => (bareParse === null ? null : value <= 3 * bareParse),
-      },
+      goal: withinPeer(3, "within 3x of the bare parse"),
       note: "a fresh CodeService each time: read through the workspace path check, sha256, " +
         "parse, outline query, byte and line ranges; grammar already loaded (once per daemon)",
     }),

@@ -23,7 +23,7 @@ import { contractMessage } from "../runtime/session/mod.ts";
 import { estimateTokens } from "../store/tables/provider_items.ts";
 import { ensureSession } from "../store/tables/sessions.ts";
 import { openStore } from "../store/store.ts";
-import { below, type BenchRow, makeRow, type Unit } from "./row.ts";
+import { below, belowPeer, type BenchRow, makeRow, type Unit } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { ITEMS_PER_TURN, RECORDS_PER_TURN, seedHistory } from "./seed_history.ts";
 import { prepareServe, restartAfterCleanStop } from "./startup.ts";
@@ -64,12 +64,7 @@ function series(
       unit: spec.unit,
       value: point.value,
       peer: { label: `at ${base.size.toLocaleString("en-US")} ${spec.what}`, value: base.value },
-      goal: i === points.length - 1
-        ? {
-          text: "< 2× of the smallest",
-          test: (value, peer) => peer === null ? null : value < 2 * peer,
-        }
-        : null,
+      goal: i === points.length - 1 ? belowPeer("< 2× of the smallest", 2) : null,
       note: spec.note,
     })
   );
@@ -77,10 +72,10 @@ function series(
 
 type Deps = Parameters<typeof compactContext>[0];
 
-async function withStore(dir: string, fn: (deps: Deps) => Promise<void>): Promise<void> {
+async function withStore<T>(dir: string, fn: (deps: Deps) => Promise<T>): Promise<T> {
   const store = openStore(dir);
   try {
-    await fn({ store, log: SILENT_LOGGER, contextBudget: () => BUDGET });
+    return await fn({ store, log: SILENT_LOGGER, contextBudget: () => BUDGET });
   } finally {
     store.close();
   }
@@ -89,6 +84,35 @@ async function withStore(dir: string, fn: (deps: Deps) => Promise<void>): Promis
 const keepOf = (store: Deps["store"]) => ({
   tokens: rawLimits(store, "default", "main", BUDGET).keep,
 });
+
+/**
+ * Compacts the store in `dir` as the daemon keeps it (a summary covers all but the newest
+ * items), then builds one request untimed and `runs` timed; returns their p50 in ms and the
+ * request's JSON size with the tool schema in KB.
+ *
+ * @example
+ * ```ts
+ * const { p50 } = await timeRequestBuilds(stateDir, 50);
+ * ```
+ */
+export function timeRequestBuilds(dir: string, runs: number): Promise<{ p50: number; kb: number }> {
+  return withStore(dir, async (deps) => {
+    await compactContext(deps, "default", { keep: keepOf(deps.store), model: false });
+    const parts = { route: "main", budget: BUDGET, system: contractMessage("/work"), opening: [] };
+    const times: number[] = [];
+    let built = buildRequest(deps.store, "default", parts);
+    for (let i = 0; i < runs; i++) {
+      const started = performance.now();
+      built = buildRequest(deps.store, "default", parts);
+      times.push(performance.now() - started);
+    }
+    const body = { messages: built.messages, tools: [PYTHON_TOOL] };
+    return {
+      p50: summarize(times).p50,
+      kb: new TextEncoder().encode(JSON.stringify(body)).length / 1000,
+    };
+  });
+}
 
 /** Figure 8: request build time and size, and compaction time, by history length. */
 async function requestFigures(options: ContextBenchOptions): Promise<BenchRow[]> {
@@ -100,24 +124,12 @@ async function requestFigures(options: ContextBenchOptions): Promise<BenchRow[]>
   const build: { size: number; value: number }[] = [];
   const bytes: { size: number; value: number }[] = [];
   const compaction: { size: number; value: number }[] = [];
-  const parts = { route: "main", budget: BUDGET, system: contractMessage("/work"), opening: [] };
   for (const size of sizes(options.items)) {
     const turns = Math.ceil(size / ITEMS_PER_TURN);
     seedHistory(dir, turns);
-    await withStore(dir, async (deps) => {
-      // As the daemon keeps it: a summary covers all but the newest items.
-      await compactContext(deps, "default", { keep: keepOf(deps.store), model: false });
-      const times: number[] = [];
-      let built = buildRequest(deps.store, "default", parts);
-      for (let i = 0; i < options.runs; i++) {
-        const started = performance.now();
-        built = buildRequest(deps.store, "default", parts);
-        times.push(performance.now() - started);
-      }
-      build.push({ size, value: summarize(times).p50 });
-      const body = { messages: built.messages, tools: [PYTHON_TOOL] };
-      bytes.push({ size, value: new TextEncoder().encode(JSON.stringify(body)).length / 1000 });
-    });
+    const request = await timeRequestBuilds(dir, options.runs);
+    build.push({ size, value: request.p50 });
+    bytes.push({ size, value: request.kb });
     // Compaction steps: the turns a threshold holds, then the step that covers them (p50 of 3).
     const steps: number[] = [];
     for (let step = 1; step <= 3; step++) {

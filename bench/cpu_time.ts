@@ -5,7 +5,6 @@
  * @module
  */
 
-import process from "node:process";
 import { KlbrError } from "../runtime/core/mod.ts";
 
 /** Clock ticks a second in `/proc/<pid>/stat` (`USER_HZ`, 100 on Linux). */
@@ -35,10 +34,4 @@ export async function cpuMs(pid: number): Promise<number> {
     throw new KlbrError("not_found", `cannot read CPU time: no process ${pid} (got ${pid})`);
   }
   return ticks * 1000 / TICKS_PER_SECOND;
-}
-
-/** The user + system CPU time this process has used so far, in ms. */
-export function ownCpuMs(): number {
-  const { user, system } = process.cpuUsage();
-  return (user + system) / 1000;
 }

@@ -14,9 +14,9 @@ export { REPO_ROOT };
 
 /** Options for {@linkcode startBenchDaemon}. */
 export interface BenchDaemonOptions {
-  /** The state directory (made by the caller; reused across starts). */
+  /** The state directory (made when missing; reused across starts). */
   stateDir: string;
-  /** The workspace (made by the caller). */
+  /** The workspace (made when missing). */
   workspace: string;
   /** Base URL of an OpenAI-compatible server. @default {"http://127.0.0.1:9/v1"} (nothing) */
   modelUrl?: string;
@@ -32,8 +32,6 @@ export interface BenchDaemon {
   readonly port: number;
   readonly token: string;
   readonly pid: number;
-  /** Everything the daemon wrote to stdout and stderr so far. */
-  logs(): string;
   /** Sends SIGTERM and resolves with the exit code. */
   stop(): Promise<number>;
   /** SIGKILLs the daemon and the process groups its children lead (the workbench). */
@@ -64,6 +62,8 @@ export function serveFlags(): string[] {
  *   does not listen within 30 s (it is then killed).
  */
 export async function startBenchDaemon(options: BenchDaemonOptions): Promise<BenchDaemon> {
+  await Deno.mkdir(options.stateDir, { recursive: true });
+  await Deno.mkdir(options.workspace, { recursive: true });
   const configPath = join(options.stateDir, "bench-config.kdl");
   await Deno.writeTextFile(
     configPath,
@@ -126,7 +126,6 @@ export async function startBenchDaemon(options: BenchDaemonOptions): Promise<Ben
     port,
     token,
     pid: child.pid,
-    logs: () => output.text,
     async stop() {
       try {
         child.kill("SIGTERM");

@@ -102,8 +102,6 @@ export async function benchFlood(options: FloodOptions): Promise<BenchRow[]> {
   try {
     const stateDir = join(options.root, "flood-state");
     const workspace = join(options.root, "flood-ws");
-    await Deno.mkdir(workspace, { recursive: true });
-    await Deno.mkdir(stateDir, { recursive: true });
     daemon = await startBenchDaemon({ modelUrl: fake.url, stateDir, workspace });
     const pid = await workingDenoPid(daemon.pid);
     const { lane } = await openLane({ port: daemon.port, token: daemon.token, client: "timed" });

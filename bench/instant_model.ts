@@ -19,8 +19,6 @@ export interface StampedRequest {
   arrivedAt: number;
   /** When its answer was written whole. */
   answeredAt: number;
-  /** How many messages it carried. */
-  messages: number;
 }
 
 /** A running instant model. */
@@ -77,7 +75,7 @@ function stream(answer: InstantAnswer, call: number): string {
  * ```
  */
 export function startInstantModel(
-  answer: (request: { messages: unknown[]; index: number }) => InstantAnswer,
+  answer: (request: { messages: unknown[] }) => InstantAnswer,
 ): InstantModel {
   const requests: StampedRequest[] = [];
   let server: Deno.HttpServer;
@@ -94,10 +92,9 @@ export function startInstantModel(
       const arrivedAt = performance.now();
       const body = await req.json() as { messages?: unknown[] };
       const index = requests.length;
-      const stamp: StampedRequest = { arrivedAt, answeredAt: 0, messages: 0 };
-      stamp.messages = body.messages?.length ?? 0;
+      const stamp: StampedRequest = { arrivedAt, answeredAt: 0 };
       requests.push(stamp);
-      const text = stream(answer({ messages: body.messages ?? [], index }), index);
+      const text = stream(answer({ messages: body.messages ?? [] }), index);
       const bytes = ENCODER.encode(text);
       return new Response(
         new ReadableStream({

@@ -22,8 +22,6 @@ export interface JupyterPeerOptions {
   starts: number;
   /** A scratch directory for Jupyter's connection files. */
   scratch: string;
-  /** Kill the peer after this long. @default 180_000 */
-  timeoutMs?: number;
 }
 
 /** What the peer measured, or why it could not. */
@@ -40,6 +38,8 @@ export type JupyterPeerResult =
   | { ok: false; reason: string };
 
 const INSTALL_HINT = "apt-get install python3-ipykernel python3-jupyter-client";
+/** How long the peer may run before it is killed. */
+const TIMEOUT_MS = 180_000;
 
 /**
  * Runs `bench/jupyter_peer.py` with `python` and returns its measurements. Never throws: every
@@ -53,7 +53,6 @@ const INSTALL_HINT = "apt-get install python3-ipykernel python3-jupyter-client";
  */
 export async function runJupyterPeer(options: JupyterPeerOptions): Promise<JupyterPeerResult> {
   const python = options.python ?? "/usr/bin/python3";
-  const timeoutMs = options.timeoutMs ?? 180_000;
   let output: Deno.CommandOutput;
   try {
     output = await new Deno.Command(python, {
@@ -74,7 +73,7 @@ export async function runJupyterPeer(options: JupyterPeerOptions): Promise<Jupyt
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
-      signal: AbortSignal.timeout(timeoutMs),
+      signal: AbortSignal.timeout(TIMEOUT_MS),
     }).output();
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) {
@@ -82,7 +81,7 @@ export async function runJupyterPeer(options: JupyterPeerOptions): Promise<Jupyt
     }
     return {
       ok: false,
-      reason: `the Jupyter peer did not finish within ${timeoutMs} ms or could not run (${
+      reason: `the Jupyter peer did not finish within ${TIMEOUT_MS} ms or could not run (${
         error instanceof Error ? error.message : error
       })`,
     };

@@ -36,16 +36,9 @@ failed (its rows say why), 2 for bad arguments, else 0: a missed goal is not a f
  * ```
  */
 export async function main(args: string[]): Promise<number> {
-  let values: {
-    quick: boolean;
-    json: boolean;
-    help: boolean;
-    scale: boolean;
-    svg: string;
-    only?: string;
-  };
+  let parsed;
   try {
-    ({ values } = parseArgs({
+    parsed = parseArgs({
       args,
       options: {
         quick: { type: "boolean", default: false },
@@ -55,7 +48,7 @@ export async function main(args: string[]): Promise<number> {
         only: { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
-    }));
+    });
   } catch (error) {
     console.error(
       `bench: cannot parse arguments: ${error instanceof Error ? error.message : error}`,
@@ -63,6 +56,7 @@ export async function main(args: string[]): Promise<number> {
     console.error(USAGE);
     return 2;
   }
+  const { values } = parsed;
   if (values.help) {
     console.log(USAGE);
     return 0;

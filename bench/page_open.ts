@@ -14,7 +14,7 @@
 import { join } from "node:path";
 import { KlbrError } from "../runtime/core/mod.ts";
 import { openLane } from "./lane_driver.ts";
-import { type BenchRow, makeRow } from "./row.ts";
+import { below, type BenchRow, makeRow } from "./row.ts";
 
 /** Debian's Chromium. */
 const CHROMIUM = "/usr/bin/chromium";
@@ -255,7 +255,7 @@ export function pageOpenRows(
       unit: "ms",
       value: open.shownMs,
       peer: { label: `the wire's delivery of the newest ${options.page} records`, value: wireMs },
-      goal: { text: "< 1,000 ms", test: (value) => value < 1000 },
+      goal: below(1000, "< 1,000 ms"),
       note: `from the page's socket opening; ${open.domNodes} DOM elements then`,
     }),
     makeRow({
@@ -264,7 +264,7 @@ export function pageOpenRows(
       unit: "MB",
       value: open.heapBytes / 1e6,
       peer: { label: "the same page on an empty session", value: options.emptyHeapBytes / 1e6 },
-      goal: { text: "< 150 MB", test: (value) => value < 150 },
+      goal: below(150, "< 150 MB"),
       note: "Chromium Runtime.getHeapUsage after a garbage collection",
     }),
   ];

@@ -11,14 +11,10 @@ import { KlbrError } from "../runtime/core/mod.ts";
 export interface ReadyOptions {
   /** The port the process is told to listen on (see {@linkcode freePort}). */
   port: number;
-  /** The path polled on `127.0.0.1:<port>` until it answers 200. @default "/health" */
-  path?: string;
   /** Variables added to the inherited environment. */
   env?: Record<string, string>;
   /** The working directory. */
   cwd?: string;
-  /** Give up after this long. @default 60_000 */
-  timeoutMs?: number;
 }
 
 /** A started server process. */
@@ -27,15 +23,17 @@ export interface ReadyProcess {
   readonly port: number;
   /** `http://127.0.0.1:<port>`. */
   readonly url: string;
-  /** Milliseconds from spawn until the first 200 from the health route. */
+  /** Milliseconds from spawn until the first 200 from `/health`. */
   readonly readyMs: number;
-  /** What the process wrote to stdout and stderr so far. */
-  logs(): string;
-  /** Sends SIGTERM; after `graceMs` (default 30 s) SIGKILL. Resolves with the exit code. */
-  stop(graceMs?: number): Promise<number>;
+  /** Sends SIGTERM; after 30 s SIGKILL. Resolves with the exit code. */
+  stop(): Promise<number>;
 }
 
 const POLL_MS = 5;
+/** How long a process may take to answer `/health`. */
+const READY_TIMEOUT_MS = 60_000;
+/** How long a stopped process may take to exit before it is killed. */
+const STOP_GRACE_MS = 30_000;
 
 /**
  * Returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -53,10 +51,10 @@ export function freePort(): number {
 }
 
 /**
- * Spawns `command args` and polls its health route every 5 ms until it answers 200.
+ * Spawns `command args` and polls its `/health` every 5 ms until it answers 200.
  *
  * @throws {KlbrError} `worker_failed` when the process exits before it is ready;
- *   `worker_timeout` when it is not ready within `timeoutMs` (the process is then killed).
+ *   `worker_timeout` when it is not ready within 60 s (the process is then killed).
  * @example
  * ```ts
  * const server = await startUntilReady(Deno.execPath(), ["run", "server.ts"], { port });
@@ -70,8 +68,7 @@ export async function startUntilReady(
   options: ReadyOptions,
 ): Promise<ReadyProcess> {
   const url = `http://127.0.0.1:${options.port}`;
-  const health = `${url}${options.path ?? "/health"}`;
-  const timeoutMs = options.timeoutMs ?? 60_000;
+  const health = `${url}/health`;
   const started = performance.now();
   const child = new Deno.Command(command, {
     args,
@@ -100,13 +97,13 @@ export async function startUntilReady(
         })`,
       );
     }
-    if (performance.now() - started > timeoutMs) {
+    if (performance.now() - started > READY_TIMEOUT_MS) {
       child.kill("SIGKILL");
       await status;
       await pumps;
       throw new KlbrError(
         "worker_timeout",
-        `cannot start ${command}: ${health} did not answer within ${timeoutMs} ms (got ${
+        `cannot start ${command}: ${health} did not answer within ${READY_TIMEOUT_MS} ms (got ${
           JSON.stringify(output.slice(-400))
         })`,
       );
@@ -126,8 +123,7 @@ export async function startUntilReady(
     port: options.port,
     url,
     readyMs,
-    logs: () => output,
-    async stop(graceMs = 30_000) {
+    async stop() {
       try {
         child.kill("SIGTERM");
       } catch { /* already gone */ }
@@ -138,7 +134,7 @@ export async function startUntilReady(
             child.kill("SIGKILL");
           } catch { /* already gone */ }
           resolve();
-        }, graceMs);
+        }, STOP_GRACE_MS);
       });
       await Promise.race([status, killed]);
       clearTimeout(timer);

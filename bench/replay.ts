@@ -10,7 +10,7 @@
  * @module
  */
 
-import { readEvents, readEventTexts } from "../store/tables/events.ts";
+import { readEventTexts } from "../store/tables/events.ts";
 import { localDedupeKey } from "../store/tables/dedupe_keys.ts";
 import { admitInput } from "../store/tables/inputs.ts";
 import { requireSession } from "../store/tables/sessions.ts";
@@ -21,7 +21,7 @@ import { openLane, type ReplayStats } from "./lane_driver.ts";
 import { type BenchRow, makeRow } from "./row.ts";
 import { median, ratioGoal, spread } from "./peers/admission_rows.ts";
 import { ratePerSecond } from "./stats.ts";
-import { cpuMs, ownCpuMs } from "./cpu_time.ts";
+import { cpuMs } from "./cpu_time.ts";
 
 /** What {@linkcode seedRecords} wrote and what reading it back in-process cost. */
 export interface SeedResult {
@@ -34,10 +34,6 @@ export interface SeedResult {
    * as stored JSON text, spliced into `records` messages of up to 256 KiB.
    */
   readPerSecond: number;
-  /** Records per CPU-second of this process while reading as the daemon does. */
-  readPerCpuSecond: number;
-  /** The same with every body parsed and each record encoded again (the former ceiling). */
-  parsePerSecond: number;
 }
 
 /** A replay, and the CPU time the daemon spent on it when its pid was given. */
@@ -84,65 +80,27 @@ export function seedRecords(stateDir: string, records: number): SeedResult {
       done += batch;
     }
     const head = requireSession(store, "default").nextSeq - 1;
-    const cpuBefore = ownCpuMs();
-    const readPerSecond = timeRead(head, (since) => spliceRead(store, since));
-    return {
-      seeded: wanted,
-      head,
-      readPerSecond,
-      readPerCpuSecond: ratePerSecond(head, Math.max(ownCpuMs() - cpuBefore, 1)),
-      parsePerSecond: timeRead(head, (since) => parseRead(store, since)),
-    };
+    return { seeded: wanted, head, readPerSecond: timeRead(store, head) };
   } finally {
     store.close();
   }
 }
 
-/** One page read and encoded: its records, its last seq and the characters it made. */
-type PageRead = { records: number; lastSeq: number; chars: number };
-
-/** Reads one page and encodes it as the daemon sends it. */
-function spliceRead(store: Store, since: number): PageRead {
-  const page = readEventTexts(store, "default", { since, limit: PAGE });
-  let chars = 0;
-  for (const batch of storedBatches("default", page)) {
-    chars += batch.text.length;
-  }
-  return { records: page.length, lastSeq: page.at(-1)?.seq ?? since, chars };
-}
-
-/** Reads one page, parsing every body, and encodes each record again. */
-function parseRead(store: Store, since: number): PageRead {
-  const page = readEvents(store, "default", { since, limit: PAGE });
-  let chars = 0;
-  for (const event of page) {
-    chars += JSON.stringify({
-      kind: "record",
-      session: "default",
-      seq: event.seq,
-      at: event.at,
-      type: event.kind,
-      data: event.body ?? {},
-    }).length;
-  }
-  return { records: page.length, lastSeq: page.at(-1)?.seq ?? since, chars };
-}
-
 /**
- * Times reading the whole log page by page with `read`, in records per second.
+ * Times reading the whole log page by page as the daemon does, in records per second.
  *
  * @throws {KlbrError} `internal` when it does not read exactly `head` records.
  */
-function timeRead(head: number, read: (since: number) => PageRead): number {
+function timeRead(store: Store, head: number): number {
   const started = performance.now();
   let records = 0;
   let chars = 0;
   for (let since = 0; since < head;) {
-    const page = read(since);
-    if (page.records === 0) break;
-    records += page.records;
-    chars += page.chars;
-    since = page.lastSeq;
+    const page = readEventTexts(store, "default", { since, limit: PAGE });
+    if (page.length === 0) break;
+    for (const batch of storedBatches("default", page)) chars += batch.text.length;
+    records += page.length;
+    since = page.at(-1)!.seq;
   }
   const elapsed = performance.now() - started;
   if (records !== head || chars === 0) {
@@ -190,12 +148,11 @@ export function replayRow(
   seed: SeedResult,
   replay: MeasuredReplay,
   rates: { ours: number[]; theirs: number[] },
-  id = "4a",
 ): BenchRow {
   const cpu = replay.daemonCpuMs === undefined ? "" : `; the first cold daemon spent ` +
     `${Math.round(replay.daemonCpuMs)} ms of CPU on it`;
   return makeRow({
-    id,
+    id: "4a",
     figure: `cold replay to a since=0 client, ${replay.records.toLocaleString("en-US")} records`,
     unit: "records/s",
     value: median(rates.ours),

@@ -65,8 +65,8 @@ const ID = /^[1-9][0-9]*[a-z]$/;
  *   value is negative or not finite.
  * @example
  * ```ts
- * makeRow({ id: "4a", figure: "replay", unit: "records/s", value: 80_000,
- *   goal: atLeast(50_000, "> 50,000 records/s") });
+ * makeRow({ id: "3a", figure: "cell round trip", unit: "ms", value: 0.4,
+ *   goal: below(2, "< 2 ms") });
  * ```
  */
 export function makeRow(spec: RowSpec): BenchRow {
@@ -130,19 +130,14 @@ export function below(limit: number, text: string): Goal {
   return { text, test: (value) => value < limit };
 }
 
-/** A goal met when the value is strictly above `limit`. */
-export function above(limit: number, text: string): Goal {
-  return { text, test: (value) => value > limit };
+/** A goal met when the value is strictly below `times` the peer's (by default the peer's). */
+export function belowPeer(text: string, times = 1): Goal {
+  return { text, test: (value, peer) => (peer === null ? null : value < times * peer) };
 }
 
-/** A goal met when the value is at least `fraction` of the peer (e.g. within 2x: 0.5). */
-export function atLeastOfPeer(fraction: number, text: string): Goal {
-  return { text, test: (value, peer) => (peer === null ? null : value >= fraction * peer) };
-}
-
-/** A goal met when the value is strictly below the peer's. */
-export function belowPeer(text: string): Goal {
-  return { text, test: (value, peer) => (peer === null ? null : value < peer) };
+/** A goal met when the value is at most `times` the peer's. */
+export function withinPeer(times: number, text: string): Goal {
+  return { text, test: (value, peer) => (peer === null ? null : value <= times * peer) };
 }
 
 function checkValue(id: string, what: string, value: number | null): void {

@@ -27,7 +27,7 @@ import { loopPeerRows, loopPeerSamples, measureLoopPeers } from "./peers/loop_ro
 import { ratePerSecond } from "./stats.ts";
 import { measurePageOpen, measureWireOpen, pageOpenRows } from "./page_open.ts";
 import { HEAD_PAGE } from "../ui/src/lane_client.ts";
-import { type BenchRow, failedRows, type RowSpec, sortRows } from "./row.ts";
+import { type BenchRow, failedRows, sortRows, type Unit } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { benchStartup } from "./startup.ts";
 import type { BenchReport } from "./table.ts";
@@ -128,21 +128,78 @@ export interface RunBenchOptions {
   only?: readonly Phase[];
 }
 
-/** The bench's phases, in the order they run, as `--only` names them. */
-export const PHASES = [
-  "startup",
-  "admission",
-  "blocked",
-  "replay",
-  "page",
-  "cells",
-  "loop",
-  "outline",
-  "context",
-] as const;
+/** The bench's phases in the order they run: the `--only` name, then the name logs give. */
+const PHASE_NAMES = {
+  startup: "start-up",
+  admission: "admission",
+  blocked: "blocked attention.plan",
+  replay: "replay",
+  page: "page open",
+  cells: "cells",
+  loop: "agent loop",
+  outline: "code outline",
+  context: "context",
+};
+
+/** Each phase's rows (phase, id, figure, unit); a phase that fails gives them without values. */
+const PHASE_ROWS: [Phase, string, string, Unit][] = [
+  ["startup", "5a", "serve answers /health, first start", "s"],
+  ["startup", "5b", "serve answers /health, restart", "s"],
+  ["admission", "1a", "admission throughput, all sent at once", "inputs/s"],
+  ["admission", "1b", "admission throughput, windowed", "inputs/s"],
+  ["admission", "1k", "daemon resident size, peak during a flood", "MB"],
+  ["admission", "1l", "send → ack p99 of a second client during a flood", "ms"],
+  ["admission", "1m", "/health answer p99 during a flood", "ms"],
+  ["blocked", "2a", "send → ack p50, idle daemon", "ms"],
+  ["blocked", "2b", "send → ack p99, idle daemon", "ms"],
+  ["replay", "4a", "replay to a since=0 client", "records/s"],
+  ["page", "12a", "page shows the newest message of a long session", "ms"],
+  ["page", "12b", "page heap with a long session open", "MB"],
+  ["cells", "3a", "cell round trip 1+1, p50", "ms"],
+  ["cells", "3b", "cell round trip 1+1, p99", "ms"],
+  ["cells", "3c", "cell round trip 1+1, p50, against Jupyter", "ms"],
+  ["cells", "3d", "cell round trip 1+1, p99, against Jupyter", "ms"],
+  ["cells", "5c", "spawn a workbench generation", "ms"],
+  ["cells", "5d", "spawn a workbench generation, against Jupyter", "ms"],
+  ["cells", "5e", "spawn a workbench generation as the daemon does", "ms"],
+  ["loop", "2d", "send → ack p50, while a turn runs", "ms"],
+  ["loop", "3e", "cell round trip 1+1 through the daemon, p50", "ms"],
+  ["loop", "3f", "cell round trip through the daemon, against Jupyter", "ms"],
+  ["loop", "10a", "ack → first model request", "ms"],
+  ["loop", "10b", "tool call → next model request", "ms"],
+  ["loop", "10c", "message → send record", "ms"],
+  ["loop", "10d", "message → turn.ended record", "ms"],
+  ["loop", "10e", "daemon CPU per one-step turn", "ms"],
+  ["loop", "10f", "commits per one-step turn", "count"],
+  ["loop", "10g", "hook calls per one-step turn", "count"],
+  ["loop", "10h", "time in COMMIT per one-step turn", "ms"],
+  ["loop", "10i", "daemon CPU per one-step turn, against the durable SDK loop", "ms"],
+  ["loop", "10j", "message → send, against the durable pi-agent-core loop", "ms"],
+  ["outline", "7a", "outline of a 5,000-line file, cold", "ms"],
+  ["outline", "7b", "outline of a 5,000-line file, cached", "ms"],
+  ["context", "8a", "build one request", "ms"],
+  ["context", "8b", "build one request", "ms"],
+  ["context", "8c", "build one request", "ms"],
+  ["context", "8d", "request size", "KB"],
+  ["context", "8e", "request size", "KB"],
+  ["context", "8f", "request size", "KB"],
+  ["context", "8g", "one compaction step", "ms"],
+  ["context", "8h", "one compaction step", "ms"],
+  ["context", "8i", "one compaction step", "ms"],
+  ["context", "8j", "the contract message (message 0)", "count"],
+  ["context", "9a", "serve answers /health", "s"],
+  ["context", "9b", "serve answers /health", "s"],
+  ["context", "9c", "serve answers /health", "s"],
+  ["context", "9d", "daemon resident size, idle", "MB"],
+  ["context", "9e", "daemon resident size, idle", "MB"],
+  ["context", "9f", "daemon resident size, idle", "MB"],
+];
 
 /** One of {@linkcode PHASES}. */
-export type Phase = (typeof PHASES)[number];
+export type Phase = keyof typeof PHASE_NAMES;
+
+/** The bench's phases, in the order they run, as `--only` names them. */
+export const PHASES = Object.keys(PHASE_NAMES) as Phase[];
 
 /** A finished run: the report and the phases that failed. */
 export interface BenchRun {
@@ -150,66 +207,6 @@ export interface BenchRun {
   /** `"<phase>: <message>"` for each phase that failed; empty when all ran. */
   failures: string[];
 }
-
-const SPECS: Record<string, Omit<RowSpec, "value">> = {
-  "1a": { id: "1a", figure: "admission throughput, all sent at once", unit: "inputs/s" },
-  "1b": { id: "1b", figure: "admission throughput, windowed", unit: "inputs/s" },
-  "1k": { id: "1k", figure: "daemon resident size, peak during a flood", unit: "MB" },
-  "1l": { id: "1l", figure: "send → ack p99 of a second client during a flood", unit: "ms" },
-  "1m": { id: "1m", figure: "/health answer p99 during a flood", unit: "ms" },
-  "2d": { id: "2d", figure: "send → ack p50, while a turn runs", unit: "ms" },
-  "3e": { id: "3e", figure: "cell round trip 1+1 through the daemon, p50", unit: "ms" },
-  "3f": { id: "3f", figure: "cell round trip through the daemon, against Jupyter", unit: "ms" },
-  ...Object.fromEntries(
-    [
-      ["10a", "ack → first model request", "ms"],
-      ["10b", "tool call → next model request", "ms"],
-      ["10c", "message → send record", "ms"],
-      ["10d", "message → turn.ended record", "ms"],
-      ["10e", "daemon CPU per one-step turn", "ms"],
-      ["10f", "commits per one-step turn", "count"],
-      ["10g", "hook calls per one-step turn", "count"],
-      ["10h", "time in COMMIT per one-step turn", "ms"],
-      ["10i", "daemon CPU per one-step turn, against the durable SDK loop", "ms"],
-      ["10j", "message → send, against the durable pi-agent-core loop", "ms"],
-    ].map(([id, figure, unit]) => [id, { id, figure, unit: unit as RowSpec["unit"] }]),
-  ),
-  "2a": { id: "2a", figure: "send → ack p50, idle daemon", unit: "ms" },
-  "2b": { id: "2b", figure: "send → ack p99, idle daemon", unit: "ms" },
-  "3a": { id: "3a", figure: "cell round trip 1+1, p50", unit: "ms" },
-  "3b": { id: "3b", figure: "cell round trip 1+1, p99", unit: "ms" },
-  "3c": { id: "3c", figure: "cell round trip 1+1, p50, against Jupyter", unit: "ms" },
-  "3d": { id: "3d", figure: "cell round trip 1+1, p99, against Jupyter", unit: "ms" },
-  "4a": { id: "4a", figure: "replay to a since=0 client", unit: "records/s" },
-  "5a": { id: "5a", figure: "serve answers /health, first start", unit: "s" },
-  "12a": { id: "12a", figure: "page shows the newest message of a long session", unit: "ms" },
-  "12b": { id: "12b", figure: "page heap with a long session open", unit: "MB" },
-  "5b": { id: "5b", figure: "serve answers /health, restart", unit: "s" },
-  "5c": { id: "5c", figure: "spawn a workbench generation", unit: "ms" },
-  "5d": { id: "5d", figure: "spawn a workbench generation, against Jupyter", unit: "ms" },
-  "5e": { id: "5e", figure: "spawn a workbench generation as the daemon does", unit: "ms" },
-  "7a": { id: "7a", figure: "outline of a 5,000-line file, cold", unit: "ms" },
-  "7b": { id: "7b", figure: "outline of a 5,000-line file, cached", unit: "ms" },
-  ...Object.fromEntries(
-    [
-      ["8a", "build one request", "ms"],
-      ["8b", "build one request", "ms"],
-      ["8c", "build one request", "ms"],
-      ["8d", "request size", "KB"],
-      ["8e", "request size", "KB"],
-      ["8f", "request size", "KB"],
-      ["8g", "one compaction step", "ms"],
-      ["8h", "one compaction step", "ms"],
-      ["8i", "one compaction step", "ms"],
-      ["9a", "serve answers /health", "s"],
-      ["9b", "serve answers /health", "s"],
-      ["9c", "serve answers /health", "s"],
-      ["9d", "daemon resident size, idle", "MB"],
-      ["9e", "daemon resident size, idle", "MB"],
-      ["9f", "daemon resident size, idle", "MB"],
-    ].map(([id, figure, unit]) => [id, { id, figure, unit: unit as RowSpec["unit"] }]),
-  ),
-};
 
 /**
  * Runs every figure and returns the report; never throws for a failing phase.
@@ -245,33 +242,28 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
   const selected = new Set<string>(options.only ?? PHASES);
   if (selected.has("page")) selected.add("replay");
   if (selected.has("replay")) selected.add("blocked");
-  const keys: Record<string, Phase> = {
-    "start-up": "startup",
-    "admission": "admission",
-    "blocked attention.plan": "blocked",
-    "replay": "replay",
-    "page open": "page",
-    "cells": "cells",
-    "agent loop": "loop",
-    "code outline": "outline",
-    "context": "context",
-  };
-  const phase = async (name: string, ids: string[], fn: () => Promise<void>) => {
-    if (!selected.has(keys[name])) return;
+  const phase = async (key: Phase, fn: () => Promise<void>) => {
+    if (!selected.has(key)) return;
+    const name = PHASE_NAMES[key];
+    const specs = PHASE_ROWS.filter(([of]) => of === key);
+    const ids = specs.map(([, id]) => id);
     log(`${name} (${ids.join(", ")}) at ${((performance.now() - started) / 1000).toFixed(1)} s`);
     try {
       await fn();
     } catch (error) {
       failures.push(`${name}: ${error instanceof Error ? error.message : error}`);
       const done = new Set(rows.map((row) => row.id));
-      rows.push(...failedRows(ids.filter((id) => !done.has(id)).map((id) => SPECS[id]), error));
+      const missing = specs.filter(([, id]) => !done.has(id));
+      rows.push(
+        ...failedRows(missing.map(([, id, figure, unit]) => ({ id, figure, unit })), error),
+      );
     }
   };
 
   try {
     const machine = await describeMachine();
 
-    await phase("start-up", ["5a", "5b"], async () => {
+    await phase("startup", async () => {
       const result = await benchStartup({
         root: await dir("startup"),
         restarts: counts.restarts,
@@ -283,8 +275,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       memory.floorBytes = result.floorBytes;
     });
 
-    const admissionIds = ["1a", "1b", "1k", "1l", "1m"];
-    await phase("admission", admissionIds, async () => {
+    await phase("admission", async () => {
       rows.push(
         ...await benchAdmissionPeer({
           root: await dir("admission"),
@@ -307,8 +298,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
     const workspace = await dir("blocked/ws");
     let blocked = false;
     let seededHead: number | undefined;
-    await phase("blocked attention.plan", ["2a", "2b"], async () => {
-      await Deno.mkdir(stateDir, { recursive: true });
+    await phase("blocked", async () => {
       await prepareBlockedState({ stateDir, workspace, scratch: await dir("blocked/scratch") });
       blocked = true;
       const daemon = await startBenchDaemon({ stateDir, workspace });
@@ -326,7 +316,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       }
     });
 
-    await phase("replay", ["4a"], async () => {
+    await phase("replay", async () => {
       if (!blocked) throw new Error("the blocked state directory could not be prepared");
       const seed = seedRecords(stateDir, counts.replayRecords);
       const ours: number[] = [];
@@ -369,7 +359,7 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       rows.push(replayRow(seed, first!, { ours, theirs }));
     });
 
-    await phase("page open", ["12a", "12b"], async () => {
+    await phase("page", async () => {
       if (seededHead === undefined) throw new Error("the replay phase did not seed a session");
       const daemon = await startBenchDaemon({ stateDir, workspace });
       try {
@@ -398,9 +388,8 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       }
     });
 
-    let python = "python3";
-    await phase("cells", ["3a", "3b", "3c", "3d", "5c", "5d", "5e"], async () => {
-      python = (await resolvePython("python3")).executable;
+    await phase("cells", async () => {
+      const python = (await resolvePython("python3")).executable;
       const jupyter = await runJupyterPeer({
         count: counts.cells,
         warmup: counts.warmup,
@@ -414,88 +403,49 @@ export async function runBench(options: RunBenchOptions): Promise<BenchRun> {
       );
     });
 
-    await phase(
-      "agent loop",
-      [
-        "2d",
-        "3e",
-        "3f",
-        "10a",
-        "10b",
-        "10c",
-        "10d",
-        "10e",
-        "10f",
-        "10g",
-        "10h",
-        "10i",
-        "10j",
-      ],
-      async () => {
-        const cell = rows.find((row) => row.id === "3a");
-        const jupyterCell = rows.find((row) => row.id === "3c")?.peer?.value ?? null;
-        const raw = measureRawCommits({ dir: await dir("raw-4"), count: counts.rawCommits });
-        const peers = loopPeerSamples();
-        const peerRun = async () =>
-          await measureLoopPeers({
-            root: await dir("loop-peers"),
-            python: (await resolvePython("python3")).executable,
-            turns: counts.loopTurns,
-            warmup: Math.min(10, counts.loopTurns),
-          }, peers);
-        await peerRun();
-        rows.push(
-          ...await benchAgentLoop({
-            stateDir: await dir("loop/state"),
-            workspace: await dir("loop/ws"),
-            turns: counts.loopTurns,
-            warmup: Math.min(10, counts.loopTurns),
-            rawCommitMs: raw.latency.p50,
-            rawEchoMs: cell?.peer?.value ?? 0.03,
-            bareCellMs: cell?.value ?? null,
-            jupyterCellMs: jupyterCell,
-          }),
-        );
-        await peerRun();
-        rows.push(...loopPeerRows(rows, peers));
-      },
-    );
+    await phase("loop", async () => {
+      const cell = rows.find((row) => row.id === "3a");
+      const jupyterCell = rows.find((row) => row.id === "3c")?.peer?.value ?? null;
+      const raw = measureRawCommits({ dir: await dir("raw-4"), count: counts.rawCommits });
+      const peers = loopPeerSamples();
+      const peerRun = async () =>
+        await measureLoopPeers({
+          root: await dir("loop-peers"),
+          python: (await resolvePython("python3")).executable,
+          turns: counts.loopTurns,
+          warmup: Math.min(10, counts.loopTurns),
+        }, peers);
+      await peerRun();
+      rows.push(
+        ...await benchAgentLoop({
+          stateDir: await dir("loop/state"),
+          workspace: await dir("loop/ws"),
+          turns: counts.loopTurns,
+          warmup: Math.min(10, counts.loopTurns),
+          rawCommitMs: raw.latency.p50,
+          rawEchoMs: cell?.peer?.value ?? 0.03,
+          bareCellMs: cell?.value ?? null,
+          jupyterCellMs: jupyterCell,
+        }),
+      );
+      await peerRun();
+      rows.push(...loopPeerRows(rows, peers));
+    });
 
-    await phase("code outline", ["7a", "7b"], async () => {
+    await phase("outline", async () => {
       rows.push(...await benchCodeOutline({ scratch: await dir("code"), count: counts.outlines }));
     });
-    await phase(
-      "context",
-      [
-        "8a",
-        "8b",
-        "8c",
-        "8d",
-        "8e",
-        "8f",
-        "8g",
-        "8h",
-        "8i",
-        "8j",
-        "9a",
-        "9b",
-        "9c",
-        "9d",
-        "9e",
-        "9f",
-      ],
-      async () => {
-        rows.push(
-          ...await benchContext({
-            root: await dir("context"),
-            items: counts.contextItems,
-            records: counts.contextRecords,
-            runs: 50,
-            settleMs: counts.settleMs,
-          }),
-        );
-      },
-    );
+    await phase("context", async () => {
+      rows.push(
+        ...await benchContext({
+          root: await dir("context"),
+          items: counts.contextItems,
+          records: counts.contextRecords,
+          runs: 50,
+          settleMs: counts.settleMs,
+        }),
+      );
+    });
 
     if (options.only === undefined) rows.push(...memoryRows(memory));
     return {

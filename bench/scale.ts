@@ -11,21 +11,14 @@
  * @module
  */
 
-import {
-  buildRequest,
-  compactContext,
-  type ContextBudget,
-  rawLimits,
-} from "../runtime/context/mod.ts";
-import { SILENT_LOGGER } from "../runtime/core/mod.ts";
 import { readOperatorToken } from "../runtime/lanes/mod.ts";
-import { contractMessage } from "../runtime/session/mod.ts";
 import { openStore } from "../store/store.ts";
 import { searchHistory } from "../store/tables/history_index.ts";
 import { openLane } from "./lane_driver.ts";
-import { type BenchRow, type Goal, makeRow, type Unit } from "./row.ts";
+import { type BenchRow, type Goal, makeRow, type Unit, withinPeer } from "./row.ts";
 import { residentBytes, workingDenoPid } from "./rss.ts";
 import { RECORDS_PER_TURN, seedHistory } from "./seed_history.ts";
+import { timeRequestBuilds } from "./context.ts";
 import { prepareServe, restartAfterCleanStop } from "./startup.ts";
 import { ratePerSecond, summarize } from "./stats.ts";
 
@@ -63,13 +56,8 @@ export interface ScaleResult {
   points: ScalePoint[];
 }
 
-const BUDGET: ContextBudget = { contextTokens: 32_768, compactAt: 0.75, summaryShare: 0.1 };
-
 /** Flat from the smallest size to the largest: at most twice the smallest's value. */
-const FLAT: Goal = {
-  text: "≤ 2× the smallest",
-  test: (value, peer) => peer === null ? null : value <= 2 * peer,
-};
+const FLAT = withinPeer(2, "≤ 2× the smallest");
 
 /** The series of figure 11, in row order, each with its goal at the largest size. */
 export const SCALE_SERIES: {
@@ -160,26 +148,6 @@ function timeSearch(stateDir: string, runs: number, log: (line: string) => void)
   }
 }
 
-async function timeRequests(stateDir: string, runs: number): Promise<number> {
-  const store = openStore(stateDir);
-  try {
-    const deps = { store, log: SILENT_LOGGER, contextBudget: () => BUDGET };
-    const keep = { tokens: rawLimits(store, "default", "main", BUDGET).keep };
-    await compactContext(deps, "default", { keep, model: false });
-    const parts = { route: "main", budget: BUDGET, system: contractMessage("/work"), opening: [] };
-    buildRequest(store, "default", parts);
-    const times: number[] = [];
-    for (let i = 0; i < runs; i++) {
-      const started = performance.now();
-      buildRequest(store, "default", parts);
-      times.push(performance.now() - started);
-    }
-    return summarize(times).p50;
-  } finally {
-    store.close();
-  }
-}
-
 async function timeHealth(url: string, runs: number): Promise<number> {
   const times: number[] = [];
   for (let i = 0; i < runs + 5; i++) {
@@ -208,7 +176,7 @@ export async function benchScale(options: ScaleOptions): Promise<ScaleResult> {
     seedHistory(serve.stateDir, Math.ceil(records / RECORDS_PER_TURN));
     const seedS = (performance.now() - seedStarted) / 1000;
     log(`scale: ${records.toLocaleString("en-US")} records seeded in ${seedS.toFixed(1)} s`);
-    const requestMs = await timeRequests(serve.stateDir, runs);
+    const requestMs = (await timeRequestBuilds(serve.stateDir, runs)).p50;
     // The figure is the restart after the daemon's own clean stop, as an owner's restart is.
     const { daemon, firstMs } = await restartAfterCleanStop(serve);
     log(`scale: first start after seeding ${(firstMs / 1000).toFixed(2)} s`);

@@ -62,8 +62,6 @@ export async function benchAdmissionPeer(options: AdmissionPeerOptions): Promise
   try {
     const stateDir = join(options.root, "admission-state");
     const workspace = join(options.root, "admission-ws");
-    await Deno.mkdir(stateDir, { recursive: true });
-    await Deno.mkdir(workspace, { recursive: true });
     daemon = await startBenchDaemon({ modelUrl: fake.url, stateDir, workspace });
     const ours = (await openLane({ port: daemon.port, token: daemon.token, client: "bench" })).lane;
     const theirs = (await openLane({ port: peer.port, token: "", client: "bench" })).lane;

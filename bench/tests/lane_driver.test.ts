@@ -25,7 +25,7 @@ function startLaneServer(script: Script) {
     };
     return response;
   });
-  return { port: server.addr.port, close: () => server.shutdown() };
+  return { port: server.addr.port, [Symbol.asyncDispose]: () => server.shutdown() };
 }
 
 const record = (seq: number) => ({
@@ -37,92 +37,65 @@ const record = (seq: number) => ({
   data: {},
 });
 const welcome = (head: number) => ({ kind: "welcome", session: "default", role: "operator", head });
+const replayed = (head: number) => ({ kind: "replayed", session: "default", head });
 
 Deno.test("`openLane()` counts a catch-up after since and finds it contiguous", async () => {
-  const server = startLaneServer({
+  await using server = startLaneServer({
     hello: ({ since }) => [
       welcome(10),
       ...[6, 7, 8, 9, 10].filter((s) => s > since).map(record),
-      { kind: "replayed", session: "default", head: 10 },
+      replayed(10),
     ],
   });
-  try {
-    const { lane, replay } = await openLane({
-      port: server.port,
-      token: "t",
-      client: "c",
-      since: 5,
-    });
-    assert.equal(replay.head, 10);
-    assert.equal(replay.records, 5);
-    assert.equal(replay.contiguous, true);
-    assert.ok(replay.elapsedMs >= 0);
-    assert.equal(lane.lastSeq, 10);
-    await lane.close();
-  } finally {
-    await server.close();
-  }
+  const { lane, replay } = await openLane({
+    port: server.port,
+    token: "t",
+    client: "c",
+    since: 5,
+  });
+  assert.equal(replay.head, 10);
+  assert.equal(replay.records, 5);
+  assert.equal(replay.contiguous, true);
+  assert.ok(replay.elapsedMs >= 0);
+  assert.equal(lane.lastSeq, 10);
+  await lane.close();
 });
 
 Deno.test("`openLane()` reports a catch-up with a gap as not contiguous", async () => {
-  const server = startLaneServer({
-    hello: () => [welcome(4), record(1), record(2), record(4), {
-      kind: "replayed",
-      session: "default",
-      head: 4,
-    }],
+  await using server = startLaneServer({
+    hello: () => [welcome(4), record(1), record(2), record(4), replayed(4)],
   });
-  try {
-    const { lane, replay } = await openLane({ port: server.port, token: "t", client: "c" });
-    assert.equal(replay.records, 3);
-    assert.equal(replay.contiguous, false);
-    await lane.close();
-  } finally {
-    await server.close();
-  }
+  const { lane, replay } = await openLane({ port: server.port, token: "t", client: "c" });
+  assert.equal(replay.records, 3);
+  assert.equal(replay.contiguous, false);
+  await lane.close();
 });
 
 Deno.test("`openLane()` reports a repeated record as not contiguous", async () => {
-  const server = startLaneServer({
-    hello: () => [welcome(2), record(1), record(1), record(2), {
-      kind: "replayed",
-      session: "default",
-      head: 2,
-    }],
+  await using server = startLaneServer({
+    hello: () => [welcome(2), record(1), record(1), record(2), replayed(2)],
   });
-  try {
-    const { lane, replay } = await openLane({ port: server.port, token: "t", client: "c" });
-    assert.equal(replay.contiguous, false);
-    await lane.close();
-  } finally {
-    await server.close();
-  }
+  const { lane, replay } = await openLane({ port: server.port, token: "t", client: "c" });
+  assert.equal(replay.contiguous, false);
+  await lane.close();
 });
 
 Deno.test("`openLane()` refuses when the daemon answers hello with an error", async () => {
-  const server = startLaneServer({
+  await using server = startLaneServer({
     hello: () => [{ kind: "error", code: "token_wrong", message: "wrong" }, { kind: "close" }],
   });
-  try {
-    await assert.rejects(() => openLane({ port: server.port, token: "bad", client: "c" }), {
-      code: "worker_failed",
-      message: "cannot open lane: the daemon refused hello (got token_wrong)",
-    });
-  } finally {
-    await server.close();
-  }
+  await assert.rejects(() => openLane({ port: server.port, token: "bad", client: "c" }), {
+    code: "worker_failed",
+    message: "cannot open lane: the daemon refused hello (got token_wrong)",
+  });
 });
 
 Deno.test("`openLane()` fails when the socket closes before replayed", async () => {
-  const server = startLaneServer({ hello: () => [welcome(3), record(1), { kind: "close" }] });
-  try {
-    await assert.rejects(() => openLane({ port: server.port, token: "t", client: "c" }), {
-      code: "worker_failed",
-      message: "cannot open lane: the socket closed before replayed (got code 4401)",
-    });
-  } finally {
-    await server.close();
-  }
+  await using server = startLaneServer({ hello: () => [welcome(3), record(1), { kind: "close" }] });
+  await assert.rejects(() => openLane({ port: server.port, token: "t", client: "c" }), {
+    code: "worker_failed",
+    message: "cannot open lane: the socket closed before replayed (got code 4401)",
+  });
 });
 
 Deno.test("`openLane()` fails when nothing listens", async () => {
@@ -141,8 +114,8 @@ Deno.test("`admitMany()` never has more than the window unacknowledged", async (
   const held: string[] = [];
   let maxHeld = 0;
   let n = 0;
-  const server = startLaneServer({
-    hello: () => [welcome(0), { kind: "replayed", session: "default", head: 0 }],
+  await using server = startLaneServer({
+    hello: () => [welcome(0), replayed(0)],
     input: ({ request }) => {
       held.push(request);
       maxHeld = Math.max(maxHeld, held.length);
@@ -156,22 +129,18 @@ Deno.test("`admitMany()` never has more than the window unacknowledged", async (
       }));
     },
   });
-  try {
-    const { lane } = await openLane({ port: server.port, token: "t", client: "c" });
-    const result = await lane.admitMany(40, { window, prefix: "w" });
-    assert.equal(result.acks, 40);
-    assert.equal(result.admitted, 40);
-    assert.equal(maxHeld, window);
-    await lane.close();
-  } finally {
-    await server.close();
-  }
+  const { lane } = await openLane({ port: server.port, token: "t", client: "c" });
+  const result = await lane.admitMany(40, { window, prefix: "w" });
+  assert.equal(result.acks, 40);
+  assert.equal(result.admitted, 40);
+  assert.equal(maxHeld, window);
+  await lane.close();
 });
 
 Deno.test("`admitMany()` counts duplicates as acknowledged but not admitted", async () => {
   let n = 0;
-  const server = startLaneServer({
-    hello: () => [welcome(0), { kind: "replayed", session: "default", head: 0 }],
+  await using server = startLaneServer({
+    hello: () => [welcome(0), replayed(0)],
     input: ({ request }) => {
       n++;
       return [{
@@ -183,20 +152,16 @@ Deno.test("`admitMany()` counts duplicates as acknowledged but not admitted", as
       }];
     },
   });
-  try {
-    const { lane } = await openLane({ port: server.port, token: "t", client: "c" });
-    const result = await lane.admitMany(10, { window: Infinity, prefix: "d" });
-    assert.equal(result.acks, 10);
-    assert.equal(result.admitted, 5);
-    await lane.close();
-  } finally {
-    await server.close();
-  }
+  const { lane } = await openLane({ port: server.port, token: "t", client: "c" });
+  const result = await lane.admitMany(10, { window: Infinity, prefix: "d" });
+  assert.equal(result.acks, 10);
+  assert.equal(result.admitted, 5);
+  await lane.close();
 });
 
 Deno.test("`admitMany()` rejects with the daemon's code when an input is refused", async () => {
-  const server = startLaneServer({
-    hello: () => [welcome(0), { kind: "replayed", session: "default", head: 0 }],
+  await using server = startLaneServer({
+    hello: () => [welcome(0), replayed(0)],
     input: ({ request }) => [{
       kind: "error",
       request,
@@ -204,14 +169,10 @@ Deno.test("`admitMany()` rejects with the daemon's code when an input is refused
       message: "cannot admit input: the daemon is shutting down",
     }],
   });
-  try {
-    const { lane } = await openLane({ port: server.port, token: "t", client: "c" });
-    await assert.rejects(() => lane.admitMany(3, { window: 1, prefix: "x" }), {
-      code: "invalid_input",
-      message: "cannot admit input: shutting_down: cannot admit input: the daemon is shutting down",
-    });
-    await lane.close();
-  } finally {
-    await server.close();
-  }
+  const { lane } = await openLane({ port: server.port, token: "t", client: "c" });
+  await assert.rejects(() => lane.admitMany(3, { window: 1, prefix: "x" }), {
+    code: "invalid_input",
+    message: "cannot admit input: shutting_down: cannot admit input: the daemon is shutting down",
+  });
+  await lane.close();
 });

@@ -155,14 +155,13 @@ Deno.test("`timeGenerationSpawns()` starts and stops one generation per sample",
   assert.equal(spawns.count, 2);
 });
 
+/** One tiny run of the Jupyter peer with `python`, for the cases where it cannot run. */
+async function failedPeerRun(python: string) {
+  return await runJupyterPeer({ python, count: 1, warmup: 0, starts: 1, scratch: await tempDir() });
+}
+
 Deno.test("`runJupyterPeer()` says why when the interpreter does not exist", async () => {
-  const result = await runJupyterPeer({
-    python: "/nonexistent/python3",
-    count: 1,
-    warmup: 0,
-    starts: 1,
-    scratch: await tempDir(),
-  });
+  const result = await failedPeerRun("/nonexistent/python3");
   assert.deepEqual(result, {
     ok: false,
     reason: "/nonexistent/python3 does not exist; apt-get install python3-ipykernel " +
@@ -175,13 +174,7 @@ Deno.test("`runJupyterPeer()` says why when the interpreter has no Jupyter", asy
   const scratch = await tempDir();
   const bare = join(scratch, "python3");
   await Deno.writeTextFile(bare, `#!/bin/sh\nexec ${python} -S "$@"\n`, { mode: 0o755 });
-  const result = await runJupyterPeer({
-    python: bare,
-    count: 1,
-    warmup: 0,
-    starts: 1,
-    scratch: await tempDir(),
-  });
+  const result = await failedPeerRun(bare);
   assert.equal(result.ok, false);
   assert.match(
     (result as { reason: string }).reason,
@@ -190,13 +183,7 @@ Deno.test("`runJupyterPeer()` says why when the interpreter has no Jupyter", asy
 });
 
 Deno.test("`runJupyterPeer()` says why when the peer exits without a result", async () => {
-  const result = await runJupyterPeer({
-    python: "false",
-    count: 1,
-    warmup: 0,
-    starts: 1,
-    scratch: await tempDir(),
-  });
+  const result = await failedPeerRun("false");
   assert.deepEqual(result, {
     ok: false,
     reason: "the Jupyter peer exited with 1 without a result ()",

@@ -1,7 +1,8 @@
 // Unit tests of the report's rows and their printed table.
 
 import assert from "node:assert/strict";
-import { above, atLeastOfPeer, below, belowPeer, failedRows, makeRow, sortRows } from "../row.ts";
+import { below, belowPeer, failedRows, makeRow, sortRows, withinPeer } from "../row.ts";
+import { ratioGoal } from "../peers/admission_rows.ts";
 import { type BenchReport, formatRatio, formatTable, formatValue } from "../table.ts";
 import type { MachineInfo } from "../machine.ts";
 
@@ -24,7 +25,7 @@ Deno.test("`makeRow()` computes the ratio to the peer and judges the goal", () =
     unit: "inputs/s",
     value: 3_000,
     peer: { label: "raw", value: 4_000 },
-    goal: atLeastOfPeer(0.5, "within 2x"),
+    goal: ratioGoal({ min: 0.5 }, "within 2x"),
   });
   assert.equal(row.ratio, 0.75);
   assert.equal(row.met, true);
@@ -35,7 +36,7 @@ Deno.test("`makeRow()` computes the ratio to the peer and judges the goal", () =
     unit: "inputs/s",
     value: 1_000,
     peer: { label: "raw", value: 4_000 },
-    goal: atLeastOfPeer(0.5, "within 2x"),
+    goal: ratioGoal({ min: 0.5 }, "within 2x"),
   });
   assert.equal(missed.met, false);
 });
@@ -100,11 +101,18 @@ Deno.test("`makeRow()` gives no ratio against a zero peer and no verdict without
   assert.equal(none.goal, "< 1.5 s");
 });
 
-Deno.test("`below()` and `above()` are strict", () => {
+Deno.test("`below()` and `belowPeer()` are strict", () => {
   assert.equal(below(2, "").test(2, null), false);
   assert.equal(below(2, "").test(1.99, null), true);
-  assert.equal(above(50_000, "").test(50_000, null), false);
-  assert.equal(above(50_000, "").test(50_001, null), true);
+  assert.equal(belowPeer("").test(50_000, 50_000), false);
+  assert.equal(belowPeer("").test(49_999, 50_000), true);
+  assert.equal(belowPeer("", 2).test(100, 50), false);
+});
+
+Deno.test("`withinPeer()` includes its bound and cannot judge without a peer", () => {
+  assert.equal(withinPeer(2, "").test(100, 50), true);
+  assert.equal(withinPeer(2, "").test(100.5, 50), false);
+  assert.equal(withinPeer(2, "").test(1, null), null);
 });
 
 Deno.test("`failedRows()` keeps each figure without a value and names the failure", () => {
@@ -165,7 +173,7 @@ Deno.test("`formatTable()` prints one header, one line per row in figure order, 
         unit: "inputs/s",
         value: null,
         peer: null,
-        goal: atLeastOfPeer(0.5, "within 2x"),
+        goal: ratioGoal({ min: 0.5 }, "within 2x"),
       }),
     ],
   };
