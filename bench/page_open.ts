@@ -167,7 +167,8 @@ export async function measurePageOpen(
       sessionId,
     );
     await devtools.send("Page.navigate", { url }, sessionId);
-    const deadline = Date.now() + (options.timeoutMs ?? 300_000);
+    const timeoutMs = options.timeoutMs ?? 300_000;
+    const deadline = Date.now() + timeoutMs;
     const expression = `(() => {
       const open = performance.getEntriesByName("klbr:socket-open")[0];
       return window.__klbrShown === undefined || open === undefined
@@ -179,7 +180,7 @@ export async function measurePageOpen(
       if (Date.now() > deadline) {
         throw new KlbrError(
           "worker_timeout",
-          `cannot measure the page: record ${options.head} not shown within ${options.timeoutMs} ms (got none)`,
+          `cannot measure the page: record ${options.head} not shown within ${timeoutMs} ms (got none)`,
         );
       }
       const answer = await devtools.send<{ result: { value: number | null } }>(
