@@ -1,7 +1,7 @@
 /**
  * The page's lane socket, run in Deno against the daemon's own `createApp` and
  * `LaneConnection` over real WebSockets, with an in-memory host: resuming after a restart,
- * re-sending inputs, the token, operator commands and giving up. A scripted socket covers
+ * re-sending inputs, the session cookie, operator commands and giving up. A scripted socket covers
  * what a correct daemon never sends.
  *
  * @module
@@ -21,12 +21,7 @@ import {
 } from "../../ui/src/lane_client.ts";
 import { RecordLog } from "../../ui/src/record_log.ts";
 import { body } from "./_record_data.ts";
-import {
-  type LaneServer,
-  MemoryLaneHost,
-  startLaneServer,
-  TEST_TOKEN,
-} from "./_memory_lane_host.ts";
+import { type LaneServer, MemoryLaneHost, startLaneServer } from "./_memory_lane_host.ts";
 
 const UI_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "ui", "dist");
 
@@ -356,13 +351,11 @@ Deno.test("`LaneClient.sendInput()` while the daemon is down sends once it is ba
   }
 });
 
-Deno.test("`LaneClient` with the token becomes operator and runs operator commands", async () => {
-  const s = await setup({ token: TEST_TOKEN });
+Deno.test("`LaneClient` with the session cookie becomes operator and runs operator commands", async () => {
+  const s = await setup();
   try {
-    assert.equal(s.client.tokenStatus, "unverified");
     s.client.start();
     await until(s.client, () => s.client.connection.role === "operator", "the operator role");
-    assert.equal(s.client.tokenStatus, "accepted");
     const status = await s.client.operate({ kind: "op.status", session: "default" });
     const sessions = status.sessions as Record<string, Record<string, unknown>>;
     assert.deepEqual(
@@ -382,7 +375,7 @@ Deno.test("`LaneClient` with the token becomes operator and runs operator comman
 });
 
 Deno.test("`LaneClient.operate()` rejects with the daemon's code when the epoch moved", async () => {
-  const s = await setup({ token: TEST_TOKEN });
+  const s = await setup();
   try {
     s.client.start();
     await until(s.client, () => s.client.connection.role === "operator", "the operator role");
@@ -415,58 +408,35 @@ Deno.test("`LaneClient.operate()` as a read-only viewer is refused with `role_fo
   }
 });
 
-Deno.test("`LaneClient` forgets a wrong token and reconnects as a read-only viewer", async () => {
-  const rejected: string[] = [];
-  const s = await setup(
-    { token: "cd".repeat(32), onTokenRejected: (m) => rejected.push(m) },
-    undefined,
-    { cookie: false, view: true },
-  );
+Deno.test("`LaneClient.reconnect()` takes up the operator role with a new cookie and drops it without one", async () => {
+  let cookie = "";
+  const host = new MemoryLaneHost();
+  const server = await startLaneServer(host, { uiDir: UI_DIR, viewWithoutToken: true });
+  const client = new LaneClient({
+    url: `ws://127.0.0.1:${server.port}/v2`,
+    clientId: "web-test",
+    webSocket: browserSocket(() => cookie),
+    minDelayMs: 20,
+    maxDelayMs: 100,
+  });
   try {
-    s.client.start();
-    await until(
-      s.client,
-      () => s.client.connection.phase === "open" && s.client.tokenStatus === "rejected",
-      "a client connection after the refusal",
-    );
-    assert.deepEqual(rejected, ["cannot authorise: the operator token is wrong"]);
-    assert.equal(s.client.tokenError, "cannot authorise: the operator token is wrong");
-    assert.deepEqual([s.client.connection.role, s.client.hasToken], ["viewer", false]);
+    client.start();
+    await until(client, () => client.connection.role === "viewer", "a viewer connection");
+    // `POST /auth` refused a token: the page names the reason and stays a viewer.
+    client.noteTokenRefused("cannot authorise: the operator token is wrong");
+    assert.equal(client.tokenError, "cannot authorise: the operator token is wrong");
+    assert.equal(client.connection.role, "viewer");
+    // The page traded the right token for a cookie, then signed out (`DELETE /auth`).
+    cookie = server.cookie();
+    client.reconnect();
+    assert.equal(client.tokenError, undefined);
+    await until(client, () => client.connection.role === "operator", "the operator role");
+    cookie = "";
+    client.reconnect();
+    await until(client, () => client.connection.role === "viewer", "the viewer role again");
   } finally {
-    await s.cleanup();
-  }
-});
-
-Deno.test("`LaneClient` forgets a malformed token with the daemon's reason", async () => {
-  const rejected: string[] = [];
-  const s = await setup(
-    { token: "short", onTokenRejected: (m) => rejected.push(m) },
-    undefined,
-    { cookie: false, view: true },
-  );
-  try {
-    s.client.start();
-    await until(s.client, () => s.client.connection.role === "viewer", "a viewer connection");
-    assert.deepEqual(rejected, [
-      "cannot authorise: a token is 64 hex characters, 0-9 and a-f (got 5 characters)",
-    ]);
-  } finally {
-    await s.cleanup();
-  }
-});
-
-Deno.test("`LaneClient.setToken()` reconnects and asks for the operator role", async () => {
-  const s = await setup({}, undefined, { cookie: false, view: true });
-  try {
-    s.client.start();
-    await until(s.client, () => s.client.connection.role === "viewer", "a viewer connection");
-    s.client.setToken(TEST_TOKEN);
-    await until(s.client, () => s.client.connection.role === "operator", "the operator role");
-    s.client.setToken(undefined);
-    await until(s.client, () => s.client.connection.role === "viewer", "the viewer role again");
-    assert.equal(s.client.tokenStatus, "none");
-  } finally {
-    await s.cleanup();
+    client.stop();
+    await server.stop();
   }
 });
 
@@ -508,7 +478,7 @@ Deno.test("`LaneClient` without token or cookie stops, with the daemon's reason,
 });
 
 Deno.test("`LaneClient.operate()` rejects `not_connected` while the socket is closed", async () => {
-  const s = await setup({ token: TEST_TOKEN });
+  const s = await setup();
   try {
     await assert.rejects(s.client.operate({ kind: "op.status" }), {
       code: "not_connected",
@@ -520,7 +490,7 @@ Deno.test("`LaneClient.operate()` rejects `not_connected` while the socket is cl
 });
 
 Deno.test("`LaneClient.operate()` rejects `connection_lost` when the socket drops before the answer", async () => {
-  const s = await setup({ token: TEST_TOKEN });
+  const s = await setup();
   try {
     s.host.holdOps.add("op.drain");
     s.client.start();

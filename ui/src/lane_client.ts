@@ -1,7 +1,7 @@
 /**
  * The page's view of one session over the lane socket: keeps every durable record once (and
  * says `hello` with the last `seq` it holds), re-sends unacknowledged inputs, animates live
- * output, runs operator commands and handles the token.
+ * output, runs operator commands and says why the daemon refused the page.
  *
  * It renders nothing: components read its state and subscribe to changes.
  *
@@ -36,9 +36,6 @@ export const MAX_HELD = 20_000;
  * page opens at the head instead of catching up on every record in between.
  */
 export const REOPEN_GAP = 5_000;
-
-/** Whether the operator token was accepted at the last `hello`. */
-export type TokenStatus = "none" | "unverified" | "accepted" | "rejected";
 
 /** A refusal the daemon sent that no request of the page is waiting for. */
 export interface Notice {
@@ -76,15 +73,8 @@ export interface LaneClientOptions extends LaneSocketOptions {
   session?: string;
   /** This browser's stable client id (the dedupe scope of its inputs). */
   clientId: string;
-  /**
-   * The operator token, given at hello (a native client). The page leaves it unset: its
-   * session cookie, set by `POST /auth`, goes with the upgrade instead.
-   */
-  token?: string;
   /** Where records and unsent inputs survive a reload (the page passes `sessionStorage`). */
   storage?: KeyValueStore;
-  /** Called when the daemon refused the token; the page forgets it. */
-  onTokenRejected?: (message: string) => void;
   /** Called after each `welcome` (the page asks `/health` about the sandbox then). */
   onWelcome?: () => void;
 }
@@ -113,8 +103,6 @@ export class LaneClient {
   readonly notices: Notice[] = [];
   #o: LaneClientOptions;
   #socket: LaneSocket;
-  #token: string | undefined;
-  #tokenStatus: TokenStatus;
   #tokenError: string | undefined;
   #authError: { code: string; message: string } | undefined;
   #sandbox: SandboxInfo | undefined;
@@ -131,8 +119,6 @@ export class LaneClient {
   constructor(options: LaneClientOptions) {
     this.#o = options;
     this.session = options.session ?? "default";
-    this.#token = options.token;
-    this.#tokenStatus = options.token === undefined ? "none" : "unverified";
     this.log = loadRecordLog(options.storage, this.session);
     this.outbox = new InputOutbox(options.storage, `klbr:outbox:${this.session}`);
     for (const record of this.log.records()) this.outbox.noteRecord(record);
@@ -147,11 +133,10 @@ export class LaneClient {
         client: options.clientId,
         // Records come in batches (`records`), several to a message: a long catch-up is fast.
         batch: true,
-        ...(this.#token === undefined ? {} : { token: this.#token }),
       }),
       welcome: (message) => this.#welcome(message),
       message: (message) => this.#receive(message),
-      closed: (code) => this.#closed(code),
+      closed: () => this.#closed(),
       changed: () => this.#changed(),
     });
   }
@@ -161,19 +146,9 @@ export class LaneClient {
     return this.#socket.state;
   }
 
-  /** Whether the daemon accepted the token at the last `hello`. */
-  get tokenStatus(): TokenStatus {
-    return this.#tokenStatus;
-  }
-
-  /** The daemon's message for a refused token. */
+  /** The daemon's message for a token it refused at `POST /auth`, until the next reconnect. */
   get tokenError(): string | undefined {
     return this.#tokenError;
-  }
-
-  /** Whether a token is set. */
-  get hasToken(): boolean {
-    return this.#token !== undefined;
   }
 
   /** Why the daemon refused this page's lane (no token or cookie), until it is let in. */
@@ -200,7 +175,6 @@ export class LaneClient {
 
   /** Records a token the daemon refused at `POST /auth`. */
   noteTokenRefused(message: string): void {
-    this.#tokenStatus = "rejected";
     this.#tokenError = message;
     this.#changed();
   }
@@ -315,13 +289,6 @@ export class LaneClient {
     return answer;
   }
 
-  /** Sets or clears the operator token and reconnects with it. */
-  setToken(token: string | undefined): void {
-    this.#token = token === "" ? undefined : token;
-    this.#tokenStatus = this.#token === undefined ? "none" : "unverified";
-    this.reconnect();
-  }
-
   /** Retries now, also after giving up. */
   retryNow(): void {
     this.#socket.retryNow();
@@ -345,7 +312,6 @@ export class LaneClient {
       this.persistNow();
       return false;
     }
-    if (message.role === "operator") this.#tokenStatus = "accepted";
     this.#authError = undefined;
     this.#o.onWelcome?.();
     // The socket is open once this returns; send what waits on the next tick, including what
@@ -426,14 +392,8 @@ export class LaneClient {
     if (request !== undefined && this.outbox.fail(request, message)) return this.#changed();
     if (request !== undefined && this.#ops.reject(request, message.code, message.message)) return;
     if (message.code.startsWith("token_")) {
-      // The daemon closes the socket (4401) next. With a token to drop, try once more without
-      // it (a session cookie may still let the page in); without one, wait to be let in.
-      if (this.#token !== undefined) {
-        this.#forgetToken(message.message);
-        this.#socket.reconnectOnClose();
-      } else {
-        this.#authError = { code: message.code, message: message.message };
-      }
+      // The daemon closes the socket (4401) next; the page waits to be let in.
+      this.#authError = { code: message.code, message: message.message };
       return this.#changed();
     }
     if (message.code === "since_beyond_head") {
@@ -453,24 +413,13 @@ export class LaneClient {
     this.persistNow();
   }
 
-  #closed(code: number): void {
+  #closed(): void {
     this.live.clear();
     this.#earlierRequest = undefined;
     this.#ops.rejectAll(
       "connection_lost",
       "cannot confirm the command: the connection dropped before the answer (it may have run)",
     );
-    // Refused without an error message we saw: never retry the same token in a loop.
-    if (code === 4401 && this.#token !== undefined) {
-      this.#forgetToken("the daemon closed the socket (4401)");
-    }
-  }
-
-  #forgetToken(reason: string): void {
-    this.#token = undefined;
-    this.#tokenStatus = "rejected";
-    this.#tokenError = reason;
-    this.#o.onTokenRejected?.(reason);
   }
 
   /**

@@ -68,8 +68,8 @@ export interface LaneSocketHandlers {
   welcome(message: Extract<ServerMessage, { kind: "welcome" }>): boolean;
   /** Any other message from the daemon. */
   message(message: ServerMessage): void;
-  /** The socket closed (with the close code, 4000 when it was dropped for silence). */
-  closed(code: number): void;
+  /** The socket closed (also when it was dropped for silence). */
+  closed(): void;
   /** The connection state changed. */
   changed(): void;
 }
@@ -152,12 +152,7 @@ export class LaneSocket {
     return true;
   }
 
-  /** Marks that the socket's next close must be followed by a new one at once. */
-  reconnectOnClose(): void {
-    this.#atOnce = true;
-  }
-
-  /** Closes the current socket and opens a new one at once (e.g. with a new token). */
+  /** Closes the current socket and opens a new one at once (e.g. with a new session cookie). */
   reconnect(): void {
     const ws = this.#ws;
     if (ws === undefined) return this.retryNow();
@@ -254,10 +249,10 @@ export class LaneSocket {
     this.#stopHeartbeat();
     this.#state.role = undefined;
     this.#state.replayed = false;
-    this.#h.closed(code);
+    this.#h.closed();
     if (this.#state.phase === "stopped") return;
-    // The owner asked for a new socket at once (e.g. it dropped a refused token, so the next
-    // hello differs).
+    // The owner asked for a new socket at once (e.g. the page got a session cookie, so the
+    // next upgrade differs).
     if (this.#atOnce) {
       this.#atOnce = false;
       if (this.#state.phase === "open") this.#state.phase = "connecting";
