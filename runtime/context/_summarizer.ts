@@ -17,7 +17,7 @@ import { type Digest, reachedState, type SectionName, SECTIONS, sendGroup } from
 import { HEADINGS, UNREACHED_HEADING } from "./_render.ts";
 
 /** The first words of the summarizer's system message (a fake model recognises it by them). */
-export const SUMMARIZER_MARKER = "[klbr summarizer]";
+const SUMMARIZER_MARKER = "[klbr summarizer]";
 
 /** The states a sent message's line may carry. */
 const SENT_STATES = ["delivered", "pending", "attempting", "confirmed", "failed", "unknown"];
