@@ -30,13 +30,7 @@ import type { Provider } from "../model/mod.ts";
 import { type ContextBudget, messagesTokens, rawLimits } from "./_budget.ts";
 import { type Digest, digestStep, foldDigest, parseDigest, SECTIONS } from "./_digest.ts";
 import { renderBounded, summaryHeader } from "./_render.ts";
-import {
-  checkModelSummary,
-  refsIn,
-  summarizerMessages,
-  summaryMaterial,
-  writeModelSummary,
-} from "./_summarizer.ts";
+import { checkModelSummary, refsIn, summarizerMessages, summaryMaterial } from "./_summarizer.ts";
 
 /** How long the summarizer may take before the extractive summary is used. */
 export const SUMMARY_TIMEOUT_MS = 120_000;
@@ -134,14 +128,16 @@ async function modelSummary(
   const maxChars = Math.max(0, (step.max - estimateTokens(step.header) - 8) * 4);
   const material = summaryMaterial(step.previous, step.digest, maxChars);
   const limits = rawLimits(deps.store, session, "long", deps.contextBudget("long"));
-  const estimate = messagesTokens(summarizerMessages(material));
+  const messages = summarizerMessages(material);
+  const estimate = messagesTokens(messages);
   if (estimate > limits.request) {
     return { reason: `the material (${estimate} tokens) is over the long route's budget` };
   }
   let body: string;
   try {
     const timeout = AbortSignal.timeout(SUMMARY_TIMEOUT_MS);
-    const turn = await writeModelSummary(deps.provider("long"), material, {
+    // No tools: the summary is text, and a server without tool calling answers it too.
+    const turn = await deps.provider("long").streamChat({ messages, tools: false }, {
       signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
     });
     if (turn.usage.promptTokens) {

@@ -24,12 +24,12 @@ import { bodyOf } from "./_inputs.ts";
 /** Characters an entry's text keeps at most. */
 export const EXCERPT_CHARS = 400;
 
-/** The states of a send that reached its conversation: a local send, a confirmed Discord row. */
-export const REACHED_STATES: readonly string[] = ["delivered", "confirmed"];
-
-/** Whether a send's state says it reached its conversation. */
+/**
+ * Whether a send's state says it reached its conversation: `delivered` (a local send) or
+ * `confirmed` (a Discord row).
+ */
 export function reachedState(state: string | undefined): boolean {
-  return REACHED_STATES.includes(state ?? "");
+  return state === "delivered" || state === "confirmed";
 }
 
 /**

@@ -12,12 +12,12 @@
  */
 
 import { estimateTokens } from "../../store/tables/provider_items.ts";
-import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
+import type { ChatMessage } from "../model/mod.ts";
 import { type Digest, reachedState, type SectionName, SECTIONS, sendGroup } from "./_digest.ts";
 import { HEADINGS, UNREACHED_HEADING } from "./_render.ts";
 
 /** The first words of the summarizer's system message (a fake model recognises it by them). */
-export const SUMMARIZER_MARKER = "[klbr summarizer]";
+const SUMMARIZER_MARKER = "[klbr summarizer]";
 
 /** The states a sent message's line may carry. */
 const SENT_STATES = ["delivered", "pending", "attempting", "confirmed", "failed", "unknown"];
@@ -123,24 +123,6 @@ export function summarizerMessages(material: SummaryMaterial): ChatMessage[] {
     { role: "system", content: system },
     { role: "user", content: JSON.stringify(material) },
   ];
-}
-
-/**
- * Asks the `long` route's model for the summary body; resolves with its text.
- *
- * @throws {KlbrError} `provider_failed` from the provider; `invalid_input` when the model
- * answered with a tool call instead of text.
- */
-export async function writeModelSummary(
-  provider: Provider,
-  material: SummaryMaterial,
-  options: { signal: AbortSignal },
-): Promise<ProviderTurn> {
-  return await provider.streamChat(
-    // No tools: the summary is text, and a server without tool calling answers it too.
-    { messages: summarizerMessages(material), tools: false },
-    { signal: options.signal },
-  );
 }
 
 /** What a model-written summary is checked against. */

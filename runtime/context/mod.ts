@@ -26,7 +26,6 @@ export { artifactReadRpc, type HistoryRpcDeps, historyRpcs } from "./_history_rp
 export { AMBIENT_HEADING, renderAmbient, renderInputs } from "./_inputs.ts";
 export { buildRequest, type BuiltRequest, fitMessages, type RequestParts } from "./_request.ts";
 export { type ContextItemView, type ContextView, contextView, type LeftOutView } from "./_view.ts";
-export { SUMMARIZER_MARKER } from "./_summarizer.ts";
 export {
   AFTER_TOOLS,
   MISSING_RESULT,

@@ -18,12 +18,6 @@ import type { AppDeps } from "./_server.ts";
 /** The most of an artifact one `GET /artifacts/<id>` answers: 16 MiB. */
 const ARTIFACT_MAX_BYTES = 1 << 24;
 
-/** What an upload is answered with: the kept attachment's id and size. */
-export interface UploadReply {
-  artifact: string;
-  bytes: number;
-}
-
 /**
  * Checks the request's lane credentials: a bearer token must be right, else a valid session
  * cookie, else (to read only) the configuration's `view_without_token`.
@@ -92,7 +86,7 @@ export function attachmentRoutes(deps: AppDeps): Hono {
       );
     }
     const data = await readCapped(c.req.raw, upload.maxBytes);
-    const reply: UploadReply = await upload.keep(data);
+    const reply = await upload.keep(data);
     c.header("cache-control", "no-store");
     return c.json(reply);
   });

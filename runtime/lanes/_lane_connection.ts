@@ -85,14 +85,9 @@ export class LaneConnection {
     return this.#unacked;
   }
 
-  /** The role granted at hello, or undefined before it. */
+  /** The role granted at hello, or undefined before the client is let in. */
   get role(): ClientRole | undefined {
     return this.#session === undefined ? undefined : this.#role;
-  }
-
-  /** Whether the client has said hello (and was let in). */
-  get greeted(): boolean {
-    return this.#session !== undefined;
   }
 
   /**

@@ -58,7 +58,7 @@ export function readPage(
   if (options.text) {
     const encoded = records.map((record) => ({ seq: record.seq, text: JSON.stringify(record) }));
     const messages = options.batch
-      ? textBatches(session, encoded).map(({ text, lastSeq }) => ({ text, lastSeq }))
+      ? textBatches(session, encoded)
       : encoded.map(({ seq, text }) => ({ text, lastSeq: seq }));
     return { read: encoded.length, messages };
   }
@@ -83,13 +83,7 @@ export function pageOfRecords(
     const records = stored.map((record) => laneRecordOf(session, record));
     return pageOfLaneRecords(session, records, options.batch);
   }
-  if (options.batch) {
-    const messages = storedBatches(session, stored).map(({ text, lastSeq }) => ({
-      text,
-      lastSeq,
-    }));
-    return { read: stored.length, messages };
-  }
+  if (options.batch) return { read: stored.length, messages: storedBatches(session, stored) };
   const messages = encodeStoredRecords(session, stored).map(({ seq, text }) => ({
     text,
     lastSeq: seq,

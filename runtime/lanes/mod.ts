@@ -15,7 +15,6 @@ export {
   type OperatorMessage,
 } from "./_lane_connection.ts";
 export {
-  DAEMON_FILE,
   DaemonAddress,
   findDaemon,
   removeDaemonAddress,
@@ -23,7 +22,7 @@ export {
 } from "./_daemon_address.ts";
 export { type ListenAddress, ownOrigin, requireLoopbackHost } from "./_loopback.ts";
 export { type CookieState, OperatorAuth, type OperatorAuthOptions } from "./_auth.ts";
-export { DEFAULT_LANE_LIMITS, type LaneLimits, type LaneStats } from "./_lane_registry.ts";
+export { type LaneLimits } from "./_lane_registry.ts";
 export {
   ensureOperatorToken,
   ensureSessionKey,
@@ -42,7 +41,6 @@ export {
 export {
   type EncodedRecord,
   encodeStoredRecords,
-  MAX_BATCH_CHARS,
   type RecordBatch,
   recordBatches,
   storedBatches,

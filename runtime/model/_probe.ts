@@ -7,7 +7,7 @@
  */
 
 /** How long one probe may take unless told otherwise. */
-export const PROBE_TIMEOUT_MS = 1500;
+const PROBE_TIMEOUT_MS = 1500;
 
 /** What a probe found: `problem` is `null` when anything answered over HTTP. */
 export interface ProbeResult {
@@ -108,7 +108,7 @@ export function modelNote(model: string, probe: ProbeResult): string | null {
 }
 
 /** A failed `fetch` in words: the cause Deno gives, without the URL it repeats. */
-export function describeFetchError(error: unknown, timeoutMs: number): string {
+function describeFetchError(error: unknown, timeoutMs: number): string {
   if (error instanceof Error && error.name === "TimeoutError") {
     return `no answer within ${timeoutMs} ms`;
   }

@@ -11,7 +11,13 @@ import type { Route } from "../config/mod.ts";
 import { KlbrError } from "../core/mod.ts";
 import type { ProviderTurn, TurnBuilder } from "./_provider_turn.ts";
 import { errorMessage, htmlTitle, ReplyError } from "./_reply_reader.ts";
-import { type ProviderRefusal, refusalOf, refusalWords, statedContext } from "./_refusal.ts";
+import {
+  type ProviderRefusal,
+  refusalOf,
+  refusalWords,
+  RETRIABLE_STATUSES,
+  statedContext,
+} from "./_refusal.ts";
 
 export type { ProviderRefusal };
 
@@ -25,9 +31,6 @@ export type ProviderFailureReason =
   | "idle_timeout"
   | "timeout"
   | "aborted";
-
-/** The statuses a retry can turn into a success: a timeout, a conflict, a rate limit. */
-const RETRIABLE_STATUSES = new Set([408, 409, 425, 429]);
 
 /** The details a {@linkcode ProviderFailure} is made of. */
 export interface ProviderFailureDetails {
@@ -171,18 +174,11 @@ export async function failFromError(
 ): Promise<never> {
   const { APIConnectionTimeoutError, APIError } = call.sdk;
   if (stopped !== undefined) failCall(call, stopped, { got: call.turn.received(), cause: error });
-  if (error instanceof ReplyError && error.reason === "not_api") {
-    const what = `the server answered ${error.message}`;
-    failCall(call, "not_api", {
-      what,
-      got: error.detail,
-      serverMessage: error.message,
-      cause: error,
-    });
-  }
   if (error instanceof ReplyError) {
+    const notApi = error.reason === "not_api";
     failCall(call, error.reason, {
-      got: JSON.stringify(error.message),
+      what: notApi ? `the server answered ${error.message}` : undefined,
+      got: notApi ? error.detail : JSON.stringify(error.message),
       serverMessage: error.message,
       cause: error,
     });

@@ -161,7 +161,7 @@ export class TurnBuilder {
   readonly #byId = new Map<string, Building>();
   readonly #byIndex = new Map<number, Building>();
 
-  /** Folds one streamed chunk in and returns its deltas, text first. */
+  /** Folds one streamed chunk (or a whole completion) in and returns its deltas, text first. */
   add(chunk: ReplyLike): ProviderDelta[] {
     if (chunk.usage !== undefined && chunk.usage !== null) {
       this.#usage = normalizeUsage(chunk.usage);
@@ -179,16 +179,9 @@ export class TurnBuilder {
   }
 
   /**
-   * Folds one whole JSON completion in (a server that answered `stream: true` with JSON, or a
-   * `stream #false` route) and returns its text and reasoning as deltas: the reply has ended.
+   * The server said the reply is over (`data: [DONE]`, or a whole JSON completion was folded in
+   * with {@linkcode TurnBuilder.add}), with or without a finish reason.
    */
-  addCompletion(completion: ReplyLike): ProviderDelta[] {
-    const deltas = this.add(completion);
-    this.#ended = true;
-    return deltas;
-  }
-
-  /** The server said the reply is over (`data: [DONE]`), with or without a finish reason. */
   end(): void {
     this.#ended = true;
   }

@@ -103,8 +103,8 @@ const QUOTA = /\binsufficient_quota\b/;
 const FIELD =
   /unknown_parameter|unsupported_parameter|unknown parameter|unrecognized request arguments? supplied|unsupported param\b|extra inputs are not permitted/i;
 
-/** Statuses a retry can change; anything else in 4xx is a refusal. */
-const PASSING = new Set([408, 409, 425, 429]);
+/** The 4xx statuses a retry can change: a timeout, a conflict, a rate limit. */
+export const RETRIABLE_STATUSES: ReadonlySet<number> = new Set([408, 409, 425, 429]);
 
 /**
  * The refusal an error answer states, or null when a retry may succeed.
@@ -120,7 +120,7 @@ export function refusalOf(status: number, message: string, code?: unknown): Prov
   const text = `${message} ${named}`;
   if (status === 401 || status === 403) return "key";
   if (status === 402 || QUOTA.test(named)) return "quota";
-  if (PASSING.has(status)) return null;
+  if (RETRIABLE_STATUSES.has(status)) return null;
   if (CONTEXT.test(text)) return "context";
   if (TOOLS.test(text)) return "tools";
   if (ROLE_ORDER.test(text)) return "role_order";

@@ -100,6 +100,7 @@ async function readEvents(
 ): Promise<{ error: unknown } | undefined> {
   const parser = new EventParser();
   let events = parser.push(head);
+  let ended = false;
   for (;;) {
     for (const event of events) {
       if (event.data.trim() === "[DONE]") {
@@ -109,19 +110,15 @@ async function readEvents(
       const failed = emit(sink, foldEvent(event, sink.turn));
       if (failed !== undefined) return failed;
     }
+    if (ended) return undefined;
     const { value, done } = await reader.read();
-    if (done) break;
-    sink.touch();
-    events = parser.push(value);
-  }
-  for (const event of parser.flush()) {
-    if (event.data.trim() === "[DONE]") sink.turn.end();
+    ended = done;
+    if (done) events = parser.flush();
     else {
-      const failed = emit(sink, foldEvent(event, sink.turn));
-      if (failed !== undefined) return failed;
+      sink.touch();
+      events = parser.push(value);
     }
   }
-  return undefined;
 }
 
 /** One event's chunk folded into the turn. */
@@ -154,7 +151,9 @@ function foldWhole(text: string, sink: ReplySink): { error: unknown } | undefine
   if (!isObject(data) || !Array.isArray(data.choices)) {
     throw new ReplyError("not_api", `JSON that is no chat completion: ${clip(json)}`);
   }
-  return emit(sink, sink.turn.addCompletion(data as ReplyLike));
+  const deltas = sink.turn.add(data as ReplyLike);
+  sink.turn.end();
+  return emit(sink, deltas);
 }
 
 /** Hands deltas to `onDelta`; the error it throws is returned, to be rethrown as is. */
@@ -255,10 +254,11 @@ class EventParser {
   /** The end of the body: an event without its blank line still counts. */
   flush(): ServerEvent[] {
     const rest = this.#rest.replace(/\r$/, "");
-    const last = rest === "" ? undefined : this.#line(rest);
     this.#rest = "";
+    // A line that is not blank completes no event; only the blank line added here does.
+    if (rest !== "") this.#line(rest);
     const open = this.#line("");
-    return [last, open].filter((event): event is ServerEvent => event !== undefined);
+    return open === undefined ? [] : [open];
   }
 
   #line(line: string): ServerEvent | undefined {

@@ -19,11 +19,4 @@ export {
   PYTHON_TOOL,
 } from "./_provider.ts";
 export { assistantMessage, REASONING_FIELDS } from "./_provider_turn.ts";
-export {
-  describeFetchError,
-  listModels,
-  modelNote,
-  PROBE_TIMEOUT_MS,
-  type ProbeResult,
-  probeRoute,
-} from "./_probe.ts";
+export { modelNote, type ProbeResult, probeRoute } from "./_probe.ts";

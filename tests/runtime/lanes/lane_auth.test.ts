@@ -166,7 +166,7 @@ Deno.test('`LaneConnection` refuses hello.since beyond the head, naming the head
   }]);
   // The same socket would only be refused again: it is closed at once, not at the deadline.
   assert.deepEqual(c.closes, [[4409, "since_beyond_head"]]);
-  assert.equal(c.connection.greeted, false);
+  assert.equal(c.connection.role, undefined);
 
   const again = connect(4);
   await again.say({ kind: "hello", since: 4, token: TOKEN });
@@ -229,7 +229,7 @@ Deno.test("`LaneConnection` asks its transport to admit the lane at hello; a ref
     message: "cannot open a lane: full (got a viewer's hello)",
   }]);
   assert.deepEqual(refused.closes, [[1013, "too_many_connections"]]);
-  assert.equal(refused.connection.greeted, false);
+  assert.equal(refused.connection.role, undefined);
 });
 
 Deno.test("`LaneConnection` refuses identifiers with lone surrogates, so distinct ids never share a key", async () => {

@@ -303,7 +303,7 @@ Deno.test('`LaneConnection` refuses `page` without since "head", and a page larg
   assert.equal(sent[0].kind, "error");
   assert.equal((sent[0] as { code: string }).code, "invalid_input");
   assert.match((sent[0] as { message: string }).message, /page needs since "head" \(got since 2\)/);
-  assert.equal(refused.greeted, false);
+  assert.equal(refused.role, undefined);
   const all: ServerMessage[] = [];
   const whole = new LaneConnection(hostWith(4), {
     auth: AUTH,
