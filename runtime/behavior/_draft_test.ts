@@ -53,50 +53,34 @@ export const DRAFT_TESTS_DEADLINE_MS = 60_000;
 /** The most test functions a draft runs: with the four hooks, within a candidate's 64 checks. */
 export const MAX_DRAFT_TESTS = 56;
 
+/** What one trusted run does. */
+export interface TrustedRun {
+  /** The hook calls, run in order. */
+  calls: TestCall[];
+  /** The origin each call's trace is recorded with. */
+  origin: "test" | "candidate";
+  /** Whether the draft's own `tests/test_*.py` run after the calls. @default {false} */
+  tests?: boolean;
+}
+
 /**
  * Runs each call in order in one throwaway worker loaded with `tree`, checks each result
- * against its hook's contract and records each as a trace with `origin`. A worker that fails
- * to start fails every call with its error.
+ * against its hook's contract and records each as a trace with `run.origin`; a worker that
+ * fails to start fails every call with its error. With `run.tests` (as publication requires),
+ * the draft's own `tests/test_*.py` (`klbr/draft_tests.py`) run next: each becomes one check
+ * named `tests/<file>::<function>` whose `fixture` holds what it printed, and a run that does
+ * not end within {@linkcode DRAFT_TESTS_DEADLINE_MS} is one failing check named `tests`.
  *
  * @example
  * ```ts
- * const [outcome] = await runTrusted(options, tree, [{ hook: "turn.next", args: {} }], "test");
+ * const { hooks, tests } = await runTrusted(options, tree, { calls, origin: "candidate", tests: true });
+ * const ok = [...hooks, ...tests].every((c) => c.ok);
  * ```
  */
 export async function runTrusted(
   options: TrustedTestOptions,
   tree: BehaviorRef,
-  calls: TestCall[],
-  origin: "test" | "candidate",
-): Promise<TestOutcome[]> {
-  return (await runChecks(options, tree, { calls, origin, tests: false })).hooks;
-}
-
-/**
- * Checks a draft as publication requires, in one throwaway worker: each hook on its fixture
- * (`calls`, traced as `candidate`), then the draft's own `tests/test_*.py`
- * (`klbr/draft_tests.py`). Each test becomes one check named `tests/<file>::<function>`
- * whose `fixture` holds what it printed; a run that does not end within
- * {@linkcode DRAFT_TESTS_DEADLINE_MS} is one failing check named `tests`.
- *
- * @example
- * ```ts
- * const { hooks, tests } = await runDraftChecks(options, tree, calls);
- * const ok = [...hooks, ...tests].every((c) => c.ok);
- * ```
- */
-export async function runDraftChecks(
-  options: TrustedTestOptions,
-  tree: BehaviorRef,
-  calls: TestCall[],
-): Promise<{ hooks: TestOutcome[]; tests: CandidateCheck[] }> {
-  return await runChecks(options, tree, { calls, origin: "candidate", tests: true });
-}
-
-async function runChecks(
-  options: TrustedTestOptions,
-  tree: BehaviorRef,
-  run: { calls: TestCall[]; origin: "test" | "candidate"; tests: boolean },
+  run: TrustedRun,
 ): Promise<{ hooks: TestOutcome[]; tests: CandidateCheck[] }> {
   // The hooks under test read their tree and nothing else of the state directory; they may
   // not change it, so what is published is what was tested.

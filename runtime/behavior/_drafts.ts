@@ -7,11 +7,15 @@
 
 import { join, normalize, relative, resolve } from "node:path";
 import { z } from "zod";
+import { snapshotTree } from "../../store/maintenance/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
-import { KlbrError } from "../core/mod.ts";
+import { type BehaviorRef, KlbrError } from "../core/mod.ts";
 
 /** A draft id, `dr_…`. */
 export const DraftId = z.string().regex(/^dr_[0-9A-HJKMNP-TV-Z]{26}$/, "expected a draft id");
+
+/** A published release's id: the sha256 of its tree. */
+export const ReleaseId = z.string().regex(/^[0-9a-f]{64}$/, "expected a release id");
 
 /** The directory of draft `id` (which may not exist). */
 export function draftDir(store: Store, id: string): string {
@@ -32,6 +36,16 @@ export async function requireDraft(store: Store, id: string): Promise<string> {
     if (!(error instanceof Deno.errors.NotFound)) throw error;
   }
   throw new KlbrError("not_found", `cannot use draft ${id}: it does not exist`);
+}
+
+/**
+ * The draft as a tree to run, its revision `draft-<tree hash>`.
+ *
+ * @throws {KlbrError} `not_found` when it does not exist.
+ */
+export async function draftRef(store: Store, id: string): Promise<BehaviorRef> {
+  const dir = await requireDraft(store, id);
+  return { revision: `draft-${(await snapshotTree(dir)).id}`, path: dir };
 }
 
 /** Resolves a path inside a draft. @throws {KlbrError} `path_escape` for anything outside. */

@@ -26,28 +26,25 @@ import { requireSession } from "../../store/tables/sessions.ts";
 import { publishRelease, snapshotTree } from "../../store/maintenance/snapshot_hash.ts";
 import { HookName, KlbrError, newId } from "../core/mod.ts";
 import { defineRpc, type RpcCall, type RpcDefinition } from "../kernel/mod.ts";
-import { runDraftChecks, type TestOutcome, type TrustedTestOptions } from "./_draft_test.ts";
+import { runTrusted, type TestOutcome } from "./_draft_test.ts";
 import {
   copyTree,
   draftDiagnosticsFile,
   draftDir,
   draftFile,
   DraftId,
+  draftRef,
+  ReleaseId,
   requireDraft,
 } from "./_drafts.ts";
 import { hookFixtures } from "./_hook_contracts.ts";
-import { hookRpcs } from "./_hook_rpcs.ts";
+import { type HookRpcOptions, hookRpcs } from "./_hook_rpcs.ts";
 import { rollbackTarget } from "./_rollback.ts";
 
 /** What the `behavior.*` and `hooks.*` RPCs are bound to. */
-export interface BehaviorEditingOptions extends TrustedTestOptions {
+export interface BehaviorEditingOptions extends HookRpcOptions {
   /** The one activation path (shared with the operator's `activate`). */
   activate: (releaseId: string, expectedEpoch: number, reason: string) => Promise<number>;
-  /**
-   * The release the running turn is pinned to, with its frame; the active release and no
-   * frame outside a turn. @default the active release
-   */
-  pinned?: () => { releaseId: string; frameId: string | null };
 }
 
 /** One hook's or one draft test's result in a draft test. */
@@ -58,7 +55,6 @@ const DraftPath = z.object({ draft_id: DraftId, path: z.string().min(1).max(256)
 
 const ROLES = ["workbench"] as const;
 const Epoch = z.int().nonnegative();
-const ReleaseId = z.string().regex(/^[0-9a-f]{64}$/, "expected a release id");
 const NoArgs = z.object({});
 const ByDraft = z.object({ draft_id: DraftId });
 const Checks = z.array(z.object({ hook: z.string(), ok: z.boolean() }));
@@ -280,14 +276,13 @@ async function testDraft(
   action: "test" | "publish",
 ): Promise<{ ok: boolean; checks: HookCheck[]; candidate_id: string | null }> {
   const { store, session } = options;
-  const dir = await requireDraft(store, id);
-  const revision = `draft-${(await snapshotTree(dir)).id}`;
+  const tree = await draftRef(store, id);
   const fixtures = hookFixtures(Date.now());
-  const { hooks, tests } = await runDraftChecks(
-    options,
-    { revision, path: dir },
-    HookName.options.map((hook) => ({ hook, args: fixtures[hook] })),
-  );
+  const { hooks, tests } = await runTrusted(options, tree, {
+    calls: HookName.options.map((hook) => ({ hook, args: fixtures[hook] })),
+    origin: "candidate",
+    tests: true,
+  });
   const checks = [...hooks.map(({ output: _o, duration_ms: _d, ...check }) => check), ...tests];
   const ok = checks.every((c) => c.ok);
   const file = draftDiagnosticsFile(store, id);
@@ -300,7 +295,7 @@ async function testDraft(
   const { candidateId } = recordFailedCandidate(store, {
     session,
     draftId: id,
-    revision,
+    revision: tree.revision,
     action,
     checks,
   });

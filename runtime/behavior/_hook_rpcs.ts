@@ -17,19 +17,21 @@ import {
 import { getFrame } from "../../store/tables/frames.ts";
 import { getRelease } from "../../store/tables/releases.ts";
 import { requireSession } from "../../store/tables/sessions.ts";
-import { snapshotTree } from "../../store/maintenance/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
 import { type BehaviorRef, HookName, KlbrError } from "../core/mod.ts";
 import { defineRpc, type RpcCall } from "../kernel/mod.ts";
 import { bindHook } from "./_bindings.ts";
 import { runTrusted, type TrustedTestOptions } from "./_draft_test.ts";
-import { DraftId, requireDraft } from "./_drafts.ts";
+import { DraftId, draftRef, ReleaseId, requireDraft } from "./_drafts.ts";
 import { hookFixtures } from "./_hook_contracts.ts";
 import { traceView } from "./_traces.ts";
 
 /** What the `hooks.*` handlers need. */
 export interface HookRpcOptions extends TrustedTestOptions {
-  /** The release the running turn is pinned to, with its frame. @default the active release */
+  /**
+   * The release the running turn is pinned to, with its frame; the active release and no
+   * frame outside a turn. @default the active release
+   */
   pinned?: () => { releaseId: string; frameId: string | null };
 }
 
@@ -38,7 +40,7 @@ const TestParams = z.object({
   args: z.record(z.string(), z.unknown()).optional(),
   trace_id: z.string().regex(/^tr_/, "expected a trace id").optional(),
   draft_id: DraftId.optional(),
-  release_id: z.string().regex(/^[0-9a-f]{64}$/, "expected a release id").optional(),
+  release_id: ReleaseId.optional(),
 }).refine((p) => !(p.args && p.trace_id), "give args or trace_id, not both")
   .refine((p) => !(p.draft_id && p.release_id), "give draft_id or release_id, not both");
 
@@ -78,7 +80,10 @@ export const hooksTestRpc = defineRpc({
   handler: async (p, { deps }: RpcCall<HookRpcOptions>) => {
     const args = argsOf(deps, p);
     const tree = await treeOf(deps, p);
-    const [outcome] = await runTrusted(deps, tree, [{ hook: p.hook, args }], "test");
+    const { hooks: [outcome] } = await runTrusted(deps, tree, {
+      calls: [{ hook: p.hook, args }],
+      origin: "test",
+    });
     return {
       ok: outcome.ok,
       hook: p.hook,
@@ -149,10 +154,7 @@ function pinnedOf(options: HookRpcOptions): { releaseId: string; frameId: string
 
 /** The tree a `hooks.test` runs: the draft, else the release, else the pinned release. */
 async function treeOf(options: HookRpcOptions, p: TestRequest): Promise<BehaviorRef> {
-  if (p.draft_id !== undefined) {
-    const dir = await requireDraft(options.store, p.draft_id);
-    return { revision: `draft-${(await snapshotTree(dir)).id}`, path: dir };
-  }
+  if (p.draft_id !== undefined) return await draftRef(options.store, p.draft_id);
   const id = p.release_id ?? pinnedOf(options).releaseId;
   const release = getRelease(options.store, id);
   if (release === undefined) {

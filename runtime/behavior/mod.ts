@@ -10,18 +10,10 @@
 export { type BehaviorEditingOptions, behaviorRpcs, candidateView } from "./_editing.ts";
 export { readTraces } from "./_hook_rpcs.ts";
 export { rollbackTarget } from "./_rollback.ts";
-export { BINDINGS_FILE, readBindings } from "./_bindings.ts";
-export {
-  runTrusted,
-  type TestCall,
-  type TestOutcome,
-  type TrustedTestOptions,
-} from "./_draft_test.ts";
-export { hookErrorOf, traceView } from "./_traces.ts";
+export { hookErrorOf } from "./_traces.ts";
 export {
   AttentionPlan,
   checkHookResult,
-  hookFixtures,
   type HookResult,
   routedConversations,
 } from "./_hook_contracts.ts";

@@ -15,6 +15,7 @@
  */
 
 import { KlbrError } from "../core/mod.ts";
+import { spawnFailure } from "./_spawn_child.ts";
 
 function checkPgid(action: string, pgid: number): void {
   if (!Number.isSafeInteger(pgid) || pgid <= 1) {
@@ -41,15 +42,10 @@ async function listProcesses(
       stderr: "piped",
     }).output();
   } catch (cause) {
-    const forbidden = cause instanceof Deno.errors.NotCapable ||
-      cause instanceof Deno.errors.PermissionDenied;
-    throw new KlbrError(
-      forbidden ? "forbidden" : "internal",
-      `cannot ${action}: "ps" ${
-        forbidden ? "is not permitted; add it to --allow-run" : "did not start"
-      } (got ${String(cause)})`,
-      { cause },
-    );
+    throw spawnFailure(cause, {
+      forbidden: `${action}: "ps" is not permitted; add it to --allow-run (got ${String(cause)})`,
+      other: `${action}: "ps" did not start (got ${String(cause)})`,
+    });
   }
   if (!output.success) {
     throw new KlbrError(
@@ -133,20 +129,11 @@ export async function killProcessGroup(pgid: number): Promise<void> {
       stderr: "piped",
     }).output();
   } catch (cause) {
-    if (cause instanceof Deno.errors.NotCapable || cause instanceof Deno.errors.PermissionDenied) {
-      throw new KlbrError(
-        "forbidden",
-        `cannot kill process group: running "kill" is not permitted; add it to --allow-run (got ${pgid})`,
-        { cause },
-      );
-    }
-    throw new KlbrError(
-      "internal",
-      `cannot kill process group: "kill" did not start (got ${pgid})`,
-      {
-        cause,
-      },
-    );
+    throw spawnFailure(cause, {
+      forbidden:
+        `kill process group: running "kill" is not permitted; add it to --allow-run (got ${pgid})`,
+      other: `kill process group: "kill" did not start (got ${pgid})`,
+    });
   }
   if (output.success) return;
   const stderr = new TextDecoder().decode(output.stderr).trim();

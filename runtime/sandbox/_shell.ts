@@ -6,7 +6,7 @@
  * @module
  */
 
-import { KlbrError } from "../core/mod.ts";
+import { spawnFailure } from "./_spawn_child.ts";
 
 /** The shell every script runs in (named in the daemon's `--allow-run`). */
 export const SHELL = "/bin/sh";
@@ -94,15 +94,11 @@ export async function runShell(script: string, args: string[] = []): Promise<She
       stderr: "piped",
     }).output();
   } catch (cause) {
-    const forbidden = cause instanceof Deno.errors.NotCapable ||
-      cause instanceof Deno.errors.PermissionDenied;
-    throw new KlbrError(
-      forbidden ? "forbidden" : "internal",
-      `cannot run ${SHELL}: ${
-        forbidden ? "the daemon may not run it; add it to --allow-run" : "it did not start"
-      } (got ${String(cause).slice(0, 200)})`,
-      { cause },
-    );
+    const got = `(got ${String(cause).slice(0, 200)})`;
+    throw spawnFailure(cause, {
+      forbidden: `run ${SHELL}: the daemon may not run it; add it to --allow-run ${got}`,
+      other: `run ${SHELL}: it did not start ${got}`,
+    });
   }
   const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
   return { code: output.code, stdout: decode(output.stdout), stderr: decode(output.stderr) };

@@ -1,6 +1,7 @@
 /**
  * Starting a child process with Deno's spawn failures turned into {@linkcode KlbrError}s that
- * say what to fix, shared by the workbench spawn and `workspace.run`.
+ * say what to fix, shared by the workbench spawn, `workspace.run` and the sandbox's own `ps`,
+ * `kill` and `/bin/sh` runs.
  *
  * @module
  */
@@ -9,18 +10,38 @@ import { KlbrError } from "../core/mod.ts";
 
 /** What a failed spawn says, by cause: each the text after `cannot `. */
 export interface SpawnFailureText {
-  /** The program (or its working directory) does not exist. */
-  notFound: string;
+  /** The program (or its working directory) does not exist; without it, counted as `other`. */
+  notFound?: string;
   /** Deno's permissions (or the system's) forbid running it. */
   forbidden: string;
-  /** Anything else; the cause's text is appended. */
+  /** Anything else. */
   other: string;
+}
+
+/**
+ * The typed error for a process that failed to start with `cause`, its message picked from
+ * `text` by cause.
+ *
+ * @example
+ * ```ts
+ * throw spawnFailure(cause, { forbidden: "run ps: not permitted", other: "run ps: did not start" });
+ * ```
+ */
+export function spawnFailure(cause: unknown, text: SpawnFailureText): KlbrError {
+  if (text.notFound !== undefined && cause instanceof Deno.errors.NotFound) {
+    return new KlbrError("not_found", `cannot ${text.notFound}`, { cause });
+  }
+  if (cause instanceof Deno.errors.NotCapable || cause instanceof Deno.errors.PermissionDenied) {
+    return new KlbrError("forbidden", `cannot ${text.forbidden}`, { cause });
+  }
+  return new KlbrError("internal", `cannot ${text.other}`, { cause });
 }
 
 /**
  * Spawns `program` with `options`, or throws a typed error naming the failure.
  *
- * @throws {KlbrError} `not_found`, `forbidden` or `internal`, with `text`'s message.
+ * @throws {KlbrError} `not_found`, `forbidden` or `internal`, with `text`'s message (the
+ * cause's text appended to `other`).
  * @example
  * ```ts
  * const child = spawnChild("python3", { args: ["-V"], stdout: "piped" }, {
@@ -39,12 +60,6 @@ export function spawnChild(
   try {
     return new Deno.Command(program, options).spawn();
   } catch (cause) {
-    if (cause instanceof Deno.errors.NotFound) {
-      throw new KlbrError("not_found", `cannot ${text.notFound}`, { cause });
-    }
-    if (cause instanceof Deno.errors.NotCapable || cause instanceof Deno.errors.PermissionDenied) {
-      throw new KlbrError("forbidden", `cannot ${text.forbidden}`, { cause });
-    }
-    throw new KlbrError("internal", `cannot ${text.other}: ${String(cause)}`, { cause });
+    throw spawnFailure(cause, { ...text, other: `${text.other}: ${String(cause)}` });
   }
 }

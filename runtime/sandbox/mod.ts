@@ -19,8 +19,6 @@ export {
   bwrapArgs,
   type ConfinedSpawn,
   ETC_BINDS,
-  isWithin,
-  SANDBOX_UID,
   type SandboxBase,
   type SandboxStatus,
   SYSTEM_BINDS,
@@ -35,25 +33,18 @@ export {
   probeSandbox,
   requireSandbox,
 } from "./_probe.ts";
-export {
-  type Confinement,
-  type ConfinementOptions,
-  prepareConfinement,
-  SECCOMP_FILE,
-} from "./_confinement.ts";
+export { type Confinement, type ConfinementOptions, prepareConfinement } from "./_confinement.ts";
 export { describeConfinement } from "./_describe.ts";
 export {
   cgroupName,
   closeLimits,
-  describeSettings,
   formatBytes,
   type LimitSettings,
-  type LimitsMode,
   type LimitsPlan,
   planLimits,
 } from "./_limits.ts";
-export { type Jail, LIMIT_POLL_MS, openJail, watchLimits } from "./_jail.ts";
-export { protectedPaths, refuseProtected, SELF_PATHS } from "./_protect.ts";
+export { type Jail, LIMIT_POLL_MS, watchLimits } from "./_jail.ts";
+export { protectedPaths, refuseProtected } from "./_protect.ts";
 export {
   type BpfInstruction,
   CLONE_NAMESPACE_FLAGS,

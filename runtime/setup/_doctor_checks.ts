@@ -22,17 +22,15 @@ import {
   linkedSqliteVersion,
   MIN_SQLITE_VERSION,
 } from "../../store/version_guard.ts";
-import {
-  type DiscordConfig,
-  loadConfig,
-  redactRoute,
-  resolveApiKey,
-  type Route,
-  Secret,
-} from "../config/mod.ts";
+import { loadConfig, redactRoute, resolveApiKey, type Route, Secret } from "../config/mod.ts";
 import { later } from "./_later.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
-import { CONFIG_FILE, loadStateConfig, resolveConfigPath } from "./_state_dir.ts";
+import {
+  CONFIG_FILE,
+  EVERY_VARIABLE_SET,
+  loadStateConfig,
+  resolveConfigPath,
+} from "./_state_dir.ts";
 import { derivePermissionInput } from "./_launcher.ts";
 import { servePermissionFlags } from "./_serve_permissions.ts";
 import { checkWorkbench } from "./_doctor_workbench.ts";
@@ -78,16 +76,13 @@ export async function runDoctor(options: DoctorOptions): Promise<number> {
   await check("sqlite", () => checkSqliteVersion(sqlite));
   await check("python", async () => {
     const found = await resolvePython(python);
+    // resolvePython refuses a Python older than 3.11 itself.
     say(`python ${found.version} at ${found.executable}`);
-    const [major, minor] = found.version.split(".").map(Number);
-    if (major < 3 || (major === 3 && minor < 11)) {
-      throw new Error(`klbr needs Python 3.11 or newer (got ${found.version})`);
-    }
   });
   const activeRelease = await checkState(report, options.stateDir);
   await check("skills", () => checkSkills(report, options.stateDir));
   await check("config", () => checkConfig(report, options));
-  await check("discord", () => checkDiscordNode(report, options));
+  await check("discord", () => checkDiscord(report, options));
   await check("permissions", () => checkPermissions(report, options));
   await check("behaviour", async () => {
     const dir = join(repoRoot, "behavior");
@@ -226,24 +221,10 @@ async function checkConfig(report: DoctorReport, options: DoctorOptions): Promis
     }`,
   );
   for (const warning of warnings) report.say(`  warning: ${warning}`);
-  await reportRoutes(Object.values(config.routes) as Route[], {
+  await reportRoutes(report, Object.values(config.routes) as Route[], {
     probe: options.probeRoutes !== false,
     configPath: path,
-    say: report.say,
-    problem: report.problem,
-    warn: report.warn,
   });
-}
-
-async function checkDiscordNode(report: DoctorReport, options: DoctorOptions): Promise<void> {
-  // Read without the token check: a missing variable is reported here, by name.
-  const path = await resolveConfigPath(options.stateDir, options.configPath);
-  const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
-  const { config } = await loadStateConfig(path, { env: everySet });
-  if (config.discord === undefined) {
-    return report.say("discord off (no discord node in the configuration)");
-  }
-  await reportDiscord(config.discord, options.probeDiscord === true, report.say, report.problem);
 }
 
 async function checkPermissions(report: DoctorReport, options: DoctorOptions): Promise<void> {
@@ -258,8 +239,7 @@ async function checkPermissions(report: DoctorReport, options: DoctorOptions): P
     report.say("  note: run is unscoped; set KLBR_RUN_PROGRAMS=git,deno,… to narrow workspace.run");
   }
   const path = await resolveConfigPath(options.stateDir, options.configPath);
-  const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
-  const { config } = await loadConfig(path, { env: everySet });
+  const { config } = await loadConfig(path, { env: EVERY_VARIABLE_SET });
   await reportSandbox(input, config, { say: report.say, problem: report.problem });
 }
 
@@ -268,18 +248,13 @@ async function checkPermissions(report: DoctorReport, options: DoctorOptions): P
  * since no turn can run, with the fix named; another role not answering is a warning.
  */
 async function reportRoutes(
+  out: DoctorReport,
   routes: Route[],
-  out: {
-    probe: boolean;
-    configPath: string | undefined;
-    say: (line: string) => void;
-    problem: (line: string) => void;
-    warn: (line: string) => void;
-  },
+  { probe, configPath }: { probe: boolean; configPath: string | undefined },
 ): Promise<void> {
   const { modelNote, probeRoute } = await later("../model/mod.ts");
   const answers = new Map<string, ReturnType<typeof probeRoute>>();
-  const where = out.configPath ?? "a configuration file (deno task init writes one)";
+  const where = configPath ?? "a configuration file (deno task init writes one)";
   const reported = new Set<string>();
   // The roles that share a server (undeclared roles copy main) are one line.
   const servers = new Map<string, Route[]>();
@@ -290,7 +265,7 @@ async function reportRoutes(
   for (const [route, ...others] of servers.values()) {
     const shown = redactRoute(route);
     const names = [route, ...others].map((r) => r.name).join(", ");
-    if (!out.probe) {
+    if (!probe) {
       out.say(`  route ${names}: ${shown.url} model ${shown.model} (not probed)`);
       continue;
     }
@@ -332,13 +307,15 @@ const INTENT_NAMES: [number, string][] = [
   [1 << 15, "MESSAGE_CONTENT"],
 ];
 
-/** Prints the Discord configuration; with `probe`, checks the token and reaches the gateway. */
-async function reportDiscord(
-  discord: DiscordConfig,
-  probe: boolean,
-  say: (line: string) => void,
-  problem: (line: string) => void,
-): Promise<void> {
+/**
+ * Prints the Discord configuration; with `--probe`, checks the token and reaches the gateway.
+ * A missing token variable is reported here, by name.
+ */
+async function checkDiscord(report: DoctorReport, options: DoctorOptions): Promise<void> {
+  const { say, problem } = report;
+  const path = await resolveConfigPath(options.stateDir, options.configPath);
+  const discord = (await loadStateConfig(path, { env: EVERY_VARIABLE_SET })).config.discord;
+  if (discord === undefined) return say("discord off (no discord node in the configuration)");
   const { probeDiscord, GATEWAY_INTENTS } = await later("../discord/mod.ts");
   const token = Deno.env.get(discord.token_env);
   const intents = INTENT_NAMES.filter(([bit]) => (GATEWAY_INTENTS & bit) !== 0).map(([, n]) => n);
@@ -351,7 +328,9 @@ async function reportDiscord(
     `  send timeout ${discord.send_timeout_ms} ms, nonce window ${discord.nonce_window_ms} ms, attachments up to ${discord.attachment_max_bytes} bytes, backfill up to ${discord.backfill_max_messages} messages a channel`,
   );
   if (!token) return problem(`discord: environment variable ${discord.token_env} is not set`);
-  if (!probe) return say("  token not probed (doctor --probe checks it with GET /users/@me)");
+  if (options.probeDiscord !== true) {
+    return say("  token not probed (doctor --probe checks it with GET /users/@me)");
+  }
   const { lines, problems } = await probeDiscord(discord, { token: new Secret(token) });
   lines.forEach(say);
   problems.forEach(problem);

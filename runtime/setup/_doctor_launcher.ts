@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 import type { Route } from "../config/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
 import { doctorNetHosts } from "./_serve_permissions.ts";
-import { loadStateConfig, resolveConfigPath } from "./_state_dir.ts";
+import { EVERY_VARIABLE_SET, loadStateConfig, resolveConfigPath } from "./_state_dir.ts";
 
 /** Options for {@linkcode launchDoctor}. */
 export interface LaunchDoctorOptions {
@@ -28,9 +28,7 @@ export interface LaunchDoctorOptions {
 export async function doctorNetwork(options: LaunchDoctorOptions): Promise<string[]> {
   try {
     const path = await resolveConfigPath(resolve(options.stateDir), options.configPath);
-    // Without the key check: an unset variable is one of the problems the checks report.
-    const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
-    const { config } = await loadStateConfig(path, { env: everySet });
+    const { config } = await loadStateConfig(path, { env: EVERY_VARIABLE_SET });
     const urls = (Object.values(config.routes) as Route[]).map((route) => route.url);
     const discord = config.discord === undefined
       ? []

@@ -17,7 +17,6 @@ import {
   prepareConfinement,
   SYSTEM_BINDS,
 } from "../sandbox/mod.ts";
-import { REPO_ROOT } from "./_repo_root.ts";
 import type { ServePermissionInput } from "./_serve_permissions.ts";
 
 /** Where doctor's lines go. */
@@ -68,7 +67,7 @@ export async function reportSandbox(
       bwrap: input.bwrap,
       stateDir: input.stateDir,
       workspace: input.workspace,
-      repoRoot: input.repoRoot ?? REPO_ROOT,
+      repoRoot: input.repoRoot,
       log: SILENT_LOGGER,
       inspect: { scratch },
     });

@@ -8,8 +8,12 @@
 
 import { resolve } from "node:path";
 import { isKlbrError } from "../core/mod.ts";
-import type { InitReport } from "./_state_dir.ts";
-import { loadStateConfig, resolveConfigPath } from "./_state_dir.ts";
+import {
+  EVERY_VARIABLE_SET,
+  type InitReport,
+  loadStateConfig,
+  resolveConfigPath,
+} from "./_state_dir.ts";
 
 /** Options for {@linkcode describeInit}. */
 export interface DescribeInitOptions {
@@ -43,8 +47,7 @@ export async function describeInit(
   let model: string;
   try {
     // Read without the key check: an unset variable is doctor's to report, not init's.
-    const everySet = new Proxy({}, { get: () => "set" }) as Record<string, string>;
-    const { config } = await loadStateConfig(configPath, { env: everySet });
+    const { config } = await loadStateConfig(configPath, { env: EVERY_VARIABLE_SET });
     const { url, model: name, api_key_env } = config.routes.main;
     model = `${url}, model "${name}"${api_key_env ? `, key from $${api_key_env}` : ", no key"}`;
   } catch (error) {

@@ -48,20 +48,21 @@ const MAX_HANDOFF_BYTES = 64 * 1024;
  */
 export async function readHandoff(stream: ReadableStream<Uint8Array>): Promise<LauncherHandoff> {
   const reader = stream.getReader();
-  const chunks: Uint8Array[] = [];
+  const decoder = new TextDecoder();
+  let text = "";
   let size = 0;
   try {
     while (size <= MAX_HANDOFF_BYTES) {
       const { value, done } = await reader.read();
       if (done) break;
-      chunks.push(value);
+      text += decoder.decode(value, { stream: true });
       size += value.length;
       if (value.includes(10)) break;
     }
   } finally {
     reader.releaseLock();
   }
-  const text = new TextDecoder().decode(concat(chunks, size));
+  text += decoder.decode();
   const end = text.indexOf("\n");
   if (end < 0) {
     throw new KlbrError(
@@ -91,14 +92,4 @@ export async function readHandoff(stream: ReadableStream<Uint8Array>): Promise<L
     );
   }
   return parsed.data;
-}
-
-function concat(chunks: Uint8Array[], size: number): Uint8Array {
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    all.set(chunk, at);
-    at += chunk.length;
-  }
-  return all;
 }

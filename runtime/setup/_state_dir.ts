@@ -27,6 +27,12 @@ export const STATE_SUBDIRS = ["releases", "drafts", "artifacts", "skills"] as co
 export const CONFIG_FILE = "config.kdl";
 
 /**
+ * An environment where every variable is set, to read the configuration without its key
+ * check: an unset key variable is one of the problems doctor reports, by name.
+ */
+export const EVERY_VARIABLE_SET = new Proxy({}, { get: () => "set" }) as Record<string, string>;
+
+/**
  * Resolves the state directory: the `--state` flag, then `KLBR_STATE_DIR`, then `./.klbr`.
  *
  * @example

@@ -45,27 +45,17 @@ async function newestMtime(dir: string): Promise<number> {
   return newest;
 }
 
-/** Oldest modification time (ms) of the build outputs; 0 when one is missing. */
-async function builtAt(dist: string): Promise<number> {
-  let oldest = Infinity;
-  for (const name of UI_OUTPUTS) {
-    try {
-      oldest = Math.min(oldest, (await Deno.stat(join(dist, name))).mtime?.getTime() ?? 0);
-    } catch (error) {
-      if (error instanceof Deno.errors.NotFound) return 0;
-      throw error;
-    }
-  }
-  return oldest;
-}
-
 /**
  * Returns whether `ui/dist` lacks an output or is older than a source: a file under
  * `ui/src`, `ui/static` or `runtime/core` (the schemas the page bundles), `deno.json` or
  * `deno.lock`.
  */
 export async function uiIsStale(repoRoot: string): Promise<boolean> {
-  const built = await builtAt(join(repoRoot, "ui", "dist"));
+  // The oldest output; 0 when one is missing.
+  const dist = join(repoRoot, "ui", "dist");
+  const built = Math.min(
+    ...await Promise.all(UI_OUTPUTS.map((name) => fileMtime(join(dist, name)))),
+  );
   if (built === 0) return true;
   const sources = Math.max(
     await newestMtime(join(repoRoot, "ui", "src")),
@@ -77,6 +67,7 @@ export async function uiIsStale(repoRoot: string): Promise<boolean> {
   return sources > built;
 }
 
+/** Modification time (ms) of the file at `path`; 0 when it does not exist. */
 async function fileMtime(path: string): Promise<number> {
   try {
     return (await Deno.stat(path)).mtime?.getTime() ?? 0;

@@ -11,16 +11,9 @@ export { doctorNetwork, launchDoctor, type LaunchDoctorOptions } from "./_doctor
 export { runExample } from "./_example.ts";
 export { describeInit, type DescribeInitOptions } from "./_first_steps.ts";
 export { daemonArgs, derivePermissionInput, launchDaemon } from "./_launcher.ts";
-export { encodeHandoff, LauncherHandoff, readHandoff } from "./_handoff.ts";
+export { encodeHandoff, readHandoff } from "./_handoff.ts";
 export { REPO_ROOT } from "./_repo_root.ts";
-export {
-  DAEMON_ENV_NAMES,
-  DAEMON_SYS,
-  daemonEnv,
-  doctorNetHosts,
-  parseRunPrograms,
-  servePermissionFlags,
-} from "./_serve_permissions.ts";
+export { daemonEnv, parseRunPrograms, servePermissionFlags } from "./_serve_permissions.ts";
 export {
   CONFIG_FILE,
   initStateDir,

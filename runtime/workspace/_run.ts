@@ -94,13 +94,7 @@ async function readCapped(
   } catch {
     // A cancelled reader ends the capture; what was kept stands.
   }
-  const bytes = new Uint8Array(length);
-  let at = 0;
-  for (const part of kept) {
-    bytes.set(part, at);
-    at += part.length;
-  }
-  return { bytes, truncated };
+  return { bytes: Buffer.concat(kept, length), truncated };
 }
 
 /** Whether bwrap itself reported that the program does not exist inside the sandbox. */
