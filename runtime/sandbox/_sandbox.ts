@@ -14,7 +14,7 @@
  * @module
  */
 
-import { dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import type { LimitsPlan } from "./_limits.ts";
 
 /** The system directories bound read-only; a missing one (or a symlink's target) is skipped. */
@@ -102,10 +102,13 @@ export interface ConfinedSpawn {
   readOnly: string[];
 }
 
-/** `path` is `dir` or lies inside it (both absolute and normalised). */
+/**
+ * `path` is `dir` or lies inside it (both absolute and normalised). A name that only starts
+ * with two dots (`..x`) is inside; `..` and `../…` are not.
+ */
 export function isWithin(dir: string, path: string): boolean {
   const rel = relative(dir, path);
-  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+  return rel !== ".." && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
 }
 
 /** The directories strictly between `dir` and `path` (which lies inside it), outermost first. */

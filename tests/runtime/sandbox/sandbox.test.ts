@@ -353,6 +353,12 @@ Deno.test("`protectedPaths()` names klbr's code and the git hooks and config whe
     () => refuseProtected(found.paths, join(checkout, ".git", "config"), "src/klbr/.git/config"),
     /the repository's git hooks and config are read-only to the agent/,
   );
+  // A name that only starts with two dots is inside its folder; a sibling folder is not.
+  assert.throws(
+    () => refuseProtected(found.paths, join(checkout, "runtime", "..x.ts"), "runtime/..x.ts"),
+    /klbr's own code is read-only to the agent/,
+  );
+  refuseProtected(found.paths, join(checkout, "runtime..x", "y.ts"), "runtime..x/y.ts");
   refuseProtected(found.paths, join(ws, "notes.md"), "notes.md");
 });
 
