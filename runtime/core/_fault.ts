@@ -17,7 +17,7 @@
  */
 
 /** Every named fault point, and where it is. */
-export const FAULT_POINTS = [
+const FAULT_POINTS = [
   /** After admission commits a batch of inputs, before any ack or wake. */
   "commit-before-notify",
   /** Admission idle with a whole batch of inputs not history-indexed, before it is indexed. */
@@ -42,7 +42,7 @@ export const FAULT_POINTS = [
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 
 /** What a fault does when it fires. */
-export type FaultAction = "kill" | "fail" | "stall";
+type FaultAction = "kill" | "fail" | "stall";
 
 interface FaultRule {
   action: FaultAction;
@@ -62,7 +62,7 @@ const STALL_MS = 600_000;
  * parseFaults("artifact-write=fail@1"); // Map { "artifact-write" => { action: "fail", from: 1, to: 1 } }
  * ```
  */
-export function parseFaults(spec: string): Map<FaultPoint, FaultRule> {
+function parseFaults(spec: string): Map<FaultPoint, FaultRule> {
   const rules = new Map<FaultPoint, FaultRule>();
   for (const entry of spec.split(",").map((s) => s.trim()).filter(Boolean)) {
     const match = /^([a-z-]+)=(kill|fail|stall)(?:@(\d+)(-(\d+)?)?)?$/.exec(entry);
@@ -97,7 +97,7 @@ function readSpec(): Map<FaultPoint, FaultRule> | null {
 }
 
 /** The active fault rules, read once at start; `null` in production. */
-export const FAULTS: ReadonlyMap<FaultPoint, FaultRule> | null = readSpec();
+const FAULTS: ReadonlyMap<FaultPoint, FaultRule> | null = readSpec();
 
 /** The action due at this hit of `point`, if any; counts the hit. */
 function due(point: FaultPoint): FaultAction | undefined {

@@ -10,7 +10,7 @@
 import * as z from "zod";
 
 /** How bad a log line is. */
-export type LogLevel = "info" | "warn" | "error";
+type LogLevel = "info" | "warn" | "error";
 
 /** The fields of a log line: plain JSON values. */
 export type LogFields = Record<string, unknown>;

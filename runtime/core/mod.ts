@@ -19,56 +19,34 @@ export {
   DEFAULT_RETRY_BASE_MS,
 } from "./_defaults.ts";
 export { assert, isKlbrError, KlbrError, type KlbrErrorCode } from "./_errors.ts";
-export {
-  FAULT_POINTS,
-  type FaultAction,
-  type FaultPoint,
-  faultPoint,
-  FAULTS,
-  parseFaults,
-} from "./_fault.ts";
-export {
-  type CommittedRecords,
-  EventBus,
-  type LaneSignal,
-  MAX_CARRIED_RECORDS,
-  type StoredRecord,
-} from "./_event_bus.ts";
+export { faultPoint } from "./_fault.ts";
+export { EventBus, type LaneSignal, MAX_CARRIED_RECORDS, type StoredRecord } from "./_event_bus.ts";
 export {
   createLogger,
   type LogFields,
   LogFormat,
   type Logger,
   type LoggerOptions,
-  type LogLevel,
   SILENT_LOGGER,
 } from "./_log.ts";
 export { nextMacrotask, SerialRunner, settlesWithin } from "./_serial.ts";
 export { describeIssues } from "./_issues.ts";
 export {
-  ActionResult,
   AdaptedRoute,
   adaptedRouteText,
-  BudgetStatus,
   CandidatesResult,
-  CandidateView,
   ContextResult,
   FramesResult,
-  FrameView,
   HealthReport,
-  JobsResult,
-  JobView,
   OPERATOR_RESULTS,
   type OperatorResultKind,
   parseOperatorResult,
   PartHealth,
-  ResumeResult,
   SearchResult,
   SessionState,
   SessionStatus,
   SpentBudget,
   StatusResult,
-  TimerView,
   TraceResult,
   TraceView,
 } from "./_operator_results.ts";
@@ -95,7 +73,6 @@ export {
   InputAttachment,
   LaneRecord,
   MAX_ATTACHMENTS,
-  MAX_PAGE,
   OPERATOR_KINDS,
   parseClientMessage,
   ServerMessage,
@@ -104,7 +81,6 @@ export {
   ArtifactRef,
   CELL_OUTCOMES,
   CellDisplay,
-  CellInterruption,
   CellRunResult,
   DurableRecord,
   isRecordType,
@@ -118,6 +94,5 @@ export {
   type RecordReading,
   type RecordType,
   SOURCE_KINDS,
-  UnknownRecord,
 } from "./_records.ts";
 export { JOB_STATES } from "./_records_jobs.ts";
