@@ -24,6 +24,7 @@ export const PartHealth = z.looseObject({
   state: z.string(),
   route: z.string().optional(),
   error: z.string().nullable(),
+  /** When the current state began, in ms; `null` when `ok`. */
   since: ms,
 });
 /** A part's state in `/health`. */
