@@ -1,14 +1,7 @@
 /**
  * The fault-injection seam: named points in the daemon where a test makes it SIGKILL itself,
- * stall, or fail the I/O it is about to do. `docs/faults.md` lists every point.
- *
- * A test sets `KLBR_FAULTS` for the daemon it starts, e.g.
- * `KLBR_FAULTS=publish-before-reply=kill` or `artifact-write=fail@1,store-commit=fail@3-5`:
- * `point=action` acts on every hit, `@N` on the Nth hit only, `@N-M` on hits N to M, `@N-` from
- * the Nth on. Actions: `kill` (SIGKILL of the daemon itself, after one line on stderr naming
- * the point, so a test can tell its kill landed there), `fail` (the caller's I/O throws, the
- * way the real failure would), `stall` (the point never returns: a sync point blocks the
- * thread, an async one a promise, both for at most ten minutes).
+ * stall, or fail the I/O it is about to do. `docs/faults.md` gives the `KLBR_FAULTS` syntax
+ * (`artifact-write=fail@1,store-commit=fail@3-5`), what each action does, and every point.
  *
  * In production the variable is unset: {@linkcode FAULTS} is `null`, and every point is one
  * branch on that constant.
