@@ -9,7 +9,6 @@
  * @module
  */
 
-// A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
 import { KlbrError } from "./_errors.ts";
 import { describeIssues, wellFormed } from "./_issues.ts";

@@ -6,7 +6,6 @@
  * @module
  */
 
-// A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
 
 /** How bad a log line is. */

@@ -1,7 +1,8 @@
 /**
  * The base every other part stands on: errors, ids, the wire envelopes of both protocols,
  * the durable record bodies, and the in-process event bus. It imports no domain; it is all of
- * `runtime/` that `store/` and `ui/` import.
+ * `runtime/` that `store/` and `ui/` import. Its files import zod as a namespace
+ * (`import * as z`), which lets the UI bundle keep only the parts of zod that core uses.
  *
  * @module
  */
