@@ -268,7 +268,9 @@ export const ContextResult = z.looseObject({
   budget: z.looseObject({
     context_tokens: count,
     compact_at_tokens: count,
+    /** The estimate of the whole request (contract, summary, items, note), in provider tokens. */
     used_tokens: count,
+    /** Provider tokens per raw token, as the route's replies taught it. */
     ratio: z.number(),
   }),
   system_tokens: count,
@@ -280,12 +282,17 @@ export const ContextResult = z.looseObject({
     text: z.string(),
     at: z.number(),
   }).nullable(),
+  /**
+   * Each item carried: `tokens` is the provider-token estimate (the raw estimate times the
+   * route's calibration), `preview` the start of its text, a tool call's code or a tool result.
+   */
   items: z.array(
     z.looseObject({ idx: count, role: z.string(), tokens: count, preview: z.string() }),
   ),
   left_out: z.array(
     z.looseObject({ from_idx: count, to_idx: count, count, reason: z.string() }),
   ),
+  /** True when the next request compacts first. */
   over_compact: z.boolean(),
 });
 /** `op.context`. */
