@@ -9,25 +9,16 @@
  * @module
  */
 
-/** Every named fault point, and where it is. */
+/** Every named fault point; the table in `docs/faults.md` says where each one is. */
 const FAULT_POINTS = [
-  /** After admission commits a batch of inputs, before any ack or wake. */
   "commit-before-notify",
-  /** Admission idle with a whole batch of inputs not history-indexed, before it is indexed. */
   "admitted-before-index",
-  /** After `local.send` commits its record, before the cell hears the reply. */
   "publish-before-reply",
-  /** After `discord.send`/`react` commits its outbox row, before the cell hears the reply. */
   "enqueue-before-reply",
-  /** After a cell that called `wait()` has its outcome and tool result, before the turn ends. */
   "wait-before-wake",
-  /** After an activation's epoch swap commits, before the hook worker is switched. */
   "activation-during-cell",
-  /** Writing a spooled artifact's bytes. */
   "artifact-write",
-  /** The host's write of an `execute` frame to the workbench (`fail` writes half of it). */
   "frame-write",
-  /** The COMMIT of a store transaction (`fail` is an injected `SQLITE_FULL`). */
   "store-commit",
 ] as const;
 
