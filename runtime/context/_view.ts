@@ -8,56 +8,12 @@
  */
 
 import type { Store } from "../../store/store.ts";
+import type { ContextResult } from "../core/mod.ts";
 import { buildRequest, type RequestParts } from "./_request.ts";
 import { messagesTokens } from "./_budget.ts";
 
 /** The longest preview of one item. */
 const PREVIEW_CHARS = 200;
-
-/** One item the next request carries. */
-export interface ContextItemView {
-  idx: number;
-  role: string;
-  /** The provider-token estimate (the raw estimate times the route's calibration). */
-  tokens: number;
-  /** The start of its text, a tool call's code, or a tool result. */
-  preview: string;
-}
-
-/** Items the next request does not carry, and why. */
-export interface LeftOutView {
-  from_idx: number;
-  to_idx: number;
-  count: number;
-  reason: string;
-}
-
-/** The context view as `op.context` and `klbr context` give it. */
-export interface ContextView {
-  session: string;
-  route: string;
-  budget: {
-    context_tokens: number;
-    compact_at_tokens: number;
-    /** The estimate of the whole request (contract, summary, items, note), in provider tokens. */
-    used_tokens: number;
-    /** Provider tokens per raw token, as the route's replies taught it. */
-    ratio: number;
-  };
-  system_tokens: number;
-  summary: {
-    epoch: number;
-    covers_to_idx: number;
-    source: string;
-    tokens: number;
-    text: string;
-    at: number;
-  } | null;
-  items: ContextItemView[];
-  left_out: LeftOutView[];
-  /** True when the next request compacts first. */
-  over_compact: boolean;
-}
 
 /**
  * Builds the next request of `session` for `parts.route` (with no new input) and describes it.
@@ -68,7 +24,7 @@ export interface ContextView {
  * view.items.map((i) => `#${i.idx} ${i.role} ${i.tokens}`);
  * ```
  */
-export function contextView(store: Store, session: string, parts: RequestParts): ContextView {
+export function contextView(store: Store, session: string, parts: RequestParts): ContextResult {
   const built = buildRequest(store, session, parts);
   const ratio = built.limits.ratio;
   const provider = (raw: number) => Math.round(raw * ratio);
@@ -80,7 +36,7 @@ export function contextView(store: Store, session: string, parts: RequestParts):
     preview: previewOf(built.messages[first + i]),
   }));
   const { summary, omitted } = built;
-  const leftOut: LeftOutView[] = [];
+  const leftOut: ContextResult["left_out"] = [];
   if (summary !== undefined) {
     leftOut.push({
       from_idx: 1,

@@ -25,7 +25,7 @@ export {
 export { artifactReadRpc, type HistoryRpcDeps, historyRpcs } from "./_history_rpc.ts";
 export { AMBIENT_HEADING, renderAmbient, renderInputs } from "./_inputs.ts";
 export { buildRequest, type BuiltRequest, fitMessages, type RequestParts } from "./_request.ts";
-export { type ContextItemView, type ContextView, contextView, type LeftOutView } from "./_view.ts";
+export { contextView } from "./_view.ts";
 export {
   AFTER_TOOLS,
   MISSING_RESULT,

@@ -1,14 +1,7 @@
 /**
  * The fault-injection seam: named points in the daemon where a test makes it SIGKILL itself,
- * stall, or fail the I/O it is about to do. `docs/faults.md` lists every point.
- *
- * A test sets `KLBR_FAULTS` for the daemon it starts, e.g.
- * `KLBR_FAULTS=publish-before-reply=kill` or `artifact-write=fail@1,store-commit=fail@3-5`:
- * `point=action` acts on every hit, `@N` on the Nth hit only, `@N-M` on hits N to M, `@N-` from
- * the Nth on. Actions: `kill` (SIGKILL of the daemon itself, after one line on stderr naming
- * the point, so a test can tell its kill landed there), `fail` (the caller's I/O throws, the
- * way the real failure would), `stall` (the point never returns: a sync point blocks the
- * thread, an async one a promise, both for at most ten minutes).
+ * stall, or fail the I/O it is about to do. `docs/faults.md` gives the `KLBR_FAULTS` syntax
+ * (`artifact-write=fail@1,store-commit=fail@3-5`), what each action does, and every point.
  *
  * In production the variable is unset: {@linkcode FAULTS} is `null`, and every point is one
  * branch on that constant.
@@ -16,25 +9,16 @@
  * @module
  */
 
-/** Every named fault point, and where it is. */
-export const FAULT_POINTS = [
-  /** After admission commits a batch of inputs, before any ack or wake. */
+/** Every named fault point; the table in `docs/faults.md` says where each one is. */
+const FAULT_POINTS = [
   "commit-before-notify",
-  /** Admission idle with a whole batch of inputs not history-indexed, before it is indexed. */
   "admitted-before-index",
-  /** After `local.send` commits its record, before the cell hears the reply. */
   "publish-before-reply",
-  /** After `discord.send`/`react` commits its outbox row, before the cell hears the reply. */
   "enqueue-before-reply",
-  /** After a cell that called `wait()` has its outcome and tool result, before the turn ends. */
   "wait-before-wake",
-  /** After an activation's epoch swap commits, before the hook worker is switched. */
   "activation-during-cell",
-  /** Writing a spooled artifact's bytes. */
   "artifact-write",
-  /** The host's write of an `execute` frame to the workbench (`fail` writes half of it). */
   "frame-write",
-  /** The COMMIT of a store transaction (`fail` is an injected `SQLITE_FULL`). */
   "store-commit",
 ] as const;
 
@@ -42,7 +26,7 @@ export const FAULT_POINTS = [
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 
 /** What a fault does when it fires. */
-export type FaultAction = "kill" | "fail" | "stall";
+type FaultAction = "kill" | "fail" | "stall";
 
 interface FaultRule {
   action: FaultAction;
@@ -62,7 +46,7 @@ const STALL_MS = 600_000;
  * parseFaults("artifact-write=fail@1"); // Map { "artifact-write" => { action: "fail", from: 1, to: 1 } }
  * ```
  */
-export function parseFaults(spec: string): Map<FaultPoint, FaultRule> {
+function parseFaults(spec: string): Map<FaultPoint, FaultRule> {
   const rules = new Map<FaultPoint, FaultRule>();
   for (const entry of spec.split(",").map((s) => s.trim()).filter(Boolean)) {
     const match = /^([a-z-]+)=(kill|fail|stall)(?:@(\d+)(-(\d+)?)?)?$/.exec(entry);
@@ -97,7 +81,7 @@ function readSpec(): Map<FaultPoint, FaultRule> | null {
 }
 
 /** The active fault rules, read once at start; `null` in production. */
-export const FAULTS: ReadonlyMap<FaultPoint, FaultRule> | null = readSpec();
+const FAULTS: ReadonlyMap<FaultPoint, FaultRule> | null = readSpec();
 
 /** The action due at this hit of `point`, if any; counts the hit. */
 function due(point: FaultPoint): FaultAction | undefined {

@@ -5,7 +5,6 @@
  * @module
  */
 
-// A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
 
 /** Renders zod issues as "field: problem; field: problem". */

@@ -9,37 +9,12 @@
  * @module
  */
 
-// A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
 import { KlbrError } from "./_errors.ts";
 import { describeIssues, wellFormed } from "./_issues.ts";
 
 const sessionName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "expected a session name");
 const clientRequest = wellFormed(1, 128);
-
-/** Operator kinds; a client needs the operator role (the token) to send them. */
-export const OPERATOR_KINDS = [
-  "op.status",
-  "op.reset",
-  "op.compact",
-  "op.repair",
-  "op.drain",
-  "op.stop",
-  "op.resume",
-  "op.activate",
-  "op.cancel_cell",
-  "op.jobs",
-  "op.cancel_job",
-  "op.rollback",
-  "op.maintain",
-  "op.candidates",
-  "op.trace",
-  "op.token_rotate",
-  "op.budget",
-  "op.context",
-  "op.frames",
-  "op.history_search",
-] as const;
 
 /** The most files one input may carry. */
 export const MAX_ATTACHMENTS = 16;
@@ -54,7 +29,7 @@ export const InputAttachment = z.object({
 export type InputAttachment = z.infer<typeof InputAttachment>;
 
 /** The most records one `hello.page` or one `page` request may ask for. */
-export const MAX_PAGE = 5000;
+const MAX_PAGE = 5000;
 
 /** Every message a client may send over `/v2`. */
 export const ClientMessage = z.discriminatedUnion("kind", [
@@ -189,6 +164,11 @@ export const ClientMessage = z.discriminatedUnion("kind", [
 /** A client → daemon message. */
 export type ClientMessage = z.infer<typeof ClientMessage>;
 
+/** Operator kinds (`op.*`); a client needs the operator role (the token) to send them. */
+export const OPERATOR_KINDS: readonly string[] = ClientMessage.options
+  .map((option) => option.shape.kind.value)
+  .filter((kind) => kind.startsWith("op."));
+
 /**
  * The role a connection was granted at `hello`: `operator` with the token or the session
  * cookie, `viewer` (read-only) without either, only where the configuration allows it.
@@ -205,10 +185,7 @@ export function parseClientMessage(value: unknown, role: ClientRole): ClientMess
   const kind = typeof value === "object" && value !== null && "kind" in value
     ? (value as { kind: unknown }).kind
     : undefined;
-  if (
-    role !== "operator" && typeof kind === "string" &&
-    (OPERATOR_KINDS as readonly string[]).includes(kind)
-  ) {
+  if (role !== "operator" && typeof kind === "string" && OPERATOR_KINDS.includes(kind)) {
     throw new KlbrError(
       "role_forbidden",
       `cannot run ${kind}: the operator role needs the token given at hello`,

@@ -6,11 +6,10 @@
  * @module
  */
 
-// A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
 
 /** How bad a log line is. */
-export type LogLevel = "info" | "warn" | "error";
+type LogLevel = "info" | "warn" | "error";
 
 /** The fields of a log line: plain JSON values. */
 export type LogFields = Record<string, unknown>;

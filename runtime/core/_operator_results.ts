@@ -24,6 +24,7 @@ export const PartHealth = z.looseObject({
   state: z.string(),
   route: z.string().optional(),
   error: z.string().nullable(),
+  /** When the current state began, in ms; `null` when `ok`. */
   since: ms,
 });
 /** A part's state in `/health`. */
@@ -44,7 +45,7 @@ export type SpentBudget = z.infer<typeof SpentBudget>;
 const usedOf = z.looseObject({ used: z.number(), limit: z.number() });
 
 /** The daemon's budgets, as `status`, `jobs` and `budget` show them. */
-export const BudgetStatus = z.looseObject({
+const BudgetStatus = z.looseObject({
   over_budget: z.array(SpentBudget),
   model_requests_hour: usedOf.extend({ configured: z.number() }),
   tokens_hour: usedOf,
@@ -55,8 +56,6 @@ export const BudgetStatus = z.looseObject({
   jobs: z.looseObject({ running: count, limit: count, waiting: count }),
   processes: z.looseObject({ in_use: count, limit: count, waiting: count }),
 });
-/** The daemon's budgets. */
-export type BudgetStatus = z.infer<typeof BudgetStatus>;
 
 /**
  * What a session learned of one route's server and still holds (`route.adapted`), as `status`
@@ -173,7 +172,7 @@ export const StatusResult = z.looseObject({
 export type StatusResult = z.infer<typeof StatusResult>;
 
 /** A job as the operator sees it. */
-export const JobView = z.looseObject({
+const JobView = z.looseObject({
   job_id: z.string(),
   name: z.string(),
   kind: z.string(),
@@ -184,22 +183,18 @@ export const JobView = z.looseObject({
   created: z.string().nullable(),
   ended: z.string().nullable(),
 });
-/** A job as the operator sees it. */
-export type JobView = z.infer<typeof JobView>;
 
 /** A timer as the operator sees it. */
-export const TimerView = z.looseObject({
+const TimerView = z.looseObject({
   timer_id: z.string(),
   state: z.string(),
   note: z.string().nullable(),
   due: z.string().nullable(),
   cause: z.string().nullable(),
 });
-/** A timer as the operator sees it. */
-export type TimerView = z.infer<typeof TimerView>;
 
 /** `op.jobs`: the session's jobs and timers, their counts and the budgets. */
-export const JobsResult = z.looseObject({
+const JobsResult = z.looseObject({
   session: z.string(),
   jobs: z.array(JobView),
   timers: z.array(TimerView),
@@ -209,11 +204,9 @@ export const JobsResult = z.looseObject({
   due_timers: count,
   budget: BudgetStatus,
 });
-/** `op.jobs`. */
-export type JobsResult = z.infer<typeof JobsResult>;
 
 /** A failed behaviour candidate with its checks. */
-export const CandidateView = z.looseObject({
+const CandidateView = z.looseObject({
   id: z.string(),
   draft_id: z.string(),
   action: z.string(),
@@ -222,8 +215,6 @@ export const CandidateView = z.looseObject({
   failing: z.array(z.string()),
   checks: z.array(z.looseObject({ hook: z.string(), ok: z.boolean(), detail: z.string() })),
 });
-/** A failed behaviour candidate. */
-export type CandidateView = z.infer<typeof CandidateView>;
 
 /** `op.candidates`, newest first. */
 export const CandidatesResult = z.looseObject({ candidates: z.array(CandidateView) });
@@ -254,25 +245,21 @@ export const TraceResult = z.union([
 export type TraceResult = z.infer<typeof TraceResult>;
 
 /** A command that changed something: what it did, in words, and fields of its own. */
-export const ActionResult = z.looseObject({ message: z.string().optional() });
-/** A command that changed something. */
-export type ActionResult = z.infer<typeof ActionResult>;
+const ActionResult = z.looseObject({ message: z.string().optional() });
 
 /** `op.stop`, `op.drain`: the loop's state after it. */
-export const HoldResult = z.looseObject({ state: SessionState, message: z.string() });
+const HoldResult = z.looseObject({ state: SessionState, message: z.string() });
 
 /** `op.resume`: whether it resumed, from which state. */
-export const ResumeResult = z.looseObject({
+const ResumeResult = z.looseObject({
   state: SessionState,
   resumed: z.boolean(),
   previous_state: SessionState.optional(),
   message: z.string(),
 });
-/** `op.resume`. */
-export type ResumeResult = z.infer<typeof ResumeResult>;
 
 /** `op.budget`. */
-export const BudgetResult = z.looseObject({ budget: BudgetStatus, message: z.string().optional() });
+const BudgetResult = z.looseObject({ budget: BudgetStatus, message: z.string().optional() });
 
 /** `op.context`: what the next request would carry, and what it leaves out. */
 export const ContextResult = z.looseObject({
@@ -281,7 +268,9 @@ export const ContextResult = z.looseObject({
   budget: z.looseObject({
     context_tokens: count,
     compact_at_tokens: count,
+    /** The estimate of the whole request (contract, summary, items, note), in provider tokens. */
     used_tokens: count,
+    /** Provider tokens per raw token, as the route's replies taught it. */
     ratio: z.number(),
   }),
   system_tokens: count,
@@ -293,19 +282,24 @@ export const ContextResult = z.looseObject({
     text: z.string(),
     at: z.number(),
   }).nullable(),
+  /**
+   * Each item carried: `tokens` is the provider-token estimate (the raw estimate times the
+   * route's calibration), `preview` the start of its text, a tool call's code or a tool result.
+   */
   items: z.array(
     z.looseObject({ idx: count, role: z.string(), tokens: count, preview: z.string() }),
   ),
   left_out: z.array(
     z.looseObject({ from_idx: count, to_idx: count, count, reason: z.string() }),
   ),
+  /** True when the next request compacts first. */
   over_compact: z.boolean(),
 });
 /** `op.context`. */
 export type ContextResult = z.infer<typeof ContextResult>;
 
 /** One frame in `op.frames`. */
-export const FrameView = z.looseObject({
+const FrameView = z.looseObject({
   frame_id: z.string(),
   number: count,
   state: z.enum(["open", "done", "failed", "abandoned"]),
@@ -314,8 +308,6 @@ export const FrameView = z.looseObject({
   ended_at: z.number().nullable(),
   reason: z.string().nullable(),
 });
-/** One frame in `op.frames`. */
-export type FrameView = z.infer<typeof FrameView>;
 
 /** `op.frames`: the newest frames first. */
 export const FramesResult = z.looseObject({ session: z.string(), frames: z.array(FrameView) });

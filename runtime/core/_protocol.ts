@@ -10,7 +10,6 @@
  * @module
  */
 
-// A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
 import { KlbrError } from "./_errors.ts";
 import { describeIssues } from "./_issues.ts";

@@ -10,7 +10,6 @@
  * @module
  */
 
-// A namespace import lets the UI bundle keep only the parts of zod that core uses.
 import * as z from "zod";
 import { BEHAVIOR_RECORDS } from "./_behavior_records.ts";
 import { describeIssues } from "./_issues.ts";
@@ -84,9 +83,6 @@ export const CellRunResult = z.looseObject({
 /** What a cell that ran reported. */
 export type CellRunResult = z.infer<typeof CellRunResult>;
 
-/** The `result` of a `cell.finished` for a cell that never reported: why it was cut short. */
-export const CellInterruption = z.looseObject({ interrupted: z.string() });
-
 /** A span of a file patched by `code.patch`: bytes `[start_byte, end_byte)` and its lines. */
 const codeSpan = z.looseObject({
   start_byte: int.nonnegative(),
@@ -149,7 +145,7 @@ const DATA = {
     cell_id: z.string(),
     tool_call_id: z.string().nullable(),
     outcome: z.enum(CELL_OUTCOMES),
-    /** A {@linkcode CellRunResult}, a {@linkcode CellInterruption}, or any JSON a caller gave. */
+    /** A {@linkcode CellRunResult}, `{ interrupted: why }` for a cell cut short, or other JSON. */
     result: json,
   }),
   "scratchpad": z.looseObject({
@@ -295,12 +291,10 @@ export function isRecordType(type: string): type is RecordType {
 }
 
 /** A record whose type has no schema here, e.g. one a newer writer added: kept as it is. */
-export const UnknownRecord = z.object({
+const UnknownRecord = z.object({
   type: z.string().refine((type) => !isRecordType(type), "is a known record type"),
   data: z.unknown(),
 });
-/** A record of a type this schema does not know. */
-export type UnknownRecord = z.infer<typeof UnknownRecord>;
 
 /** Every durable record body: a known type with a matching body, or an unknown type. */
 export const DurableRecord = z.union([KnownRecord, UnknownRecord]);

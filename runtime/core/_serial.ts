@@ -82,12 +82,9 @@ export class SerialRunner {
 /**
  * Resolves after one turn of the event loop, so I/O events that are ready (socket messages)
  * are delivered first, and every microtask queued before it has run. A message port, unlike a
- * nested `setTimeout(0)`, is not clamped to 4 ms; it is not a timer. `setImmediate` costs a
- * tenth of it but resolves without the loop polling the sockets: the admission writer looping
- * on it doubled 1a and 1b and made a second client's ack p99 under a flood (1l) worse and less
- * steady, in interleaved runs (`docs/performance.md`). One channel serves every call: making
- * one a call cost about 30 µs, most of the call. It holds the process open only while a call
- * waits.
+ * nested `setTimeout(0)`, is not clamped to 4 ms; `setImmediate` resolves without the loop
+ * polling the sockets, which made acks slower under a flood (`docs/performance.md` has the
+ * runs). One channel serves every call, and holds the process open only while a call waits.
  *
  * @example
  * ```ts

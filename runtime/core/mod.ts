@@ -1,7 +1,8 @@
 /**
  * The base every other part stands on: errors, ids, the wire envelopes of both protocols,
  * the durable record bodies, and the in-process event bus. It imports no domain; it is all of
- * `runtime/` that `store/` and `ui/` import.
+ * `runtime/` that `store/` and `ui/` import. Its files import zod as a namespace
+ * (`import * as z`), which lets the UI bundle keep only the parts of zod that core uses.
  *
  * @module
  */
@@ -19,56 +20,34 @@ export {
   DEFAULT_RETRY_BASE_MS,
 } from "./_defaults.ts";
 export { assert, isKlbrError, KlbrError, type KlbrErrorCode } from "./_errors.ts";
-export {
-  FAULT_POINTS,
-  type FaultAction,
-  type FaultPoint,
-  faultPoint,
-  FAULTS,
-  parseFaults,
-} from "./_fault.ts";
-export {
-  type CommittedRecords,
-  EventBus,
-  type LaneSignal,
-  MAX_CARRIED_RECORDS,
-  type StoredRecord,
-} from "./_event_bus.ts";
+export { faultPoint } from "./_fault.ts";
+export { EventBus, type LaneSignal, MAX_CARRIED_RECORDS, type StoredRecord } from "./_event_bus.ts";
 export {
   createLogger,
   type LogFields,
   LogFormat,
   type Logger,
   type LoggerOptions,
-  type LogLevel,
   SILENT_LOGGER,
 } from "./_log.ts";
 export { nextMacrotask, SerialRunner, settlesWithin } from "./_serial.ts";
 export { describeIssues } from "./_issues.ts";
 export {
-  ActionResult,
   AdaptedRoute,
   adaptedRouteText,
-  BudgetStatus,
   CandidatesResult,
-  CandidateView,
   ContextResult,
   FramesResult,
-  FrameView,
   HealthReport,
-  JobsResult,
-  JobView,
   OPERATOR_RESULTS,
   type OperatorResultKind,
   parseOperatorResult,
   PartHealth,
-  ResumeResult,
   SearchResult,
   SessionState,
   SessionStatus,
   SpentBudget,
   StatusResult,
-  TimerView,
   TraceResult,
   TraceView,
 } from "./_operator_results.ts";
@@ -95,7 +74,6 @@ export {
   InputAttachment,
   LaneRecord,
   MAX_ATTACHMENTS,
-  MAX_PAGE,
   OPERATOR_KINDS,
   parseClientMessage,
   ServerMessage,
@@ -104,7 +82,6 @@ export {
   ArtifactRef,
   CELL_OUTCOMES,
   CellDisplay,
-  CellInterruption,
   CellRunResult,
   DurableRecord,
   isRecordType,
@@ -118,6 +95,5 @@ export {
   type RecordReading,
   type RecordType,
   SOURCE_KINDS,
-  UnknownRecord,
 } from "./_records.ts";
 export { JOB_STATES } from "./_records_jobs.ts";

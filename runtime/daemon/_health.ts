@@ -14,7 +14,7 @@
 
 import { DEFAULT_SESSION } from "../../store/tables/sessions.ts";
 import type { Store } from "../../store/store.ts";
-import type { Logger } from "../core/mod.ts";
+import type { Logger, PartHealth, SpentBudget } from "../core/mod.ts";
 import type { ModelCallReport, TurnHealth } from "../session/mod.ts";
 import { liftHint } from "../jobs/mod.ts";
 import type { Confinement } from "../sandbox/mod.ts";
@@ -24,15 +24,6 @@ import type { Coordinator } from "./_coordinator.ts";
 
 /** The daemon's version, as `/health` and `welcome` report it. */
 export const VERSION = "0.1.0";
-
-/** A part's state as `/health` shows it. */
-export interface PartHealth {
-  state: string;
-  route?: string;
-  error: string | null;
-  /** When the current state began, in ms; null when `ok`. */
-  since: number | null;
-}
 
 interface Call {
   route: string;
@@ -335,16 +326,6 @@ export function waitingReason(state: unknown): string | null {
     default:
       return null;
   }
-}
-
-/** A spent hourly budget as `status` lists it. */
-interface SpentBudget {
-  what: string;
-  limit: number;
-  used: number;
-  until: string | null;
-  frees_in_s: number | null;
-  effect: string;
 }
 
 /** Why the daemon is `degraded` by its budgets: each spent limit, when it frees, how to lift it. */

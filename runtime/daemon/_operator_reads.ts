@@ -9,9 +9,9 @@
 import { recentFrames } from "../../store/tables/frames.ts";
 import { requireSession } from "../../store/tables/sessions.ts";
 import type { Store } from "../../store/store.ts";
-import { type ContextBudget, type ContextView, contextView, historyRpcs } from "../context/mod.ts";
+import { type ContextBudget, contextView, historyRpcs } from "../context/mod.ts";
 import { bindRpcs, RpcRegistry } from "../kernel/mod.ts";
-import { DEFAULT_CELL_TIMEOUT_MS } from "../core/mod.ts";
+import { type ContextResult, DEFAULT_CELL_TIMEOUT_MS } from "../core/mod.ts";
 import { contractMessage, type OfferedSkills } from "../session/mod.ts";
 
 /** How many frames `op.frames` lists when it is not told. */
@@ -49,7 +49,7 @@ export function contextSourceOf(
  *
  * @throws {KlbrError} `not_found` for an unknown session.
  */
-export function readContext(store: Store, session: string, source: ContextSource): ContextView {
+export function readContext(store: Store, session: string, source: ContextSource): ContextResult {
   requireSession(store, session);
   return contextView(store, session, {
     route: "main",
