@@ -32,7 +32,9 @@ Deno.test("the workbench package calls only rpcs the registry declares", async (
   for await (const entry of Deno.readDir(join(REPO_ROOT, "workbench", "klbr"))) {
     if (!entry.name.endsWith(".py")) continue;
     const text = await Deno.readTextFile(join(REPO_ROOT, "workbench", "klbr", entry.name));
-    for (const m of text.matchAll(/(?:rpc\.call(?:_object|_json)?|_call)\(\s*"([a-z_.]+)"/g)) called.add(m[1]);
+    for (const m of text.matchAll(/(?:rpc\.call(?:_object|_json)?|_call)\(\s*"([a-z_.]+)"/g)) {
+      called.add(m[1]);
+    }
   }
   assert.ok(called.size > 30, `found the calls (got ${called.size})`);
   assert.deepEqual([...called].filter((name) => !names.has(name)).sort(), []);
