@@ -240,9 +240,7 @@ export function healthReport(
       fix: discord.fix,
       dms: discord.dms,
     },
-    ...sessionWork(session),
-    // A hook call running past the threshold is a backlog before its timeout ends it.
-    hook_backlog: Number(session.hook_backlog ?? 0) + slowHooks.length,
+    ...sessionWork(session, slowHooks.length),
     routes_adapted: session.routes_adapted ?? [],
     slow_hooks: slowHooks,
     over_budget: overBudget,
@@ -309,13 +307,8 @@ function degradedReasons(
 /**
  * Why new messages wait while the operator holds the session (`stopped`, `draining`,
  * `drained`), with the fix; null while it runs.
- *
- * @example
- * ```ts
- * waitingReason("drained"); // "the session is drained by the operator: ... klbr resume default"
- * ```
  */
-export function waitingReason(state: unknown): string | null {
+function waitingReason(state: unknown): string | null {
   switch (state) {
     case "stopped":
       return "the session is stopped by the operator: new messages wait until klbr resume default";
@@ -338,7 +331,7 @@ function budgetReasons(spent: SpentBudget[]): string[] {
 }
 
 /** The default session's pending and unattended work, with its defaults when it reports none. */
-function sessionWork(session: Record<string, unknown>): Record<string, unknown> {
+function sessionWork(session: Record<string, unknown>, slowHooks: number): Record<string, unknown> {
   return {
     session_state: session.state ?? "running",
     waiting_reason: waitingReason(session.state),
@@ -346,7 +339,8 @@ function sessionWork(session: Record<string, unknown>): Record<string, unknown> 
     oldest_pending_age_ms: session.oldest_pending_age_ms ?? null,
     pending_inputs: session.pending_inputs ?? 0,
     waiting_inputs: session.waiting_inputs ?? 0,
-    hook_backlog: session.hook_backlog ?? 0,
+    // A hook call running past the threshold is a backlog before its timeout ends it.
+    hook_backlog: Number(session.hook_backlog ?? 0) + slowHooks,
     last_hook_failure: session.last_hook_failure ?? null,
     running_jobs: session.running_jobs ?? 0,
     pending_jobs: session.pending_jobs ?? 0,

@@ -15,44 +15,6 @@ import {
 import type { LaneRecord } from "../core/mod.ts";
 import type { StoredRecord } from "../lanes/mod.ts";
 
-/** The last sequence number of a session (0 when it has none, or does not exist). */
-export function headSeq(store: Store, session: string): number {
-  const row = getSession(store, session);
-  return row === undefined ? 0 : row.nextSeq - 1;
-}
-
-/** Up to `limit` durable records of a session with `seq > since`, in order. */
-export function recordsAfter(
-  store: Store,
-  session: string,
-  since: number,
-  limit: number,
-): LaneRecord[] {
-  if (getSession(store, session) === undefined) return [];
-  return readEvents(store, session, { since, limit }).map((event) => ({
-    kind: "record",
-    session,
-    seq: event.seq,
-    at: event.at,
-    type: event.kind,
-    data: (event.body ?? {}) as Record<string, unknown>,
-  }));
-}
-
-/**
- * The records {@linkcode recordsAfter} returns, each body left as its stored JSON text, for a
- * catch-up that splices them into its messages. One query a page: a session that does not
- * exist has no events, so its pages are empty without looking it up.
- */
-export function storedRecordsAfter(
-  store: Store,
-  session: string,
-  since: number,
-  limit: number,
-): StoredRecord[] {
-  return readEventTexts(store, session, { since, limit });
-}
-
 /**
  * The record-reading half of the lane host, over one store: the coordinator extends it and
  * adds admission, operator commands and signals.
@@ -65,19 +27,32 @@ export class RecordServer {
     this.#store = store;
   }
 
-  /** The last sequence number of a session. */
+  /** The last sequence number of a session (0 when it has none, or does not exist). */
   headSeq(session: string): number {
-    return headSeq(this.#store, session);
+    const row = getSession(this.#store, session);
+    return row === undefined ? 0 : row.nextSeq - 1;
   }
 
-  /** Durable records after `since`. */
+  /** Up to `limit` durable records of a session with `seq > since`, in order. */
   readRecords(session: string, since: number, limit: number): LaneRecord[] {
-    return recordsAfter(this.#store, session, since, limit);
+    if (getSession(this.#store, session) === undefined) return [];
+    return readEvents(this.#store, session, { since, limit }).map((event) => ({
+      kind: "record",
+      session,
+      seq: event.seq,
+      at: event.at,
+      type: event.kind,
+      data: (event.body ?? {}) as Record<string, unknown>,
+    }));
   }
 
-  /** Durable records after `since`, bodies as stored JSON text. */
+  /**
+   * The records {@linkcode readRecords} returns, each body left as its stored JSON text, for a
+   * catch-up that splices them into its messages. One query a page: a session that does not
+   * exist has no events, so its pages are empty without looking it up.
+   */
   readStoredRecords(session: string, since: number, limit: number): StoredRecord[] {
-    return storedRecordsAfter(this.#store, session, since, limit);
+    return readEventTexts(this.#store, session, { since, limit });
   }
 
   /** The spans of records one conversation's older messages need (`conversationRanges`). */

@@ -13,9 +13,9 @@ import type { ProcessRole, RpcDefinition } from "../kernel/mod.ts";
 import { hostRpcCatalog } from "./_session_rpc.ts";
 
 /** The line before the generated table in `docs/protocol.md`. */
-export const RPC_TABLE_BEGIN = "<!-- rpc-table:begin (deno task rpc:docs writes this) -->";
+const RPC_TABLE_BEGIN = "<!-- rpc-table:begin (deno task rpc:docs writes this) -->";
 /** The line after it. */
-export const RPC_TABLE_END = "<!-- rpc-table:end -->";
+const RPC_TABLE_END = "<!-- rpc-table:end -->";
 
 const CALLERS: Record<ProcessRole, string> = { workbench: "cell", hooks: "hook", job: "job" };
 

@@ -10,8 +10,6 @@
 
 import { currentGeneration, startGeneration } from "../../store/tables/kernel_generations.ts";
 import { appendEvent } from "../../store/tables/events.ts";
-import type { Store } from "../../store/store.ts";
-import type { EventBus } from "../core/mod.ts";
 import {
   type BoundRpc,
   type GenerationRecord,
@@ -118,32 +116,27 @@ export class DaemonWorkers implements SessionWorkers {
 
   /** A workbench generation is recorded durably (`kernel.reset`), and what it loaded. */
   #workbenchGeneration(record: GenerationRecord): void {
-    const { store, bus } = this.#deps;
-    startGeneration(store, {
+    startGeneration(this.#deps.store, {
       session: this.#session.id,
       reason: record.reason,
       skillsRevision: record.skillsRevision,
       behaviorRevision: record.behaviorRevision,
     });
-    recordRoleLoaded({ store, bus, session: this.#session.id }, record);
+    this.#roleLoaded(record);
   }
 
   /** A hook worker's generation is logged, not recorded as a kernel generation. */
   #hookGeneration(record: GenerationRecord): void {
-    const { store, bus, log } = this.#deps;
-    log.info(
+    this.#deps.log.info(
       "hooks.generation",
       `hook worker generation ${record.generation} (${record.reason})`,
       { generation: record.generation, reason: record.reason },
     );
-    recordRoleLoaded({ store, bus, session: this.#session.id }, record);
+    this.#roleLoaded(record);
   }
-}
 
-/** Records a role's new process (`role.loaded`): what it loaded and was given. */
-function recordRoleLoaded(
-  deps: { store: Store; bus: EventBus; session: string },
-  record: GenerationRecord,
-): void {
-  appendEvent(deps.store, deps.session, "role.loaded", roleLoadedBody(record));
+  /** Records a role's new process (`role.loaded`): what it loaded and was given. */
+  #roleLoaded(record: GenerationRecord): void {
+    appendEvent(this.#deps.store, this.#session.id, "role.loaded", roleLoadedBody(record));
+  }
 }

@@ -6,8 +6,7 @@
  */
 
 export { serve } from "./_serve.ts";
-export { healthReport } from "./_health.ts";
 export { readServeSettings, type ServeSettings } from "./_serve_settings.ts";
 export { type DaemonParts, startDaemon, type StartOptions } from "./_start.ts";
 export { hostRpcCatalog } from "./_session_rpc.ts";
-export { RPC_TABLE_BEGIN, RPC_TABLE_END, rpcDocsTable, withRpcTable } from "./_rpc_docs.ts";
+export { rpcDocsTable, withRpcTable } from "./_rpc_docs.ts";

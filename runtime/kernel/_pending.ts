@@ -97,16 +97,12 @@ export function replyError(
   pending: Pending,
   frame: Extract<WorkerFrame, { kind: "error" }>,
 ): KlbrError {
-  const detail = `${frame.code}: ${frame.message}`;
-  if (pending.kind === "hook") {
-    return new KlbrError("hook_failed", `cannot run hook: ${detail}`, { cause: frame });
-  }
-  if (pending.kind === "execute") {
-    return new KlbrError("cell_failed", `cannot execute cell ${pending.cell}: ${detail}`, {
-      cause: frame,
-    });
-  }
-  return new KlbrError("worker_failed", `cannot ${pending.kind} workbench: ${detail}`, {
+  const [code, action] = pending.kind === "hook"
+    ? ["hook_failed", "run hook"] as const
+    : pending.kind === "execute"
+    ? ["cell_failed", `execute cell ${pending.cell}`] as const
+    : ["worker_failed", `${pending.kind} workbench`] as const;
+  return new KlbrError(code, `cannot ${action}: ${frame.code}: ${frame.message}`, {
     cause: frame,
   });
 }

@@ -22,7 +22,7 @@ import {
   skillTitleProblem,
 } from "./_skills.ts";
 import { defineRpc, type RpcCall } from "./_rpc_registry.ts";
-import { syncPath } from "../../store/tables/files.ts";
+import { pathExists, syncPath } from "../../store/tables/files.ts";
 
 /** What a write or delete changed, for the owner of the generation. */
 export interface SkillChange {
@@ -188,10 +188,7 @@ async function deleteManagedSkill(
   const problem = skillIdProblem(id);
   if (problem !== null) throw refuse(problem);
   const dir = join(roots.managedRoot, id);
-  try {
-    await Deno.lstat(dir);
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  if (!(await pathExists(dir))) {
     // A managed copy of a builtin id may be deleted (that ends the clash); a builtin never.
     await refuseBuiltin(roots, id, refuse);
     throw new KlbrError(
@@ -213,11 +210,7 @@ async function refuseBuiltin(
   refuse: (reason: string) => KlbrError,
 ): Promise<void> {
   const builtin = join(roots.builtinRoot, id);
-  const exists = await Deno.lstat(builtin).then(() => true, (error) => {
-    if (error instanceof Deno.errors.NotFound) return false;
-    throw error;
-  });
-  if (exists) {
+  if (await pathExists(builtin)) {
     throw refuse(
       `the builtin root holds this id (${builtin}); builtin and managed skills are one ` +
         "namespace, so a managed skill cannot replace or remove it: choose another id",

@@ -201,24 +201,19 @@ export function skillTitleProblem(id: string, body: string): string | null {
  * @throws {KlbrError} never for valid strings.
  */
 export async function skillsRevision(bodies: Record<string, string>): Promise<string> {
+  // Loaded here, not with the module, as `packageHash` does.
+  const { createHash } = await import("node:crypto");
   const encoder = new TextEncoder();
-  const parts: Uint8Array[] = [];
+  const hash = createHash("sha256");
   for (const id of Object.keys(bodies).sort()) {
     for (const text of [id, bodies[id]]) {
       const bytes = encoder.encode(text);
       const length = new Uint8Array(4);
       new DataView(length.buffer).setUint32(0, bytes.length, false);
-      parts.push(length, bytes);
+      hash.update(length).update(bytes);
     }
   }
-  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    all.set(part, at);
-    at += part.length;
-  }
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", all));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+  return hash.digest("hex");
 }
 
 /**

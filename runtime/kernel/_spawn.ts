@@ -12,8 +12,7 @@ import { WorkbenchHandle } from "./_handle.ts";
 import type { WorkbenchExit } from "./_types.ts";
 import type { ProcessRole } from "./_fingerprint.ts";
 import { type BoundRpc, RpcRegistry } from "./_rpc_registry.ts";
-import { confinedCommand, type Jail, type SandboxBase } from "../sandbox/mod.ts";
-import { spawnChild } from "../sandbox/mod.ts";
+import { confinedCommand, type Jail, type SandboxBase, spawnChild } from "../sandbox/mod.ts";
 
 const FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin";
 
@@ -188,9 +187,7 @@ export async function resolvePython(python: string): Promise<PythonInfo> {
     throw new KlbrError(
       "not_found",
       `cannot find python: it does not run (got ${JSON.stringify(python)})`,
-      {
-        cause,
-      },
+      { cause },
     );
   }
   const [executable = "", version = "", home = ""] = new TextDecoder().decode(output.stdout)

@@ -129,30 +129,18 @@ export class KernelSupervisor {
   async execute(cell: string, code: string, options: ExecuteOptions = {}): Promise<CellResult> {
     const wb = await this.ready();
     const started = performance.now();
-    let result: CellResult;
     try {
-      result = await this.#with(wb, () => wb.execute(cell, code, options));
+      return await this.#with(wb, () => wb.execute(cell, code, options));
     } catch (error) {
       if (!(error instanceof KlbrError)) throw error;
-      const failed = hostEndedResult(
-        "killed",
-        error.message,
-        "",
-        "",
-        performance.now() - started,
-      );
-      const code = error.code === "worker_failed" && error.cause instanceof KlbrError
-        ? error.cause.code
-        : error.code;
-      result = error.code === "worker_failed"
-        ? { ...failed, error: { type: code, message: error.message, traceback: "" } }
-        : {
-          ...failed,
-          outcome: "error",
-          error: { type: code, message: error.message, traceback: "" },
-        };
+      const failed = error.code === "worker_failed";
+      const type = failed && error.cause instanceof KlbrError ? error.cause.code : error.code;
+      return {
+        ...hostEndedResult("killed", error.message, "", "", performance.now() - started),
+        outcome: failed ? "killed" : "error",
+        error: { type, message: error.message, traceback: "" },
+      };
     }
-    return result;
   }
 
   /**

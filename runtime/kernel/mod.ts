@@ -19,22 +19,9 @@
  * @module
  */
 
-export { WorkbenchHandle as Workbench } from "./_handle.ts";
-export {
-  type ExecuteOptions,
-  type InitPayload,
-  InitReply,
-  type RpcContext,
-  type WorkbenchExit,
-} from "./_types.ts";
-export type { CellOutcome, CellResult } from "./_parts.ts";
-export {
-  type PythonInfo,
-  resolvePython,
-  spawnWorkbench,
-  type WorkbenchOptions,
-  WorkbenchSettings,
-} from "./_spawn.ts";
+export { type ExecuteOptions, type RpcContext, type WorkbenchExit } from "./_types.ts";
+export type { CellResult } from "./_parts.ts";
+export { type PythonInfo, resolvePython, spawnWorkbench } from "./_spawn.ts";
 export { KernelSupervisor } from "./_supervisor.ts";
 export type { GenerationRecord, KernelSupervisorOptions } from "./_generation.ts";
 export { DEFAULT_MAX_FRAME_BYTES, encodeFrame, FrameDecoder } from "./_frame_codec.ts";
@@ -47,12 +34,7 @@ export {
   skillRoots,
   skillsRevision,
 } from "./_skills.ts";
-export {
-  type SkillChange,
-  type SkillHandlersOptions,
-  skillRpcDeps,
-  skillRpcs,
-} from "./_skill_writes.ts";
+export { type SkillChange, skillRpcDeps, skillRpcs } from "./_skill_writes.ts";
 export {
   bindRpcs,
   type BoundRpc,
@@ -62,17 +44,11 @@ export {
   type RpcDefinition,
   RpcRegistry,
 } from "./_rpc_registry.ts";
-export { type WorkspaceRunDeps, workspaceRunRpc } from "./_workspace_rpc.ts";
+export { workspaceRunRpc } from "./_workspace_rpc.ts";
 export {
-  environmentChange,
   packageHash,
   ProcessRole,
   type RoleFingerprint,
   WorkerFingerprint,
 } from "./_fingerprint.ts";
-export {
-  type ReplacedRole,
-  replaceStaleRoles,
-  type RoleAtBoundary,
-  roleLoadedBody,
-} from "./_roles.ts";
+export { replaceStaleRoles, type RoleAtBoundary, roleLoadedBody } from "./_roles.ts";
