@@ -33,5 +33,5 @@ export type {
   ToolCall,
   TurnKernel,
 } from "./_turn_sink.ts";
-export type { TurnResult } from "./_turn_types.ts";
+export { HOST_TIMERS, type SessionTimers, type TurnResult } from "./_turn_types.ts";
 export { type ModelCallReport, NO_TURN_HEALTH, type TurnHealth } from "./_turn_health.ts";
