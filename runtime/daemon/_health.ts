@@ -52,7 +52,7 @@ export const DEFAULT_HOOK_SLOW_MS = 2_000;
  * @example
  * ```ts
  * const monitor = new HealthMonitor({ clock: Date.now, stallMs: 15_000, log });
- * createModelTurn({ ..., health: monitor });
+ * new Session("default", { ..., health: monitor }, workers);
  * ```
  */
 export class HealthMonitor implements TurnHealth {

@@ -217,8 +217,7 @@ class ChildSink implements RequestSink {
    */
   record<T extends RecordType>(type: T, body: RecordInput<T>): number {
     if (type !== "route.adapted") return 0;
-    const seq = appendEvent(this.#d.store, this.#job.session, type, body);
-    return seq;
+    return appendEvent(this.#d.store, this.#job.session, type, body);
   }
 
   begin(): Promise<RouteChoice & { opening: null }> {

@@ -26,7 +26,7 @@ import type { EventBus, Logger } from "../core/mod.ts";
 import type { BoundRpc, KernelSupervisor, RoleFingerprint, SkillRoots } from "../kernel/mod.ts";
 import type { SandboxBase } from "../sandbox/mod.ts";
 import type { Provider } from "../model/mod.ts";
-import type { TurnHealth } from "../session/mod.ts";
+import { HOST_TIMERS, type TurnHealth } from "../session/mod.ts";
 import { Budget } from "./_budget.ts";
 import { runChildAgent } from "./_child_agent.ts";
 import { timerInput } from "./_inputs.ts";
@@ -36,7 +36,7 @@ import { MaintenanceSchedule } from "./_maintenance.ts";
 import { childCall, meteredProvider, type ModelCallDeps } from "./_model_calls.ts";
 import { type RpcScope, unattendedRpcsOf } from "./_rpc.ts";
 import type { Release } from "./_slots.ts";
-import { type HostTimers, REAL_TIMERS, TimerScheduler } from "./_timers.ts";
+import { type HostTimers, TimerScheduler } from "./_timers.ts";
 import { jobView, timerView } from "./_views.ts";
 
 /** What the domain is built from. */
@@ -96,7 +96,7 @@ export class Jobs {
   constructor(options: JobsOptions) {
     this.#o = options;
     const { store, log } = options;
-    const timers = options.timers ?? REAL_TIMERS;
+    const timers = options.timers ?? HOST_TIMERS;
     this.budget = new Budget(store, options.budget);
     this.#calls = {
       store,

@@ -116,11 +116,6 @@ export class JobRunner {
     });
   }
 
-  /** How many jobs this runner is running now. */
-  get running(): number {
-    return this.#live.size;
-  }
-
   /**
    * Resolves with the job once it has ended; at once for an ended one.
    *

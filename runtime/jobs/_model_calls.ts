@@ -27,7 +27,8 @@ import {
   jobExhaustion,
   liftHint,
 } from "./_budget.ts";
-import { type HostTimers, REAL_TIMERS } from "./_timers.ts";
+import { HOST_TIMERS } from "../session/mod.ts";
+import type { HostTimers } from "./_timers.ts";
 
 /** What caused a model request: the session, and the frame, cell or job it ran for. */
 export interface Causation {
@@ -149,7 +150,7 @@ export async function childCall(deps: ModelCallDeps, request: ChildRequest): Pro
     } catch (error) {
       const wait = retryWait(error, attempt);
       if (wait === undefined) throw attempt === 1 ? error : afterAttempts(error, attempt);
-      await sleep(wait, { timers: deps.timers ?? REAL_TIMERS, signal: request.signal });
+      await sleep(wait, { timers: deps.timers ?? HOST_TIMERS, signal: request.signal });
     }
   }
 }
@@ -173,21 +174,35 @@ function afterAttempts(error: unknown, attempts: number): unknown {
   });
 }
 
-/** Resolves after `ms`; rejects when `signal` aborts first. */
+/**
+ * Resolves after `ms`, or as soon as `lifted` calls back (it returns what cancels that);
+ * rejects when `signal` aborts first.
+ */
 function sleep(
   ms: number,
-  on: { timers: HostTimers; signal: AbortSignal | undefined },
+  on: {
+    timers: HostTimers;
+    signal: AbortSignal | undefined;
+    lifted?: (done: () => void) => () => void;
+  },
 ): Promise<void> {
   const { timers, signal } = on;
   return new Promise((resolve, reject) => {
-    const aborted = () => {
+    const timer = timers.set(done, ms);
+    const forget = on.lifted?.(done);
+    function settle() {
       timers.clear(timer);
-      reject(signal?.reason ?? new Error("aborted"));
-    };
-    const timer = timers.set(() => {
+      forget?.();
       signal?.removeEventListener("abort", aborted);
+    }
+    function done() {
+      settle();
       resolve();
-    }, ms);
+    }
+    function aborted() {
+      settle();
+      reject(signal?.reason ?? new Error("aborted"));
+    }
     if (signal?.aborted) return aborted();
     signal?.addEventListener("abort", aborted, { once: true });
   });
@@ -275,37 +290,6 @@ function draw(deps: ModelCallDeps, chain: JobRecord[], tokens: number): void {
 }
 
 /**
- * Resolves at `until` (ms, by the store's clock) or when the operator lifts a budget; rejects
- * when `signal` aborts.
- */
-function pauseUntil(
-  deps: { store: Store; budget: Budget; timers?: HostTimers },
-  until: number,
-  signal: AbortSignal | undefined,
-): Promise<void> {
-  const timers = deps.timers ?? REAL_TIMERS;
-  return new Promise((resolve, reject) => {
-    const timer = timers.set(done, Math.max(0, until - deps.store.clock()));
-    const forget = deps.budget.whenLifted(done);
-    function settle() {
-      timers.clear(timer);
-      forget();
-      signal?.removeEventListener("abort", aborted);
-    }
-    function done() {
-      settle();
-      resolve();
-    }
-    function aborted() {
-      settle();
-      reject(signal?.reason ?? new Error("aborted"));
-    }
-    if (signal?.aborted) return aborted();
-    signal?.addEventListener("abort", aborted, { once: true });
-  });
-}
-
-/**
  * The agent's own provider for one route, metered: each request of a turn is recorded in
  * `model_calls` (kind `turn`, with its frame) and counts against the daemon's hourly budgets.
  * While an hourly limit is spent, the next request waits until it frees or the operator lifts
@@ -329,7 +313,13 @@ export function meteredProvider(
         spent = deps.budget.exhausted("turn")
       ) {
         recordExhaustion(deps, session, spent, HOURLY_EFFECTS.all);
-        await pauseUntil(deps, spent.until ?? deps.store.clock() + 60_000, options.signal);
+        // Waits until the limit frees or the operator lifts it.
+        const until = spent.until ?? deps.store.clock() + 60_000;
+        await sleep(Math.max(0, until - deps.store.clock()), {
+          timers: deps.timers ?? HOST_TIMERS,
+          signal: options.signal,
+          lifted: (done) => deps.budget.whenLifted(done),
+        });
       }
       const callId = startModelCall(deps.store, {
         session,

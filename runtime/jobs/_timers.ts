@@ -15,6 +15,7 @@
 import { dueTimers, nextDueAt, type TimerRecord } from "../../store/tables/timers.ts";
 import type { Store } from "../../store/store.ts";
 import type { Logger } from "../core/mod.ts";
+import { HOST_TIMERS, type SessionTimers } from "../session/mod.ts";
 
 /** The longest the scheduler sleeps before it looks at the store again, in ms. */
 const MAX_SLEEP_MS = 60_000;
@@ -22,10 +23,7 @@ const MAX_SLEEP_MS = 60_000;
 const RETRY_MS = 5_000;
 
 /** A host timer: start one, and clear it. Defaults to `setTimeout`/`clearTimeout`. */
-export interface HostTimers {
-  set(fn: () => void, ms: number): unknown;
-  clear(handle: unknown): void;
-}
+export type HostTimers = SessionTimers;
 
 /** Options for {@linkcode TimerScheduler}. */
 export interface TimerSchedulerOptions {
@@ -39,12 +37,6 @@ export interface TimerSchedulerOptions {
   /** The host timer; `setTimeout` unless a test injects its own. */
   timers?: HostTimers;
 }
-
-/** The host's own timers. */
-export const REAL_TIMERS: HostTimers = {
-  set: (fn, ms) => setTimeout(fn, ms),
-  clear: (handle) => clearTimeout(handle as number),
-};
 
 /**
  * Fires durable timers at their due time.
@@ -65,7 +57,7 @@ export class TimerScheduler {
   /** Creates a stopped scheduler. */
   constructor(options: TimerSchedulerOptions) {
     this.#o = options;
-    this.#timers = options.timers ?? REAL_TIMERS;
+    this.#timers = options.timers ?? HOST_TIMERS;
   }
 
   /** Fires every timer already due, then arms the host timer for the next one. */

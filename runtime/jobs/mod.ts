@@ -6,10 +6,9 @@
  * @module
  */
 
-export { type Exhaustion, HOUR_MS, liftHint } from "./_budget.ts";
-export { Jobs, type JobsOptions } from "./_domain.ts";
+export { HOUR_MS, liftHint } from "./_budget.ts";
+export { Jobs } from "./_domain.ts";
 export type { UnattendedInput } from "./_inputs.ts";
-export type { AdmitFn } from "./_job_runner.ts";
-export { type MaintenanceReport, runMaintenance } from "./_maintenance.ts";
+export { runMaintenance } from "./_maintenance.ts";
 export { type RpcScope, unattendedRpcs } from "./_rpc.ts";
 export { type HostTimers, TimerScheduler } from "./_timers.ts";

@@ -18,7 +18,7 @@ import type { FinishedCell } from "./_turn_sink.ts";
 /** Characters of a tool result the model gets at most. */
 const MAX_RESULT_CHARS = 20_000;
 /** Output longer than this many characters is spooled to an artifact. */
-const SPOOL_ABOVE_CHARS = 8_192;
+export const SPOOL_ABOVE_CHARS = 8_192;
 /**
  * Scratchpad text of one reply longer than this many characters is spooled to an artifact like
  * long cell output, and its record keeps an excerpt: a reply cannot flood the record.

@@ -7,6 +7,7 @@
  */
 
 import type { InputRecord } from "../../store/tables/inputs.ts";
+import { SPOOL_ABOVE_CHARS } from "./_cell_output.ts";
 
 /** The conversation of maintenance inputs (`klbr maintain`, and a schedule's). */
 export const MAINTENANCE_CONVERSATION = "system:maintenance";
@@ -41,13 +42,11 @@ export interface ContractLimits {
 /** The limits a contract states when the caller names none. */
 const DEFAULT_LIMITS: ContractLimits = { maxSteps: 50, cellTimeoutMs: 300_000 };
 
-/** Output longer than this reaches the model as an excerpt naming its artifact (`_cell_output.ts`). */
-const RESULT_CHARS = 8_192;
 /**
- * {@linkcode RESULT_CHARS} as the contract writes it ("8,192"), grouped by hand: the first
+ * {@linkcode SPOOL_ABOVE_CHARS} as the contract writes it ("8,192"), grouped by hand: the first
  * `toLocaleString` of a process loads ICU's data, about 18 ms of the daemon's start.
  */
-const RESULT_CHARS_TEXT = String(RESULT_CHARS).replace(/\B(?=(\d{3})+$)/g, ",");
+const RESULT_CHARS_TEXT = String(SPOOL_ABOVE_CHARS).replace(/\B(?=(\d{3})+$)/g, ",");
 
 /**
  * Whether an input asks for a maintenance turn: it belongs to

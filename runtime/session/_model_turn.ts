@@ -28,33 +28,18 @@ import { stopReason } from "./_request_step.ts";
 import type { RouteMode } from "./_route_mode.ts";
 import type { ModelTurnOptions, TurnScope } from "./_turn_scope.ts";
 
-export type { ModelTurnOptions } from "./_turn_scope.ts";
-
 /** The turn's end reason when it ran out of steps; the next turn's opening names it. */
 const STEP_LIMIT = "step limit";
 
 /**
- * Builds the turn runner that drives the model for each frame. It never rejects: a failure is
- * a `failed` result saying whether the turn had effects (anything persisted: a model reply, a
- * cell) and whether it may be retried from the persisted sequence (a failed model request).
+ * Runs one model turn for `ctx.frame`. It never rejects: a failure is a `failed` result saying
+ * whether the turn had effects (anything persisted: a model reply, a cell) and whether it may
+ * be retried from the persisted sequence (a failed model request).
  *
  * @example
  * ```ts
- * const turn = createModelTurn({ store, bus, kernel, provider, hooks, system, log });
- * const runtime = new SessionRuntime({ ..., turn });
+ * const result = await runModelTurn({ store, bus, kernel, provider, hooks, system, log }, ctx);
  * ```
- */
-export function createModelTurn(
-  options: ModelTurnOptions,
-): (ctx: TurnContext) => Promise<TurnResult> {
-  return function modelTurn(ctx: TurnContext): Promise<TurnResult> {
-    return runModelTurn(options, ctx);
-  };
-}
-
-/**
- * Runs one model turn for `ctx.frame` (what {@linkcode createModelTurn}'s runner does). It
- * never rejects: a failure is a `failed` result.
  */
 export async function runModelTurn(
   options: ModelTurnOptions,

@@ -2,7 +2,7 @@
  * Named wrappers around a session's ports, each adding one concern to the calls that pass
  * through it (in the spirit of Temporal's interceptors): `meteredProvider` charges each model
  * call to the daemon's budgets as the running frame's, and `CancellableKernel` lets the
- * operator cancel one running cell alone. The third, `tracedHooks`, is in `_traced_hooks.ts`.
+ * operator cancel one running cell alone. The third, `TracedHooks`, is in `_traced_hooks.ts`.
  *
  * @module
  */

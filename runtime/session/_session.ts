@@ -3,7 +3,7 @@
  * its running cells, its hook counters and its offered skills, and of the loop
  * ({@linkcode SessionRuntime}) that takes its frames. The host RPCs and the operator commands
  * act on it through named methods; its ports (the provider, the hook worker, the workbench)
- * are reached only through the named wrappers `meteredProvider`, `tracedHooks` and
+ * are reached only through the named wrappers `meteredProvider`, `TracedHooks` and
  * `CancellableKernel`.
  *
  * `SessionRuntime` stays a class of its own under `Session`: it is the durable frame loop
@@ -26,7 +26,7 @@ import type { Route } from "../config/mod.ts";
 import { loadSkills, type SkillChange } from "../kernel/mod.ts";
 import { contractMessage, isMaintenanceInput, type OfferedSkills } from "./_contract.ts";
 import type { RunningFrame } from "./_local_send.ts";
-import { type ModelTurnOptions, runModelTurn } from "./_model_turn.ts";
+import { runModelTurn } from "./_model_turn.ts";
 import { CancellableKernel, meteredProvider, type MeterScope } from "./_port_wrappers.ts";
 import { adaptedRoutes } from "./_route_mode.ts";
 import { SessionRuntime } from "./_session_runtime.ts";
@@ -36,7 +36,8 @@ import type {
   SessionWorkers,
   WorkbenchPort,
 } from "./_session_ports.ts";
-import { type HookCounters, type Pin, tracedHooks } from "./_traced_hooks.ts";
+import { type HookCounters, type Pin, TracedHooks } from "./_traced_hooks.ts";
+import type { ModelTurnOptions } from "./_turn_scope.ts";
 import type { HookCaller, TurnContext, TurnResult } from "./_turn_types.ts";
 
 /** One activation request: the release, the epoch it expects, and why. */
@@ -148,7 +149,7 @@ export class Session {
   /** The hook caller of the running turn's pinned release, else of the active one. */
   hookCaller(): HookCaller {
     const { store, log, hookRunning } = this.#o;
-    return tracedHooks({
+    return new TracedHooks({
       store,
       log,
       session: this.id,

@@ -15,8 +15,6 @@ import { sessionCells } from "./_session_sink.ts";
 import type { CellSink, ToolCall, ToolCallDeps } from "./_turn_sink.ts";
 import type { TurnContext } from "./_turn_types.ts";
 
-export type { ToolCall } from "./_turn_sink.ts";
-
 /**
  * Runs the calls in order and gives each exactly one result. Once a cell waits, or the
  * operator stops the turn, the remaining calls are answered without running.

@@ -1,5 +1,5 @@
 /**
- * `tracedHooks`: the session's hook caller, the wrapper around its hook-worker port.
+ * `TracedHooks`: the session's hook caller, the wrapper around its hook-worker port.
  *
  * Pinning: a turn's hook calls all name the release its frame recorded, passed with each
  * `hook` request, so an activation during the turn changes nothing in it; between turns the
@@ -33,7 +33,7 @@ export interface HookCounters {
   failures: number;
 }
 
-/** What {@linkcode tracedHooks} needs. */
+/** What {@linkcode TracedHooks} needs. */
 export interface TracedHooksDeps {
   store: Store;
   log: Logger;
@@ -50,21 +50,17 @@ export interface TracedHooksDeps {
  *
  * @example
  * ```ts
- * const caller = tracedHooks(deps, { frameId, releaseId, path });
+ * const caller = new TracedHooks(deps, { frameId, releaseId, path });
  * await caller.call("model.plan", { session: { id } }, { timeoutMs: 10_000 });
  * caller.lastTrace; // "tr_…"
  * ```
  */
-export function tracedHooks(deps: TracedHooksDeps, pin: Pin): HookCaller {
-  return new TracedHooks(deps, pin);
-}
-
-/** A {@linkcode HookCaller} over the hook-worker port: pinned, counted, traced. */
-class TracedHooks implements HookCaller {
+export class TracedHooks implements HookCaller {
   readonly #deps: TracedHooksDeps;
   readonly #pin: Pin;
   #lastTrace: string | null = null;
 
+  /** A caller of `deps.hooks` pinned to `pin`. */
   constructor(deps: TracedHooksDeps, pin: Pin) {
     this.#deps = deps;
     this.#pin = pin;

@@ -11,7 +11,7 @@ import type { ToolCallDeps } from "./_turn_sink.ts";
 import type { TurnHealth } from "./_turn_health.ts";
 import type { TurnContext } from "./_turn_types.ts";
 
-/** Options for `createModelTurn`. */
+/** Options for `runModelTurn`. */
 export interface ModelTurnOptions
   extends ContextDeps, Omit<ToolCallDeps, "cellTimeoutMs" | "health"> {
   /** Model requests per turn at most; the route's `max_steps` when absent. */

@@ -7,21 +7,13 @@
  * @module
  */
 
-export {
-  contractMessage,
-  type ContractOptions,
-  isMaintenanceInput,
-  MAINTENANCE_CONVERSATION,
-  MAINTENANCE_SKILL,
-  type OfferedSkills,
-} from "./_contract.ts";
+export { contractMessage, MAINTENANCE_CONVERSATION, type OfferedSkills } from "./_contract.ts";
 export { keepCellOutput, keptCellResult, renderCellResult } from "./_cell_output.ts";
 export { TEXT_MODE_RULES } from "./_context.ts";
-export { afterThinking, type FencedCells, fencedCells, leakedCall } from "./_fence_cells.ts";
-export { localSend, type LocalSendDeps, localSendRpc, type RunningFrame } from "./_local_send.ts";
-export { createModelTurn, type ModelTurnOptions } from "./_model_turn.ts";
-export { recoverSession, type RecoveryOptions } from "./_recovery.ts";
-export { type Activation, type Frame, Session } from "./_session.ts";
+export { afterThinking, fencedCells, leakedCall } from "./_fence_cells.ts";
+export { localSend, localSendRpc } from "./_local_send.ts";
+export { recoverSession } from "./_recovery.ts";
+export { Session } from "./_session.ts";
 export type {
   HookWorkerPort,
   SessionOptions,
@@ -33,7 +25,6 @@ export type { StepScope } from "./_request_step.ts";
 export type { RouteMode } from "./_route_mode.ts";
 export type {
   CellAnswer,
-  CellSink,
   FinishedCell,
   PreparedRequest,
   ReplyToCommit,
@@ -42,14 +33,5 @@ export type {
   ToolCall,
   TurnKernel,
 } from "./_turn_sink.ts";
-export { SessionRuntime } from "./_session_runtime.ts";
-export type {
-  HookCaller,
-  SessionRuntimeOptions,
-  SessionState,
-  SessionTimers,
-  TurnContext,
-  TurnResult,
-  TurnRunner,
-} from "./_turn_types.ts";
+export { HOST_TIMERS, type SessionTimers, type TurnResult } from "./_turn_types.ts";
 export { type ModelCallReport, NO_TURN_HEALTH, type TurnHealth } from "./_turn_health.ts";
