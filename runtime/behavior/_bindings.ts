@@ -9,6 +9,7 @@
 
 import { join } from "node:path";
 import { z } from "zod";
+import { replaceFile } from "../../store/tables/files.ts";
 import { HookName, KlbrError } from "../core/mod.ts";
 
 /** The file of a release that binds hooks to functions. */
@@ -57,10 +58,8 @@ export async function bindHook(
   }
   const bindings = { ...(await readBindings(dir)), [hook]: target };
   const sorted = Object.fromEntries(Object.entries(bindings).sort(([a], [b]) => a < b ? -1 : 1));
-  const path = join(dir, BINDINGS_FILE);
-  const temp = `${path}.${crypto.randomUUID()}.tmp`;
-  await Deno.writeTextFile(temp, `${JSON.stringify(sorted, null, 2)}\n`, { mode: 0o644 });
-  await Deno.rename(temp, path);
+  const text = `${JSON.stringify(sorted, null, 2)}\n`;
+  await replaceFile(join(dir, BINDINGS_FILE), text, { mode: 0o644 });
   return sorted;
 }
 

@@ -21,6 +21,7 @@ import {
   listFailedCandidates,
   recordFailedCandidate,
 } from "../../store/tables/behavior_diagnostics.ts";
+import { replaceFile } from "../../store/tables/files.ts";
 import { getRelease } from "../../store/tables/releases.ts";
 import { requireSession } from "../../store/tables/sessions.ts";
 import { publishRelease, snapshotTree } from "../../store/maintenance/snapshot_hash.ts";
@@ -146,9 +147,7 @@ export const behaviorWriteRpc = defineRpc({
   handler: async (p, { deps }: RpcCall<BehaviorEditingOptions>) => {
     const file = draftFile(await requireDraft(deps.store, p.draft_id), p.path);
     await Deno.mkdir(dirname(file), { recursive: true });
-    const temp = `${file}.${crypto.randomUUID()}.tmp`;
-    await Deno.writeTextFile(temp, p.text, { mode: 0o644 });
-    await Deno.rename(temp, file);
+    await replaceFile(file, p.text, { mode: 0o644 });
     return {};
   },
 });

@@ -22,7 +22,7 @@ import {
   skillTitleProblem,
 } from "./_skills.ts";
 import { defineRpc, type RpcCall } from "./_rpc_registry.ts";
-import { pathExists, syncPath } from "../../store/tables/files.ts";
+import { pathExists, replaceFile, syncPath } from "../../store/tables/files.ts";
 
 /** What a write or delete changed, for the owner of the generation. */
 export interface SkillChange {
@@ -161,12 +161,12 @@ async function writeManagedSkill(
     throw error;
   });
   await Deno.mkdir(dir, { recursive: true });
-  await writeAtomically(path, bytes);
+  await replaceFile(path, bytes, { mode: 0o644 });
   const loaded = await loadSkills(roots);
   const refused = loaded.payload.refused.find((r) => r.id === id && r.root === roots.managedRoot);
   if (refused !== undefined) {
     if (before === null) await Deno.remove(dir, { recursive: true });
-    else await writeAtomically(path, before);
+    else await replaceFile(path, before, { mode: 0o644 });
     throw refuse(refused.reason);
   }
   return { id, path, bytes: bytes.length, revision: loaded.payload.revision };
@@ -229,22 +229,4 @@ async function requirePlainDirectory(
   if (info !== null && (info.isSymlink || !info.isDirectory)) {
     throw refuse(`${dir} is not a plain directory`);
   }
-}
-
-/** A temp file beside `path`, fsynced, renamed over it; then the directory fsynced. */
-async function writeAtomically(path: string, bytes: Uint8Array): Promise<void> {
-  const dir = join(path, "..");
-  const temp = join(dir, `.SKILL.md.${crypto.randomUUID()}.tmp`);
-  const file = await Deno.open(temp, { write: true, createNew: true, mode: 0o644 });
-  try {
-    for (let at = 0; at < bytes.length;) at += await file.write(bytes.subarray(at));
-    await file.sync();
-  } catch (error) {
-    file.close();
-    await Deno.remove(temp).catch(() => {});
-    throw error;
-  }
-  file.close();
-  await Deno.rename(temp, path);
-  await syncPath(dir);
 }

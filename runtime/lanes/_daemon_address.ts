@@ -10,6 +10,7 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { readOwnerLock } from "../../store/owner_lock.ts";
+import { replaceFile } from "../../store/tables/files.ts";
 import { KlbrError } from "../core/mod.ts";
 
 /** The address file's name inside the state directory. */
@@ -27,20 +28,12 @@ export const DaemonAddress = z.object({
 export type DaemonAddress = z.infer<typeof DaemonAddress>;
 
 /**
- * Writes the address file: a temporary file, fsynced, then renamed into place. On return the
- * file holds `address` whole; before the rename it held the previous one or nothing.
+ * Writes the address file, replacing it whole: on return it holds `address`; until then it held
+ * the previous one or nothing.
  */
 export async function writeDaemonAddress(stateDir: string, address: DaemonAddress): Promise<void> {
-  const path = join(stateDir, DAEMON_FILE);
-  const temp = `${path}.${crypto.randomUUID()}.tmp`;
-  const file = await Deno.open(temp, { write: true, createNew: true, mode: 0o644 });
-  try {
-    await file.write(new TextEncoder().encode(`${JSON.stringify(address)}\n`));
-    await file.sync();
-  } finally {
-    file.close();
-  }
-  await Deno.rename(temp, path);
+  const text = `${JSON.stringify(address)}\n`;
+  await replaceFile(join(stateDir, DAEMON_FILE), text, { mode: 0o644 });
 }
 
 /** Removes the address file if it names this process; a file another daemon wrote is kept. */

@@ -8,6 +8,7 @@
 
 import { timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
+import { replaceFile } from "../../store/tables/files.ts";
 import { KlbrError } from "../core/mod.ts";
 
 /** The token file's name inside the state directory. */
@@ -62,23 +63,13 @@ export async function ensureSessionKey(stateDir: string): Promise<string> {
 }
 
 /**
- * Writes 32 random bytes as hex to `path`: a temporary file (mode 0600), fsynced, then renamed
- * into place. On return the file holds the new secret, whole; before the rename it still held
- * the old one.
+ * Writes 32 random bytes as hex to `path` (mode 0600), replacing the file whole: on return it
+ * holds the new secret; until then it still held the old one.
  */
 async function writeSecret(path: string): Promise<string> {
   const bytes = crypto.getRandomValues(new Uint8Array(32));
   const token = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  const temp = `${path}.${crypto.randomUUID()}.tmp`;
-  const file = await Deno.open(temp, { write: true, createNew: true, mode: 0o600 });
-  try {
-    await file.write(new TextEncoder().encode(token + "\n"));
-    await file.sync();
-  } finally {
-    file.close();
-  }
-  await Deno.chmod(temp, 0o600);
-  await Deno.rename(temp, path);
+  await replaceFile(path, `${token}\n`, { mode: 0o600 });
   return token;
 }
 

@@ -8,6 +8,7 @@
  */
 
 import { join, resolve } from "node:path";
+import { replaceFile } from "../../store/tables/files.ts";
 import type { Logger } from "../core/mod.ts";
 import { closeLimits, type LimitSettings, type LimitsPlan, planLimits } from "./_limits.ts";
 import { type CellView, probeCell, probeSandbox, requireSandbox } from "./_probe.ts";
@@ -73,12 +74,10 @@ export interface Confinement {
 /** The name of the seccomp filter file in the state directory. */
 export const SECCOMP_FILE = "seccomp.bpf";
 
-/** Writes the filter once: a temp file renamed into place. */
+/** Writes the filter, replacing the file whole. */
 async function writeFilter(stateDir: string): Promise<string> {
   const path = join(stateDir, SECCOMP_FILE);
-  const temp = `${path}.${crypto.randomUUID()}.tmp`;
-  await Deno.writeFile(temp, seccompBytes(), { mode: 0o644 });
-  await Deno.rename(temp, path);
+  await replaceFile(path, seccompBytes(), { mode: 0o644 });
   return path;
 }
 

@@ -7,6 +7,7 @@
  */
 
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
+import { replaceFile } from "../../store/tables/files.ts";
 import type { Route } from "../config/mod.ts";
 import { DEFAULT_DRAIN_GRACE_MS, KlbrError } from "../core/mod.ts";
 import { loadStateConfig, REPO_ROOT, resolveConfigPath } from "../setup/mod.ts";
@@ -178,19 +179,10 @@ export async function installService(options: ServiceOptions): Promise<InstallRe
   const dir = unitDirectory(options.system, options.env);
   const path = join(dir, UNIT_NAME);
   const replaced = await Deno.stat(path).then(() => true, () => false);
-  const temp = join(dir, `.${UNIT_NAME}.${crypto.randomUUID()}.tmp`);
   try {
     await Deno.mkdir(dir, { recursive: true });
-    const file = await Deno.open(temp, { write: true, createNew: true, mode: 0o644 });
-    try {
-      await file.write(new TextEncoder().encode(text));
-      await file.sync();
-    } finally {
-      file.close();
-    }
-    await Deno.rename(temp, path);
+    await replaceFile(path, text, { mode: 0o644 });
   } catch (cause) {
-    await Deno.remove(temp).catch(() => {});
     if (cause instanceof Deno.errors.PermissionDenied) {
       throw new KlbrError(
         "usage",
