@@ -57,6 +57,22 @@ export class MemoryLaneHost implements LaneHost {
     return log;
   }
 
+  /**
+   * The operator commands of `kind` received so far, once there is at least one: the page may
+   * show a command as sent (an optimistic "Cancelling…") before its frame reaches the host.
+   *
+   * @throws {Error} when none arrives within `timeoutMs`.
+   */
+  async operationsOf(kind: OpMessage["kind"], timeoutMs = 5_000): Promise<OpMessage[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = this.operations.filter((o) => o.kind === kind);
+      if (found.length > 0) return found;
+      if (Date.now() > deadline) throw new Error(`no ${kind} reached the host in ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
   /** Appends one record and wakes the session's connections; returns it. */
   append(type: string, data: Record<string, unknown>, session = "default"): LaneRecord {
     const log = this.#log(session);

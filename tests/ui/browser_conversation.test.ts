@@ -383,7 +383,7 @@ for (const width of WIDTHS) {
       await screenshot(s.page, "conversation", "09-cancel");
       await button.click();
       await s.page.waitForFunction(`document.body.textContent.includes("Cancelling…")`);
-      const sent = s.host.operations.filter((o) => o.kind === "op.cancel_cell");
+      const sent = await s.host.operationsOf("op.cancel_cell");
       assert.equal(sent.length, 1);
       assert.deepEqual({ ...sent[0], request: "" }, {
         kind: "op.cancel_cell",
@@ -466,7 +466,7 @@ for (const width of WIDTHS) {
       await search.fill("");
       await s.page.keyboard.press("Control+Period");
       await s.page.locator('[data-cell-id="cell_run"] button:has-text("Cancelling…")').waitFor();
-      const sent = s.host.operations.filter((o) => o.kind === "op.cancel_cell");
+      const sent = await s.host.operationsOf("op.cancel_cell");
       assert.deepEqual(sent.map((o) => (o as { cell?: string }).cell), ["cell_run"]);
     });
   });
