@@ -6,7 +6,7 @@
  */
 
 import type { SQLInputValue, SQLOutputValue, StatementResultingChanges } from "node:sqlite";
-import type { StoredRecord } from "../runtime/core/mod.ts";
+import type { CommittedRecords, StoredRecord } from "../runtime/core/mod.ts";
 
 /** A prepared statement as writer modules use it; a store failure it meets is recorded. */
 export interface Statement {
@@ -38,18 +38,13 @@ export interface StoreHealth {
 }
 
 /**
- * What one outermost commit wrote, as its commit listeners hear it (`Store.onCommit`).
+ * What one outermost commit wrote, as its commit listeners hear it (`Store.onCommit`): each
+ * session whose log of records (the `events` table) grew, with its new records in seq order.
  *
  * A record is announced by the commit that holds it and by no other: one written in a savepoint
  * or transaction that was rolled back is not in it.
  */
-export interface Commit {
-  /**
-   * Each session whose log of records (the `events` table) grew in this commit, with the
-   * records it was given, in seq order.
-   */
-  readonly records: ReadonlyMap<string, readonly StoredRecord[]>;
-}
+export type Commit = CommittedRecords;
 
 /** Told after each outermost commit what it wrote; see {@linkcode Store.onCommit}. */
 export type CommitListener = (commit: Commit) => void;

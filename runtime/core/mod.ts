@@ -21,7 +21,13 @@ export {
 } from "./_defaults.ts";
 export { assert, isKlbrError, KlbrError, type KlbrErrorCode } from "./_errors.ts";
 export { faultPoint } from "./_fault.ts";
-export { EventBus, type LaneSignal, MAX_CARRIED_RECORDS, type StoredRecord } from "./_event_bus.ts";
+export {
+  type CommittedRecords,
+  EventBus,
+  type LaneSignal,
+  MAX_CARRIED_RECORDS,
+  type StoredRecord,
+} from "./_event_bus.ts";
 export {
   createLogger,
   type LogFields,
