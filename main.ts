@@ -111,7 +111,8 @@ const OPTIONS = {
 } as const;
 
 /**
- * Reads the command line; an unknown option or a missing value is one `usage` error naming it.
+ * Reads the command line; an unknown option, a missing value or a value given to a switch is one
+ * `usage` error naming it.
  *
  * @throws {KlbrError} `usage`.
  */
@@ -121,9 +122,12 @@ function parseCommandLine(args: string[]) {
   } catch (error) {
     const code = (error as { code?: string }).code ?? "";
     if (!code.startsWith("ERR_PARSE_ARGS")) throw error;
-    const option = /'(-[^' ]+)/.exec(String((error as Error).message))?.[1] ?? "?";
+    const message = String((error as Error).message);
+    const option = /'(-[^' ]+)/.exec(message)?.[1] ?? "?";
     const what = code === "ERR_PARSE_ARGS_UNKNOWN_OPTION"
       ? `there is no option ${option}`
+      : /does not take an argument/.test(message)
+      ? `${option} takes no value (give ${option} alone)`
       : `${option} needs a value`;
     throw new KlbrError(
       "usage",

@@ -50,9 +50,9 @@ const EXTRA_FILES = ["config.kdl", "operator.token"];
  * it was. Proven by "window backup: a backup taken during a burst restores every input
  * acknowledged before it began" in `tests/crash/backup_restore.test.ts`.
  *
- * @throws {KlbrError} `invalid_input` for a target that holds something; `state_missing` for a
- *   state directory without a store; `release_invalid`/`store_corrupt` when the copy does not
- *   verify.
+ * @throws {KlbrError} `invalid_input` for a target that holds something or is a file;
+ *   `state_missing` for a state directory without a store; `release_invalid`/`store_corrupt`
+ *   when the copy does not verify.
  * @example
  * ```ts
  * const manifest = await backupState(".klbr", "/backups/klbr-2024-06-01");
@@ -60,7 +60,10 @@ const EXTRA_FILES = ["config.kdl", "operator.token"];
  */
 export async function backupState(stateDir: string, target: string): Promise<BackupManifest> {
   if (!(await isEmptyOrAbsent(target))) {
-    throw new KlbrError("invalid_input", `cannot back up: ${target} is not empty (got ${target})`);
+    throw new KlbrError(
+      "invalid_input",
+      `cannot back up: ${target} is not an empty directory; give a new or empty one (got ${target})`,
+    );
   }
   const store = join(stateDir, STORE_FILE);
   if (!(await pathExists(store))) {

@@ -41,13 +41,14 @@ export async function copyTree(from: string, to: string): Promise<number> {
   return files;
 }
 
-/** Whether `dir` is absent or holds nothing. */
+/** Whether `dir` is absent or an empty directory; a file there is neither. */
 export async function isEmptyOrAbsent(dir: string): Promise<boolean> {
   try {
     for await (const _ of Deno.readDir(dir)) return false;
     return true;
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return true;
+    if (error instanceof Deno.errors.NotADirectory) return false;
     throw error;
   }
 }

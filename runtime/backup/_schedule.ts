@@ -18,6 +18,12 @@ import type { BackupConfig } from "../config/mod.ts";
 import { KlbrError, type Logger } from "../core/mod.ts";
 import { backupState } from "./_backup.ts";
 
+/**
+ * The longest delay one host timer holds (about 24.8 days): `setTimeout` fires a longer one at
+ * once, so a longer wait is taken in steps of at most this.
+ */
+const LONGEST_TIMER_MS = 2 ** 31 - 1;
+
 /** A scheduled backup's directory name; its groups are its UTC time, year to second. */
 const SCHEDULED = /^klbr-(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/;
 
@@ -89,9 +95,11 @@ export function startBackupSchedule(options: BackupScheduleOptions): BackupSched
   let stopped = false;
   const arm = (delay: number) => {
     if (stopped) return;
+    const step = Math.min(delay, LONGEST_TIMER_MS);
     timer = setTimeout(() => {
+      if (step < delay) return arm(delay - step);
       running = takeScheduled(options, dir).finally(() => arm(every));
-    }, delay);
+    }, step);
   };
   running = scheduledIn(dir).then((found) => {
     const next = found.length === 0 ? clock() : found[found.length - 1].at + every;

@@ -21,6 +21,11 @@ import type { Logger } from "../core/mod.ts";
 import type { HostTimers } from "./_timers.ts";
 
 const DAY_MS = 86_400_000;
+/**
+ * The longest delay one host timer holds (about 24.8 days): `setTimeout` fires a longer one at
+ * once, so a longer interval is waited in steps of at most this.
+ */
+const LONGEST_TIMER_MS = 2 ** 31 - 1;
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 const DRAFT_ID = /^dr_([0-9A-HJKMNP-TV-Z]{10})[0-9A-HJKMNP-TV-Z]{16}$/;
 
@@ -163,12 +168,16 @@ export class MaintenanceSchedule {
     if (this.#stopped) return;
     this.#running = runMaintenance(this.deps, trigger).catch((error) =>
       this.deps.log.error("maintenance.failed", `maintenance failed: ${error}`)
-    ).finally(() => {
-      if (this.#stopped) return;
-      this.#handle = this.timers.set(
-        () => this.#run("interval"),
-        this.deps.cleanup.interval_hours * 3_600_000,
-      );
-    });
+    ).finally(() => this.#arm(this.deps.cleanup.interval_hours * 3_600_000));
+  }
+
+  /** Runs again after `delay` ms, waiting in steps a host timer can hold. */
+  #arm(delay: number): void {
+    if (this.#stopped) return;
+    const step = Math.min(delay, LONGEST_TIMER_MS);
+    this.#handle = this.timers.set(
+      () => step < delay ? this.#arm(delay - step) : this.#run("interval"),
+      step,
+    );
   }
 }

@@ -229,8 +229,10 @@ export async function daemonAddress(
  * Says hello with the token (asking for no catch-up), sends one message and resolves with
  * its `op.result` or the first `error`.
  *
- * @throws {KlbrError} `not_found` when nothing answers at the address; `worker_timeout` after
- * `timeoutMs` without a reply.
+ * @throws {KlbrError} `not_found` when nothing answers at the address, or the daemon closes the
+ * connection before it answers (proven by "an operator command whose daemon closes the
+ * connection before answering fails at once, naming the close" in
+ * `tests/runtime/operator/cli.test.ts`); `worker_timeout` after `timeoutMs` without a reply.
  */
 export async function exchange(
   address: ListenAddress,
@@ -253,6 +255,19 @@ export async function exchange(
         clearTimeout(timer);
         reject(
           new KlbrError("not_found", `cannot reach the daemon at ${url}: is klbr serve running?`),
+        );
+      };
+      // A daemon that drains or dies mid-command closes the socket without a reply: say so
+      // now, not when the reply timeout ends. (After a reply this settles nothing.)
+      ws.onclose = (event) => {
+        clearTimeout(timer);
+        reject(
+          new KlbrError(
+            "not_found",
+            `cannot run ${message.kind}: the daemon closed the connection before it answered (close ${event.code}${
+              event.reason ? `: ${event.reason}` : ""
+            }); deno task klbr status says whether it still runs and what took effect`,
+          ),
         );
       };
       ws.onmessage = (event) => {

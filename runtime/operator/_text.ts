@@ -96,7 +96,12 @@ export function statusText(value: unknown, health: HealthReport | undefined): st
     ...budget.over_budget.map((e) => `over budget: ${e.what} ${e.used} of ${e.limit}: ${e.effect}`),
   );
   for (const [id, s] of Object.entries(status.sessions)) {
-    if (s.state !== "running") {
+    // `resume` refuses a draining session (its turn still runs): that one says to wait.
+    if (s.state === "draining") {
+      lines.push(
+        `session ${id} is draining: its turn finishes, then new messages wait; once it is drained, klbr resume ${id} takes them up`,
+      );
+    } else if (s.state !== "running") {
       lines.push(`session ${id} is ${s.state}: new messages wait; klbr resume ${id} takes them up`);
     }
     if (s.stalled) lines.push(`session ${id} stalled after its retries; klbr reset ${id}`);

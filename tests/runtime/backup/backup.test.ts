@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { join, relative } from "node:path";
 import { backupState, restoreState } from "../../../runtime/backup/mod.ts";
+import { KlbrError } from "../../../runtime/core/mod.ts";
 import { initStateDir } from "../../../runtime/setup/mod.ts";
 import { openStore } from "../../../store/store.ts";
 import { keepAttachment, readArtifact } from "../../../store/tables/artifacts.ts";
@@ -68,4 +69,34 @@ Deno.test("`backupState()` copies every kept attachment, and the restored state 
   } finally {
     store.close();
   }
+});
+
+Deno.test("a backup into a file, or a restore onto one, is refused in one line and the file is left as it was", async () => {
+  const parent = await tempDir();
+  const state = join(parent, "state");
+  await initStateDir(state);
+  const file = join(parent, "notes.txt");
+  await Deno.writeTextFile(file, "");
+  await assert.rejects(backupState(state, file), (error: unknown) => {
+    assert.ok(error instanceof KlbrError, String(error));
+    assert.equal(error.code, "invalid_input");
+    assert.equal(
+      error.message,
+      `cannot back up: ${file} is not an empty directory; give a new or empty one (got ${file})`,
+    );
+    return true;
+  });
+  const backup = join(parent, "backup");
+  await backupState(state, backup);
+  await assert.rejects(restoreState(backup, file), (error: unknown) => {
+    assert.ok(error instanceof KlbrError, String(error));
+    assert.equal(error.code, "invalid_input");
+    assert.match(error.message, /^cannot restore into .*: it is not empty; pass --replace /);
+    return true;
+  });
+  assert.equal(await Deno.readTextFile(file), "");
+  // Nothing was made beside them: no temporary copy is left.
+  const names = [];
+  for await (const entry of Deno.readDir(parent)) names.push(entry.name);
+  assert.deepEqual(names.sort(), ["backup", "notes.txt", "state"]);
 });

@@ -6,7 +6,11 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { parseConfig } from "../../../runtime/config/mod.ts";
-import { backupBeforeMigration, restoreState } from "../../../runtime/backup/mod.ts";
+import {
+  backupBeforeMigration,
+  restoreState,
+  startBackupSchedule,
+} from "../../../runtime/backup/mod.ts";
 import { createLogger } from "../../../runtime/core/mod.ts";
 import { schemaVersionOnDisk } from "../../../store/maintenance/backup.ts";
 import { DatabaseSync } from "node:sqlite";
@@ -71,6 +75,36 @@ Deno.test("a daemon with backup { every keep } takes a verified backup at start 
     assert.equal(report.manifest.format, "klbr-backup");
   } finally {
     await daemon.stop();
+  }
+});
+
+Deno.test("a schedule of every 30d takes no backup before the 30 days are up (past the 24.8 days one host timer holds)", async () => {
+  const state = join(await tempDir(), "state");
+  openStore(state).close();
+  const dir = join(state, "backups");
+  // The newest scheduled backup was taken this second: the next is due in 30 days.
+  const stamp = new Date().toISOString().replace(/\.\d{3}Z$/, "Z").replaceAll(/[-:]/g, "");
+  await Deno.mkdir(join(dir, `klbr-${stamp}`), { recursive: true });
+  const { config } = parseConfig(`backup { every "30d"; keep 2; }`, { file: "x.kdl" });
+  const lines: string[] = [];
+  let scheduled: () => void = () => {};
+  const armed = new Promise<void>((resolve) => scheduled = resolve);
+  const log = createLogger({
+    write: (line: string) => {
+      lines.push(line);
+      if (/ backup\.schedule /.test(line)) scheduled();
+    },
+  });
+  const schedule = startBackupSchedule({ stateDir: state, config: config.backup, log });
+  try {
+    await armed;
+    // Nothing announces a backup that is not taken: give a wrongly armed timer (setTimeout
+    // fires a delay past 2^31-1 ms at once) time to start one.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(lines.filter((l) => !/ backup\.schedule /.test(l)), []);
+    assert.deepEqual(await names(dir), [`klbr-${stamp}`]);
+  } finally {
+    await schedule?.stop();
   }
 });
 

@@ -112,3 +112,18 @@ Deno.test("serve logs a daemon child killed by SIGKILL and exits with its code",
     /^\S+ ERROR daemon\.exited the daemon exited with code 137 \(killed by SIGKILL: .*\); serve exits with it: as a service it is started again \(Restart=on-failure\), by hand start it again with deno task serve \(code=137 signal=SIGKILL\)$/m,
   );
 });
+
+Deno.test("serve exits with 128 + the number of whichever signal ended its daemon child (SIGALRM: 142)", async () => {
+  const daemon = await startTestDaemon({ via: "launcher" });
+  const { pid } = JSON.parse(await Deno.readTextFile(join(daemon.stateDir, "daemon.json")));
+  assert.notEqual(pid, daemon.pid, "the daemon is the launcher's child");
+  // A signal the daemon does not handle ends it as a crash does (SIGABRT, SIGSEGV), without
+  // leaving a core file behind.
+  Deno.kill(pid, "SIGALRM");
+  const status = await daemon.exited();
+  assert.equal(status.code, 142);
+  assert.match(
+    daemon.logs(),
+    /^\S+ ERROR daemon\.exited the daemon exited with code 142 \(ended by SIGALRM\); .* \(code=142 signal=SIGALRM\)$/m,
+  );
+});

@@ -12,12 +12,17 @@ import { createJob } from "../../../store/tables/jobs.ts";
 import { startGeneration } from "../../../store/tables/kernel_generations.ts";
 import { activateRelease, markLastGood, recordRelease } from "../../../store/tables/releases.ts";
 import type { Store } from "../../../store/store.ts";
-import { newId, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
+import { EventBus, newId, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
-import { runMaintenance } from "../../../runtime/jobs/mod.ts";
-import { withClockedStore } from "../../_helpers/unattended.ts";
+import { skillRoots } from "../../../runtime/kernel/mod.ts";
+import { type HostTimers, Jobs, runMaintenance } from "../../../runtime/jobs/mod.ts";
+import type { Provider } from "../../../runtime/model/mod.ts";
+import { REPO_ROOT } from "../../_helpers/daemon.ts";
+import { ManualTimers } from "../../_helpers/fake_timers.ts";
+import { testAdmit, withClockedStore } from "../../_helpers/unattended.ts";
 
 const DAY = 86_400_000;
+const HOUR = 3_600_000;
 
 async function release(store: Store, name: string, dir = join(store.stateDir, "releases")) {
   const id = name.repeat(64).slice(0, 64);
@@ -157,5 +162,75 @@ Deno.test("`runMaintenance()` removes old drafts and unpinned releases, never a 
     const again = await runMaintenance(deps, "test");
     assert.deepEqual([again.runId, again.releases, again.drafts], [null, [], []]);
     assert.equal(readEventsOfKind(store, "default", "maintenance.started").length, 1);
+  }, start);
+});
+
+/** The longest delay `setTimeout` holds; a longer one is set to 1 ms (TimeoutOverflowWarning). */
+const LONGEST_TIMER_MS = 2 ** 31 - 1;
+
+Deno.test("the maintenance schedule waits its whole interval_hours, also one longer than a host timer holds", async () => {
+  const start = Date.now();
+  await withClockedStore(async (cs) => {
+    const { store, clock } = cs;
+    // 720 hours (30 days, the most the configuration takes) is past the 24.8 days one
+    // setTimeout holds. The host timers here behave as Deno's do: a longer delay fires at once.
+    const { config } = parseConfig("cleanup {\n interval_hours 720\n}", { file: "t" });
+    const manual = new ManualTimers(clock);
+    const asked: number[] = [];
+    const timers: HostTimers = {
+      set: (fn, ms) => {
+        asked.push(ms);
+        return manual.set(fn, ms > LONGEST_TIMER_MS ? 1 : ms);
+      },
+      clear: (handle) => manual.clear(handle),
+    };
+    const jobs = new Jobs({
+      store,
+      bus: new EventBus(),
+      log: SILENT_LOGGER,
+      python: "python3",
+      repoRoot: REPO_ROOT,
+      skillRoots: skillRoots({ repoRoot: cs.dir, stateDir: cs.dir }),
+      provider: () => ({}) as Provider,
+      budget: config.budget,
+      cleanup: config.cleanup,
+      cellTimeoutMs: 60_000,
+      admit: testAdmit(store).admit,
+      maintenanceSession: "default",
+      timers,
+    });
+    /** Resolves once no run is in progress: the schedule has armed its next wait. */
+    const idle = async () => {
+      for (let i = 0; i < 500 && manual.armed === 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert.equal(manual.armed, 1, "the schedule armed no next run");
+    };
+    const runs = () => readEventsOfKind(store, "default", "maintenance.started").length;
+    try {
+      jobs.startSession("default");
+      await idle(); // the run at start: nothing to remove
+      // A draft old enough for any run from now on to remove it: its id's time is 0 (ids are
+      // made monotonic, so none is asked of newId), its files were last touched 30 days ago.
+      const old = `dr_${"0".repeat(26)}`;
+      const aged = new Date(start - 30 * DAY);
+      await Deno.mkdir(join(store.stateDir, "drafts", old), { recursive: true });
+      await Deno.writeTextFile(join(store.stateDir, "drafts", old, "turn.py"), "y = 2\n");
+      await Deno.utime(join(store.stateDir, "drafts", old, "turn.py"), aged, aged);
+      await Deno.utime(join(store.stateDir, "drafts", old), aged, aged);
+
+      manual.advance(719 * HOUR);
+      await idle();
+      assert.equal(runs(), 0, "maintenance ran before its 720 hours were up");
+      assert.equal(await exists(join(store.stateDir, "drafts", old)), true);
+
+      manual.advance(HOUR);
+      await jobs.shutdown(); // waits for the run in progress
+      assert.equal(runs(), 1, "maintenance did not run once its 720 hours were up");
+      assert.equal(await exists(join(store.stateDir, "drafts", old)), false);
+      assert.deepEqual(asked.filter((ms) => ms > LONGEST_TIMER_MS), []);
+    } finally {
+      await jobs.shutdown();
+    }
   }, start);
 });

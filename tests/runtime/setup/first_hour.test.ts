@@ -57,6 +57,11 @@ Deno.test("every command-line mistake is one line naming the usage, exit 2, befo
       /^klbr: cannot run status: usage: klbr status \[session\] \(got 2 arguments: a b\)$/,
     ],
     [["init", "now"], /^klbr: cannot run init: usage: klbr init \[--state DIR\] \(got 1 /],
+    // A switch given a value takes none: saying it "needs a value" sent people looking for one.
+    [
+      ["status", "--json=yes"],
+      /^klbr: cannot read the command line: --json takes no value \(give --json alone\); deno task klbr --help lists the options \(got status --json=yes /,
+    ],
     [["token"], /^klbr: cannot run token: usage: klbr token rotate \(got 0 arguments\)$/],
     [["token", "spin"], /^klbr: cannot run token: usage: klbr token rotate \(got token spin\)$/],
     [

@@ -1,0 +1,153 @@
+// The operator CLI against a stand-in daemon: a loopback WebSocket that reads the command and
+// answers it (or closes), so what the CLI does with each answer is checked without a daemon.
+// A daemon that goes away mid-command ends the command at once with a line saying the
+// connection closed, not after the whole reply timeout (10 minutes by default) with "no reply";
+// `status` of a draining session says resume waits for the drain, as `resume` itself does.
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { KlbrError } from "../../../runtime/core/mod.ts";
+import { runOperatorCommand } from "../../../runtime/operator/mod.ts";
+import { tempDir } from "../../_helpers/temp.ts";
+
+/** A state directory holding an operator token, as `init` leaves it. */
+async function stateWithToken(): Promise<string> {
+  const state = await tempDir();
+  await Deno.writeTextFile(join(state, "operator.token"), "a".repeat(64) + "\n", { mode: 0o600 });
+  return state;
+}
+
+/**
+ * A stand-in daemon on loopback: after the hello, `answer` gets each command and the socket;
+ * any plain HTTP request (the CLI's `/health`) is answered 404.
+ */
+function standIn(answer: (command: Record<string, unknown>, socket: WebSocket) => void) {
+  return Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (request) => {
+    if (request.headers.get("upgrade") !== "websocket") return new Response(null, { status: 404 });
+    const { socket, response } = Deno.upgradeWebSocket(request);
+    socket.onmessage = (event) => {
+      const command = JSON.parse(String(event.data));
+      if (command.kind !== "hello") answer(command, socket);
+    };
+    return response;
+  });
+}
+
+/** Runs `fn` with `console.log` collected; returns what it printed. */
+async function printed(fn: () => Promise<unknown>): Promise<string> {
+  const lines: string[] = [];
+  const log = console.log;
+  console.log = (...args: unknown[]) => lines.push(args.join(" "));
+  try {
+    await fn();
+  } finally {
+    console.log = log;
+  }
+  return lines.join("\n");
+}
+
+Deno.test("an operator command whose daemon closes the connection before answering fails at once, naming the close", async () => {
+  const state = await stateWithToken();
+  const server = standIn((_, socket) => socket.close(1001, "the daemon is shutting down"));
+  const timeoutMs = 10_000;
+  const started = Date.now();
+  try {
+    await assert.rejects(
+      runOperatorCommand("compact", ["default"], {
+        stateDir: state,
+        port: server.addr.port,
+        json: false,
+        timeoutMs,
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof KlbrError, String(error));
+        assert.equal(error.code, "not_found");
+        assert.match(
+          error.message,
+          /^cannot run op\.compact: the daemon closed the connection before it answered \(close 1001: the daemon is shutting down\); /,
+        );
+        return true;
+      },
+    );
+    assert.ok(Date.now() - started < timeoutMs / 2, "it waited for the reply timeout");
+  } finally {
+    await server.shutdown();
+  }
+});
+
+/** One session of `op.status` in the given state, idle otherwise. */
+function sessionIn(state: string) {
+  return {
+    state,
+    pending_inputs: 1,
+    oldest_pending_age_ms: 4_000,
+    waiting_inputs: 0,
+    waiting_threshold_ms: 60_000,
+    waiting: [],
+    consecutive_failures: 0,
+    stalled: false,
+    last_hook_failure: null,
+    current_frame: state === "draining" ? { id: "fr_1", number: 3, running_ms: 2_000 } : null,
+    head_seq: 9,
+    behavior_epoch: 0,
+    active_release: "a".repeat(64),
+    last_good_release: null,
+    kernel_generation: 1,
+    kernel_alive: true,
+    hook_calls: 0,
+    routes_adapted: [],
+    running_jobs: 0,
+    pending_jobs: 0,
+    pending_timers: 0,
+    due_timers: 0,
+  };
+}
+
+const used = { used: 0, limit: 10 };
+const BUDGET = {
+  over_budget: [],
+  model_requests_hour: { ...used, configured: 10 },
+  tokens_hour: used,
+  child_share_percent: 50,
+  child_requests_hour: used,
+  child_tokens_hour: used,
+  window_reset_at: null,
+  jobs: { running: 0, limit: 2, waiting: 0 },
+  processes: { in_use: 0, limit: 8, waiting: 0 },
+};
+
+Deno.test("klbr status names the command that takes a held session up, and for a draining one says it waits for the drain", async () => {
+  const state = await stateWithToken();
+  const server = standIn((command, socket) =>
+    socket.send(JSON.stringify({
+      kind: "op.result",
+      request: command.request,
+      op: command.kind,
+      result: {
+        version: "test",
+        admitting: true,
+        recovered_release: null,
+        budget: BUDGET,
+        sessions: {
+          default: sessionIn("draining"),
+          other: sessionIn("drained"),
+          third: sessionIn("stopped"),
+        },
+      },
+    }))
+  );
+  try {
+    const text = await printed(() =>
+      runOperatorCommand("status", [], { stateDir: state, port: server.addr.port, json: false })
+    );
+    const advice = text.split("\n").filter((line) => /^session \S+ is /.test(line));
+    // `klbr resume` refuses a draining session (its turn still runs): the line says to wait.
+    assert.deepEqual(advice, [
+      "session default is draining: its turn finishes, then new messages wait; once it is drained, klbr resume default takes them up",
+      "session other is drained: new messages wait; klbr resume other takes them up",
+      "session third is stopped: new messages wait; klbr resume third takes them up",
+    ]);
+  } finally {
+    await server.shutdown();
+  }
+});
