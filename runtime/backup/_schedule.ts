@@ -15,14 +15,8 @@ import { schemaVersionOnDisk } from "../../store/maintenance/backup.ts";
 import { LATEST_VERSION } from "../../store/schema/migrations.ts";
 import { STORE_FILE } from "../../store/store.ts";
 import type { BackupConfig } from "../config/mod.ts";
-import { KlbrError, type Logger } from "../core/mod.ts";
+import { KlbrError, type Logger, LONGEST_TIMER_MS } from "../core/mod.ts";
 import { backupState } from "./_backup.ts";
-
-/**
- * The longest delay one host timer holds (about 24.8 days): `setTimeout` fires a longer one at
- * once, so a longer wait is taken in steps of at most this.
- */
-const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
 /** A scheduled backup's directory name; its groups are its UTC time, year to second. */
 const SCHEDULED = /^klbr-(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/;

@@ -7,7 +7,7 @@
 
 import { getLocation, type Node } from "@bgotink/kdl";
 import { z } from "zod";
-import { KlbrError } from "../core/mod.ts";
+import { KlbrError, LONGEST_TIMER_MS } from "../core/mod.ts";
 
 /** A value as a message shows it: strings quoted. */
 export const show = (value: unknown): string =>
@@ -22,9 +22,12 @@ export const expected = (what: string) => ({
 export const whole = (what: string, min: number, max: number) =>
   z.int(expected(what)).min(min, expected(`at least ${min}`)).max(max, expected(`at most ${max}`));
 
-/** A positive number of whole milliseconds. */
+/** A positive number of whole milliseconds that one host timer can wait. */
 export const timeoutMs = () =>
-  z.int(expected("whole milliseconds")).min(1, expected("at least 1 ms"));
+  z.int(expected("whole milliseconds")).min(1, expected("at least 1 ms")).max(
+    LONGEST_TIMER_MS,
+    expected(`at most ${LONGEST_TIMER_MS} ms, about 24.8 days, the longest a timer waits`),
+  );
 
 /** A URL string whose scheme is `scheme` or its secure form (`http`: http: or https:). */
 export const url = (scheme: "http" | "ws") => {

@@ -1,6 +1,7 @@
 /**
  * The runtime's defaults, each declared once: every option that falls back to one of these
- * imports it, so documentation, CLI help and code cannot disagree.
+ * imports it, so documentation, CLI help and code cannot disagree; and the host's one limit
+ * that options meet, the longest timer.
  *
  * @module
  */
@@ -25,3 +26,8 @@ export const DEFAULT_MODEL_STALL_MS = 15_000;
 export const DEFAULT_RETRY_BASE_MS = 1_000;
 /** How long an operator command waits for the daemon's reply. */
 export const DEFAULT_OPERATOR_TIMEOUT_MS = 600_000;
+/**
+ * The longest delay one host timer holds, 2^31 − 1 ms (about 24.8 days): `setTimeout` fires a
+ * longer one at once. A configured timeout is at most this; a longer wait is taken in steps.
+ */
+export const LONGEST_TIMER_MS = 2 ** 31 - 1;

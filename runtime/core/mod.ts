@@ -18,6 +18,7 @@ export {
   DEFAULT_OPERATOR_TIMEOUT_MS,
   DEFAULT_PORT,
   DEFAULT_RETRY_BASE_MS,
+  LONGEST_TIMER_MS,
 } from "./_defaults.ts";
 export { assert, isKlbrError, KlbrError, type KlbrErrorCode } from "./_errors.ts";
 export { faultPoint } from "./_fault.ts";

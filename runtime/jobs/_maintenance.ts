@@ -17,15 +17,10 @@ import {
 } from "../../store/maintenance/maintenance.ts";
 import type { Store } from "../../store/store.ts";
 import type { CleanupConfig } from "../config/mod.ts";
-import type { Logger } from "../core/mod.ts";
+import { type Logger, LONGEST_TIMER_MS } from "../core/mod.ts";
 import type { HostTimers } from "./_timers.ts";
 
 const DAY_MS = 86_400_000;
-/**
- * The longest delay one host timer holds (about 24.8 days): `setTimeout` fires a longer one at
- * once, so a longer interval is waited in steps of at most this.
- */
-const LONGEST_TIMER_MS = 2 ** 31 - 1;
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 const DRAFT_ID = /^dr_([0-9A-HJKMNP-TV-Z]{10})[0-9A-HJKMNP-TV-Z]{16}$/;
 

@@ -20,6 +20,7 @@ import { requireSession } from "../../store/tables/sessions.ts";
 import {
   DEFAULT_HOOK_TIMEOUT_MS,
   DEFAULT_RETRY_BASE_MS,
+  LONGEST_TIMER_MS,
   type RecordInput,
   type RecordType,
   SerialRunner,
@@ -333,7 +334,7 @@ export class SessionRuntime {
     const oldest = oldestPendingAt(this.#o.store, this.#o.session);
     if (oldest === null) return;
     const due = oldest + this.#o.inputExpireMs - this.#o.store.clock();
-    const ms = Math.min(Math.max(due, 0) + 1, 2 ** 31 - 1);
+    const ms = Math.min(Math.max(due, 0) + 1, LONGEST_TIMER_MS);
     this.#expiryTimer = this.#o.timers.set(() => this.#expiryDue(), ms);
   }
 

@@ -9,6 +9,7 @@
  */
 
 import { join, resolve } from "node:path";
+import { constants as osConstants } from "node:os";
 import type { Route, ServeOptions } from "../config/mod.ts";
 import { createLogger, DEFAULT_HOST, DEFAULT_PORT, type Logger } from "../core/mod.ts";
 import { REPO_ROOT } from "./_repo_root.ts";
@@ -298,46 +299,7 @@ function exitCode(status: Deno.CommandStatus): number {
   return status.signal === null ? status.code : 128 + signalNumber(status.signal);
 }
 
-/**
- * Linux's signal numbers (the platform bubblewrap and systemd run on), so a daemon that a
- * crash ended (SIGABRT, SIGSEGV, SIGTRAP) exits 128 + its own number, as a shell reports it.
- */
-const SIGNAL_NUMBERS: Record<string, number> = {
-  SIGHUP: 1,
-  SIGINT: 2,
-  SIGQUIT: 3,
-  SIGILL: 4,
-  SIGTRAP: 5,
-  SIGABRT: 6,
-  SIGIOT: 6,
-  SIGBUS: 7,
-  SIGFPE: 8,
-  SIGKILL: 9,
-  SIGUSR1: 10,
-  SIGSEGV: 11,
-  SIGUSR2: 12,
-  SIGPIPE: 13,
-  SIGALRM: 14,
-  SIGTERM: 15,
-  SIGSTKFLT: 16,
-  SIGCHLD: 17,
-  SIGCONT: 18,
-  SIGSTOP: 19,
-  SIGTSTP: 20,
-  SIGTTIN: 21,
-  SIGTTOU: 22,
-  SIGURG: 23,
-  SIGXCPU: 24,
-  SIGXFSZ: 25,
-  SIGVTALRM: 26,
-  SIGPROF: 27,
-  SIGWINCH: 28,
-  SIGIO: 29,
-  SIGPOLL: 29,
-  SIGPWR: 30,
-  SIGSYS: 31,
-};
-
+/** The signal's number on this platform, as a shell reports `128 + n` (1 for one it lacks). */
 function signalNumber(signal: Deno.Signal): number {
-  return SIGNAL_NUMBERS[signal] ?? 1;
+  return (osConstants.signals as Record<string, number>)[signal] ?? 1;
 }

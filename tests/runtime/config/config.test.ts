@@ -365,6 +365,11 @@ Deno.test("`parseConfig()` refuses timeouts that are not whole positive millisec
     `llm {\n timeout_ms 0\n}`,
     `cannot load config /x/klbr.kdl:2: llm "main" timeout_ms: expected at least 1 ms (got 0)`,
   );
+  // Longer than a host timer holds: `setTimeout` would fire it at once, aborting every request.
+  assertRefused(
+    `llm {\n timeout_ms 3000000000\n}`,
+    `cannot load config /x/klbr.kdl:2: llm "main" timeout_ms: expected at most 2147483647 ms, about 24.8 days, the longest a timer waits (got 3000000000)`,
+  );
 });
 
 Deno.test("`parseConfig()` refuses an empty model name", () => {
