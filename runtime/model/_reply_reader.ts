@@ -127,9 +127,14 @@ function foldEvent(event: ServerEvent, turn: TurnBuilder): ProviderDelta[] {
   try {
     data = JSON.parse(event.data);
   } catch {
+    if (event.event === "error") throw new ReplyError("stream_error", clip(event.data));
     throw new ReplyError("stream_error", `an event that is not JSON: ${clip(event.data)}`);
   }
-  const message = errorMessage(data);
+  const message = errorMessage(data) ??
+    // llama-server's error object is not wrapped: `{code, message, type}`.
+    (event.event === "error" && isObject(data) && typeof data.message === "string"
+      ? data.message
+      : undefined);
   if (event.event === "error" || message !== undefined) {
     throw new ReplyError("stream_error", message ?? clip(event.data));
   }
@@ -228,7 +233,8 @@ interface ServerEvent {
 /**
  * The event-stream format (WHATWG HTML, "server-sent events"): lines end in CR, LF or CRLF,
  * `:` starts a comment (OpenRouter sends `: OPENROUTER PROCESSING`), `data` lines join with
- * newlines, and a blank line ends an event.
+ * newlines, and a blank line ends an event. One field beyond the format: llama-server's
+ * `error` line, read as an `error` event.
  */
 class EventParser {
   #rest = "";
@@ -275,6 +281,13 @@ class EventParser {
     const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
     if (field === "data") this.#data.push(value);
     else if (field === "event") this.#event = value;
+    else if (field === "error") {
+      // llama-server writes a failure after the stream began as an `error:` line, a field the
+      // format does not define, and ends with `data: [DONE]` all the same
+      // (`server_sent_event(sink, "error", …)` in its server.cpp): it is an error event.
+      this.#event = "error";
+      this.#data.push(value);
+    }
     return undefined;
   }
 }

@@ -218,6 +218,29 @@ Deno.test("`streamChat()` reads an event stream with CRLF line ends and comments
   assert.equal(turn?.text, "ab");
 });
 
+Deno.test("`streamChat()` fails on llama-server's `error:` line and never takes the `[DONE]` after it as a reply", async () => {
+  // llama-server reports a failure after the stream began as an `error:` line, a field the
+  // event-stream format does not define, and then still ends with `data: [DONE]`
+  // (`server_sent_event(sink, "error", error_data)` in its server.cpp); e.g. a reply its chat
+  // parser cannot read.
+  const chunk = (delta: object) =>
+    `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+  const error = { code: 500, message: "Failed to parse input at pos 7", type: "server_error" };
+  const body = chunk({ content: "I will " }) + `error: ${JSON.stringify(error)}\n\n` +
+    "data: [DONE]\n\n";
+  const { turn, failure, error: thrown } = await ask({}, { raw: { body } });
+  assert.equal(turn, undefined);
+  assert.equal(failure?.reason, "stream_error");
+  assert.equal(failure?.retriable, true);
+  assert.equal(failure?.serverMessage, "Failed to parse input at pos 7");
+  assert.equal(failure?.partial?.text, "I will ");
+  assert.equal(failure?.partial?.textPartial, true);
+  assert.equal(
+    thrown?.message,
+    'cannot stream from llm "main": the provider sent an error inside the stream (got "Failed to parse input at pos 7")',
+  );
+});
+
 Deno.test("a `stream #false` route asks for one completion, without stream_options, and reads it", async () => {
   const { turn, fake } = await ask({}, { text: "not streamed" }, { fields: "stream #false" });
   const body = fake.requests[0].body;
