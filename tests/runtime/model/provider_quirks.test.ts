@@ -241,6 +241,29 @@ Deno.test("`streamChat()` fails on llama-server's `error:` line and never takes 
   );
 });
 
+Deno.test("`streamChat()` fails on a finish reason that says the reply failed: Mistral's `error`, vLLM's `abort`", async () => {
+  // Mistral documents `error` among a stream's finish reasons; vLLM ends a request its engine
+  // aborted (generation paused in "abort" mode) with `abort`. Neither is a finished reply: its
+  // text is a prefix and its calls may be cut, so nothing of it may run.
+  for (const finish of ["error", "abort"]) {
+    const chunk = (delta: object, reason: string | null = null) =>
+      `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: reason }] })}\n\n`;
+    const call = { index: 0, id: "call_1", function: { name: "python", arguments: '{"code": "x' } };
+    const body = chunk({ content: "Let me " }) + chunk({ tool_calls: [call] }) +
+      chunk({}, finish) + "data: [DONE]\n\n";
+    const { turn, failure, error } = await ask({}, { raw: { body } });
+    assert.equal(turn, undefined, `finish_reason ${finish} was taken as a reply`);
+    assert.equal(failure?.reason, "stream_error");
+    assert.equal(failure?.retriable, true);
+    assert.equal(failure?.partial?.text, "Let me ");
+    assert.deepEqual(failure?.partial?.toolCalls, []);
+    assert.equal(
+      error?.message,
+      `cannot stream from llm "main": the provider ended the reply with finish_reason "${finish}" (got 7 characters of text, 1 unfinished tool call(s))`,
+    );
+  }
+});
+
 Deno.test("a `stream #false` route asks for one completion, without stream_options, and reads it", async () => {
   const { turn, fake } = await ask({}, { text: "not streamed" }, { fields: "stream #false" });
   const body = fake.requests[0].body;
