@@ -207,11 +207,13 @@ type LimitField = "max_tokens" | "max_completion_tokens";
 /**
  * Whether a failed call is a server refusing `max_tokens` and naming `max_completion_tokens`
  * (OpenAI: 400 `unsupported_parameter`, "Unsupported parameter: 'max_tokens' is not supported
- * with this model. Use 'max_completion_tokens' instead.").
+ * with this model. Use 'max_completion_tokens' instead."). vLLM names both in a request past its
+ * context ("'max_tokens' or 'max_completion_tokens' is too large: …"), which either field meets.
  */
 function namesCompletionLimit(error: unknown): boolean {
   const failure = error instanceof Error ? error.cause : undefined;
   return failure instanceof ProviderFailure && failure.status === 400 &&
+    failure.refusal !== "context" &&
     /\bmax_tokens\b/.test(failure.serverMessage ?? "") &&
     /\bmax_completion_tokens\b/.test(failure.serverMessage ?? "");
 }

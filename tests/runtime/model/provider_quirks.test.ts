@@ -348,6 +348,35 @@ Deno.test("OpenAI's reasoning models refuse max_tokens: the provider asks again 
   assert.deepEqual(other.fake.requests.map((r) => r.body.max_tokens), [300]);
 });
 
+Deno.test("vLLM's 'max_tokens' or 'max_completion_tokens' is too large is a context refusal, asked once, and max_tokens stays", async () => {
+  // vLLM's words when the prompt fits but the prompt and `max_tokens` do not (`_validate_input`
+  // in its serving code); both field names are in them, and neither is refused as a field.
+  const words = "'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's " +
+    "maximum context length is 4096 tokens and your request has 2778 input tokens " +
+    "(8000 > 4096 - 2778). None";
+  const fake = startFakeOpenAI({
+    profile: "vllm",
+    // vLLM counts either field alike.
+    fallback: (request) =>
+      (request.body.max_tokens ?? request.body.max_completion_tokens) > 4096 - 2778
+        ? { status: 400, message: words }
+        : { text: "ok" },
+  });
+  try {
+    const provider = createProvider(route(fake.url, "max_tokens 8000"), { apiKey: undefined });
+    const error = await provider.streamChat({ messages: HELLO }).catch((caught) => caught);
+    const failure = error.cause as ProviderFailure;
+    assert.equal(failure.refusal, "context");
+    assert.equal(failure.serverContext, 4096);
+    assert.equal(fake.requests.length, 1, "the refused request was sent again");
+    await provider.streamChat({ messages: HELLO, maxTokens: 1000 });
+    const limits = fake.requests.map((r) => [r.body.max_tokens, r.body.max_completion_tokens]);
+    assert.deepEqual(limits, [[8000, undefined], [1000, undefined]]);
+  } finally {
+    await fake.close();
+  }
+});
+
 // ---- refusals: named, with their fix, and not retriable ----
 
 Deno.test("a 429 in quota words without `insufficient_quota` (Gemini's per-minute quota) stays a rate limit, retried", async () => {
