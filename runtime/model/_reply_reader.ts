@@ -202,6 +202,9 @@ export function htmlTitle(html: string): string {
 /**
  * The error message inside a body: `{error: {message}}` (OpenAI, vLLM), `{error: "…"}`
  * (Ollama), `{object: "error", message}` (Mistral, older vLLM), `{detail}` (FastAPI servers).
+ * A validation error's list (pydantic's `[{loc, msg}]`: FastAPI's `detail`; Mistral's 422 under
+ * `message`, as `{detail: [...]}` or the list itself) is put in words, each location with its
+ * message: "stream_options.include_usage: Extra inputs are not permitted".
  */
 export function errorMessage(data: unknown): string | undefined {
   if (!isObject(data)) return undefined;
@@ -210,9 +213,24 @@ export function errorMessage(data: unknown): string | undefined {
   if (isObject(error)) {
     return typeof error.message === "string" ? error.message : JSON.stringify(error);
   }
-  if (data.object === "error" && typeof data.message === "string") return data.message;
-  if (typeof data.detail === "string" && data.choices === undefined) return data.detail;
-  return undefined;
+  const mistral = typeof data.object === "string" && data.object.toLowerCase() === "error";
+  if (mistral && typeof data.message === "string") return data.message;
+  if (data.choices !== undefined) return undefined;
+  if (typeof data.detail === "string") return data.detail;
+  return validationWords(mistral ? data.message : undefined) ?? validationWords(data.detail);
+}
+
+/** A pydantic validation list (or `{detail: list}`) in words; undefined for anything else. */
+function validationWords(value: unknown): string | undefined {
+  const list = isObject(value) ? value.detail : value;
+  if (!Array.isArray(list)) return undefined;
+  const words = list.filter(isObject).filter((entry) => typeof entry.msg === "string")
+    .map((entry) => {
+      const loc = Array.isArray(entry.loc) ? entry.loc.map(String) : [];
+      const at = (loc[0] === "body" ? loc.slice(1) : loc).join(".");
+      return at === "" ? String(entry.msg) : `${at}: ${entry.msg}`;
+    });
+  return words.length === 0 ? undefined : words.join("; ");
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -545,6 +545,91 @@ Deno.test("Mistral's role-order refusal is read from its top-level error body", 
   );
 });
 
+Deno.test("Mistral's 422 for a field it does not take names the field and its switch, from the validation list in its body", async () => {
+  // Mistral validates the request body (pydantic, extra fields forbidden) and answers 422 with
+  // the list of errors under `message` (`{"object": "error", "message": {"detail": [...]}}`):
+  // `stream_options`, which a route sends by default, is refused so (avante-corp/avante.nvim#2347,
+  // openai/openai-agents-python#442); newer answers carry the list as `message` and `detail`
+  // (partITech/php-mistral#76). A field inside a message is the history's, not the request's.
+  const bodies = [
+    {
+      object: "error",
+      message: {
+        detail: [{
+          type: "extra_forbidden",
+          loc: ["body", "stream_options", "include_usage"],
+          msg: "Extra inputs are not permitted",
+          input: true,
+        }],
+      },
+      type: "invalid_request_error",
+      param: null,
+      code: null,
+    },
+    {
+      object: "Error",
+      detail: [{
+        type: "extra_forbidden",
+        loc: ["body", "stream_options", "include_usage"],
+        msg: "Extra inputs are not permitted",
+        input: true,
+      }],
+      message: [{
+        type: "extra_forbidden",
+        loc: ["body", "stream_options", "include_usage"],
+        msg: "Extra inputs are not permitted",
+        input: true,
+      }],
+      type: "invalid_request_error",
+      code: 3001,
+    },
+    {
+      object: "error",
+      message: {
+        detail: [{
+          type: "extra_forbidden",
+          loc: ["body", "messages", 0, "user", "name"],
+          msg: "Extra inputs are not permitted",
+          input: "",
+        }],
+      },
+      type: "invalid_request_error",
+      param: null,
+      code: null,
+    },
+  ];
+  const failures: [ProviderFailure, string][] = [];
+  for (const body of bodies) {
+    const server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      () => Response.json(body, { status: 422 }),
+    );
+    try {
+      const provider = createProvider(route(`http://127.0.0.1:${server.addr.port}/v1`), {
+        apiKey: undefined,
+      });
+      const error = await provider.streamChat({ messages: HELLO }).catch((caught) => caught);
+      failures.push([error.cause as ProviderFailure, error.message]);
+    } finally {
+      await server.shutdown();
+    }
+  }
+  for (const [failure, message] of failures.slice(0, 2)) {
+    assert.equal(failure.refusal, "field");
+    assert.equal(
+      failure.serverMessage,
+      "stream_options.include_usage: Extra inputs are not permitted",
+    );
+    assert.equal(
+      message,
+      'cannot stream from llm "main": provider answered HTTP 422 (got "stream_options.include_usage: Extra inputs are not permitted"); the server does not take the field stream_options: set stream_usage #false on llm "main", then restart klbr',
+    );
+  }
+  const [inMessage] = failures[2];
+  assert.equal(inMessage.serverMessage, "messages.0.user.name: Extra inputs are not permitted");
+  assert.equal(inMessage.refusal, "request");
+});
+
 Deno.test("what a retry can change stays retriable: 429 with retry-after-ms, 503, 408", async () => {
   const limited = await ask({ quirks: { rateLimited: { requests: 1, retryAfterMs: 1500 } } }, {});
   assert.equal(limited.failure?.retriable, true);
