@@ -539,3 +539,28 @@ Deno.test("`compactContext()` accepts a model summary that names an item of the 
     await fake.close();
   }
 });
+
+Deno.test("`compactContext()` never cuts a character in half in a summary's excerpts", async () => {
+  // Inputs whose 400th UTF-16 unit is the first half of an emoji. Cut there, the long model's
+  // material carries a lone surrogate (JSON `\ud83d`, which servers refuse: "lone leading
+  // surrogate"), and the stored summary a U+FFFD in its place, which every later request shows.
+  const fake = startFakeOpenAI({ summarizer: "faithful" });
+  try {
+    for (const model of [false, true]) {
+      await withStore(async (store) => {
+        for (let n = 1; n <= 6; n++) {
+          writeTurn(store, "default", n, { question: `${"q".repeat(n)}${"😀".repeat(400)}` });
+        }
+        const d = deps(store, { provider: longProvider(fake) });
+        const done = await compactContext(d, "default", { keep: { items: 3 }, model });
+        assert.equal(done?.source, model ? "model" : "extractive");
+        const summary = latestSummary(store, "default")!;
+        assert.ok(!summary.text.includes("\uFFFD"), `a broken character in:\n${summary.text}`);
+      });
+    }
+    const material = String(fake.requests.at(-1)!.body.messages[1].content);
+    assert.ok(material.isWellFormed(), "half a character in the long model's material");
+  } finally {
+    await fake.close();
+  }
+});
