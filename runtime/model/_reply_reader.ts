@@ -13,19 +13,44 @@
 
 import type { ProviderDelta, ReplyLike, TurnBuilder } from "./_provider_turn.ts";
 
+/** What a {@linkcode ReplyError} carries beyond its message. */
+export interface ReplyErrorDetails {
+  /** What was received, e.g. `HTTP 200 text/html`. @default {the message} */
+  detail?: string;
+  /** The HTTP status an error in the body states as its `code` (llama-server: 400, 500). */
+  status?: number;
+  /** The error's `type` or textual `code`, e.g. `exceed_context_size_error`. */
+  code?: string;
+  /** The error as the server sent it. */
+  body?: string;
+}
+
 /** Why a successful answer could not be read as a reply. */
 export class ReplyError extends Error {
   /** `stream_error`: the server reported an error in the body; `not_api`: no chat completion at all. */
   readonly reason: "stream_error" | "not_api";
   /** What was received, e.g. `HTTP 200 text/html`. */
   readonly detail: string;
+  /** The HTTP status an error in the body states, if it states one. */
+  readonly status: number | undefined;
+  /** The error's `type` or textual `code`, if it has one. */
+  readonly code: string | undefined;
+  /** The error as the server sent it, if it was one. */
+  readonly body: string | undefined;
 
-  /** Creates the error: `message` says what the body was, `detail` what was received. */
-  constructor(reason: "stream_error" | "not_api", message: string, detail = message) {
+  /** Creates the error: `message` says what the body was, `details.detail` what was received. */
+  constructor(
+    reason: "stream_error" | "not_api",
+    message: string,
+    details: ReplyErrorDetails = {},
+  ) {
     super(message);
     this.name = "ReplyError";
     this.reason = reason;
-    this.detail = detail;
+    this.detail = details.detail ?? message;
+    this.status = details.status;
+    this.code = details.code;
+    this.body = details.body;
   }
 }
 
@@ -136,9 +161,29 @@ function foldEvent(event: ServerEvent, turn: TurnBuilder): ProviderDelta[] {
       ? data.message
       : undefined);
   if (event.event === "error" || message !== undefined) {
-    throw new ReplyError("stream_error", message ?? clip(event.data));
+    throw new ReplyError("stream_error", message ?? clip(event.data), {
+      ...errorCodes(data),
+      body: event.data,
+    });
   }
   return turn.add(data as ReplyLike);
+}
+
+/**
+ * The status and code an error object in a body states: llama-server's `{code: 400, message,
+ * type: "exceed_context_size_error"}` (bare, after the stream began), vLLM's and OpenRouter's
+ * `{error: {code, message, type}}`. A `code` counts as a status only from 400 to 599.
+ */
+function errorCodes(data: unknown): { status?: number; code?: string } {
+  const inner = isObject(data) && isObject(data.error) ? data.error : data;
+  if (!isObject(inner)) return {};
+  const { code, type } = inner;
+  const status = typeof code === "number" && code >= 400 && code <= 599 ? code : undefined;
+  const named = typeof type === "string" ? type : typeof code === "string" ? code : undefined;
+  return {
+    ...(status === undefined ? {} : { status }),
+    ...(named === undefined ? {} : { code: named }),
+  };
 }
 
 /** A whole JSON body: one completion, or the server's error. */
@@ -152,7 +197,9 @@ function foldWhole(text: string, sink: ReplySink): { error: unknown } | undefine
     throw new ReplyError("not_api", `a body that is neither a stream nor JSON: ${clip(text)}`);
   }
   const message = errorMessage(data);
-  if (message !== undefined) throw new ReplyError("stream_error", message);
+  if (message !== undefined) {
+    throw new ReplyError("stream_error", message, { ...errorCodes(data), body: json });
+  }
   if (!isObject(data) || !Array.isArray(data.choices)) {
     throw new ReplyError("not_api", `JSON that is no chat completion: ${clip(json)}`);
   }
@@ -175,11 +222,9 @@ function emit(sink: ReplySink, deltas: ProviderDelta[]): { error: unknown } | un
 /** An HTML page where a completion should be: named by its title. */
 function refuseHtml(text: string, response: Response): never {
   const type = response.headers.get("content-type") ?? "no content-type";
-  throw new ReplyError(
-    "not_api",
-    `an HTML page: ${htmlTitle(text)}`,
-    `HTTP ${response.status} ${type}`,
-  );
+  throw new ReplyError("not_api", `an HTML page: ${htmlTitle(text)}`, {
+    detail: `HTTP ${response.status} ${type}`,
+  });
 }
 
 /**

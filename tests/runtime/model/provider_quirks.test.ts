@@ -241,6 +241,37 @@ Deno.test("`streamChat()` fails on llama-server's `error:` line and never takes 
   );
 });
 
+Deno.test("llama-server's `error:` line with a 400 is read as that answer: a request past its context is a context refusal, not retried", async () => {
+  // Before ggml-org/llama.cpp#16486 a streamed request found past the context (`-c`) was
+  // refused after the 200 and its headers, on the `error:` line: `{code: 400, message, type:
+  // "exceed_context_size_error"}`. Retrying it changes nothing; moving to a smaller context does.
+  const error = {
+    code: 400,
+    message: "the request exceeds the available context size, try increasing it",
+    type: "exceed_context_size_error",
+  };
+  const body = `error: ${JSON.stringify(error)}\n\ndata: [DONE]\n\n`;
+  const { failure, error: thrown } = await ask({}, { raw: { body } });
+  assert.equal(failure?.reason, "stream_error");
+  assert.equal(failure?.refusal, "context");
+  assert.equal(failure?.retriable, false);
+  assert.deepEqual(modelFailureFacts(thrown), { retriable: false, refusal: "context" });
+  assert.equal(
+    thrown?.message,
+    'cannot stream from llm "main": the provider sent an error inside the stream (got "the request exceeds the available context size, try increasing it"); the request is larger than the server\'s context: set context_tokens of llm "main" to what the server holds, or start the server with a larger context (llama-server -c, vLLM --max-model-len), then restart klbr',
+  );
+  // With the size beside its words (`n_ctx`, since ggml-org/llama.cpp#15780), the size is read.
+  const sized = `error: ${JSON.stringify({ ...error, n_prompt_tokens: 5000, n_ctx: 4096 })}\n\n` +
+    "data: [DONE]\n\n";
+  const { failure: stated } = await ask({}, { raw: { body: sized } });
+  assert.equal(stated?.serverContext, 4096);
+  // An error the server words as its own failure (5xx) stays retriable.
+  const crashed = `error: ${JSON.stringify({ code: 503, message: "Loading model" })}\n\n`;
+  const { failure: busy } = await ask({}, { raw: { body: crashed } });
+  assert.equal(busy?.refusal, null);
+  assert.equal(busy?.retriable, true);
+});
+
 Deno.test("`streamChat()` fails on a finish reason that says the reply failed: Mistral's `error`, vLLM's `abort`", async () => {
   // Mistral documents `error` among a stream's finish reasons; vLLM ends a request its engine
   // aborted (generation paused in "abort" mode) with `abort`. Neither is a finished reply: its
