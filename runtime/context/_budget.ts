@@ -90,7 +90,11 @@ export function messagesTokens(messages: readonly unknown[]): number {
   return total;
 }
 
-/** Returns the longest prefix of `text` whose raw estimate fits `tokens` (at least ""). */
+/**
+ * Returns the longest prefix of `text` whose raw estimate fits `tokens` (at least ""), never
+ * ending between the two halves of a character outside the BMP: a lone surrogate goes on the
+ * wire as `\ud83d`, which servers refuse.
+ */
 export function clipToTokens(text: string, tokens: number): string {
   if (estimateTokens(text) <= tokens) return text;
   let low = 0;
@@ -100,5 +104,14 @@ export function clipToTokens(text: string, tokens: number): string {
     if (estimateTokens(text.slice(0, mid)) <= tokens) low = mid;
     else high = mid - 1;
   }
-  return text.slice(0, low);
+  return text.slice(0, wholeCharacters(text, low));
+}
+
+/**
+ * `end`, or one less when the unit before it is the first half of a surrogate pair, so that
+ * `text.slice(0, end)` keeps only whole characters.
+ */
+export function wholeCharacters(text: string, end: number): number {
+  const last = text.charCodeAt(end - 1);
+  return end > 0 && end < text.length && last >= 0xd800 && last < 0xdc00 ? end - 1 : end;
 }

@@ -152,7 +152,12 @@ async function modelSummary(
   } catch (error) {
     return { reason: `the long model failed: ${error instanceof Error ? error.message : error}` };
   }
-  const known = new Set([...refsIn(step.previous ?? ""), ...digestRefs(step.folded)]);
+  // The step's own entries are all in the material, also those the bounded fold had to count.
+  const known = new Set([
+    ...refsIn(step.previous ?? ""),
+    ...digestRefs(step.folded),
+    ...digestRefs(step.digest),
+  ]);
   const reason = checkModelSummary(body, {
     mustName: new Map(step.digest.delivered.entries.map((e) => [e.ref, e.state ?? ""])),
     known,

@@ -19,6 +19,7 @@ import {
   sendsOfCells,
 } from "../../store/tables/history_sources.ts";
 import type { Store } from "../../store/store.ts";
+import { wholeCharacters } from "./_budget.ts";
 import { bodyOf } from "./_inputs.ts";
 
 /** Characters an entry's text keeps at most. */
@@ -142,10 +143,13 @@ export function absorbOldest(
   }
 }
 
-/** Flattens whitespace and keeps at most `max` characters, marking a cut with …. */
+/**
+ * Flattens whitespace and keeps at most `max` characters, marking a cut with …; the cut never
+ * splits a character outside the BMP (a lone surrogate, which servers refuse).
+ */
 export function excerpt(text: string, max = EXCERPT_CHARS): string {
   const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+  return flat.length > max ? `${flat.slice(0, wholeCharacters(flat, max))}…` : flat;
 }
 
 interface Call {

@@ -34,7 +34,7 @@ export interface ProbeOptions {
  * Asks `GET <url>/models` once, within the timeout. Any HTTP answer counts as answering (a
  * 401 or 404 is for the first turn to report with its body); a refused connection, a failed
  * lookup or silence is the problem, in words. An OpenAI-style list (`{data: [{id}]}`) gives
- * `models`.
+ * `models`, unless the server serves any name (llama-server with one model).
  *
  * @example
  * ```ts
@@ -61,11 +61,18 @@ export async function probeRoute(url: string, options: ProbeOptions = {}): Promi
   }
 }
 
-/** The ids of an OpenAI-style model list, or undefined for any other body. */
+/**
+ * The ids of an OpenAI-style model list, or undefined for any other body and for a server that
+ * serves its one model under any name: llama-server outside its router mode, whose single entry
+ * is `owned_by: "llamacpp"` with a `meta` object (its router lists each model with a `status`).
+ */
 function modelIds(text: string): string[] | undefined {
   try {
     const data = (JSON.parse(text) as { data?: unknown }).data;
     if (!Array.isArray(data)) return undefined;
+    const anyName = data.length === 1 && data[0]?.owned_by === "llamacpp" &&
+      typeof data[0]?.meta === "object" && data[0]?.meta !== null;
+    if (anyName) return undefined;
     return data.map((entry) => entry?.id).filter((id): id is string => typeof id === "string");
   } catch {
     return undefined;

@@ -6,9 +6,9 @@
  * request and classifies error answers; the body of a successful answer is read here
  * (`_reply_reader.ts`), since servers answer a stream with JSON, JSON with a stream, or an HTML
  * page, and the SDK can neither tell `[DONE]` from a cut nor read reasoning deltas. A reply that
- * ends early (cut, idle, too slow, aborted) throws too, and its {@linkcode ProviderFailure}
- * carries the partial turn: text marked partial and no tool calls, so nothing half-received can
- * ever be executed.
+ * ends early (cut, idle, too slow, aborted, or a finish reason that says it failed: `error`,
+ * `abort`) throws too, and its {@linkcode ProviderFailure} carries the partial turn: text marked
+ * partial and no tool calls, so nothing half-received can ever be executed.
  *
  * @module
  */
@@ -178,6 +178,13 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
     const reason = clock.stopped();
     if (reason !== undefined) failCall(call, reason, { got: call.turn.received() });
     if (!call.turn.finished) failCall(call, "cut", { got: call.turn.received() });
+    const failed = call.turn.failedFinish;
+    if (failed !== undefined) {
+      failCall(call, "stream_error", {
+        what: `the provider ended the reply with finish_reason "${failed}"`,
+        got: call.turn.received(),
+      });
+    }
     return call.turn.complete();
   };
   return {
@@ -200,11 +207,13 @@ type LimitField = "max_tokens" | "max_completion_tokens";
 /**
  * Whether a failed call is a server refusing `max_tokens` and naming `max_completion_tokens`
  * (OpenAI: 400 `unsupported_parameter`, "Unsupported parameter: 'max_tokens' is not supported
- * with this model. Use 'max_completion_tokens' instead.").
+ * with this model. Use 'max_completion_tokens' instead."). vLLM names both in a request past its
+ * context ("'max_tokens' or 'max_completion_tokens' is too large: …"), which either field meets.
  */
 function namesCompletionLimit(error: unknown): boolean {
   const failure = error instanceof Error ? error.cause : undefined;
   return failure instanceof ProviderFailure && failure.status === 400 &&
+    failure.refusal !== "context" &&
     /\bmax_tokens\b/.test(failure.serverMessage ?? "") &&
     /\bmax_completion_tokens\b/.test(failure.serverMessage ?? "");
 }

@@ -176,10 +176,19 @@ export async function failFromError(
   if (stopped !== undefined) failCall(call, stopped, { got: call.turn.received(), cause: error });
   if (error instanceof ReplyError) {
     const notApi = error.reason === "not_api";
+    // An error in the body that states a status (llama-server's after its stream began) is
+    // read as that answer would be: a refusal is named and not retried.
+    const refused = error.status === undefined ? {} : await refusalFacts(call, {
+      status: error.status,
+      words: error.message,
+      code: error.code,
+      body: error.body,
+    });
     failCall(call, error.reason, {
       what: notApi ? `the server answered ${error.message}` : undefined,
       got: notApi ? error.detail : JSON.stringify(error.message),
       serverMessage: error.message,
+      ...refused,
       cause: error,
     });
   }
@@ -188,24 +197,16 @@ export async function failFromError(
   }
   if (error instanceof APIError && error.status !== undefined) {
     const words = serverWords(call, error);
-    // OpenAI's older answers put `insufficient_quota` in `type` with a null `code`.
-    const refusal = refusalOf(error.status, words, error.code ?? error.type);
-    const listed = refusal === "model" && call.listModels ? await call.listModels() : undefined;
-    const context = refusal === "context"
-      ? statedContext(`${words}\n${call.errorBody ?? ""}`)
-      : undefined;
     failCall(call, "http", {
       got: JSON.stringify(words),
       serverMessage: words,
-      serverContext: context,
-      refusal,
-      fix: refusal === null ? undefined : refusalWords(refusal, {
-        route: call.route,
+      // OpenAI's older answers put `insufficient_quota` in `type` with a null `code`.
+      ...await refusalFacts(call, {
         status: error.status,
-        message: words,
+        words,
+        code: error.code ?? error.type,
         param: error.param,
-        listed,
-        context,
+        body: call.errorBody,
       }),
       cause: error,
     });
@@ -217,6 +218,31 @@ export async function failFromError(
     got: call.started ? call.turn.received() : String(error),
     cause: error,
   });
+}
+
+/** What a server refused, in its answer's status, words and body: the refusal and its fix. */
+async function refusalFacts(
+  call: CallState,
+  answer: { status: number; words: string; code?: unknown; param?: unknown; body?: string },
+): Promise<Pick<FailureWords, "refusal" | "serverContext" | "fix">> {
+  const { status, words } = answer;
+  const refusal = refusalOf(status, words, answer.code);
+  const listed = refusal === "model" && call.listModels ? await call.listModels() : undefined;
+  const context = refusal === "context"
+    ? statedContext(`${words}\n${answer.body ?? ""}`)
+    : undefined;
+  return {
+    refusal,
+    serverContext: context,
+    fix: refusal === null ? undefined : refusalWords(refusal, {
+      route: call.route,
+      status,
+      message: words,
+      param: answer.param,
+      listed,
+      context,
+    }),
+  };
 }
 
 /** What a failure message says beyond its reason. */

@@ -142,6 +142,14 @@ export interface ReplyLike {
   usage?: unknown;
 }
 
+/**
+ * Finish reasons by which a server says the reply failed rather than ended: `error` (Mistral
+ * documents it among a stream's finish reasons; OpenRouter sends it when the provider behind it
+ * failed) and `abort` (vLLM, for a request its engine aborted). The text is then a prefix and
+ * the calls may be cut.
+ */
+const FAILED_FINISHES: ReadonlySet<string> = new Set(["error", "abort"]);
+
 /** One call being assembled: its first `index`, if it had one, orders it among the others. */
 interface Building {
   id: string;
@@ -189,6 +197,11 @@ export class TurnBuilder {
   /** Whether the reply ended: a finish reason, `[DONE]` or a whole completion; else it was cut. */
   get finished(): boolean {
     return this.#finish !== null || this.#ended;
+  }
+
+  /** The finish reason, when the server said by it that the reply failed (`error`, `abort`). */
+  get failedFinish(): string | undefined {
+    return this.#finish !== null && FAILED_FINISHES.has(this.#finish) ? this.#finish : undefined;
   }
 
   #fold(part: MessageLike): ProviderDelta[] {

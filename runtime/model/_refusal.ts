@@ -126,7 +126,8 @@ export function refusalOf(status: number, message: string, code?: unknown): Prov
   if (ROLE_ORDER.test(text)) return "role_order";
   if (REASONING.test(text)) return "reasoning";
   if (ARGUMENTS.test(message.trim())) return "arguments";
-  if (FIELD.test(text)) return "field";
+  // A field inside a message (a validation error at `messages.…`) is the history's.
+  if (FIELD.test(text) && !/^messages\./.test(message.trim())) return "field";
   if (status >= 500) return null;
   if (MODEL.test(text)) return "model";
   return status >= 400 ? "request" : null;
@@ -201,10 +202,15 @@ function modelList(listed: string[] | string | undefined, route: Route): string 
   return `set model of llm "${route.name}" to one it lists (${shown}${more})`;
 }
 
-/** The field a `field` refusal names: the server's `param`, or the one its words quote. */
+/**
+ * The field a `field` refusal names: the server's `param`, the top-level field of a validation
+ * error's location ("stream_options.include_usage: Extra inputs are not permitted"), or the one
+ * its words quote.
+ */
 function fieldNamed(param: unknown, message: string): string | undefined {
   if (typeof param === "string" && param !== "") return param;
-  return /(?:parameter|param|supplied):?\s*'?([A-Za-z_][\w.]*)'?/i.exec(message)?.[1];
+  return /^([A-Za-z_]\w*)[\w.]*: /.exec(message.trim())?.[1] ??
+    /(?:parameter|param|supplied):?\s*'?([A-Za-z_][\w.]*)'?/i.exec(message)?.[1];
 }
 
 /** The route settings that send a field, by the field: what to change to stop sending it. */

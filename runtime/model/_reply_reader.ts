@@ -13,19 +13,44 @@
 
 import type { ProviderDelta, ReplyLike, TurnBuilder } from "./_provider_turn.ts";
 
+/** What a {@linkcode ReplyError} carries beyond its message. */
+export interface ReplyErrorDetails {
+  /** What was received, e.g. `HTTP 200 text/html`. @default {the message} */
+  detail?: string;
+  /** The HTTP status an error in the body states as its `code` (llama-server: 400, 500). */
+  status?: number;
+  /** The error's `type` or textual `code`, e.g. `exceed_context_size_error`. */
+  code?: string;
+  /** The error as the server sent it. */
+  body?: string;
+}
+
 /** Why a successful answer could not be read as a reply. */
 export class ReplyError extends Error {
   /** `stream_error`: the server reported an error in the body; `not_api`: no chat completion at all. */
   readonly reason: "stream_error" | "not_api";
   /** What was received, e.g. `HTTP 200 text/html`. */
   readonly detail: string;
+  /** The HTTP status an error in the body states, if it states one. */
+  readonly status: number | undefined;
+  /** The error's `type` or textual `code`, if it has one. */
+  readonly code: string | undefined;
+  /** The error as the server sent it, if it was one. */
+  readonly body: string | undefined;
 
-  /** Creates the error: `message` says what the body was, `detail` what was received. */
-  constructor(reason: "stream_error" | "not_api", message: string, detail = message) {
+  /** Creates the error: `message` says what the body was, `details.detail` what was received. */
+  constructor(
+    reason: "stream_error" | "not_api",
+    message: string,
+    details: ReplyErrorDetails = {},
+  ) {
     super(message);
     this.name = "ReplyError";
     this.reason = reason;
-    this.detail = detail;
+    this.detail = details.detail ?? message;
+    this.status = details.status;
+    this.code = details.code;
+    this.body = details.body;
   }
 }
 
@@ -127,13 +152,38 @@ function foldEvent(event: ServerEvent, turn: TurnBuilder): ProviderDelta[] {
   try {
     data = JSON.parse(event.data);
   } catch {
+    if (event.event === "error") throw new ReplyError("stream_error", clip(event.data));
     throw new ReplyError("stream_error", `an event that is not JSON: ${clip(event.data)}`);
   }
-  const message = errorMessage(data);
+  const message = errorMessage(data) ??
+    // llama-server's error object is not wrapped: `{code, message, type}`.
+    (event.event === "error" && isObject(data) && typeof data.message === "string"
+      ? data.message
+      : undefined);
   if (event.event === "error" || message !== undefined) {
-    throw new ReplyError("stream_error", message ?? clip(event.data));
+    throw new ReplyError("stream_error", message ?? clip(event.data), {
+      ...errorCodes(data),
+      body: event.data,
+    });
   }
   return turn.add(data as ReplyLike);
+}
+
+/**
+ * The status and code an error object in a body states: llama-server's `{code: 400, message,
+ * type: "exceed_context_size_error"}` (bare, after the stream began), vLLM's and OpenRouter's
+ * `{error: {code, message, type}}`. A `code` counts as a status only from 400 to 599.
+ */
+function errorCodes(data: unknown): { status?: number; code?: string } {
+  const inner = isObject(data) && isObject(data.error) ? data.error : data;
+  if (!isObject(inner)) return {};
+  const { code, type } = inner;
+  const status = typeof code === "number" && code >= 400 && code <= 599 ? code : undefined;
+  const named = typeof type === "string" ? type : typeof code === "string" ? code : undefined;
+  return {
+    ...(status === undefined ? {} : { status }),
+    ...(named === undefined ? {} : { code: named }),
+  };
 }
 
 /** A whole JSON body: one completion, or the server's error. */
@@ -147,7 +197,9 @@ function foldWhole(text: string, sink: ReplySink): { error: unknown } | undefine
     throw new ReplyError("not_api", `a body that is neither a stream nor JSON: ${clip(text)}`);
   }
   const message = errorMessage(data);
-  if (message !== undefined) throw new ReplyError("stream_error", message);
+  if (message !== undefined) {
+    throw new ReplyError("stream_error", message, { ...errorCodes(data), body: json });
+  }
   if (!isObject(data) || !Array.isArray(data.choices)) {
     throw new ReplyError("not_api", `JSON that is no chat completion: ${clip(json)}`);
   }
@@ -170,11 +222,9 @@ function emit(sink: ReplySink, deltas: ProviderDelta[]): { error: unknown } | un
 /** An HTML page where a completion should be: named by its title. */
 function refuseHtml(text: string, response: Response): never {
   const type = response.headers.get("content-type") ?? "no content-type";
-  throw new ReplyError(
-    "not_api",
-    `an HTML page: ${htmlTitle(text)}`,
-    `HTTP ${response.status} ${type}`,
-  );
+  throw new ReplyError("not_api", `an HTML page: ${htmlTitle(text)}`, {
+    detail: `HTTP ${response.status} ${type}`,
+  });
 }
 
 /**
@@ -197,6 +247,9 @@ export function htmlTitle(html: string): string {
 /**
  * The error message inside a body: `{error: {message}}` (OpenAI, vLLM), `{error: "…"}`
  * (Ollama), `{object: "error", message}` (Mistral, older vLLM), `{detail}` (FastAPI servers).
+ * A validation error's list (pydantic's `[{loc, msg}]`: FastAPI's `detail`; Mistral's 422 under
+ * `message`, as `{detail: [...]}` or the list itself) is put in words, each location with its
+ * message: "stream_options.include_usage: Extra inputs are not permitted".
  */
 export function errorMessage(data: unknown): string | undefined {
   if (!isObject(data)) return undefined;
@@ -205,9 +258,24 @@ export function errorMessage(data: unknown): string | undefined {
   if (isObject(error)) {
     return typeof error.message === "string" ? error.message : JSON.stringify(error);
   }
-  if (data.object === "error" && typeof data.message === "string") return data.message;
-  if (typeof data.detail === "string" && data.choices === undefined) return data.detail;
-  return undefined;
+  const mistral = typeof data.object === "string" && data.object.toLowerCase() === "error";
+  if (mistral && typeof data.message === "string") return data.message;
+  if (data.choices !== undefined) return undefined;
+  if (typeof data.detail === "string") return data.detail;
+  return validationWords(mistral ? data.message : undefined) ?? validationWords(data.detail);
+}
+
+/** A pydantic validation list (or `{detail: list}`) in words; undefined for anything else. */
+function validationWords(value: unknown): string | undefined {
+  const list = isObject(value) ? value.detail : value;
+  if (!Array.isArray(list)) return undefined;
+  const words = list.filter(isObject).filter((entry) => typeof entry.msg === "string")
+    .map((entry) => {
+      const loc = Array.isArray(entry.loc) ? entry.loc.map(String) : [];
+      const at = (loc[0] === "body" ? loc.slice(1) : loc).join(".");
+      return at === "" ? String(entry.msg) : `${at}: ${entry.msg}`;
+    });
+  return words.length === 0 ? undefined : words.join("; ");
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -228,7 +296,8 @@ interface ServerEvent {
 /**
  * The event-stream format (WHATWG HTML, "server-sent events"): lines end in CR, LF or CRLF,
  * `:` starts a comment (OpenRouter sends `: OPENROUTER PROCESSING`), `data` lines join with
- * newlines, and a blank line ends an event.
+ * newlines, and a blank line ends an event. One field beyond the format: llama-server's
+ * `error` line, read as an `error` event.
  */
 class EventParser {
   #rest = "";
@@ -275,6 +344,13 @@ class EventParser {
     const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
     if (field === "data") this.#data.push(value);
     else if (field === "event") this.#event = value;
+    else if (field === "error") {
+      // llama-server writes a failure after the stream began as an `error:` line, a field the
+      // format does not define, and ends with `data: [DONE]` all the same
+      // (`server_sent_event(sink, "error", …)` in its server.cpp): it is an error event.
+      this.#event = "error";
+      this.#data.push(value);
+    }
     return undefined;
   }
 }

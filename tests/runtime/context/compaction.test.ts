@@ -486,3 +486,81 @@ Deno.test("an extractive summary lists only delivered sends as reaching the conv
     );
   });
 });
+
+Deno.test("`compactContext()` accepts a model summary that names an item of the step the extractive one had to count instead", async () => {
+  // The model is given every entry of the step; the extractive summary, bounded by the same
+  // share, turns the step's oldest inputs into an "earlier" count. A summary that names the
+  // first input the model was given is no invented id.
+  const budget: ContextBudget = { contextTokens: 4_000, compactAt: 0.75, summaryShare: 0.1 };
+  let given: { id: string } | undefined;
+  const fake = startFakeOpenAI({
+    summarizer: (request) => {
+      const material = JSON.parse(request.body.messages[1].content);
+      given = material.new_items.inputs[0];
+      const sent = material.must_name_as_sent.map((m: { id: string; state: string }) =>
+        `- (${m.state}) [${m.id}]`
+      );
+      const text = [
+        material.headings[0],
+        `- the first question [${given!.id}]`,
+        "- earlier: the other questions",
+        material.headings[1],
+        ...sent,
+        material.headings[2],
+        "- (none)",
+        material.headings[3],
+        "- (none)",
+      ].join("\n");
+      return { text };
+    },
+  });
+  try {
+    await withStore(async (store) => {
+      for (let n = 1; n <= 10; n++) writeTurn(store, "default", n);
+      const d = deps(store, { budget, provider: longProvider(fake) });
+      // The extractive summary of the same items leaves the first input out of its entries.
+      let extractive = "";
+      await withStore(async (other) => {
+        for (let n = 1; n <= 10; n++) writeTurn(other, "default", n);
+        await compactContext(deps(other, { budget }), "default", {
+          keep: { items: 3 },
+          model: false,
+        });
+        extractive = latestSummary(other, "default")!.text;
+      });
+      assert.match(extractive, /- earlier: \d+ inputs/);
+      const done = await compactContext(d, "default", { keep: { items: 3 }, model: true });
+      const summary = latestSummary(store, "default")!;
+      assert.equal(summary.fallbackReason, null);
+      assert.equal(done?.source, "model");
+      assert.ok(given !== undefined && summary.text.includes(`[${given.id}]`));
+    });
+  } finally {
+    await fake.close();
+  }
+});
+
+Deno.test("`compactContext()` never cuts a character in half in a summary's excerpts", async () => {
+  // Inputs whose 400th UTF-16 unit is the first half of an emoji. Cut there, the long model's
+  // material carries a lone surrogate (JSON `\ud83d`, which servers refuse: "lone leading
+  // surrogate"), and the stored summary a U+FFFD in its place, which every later request shows.
+  const fake = startFakeOpenAI({ summarizer: "faithful" });
+  try {
+    for (const model of [false, true]) {
+      await withStore(async (store) => {
+        for (let n = 1; n <= 6; n++) {
+          writeTurn(store, "default", n, { question: `${"q".repeat(n)}${"😀".repeat(400)}` });
+        }
+        const d = deps(store, { provider: longProvider(fake) });
+        const done = await compactContext(d, "default", { keep: { items: 3 }, model });
+        assert.equal(done?.source, model ? "model" : "extractive");
+        const summary = latestSummary(store, "default")!;
+        assert.ok(!summary.text.includes("\uFFFD"), `a broken character in:\n${summary.text}`);
+      });
+    }
+    const material = String(fake.requests.at(-1)!.body.messages[1].content);
+    assert.ok(material.isWellFormed(), "half a character in the long model's material");
+  } finally {
+    await fake.close();
+  }
+});

@@ -144,6 +144,37 @@ Deno.test("`renderInputs()` keeps a burst of large inputs within its share and n
   assert.equal(short.content, "[input in_0 from owner in local:default]\nhello");
 });
 
+Deno.test("`renderInputs()` and `fitMessages()` never cut a character in half", () => {
+  // An emoji outside the BMP is two UTF-16 units; a cut between them leaves a lone surrogate,
+  // which JSON carries as `\ud83d` and servers refuse (nlohmann::json in llama-server, serde_json
+  // in Rust servers: "lone leading surrogate").
+  const body = `a${"😀".repeat(2_000)}`;
+  const input: InputRecord = {
+    id: "in_1",
+    session: "default",
+    sourceKind: "discord",
+    dedupeKey: "discord:1",
+    conversationId: "discord:42",
+    author: "owner",
+    body,
+    receivedAt: 1,
+    admittedAt: 1,
+    seq: 1,
+    status: "consumed",
+    frameId: "f",
+    disposition: null,
+    dispositionReason: null,
+  };
+  for (let limit = 100; limit < 140; limit++) {
+    const text = String(renderInputs([input], limit).content);
+    assert.ok(text.isWellFormed(), `half a character in the opening within ${limit} tokens`);
+    const offset = Number(/offset=(\d+)/.exec(text)?.[1]);
+    assert.ok(body.slice(0, offset).isWellFormed(), `offset ${offset} is inside a character`);
+    const fitted = fitMessages([{ role: "user", content: body }], limit + 200)!;
+    assert.ok(String(fitted[0].content).isWellFormed(), `half a character in a fitted message`);
+  }
+});
+
 Deno.test("`fitMessages()` cuts the longest contents to the budget and never drops a message", () => {
   const messages = [
     { role: "system", content: "contract" },

@@ -218,6 +218,83 @@ Deno.test("`streamChat()` reads an event stream with CRLF line ends and comments
   assert.equal(turn?.text, "ab");
 });
 
+Deno.test("`streamChat()` fails on llama-server's `error:` line and never takes the `[DONE]` after it as a reply", async () => {
+  // llama-server reports a failure after the stream began as an `error:` line, a field the
+  // event-stream format does not define, and then still ends with `data: [DONE]`
+  // (`server_sent_event(sink, "error", error_data)` in its server.cpp); e.g. a reply its chat
+  // parser cannot read.
+  const chunk = (delta: object) =>
+    `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+  const error = { code: 500, message: "Failed to parse input at pos 7", type: "server_error" };
+  const body = chunk({ content: "I will " }) + `error: ${JSON.stringify(error)}\n\n` +
+    "data: [DONE]\n\n";
+  const { turn, failure, error: thrown } = await ask({}, { raw: { body } });
+  assert.equal(turn, undefined);
+  assert.equal(failure?.reason, "stream_error");
+  assert.equal(failure?.retriable, true);
+  assert.equal(failure?.serverMessage, "Failed to parse input at pos 7");
+  assert.equal(failure?.partial?.text, "I will ");
+  assert.equal(failure?.partial?.textPartial, true);
+  assert.equal(
+    thrown?.message,
+    'cannot stream from llm "main": the provider sent an error inside the stream (got "Failed to parse input at pos 7")',
+  );
+});
+
+Deno.test("llama-server's `error:` line with a 400 is read as that answer: a request past its context is a context refusal, not retried", async () => {
+  // Before ggml-org/llama.cpp#16486 a streamed request found past the context (`-c`) was
+  // refused after the 200 and its headers, on the `error:` line: `{code: 400, message, type:
+  // "exceed_context_size_error"}`. Retrying it changes nothing; moving to a smaller context does.
+  const error = {
+    code: 400,
+    message: "the request exceeds the available context size, try increasing it",
+    type: "exceed_context_size_error",
+  };
+  const body = `error: ${JSON.stringify(error)}\n\ndata: [DONE]\n\n`;
+  const { failure, error: thrown } = await ask({}, { raw: { body } });
+  assert.equal(failure?.reason, "stream_error");
+  assert.equal(failure?.refusal, "context");
+  assert.equal(failure?.retriable, false);
+  assert.deepEqual(modelFailureFacts(thrown), { retriable: false, refusal: "context" });
+  assert.equal(
+    thrown?.message,
+    'cannot stream from llm "main": the provider sent an error inside the stream (got "the request exceeds the available context size, try increasing it"); the request is larger than the server\'s context: set context_tokens of llm "main" to what the server holds, or start the server with a larger context (llama-server -c, vLLM --max-model-len), then restart klbr',
+  );
+  // With the size beside its words (`n_ctx`, since ggml-org/llama.cpp#15780), the size is read.
+  const sized = `error: ${JSON.stringify({ ...error, n_prompt_tokens: 5000, n_ctx: 4096 })}\n\n` +
+    "data: [DONE]\n\n";
+  const { failure: stated } = await ask({}, { raw: { body: sized } });
+  assert.equal(stated?.serverContext, 4096);
+  // An error the server words as its own failure (5xx) stays retriable.
+  const crashed = `error: ${JSON.stringify({ code: 503, message: "Loading model" })}\n\n`;
+  const { failure: busy } = await ask({}, { raw: { body: crashed } });
+  assert.equal(busy?.refusal, null);
+  assert.equal(busy?.retriable, true);
+});
+
+Deno.test("`streamChat()` fails on a finish reason that says the reply failed: Mistral's `error`, vLLM's `abort`", async () => {
+  // Mistral documents `error` among a stream's finish reasons; vLLM ends a request its engine
+  // aborted (generation paused in "abort" mode) with `abort`. Neither is a finished reply: its
+  // text is a prefix and its calls may be cut, so nothing of it may run.
+  for (const finish of ["error", "abort"]) {
+    const chunk = (delta: object, reason: string | null = null) =>
+      `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: reason }] })}\n\n`;
+    const call = { index: 0, id: "call_1", function: { name: "python", arguments: '{"code": "x' } };
+    const body = chunk({ content: "Let me " }) + chunk({ tool_calls: [call] }) +
+      chunk({}, finish) + "data: [DONE]\n\n";
+    const { turn, failure, error } = await ask({}, { raw: { body } });
+    assert.equal(turn, undefined, `finish_reason ${finish} was taken as a reply`);
+    assert.equal(failure?.reason, "stream_error");
+    assert.equal(failure?.retriable, true);
+    assert.equal(failure?.partial?.text, "Let me ");
+    assert.deepEqual(failure?.partial?.toolCalls, []);
+    assert.equal(
+      error?.message,
+      `cannot stream from llm "main": the provider ended the reply with finish_reason "${finish}" (got 7 characters of text, 1 unfinished tool call(s))`,
+    );
+  }
+});
+
 Deno.test("a `stream #false` route asks for one completion, without stream_options, and reads it", async () => {
   const { turn, fake } = await ask({}, { text: "not streamed" }, { fields: "stream #false" });
   const body = fake.requests[0].body;
@@ -300,6 +377,35 @@ Deno.test("OpenAI's reasoning models refuse max_tokens: the provider asks again 
   });
   assert.equal(other.failure?.refusal, "context");
   assert.deepEqual(other.fake.requests.map((r) => r.body.max_tokens), [300]);
+});
+
+Deno.test("vLLM's 'max_tokens' or 'max_completion_tokens' is too large is a context refusal, asked once, and max_tokens stays", async () => {
+  // vLLM's words when the prompt fits but the prompt and `max_tokens` do not (`_validate_input`
+  // in its serving code); both field names are in them, and neither is refused as a field.
+  const words = "'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's " +
+    "maximum context length is 4096 tokens and your request has 2778 input tokens " +
+    "(8000 > 4096 - 2778). None";
+  const fake = startFakeOpenAI({
+    profile: "vllm",
+    // vLLM counts either field alike.
+    fallback: (request) =>
+      (request.body.max_tokens ?? request.body.max_completion_tokens) > 4096 - 2778
+        ? { status: 400, message: words }
+        : { text: "ok" },
+  });
+  try {
+    const provider = createProvider(route(fake.url, "max_tokens 8000"), { apiKey: undefined });
+    const error = await provider.streamChat({ messages: HELLO }).catch((caught) => caught);
+    const failure = error.cause as ProviderFailure;
+    assert.equal(failure.refusal, "context");
+    assert.equal(failure.serverContext, 4096);
+    assert.equal(fake.requests.length, 1, "the refused request was sent again");
+    await provider.streamChat({ messages: HELLO, maxTokens: 1000 });
+    const limits = fake.requests.map((r) => [r.body.max_tokens, r.body.max_completion_tokens]);
+    assert.deepEqual(limits, [[8000, undefined], [1000, undefined]]);
+  } finally {
+    await fake.close();
+  }
 });
 
 // ---- refusals: named, with their fix, and not retriable ----
@@ -468,6 +574,91 @@ Deno.test("Mistral's role-order refusal is read from its top-level error body", 
     error!.message,
     /HTTP 400 \(got "Unexpected role 'user' after role 'tool'"\); the server refused the order of the messages: set role_order "strict" on llm "main"$/,
   );
+});
+
+Deno.test("Mistral's 422 for a field it does not take names the field and its switch, from the validation list in its body", async () => {
+  // Mistral validates the request body (pydantic, extra fields forbidden) and answers 422 with
+  // the list of errors under `message` (`{"object": "error", "message": {"detail": [...]}}`):
+  // `stream_options`, which a route sends by default, is refused so (avante-corp/avante.nvim#2347,
+  // openai/openai-agents-python#442); newer answers carry the list as `message` and `detail`
+  // (partITech/php-mistral#76). A field inside a message is the history's, not the request's.
+  const bodies = [
+    {
+      object: "error",
+      message: {
+        detail: [{
+          type: "extra_forbidden",
+          loc: ["body", "stream_options", "include_usage"],
+          msg: "Extra inputs are not permitted",
+          input: true,
+        }],
+      },
+      type: "invalid_request_error",
+      param: null,
+      code: null,
+    },
+    {
+      object: "Error",
+      detail: [{
+        type: "extra_forbidden",
+        loc: ["body", "stream_options", "include_usage"],
+        msg: "Extra inputs are not permitted",
+        input: true,
+      }],
+      message: [{
+        type: "extra_forbidden",
+        loc: ["body", "stream_options", "include_usage"],
+        msg: "Extra inputs are not permitted",
+        input: true,
+      }],
+      type: "invalid_request_error",
+      code: 3001,
+    },
+    {
+      object: "error",
+      message: {
+        detail: [{
+          type: "extra_forbidden",
+          loc: ["body", "messages", 0, "user", "name"],
+          msg: "Extra inputs are not permitted",
+          input: "",
+        }],
+      },
+      type: "invalid_request_error",
+      param: null,
+      code: null,
+    },
+  ];
+  const failures: [ProviderFailure, string][] = [];
+  for (const body of bodies) {
+    const server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      () => Response.json(body, { status: 422 }),
+    );
+    try {
+      const provider = createProvider(route(`http://127.0.0.1:${server.addr.port}/v1`), {
+        apiKey: undefined,
+      });
+      const error = await provider.streamChat({ messages: HELLO }).catch((caught) => caught);
+      failures.push([error.cause as ProviderFailure, error.message]);
+    } finally {
+      await server.shutdown();
+    }
+  }
+  for (const [failure, message] of failures.slice(0, 2)) {
+    assert.equal(failure.refusal, "field");
+    assert.equal(
+      failure.serverMessage,
+      "stream_options.include_usage: Extra inputs are not permitted",
+    );
+    assert.equal(
+      message,
+      'cannot stream from llm "main": provider answered HTTP 422 (got "stream_options.include_usage: Extra inputs are not permitted"); the server does not take the field stream_options: set stream_usage #false on llm "main", then restart klbr',
+    );
+  }
+  const [inMessage] = failures[2];
+  assert.equal(inMessage.serverMessage, "messages.0.user.name: Extra inputs are not permitted");
+  assert.equal(inMessage.refusal, "request");
 });
 
 Deno.test("what a retry can change stays retriable: 429 with retry-after-ms, 503, 408", async () => {
