@@ -41,9 +41,13 @@ export async function describeInit(
   const { stateDir } = report;
   const configPath = await resolveConfigPath(stateDir, options.configPath);
   const workspace = resolve(options.env.KLBR_WORKSPACE ?? options.cwd);
-  // Commands name the state directory unless it is the one they find by themselves.
+  // Commands name the state directory unless it is the one they find by themselves, and a
+  // configuration given by --config, which no later command finds by itself.
   const defaultState = resolve(options.cwd, options.env.KLBR_STATE_DIR ?? ".klbr");
-  const state = stateDir === defaultState ? "" : ` --state ${stateDir}`;
+  const state = (stateDir === defaultState ? "" : ` --state ${shellWord(stateDir)}`) +
+    (options.configPath === undefined || configPath === undefined
+      ? ""
+      : ` --config ${shellWord(configPath)}`);
   let model: string;
   try {
     // Read without the key check: an unset variable is doctor's to report, not init's.
@@ -67,4 +71,9 @@ export async function describeInit(
     `  3. deno task klbr url${state}       the UI's address with the operator token`,
     `  deno task doctor${state} checks all of this, the model included`,
   ];
+}
+
+/** `word` as a POSIX shell reads it back: quoted when it holds anything but plain characters. */
+function shellWord(word: string): string {
+  return /^[\w./:@%+=-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }
