@@ -293,19 +293,23 @@ function chatBody(
   } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming;
 }
 
-/** The idle and whole-call deadlines of one call, and which stop (theirs or the caller's) ended it. */
+/**
+ * The idle and whole-call deadlines of one call, and which stop (theirs or the caller's) ended
+ * it. The idle deadline starts at the first data: until then the server may be processing a
+ * long prompt, silent for minutes (llama-server sends its first chunk only after the prompt,
+ * ggml-org/llama.cpp#23884), and only the whole call's deadline bounds the wait.
+ */
 class CallClock {
   readonly #route: Route;
   readonly #caller: AbortSignal | undefined;
   readonly #idle = new AbortController();
   readonly #deadline = new AbortController();
-  #idleTimer: ReturnType<typeof setTimeout>;
+  #idleTimer: ReturnType<typeof setTimeout> | undefined;
   readonly #deadlineTimer: ReturnType<typeof setTimeout>;
 
   constructor(route: Route, caller: AbortSignal | undefined) {
     this.#route = route;
     this.#caller = caller;
-    this.#idleTimer = setTimeout(() => this.#idle.abort(), route.idle_timeout_ms);
     this.#deadlineTimer = setTimeout(() => this.#deadline.abort(), route.timeout_ms);
   }
 
@@ -318,7 +322,7 @@ class CallClock {
     ]);
   }
 
-  /** Data arrived: the idle deadline starts again. */
+  /** Data arrived: the idle deadline starts (again). */
   touch(): void {
     clearTimeout(this.#idleTimer);
     this.#idleTimer = setTimeout(() => this.#idle.abort(), this.#route.idle_timeout_ms);

@@ -77,6 +77,12 @@ export interface FakeResponse {
   retryAfter?: number | string;
   /** After the first content chunk, send nothing more until the client goes away. */
   stall?: boolean;
+  /**
+   * Send the headers, then nothing for this long before the first chunk: llama-server
+   * processing a long prompt (since ggml-org/llama.cpp#23884 it sends the headers when the slot
+   * starts and the first chunk after the prompt is processed; before it, not even the headers).
+   */
+  prefillMs?: number;
   /** After the content chunks: `reset` breaks the connection, `close` ends the body cleanly; neither sends a finish reason. */
   cut?: "reset" | "close";
   /** After the content chunks, send `data: {"error": …}` and end. */
@@ -345,6 +351,7 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
     const content = contentChunks(response, model, quirks);
     // The script of the body: data to send, then how it ends.
     const steps: (Uint8Array | "stall" | "reset")[] = [];
+    let prefillMs = response.prefillMs;
     if (quirks.keepAliveComments) steps.push(encoder.encode(OPENROUTER_COMMENT));
     if (response.stall) {
       steps.push(...content.slice(0, 2).map(line), "stall");
@@ -366,19 +373,16 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
         cancelled.abort();
       },
       async pull(controller) {
+        if (prefillMs !== undefined) {
+          await delay(prefillMs, AbortSignal.any([cancelled.signal, closing.signal]));
+          prefillMs = undefined;
+        }
         const step = steps.shift();
         if (step === undefined) return controller.close();
         if (step === "reset") return controller.error(new Error("fake: connection cut"));
         if (step !== "stall") return controller.enqueue(step);
         // Bounded: a stall ends when the client leaves, the fake closes, or at the limit.
-        const gone = AbortSignal.any([cancelled.signal, closing.signal]);
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, STALL_LIMIT_MS);
-          gone.addEventListener("abort", () => {
-            clearTimeout(timer);
-            resolve();
-          }, { once: true });
-        });
+        await delay(STALL_LIMIT_MS, AbortSignal.any([cancelled.signal, closing.signal]));
         try {
           controller.close();
         } catch { /* the client already cancelled the body */ }
@@ -557,4 +561,15 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
       await server.shutdown();
     },
   };
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function delay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve();
+    }, { once: true });
+  });
 }

@@ -277,6 +277,17 @@ Deno.test("`streamChat()` ends a stalled stream at the idle timeout with the tex
   });
 });
 
+Deno.test("`streamChat()` waits out a server's silence before its first chunk (a long prompt being processed) past the idle timeout, within the whole call's", async () => {
+  await withFake(async (fake) => {
+    const { turn } = await streamOne(
+      fake,
+      { text: "read it all", prefillMs: 400 },
+      "timeout_ms 5000; idle_timeout_ms 150",
+    );
+    assert.equal(turn.text, "read it all");
+  });
+});
+
 Deno.test("`streamChat()` ends a stream at the overall timeout when the idle timeout is longer", async () => {
   await withFake(async (fake) => {
     const { error, failure } = await failOne(
