@@ -122,10 +122,11 @@ function loopbackGuard(deps: AppDeps, refusals: RefusalLog): MiddlewareHandler {
       throw error;
     }
     // A page asked for under another loopback name (localhost for 127.0.0.1) is sent to the
-    // daemon's own origin, the only one its socket and /auth accept.
+    // daemon's own origin, the only one its socket and /auth accept; its query (`?session=`)
+    // goes along.
     const own = ownOrigin(address);
     if (c.req.method === "GET" && !isApiPath(c.req.path) && `http://${host}` !== own) {
-      return c.redirect(`${own}${c.req.path}`, 307);
+      return c.redirect(`${own}${c.req.path}${new URL(c.req.url).search}`, 307);
     }
     try {
       checkOrigin(c.req.header("origin"), address);

@@ -163,6 +163,18 @@ Deno.test("`createApp()` sends a page asked for under another loopback name to i
   assert.equal(response.headers.get("location"), `${OWN}/index.html`);
 });
 
+Deno.test("`createApp()` keeps the query of a page it sends to its own origin (`?session=` picks the page's session)", async () => {
+  const { log } = keptLog();
+  const server = app(() => ({ ok: true }), log);
+  const response = await server.request(
+    new Request(`http://localhost:${PORT}/?session=work`, {
+      headers: { host: `localhost:${PORT}` },
+    }),
+  );
+  assert.equal(response.status, 307);
+  assert.equal(response.headers.get("location"), `${OWN}/?session=work`);
+});
+
 /** Posts `token` to `/auth` from the daemon's own page. */
 function postAuth(server: ReturnType<typeof app>, token: unknown) {
   return server.request(own("/auth", {
