@@ -202,8 +202,8 @@ function laneRoutes(deps: AppDeps, bounds: Bounds): Hono {
       cookie,
       viewWithoutToken: deps.auth.viewWithoutToken,
       checkToken: (token: string | undefined) => deps.auth.checkToken(token),
-      rotate: async () => {
-        await deps.auth.rotate();
+      rotate: async (options?: { announce?: () => void }) => {
+        await deps.auth.rotate(options);
         deps.log.warn("auth.rotated", "the operator token was rotated; old sessions closed");
       },
       refused: (code: string, reason: string) =>

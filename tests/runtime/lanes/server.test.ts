@@ -339,6 +339,34 @@ Deno.test("`OperatorAuth.readCookie()` ignores a cookie it did not sign and call
   }
 });
 
+Deno.test("`OperatorAuth.rotate()` announces once the new token is in force, before the listeners close old sessions", async () => {
+  const stateDir = await Deno.makeTempDir({ prefix: "klbr-auth-" });
+  try {
+    const auth = new OperatorAuth({ stateDir, token: TOKEN, sessionKey: KEY });
+    const order: string[] = [];
+    auth.onRotate(() => order.push("listeners"));
+    await auth.rotate({
+      announce: () => {
+        assert.throws(() => auth.checkToken(TOKEN), (e) => (e as KlbrError).code === "token_wrong");
+        order.push("announced");
+      },
+    });
+    assert.deepEqual(order, ["announced", "listeners"]);
+    // A rotation whose token file cannot be written announces nothing and tells no listener.
+    const broken = new OperatorAuth({
+      stateDir: `${stateDir}/missing/dir`,
+      token: TOKEN,
+      sessionKey: KEY,
+    });
+    broken.onRotate(() => order.push("broken listeners"));
+    await assert.rejects(broken.rotate({ announce: () => order.push("broken announced") }));
+    assert.deepEqual(order, ["announced", "listeners"]);
+    broken.checkToken(TOKEN);
+  } finally {
+    await Deno.remove(stateDir, { recursive: true });
+  }
+});
+
 Deno.test("`ensureSessionKey()` writes a 0600 key once and keeps it; junk in its place is replaced", async () => {
   const { ensureSessionKey } = await import("../../../runtime/lanes/mod.ts");
   const stateDir = await Deno.makeTempDir({ prefix: "klbr-key-" });
