@@ -153,8 +153,12 @@ function authRoutes(deps: AppDeps, bounds: Bounds): Hono {
   const auth = new Hono();
   const limiter = new AttemptLimiter();
   auth.post("/", async (c) => {
-    const body = await c.req.json().catch(() => ({})) as { token?: unknown };
-    const token = typeof body.token === "string" ? body.token : undefined;
+    // Any JSON may arrive (`null` too): only an object's string `token` is a token.
+    const body: unknown = await c.req.json().catch(() => ({}));
+    const given = typeof body === "object" && body !== null
+      ? (body as { token?: unknown }).token
+      : undefined;
+    const token = typeof given === "string" ? given : undefined;
     try {
       deps.auth.checkToken(token);
     } catch (error) {

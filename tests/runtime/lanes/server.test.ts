@@ -339,6 +339,22 @@ Deno.test("`OperatorAuth.readCookie()` ignores a cookie it did not sign and call
   }
 });
 
+Deno.test("`POST /auth` with a JSON body that is not an object is refused token_missing, never an internal error", async () => {
+  const { lines, log } = keptLog();
+  const server = app(() => ({ ok: true }), log);
+  for (const body of ["null", "7", '"abc"', "[]"]) {
+    const response = await server.request(own("/auth", {
+      method: "POST",
+      headers: { origin: OWN, "content-type": "application/json" },
+      body,
+    }));
+    assert.equal(response.status, 401, body);
+    assert.equal((await response.json()).code, "token_missing", body);
+    assert.equal(response.headers.get("set-cookie"), null);
+  }
+  assert.deepEqual(lines.filter((line) => line.startsWith("internal")), []);
+});
+
 Deno.test("`OperatorAuth.rotate()` announces once the new token is in force, before the listeners close old sessions", async () => {
   const stateDir = await Deno.makeTempDir({ prefix: "klbr-auth-" });
   try {
