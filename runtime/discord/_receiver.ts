@@ -91,11 +91,10 @@ export class DiscordReceiver {
         await this.#message(data);
         return;
       case "MESSAGE_UPDATE":
-        if (typeof d.content === "string") {
-          this.#onOriginal(d, "input.edited", {
-            text: d.content,
-            edited_at: typeof d.editedTimestamp === "string" ? d.editedTimestamp : null,
-          });
+        // Discord also sends it when a link's embed is attached or the message is pinned, with
+        // the text unchanged and `edited_timestamp` null: only an edit carries its time.
+        if (typeof d.content === "string" && typeof d.editedTimestamp === "string") {
+          this.#onOriginal(d, "input.edited", { text: d.content, edited_at: d.editedTimestamp });
         }
         return;
       case "MESSAGE_DELETE":

@@ -484,6 +484,16 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
         author: m?.author,
       });
     },
+    /**
+     * Discord attaches a link's embed to a message (or it is pinned): `MESSAGE_UPDATE` with the
+     * whole message, its text unchanged and `edited_timestamp` null — not an edit.
+     */
+    embedMessage(channelId: string, messageId: string) {
+      const m = history.get(channelId)?.find((x) => x.id === messageId);
+      if (m === undefined) return;
+      m.embeds = [{ type: "link", url: "https://example.com/" }];
+      dispatch("MESSAGE_UPDATE", { ...m, guild_id: "900", edited_timestamp: null });
+    },
     /** The author deletes a message: `MESSAGE_DELETE`. */
     deleteMessage(channelId: string, messageId: string) {
       const list = history.get(channelId) ?? [];
