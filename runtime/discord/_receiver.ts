@@ -141,8 +141,8 @@ export class DiscordReceiver {
    * (history carries no guild): `null` for a direct message, `undefined` when not known, which
    * is taken as not a direct message.
    *
-   * @throws {KlbrError} when admission refuses the message (it is closed): neither the gateway's
-   * sequence nor the channel's cursor moves past it.
+   * @throws {KlbrError} when admission refuses the message (it is closed): its channel's cursor
+   * does not move for it, and the gateway saves no sequence past it until a replay admits it.
    */
   async #message(
     data: unknown,
@@ -179,10 +179,10 @@ export class DiscordReceiver {
     const outcome = host.admitDiscord(message);
     if ("error" in outcome) {
       // Admission is closed (the daemon drains, the session stopped, the store is damaged):
-      // the message is not skipped, it comes again with the next resume or backfill.
+      // the message is not skipped, the next resume replays it.
       throw new KlbrError(
         "shutting_down",
-        `cannot admit discord message ${m.id}: ${outcome.error}; it is admitted when the gateway replays it (or a backfill pages it)`,
+        `cannot admit discord message ${m.id}: ${outcome.error}; it is admitted when the gateway replays it`,
       );
     }
     if (message.body.dm && sorted.threadOf === null && !context.channels.includes(m.channelId)) {
