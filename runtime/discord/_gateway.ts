@@ -106,6 +106,12 @@ export class DiscordGateway {
   #stopWaits = new AbortController();
   #status: GatewayStatus;
   #errorSinceOpen: string | null = null;
+  /**
+   * The sequence of the first dispatch of this session whose handler threw (a message not
+   * admitted): no later sequence is saved until a replay handles it, so the next resume, in
+   * this daemon or the next, delivers it again. Null while every dispatch was handled.
+   */
+  #unhandledSeq: number | null = null;
 
   /** Creates the client; {@linkcode start} connects (resuming a saved session). */
   constructor(options: DiscordGatewayOptions) {
@@ -324,6 +330,8 @@ export class DiscordGateway {
     const { store, log } = this.#o;
     if (packet.t === "READY") {
       this.#established = true;
+      // A new session numbers its dispatches anew; what the old one held is for the backfill.
+      this.#unhandledSeq = null;
       this.#enter("connected");
       const d = packet.d as {
         sessionId: string;
@@ -355,8 +363,20 @@ export class DiscordGateway {
       });
       return;
     }
-    await this.#o.onDispatch(packet.t, packet.d);
+    const seq = typeof packet.s === "number" ? packet.s : null;
+    try {
+      await this.#o.onDispatch(packet.t, packet.d);
+    } catch (error) {
+      if (seq !== null) this.#unhandledSeq ??= seq;
+      throw error;
+    }
     const sessionId = this.#shard.sessionId;
-    if (typeof packet.s === "number" && sessionId) saveGatewaySeq(store, sessionId, packet.s);
+    if (seq === null || !sessionId) return;
+    if (this.#unhandledSeq !== null) {
+      // Saving past a dispatch that was not handled would skip it at the next resume.
+      if (seq > this.#unhandledSeq) return;
+      if (seq === this.#unhandledSeq) this.#unhandledSeq = null;
+    }
+    saveGatewaySeq(store, sessionId, seq);
   }
 }

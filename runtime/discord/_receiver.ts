@@ -21,6 +21,7 @@ import {
   readGatewayState,
 } from "../../store/tables/discord_gateway.ts";
 import { isOwnMessage } from "../../store/tables/outbox.ts";
+import { KlbrError } from "../core/mod.ts";
 import type { GatewaySession } from "./_gateway.ts";
 import {
   classify,
@@ -86,14 +87,14 @@ export class DiscordReceiver {
     const d = (data ?? {}) as Record<string, unknown>;
     switch (event) {
       case "MESSAGE_CREATE":
+        // A message not admitted throws: the gateway does not count it handled, and replays it.
         await this.#message(data);
         return;
       case "MESSAGE_UPDATE":
-        if (typeof d.content === "string") {
-          this.#onOriginal(d, "input.edited", {
-            text: d.content,
-            edited_at: typeof d.editedTimestamp === "string" ? d.editedTimestamp : null,
-          });
+        // Discord also sends it when a link's embed is attached or the message is pinned, with
+        // the text unchanged and `edited_timestamp` null: only an edit carries its time.
+        if (typeof d.content === "string" && typeof d.editedTimestamp === "string") {
+          this.#onOriginal(d, "input.edited", { text: d.content, edited_at: d.editedTimestamp });
         }
         return;
       case "MESSAGE_DELETE":
@@ -139,12 +140,15 @@ export class DiscordReceiver {
    * Classifies, describes and admits one message. `guildId` is given for a backfilled one
    * (history carries no guild): `null` for a direct message, `undefined` when not known, which
    * is taken as not a direct message.
+   *
+   * @throws {KlbrError} when admission refuses the message (it is closed): its channel's cursor
+   * does not move for it, and the gateway saves no sequence past it until a replay admits it.
    */
   async #message(
     data: unknown,
     backfill?: { guildId: string | null | undefined },
   ): Promise<"admitted" | "skipped"> {
-    const { store, log, host } = this.#o;
+    const { store, host } = this.#o;
     const context = this.#context();
     // History carries no guild: a backfilled message is a direct message only when its
     // channel is known to be one.
@@ -174,10 +178,12 @@ export class DiscordReceiver {
     if (backfill !== undefined && backfill.guildId === undefined) message.body.dm = false;
     const outcome = host.admitDiscord(message);
     if ("error" in outcome) {
-      log.warn("discord.refused", `discord: refused message ${m.id}: ${outcome.error}`, {
-        message_id: m.id,
-      });
-      return "skipped";
+      // Admission is closed (the daemon drains, the session stopped, the store is damaged):
+      // the message is not skipped, the next resume replays it.
+      throw new KlbrError(
+        "shutting_down",
+        `cannot admit discord message ${m.id}: ${outcome.error}; it is admitted when the gateway replays it`,
+      );
     }
     if (message.body.dm && sorted.threadOf === null && !context.channels.includes(m.channelId)) {
       // Recorded as a direct-message channel: the agent may answer in it, a backfill pages it.

@@ -77,6 +77,7 @@ export function sleep(ms: number, signal: AbortSignal): Promise<void> {
  */
 export class DiscordRest {
   #o: DiscordRestOptions;
+  /** A route's bucket: Discord's hash with the route's major id, which the hash leaves out. */
   #bucketOfRoute = new Map<string, string>();
   #buckets = new Map<string, { remaining: number; resetAt: number }>();
   #globalUntil = 0;
@@ -145,13 +146,18 @@ export class DiscordRest {
     const h = response.headers;
     const now = Date.now();
     const bucketId = h.get("x-ratelimit-bucket");
-    if (bucketId !== null) this.#bucketOfRoute.set(route, bucketId);
+    // One hash names a route's bucket in every channel, but each channel has its own limit.
+    const major = route.match(/ \/(channels|guilds|webhooks)\/\d+/)?.[0] ?? "";
+    if (bucketId !== null) this.#bucketOfRoute.set(route, `${bucketId}${major}`);
     const remaining = Number(h.get("x-ratelimit-remaining"));
     const resetAfter = Number(h.get("x-ratelimit-reset-after"));
     if (
       h.has("x-ratelimit-remaining") && Number.isFinite(remaining) && Number.isFinite(resetAfter)
     ) {
-      this.#buckets.set(bucketId ?? route, { remaining, resetAt: now + resetAfter * 1000 });
+      this.#buckets.set(this.#bucketOfRoute.get(route) ?? route, {
+        remaining,
+        resetAt: now + resetAfter * 1000,
+      });
     }
     if (response.status === 429) {
       let body: { retry_after?: unknown; global?: unknown } = {};

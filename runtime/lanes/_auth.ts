@@ -117,10 +117,12 @@ export class OperatorAuth {
   /**
    * Replaces the token with a new random one, written to the token file first. On return
    * the old token and every cookie made from it are refused, and every listener (the lane
-   * server, which closes the connections they opened) has been told.
+   * server, which closes the connections they opened) has been told. `announce` is called
+   * once the new token is in force, before the listeners; a failed write calls neither.
    */
-  async rotate(): Promise<void> {
+  async rotate(options: { announce?: () => void } = {}): Promise<void> {
     this.#token = await writeNewOperatorToken(this.#stateDir);
+    options.announce?.();
     for (const listener of [...this.#listeners]) listener();
   }
 

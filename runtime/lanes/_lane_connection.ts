@@ -249,18 +249,26 @@ export class LaneConnection {
       case "input":
         // accept() batches every input of a connection that said hello.
         return assert(false, "an input reached #dispatch past accept()");
-      case "op.token_rotate":
-        // Answered before the rotation closes every connection made with the old token.
-        this.#options.send({
-          kind: "op.result",
-          request: message.request,
-          op: message.kind,
-          result: {
-            rotated: true,
-            message: "the operator token was replaced; old tokens and cookies are refused",
-          },
-        });
-        return await this.#options.auth.rotate();
+      case "op.token_rotate": {
+        // Answered once the new token is in force and before the rotation closes every
+        // connection made with the old one; a rotation that failed is answered by its error.
+        let answered = false;
+        const announce = () => {
+          if (answered) return;
+          answered = true;
+          this.#options.send({
+            kind: "op.result",
+            request: message.request,
+            op: message.kind,
+            result: {
+              rotated: true,
+              message: "the operator token was replaced; old tokens and cookies are refused",
+            },
+          });
+        };
+        await this.#options.auth.rotate({ announce });
+        return announce();
+      }
       default: {
         const result = await this.#host.operate(message, { session, client: this.#clientId });
         this.#options.send({

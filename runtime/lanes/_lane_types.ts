@@ -84,8 +84,12 @@ export interface LaneAuth {
   viewWithoutToken: boolean;
   /** Checks a `hello.token`. @throws {KlbrError} `token_missing`, `token_malformed`, `token_wrong`. */
   checkToken(token: string | undefined): void;
-  /** Replaces the operator token (`op.token_rotate`); resolves once the new one is in force. */
-  rotate(): Promise<void>;
+  /**
+   * Replaces the operator token (`op.token_rotate`); resolves once the new one is in force.
+   * `announce`, when given, is called as soon as it is in force, before the connections made
+   * with the old one are closed; a rotation that fails never calls it.
+   */
+  rotate(options?: { announce?: () => void }): Promise<void>;
   /** Notes a refused authorisation, its code and message (a bounded log); absent, not logged. */
   refused?(code: string, reason: string): void;
 }

@@ -122,10 +122,11 @@ function loopbackGuard(deps: AppDeps, refusals: RefusalLog): MiddlewareHandler {
       throw error;
     }
     // A page asked for under another loopback name (localhost for 127.0.0.1) is sent to the
-    // daemon's own origin, the only one its socket and /auth accept.
+    // daemon's own origin, the only one its socket and /auth accept; its query (`?session=`)
+    // goes along.
     const own = ownOrigin(address);
     if (c.req.method === "GET" && !isApiPath(c.req.path) && `http://${host}` !== own) {
-      return c.redirect(`${own}${c.req.path}`, 307);
+      return c.redirect(`${own}${c.req.path}${new URL(c.req.url).search}`, 307);
     }
     try {
       checkOrigin(c.req.header("origin"), address);
@@ -152,8 +153,12 @@ function authRoutes(deps: AppDeps, bounds: Bounds): Hono {
   const auth = new Hono();
   const limiter = new AttemptLimiter();
   auth.post("/", async (c) => {
-    const body = await c.req.json().catch(() => ({})) as { token?: unknown };
-    const token = typeof body.token === "string" ? body.token : undefined;
+    // Any JSON may arrive (`null` too): only an object's string `token` is a token.
+    const body: unknown = await c.req.json().catch(() => ({}));
+    const given = typeof body === "object" && body !== null
+      ? (body as { token?: unknown }).token
+      : undefined;
+    const token = typeof given === "string" ? given : undefined;
     try {
       deps.auth.checkToken(token);
     } catch (error) {
@@ -201,8 +206,8 @@ function laneRoutes(deps: AppDeps, bounds: Bounds): Hono {
       cookie,
       viewWithoutToken: deps.auth.viewWithoutToken,
       checkToken: (token: string | undefined) => deps.auth.checkToken(token),
-      rotate: async () => {
-        await deps.auth.rotate();
+      rotate: async (options?: { announce?: () => void }) => {
+        await deps.auth.rotate(options);
         deps.log.warn("auth.rotated", "the operator token was rotated; old sessions closed");
       },
       refused: (code: string, reason: string) =>

@@ -14,7 +14,8 @@
  *   (https://discord.com/developers/docs/topics/opcodes-and-status-codes#gateway-gateway-close-event-codes).
  * - REST: `POST /channels/{id}/messages` creates a message (echoed on the gateway, with its
  *   nonce); with `enforce_nonce` a second post of the same nonce within `nonceWindowMs` returns
- *   the first message. Per-channel buckets send `X-RateLimit-*` headers and answer 429 with
+ *   the first message. Per-channel buckets (one `X-RateLimit-Bucket` hash for every channel, as
+ *   Discord sends it) send `X-RateLimit-*` headers and answer 429 with
  *   `retry_after` past the limit. `GET /channels/{id}/messages` pages history with `after`
  *   (the messages just after it, newest first, like Discord) or gives the latest. Reactions,
  *   typing, `GET /users/@me` and attachment downloads are served too.
@@ -233,7 +234,9 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
     headers.set("x-ratelimit-remaining", String(b.remaining));
     headers.set("x-ratelimit-reset", String(b.resetAt / 1000));
     headers.set("x-ratelimit-reset-after", resetAfter.toFixed(3));
-    headers.set("x-ratelimit-bucket", `bucket-${channelId}`);
+    // Like Discord, one hash names the route's bucket in every channel: the limit itself is
+    // per channel (the major parameter), which the hash does not include.
+    headers.set("x-ratelimit-bucket", "bucket-channel-messages");
     return { headers, limited: over ? resetAfter : null };
   };
 
@@ -480,6 +483,16 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
         edited_timestamp: new Date().toISOString(),
         author: m?.author,
       });
+    },
+    /**
+     * Discord attaches a link's embed to a message (or it is pinned): `MESSAGE_UPDATE` with the
+     * whole message, its text unchanged and `edited_timestamp` null — not an edit.
+     */
+    embedMessage(channelId: string, messageId: string) {
+      const m = history.get(channelId)?.find((x) => x.id === messageId);
+      if (m === undefined) return;
+      m.embeds = [{ type: "link", url: "https://example.com/" }];
+      dispatch("MESSAGE_UPDATE", { ...m, guild_id: "900", edited_timestamp: null });
     },
     /** The author deletes a message: `MESSAGE_DELETE`. */
     deleteMessage(channelId: string, messageId: string) {

@@ -6,12 +6,17 @@
 import assert from "node:assert/strict";
 import {
   DiscordGateway,
+  type DiscordMessage,
+  DiscordTransport,
   GATEWAY_INTENTS,
   type GatewaySession,
 } from "../../../runtime/discord/mod.ts";
-import { Secret } from "../../../runtime/config/mod.ts";
-import type { Logger } from "../../../runtime/core/mod.ts";
+import { parseConfig, Secret } from "../../../runtime/config/mod.ts";
+import { type Logger, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { readGatewayState } from "../../../store/tables/discord_gateway.ts";
+import { readEvents } from "../../../store/tables/events.ts";
+import { admitInput } from "../../../store/tables/inputs.ts";
+import { ensureSession } from "../../../store/tables/sessions.ts";
 import { openStore, type Store } from "../../../store/store.ts";
 import { type FakeDiscord, startFakeDiscord } from "../../fakes/discord_server.ts";
 
@@ -203,5 +208,117 @@ Deno.test("`DiscordGateway` backs off while the gateway refuses connections, the
     } finally {
       await gateway.stop();
     }
+  });
+});
+
+Deno.test("a Discord message refused while admission is closed (a draining daemon) is admitted after the restart resumes", async () => {
+  await withFake(async (fake, store) => {
+    const config = {
+      ...parseConfig(`discord {\n token_env "T"\n channels "123"\n}`, { file: "test.kdl" })
+        .config.discord!,
+      api_url: fake.apiUrl,
+      gateway_url: fake.gatewayUrl,
+    };
+    const seen: { refused: string[]; admitted: string[] } = { refused: [], admitted: [] };
+    const waiters: { check: () => boolean; resolve: () => void }[] = [];
+    const settle = () => {
+      for (const w of [...waiters]) {
+        if (w.check()) waiters.splice(waiters.indexOf(w), 1) && w.resolve();
+      }
+    };
+    const until = (check: () => boolean) =>
+      new Promise<void>((resolve) => {
+        waiters.push({ check, resolve });
+        settle();
+      });
+    const transport = () =>
+      new DiscordTransport({ config, token: new Secret("gw-token"), store, log: SILENT_LOGGER });
+    // The daemon drains for a restart: admission is closed, the gateway still delivers.
+    const first = transport();
+    first.start({
+      admitDiscord: (message: DiscordMessage) => {
+        seen.refused.push(message.messageId);
+        queueMicrotask(settle);
+        return { error: "cannot admit input: the daemon is shutting down" };
+      },
+    });
+    await fake.identified(1);
+    const during = fake.dispatchMessage({ channelId: "123", content: "sent during the drain" });
+    await until(() => seen.refused.length === 1);
+    await first.stop();
+    // The new daemon resumes the saved session: Discord replays what it did not admit.
+    const second = transport();
+    try {
+      second.start({
+        admitDiscord: (message: DiscordMessage) => {
+          seen.admitted.push(message.messageId);
+          queueMicrotask(settle);
+          return { inputId: `in_${message.messageId}` };
+        },
+      });
+      await fake.resumed(1);
+      const later = fake.dispatchMessage({ channelId: "123", content: "after the restart" });
+      await until(() => seen.admitted.includes(later));
+      assert.equal(fake.identifies.length, 1);
+      assert.deepEqual(seen.admitted, [during, later]);
+    } finally {
+      await second.stop();
+    }
+  });
+});
+
+Deno.test("a MESSAGE_UPDATE that only adds a link's embed (edited_timestamp null) is not recorded as an edit; a real edit is", async () => {
+  await withFake(async (fake, store) => {
+    ensureSession(store);
+    const config = {
+      ...parseConfig(`discord {\n token_env "T"\n channels "123"\n}`, { file: "test.kdl" })
+        .config.discord!,
+      api_url: fake.apiUrl,
+      gateway_url: fake.gatewayUrl,
+    };
+    const edits = () =>
+      readEvents(store, "default", { since: 0, limit: 100 }).filter((e) =>
+        e.kind === "input.edited"
+      );
+    const waiters: { check: () => boolean; resolve: () => void }[] = [];
+    store.onCommit(() => {
+      for (const w of [...waiters]) {
+        if (w.check()) waiters.splice(waiters.indexOf(w), 1) && w.resolve();
+      }
+    });
+    const until = (check: () => boolean) =>
+      new Promise<void>((resolve) => check() ? resolve() : waiters.push({ check, resolve }));
+    const transport = new DiscordTransport({
+      config,
+      token: new Secret("gw-token"),
+      store,
+      log: SILENT_LOGGER,
+    });
+    try {
+      transport.start({
+        admitDiscord: (m: DiscordMessage) => {
+          const admitted = admitInput(store, {
+            session: "default",
+            sourceKind: "discord",
+            dedupeKey: `discord:${m.channelId}:${m.messageId}`,
+            conversationId: `discord:${m.channelId}`,
+            author: `discord:${m.authorId}:${m.username}`,
+            body: m.body,
+            receivedAt: m.receivedAt,
+          });
+          return { inputId: admitted.inputId };
+        },
+      });
+      await fake.identified(1);
+      const id = fake.dispatchMessage({ channelId: "123", content: "see https://example.com/" });
+      fake.embedMessage("123", id);
+      fake.editMessage("123", id, "see https://example.org/");
+      await until(() => edits().some((e) => (e.body as { text?: string }).text?.endsWith(".org/")));
+    } finally {
+      await transport.stop();
+    }
+    assert.deepEqual(edits().map((e) => (e.body as { text: string }).text), [
+      "see https://example.org/",
+    ]);
   });
 });

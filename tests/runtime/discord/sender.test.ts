@@ -170,6 +170,34 @@ Deno.test("a burst past the rate limit posts every row once and in order, per ch
   }, { fake: { rateLimit: { limit: 3, windowMs: 300 } } });
 });
 
+Deno.test("`DiscordRest` holds a spent bucket per channel: Discord's bucket hash is the same in every channel, its limit is not", async () => {
+  const fake = startFakeDiscord({ rateLimit: { limit: 2, windowMs: 30_000 } });
+  const stop = new AbortController();
+  try {
+    const rest = new DiscordRest({
+      apiUrl: fake.apiUrl,
+      token: new Secret("tok"),
+      timeoutMs: 1000,
+      signal: stop.signal,
+    });
+    for (const channel of ["456", "123", "123"]) {
+      const result = await rest.request("POST", `/channels/${channel}/messages`, {
+        body: { content: "x" },
+      });
+      assert.equal(result.kind, "ok");
+    }
+    // Channel 123's bucket is spent for 30 s; channel 456 has one request left in its own.
+    assert.ok(rest.waitFor("POST /channels/123/messages") > 20_000);
+    assert.equal(rest.waitFor("POST /channels/456/messages"), 0);
+    const result = await rest.request("POST", "/channels/456/messages", { body: { content: "y" } });
+    assert.equal(result.kind, "ok");
+    assert.ok(rest.waitFor("POST /channels/456/messages") > 20_000);
+  } finally {
+    stop.abort();
+    await fake.close();
+  }
+});
+
 Deno.test("a 429 from a bucket the sender did not know yet is waited out and the row posted once", async () => {
   await withSender(async ({ fake, store, send, until }) => {
     // One request in the window: the second row meets the bucket before its headers are known

@@ -259,6 +259,29 @@ Deno.test("`LaneConnection` refuses identifiers with lone surrogates, so distinc
   );
 });
 
+Deno.test("`LaneConnection` never says the token was rotated when the rotation failed (the token file could not be written)", async () => {
+  const c = connect(0, {
+    rotate: () =>
+      Promise.reject(
+        new KlbrError(
+          "store_unavailable",
+          "cannot rotate the operator token: No space left on device (os error 28)",
+        ),
+      ),
+  });
+  await c.say({ kind: "hello", token: TOKEN }, { kind: "op.token_rotate", request: "rot" });
+  // welcome and replayed, then only the refusal.
+  assert.deepEqual(c.sent.slice(2), [
+    {
+      kind: "error",
+      request: "rot",
+      code: "store_unavailable",
+      message: "cannot rotate the operator token: No space left on device (os error 28)",
+      retriable: true,
+    },
+  ]);
+});
+
 Deno.test("`LaneConnection` answers op.token_rotate, then rotates; only an operator may ask", async () => {
   let rotated = 0;
   const c = connect(0, {

@@ -163,6 +163,18 @@ Deno.test("`createApp()` sends a page asked for under another loopback name to i
   assert.equal(response.headers.get("location"), `${OWN}/index.html`);
 });
 
+Deno.test("`createApp()` keeps the query of a page it sends to its own origin (`?session=` picks the page's session)", async () => {
+  const { log } = keptLog();
+  const server = app(() => ({ ok: true }), log);
+  const response = await server.request(
+    new Request(`http://localhost:${PORT}/?session=work`, {
+      headers: { host: `localhost:${PORT}` },
+    }),
+  );
+  assert.equal(response.status, 307);
+  assert.equal(response.headers.get("location"), `${OWN}/?session=work`);
+});
+
 /** Posts `token` to `/auth` from the daemon's own page. */
 function postAuth(server: ReturnType<typeof app>, token: unknown) {
   return server.request(own("/auth", {
@@ -322,6 +334,50 @@ Deno.test("`OperatorAuth.readCookie()` ignores a cookie it did not sign and call
     assert.match(written, /^[0-9a-f]{64}$/);
     assert.equal((await Deno.stat(`${stateDir}/operator.token`)).mode! & 0o777, 0o600);
     auth.checkToken(written);
+  } finally {
+    await Deno.remove(stateDir, { recursive: true });
+  }
+});
+
+Deno.test("`POST /auth` with a JSON body that is not an object is refused token_missing, never an internal error", async () => {
+  const { lines, log } = keptLog();
+  const server = app(() => ({ ok: true }), log);
+  for (const body of ["null", "7", '"abc"', "[]"]) {
+    const response = await server.request(own("/auth", {
+      method: "POST",
+      headers: { origin: OWN, "content-type": "application/json" },
+      body,
+    }));
+    assert.equal(response.status, 401, body);
+    assert.equal((await response.json()).code, "token_missing", body);
+    assert.equal(response.headers.get("set-cookie"), null);
+  }
+  assert.deepEqual(lines.filter((line) => line.startsWith("internal")), []);
+});
+
+Deno.test("`OperatorAuth.rotate()` announces once the new token is in force, before the listeners close old sessions", async () => {
+  const stateDir = await Deno.makeTempDir({ prefix: "klbr-auth-" });
+  try {
+    const auth = new OperatorAuth({ stateDir, token: TOKEN, sessionKey: KEY });
+    const order: string[] = [];
+    auth.onRotate(() => order.push("listeners"));
+    await auth.rotate({
+      announce: () => {
+        assert.throws(() => auth.checkToken(TOKEN), (e) => (e as KlbrError).code === "token_wrong");
+        order.push("announced");
+      },
+    });
+    assert.deepEqual(order, ["announced", "listeners"]);
+    // A rotation whose token file cannot be written announces nothing and tells no listener.
+    const broken = new OperatorAuth({
+      stateDir: `${stateDir}/missing/dir`,
+      token: TOKEN,
+      sessionKey: KEY,
+    });
+    broken.onRotate(() => order.push("broken listeners"));
+    await assert.rejects(broken.rotate({ announce: () => order.push("broken announced") }));
+    assert.deepEqual(order, ["announced", "listeners"]);
+    broken.checkToken(TOKEN);
   } finally {
     await Deno.remove(stateDir, { recursive: true });
   }
