@@ -146,6 +146,15 @@ class FileTest(WorkspaceCase):
             await handle.replace("a", "b")
         self.assertEqual(await handle.read(), "a a a")
 
+    async def test_replace_counts_overlapping_occurrences(self) -> None:
+        """`replace()` refuses text that occurs twice overlapping (`}\\n}` in `}\\n}\\n}`): which
+        one was meant is ambiguous, and the file is left untouched."""
+        self.write("n.js", "}\n}\n}\n")
+        handle = await self.ws.open_file("n.js")
+        with self.assertRaisesRegex(ValueError, r"\(got 2\)$"):
+            await handle.replace("}\n}", "}")
+        self.assertEqual(await handle.read(), "}\n}\n}\n")
+
     async def test_replace_empty_old_fails(self) -> None:
         """`replace()` refuses an empty old text."""
         self.write("n.md", "abc")
