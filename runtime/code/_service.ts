@@ -121,7 +121,7 @@ export class CodeService {
       outline = outlineOf(g, cached);
       cached.derived.set("outline", outline);
     }
-    return outline;
+    return outline.path === source.path ? outline : atPath(outline, source.path);
   }
 
   /**
@@ -215,6 +215,19 @@ export class CodeService {
     const range = source.range(from, to);
     return { range, text: new TextDecoder().decode(source.bytes.subarray(from, to)) };
   }
+}
+
+/**
+ * The outline of the same content at another path. A tree and its outline are cached by
+ * content, so they carry the path of the first file read with it; a copy's symbols must name
+ * the copy, or a patch of them would change the original.
+ */
+function atPath(outline: Outline, path: string): Outline {
+  return {
+    ...outline,
+    path,
+    symbols: outline.symbols.map((s) => ({ ...s, range: { ...s.range, path } })),
+  };
 }
 
 /**

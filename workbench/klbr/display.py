@@ -17,7 +17,7 @@ import base64
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["MAX_DISPLAY_BYTES", "MAX_DISPLAYS", "MIMES", "current_displays", "display"]
+__all__ = ["MAX_DISPLAY_BYTES", "MAX_DISPLAYS", "MAX_DISPLAYS_TOTAL_BYTES", "MIMES", "current_displays", "display"]
 
 #: The types ``display()`` takes.
 MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "text/html")
@@ -25,6 +25,11 @@ MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "text/html")
 MAX_DISPLAY_BYTES = 2 * 1024 * 1024
 #: The most displays one cell may make.
 MAX_DISPLAYS = 8
+#: The most bytes one cell's displays may hold in all. The displays travel base64 in the cell's
+#: reply, one frame of 16 MiB: this much is 8 MiB there, which leaves room for the two captured
+#: streams and the value. Eight displays of the largest size would not fit, and the cell's whole
+#: reply (its output included) would be lost.
+MAX_DISPLAYS_TOTAL_BYTES = 6 * 1024 * 1024
 
 #: The displays of the running cell, in order; ``None`` outside a cell.
 current_displays: ContextVar[list[dict[str, str]] | None] = ContextVar(
@@ -90,7 +95,7 @@ def display(obj: Any, *, mime: str | None = None) -> None:
     their first bytes), an HTML string with ``mime="text/html"`` (sanitised before it is shown:
     no scripts, no event handlers), or an object with ``_repr_png_()`` or ``_repr_html_()``.
 
-    At most 8 displays a cell and 2 MiB each. The cell's result names each display (type, size,
+    At most 8 displays a cell, 2 MiB each and 6 MiB in all. The cell's result names each display (type, size,
     artifact id) for the model; the bytes stay out of the model's context.
 
     Raises ``TypeError`` or ``ValueError`` saying what to pass instead, and ``RuntimeError``
@@ -107,4 +112,10 @@ def display(obj: Any, *, mime: str | None = None) -> None:
         )
     if len(shown) >= MAX_DISPLAYS:
         raise ValueError(f"a cell shows at most {MAX_DISPLAYS} displays: split the work over cells")
+    held = sum(len(base64.b64decode(d["data_b64"])) for d in shown)
+    if held + len(data) > MAX_DISPLAYS_TOTAL_BYTES:
+        raise ValueError(
+            f"a cell's displays hold at most {MAX_DISPLAYS_TOTAL_BYTES} bytes in all (got {held} shown "
+            f"and {len(data)} more): split the work over cells, or make the images smaller"
+        )
     shown.append({"mime": kind, "data_b64": base64.b64encode(data).decode("ascii")})

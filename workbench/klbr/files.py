@@ -83,6 +83,16 @@ def _atomic_write(where: Located, text: str) -> None:
         raise
 
 
+def _occurrences(text: str, old: str) -> int:
+    """How many times ``old`` occurs in ``text``, overlapping occurrences included: ``str.count``
+    counts ``}\\n}`` once in ``}\\n}\\n}``, where it starts twice and the one meant is ambiguous."""
+    count, at = 0, text.find(old)
+    while at != -1:
+        count += 1
+        at = text.find(old, at + 1)
+    return count
+
+
 @api_class("file", read="nothing was read", write="nothing was written", replace="nothing was replaced",
            append="nothing was appended")
 class FileHandle:
@@ -118,8 +128,8 @@ class FileHandle:
     async def replace(self, old: str, new: str) -> None:
         """Replace the one occurrence of ``old`` with ``new`` and save atomically.
 
-        Raises ``ValueError`` naming the count when ``old`` occurs 0 or several times (the
-        file is left untouched), or when ``old`` is empty.
+        Raises ``ValueError`` naming the count when ``old`` occurs 0 or several times, overlapping
+        ones included (the file is left untouched), or when ``old`` is empty.
 
         >>> await note.replace("colour", "color")  # doctest: +SKIP
         """
@@ -129,7 +139,7 @@ class FileHandle:
             raise ValueError(f"cannot replace in {self.path}: old text is empty (got '')")
         with self._locate() as where:
             text = read_text_at(where)
-            count = text.count(old)
+            count = _occurrences(text, old)
             if count != 1:
                 shown = old if len(old) <= 80 else old[:77] + "..."
                 raise ValueError(

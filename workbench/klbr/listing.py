@@ -182,6 +182,16 @@ def _files(where: Located, hidden: frozenset[str]):  # noqa: ANN202 - (rel, name
         os.close(fd)
 
 
+def _lines(text: str) -> list[str]:
+    """The lines of ``text`` split at newlines only, as editors, grep and ``code.lines`` count
+    them (``str.splitlines`` also splits at form feeds, lone carriage returns and U+2028, and
+    every line number after one would be off); a CRLF's carriage return is not kept."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def search_tree(where: Located, pattern: str, max_results: int, regex: bool, hidden: frozenset[str]) -> SearchResult:
     """Find lines under the path ``where`` names containing ``pattern`` (a substring, or a regex).
 
@@ -198,7 +208,7 @@ def search_tree(where: Located, pattern: str, max_results: int, regex: bool, hid
         if data is None or b"\0" in data[:8192]:
             result.files_skipped += 1
             continue
-        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        for number, line in enumerate(_lines(data.decode("utf-8", "replace")), 1):
             found = compiled.search(line) is not None if compiled else pattern in line
             if not found:
                 continue

@@ -167,7 +167,8 @@ class Workspace:
     async def delete(self, path: PathArg, recursive: bool = False) -> None:
         """Delete a file, a symlink (not its target) or an empty directory.
 
-        A non-empty directory needs ``recursive=True``. The root itself is never deleted.
+        A non-empty directory needs ``recursive=True``. The root itself is never deleted, nor
+        a directory the state directory lies in (``WorkspaceEscape``).
         """
         with self._locate(path, follow=False) as where:
             if not where.name:
@@ -179,6 +180,7 @@ class Workspace:
                 with writing(where.rel):
                     os.unlink(where.name, dir_fd=where.parent_fd)
             elif recursive:
+                self._refuse_holding_state(path, where.path)
                 with writing(where.rel):
                     await asyncio.to_thread(shutil.rmtree, where.name, dir_fd=where.parent_fd)
             else:
@@ -188,6 +190,16 @@ class Workspace:
                     if err.errno != errno.ENOTEMPTY:
                         raise
                     raise OSError(f"cannot delete {where.rel}: directory is not empty (pass recursive=True)") from err
+
+    def _refuse_holding_state(self, path: PathArg, target: str) -> None:
+        """Refuse to delete ``target`` recursively when a denied directory lies inside it."""
+        for denied in self.deny:
+            if denied.startswith(target.rstrip(os.sep) + os.sep):
+                raise WorkspaceEscape(
+                    path, self.root, "",
+                    message=f"cannot delete {path!r}: it holds the state directory {denied!r}, "
+                    "which is never part of the workspace; delete what else it holds one by one",
+                )
 
     async def run(self, argv: Sequence[str], timeout: float = 60, cwd: PathArg | None = None) -> RunResult:
         """Run a program through the host and return its ``RunResult``.

@@ -5,6 +5,7 @@ import unittest
 
 from klbr.cells import run_cell
 from klbr.display import MAX_DISPLAY_BYTES, MAX_DISPLAYS, display
+from tests.support import KernelCase
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
@@ -67,3 +68,23 @@ class DisplayTest(unittest.IsolatedAsyncioTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DisplayReplyTest(KernelCase):
+    async def test_the_most_a_cell_may_display_still_fits_its_reply(self) -> None:
+        """A cell that shows as many of the largest displays as display() lets it still gets its
+        ``ok`` reply, with its output, in one frame; the display over the budget is refused."""
+        await self.init()
+        big = "b'\\x89PNG\\r\\n\\x1a\\n' + bytes(MAX - 8)"
+        code = (
+            f"for _ in range({MAX_DISPLAYS}):\n"
+            f"    try:\n        display({big})\n"
+            "    except ValueError as err:\n        print(err)\n"
+            "print('done')"
+        )
+        self.kernel.state.ns["MAX"] = MAX_DISPLAY_BYTES
+        reply = await self.call({"kind": "execute", "id": "e1", "cell": "e1", "code": code})
+        self.assertEqual(reply["kind"], "ok", reply.get("message"))
+        self.assertEqual(reply["result"]["outcome"], "ok")
+        self.assertTrue(reply["result"]["stdout"].endswith("done\n"))
+        self.assertGreaterEqual(len(reply["result"]["displays"]), 1)

@@ -146,6 +146,15 @@ class FileTest(WorkspaceCase):
             await handle.replace("a", "b")
         self.assertEqual(await handle.read(), "a a a")
 
+    async def test_replace_counts_overlapping_occurrences(self) -> None:
+        """`replace()` refuses text that occurs twice overlapping (`}\\n}` in `}\\n}\\n}`): which
+        one was meant is ambiguous, and the file is left untouched."""
+        self.write("n.js", "}\n}\n}\n")
+        handle = await self.ws.open_file("n.js")
+        with self.assertRaisesRegex(ValueError, r"\(got 2\)$"):
+            await handle.replace("}\n}", "}")
+        self.assertEqual(await handle.read(), "}\n}\n}\n")
+
     async def test_replace_empty_old_fails(self) -> None:
         """`replace()` refuses an empty old text."""
         self.write("n.md", "abc")
@@ -226,6 +235,15 @@ class ListingTest(WorkspaceCase):
         """`search(regex=True)` matches a regex within a sub-path."""
         result = await self.ws.search(r"TODO (two|three)", "src", regex=True)
         self.assertEqual([m.line for m in result.matches], [1, 2])
+
+    async def test_search_numbers_lines_by_newline_only(self) -> None:
+        """`search()` counts lines the way editors, `code.lines` and grep do: a form feed, a
+        lone carriage return or U+2028 inside a line does not start a new one; CRLF ends one."""
+        self.write("paged.c", "int a;\n\f\nint b; /* TODO four */\r\nx = 'a\u2028b'\rc\n// TODO five\n")
+        result = await self.ws.search("TODO", "paged.c")
+        self.assertEqual([(m.line, m.text) for m in result.matches], [(3, "int b; /* TODO four */"), (5, "// TODO five")])
+        empty = await self.ws.search("^$", "paged.c", regex=True)
+        self.assertEqual(empty.matches, [], "no phantom line after the final newline")
 
     async def test_search_skips_binary_and_refuses_bad_args(self) -> None:
         """`search()` skips binary files and refuses an empty pattern or bad max_results."""

@@ -54,6 +54,21 @@ class StateDirTest(unittest.IsolatedAsyncioTestCase):
         self.assertTrue(os.path.exists(os.path.join(self.state, "config.kdl")))
         self.assertFalse(os.path.exists(os.path.join(self.state, "skills", "planted", "SKILL.md")))
 
+    async def test_a_recursive_delete_of_a_folder_holding_the_state_directory_is_refused(self) -> None:
+        """`delete(recursive=True)` of a directory the state directory lies in deletes nothing:
+        it would delete the store and the token with it."""
+        nested = os.path.join(self.root, "var", "klbr")
+        os.makedirs(nested)
+        with open(os.path.join(nested, "runtime.sqlite"), "w") as f:
+            f.write("store\n")
+        ws = Workspace(self.root, deny=[nested])
+        with self.assertRaisesRegex(WorkspaceEscape, "holds the state directory"):
+            await ws.delete("var", recursive=True)
+        self.assertTrue(os.path.exists(os.path.join(nested, "runtime.sqlite")))
+        os.mkdir(os.path.join(self.root, "var", "cache"))
+        await ws.delete("var/cache", recursive=True)
+        self.assertEqual(os.listdir(os.path.join(self.root, "var")), ["klbr"])
+
     async def test_a_link_into_the_state_directory_is_refused(self) -> None:
         """`open_file()` resolves a link to the token and refuses where it leads."""
         with self.assertRaisesRegex(WorkspaceEscape, "inside the state directory"):

@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
-import { applyPatch, codeRpcs, CodeService } from "../../../runtime/code/mod.ts";
+import { applyPatch, codeRpcs, CodeService, findInWorkspace } from "../../../runtime/code/mod.ts";
 import { isKlbrError } from "../../../runtime/core/mod.ts";
 import { bindRpcs, type RpcContext, RpcRegistry } from "../../../runtime/kernel/mod.ts";
 import { readEventsOfKind } from "../../../store/tables/events.ts";
@@ -134,6 +134,31 @@ Deno.test("a tree is parsed once per content: an unchanged file is a cache hit, 
     assert.equal(parses, 2, "the check parsed the new content once");
     await service.outline(PY.file);
     assert.equal(service.stats.parses, parses, "and the outline after the patch reused it");
+  });
+});
+
+Deno.test("a copy's outline, symbol and found symbols name the copy, so patching one changes the copy only", async () => {
+  await withWorkspace({ [PY.file]: PY.text, "copy.py": PY.text }, async (root, service) => {
+    // The original is outlined first, so its tree and outline are the cached ones.
+    await service.outline(PY.file);
+    const outline = await service.outline("copy.py");
+    assert.equal(outline.path, "copy.py");
+    assert.deepEqual([...new Set(outline.symbols.map((s) => s.range.path))], ["copy.py"]);
+    const found = await findInWorkspace(service, {
+      pattern: "circle_area",
+      path: "copy.py",
+      max_results: 10,
+      capture: null,
+    });
+    assert.deepEqual(found.matches.map((m) => [m.path, m.range.path]), [["copy.py", "copy.py"]]);
+    const s = await service.symbol("copy.py", "circle_area", null);
+    assert.equal(s.range.path, "copy.py");
+    const done = await applyPatch(service, [{ range: s.range, text: PY.good }]);
+    assert.ok(done.ok);
+    assert.equal(await Deno.readTextFile(join(root, PY.file)), PY.text);
+    assert.ok((await Deno.readTextFile(join(root, "copy.py"))).includes("r ** 2"));
+    // The original still names itself after the copy was outlined.
+    assert.equal((await service.outline(PY.file)).symbols[0].range.path, PY.file);
   });
 });
 
