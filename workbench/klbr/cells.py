@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+import io
 import itertools
 import linecache
 import os
@@ -230,7 +231,9 @@ async def run_cell(
     """
     install()
     filename = name or f"<cell {next(_cell_numbers)}>"
-    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    # Split as Python counts lines (\n, \r\n, \r), not as ``str.splitlines`` (which also
+    # splits at form feeds and U+2028): a traceback then quotes the line that ran.
+    linecache.cache[filename] = (len(code), None, io.StringIO(code, newline=None).readlines(), filename)
     output = CellOutput(output_cap, sink)
     token = current_output.set(output)
     shown: list[dict[str, str]] = []

@@ -24,6 +24,7 @@ workbench cannot speak: ``local.send`` and ``discord.send`` are refused there.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from klbr import rpc
@@ -36,7 +37,7 @@ _BUDGET_KEYS = ("wall_time_s", "model_requests", "tokens")
 
 def check_budget(budget: Any, action: str) -> dict[str, Any] | None:
     """Validate a ``budget`` argument: ``None`` or a dict of ``wall_time_s``,
-    ``model_requests`` and ``tokens``, each a number >= 0.
+    ``model_requests`` and ``tokens``, each a finite number >= 0.
 
     >>> check_budget({"tokens": 1000}, "start job")
     {'tokens': 1000}
@@ -49,7 +50,7 @@ def check_budget(budget: Any, action: str) -> dict[str, Any] | None:
     if unknown:
         raise ValueError(f"cannot {action}: budget keys are {', '.join(_BUDGET_KEYS)} (got {', '.join(map(str, unknown))})")
     for key, value in budget.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
             raise ValueError(f"cannot {action}: budget {key} must be a number >= 0 (got {value!r})")
         if key != "wall_time_s" and not float(value).is_integer():
             raise ValueError(f"cannot {action}: budget {key} must be a whole number (got {value!r})")

@@ -109,7 +109,7 @@ def list_entries(where: Located, recursive: bool, match: str | None, max_entries
                 if len(out) >= max_entries:
                     out.truncated = True
                     break
-                out.append(_entry(rel, os.stat(name, dir_fd=fd, follow_symlinks=False)))
+                _append_present(out, rel, name, fd)
             return out
         for here, dirnames, filenames, dirfd in _walk(fd, base, hidden):
             for name in sorted(dirnames + filenames):
@@ -117,10 +117,19 @@ def list_entries(where: Located, recursive: bool, match: str | None, max_entries
                     if len(out) >= max_entries:
                         out.truncated = True
                         return out
-                    out.append(_entry(_join(here, name), os.stat(name, dir_fd=dirfd, follow_symlinks=False)))
+                    _append_present(out, _join(here, name), name, dirfd)
         return out
     finally:
         os.close(fd)
+
+
+def _append_present(out: Listing, rel: str, name: str, dir_fd: int) -> None:
+    """Add the entry ``name`` of the directory ``dir_fd`` as ``rel``, unless it went since the
+    directory was read (a build deleting its output): a listing shows what is there."""
+    try:
+        out.append(_entry(rel, os.stat(name, dir_fd=dir_fd, follow_symlinks=False)))
+    except FileNotFoundError:
+        pass
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ and what set it (``cell_id``, ``frame_id``, ``job_id``).
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from typing import Any
 
 from klbr import rpc
@@ -59,7 +60,7 @@ def due_params(when: Any, *, seconds: float | None = None, action: str = "set ti
             raise ValueError(f"cannot {action}: when needs a time zone, e.g. datetime.now(timezone.utc) (got {when!r})")
         return {"until_ms": int(when.timestamp() * 1000)}
     if isinstance(when, (int, float)) and not isinstance(when, bool):
-        if when < 0:
+        if not 0 <= when < math.inf:
             raise ValueError(f"cannot {action}: when must be Unix seconds >= 0 (got {when})")
         return {"until_ms": int(when * 1000)}
     raise TypeError(f"cannot {action}: when must be a datetime, ISO text or Unix seconds (got {type(when).__name__})")

@@ -49,6 +49,16 @@ class RunCellTest(unittest.IsolatedAsyncioTestCase):
         self.assertIn("raise KeyError('missing')", trace)
         self.assertNotIn("cells.py", trace)
 
+    async def test_traceback_shows_the_line_python_ran(self) -> None:
+        """`run_cell()`'s traceback quotes the failing line even after a form feed or U+2028 in
+        the code, which Python does not count as line breaks."""
+        code = "note = 'a\u2028b\x0cc'\nraise ValueError(note)"
+        result = await run_cell(code, {}, name="<cell c8>")
+        assert result.error is not None
+        trace = result.error["traceback"]
+        self.assertIn('File "<cell c8>", line 2, in <module>', trace)
+        self.assertIn("raise ValueError(note)", trace)
+
     async def test_syntax_error_has_no_klbr_frames(self) -> None:
         """`run_cell()` reports a syntax error with the cell's line and no klbr frames."""
         result = await run_cell("x = (1 +", {}, name="<cell s1>")

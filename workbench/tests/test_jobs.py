@@ -19,6 +19,9 @@ class CheckBudgetTest(unittest.TestCase):
             check_budget({"model_requests": -1}, "x")
         with self.assertRaisesRegex(TypeError, "must be a dict"):
             check_budget(5, "x")
+        for unbounded in (float("nan"), float("inf")):
+            with self.assertRaisesRegex(ValueError, r"budget wall_time_s must be a number >= 0 \(got (nan|inf)\)"):
+                check_budget({"wall_time_s": unbounded}, "x")
 
 
 class JobsRpcTest(KernelCase):

@@ -28,6 +28,9 @@ class DueParamsTest(unittest.TestCase):
             due_params("tomorrow")
         with self.assertRaisesRegex(TypeError, "must be a datetime"):
             due_params([1])
+        for unbounded in (float("nan"), float("inf")):
+            with self.assertRaisesRegex(ValueError, r"cannot set timer: when must be Unix seconds >= 0 \(got (nan|inf)\)"):
+                due_params(unbounded)
 
 
 class TimersRpcTest(KernelCase):

@@ -3,6 +3,7 @@
 import os
 import tempfile
 import unittest
+from unittest import mock
 
 from klbr import workspace
 from klbr.paths import WorkspaceEscape
@@ -199,6 +200,23 @@ class ListingTest(WorkspaceCase):
         listing = await self.ws.ls(".", recursive=True, match="*.py")
         self.assertEqual([e.path for e in listing], ["a.py", "src/c.py", "src/deep/d.py"])
         self.assertFalse(listing.truncated)
+
+    async def test_ls_leaves_out_an_entry_deleted_while_it_lists(self) -> None:
+        """`ls()` lists what is still there when a file goes between reading a directory and
+        looking at the file (a build deleting its output), rather than failing the whole listing."""
+        real_stat = os.stat
+
+        def vanishing(name, *args, **kwargs):  # noqa: ANN001, ANN202 - os.stat's own signature
+            if name == "b.txt":
+                raise FileNotFoundError(2, "No such file or directory", name)
+            return real_stat(name, *args, **kwargs)
+
+        with mock.patch("os.stat", vanishing):
+            one_level = await self.ws.ls()
+            walked = await self.ws.ls(".", recursive=True)
+        self.assertEqual([e.path for e in one_level], ["a.py", "out", "src"])
+        self.assertNotIn("b.txt", [e.path for e in walked])
+        self.assertIn("src/c.py", [e.path for e in walked])
 
     async def test_ls_cap_says_truncated(self) -> None:
         """`ls()` stops at max_entries and says truncated."""
