@@ -50,9 +50,25 @@ def _open_at(where: Located, flags: int, mode: int = 0o644) -> int:
     return os.open(where.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=where.parent_fd)
 
 
+def _open_regular(where: Located, flags: int) -> int:
+    """Open the regular file ``where`` names, never through a link. A pipe, socket or device
+    is refused at once: opening or reading one could wait for ever, and the cell with it."""
+    try:
+        fd = _open_at(where, flags | os.O_NONBLOCK)
+    except OSError as err:
+        if err.errno != errno.ENXIO:  # a pipe no process reads, opened to write
+            raise
+        fd = None
+    if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
+        if fd is not None:
+            os.close(fd)
+        raise OSError(f"cannot open {where.rel}: it is not a regular file (a pipe, socket or device)")
+    return fd
+
+
 def read_text_at(where: Located) -> str:
-    """Read the file ``where`` names as UTF-8 text, never through a link."""
-    fd = _open_at(where, os.O_RDONLY)
+    """Read the regular file ``where`` names as UTF-8 text, never through a link."""
+    fd = _open_regular(where, os.O_RDONLY)
     with os.fdopen(fd, "rb") as handle:
         return handle.read().decode("utf-8")
 
@@ -153,7 +169,7 @@ class FileHandle:
         if not isinstance(text, str):
             raise TypeError(f"cannot append to {self.path}: text must be a string (got {type(text).__name__})")
         with self._locate() as where, writing(where.rel):
-            fd = _open_at(where, os.O_WRONLY | os.O_APPEND)
+            fd = _open_regular(where, os.O_WRONLY | os.O_APPEND)
             with os.fdopen(fd, "a", encoding="utf-8", newline="") as out:
                 out.write(text)
                 out.flush()

@@ -117,7 +117,8 @@ class Workspace:
         """Open a text file; with ``create=True`` make it (and its parents) if missing.
 
         Raises ``FileNotFoundError`` when it is missing and ``create`` is False,
-        ``IsADirectoryError`` for a directory, ``WorkspaceEscape`` for a path outside.
+        ``IsADirectoryError`` for a directory, ``WorkspaceEscape`` for a path outside. A pipe,
+        socket or device is refused (``OSError``) when the handle reads or appends, not waited on.
         """
         try:
             with writing(str(path)):

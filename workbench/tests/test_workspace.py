@@ -112,6 +112,15 @@ class FileTest(WorkspaceCase):
         with self.assertRaises(IsADirectoryError):
             await self.ws.open_file("d")
 
+    async def test_a_pipe_is_refused_not_waited_on(self) -> None:
+        """`read()` and `append()` refuse a named pipe at once: opening or reading one would wait
+        for a writer or a reader that never comes, and the cell with it."""
+        os.mkfifo(os.path.join(self.root, "pipe"))
+        handle = await self.ws.open_file("pipe")
+        for attempt in (handle.read(), handle.append("x"), handle.replace("a", "b")):
+            with self.assertRaisesRegex(OSError, r"^cannot open pipe: it is not a regular file"):
+                await attempt
+
     async def test_write_append_read(self) -> None:
         """`write()` replaces the text atomically, keeping the mode; `append()` adds to it."""
         path = self.write("x.txt", "old")
