@@ -201,7 +201,14 @@ export async function findInWorkspace(
         result.matches.push(...await symbolMatches(service, source, trimmed));
         continue;
       }
-      const id = languageOf(file)!;
+      // A walk yields only files a grammar reads; a file named by the path may be any file.
+      const id = languageOf(file);
+      if (id === null) {
+        throw new KlbrError(
+          "invalid_input",
+          `cannot find in ${file}: no grammar for this kind of file (got ${JSON.stringify(file)})`,
+        );
+      }
       const query = await compile(id, request.pattern, queries);
       if (typeof query === "string") {
         result.refused_languages[id] = query;

@@ -12,6 +12,7 @@ const FILES: Record<string, string> = {
   "web/app.ts": "export function open(path: string) {}\nfunction test_web() {}\n",
   "node_modules/dep/index.py": "def open():\n    pass\n",
   ".git/hooks/x.py": "def hidden():\n    pass\n",
+  "notes.txt": "open the file\n",
 };
 
 async function withTree(fn: (root: string, service: CodeService) => Promise<void>) {
@@ -82,7 +83,7 @@ Deno.test("`findInWorkspace()` matches symbol names by glob over a path glob", a
   });
 });
 
-Deno.test("`findInWorkspace()` refuses a query no grammar compiles, an unknown capture and an escaping path", async () => {
+Deno.test("`findInWorkspace()` refuses a query no grammar compiles, an unknown capture, a file no grammar reads and an escaping path", async () => {
   await withTree(async (_root, service) => {
     const cases: [() => Promise<unknown>, string, RegExp][] = [
       [
@@ -94,6 +95,11 @@ Deno.test("`findInWorkspace()` refuses a query no grammar compiles, an unknown c
         () => find(service, "(call) @c", "a", 10, "nope"),
         "invalid_input",
         /^cannot find: the query has no capture @nope \(got @c\)$/,
+      ],
+      [
+        () => find(service, "(call) @c", "notes.txt"),
+        "invalid_input",
+        /^cannot find in notes\.txt: no grammar for this kind of file \(got "notes\.txt"\)$/,
       ],
       [() => find(service, "f", "../"), "path_escape", /path leaves the workspace/],
       [() => find(service, "f", "a/escape"), "path_escape", /through a symlink/],
