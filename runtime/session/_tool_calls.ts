@@ -12,6 +12,7 @@
 import { KlbrError } from "../core/mod.ts";
 import type { CellResult } from "../kernel/mod.ts";
 import { codeOfCall, keepCellOutput, renderCellResult } from "./_cell_output.ts";
+import { stopReason } from "./_request_step.ts";
 import { sessionCells } from "./_session_sink.ts";
 import {
   type CellSink,
@@ -38,11 +39,12 @@ export async function runToolCalls(
   let waited: string | undefined;
   for (const call of calls) {
     if (waited !== undefined || ctx.signal.aborted) {
+      // A stop says who stopped the turn: the operator, or a shutdown past its grace.
       answer(
         call,
         waited !== undefined
           ? "[not run: the turn ended with wait()]"
-          : "[not run: the operator stopped the turn]",
+          : `[not run: ${stopReason(ctx.signal)}]`,
       );
       continue;
     }

@@ -379,3 +379,26 @@ Deno.test("`Session` answers a call whose workbench cannot start with the failur
     );
   });
 });
+
+Deno.test("`Session` stopped by a shutdown answers the calls it did not run with the shutdown, not the operator", async () => {
+  await withSessionLoop({}, async (loop) => {
+    let running = false;
+    loop.kernel.script = (cell, options) => {
+      if (cell.code !== "sleep()") return undefined;
+      running = true;
+      return new Promise((resolve) =>
+        options.signal!.addEventListener("abort", () => resolve(cellResult({ outcome: "killed" })))
+      );
+    };
+    loop.fake.enqueue({ toolCall: [{ code: "sleep()" }, { code: "wait()" }] });
+    loop.admit("two cells");
+    await loop.settle("the first cell running", () => running);
+    await loop.session.runtime.stop("daemon shutdown (SIGTERM)");
+    const results = loop.store.statement(
+      "SELECT message FROM provider_items WHERE role = 'tool' ORDER BY idx",
+    ).all().map((row) => JSON.parse(String(row.message)).content as string);
+    assert.equal(results.length, 2, "each call has its one result");
+    assert.equal(results[1], "[not run: stopped: daemon shutdown (SIGTERM)]");
+    assert.deepEqual(loop.kernel.ran.map((c) => c.code), ["sleep()"]);
+  });
+});
