@@ -4,7 +4,8 @@
  *
  * - a cell is a fenced block whose info string starts with `python`, `py`, `python3` or
  *   `py3` (any case), opened by three or more backticks or tildes and closed by a line of at
- *   least as many of the same character (CommonMark's fences);
+ *   least as many of the same character, the opening fence's indentation (up to three spaces)
+ *   taken off each line of the cell (CommonMark's fences);
  * - the first complete such block of a reply runs; the rest of the reply is scratchpad;
  * - further python blocks in the same reply do not run, and the cell's result says how many
  *   were left;
@@ -31,7 +32,7 @@ export interface FencedCells {
   unclosed: boolean;
 }
 
-const OPEN = /^ {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^`\n]*$/;
+const OPEN = /^( {0,3})(`{3,}|~{3,})[ \t]*([^\s`]*)[^`\n]*$/;
 const PYTHON = new Set(["python", "py", "python3", "py3"]);
 
 /**
@@ -50,7 +51,7 @@ export function fencedCells(text: string): FencedCells {
   for (let i = 0; i < lines.length; i++) {
     const open = OPEN.exec(lines[i]);
     if (open === null) continue;
-    const [, fence, info] = open;
+    const [, indent, fence, info] = open;
     const close = new RegExp(`^ {0,3}${fence[0] === "`" ? "`" : "~"}{${fence.length},}[ \\t]*$`);
     let end = i + 1;
     while (end < lines.length && !close.test(lines[end])) end++;
@@ -59,10 +60,20 @@ export function fencedCells(text: string): FencedCells {
       unclosed ||= isPython;
       break;
     }
-    if (isPython) cells.push(lines.slice(i + 1, end).join("\n"));
+    if (isPython) cells.push(outdented(lines.slice(i + 1, end), indent.length).join("\n"));
     i = end;
   }
   return { code: cells[0] ?? null, ignored: Math.max(0, cells.length - 1), unclosed };
+}
+
+/**
+ * A fence's lines without the opening fence's indentation: CommonMark takes up to that many
+ * leading spaces off each line, so a cell under a list item compiles as written.
+ */
+function outdented(lines: string[], indent: number): string[] {
+  if (indent === 0) return lines;
+  const leading = new RegExp(`^ {0,${indent}}`);
+  return lines.map((line) => line.replace(leading, ""));
 }
 
 /** Hermes' and Qwen's call block: `<tool_call>…</tool_call>`. */

@@ -318,10 +318,11 @@ export class SessionRuntime {
     if (this.#state !== "running") return;
     const next = this.#retry.next();
     if (next.kind === "stall") {
-      // Nothing retries by itself: the next input, `reset` or a restart does.
+      // Nothing retries by itself: the next input, `reset` or a restart does. The inputs still
+      // expire at their age, so none stays pending forever.
       this.#trouble.retrying(next.attempt, next.of, null);
       this.#record("session.stalled", { failures: this.#retry.failures, message: next.message });
-      return;
+      return this.#scheduleExpiry();
     }
     this.#trouble.retrying(next.attempt, next.of, next.delayMs);
     this.#serverHold = next.serverWait;

@@ -28,14 +28,15 @@ import {
 } from "./_cell_output.ts";
 import { repairRefusedHistory } from "./_refusals.ts";
 import { lastReplyWasFenced } from "./_route_mode.ts";
-import type {
-  CellAnswer,
-  CellSink,
-  FinishedCell,
-  ReplyToCommit,
-  RequestSink,
-  ToolCall,
-  ToolCallDeps,
+import {
+  type CellAnswer,
+  type CellSink,
+  type FinishedCell,
+  type ReplyToCommit,
+  type RequestSink,
+  type ToolCall,
+  type ToolCallDeps,
+  WorkbenchUnavailable,
 } from "./_turn_sink.ts";
 import { planRoute } from "./_turn_hooks.ts";
 import { NO_TURN_HEALTH } from "./_turn_health.ts";
@@ -84,7 +85,9 @@ export function sessionCells(
       // The reply's first cell was started with the reply (`commitReply`).
       const started = openCellOfToolCall(store, session, toolCallId);
       if (started !== undefined) return started;
-      const generation = await kernel.generation();
+      const generation = await kernel.generation().catch((cause) => {
+        throw new WorkbenchUnavailable(cause);
+      });
       return startCell(store, { session, generation, frameId: frame.id, toolCallId, code }).cellId;
     },
     stream(cellId: string, name: "stdout" | "stderr", text: string): void {

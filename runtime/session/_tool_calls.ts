@@ -9,10 +9,17 @@
  * @module
  */
 
+import { KlbrError } from "../core/mod.ts";
 import type { CellResult } from "../kernel/mod.ts";
 import { codeOfCall, keepCellOutput, renderCellResult } from "./_cell_output.ts";
+import { stopReason } from "./_request_step.ts";
 import { sessionCells } from "./_session_sink.ts";
-import type { CellSink, ToolCall, ToolCallDeps } from "./_turn_sink.ts";
+import {
+  type CellSink,
+  type ToolCall,
+  type ToolCallDeps,
+  WorkbenchUnavailable,
+} from "./_turn_sink.ts";
 import type { TurnContext } from "./_turn_types.ts";
 
 /**
@@ -32,11 +39,12 @@ export async function runToolCalls(
   let waited: string | undefined;
   for (const call of calls) {
     if (waited !== undefined || ctx.signal.aborted) {
+      // A stop says who stopped the turn: the operator, or a shutdown past its grace.
       answer(
         call,
         waited !== undefined
           ? "[not run: the turn ended with wait()]"
-          : "[not run: the operator stopped the turn]",
+          : `[not run: ${stopReason(ctx.signal)}]`,
       );
       continue;
     }
@@ -69,13 +77,22 @@ async function runCell(
 ): Promise<CellResult["wait"]> {
   const { store, kernel, cells } = deps;
   const { call, code, state } = cell;
-  const cellId = await cells.startCell({ toolCallId: call.id, code });
+  let cellId: string;
+  try {
+    cellId = await cells.startCell({ toolCallId: call.id, code });
+  } catch (error) {
+    if (!(error instanceof WorkbenchUnavailable)) throw error;
+    cells.answer(call, withNotes(call, `[not run: ${error.message}; nothing ran]`));
+    return null;
+  }
   state.effects = true;
+  // A workbench that cannot start rejects; the cell is recorded, so it still gets its outcome
+  // and its call its result, and the model hears why.
   const result = await kernel.execute(cellId, code, {
     signal: ctx.signal,
     timeoutMs: deps.cellTimeoutMs,
     onStream: (name, text) => cells.stream(cellId, name, text),
-  });
+  }).catch(unavailableResult);
   // Long output is spooled whole to an artifact; records and the model get an excerpt that
   // names it, so nothing printed is discarded and no record is huge. A failed write keeps the
   // excerpt and names the failure: the cell still gets its outcome.
@@ -88,4 +105,22 @@ async function runCell(
   const content = renderCellResult({ ...shown, displays: kept.displays }, cells.effects(cellId));
   cells.finishCell(cellId, kept, { call, content: withNotes(call, content) });
   return result.wait;
+}
+
+/** The result of a cell whose workbench failed to run it (it could not start): an `error`. */
+function unavailableResult(error: unknown): CellResult {
+  const message = error instanceof Error ? error.message : String(error);
+  return {
+    outcome: "error",
+    value: null,
+    stdout: "",
+    stderr: "",
+    error: {
+      type: error instanceof KlbrError ? error.code : "internal",
+      message: `the workbench could not run this cell: ${message}`,
+      traceback: "",
+    },
+    wait: null,
+    duration_ms: 0,
+  };
 }

@@ -34,6 +34,19 @@ export interface ToolCall {
   textCell?: boolean;
 }
 
+/**
+ * A cell's sink could not record the cell because its workbench cannot start (the generation
+ * it would run in is unknown): the call is answered "not run" with this message.
+ */
+export class WorkbenchUnavailable extends Error {
+  /** Says why the workbench cannot start; `cause` is its failure. */
+  constructor(cause: unknown) {
+    const why = cause instanceof Error ? cause.message : String(cause);
+    super(`the workbench could not start: ${why}`, { cause });
+    this.name = "WorkbenchUnavailable";
+  }
+}
+
 /** The session's kernel as the loop uses it. */
 export interface TurnKernel {
   /** The running generation; cells are recorded against it. */
@@ -95,7 +108,10 @@ export interface CellAnswer {
 export interface CellSink {
   /** Appends the one tool result of a `call` that ran no cell to the sequence. */
   answer(call: ToolCall, content: string): void;
-  /** Records a cell before it runs; resolves with its id. */
+  /**
+   * Records a cell before it runs; resolves with its id. Rejects with
+   * {@linkcode WorkbenchUnavailable} when the workbench cannot start, the cell unrecorded.
+   */
   startCell(cell: { toolCallId: string; code: string }): Promise<string>;
   /** Shows a running cell's output (lossy animation; the result carries the whole capture). */
   stream(cellId: string, name: "stdout" | "stderr", text: string): void;

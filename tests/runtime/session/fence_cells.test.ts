@@ -34,6 +34,18 @@ Deno.test("`fencedCells()` leaves other languages, untagged and unclosed fences 
   });
 });
 
+Deno.test("`fencedCells()` takes the opening fence's indentation off each line of a fence in a list item, as CommonMark does", () => {
+  // Models put a cell under a numbered step; kept indented, the code would not compile.
+  const reply = "Plan:\n1. Count:\n   ```python\n   n = 1\n   if n:\n       print(n)\n\n   ```\n";
+  assert.deepEqual(fencedCells(reply), {
+    code: "n = 1\nif n:\n    print(n)\n",
+    ignored: 0,
+    unclosed: false,
+  });
+  // At most the fence's own indentation comes off; a line indented less loses what it has.
+  assert.equal(fencedCells("  ```py\n x\n    y\nz\n  ```").code, "x\n  y\nz");
+});
+
 Deno.test("`leakedCall()` reads a python call a server's tool parser left in the text, in each format servers leak", () => {
   const code = 'await local.send("hi")\nwait()';
   const json = JSON.stringify({ name: "python", arguments: { code } });

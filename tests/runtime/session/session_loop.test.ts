@@ -154,3 +154,25 @@ Deno.test("`Session` shows an input no plan takes as waiting past the threshold,
     assert.equal(loop.chats().length, 0);
   });
 });
+
+Deno.test("`Session` stalled by a failing plan still expires its pending inputs by their timer", async () => {
+  await withSessionLoop({ retryBaseMs: 1000, inputExpireMs: 600_000 }, async (loop) => {
+    loop.hooks.answer = (call) => {
+      if (call.name === "attention.plan") throw new Error("plan exploded");
+      return undefined;
+    };
+    const held = loop.admit("are you there?");
+    for (const delay of [1000, 2000, 4000, 8000, 16000, 32000]) {
+      await loop.settle(`the retry after ${delay} ms`, () => loop.timers.armed === 1);
+      advanceBy(loop, delay, `retry after ${delay} ms`);
+    }
+    await loop.settle("the stall", () => loop.records("session.stalled").length === 1);
+    // Nothing retries by itself, but the input's age still ends it: pending forever is not a
+    // disposition. It was admitted 63 s before the stall; it expires 1 ms past 600 s.
+    advanceBy(loop, 600_000 - 63_000 + 1, "the expiry");
+    await loop.settle("the input expired", () => loop.records("input.expired").length === 1);
+    assert.equal(loop.records("input.expired")[0].input_id, held);
+    assert.equal(getInput(loop.store, held)?.disposition, "expired");
+    assert.equal(loop.session.status().pending_inputs, 0);
+  });
+});

@@ -13,7 +13,7 @@ import { appendProviderItems } from "../../../store/tables/provider_items.ts";
 import { startGeneration } from "../../../store/tables/kernel_generations.ts";
 import { requireSession } from "../../../store/tables/sessions.ts";
 import { tracesOfFrame } from "../../../store/tables/behavior_diagnostics.ts";
-import { isKlbrError } from "../../../runtime/core/mod.ts";
+import { isKlbrError, KlbrError } from "../../../runtime/core/mod.ts";
 import { assistantMessage } from "../../../runtime/model/mod.ts";
 import { frameOf } from "../../_helpers/store.ts";
 import { cellResult, SESSION, withSessionLoop } from "../../_helpers/session_loop.ts";
@@ -338,5 +338,67 @@ Deno.test("`Session` asks again with three quarters of the context when a server
     ]);
     assert.equal(loop.chats().length, 2, "refused once, then asked again at once");
     assert.deepEqual(loop.records("model.failing"), []);
+  });
+});
+
+Deno.test("`Session` answers a call whose workbench cannot start with the failure, leaves no cell open, and the turn goes on", async () => {
+  await withSessionLoop({}, async (loop) => {
+    // The first cell starts with its reply, then its generation fails to spawn; the second
+    // reply's workbench fails before its cell could be recorded; the third runs.
+    const cannotStart = () =>
+      new KlbrError("worker_failed", "cannot start generation 2: the worker ended during init");
+    const ready = loop.kernel.ready.bind(loop.kernel);
+    // Two spawns fail after the first cell's: the second reply's and its cell's own.
+    let failing = 0;
+    loop.kernel.ready = () => failing-- > 0 ? Promise.reject(cannotStart()) : ready();
+    loop.kernel.script = (cell) => {
+      if (cell.code !== "print(1)") return undefined;
+      failing = 2;
+      return Promise.reject(cannotStart());
+    };
+    loop.fake.enqueue(
+      { toolCall: { code: "print(1)" } },
+      { toolCall: { code: "print(2)" } },
+      { toolCall: { code: "send('back')\nwait()" } },
+    );
+    loop.admit("go");
+    await loop.settle("the frame ended", () => loop.records("frame.finished").length === 1);
+    const [finished] = loop.records("frame.finished");
+    assert.deepEqual([finished.state, finished.reason], ["done", "wait"]);
+    assert.deepEqual(loop.records("send").map((s) => s.text), ["back"]);
+    const open = loop.store.statement("SELECT id FROM cells WHERE outcome IS NULL").all();
+    assert.deepEqual(open, [], "no cell is left without an outcome");
+    const messages = loop.chats()[2].body.messages as Message[];
+    const results = messages.filter((m) => m.role === "tool").map((m) => String(m.content));
+    assert.equal(results.length, 2, "each call has its one result");
+    assert.match(results[0], /^outcome: error\n/);
+    assert.match(results[0], /the workbench could not run this cell: cannot start generation 2/);
+    assert.match(
+      results[1],
+      /^\[not run: the workbench could not start: cannot start generation 2/,
+    );
+  });
+});
+
+Deno.test("`Session` stopped by a shutdown answers the calls it did not run with the shutdown, not the operator", async () => {
+  await withSessionLoop({}, async (loop) => {
+    let running = false;
+    loop.kernel.script = (cell, options) => {
+      if (cell.code !== "sleep()") return undefined;
+      running = true;
+      return new Promise((resolve) =>
+        options.signal!.addEventListener("abort", () => resolve(cellResult({ outcome: "killed" })))
+      );
+    };
+    loop.fake.enqueue({ toolCall: [{ code: "sleep()" }, { code: "wait()" }] });
+    loop.admit("two cells");
+    await loop.settle("the first cell running", () => running);
+    await loop.session.runtime.stop("daemon shutdown (SIGTERM)");
+    const results = loop.store.statement(
+      "SELECT message FROM provider_items WHERE role = 'tool' ORDER BY idx",
+    ).all().map((row) => JSON.parse(String(row.message)).content as string);
+    assert.equal(results.length, 2, "each call has its one result");
+    assert.equal(results[1], "[not run: stopped: daemon shutdown (SIGTERM)]");
+    assert.deepEqual(loop.kernel.ran.map((c) => c.code), ["sleep()"]);
   });
 });
