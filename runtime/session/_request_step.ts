@@ -58,6 +58,9 @@ export interface StepScope {
 /** What the model is told when its reply ended inside a tool call. */
 const CUT_IN_CALL =
   "[not run: your reply hit the token limit in the middle of the call; write a shorter cell]";
+/** What the model is told when its reply ended with a python block still open. */
+const UNCLOSED_FENCE =
+  "[not run: your ```python block has no closing ``` line; end the cell with one]";
 
 /**
  * One model request and its durable reply. The root turn passes its {@linkcode TurnScope} (the
@@ -162,7 +165,7 @@ function callsOf(
   if (call.mode.toolCalls === "native") return [];
   const fenced = fencedCells(turn.text);
   const code = fenced.code ?? leakedCall(turn.text);
-  if (code === null) return [];
+  if (code === null) return fenced.unclosed ? [unclosedCell(turn)] : [];
   if (call.mode.shape.toolMode === "native" && scope.sink.lastReplyFenced(call.route)) {
     scope.record("route.adapted", {
       route: call.route,
@@ -183,6 +186,20 @@ function callsOf(
     textCell: true,
     notes,
   }];
+}
+
+/**
+ * The call of a reply whose python block never closed: not run, since its code may be cut, and
+ * answered so that the model hears why (the token limit, or a missing closing fence).
+ */
+function unclosedCell(turn: ProviderTurn): ToolCall {
+  return {
+    id: newId("call"),
+    name: "python",
+    arguments: JSON.stringify({ code: "" }),
+    textCell: true,
+    refusal: turn.finishReason === "length" ? CUT_IN_CALL : UNCLOSED_FENCE,
+  };
 }
 
 /** Records what a failed request leaves (its partial text, the turn's end) and how it ended. */
