@@ -162,6 +162,8 @@ async function writeManagedSkill(
   });
   await Deno.mkdir(dir, { recursive: true });
   await replaceFile(path, bytes, { mode: 0o644 });
+  // A new skill's folder is an entry of the managed root: durable only once the root is synced.
+  await syncPath(roots.managedRoot);
   const loaded = await loadSkills(roots);
   const refused = loaded.payload.refused.find((r) => r.id === id && r.root === roots.managedRoot);
   if (refused !== undefined) {

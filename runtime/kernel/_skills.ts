@@ -175,7 +175,8 @@ async function readSkill(found: Found): Promise<{ body: string; path: string } |
   }
   let body: string;
   try {
-    body = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+    // A byte-order mark (an editor's, on Windows) is not part of the body: the title follows it.
+    body = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
     return "SKILL.md is not valid UTF-8";
   }

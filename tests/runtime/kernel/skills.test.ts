@@ -175,6 +175,15 @@ Deno.test("`loadSkills()` refuses a body that is not UTF-8", async () => {
   assert.equal(reasonOf(payload.refused, "latin"), "SKILL.md is not valid UTF-8");
 });
 
+Deno.test("`loadSkills()` offers a SKILL.md saved with a byte-order mark, its body without the mark", async () => {
+  await using r = await roots();
+  const bytes = new Uint8Array([0xef, 0xbb, 0xbf, ...new TextEncoder().encode("# marked\nbody\n")]);
+  await writeSkill(r.managedRoot, "marked", bytes);
+  const { payload } = await loadSkills(rootsOf(r));
+  assert.deepEqual(payload.refused, []);
+  assert.equal(payload.bodies.marked, "# marked\nbody\n");
+});
+
 Deno.test("`loadSkills()` refuses a root that is a file and roots that are one directory", async () => {
   await using r = await roots();
   const file = join(r.dir, "file-root");
