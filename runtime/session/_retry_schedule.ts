@@ -40,6 +40,8 @@ export class RetrySchedule {
   #failures = 0;
   #last: LastFailure = { refused: false, serverWaitMs: undefined };
   #refusedStall = false;
+  /** The failures counted are a failing plan's: no turn has ended since the first of them. */
+  #planFailing = false;
 
   /** `maxRetries` retries, the first after `retryBaseMs`. */
   constructor(options: { maxRetries: number; retryBaseMs: number }) {
@@ -78,6 +80,21 @@ export class RetrySchedule {
         : Math.min(Math.max(wait, 0), MAX_SERVER_WAIT_MS),
     };
     this.#refusedStall = false;
+    this.#planFailing = false;
+  }
+
+  /** The attention plan failed: the pass's failure, counted by {@linkcode next}, is the plan's. */
+  planFailed(): void {
+    if (this.#failures === 0) this.#planFailing = true;
+  }
+
+  /**
+   * The attention plan answered. When every failure counted was the plan's, they are over: a
+   * turn's failures are then counted from none, so a model failure after a repaired plan is
+   * retried rather than stalled at once. Failures that include a turn's keep counting.
+   */
+  planAnswered(): void {
+    if (this.#planFailing) this.reset();
   }
 
   /** The wait before the next attempt: the backoff, or longer when the server asked. */
@@ -123,6 +140,7 @@ export class RetrySchedule {
   reset(): void {
     this.#failures = 0;
     this.#refusedStall = false;
+    this.#planFailing = false;
     this.#last = { refused: false, serverWaitMs: undefined };
   }
 }

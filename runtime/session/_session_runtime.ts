@@ -194,10 +194,12 @@ export class SessionRuntime {
         signal: abort.signal,
       });
       this.#lastHookFailure = undefined;
+      this.#retry.planAnswered();
       return { ...plan, revision: hooks.revision, trace: hooks.lastTrace ?? undefined };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       this.#lastHookFailure = message;
+      this.#retry.planFailed();
       this.#record("hook.failed", {
         hook: "attention.plan",
         revision: hooks.revision,

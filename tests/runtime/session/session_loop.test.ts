@@ -106,6 +106,38 @@ Deno.test("`Session` stalls after a failing plan's six retries; the inputs stay 
   });
 });
 
+Deno.test("`Session` whose plan recovered after a stall retries a failed model request again, not stalling at once", async () => {
+  await withSessionLoop({ retryBaseMs: 1000 }, async (loop) => {
+    let broken = true;
+    loop.hooks.answer = (call) => {
+      if (call.name === "attention.plan" && broken) throw new Error("plan exploded");
+      return undefined;
+    };
+    loop.admit("are you there?");
+    for (const delay of [1000, 2000, 4000, 8000, 16000, 32000]) {
+      await loop.settle(`the retry after ${delay} ms`, () => loop.timers.armed === 1);
+      advanceBy(loop, delay, `retry after ${delay} ms`);
+    }
+    await loop.settle("the stall", () => loop.records("session.stalled").length === 1);
+
+    // The plan works again; the model server fails once, as servers do.
+    broken = false;
+    loop.fake.enqueue(OVERLOADED, ANSWER);
+    loop.admit("hello again");
+    await loop.settle("the model failure", () => loop.records("model.failing").length === 1);
+    assert.deepEqual(
+      loop.records("model.failing").map((r) => [r.attempt, r.next_retry_ms]),
+      [[1, 1000]],
+      "the model's failure is the first of its own retries",
+    );
+    await loop.settle("the retry armed", () => loop.timers.armed === 1);
+    advanceBy(loop, 1000, "the model's retry");
+    await loop.settle("the frame done", () => loop.records("frame.finished").length === 1);
+    assert.equal(loop.records("session.stalled").length, 1, "no second stall");
+    assert.deepEqual(loop.records("send").map((r) => r.text), ["answered"]);
+  });
+});
+
 Deno.test("`Session` gives an ignored input a frame that records the plan's reason and runs no turn", async () => {
   await withSessionLoop({}, async (loop) => {
     loop.hooks.answer = (call) => {
