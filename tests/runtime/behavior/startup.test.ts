@@ -57,3 +57,42 @@ Deno.test("`prepareBehavior()` at a restart does not make the active release las
     await Deno.remove(state, { recursive: true });
   }
 });
+
+Deno.test("`prepareBehavior()` activates a checkout once per change: an unchanged checkout that was already active does not replace a later activation", async () => {
+  const state = await Deno.makeTempDir({ prefix: "klbr-startup-" });
+  const store = openStore(join(state, "state"));
+  try {
+    const checkout = await tree(join(state, "checkout"), "# the checkout's\n");
+    const first = await prepareBehavior(store, { session: "default", sourceDir: checkout });
+    const releasesDir = join(store.stateDir, "releases");
+    const activate = (releaseId: string) =>
+      activateRelease(store, {
+        session: "default",
+        expectedEpoch: requireSession(store, "default").behaviorEpoch,
+        releaseId,
+        reason: "agent activate",
+      });
+    // The agent publishes and activates an improvement; the owner adopts it into the checkout.
+    const adopted = await publishRelease(store, {
+      sourceDir: await tree(join(state, "adopted"), "# improved by the agent\n"),
+      releasesDir,
+    });
+    activate(adopted.id);
+    await tree(checkout, "# improved by the agent\n");
+    const restarted = await prepareBehavior(store, { session: "default", sourceDir: checkout });
+    assert.notEqual(restarted.releaseId, first.releaseId);
+    assert.equal(restarted.releaseId, adopted.id, "the edited checkout is what runs");
+
+    // The agent moves on; the checkout is not edited again before the next start.
+    const later = await publishRelease(store, {
+      sourceDir: await tree(join(state, "later"), "# a later edit by the agent\n"),
+      releasesDir,
+    });
+    activate(later.id);
+    const again = await prepareBehavior(store, { session: "default", sourceDir: checkout });
+    assert.equal(again.releaseId, later.id, "an unchanged checkout leaves the active release");
+  } finally {
+    store.close();
+    await Deno.remove(state, { recursive: true });
+  }
+});
