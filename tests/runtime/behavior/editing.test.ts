@@ -130,3 +130,24 @@ Deno.test("`behavior.publish` refuses a draft that changed while it was tested a
     assert.equal(n, 1, "only the base release is recorded");
   });
 });
+
+Deno.test("`behavior.test` calls turn.next with the arguments a turn gives it: one written for them passes, one that takes only session fails", async () => {
+  await withEditor(async (call) => {
+    const { draft_id } = await call("behavior.draft");
+    const turnNext = async (text: string) => {
+      await call("behavior.write", { draft_id, path: "turn.py", text });
+      const report = await call("behavior.test", { draft_id });
+      return report.checks.find((c: { hook: string }) => c.hook === "turn.next");
+    };
+    // Written to turn.py's contract: the host calls next(**args) with these keyword arguments.
+    const exact = await turnNext(
+      "def next(session, consumed_local, replied_with_text, sent, reminders):\n" +
+        "    return {'action': 'wait'}\n",
+    );
+    assert.equal(exact.ok, true, exact.detail);
+    // A turn would call this one with arguments it does not take, and it would fail every turn.
+    const narrow = await turnNext("def next(session):\n    return {'action': 'wait'}\n");
+    assert.equal(narrow.ok, false, "the host's test calls it as a turn does");
+    assert.match(narrow.detail, /unexpected keyword argument/);
+  });
+});
