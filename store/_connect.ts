@@ -10,11 +10,17 @@ import { assert } from "../runtime/core/mod.ts";
 import { migrate, STORE_FORMAT } from "./schema/migrations.ts";
 
 /**
- * Opens the store file in WAL with `synchronous=FULL` and foreign keys on, and migrates it.
+ * Opens the store file in WAL with `synchronous=FULL` and foreign keys on, and migrates it:
+ * a new file always, an existing store of an older schema only with `upgrade` (the owner, who
+ * backs the state directory up before it migrates; `docs/operations.md`).
  *
  * @throws {KlbrError} what the migrations throw; the connection is then closed.
  */
-export function connect(path: string, busyTimeoutMs: number): DatabaseSync {
+export function connect(
+  path: string,
+  busyTimeoutMs: number,
+  options: { upgrade: boolean },
+): DatabaseSync {
   const db = new DatabaseSync(path, { enableForeignKeyConstraints: true });
   try {
     db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
@@ -26,7 +32,10 @@ export function connect(path: string, busyTimeoutMs: number): DatabaseSync {
     // Statement journals in memory: a savepoint (each deferred write runs in one) then copies
     // pages to memory, not to a temp file. Nothing durable lives there.
     db.exec("PRAGMA temp_store = MEMORY");
-    migrate(db);
+    const { user_version: version } = db.prepare("PRAGMA user_version").get() as {
+      user_version: number;
+    };
+    if (version === 0 || options.upgrade) migrate(db);
     const row = db.prepare("SELECT value FROM klbr_meta WHERE key = 'format'").get() as
       | { value: string }
       | undefined;

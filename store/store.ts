@@ -336,7 +336,9 @@ class SqliteStore implements Store {
  *
  * When it returns: SQLite is at least 3.51.3, this process holds the owner lock (unless
  * `owner: false`), `runtime.sqlite` is in WAL mode with `synchronous=FULL` and foreign keys on,
- * and it is migrated to the latest version. A file that is not klbr's was not modified.
+ * and it is migrated to the latest version (with `owner: false`, only a new store is: an
+ * existing one keeps its schema for its owner to migrate). A file that is not klbr's was not
+ * modified.
  * Proven by "`openStore()` creates and migrates a missing store: WAL, FULL, foreign keys",
  * "`openStore()` refuses an old agent schema and leaves it unchanged" and "`openStore()` never
  * opens or changes an agent.db beside the store".
@@ -388,7 +390,9 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
     if (state !== "klbr") refuseLostHistory(stateDir, path, state);
     // About to write: a crash from here on must leave no clean-close mark.
     if (owner) forgetCleanClose(path);
-    const db = connect(path, busyTimeoutMs);
+    // Only the owner migrates an existing store: the daemon backs it up first, so a reader
+    // (doctor, before the upgraded daemon starts) must leave its schema as it found it.
+    const db = connect(path, busyTimeoutMs, { upgrade: owner });
     return new SqliteStore(db, stateDir, path, clock, lock, onHealthChange);
   } catch (error) {
     if (lock !== undefined) releaseOwnerLock(lock);

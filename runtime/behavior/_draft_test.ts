@@ -123,6 +123,7 @@ async function draftTests(
   startError: unknown,
 ): Promise<CandidateCheck[]> {
   let reply: DraftTestReply;
+  const started = performance.now();
   try {
     if (startError !== undefined) throw startError;
     reply = await worker.runTests(tree, {
@@ -132,9 +133,10 @@ async function draftTests(
     });
   } catch (failure) {
     const error = hookErrorOf(failure);
-    const message = `the draft's tests did not run to their end within ${
-      DRAFT_TESTS_DEADLINE_MS / 1000
-    } s: ${error.message}`;
+    // The deadline is named only when it passed: a worker that died or never started did not.
+    const late = performance.now() - started >= DRAFT_TESTS_DEADLINE_MS;
+    const within = late ? ` within ${DRAFT_TESTS_DEADLINE_MS / 1000} s` : "";
+    const message = `the draft's tests did not run to their end${within}: ${error.message}`;
     return [{
       hook: "tests",
       ok: false,

@@ -161,7 +161,10 @@ export const behaviorTestRpc = defineRpc({
   action: "test draft",
   args: ByDraft,
   reply: z.strictObject({ ok: z.boolean(), checks: Checks, candidate_id: z.string().nullable() }),
-  handler: (p, { deps }: RpcCall<BehaviorEditingOptions>) => testDraft(deps, p.draft_id, "test"),
+  handler: async (p, { deps }: RpcCall<BehaviorEditingOptions>) => {
+    const { treeId: _tested, ...report } = await testDraft(deps, p.draft_id, "test");
+    return report;
+  },
 });
 
 /**
@@ -191,9 +194,12 @@ export const behaviorPublishRpc = defineRpc({
         }); diagnostics kept as ${report.candidate_id}`,
       );
     }
+    // What is published is what was tested: a draft changed since (by another cell or job) is
+    // refused.
     const published = await publishRelease(deps.store, {
       sourceDir: draftDir(deps.store, p.draft_id),
       releasesDir: join(deps.store.stateDir, "releases"),
+      expectedId: report.treeId,
     });
     return { release_id: published.id, checks: report.checks };
   },
@@ -267,15 +273,16 @@ export const behaviorRpcs: RpcDefinition<BehaviorEditingOptions>[] = [
 /**
  * Runs every hook of a draft once on its fixture in a throwaway worker, then the draft's own
  * `tests/test_*.py` there; a failure keeps its diagnostics (in the store with a
- * `candidate.failed` record, and beside the draft).
+ * `candidate.failed` record, and beside the draft). `treeId` is the hash of the tree tested.
  */
 async function testDraft(
   options: BehaviorEditingOptions,
   id: string,
   action: "test" | "publish",
-): Promise<{ ok: boolean; checks: HookCheck[]; candidate_id: string | null }> {
+): Promise<{ ok: boolean; checks: HookCheck[]; candidate_id: string | null; treeId: string }> {
   const { store, session } = options;
   const tree = await draftRef(store, id);
+  const treeId = tree.revision.slice("draft-".length);
   const fixtures = hookFixtures(Date.now());
   const { hooks, tests } = await runTrusted(options, tree, {
     calls: HookName.options.map((hook) => ({ hook, args: fixtures[hook] })),
@@ -289,7 +296,7 @@ async function testDraft(
     await Deno.remove(file).catch((e) => {
       if (!(e instanceof Deno.errors.NotFound)) throw e;
     });
-    return { ok, checks, candidate_id: null };
+    return { ok, checks, candidate_id: null, treeId };
   }
   const { candidateId } = recordFailedCandidate(store, {
     session,
@@ -300,7 +307,7 @@ async function testDraft(
   });
   const kept = listFailedCandidates(store, session, { draftId: id, limit: 1 })[0];
   await Deno.writeTextFile(file, `${JSON.stringify(candidateView(kept), null, 2)}\n`);
-  return { ok, checks, candidate_id: candidateId };
+  return { ok, checks, candidate_id: candidateId, treeId };
 }
 
 /**

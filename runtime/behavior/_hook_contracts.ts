@@ -94,7 +94,11 @@ export function checkHookResult<N extends HookName>(
   return parsed.data as HookResult<N>;
 }
 
-/** The arguments each hook is called with when a draft is tested. */
+/**
+ * The arguments each hook is called with when a draft is tested: the arguments a turn gives it
+ * (`runtime/session/_attention.ts`, `_turn_hooks.ts`, `_context.ts`), with sample values, so a
+ * hook that passes takes what it will be given.
+ */
 export function hookFixtures(now: number): Record<HookName, Record<string, unknown>> {
   const session = { id: "fixture" };
   return {
@@ -113,6 +117,13 @@ export function hookFixtures(now: number): Record<HookName, Record<string, unkno
     "context.prepare": {
       messages: [{ role: "system", content: "contract" }, { role: "user", content: "hello" }],
     },
-    "turn.next": { session },
+    // The end of a step whose reply to a local message was text only: what a reminder is for.
+    "turn.next": {
+      session,
+      consumed_local: true,
+      replied_with_text: true,
+      sent: 0,
+      reminders: 0,
+    },
   };
 }

@@ -34,7 +34,12 @@ export interface BehaviorState {
  * The checkout's release is activated when it differs from the one the previous start
  * published (an edited checkout wins); otherwise the active release stays. An active release
  * that no longer verifies is replaced by the last good one, else by the checkout's, and the
- * recovery is recorded as a `release.recovered` event.
+ * recovery is recorded as a `release.recovered` event. The release started with becomes the
+ * last good one only when the session has none; a restart never replaces it. Proven by
+ * "`prepareBehavior()` activates a checkout once per change: an unchanged checkout that was
+ * already active does not replace a later activation" and "`prepareBehavior()` at a restart
+ * does not make the active release last good: rollback still returns to it" in
+ * `tests/runtime/behavior/startup.test.ts`.
  */
 export async function prepareBehavior(
   store: Store,
@@ -68,18 +73,20 @@ export async function prepareBehavior(
       restored: fallback,
     });
   } else if (session.activeRelease === null || lastStartup !== published.id) {
-    if (session.activeRelease !== published.id) {
-      activateRelease(store, {
-        session: options.session,
-        expectedEpoch: session.behaviorEpoch,
-        releaseId: published.id,
-        reason: "startup: the checkout's behavior/",
-      });
-    }
+    // Activated also when it is active already: the activation is what records that this start
+    // published it, so the next start with the same checkout leaves a later activation alone.
+    activateRelease(store, {
+      session: options.session,
+      expectedEpoch: session.behaviorEpoch,
+      releaseId: published.id,
+      reason: "startup: the checkout's behavior/",
+    });
   }
   session = requireSession(store, options.session);
   const releaseId = session.activeRelease!;
-  if (recovered === null && session.lastGoodRelease !== releaseId) {
+  // A release becomes last good by running a whole turn (`Session`), not by a restart: only a
+  // session that has none yet takes the release it starts with, so a rollback has a target.
+  if (recovered === null && session.lastGoodRelease === null) {
     markLastGood(store, options.session, releaseId);
   }
   return {

@@ -43,6 +43,19 @@ export interface SnapshotLimits {
   maxBytes?: number;
 }
 
+/** What {@linkcode publishRelease} takes besides the store. */
+export interface PublishOptions extends SnapshotLimits {
+  /** The tree to publish. */
+  sourceDir: string;
+  /** Where releases live: the release becomes `<releasesDir>/<id>`. */
+  releasesDir: string;
+  /**
+   * The id the tree hashed to when it was tested: a tree that hashes to another (it changed
+   * since) is refused and nothing is written.
+   */
+  expectedId?: string;
+}
+
 /** A release {@linkcode publishRelease} wrote or found. */
 export interface PublishedRelease extends TreeSnapshot {
   /** `<releasesDir>/<id>`. */
@@ -218,14 +231,15 @@ export async function verifyRelease(
  * release of the same id is verified instead of rewritten. Proven by "`publishRelease()` writes
  * a release once and records it".
  *
- * @throws {KlbrError} `release_invalid` for a symlink in the source, an exceeded limit, or an
- *   existing release directory that does not verify; `not_found` for a missing source.
+ * @throws {KlbrError} `release_invalid` for a symlink in the source, an exceeded limit, a tree
+ *   that no longer hashes to `expectedId`, or an existing release directory that does not
+ *   verify; `not_found` for a missing source.
  */
 export async function publishRelease(
   store: Store,
-  options: { sourceDir: string; releasesDir: string } & SnapshotLimits,
+  options: PublishOptions,
 ): Promise<PublishedRelease> {
-  const { sourceDir, releasesDir, ...limits } = options;
+  const { sourceDir, releasesDir, expectedId, ...limits } = options;
   await Deno.mkdir(releasesDir, { recursive: true });
   const temp = join(releasesDir, `.tmp-${crypto.randomUUID()}`);
   await Deno.mkdir(temp);
@@ -246,6 +260,14 @@ export async function publishRelease(
       await Deno.chmod(absolute, file.mode);
       await syncPath(absolute);
     });
+    if (expectedId !== undefined && snapshot.id !== expectedId) {
+      throw new KlbrError(
+        "release_invalid",
+        `cannot publish ${sourceDir}: it changed after it was tested (tested ${
+          expectedId.slice(0, 12)
+        }, now ${snapshot.id.slice(0, 12)}); test it again`,
+      );
+    }
     target = join(releasesDir, snapshot.id);
     if (await pathExists(target) && !(await verifiesQuietly(target, limits))) {
       // A damaged copy of this very release: keep it aside for diagnosis, install a good one.

@@ -37,7 +37,9 @@ export const DEFAULT_ARTIFACT_BUDGET_BYTES = 256 * 1024 * 1024;
  *
  * On return the artifact is complete on disk (temp file, fsync, rename), or absent when this
  * throws (a failed write removes its temp file). Then the oldest artifacts are evicted until the directory fits `budgetBytes`; the
- * new one is never evicted. Proven by "`spoolArtifact()` writes once and evicts the oldest".
+ * new one is never evicted, and bytes spooled before count as new again. Proven by
+ * "`spoolArtifact()` writes once and evicts the oldest" and "`spoolArtifact()` of bytes spooled
+ * before makes them the newest: the oldest evicted is another".
  *
  * @example
  * ```ts
@@ -145,13 +147,16 @@ async function openArtifact(stateDir: string, id: string): Promise<Deno.FsFile |
   return undefined;
 }
 
-/** Writes `data` into `dir` under its sha256 (temp file, fsync, rename) unless it is there. */
+/**
+ * Writes `data` into `dir` under its sha256 (temp file, fsync, rename) unless it is there; one
+ * that is there is marked as written now, since eviction takes the oldest first.
+ */
 async function writeArtifact(dir: string, data: Uint8Array): Promise<ArtifactRef> {
   await Deno.mkdir(dir, { recursive: true });
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", data as BufferSource));
   const id = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
   const path = join(dir, id);
-  if (!(await pathExists(path))) {
+  if (!(await touched(path))) {
     const temp = join(dir, `.tmp-${crypto.randomUUID()}`);
     const file = await Deno.open(temp, { write: true, createNew: true, mode: 0o600 });
     try {
@@ -168,6 +173,18 @@ async function writeArtifact(dir: string, data: Uint8Array): Promise<ArtifactRef
     await Deno.rename(temp, path);
   }
   return { id, bytes: data.length };
+}
+
+/** Sets the modification time of the file at `path` to now; `false` when there is none. */
+async function touched(path: string): Promise<boolean> {
+  const now = new Date();
+  try {
+    await Deno.utime(path, now, now);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
 }
 
 /**

@@ -29,6 +29,21 @@ Deno.test("`spoolArtifact()` writes once and evicts the oldest", async () => {
   assert.deepEqual([...Deno.readDirSync(join(state, "artifacts"))].map((e) => e.name), [big.id]);
 });
 
+Deno.test("`spoolArtifact()` of bytes spooled before makes them the newest: the oldest evicted is another", async () => {
+  const state = await tempDir();
+  const dir = join(state, "artifacts");
+  const a = await spoolArtifact(state, bytes("a".repeat(400)), 1_000);
+  const b = await spoolArtifact(state, bytes("b".repeat(400)), 1_000);
+  await Deno.utime(join(dir, a.id), 1, 1);
+  await Deno.utime(join(dir, b.id), 2, 2);
+  // A later cell prints a's bytes again: its result names a, which is now the newest.
+  assert.deepEqual(await spoolArtifact(state, bytes("a".repeat(400)), 1_000), a);
+  const c = await spoolArtifact(state, bytes("c".repeat(400)), 1_000);
+  const names = [...Deno.readDirSync(dir)].map((e) => e.name).sort();
+  assert.deepEqual(names, [a.id, c.id].sort(), "b, the least recently spooled, was evicted");
+  assert.equal((await readArtifact(state, a.id)).bytes, 400);
+});
+
 Deno.test("`readArtifact()` reads a range and refuses bad ids, ranges and evicted artifacts", async () => {
   const state = await tempDir();
   const ref = await spoolArtifact(state, bytes("0123456789"));

@@ -14,7 +14,8 @@ import { DatabaseSync } from "node:sqlite";
 import { appendEvent, readEvents } from "../../store/tables/events.ts";
 import { finishFrame, getFrame } from "../../store/tables/frames.ts";
 import { admitInput, pendingInputs } from "../../store/tables/inputs.ts";
-import { LATEST_VERSION } from "../../store/schema/migrations.ts";
+import { LATEST_VERSION, MIGRATIONS } from "../../store/schema/migrations.ts";
+import { schemaVersionOnDisk } from "../../store/maintenance/backup.ts";
 import { ensureSession, getSession } from "../../store/tables/sessions.ts";
 import { openStore } from "../../store/store.ts";
 import { frameOf } from "../_helpers/store.ts";
@@ -57,6 +58,31 @@ Deno.test("`openStore()` creates and migrates a missing store: WAL, FULL, foreig
     // Reopening an existing store migrates nothing and keeps the format row.
     const again = openStore(stateDir, { create: false });
     again.close();
+  });
+});
+
+Deno.test("`openStore()` without the owner lock leaves an older schema to the owner, who backs it up first", async () => {
+  await withDir((dir) => {
+    const path = join(dir, "runtime.sqlite");
+    const db = new DatabaseSync(path);
+    db.exec("PRAGMA journal_mode = WAL");
+    db.exec(MIGRATIONS[0].sql);
+    db.exec("PRAGMA user_version = 1");
+    db.close();
+    // `deno task doctor` between `git pull` and the start, as docs/operations.md's upgrade goes.
+    const reader = openStore(dir, { create: false, owner: false });
+    try {
+      assert.equal(reader.schemaVersion, 1);
+    } finally {
+      reader.close();
+    }
+    assert.equal(schemaVersionOnDisk(path), 1, "the daemon still finds the schema to back up");
+    const owner = openStore(dir, { create: false });
+    try {
+      assert.equal(owner.schemaVersion, LATEST_VERSION);
+    } finally {
+      owner.close();
+    }
   });
 });
 

@@ -99,7 +99,13 @@ Deno.test("acceptance: an SDK edit is tested, activated and seen in the next cel
     const bad: Json = candidates.json.candidates[0];
     assert.deepEqual([bad.action, bad.failing], ["publish", ["turn.next"]]);
     const check = bad.checks.find((c: Json) => c.hook === "turn.next");
-    assert.deepEqual(check.fixture, { session: { id: "fixture" } });
+    assert.deepEqual(check.fixture, {
+      session: { id: "fixture" },
+      consumed_local: true,
+      replied_with_text: true,
+      sent: 0,
+      reminders: 0,
+    });
     assert.equal(
       check.error.message,
       "turn.next returned (root): Invalid input: expected object, received number (got 42)",

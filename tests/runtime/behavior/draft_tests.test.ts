@@ -106,3 +106,15 @@ Deno.test("`behavior.test` runs each draft test as a check after the hooks; a fi
     assert.equal(none.checks.length, 4, "a draft without tests has only the hooks' checks");
   });
 });
+
+Deno.test("`behavior.test` says a draft test ended its worker, not that the run took 60 s", async () => {
+  await withEditor(async (call) => {
+    const exits = "import os\n\ndef test_exits():\n    os._exit(3)\n";
+    const report = await testWith(call, { "tests/test_exit.py": exits });
+    assert.equal(report.ok, false);
+    const check = report.checks.at(-1);
+    assert.equal(check.hook, "tests");
+    assert.match(check.detail, /^the draft's tests did not run to their end: /);
+    assert.doesNotMatch(check.error.message, /within 60 s/, "no deadline passed");
+  });
+});

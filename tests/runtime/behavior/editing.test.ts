@@ -2,6 +2,7 @@
 // worker for the trusted test; no daemon.
 
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { rejects, withEditor } from "./_editor.ts";
 
 Deno.test("`behaviorHandlers()` keeps draft paths inside the draft", async () => {
@@ -98,5 +99,55 @@ Deno.test("`behaviorHandlers()` activates by epoch and rolls back to the last go
     );
     const back = await call("behavior.rollback");
     assert.deepEqual(back, { epoch: 3, release_id: status.release_id });
+  });
+});
+
+Deno.test("`behavior.publish` refuses a draft that changed while it was tested and publishes nothing", async () => {
+  await withEditor(async (call, store) => {
+    const { draft_id } = await call("behavior.draft");
+    // The hook changes its own draft while the host tests it, as a write from another cell or
+    // job during the test would (no sandbox here makes the draft read-only to the hook).
+    await call("behavior.write", {
+      draft_id,
+      path: "model.py",
+      text: [
+        "from pathlib import Path",
+        "def plan(**context):",
+        "    Path(__file__).with_name('late.py').write_text('X = 1\\n')",
+        "    return {'route': 'main'}",
+        "",
+      ].join("\n"),
+    });
+    const releasesDir = join(store.stateDir, "releases");
+    const before = [...Deno.readDirSync(releasesDir)].map((e) => e.name);
+    await rejects(
+      call("behavior.publish", { draft_id }),
+      "release_invalid",
+      /changed after it was tested \(tested [0-9a-f]{12}, now [0-9a-f]{12}\); test it again/,
+    );
+    assert.deepEqual([...Deno.readDirSync(releasesDir)].map((e) => e.name), before);
+    const { n } = store.statement("SELECT count(*) AS n FROM releases").get() as { n: number };
+    assert.equal(n, 1, "only the base release is recorded");
+  });
+});
+
+Deno.test("`behavior.test` calls turn.next with the arguments a turn gives it: one written for them passes, one that takes only session fails", async () => {
+  await withEditor(async (call) => {
+    const { draft_id } = await call("behavior.draft");
+    const turnNext = async (text: string) => {
+      await call("behavior.write", { draft_id, path: "turn.py", text });
+      const report = await call("behavior.test", { draft_id });
+      return report.checks.find((c: { hook: string }) => c.hook === "turn.next");
+    };
+    // Written to turn.py's contract: the host calls next(**args) with these keyword arguments.
+    const exact = await turnNext(
+      "def next(session, consumed_local, replied_with_text, sent, reminders):\n" +
+        "    return {'action': 'wait'}\n",
+    );
+    assert.equal(exact.ok, true, exact.detail);
+    // A turn would call this one with arguments it does not take, and it would fail every turn.
+    const narrow = await turnNext("def next(session):\n    return {'action': 'wait'}\n");
+    assert.equal(narrow.ok, false, "the host's test calls it as a turn does");
+    assert.match(narrow.detail, /unexpected keyword argument/);
   });
 });
