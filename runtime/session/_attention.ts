@@ -53,8 +53,10 @@ export function frameOfPlan(plan: Plan, inputs: InputRecord[]): {
   routing: Record<string, unknown>;
 } {
   const chosen = inputs.filter((input) => plan.consume.includes(input.id));
-  const ignored = plan.ignore.filter((i) =>
-    !plan.consume.includes(i.id) && inputs.some((input) => input.id === i.id)
+  // An input the plan names twice is ignored once, for the first reason it gave.
+  const ignored = plan.ignore.filter((i, at) =>
+    !plan.consume.includes(i.id) && inputs.some((input) => input.id === i.id) &&
+    plan.ignore.findIndex((first) => first.id === i.id) === at
   );
   const routing = ignored.length === 0 ? plan.routing : {
     ...plan.routing,

@@ -160,6 +160,25 @@ Deno.test("`Session` gives an ignored input a frame that records the plan's reas
   });
 });
 
+Deno.test("`Session` takes an input a plan ignores twice in one frame, once, with the first reason", async () => {
+  await withSessionLoop({}, async (loop) => {
+    loop.hooks.answer = (call) => {
+      if (call.name !== "attention.plan") return undefined;
+      const [input] = call.args.inputs as { id: string }[];
+      const ignore = [{ id: input.id, reason: "not for me" }, { id: input.id, reason: "again" }];
+      return { consume: [], ignore, routing: {} };
+    };
+    const ignored = loop.admit("ignore me twice");
+    await loop.settle("the frame finished", () => loop.records("frame.finished").length === 1);
+    const [accepted] = loop.records("frame.accepted");
+    assert.deepEqual(accepted.input_ids, [ignored]);
+    assert.deepEqual((accepted.routing as { ignored: unknown }).ignored, [
+      { input_id: ignored, reason: "not for me" },
+    ]);
+    assert.equal(getInput(loop.store, ignored)?.status, "consumed");
+  });
+});
+
 Deno.test("`Session` shows an input no plan takes as waiting past the threshold, and expires it by its timer alone", async () => {
   await withSessionLoop({ inputExpireMs: 1500, inputWaitWarnMs: 300 }, async (loop) => {
     loop.hooks.answer = (call) =>
