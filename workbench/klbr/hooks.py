@@ -83,7 +83,8 @@ def read_bindings(path: str) -> dict[str, tuple[str, str]]:
     for name, target in raw.items():
         if name not in HOOKS:
             raise ValueError(f"{BINDINGS_FILE} names an unknown hook (got {name!r}; known: {', '.join(HOOKS)})")
-        match = _TARGET.match(target) if isinstance(target, str) else None
+        # As the host reads it (runtime/behavior/_bindings.ts): the whole text, at most 256 characters.
+        match = _TARGET.fullmatch(target) if isinstance(target, str) and len(target) <= 256 else None
         parts = match.group("file").split("/") if match else []
         if match is None or any(part in ("", ".", "..") or part.startswith(".") for part in parts):
             raise ValueError(f"{BINDINGS_FILE} binds {name} to a target that is not file.py:function inside the release (got {target!r})")

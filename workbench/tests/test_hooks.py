@@ -129,6 +129,9 @@ class BindingTest(HookCase):
             '{"turn.later": "t.py:f"}': "names an unknown hook (got 'turn.later'",
             '{"turn.next": "../t.py:f"}': "binds turn.next to a target that is not file.py:function inside the release (got '../t.py:f')",
             '{"turn.next": "t.py"}': "not file.py:function",
+            # What the host refuses, the worker refuses too: a trailing newline, over 256 characters.
+            '{"turn.next": "t.py:f\\n"}': "not file.py:function",
+            '{"turn.next": "%s.py:f"}' % ("a" * 253): "not file.py:function",
             '["turn.next"]': "must be an object (got list)",
             "{": "hooks.json is not JSON",
         }
