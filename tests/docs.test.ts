@@ -70,6 +70,41 @@ Deno.test("every test the docs cite by name is in the file they cite it in", asy
   assert.deepEqual(missing, [], "rename the citation to the test's present name and file");
 });
 
+/** Every test source of the repository, flattened as {@linkcode flat} does. */
+async function allTestSources(): Promise<string> {
+  const texts: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for await (const entry of Deno.readDir(join(REPO, dir))) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory && !entry.name.startsWith(".")) await walk(path);
+      else if (/\.(ts|py)$/.test(entry.name)) texts.push(await Deno.readTextFile(join(REPO, path)));
+    }
+  };
+  for (const dir of ["tests", "workbench/tests", "bench/tests"]) await walk(dir);
+  return flat(texts.join("\n")).replaceAll('\\"', '"');
+}
+
+/** The quoted names after "Test:", "Tests:" or "Proven by", up to the first text between them. */
+const NAMED_AFTER =
+  /(?:Tests?|Proven by):? ((?:"[^"]{10,400}?"(?:,| and|;| \(`[^`]+`\)| in `[^`]+`|\s)*)+)/g;
+
+Deno.test("every test the docs cite after Test:, Tests: or Proven by is a test of the repository", async () => {
+  const sources = await allTestSources();
+  const missing: string[] = [];
+  let cited = 0;
+  for (const doc of await docs()) {
+    if (HISTORY.has(doc.name)) continue;
+    for (const match of doc.text.replace(/\s*\n\s*/g, " ").matchAll(NAMED_AFTER)) {
+      for (const [, name] of match[1].matchAll(/"([^"]{10,400}?)"/g)) {
+        cited++;
+        if (!sources.includes(flat(citedPrefix(name)))) missing.push(`${doc.name}: "${name}"`);
+      }
+    }
+  }
+  assert.ok(cited > 100, `only ${cited} citations found: is the pattern still right?`);
+  assert.deepEqual(missing, [], "no test has these names: cite the test's present name");
+});
+
 /** The folders `.gitignore` names: what a build or a test run makes, absent from a fresh clone. */
 async function ignoredFolders(): Promise<string[]> {
   const lines = (await Deno.readTextFile(join(REPO, ".gitignore"))).split("\n");

@@ -129,7 +129,7 @@ export function startMaintenance(store: Store, plan: MaintenancePlan): string {
  * Records a maintenance run `done` with the removals that failed and appends
  * `maintenance.finished`.
  *
- * @throws {KlbrError} `not_found` for an unknown run; `invalid_input` for one already done.
+ * @throws {KlbrError} `invalid_input` for an unknown run or one already done.
  */
 export function finishMaintenance(
   store: Store,
