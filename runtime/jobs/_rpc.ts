@@ -56,9 +56,12 @@ export interface RpcDeps extends ModelCallDeps {
 
 const ROUTES = ["main", "fast", "long"] as const;
 
+/** The last millisecond of 9999-12-31 UTC: a later due time is no date a record can name. */
+const LAST_DUE_MS = 253_402_300_799_999;
+
 const TimerAt = z.strictObject({
   seconds: z.number().positive().max(366 * 86_400).optional(),
-  until_ms: z.number().int().nonnegative().optional(),
+  until_ms: z.number().int().nonnegative().max(LAST_DUE_MS).optional(),
   note: z.string().max(2000).default(""),
   wait: z.boolean().default(false),
 }).refine((p) => (p.seconds === undefined) !== (p.until_ms === undefined), {

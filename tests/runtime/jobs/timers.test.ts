@@ -14,7 +14,7 @@ import {
 } from "../../../store/tables/timers.ts";
 import type { Store } from "../../../store/store.ts";
 import { SILENT_LOGGER } from "../../../runtime/core/mod.ts";
-import { TimerScheduler } from "../../../runtime/jobs/mod.ts";
+import { TimerScheduler, unattendedRpcs } from "../../../runtime/jobs/mod.ts";
 import { ManualTimers } from "../../_helpers/fake_timers.ts";
 import { testAdmit, withClockedStore } from "../../_helpers/unattended.ts";
 
@@ -134,4 +134,11 @@ Deno.test("`TimerScheduler` re-checks the store at least every minute for a far 
     assert.equal(getTimer(store, timer.id)?.state, "fired");
     s.stop();
   });
+});
+
+Deno.test("`timers.at` refuses a due time past 9999-12-31 in its arguments, before any store write", () => {
+  const timersAt = unattendedRpcs.find((rpc) => rpc.name === "timers.at")!;
+  assert.equal(timersAt.args.safeParse({ until_ms: 253_402_300_799_999 }).success, true);
+  const far = timersAt.args.safeParse({ until_ms: 8_700_000_000_000_000 });
+  assert.equal(far.success, false, "a time no date can name is refused as an argument");
 });
