@@ -847,6 +847,43 @@ Deno.test("`LaneClient` opens a long session at its newest page and loads earlie
   }
 });
 
+Deno.test('`LaneClient` ends a "load earlier" the daemon refused, says why, and asks again on request', async () => {
+  const total = HEAD_PAGE + 50;
+  const s = await setup({}, (host) => {
+    for (let i = 1; i <= total; i++) host.append("scratchpad", { text: `draft ${i}` });
+  });
+  const readRecords = s.host.readRecords.bind(s.host);
+  let broken = false;
+  // The store cannot be read for a while (an I/O error): the daemon refuses the page.
+  s.host.readRecords = (session, since, limit) => {
+    if (broken) {
+      throw new KlbrError("store_unavailable", "cannot read records: disk I/O error");
+    }
+    return readRecords(session, since, limit);
+  };
+  try {
+    s.client.start();
+    await until(s.client, () => s.client.connection.replayed, "the head page");
+    broken = true;
+    s.client.loadEarlier("local:default");
+    assert.equal(s.client.loadingEarlier, true);
+    await until(s.client, () => !s.client.loadingEarlier, "the refused page to end");
+    assert.deepEqual(
+      s.client.earlierRefusal && [s.client.earlierRefusal.code, s.client.earlierRefusal.message],
+      ["store_unavailable", "cannot read records: disk I/O error"],
+    );
+    assert.equal(s.client.log.size, HEAD_PAGE);
+    // Asked again once the store reads: the page comes, and the refusal is gone.
+    broken = false;
+    s.client.loadEarlier("local:default");
+    await until(s.client, () => s.client.log.size === total, "the earlier page");
+    assert.equal(s.client.loadingEarlier, false);
+    assert.equal(s.client.earlierRefusal, undefined);
+  } finally {
+    await s.cleanup();
+  }
+});
+
 Deno.test("`LaneClient` drops a stored log far behind the head and opens at the head page instead", async () => {
   const stored: LaneRecord[] = [1, 2, 3].map((seq) => ({
     kind: "record",
