@@ -129,6 +129,34 @@ Deno.test("the page sends a typed message on Enter and shows its acknowledgement
   });
 });
 
+Deno.test("the page does not send on the Enter that confirms an input method's composition, as Safari reports it", async () => {
+  await scene(1280, async ({ host, server, page }) => {
+    await page.goto(server.pageUrl);
+    await page.waitForSelector("text=connected as operator");
+    await page.focus("#composer-input");
+    await page.keyboard.type("nihon");
+    // Safari ends the composition before the Enter that confirms it: that keydown says
+    // `isComposing: false`, and only its keyCode 229 tells that the input method took it.
+    const sent = await page.evaluate(`(() => {
+      const event = new KeyboardEvent("keydown", {
+        key: "Enter",
+        keyCode: 229,
+        isComposing: false,
+        bubbles: true,
+        cancelable: true,
+      });
+      document.getElementById("composer-input").dispatchEvent(event);
+      return event.defaultPrevented;
+    })()`);
+    assert.equal(sent, false, "the confirming Enter must not send");
+    assert.equal(await page.inputValue("#composer-input"), "nihon");
+    await page.keyboard.press("Enter");
+    await waitForSeq(page, 1);
+    assert.deepEqual(host.admits.map((a) => a.input.text), ["nihon"]);
+    assert.equal(await page.inputValue("#composer-input"), "");
+  });
+});
+
 Deno.test("the page refuses to send an empty message and says why", async () => {
   await scene(1280, async ({ host, server, page }) => {
     await page.goto(server.pageUrl);

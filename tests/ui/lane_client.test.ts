@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { LaneRecord } from "../../runtime/core/mod.ts";
+import { KlbrError, type LaneRecord } from "../../runtime/core/mod.ts";
 import type { KeyValueStore } from "../../ui/src/input_outbox.ts";
 import {
   EARLIER_PAGE,
@@ -346,6 +346,57 @@ Deno.test("`LaneClient.sendInput()` while the daemon is down sends once it is ba
       ["web-test", item.clientMsgId, "written offline"],
     ]);
     assert.ok(s.client.outbox.inputIdOf(item.clientMsgId)?.startsWith("in_"));
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test("`LaneClient` sends again after a restart an input the daemon refused as retriable while shutting down, admitted once", async () => {
+  const s = await setup();
+  const admitMany = s.host.admitMany.bind(s.host);
+  let shuttingDown = true;
+  // The daemon as it drains on SIGTERM: connected, but admitting nothing, `retriable: true`.
+  // One input is refused for good, whatever the daemon's state.
+  s.host.admitMany = (session, clientId, inputs) =>
+    inputs.map((input) =>
+      input.text === "refused for good"
+        ? { error: new KlbrError("not_found", "cannot admit input: no such file") }
+        : shuttingDown
+        ? {
+          error: new KlbrError("shutting_down", "cannot admit input: the daemon is shutting down"),
+        }
+        : admitMany(session, clientId, [input])[0]
+    );
+  try {
+    s.client.start();
+    await until(s.client, () => s.client.connection.phase === "open", "the socket to open");
+    const item = s.client.sendInput("typed while the daemon stops");
+    const refused = s.client.sendInput("refused for good");
+    await until(
+      s.client,
+      () => s.client.outbox.list().every((i) => i.status === "failed"),
+      "the refusals",
+    );
+    const port = s.server.port;
+    await s.server.stop();
+    await until(s.client, () => s.client.connection.phase === "unreachable", "unreachable");
+    shuttingDown = false;
+    s.server = await startLaneServer(s.host, { uiDir: UI_DIR, port });
+    await until(
+      s.client,
+      () => s.client.outbox.list().length === 1,
+      "the retriable input's record",
+    );
+    assert.deepEqual(
+      s.host.sessions.get("default")!.map((r) => (r.data as { body: string }).body),
+      ["typed while the daemon stops"],
+    );
+    assert.ok(s.client.outbox.inputIdOf(item.clientMsgId)?.startsWith("in_"));
+    // A refusal that is not retriable stays until the owner retries or discards it.
+    assert.deepEqual(
+      s.client.outbox.list().map((i) => [i.clientMsgId, i.status, i.error?.code]),
+      [[refused.clientMsgId, "failed", "not_found"]],
+    );
   } finally {
     await s.cleanup();
   }
@@ -791,6 +842,43 @@ Deno.test("`LaneClient` opens a long session at its newest page and loads earlie
     s.host.append("scratchpad", { text: "live" });
     await until(s.client, () => s.client.log.lastSeq === total + 1, "the live record");
     assert.equal(s.client.log.size, total + 1);
+  } finally {
+    await s.cleanup();
+  }
+});
+
+Deno.test('`LaneClient` ends a "load earlier" the daemon refused, says why, and asks again on request', async () => {
+  const total = HEAD_PAGE + 50;
+  const s = await setup({}, (host) => {
+    for (let i = 1; i <= total; i++) host.append("scratchpad", { text: `draft ${i}` });
+  });
+  const readRecords = s.host.readRecords.bind(s.host);
+  let broken = false;
+  // The store cannot be read for a while (an I/O error): the daemon refuses the page.
+  s.host.readRecords = (session, since, limit) => {
+    if (broken) {
+      throw new KlbrError("store_unavailable", "cannot read records: disk I/O error");
+    }
+    return readRecords(session, since, limit);
+  };
+  try {
+    s.client.start();
+    await until(s.client, () => s.client.connection.replayed, "the head page");
+    broken = true;
+    s.client.loadEarlier("local:default");
+    assert.equal(s.client.loadingEarlier, true);
+    await until(s.client, () => !s.client.loadingEarlier, "the refused page to end");
+    assert.deepEqual(
+      s.client.earlierRefusal && [s.client.earlierRefusal.code, s.client.earlierRefusal.message],
+      ["store_unavailable", "cannot read records: disk I/O error"],
+    );
+    assert.equal(s.client.log.size, HEAD_PAGE);
+    // Asked again once the store reads: the page comes, and the refusal is gone.
+    broken = false;
+    s.client.loadEarlier("local:default");
+    await until(s.client, () => s.client.log.size === total, "the earlier page");
+    assert.equal(s.client.loadingEarlier, false);
+    assert.equal(s.client.earlierRefusal, undefined);
   } finally {
     await s.cleanup();
   }

@@ -17,6 +17,7 @@ import {
   type TurnBlock,
   turnSummary,
 } from "../../ui/src/timeline_view.ts";
+import { searchLanes } from "../../ui/src/search.ts";
 import { deriveTurns } from "../../ui/src/turn_view.ts";
 import { rec } from "./_record_data.ts";
 
@@ -119,6 +120,35 @@ Deno.test("`deriveTimeline()` shows no row for a turn whose inputs the page does
     rec("cell.started", { frame_id: "fr_7", cell_id: "cell_7", code: "1" }),
   );
   assert.equal(timeline(list).rows.get("local:default"), undefined);
+});
+
+Deno.test("`deriveTimeline()` over a search shows no row for a turn or an unsent draft that does not match, even a turn that set a timer", () => {
+  const list = records(
+    ADMITTED("in_a"),
+    rec("frame.accepted", { frame_id: "fr_1", number: 1, input_ids: ["in_a"] }),
+    rec("scratchpad", { frame_id: "fr_1", text: "setting a reminder", partial: false }),
+    rec("timer.set", { frame_id: "fr_1", timer_id: "tm_1", note: "tomorrow" }),
+    rec("frame.finished", { frame_id: "fr_1", state: "done" }),
+  );
+  // As the page filters the lanes by its search box.
+  const searched = (query: string) => {
+    const lanes = deriveLanes(list);
+    const found = searchLanes(lanes, query);
+    return deriveTimeline(list, {
+      ...lanes,
+      conversation: found.conversation,
+      scratchpad: found.scratchpad,
+      cells: found.cells,
+    }, deriveTurns(list)).rows.get("local:default") ?? [];
+  };
+  assert.deepEqual(searched("no such words").map((row) => row.kind), []);
+  // Its draft matches: the turn is shown on a row of its own, with what it set, and the draft
+  // it ended with unsent.
+  const rows = searched("reminder");
+  assert.deepEqual(rows.map((row) => row.kind), ["turn", "draft"]);
+  assert.deepEqual(rows[0].kind === "turn" && rows[0].turn.set.map((item) => item.id), ["tm_1"]);
+  // Its message matches: the turn sits under it.
+  assert.deepEqual(searched("text of in_a").map((row) => row.kind), ["input"]);
 });
 
 Deno.test("`heldRows()` shows a conversation from where it is held whole, and no turn begun before the page's records", () => {

@@ -303,6 +303,7 @@ function Workspace(
             has: client.log.hasEarlierIn(selected),
             loading: client.loadingEarlier,
             capped: client.earlierCapped,
+            refused: client.earlierRefusal?.message,
           }}
           onLoadEarlier={() => client.loadEarlier(selected)}
           filtered={query.trim() !== ""}

@@ -14,6 +14,7 @@ import { type InputAttachment, MAX_ATTACHMENTS } from "../../runtime/core/mod.ts
 import { FileWord } from "./attachment_list.tsx";
 import { uploadAttachment } from "./attachments.ts";
 import { byteSize } from "./format.ts";
+import { inputMethodKey } from "./shortcuts.tsx";
 
 /** Longest input the daemon accepts, in characters. */
 export const MAX_INPUT_CHARS = 1_000_000;
@@ -84,7 +85,7 @@ export function Composer(props: ComposerProps): JSX.Element {
 
   const onKeyDown = (event: KeyboardEvent) => {
     // While an input method composes, Enter confirms the composition, not the message.
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    if (event.key === "Enter" && !event.shiftKey && !inputMethodKey(event)) {
       event.preventDefault();
       void send();
     }

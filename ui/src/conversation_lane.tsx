@@ -42,7 +42,12 @@ export function pendingBadge(item: PendingInput): { tone: BadgeTone; label: stri
         label: `acknowledged${item.duplicate ? " (already admitted)" : ""} · pending`,
       };
     case "failed":
-      return { tone: "error", label: `refused: ${item.error?.code ?? "error"}` };
+      return {
+        tone: "error",
+        label: `refused: ${item.error?.code ?? "error"}${
+          item.error?.retriable === true ? " · sent again when the page reconnects" : ""
+        }`,
+      };
   }
 }
 

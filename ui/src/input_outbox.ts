@@ -20,6 +20,13 @@ export interface KeyValueStore {
   removeItem(key: string): void;
 }
 
+/** Why the daemon refused an input; `retriable`: the same input may be taken later. */
+export interface InputRefusal {
+  code: string;
+  message: string;
+  retriable?: boolean;
+}
+
 /** Where an unrecorded input stands. */
 export type PendingStatus = "queued" | "sent" | "acked" | "failed";
 
@@ -36,7 +43,7 @@ export interface PendingInput {
   inputId?: string;
   seq?: number;
   duplicate?: boolean;
-  error?: { code: string; message: string };
+  error?: InputRefusal;
 }
 
 /** What an `ack` tells about an input. */
@@ -110,9 +117,15 @@ export class InputOutbox {
     return item;
   }
 
-  /** Inputs to send on a fresh connection: queued, or sent without an acknowledgement. */
+  /**
+   * Inputs to send on a fresh connection: queued, sent without an acknowledgement, or refused
+   * as retriable (e.g. `shutting_down`: the daemon that comes back takes them).
+   */
   unacknowledged(): PendingInput[] {
-    return this.#items.filter((item) => item.status === "queued" || item.status === "sent");
+    return this.#items.filter((item) =>
+      item.status === "queued" || item.status === "sent" ||
+      (item.status === "failed" && item.error?.retriable === true)
+    );
   }
 
   /** Inputs not yet written to any socket. */
@@ -120,10 +133,12 @@ export class InputOutbox {
     return this.#items.filter((item) => item.status === "queued");
   }
 
-  /** Marks an input as written to a socket. */
+  /** Marks an input as written to a socket (a retriable refusal is then behind it). */
   markSent(request: string): void {
     this.#update(request, (item) => {
-      if (item.status === "queued") item.status = "sent";
+      if (item.status === "failed" && item.error?.retriable !== true) return;
+      if (item.status === "queued" || item.status === "failed") item.status = "sent";
+      delete item.error;
     });
   }
 
@@ -146,11 +161,18 @@ export class InputOutbox {
     return this.#inputIds.get(clientMsgId);
   }
 
-  /** Records a refusal; returns whether `request` was one of ours. */
-  fail(request: string, error: { code: string; message: string }): boolean {
+  /**
+   * Records a refusal; returns whether `request` was one of ours. A `retriable` one is sent
+   * again on the next connection; any other waits for {@linkcode retry} or {@linkcode discard}.
+   */
+  fail(request: string, error: InputRefusal): boolean {
     return this.#update(request, (item) => {
       item.status = "failed";
-      item.error = error;
+      item.error = {
+        code: error.code,
+        message: error.message,
+        ...(error.retriable === true ? { retriable: true } : {}),
+      };
     });
   }
 

@@ -114,6 +114,8 @@ export class LaneClient {
   #version = 0;
   /** The request id of the `page` the page waits for, if any. */
   #earlierRequest: string | undefined;
+  /** Why the daemon refused the last "load earlier", until the next one is sent. */
+  #earlierRefusal: Notice | undefined;
 
   /** Loads what `storage` kept for the session; connects only on {@linkcode start}. */
   constructor(options: LaneClientOptions) {
@@ -202,6 +204,14 @@ export class LaneClient {
     return this.#earlierRequest !== undefined;
   }
 
+  /**
+   * Why the daemon refused the last "load earlier" (e.g. `store_unavailable`), until the next
+   * one is sent; the page then asks again only when the person does.
+   */
+  get earlierRefusal(): Notice | undefined {
+    return this.#earlierRefusal;
+  }
+
   /** Whether the page holds as many records as it keeps, so it asks for no earlier ones. */
   get earlierCapped(): boolean {
     return this.log.size + EARLIER_PAGE > MAX_HELD;
@@ -228,6 +238,7 @@ export class LaneClient {
     });
     if (!sent) return;
     this.#earlierRequest = request;
+    this.#earlierRefusal = undefined;
     this.#changed();
   }
 
@@ -391,6 +402,12 @@ export class LaneClient {
     const request = message.request;
     if (request !== undefined && this.outbox.fail(request, message)) return this.#changed();
     if (request !== undefined && this.#ops.reject(request, message.code, message.message)) return;
+    if (request !== undefined && request === this.#earlierRequest) {
+      // No `page` answer follows: the "load earlier" is over, and says why.
+      this.#earlierRequest = undefined;
+      this.#earlierRefusal = { at: Date.now(), code: message.code, message: message.message };
+      return this.#changed();
+    }
     if (message.code.startsWith("token_")) {
       // The daemon closes the socket (4401) next; the page waits to be let in.
       this.#authError = { code: message.code, message: message.message };

@@ -51,9 +51,18 @@ function isTextField(target: EventTarget | null): boolean {
   return !["button", "checkbox", "radio", "submit", "reset"].includes(target.type);
 }
 
+/**
+ * Whether an input method takes `event`: a key of a composition, or the one that confirms it.
+ * Safari ends the composition before the keydown of the confirming Enter, which then says
+ * `isComposing: false`; only its keyCode, 229, tells that the input method took it.
+ */
+export function inputMethodKey(event: KeyboardEvent): boolean {
+  return event.isComposing || event.keyCode === 229;
+}
+
 /** The page action `event` asks for, or undefined when it is no shortcut of the page. */
 export function shortcutOf(event: KeyboardEvent): keyof ShortcutHandlers | undefined {
-  if (event.isComposing) return undefined;
+  if (inputMethodKey(event)) return undefined;
   if (event.key === "." && (event.ctrlKey || event.metaKey)) return "cancel";
   if (event.key === "Escape") return "close";
   if (event.ctrlKey || event.metaKey || event.altKey || isTextField(event.target)) {

@@ -229,8 +229,11 @@ export interface TimelineProps {
   onDiscard: (clientMsgId: string) => void;
   /** Changes when the content does, so the timeline can follow it. */
   contentKey: string;
-  /** Whether older records exist than the page holds, and whether they are on their way. */
-  earlier: { has: boolean; loading: boolean; capped: boolean };
+  /**
+   * Whether older records exist than the page holds, whether they are on their way, and why
+   * the daemon refused the last ask for them (then only the person asks again).
+   */
+  earlier: { has: boolean; loading: boolean; capped: boolean; refused?: string };
   onLoadEarlier: () => void;
   /** Set while a search hides part of the timeline. */
   filtered?: boolean;
@@ -263,12 +266,12 @@ export function Timeline(props: TimelineProps): JSX.Element {
   const earlierHere = start > 0;
   // A conversation whose newest messages lie behind a busier one's: its own pages are asked
   // for until a screenful is held (each brings at least one message, so this ends).
-  const { has, loading, capped } = props.earlier;
+  const { has, loading, capped, refused } = props.earlier;
   useEffect(() => {
-    if (total < FILL_ROWS && has && !loading && !capped && !props.filtered) {
+    if (total < FILL_ROWS && has && !loading && !capped && !props.filtered && !refused) {
       props.onLoadEarlier();
     }
-  }, [total, has, loading, capped, props.filtered]);
+  }, [total, has, loading, capped, props.filtered, refused]);
   const showEarlier = () => {
     if (!earlierHere) {
       if (!has || capped || loading) return;
@@ -320,6 +323,9 @@ export function Timeline(props: TimelineProps): JSX.Element {
         onJump={newest}
       >
         <div class="earlier">
+          {refused !== undefined && !loading && (
+            <p class="error-text" role="alert">Cannot load earlier messages: {refused}</p>
+          )}
           {earlierHere || (has && !capped)
             ? (
               <button

@@ -197,8 +197,10 @@ export function deriveTimeline(
     byInput.set(inputId, [...(byInput.get(inputId) ?? []), turn]);
   }
   const sentBy = new Map<string, Set<string>>();
+  const shownInputs = new Set<string>();
   for (const item of lanes.conversation) {
     if (item.lane === "input") {
+      shownInputs.add(item.inputId);
       const attached = byInput.get(item.inputId) ?? [];
       for (const turn of attached) turn.conversations.add(item.conversation);
       pushRow(rows, item.conversation, { kind: "input", seq: item.seq, item, turns: attached });
@@ -216,16 +218,22 @@ export function deriveTimeline(
     // or they were trimmed): it belongs under them, not on a row of its own.
     const took = turnView.turns.get(turn.frameId)?.inputIds ?? [];
     if (took.length > 0 && !took.some((id) => lanes.inputs.has(id))) continue;
-    if (turn.drafts.length === 0 && turn.cells.length === 0 && turn.set.length === 0) continue;
+    // A search hides its message: only its drafts or cells that match show it, not what it set.
+    const hidden = took.length > 0 && !took.some((id) => shownInputs.has(id));
+    if (turn.drafts.length === 0 && turn.cells.length === 0 && (hidden || turn.set.length === 0)) {
+      continue;
+    }
     const to = sentBy.get(turn.frameId) ?? new Set([LOCAL_CONVERSATION]);
     for (const conversation of to) {
       turn.conversations.add(conversation);
       pushRow(rows, conversation, { kind: "turn", seq: turn.seq, turn });
     }
   }
+  // An unsent draft is shown when its scratchpad item is (a search may hide it).
+  const shownDrafts = new Set(lanes.scratchpad.map((draft) => draft.seq));
   for (const [inputId, draft] of turnView.drafts) {
     const input = lanes.inputs.get(inputId);
-    if (input !== undefined) {
+    if (input !== undefined && shownDrafts.has(draft.seq)) {
       pushRow(rows, input.conversation, { kind: "draft", seq: draft.seq, draft });
     }
   }
