@@ -82,6 +82,27 @@ Deno.test({
       await viewer.getByText("pears,5").waitFor();
       await screenshot(page, "attachments", "02-read-and-opened");
       assert.equal(await page.locator(".composer-files").count(), 0, "the composer was cleared");
+      await page.keyboard.press("Escape");
+
+      // Typed while a file uploads: the next message's start stays in the box, only the sent
+      // text leaves it. The upload is held until the typing is done.
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => release = resolve);
+      await page.route("**/attachments", async (route) => {
+        await held;
+        await route.continue();
+      });
+      fake.enqueue({ toolCall: { code: "wait()" } });
+      await page.locator("#composer-input").fill("and this one?");
+      await picker.setInputFiles(small);
+      await page.getByRole("button", { name: "Send" }).click();
+      await page.locator("#composer-status").getByText("Uploading 1 file…").waitFor();
+      await page.locator("#composer-input").press("End");
+      await page.keyboard.type(" Then a second question");
+      release();
+      await page.locator("#timeline li.msg-input[data-input-id]", { hasText: "and this one?" })
+        .waitFor();
+      assert.equal(await page.locator("#composer-input").inputValue(), " Then a second question");
       assert.deepEqual(errors, [], "the page threw");
     } finally {
       await browser.close();

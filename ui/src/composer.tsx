@@ -66,9 +66,12 @@ export function Composer(props: ComposerProps): JSX.Element {
     }
     setProblem(undefined);
     setLast(props.onSend(value, attachments));
-    setText("");
     setFiles([]);
-    if (area.current) area.current.value = "";
+    // Only the sent text leaves the box: what was typed during an upload is the next message.
+    const now = area.current?.value ?? value;
+    const left = now.startsWith(value) ? now.slice(value.length) : now;
+    setText(left);
+    if (area.current) area.current.value = left;
   };
 
   const addFiles = (event: Event) => {
