@@ -3,8 +3,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { prepareBehavior } from "../../../runtime/behavior/mod.ts";
-import { rollbackTarget } from "../../../runtime/behavior/_rollback.ts";
+import { prepareBehavior, rollbackTarget } from "../../../runtime/behavior/mod.ts";
 import { publishRelease } from "../../../store/maintenance/snapshot_hash.ts";
 import { activateRelease } from "../../../store/tables/releases.ts";
 import { requireSession } from "../../../store/tables/sessions.ts";
