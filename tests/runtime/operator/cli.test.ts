@@ -3,6 +3,7 @@
 // A daemon that goes away mid-command ends the command at once with a line saying the
 // connection closed, not after the whole reply timeout (10 minutes by default) with "no reply";
 // `status` of a draining session says resume waits for the drain, as `resume` itself does.
+// `search` with more matches than shown names only what the command takes.
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -147,6 +148,38 @@ Deno.test("klbr status names the command that takes a held session up, and for a
       "session other is drained: new messages wait; klbr resume other takes them up",
       "session third is stopped: new messages wait; klbr resume third takes them up",
     ]);
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("klbr search says more matched without naming an option the command lacks", async () => {
+  const state = await stateWithToken();
+  const server = standIn((command, socket) =>
+    socket.send(JSON.stringify({
+      kind: "op.result",
+      request: command.request,
+      op: command.kind,
+      result: {
+        results: [{ id: "in_1", kind: "input", snippet: "deploy the site", at: 0 }],
+        truncated: true,
+      },
+    }))
+  );
+  try {
+    const text = await printed(() =>
+      runOperatorCommand("search", ["default", "deploy"], {
+        stateDir: state,
+        port: server.addr.port,
+        json: false,
+      })
+    );
+    // `klbr search` takes no --limit (main.ts refuses it as an unknown option): a narrower
+    // query is what finds the rest.
+    assert.equal(
+      text.split("\n").at(-1),
+      "(more matched than shown; a narrower query finds the others)",
+    );
   } finally {
     await server.shutdown();
   }
