@@ -229,6 +229,8 @@ async function reset(parts: Session, session: string): Promise<Record<string, un
     );
   }
   await parts.runtime.stop("operator reset");
+  // A session stopped after a drain has its workbench shut down: the reset starts it again.
+  parts.kernel.reopen();
   const generation = await parts.kernel.reset("operator reset");
   if (was === "running") parts.runtime.resume();
   return {

@@ -108,8 +108,13 @@ Deno.test("reset keeps a stopped session stopped, and refuses a drained one with
     );
     assert.equal((await health()).session_state, "drained");
 
+    // Stopped after the drain, its workbench is still shut down: reset starts a new one.
+    assert.equal((await op(client, "op.stop")).state, "stopped");
+    assert.equal((await op(client, "op.reset")).generation, 3);
+    assert.equal((await health()).session_state, "stopped");
+
     fake.enqueue({ toolCall: { code: "await local.send('answered')\nwait()" } });
-    assert.equal((await op(client, "op.resume")).previous_state, "drained");
+    assert.equal((await op(client, "op.resume")).previous_state, "stopped");
     await frameOf(client, (ack as { input_id: string }).input_id);
   } finally {
     await client.close();
