@@ -84,7 +84,7 @@ export async function runOperation(
   message: OperatorMessage,
   from: OperationSource,
 ): Promise<Record<string, unknown>> {
-  if (READS.has(message.kind)) return await perform(host, message, from.session);
+  if (isRead(message)) return await perform(host, message, from.session);
   const op = message.kind.slice("op.".length);
   const session = message.session ?? from.session;
   const fields = { op, session, client: from.client, by: clientKind(from.client) };
@@ -107,6 +107,12 @@ export async function runOperation(
     );
     throw error;
   }
+}
+
+/** Whether `message` only reads: one of {@linkcode READS}, or `op.budget` lifting nothing. */
+function isRead(message: OperatorMessage): boolean {
+  if (message.kind === "op.budget") return !message.reset && message.raise === undefined;
+  return READS.has(message.kind);
 }
 
 /** What kind of client an id names: the command line, the page, or another client. */
