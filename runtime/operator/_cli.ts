@@ -233,7 +233,9 @@ export async function daemonAddress(
  * connection (or dies, dropping it) before it answers (proven by "an operator command whose
  * daemon closes the connection before answering fails at once, naming the close" and "… whose
  * daemon dies after reading it says the command may have taken effect…" in
- * `tests/runtime/operator/cli.test.ts`); `worker_timeout` after `timeoutMs` without a reply.
+ * `tests/runtime/operator/cli.test.ts`); `worker_timeout` after `timeoutMs` without a reply
+ * (once sent, saying the command may still run: "an operator command the daemon is still
+ * running when the reply timeout ends says so…").
  */
 export async function exchange(
   address: ListenAddress,
@@ -246,9 +248,16 @@ export async function exchange(
   const request = `cli-${crypto.randomUUID()}`;
   try {
     return await new Promise<ServerMessage>((resolve, reject) => {
-      const timeout = `cannot reach the daemon: no reply within ${timeoutMs} ms`;
-      const timer = setTimeout(() => reject(new KlbrError("worker_timeout", timeout)), timeoutMs);
       let opened = false;
+      // Once sent, a command may still be running (a drain waits for the turn): say so.
+      const timedOut = () =>
+        opened
+          ? `cannot run ${message.kind}: the daemon gave no answer within ${timeoutMs} ms; it may still be running it: deno task klbr status says what took effect`
+          : `cannot reach the daemon: no reply within ${timeoutMs} ms`;
+      const timer = setTimeout(
+        () => reject(new KlbrError("worker_timeout", timedOut())),
+        timeoutMs,
+      );
       ws.onopen = () => {
         opened = true;
         ws.send(JSON.stringify({ kind: "hello", since: "head", token, client: "cli" }));

@@ -2,7 +2,8 @@
 // answers it (or closes), so what the CLI does with each answer is checked without a daemon.
 // A daemon that goes away mid-command ends the command at once with a line saying the
 // connection closed, not after the whole reply timeout (10 minutes by default) with "no reply"
-// (a daemon that dies, dropping the connection, too: not "is klbr serve running?");
+// (a daemon that dies, dropping the connection, too: not "is klbr serve running?"); a command
+// still running when the reply timeout ends (a drain of a long turn) says it may still run;
 // `status` of a draining session says resume waits for the drain, as `resume` itself does.
 // `search` with more matches than shown names only what the command takes.
 
@@ -244,5 +245,32 @@ Deno.test("an operator command whose daemon dies after reading it says the comma
     );
   } finally {
     await daemon.close();
+  }
+});
+
+Deno.test("an operator command the daemon is still running when the reply timeout ends says so, not that the daemon cannot be reached", async () => {
+  const state = await stateWithToken();
+  // A drain waits for the running turn, which may outlast the reply timeout.
+  const server = standIn(() => {});
+  try {
+    await assert.rejects(
+      runOperatorCommand("drain", ["default"], {
+        stateDir: state,
+        port: server.addr.port,
+        json: false,
+        timeoutMs: 300,
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof KlbrError, String(error));
+        assert.equal(error.code, "worker_timeout");
+        assert.equal(
+          error.message,
+          "cannot run op.drain: the daemon gave no answer within 300 ms; it may still be running it: deno task klbr status says what took effect",
+        );
+        return true;
+      },
+    );
+  } finally {
+    await server.shutdown();
   }
 });
