@@ -84,7 +84,7 @@ export async function runOperation(
   message: OperatorMessage,
   from: OperationSource,
 ): Promise<Record<string, unknown>> {
-  if (READS.has(message.kind)) return await perform(host, message, from.session);
+  if (isRead(message)) return await perform(host, message, from.session);
   const op = message.kind.slice("op.".length);
   const session = message.session ?? from.session;
   const fields = { op, session, client: from.client, by: clientKind(from.client) };
@@ -107,6 +107,12 @@ export async function runOperation(
     );
     throw error;
   }
+}
+
+/** Whether `message` only reads: one of {@linkcode READS}, or `op.budget` lifting nothing. */
+function isRead(message: OperatorMessage): boolean {
+  if (message.kind === "op.budget") return !message.reset && message.raise === undefined;
+  return READS.has(message.kind);
 }
 
 /** What kind of client an id names: the command line, the page, or another client. */
@@ -139,7 +145,7 @@ async function perform(
     case "op.status":
       return host.status(message.session);
     case "op.reset":
-      return note(await reset(host.require(session)));
+      return note(await reset(host.require(session), session));
     case "op.compact":
       return note(await compact(host.require(session)));
     case "op.repair":
@@ -208,14 +214,38 @@ async function perform(
   throw new KlbrError("invalid_input", `cannot run ${(message as { kind: string }).kind}`);
 }
 
-async function reset(parts: Session): Promise<Record<string, unknown>> {
+/**
+ * Replaces the kernel: the running turn stops, a new generation starts, and the session takes
+ * work again (a stalled one too). A session the operator stopped stays stopped until `resume`.
+ *
+ * @throws {KlbrError} `invalid_input` while the session is draining or drained (its workbench
+ * is, or is about to be, shut down: `resume` starts a new generation), its state unchanged.
+ */
+async function reset(parts: Session, session: string): Promise<Record<string, unknown>> {
+  const was = parts.runtime.state;
+  if (was === "draining" || was === "drained") {
+    const why = was === "drained"
+      ? "it is drained and its workbench is shut down"
+      : "it is draining: its turn finishes, then its workbench shuts down";
+    throw new KlbrError(
+      "invalid_input",
+      `cannot reset session ${session}: ${why}; klbr resume ${session} starts a new generation${
+        was === "draining" ? " once it is drained" : ""
+      } (got ${was})`,
+    );
+  }
   await parts.runtime.stop("operator reset");
+  // A session stopped after a drain has its workbench shut down: the reset starts it again.
+  parts.kernel.reopen();
   const generation = await parts.kernel.reset("operator reset");
-  parts.runtime.resume();
+  if (was === "running") parts.runtime.resume();
   return {
     generation: generation.generation,
     heap_restored: false,
-    message: "a new kernel generation started; Python heap state was not restored",
+    message: "a new kernel generation started; Python heap state was not restored" +
+      (was === "running"
+        ? ""
+        : `; the session stays stopped: klbr resume ${session} takes work again`),
   };
 }
 

@@ -25,6 +25,7 @@ import {
   DEFAULT_PORT,
   DEFAULT_RETRY_BASE_MS,
   KlbrError,
+  LONGEST_TIMER_MS,
 } from "../core/mod.ts";
 import type { SandboxStatus } from "../sandbox/mod.ts";
 import { DEFAULT_HOOK_SLOW_MS } from "./_health.ts";
@@ -125,12 +126,26 @@ export async function readServeSettings(
       : resolveDiscordToken(config.discord, env),
     cellTimeoutMs: parseCellTimeout(env.KLBR_CELL_TIMEOUT_MS),
     maintenanceIntervalMs: parseMaintenanceInterval(env.KLBR_MAINTENANCE_INTERVAL_S),
-    drainGraceMs: parseMs("KLBR_DRAIN_GRACE_MS", env, DEFAULT_DRAIN_GRACE_MS, 100),
-    inputExpireMs: parseMs("KLBR_INPUT_EXPIRE_MS", env, DEFAULT_INPUT_EXPIRE_MS, 1_000),
-    inputWaitWarnMs: parseMs("KLBR_INPUT_WAIT_WARN_MS", env, DEFAULT_INPUT_WAIT_WARN_MS, 100),
-    modelStallMs: parseMs("KLBR_MODEL_STALL_MS", env, DEFAULT_MODEL_STALL_MS, 100),
-    hookSlowMs: parseMs("KLBR_HOOK_SLOW_MS", env, DEFAULT_HOOK_SLOW_MS, 10),
-    retryBaseMs: parseMs("KLBR_RETRY_BASE_MS", env, DEFAULT_RETRY_BASE_MS, 10),
+    // One host timer stops the turn at the grace's end: a longer one would fire at once.
+    drainGraceMs: parseMs("KLBR_DRAIN_GRACE_MS", env, {
+      fallback: DEFAULT_DRAIN_GRACE_MS,
+      min: 100,
+      max: LONGEST_TIMER_MS,
+    }),
+    inputExpireMs: parseMs("KLBR_INPUT_EXPIRE_MS", env, {
+      fallback: DEFAULT_INPUT_EXPIRE_MS,
+      min: 1_000,
+    }),
+    inputWaitWarnMs: parseMs("KLBR_INPUT_WAIT_WARN_MS", env, {
+      fallback: DEFAULT_INPUT_WAIT_WARN_MS,
+      min: 100,
+    }),
+    modelStallMs: parseMs("KLBR_MODEL_STALL_MS", env, {
+      fallback: DEFAULT_MODEL_STALL_MS,
+      min: 100,
+    }),
+    hookSlowMs: parseMs("KLBR_HOOK_SLOW_MS", env, { fallback: DEFAULT_HOOK_SLOW_MS, min: 10 }),
+    retryBaseMs: parseMs("KLBR_RETRY_BASE_MS", env, { fallback: DEFAULT_RETRY_BASE_MS, min: 10 }),
     workspace: env.KLBR_WORKSPACE ?? Deno.cwd(),
     python: env.KLBR_PYTHON ?? "python3",
     pythonInfo: options.python,
@@ -180,20 +195,20 @@ export function parseMaintenanceInterval(value: string | undefined): number | nu
   return s * 1000;
 }
 
-/** Reads a duration variable in ms: a whole number from `min` to 30 days, or its default. */
+/** Reads a duration variable in ms: a whole number from `min` to `max` (30 days), or its default. */
 function parseMs(
   name: string,
   env: Record<string, string | undefined>,
-  fallback: number,
-  min: number,
+  bounds: { fallback: number; min: number; max?: number },
 ): number {
+  const { fallback, min, max = 2_592_000_000 } = bounds;
   const value = env[name];
   if (value === undefined || value === "") return fallback;
   const ms = Number(value);
-  if (!Number.isInteger(ms) || ms < min || ms > 2_592_000_000) {
+  if (!Number.isInteger(ms) || ms < min || ms > max) {
     throw new KlbrError(
       "invalid_config",
-      `cannot serve: ${name} must be a whole number of milliseconds from ${min} to 2592000000 (got ${value})`,
+      `cannot serve: ${name} must be a whole number of milliseconds from ${min} to ${max} (got ${value})`,
     );
   }
   return ms;

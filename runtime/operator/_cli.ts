@@ -230,9 +230,12 @@ export async function daemonAddress(
  * its `op.result` or the first `error`.
  *
  * @throws {KlbrError} `not_found` when nothing answers at the address, or the daemon closes the
- * connection before it answers (proven by "an operator command whose daemon closes the
- * connection before answering fails at once, naming the close" in
- * `tests/runtime/operator/cli.test.ts`); `worker_timeout` after `timeoutMs` without a reply.
+ * connection (or dies, dropping it) before it answers (proven by "an operator command whose
+ * daemon closes the connection before answering fails at once, naming the close" and "… whose
+ * daemon dies after reading it says the command may have taken effect…" in
+ * `tests/runtime/operator/cli.test.ts`); `worker_timeout` after `timeoutMs` without a reply
+ * (once sent, saying the command may still run: "an operator command the daemon is still
+ * running when the reply timeout ends says so…").
  */
 export async function exchange(
   address: ListenAddress,
@@ -245,13 +248,25 @@ export async function exchange(
   const request = `cli-${crypto.randomUUID()}`;
   try {
     return await new Promise<ServerMessage>((resolve, reject) => {
-      const timeout = `cannot reach the daemon: no reply within ${timeoutMs} ms`;
-      const timer = setTimeout(() => reject(new KlbrError("worker_timeout", timeout)), timeoutMs);
+      let opened = false;
+      // Once sent, a command may still be running (a drain waits for the turn): say so.
+      const timedOut = () =>
+        opened
+          ? `cannot run ${message.kind}: the daemon gave no answer within ${timeoutMs} ms; it may still be running it: deno task klbr status says what took effect`
+          : `cannot reach the daemon: no reply within ${timeoutMs} ms`;
+      const timer = setTimeout(
+        () => reject(new KlbrError("worker_timeout", timedOut())),
+        timeoutMs,
+      );
       ws.onopen = () => {
+        opened = true;
         ws.send(JSON.stringify({ kind: "hello", since: "head", token, client: "cli" }));
         ws.send(JSON.stringify({ ...message, request }));
       };
       ws.onerror = () => {
+        // Once the command is sent, a daemon that died drops the connection: an error, then the
+        // close that says so. The command may have taken effect; it did reach a daemon.
+        if (opened) return;
         clearTimeout(timer);
         reject(
           new KlbrError("not_found", `cannot reach the daemon at ${url}: is klbr serve running?`),
@@ -261,12 +276,14 @@ export async function exchange(
       // now, not when the reply timeout ends. (After a reply this settles nothing.)
       ws.onclose = (event) => {
         clearTimeout(timer);
+        // A connection dropped without a close frame has no code of its own (1006, or 0).
+        const how = event.code === 0 || event.code === 1006
+          ? "the connection dropped"
+          : `close ${event.code}${event.reason ? `: ${event.reason}` : ""}`;
         reject(
           new KlbrError(
             "not_found",
-            `cannot run ${message.kind}: the daemon closed the connection before it answered (close ${event.code}${
-              event.reason ? `: ${event.reason}` : ""
-            }); deno task klbr status says whether it still runs and what took effect`,
+            `cannot run ${message.kind}: the daemon closed the connection before it answered (${how}); deno task klbr status says whether it still runs and what took effect`,
           ),
         );
       };

@@ -214,7 +214,7 @@ export function searchText(value: unknown): string {
   const rows = result.results.map((r) => [r.id, r.kind, when(r.at), r.snippet.slice(0, 100)]);
   return [
     table(["ref", "kind", "at", "snippet"], rows),
-    ...(result.truncated ? ["(more matched; a narrower query or --limit shows others)"] : []),
+    ...(result.truncated ? ["(more matched than shown; a narrower query finds the others)"] : []),
   ].join("\n");
 }
 

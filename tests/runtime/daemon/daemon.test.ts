@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { type FakeOpenAI, startFakeOpenAI } from "../../fakes/openai_server.ts";
 import { REPO_ROOT, serveFlags, startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
-import type { LaneRecord, ServerMessage } from "../../../runtime/core/mod.ts";
+import { KlbrError, type LaneRecord, type ServerMessage } from "../../../runtime/core/mod.ts";
+import { readServeSettings } from "../../../runtime/daemon/mod.ts";
 import { activateVariant } from "../../_helpers/releases.ts";
 import { tempDir } from "../../_helpers/temp.ts";
 
@@ -587,6 +588,28 @@ Deno.test("serve refuses a malformed KLBR_CELL_TIMEOUT_MS before it listens", as
     new TextDecoder().decode(out.stderr),
     /cannot serve: KLBR_CELL_TIMEOUT_MS must be a whole number of milliseconds from 1000 to 86400000 \(got soon\)/,
   );
+});
+
+Deno.test("serve refuses a KLBR_DRAIN_GRACE_MS longer than one host timer waits, which would stop the turn at once", async () => {
+  const stateDir = await tempDir();
+  // A timer past 2^31 - 1 ms fires at once: SIGTERM would stop the running turn at once
+  // instead of letting it finish within the grace.
+  await assert.rejects(
+    readServeSettings({ stateDir, port: 0 }, { KLBR_DRAIN_GRACE_MS: "2147483648" }),
+    (error: unknown) => {
+      assert.ok(error instanceof KlbrError, String(error));
+      assert.equal(error.code, "invalid_config");
+      assert.equal(
+        error.message,
+        "cannot serve: KLBR_DRAIN_GRACE_MS must be a whole number of milliseconds from 100 to 2147483647 (got 2147483648)",
+      );
+      return true;
+    },
+  );
+  const longest = await readServeSettings({ stateDir, port: 0 }, {
+    KLBR_DRAIN_GRACE_MS: "2147483647",
+  });
+  assert.equal(longest.drainGraceMs, 2 ** 31 - 1);
 });
 
 Deno.test("compact replaces old turns with a summary in the next request, without the model", async () => {

@@ -1,7 +1,8 @@
 // The daemon's log tells the story: each operator command that changes something is one line
-// naming who sent it (the command line or the page), a refused one too; a restart after a
-// SIGKILL mid-cell is one `recovery.session` line; a daemon child killed under `serve` is one
-// `daemon.exited` line, and serve exits with its code for the service manager to restart it.
+// naming who sent it (the command line or the page), a refused one too, a read (`klbr budget`
+// lifting nothing) none; a restart after a SIGKILL mid-cell is one `recovery.session` line; a
+// daemon child killed under `serve` is one `daemon.exited` line, and serve exits with its code
+// for the service manager to restart it.
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -69,6 +70,24 @@ Deno.test("operator commands from the command line and the page are one log line
     assert.deepEqual(events(daemon, "operator.status"), []);
   } finally {
     await page.close();
+    await daemon.stop();
+  }
+});
+
+Deno.test("klbr budget that only shows the budgets leaves no line; one that lifts the hour does", async () => {
+  const daemon = await startTestDaemon({ logFormat: "json" });
+  try {
+    const base = ["--state", daemon.stateDir];
+    const shown = await cli("klbr", ["budget", ...base]);
+    assert.equal(shown.code, 0, shown.stderr);
+    const lifted = await cli("klbr", ["budget", "--reset", ...base]);
+    assert.equal(lifted.code, 0, lifted.stderr);
+    await logLine(daemon, /"event":"operator\.budget"/);
+    // The read came first: had it left a line, it would be the first of two.
+    const lines = events(daemon, "operator.budget");
+    assert.equal(lines.length, 1, JSON.stringify(lines));
+    assert.match(String(lines[0].message), /the hourly windows start again now/);
+  } finally {
     await daemon.stop();
   }
 });
