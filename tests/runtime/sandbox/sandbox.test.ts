@@ -14,6 +14,7 @@ import { KernelSupervisor, resolvePython } from "../../../runtime/kernel/mod.ts"
 import { runInWorkspace } from "../../../runtime/workspace/mod.ts";
 import {
   bwrapArgs,
+  confinedCommand,
   probeCell,
   probeSandbox,
   protectedPaths,
@@ -427,4 +428,31 @@ Deno.test("where user namespaces are refused, a root probe falls back to uid 0 w
     noNewPrivs: true,
     seccomp: true,
   });
+});
+
+Deno.test("a workspace reached through a link still hides the state directory and keeps protected paths read-only", async () => {
+  await using at = await layout(true);
+  // The workspace as a person may name it: through a link (KLBR_WORKSPACE=~/work, a link to
+  // another disk); the state directory and the protected paths arrive as real paths.
+  const link = join(at.dir, "ws-link");
+  await Deno.symlink(at.workspace, link);
+  await Deno.writeTextFile(join(at.workspace, "main.ts"), "// main\n");
+  const { program, args } = confinedCommand({
+    ...at.base,
+    protect: [join(at.workspace, "main.ts")],
+  }, {
+    command: "/bin/sh",
+    args: [
+      "-c",
+      "cat .klbr/operator.token 2>/dev/null || echo token-hidden; " +
+      "echo planted >> main.ts 2>/dev/null || echo main-read-only; echo ok > note.txt",
+    ],
+    cwd: link,
+    readWrite: [link],
+    readOnly: [],
+  });
+  const out = await new Deno.Command(program, { args, stdin: "null", stdout: "piped" }).output();
+  assert.equal(new TextDecoder().decode(out.stdout), "token-hidden\nmain-read-only\n");
+  assert.equal(await Deno.readTextFile(join(at.workspace, "main.ts")), "// main\n");
+  assert.equal(await Deno.readTextFile(join(at.workspace, "note.txt")), "ok\n");
 });
