@@ -238,8 +238,15 @@ class Reader {
     if (args.length > 0) return args.length === 1 ? args[0] : args;
     if (props.size > 0) return Object.fromEntries(props);
     const object: Record<string, unknown> = {};
+    const lines = new Map<string, number>();
     for (const kid of kids ?? []) {
-      object[kid.getName()] = this.json(`${where}.${kid.getName()}`, kid);
+      const [key, line] = [kid.getName(), lineOf(kid)];
+      // A second value would replace the first without a word, as nowhere else in the file.
+      if (lines.has(key)) {
+        this.fail(line, `${where}.${key}: given twice (got lines ${lines.get(key)} and ${line})`);
+      }
+      lines.set(key, line);
+      object[key] = this.json(`${where}.${key}`, kid);
     }
     return object;
   }

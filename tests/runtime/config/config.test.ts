@@ -473,6 +473,14 @@ Deno.test("`parseConfig()` refuses an extra option without a value or with mixed
   );
 });
 
+Deno.test("`parseConfig()` refuses an extra option's field given twice inside its block, naming the line", () => {
+  // A block is an object: a second `type` would silently replace the first.
+  assertRefused(
+    `llm {\n extra_options {\n  response_format {\n   type "json_object"\n   type "text"\n  }\n }\n}`,
+    `cannot load config /x/klbr.kdl:5: llm "main" extra_options.response_format.type: given twice (got lines 4 and 5)`,
+  );
+});
+
 Deno.test("`parseConfig()` refuses text that is not KDL, naming the line", () => {
   assertRefused(
     `llm {\n model "m\n}`,
