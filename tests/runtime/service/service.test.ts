@@ -256,3 +256,27 @@ Deno.test("`service install` passes on every KLBR_* setting of the daemon set at
     Object.entries(settings).sort(),
   );
 });
+
+Deno.test("the unit of a checkout whose path holds a space names its docs as one URL, and systemd reads it without a warning", async () => {
+  const root = await tempDir();
+  const repoRoot = join(root, "my repo%1");
+  const text = renderUnit({
+    system: false,
+    stateDir: join(root, "state"),
+    repoRoot,
+    command: [Deno.execPath(), "run", join(repoRoot, "main.ts"), "serve"],
+    environment: [["KLBR_WORKSPACE", repoRoot]],
+    environmentFile: join(root, "klbr.env"),
+    stopTimeoutS: 30,
+    writtenAt: "2026-12-05T00:00:00.000Z",
+  });
+  // Documentation= is a list split at spaces: the path is percent-encoded, its % doubled.
+  assert.match(
+    text,
+    new RegExp(`^Documentation=file://${root}/my%%20repo%%251/docs/operations\\.md$`, "m"),
+  );
+  if (!HAS_ANALYZE) return;
+  const path = join(root, "klbr.service");
+  await Deno.writeTextFile(path, text);
+  assert.deepEqual(await verify(path, true, join(root, "config")), { code: 0, output: "" });
+});
