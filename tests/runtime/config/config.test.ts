@@ -306,10 +306,15 @@ Deno.test("`parseConfig()` refuses a context budget out of range or a summary sh
   );
 });
 
-Deno.test("`parseConfig()` refuses an unknown top-level node", () => {
+Deno.test("`parseConfig()` refuses an unknown top-level node, naming every node it knows", () => {
+  // A misspelt sandbox or lanes node must not read as "only llm is allowed here".
   assertRefused(
     `llm {}\nserver { port 1 }`,
-    `cannot load config /x/klbr.kdl:2: unknown node, expected llm (got server)`,
+    `cannot load config /x/klbr.kdl:2: unknown node, expected llm, discord, budget, cleanup, backup, sandbox, workspace or lanes (got server)`,
+  );
+  assertRefused(
+    `sandbx "required" {}`,
+    `cannot load config /x/klbr.kdl:1: unknown node, expected llm, discord, budget, cleanup, backup, sandbox, workspace or lanes (got sandbx)`,
   );
 });
 
