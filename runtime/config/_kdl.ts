@@ -238,6 +238,16 @@ class Reader {
         `${where}: give values, properties or a block, not several (got ${shapes})`,
       );
     }
+    // KDL's #inf, #-inf and #nan (and a number too large for a double) have no JSON form.
+    const infinite = [...args, ...props.values()].find((v) =>
+      typeof v === "number" && !Number.isFinite(v)
+    );
+    if (infinite !== undefined) {
+      this.fail(
+        lineOf(node),
+        `${where}: expected a finite number, JSON has no #inf, #-inf or #nan (got ${infinite})`,
+      );
+    }
     if (args.length > 0) return args.length === 1 ? args[0] : args;
     if (props.size > 0) return Object.fromEntries(props);
     const object: Record<string, unknown> = {};

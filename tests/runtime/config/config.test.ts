@@ -478,6 +478,33 @@ Deno.test("`parseConfig()` refuses an extra option without a value or with mixed
   );
 });
 
+Deno.test("`parseConfig()` refuses an extra option of #inf or #nan, which JSON cannot carry, saying so", () => {
+  const cases: [string, string][] = [
+    [
+      `temperature #nan`,
+      `temperature: expected a finite number, JSON has no #inf, #-inf or #nan (got NaN)`,
+    ],
+    [
+      `stop 1 #-inf`,
+      `stop: expected a finite number, JSON has no #inf, #-inf or #nan (got -Infinity)`,
+    ],
+    [
+      `logit_bias a=#inf`,
+      `logit_bias: expected a finite number, JSON has no #inf, #-inf or #nan (got Infinity)`,
+    ],
+    [
+      `x { y 1e400 }`,
+      `x.y: expected a finite number, JSON has no #inf, #-inf or #nan (got Infinity)`,
+    ],
+  ];
+  for (const [option, message] of cases) {
+    assertRefused(
+      `llm {\n extra_options {\n  ${option}\n }\n}`,
+      `cannot load config /x/klbr.kdl:3: llm "main" extra_options.${message}`,
+    );
+  }
+});
+
 Deno.test("`parseConfig()` refuses an extra option's field given twice inside its block, naming the line", () => {
   // A block is an object: a second `type` would silently replace the first.
   assertRefused(
