@@ -9,12 +9,13 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { isKlbrError, newId } from "../../../runtime/core/mod.ts";
+import { createLogger, isKlbrError, newId } from "../../../runtime/core/mod.ts";
 import { KernelSupervisor, resolvePython } from "../../../runtime/kernel/mod.ts";
 import { runInWorkspace } from "../../../runtime/workspace/mod.ts";
 import {
   bwrapArgs,
   confinedCommand,
+  prepareConfinement,
   probeCell,
   probeSandbox,
   protectedPaths,
@@ -455,4 +456,37 @@ Deno.test("a workspace reached through a link still hides the state directory an
   assert.equal(new TextDecoder().decode(out.stdout), "token-hidden\nmain-read-only\n");
   assert.equal(await Deno.readTextFile(join(at.workspace, "main.ts")), "// main\n");
   assert.equal(await Deno.readTextFile(join(at.workspace, "note.txt")), "ok\n");
+});
+
+Deno.test("`prepareConfinement()` whose confined probe fails reports the children unconfined, with the host's network", async () => {
+  await using at = await layout();
+  // A bwrap the launcher's probe passed that then fails for every confined child.
+  const fake = join(at.dir, "bwrap");
+  await Deno.writeTextFile(fake, '#!/bin/sh\necho "bwrap: cannot confine now" >&2\nexit 1\n');
+  await Deno.chmod(fake, 0o755);
+  const logged: string[] = [];
+  const confinement = await prepareConfinement({
+    config: { mode: "auto", network: false },
+    limits: { maxProcesses: 64, memoryBytes: 2 ** 30, cpuWeight: 50, fileSizeBytes: 2 ** 30 },
+    selfEdit: false,
+    python: PYTHON,
+    bwrap: fake,
+    status: { mode: "bwrap", reason: null, network: false, userns: true, usernsReason: null },
+    stateDir: at.stateDir,
+    workspace: at.workspace,
+    repoRoot: REPO,
+    log: createLogger({ format: "json", write: (line) => void logged.push(line) }),
+  });
+  await confinement.close();
+  // Unconfined children share the host's network, as the probe's own "none" says.
+  assert.deepEqual(confinement.status, {
+    mode: "none",
+    reason:
+      "cannot confine a cell: the confined probe failed (got exit 1: bwrap: cannot confine now)",
+    network: true,
+    userns: false,
+    usernsReason: null,
+  });
+  assert.equal(confinement.base, undefined);
+  assert.match(logged.join("\n"), /"event":"sandbox.unconfined"/);
 });
