@@ -88,7 +88,7 @@ async function writeFilter(stateDir: string): Promise<string> {
  * what to do). Where the cgroups cannot be joined it falls back to rlimits, and says so.
  *
  * @throws {KlbrError} `sandbox_unavailable` when the configuration requires the sandbox and
- * it cannot run.
+ * it cannot run; `invalid_config` when the workspace is not a directory.
  */
 export async function prepareConfinement(options: ConfinementOptions): Promise<Confinement> {
   const { python } = options;

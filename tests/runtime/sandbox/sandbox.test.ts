@@ -490,3 +490,23 @@ Deno.test("`prepareConfinement()` whose confined probe fails reports the childre
   assert.equal(confinement.base, undefined);
   assert.match(logged.join("\n"), /"event":"sandbox.unconfined"/);
 });
+
+Deno.test("`protectedPaths()` of a workspace that does not exist is one error naming it and the fix", async () => {
+  await using at = await layout();
+  // A mistyped KLBR_WORKSPACE, or a service whose workspace was moved: before, the daemon died
+  // on an uncaught NotFound with a stack trace.
+  const missing = join(at.dir, "no-such-ws");
+  await assert.rejects(
+    protectedPaths(missing, { repoRoot: REPO, selfEdit: false }),
+    (e) =>
+      isKlbrError(e, "invalid_config") &&
+      e.message ===
+        `cannot confine the workbench: the workspace is not a directory; create it, or set KLBR_WORKSPACE to the directory the agent works in (got ${missing})`,
+  );
+  const file = join(at.dir, "a-file");
+  await Deno.writeTextFile(file, "");
+  await assert.rejects(
+    protectedPaths(file, { repoRoot: REPO, selfEdit: false }),
+    (e) => isKlbrError(e, "invalid_config") && e.message.endsWith(`(got ${file})`),
+  );
+});
