@@ -541,6 +541,23 @@ Deno.test("`loadConfig()` refuses a missing file naming its path", async () => {
   }
 });
 
+Deno.test("`loadConfig()` given a directory says it is one and asks for the file", async () => {
+  // `--config ~/.config/klbr/` names the folder the file is in; "file unreadable" said not why.
+  const dir = await Deno.makeTempDir();
+  try {
+    await assert.rejects(loadConfig(dir, { env: {} }), (error) => {
+      assert.ok(isKlbrError(error, "invalid_config"));
+      assert.equal(
+        error.message,
+        `cannot load config ${dir}: it is a directory; give the path of the .kdl file (got ${dir})`,
+      );
+      return true;
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("`loadConfig()` refuses an api_key_env the given environment does not set", async () => {
   const dir = await Deno.makeTempDir();
   try {
