@@ -312,7 +312,11 @@ export async function loadConfig(
   try {
     text = await Deno.readTextFile(path);
   } catch (error) {
-    const reason = error instanceof Deno.errors.NotFound ? "file not found" : "file unreadable";
+    const reason = error instanceof Deno.errors.NotFound
+      ? "file not found"
+      : error instanceof Deno.errors.IsADirectory
+      ? "it is a directory; give the path of the .kdl file"
+      : "file unreadable";
     throw new KlbrError("invalid_config", `cannot load config ${path}: ${reason} (got ${path})`, {
       cause: error,
     });

@@ -58,6 +58,9 @@ export interface RawConfig {
 /** The sandbox, workspace and lanes nodes (each at most once), read by `Reader.block`. */
 const BLOCK_NODES = ["sandbox", "workspace", "lanes"] as const;
 
+/** The top-level nodes besides `llm`. */
+const OTHER_NODES: readonly string[] = ["discord", ...SETTINGS_NODES, ...BLOCK_NODES];
+
 /**
  * Parses KDL text into raw routes.
  *
@@ -80,8 +83,7 @@ export function readKdlRoutes(text: string, file: string): RawConfig {
   const [sandboxNode, workspaceNode, lanesNode] = BLOCK_NODES.map((name) =>
     onlyNode(nodes, name, file)
   );
-  const other = ["discord", ...SETTINGS_NODES, ...BLOCK_NODES] as string[];
-  const routes = reader.routes(nodes.filter((node) => !other.includes(node.getName())));
+  const routes = reader.routes(nodes.filter((node) => !OTHER_NODES.includes(node.getName())));
   const discord = discordNode === undefined ? undefined : reader.discord(discordNode);
   return {
     routes,
@@ -107,7 +109,8 @@ class Reader {
     for (const node of nodes) {
       const line = lineOf(node);
       if (node.getName() !== "llm") {
-        this.fail(line, `unknown node, expected llm (got ${node.getName()})`);
+        const known = `llm, ${OTHER_NODES.slice(0, -1).join(", ")} or ${OTHER_NODES.at(-1)}`;
+        this.fail(line, `unknown node, expected ${known} (got ${node.getName()})`);
       }
       const args = node.getArguments();
       const name = args[0] ?? "main";
@@ -235,11 +238,28 @@ class Reader {
         `${where}: give values, properties or a block, not several (got ${shapes})`,
       );
     }
+    // KDL's #inf, #-inf and #nan (and a number too large for a double) have no JSON form.
+    const infinite = [...args, ...props.values()].find((v) =>
+      typeof v === "number" && !Number.isFinite(v)
+    );
+    if (infinite !== undefined) {
+      this.fail(
+        lineOf(node),
+        `${where}: expected a finite number, JSON has no #inf, #-inf or #nan (got ${infinite})`,
+      );
+    }
     if (args.length > 0) return args.length === 1 ? args[0] : args;
     if (props.size > 0) return Object.fromEntries(props);
     const object: Record<string, unknown> = {};
+    const lines = new Map<string, number>();
     for (const kid of kids ?? []) {
-      object[kid.getName()] = this.json(`${where}.${kid.getName()}`, kid);
+      const [key, line] = [kid.getName(), lineOf(kid)];
+      // A second value would replace the first without a word, as nowhere else in the file.
+      if (lines.has(key)) {
+        this.fail(line, `${where}.${key}: given twice (got lines ${lines.get(key)} and ${line})`);
+      }
+      lines.set(key, line);
+      object[key] = this.json(`${where}.${key}`, kid);
     }
     return object;
   }

@@ -88,7 +88,7 @@ async function writeFilter(stateDir: string): Promise<string> {
  * what to do). Where the cgroups cannot be joined it falls back to rlimits, and says so.
  *
  * @throws {KlbrError} `sandbox_unavailable` when the configuration requires the sandbox and
- * it cannot run.
+ * it cannot run; `invalid_config` when the workspace is not a directory.
  */
 export async function prepareConfinement(options: ConfinementOptions): Promise<Confinement> {
   const { python } = options;
@@ -108,7 +108,14 @@ export async function prepareConfinement(options: ConfinementOptions): Promise<C
     ? await confine(options, { status, stateDir, protect: found.paths })
     : null;
   if (confined !== null && "unconfined" in confined) {
-    status = { ...status, mode: "none", reason: confined.unconfined, userns: false };
+    // Unconfined children share the host's network, whatever the sandbox node says.
+    status = {
+      mode: "none",
+      reason: confined.unconfined,
+      network: true,
+      userns: false,
+      usernsReason: null,
+    };
     requireSandbox(status, options.config.mode);
   }
   const ok = confined !== null && !("unconfined" in confined) ? confined : null;

@@ -97,7 +97,7 @@ export function openJail(plan: LimitsPlan): Jail {
         "-u",
         "-v",
         String(Math.floor(settings.memoryBytes / 1024)),
-        ...(plan.nproc === null ? [] : ["-u", "-p", String(plan.nproc)]),
+        ...(plan.nproc === null ? [] : ["-n", String(plan.nproc)]),
         ...fsize,
       ],
       breach: () => Promise.resolve(null),

@@ -59,10 +59,25 @@ async function gitPaths(root: string): Promise<string[]> {
 }
 
 /**
+ * The workspace's real path.
+ *
+ * @throws {KlbrError} `invalid_config` when it is missing or not a directory, naming the fix.
+ */
+async function workspaceDir(workspace: string): Promise<string> {
+  const real = await Deno.realPath(workspace).catch(() => null);
+  if (real !== null && await kind(real) === "dir") return real;
+  throw new KlbrError(
+    "invalid_config",
+    `cannot confine the workbench: the workspace is not a directory; create it, or set KLBR_WORKSPACE to the directory the agent works in (got ${workspace})`,
+  );
+}
+
+/**
  * The paths of `workspace` a cell may not change: klbr's code (of `repoRoot`, when it lies in
  * the workspace and `selfEdit` is off) and the git hooks and config of the repositories at the
  * workspace root and at `repoRoot`, those that exist.
  *
+ * @throws {KlbrError} `invalid_config` when the workspace is missing or not a directory.
  * @example
  * ```ts
  * const { paths } = await protectedPaths(workspace, { repoRoot: REPO_ROOT, selfEdit: false });
@@ -72,7 +87,7 @@ export async function protectedPaths(
   workspace: string,
   options: { repoRoot: string; selfEdit: boolean },
 ): Promise<ProtectedPaths> {
-  const ws = await Deno.realPath(workspace);
+  const ws = await workspaceDir(workspace);
   const repo = await Deno.realPath(options.repoRoot).catch(() => options.repoRoot);
   const selfInWorkspace = isWithin(ws, repo);
   const paths: string[] = [];

@@ -118,17 +118,46 @@ function between(dir: string, path: string): string[] {
   return out;
 }
 
+/** A read-write directory: the name it is bound at, and where its files really are. */
+interface Writable {
+  at: string;
+  real: string;
+}
+
+/** `dir`'s real path (links resolved), or `dir` itself where it cannot be read. */
+function realOf(dir: string): string {
+  try {
+    return Deno.realPathSync(dir);
+  } catch {
+    return dir;
+  }
+}
+
+/**
+ * Where `path` (a real path, as the state directory and the protected paths are given) is seen
+ * in the sandbox: a read-write directory named through a link is bound at that name, so what
+ * lies in it is seen under the name, not under its real path.
+ */
+function seenAt(dir: Writable, path: string): string | undefined {
+  if (isWithin(dir.at, path)) return path;
+  return isWithin(dir.real, path) ? join(dir.at, relative(dir.real, path)) : undefined;
+}
+
 /**
  * The binds that keep `protect` read-only inside the read-write directories: each directory
  * between them bound onto itself (a mount point cannot be renamed), then the path read-only.
  */
-function protectArgs(writable: string[], protect: string[]): string[] {
+function protectArgs(writable: Writable[], protect: string[]): string[] {
   const args: string[] = [];
   const pinned = new Set<string>();
-  for (const path of protect.map((p) => resolve(p))) {
-    const root = writable.find((dir) => isWithin(dir, path) && dir !== path);
+  for (const real of protect.map((p) => resolve(p))) {
+    const root = writable.find((dir) => {
+      const seen = seenAt(dir, real);
+      return seen !== undefined && seen !== dir.at;
+    });
     if (root === undefined) continue;
-    for (const dir of between(root, path)) {
+    const path = seenAt(root, real)!;
+    for (const dir of between(root.at, path)) {
       if (!pinned.has(dir)) args.push("--bind-try", dir, dir);
       pinned.add(dir);
     }
@@ -144,7 +173,8 @@ function protectArgs(writable: string[], protect: string[]): string[] {
  * `/tmp`, the read-write directories, the protected paths inside them read-only, the state
  * directory hidden (an empty read-only directory) where it lies inside them, then the
  * read-only directories, which may lie inside the state directory (the release, the managed
- * skills).
+ * skills). A read-write directory named through a link is bound at that name, and the state
+ * directory and the protected paths (real paths) are covered where they are seen under it.
  *
  * @example
  * ```ts
@@ -159,17 +189,24 @@ export function bwrapArgs(base: SandboxBase, spawn: ConfinedSpawn): string[] {
   for (const dir of base.readOnly) if (!isWithin("/usr", dir)) args.push("--ro-bind", dir, dir);
   args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp");
   const state = resolve(base.stateDir);
-  const writable = spawn.readWrite.map((dir) => resolve(dir));
-  for (const dir of writable) args.push("--bind", dir, dir);
+  const writable = spawn.readWrite.map((dir): Writable => ({
+    at: resolve(dir),
+    real: realOf(resolve(dir)),
+  }));
+  for (const { at } of writable) args.push("--bind", at, at);
   args.push(...protectArgs(writable, base.protect));
-  const hidden = writable.some((dir) => isWithin(dir, state));
-  if (hidden) args.push("--tmpfs", state);
+  // The state directory under every name a read-write directory shows it at.
+  const hidden = [
+    ...new Set(writable.flatMap((dir) => seenAt(dir, state) ?? seenAt(dir, realOf(state)) ?? [])),
+  ];
+  for (const cover of hidden) args.push("--tmpfs", cover);
   for (const dir of spawn.readOnly.map((d) => resolve(d))) {
-    if (writable.some((w) => isWithin(w, dir)) && !isWithin(state, dir)) continue;
+    const inState = [state, ...hidden].some((cover) => isWithin(cover, dir));
+    if (writable.some((w) => isWithin(w.at, dir)) && !inState) continue;
     // A skills root may not exist yet; then there is nothing to see.
     args.push("--ro-bind-try", dir, dir);
   }
-  if (hidden) args.push("--remount-ro", state);
+  for (const cover of hidden) args.push("--remount-ro", cover);
   if (base.userns) {
     args.push("--unshare-user", "--uid", String(SANDBOX_UID), "--gid", String(SANDBOX_UID));
   }

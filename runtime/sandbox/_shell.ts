@@ -17,7 +17,9 @@ export const SHELL = "/bin/sh";
  * filter open as fd 3 — all before bubblewrap forks, so no process of the tree ever runs
  * outside its limits. Arguments: the filter file, the number of directories to create, the
  * directories, then operations (`-w FILE VALUE` writes, `-j FILE` joins, `-u FLAG VALUE` sets
- * an rlimit) up to `--`, then the command. Exit 125 means the wrapper itself failed.
+ * an rlimit, `-n VALUE` sets the process limit) up to `--`, then the command. Exit 125 means
+ * the wrapper itself failed. The process limit is `ulimit -u` in bash, busybox and zsh, and
+ * `-p` in dash, where bash's `-p` is the pipe size, which it refuses to set: each is tried.
  */
 export const WRAPPER = `f=$1; n=$2; shift 2
 if [ "$n" -gt 0 ]; then
@@ -30,6 +32,7 @@ while [ "$1" != -- ]; do
     -w) printf '%s\\n' "$3" > "$2" || exit 125; shift 3;;
     -j) printf '%s\\n' "$$" > "$2" || exit 125; shift 2;;
     -u) ulimit "$2" "$3" || exit 125; shift 3;;
+    -n) { ulimit -u "$2" 2>/dev/null || ulimit -p "$2"; } || exit 125; shift 2;;
     *) echo "klbr sandbox: unknown wrapper operation $1" >&2; exit 125;;
   esac
 done

@@ -7,6 +7,8 @@
  * @module
  */
 
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { KlbrError } from "../core/mod.ts";
 
 /** What a unit is made of; every path absolute. */
@@ -75,7 +77,10 @@ export function renderUnit(facts: UnitFacts): string {
     "# `deno task klbr service uninstall` removes it. See docs/operations.md.",
     "[Unit]",
     `Description=klbr agent runtime (state ${escape(facts.stateDir, "plain")})`,
-    `Documentation=file://${escape(facts.repoRoot, "plain")}/docs/operations.md`,
+    // A list split at spaces: the path goes as one percent-encoded URL.
+    `Documentation=${
+      escape(pathToFileURL(join(facts.repoRoot, "docs", "operations.md")).href, "plain")
+    }`,
     ...(facts.system ? ["Wants=network-online.target", "After=network-online.target"] : []),
     `StartLimitIntervalSec=${START_LIMIT_INTERVAL_S}`,
     `StartLimitBurst=${START_LIMIT_BURST}`,

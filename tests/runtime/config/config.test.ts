@@ -306,10 +306,15 @@ Deno.test("`parseConfig()` refuses a context budget out of range or a summary sh
   );
 });
 
-Deno.test("`parseConfig()` refuses an unknown top-level node", () => {
+Deno.test("`parseConfig()` refuses an unknown top-level node, naming every node it knows", () => {
+  // A misspelt sandbox or lanes node must not read as "only llm is allowed here".
   assertRefused(
     `llm {}\nserver { port 1 }`,
-    `cannot load config /x/klbr.kdl:2: unknown node, expected llm (got server)`,
+    `cannot load config /x/klbr.kdl:2: unknown node, expected llm, discord, budget, cleanup, backup, sandbox, workspace or lanes (got server)`,
+  );
+  assertRefused(
+    `sandbx "required" {}`,
+    `cannot load config /x/klbr.kdl:1: unknown node, expected llm, discord, budget, cleanup, backup, sandbox, workspace or lanes (got sandbx)`,
   );
 });
 
@@ -473,6 +478,41 @@ Deno.test("`parseConfig()` refuses an extra option without a value or with mixed
   );
 });
 
+Deno.test("`parseConfig()` refuses an extra option of #inf or #nan, which JSON cannot carry, saying so", () => {
+  const cases: [string, string][] = [
+    [
+      `temperature #nan`,
+      `temperature: expected a finite number, JSON has no #inf, #-inf or #nan (got NaN)`,
+    ],
+    [
+      `stop 1 #-inf`,
+      `stop: expected a finite number, JSON has no #inf, #-inf or #nan (got -Infinity)`,
+    ],
+    [
+      `logit_bias a=#inf`,
+      `logit_bias: expected a finite number, JSON has no #inf, #-inf or #nan (got Infinity)`,
+    ],
+    [
+      `x { y 1e400 }`,
+      `x.y: expected a finite number, JSON has no #inf, #-inf or #nan (got Infinity)`,
+    ],
+  ];
+  for (const [option, message] of cases) {
+    assertRefused(
+      `llm {\n extra_options {\n  ${option}\n }\n}`,
+      `cannot load config /x/klbr.kdl:3: llm "main" extra_options.${message}`,
+    );
+  }
+});
+
+Deno.test("`parseConfig()` refuses an extra option's field given twice inside its block, naming the line", () => {
+  // A block is an object: a second `type` would silently replace the first.
+  assertRefused(
+    `llm {\n extra_options {\n  response_format {\n   type "json_object"\n   type "text"\n  }\n }\n}`,
+    `cannot load config /x/klbr.kdl:5: llm "main" extra_options.response_format.type: given twice (got lines 4 and 5)`,
+  );
+});
+
 Deno.test("`parseConfig()` refuses text that is not KDL, naming the line", () => {
   assertRefused(
     `llm {\n model "m\n}`,
@@ -494,6 +534,23 @@ Deno.test("`loadConfig()` refuses a missing file naming its path", async () => {
     await assert.rejects(loadConfig(path, { env: {} }), (error) => {
       assert.ok(isKlbrError(error, "invalid_config"));
       assert.equal(error.message, `cannot load config ${path}: file not found (got ${path})`);
+      return true;
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("`loadConfig()` given a directory says it is one and asks for the file", async () => {
+  // `--config ~/.config/klbr/` names the folder the file is in; "file unreadable" said not why.
+  const dir = await Deno.makeTempDir();
+  try {
+    await assert.rejects(loadConfig(dir, { env: {} }), (error) => {
+      assert.ok(isKlbrError(error, "invalid_config"));
+      assert.equal(
+        error.message,
+        `cannot load config ${dir}: it is a directory; give the path of the .kdl file (got ${dir})`,
+      );
       return true;
     });
   } finally {

@@ -17,6 +17,7 @@ import {
   closeLimits,
   confinedCommand,
   type LimitSettings,
+  type LimitsPlan,
   planLimits,
   type SandboxBase,
   seccompBytes,
@@ -154,4 +155,50 @@ Deno.test("under rlimits the wrapper sets each process's address space and file 
   const limits = new TextDecoder().decode(out.stdout);
   assert.match(limits, new RegExp(`^Max address space\\s+${160 * 2 ** 20}\\s`, "m"));
   assert.match(limits, new RegExp(`^Max file size\\s+${2 ** 20}\\s`, "m"));
+});
+
+const BASH = await new Deno.Command("bash", { args: ["-c", "exit 0"] }).output()
+  .then((out) => out.success, () => false);
+
+Deno.test({
+  name: BASH
+    ? "under rlimits the wrapper sets the process limit whether /bin/sh is dash or bash (Fedora, Arch)"
+    : "under rlimits the wrapper sets the process limit: skipped, bash is not installed",
+  ignore: !BASH,
+  fn: async () => {
+    await using at = await layout();
+    // A daemon that is not root: RLIMIT_NPROC binds it, so the plan sets one.
+    const plan: LimitsPlan = {
+      mode: "rlimit",
+      reason: "the test asks for them",
+      settings: SETTINGS,
+      parents: {},
+      swapFile: false,
+      cpu: false,
+      nproc: 5000,
+      next: 1,
+    };
+    const base = { ...await at.base("the test asks for them"), limits: plan };
+    const { args } = confinedCommand(base, {
+      command: "cat",
+      args: ["/proc/self/limits"],
+      cwd: at.workspace,
+      readWrite: [at.workspace],
+      readOnly: [],
+    });
+    // dash spells the process limit -p; bash (POSIX mode, as /bin/sh) spells it -u.
+    for (const shell of [["/bin/sh"], ["bash", "--posix"]]) {
+      const out = await new Deno.Command(shell[0], {
+        args: [...shell.slice(1), ...args],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const said = new TextDecoder().decode(out.stderr);
+      assert.equal(out.code, 0, `${shell.join(" ")}: ${said}`);
+      const limits = new TextDecoder().decode(out.stdout);
+      assert.match(limits, /^Max processes\s+5000\s+5000\s/m, shell.join(" "));
+      assert.match(limits, new RegExp(`^Max file size\\s+${2 ** 20}\\s`, "m"), shell.join(" "));
+      assert.match(limits, new RegExp(`^Max address space\\s+${160 * 2 ** 20}\\s`, "m"));
+    }
+  },
 });

@@ -9,11 +9,13 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { isKlbrError, newId } from "../../../runtime/core/mod.ts";
+import { createLogger, isKlbrError, newId } from "../../../runtime/core/mod.ts";
 import { KernelSupervisor, resolvePython } from "../../../runtime/kernel/mod.ts";
 import { runInWorkspace } from "../../../runtime/workspace/mod.ts";
 import {
   bwrapArgs,
+  confinedCommand,
+  prepareConfinement,
   probeCell,
   probeSandbox,
   protectedPaths,
@@ -427,4 +429,84 @@ Deno.test("where user namespaces are refused, a root probe falls back to uid 0 w
     noNewPrivs: true,
     seccomp: true,
   });
+});
+
+Deno.test("a workspace reached through a link still hides the state directory and keeps protected paths read-only", async () => {
+  await using at = await layout(true);
+  // The workspace as a person may name it: through a link (KLBR_WORKSPACE=~/work, a link to
+  // another disk); the state directory and the protected paths arrive as real paths.
+  const link = join(at.dir, "ws-link");
+  await Deno.symlink(at.workspace, link);
+  await Deno.writeTextFile(join(at.workspace, "main.ts"), "// main\n");
+  const { program, args } = confinedCommand({
+    ...at.base,
+    protect: [join(at.workspace, "main.ts")],
+  }, {
+    command: "/bin/sh",
+    args: [
+      "-c",
+      "cat .klbr/operator.token 2>/dev/null || echo token-hidden; " +
+      "echo planted >> main.ts 2>/dev/null || echo main-read-only; echo ok > note.txt",
+    ],
+    cwd: link,
+    readWrite: [link],
+    readOnly: [],
+  });
+  const out = await new Deno.Command(program, { args, stdin: "null", stdout: "piped" }).output();
+  assert.equal(new TextDecoder().decode(out.stdout), "token-hidden\nmain-read-only\n");
+  assert.equal(await Deno.readTextFile(join(at.workspace, "main.ts")), "// main\n");
+  assert.equal(await Deno.readTextFile(join(at.workspace, "note.txt")), "ok\n");
+});
+
+Deno.test("`prepareConfinement()` whose confined probe fails reports the children unconfined, with the host's network", async () => {
+  await using at = await layout();
+  // A bwrap the launcher's probe passed that then fails for every confined child.
+  const fake = join(at.dir, "bwrap");
+  await Deno.writeTextFile(fake, '#!/bin/sh\necho "bwrap: cannot confine now" >&2\nexit 1\n');
+  await Deno.chmod(fake, 0o755);
+  const logged: string[] = [];
+  const confinement = await prepareConfinement({
+    config: { mode: "auto", network: false },
+    limits: { maxProcesses: 64, memoryBytes: 2 ** 30, cpuWeight: 50, fileSizeBytes: 2 ** 30 },
+    selfEdit: false,
+    python: PYTHON,
+    bwrap: fake,
+    status: { mode: "bwrap", reason: null, network: false, userns: true, usernsReason: null },
+    stateDir: at.stateDir,
+    workspace: at.workspace,
+    repoRoot: REPO,
+    log: createLogger({ format: "json", write: (line) => void logged.push(line) }),
+  });
+  await confinement.close();
+  // Unconfined children share the host's network, as the probe's own "none" says.
+  assert.deepEqual(confinement.status, {
+    mode: "none",
+    reason:
+      "cannot confine a cell: the confined probe failed (got exit 1: bwrap: cannot confine now)",
+    network: true,
+    userns: false,
+    usernsReason: null,
+  });
+  assert.equal(confinement.base, undefined);
+  assert.match(logged.join("\n"), /"event":"sandbox.unconfined"/);
+});
+
+Deno.test("`protectedPaths()` of a workspace that does not exist is one error naming it and the fix", async () => {
+  await using at = await layout();
+  // A mistyped KLBR_WORKSPACE, or a service whose workspace was moved: before, the daemon died
+  // on an uncaught NotFound with a stack trace.
+  const missing = join(at.dir, "no-such-ws");
+  await assert.rejects(
+    protectedPaths(missing, { repoRoot: REPO, selfEdit: false }),
+    (e) =>
+      isKlbrError(e, "invalid_config") &&
+      e.message ===
+        `cannot confine the workbench: the workspace is not a directory; create it, or set KLBR_WORKSPACE to the directory the agent works in (got ${missing})`,
+  );
+  const file = join(at.dir, "a-file");
+  await Deno.writeTextFile(file, "");
+  await assert.rejects(
+    protectedPaths(file, { repoRoot: REPO, selfEdit: false }),
+    (e) => isKlbrError(e, "invalid_config") && e.message.endsWith(`(got ${file})`),
+  );
 });

@@ -227,3 +227,56 @@ Deno.test("the unit's command, run as systemd would (its cwd and environment), s
     await child.status;
   }
 });
+
+Deno.test("`service install` passes on every KLBR_* setting of the daemon set at install, KLBR_HOOK_SLOW_MS included", async () => {
+  const root = await tempDir();
+  // The daemon's settings from the environment (docs/configuration.md, docs/security.md).
+  const settings = {
+    KLBR_SKILLS_DIR: join(root, "skills"),
+    KLBR_PYTHON: "/usr/bin/python3",
+    KLBR_BWRAP: "/usr/bin/bwrap",
+    KLBR_RUN_PROGRAMS: "git,python3",
+    KLBR_CELL_TIMEOUT_MS: "60000",
+    KLBR_MAINTENANCE_INTERVAL_S: "600",
+    KLBR_DRAIN_GRACE_MS: "20000",
+    KLBR_INPUT_EXPIRE_MS: "3600000",
+    KLBR_INPUT_WAIT_WARN_MS: "60000",
+    KLBR_MODEL_STALL_MS: "30000",
+    KLBR_HOOK_SLOW_MS: "5000",
+    KLBR_RETRY_BASE_MS: "2000",
+  };
+  const { facts } = await unitFacts({
+    stateDir: join(root, "state"),
+    system: false,
+    env: { ...settings, XDG_CONFIG_HOME: join(root, "config"), PATH: "/usr/bin:/bin" },
+    cwd: root,
+  });
+  assert.deepEqual(
+    facts.environment.filter(([name]) => name in settings).sort(),
+    Object.entries(settings).sort(),
+  );
+});
+
+Deno.test("the unit of a checkout whose path holds a space names its docs as one URL, and systemd reads it without a warning", async () => {
+  const root = await tempDir();
+  const repoRoot = join(root, "my repo%1");
+  const text = renderUnit({
+    system: false,
+    stateDir: join(root, "state"),
+    repoRoot,
+    command: [Deno.execPath(), "run", join(repoRoot, "main.ts"), "serve"],
+    environment: [["KLBR_WORKSPACE", repoRoot]],
+    environmentFile: join(root, "klbr.env"),
+    stopTimeoutS: 30,
+    writtenAt: "2026-12-05T00:00:00.000Z",
+  });
+  // Documentation= is a list split at spaces: the path is percent-encoded, its % doubled.
+  assert.match(
+    text,
+    new RegExp(`^Documentation=file://${root}/my%%20repo%%251/docs/operations\\.md$`, "m"),
+  );
+  if (!HAS_ANALYZE) return;
+  const path = join(root, "klbr.service");
+  await Deno.writeTextFile(path, text);
+  assert.deepEqual(await verify(path, true, join(root, "config")), { code: 0, output: "" });
+});
