@@ -80,6 +80,8 @@ export class JobRunner {
   readonly #d: JobRunnerDeps;
   readonly #live = new Map<string, LiveJob>();
   readonly #waiters = new Map<string, Set<(job: JobRecord) => void>>();
+  /** Aborted by {@linkcode shutdown}: every wait for a job ends. */
+  readonly #stopping = new AbortController();
   readonly #queued = new Set<string>();
   /** Ends (of children, of spent budgets) still in progress, awaited at shutdown. */
   readonly #cascades = new Set<Promise<unknown>>();
@@ -128,16 +130,21 @@ export class JobRunner {
     return new Promise((resolve, reject) => {
       const set = this.#waiters.get(id) ?? new Set();
       this.#waiters.set(id, set);
+      const stops = AbortSignal.any([this.#stopping.signal, ...(signal ? [signal] : [])]);
       const onAbort = () => {
         set.delete(waiter);
-        reject(new KlbrError("shutting_down", `cannot wait for job ${id}: the wait was cancelled`));
+        const why = this.#stopping.signal.aborted
+          ? "the daemon is shutting down"
+          : "the wait was cancelled";
+        reject(new KlbrError("shutting_down", `cannot wait for job ${id}: ${why}`));
       };
       const waiter = (ended: JobRecord) => {
-        signal?.removeEventListener("abort", onAbort);
+        stops.removeEventListener("abort", onAbort);
         resolve(ended);
       };
       set.add(waiter);
-      signal?.addEventListener("abort", onAbort, { once: true });
+      if (stops.aborted) return onAbort();
+      stops.addEventListener("abort", onAbort, { once: true });
     });
   }
 
@@ -220,13 +227,14 @@ export class JobRunner {
   /** Stops every running job's group without ending it: the next start reports it `interrupted`. */
   async shutdown(): Promise<void> {
     this.#closing = true;
+    // A cell waiting for a job hears it now: the job will not end while this daemon runs.
+    this.#stopping.abort();
     for (const live of this.#live.values()) {
       live.abort.abort(new Error("daemon shutdown"));
       if (live.kernel !== undefined) await stopJobKernel(live.kernel, "daemon shutdown");
     }
     await Promise.all([...this.#live.values()].map((live) => live.done));
     await Promise.all([...this.#cascades]);
-    // Whoever waited ran in a workbench that is being shut down with the daemon.
     this.#waiters.clear();
   }
 

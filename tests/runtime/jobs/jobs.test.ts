@@ -688,3 +688,20 @@ async function exists(path: string): Promise<boolean> {
 function tick(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 10));
 }
+
+Deno.test("a cell waiting for a job's result hears the daemon's shutdown at once, not after the drain's grace", async () => {
+  await withJobs({}, async (d) => {
+    const started = await d.call("jobs.start", { code: "import time\ntime.sleep(600)" });
+    const waiting = d.call("jobs.result", { job_id: String(started.job_id) });
+    const settled = waiting.then(() => "answered", (error) => String(error));
+    await tick();
+    await d.jobs.shutdown();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve("still waiting after 5 s"), 5_000);
+    });
+    const outcome = await Promise.race([settled, late]);
+    clearTimeout(timer);
+    assert.match(outcome, /cannot wait for job job_\w+: the daemon is shutting down/);
+  });
+});
