@@ -309,8 +309,9 @@ export async function main(args: string[]): Promise<number> {
       // a fragment never reaches the server or its logs.
       const { ownOrigin, readOperatorToken } = await load("lanes");
       const { daemonAddress } = await load("operator");
-      const token = await readOperatorToken(stateDir);
+      // The daemon first: a mistyped --state has no daemon (exit 2), not a token to create.
       const address = await daemonAddress(stateDir, portOf(values.port));
+      const token = await readOperatorToken(stateDir);
       console.log(`${ownOrigin(address)}/#token=${token}`);
       return 0;
     }

@@ -76,7 +76,7 @@ async function writeSecret(path: string): Promise<string> {
 /**
  * Reads the token from the state directory.
  *
- * @throws {KlbrError} `not_found` when there is no token file (run `klbr init`), and
+ * @throws {KlbrError} `not_found` when there is no token file (`deno task init` writes it), and
  * `invalid_config` when its content is not a token.
  */
 export async function readOperatorToken(stateDir: string): Promise<string> {
@@ -88,7 +88,7 @@ export async function readOperatorToken(stateDir: string): Promise<string> {
     if (cause instanceof Deno.errors.NotFound) {
       throw new KlbrError(
         "not_found",
-        `cannot read operator token: ${path} does not exist (run klbr init)`,
+        `cannot read operator token: ${path} does not exist; deno task init --state ${stateDir} creates it`,
         { cause },
       );
     }

@@ -25,7 +25,7 @@ export interface RotateTokenOptions {
  * and every cookie made from it. Proven by "token rotate refuses the old token, the old
  * cookie and closes old sessions" in `tests/runtime/lanes/auth_e2e.test.ts`.
  *
- * @throws {KlbrError} `not_found` when the state directory has no token (run `klbr init`).
+ * @throws {KlbrError} `not_found` when the state directory has no token (`deno task init` writes it).
  * @example
  * ```ts
  * Deno.exit(await rotateToken({ stateDir: ".klbr", port: 8765 }));

@@ -128,6 +128,15 @@ Deno.test("operator commands refuse in one line with exit 2 when no daemon runs 
   );
 });
 
+Deno.test("url of a state directory that does not exist (a mistyped --state) says no daemon runs there, exit 2, not to init it", async () => {
+  const state = join(await tempDir(), "typo");
+  const none = new RegExp(
+    `^klbr: cannot reach the daemon: none runs on ${state} \\(no daemon\\.json\\); start it with deno task serve --state ${state}$`,
+  );
+  assertOneLineRefusal(await cli("klbr", ["url", "--state", state]), none);
+  await assert.rejects(Deno.stat(state), Deno.errors.NotFound, "no state was created");
+});
+
 Deno.test("the daemon records its address; url and status find it there, a killed daemon's file names nobody", async () => {
   const daemon = await startTestDaemon();
   const file = join(daemon.stateDir, "daemon.json");
