@@ -229,10 +229,11 @@ export async function daemonAddress(
  * Says hello with the token (asking for no catch-up), sends one message and resolves with
  * its `op.result` or the first `error`.
  *
- * @throws {KlbrError} `not_found` when nothing answers at the address, or the daemon closes the
- * connection (or dies, dropping it) before it answers (proven by "an operator command whose
- * daemon closes the connection before answering fails at once, naming the close" and "… whose
- * daemon dies after reading it says the command may have taken effect…" in
+ * @throws {KlbrError} `no_daemon` when nothing answers at the address ("an operator command
+ * given a --port nothing listens on…" in `tests/runtime/setup/first_hour.test.ts`); `not_found`
+ * when the daemon closes the connection (or dies, dropping it) before it answers (proven by "an
+ * operator command whose daemon closes the connection before answering fails at once, naming the
+ * close" and "… whose daemon dies after reading it says the command may have taken effect…" in
  * `tests/runtime/operator/cli.test.ts`); `worker_timeout` after `timeoutMs` without a reply
  * (once sent, saying the command may still run: "an operator command the daemon is still
  * running when the reply timeout ends says so…").
@@ -268,8 +269,12 @@ export async function exchange(
         // close that says so. The command may have taken effect; it did reach a daemon.
         if (opened) return;
         clearTimeout(timer);
+        // Nothing listens there: no daemon runs, a mistake of the command line as the docs say.
         reject(
-          new KlbrError("not_found", `cannot reach the daemon at ${url}: is klbr serve running?`),
+          new KlbrError(
+            "no_daemon",
+            `cannot reach the daemon: nothing answers at ${url}; start it with deno task serve, or give the --port it listens on`,
+          ),
         );
       };
       // A daemon that drains or dies mid-command closes the socket without a reply: say so

@@ -128,6 +128,20 @@ Deno.test("operator commands refuse in one line with exit 2 when no daemon runs 
   );
 });
 
+Deno.test("an operator command given a --port nothing listens on is one line naming deno task serve, exit 2", async () => {
+  const state = join(await tempDir(), "state");
+  assert.equal((await cli("init", ["init", "--state", state])).code, 0);
+  const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = closed.addr.port;
+  closed.close();
+  assertOneLineRefusal(
+    await cli("klbr", ["status", "--state", state, "--port", String(port)]),
+    new RegExp(
+      `^klbr: cannot reach the daemon: nothing answers at ws://127\\.0\\.0\\.1:${port}/v2; start it with deno task serve, or give the --port it listens on$`,
+    ),
+  );
+});
+
 Deno.test("url of a state directory that does not exist (a mistyped --state) says no daemon runs there, exit 2, not to init it", async () => {
   const state = join(await tempDir(), "typo");
   const none = new RegExp(
