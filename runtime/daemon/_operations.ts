@@ -14,7 +14,7 @@
 
 import { listFailedCandidates } from "../../store/tables/behavior_diagnostics.ts";
 import { appendEvent } from "../../store/tables/events.ts";
-import { requireSession } from "../../store/tables/sessions.ts";
+import { getSession, requireSession } from "../../store/tables/sessions.ts";
 import { verifyRelease } from "../../store/maintenance/snapshot_hash.ts";
 import type { Store } from "../../store/store.ts";
 import { type ClientMessage, isKlbrError, KlbrError, type Logger } from "../core/mod.ts";
@@ -129,6 +129,21 @@ function who(client: string): string {
     : `client ${client}`;
 }
 
+/**
+ * Refuses a session the store has never had, naming where the sessions are listed; the store's
+ * own refusal speaks to a programmer (`call ensureSession first`) and the running sessions'
+ * says `it is not running`, as if it could be started.
+ *
+ * @throws {KlbrError} `not_found`.
+ */
+function knownSession(host: OperationHost, session: string): void {
+  if (getSession(host.store, session) !== undefined) return;
+  throw new KlbrError(
+    "not_found",
+    `cannot use session ${session}: there is no such session; deno task klbr status lists the sessions (got ${session})`,
+  );
+}
+
 /** Runs the command itself. */
 async function perform(
   host: OperationHost,
@@ -141,6 +156,8 @@ async function perform(
     appendEvent(host.store, session, "operator", { op: message.kind, ...result });
     return result;
   };
+  // A session name the owner mistyped is said so, in words, before any command uses it.
+  if (message.kind !== "op.status" && message.kind !== "op.cancel_job") knownSession(host, session);
   switch (message.kind) {
     case "op.status":
       return host.status(message.session);

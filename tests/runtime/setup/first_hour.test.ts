@@ -151,6 +151,33 @@ Deno.test("url of a state directory that does not exist (a mistyped --state) say
   await assert.rejects(Deno.stat(state), Deno.errors.NotFound, "no state was created");
 });
 
+Deno.test("an operator command naming a session the daemon does not have says there is no such session, not that it is not running or to call ensureSession", async () => {
+  const daemon = await startTestDaemon();
+  try {
+    const commands = [
+      ["stop", "defualt"],
+      ["resume", "defualt"],
+      ["trace", "defualt", "fr_1"],
+      ["search", "defualt", "hello"],
+      ["budget", "defualt"],
+      ["frames", "defualt"],
+      ["candidates", "defualt"],
+    ];
+    for (const command of commands) {
+      const run = await cli("klbr", [...command, "--state", daemon.stateDir]);
+      assert.equal(run.code, 1, run.stdout + run.stderr);
+      assert.equal(
+        run.stderr,
+        `klbr ${
+          command[0]
+        }: cannot use session defualt: there is no such session; deno task klbr status lists the sessions (got defualt)\n`,
+      );
+    }
+  } finally {
+    await daemon.stop();
+  }
+});
+
 Deno.test("the daemon records its address; url and status find it there, a killed daemon's file names nobody", async () => {
   const daemon = await startTestDaemon();
   const file = join(daemon.stateDir, "daemon.json");
