@@ -89,13 +89,14 @@ async function serveTaskArgs(): Promise<string[]> {
 
 /**
  * Works out the unit: the command, the environment, the stop timeout and, for a system unit,
- * the account it runs as.
+ * the account it runs as; with the key variables the configuration names and the arguments
+ * that point `doctor` at the unit's state directory and configuration.
  *
  * @throws {KlbrError} `invalid_config` for a configuration that does not load.
  */
 export async function unitFacts(
   options: ServiceOptions,
-): Promise<{ facts: UnitFacts; keyNames: string[] }> {
+): Promise<{ facts: UnitFacts; keyNames: string[]; doctorArgs: string[] }> {
   const { env } = options;
   const stateDir = resolve(options.cwd, options.stateDir);
   const flagged = options.configPath ?? env.KLBR_CONFIG;
@@ -147,7 +148,13 @@ export async function unitFacts(
     stopTimeoutS: graceS + STOP_MARGIN_S,
     writtenAt: (options.now ?? new Date()).toISOString(),
   };
-  return { facts, keyNames };
+  // Doctor checks the upgrade against the unit's own state and configuration, not ./.klbr.
+  const doctorArgs = [
+    "--state",
+    stateDir,
+    ...(configPath === undefined ? [] : ["--config", configPath]),
+  ];
+  return { facts, keyNames, doctorArgs };
 }
 
 /** The installing shell's PATH without what `deno task` put first (`node_modules/.bin`). */
@@ -175,7 +182,7 @@ export interface InstallReport {
  *   leave out `--system`); `invalid_config` for a configuration that does not load.
  */
 export async function installService(options: ServiceOptions): Promise<InstallReport> {
-  const { facts, keyNames } = await unitFacts(options);
+  const { facts, keyNames, doctorArgs } = await unitFacts(options);
   const text = renderUnit(facts);
   const dir = unitDirectory(options.system, options.env);
   const path = join(dir, UNIT_NAME);
@@ -197,14 +204,15 @@ export async function installService(options: ServiceOptions): Promise<InstallRe
     }
     throw cause;
   }
-  return { path, text, replaced, next: nextSteps(options, facts, keyNames) };
+  return { path, text, replaced, next: nextSteps(options, facts, { keyNames, doctorArgs }) };
 }
 
 function nextSteps(
   options: Pick<ServiceOptions, "system" | "env">,
   facts: UnitFacts,
-  keyNames: string[],
+  more: { keyNames: string[]; doctorArgs: string[] },
 ): string[] {
+  const { keyNames, doctorArgs } = more;
   const { system } = options;
   const ctl = system ? "sudo systemctl" : "systemctl --user";
   const steps = [
@@ -217,7 +225,9 @@ function nextSteps(
       }    # keeps it running while you are logged out`,
     ]),
     `logs: journalctl ${system ? "" : "--user "}-u ${UNIT_NAME} -f`,
-    `upgrade: ${ctl} stop ${UNIT_NAME}; git pull; deno task doctor; ${ctl} start ${UNIT_NAME}`,
+    `upgrade: ${ctl} stop ${UNIT_NAME}; git pull; deno task doctor ${
+      doctorArgs.map(shellWord).join(" ")
+    }; ${ctl} start ${UNIT_NAME}`,
   ];
   if (keyNames.length > 0) {
     steps.push(
@@ -234,6 +244,11 @@ function nextSteps(
     );
   }
   return steps;
+}
+
+/** `word` as a POSIX shell reads it back: quoted when it holds anything but plain characters. */
+function shellWord(word: string): string {
+  return /^[\w./:@%+=-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
 /** What {@linkcode uninstallService} did. */

@@ -35,6 +35,21 @@ async function verify(path: string, user: boolean, configHome: string) {
   return { code: out.code, output: decode(out.stdout) + decode(out.stderr) };
 }
 
+Deno.test("`service install` prints an upgrade step whose doctor checks the unit's state directory, not ./.klbr", async () => {
+  const root = await tempDir();
+  const configHome = join(root, "xdg");
+  const state = join(root, "srv-state");
+  const run = await cli("klbr", ["service", "install", "--state", state], {
+    XDG_CONFIG_HOME: configHome,
+    USER: "owner",
+  });
+  assert.equal(run.code, 0, run.stderr);
+  const upgrade = run.stdout.split("\n").filter((line) => line.startsWith("upgrade: "));
+  assert.deepEqual(upgrade, [
+    `upgrade: systemctl --user stop klbr.service; git pull; deno task doctor --state ${state}; systemctl --user start klbr.service`,
+  ]);
+});
+
 Deno.test("`service install` writes the user unit under XDG_CONFIG_HOME with the serve command, absolute paths, restart and a drain", async () => {
   const root = await tempDir();
   const configHome = join(root, "config home");
@@ -65,7 +80,7 @@ Deno.test("`service install` writes the user unit under XDG_CONFIG_HOME with the
     "  systemctl --user enable --now klbr.service",
     "  loginctl enable-linger owner    # keeps it running while you are logged out",
     "logs: journalctl --user -u klbr.service -f",
-    "upgrade: systemctl --user stop klbr.service; git pull; deno task doctor; systemctl --user start klbr.service",
+    `upgrade: systemctl --user stop klbr.service; git pull; deno task doctor --state '${state}' --config ${config}; systemctl --user start klbr.service`,
     `keys: the configuration reads MY_MODEL_KEY from the environment; put MY_MODEL_KEY=… in ${configHome}/klbr/klbr.env (one per line, chmod 600), not in the unit`,
   ]);
   // The serve task's flags, read from deno.json, with Deno and main.ts by absolute path.
