@@ -10,7 +10,7 @@ import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { replaceFile } from "../../store/tables/files.ts";
 import type { Route } from "../config/mod.ts";
 import { DEFAULT_DRAIN_GRACE_MS, KlbrError } from "../core/mod.ts";
-import { loadStateConfig, REPO_ROOT, resolveConfigPath } from "../setup/mod.ts";
+import { loadStateConfig, REPO_ROOT, resolveConfigPath, shellWord } from "../setup/mod.ts";
 import { renderUnit, type UnitFacts } from "./_unit.ts";
 
 /** The unit's file name. */
@@ -244,11 +244,6 @@ function nextSteps(
     );
   }
   return steps;
-}
-
-/** `word` as a POSIX shell reads it back: quoted when it holds anything but plain characters. */
-function shellWord(word: string): string {
-  return /^[\w./:@%+=-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
 /** What {@linkcode uninstallService} did. */

@@ -73,7 +73,14 @@ export async function describeInit(
   ];
 }
 
-/** `word` as a POSIX shell reads it back: quoted when it holds anything but plain characters. */
-function shellWord(word: string): string {
+/**
+ * `word` as a POSIX shell reads it back: quoted when it holds anything but plain characters.
+ *
+ * @example
+ * ```ts
+ * shellWord("/srv/my state"); // "'/srv/my state'"
+ * ```
+ */
+export function shellWord(word: string): string {
   return /^[\w./:@%+=-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }

@@ -9,7 +9,7 @@
 export { type DoctorOptions, runDoctor } from "./_doctor.ts";
 export { doctorNetwork, launchDoctor, type LaunchDoctorOptions } from "./_doctor_launcher.ts";
 export { runExample } from "./_example.ts";
-export { describeInit, type DescribeInitOptions } from "./_first_steps.ts";
+export { describeInit, type DescribeInitOptions, shellWord } from "./_first_steps.ts";
 export { daemonArgs, derivePermissionInput, launchDaemon } from "./_launcher.ts";
 export { encodeHandoff, readHandoff } from "./_handoff.ts";
 export { REPO_ROOT } from "./_repo_root.ts";
