@@ -18,7 +18,7 @@ Read one exactly, in slices::
 
 Ids, as summaries write them in [brackets]:
 
-- ``input:<id>``: an input you received (its body);
+- ``input:<id>``: an input you received (its text; a Discord message's details follow as JSON);
 - ``send:<seq>``: a message you sent with ``local.send`` (it was delivered);
 - ``outbox:<id>``: a Discord message, with its state in ``meta``;
 - ``item:<n>``: a provider item (your scratchpad note for an assistant item);
