@@ -165,13 +165,18 @@ function callsOf(item: ProviderItem): Call[] {
   }));
 }
 
-/** The owner's inputs a user item opened its frame with (none for runtime notes). */
+/**
+ * The owner's inputs a user item opened its frame with (none for runtime notes). The opening is
+ * known by the header of the frame's first input, wherever it is: after the talk read meanwhile
+ * or a note about the previous turn, when the opening has them.
+ */
 function saidIn(store: Store, item: ProviderItem, seen: Set<string>): Entry[] {
   const content = typeof item.message.content === "string" ? item.message.content : "";
-  if (!content.startsWith("[input ") || item.frameId === null || seen.has(item.frameId)) return [];
+  if (!content.includes("[input ") || item.frameId === null || seen.has(item.frameId)) return [];
+  const inputIds = getFrame(store, item.frameId)?.inputIds ?? [];
+  if (inputIds.length === 0 || !content.includes(`[input ${inputIds[0]} from `)) return [];
   seen.add(item.frameId);
-  const frame = getFrame(store, item.frameId);
-  return getInputs(store, frame?.inputIds ?? []).map((input) => {
+  return getInputs(store, inputIds).map((input) => {
     const body = bodyOf(input);
     return {
       ref: `input:${input.id}`,

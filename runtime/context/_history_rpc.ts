@@ -15,6 +15,7 @@ import { parseHistoryRef, readHistorySource } from "../../store/tables/history_s
 import type { Store } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
 import { defineRpc, type RpcCall } from "../kernel/mod.ts";
+import { wholeCharacters } from "./_budget.ts";
 
 /** The longest slice one `history.read` returns: 1,000,000 characters (bytes for artifacts). */
 export const MAX_READ_LENGTH = 1_000_000;
@@ -58,6 +59,18 @@ async function readArtifactSlice(
     next_offset: end < bytes ? end : null,
     meta: { cell_id: indexed?.cellId ?? null },
   };
+}
+
+/**
+ * Where a slice of `length` from `offset` ends: never between the two halves of a character
+ * outside the BMP (a lone surrogate reaches the cell as a broken character, and two slices
+ * would not join back to the text), one unit sooner, or one later when the slice would
+ * otherwise be empty (`length` 1 at an emoji), so paging by `next_offset` always moves.
+ */
+function sliceEnd(text: string, offset: number, length: number): number {
+  const end = Math.min(text.length, offset + length);
+  const whole = wholeCharacters(text, end);
+  return whole > offset ? whole : Math.min(text.length, end + 1);
 }
 
 /** What the `history.*` RPCs are bound to: the store and the session whose history they read. */
@@ -134,8 +147,8 @@ export const historyReadRpc = defineRpc({
       return await readArtifactSlice(store, session, p);
     }
     const source = readHistorySource(store, session, p.id);
-    const text = source.text.slice(p.offset, p.offset + p.length);
-    const end = Math.min(source.text.length, p.offset + text.length);
+    const end = sliceEnd(source.text, p.offset, p.length);
+    const text = source.text.slice(p.offset, end);
     return {
       id: source.ref,
       kind: source.kind,

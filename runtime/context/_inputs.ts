@@ -6,6 +6,7 @@
  * @module
  */
 
+import { inputText } from "../../store/tables/history_sources.ts";
 import type { InputRecord } from "../../store/tables/inputs.ts";
 import { estimateTokens } from "../../store/tables/provider_items.ts";
 import { clipToTokens } from "./_budget.ts";
@@ -17,13 +18,12 @@ function header(input: InputRecord): string {
   return `[input ${input.id} from ${input.author} in ${input.conversationId}]`;
 }
 
-/** An input's text: a string body as it is; a Discord body's text, then its details as JSON. */
+/**
+ * An input's text: a string body as it is; a Discord body's text, then its details as JSON —
+ * the text `history.read("input:<id>")` reads, so a cut's offset reads on from the cut.
+ */
 export function bodyOf(input: InputRecord): string {
-  if (typeof input.body === "string") return input.body;
-  const { text, ...details } = (input.body ?? {}) as { text?: unknown };
-  return typeof text === "string"
-    ? `${text}\n${JSON.stringify(details)}`
-    : JSON.stringify(input.body);
+  return inputText(input.body);
 }
 
 /**

@@ -204,6 +204,16 @@ function snippetOf(marked: string): string {
 }
 
 /**
+ * An input's indexed text: a string body; a Discord message's text and the names of its
+ * attachments, not the field names and ids of its body (every Discord input would match
+ * "message", "channel" or "thread"); any other body as JSON.
+ */
+const INPUT_TEXT = `CASE WHEN json_type(body, '$.text') = 'text'
+    THEN json_extract(body, '$.text') || COALESCE((SELECT ' ' || group_concat(
+      json_extract(a.value, '$.filename'), ' ') FROM json_each(body, '$.attachments') a), '')
+    ELSE json_extract(body, '$') END`;
+
+/**
  * Indexes the admitted inputs `history_fts` does not hold yet, oldest first, at most `limit`
  * (every one when omitted), and moves the cursor past them, in one transaction (a savepoint of
  * the caller's, when one is open). Returns how many it indexed; with nothing behind the cursor
@@ -237,7 +247,7 @@ export function indexAdmittedInputs(store: Store, options: { limit?: number } = 
     ).get(from, limit ?? -1) as { last: number; n: number };
     store.statement(
       `INSERT INTO history_fts (ref, session, kind, at, text)
-       SELECT 'input:' || id, session_id, 'input', admitted_at, json_extract(body, '$')
+       SELECT 'input:' || id, session_id, 'input', admitted_at, ${INPUT_TEXT}
        FROM inputs WHERE rowid > ? AND rowid <= ? ORDER BY rowid`,
     ).run(from, last);
     store.statement("UPDATE history_cursors SET last_rowid = ? WHERE source = 'inputs'").run(last);

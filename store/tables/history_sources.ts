@@ -70,6 +70,17 @@ export function cellOutputText(result: unknown): string {
     .map(String).join("\n");
 }
 
+/**
+ * The text of an input's body, as a turn's opening shows it and `history.read` reads it (so an
+ * offset named under a cut opening reads on from the cut): a string body as it is; a body with
+ * a `text` (a Discord message) as that text, then its details as JSON; any other as JSON.
+ */
+export function inputText(body: unknown): string {
+  if (typeof body === "string") return body;
+  const { text, ...details } = (body ?? {}) as { text?: unknown };
+  return typeof text === "string" ? `${text}\n${JSON.stringify(details)}` : JSON.stringify(body);
+}
+
 function notFound(ref: string): never {
   throw new KlbrError("not_found", `cannot read history: nothing is recorded as ${ref}`);
 }
@@ -88,8 +99,7 @@ type Reader = (store: Store, session: string, ref: string, key: string) => Sourc
 function readInput(store: Store, session: string, ref: string, key: string): SourceRead {
   const input = getInput(store, key);
   if (input?.session !== session) notFound(ref);
-  const body = typeof input.body === "string" ? input.body : JSON.stringify(input.body);
-  return [body, {
+  return [inputText(input.body), {
     author: input.author,
     conversation: input.conversationId,
     source_kind: input.sourceKind,

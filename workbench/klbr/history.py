@@ -18,7 +18,7 @@ Read one exactly, in slices::
 
 Ids, as summaries write them in [brackets]:
 
-- ``input:<id>``: an input you received (its body);
+- ``input:<id>``: an input you received (its text; a Discord message's details follow as JSON);
 - ``send:<seq>``: a message you sent with ``local.send`` (it was delivered);
 - ``outbox:<id>``: a Discord message, with its state in ``meta``;
 - ``item:<n>``: a provider item (your scratchpad note for an assistant item);
@@ -86,6 +86,10 @@ class Page:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+_MAX_QUERY = 2000
+"""The longest query the host searches, in UTF-16 units."""
+
+
 def _int(name: str, value: object, low: int, high: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise ValueError(f"cannot use history: {name} must be an integer in {low}-{high} (got {value!r})")
@@ -99,8 +103,9 @@ class History:
     async def search(self, query: str, limit: int = 10, match: str = "all") -> SearchResult:
         """Find texts of this session that contain the words of ``query``; at most ``limit`` (1-100).
 
-        ``match="all"`` (the default) wants every word, ``match="any"`` at least one. Other
-        characters only separate words; a trailing ``*`` makes a prefix (``zeph*``). Raises
+        ``query`` is at most 2000 characters. ``match="all"`` (the default) wants every word,
+        ``match="any"`` at least one. Other characters only separate words; a trailing ``*``
+        makes a prefix (``zeph*``). Raises
         ``ValueError`` for bad arguments and ``klbr.rpc.RpcError`` when the host refuses.
 
         >>> found = await history.search("deploy failed", limit=3)  # doctest: +SKIP
@@ -109,6 +114,12 @@ class History:
         """
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"cannot search history: query must be a non-empty string (got {query!r})")
+        # The host counts UTF-16 units, as JavaScript does: a character outside the BMP is two.
+        units = len(query.encode("utf-16-le")) // 2
+        if units > _MAX_QUERY:
+            raise ValueError(
+                f"cannot search history: query is over {_MAX_QUERY} characters (got {units}); search for fewer words"
+            )
         if match not in ("all", "any"):
             raise ValueError(f"cannot search history: match must be 'all' or 'any' (got {match!r})")
         params = {"query": query, "limit": _int("limit", limit, 1, 100), "match": match}
@@ -131,7 +142,7 @@ class History:
         """
         if not isinstance(id, str) or ":" not in id:
             raise ValueError(f"cannot read history: id must be '<kind>:<key>' (got {id!r})")
-        params = {"id": id, "offset": _int("offset", offset, 0, 2**53), "length": _int("length", length, 1, 1_000_000)}
+        params = {"id": id, "offset": _int("offset", offset, 0, 2**53 - 1), "length": _int("length", length, 1, 1_000_000)}
         result = await rpc.call("history.read", params)
         if not isinstance(result, dict) or not isinstance(result.get("text"), str):
             raise RuntimeError("cannot read history: the host replied without text")

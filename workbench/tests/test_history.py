@@ -2,7 +2,7 @@
 
 import unittest
 
-from tests.support import KernelCase
+from tests.support import KernelCase, until
 
 
 class HistoryTest(KernelCase):
@@ -51,6 +51,24 @@ class HistoryTest(KernelCase):
             error = (await self.execute(code, f"e{n}"))["error"]
             self.assertEqual((error["type"], error["message"]), ("ValueError", message), code)
         self.assertEqual(self.wire.of_kind("rpc"), [])
+
+    async def test_arguments_the_host_refuses_are_refused_before_any_frame(self) -> None:
+        """`history` refuses a query over 2000 characters and an offset past 2**53 - 1, as the host would, sending nothing."""
+        await self.init()
+        cases = {
+            "await history.search('x' * 2001)":
+                "cannot search history: query is over 2000 characters (got 2001); search for fewer words",
+            "await history.search('😀' * 1001)":
+                "cannot search history: query is over 2000 characters (got 2002); search for fewer words",
+            "await history.read('send:1', offset=2**53)":
+                "cannot use history: offset must be an integer in 0-9007199254740991 (got 9007199254740992)",
+        }
+        for n, (code, message) in enumerate(cases.items()):
+            self.send({"kind": "execute", "id": f"e{n}", "cell": f"e{n}", "code": code})
+            await until(lambda: self.wire.of_kind("rpc") or self.wire.replies(f"e{n}"), f"{code} ended or called")
+            self.assertEqual(self.wire.of_kind("rpc"), [], f"{code} was sent to the host")
+            error = (await self.result_of(f"e{n}"))["error"]
+            self.assertEqual((error["type"], error["message"]), ("ValueError", message), code)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 import { providerItems, withStore } from "../../_helpers/store.ts";
 import assert from "node:assert/strict";
 import {
+  AMBIENT_HEADING,
   buildRequest,
   compactContext,
   type ContextBudget,
@@ -15,8 +16,10 @@ import { createProvider, type Provider } from "../../../runtime/model/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
 import { latestSummary } from "../../../store/tables/context_summaries.ts";
 import { readEvents } from "../../../store/tables/events.ts";
+import { acceptFrame } from "../../../store/tables/frames.ts";
+import { admitInput } from "../../../store/tables/inputs.ts";
 import { moveOutbox } from "../../../store/tables/outbox.ts";
-import { estimateTokens } from "../../../store/tables/provider_items.ts";
+import { appendProviderItems, estimateTokens } from "../../../store/tables/provider_items.ts";
 import { requireSession } from "../../../store/tables/sessions.ts";
 import { type Store } from "../../../store/store.ts";
 import { writeTurn, type WrittenTurn } from "../../_helpers/history_fixture.ts";
@@ -563,4 +566,45 @@ Deno.test("`compactContext()` never cuts a character in half in a summary's exce
   } finally {
     await fake.close();
   }
+});
+
+Deno.test("`compactContext()` lists the inputs of a turn whose opening starts with the talk read meanwhile or a note, not only with its inputs", async () => {
+  await withStore(async (store) => {
+    const openings = [
+      () => `${AMBIENT_HEADING}\n\n[input in_amb from friend in local:default]\nhi`,
+      () =>
+        "[runtime] your previous turn stopped at its limit of 8 model steps before it finished.",
+    ].map((before, n) => {
+      const { inputId } = admitInput(store, {
+        session: "default",
+        sourceKind: "local",
+        dedupeKey: `local:opening:${n}`,
+        conversationId: "local:default",
+        author: "owner",
+        body: `plant the beans ${n}`,
+      });
+      const { frameId } = acceptFrame(store, {
+        session: "default",
+        inputIds: [inputId],
+        contextEpoch: requireSession(store, "default").contextEpoch,
+        policyRevision: "test",
+      });
+      const inputs = `[input ${inputId} from owner in local:default]\nplant the beans ${n}`;
+      appendProviderItems(store, "default", frameId, [
+        { role: "user", content: `${before()}\n\n${inputs}` },
+        { role: "assistant", content: `noted ${n}` },
+      ]);
+      return inputId;
+    });
+    writeTurn(store, "default", 3);
+    const done = await compactContext(deps(store), "default", { keep: { items: 3 }, model: false });
+    assert.equal(done?.coversToIdx, 4);
+    const text = latestSummary(store, "default")!.text;
+    for (const [n, inputId] of openings.entries()) {
+      assert.ok(
+        text.includes(`- plant the beans ${n} [input:${inputId}] (owner in local:default)`),
+        `input ${n} is missing from the summary:\n${text}`,
+      );
+    }
+  });
 });
