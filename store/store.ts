@@ -369,7 +369,7 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
     if (!create) {
       throw new KlbrError(
         "state_missing",
-        `cannot open store: the state directory does not exist; run init (got ${stateDir})`,
+        `cannot open store: the state directory does not exist; deno task init --state ${stateDir} makes it (got ${stateDir})`,
       );
     }
     Deno.mkdirSync(stateDir, { recursive: true });
@@ -384,7 +384,7 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
     if (state === "absent" && !create) {
       throw new KlbrError(
         "state_missing",
-        `cannot open store: ${STORE_FILE} does not exist; run init (got ${path})`,
+        `cannot open store: ${STORE_FILE} does not exist; deno task init --state ${stateDir} makes it (got ${path})`,
       );
     }
     if (state !== "klbr") refuseLostHistory(stateDir, path, state);

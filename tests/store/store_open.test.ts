@@ -92,7 +92,7 @@ Deno.test("`openStore()` with create false refuses a missing state directory", a
     throwsKlbr(
       () => openStore(stateDir, { create: false }),
       "state_missing",
-      `cannot open store: the state directory does not exist; run init (got ${stateDir})`,
+      `cannot open store: the state directory does not exist; deno task init --state ${stateDir} makes it (got ${stateDir})`,
     );
     assert.deepEqual(listDir(dir), []);
   });
@@ -103,7 +103,7 @@ Deno.test("`openStore()` with create false refuses a missing runtime.sqlite", as
     throwsKlbr(
       () => openStore(dir, { create: false }),
       "state_missing",
-      `cannot open store: runtime.sqlite does not exist; run init (got ${
+      `cannot open store: runtime.sqlite does not exist; deno task init --state ${dir} makes it (got ${
         join(dir, "runtime.sqlite")
       })`,
     );

@@ -77,9 +77,9 @@ Deno.test("doctor reports versions and exits 0 on a healthy state, 1 with one li
   assert.equal(problems.length, 1, missing.stdout);
   assert.equal(
     problems[0],
-    `problem: state: cannot open store: the state directory does not exist; run init (got ${
+    `problem: state: cannot open store: the state directory does not exist; deno task init --state ${
       join(state, "nowhere")
-    })`,
+    } makes it (got ${join(state, "nowhere")})`,
   );
   assert.match(missing.stdout, /^doctor: 1 problem\(s\)$/m);
 });
