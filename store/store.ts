@@ -390,8 +390,6 @@ export function openStore(stateDir: string, options: OpenStoreOptions = {}): Sto
     if (state !== "klbr") refuseLostHistory(stateDir, path, state);
     // About to write: a crash from here on must leave no clean-close mark.
     if (owner) forgetCleanClose(path);
-    // Only the owner migrates an existing store: the daemon backs it up first, so a reader
-    // (doctor, before the upgraded daemon starts) must leave its schema as it found it.
     const db = connect(path, busyTimeoutMs, { upgrade: owner });
     return new SqliteStore(db, stateDir, path, clock, lock, onHealthChange);
   } catch (error) {

@@ -7,6 +7,7 @@
 
 import { type AcceptedFrame, acceptFrame } from "../../store/tables/frames.ts";
 import { getModelCall, type ModelCallRecord } from "../../store/tables/model_calls.ts";
+import { admitInputs } from "../../store/tables/inputs.ts";
 import { ensureSession } from "../../store/tables/sessions.ts";
 import {
   lastItemIdx,
@@ -125,4 +126,33 @@ export function modelCallsOf(
 /** A session's provider items after `after` (default 0: all of them), in order. */
 export function providerItems(store: Store, session: string, after = 0): ProviderItem[] {
   return readProviderRange(store, session, { after, through: lastItemIdx(store, session) });
+}
+
+/**
+ * Admits one Discord message of the `default` session (message `m1` in channel 42) with its
+ * whole body as the receiver records it; returns its input id.
+ */
+export function admitDiscordMessage(
+  store: Store,
+  message: { text: string; attachments?: unknown[] },
+): string {
+  const [outcome] = admitInputs(store, [{
+    session: "default",
+    sourceKind: "discord",
+    dedupeKey: "discord:m1",
+    conversationId: "discord:42",
+    author: "owner",
+    body: {
+      text: message.text,
+      message_id: "m1",
+      channel_id: "42",
+      guild_id: "7",
+      dm: false,
+      mentioned: true,
+      reply_to: null,
+      thread_of: null,
+      attachments: message.attachments ?? [],
+    },
+  }]);
+  return (outcome as { inputId: string }).inputId;
 }

@@ -11,11 +11,10 @@ import {
   estimateTokens,
   itemSizesNewestFirst,
 } from "../../store/tables/provider_items.ts";
-import { admitInputs } from "../../store/tables/inputs.ts";
 import { ensureSession } from "../../store/tables/sessions.ts";
 import { readCalibration, recordCalibration } from "../../store/tables/token_counts.ts";
 import { writeTurn } from "../_helpers/history_fixture.ts";
-import { providerItems, withStore } from "../_helpers/store.ts";
+import { admitDiscordMessage, providerItems, withStore } from "../_helpers/store.ts";
 
 Deno.test("`searchHistory()` finds every kind of source by its words, best first", async () => {
   await withStore((store) => {
@@ -89,32 +88,18 @@ Deno.test("`searchHistory()` says when it was truncated and refuses a query with
 
 Deno.test("`searchHistory()` finds a Discord input by its words and attachment names, not by its body's field names", async () => {
   await withStore((store) => {
-    const [outcome] = admitInputs(store, [{
-      session: "default",
-      sourceKind: "discord",
-      dedupeKey: "discord:m1",
-      conversationId: "discord:42",
-      author: "owner",
-      body: {
-        text: "the roses need water",
-        message_id: "m1",
-        channel_id: "42",
-        guild_id: "7",
-        dm: false,
-        mentioned: true,
-        reply_to: null,
-        thread_of: null,
-        attachments: [{
-          id: "a1",
-          filename: "garden_plan.pdf",
-          size: 10,
-          content_type: null,
-          artifact: null,
-          skipped: "over attachment_max_bytes (1 bytes)",
-        }],
-      },
-    }]);
-    const ref = `input:${(outcome as { inputId: string }).inputId}`;
+    const inputId = admitDiscordMessage(store, {
+      text: "the roses need water",
+      attachments: [{
+        id: "a1",
+        filename: "garden_plan.pdf",
+        size: 10,
+        content_type: null,
+        artifact: null,
+        skipped: "over attachment_max_bytes (1 bytes)",
+      }],
+    });
+    const ref = `input:${inputId}`;
     const refs = (text: string) => searchHistory(store, "default", { text }).hits.map((h) => h.ref);
     assert.deepEqual(refs("roses water"), [ref]);
     assert.deepEqual(refs("garden plan"), [ref]);

@@ -7,7 +7,7 @@ import { historyRpcs, renderInputs } from "../../../runtime/context/mod.ts";
 import { bindRpcs } from "../../../runtime/kernel/mod.ts";
 import { admitInputs, getInput } from "../../../store/tables/inputs.ts";
 import type { Store } from "../../../store/store.ts";
-import { withStore } from "../../_helpers/store.ts";
+import { admitDiscordMessage, withStore } from "../../_helpers/store.ts";
 
 /** Calls `history.read` as the workbench does (arguments parsed, reply checked). */
 async function read(
@@ -65,25 +65,7 @@ Deno.test("history.read pages an emoji whole: no slice ends inside a character, 
 Deno.test("history.read of a Discord input the opening cut reads on exactly where the cut is, as its note says", async () => {
   await withStore(async (store) => {
     const text = 'The owner says "plan the garden":\n' + "roses, beans and a pond. ".repeat(80);
-    const [outcome] = admitInputs(store, [{
-      session: "default",
-      sourceKind: "discord",
-      dedupeKey: "discord:m1",
-      conversationId: "discord:42",
-      author: "owner",
-      body: {
-        text,
-        message_id: "m1",
-        channel_id: "42",
-        guild_id: "7",
-        dm: false,
-        mentioned: true,
-        reply_to: null,
-        thread_of: null,
-        attachments: [],
-      },
-    }]);
-    const input = getInput(store, (outcome as { inputId: string }).inputId)!;
+    const input = getInput(store, admitDiscordMessage(store, { text }))!;
     const opening = String(renderInputs([input], 200).content);
     const cut =
       /\n([^]*)\n\[… cut here: this input is (\d+) characters; await history\.read\("(input:[^"]+)", offset=(\d+)\) reads on from here\]$/

@@ -36,6 +36,17 @@ function standIn(answer: (command: Record<string, unknown>, socket: WebSocket) =
   });
 }
 
+/** A stand-in's answer: every command gets `result` as its `op.result`. */
+function answering(result: Record<string, unknown>) {
+  return (command: Record<string, unknown>, socket: WebSocket) =>
+    socket.send(JSON.stringify({
+      kind: "op.result",
+      request: command.request,
+      op: command.kind,
+      result,
+    }));
+}
+
 /** Runs `fn` with `console.log` collected; returns what it printed. */
 async function printed(fn: () => Promise<unknown>): Promise<string> {
   const lines: string[] = [];
@@ -121,24 +132,17 @@ const BUDGET = {
 
 Deno.test("klbr status names the command that takes a held session up, and for a draining one says it waits for the drain", async () => {
   const state = await stateWithToken();
-  const server = standIn((command, socket) =>
-    socket.send(JSON.stringify({
-      kind: "op.result",
-      request: command.request,
-      op: command.kind,
-      result: {
-        version: "test",
-        admitting: true,
-        recovered_release: null,
-        budget: BUDGET,
-        sessions: {
-          default: sessionIn("draining"),
-          other: sessionIn("drained"),
-          third: sessionIn("stopped"),
-        },
-      },
-    }))
-  );
+  const server = standIn(answering({
+    version: "test",
+    admitting: true,
+    recovered_release: null,
+    budget: BUDGET,
+    sessions: {
+      default: sessionIn("draining"),
+      other: sessionIn("drained"),
+      third: sessionIn("stopped"),
+    },
+  }));
   try {
     const text = await printed(() =>
       runOperatorCommand("status", [], { stateDir: state, port: server.addr.port, json: false })
@@ -157,17 +161,10 @@ Deno.test("klbr status names the command that takes a held session up, and for a
 
 Deno.test("klbr search says more matched without naming an option the command lacks", async () => {
   const state = await stateWithToken();
-  const server = standIn((command, socket) =>
-    socket.send(JSON.stringify({
-      kind: "op.result",
-      request: command.request,
-      op: command.kind,
-      result: {
-        results: [{ id: "in_1", kind: "input", snippet: "deploy the site", at: 0 }],
-        truncated: true,
-      },
-    }))
-  );
+  const server = standIn(answering({
+    results: [{ id: "in_1", kind: "input", snippet: "deploy the site", at: 0 }],
+    truncated: true,
+  }));
   try {
     const text = await printed(() =>
       runOperatorCommand("search", ["default", "deploy"], {
