@@ -57,7 +57,10 @@ export interface HistorySearch {
 
 /** What {@linkcode searchHistory} takes. */
 export interface HistoryQuery {
-  /** Words to find; other characters separate them, a trailing `*` makes a prefix. */
+  /**
+   * Words to find, at most 32; other characters separate them, a trailing `*` makes a
+   * prefix.
+   */
   text: string;
   /** Hits at most, 1–100. @default {10} */
   limit?: number;
@@ -68,29 +71,38 @@ export interface HistoryQuery {
 /** Characters of an artifact indexed at most; the rest is still read by `history.read`. */
 export const MAX_INDEXED_ARTIFACT_CHARS = 2_000_000;
 
+/** The words a query holds at most; a longer query is refused, never cut. */
 const MAX_WORDS = 32;
 
 /**
  * Turns words into an FTS5 expression: each word quoted (so no word is an operator), joined
- * by AND (`all`) or OR (`any`).
+ * by AND (`all`) or OR (`any`). A run of `_` joins letters into one word (`foo_bar` finds
+ * "foo bar" in a row), but the index's tokenizer drops `_`, so a word without a letter or digit
+ * is no word.
  *
- * @throws {KlbrError} `invalid_input` when `text` has no word.
+ * @throws {KlbrError} `invalid_input` when `text` has no word, or more than 32.
  * @example
  * ```ts
  * ftsExpression("vault code?", "all"); // '"vault" "code"'
  * ```
  */
 export function ftsExpression(text: string, match: "all" | "any"): string {
-  const words = typeof text === "string" ? text.match(/[\p{L}\p{N}_]+\*?/gu) ?? [] : [];
+  const words = (typeof text === "string" ? text.match(/[\p{L}\p{N}_]+\*?/gu) ?? [] : [])
+    .filter((word) => /[\p{L}\p{N}]/u.test(word));
   if (words.length === 0) {
     throw new KlbrError(
       "invalid_input",
       `cannot search history: the query has no word to find (got ${JSON.stringify(text)})`,
     );
   }
-  const terms = words.slice(0, MAX_WORDS).map((word) =>
-    word.endsWith("*") ? `"${word.slice(0, -1)}"*` : `"${word}"`
-  );
+  if (words.length > MAX_WORDS) {
+    throw new KlbrError(
+      "invalid_input",
+      `cannot search history: at most ${MAX_WORDS} words (got ${words.length}); ` +
+        "shorten the query",
+    );
+  }
+  const terms = words.map((word) => word.endsWith("*") ? `"${word.slice(0, -1)}"*` : `"${word}"`);
   return terms.join(match === "any" ? " OR " : " ");
 }
 
@@ -111,7 +123,8 @@ export const SEARCH_CANDIDATE_CHARS = 8_000_000;
  * lengths relative to the candidates). Proven by "the best k by BM25 among the newest
  * candidates, as a brute-force scorer finds them" in `tests/store/history_search.test.ts`.
  *
- * @throws {KlbrError} `invalid_input` for a query without words or a limit outside 1–100.
+ * @throws {KlbrError} `invalid_input` for a query without words or of more than 32 words,
+ *   or a limit outside 1–100.
  * @example
  * ```ts
  * const { hits, truncated } = searchHistory(store, "default", { text: "vault code", limit: 5 });

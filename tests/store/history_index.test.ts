@@ -86,6 +86,45 @@ Deno.test("`searchHistory()` says when it was truncated and refuses a query with
   });
 });
 
+Deno.test("`searchHistory()` refuses a query of more than 32 words, naming the limit, rather than dropping words", async () => {
+  await withStore((store) => {
+    writeTurn(store, "default", 1, { question: "the vault code is ZEPHYR-7731" });
+    // Before, words past the 32nd were dropped: the 33rd word "vault" was never looked for,
+    // and a search that should have found nothing found every text with the first 32 words.
+    const words = Array.from({ length: 32 }, () => "the");
+    assert.equal(searchHistory(store, "default", { text: words.join(" ") }).hits.length, 1);
+    for (const match of ["all", "any"] as const) {
+      assert.throws(
+        () => searchHistory(store, "default", { text: [...words, "nowhere"].join(" "), match }),
+        (e) =>
+          isKlbrError(e, "invalid_input") &&
+          e.message === "cannot search history: at most 32 words (got 33); shorten the query",
+      );
+    }
+  });
+});
+
+Deno.test("`searchHistory()` refuses a query whose words the index drops, naming the query", async () => {
+  await withStore((store) => {
+    writeTurn(store, "default", 1, { question: "the vault code is ZEPHYR_7731" });
+    // The index's tokenizer treats `_` as a separator: "___" has no word it can find, and
+    // before, the search said nothing and found nothing.
+    for (const text of ["___", "_ __*", "?_!"]) {
+      assert.throws(
+        () => searchHistory(store, "default", { text }),
+        (e) =>
+          isKlbrError(e, "invalid_input") &&
+          e.message ===
+            `cannot search history: the query has no word to find (got ${JSON.stringify(text)})`,
+      );
+    }
+    // An underscore inside a word still joins it: "zephyr_7731" finds the two words in a row.
+    assert.equal(searchHistory(store, "default", { text: "zephyr_7731" }).hits.length, 1);
+    // A word the index drops is left out of the expression, not searched as nothing.
+    assert.equal(ftsExpression("vault ___ code", "all"), '"vault" "code"');
+  });
+});
+
 Deno.test("`searchHistory()` finds a Discord input by its words and attachment names, not by its body's field names", async () => {
   await withStore((store) => {
     const inputId = admitDiscordMessage(store, {

@@ -103,10 +103,12 @@ class History:
     async def search(self, query: str, limit: int = 10, match: str = "all") -> SearchResult:
         """Find texts of this session that contain the words of ``query``; at most ``limit`` (1-100).
 
-        ``query`` is at most 2000 characters. ``match="all"`` (the default) wants every word,
-        ``match="any"`` at least one. Other characters only separate words; a trailing ``*``
-        makes a prefix (``zeph*``). Raises
-        ``ValueError`` for bad arguments and ``klbr.rpc.RpcError`` when the host refuses.
+        ``query`` is at most 2000 characters and 32 words; every word is searched.
+        ``match="all"`` (the default) wants every word, ``match="any"`` at least one. A word is
+        letters and digits (``_`` joins them: ``foo_bar`` finds "foo bar"); other characters only
+        separate words; a trailing ``*`` makes a prefix (``zeph*``). Raises ``ValueError`` for
+        bad arguments and ``klbr.rpc.RpcError`` when the host refuses, with code
+        ``invalid_input`` for a query of more than 32 words (shorten it) or without a word.
 
         >>> found = await history.search("deploy failed", limit=3)  # doctest: +SKIP
         >>> [hit.id for hit in found]  # doctest: +SKIP

@@ -1,8 +1,9 @@
 // The `history.*` RPCs as a cell calls them, against a real store: `history.read` pages a
 // source's exact text, whatever characters it holds, and reads on from where the opening cut an
-// input, whatever its source.
+// input, whatever its source; `history.search` refuses a query it cannot search whole, saying why.
 
 import assert from "node:assert/strict";
+import { isKlbrError } from "../../../runtime/core/mod.ts";
 import { historyRpcs, renderInputs } from "../../../runtime/context/mod.ts";
 import { bindRpcs } from "../../../runtime/kernel/mod.ts";
 import { admitInputs, getInput } from "../../../store/tables/inputs.ts";
@@ -77,5 +78,28 @@ Deno.test("history.read of a Discord input the opening cut reads on exactly wher
     const whole = await read(store, { id, length: 1_000_000 });
     assert.equal(whole.text.slice(0, Number(offset)), shown);
     assert.equal(page.text, text.slice(shown.length, shown.length + 40));
+  });
+});
+
+Deno.test("history.search refuses a query of more than 32 words and one without a word the index keeps, each as invalid_input saying why", async () => {
+  await withStore(async (store) => {
+    const rpc = bindRpcs(historyRpcs, { store, session: "default" })
+      .find((b) => b.definition.name === "history.search")!;
+    const ctx = {
+      signal: new AbortController().signal,
+      method: "history.search",
+      parent: "x",
+      cell: null,
+    };
+    const refused = async (query: string, message: string) =>
+      await assert.rejects(
+        rpc.run({ query }, ctx),
+        (e) => isKlbrError(e, "invalid_input") && e.message === message,
+      );
+    await refused(
+      Array.from({ length: 40 }, (_, n) => `w${n}`).join(" "),
+      "cannot search history: at most 32 words (got 40); shorten the query",
+    );
+    await refused("___", 'cannot search history: the query has no word to find (got "___")');
   });
 });
