@@ -17,10 +17,13 @@ import threading
 from contextvars import ContextVar
 from typing import Callable, TextIO
 
+from klbr.frames import cut_to_size, encoded_size
+
 __all__ = ["CellOutput", "DEFAULT_OUTPUT_CAP", "STREAM_NAMES", "current_output", "install"]
 
 DEFAULT_OUTPUT_CAP = 1024 * 1024
-"""The default cap, in UTF-8 bytes, of each captured stream of one cell (1 MiB)."""
+"""The default cap of each captured stream of one cell (1 MiB), in the bytes it takes in a
+frame (``klbr.frames.encoded_size``: a control character takes up to 6)."""
 
 STREAM_NAMES = ("stdout", "stderr")
 
@@ -44,14 +47,11 @@ class _Capture:
 
     def add(self, text: str) -> str:
         """Keep as much of ``text`` as fits and return the kept part."""
-        data = text.encode("utf-8", "surrogatepass")
-        room = self.cap - self.size
-        if len(data) <= room:
-            kept = text
-        else:
-            kept = data[: max(room, 0)].decode("utf-8", "ignore")
-            self.dropped += len(data) - len(kept.encode("utf-8", "surrogatepass"))
-        self.size += len(kept.encode("utf-8", "surrogatepass"))
+        # Counted as the frame will carry it: a control character takes 6 bytes there, not 1.
+        kept = cut_to_size(text, self.cap - self.size)
+        if len(kept) < len(text):
+            self.dropped += len(text[len(kept) :].encode("utf-8", "surrogatepass"))
+        self.size += encoded_size(kept)
         if kept:
             self.parts.append(kept)
         return kept

@@ -35,6 +35,7 @@ from typing import Any
 from klbr.awaited import Made, discard, tracking, unawaited
 from klbr.capture import DEFAULT_OUTPUT_CAP, CellOutput, StreamSink, current_output, install
 from klbr.display import current_displays
+from klbr.frames import cut_to_size
 
 __all__ = ["CellResult", "WaitRequested", "format_exception", "run_cell", "wait"]
 
@@ -140,9 +141,10 @@ def format_exception(exc: BaseException) -> dict[str, str]:
 
 
 def _cap_value(text: str) -> str:
-    if len(text) <= _VALUE_CAP:
+    kept = cut_to_size(text, _VALUE_CAP)  # bytes in the frame: a control character takes up to 6
+    if len(kept) == len(text):
         return text
-    return text[:_VALUE_CAP] + f"... [klbr: repr truncated, {len(text) - _VALUE_CAP} more characters]"
+    return kept + f"... [klbr: repr truncated, {len(text) - len(kept)} more characters]"
 
 
 def _compile(code: str, filename: str) -> tuple[Any, Any]:
@@ -224,7 +226,8 @@ async def run_cell(
 
     ``name`` names the cell in tracebacks (default ``<cell N>``). ``sink(stream, text)``
     receives live output batches, all before this returns. ``output_cap`` caps each
-    captured stream in UTF-8 bytes. A final expression's value is also bound to ``_``.
+    captured stream in the bytes it takes in a frame (``klbr.frames.encoded_size``). A
+    final expression's value is also bound to ``_``.
 
     >>> asyncio.run(run_cell("x = 2\\nx * 21", {})).value
     '42'

@@ -15,16 +15,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import threading
+from json.encoder import encode_basestring
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_FRAME_BYTES", "FrameChannel", "FrameError", "FrameTooLarge", "encode_frame"]
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES", "FrameChannel", "FrameError", "FrameTooLarge", "cut_to_size", "encode_frame",
+    "encoded_size",
+]
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 """The default frame size limit in bytes (16 MiB), the same as the host's."""
 
 _HEADER = struct.Struct(">I")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_MAX_CHAR_BYTES = 6  # the longest a character gets in a frame: ``\u0000``
 
 
 class FrameError(Exception):
@@ -38,8 +45,9 @@ class FrameTooLarge(ValueError):
 def encode_frame(obj: dict[str, Any], max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
     """Encode one object as a frame: 4-byte big-endian length, then UTF-8 JSON.
 
-    NaN and infinities are refused (JSON has no spelling for them). Strings holding lone
-    surrogates are written with ``\\u`` escapes so the bytes stay valid UTF-8.
+    NaN and infinities are refused (JSON has no spelling for them). Lone surrogates are
+    written as ``\\u`` escapes so the bytes stay valid UTF-8; every other character is
+    written as ``encoded_size`` counts it.
 
     Raises ``FrameTooLarge`` when the encoded object is over ``max_frame_bytes``, and
     ``TypeError``/``ValueError`` when the object is not JSON-serialisable.
@@ -47,17 +55,52 @@ def encode_frame(obj: dict[str, Any], max_frame_bytes: int = DEFAULT_MAX_FRAME_B
     >>> encode_frame({"kind": "ok", "id": "r1", "result": {}})[:4]
     b'\\x00\\x00\\x00#'
     """
-    text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    try:
-        body = text.encode("utf-8")
-    except UnicodeEncodeError:
-        body = json.dumps(obj, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+    body = _utf8(json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
     if len(body) > max_frame_bytes:
         raise FrameTooLarge(
             f"cannot send {obj.get('kind')} frame {obj.get('id')!r}: frame is over the limit "
             f"of {max_frame_bytes} bytes (got {len(body)} bytes)"
         )
     return _HEADER.pack(len(body)) + body
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # only a lone surrogate is not UTF-8: escape it alone
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+
+def encoded_size(text: str) -> int:
+    """The bytes ``text`` takes inside a frame, as a JSON string without its quotes.
+
+    That is its UTF-8 size, except that a control character takes 6 bytes (``\\u0001``) or
+    2 (``\\n``), ``"`` and ``\\`` take 2 and a lone surrogate 6.
+
+    >>> encoded_size("ab"), encoded_size("\\x00"), encoded_size("é")
+    (2, 6, 2)
+    """
+    return len(_utf8(encode_basestring(text))) - 2  # json.dumps(text, ensure_ascii=False), minus its overhead
+
+
+def cut_to_size(text: str, limit: int) -> str:
+    """The longest start of ``text`` whose ``encoded_size`` is at most ``limit`` bytes.
+
+    >>> cut_to_size("ab\\x00cd", 4)
+    'ab'
+    """
+    if limit <= 0:
+        return ""
+    if len(text) * _MAX_CHAR_BYTES <= limit or encoded_size(text) <= limit:
+        return text
+    low, high = 0, min(len(text), limit)  # every character takes at least one byte
+    while low < high:
+        middle = (low + high + 1) // 2
+        if encoded_size(text[:middle]) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]
 
 
 def decode_body(body: bytes) -> dict[str, Any]:

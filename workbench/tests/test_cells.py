@@ -99,6 +99,21 @@ class RunCellTest(unittest.IsolatedAsyncioTestCase):
         self.assertTrue(result.stdout.startswith("x" * 10))
         self.assertIn("output truncated, 90 more bytes not kept", result.stdout)
 
+    async def test_output_cap_counts_control_characters_as_the_frame_does(self) -> None:
+        """`run_cell()` caps a stream in the bytes it takes in a frame: a control character is 6."""
+        result = await run_cell("print('\\x00' * 100, end='')", {}, output_cap=60)
+        self.assertTrue(result.stdout.startswith("\x00" * 10 + "\n[klbr"))
+        self.assertIn("output truncated, 90 more bytes not kept", result.stdout)
+
+    async def test_value_cap_counts_control_characters_as_the_frame_does(self) -> None:
+        """`run_cell()` cuts a repr of control characters to 1 MiB as the frame carries it."""
+        code = "class R:\n    def __repr__(self): return '\\x01' * 1_000_000\nR()"
+        result = await run_cell(code, {})
+        self.assertIsNotNone(result.value)
+        kept = result.value.split("...")[0]
+        self.assertEqual(kept, "\x01" * (1024 * 1024 // 6))
+        self.assertTrue(result.value.endswith(f"[klbr: repr truncated, {1_000_000 - len(kept)} more characters]"))
+
     async def test_live_batches_arrive_before_return(self) -> None:
         """`run_cell()` hands every live batch to the sink before it returns, in order."""
         batches: list[tuple[str, str]] = []

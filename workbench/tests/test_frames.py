@@ -5,7 +5,7 @@ import os
 import struct
 import unittest
 
-from klbr.frames import FrameChannel, FrameError, FrameTooLarge, encode_frame
+from klbr.frames import FrameChannel, FrameError, FrameTooLarge, cut_to_size, encode_frame, encoded_size
 
 
 def pipe_with(data: bytes) -> int:
@@ -90,6 +90,29 @@ class WriteTest(unittest.TestCase):
         """`encode_frame()` escapes a lone surrogate so the bytes stay valid UTF-8."""
         data = encode_frame({"kind": "stream", "id": "e", "name": "stdout", "text": "a\udcffb"})
         self.assertEqual(json.loads(data[4:].decode("utf-8"))["text"], "a\udcffb")
+
+    def test_lone_surrogate_escapes_only_itself(self) -> None:
+        """`encode_frame()` keeps other non-ASCII text raw beside a lone surrogate, so a frame's
+        size is the sum of `encoded_size()` of its strings and not three times it."""
+        text = "\U0001f600" * 100 + "\ud800"
+        data = encode_frame({"kind": "stream", "id": "e", "name": "stdout", "text": text})
+        self.assertEqual(json.loads(data[4:].decode("utf-8"))["text"], text)
+        self.assertEqual(encoded_size(text), 406)
+        self.assertEqual(len(data) - 4, len('{"kind":"stream","id":"e","name":"stdout","text":""}') + 406)
+
+    def test_encoded_size_counts_json_escapes(self) -> None:
+        """`encoded_size()` counts a control character as 6 bytes, a newline and a quote as 2."""
+        self.assertEqual(encoded_size("\x00" * 10), 60)
+        self.assertEqual(encoded_size('\n"\\'), 6)
+        self.assertEqual(encoded_size("é\U0001f600"), 6)
+
+    def test_cut_to_size_keeps_the_longest_start_that_fits(self) -> None:
+        """`cut_to_size()` cuts by encoded bytes, not characters, and never splits an escape."""
+        self.assertEqual(cut_to_size("\x01" * 100, 59), "\x01" * 9)
+        self.assertEqual(cut_to_size("ab\x00cd", 7), "ab")
+        self.assertEqual(cut_to_size("ab\x00cd", 9), "ab\x00c")
+        self.assertEqual(cut_to_size("abc", 3), "abc")
+        self.assertEqual(cut_to_size("abc", 0), "")
 
     def test_write_after_broken_pipe_is_dropped(self) -> None:
         """`FrameChannel.write()` drops frames once the host has gone, without raising."""

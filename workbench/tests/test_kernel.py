@@ -123,6 +123,28 @@ class DispatchTest(KernelCase):
         self.assertEqual(reply["code"], "internal")
         self.assertIn("cannot reply to request e1", reply["message"])
 
+    async def test_control_character_output_keeps_the_cell_outcome_within_the_frame(self) -> None:
+        """`handle_execute()` cuts output of control characters (6 bytes each in JSON) to fit the
+        frame and keeps the cell's outcome, instead of replacing the reply with internal."""
+        await self.init()
+        code = (
+            "import sys\n"
+            "class R:\n"
+            "    def __repr__(self): return '\\x00' * 3_000_000\n"
+            "print('\\x00' * 3_000_000)\n"
+            "print('\\x01' * 3_000_000, file=sys.stderr)\n"
+            "R()"
+        )
+        reply = await self.call({"kind": "execute", "id": "e1", "cell": "c1", "code": code})
+        self.assertEqual(reply["kind"], "ok", reply.get("message"))
+        result = reply["result"]
+        self.assertEqual(result["outcome"], "ok")
+        self.assertTrue(result["stdout"].startswith("\x00" * 1000))
+        self.assertRegex(result["stdout"], r"\[klbr: output truncated, \d+ more bytes not kept\]\n$")
+        self.assertTrue(result["stderr"].startswith("\x01" * 1000))
+        self.assertRegex(result["stderr"], r"\[klbr: output truncated, \d+ more bytes not kept\]\n$")
+        self.assertRegex(result["value"], r"\[klbr: repr truncated, \d+ more characters\]$")
+
     async def test_shutdown_replies_then_stops_with_zero(self) -> None:
         """`handle_shutdown()` replies {} and then asks the loop to stop with status 0."""
         stops: list[int] = []
