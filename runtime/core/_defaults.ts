@@ -20,7 +20,7 @@ export const DEFAULT_DRAIN_GRACE_MS = 10_000;
 export const DEFAULT_INPUT_EXPIRE_MS = 86_400_000;
 /** How long an input may wait before `status` and `/health` report it (five minutes). */
 export const DEFAULT_INPUT_WAIT_WARN_MS = 300_000;
-/** How long a model call may go without reply data before `/health` says it stalled. */
+/** How long a model reply may go silent after its first data before `/health` says it stalled. */
 export const DEFAULT_MODEL_STALL_MS = 15_000;
 /** The first retry's delay after a failed plan or model request; each later one doubles. */
 export const DEFAULT_RETRY_BASE_MS = 1_000;

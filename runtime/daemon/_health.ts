@@ -2,7 +2,8 @@
  * `/health`, telling the truth: `failing` (HTTP 503) when admission is closed or the store
  * cannot commit or reported corruption — judged by what its real statements and commits met,
  * not by a probe a full disk still passes; `degraded` from the first failed or stalled model
- * call until one succeeds, while the artifact store cannot be written, while a hook fails or
+ * call (silent after its first data; before it the server may be processing the prompt) until
+ * one succeeds, while the artifact store cannot be written, while a hook fails or
  * the session stalled, while a hook call runs past `KLBR_HOOK_SLOW_MS` (naming it and its age),
  * while inputs wait longer than the threshold, while an hourly budget is spent (naming it, when
  * it frees and how to lift it), and while Discord's gateway is down or refused (a fatal close
@@ -28,6 +29,8 @@ export const VERSION = "0.1.0";
 interface Call {
   route: string;
   lastAt: number;
+  /** Whether reply data came: before it, the server may still be processing the prompt. */
+  replying: boolean;
 }
 
 /** A hook call running in the hook worker, for `/health`. */
@@ -66,7 +69,8 @@ export class HealthMonitor implements TurnHealth {
   #artifacts: PartHealth = { state: "ok", error: null, since: null };
 
   /**
-   * `stallMs`: a model call with no reply data for this long is reported stalled;
+   * `stallMs`: a model call with no reply data for this long since its last data is reported
+   * stalled (before its first data, only the route's `timeout_ms` bounds it);
    * `hookSlowMs`: a hook call running this long is reported slow (default 2 s).
    */
   constructor(
@@ -112,11 +116,12 @@ export class HealthMonitor implements TurnHealth {
 
   /** A model request starts on `route`. */
   modelCall(route: string): ModelCallReport {
-    const call: Call = { route, lastAt: this.#clock() };
+    const call: Call = { route, lastAt: this.#clock(), replying: false };
     this.#calls.add(call);
     return {
       progress: () => {
         call.lastAt = this.#clock();
+        call.replying = true;
       },
       done: (error) => {
         this.#calls.delete(call);
@@ -155,12 +160,17 @@ export class HealthMonitor implements TurnHealth {
     this.#artifacts = { state: "degraded", error, since };
   }
 
-  /** The model's state: `failing` after a failed call, `stalled` while a call gets no data. */
+  /**
+   * The model's state: `failing` after a failed call, `stalled` while a call that has begun its
+   * reply gets no more data. A call before its first data is not a stall: llama-server sends
+   * nothing until it has processed the prompt, which may take minutes, and the provider bounds
+   * that wait by the route's `timeout_ms` alone (its idle deadline starts at the first data).
+   */
   model(): PartHealth {
     if (this.#model.state !== "ok") return { ...this.#model };
     const now = this.#clock();
     for (const call of this.#calls) {
-      if (now - call.lastAt >= this.#stallMs) {
+      if (call.replying && now - call.lastAt >= this.#stallMs) {
         return {
           state: "stalled",
           route: call.route,

@@ -63,7 +63,7 @@ export interface ServeSettings {
   inputExpireMs: number;
   /** `KLBR_INPUT_WAIT_WARN_MS`: how long an input may wait before status and /health say so. */
   inputWaitWarnMs: number;
-  /** `KLBR_MODEL_STALL_MS`: how long a model call may get no data before /health says stalled. */
+  /** `KLBR_MODEL_STALL_MS`: how long a reply may go silent after its first data before /health says stalled. */
   modelStallMs: number;
   /** `KLBR_HOOK_SLOW_MS`: how long a hook call may run before /health counts it a backlog. */
   hookSlowMs?: number;

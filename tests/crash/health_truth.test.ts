@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
 import { startTestDaemon, type TestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
-import { removeDirs, waitRecord } from "./_checks.ts";
+import { records, removeDirs, waitRecord } from "./_checks.ts";
 
 /** Polls /health (bounded) until `done` holds for its body; returns that body. */
 async function healthUntil(
@@ -65,6 +65,39 @@ Deno.test("window health-model-stall: a model call that stalls makes /health deg
     assert.equal(model.state, "stalled");
     assert.equal(model.route, "main");
     assert.match(String(model.error), /^no reply data for \d+ ms$/);
+    await client.close();
+  } finally {
+    await daemon.stop();
+    await fake.close();
+    await removeDirs(daemon);
+  }
+});
+
+Deno.test("window health-model-prefill: a long prompt processed before the first byte, within timeout_ms, is not called a stall", async () => {
+  // llama-server sends the headers when the slot starts and its first chunk only once the prompt
+  // is processed; the provider bounds that wait by timeout_ms alone, so /health must not say
+  // `stalled` (nor `degraded`) meanwhile. The prefill is five stall thresholds long, so /health is
+  // read well past the threshold before the first byte comes.
+  const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
+  fake.enqueue({ text: "read it all", prefillMs: 1_500 });
+  const daemon = await startTestDaemon({
+    modelUrl: fake.url,
+    env: { KLBR_MODEL_STALL_MS: "300" },
+  });
+  try {
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "long", text: "a long prompt" });
+    await fake.waitForRequests(1);
+    const seen: unknown[] = [];
+    // Bounded: the reply ends the prefill after 1.5 s; 500 reads 20 ms apart are 10 s at most.
+    for (let i = 0; i < 500 && records(client, "model.reply").length === 0; i++) {
+      const health = await (await fetch(`${daemon.url}/health`)).json();
+      seen.push(health.model);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.equal(records(client, "model.reply").length, 1, "the reply came after the prefill");
+    assert.ok(seen.length > 0);
+    assert.deepEqual(seen.find((m) => (m as { state: string }).state !== "ok"), undefined);
     await client.close();
   } finally {
     await daemon.stop();
