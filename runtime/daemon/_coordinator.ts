@@ -190,6 +190,7 @@ export class Coordinator extends RecordServer implements LaneHost {
         admit: (session, inputs) => this.#admit(session, inputs),
         log: this.#o.log,
         contextSource: (session) => contextSourceOf(this.#o, this.#require(session)),
+        shuttingDown: () => !this.#admitting,
       },
       message,
       from,
@@ -207,7 +208,7 @@ export class Coordinator extends RecordServer implements LaneHost {
   }
 
   /**
-   * Stops admission, records why (`reason`, e.g. the signal) in each session, lets accepted
+   * Stops admission and every operator command that changes something, records why (`reason`, e.g. the signal) in each session, lets accepted
    * turns finish within `graceMs` (then stops them, so their cells end `killed` with the
    * outcome recorded), and kills every workbench group.
    */

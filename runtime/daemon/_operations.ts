@@ -51,6 +51,8 @@ export interface OperationHost {
   log: Logger;
   /** What the context view of a running session is built from. */
   contextSource(session: string): ContextSource;
+  /** Whether the daemon is shutting down (a signal's drain): only reads are answered then. */
+  shuttingDown(): boolean;
 }
 
 /** Who sent a command: the connection's session and the client id its hello gave. */
@@ -74,10 +76,13 @@ const READS = new Set([
 /**
  * Runs one operator command against `message.session`, or the connection's session, and logs
  * each command that changes something (`operator.<op>` when done, `operator.refused` when
- * not) with who sent it: the command line, the page or another client.
+ * not) with who sent it: the command line, the page or another client. While the daemon shuts
+ * down, a command that changes something is refused: it would cut the turn the drain lets
+ * finish, or start what the shutdown has closed.
  *
- * @throws {KlbrError} `not_found` for a session that is not running, and whatever the command
- * refuses (e.g. `epoch_moved`, `release_invalid` for `activate`).
+ * @throws {KlbrError} `shutting_down` for a command that changes something while the daemon
+ * shuts down; `not_found` for a session that is not running, and whatever the command refuses
+ * (e.g. `epoch_moved`, `release_invalid` for `activate`).
  */
 export async function runOperation(
   host: OperationHost,
@@ -89,6 +94,13 @@ export async function runOperation(
   const session = message.session ?? from.session;
   const fields = { op, session, client: from.client, by: clientKind(from.client) };
   try {
+    if (host.shuttingDown()) {
+      throw new KlbrError(
+        "shutting_down",
+        `cannot ${op} session ${session}: the daemon is shutting down; run it again after it restarts`,
+        { status: 503 },
+      );
+    }
     const result = await perform(host, message, from.session);
     const said = typeof result.message === "string" ? `: ${result.message}` : "";
     host.log.info(`operator.${op}`, `${op} of session ${session} by ${who(from.client)}${said}`, {

@@ -126,7 +126,13 @@ export async function prepareContext(
     }
   }
   const base = built.messages as HookResult<"context.prepare">;
-  const prepared = await hookOr(deps, session, "context.prepare", { messages: base }, base);
+  const prepared = await hookOr(deps, {
+    session,
+    name: "context.prepare",
+    args: { messages: base },
+    fallback: base,
+    signal: options.signal,
+  });
   // Handed back unchanged (or failed): the built request, already sized within the budget.
   if (prepared === base && built.rawTokens <= built.limits.request) {
     const messages = shapeMessages(base, options.shape) as unknown as ChatMessage[];

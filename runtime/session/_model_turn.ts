@@ -128,7 +128,10 @@ class TurnEnds implements AgentEnds<TurnResult> {
       replied_with_text: text !== "",
       sent: countFrameEvents(options.store, session, "send", frame.id, this.#started),
       reminders: this.#reminders,
+      signal: ctx.signal,
     });
+    // Stopped while turn.next ran: the turn ends as stopped, not as its fallback says.
+    if (ctx.signal.aborted) return this.stopped();
     if (next.action !== "continue") return this.#ended(`turn.next: ${next.action}`);
     if (next.reminder !== undefined) {
       this.#reminders++;

@@ -138,7 +138,7 @@ export function sessionSink(scope: TurnScope): RequestSink {
         }
       }
       // The route comes first: its budget sizes the request (and may compact the context).
-      const route = await planRoute(options, session);
+      const route = await planRoute(options, session, { signal: ctx.signal });
       return { route, provider: options.provider(route), opening };
     },
     context(opening, request) {

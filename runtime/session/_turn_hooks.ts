@@ -19,21 +19,33 @@ export interface TurnHookDeps {
   log: Logger;
 }
 
+/** One hook call of a turn, with its safe default. */
+export interface TurnHookCall<N extends HookName> {
+  session: string;
+  name: N;
+  args: Record<string, unknown>;
+  /** The hook's documented safe default. */
+  fallback: HookResult<N>;
+  /** The turn's signal: a stop cancels the call (the hook worker's cancellation ladder). */
+  signal: AbortSignal;
+}
+
 /**
  * Runs a hook of the turn; on any failure records `hook.failed` and returns `fallback`, the
- * hook's documented safe default.
+ * hook's documented safe default. A call the turn's stop cancelled is no hook failure: it
+ * returns `fallback` unrecorded, and the turn ends at its next step as stopped.
  */
 export async function hookOr<N extends HookName>(
   deps: TurnHookDeps,
-  session: string,
-  name: N,
-  args: Record<string, unknown>,
-  fallback: HookResult<N>,
+  call: TurnHookCall<N>,
 ): Promise<HookResult<N>> {
+  const { session, name, args, fallback, signal } = call;
+  if (signal.aborted) return fallback;
   const hooks = deps.hooks();
   try {
-    return await hooks.call(name, args, { timeoutMs: DEFAULT_HOOK_TIMEOUT_MS });
+    return await hooks.call(name, args, { timeoutMs: DEFAULT_HOOK_TIMEOUT_MS, signal });
   } catch (error) {
+    if (signal.aborted) return fallback;
     const message = error instanceof Error ? error.message : String(error);
     deps.log.warn("hook.fallback", `hook ${name} failed, using the safe default: ${message}`, {
       hook: name,
@@ -50,9 +62,17 @@ export async function hookOr<N extends HookName>(
 }
 
 /** The route `model.plan` picks for the next request (`main` when it fails). */
-export async function planRoute(deps: TurnHookDeps, session: string): Promise<string> {
-  const plan = await hookOr(deps, session, "model.plan", { session: { id: session } }, {
-    route: "main",
+export async function planRoute(
+  deps: TurnHookDeps,
+  session: string,
+  options: { signal: AbortSignal },
+): Promise<string> {
+  const plan = await hookOr(deps, {
+    session,
+    name: "model.plan",
+    args: { session: { id: session } },
+    fallback: { route: "main" },
+    signal: options.signal,
   });
   return plan.route;
 }
@@ -71,14 +91,19 @@ export interface TurnNextContext {
 
 /**
  * What `turn.next` says after a reply without tool calls (`wait` when it fails), with the
- * reminder it gives the model when it continues.
+ * reminder it gives the model when it continues; `signal` is the turn's.
  */
 export async function decideNext(
   deps: TurnHookDeps,
   session: string,
-  context: TurnNextContext,
+  options: TurnNextContext & { signal: AbortSignal },
 ): Promise<HookResult<"turn.next">> {
-  return await hookOr(deps, session, "turn.next", { session: { id: session }, ...context }, {
-    action: "wait",
+  const { signal, ...context } = options;
+  return await hookOr(deps, {
+    session,
+    name: "turn.next",
+    args: { session: { id: session }, ...context },
+    fallback: { action: "wait" },
+    signal,
   });
 }

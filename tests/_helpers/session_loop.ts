@@ -124,6 +124,8 @@ export interface HookCall {
   args: Record<string, unknown>;
   /** The release the call named (`behavior.revision`). */
   release: string | undefined;
+  /** The signal the caller passed, whose abort cancels the call (as the hook worker's ladder). */
+  signal: AbortSignal | undefined;
 }
 
 /**
@@ -140,9 +142,9 @@ export class FakeHooks implements HookWorkerPort {
   hook(
     name: HookName,
     args: Record<string, unknown>,
-    options: { behavior?: { revision: string } },
+    options: { behavior?: { revision: string }; signal?: AbortSignal },
   ): Promise<unknown> {
-    const call = { name, args, release: options.behavior?.revision };
+    const call = { name, args, release: options.behavior?.revision, signal: options.signal };
     this.calls.push(call);
     try {
       const answered = this.answer?.(call);

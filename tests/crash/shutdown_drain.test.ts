@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
+import { cli } from "../_helpers/cli.ts";
 import { startTestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
 import { activateVariant } from "../_helpers/releases.ts";
@@ -184,6 +185,58 @@ Deno.test("window cancellation-during-drain (hook): a plan hook that catches the
     const next = await nextMessageAnswered(daemon, fake, "after");
     assert.equal(await daemon.stop(), 0);
     checkStore(daemon.stateDir, [inputId, next.inputId]);
+  } finally {
+    await daemon.stop().catch(() => {});
+    await fake.close();
+    await removeDirs(daemon);
+  }
+});
+
+Deno.test("window operator-during-shutdown: SIGTERM's drain refuses every operator command that changes something, and the accepted execution completes", async () => {
+  const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
+  fake.enqueue({ toolCall: { code: FINISHES_ON_FILE } });
+  const daemon = await startTestDaemon({
+    modelUrl: fake.url,
+    env: { KLBR_DRAIN_GRACE_MS: "60000" },
+  });
+  try {
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "job", text: "do the job" });
+    await waitRecord(client, "cell.started");
+    const stopped = daemon.stop();
+    await waitRecord(client, "daemon.stopping");
+    // Each would cut the drained turn, or start a workbench or a supervisor the shutdown has
+    // closed (a reset after a stop spawned one, killed under it: `worker_failed`).
+    for (const op of ["stop", "reset", "resume", "drain", "rollback", "compact", "repair"]) {
+      const refused = await client.request({ kind: `op.${op}`, session: "default" });
+      assert.deepEqual(refused.kind === "error" && [refused.code, refused.retriable], [
+        "shutting_down",
+        true,
+      ], `${op}: ${JSON.stringify(refused)}`);
+      assert.equal(
+        refused.kind === "error" && refused.message,
+        `cannot ${op} session default: the daemon is shutting down; run it again after it restarts`,
+      );
+    }
+    // The command line says it in one line.
+    const cliStop = await cli("klbr", ["stop", "default", "--state", daemon.stateDir]);
+    assert.deepEqual([cliStop.code, cliStop.stderr.trim()], [
+      1,
+      "klbr stop: cannot stop session default: the daemon is shutting down; run it again after it restarts",
+    ]);
+    // Reading still answers.
+    assert.equal((await client.request({ kind: "op.status" })).kind, "op.result");
+    await Deno.writeTextFile(join(daemon.workspace, "finish"), "");
+    const finished = await waitRecord(client, "cell.finished");
+    assert.equal(finished.data.outcome, "ok", "the accepted execution completed");
+    assert.equal(await stopped, 0);
+    assertCleanShutdown(daemon.stateDir);
+    withDb(daemon.stateDir, (db) => {
+      assert.deepEqual(rows(db, "SELECT state, ended_reason FROM frames"), [
+        { state: "done", ended_reason: "wait" },
+      ]);
+      assert.deepEqual(rows(db, "SELECT 1 FROM events WHERE kind = 'operator'"), []);
+    });
   } finally {
     await daemon.stop().catch(() => {});
     await fake.close();
