@@ -208,9 +208,10 @@ export class Coordinator extends RecordServer implements LaneHost {
   }
 
   /**
-   * Stops admission and every operator command that changes something, records why (`reason`, e.g. the signal) in each session, lets accepted
-   * turns finish within `graceMs` (then stops them, so their cells end `killed` with the
-   * outcome recorded), and kills every workbench group.
+   * Stops admission and every operator command that changes something, records why
+   * (`reason`, e.g. the signal) in each session, lets accepted turns finish within `graceMs`
+   * (then stops them, so their cells end `killed` with the outcome recorded), and kills every
+   * workbench group.
    */
   async shutdown(graceMs = DEFAULT_DRAIN_GRACE_MS, reason = "daemon shutdown"): Promise<void> {
     this.#admitting = false;
