@@ -41,6 +41,10 @@ __all__ = ["CellResult", "WaitRequested", "format_exception", "run_cell", "wait"
 
 _KLBR_DIR = os.path.dirname(os.path.abspath(__file__))
 _VALUE_CAP = 1024 * 1024
+# An error's message and traceback, in the bytes they take in a frame. Small enough that a draft's
+# 56 failing tests still fit one reply; the message cap is the smaller so the traceback keeps its frames.
+_MESSAGE_CAP = 16 * 1024
+_TRACEBACK_CAP = 64 * 1024
 _cell_numbers = itertools.count(1)
 
 
@@ -125,6 +129,8 @@ def _trim(te: traceback.TracebackException, seen: set[int]) -> None:
     kept = [f for f in te.stack if not _is_klbr_frame(f.filename)]
     if kept:
         te.stack = traceback.StackSummary.from_list(kept)
+    if isinstance(getattr(te, "_str", None), str):  # the message the traceback ends with; no public way to cut it
+        te._str = _cap_message(te._str)
     for other in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or [])):
         if other is not None:
             _trim(other, seen)
@@ -133,11 +139,33 @@ def _trim(te: traceback.TracebackException, seen: set[int]) -> None:
 def format_exception(exc: BaseException) -> dict[str, str]:
     """Describe ``exc`` as ``{type, message, traceback}`` without klbr's own frames.
 
-    When every frame is klbr's (a fault in klbr itself), the frames are all kept.
+    When every frame is klbr's (a fault in klbr itself), the frames are all kept. So that the
+    reply carrying it fits its frame, the message keeps its start (16 KiB, in the bytes it
+    takes in a frame: ``klbr.frames.encoded_size``) and the traceback its end (64 KiB), where
+    the failing line is; each says what it cut.
     """
     te = traceback.TracebackException.from_exception(exc)
     _trim(te, set())
-    return {"type": type(exc).__name__, "message": str(exc), "traceback": "".join(te.format())}
+    trace = "".join(te.format())
+    return {"type": type(exc).__name__, "message": _cap_message(str(exc)), "traceback": _cap_traceback(trace)}
+
+
+def _cap_message(text: str) -> str:
+    kept = cut_to_size(text, _MESSAGE_CAP)
+    if len(kept) == len(text):
+        return text
+    return kept + f"... [klbr: message truncated, {len(text) - len(kept)} more characters]"
+
+
+def _cap_traceback(text: str) -> str:
+    # Each character's size in a frame is its own, so the longest end that fits is the
+    # longest start of the reversed text that fits.
+    kept = cut_to_size(text[::-1], _TRACEBACK_CAP)[::-1]
+    if len(kept) == len(text):
+        return text
+    if "\n" in kept[:-1]:
+        kept = kept[kept.index("\n") + 1 :]  # start at a whole line
+    return f"[klbr: traceback truncated, {len(text) - len(kept)} earlier characters not kept]\n" + kept
 
 
 def _cap_value(text: str) -> str:

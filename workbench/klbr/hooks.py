@@ -110,8 +110,12 @@ def _module_name(revision: str, path: str, filename: str) -> str:
 
 
 def _failed(name: str, reason: str, exc: BaseException | None = None) -> RequestError:
-    trace = format_exception(exc)["traceback"] if exc is not None else None
-    return RequestError("hook_failed", f"cannot run hook {name}: {reason}", trace)
+    """``hook_failed`` for ``reason``; with ``exc``, followed by its type and (cut) message, and its traceback."""
+    if exc is None:
+        return RequestError("hook_failed", f"cannot run hook {name}: {reason}")
+    detail = format_exception(exc)
+    message = f"cannot run hook {name}: {reason} {detail['type']}: {detail['message']}"
+    return RequestError("hook_failed", message, detail["traceback"])
 
 
 def load_hook(name: str, behavior: dict[str, Any]) -> Any:
@@ -143,7 +147,7 @@ def load_hook(name: str, behavior: dict[str, Any]) -> Any:
             exec(code, module.__dict__)  # noqa: S102 - running the release's hook is the point
         except BaseException as exc:  # noqa: BLE001 - a broken hook file is the hook's failure
             sys.modules.pop(module_name, None)
-            raise _failed(name, f"importing {source} raised {type(exc).__name__}: {exc}", exc) from exc
+            raise _failed(name, f"importing {source} raised", exc) from exc
         _modules[module_name] = module
     fn = getattr(module, function, None)
     if not callable(fn):
@@ -178,7 +182,7 @@ async def call_hook(
     except asyncio.CancelledError:
         raise
     except BaseException as exc:  # noqa: BLE001 - any failure of policy code is hook_failed
-        raise _failed(name, f"hook raised {type(exc).__name__}: {exc}", exc) from exc
+        raise _failed(name, "hook raised", exc) from exc
     if unchanged_if is not None and result == unchanged_if:
         return UNCHANGED  # equal to JSON, so JSON: the caller has it already
     try:

@@ -7,6 +7,7 @@ import unittest
 from unittest import mock
 
 from klbr.cells import CellResult, WaitRequested, run_cell, wait
+from klbr.frames import encoded_size
 
 
 class RunCellTest(unittest.IsolatedAsyncioTestCase):
@@ -113,6 +114,29 @@ class RunCellTest(unittest.IsolatedAsyncioTestCase):
         kept = result.value.split("...")[0]
         self.assertEqual(kept, "\x01" * (1024 * 1024 // 6))
         self.assertTrue(result.value.endswith(f"[klbr: repr truncated, {1_000_000 - len(kept)} more characters]"))
+
+    async def test_error_cap_keeps_the_start_of_the_message_and_the_end_of_the_traceback(self) -> None:
+        """`run_cell()` cuts an error's message to its start and its traceback to its end (the
+        failing line), each saying what it cut, in the bytes they take in a frame."""
+        code = (
+            "error = None\n"
+            "for step in range(200):\n"
+            "    try:\n"
+            "        raise ValueError(f'step {step} ' + 'z' * 1000) from error\n"
+            "    except ValueError as caught:\n"
+            "        error = caught\n"
+            "raise KeyError('\\x00' * 100_000) from error"
+        )
+        result = await run_cell(code, {})
+        self.assertEqual((result.outcome, result.error["type"]), ("error", "KeyError"))
+        message, trace = result.error["message"], result.error["traceback"]
+        self.assertTrue(message.startswith("'" + "\\x00" * 1000))  # str() of a KeyError is its repr
+        self.assertRegex(message, r"\.\.\. \[klbr: message truncated, \d+ more characters\]$")
+        self.assertLessEqual(encoded_size(message), 16 * 1024 + 100)
+        self.assertRegex(trace, r"^\[klbr: traceback truncated, \d+ earlier characters not kept\]\n")
+        self.assertIn("ValueError: step 199 zzz", trace)
+        self.assertIn("raise KeyError('\\x00' * 100_000) from error\nKeyError: '\\x00", trace)
+        self.assertLessEqual(encoded_size(trace), 64 * 1024 + 100)
 
     async def test_live_batches_arrive_before_return(self) -> None:
         """`run_cell()` hands every live batch to the sink before it returns, in order."""

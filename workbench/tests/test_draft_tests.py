@@ -9,6 +9,7 @@ import unittest
 
 from klbr import capture, draft_tests
 from klbr.draft_tests import run_tests
+from klbr.frames import encode_frame
 
 RELEASE = {"hook": None}
 
@@ -123,6 +124,16 @@ class DraftTestsTest(DraftTestsCase):
         self.assertFalse(os.path.exists(os.path.join(self.dir, "tests", "__pycache__")))
         with self.assertRaisesRegex(RuntimeError, "no draft's tests are running"):
             draft_tests.hook("turn.next")
+
+    async def test_a_failure_with_a_huge_message_is_cut_to_fit_the_frame(self) -> None:
+        """A failing test's huge message and traceback are cut, so the `test` reply still fits its frame."""
+        self.write("tests/test_huge.py", "def test_huge():\n    raise ValueError('\\x00' * 2_000_000)\n")
+        results = await self.run_them()
+        error = results[0]["error"]
+        self.assertEqual(error["type"], "ValueError")
+        self.assertRegex(error["message"], r"^\x00+\.\.\. \[klbr: message truncated, \d+ more characters\]$")
+        self.assertIn("    raise ValueError('\\x00' * 2_000_000)\nValueError: \x00", error["traceback"])
+        encode_frame({"kind": "ok", "id": "t1", "result": {"tests": results}})  # raises FrameTooLarge when over
 
     async def test_a_tree_without_tests_has_none(self) -> None:
         """A draft without `tests/` (or without test_*.py files) has no test results."""

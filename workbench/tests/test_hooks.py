@@ -183,6 +183,19 @@ class HookRequestTest(KernelCase):
         self.assertEqual((reply["kind"], reply["code"]), ("error", "hook_failed"))
         self.assertIn("ZeroDivisionError", reply["traceback"])
 
+    async def test_hook_failure_with_a_huge_message_keeps_its_traceback_within_the_frame(self) -> None:
+        """`handle_hook()` cuts a failing hook's huge message and traceback to fit the frame, so the
+        hook_failed reply keeps the cut message and the traceback with the failing line."""
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "turn.py"), "w") as f:
+                f.write("def next(**kw):\n    raise ValueError('\\x00' * 2_000_000)\n")
+            await self.init(behavior={"revision": "huge", "path": tmp})
+            reply = await self.call({"kind": "hook", "id": "h1", "name": "turn.next", "args": {}})
+        self.assertEqual((reply["kind"], reply["code"]), ("error", "hook_failed"))
+        self.assertTrue(reply["message"].startswith("cannot run hook turn.next: hook raised ValueError: " + "\x00" * 1000))
+        self.assertRegex(reply["message"], r"\.\.\. \[klbr: message truncated, \d+ more characters\]$")
+        self.assertIn("    raise ValueError('\\x00' * 2_000_000)\nValueError: \x00", reply.get("traceback", ""))
+
     async def test_hook_rpc_is_attributed_to_the_hook_and_cancel_ends_it(self) -> None:
         """`handle_cancel()` cancels a running hook: its RPC carried the hook id, is cancelled, and the hook fails."""
         with tempfile.TemporaryDirectory() as tmp:

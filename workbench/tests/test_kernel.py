@@ -145,6 +145,22 @@ class DispatchTest(KernelCase):
         self.assertRegex(result["stderr"], r"\[klbr: output truncated, \d+ more bytes not kept\]\n$")
         self.assertRegex(result["value"], r"\[klbr: repr truncated, \d+ more characters\]$")
 
+    async def test_huge_exception_message_keeps_the_cell_outcome_within_the_frame(self) -> None:
+        """`handle_execute()` cuts a raised exception's huge message and traceback to fit the frame
+        and keeps the cell's outcome error, instead of replacing the reply with internal."""
+        await self.init()
+        for n, (spelled, char, count) in enumerate((("\\x00", "\x00", 2_000_000), ("x", "x", 9_000_000))):
+            code = f"raise ValueError('{spelled}' * {count})"
+            reply = await self.call({"kind": "execute", "id": f"e{n}", "cell": f"c{n}", "code": code})
+            self.assertEqual(reply["kind"], "ok", reply.get("message"))
+            result = reply["result"]
+            self.assertEqual((result["outcome"], result["error"]["type"]), ("error", "ValueError"))
+            message, trace = result["error"]["message"], result["error"]["traceback"]
+            self.assertTrue(message.startswith(char * 1000))
+            self.assertRegex(message, r"\.\.\. \[klbr: message truncated, \d+ more characters\]$")
+            self.assertIn(f"    {code}\nValueError: ", trace)  # the failing line, then the cut message
+            self.assertRegex(trace, r"\[klbr: message truncated, \d+ more characters\]\n$")
+
     async def test_shutdown_replies_then_stops_with_zero(self) -> None:
         """`handle_shutdown()` replies {} and then asks the loop to stop with status 0."""
         stops: list[int] = []
