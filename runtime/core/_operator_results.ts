@@ -115,6 +115,7 @@ export const HealthReport = z.looseObject({
   oldest_pending_age_ms: ms,
   pending_inputs: count,
   waiting_inputs: count,
+  /** The pending inputs a hook holds back (failed last, or running past the threshold), else 0. */
   hook_backlog: count,
   last_hook_failure: z.string().nullable(),
   running_jobs: count,

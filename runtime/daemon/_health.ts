@@ -45,7 +45,7 @@ export interface SlowHook {
   age_ms: number;
 }
 
-/** How long a hook call may run before `/health` counts it as a backlog (`KLBR_HOOK_SLOW_MS`). */
+/** How long a hook call may run before `/health` reports it slow (`KLBR_HOOK_SLOW_MS`). */
 export const DEFAULT_HOOK_SLOW_MS = 2_000;
 
 /**
@@ -109,7 +109,7 @@ export class HealthMonitor implements TurnHealth {
     return slow.sort((a, b) => b.age_ms - a.age_ms);
   }
 
-  /** The threshold past which a running hook call counts as a backlog, in ms. */
+  /** The threshold past which a running hook call is reported slow, in ms. */
   get hookSlowMs(): number {
     return this.#hookSlowMs;
   }
@@ -250,7 +250,7 @@ export function healthReport(
       fix: discord.fix,
       dms: discord.dms,
     },
-    ...sessionWork(session, slowHooks.length),
+    ...sessionWork(session),
     routes_adapted: session.routes_adapted ?? [],
     slow_hooks: slowHooks,
     over_budget: overBudget,
@@ -341,7 +341,7 @@ function budgetReasons(spent: SpentBudget[]): string[] {
 }
 
 /** The default session's pending and unattended work, with its defaults when it reports none. */
-function sessionWork(session: Record<string, unknown>, slowHooks: number): Record<string, unknown> {
+function sessionWork(session: Record<string, unknown>): Record<string, unknown> {
   return {
     session_state: session.state ?? "running",
     waiting_reason: waitingReason(session.state),
@@ -349,8 +349,8 @@ function sessionWork(session: Record<string, unknown>, slowHooks: number): Recor
     oldest_pending_age_ms: session.oldest_pending_age_ms ?? null,
     pending_inputs: session.pending_inputs ?? 0,
     waiting_inputs: session.waiting_inputs ?? 0,
-    // A hook call running past the threshold is a backlog before its timeout ends it.
-    hook_backlog: Number(session.hook_backlog ?? 0) + slowHooks,
+    // The session counts it, as op.status shows it: the pending inputs a hook holds back.
+    hook_backlog: session.hook_backlog ?? 0,
     last_hook_failure: session.last_hook_failure ?? null,
     running_jobs: session.running_jobs ?? 0,
     pending_jobs: session.pending_jobs ?? 0,

@@ -65,7 +65,7 @@ export interface ServeSettings {
   inputWaitWarnMs: number;
   /** `KLBR_MODEL_STALL_MS`: how long a reply may go silent after its first data before /health says stalled. */
   modelStallMs: number;
-  /** `KLBR_HOOK_SLOW_MS`: how long a hook call may run before /health counts it a backlog. */
+  /** `KLBR_HOOK_SLOW_MS`: how long a hook call may run before /health reports it slow. */
   hookSlowMs?: number;
   /** `KLBR_RETRY_BASE_MS`: the first retry's delay after a failed plan or model request. */
   retryBaseMs: number;

@@ -181,6 +181,7 @@ async function createCoordinator(
       budgetOf(config.routes[name as keyof typeof config.routes] ?? config.routes.main),
     health: monitor,
     hookRunning: (hook) => monitor.hookCall(hook),
+    hookSlow: () => monitor.slowHooks().length > 0,
     inputExpireMs: settings.inputExpireMs,
     inputWaitWarnMs: settings.inputWaitWarnMs,
     retryBaseMs: settings.retryBaseMs,

@@ -89,6 +89,8 @@ export interface SessionOptions {
   health: TurnHealth;
   /** Notes a hook call running in the hook worker, for `/health`; returns what ends it. */
   hookRunning?: (hook: string) => () => void;
+  /** Whether a hook call runs past `KLBR_HOOK_SLOW_MS` now: it holds back the pending inputs. */
+  hookSlow?: () => boolean;
   /** How long an input may stay pending before it expires. */
   inputExpireMs: number;
   /** How long an input may wait before `status` and `/health` say so. */

@@ -75,6 +75,7 @@ export class SessionRuntime {
       inputWaitWarnMs: 300_000,
       boundary: () => Promise.resolve(),
       configPath: null,
+      hookSlow: () => false,
       timers: HOST_TIMERS,
       ...options,
     };
@@ -105,7 +106,9 @@ export class SessionRuntime {
     return {
       state: this.#state,
       ...inputs,
-      hook_backlog: this.#lastHookFailure === undefined ? 0 : inputs.pending_inputs,
+      hook_backlog: this.#lastHookFailure === undefined && !this.#o.hookSlow()
+        ? 0
+        : inputs.pending_inputs,
       last_hook_failure: this.#lastHookFailure ?? null,
       consecutive_failures: this.#retry.failures,
       stalled: this.#retry.stalled,

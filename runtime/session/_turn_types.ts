@@ -99,6 +99,11 @@ export interface SessionRuntimeOptions {
   /** The configuration file `model.failing` names as the one to edit. @default {null} */
   configPath?: string | null;
   /**
+   * Whether a hook call runs past `KLBR_HOOK_SLOW_MS` now; while it does, or while the last
+   * hook call failed, `hook_backlog` counts every pending input (once). @default {() => false}
+   */
+  hookSlow?: () => boolean;
+  /**
    * Runs between frames, before each plan and each continued turn: where process roles whose
    * dependencies changed are replaced. It must not reject: it logs its own failures.
    */
