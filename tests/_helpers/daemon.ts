@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { daemonArgs, derivePermissionInput, REPO_ROOT } from "../../runtime/setup/mod.ts";
 import { killTree, serveFlags } from "../../bench/daemon.ts";
 import { tempDir } from "./temp.ts";
+import { watchCgroups } from "./cgroups.ts";
 
 export { REPO_ROOT };
 
@@ -134,6 +135,10 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
     stderr: "piped",
     stdin: "null",
   }).spawn();
+  const status = child.status;
+  // A killed daemon leaves its cgroups for a next start; when none comes, the test process
+  // removes them at its end.
+  await watchCgroups(stateDir, status);
   let output = "";
   let portResolve!: (port: number) => void;
   const portPromise = new Promise<number>((r) => (portResolve = r));
@@ -145,7 +150,6 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
     }
   };
   const pumps = Promise.all([pump(child.stdout), pump(child.stderr)]);
-  const status = child.status;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const port = await Promise.race([
     portPromise,

@@ -23,6 +23,7 @@ import { inputByDedupeKey } from "../../../store/tables/inputs.ts";
 import { openStore, type Store } from "../../../store/store.ts";
 import { startFakeOpenAI } from "../../fakes/openai_server.ts";
 import { tempDir } from "../../_helpers/temp.ts";
+import { cgroupDirsOf } from "../../_helpers/cgroups.ts";
 
 type Entry =
   | { kind: "commit"; n: number; keys: string[] }
@@ -146,9 +147,12 @@ async function withRecordingDaemon(
   } finally {
     reader.close();
     await daemon.coordinator.shutdown(1_000);
+    // As serve drains: the daemon's cgroups go with it.
+    await daemon.confinement.close();
     daemon.store.close();
     await fake.close();
   }
+  assert.deepEqual(await cgroupDirsOf(stateDir), [], "the daemon's cgroups are removed with it");
 }
 
 /** An input message whose request id is its client message id, so its ack names its key. */
