@@ -218,3 +218,27 @@ export async function killProcessesIn(dir: string): Promise<void> {
     } catch { /* gone */ }
   }
 }
+
+/**
+ * Asks the daemon's `/health` until `done` holds for its body (bounded: `tries` times, `everyMs`
+ * apart; 500 × 20 ms unless given) and returns that body.
+ *
+ * @throws {Error} naming the last body when it never held.
+ * @example
+ * ```ts
+ * const slow = await healthUntil(daemon, (h) => h.status !== "ok");
+ * ```
+ */
+export async function healthUntil(
+  daemon: { url: string },
+  done: (health: Record<string, unknown>) => boolean,
+  options: { tries?: number; everyMs?: number } = {},
+): Promise<Record<string, unknown>> {
+  let health: Record<string, unknown> = {};
+  for (let i = 0; i < (options.tries ?? 500); i++) {
+    health = await (await fetch(`${daemon.url}/health`)).json();
+    if (done(health)) return health;
+    await new Promise((resolve) => setTimeout(resolve, options.everyMs ?? 20));
+  }
+  throw new Error(`/health never matched: ${JSON.stringify(health)}`);
+}

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { prepareBlockedState } from "../../bench/blocked_release.ts";
 import type { ServerMessage } from "../../runtime/core/mod.ts";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
-import { startTestDaemon, type TestDaemon } from "../_helpers/daemon.ts";
+import { healthUntil, startTestDaemon, type TestDaemon } from "../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../_helpers/lane_client.ts";
 
 /** An `attention.plan` that runs 3 s, then fails: every retry is slow and fails again. */
@@ -21,20 +21,6 @@ def plan(inputs: list[dict], session: dict) -> dict:
     time.sleep(3)
     raise RuntimeError("slow and broken policy")
 `;
-
-/** Polls /health (bounded) until `done` holds for its body; returns that body. */
-async function healthUntil(
-  daemon: TestDaemon,
-  done: (health: Record<string, unknown>) => boolean,
-): Promise<Record<string, unknown>> {
-  let health: Record<string, unknown> = {};
-  for (let i = 0; i < 500; i++) {
-    health = await (await fetch(`${daemon.url}/health`)).json();
-    if (done(health)) return health;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`health never matched: ${JSON.stringify(health)}`);
-}
 
 /** The default session's `hook_backlog` as `op.status` reports it. */
 async function statusBacklog(client: LaneClient): Promise<unknown> {

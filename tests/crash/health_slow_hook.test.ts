@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { prepareBlockedState } from "../../bench/blocked_release.ts";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
-import { REPO_ROOT, startTestDaemon, type TestDaemon } from "../_helpers/daemon.ts";
+import { healthUntil, REPO_ROOT, startTestDaemon, type TestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
 import { waitRecord } from "./_checks.ts";
 
@@ -24,20 +24,6 @@ def plan(inputs: list[dict], session: dict) -> dict:
         _time.sleep(3)
     return _plan(inputs, session)
 `;
-
-/** Polls /health (bounded) until `done` holds for its body; returns that body. */
-async function healthUntil(
-  daemon: TestDaemon,
-  done: (health: Record<string, unknown>) => boolean,
-): Promise<Record<string, unknown>> {
-  let health: Record<string, unknown> = {};
-  for (let i = 0; i < 500; i++) {
-    health = await (await fetch(`${daemon.url}/health`)).json();
-    if (done(health)) return health;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`health never matched: ${JSON.stringify(health)}`);
-}
 
 Deno.test("window health-slow-hook: an attention.plan running past the threshold makes /health degraded, naming it and its age, then ok", async () => {
   const stateDir = await Deno.makeTempDir({ prefix: "klbr-slow-hook-state-" });

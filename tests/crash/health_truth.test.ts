@@ -4,23 +4,9 @@
 
 import assert from "node:assert/strict";
 import { startFakeOpenAI } from "../fakes/openai_server.ts";
-import { startTestDaemon, type TestDaemon } from "../_helpers/daemon.ts";
+import { healthUntil, startTestDaemon } from "../_helpers/daemon.ts";
 import { connectLane } from "../_helpers/lane_client.ts";
 import { records, removeDirs, waitRecord } from "./_checks.ts";
-
-/** Polls /health (bounded) until `done` holds for its body; returns that body. */
-async function healthUntil(
-  daemon: TestDaemon,
-  done: (health: Record<string, unknown>) => boolean,
-): Promise<Record<string, unknown>> {
-  let health: Record<string, unknown> = {};
-  for (let i = 0; i < 500; i++) {
-    health = await (await fetch(`${daemon.url}/health`)).json();
-    if (done(health)) return health;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`health never matched: ${JSON.stringify(health)}`);
-}
 
 Deno.test("window health-model-down: a refused model call makes /health degraded at once, naming the route and error", async () => {
   // Nothing listens on port 9: every call fails with a connection error.

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import type { LaneRecord } from "../../../runtime/core/mod.ts";
-import { startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
+import { healthUntil, startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { connectLane, type LaneClient } from "../../_helpers/lane_client.ts";
 import { type FakeDiscord, startFakeDiscord } from "../../fakes/discord_server.ts";
 import { startFakeOpenAI } from "../../fakes/openai_server.ts";
@@ -38,19 +38,8 @@ async function stopAll(
   await parts.model.close();
 }
 
-/** /health, asked until `check` holds: at most 300 times, 100 ms apart. */
-async function healthUntil(
-  daemon: TestDaemon,
-  check: (health: Record<string, unknown>) => boolean,
-): Promise<Record<string, unknown>> {
-  let health: Record<string, unknown> = {};
-  for (let i = 0; i < 300; i++) {
-    health = await (await fetch(`${daemon.url}/health`)).json();
-    if (check(health)) return health;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  assert.fail(`/health never matched: ${JSON.stringify(health)}`);
-}
+/** Discord's reconnects take seconds: /health asked at most 300 times, 100 ms apart. */
+const SLOW_POLL = { tries: 300, everyMs: 100 };
 
 const admittedKeys = (client: LaneClient) =>
   client.messages.filter((m): m is LaneRecord => m.kind === "record" && m.type === "input.admitted")
@@ -97,7 +86,7 @@ Deno.test("a gateway closing with 4014 makes /health degraded naming Discord and
   const all = await startAll("", { identified: false });
   const { discord, daemon, client } = all;
   try {
-    const health = await healthUntil(daemon, (h) => discordOf(h)?.state === "refused");
+    const health = await healthUntil(daemon, (h) => discordOf(h)?.state === "refused", SLOW_POLL);
     assert.equal(health.status, "degraded");
     const fix =
       "enable Message Content Intent in the developer portal (Bot → Privileged Gateway Intents)";
@@ -123,11 +112,11 @@ Deno.test("the gateway going away makes /health degraded with 'Discord: down sin
   const all = await startAll();
   const { discord, daemon, client } = all;
   try {
-    const before = await healthUntil(daemon, (h) => discordOf(h)?.state === "connected");
+    const before = await healthUntil(daemon, (h) => discordOf(h)?.state === "connected", SLOW_POLL);
     assert.equal(before.status, "ok");
     assert.match(daemon.logs(), /^ {2}discord {4}.*direct messages answered$/m);
     discord.down();
-    const down = await healthUntil(daemon, (h) => discordOf(h)?.state === "down");
+    const down = await healthUntil(daemon, (h) => discordOf(h)?.state === "down", SLOW_POLL);
     assert.equal(down.status, "degraded");
     const since = new Date(discordOf(down).since).toISOString();
     const reason = (down.reasons as string[]).find((r) => r.startsWith("Discord: "));
@@ -138,7 +127,7 @@ Deno.test("the gateway going away makes /health degraded with 'Discord: down sin
     // The library's error is logged with the URL, never as `[object ErrorEvent]`.
     assert.ok(!daemon.logs().includes("[object ErrorEvent]"));
     discord.up();
-    const back = await healthUntil(daemon, (h) => discordOf(h)?.state === "connected");
+    const back = await healthUntil(daemon, (h) => discordOf(h)?.state === "connected", SLOW_POLL);
     assert.equal(back.status, "ok");
   } finally {
     await stopAll(all, client);
