@@ -142,12 +142,26 @@ def format_exception(exc: BaseException) -> dict[str, str]:
     When every frame is klbr's (a fault in klbr itself), the frames are all kept. So that the
     reply carrying it fits its frame, the message keeps its start (16 KiB, in the bytes it
     takes in a frame: ``klbr.frames.encoded_size``) and the traceback its end (64 KiB), where
-    the failing line is; each says what it cut.
+    the failing line is; each says what it cut. When ``str(exc)`` itself raises, the message
+    is ``<exception str() failed: RuntimeError: broken>`` (naming that error) and the traceback
+    ends as Python's does, ``E: <exception str() failed>``.
     """
     te = traceback.TracebackException.from_exception(exc)
     _trim(te, set())
     trace = "".join(te.format())
-    return {"type": type(exc).__name__, "message": _cap_message(str(exc)), "traceback": _cap_traceback(trace)}
+    return {"type": type(exc).__name__, "message": _cap_message(_str_of(exc)), "traceback": _cap_traceback(trace)}
+
+
+def _str_of(exc: BaseException) -> str:
+    """``str(exc)``, or what made it fail: libraries do ship exceptions whose ``__str__`` raises."""
+    try:
+        return str(exc)
+    except BaseException as failure:  # noqa: BLE001 - the error being described must still be reported
+        try:
+            detail = f"{type(failure).__name__}: {failure}"
+        except BaseException:  # noqa: BLE001 - e.g. a __str__ that raises its own exception
+            detail = type(failure).__name__
+        return f"<exception str() failed: {detail}>"
 
 
 def _cap_message(text: str) -> str:

@@ -18,6 +18,7 @@ import contextlib
 import marshal
 import os
 import platform
+import sys
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
@@ -26,7 +27,7 @@ from klbr.capture import DEFAULT_OUTPUT_CAP
 from klbr.cell_queue import CellJob, CellQueue
 from klbr.cells import CellResult, format_exception, run_cell
 from klbr.errors import RequestError
-from klbr.frames import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge
+from klbr.frames import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge, cut_to_size, encode_frame
 from klbr.hooks import UNCHANGED, call_hook
 from klbr.prelude import build_namespace
 
@@ -37,6 +38,8 @@ Handler = Callable[["Kernel", dict[str, Any]], Awaitable[Any]]
 
 RPC_REPLY_KINDS = frozenset({"rpc_ok", "rpc_error"})
 _CLOSE_GRACE_S = 2.0
+_FALLBACK_MESSAGE_CAP = 4096  # bytes in the frame, for an error reply that was over the limit
+_NOTE_ROOM = 64  # "... [klbr: message truncated, N more characters]", whatever N is
 
 
 @dataclass
@@ -54,6 +57,7 @@ class Kernel:
     def __init__(self, write: rpc.FrameWriter, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         """Reply through ``write``; cap each cell's captured streams to fit one frame."""
         self._write = write
+        self._max_frame_bytes = max_frame_bytes
         self.output_cap = min(DEFAULT_OUTPUT_CAP, max_frame_bytes // 8)
         self.rpc = rpc.HostRpc(write)
         rpc.bind(self.rpc)
@@ -119,8 +123,17 @@ class Kernel:
             self._write(frame)
         except FrameTooLarge:
             frame.pop("traceback", None)
-            frame["message"] = err.message[:4096]
+            frame["message"] = self._fitted(frame, err.message)
             self._write(frame)
+
+    def _fitted(self, frame: dict[str, Any], message: str) -> str:
+        """``message`` cut to fit the error ``frame`` (at most 4 KiB), saying what it cut."""
+        rest = len(encode_frame({**frame, "message": ""}, sys.maxsize)) - 4  # measured, not sent
+        budget = min(_FALLBACK_MESSAGE_CAP, self._max_frame_bytes - rest - _NOTE_ROOM)
+        kept = cut_to_size(message, budget)
+        if len(kept) == len(message):
+            return message
+        return kept + f"... [klbr: message truncated, {len(message) - len(kept)} more characters]"
 
     def _stream(self, request_id: str, name: str, text: str) -> None:
         with contextlib.suppress(FrameTooLarge):  # live output is lossy; the final reply carries the capture

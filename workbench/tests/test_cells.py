@@ -196,6 +196,40 @@ class RunCellTest(unittest.IsolatedAsyncioTestCase):
         assert result.error is not None
         self.assertEqual((result.outcome, result.error["message"]), ("error", "no repr"))
 
+    async def test_exception_whose_str_raises_is_the_cells_error(self) -> None:
+        """`run_cell()` reports an exception whose `__str__` raises as the cell's error, its message
+        naming the str() failure and its traceback ending as Python's own does."""
+        code = "class E(Exception):\n    def __str__(self):\n        raise RuntimeError('broken')\nraise E()"
+        result = await run_cell(code, {}, name="<cell b1>")
+        self.assertEqual(result.outcome, "error")
+        assert result.error is not None
+        self.assertEqual(result.error["type"], "E")
+        self.assertEqual(result.error["message"], "<exception str() failed: RuntimeError: broken>")
+        self.assertIn('File "<cell b1>", line 4, in <module>', result.error["traceback"])
+        self.assertTrue(result.error["traceback"].endswith("raise E()\nE: <exception str() failed>\n"))
+
+    async def test_final_value_whose_repr_raises_an_exception_whose_str_raises_is_an_error(self) -> None:
+        """`run_cell()` reports a final value whose repr raises an exception with a broken `__str__`
+        as outcome error, without a value."""
+        code = (
+            "class E(Exception):\n    def __str__(self):\n        raise RuntimeError('broken')\n"
+            "class Bad:\n    def __repr__(self):\n        raise E()\nBad()"
+        )
+        result = await run_cell(code, {})
+        assert result.error is not None
+        self.assertEqual((result.outcome, result.value, result.error["type"]), ("error", None, "E"))
+        self.assertEqual(result.error["message"], "<exception str() failed: RuntimeError: broken>")
+
+    async def test_exception_whose_str_raises_itself_is_the_cells_error(self) -> None:
+        """`run_cell()` reports an exception whose `__str__` raises that same exception, or returns no
+        string, as the cell's error."""
+        for body, failure in (("raise self", "E"), ("return 5", "TypeError: __str__ returned non-string (type int)")):
+            code = f"class E(Exception):\n    def __str__(self):\n        {body}\nraise E()"
+            result = await run_cell(code, {})
+            assert result.error is not None
+            self.assertEqual((result.outcome, result.error["type"]), ("error", "E"))
+            self.assertEqual(result.error["message"], f"<exception str() failed: {failure}>")
+
     async def test_outside_a_cell_writes_go_to_the_original_stream(self) -> None:
         """`run_cell()` leaves writes made outside any cell to the stream that was there before."""
         await run_cell("1", {})

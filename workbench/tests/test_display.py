@@ -33,6 +33,19 @@ class DisplayTest(unittest.IsolatedAsyncioTestCase):
         result = await run_cell("display(Figure())", {"display": display, "Figure": Figure})
         self.assertEqual([d["mime"] for d in result.displays], ["image/png"])
 
+    async def test_an_object_whose_show_method_raises_ends_the_cell_with_its_error(self) -> None:
+        """A cell that displays an object whose ``_repr_html_()`` or ``_repr_png_()`` raises (even an
+        exception whose ``__str__`` raises) ends with outcome error naming that exception."""
+        broken = "class E(Exception):\n    def __str__(self):\n        raise RuntimeError('broken')\n"
+        for method, raised, message in (
+            ("_repr_html_", "ValueError('no html')", "no html"),
+            ("_repr_png_", "E()", "<exception str() failed: RuntimeError: broken>"),
+        ):
+            code = broken + f"class F:\n    def {method}(self):\n        raise {raised}\ndisplay(F())"
+            result = await run_cell(code, {"display": display})
+            assert result.error is not None
+            self.assertEqual((result.outcome, result.error["message"], result.displays), ("error", message, []))
+
     async def test_a_cell_without_displays_reports_none(self) -> None:
         """A cell that shows nothing has no ``displays`` in its reply, and the next cell starts empty."""
         ns = {"display": display, "PNG": PNG}

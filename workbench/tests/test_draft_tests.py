@@ -135,6 +135,19 @@ class DraftTestsTest(DraftTestsCase):
         self.assertIn("    raise ValueError('\\x00' * 2_000_000)\nValueError: \x00", error["traceback"])
         encode_frame({"kind": "ok", "id": "t1", "result": {"tests": results}})  # raises FrameTooLarge when over
 
+    async def test_an_exception_whose_str_raises_is_that_tests_failure(self) -> None:
+        """A test, or a test file on import, that raises an exception whose `__str__` raises fails
+        alone, with a message saying str() failed; the run still answers."""
+        broken = "class E(Exception):\n    def __str__(self):\n        raise RuntimeError('broken')\n"
+        self.write("tests/test_a.py", broken + "def test_raises():\n    raise E()\n")
+        self.write("tests/test_b.py", broken + "raise E()\n")
+        results = await self.run_them()
+        self.assertEqual([r["name"] for r in results], ["tests/test_a.py::test_raises", "tests/test_b.py"])
+        for result in results:
+            self.assertEqual(result["error"]["type"], "E")
+            self.assertEqual(result["error"]["message"], "<exception str() failed: RuntimeError: broken>")
+            self.assertRegex(result["error"]["traceback"], r"    raise E\(\)\n[\w.]*\.E: <exception str\(\) failed>\n$")
+
     async def test_a_tree_without_tests_has_none(self) -> None:
         """A draft without `tests/` (or without test_*.py files) has no test results."""
         os.rmdir(os.path.join(self.dir, "tests"))

@@ -48,6 +48,13 @@ class HookTest(HookCase):
         self.assertIn("raise LookupError('no route')", err.traceback or "")
         self.assertNotIn("hooks.py", err.traceback or "")
 
+    async def test_hook_raising_an_exception_whose_str_raises_is_hook_failed(self) -> None:
+        """`call_hook()` turns an exception whose `__str__` raises into hook_failed saying str() failed."""
+        self.hook_file("model.py", "class E(Exception):\n    def __str__(self):\n        raise RuntimeError('broken')\ndef plan(**kw):\n    raise E()\n")
+        err = await self.failure("model.plan", {}, {"revision": "r1", "path": self.dir})
+        self.assertEqual(err.message, "cannot run hook model.plan: hook raised E: <exception str() failed: RuntimeError: broken>")
+        self.assertRegex(err.traceback or "", r"    raise E\(\)\n[\w.]*\.E: <exception str\(\) failed>\n$")  # E's module is the release's
+
     async def test_missing_file_is_hook_failed(self) -> None:
         """`call_hook()` reports a missing hook file as hook_failed naming the path."""
         err = await self.failure("context.prepare", {}, {"revision": "r1", "path": self.dir})

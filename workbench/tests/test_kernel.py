@@ -1,6 +1,8 @@
 """Tests of the kernel dispatcher, fed plain dicts: one reply per request, always."""
 
 import asyncio
+import os
+import tempfile
 import unittest
 from collections import Counter
 from unittest import mock
@@ -123,6 +125,25 @@ class DispatchTest(KernelCase):
         self.assertEqual(reply["code"], "internal")
         self.assertIn("cannot reply to request e1", reply["message"])
 
+    async def test_oversize_error_reply_says_its_message_was_cut(self) -> None:
+        """`dispatch()` answers an error whose message and traceback are over the frame limit with one
+        reply whose message is cut to fit and says so, instead of no reply (or a silent cut)."""
+        release = self.enterContext(tempfile.TemporaryDirectory())
+        with open(os.path.join(release, "turn.py"), "w") as f:
+            f.write("def next(**kw):\n    raise ValueError('y' * 20_000)\n")
+        # 4 KiB: even the old fallback (the message's first 4096 characters) was over the limit, so
+        # there was no reply; 16 KiB: the fallback fitted, but the message was cut silently.
+        for limit in (4096, 16 * 1024):
+            await self.kernel.close()
+            self.kernel = kernel_module.Kernel(self.wire.write, max_frame_bytes=limit)
+            self.wire.max_frame_bytes = limit
+            await self.init(behavior={"revision": "long", "path": release})
+            reply = await self.call({"kind": "hook", "id": f"h{limit}", "name": "turn.next", "args": {}})
+            self.assertEqual((reply["kind"], reply["code"]), ("error", "hook_failed"))
+            self.assertTrue(reply["message"].startswith("cannot run hook turn.next: hook raised ValueError: yyy"))
+            self.assertRegex(reply["message"], r"y\.\.\. \[klbr: message truncated, \d+ more characters\]$")
+            self.assertNotIn("traceback", reply)
+
     async def test_control_character_output_keeps_the_cell_outcome_within_the_frame(self) -> None:
         """`handle_execute()` cuts output of control characters (6 bytes each in JSON) to fit the
         frame and keeps the cell's outcome, instead of replacing the reply with internal."""
@@ -160,6 +181,20 @@ class DispatchTest(KernelCase):
             self.assertRegex(message, r"\.\.\. \[klbr: message truncated, \d+ more characters\]$")
             self.assertIn(f"    {code}\nValueError: ", trace)  # the failing line, then the cut message
             self.assertRegex(trace, r"\[klbr: message truncated, \d+ more characters\]\n$")
+
+    async def test_exception_whose_str_raises_keeps_the_cell_outcome(self) -> None:
+        """`handle_execute()` answers a cell that raised an exception whose `__str__` raises with
+        outcome error and the exception's type, instead of internal (or, when `__str__` raises the
+        exception itself, no reply at all)."""
+        await self.init()
+        for n, (body, failure) in enumerate((("raise RuntimeError('broken')", "RuntimeError: broken"), ("raise self", "E"))):
+            code = f"class E(Exception):\n    def __str__(self):\n        {body}\nraise E()"
+            reply = await self.call({"kind": "execute", "id": f"e{n}", "cell": f"c{n}", "code": code})
+            self.assertEqual(reply["kind"], "ok", reply.get("message"))
+            error = reply["result"]["error"]
+            self.assertEqual((reply["result"]["outcome"], error["type"]), ("error", "E"))
+            self.assertEqual(error["message"], f"<exception str() failed: {failure}>")
+            self.assertTrue(error["traceback"].endswith("    raise E()\nE: <exception str() failed>\n"))
 
     async def test_shutdown_replies_then_stops_with_zero(self) -> None:
         """`handle_shutdown()` replies {} and then asks the loop to stop with status 0."""
