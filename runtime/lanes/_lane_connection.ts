@@ -225,6 +225,15 @@ export class LaneConnection {
     this.dispose();
   }
 
+  /** Resolves once every reply to a message taken so far has been sent. */
+  async settled(): Promise<void> {
+    let answered: Promise<void> | undefined;
+    while (answered !== this.#answered) {
+      answered = this.#answered;
+      await answered;
+    }
+  }
+
   /** Releases the subscription; later signals are ignored. */
   dispose(): void {
     this.#closed = true;

@@ -68,6 +68,8 @@ export class LaneSocket {
   #head = 0;
   /** Whether the socket stopped reading because enough messages wait. */
   #paused = false;
+  /** Whether a shutdown is settling the socket: it reads no more until it is closed. */
+  #closing = false;
   /** Wakes a handler waiting for this connection's acknowledgements to drain. */
   #ackWaiter: (() => void) | undefined;
   readonly #handler = new SerialRunner(() => this.#handleBuffered());
@@ -80,9 +82,9 @@ export class LaneSocket {
 
   /**
    * Takes over the upgraded socket and the TCP stream under it: its connection opens, its
-   * messages and close are this'.
+   * messages and close are this'. Returns how it settles before a shutdown closes it.
    */
-  attach(ws: NodeWebSocket, stream: Duplex): void {
+  attach(ws: NodeWebSocket, stream: Duplex): () => Promise<void> {
     this.#stream = stream;
     this.#open(ws);
     ws.on("message", (data: Uint8Array, isBinary: boolean) => {
@@ -96,6 +98,23 @@ export class LaneSocket {
       this.#untrack?.();
       this.#lane.place.release();
     });
+    return () => this.#settle();
+  }
+
+  /**
+   * Before a shutdown closes the socket: it stops reading, and resolves once every message it
+   * read has been handed to the connection and answered (an input refused `shutting_down` or
+   * acknowledged, a command answered). It reads again only so the close handshake completes.
+   */
+  async #settle(): Promise<void> {
+    this.#closing = true;
+    this.#raw?.pause();
+    while (this.#head < this.#held.length && this.#raw?.readyState === OPEN) {
+      await this.#handler.run();
+    }
+    await this.#handler.idle();
+    await this.#connection?.settled();
+    this.#raw?.resume();
   }
 
   /**
@@ -108,7 +127,7 @@ export class LaneSocket {
     const waiting = this.#held.length - this.#head;
     const stats = this.#registry.stats;
     stats.peak_held_messages = Math.max(stats.peak_held_messages, waiting);
-    if (!this.#paused && waiting >= this.#registry.limits.maxUnackedInputs) {
+    if (!this.#paused && !this.#closing && waiting >= this.#registry.limits.maxUnackedInputs) {
       this.#paused = true;
       this.#raw?.pause();
     }
@@ -178,7 +197,8 @@ export class LaneSocket {
   /** The socket reads again once fewer messages wait than the bound. */
   #readAgainIfRoom(): void {
     const waiting = this.#held.length - this.#head;
-    if (!this.#paused || waiting >= this.#registry.limits.maxUnackedInputs) return;
+    if (!this.#paused || this.#closing) return;
+    if (waiting >= this.#registry.limits.maxUnackedInputs) return;
     this.#paused = false;
     this.#raw?.resume();
   }

@@ -37,11 +37,15 @@ import { settlesWithin } from "../core/mod.ts";
 export interface LaneUpgrade {
   /**
    * Completes the upgrade: `onOpen` gets the socket once the handshake is written, with the TCP
-   * stream under it. Until it is called, the app's answer is what the client gets (a refusal,
-   * written on the socket).
+   * stream under it, and may return how the socket settles before a shutdown closes it (it
+   * stops reading and resolves once every message it read is answered). Until it is called,
+   * the app's answer is what the client gets (a refusal, written on the socket).
    */
-  accept(onOpen: (socket: NodeWebSocket, stream: Duplex) => void): void;
+  accept(onOpen: (socket: NodeWebSocket, stream: Duplex) => Settle | void): void;
 }
+
+/** Stops a socket reading; resolves once every message it read is answered. */
+export type Settle = () => Promise<void>;
 
 /** The app's environment: the request's node side, and its upgrade when it asked for one. */
 export interface ListenerEnv {
@@ -56,8 +60,8 @@ export type AppFetch = (request: Request, env: ListenerEnv) => Response | Promis
 export interface Listening {
   port: number;
   /**
-   * Stops accepting, closes every WebSocket (1001, "the daemon is shutting down") and idle
-   * connection, and resolves `true` once every connection has closed, or `false` after
+   * Stops accepting, lets every WebSocket answer the messages it read (it reads no more), then
+   * closes it (1001, "the daemon is shutting down") and every idle connection, and resolves `true` once every connection has closed, or `false` after
    * `graceMs` (the rest are then cut).
    */
   close(graceMs: number): Promise<boolean>;
@@ -97,6 +101,7 @@ export async function listenApp(fetch: AppFetch, options: ListenOptions): Promis
   // A request without `Host` reaches the app, whose loopback guard refuses it (403, logged).
   const server = createServer({ noDelay: true, requireHostHeader: false });
   const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
+  const settles = new WeakMap<NodeWebSocket, Settle>();
   const silent = new SilentConnections(options);
   server.on("connection", (socket: Socket) => silent.add(socket));
   server.on("request", (incoming: IncomingMessage, outgoing: ServerResponse) => {
@@ -105,7 +110,7 @@ export async function listenApp(fetch: AppFetch, options: ListenOptions): Promis
   });
   server.on("upgrade", (incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
     silent.spoke(socket);
-    void answerUpgrade(fetch, { incoming, socket, head, sockets });
+    void answerUpgrade(fetch, { incoming, socket, head, sockets, settles });
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -115,7 +120,7 @@ export async function listenApp(fetch: AppFetch, options: ListenOptions): Promis
     });
   });
   const port = (server.address() as { port: number }).port;
-  return { port, close: (graceMs) => closeListener({ server, sockets }, graceMs) };
+  return { port, close: (graceMs) => closeListener({ server, sockets, settles }, graceMs) };
 }
 
 /**
@@ -209,15 +214,24 @@ async function answerRequest(
  */
 async function answerUpgrade(
   fetch: AppFetch,
-  raw: { incoming: IncomingMessage; socket: Duplex; head: Buffer; sockets: WebSocketServer },
+  raw: {
+    incoming: IncomingMessage;
+    socket: Duplex;
+    head: Buffer;
+    sockets: WebSocketServer;
+    settles: WeakMap<NodeWebSocket, Settle>;
+  },
 ): Promise<void> {
-  const { incoming, socket, head, sockets } = raw;
+  const { incoming, socket, head, sockets, settles } = raw;
   socket.on("error", () => socket.destroy());
   let accepted = false;
   const upgrade: LaneUpgrade = {
     accept(onOpen) {
       accepted = true;
-      sockets.handleUpgrade(incoming, socket, head, (ws) => onOpen(ws, socket));
+      sockets.handleUpgrade(incoming, socket, head, (ws) => {
+        const settle = onOpen(ws, socket);
+        if (settle) settles.set(ws, settle);
+      });
     },
   };
   try {
@@ -252,21 +266,29 @@ function headersOf(response: Response): Record<string, string | string[]> {
 }
 
 /**
- * Closes the server: its WebSockets and idle connections at once, the rest after `graceMs`.
- * Resolves `false` when some had to be cut; either way only once every WebSocket's `close`
- * has been handled (its lane let go), or a second after it was cut.
+ * Closes the server: each WebSocket once it answered what it read (it reads no more), and idle
+ * connections at once; the rest after `graceMs`. Resolves `false` when some had to be cut;
+ * either way only once every WebSocket's `close` has been handled (its lane let go), or a
+ * second after it was cut. A message a socket had not read when its close was sent is never
+ * acted upon: the close (1001) tells its client to send it again after the restart.
  */
 async function closeListener(
-  listener: { server: Server; sockets: WebSocketServer },
+  listener: { server: Server; sockets: WebSocketServer; settles: WeakMap<NodeWebSocket, Settle> },
   graceMs: number,
 ): Promise<boolean> {
-  const { server, sockets } = listener;
-  const lanes = [...sockets.clients];
-  const ended = Promise.all(lanes.map(closeHandled));
-  for (const socket of lanes) socket.close(1001, "the daemon is shutting down");
+  const { server, sockets, settles } = listener;
+  const deadline = Date.now() + graceMs;
   const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  const graceful = await settlesWithin(Promise.all([serverClosed, ended]), graceMs);
+  const lanes = [...sockets.clients];
+  const ended = Promise.all(lanes.map(closeHandled));
+  await settlesWithin(
+    Promise.all(lanes.map((socket) => settles.get(socket)?.().catch(() => {}))),
+    graceMs,
+  );
+  for (const socket of lanes) socket.close(1001, "the daemon is shutting down");
+  const left = Math.max(0, deadline - Date.now());
+  const graceful = await settlesWithin(Promise.all([serverClosed, ended]), left);
   if (!graceful) {
     for (const socket of sockets.clients) socket.terminate();
     server.closeAllConnections();
