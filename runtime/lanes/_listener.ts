@@ -61,8 +61,8 @@ export interface Listening {
   port: number;
   /**
    * Stops accepting, lets every WebSocket answer the messages it read (it reads no more), then
-   * closes it (1001, "the daemon is shutting down") and every idle connection, and resolves `true` once every connection has closed, or `false` after
-   * `graceMs` (the rest are then cut).
+   * closes it (1001, "the daemon is shutting down") and every idle connection, and resolves
+   * `true` once every connection has closed, or `false` after `graceMs` (the rest are then cut).
    */
   close(graceMs: number): Promise<boolean>;
 }
