@@ -145,10 +145,15 @@ export interface ReplyLike {
 /**
  * Finish reasons by which a server says the reply failed rather than ended: `error` (Mistral
  * documents it among a stream's finish reasons; OpenRouter sends it when the provider behind it
- * failed) and `abort` (vLLM, for a request its engine aborted). The text is then a prefix and
- * the calls may be cut.
+ * failed), `abort` (vLLM, for a request its engine aborted) and `insufficient_system_resource`
+ * (DeepSeek documents it: "the request is interrupted due to insufficient resource of the
+ * inference system"). The text is then a prefix and the calls may be cut.
  */
-const FAILED_FINISHES: ReadonlySet<string> = new Set(["error", "abort"]);
+const FAILED_FINISHES: ReadonlySet<string> = new Set([
+  "error",
+  "abort",
+  "insufficient_system_resource",
+]);
 
 /** One call being assembled: its first `index`, if it had one, orders it among the others. */
 interface Building {
@@ -199,7 +204,10 @@ export class TurnBuilder {
     return this.#finish !== null || this.#ended;
   }
 
-  /** The finish reason, when the server said by it that the reply failed (`error`, `abort`). */
+  /**
+   * The finish reason, when the server said by it that the reply failed (`error`, `abort`,
+   * `insufficient_system_resource`).
+   */
   get failedFinish(): string | undefined {
     return this.#finish !== null && FAILED_FINISHES.has(this.#finish) ? this.#finish : undefined;
   }

@@ -295,6 +295,29 @@ Deno.test("`streamChat()` fails on a finish reason that says the reply failed: M
   }
 });
 
+Deno.test("`streamChat()` fails on DeepSeek's `insufficient_system_resource`: the reply was interrupted, not finished", async () => {
+  // DeepSeek documents `insufficient_system_resource` among its finish reasons: "the request is
+  // interrupted due to insufficient resource of the inference system"
+  // (api-docs.deepseek.com/api/create-chat-completion; tetsuo-ai/agenc-core#2492 holds DeepSeek
+  // streams to it). The text is a prefix and the last call may be cut: nothing of it may run,
+  // and asking again can succeed once the server has room.
+  const { turn, failure, error } = await ask({ profile: "deepseek" }, {
+    reasoning: "First I",
+    text: "Let me ",
+    toolCall: { id: "call_1", name: "python", arguments: '{"code": "x' },
+    finishReason: "insufficient_system_resource",
+  });
+  assert.equal(turn, undefined, "an interrupted reply was taken as a finished one");
+  assert.equal(failure?.reason, "stream_error");
+  assert.equal(failure?.retriable, true);
+  assert.equal(failure?.partial?.text, "Let me ");
+  assert.deepEqual(failure?.partial?.toolCalls, []);
+  assert.equal(
+    error?.message,
+    'cannot stream from llm "main": the provider ended the reply with finish_reason "insufficient_system_resource" (got 7 characters of text, 7 of reasoning, 1 unfinished tool call(s))',
+  );
+});
+
 Deno.test("a `stream #false` route asks for one completion, without stream_options, and reads it", async () => {
   const { turn, fake } = await ask({}, { text: "not streamed" }, { fields: "stream #false" });
   const body = fake.requests[0].body;
