@@ -352,6 +352,31 @@ Deno.test("`streamChat()` names a 200 HTML page as such, once, and never as a cu
   assert.equal(fake.requests.length, 1);
 });
 
+Deno.test("LM Studio's 200 \"Unexpected endpoint or method\" names the route's url, once, and is not retried", async () => {
+  // LM Studio answers a path it does not serve with HTTP 200 and `{"error": "Unexpected endpoint
+  // or method. (POST /chat/completions)"}` (lmstudio-ai/lmstudio-bug-tracker#618): a route whose
+  // url lacks `/v1`. No retry reaches another path; the url is what to fix.
+  const fake = startFakeOpenAI({ quirks: { unknownPathOk: true } });
+  try {
+    const origin = fake.url.replace(/\/v1$/, "");
+    const provider = createProvider(route(origin), { apiKey: undefined });
+    const error = await provider.streamChat({ messages: HELLO }).then(
+      () => assert.fail("an error body was taken as a reply"),
+      (error: KlbrError) => error,
+    );
+    assert.deepEqual(fake.requests.map((r) => r.path), ["/chat/completions"]);
+    const failure = error.cause as ProviderFailure;
+    assert.equal(failure.reason, "not_api");
+    assert.equal(failure.retriable, false);
+    assert.equal(
+      error.message,
+      'cannot stream from llm "main": the server answered an error for a path it does not serve: Unexpected endpoint or method. (POST /chat/completions) (got HTTP 200 application/json); check url of llm "main": it must be the OpenAI-compatible API (often ending in /v1)',
+    );
+  } finally {
+    await fake.close();
+  }
+});
+
 Deno.test("a proxy's 502 HTML page is named by its title, as the server's words", async () => {
   // nginx in front of a model server that is down answers its default error page (the body of
   // ngx_http_special_response.c); the SDK keeps only the text, so the provider keeps the body.
