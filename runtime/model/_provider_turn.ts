@@ -65,8 +65,9 @@ export const ProviderTurnSchema = z.object({
    */
   finishInferred: z.boolean(),
   /**
-   * True when the reply hit the token limit (`finish_reason: "length"`) while it was writing a
-   * tool call: the last call's arguments are then cut, and kept as received.
+   * True when the reply hit the token limit (`finish_reason: "length"`, or Mistral's
+   * `model_length`) while it was writing a tool call: the last call's arguments are then cut, and
+   * kept as received.
    */
   cutInToolCall: z.boolean(),
   usage: ProviderUsageSchema,
@@ -154,6 +155,12 @@ const FAILED_FINISHES: ReadonlySet<string> = new Set([
   "abort",
   "insufficient_system_resource",
 ]);
+
+/**
+ * Finish reasons by which a length ended the reply: `length` (the token limit) and Mistral's
+ * `model_length` (the model's context, in its API's completion choices).
+ */
+const LENGTH_FINISHES: ReadonlySet<string> = new Set(["length", "model_length"]);
 
 /** One call being assembled: its first `index`, if it had one, orders it among the others. */
 interface Building {
@@ -292,7 +299,8 @@ export class TurnBuilder {
       toolCalls,
       finishReason: this.#finish ?? inferred,
       finishInferred: this.#finish === null,
-      cutInToolCall: this.#finish === "length" && toolCalls.length > 0,
+      cutInToolCall: this.#finish !== null && LENGTH_FINISHES.has(this.#finish) &&
+        toolCalls.length > 0,
       usage: this.#usage,
     };
   }

@@ -156,6 +156,19 @@ Deno.test("`streamChat()` says when the token limit cut a tool call, and keeps i
   assert.equal(text?.cutInToolCall, false);
 });
 
+Deno.test("`streamChat()` says a tool call was cut when Mistral stops at the model's context, `model_length`", async () => {
+  // Mistral's API documents `model_length` beside `length` among a completion's finish reasons
+  // (its OpenAPI spec's `ChatCompletionChoice.finish_reason`; the generated mistral-openapi-client
+  // and AutoGen.Mistral `FinishReasonEnum` list it): the model's context ended the reply.
+  const { turn } = await ask({}, {
+    toolCall: { id: "call_cut", name: "python", arguments: '{"code": "for i in range(10' },
+    finishReason: "model_length",
+  }, { fields: "stream #false" });
+  assert.equal(turn?.finishReason, "model_length");
+  assert.equal(turn?.cutInToolCall, true);
+  assert.equal(turn?.toolCalls[0].arguments, '{"code": "for i in range(10');
+});
+
 Deno.test("`streamChat()` streams tool-call argument text as deltas: progress while a long cell arrives", async () => {
   const { deltas } = await ask({}, { toolCall: { code: "x = 1\n".repeat(20) } });
   const args = deltas.filter((d) => d.type === "tool_call");
