@@ -65,8 +65,9 @@ export const ProviderTurnSchema = z.object({
    */
   finishInferred: z.boolean(),
   /**
-   * True when the reply hit the token limit (`finish_reason: "length"`) while it was writing a
-   * tool call: the last call's arguments are then cut, and kept as received.
+   * True when the reply hit the token limit (`finish_reason: "length"`, or Mistral's
+   * `model_length`) while it was writing a tool call: the last call's arguments are then cut, and
+   * kept as received.
    */
   cutInToolCall: z.boolean(),
   usage: ProviderUsageSchema,
@@ -145,10 +146,21 @@ export interface ReplyLike {
 /**
  * Finish reasons by which a server says the reply failed rather than ended: `error` (Mistral
  * documents it among a stream's finish reasons; OpenRouter sends it when the provider behind it
- * failed) and `abort` (vLLM, for a request its engine aborted). The text is then a prefix and
- * the calls may be cut.
+ * failed), `abort` (vLLM, for a request its engine aborted) and `insufficient_system_resource`
+ * (DeepSeek documents it: "the request is interrupted due to insufficient resource of the
+ * inference system"). The text is then a prefix and the calls may be cut.
  */
-const FAILED_FINISHES: ReadonlySet<string> = new Set(["error", "abort"]);
+const FAILED_FINISHES: ReadonlySet<string> = new Set([
+  "error",
+  "abort",
+  "insufficient_system_resource",
+]);
+
+/**
+ * Finish reasons by which a length ended the reply: `length` (the token limit) and Mistral's
+ * `model_length` (the model's context, in its API's completion choices).
+ */
+const LENGTH_FINISHES: ReadonlySet<string> = new Set(["length", "model_length"]);
 
 /** One call being assembled: its first `index`, if it had one, orders it among the others. */
 interface Building {
@@ -199,7 +211,10 @@ export class TurnBuilder {
     return this.#finish !== null || this.#ended;
   }
 
-  /** The finish reason, when the server said by it that the reply failed (`error`, `abort`). */
+  /**
+   * The finish reason, when the server said by it that the reply failed (`error`, `abort`,
+   * `insufficient_system_resource`).
+   */
   get failedFinish(): string | undefined {
     return this.#finish !== null && FAILED_FINISHES.has(this.#finish) ? this.#finish : undefined;
   }
@@ -284,7 +299,8 @@ export class TurnBuilder {
       toolCalls,
       finishReason: this.#finish ?? inferred,
       finishInferred: this.#finish === null,
-      cutInToolCall: this.#finish === "length" && toolCalls.length > 0,
+      cutInToolCall: this.#finish !== null && LENGTH_FINISHES.has(this.#finish) &&
+        toolCalls.length > 0,
       usage: this.#usage,
     };
   }

@@ -3,7 +3,8 @@
  * whatever the server chose to send: a server-sent-event stream (OpenAI's format, ended by
  * `data: [DONE]`), one whole JSON completion (a server that ignores `stream: true`, or a
  * `stream #false` route; with or without a stray `data: [DONE]` after it), or an HTML page
- * (a proxy's or a web server's, at the wrong URL) — which is a failure named as such.
+ * (a proxy's or a web server's, at the wrong URL) or LM Studio's 200 error for a path it does
+ * not serve — each a failure named as such.
  *
  * The body's first character decides, not the `content-type` header: servers mislabel both
  * ways (SSE to `stream: false`, JSON to `stream: true`, JSON labelled `text/event-stream`).
@@ -92,7 +93,7 @@ export async function readReply(
     const first = head.trimStart()[0];
     if (first === "<" || first === "{" || first === "[") {
       const whole = await readWhole(reader, head, sink);
-      return first === "<" ? refuseHtml(whole, response) : foldWhole(whole, sink);
+      return first === "<" ? refuseHtml(whole, response) : foldWhole(whole, { sink, response });
     }
     return await readEvents(reader, head, sink);
   } finally {
@@ -186,8 +187,17 @@ function errorCodes(data: unknown): { status?: number; code?: string } {
   };
 }
 
+/**
+ * LM Studio's words for a path it does not serve, which it answers with HTTP 200
+ * (lmstudio-ai/lmstudio-bug-tracker#618): a route whose url lacks `/v1`.
+ */
+const UNSERVED_PATH = /^Unexpected endpoint or method\./;
+
 /** A whole JSON body: one completion, or the server's error. */
-function foldWhole(text: string, sink: ReplySink): { error: unknown } | undefined {
+function foldWhole(
+  text: string,
+  { sink, response }: { sink: ReplySink; response: Response },
+): { error: unknown } | undefined {
   // A proxy may glue `data: [DONE]` after a JSON completion (decolua/9router#3492).
   const json = text.replace(/\s*(data:\s*\[DONE\]\s*)+$/, "");
   let data: unknown;
@@ -197,6 +207,12 @@ function foldWhole(text: string, sink: ReplySink): { error: unknown } | undefine
     throw new ReplyError("not_api", `a body that is neither a stream nor JSON: ${clip(text)}`);
   }
   const message = errorMessage(data);
+  if (message !== undefined && UNSERVED_PATH.test(message)) {
+    const type = response.headers.get("content-type")?.split(";")[0] ?? "no content-type";
+    throw new ReplyError("not_api", `an error for a path it does not serve: ${clip(message)}`, {
+      detail: `HTTP ${response.status} ${type}`,
+    });
+  }
   if (message !== undefined) {
     throw new ReplyError("stream_error", message, { ...errorCodes(data), body: json });
   }

@@ -78,6 +78,11 @@ export interface FakeQuirks {
   outOfCredit?: "openai" | "deepseek" | "openrouter";
   /** Refuses (400) a request carrying any of these top-level fields, as OpenAI-format proxies do. */
   unknownFields?: string[];
+  /**
+   * Answers a path it does not serve (a route `url` without `/v1`) with HTTP 200 and a JSON
+   * error, as LM Studio does ({@linkcode unexpectedEndpoint}).
+   */
+  unknownPathOk?: boolean;
 }
 
 /** The named profiles: one server's documented behaviour each. */
@@ -564,3 +569,13 @@ export function htmlPage(title: string): Response {
  * (openrouter.ai/docs/api-reference/streaming: "ignore these comments").
  */
 export const OPENROUTER_COMMENT = ": OPENROUTER PROCESSING\n\n";
+
+/**
+ * LM Studio's answer to a path it does not serve: HTTP 200 with `{"error": "Unexpected endpoint
+ * or method. (POST /chat/completions)"}`, logged as "Returning 200 anyway"
+ * (lmstudio-ai/lmstudio-bug-tracker#618: `POST http://localhost:1234/chat/completions`, a base URL
+ * without `/v1`; #1323, #2085).
+ */
+export function unexpectedEndpoint(method: string, path: string): Response {
+  return Response.json({ error: `Unexpected endpoint or method. (${method} ${path})` });
+}

@@ -37,6 +37,7 @@ import {
   refuseKey,
   refuseRequest,
   resolveQuirks,
+  unexpectedEndpoint,
 } from "./model_quirks.ts";
 
 export {
@@ -476,6 +477,7 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
       });
     }
     if (method !== "POST" || path !== "/v1/chat/completions" || probe) {
+      if (quirks.unknownPathOk) return unexpectedEndpoint(method, path);
       return Response.json({ error: { message: `fake: no route ${method} ${path}` } }, {
         status: 404,
       });

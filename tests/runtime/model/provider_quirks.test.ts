@@ -156,6 +156,19 @@ Deno.test("`streamChat()` says when the token limit cut a tool call, and keeps i
   assert.equal(text?.cutInToolCall, false);
 });
 
+Deno.test("`streamChat()` says a tool call was cut when Mistral stops at the model's context, `model_length`", async () => {
+  // Mistral's API documents `model_length` beside `length` among a completion's finish reasons
+  // (its OpenAPI spec's `ChatCompletionChoice.finish_reason`; the generated mistral-openapi-client
+  // and AutoGen.Mistral `FinishReasonEnum` list it): the model's context ended the reply.
+  const { turn } = await ask({}, {
+    toolCall: { id: "call_cut", name: "python", arguments: '{"code": "for i in range(10' },
+    finishReason: "model_length",
+  }, { fields: "stream #false" });
+  assert.equal(turn?.finishReason, "model_length");
+  assert.equal(turn?.cutInToolCall, true);
+  assert.equal(turn?.toolCalls[0].arguments, '{"code": "for i in range(10');
+});
+
 Deno.test("`streamChat()` streams tool-call argument text as deltas: progress while a long cell arrives", async () => {
   const { deltas } = await ask({}, { toolCall: { code: "x = 1\n".repeat(20) } });
   const args = deltas.filter((d) => d.type === "tool_call");
@@ -295,6 +308,29 @@ Deno.test("`streamChat()` fails on a finish reason that says the reply failed: M
   }
 });
 
+Deno.test("`streamChat()` fails on DeepSeek's `insufficient_system_resource`: the reply was interrupted, not finished", async () => {
+  // DeepSeek documents `insufficient_system_resource` among its finish reasons: "the request is
+  // interrupted due to insufficient resource of the inference system"
+  // (api-docs.deepseek.com/api/create-chat-completion; tetsuo-ai/agenc-core#2492 holds DeepSeek
+  // streams to it). The text is a prefix and the last call may be cut: nothing of it may run,
+  // and asking again can succeed once the server has room.
+  const { turn, failure, error } = await ask({ profile: "deepseek" }, {
+    reasoning: "First I",
+    text: "Let me ",
+    toolCall: { id: "call_1", name: "python", arguments: '{"code": "x' },
+    finishReason: "insufficient_system_resource",
+  });
+  assert.equal(turn, undefined, "an interrupted reply was taken as a finished one");
+  assert.equal(failure?.reason, "stream_error");
+  assert.equal(failure?.retriable, true);
+  assert.equal(failure?.partial?.text, "Let me ");
+  assert.deepEqual(failure?.partial?.toolCalls, []);
+  assert.equal(
+    error?.message,
+    'cannot stream from llm "main": the provider ended the reply with finish_reason "insufficient_system_resource" (got 7 characters of text, 7 of reasoning, 1 unfinished tool call(s))',
+  );
+});
+
 Deno.test("a `stream #false` route asks for one completion, without stream_options, and reads it", async () => {
   const { turn, fake } = await ask({}, { text: "not streamed" }, { fields: "stream #false" });
   const body = fake.requests[0].body;
@@ -327,6 +363,31 @@ Deno.test("`streamChat()` names a 200 HTML page as such, once, and never as a cu
     'cannot stream from llm "main": the server answered an HTML page: NextChat (got HTTP 200 text/html; charset=utf-8); check url of llm "main": it must be the OpenAI-compatible API (often ending in /v1)',
   );
   assert.equal(fake.requests.length, 1);
+});
+
+Deno.test("LM Studio's 200 \"Unexpected endpoint or method\" names the route's url, once, and is not retried", async () => {
+  // LM Studio answers a path it does not serve with HTTP 200 and `{"error": "Unexpected endpoint
+  // or method. (POST /chat/completions)"}` (lmstudio-ai/lmstudio-bug-tracker#618): a route whose
+  // url lacks `/v1`. No retry reaches another path; the url is what to fix.
+  const fake = startFakeOpenAI({ quirks: { unknownPathOk: true } });
+  try {
+    const origin = fake.url.replace(/\/v1$/, "");
+    const provider = createProvider(route(origin), { apiKey: undefined });
+    const error = await provider.streamChat({ messages: HELLO }).then(
+      () => assert.fail("an error body was taken as a reply"),
+      (error: KlbrError) => error,
+    );
+    assert.deepEqual(fake.requests.map((r) => r.path), ["/chat/completions"]);
+    const failure = error.cause as ProviderFailure;
+    assert.equal(failure.reason, "not_api");
+    assert.equal(failure.retriable, false);
+    assert.equal(
+      error.message,
+      'cannot stream from llm "main": the server answered an error for a path it does not serve: Unexpected endpoint or method. (POST /chat/completions) (got HTTP 200 application/json); check url of llm "main": it must be the OpenAI-compatible API (often ending in /v1)',
+    );
+  } finally {
+    await fake.close();
+  }
 });
 
 Deno.test("a proxy's 502 HTML page is named by its title, as the server's words", async () => {
