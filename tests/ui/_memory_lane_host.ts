@@ -45,6 +45,8 @@ export class MemoryLaneHost implements LaneHost {
   /** The epoch `op.activate` compares against. */
   epoch = 3;
   activeRelease = "rel_a1b2c3d4e5f6a7b8c9d0";
+  /** What `op.status` says of a session's loop and its pending inputs; `running` and 0 unless set. */
+  readonly loops = new Map<string, { state: string; pending_inputs: number }>();
   #listeners = new Map<string, Set<(signal: LaneSignal) => void>>();
   #admitted = new Map<string, { input_id: string; seq: number }>();
 
@@ -156,6 +158,7 @@ export class MemoryLaneHost implements LaneHost {
         head: this.headSeq(session),
         epoch: this.epoch,
         release: this.activeRelease,
+        loop: this.loops.get(session) ?? { state: "running", pending_inputs: 0 },
       }));
     }
     if (message.kind === "op.activate") {
@@ -264,10 +267,15 @@ export async function startLaneServer(
   };
 }
 
-/** An `op.status` answer of the daemon's shape for one running, idle session. */
+/** An `op.status` answer of the daemon's shape for one session, in the state `at.loop` gives. */
 function memoryStatus(
   session: string,
-  at: { head: number; epoch: number; release: string },
+  at: {
+    head: number;
+    epoch: number;
+    release: string;
+    loop: { state: string; pending_inputs: number };
+  },
 ): Record<string, unknown> {
   const used = { used: 0, limit: 100 };
   return {
@@ -287,8 +295,7 @@ function memoryStatus(
     },
     sessions: {
       [session]: {
-        state: "running",
-        pending_inputs: 0,
+        ...at.loop,
         oldest_pending_age_ms: null,
         waiting_inputs: 0,
         waiting_threshold_ms: 300_000,

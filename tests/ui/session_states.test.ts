@@ -48,16 +48,18 @@ function health(over: Record<string, unknown> = {}): HealthInfo {
 }
 
 const calm = { stalled: false };
+/** The default session's page, before any `op.status`: its state is `/health`'s. */
+const onDefault = { session: "default", status: undefined };
 
 Deno.test("`sessionStates()` says nothing while all is well", () => {
-  assert.deepEqual(sessionStates(health(), calm), []);
-  assert.deepEqual(sessionStates(undefined, calm), []);
+  assert.deepEqual(sessionStates(health(), calm, onDefault), []);
+  assert.deepEqual(sessionStates(undefined, calm, onDefault), []);
   assert.equal(waitReason([]), undefined);
 });
 
 Deno.test("`sessionStates()` offers Resume after stop and drain, none while draining", () => {
   for (const state of ["stopped", "drained"] as const) {
-    const [notice] = sessionStates(health({ session_state: state }), calm);
+    const [notice] = sessionStates(health({ session_state: state }), calm, onDefault);
     assert.equal(notice.key, state);
     assert.deepEqual(notice.action, { label: "Resume", command: { kind: "op.resume" } });
     assert.equal(
@@ -65,7 +67,7 @@ Deno.test("`sessionStates()` offers Resume after stop and drain, none while drai
       `waits: ${state} — Resume takes them up (no restart needed).`,
     );
   }
-  const [draining] = sessionStates(health({ session_state: "draining" }), calm);
+  const [draining] = sessionStates(health({ session_state: "draining" }), calm, onDefault);
   assert.deepEqual([draining.key, draining.action], ["draining", undefined]);
 });
 
@@ -86,6 +88,7 @@ Deno.test("`sessionStates()` names a stall, a spent hour, model trouble and an u
       sandbox_reason: "bwrap is not installed",
     }),
     calm,
+    onDefault,
   );
   assert.deepEqual(notices.map((n) => n.key), [
     "stalled",
@@ -104,5 +107,29 @@ Deno.test("`sessionStates()` names a stall, a spent hour, model trouble and an u
   assert.match(notices[3].detail, /unconfined: bwrap is not installed/);
   assert.match(notices[3].fix, /apt-get install bubblewrap/);
   // A stall found in the records counts too, without /health.
-  assert.deepEqual(sessionStates(undefined, { stalled: true }).map((n) => n.key), ["stalled"]);
+  assert.deepEqual(sessionStates(undefined, { stalled: true }, onDefault).map((n) => n.key), [
+    "stalled",
+  ]);
+});
+
+Deno.test("`sessionStates()` says another session's own state from op.status, never the default session's from /health", () => {
+  const defaultHeld = health({ session_state: "stopped", stalled: true });
+  // Before op.status answers, another session's page knows nothing of its loop.
+  assert.deepEqual(sessionStates(defaultHeld, calm, { session: "b", status: undefined }), []);
+  const status = {
+    sessions: {
+      default: { state: "stopped" as const, stalled: true },
+      b: { state: "drained" as const, stalled: false },
+    },
+  };
+  assert.deepEqual(
+    sessionStates(defaultHeld, calm, { session: "b", status }).map((n) => n.key),
+    ["drained"],
+  );
+  // The daemon's own facts still come from /health on any session's page.
+  const daemonWide = health({ session_state: "stopped", sandbox: "none", sandbox_reason: "x" });
+  assert.deepEqual(
+    sessionStates(daemonWide, calm, { session: "b", status: undefined }).map((n) => n.key),
+    ["sandbox_off"],
+  );
 });

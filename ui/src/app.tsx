@@ -74,7 +74,8 @@ export function App({ client, onToken }: AppProps): JSX.Element {
   const revision = client.log.revision;
   const turns = useMemo(() => deriveTurns(client.log.records()), [revision]);
   const tone = troubleTone(client.health, turns);
-  const notices = sessionStates(client.health, turns);
+  const own = { session: client.session, status: client.status };
+  const notices = sessionStates(client.health, turns, own);
   const head = client.log.lastSeq;
   const [menuOpen, setMenuOpen] = useState(false);
   const [helpOpen, setHelpOpen] = useState(false);
@@ -310,7 +311,13 @@ function Workspace(
           // State lines of the conversation (stopped, drained, …) go here.
           lines={
             <div class="timeline-lines" id="timeline-lines">
-              <StateLines client={client} notices={sessionStates(client.health, turns)} />
+              <StateLines
+                client={client}
+                notices={sessionStates(client.health, turns, {
+                  session: client.session,
+                  status: client.status,
+                })}
+              />
             </div>
           }
         >

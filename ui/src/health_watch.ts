@@ -1,11 +1,13 @@
 /**
  * Keeps the page's view of `/health` fresh: asked after each `welcome`, every few seconds while
  * the page is visible, and soon after a record that says a turn failed, stalled or ended, so
- * the header shows model trouble as soon as `/health` does.
+ * the header shows model trouble as soon as `/health` does. An operator's page asks `op.status`
+ * for its own session with it: `/health` says only the default session's state.
  *
  * @module
  */
 
+import { parseOperatorResult } from "../../runtime/core/mod.ts";
 import type { LaneClient } from "./lane_client.ts";
 import { readHealth } from "./page_auth.ts";
 
@@ -40,7 +42,7 @@ export function watchHealth(client: LaneClient, options: { everyMs: number }): (
     if (asking) return;
     asking = true;
     try {
-      client.setHealth(await readHealth());
+      await readBoth(client);
     } finally {
       asking = false;
     }
@@ -69,7 +71,21 @@ export function watchHealth(client: LaneClient, options: { everyMs: number }): (
   };
 }
 
-/** Asks `/health` once now (after a `welcome`). */
+/** Asks `/health` (and, for the operator, `op.status`) once now (after a `welcome`). */
 export function askHealth(client: LaneClient): void {
-  void readHealth().then((info) => client.setHealth(info));
+  void readBoth(client);
+}
+
+async function readBoth(client: LaneClient): Promise<void> {
+  client.setHealth(await readHealth());
+  const c = client.connection;
+  if (c.role !== "operator" || c.phase !== "open") {
+    // A page signed out (or offline) no longer knows its session's state.
+    if (client.status !== undefined) client.setStatus(undefined);
+    return;
+  }
+  try {
+    const answer = await client.operate({ kind: "op.status", session: client.session });
+    client.setStatus(parseOperatorResult("op.status", answer));
+  } catch { /* dropped or refused: the last answer stands until the next ask */ }
 }

@@ -13,6 +13,7 @@ import type {
   HealthReport,
   InputAttachment,
   ServerMessage,
+  StatusResult,
 } from "../../runtime/core/mod.ts";
 import { isObject } from "./json_value.ts";
 import { InputOutbox, type KeyValueStore, type PendingInput } from "./input_outbox.ts";
@@ -107,6 +108,7 @@ export class LaneClient {
   #authError: { code: string; message: string } | undefined;
   #sandbox: SandboxInfo | undefined;
   #health: HealthInfo | undefined;
+  #status: StatusResult | undefined;
   #ops = new OperatorRequests();
   #listeners = new Set<() => void>();
   #notifyTimer: ReturnType<typeof setTimeout> | undefined;
@@ -172,6 +174,17 @@ export class LaneClient {
   setHealth(info: HealthInfo | undefined): void {
     this.#health = info;
     if (info?.sandbox !== undefined) this.#sandbox = info.sandbox;
+    this.#changed();
+  }
+
+  /** What `op.status` said last, once the page (as the operator) has asked. */
+  get status(): StatusResult | undefined {
+    return this.#status;
+  }
+
+  /** Records what `op.status` says (undefined: the page can no longer ask). */
+  setStatus(status: StatusResult | undefined): void {
+    this.#status = status;
     this.#changed();
   }
 

@@ -11,7 +11,7 @@
 
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { parseOperatorResult, type StatusResult } from "../../runtime/core/mod.ts";
+import { parseOperatorResult } from "../../runtime/core/mod.ts";
 import { waitingLine } from "./waiting_inputs.ts";
 import { askHealth } from "./health_watch.ts";
 import { HealthTable, OperatorReads, StatusTable } from "./operator_tables.tsx";
@@ -44,7 +44,8 @@ const COMMANDS: { kind: Command; label: string; confirm?: string }[] = [
 
 /** The operator panel. */
 export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelProps): JSX.Element {
-  const [status, setStatus] = useState<StatusResult | undefined>(undefined);
+  // The page's header reads the same status: it says this session's state.
+  const status = client.status;
   const [result, setResult] = useState<{ ok: boolean; text: string } | undefined>(undefined);
   const [busy, setBusy] = useState<string | undefined>(undefined);
   const [confirming, setConfirming] = useState<Command | undefined>(undefined);
@@ -65,8 +66,9 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
     setConfirming(undefined);
     try {
       const answer = await client.operate(message);
-      if (message.kind === "op.status") setStatus(parseOperatorResult("op.status", answer));
-      else {
+      if (message.kind === "op.status") {
+        client.setStatus(parseOperatorResult("op.status", answer));
+      } else {
         const said = typeof answer.message === "string" ? answer.message : "done";
         setResult({ ok: true, text: `${label}: done. ${said}` });
         void refresh();
@@ -84,11 +86,11 @@ export function OperatorPanel({ client, onToken, fromRecords }: OperatorPanelPro
   const runCommand = (command: { kind: Command; label: string }) =>
     run({ kind: command.kind, session: client.session } as OperatorRequest, command.label);
 
-  // The session's state moves with stop, drain and resume from anywhere: read it again then.
-  const held = client.health?.report?.session_state;
+  // Stop, drain and resume from anywhere move the session's state: the health watch reads
+  // `op.status` again after their records and every few seconds.
   useEffect(() => {
     if (operator) void refresh();
-  }, [operator, held]);
+  }, [operator]);
 
   if (!operator) {
     return (

@@ -61,7 +61,8 @@ export function HealthTable({ health }: { health: HealthReport }): JSX.Element {
     ["model", health.model.state, health.model.error],
     ["artifacts", health.artifacts.state, health.artifacts.error],
     ["sandbox", health.sandbox, health.sandbox_reason],
-    ["session", health.session_state, health.waiting_reason],
+    // `/health` reports the default session's loop only, whichever session the page shows.
+    ["default session", health.session_state, health.waiting_reason],
     ...(health.discord === null
       ? []
       : [["discord", health.discord.state, health.discord.fix ?? null] as [string, string, null]]),

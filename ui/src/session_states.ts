@@ -1,14 +1,28 @@
 /**
- * Every state a person must know of, in words, from `/health` (read by the daemon's schema) and
- * the records: stopped, draining, drained, stalled, over budget, model failing, sandbox off —
- * each with what it means for a message sent now and its fix, an operator command where the
- * fix is one.
+ * Every state a person must know of, in words, from `/health` (read by the daemon's schema),
+ * `op.status` and the records: stopped, draining, drained, stalled, over budget, model failing,
+ * sandbox off — each with what it means for a message sent now and its fix, an operator command
+ * where the fix is one. The session's own state (held, stalled) is the page's session's:
+ * `/health` reports only the default session's, so another session's page takes it from
+ * `op.status`; from `/health` it takes only what is the daemon's (budgets, model, sandbox).
  *
  * @module
  */
 
+import type { SessionStatus } from "../../runtime/core/mod.ts";
 import type { HealthInfo } from "./lane_client.ts";
 import type { TurnView } from "./turn_view.ts";
+
+/** The session `/health` reports the loop of. */
+const HEALTH_SESSION = "default";
+
+/** The page's own session, whose state the page says. */
+export interface OwnSession {
+  /** The session the page shows. */
+  session: string;
+  /** What `op.status` said last; undefined until the operator's page has asked. */
+  status: { sessions: Record<string, Pick<SessionStatus, "state" | "stalled">> } | undefined;
+}
 
 /** An operator command a state's fix button sends. */
 export type FixCommand =
@@ -39,20 +53,38 @@ export interface StateNotice {
 }
 
 /**
+ * The page's session's loop: `op.status`'s word on it, else `/health`'s on the default
+ * session's page only; undefined when neither says.
+ */
+function ownLoop(
+  health: HealthInfo | undefined,
+  own: OwnSession,
+): Pick<SessionStatus, "state" | "stalled"> | undefined {
+  const mine = own.status?.sessions[own.session];
+  if (mine !== undefined) return { state: mine.state, stalled: mine.stalled };
+  const report = health?.report;
+  if (own.session !== HEALTH_SESSION || report === undefined) return undefined;
+  return { state: report.session_state, stalled: report.stalled };
+}
+
+/**
  * The states to say now, the most pressing first; empty while all is well.
  *
  * @example
  * ```ts
- * sessionStates(client.health, turns).map((s) => s.label); // ["drained"]
+ * const own = { session: client.session, status: client.status };
+ * sessionStates(client.health, turns, own).map((s) => s.label); // ["drained"]
  * ```
  */
 export function sessionStates(
   health: HealthInfo | undefined,
   turns: Pick<TurnView, "stalled">,
+  own: OwnSession,
 ): StateNotice[] {
   const report = health?.report;
+  const loop = ownLoop(health, own);
   const notices: StateNotice[] = [];
-  const held = report?.session_state;
+  const held = loop?.state;
   if (held === "stopped" || held === "drained") {
     notices.push({
       key: held,
@@ -71,7 +103,7 @@ export function sessionStates(
       tone: "warning",
     });
   }
-  if (report?.stalled === true || turns.stalled) {
+  if (loop?.stalled === true || turns.stalled) {
     notices.push({
       key: "stalled",
       label: "stalled",
