@@ -162,6 +162,19 @@ const FAILED_FINISHES: ReadonlySet<string> = new Set([
  */
 const LENGTH_FINISHES: ReadonlySet<string> = new Set(["length", "model_length"]);
 
+/**
+ * Whether `finishReason` says a length limit cut the reply: the token limit (`length`) or
+ * Mistral's `model_length`.
+ *
+ * @example
+ * ```ts
+ * endedAtLength("model_length"); // true
+ * ```
+ */
+export function endedAtLength(finishReason: string | null | undefined): boolean {
+  return finishReason != null && LENGTH_FINISHES.has(finishReason);
+}
+
 /** One call being assembled: its first `index`, if it had one, orders it among the others. */
 interface Building {
   id: string;
@@ -299,8 +312,7 @@ export class TurnBuilder {
       toolCalls,
       finishReason: this.#finish ?? inferred,
       finishInferred: this.#finish === null,
-      cutInToolCall: this.#finish !== null && LENGTH_FINISHES.has(this.#finish) &&
-        toolCalls.length > 0,
+      cutInToolCall: endedAtLength(this.#finish) && toolCalls.length > 0,
       usage: this.#usage,
     };
   }

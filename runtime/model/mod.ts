@@ -18,5 +18,5 @@ export {
   type ProviderTurn,
   PYTHON_TOOL,
 } from "./_provider.ts";
-export { assistantMessage, REASONING_FIELDS } from "./_provider_turn.ts";
+export { assistantMessage, endedAtLength, REASONING_FIELDS } from "./_provider_turn.ts";
 export { modelNote, type ProbeResult, probeRoute } from "./_probe.ts";

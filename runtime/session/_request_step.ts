@@ -15,7 +15,12 @@
 
 import type { Store } from "../../store/store.ts";
 import { type EventBus, newId, type RecordInput, type RecordType } from "../core/mod.ts";
-import { modelFailureFacts, type Provider, type ProviderTurn } from "../model/mod.ts";
+import {
+  endedAtLength,
+  modelFailureFacts,
+  type Provider,
+  type ProviderTurn,
+} from "../model/mod.ts";
 import { fencedCells, leakedCall } from "./_fence_cells.ts";
 import { shownUrl } from "./_model_trouble.ts";
 import { adaptToRefusal, type RouteCall } from "./_refusals.ts";
@@ -198,7 +203,7 @@ function unclosedCell(turn: ProviderTurn): ToolCall {
     name: "python",
     arguments: JSON.stringify({ code: "" }),
     textCell: true,
-    refusal: turn.finishReason === "length" ? CUT_IN_CALL : UNCLOSED_FENCE,
+    refusal: endedAtLength(turn.finishReason) ? CUT_IN_CALL : UNCLOSED_FENCE,
   };
 }
 

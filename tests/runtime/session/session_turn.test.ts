@@ -403,24 +403,25 @@ Deno.test("`Session` stopped by a shutdown answers the calls it did not run with
   });
 });
 
-Deno.test("`Session` tells a text-mode model its python block did not run when the block never closed: cut by the token limit, or left open", async () => {
+Deno.test("`Session` tells a text-mode model its python block did not run when the block never closed: cut by the token limit (or Mistral's model_length), or left open", async () => {
   await withSessionLoop({ routeFields: '    tool_calls "text"' }, async (loop) => {
     loop.fake.enqueue(
       { text: "Checking.\n```python\nfor i in range(3):\n    pri", finishReason: "length" },
       { text: "Again.\n```python\nprint('all of it')\n", finishReason: "stop" },
+      { text: "Once more.\n```python\nprint('it'", finishReason: "model_length" },
       { text: "```python\nsend('done')\nwait()\n```" },
     );
     loop.admit("count to three");
     await loop.settle("the send", () => loop.records("send").length === 1);
     assert.equal(loop.kernel.ran.length, 1, "only the closed block ran");
-    const [, second, third] = loop.chats().map((c) => c.body.messages);
-    assert.match(
-      String(second[second.length - 1].content),
-      /\[not run: your reply hit the token limit in the middle of the call; write a shorter cell\]/,
-    );
+    const [, second, third, fourth] = loop.chats().map((c) => c.body.messages);
+    const cut =
+      /\[not run: your reply hit the token limit in the middle of the call; write a shorter cell\]/;
+    assert.match(String(second[second.length - 1].content), cut);
     assert.match(
       String(third[third.length - 1].content),
       /\[not run: your ```python block has no closing ``` line; end the cell with one\]/,
     );
+    assert.match(String(fourth[fourth.length - 1].content), cut);
   });
 });
