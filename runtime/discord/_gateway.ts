@@ -4,7 +4,8 @@
  * restart, resume from the last handled sequence; a refused resume (op 9) identifies anew and
  * tells `onSession`, so the transport can backfill. The library's close handler is guarded: it
  * would reconnect in a tight loop, and throw (ending the process) on a close code it cannot
- * cure; here failures back off up to 30 s and a fatal code ends reconnecting. The measurements
+ * cure; here failures back off up to 30 s and a fatal code ends reconnecting. A close the
+ * gateway never answers (a zombied connection) is given up (`_close_socket.ts`). The measurements
  * and the whole design are in `docs/discord.md`, "How it works".
  *
  * @module
@@ -20,6 +21,7 @@ import {
 import type { Secret } from "../config/mod.ts";
 import type { Logger } from "../core/mod.ts";
 import { fatalClose } from "./_close_codes.ts";
+import { boundClose } from "./_close_socket.ts";
 import { sleep } from "./_rest.ts";
 
 /** GUILDS | GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT (threads come with GUILDS). */
@@ -188,6 +190,13 @@ export class DiscordGateway {
     });
     const handleClose = shard.handleClose.bind(shard);
     shard.handleClose = (close: CloseEvent) => this.#guardClose(close, handleClose);
+    // A zombied connection's close is never answered: give it up and resume.
+    boundClose(shard, {
+      onNoAnswer: (code, reason) => {
+        this.#errorSinceOpen = `no answer from ${shard.connectionUrl} (${reason || code})`;
+        log.warn("discord.gateway_error", `discord gateway: ${this.#errorSinceOpen}`);
+      },
+    });
     // The library logs the bare event (`[object ErrorEvent]`): name the URL instead.
     shard.handleError = (event: Event) => this.#onSocketError(event);
     return shard;

@@ -124,6 +124,7 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
     ready: 0,
     resumed: 0,
     identifyClose: null as number | null,
+    frozen: false,
   };
   let current: Session | null = null;
   let sessionCount = 0;
@@ -376,6 +377,40 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
   const base = `127.0.0.1:${server.addr.port}`;
   const gatewayUrl = `ws://${base}/gateway`;
 
+  // A loopback TCP relay in front of the gateway. `freeze()` makes it carry no more bytes either
+  // way while every connection stays open: a failed or "zombied" connection, which a client can
+  // only notice by its heartbeats going unacknowledged; Discord's docs say it should then
+  // terminate the connection and resume
+  // (https://discord.com/developers/docs/events/gateway#sending-heartbeats).
+  const relay = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const relayed = new Set<Deno.Conn>();
+  const pipes: Promise<void>[] = [];
+  const pipe = async (from: Deno.Conn, to: Deno.Conn) => {
+    const buffer = new Uint8Array(64 * 1024);
+    try {
+      for (let n = await from.read(buffer); n !== null; n = await from.read(buffer)) {
+        if (!state.frozen) await to.write(buffer.subarray(0, n));
+      }
+    } catch { /* a side closed */ }
+  };
+  const endRelayed = (...conns: Deno.Conn[]) => {
+    for (const conn of conns) {
+      if (relayed.delete(conn)) {
+        try {
+          conn.close();
+        } catch { /* already closed */ }
+      }
+    }
+  };
+  const relaying = (async () => {
+    for await (const client of relay) {
+      const upstream = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
+      relayed.add(client).add(upstream);
+      const end = () => endRelayed(client, upstream);
+      pipes.push(pipe(client, upstream).finally(end), pipe(upstream, client).finally(end));
+    }
+  })().catch(() => {});
+
   const messageOf = (message: FakeMessage): FakeStoredMessage => {
     const id = message.messageId ?? snowflake();
     const author = {
@@ -423,6 +458,18 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
     apiUrl: `http://${base}/api/v10`,
     /** `ws://127.0.0.1:<port>/gateway`. */
     gatewayUrl,
+    /**
+     * The gateway through the relay that {@linkcode freeze} stops; `READY` still names
+     * {@linkcode gatewayUrl} as the resume URL, as Discord names its own.
+     */
+    relayedGatewayUrl: `ws://127.0.0.1:${(relay.addr as Deno.NetAddr).port}/gateway`,
+    /**
+     * The network under the relayed connections dies silently: no byte passes either way (no
+     * heartbeat ACK, no close frame) and nothing closes.
+     */
+    freeze() {
+      state.frozen = true;
+    },
     /** Every REST request received but attachment downloads, in order. */
     posts,
     /** Every Identify (op 2) payload received, in order. */
@@ -552,6 +599,10 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
     },
     async close() {
       for (const resolve of hanging) resolve();
+      relay.close();
+      endRelayed(...relayed);
+      await relaying;
+      await Promise.all(pipes);
       for (const socket of sockets.keys()) socket.close();
       await server.shutdown();
     },

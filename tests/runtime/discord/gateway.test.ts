@@ -26,8 +26,11 @@ function messagesTo(push: (message: string) => void): Logger {
   return { info: line, warn: line, error: line };
 }
 
-/** A gateway client of `fake` whose log lines, dispatches and sessions tests can wait for. */
-function gatewayOf(fake: FakeDiscord, store: Store) {
+/**
+ * A gateway client of `fake` (on `url`, default the fake's gateway) whose log lines, dispatches
+ * and sessions tests can wait for.
+ */
+function gatewayOf(fake: FakeDiscord, store: Store, url = fake.gatewayUrl) {
   const lines: string[] = [];
   const dispatches: [string, { id?: string; content?: string }][] = [];
   const sessions: GatewaySession[] = [];
@@ -38,7 +41,7 @@ function gatewayOf(fake: FakeDiscord, store: Store) {
     }
   };
   const gateway = new DiscordGateway({
-    url: fake.gatewayUrl,
+    url,
     token: new Secret("gw-token"),
     store,
     // The test reads each line's sentence; the logger adds the time, level and event.
@@ -187,6 +190,43 @@ Deno.test("`DiscordGateway` stops reconnecting after an authentication failure (
       await gateway.stop();
     }
   });
+});
+
+Deno.test("`DiscordGateway` ends a connection whose heartbeats go unacknowledged (zombied) and resumes, receiving what it missed", async () => {
+  // Discord: no heartbeat ACK between two heartbeats means a failed or "zombied" connection;
+  // terminate it and resume (https://discord.com/developers/docs/events/gateway#sending-heartbeats).
+  // On a dead network the close handshake never completes, so no close event ever comes.
+  await withFake(async (fake, store) => {
+    const { gateway, dispatches, until } = gatewayOf(fake, store, fake.relayedGatewayUrl);
+    let bound: ReturnType<typeof setTimeout> | undefined;
+    try {
+      gateway.start();
+      await fake.identified(1);
+      fake.dispatchMessage({ channelId: "1", messageId: "30", content: "before" });
+      await until(() => dispatches.length === 1);
+      fake.freeze();
+      fake.dispatchMessage({ channelId: "1", messageId: "31", content: "into the dead network" });
+      // Two heartbeat intervals find the zombie; the bound only keeps a failure from hanging.
+      const gaveUp = new Promise<"stuck">((resolve) => {
+        bound = setTimeout(() => resolve("stuck"), 15_000);
+      });
+      const outcome = await Promise.race([fake.resumed(1).then(() => "resumed"), gaveUp]);
+      assert.equal(
+        outcome,
+        "resumed",
+        `no resume 15 s after the network froze; gateway: ${JSON.stringify(gateway.status())}`,
+      );
+      await until(() => dispatches.length === 2);
+      assert.deepEqual(dispatches.map(([, d]) => d.id), ["30", "31"]);
+      // Resumed on the resume URL READY named, keeping the session.
+      assert.equal(fake.identifies.length, 1);
+      assert.deepEqual(fake.resumes[0], { token: "Bot gw-token", session_id: "s1", seq: 2 });
+      assert.equal(gateway.status().state, "connected");
+    } finally {
+      clearTimeout(bound);
+      await gateway.stop();
+    }
+  }, 1100);
 });
 
 Deno.test("`DiscordGateway` backs off while the gateway refuses connections, then resumes", async () => {
