@@ -29,6 +29,8 @@ export const GATEWAY_INTENTS: number = (1 << 0) | (1 << 9) | (1 << 12) | (1 << 1
 
 /** Longest wait between two connection attempts, in ms. */
 const MAX_BACKOFF_MS = 30_000;
+/** Failed connections to a resume URL (not the configured one) before identifying instead. */
+const RESUME_URL_ATTEMPTS = 3;
 
 /** What a session started: `resumed` when Discord replays, else a new session (backfill). */
 export interface GatewaySession {
@@ -188,6 +190,10 @@ export class DiscordGateway {
         if (!this.#stopped) await this.#shard.identify();
       },
     });
+    // Discord: only a resume uses `resume_gateway_url`; an identify connects to the gateway URL.
+    Object.defineProperty(shard, "connectionUrl", {
+      get: () => shard.state === lib.ShardState.Resuming && shard.resumeGatewayUrl || options.url,
+    });
     const handleClose = shard.handleClose.bind(shard);
     shard.handleClose = (close: CloseEvent) => this.#guardClose(close, handleClose);
     // A zombied connection's close is never answered: give it up and resume.
@@ -317,8 +323,11 @@ export class DiscordGateway {
       );
       await sleep(wait, this.#stopWaits.signal);
       if (this.#stopped) return;
-      // A connection that never opened says nothing about the session: resume it again.
-      if (!opened && this.#shard.state === this.#lib.ShardState.Resuming) {
+      // A connection that never opened says nothing about the session: resume it again, unless
+      // a resume URL of its own failed RESUME_URL_ATTEMPTS times (left `Resuming`, it identifies).
+      const own = this.#shard.resumeGatewayUrl;
+      const giveUp = own !== "" && own !== this.#o.url && this.#failures >= RESUME_URL_ATTEMPTS;
+      if (!opened && this.#shard.state === this.#lib.ShardState.Resuming && !giveUp) {
         this.#shard.state = this.#lib.ShardState.Disconnected;
       }
     }

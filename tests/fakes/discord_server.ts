@@ -105,6 +105,7 @@ const bigger = (a: string, b: string) => a.length > b.length || (a.length === b.
 export function startFakeDiscord(options: FakeDiscordOptions = {}) {
   const posts: RecordedPost[] = [];
   const identifies: Record<string, unknown>[] = [];
+  const identifyUrls: string[] = [];
   const resumes: Record<string, unknown>[] = [];
   const answers: FakeDiscordAnswer[] = [];
   const answersFor = new Map<string, FakeDiscordAnswer[]>();
@@ -128,6 +129,7 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
   };
   let current: Session | null = null;
   let sessionCount = 0;
+  let resumeUrl: string | null = null;
   const settle = () => {
     for (const waiter of [...waiters]) {
       if (waiter.check()) {
@@ -161,6 +163,8 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
   const gateway = (request: Request): Response => {
     if (state.down) return new Response("gateway down", { status: 503 });
     const { socket, response } = Deno.upgradeWebSocket(request);
+    // The URL the client opened (its host from the Host header: the relay's port through it).
+    const opened = request.url;
     socket.onopen = () => {
       sockets.set(socket, null);
       sendTo(socket, { op: 10, d: { heartbeat_interval: options.heartbeatMs ?? 45_000 } });
@@ -172,6 +176,7 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
         sendTo(socket, { op: 11 });
       } else if (payload.op === 2) {
         identifies.push(payload.d);
+        identifyUrls.push(opened);
         if (state.identifyClose !== null) {
           socket.close(state.identifyClose, "refused by the fake");
           settle();
@@ -185,7 +190,7 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
           v: 10,
           user: { id: FAKE_BOT_ID, username: "klbr-bot", bot: true },
           session_id: current.id,
-          resume_gateway_url: gatewayUrl,
+          resume_gateway_url: resumeUrl ?? gatewayUrl,
           guilds: [],
         };
         const entry = { s: ++current.seq, t: "READY", d };
@@ -474,6 +479,11 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
     posts,
     /** Every Identify (op 2) payload received, in order. */
     identifies,
+    /**
+     * The URL each Identify's connection was opened on (`http://`, with `v` and `encoding`), in
+     * the order of {@linkcode identifies}.
+     */
+    identifyUrls,
     /** Every Resume (op 6) payload received, in order. */
     resumes,
     /** Every reaction the bot added. */
@@ -556,6 +566,10 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
         name: "a thread",
         guild_id: "900",
       });
+    },
+    /** Makes each following `READY` name `url` as the resume URL (default: the gateway's). */
+    nameResumeUrl(url: string) {
+      resumeUrl = url;
     },
     /** Makes the current session unresumable: the next Resume gets op 9. */
     invalidateSessions() {

@@ -251,6 +251,63 @@ Deno.test("`DiscordGateway` backs off while the gateway refuses connections, the
   });
 });
 
+Deno.test("`DiscordGateway` identifies at the configured URL when the resume URL does not answer", async () => {
+  // Discord: only a resume uses `resume_gateway_url`; a new session connects to the gateway URL.
+  await withFake(async (fake, store) => {
+    const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    fake.nameResumeUrl(`ws://127.0.0.1:${closed.addr.port}/gateway`);
+    closed.close();
+    const { gateway, sessions, until } = gatewayOf(fake, store);
+    let bound: ReturnType<typeof setTimeout> | undefined;
+    try {
+      gateway.start();
+      await fake.identified(1);
+      fake.drop();
+      const gaveUp = new Promise<"stuck">((resolve) => {
+        bound = setTimeout(() => resolve("stuck"), 15_000);
+      });
+      const outcome = await Promise.race([fake.identified(2).then(() => "identified"), gaveUp]);
+      assert.equal(
+        outcome,
+        "identified",
+        `not back 15 s after the resume host went silent; gateway: ${
+          JSON.stringify(gateway.status())
+        }`,
+      );
+      assert.ok(fake.identifyUrls[1].startsWith(fake.gatewayUrl.replace("ws:", "http:")));
+      await until(() => sessions.some((s) => !s.resumed && s.sessionId === "s2"));
+      assert.equal(gateway.status().state, "connected");
+    } finally {
+      clearTimeout(bound);
+      await gateway.stop();
+    }
+  });
+});
+
+Deno.test("`DiscordGateway` identifies anew at the configured URL, not the resume URL, after a refused resume", async () => {
+  await withFake(async (fake, store) => {
+    fake.nameResumeUrl(fake.relayedGatewayUrl);
+    const { gateway, sessions, until } = gatewayOf(fake, store);
+    try {
+      gateway.start();
+      await fake.identified(1);
+      fake.invalidateSessions();
+      fake.drop();
+      await fake.identified(2);
+      // The resume went to the resume URL (the relay) and got op 9; the identify did not.
+      assert.equal(fake.resumes.length, 1);
+      const relay = fake.relayedGatewayUrl.replace("ws:", "http:");
+      assert.deepEqual(
+        fake.identifyUrls.map((url) => url.startsWith(relay) ? "resume URL" : url.split("?")[0]),
+        [fake.gatewayUrl, fake.gatewayUrl].map((url) => url.replace("ws:", "http:")),
+      );
+      await until(() => sessions.some((s) => !s.resumed && s.sessionId === "s2"));
+    } finally {
+      await gateway.stop();
+    }
+  });
+});
+
 Deno.test("a Discord message refused while admission is closed (a draining daemon) is admitted after the restart resumes", async () => {
   await withFake(async (fake, store) => {
     const config = {
