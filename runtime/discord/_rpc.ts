@@ -192,10 +192,12 @@ function send(
   cell: string | null,
 ) {
   transportOf(options, "send to discord");
-  if (p.text.trim() === "" || p.text.length > 2000) {
+  // Discord counts content in code points (an emoji is one), not UTF-16 units as `.length` does.
+  const chars = [...p.text].length;
+  if (p.text.trim() === "" || chars > 2000) {
     throw new KlbrError(
       "invalid_input",
-      `cannot send to discord: text must be 1-2000 characters and not blank (got ${p.text.length} characters)`,
+      `cannot send to discord: text must be 1-2000 characters and not blank (got ${chars} characters)`,
     );
   }
   const channel = channelOf(options, "send to discord", p.channel);

@@ -149,6 +149,20 @@ Deno.test("`discord.send` refuses blank or over-long text and malformed ids", as
   });
 });
 
+Deno.test("`discord.send` counts text in code points, as Discord does: 1,500 emoji are 1,500 characters", async () => {
+  // Discord's API counts a string's length in code points (discord/discord-api-docs#1315);
+  // each of these emoji is two UTF-16 code units, so `.length` would say 3,000.
+  await withHandlers({ channels: ["123"] }, async (call) => {
+    const sent = await call("discord.send", { text: "\u{1F914}".repeat(1500), channel: "123" });
+    assert.equal((sent as { state: string }).state, "pending");
+    await rejects(
+      call("discord.send", { text: "\u{1F914}".repeat(2001), channel: "123" }),
+      "invalid_input",
+      "cannot send to discord: text must be 1-2000 characters and not blank (got 2001 characters)",
+    );
+  });
+});
+
 Deno.test("`discord.status` refuses an unknown outbox id", async () => {
   await withHandlers({ channels: ["123"] }, async (call) => {
     await rejects(
