@@ -27,7 +27,7 @@ import { keepAttachment, readArtifact } from "../../store/tables/artifacts.ts";
 import { healthReport } from "./_health.ts";
 import type { Hono } from "hono";
 import { readServeSettings, type ServeSettings } from "./_serve_settings.ts";
-import { type DaemonParts, startDaemon } from "./_start.ts";
+import { type DaemonParts, startDaemon, stopStarted } from "./_start.ts";
 
 /**
  * Runs the daemon until a signal drains it; resolves with the exit code.
@@ -48,16 +48,26 @@ export async function serve(options: ServeOptions): Promise<number> {
   const ui = builtUi(log);
   const daemon = await startDaemon(settings, log);
   const address: ListenAddress = { host: settings.host, port: settings.port };
-  const token = await readOperatorToken(settings.stateDir);
-  const sessionKey = await ensureSessionKey(settings.stateDir);
-  const app = daemonApp(settings, daemon, { address, token, sessionKey, log, uiDir: await ui });
-
   // Listen for signals before announcing the port, so an early SIGTERM still drains.
   const { promise: stopped, resolve } = Promise.withResolvers<string>();
-  const onSignal = (name: string) => () => resolve(name);
-  Deno.addSignalListener("SIGINT", onSignal("SIGINT"));
-  Deno.addSignalListener("SIGTERM", onSignal("SIGTERM"));
-  const server = await listen(settings, daemon, address, app.fetch as AppFetch);
+  const onInt = () => resolve("SIGINT");
+  const onTerm = () => resolve("SIGTERM");
+  Deno.addSignalListener("SIGINT", onInt);
+  Deno.addSignalListener("SIGTERM", onTerm);
+  let token: string;
+  let server: Listening;
+  try {
+    token = await readOperatorToken(settings.stateDir);
+    const sessionKey = await ensureSessionKey(settings.stateDir);
+    const app = daemonApp(settings, daemon, { address, token, sessionKey, log, uiDir: await ui });
+    server = await listen(settings, address, app.fetch as AppFetch);
+  } catch (error) {
+    // Nothing of a start that cannot serve outlives it: no worker, cgroup or owner lock.
+    Deno.removeSignalListener("SIGINT", onInt);
+    Deno.removeSignalListener("SIGTERM", onTerm);
+    await stopStarted(daemon, log);
+    throw error;
+  }
   const { host } = settings;
   await announceStart(
     {
@@ -157,14 +167,12 @@ function daemonApp(
 }
 
 /**
- * Listens on the configured address and fills in the port it got; a failure stops the parts
- * already started.
+ * Listens on the configured address and fills in the port it got.
  *
  * @throws {KlbrError} `port_in_use` for a taken port, `invalid_config` for any other refusal.
  */
 async function listen(
   settings: ServeSettings,
-  daemon: DaemonParts,
   address: ListenAddress,
   fetch: AppFetch,
 ): Promise<Listening> {
@@ -179,8 +187,6 @@ async function listen(
     address.port = listening.port;
     return listening;
   } catch (cause) {
-    await daemon.coordinator.shutdown();
-    daemon.store.close();
     if ((cause as { code?: string }).code === "EADDRINUSE") {
       throw portInUse(host, settings.port, cause);
     }

@@ -74,39 +74,83 @@ async function start(
   options: StartOptions,
 ): Promise<DaemonParts> {
   const { opened, confinement, disk } = await openState(settings, log);
-  const store = options.wrapStore?.(opened) ?? opened;
-  const monitor = new HealthMonitor({
-    clock: Date.now,
-    stallMs: settings.modelStallMs,
-    hookSlowMs: settings.hookSlowMs,
-    log,
-  });
-  const roots = await indexSkills(settings, log);
-  const behavior = await publishBehavior(store, log);
-  const { config } = settings;
-  const discord = config.discord === undefined || settings.discordToken === undefined
-    ? undefined
-    : new DiscordTransport({ config: config.discord, token: settings.discordToken, store, log });
-  const coordinator = await createCoordinator(settings, {
-    store,
-    confinement,
-    roots,
-    behavior,
-    log,
-    discord,
-    monitor,
-  });
-  coordinator.start(DEFAULT_SESSION);
-  // After start: recovery has turned any send left `attempting` into `unknown`.
-  discord?.start({
-    admitDiscord: (message) => {
-      const outcome = coordinator.admitDiscord(DEFAULT_SESSION, message);
-      return "error" in outcome
-        ? { error: outcome.error.message }
-        : { inputId: outcome.ack.input_id };
-    },
-  });
-  return { store, coordinator, discord, monitor, confinement, disk };
+  const started: StartedParts = { store: opened, confinement };
+  try {
+    const store = options.wrapStore?.(opened) ?? opened;
+    const monitor = new HealthMonitor({
+      clock: Date.now,
+      stallMs: settings.modelStallMs,
+      hookSlowMs: settings.hookSlowMs,
+      log,
+    });
+    const roots = await indexSkills(settings, log);
+    const behavior = await publishBehavior(store, log);
+    const { config } = settings;
+    const discord = config.discord === undefined || settings.discordToken === undefined
+      ? undefined
+      : new DiscordTransport({ config: config.discord, token: settings.discordToken, store, log });
+    started.discord = discord;
+    const coordinator = await createCoordinator(settings, {
+      store,
+      confinement,
+      roots,
+      behavior,
+      log,
+      discord,
+      monitor,
+    });
+    started.coordinator = coordinator;
+    coordinator.start(DEFAULT_SESSION);
+    // After start: recovery has turned any send left `attempting` into `unknown`.
+    discord?.start({
+      admitDiscord: (message) => {
+        const outcome = coordinator.admitDiscord(DEFAULT_SESSION, message);
+        return "error" in outcome
+          ? { error: outcome.error.message }
+          : { inputId: outcome.ack.input_id };
+      },
+    });
+    return { store, coordinator, discord, monitor, confinement, disk };
+  } catch (error) {
+    await stopStarted(started, log);
+    throw error;
+  }
+}
+
+/** What a start has started so far; the parts after the store and confinement may be missing. */
+export interface StartedParts {
+  /** The store as opened (not a test's wrapper): closing it drops the owner lock. */
+  store: Store;
+  /** The confinement, whose cgroups go with it. */
+  confinement: Confinement;
+  /** Discord, once made. */
+  discord?: DiscordTransport | undefined;
+  /** The coordinator, once made; its shutdown ends the workers it started. */
+  coordinator?: Coordinator;
+}
+
+/**
+ * Stops what a failed start (or serve) got to, in the reverse order of starting: the
+ * coordinator and its workers, Discord, the confinement's cgroups, then the store, which drops
+ * the owner lock. On return a next start on the same state directory can own it. A step that
+ * fails is logged and does not keep the later ones from running.
+ */
+export async function stopStarted(parts: StartedParts, log: Logger): Promise<void> {
+  const steps: [string, () => unknown][] = [
+    ["coordinator", () => parts.coordinator?.shutdown()],
+    ["discord", () => parts.discord?.stop()],
+    ["confinement", () => parts.confinement.close()],
+    ["store", () => parts.store.close()],
+  ];
+  for (const [part, stop] of steps) {
+    try {
+      await stop();
+    } catch (error) {
+      log.warn("daemon.stop_failed", `cannot stop the ${part} of a failed start: ${error}`, {
+        part,
+      });
+    }
+  }
 }
 
 /** Loads the skills of both roots and logs which are offered and which refused. */
