@@ -197,6 +197,11 @@ export class Coordinator extends RecordServer implements LaneHost {
     );
   }
 
+  /** Whether the daemon is shutting down: admission is closed and so is `op.token_rotate`. */
+  shuttingDown(): boolean {
+    return !this.#admitting;
+  }
+
   /** The runtime's state, for `status` and `/health` (`_status.ts`). */
   status(only?: string): Record<string, unknown> {
     return runtimeStatus({ store: this.#o.store, jobs: this.#jobs, sessions: this.#sessions }, {

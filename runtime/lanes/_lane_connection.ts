@@ -259,6 +259,14 @@ export class LaneConnection {
         // accept() batches every input of a connection that said hello.
         return assert(false, "an input reached #dispatch past accept()");
       case "op.token_rotate": {
+        if (this.#host.shuttingDown?.()) {
+          // The restart reads the token file; a rotation mid-drain is refused like `op.stop`.
+          throw new KlbrError(
+            "shutting_down",
+            "cannot token_rotate the operator token: the daemon is shutting down; run it again after it restarts",
+            { status: 503 },
+          );
+        }
         // Answered once the new token is in force and before the rotation closes every
         // connection made with the old one; a rotation that failed is answered by its error.
         let answered = false;

@@ -74,6 +74,11 @@ export interface LaneHost {
     message: OperatorMessage,
     from: { session: string; client: string },
   ): Promise<Record<string, unknown>>;
+  /**
+   * Whether the daemon is shutting down (a signal's drain): `op.token_rotate` is refused then,
+   * like every operator command that changes something. Absent, it never is.
+   */
+  shuttingDown?(): boolean;
 }
 
 /** What a connection knows about its credentials and how to check and rotate the token. */

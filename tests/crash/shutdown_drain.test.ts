@@ -218,6 +218,23 @@ Deno.test("window operator-during-shutdown: SIGTERM's drain refuses every operat
         `cannot ${op} session default: the daemon is shutting down; run it again after it restarts`,
       );
     }
+    // Rotating the token is the lane server's own command, refused the same way: the token
+    // file keeps the token the restart will read.
+    const rotate = await client.request({ kind: "op.token_rotate" });
+    assert.deepEqual(
+      rotate.kind === "error" && [rotate.code, rotate.retriable, rotate.message],
+      [
+        "shutting_down",
+        true,
+        "cannot token_rotate the operator token: the daemon is shutting down; run it again after it restarts",
+      ],
+      `token_rotate: ${JSON.stringify(rotate)}`,
+    );
+    assert.equal(
+      (await Deno.readTextFile(join(daemon.stateDir, "operator.token"))).trim(),
+      daemon.token,
+      "the token file is unchanged",
+    );
     // The command line says it in one line.
     const cliStop = await cli("klbr", ["stop", "default", "--state", daemon.stateDir]);
     assert.deepEqual([cliStop.code, cliStop.stderr.trim()], [

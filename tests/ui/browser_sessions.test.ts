@@ -102,3 +102,45 @@ Deno.test("a page on session b says b is stopped, with Resume for b, while the d
     assert.deepEqual(resume, { kind: "op.resume", request: resume.request, session: "b" });
   });
 });
+
+Deno.test("a page on session b keeps its header calm while only the default session is held or stalled", async () => {
+  const host = new MemoryLaneHost();
+  host.loops.set("default", { state: "drained", pending_inputs: 2 });
+  const health = () => {
+    const report = defaultSessionHealth("drained", 2);
+    // The default session's own trouble, each a reason of `/health`'s `degraded`.
+    return {
+      ...report,
+      stalled: true,
+      waiting_inputs: 2,
+      reasons: [
+        ...(report.reasons as string[]),
+        "the session stalled after its retries",
+        "2 input(s) waiting over 300000 ms",
+      ],
+    };
+  };
+  await onSessionB(host, health, async (page) => {
+    assert.equal(await page.getAttribute("header.topbar", "data-trouble"), "none");
+    assert.equal(await page.locator("header .health").count(), 0, "no health badge");
+  });
+});
+
+Deno.test("a page on session b turns amber for the daemon's trouble and b's own hold, never naming the default session's", async () => {
+  const host = new MemoryLaneHost();
+  host.loops.set("b", { state: "drained", pending_inputs: 1 });
+  const budget = "the budget model_requests_hour is spent (100 of 100 used): new turns wait";
+  const health = () => {
+    const report = defaultSessionHealth("stopped", 2);
+    return { ...report, reasons: [...(report.reasons as string[]), budget] };
+  };
+  await onSessionB(host, health, async (page) => {
+    await page.waitForSelector('header .state-header-item[data-state="drained"]');
+    assert.equal(await page.getAttribute("header.topbar", "data-trouble"), "amber");
+    const detail = await page.textContent("header .health .health-detail");
+    assert.equal(
+      detail,
+      `${budget}; the session is drained by the operator: new messages wait until klbr resume b`,
+    );
+  });
+});

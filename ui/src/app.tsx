@@ -24,7 +24,7 @@ import { StateBadge } from "./state_badge.tsx";
 import { SandboxBadge, TokenScreen } from "./token_screen.tsx";
 import { useClient } from "./use_client.ts";
 import { HealthBadge } from "./health_badge.tsx";
-import { troubleTone } from "./health_words.ts";
+import { pageHealth, troubleTone } from "./health_words.ts";
 import { searchLanes } from "./search.ts";
 import { deriveTurns, type TurnView } from "./turn_view.ts";
 import { sessionStates, waitReason } from "./session_states.ts";
@@ -73,8 +73,10 @@ export function App({ client, onToken }: AppProps): JSX.Element {
   useClient(client);
   const revision = client.log.revision;
   const turns = useMemo(() => deriveTurns(client.log.records()), [revision]);
-  const tone = troubleTone(client.health, turns);
   const own = { session: client.session, status: client.status };
+  // The header's word is the daemon's and this session's, never another session's hold.
+  const health = pageHealth(client.health, own);
+  const tone = troubleTone(health, turns);
   const notices = sessionStates(client.health, turns, own);
   const head = client.log.lastSeq;
   const [menuOpen, setMenuOpen] = useState(false);
@@ -104,7 +106,7 @@ export function App({ client, onToken }: AppProps): JSX.Element {
           session <strong>{client.session}</strong>
         </span>
         <ConnectionPill client={client} />
-        <HealthBadge health={client.health} turns={turns} />
+        <HealthBadge health={health} turns={turns} />
         <StateHeader client={client} notices={notices} />
         <SandboxBadge sandbox={client.sandbox} />
         <span class="seq-line" title={`the newest record is number ${head} of the session's log`}>

@@ -6,7 +6,62 @@
  */
 
 import type { HealthInfo } from "./lane_client.ts";
+import { HEALTH_SESSION, type OwnSession } from "./session_states.ts";
 import type { TurnView } from "./turn_view.ts";
+
+/**
+ * The reasons `/health` gives for the default session's own trouble (`degradedReasons` in
+ * `runtime/daemon/_health.ts`): held by the operator, stalled, its inputs waiting. Matched by
+ * their words, since `/health` may come without a report that parses.
+ */
+const DEFAULT_SESSION_REASONS = [
+  /^the session is (stopped|draining|drained)\b.* until klbr resume default$/,
+  /^the session stalled after its retries$/,
+  /^\d+ input\(s\) waiting over \d+ ms$/,
+];
+
+/**
+ * `/health` as the page's session sees it. On the default session's page, `/health` itself. On
+ * another session's page, without the default session's own trouble (held, stalled, its inputs
+ * waiting), which `/health` counts in `degraded`, and with the page's own hold or stall from
+ * `op.status` instead; `failing` (admission, the store) is the daemon's and stays.
+ *
+ * @example
+ * ```ts
+ * const health = pageHealth(client.health, { session: client.session, status: client.status });
+ * troubleTone(health, turns); // "none" on b's page while only the default session is stopped
+ * ```
+ */
+export function pageHealth(
+  health: HealthInfo | undefined,
+  own: OwnSession,
+): HealthInfo | undefined {
+  if (health === undefined || own.session === HEALTH_SESSION) return health;
+  const mine = own.status?.sessions[own.session];
+  const reasons = [
+    ...health.reasons.filter((reason) => !DEFAULT_SESSION_REASONS.some((r) => r.test(reason))),
+    ...(mine === undefined ? [] : ownReasons(own.session, mine)),
+  ];
+  const status = health.status === "degraded" || health.status === "ok"
+    ? (reasons.length > 0 ? "degraded" : "ok")
+    : health.status;
+  return { ...health, status, reasons };
+}
+
+/** Why the page's own session is degraded, in `/health`'s words for the default session. */
+function ownReasons(session: string, loop: { state: string; stalled: boolean }): string[] {
+  const held = loop.state === "stopped"
+    ? `the session is stopped by the operator: new messages wait until klbr resume ${session}`
+    : loop.state === "draining"
+    ? `the session is draining: its turn finishes, then new messages wait until klbr resume ${session}`
+    : loop.state === "drained"
+    ? `the session is drained by the operator: new messages wait until klbr resume ${session}`
+    : undefined;
+  return [
+    ...(held === undefined ? [] : [held]),
+    ...(loop.stalled ? ["the session stalled after its retries"] : []),
+  ];
+}
 
 /** How troubled the page's header looks: `none`, `amber` (degraded) or `red` (failing). */
 export function troubleTone(

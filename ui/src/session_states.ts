@@ -14,7 +14,7 @@ import type { HealthInfo } from "./lane_client.ts";
 import type { TurnView } from "./turn_view.ts";
 
 /** The session `/health` reports the loop of. */
-const HEALTH_SESSION = "default";
+export const HEALTH_SESSION = "default";
 
 /** The page's own session, whose state the page says. */
 export interface OwnSession {
