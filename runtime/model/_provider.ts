@@ -70,6 +70,21 @@ export const PYTHON_TOOL = Object.freeze(
   } as const,
 );
 
+/**
+ * Whether `finishReason` says the provider's content filter stopped the reply: OpenAI's
+ * `content_filter`, "content was omitted due to a flag from our content filters" (Azure OpenAI
+ * ends a stream with it mid-reply). The reply is then not the model's whole answer, and its
+ * calls may be cut.
+ *
+ * @example
+ * ```ts
+ * endedByFilter("content_filter"); // true
+ * ```
+ */
+export function endedByFilter(finishReason: string | null | undefined): boolean {
+  return finishReason === "content_filter";
+}
+
 /** One chat message, in the OpenAI chat-completions shape. */
 export type ChatMessage = OpenAI.Chat.ChatCompletionMessageParam;
 
