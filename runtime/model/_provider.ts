@@ -174,6 +174,7 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
       listModels: () => listModels(route.url, { apiKey: options.apiKey, fetch: options.fetch }),
     };
     let deltaError: { error: unknown } | undefined;
+    let unframed: string | undefined;
     try {
       const response = await client.chat.completions
         .create(chatBody(route, { request, limitField }), { signal: clock.signal() }).asResponse();
@@ -182,6 +183,7 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
         turn: call.turn,
         touch: () => clock.touch(),
         onDelta,
+        onUnframed: (text) => unframed = text,
       });
     } catch (error) {
       if (error instanceof sdk.APIError) call.errorBody = errorBodies.of(error.headers);
@@ -192,7 +194,11 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
     if (deltaError !== undefined) throw deltaError.error;
     const reason = clock.stopped();
     if (reason !== undefined) failCall(call, reason, { got: call.turn.received() });
-    if (!call.turn.finished) failCall(call, "cut", { got: call.turn.received() });
+    if (!call.turn.finished) {
+      // A proxy's words written into the stream (a timeout, a gateway error) say why it ended.
+      const said = unframed === undefined ? "" : `; text outside any event: "${unframed}"`;
+      failCall(call, "cut", { got: `${call.turn.received()}${said}` });
+    }
     const failed = call.turn.failedFinish;
     if (failed !== undefined) {
       failCall(call, "stream_error", {
