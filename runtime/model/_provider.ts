@@ -70,6 +70,21 @@ export const PYTHON_TOOL = Object.freeze(
   } as const,
 );
 
+/**
+ * Whether `finishReason` says the provider's content filter stopped the reply: OpenAI's
+ * `content_filter`, "content was omitted due to a flag from our content filters" (Azure OpenAI
+ * ends a stream with it mid-reply). The reply is then not the model's whole answer, and its
+ * calls may be cut.
+ *
+ * @example
+ * ```ts
+ * endedByFilter("content_filter"); // true
+ * ```
+ */
+export function endedByFilter(finishReason: string | null | undefined): boolean {
+  return finishReason === "content_filter";
+}
+
 /** One chat message, in the OpenAI chat-completions shape. */
 export type ChatMessage = OpenAI.Chat.ChatCompletionMessageParam;
 
@@ -159,6 +174,7 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
       listModels: () => listModels(route.url, { apiKey: options.apiKey, fetch: options.fetch }),
     };
     let deltaError: { error: unknown } | undefined;
+    let unframed: string | undefined;
     try {
       const response = await client.chat.completions
         .create(chatBody(route, { request, limitField }), { signal: clock.signal() }).asResponse();
@@ -167,6 +183,7 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
         turn: call.turn,
         touch: () => clock.touch(),
         onDelta,
+        onUnframed: (text) => unframed = text,
       });
     } catch (error) {
       if (error instanceof sdk.APIError) call.errorBody = errorBodies.of(error.headers);
@@ -177,7 +194,11 @@ export function createProvider(route: Route, options: CreateProviderOptions): Pr
     if (deltaError !== undefined) throw deltaError.error;
     const reason = clock.stopped();
     if (reason !== undefined) failCall(call, reason, { got: call.turn.received() });
-    if (!call.turn.finished) failCall(call, "cut", { got: call.turn.received() });
+    if (!call.turn.finished) {
+      // A proxy's words written into the stream (a timeout, a gateway error) say why it ended.
+      const said = unframed === undefined ? "" : `; text outside any event: "${unframed}"`;
+      failCall(call, "cut", { got: `${call.turn.received()}${said}` });
+    }
     const failed = call.turn.failedFinish;
     if (failed !== undefined) {
       failCall(call, "stream_error", {

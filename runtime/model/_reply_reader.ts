@@ -63,6 +63,11 @@ export interface ReplySink {
   touch(): void;
   /** Each delta, as lossy animation; an error it throws ends the reading. */
   onDelta?: (delta: ProviderDelta) => void;
+  /**
+   * Called once, when an event stream ends without `[DONE]`, with the start of its text outside
+   * any event (a proxy's words written without `data:`), at most 200 characters.
+   */
+  onUnframed?: (text: string) => void;
 }
 
 /** The most characters of a whole (non-streamed) body read before it is refused. */
@@ -136,7 +141,10 @@ async function readEvents(
       const failed = emit(sink, foldEvent(event, sink.turn));
       if (failed !== undefined) return failed;
     }
-    if (ended) return undefined;
+    if (ended) {
+      if (parser.unframed !== "") sink.onUnframed?.(clip(parser.unframed));
+      return undefined;
+    }
     const { value, done } = await reader.read();
     ended = done;
     if (done) events = parser.flush();
@@ -319,6 +327,12 @@ class EventParser {
   #rest = "";
   #data: string[] = [];
   #event: string | undefined;
+  #unframed = "";
+
+  /** The start of the lines that are no field of the format, joined; a little over 200 characters at most. */
+  get unframed(): string {
+    return this.#unframed;
+  }
 
   /** Takes more text; returns the events it completed. */
   push(text: string): ServerEvent[] {
@@ -366,6 +380,9 @@ class EventParser {
       // (`server_sent_event(sink, "error", …)` in its server.cpp): it is an error event.
       this.#event = "error";
       this.#data.push(value);
+    } else if (field !== "id" && field !== "retry" && this.#unframed.length <= 200) {
+      // The format ignores the line; it is kept for the failure, as a proxy's words may be in it.
+      this.#unframed = `${this.#unframed} ${line}`.trimStart().slice(0, 201);
     }
     return undefined;
   }

@@ -9,6 +9,7 @@ export {
   type ChatMessage,
   type ChatRequest,
   createProvider,
+  endedByFilter,
   modelFailureFacts,
   type Provider,
   type ProviderDelta,

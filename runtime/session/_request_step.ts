@@ -17,6 +17,7 @@ import type { Store } from "../../store/store.ts";
 import { type EventBus, newId, type RecordInput, type RecordType } from "../core/mod.ts";
 import {
   endedAtLength,
+  endedByFilter,
   modelFailureFacts,
   type Provider,
   type ProviderTurn,
@@ -63,6 +64,8 @@ export interface StepScope {
 /** What the model is told when its reply ended inside a tool call. */
 const CUT_IN_CALL =
   "[not run: your reply hit the token limit in the middle of the call; write a shorter cell]";
+/** What the model is told of each cell of a reply the provider's content filter stopped. */
+const FILTERED = "[not run: the provider's content filter stopped your reply]";
 /** What the model is told when its reply ended with a python block still open. */
 const UNCLOSED_FENCE =
   "[not run: your ```python block has no closing ``` line; end the cell with one]";
@@ -158,6 +161,8 @@ function callsOf(
   call: { route: string; mode: RouteMode },
   turn: ProviderTurn,
 ): ToolCall[] {
+  // Content was omitted from a reply the filter stopped: none of its calls is known whole.
+  const filtered = endedByFilter(turn.finishReason) ? { refusal: FILTERED } : {};
   if (turn.toolCalls.length > 0) {
     const last = turn.toolCalls.length - 1;
     return turn.toolCalls.map((raw, i) => ({
@@ -165,6 +170,7 @@ function callsOf(
       id: newId("call"),
       // The token limit cut the reply inside its last call: that call is not run.
       ...(turn.cutInToolCall && i === last ? { refusal: CUT_IN_CALL } : {}),
+      ...filtered,
     }));
   }
   if (call.mode.toolCalls === "native") return [];
@@ -190,6 +196,7 @@ function callsOf(
     arguments: JSON.stringify({ code }),
     textCell: true,
     notes,
+    ...filtered,
   }];
 }
 
@@ -203,7 +210,11 @@ function unclosedCell(turn: ProviderTurn): ToolCall {
     name: "python",
     arguments: JSON.stringify({ code: "" }),
     textCell: true,
-    refusal: endedAtLength(turn.finishReason) ? CUT_IN_CALL : UNCLOSED_FENCE,
+    refusal: endedByFilter(turn.finishReason)
+      ? FILTERED
+      : endedAtLength(turn.finishReason)
+      ? CUT_IN_CALL
+      : UNCLOSED_FENCE,
   };
 }
 

@@ -20,6 +20,7 @@
  * (401), `rateLimited` (429 with `Retry-After`), `strictModel`, `context` (a request past the
  * server's context refused in OpenAI's, vLLM's or llama-server's words), `truncateAt` (one cut
  * silently, as Ollama does), `maxCompletionTokensOnly` (OpenAI's reasoning models), `outOfCredit`.
+ * Per response, `filtered` is a reply a content filter stopped ({@linkcode filteredChunks}).
  *
  * @module
  */
@@ -578,4 +579,18 @@ export const OPENROUTER_COMMENT = ": OPENROUTER PROCESSING\n\n";
  */
 export function unexpectedEndpoint(method: string, path: string): Response {
   return Response.json({ error: `Unexpected endpoint or method. (${method} ${path})` });
+}
+
+/**
+ * A reply the provider's content filter stopped. OpenAI documents the finish reason:
+ * `content_filter` "if content was omitted due to a flag from our content filters" (the chat
+ * completion chunk's `finish_reason`, openai/openai-python#344). Azure OpenAI sends it in a
+ * stream mid-reply: its filter runs on buffered pieces of the completion, and when one is
+ * flagged the stream stops, the last chunk carrying `finish_reason: "content_filter"`
+ * (learn.microsoft.com, Azure OpenAI "Content streaming" and the content filter's finish
+ * reason). So the flagged piece — here the last content chunk, which may be inside a tool
+ * call's arguments — never arrives.
+ */
+export function filteredChunks<T>(content: T[]): T[] {
+  return content.slice(0, -1);
 }

@@ -32,6 +32,7 @@ import {
   type FakeProfile,
   fakePromptTokens,
   type FakeQuirks,
+  filteredChunks,
   htmlPage,
   OPENROUTER_COMMENT,
   refuseKey,
@@ -88,6 +89,11 @@ export interface FakeResponse {
   cut?: "reset" | "close";
   /** After the content chunks, send `data: {"error": …}` and end. */
   streamError?: boolean;
+  /**
+   * The provider's content filter stops the reply ({@linkcode filteredChunks}): its last content
+   * chunk is omitted and the finish chunk says `content_filter`.
+   */
+  filtered?: boolean;
   /** Send exactly this body (HTTP 200), e.g. a hand-written event stream. */
   raw?: { body: string; contentType?: string };
 }
@@ -304,7 +310,9 @@ function finishChunks(
   quirks: FakeQuirks,
 ): Record<string, unknown>[] {
   const base = { id: "chatcmpl-fake", object: "chat.completion.chunk", created: 1, model };
-  const finish = response.finishReason ?? (response.toolCall === undefined ? "stop" : "tool_calls");
+  const finish = response.filtered
+    ? "content_filter"
+    : response.finishReason ?? (response.toolCall === undefined ? "stop" : "tool_calls");
   // Some gateways end with `[DONE]` and no finish reason at all (anomalyco/opencode#43882).
   const out: Record<string, unknown>[] = quirks.noFinishReason ? [] : [{
     ...base,
@@ -349,7 +357,8 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
     const encoder = new TextEncoder();
     const line = (data: unknown) =>
       encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
-    const content = contentChunks(response, model, quirks);
+    const all = contentChunks(response, model, quirks);
+    const content = response.filtered ? filteredChunks(all) : all;
     // The script of the body: data to send, then how it ends.
     const steps: (Uint8Array | "stall" | "reset")[] = [];
     let prefillMs = response.prefillMs;
@@ -405,6 +414,8 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
         index: 0,
         finish_reason: quirks.noFinishReason
           ? null
+          : response.filtered
+          ? "content_filter"
           : response.finishReason ?? (calls.length > 0 ? "tool_calls" : "stop"),
         message: {
           role: "assistant",

@@ -331,6 +331,34 @@ Deno.test("`streamChat()` fails on DeepSeek's `insufficient_system_resource`: th
   );
 });
 
+Deno.test("`streamChat()` quotes a proxy's plain-text line in a stream that ends without a finish: a retriable cut", async () => {
+  // A proxy may write its own words into the event stream without `data:` framing and then
+  // end the body cleanly (lemonade-sdk/lemonade#2826: the backend's error forwarded "without SSE
+  // framing", then closed without `[DONE]`). The format ignores such lines, so the reply is cut;
+  // the owner still needs the proxy's words to know why.
+  const chunk = (delta: object) =>
+    `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+  const said = "upstream timeout: the model server did not answer within 60 s";
+  const { failure, error } = await ask({}, {
+    raw: { body: chunk({ content: "Let me " }) + `${said}\n` },
+  });
+  assert.equal(failure?.reason, "cut");
+  assert.equal(failure?.retriable, true);
+  assert.equal(failure?.partial?.text, "Let me ");
+  assert.equal(
+    error?.message,
+    `cannot stream from llm "main": the stream ended before the provider finished (got 7 characters of text; text outside any event: "${said}")`,
+  );
+  // Alone in the body, and long: its start is quoted, 200 characters at most.
+  const long = `Bad gateway ${"x".repeat(300)}`;
+  const { error: alone } = await ask({}, { raw: { body: `${long}\n\n` } });
+  const start = `${long.slice(0, 200)}…`;
+  assert.equal(
+    alone?.message,
+    `cannot stream from llm "main": the stream ended before the provider finished (got 0 characters of text; text outside any event: "${start}")`,
+  );
+});
+
 Deno.test("a `stream #false` route asks for one completion, without stream_options, and reads it", async () => {
   const { turn, fake } = await ask({}, { text: "not streamed" }, { fields: "stream #false" });
   const body = fake.requests[0].body;

@@ -425,3 +425,41 @@ Deno.test("`Session` tells a text-mode model its python block did not run when t
     assert.match(String(fourth[fourth.length - 1].content), cut);
   });
 });
+
+Deno.test("`Session` runs no cell of a reply the provider's content filter stopped, and tells the model why", async () => {
+  // OpenAI's `content_filter`: "content was omitted due to a flag from our content filters";
+  // Azure OpenAI stops a stream there, mid-reply (tests/fakes/model_quirks.ts, filteredChunks).
+  // The reply is not the model's whole answer: a call cut by it would be refused as bad JSON,
+  // one that happens to be whole would run, and the model would not hear why either way.
+  const filtered = "[not run: the provider's content filter stopped your reply]";
+  await withSessionLoop({}, async (loop) => {
+    loop.fake.enqueue(
+      { text: "Let me", toolCall: { code: "print('flagged part')" }, filtered: true },
+      { toolCall: { code: "print('whole')" }, finishReason: "content_filter" },
+      { toolCall: { code: "send('done')\nwait()" } },
+    );
+    loop.admit("do it");
+    await loop.settle("the send", () => loop.records("send").length === 1);
+    assert.deepEqual(loop.kernel.ran.map((c) => c.code), ["send('done')\nwait()"]);
+    const [, second, third] = loop.chats().map((c) => c.body.messages);
+    assert.equal(second.at(-1)?.content, filtered);
+    assert.equal(third.at(-1)?.content, filtered);
+    // The owner finds the reason in the reply's record.
+    const finishes = loop.records("model.reply").map((r) => r.finish_reason);
+    assert.deepEqual(finishes, ["content_filter", "content_filter", "tool_calls"]);
+  });
+  // A text-mode reply the filter stopped runs no python block either, closed or not.
+  await withSessionLoop({ routeFields: '    tool_calls "text"' }, async (loop) => {
+    loop.fake.enqueue(
+      { text: "```python\nprint('closed')\n```\nAnd then", finishReason: "content_filter" },
+      { text: "```python\nprint('open'", filtered: true },
+      { text: "```python\nsend('done')\nwait()\n```" },
+    );
+    loop.admit("do it");
+    await loop.settle("the send", () => loop.records("send").length === 1);
+    assert.deepEqual(loop.kernel.ran.map((c) => c.code), ["send('done')\nwait()"]);
+    const [, second, third] = loop.chats().map((c) => c.body.messages);
+    assert.match(String(second.at(-1)?.content), /\[not run: the provider's content filter/);
+    assert.match(String(third.at(-1)?.content), /\[not run: the provider's content filter/);
+  });
+});
