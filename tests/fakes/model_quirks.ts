@@ -584,11 +584,11 @@ export function unexpectedEndpoint(method: string, path: string): Response {
 /**
  * A reply the provider's content filter stopped. OpenAI documents the finish reason:
  * `content_filter` "if content was omitted due to a flag from our content filters" (the chat
- * completion chunk's `finish_reason`, openai/openai-python#344). Azure OpenAI sends it in a
- * stream mid-reply: its filter runs on buffered pieces of the completion, and when one is
- * flagged the stream stops, the last chunk carrying `finish_reason: "content_filter"`
- * (learn.microsoft.com, Azure OpenAI "Content streaming" and the content filter's finish
- * reason). So the flagged piece — here the last content chunk, which may be inside a tool
+ * completion chunk's `finish_reason`, openai/openai-python#344). Azure OpenAI filters a
+ * stream in buffered pieces: a piece that violates the policy is blocked instead of returned
+ * (https://learn.microsoft.com/azure/foundry/openai/concepts/content-streaming), and the stream
+ * stops with its last chunk carrying `finish_reason: "content_filter"` (as summarised at
+ * https://www.developersdigest.tech/errors/api/azure-openai/200-finish-reason-content-filter). So the flagged piece — here the last content chunk, which may be inside a tool
  * call's arguments — never arrives.
  */
 export function filteredChunks<T>(content: T[]): T[] {
