@@ -311,8 +311,8 @@ Deno.test("`streamChat()` fails on a finish reason that says the reply failed: M
 Deno.test("`streamChat()` fails on DeepSeek's `insufficient_system_resource`: the reply was interrupted, not finished", async () => {
   // DeepSeek documents `insufficient_system_resource` among its finish reasons: "the request is
   // interrupted due to insufficient resource of the inference system"
-  // (api-docs.deepseek.com/api/create-chat-completion; tetsuo-ai/agenc-core#2492 holds DeepSeek
-  // streams to it). The text is a prefix and the last call may be cut: nothing of it may run,
+  // (api-docs.deepseek.com/api/create-chat-completion; the ds-api crate's `FinishReason` lists it
+  // too: docs.rs/crate/ds-api, src/raw/response/non_streaming/finish_reason.rs). The text is a prefix and the last call may be cut: nothing of it may run,
   // and asking again can succeed once the server has room.
   const { turn, failure, error } = await ask({ profile: "deepseek" }, {
     reasoning: "First I",
