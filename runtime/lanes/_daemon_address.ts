@@ -11,8 +11,7 @@ import { join, resolve } from "node:path";
 import { z } from "zod";
 import { readOwnerLock } from "../../store/owner_lock.ts";
 import { replaceFile } from "../../store/tables/files.ts";
-import { KlbrError } from "../core/mod.ts";
-import { stateFileError } from "./_state_file_error.ts";
+import { KlbrError, stateFileError } from "../core/mod.ts";
 
 /** The address file's name inside the state directory. */
 export const DAEMON_FILE = "daemon.json";

@@ -9,8 +9,7 @@
 import { timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
 import { replaceFile } from "../../store/tables/files.ts";
-import { KlbrError } from "../core/mod.ts";
-import { stateFileError } from "./_state_file_error.ts";
+import { KlbrError, stateFileError } from "../core/mod.ts";
 
 /** The token file's name inside the state directory. */
 export const TOKEN_FILE = "operator.token";

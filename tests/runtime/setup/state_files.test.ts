@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { cli, type CliRun, initWithoutModel } from "../../_helpers/cli.ts";
 import { startTestDaemon } from "../../_helpers/daemon.ts";
 import { tempDir } from "../../_helpers/temp.ts";
+import { unforeseen } from "../../../main.ts";
 
 /** One `klbr:` line matching `pattern`, exit 1, no trace of a crash anywhere in the output. */
 function assertOneLineFailure(run: CliRun, pattern: RegExp): void {
@@ -78,14 +79,24 @@ Deno.test("serve that cannot write daemon.json once it listens is one line namin
   }
 });
 
-Deno.test("an error klbr did not foresee is one line saying it is a bug to report, with where it came from, exit 1", async () => {
-  // No part of klbr translates a state directory asked for under a plain file today; whatever
-  // is left untranslated reaches main.ts's last resort, which must still not print a stack.
+Deno.test("init with --state under a plain file is one line naming the path and what to do", async () => {
   const file = join(await tempDir(), "file");
   await Deno.writeTextFile(file, "");
   const run = await cli("init", ["init", "--state", join(file, "state")]);
   assertOneLineFailure(
     run,
-    /^klbr: cannot run klbr init --state .*\/file\/state: unexpected NotADirectory: .* \(at runtime\/setup\/_state_dir\.ts:\d+:\d+\); this is a bug in klbr, please report it with this line$/,
+    /^klbr: cannot create the state directory: a part of .*\/file\/state is a file, not a directory; choose a path whose parents are directories \(got .*\)$/,
+  );
+});
+
+Deno.test("an error klbr did not foresee is one line saying it is a bug to report, with where it came from", () => {
+  const line = unforeseen(new TypeError("boom"), ["serve", "--port", "0"]);
+  assert.match(
+    line,
+    /^cannot run klbr serve --port 0: unexpected TypeError: boom \(at tests\/runtime\/setup\/state_files\.test\.ts:\d+:\d+\); this is a bug in klbr, please report it with this line$/,
+  );
+  assert.equal(
+    unforeseen("a string", []),
+    "cannot run klbr: unexpected a string; this is a bug in klbr, please report it with this line",
   );
 });

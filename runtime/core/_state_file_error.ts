@@ -5,7 +5,7 @@
  * @module
  */
 
-import { KlbrError } from "../core/mod.ts";
+import { KlbrError } from "./_errors.ts";
 
 /** Options for {@linkcode stateFileError}. */
 export interface StateFileErrorOptions {
@@ -38,6 +38,8 @@ export function stateFileError(
     ? `this user may not use ${path} (permission denied); give the user running klbr read and write access to it (chown, chmod u+rw), then run it again`
     : code === "EROFS"
     ? `${path} is on a read-only file system; make it writable, then run it again`
+    : code === "ENOTDIR"
+    ? `a part of ${path} is a file, not a directory; choose a path whose parents are directories`
     : code === "ENOSPC"
     ? `the disk holding ${path} is full; free space on it, then run it again`
     : `${path} cannot be used; check it and the disk holding it, then run it again`;
