@@ -450,6 +450,28 @@ function describe(command: string, dir: string, report: Record<string, unknown>)
     }`;
 }
 
+/**
+ * The last resort for an error no part of klbr turned into a `KlbrError`: one line with what
+ * was thrown and the first place in this checkout it came from, never a stack trace. An owner
+ * cannot fix it; the line is what to report.
+ *
+ * @example
+ * ```ts
+ * unforeseen(new TypeError("boom"), ["serve"]);
+ * // "cannot run klbr serve: unexpected TypeError: boom (at main.ts:12:3); this is a bug in klbr, …"
+ * ```
+ */
+export function unforeseen(error: unknown, args: string[]): string {
+  const what = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  const root = new URL(".", import.meta.url).href;
+  const stack = error instanceof Error ? error.stack ?? "" : "";
+  const at = stack.split("\n").map((line) => line.split(root)[1]?.replace(/\)$/, ""))
+    .find((place) => place !== undefined);
+  return `cannot run ${["klbr", ...args].join(" ")}: unexpected ${what}${
+    at === undefined ? "" : ` (at ${at})`
+  }; this is a bug in klbr, please report it with this line`;
+}
+
 if (import.meta.main) {
   try {
     Deno.exit(await main(Deno.args));
@@ -458,6 +480,7 @@ if (import.meta.main) {
       console.error(`klbr: ${error.message}`);
       Deno.exit(USAGE_CODES.includes(error.code) ? 2 : 1);
     }
-    throw error;
+    console.error(`klbr: ${unforeseen(error, Deno.args)}`);
+    Deno.exit(1);
   }
 }

@@ -21,6 +21,7 @@ export {
   LONGEST_TIMER_MS,
 } from "./_defaults.ts";
 export { assert, isKlbrError, KlbrError, type KlbrErrorCode } from "./_errors.ts";
+export { stateFileError, type StateFileErrorOptions } from "./_state_file_error.ts";
 export { faultPoint } from "./_fault.ts";
 export {
   type CommittedRecords,

@@ -36,7 +36,9 @@ import { type DaemonParts, startDaemon, stopStarted } from "./_start.ts";
  * and one start-up block says where it is and whether each model route answered.
  *
  * @throws {KlbrError} `not_loopback` for a non-loopback host, `invalid_config` for a bad
- * configuration, `port_in_use` for a taken port — each before anything listens or is written.
+ * configuration, `port_in_use` for a taken port — each before anything listens or is written;
+ * `state_unusable` naming a state file it cannot read or write (`session.key`, `daemon.json`),
+ * after stopping what it started.
  */
 export async function serve(options: ServeOptions): Promise<number> {
   const read = await readServeSettings(options);
@@ -54,38 +56,39 @@ export async function serve(options: ServeOptions): Promise<number> {
   const onTerm = () => resolve("SIGTERM");
   Deno.addSignalListener("SIGINT", onInt);
   Deno.addSignalListener("SIGTERM", onTerm);
-  let token: string;
-  let server: Listening;
+  const { host } = settings;
+  let server: Listening | undefined;
   try {
-    token = await readOperatorToken(settings.stateDir);
+    const token = await readOperatorToken(settings.stateDir);
     const sessionKey = await ensureSessionKey(settings.stateDir);
     const app = daemonApp(settings, daemon, { address, token, sessionKey, log, uiDir: await ui });
     server = await listen(settings, address, app.fetch as AppFetch);
+    await announceStart(
+      {
+        host,
+        port: address.port,
+        stateDir: settings.stateDir,
+        token,
+        routes: Object.values(settings.config.routes) as Route[],
+        apiKeys: settings.apiKeys,
+        workspace: resolvePath(settings.workspace),
+        confinement: daemon.confinement,
+        configPath: settings.configPath,
+        configWritten: settings.configWritten,
+        discord: daemon.discord,
+      },
+      log,
+      options.logFormat ?? "text",
+    );
   } catch (error) {
-    // Nothing of a start that cannot serve outlives it: no worker, cgroup or owner lock.
+    // Nothing of a start that cannot serve outlives it: no listener, worker, cgroup or owner
+    // lock (`daemon.json` cannot be written once it listens, say).
     Deno.removeSignalListener("SIGINT", onInt);
     Deno.removeSignalListener("SIGTERM", onTerm);
+    if (server !== undefined) await closeServer(server, log);
     await stopStarted(daemon, log);
     throw error;
   }
-  const { host } = settings;
-  await announceStart(
-    {
-      host,
-      port: address.port,
-      stateDir: settings.stateDir,
-      token,
-      routes: Object.values(settings.config.routes) as Route[],
-      apiKeys: settings.apiKeys,
-      workspace: resolvePath(settings.workspace),
-      confinement: daemon.confinement,
-      configPath: settings.configPath,
-      configWritten: settings.configWritten,
-      discord: daemon.discord,
-    },
-    log,
-    options.logFormat ?? "text",
-  );
   log.info("daemon.listening", `listening on http://${host}:${address.port}/`, {
     host,
     port: address.port,

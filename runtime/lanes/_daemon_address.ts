@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 import { z } from "zod";
 import { readOwnerLock } from "../../store/owner_lock.ts";
 import { replaceFile } from "../../store/tables/files.ts";
-import { KlbrError } from "../core/mod.ts";
+import { KlbrError, stateFileError } from "../core/mod.ts";
 
 /** The address file's name inside the state directory. */
 export const DAEMON_FILE = "daemon.json";
@@ -30,10 +30,19 @@ export type DaemonAddress = z.infer<typeof DaemonAddress>;
 /**
  * Writes the address file, replacing it whole: on return it holds `address`; until then it held
  * the previous one or nothing.
+ *
+ * @throws {KlbrError} `state_unusable` naming the file when it cannot be written.
  */
 export async function writeDaemonAddress(stateDir: string, address: DaemonAddress): Promise<void> {
-  const text = `${JSON.stringify(address)}\n`;
-  await replaceFile(join(stateDir, DAEMON_FILE), text, { mode: 0o644 });
+  const path = join(stateDir, DAEMON_FILE);
+  try {
+    await replaceFile(path, `${JSON.stringify(address)}\n`, { mode: 0o644 });
+  } catch (cause) {
+    throw stateFileError("write the daemon's address", path, {
+      cause,
+      fix: "move it aside, then start again",
+    });
+  }
 }
 
 /** Removes the address file if it names this process; a file another daemon wrote is kept. */

@@ -9,7 +9,7 @@
 import { timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
 import { replaceFile } from "../../store/tables/files.ts";
-import { KlbrError } from "../core/mod.ts";
+import { KlbrError, stateFileError } from "../core/mod.ts";
 
 /** The token file's name inside the state directory. */
 export const TOKEN_FILE = "operator.token";
@@ -40,9 +40,14 @@ export async function ensureOperatorToken(stateDir: string): Promise<string> {
  * Writes a fresh random token over the token file and returns it: a temporary file
  * (mode 0600), fsynced, then renamed into place. On return the file holds the new token,
  * whole; before the rename it still held the old one.
+ *
+ * @throws {KlbrError} `state_unusable` naming the file when it cannot be written.
  */
 export function writeNewOperatorToken(stateDir: string): Promise<string> {
-  return writeSecret(join(stateDir, TOKEN_FILE));
+  return writeSecret(join(stateDir, TOKEN_FILE), {
+    action: "write the operator token",
+    fix: `move it aside, then deno task init --state ${stateDir} writes a new token`,
+  });
 }
 
 /**
@@ -50,34 +55,46 @@ export function writeNewOperatorToken(stateDir: string): Promise<string> {
  * is none (or what is there is not a key). On return the file holds the key, mode 0600. The key
  * outlives token rotations: cookies are signed with it, so the daemon can tell its own cookie
  * made under an older token (revoked) from one it never issued (ignored).
+ *
+ * @throws {KlbrError} `state_unusable` naming the file when it cannot be read or written.
  */
 export async function ensureSessionKey(stateDir: string): Promise<string> {
   const path = join(stateDir, SESSION_KEY_FILE);
+  const fix = "move it aside, then start again (a new key is written)";
   try {
     const key = (await Deno.readTextFile(path)).trim();
     if (TOKEN_PATTERN.test(key)) return key;
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  } catch (cause) {
+    if (!(cause instanceof Deno.errors.NotFound)) {
+      throw stateFileError("read the session key", path, { cause, fix });
+    }
   }
-  return await writeSecret(path);
+  return await writeSecret(path, { action: "write the session key", fix });
 }
 
 /**
  * Writes 32 random bytes as hex to `path` (mode 0600), replacing the file whole: on return it
  * holds the new secret; until then it still held the old one.
+ *
+ * @throws {KlbrError} `state_unusable`: "cannot <action>: …; <fix>" when the OS refuses.
  */
-async function writeSecret(path: string): Promise<string> {
+async function writeSecret(path: string, o: { action: string; fix: string }): Promise<string> {
   const bytes = crypto.getRandomValues(new Uint8Array(32));
   const token = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  await replaceFile(path, `${token}\n`, { mode: 0o600 });
+  try {
+    await replaceFile(path, `${token}\n`, { mode: 0o600 });
+  } catch (cause) {
+    throw stateFileError(o.action, path, { cause, fix: o.fix });
+  }
   return token;
 }
 
 /**
  * Reads the token from the state directory.
  *
- * @throws {KlbrError} `not_found` when there is no token file (`deno task init` writes it), and
- * `invalid_config` when its content is not a token.
+ * @throws {KlbrError} `not_found` when there is no token file (`deno task init` writes it),
+ * `invalid_config` when its content is not a token, `state_unusable` naming the file when it
+ * cannot be read (a directory in its place, permission denied).
  */
 export async function readOperatorToken(stateDir: string): Promise<string> {
   const path = join(stateDir, TOKEN_FILE);
@@ -92,7 +109,10 @@ export async function readOperatorToken(stateDir: string): Promise<string> {
         { cause },
       );
     }
-    throw cause;
+    throw stateFileError("read the operator token", path, {
+      cause,
+      fix: `move it aside, then deno task init --state ${stateDir} writes a new token`,
+    });
   }
   const token = text.trim();
   if (!TOKEN_PATTERN.test(token)) {

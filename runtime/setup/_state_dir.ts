@@ -19,6 +19,7 @@ import { isAbsolute, join, resolve } from "node:path";
 import { defaultConfigText, loadConfig, parseConfig } from "../config/mod.ts";
 import { pathExists } from "../../store/tables/files.ts";
 import { later } from "./_later.ts";
+import { stateFileError } from "../core/mod.ts";
 
 /** The subdirectories `init` creates. */
 export const STATE_SUBDIRS = ["releases", "drafts", "artifacts", "skills"] as const;
@@ -59,7 +60,8 @@ export interface InitReport {
  * On return every path above exists (the store only when `options.store` is not false);
  * nothing that existed was overwritten.
  *
- * @throws {KlbrError} from `openStore`: `foreign_store`, `owner_locked`,
+ * @throws {KlbrError} `state_unusable` when the directory cannot be made (a file in its path,
+ * no permission, a read-only or full disk); from `openStore`: `foreign_store`, `owner_locked`,
  * `sqlite_too_old`.
  */
 export async function initStateDir(
@@ -70,7 +72,12 @@ export async function initStateDir(
     store?: boolean;
   } = {},
 ): Promise<InitReport> {
-  await Deno.mkdir(stateDir, { recursive: true });
+  await Deno.mkdir(stateDir, { recursive: true }).catch((cause) => {
+    throw stateFileError("create the state directory", stateDir, {
+      cause,
+      fix: "choose another --state DIR",
+    });
+  });
   const created = !(await pathExists(join(stateDir, "runtime.sqlite")));
   if (options.store !== false) {
     const { openStore } = await later("../../store/store.ts");

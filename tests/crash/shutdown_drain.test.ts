@@ -241,6 +241,11 @@ Deno.test("window operator-during-shutdown: SIGTERM's drain refuses every operat
       1,
       "klbr stop: cannot stop session default: the daemon is shutting down; run it again after it restarts",
     ]);
+    const cliRotate = await cli("klbr", ["token", "rotate", "--state", daemon.stateDir]);
+    assert.deepEqual([cliRotate.code, cliRotate.stderr.trim()], [
+      1,
+      "klbr token rotate: cannot token_rotate the operator token: the daemon is shutting down; run it again after it restarts",
+    ]);
     // Reading still answers.
     assert.equal((await client.request({ kind: "op.status" })).kind, "op.result");
     await Deno.writeTextFile(join(daemon.workspace, "finish"), "");
