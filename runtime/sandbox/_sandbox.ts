@@ -169,8 +169,8 @@ function protectArgs(writable: Writable[], protect: string[]): string[] {
 /**
  * The `bwrap` argument list that runs `spawn.command` confined.
  *
- * Later binds cover earlier ones, so the order is: system and Python read-only, a private
- * `/tmp`, the read-write directories, the protected paths inside them read-only, the state
+ * Later binds cover earlier ones, so the order is: system and Python read-only, a read-only
+ * `/proc`, a private `/tmp`, the read-write directories, the protected paths inside them read-only, the state
  * directory hidden (an empty read-only directory) where it lies inside them, then the
  * read-only directories, which may lie inside the state directory (the release, the managed
  * skills). A read-write directory named through a link is bound at that name, and the state
@@ -187,7 +187,9 @@ export function bwrapArgs(base: SandboxBase, spawn: ConfinedSpawn): string[] {
   for (const dir of SYSTEM_BINDS) args.push("--ro-bind-try", dir, dir);
   for (const file of ETC_BINDS) args.push("--ro-bind-try", file, file);
   for (const dir of base.readOnly) if (!isWithin("/usr", dir)) args.push("--ro-bind", dir, dir);
-  args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp");
+  // /proc read-only: as root, uid 1000 inside is uid 0 outside, which the kernel lets write
+  // /proc/sys (core_pattern runs a program as root outside); bubblewrap leaves it writable.
+  args.push("--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--tmpfs", "/tmp");
   const state = resolve(base.stateDir);
   const writable = spawn.readWrite.map((dir): Writable => ({
     at: resolve(dir),

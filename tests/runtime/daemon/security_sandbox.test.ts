@@ -126,6 +126,33 @@ async function fileHandle(path: string): Promise<string> {
   return new TextDecoder().decode(out.stdout).trim();
 }
 
+// Writes the kernel's core_pattern back unchanged: a cell that could write it could name a
+// program the kernel runs as root outside every namespace at the next crash.
+const SYSCTL = [
+  "import json, os",
+  "def rewrite(path):",
+  "    try:",
+  "        value = open(path).read()",
+  "        fd = os.open(path, os.O_WRONLY)",
+  "        try:",
+  "            return f'wrote {os.write(fd, value.encode())} bytes'",
+  "        finally:",
+  "            os.close(fd)",
+  "    except OSError as e:",
+  "        return f'{type(e).__name__}: {e}'",
+  "print('RESULT ' + json.dumps({'core_pattern': rewrite('/proc/sys/kernel/core_pattern')}))",
+  "wait()",
+].join("\n");
+
+Deno.test("a cell cannot write the kernel's settings under /proc/sys, even when the daemon is root", async () => {
+  await withDaemon({}, async (daemon, fake) => {
+    const out = resultOf(await cell(daemon, fake, SYSCTL));
+    // Before the fix, as root: "wrote 5 bytes" (uid 1000 inside is uid 0 outside, which the
+    // kernel's sysctl check lets write, and bubblewrap left /proc/sys writable).
+    assert.match(String(out.core_pattern), /^(OSError|PermissionError): \[Errno (30|13)\]/);
+  });
+});
+
 Deno.test("a cell cannot open the state directory's token by its file handle, nor take a handle itself", async () => {
   await withDaemon({}, async (daemon, fake) => {
     // The attack as measured: with CAP_DAC_READ_SEARCH, any fd on the same file system and

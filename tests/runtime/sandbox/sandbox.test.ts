@@ -89,6 +89,7 @@ Deno.test("`bwrapArgs()` binds the system read-only, a private /tmp first, and h
     return i;
   };
   assert.ok(at("--ro-bind-try", "/usr", "/usr") < at("--tmpfs", "/tmp"));
+  assert.equal(at("--proc", "/proc") + 2, at("--remount-ro", "/proc"), "/proc read-only");
   assert.ok(at("--tmpfs", "/tmp") < at("--bind", "/w", "/w"), "/tmp before a workspace in /tmp");
   assert.ok(at("--bind", "/w", "/w") < at("--tmpfs", "/w/.klbr"), "the state hidden over it");
   assert.ok(
