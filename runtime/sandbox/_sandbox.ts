@@ -170,10 +170,10 @@ function protectArgs(writable: Writable[], protect: string[]): string[] {
  * The `bwrap` argument list that runs `spawn.command` confined.
  *
  * Later binds cover earlier ones, so the order is: system and Python read-only, a read-only
- * `/proc`, a private `/tmp`, the read-write directories, the protected paths inside them read-only, the state
- * directory hidden (an empty read-only directory) where it lies inside them, then the
- * read-only directories, which may lie inside the state directory (the release, the managed
- * skills). A read-write directory named through a link is bound at that name, and the state
+ * `/proc`, a private `/tmp`, the read-write directories, the protected paths inside them
+ * read-only, the state directory hidden (an empty read-only directory) where it lies inside them,
+ * then the read-only directories, which may lie inside the state directory (the release, the
+ * managed skills). A read-write directory named through a link is bound at that name, and the state
  * directory and the protected paths (real paths) are covered where they are seen under it.
  *
  * @example

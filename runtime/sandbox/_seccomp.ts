@@ -76,6 +76,11 @@ export const DENIED_SYSCALLS = [
   "quotactl_fd",
   "iopl",
   "ioperm",
+  // A ring's operations are calls this filter never sees; containerd and Docker refuse io_uring
+  // by default for the container escapes found in it (moby/moby#46762, containerd#9048).
+  "io_uring_setup",
+  "io_uring_enter",
+  "io_uring_register",
 ] as const;
 
 /** One architecture's audit id and system call numbers (a call it lacks is absent). */
@@ -98,6 +103,9 @@ const UNIFIED = {
   fspick: 433,
   mount_setattr: 442,
   quotactl_fd: 443,
+  io_uring_setup: 425,
+  io_uring_enter: 426,
+  io_uring_register: 427,
   clone3: 435,
 };
 

@@ -91,7 +91,7 @@ Deno.test("`seccompProgram()` refuses each listed call with EPERM on x86-64 and 
   assert.equal(CLONE_NAMESPACE_FLAGS, 0x7e020000);
 });
 
-Deno.test("a process under the filter has seccomp mode 2, is refused file handles and namespaces, and still runs subprocesses, threads, files and git", async () => {
+Deno.test("a process under the filter has seccomp mode 2, is refused file handles, namespaces and io_uring, and still runs subprocesses, threads, files and git", async () => {
   const python = await resolvePython("python3");
   const dir = await Deno.realPath(await Deno.makeTempDir({ prefix: "klbr-seccomp-" }));
   try {
@@ -111,6 +111,10 @@ Deno.test("a process under the filter has seccomp mode 2, is refused file handle
       "out['open_by_handle_at'] = errno.errorcode.get(ctypes.get_errno()) if r < 0 else 'allowed'",
       "r = libc.unshare(0x00020000)",
       "out['unshare'] = errno.errorcode.get(ctypes.get_errno()) if r else 'allowed'",
+      // io_uring_setup(8, params): a ring's operations are calls the filter never sees.
+      "params = ctypes.create_string_buffer(120)",
+      "r = libc.syscall(425, 8, params)",
+      "out['io_uring_setup'] = errno.errorcode.get(ctypes.get_errno()) if r < 0 else 'allowed'",
       "out['subprocess'] = subprocess.run(['echo', 'sub'], capture_output=True, text=True).stdout",
       "seen = []; t = threading.Thread(target=lambda: seen.append(1)); t.start(); t.join()",
       "out['thread'] = seen",
@@ -147,6 +151,7 @@ Deno.test("a process under the filter has seccomp mode 2, is refused file handle
       name_to_handle_at: "EPERM",
       open_by_handle_at: "EPERM",
       unshare: "EPERM",
+      io_uring_setup: "EPERM",
       subprocess: "sub\n",
       thread: [1],
       file: "data",
