@@ -140,21 +140,28 @@ export class Jobs {
 
   /**
    * A process slot for each `workspace.run` of a scope: taken at once when one is free;
-   * otherwise the run waits, with a `budget.exhausted` record saying so.
+   * otherwise the run waits, with a `budget.exhausted` record saying so. Giving it back starts
+   * a job that was queued for a process slot.
    */
   processSlot(session: string): (signal: AbortSignal) => Promise<Release> {
-    return (signal) => {
-      const now = this.budget.processes.tryTake();
-      if (now !== undefined) return Promise.resolve(now);
-      const { inUse, limit } = this.budget.processes;
-      appendEvent(this.#o.store, session, "budget.exhausted", {
-        what: "concurrent_processes",
-        limit,
-        used: inUse,
-        until: null,
-        effect: "workspace.run waits for a process slot",
-      });
-      return this.budget.processes.take(signal);
+    return async (signal) => {
+      let release = this.budget.processes.tryTake();
+      if (release === undefined) {
+        const { inUse, limit } = this.budget.processes;
+        appendEvent(this.#o.store, session, "budget.exhausted", {
+          what: "concurrent_processes",
+          limit,
+          used: inUse,
+          until: null,
+          effect: "workspace.run waits for a process slot",
+        });
+        release = await this.budget.processes.take(signal);
+      }
+      // A pending job may wait for this very slot, and nothing else would start it.
+      return () => {
+        release();
+        this.#runner.pump();
+      };
     };
   }
 

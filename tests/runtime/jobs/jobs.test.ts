@@ -391,6 +391,36 @@ Deno.test("a job's workspace.run waits for a process slot, recorded, and runs wh
   );
 });
 
+Deno.test("a job queued for a process slot starts when a session's workspace.run gives the slot back", async () => {
+  await withJobs(
+    { budget: "budget {\n concurrent_jobs 1\n concurrent_processes 2\n}" },
+    async (d, { store }) => {
+      // Two workspace.run of the agent's cells hold both process slots; no job is running.
+      const take = d.jobs.processSlot("default");
+      const held = [
+        await take(new AbortController().signal),
+        await take(new AbortController().signal),
+      ];
+      const started = await d.call("jobs.start", { code: "6 * 7" });
+      const id = String(started.job_id);
+      assert.equal(getJob(store, id)!.state, "pending");
+      const [queued] = readEventsOfKind(store, "default", "job.queued");
+      assert.match((queued.body as { reason: string }).reason, /2 of 2 processes/);
+      // The runs end: their slots are free, and the job must not wait for anything else.
+      for (const release of held) release();
+      for (let i = 0; i < 300 && getJob(store, id)!.state === "pending"; i++) await tick();
+      assert.notEqual(
+        getJob(store, id)!.state,
+        "pending",
+        "the job still waits although both process slots are free",
+      );
+      const ended = await result(d, id);
+      assert.equal(ended.state, "done", String(ended.cause));
+      assert.equal((ended.result as { value: string }).value, "42");
+    },
+  );
+});
+
 Deno.test("ending a job ends its open child jobs, which drew from its budget", async () => {
   await withJobs({}, async (d, { store }) => {
     const parent = await d.call("jobs.start", {
