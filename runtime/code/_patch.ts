@@ -6,6 +6,7 @@
  * @module
  */
 
+import { closeSync, constants, fchmodSync, fsyncSync, openSync, writeSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { KlbrError } from "../core/mod.ts";
 import { refuseProtected } from "../sandbox/mod.ts";
@@ -188,6 +189,9 @@ export function applyPatch(service: CodeService, edits: CodeEdit[]): Promise<Pat
   });
 }
 
+/** `open(2)` flags of a temp file: write only, made new, never through a link at its name. */
+const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+
 /**
  * Runs `run` with the working directory in the directory of `real`, after checking that the
  * kernel's own path of the directory it entered is still that directory. The daemon writes as
@@ -231,16 +235,20 @@ function writeTemp(source: Source, options: { root: string; bytes: Uint8Array })
     root: options.root,
     run: (name) => {
       const temp = `.${name}.klbr-${crypto.randomUUID()}.tmp`;
-      const mode = (Deno.statSync(name).mode ?? 0o644) & 0o7777;
-      const file = Deno.openSync(temp, { write: true, createNew: true, mode });
+      // The permission bits only: a setuid, setgid or sticky bit a cell set on its file is not
+      // given to a file the host (the owner, root as a service) makes.
+      const mode = (Deno.statSync(name).mode ?? 0o644) & 0o777;
+      // Made new (never through a link a cell left at the name), and its mode set on the
+      // descriptor, not by name, which a cell could swap for a link meanwhile; the open's own
+      // mode would be narrowed by the umask.
+      const fd = openSync(temp, CREATE_NEW, mode);
       try {
-        // Not Deno.open's `mode`: the umask would narrow it.
-        Deno.chmodSync(temp, mode);
+        fchmodSync(fd, mode);
         const { bytes } = options;
-        for (let at = 0; at < bytes.length;) at += file.writeSync(bytes.subarray(at));
-        file.syncSync();
+        for (let at = 0; at < bytes.length;) at += writeSync(fd, bytes, at);
+        fsyncSync(fd);
       } finally {
-        file.close();
+        closeSync(fd);
       }
       return temp;
     },

@@ -224,6 +224,22 @@ Deno.test("a patch keeps the file's mode and counts bytes, not characters", asyn
   });
 });
 
+Deno.test("a patch never makes a setuid, setgid or sticky file: the host writes as the owner, a cell sets the bits", async () => {
+  const text = "def greet():\n    return 1\n";
+  await withWorkspace({ "run.py": text }, async (root, service) => {
+    // A cell may chmod its own file u+s; the host (root, unconfined) must not make a new
+    // setuid file of the owner with the cell's text.
+    await Deno.chmod(join(root, "run.py"), 0o7755);
+    const s = await service.symbol("run.py", "greet", null);
+    const done = await applyPatch(service, [{
+      range: s.range,
+      text: "def greet():\n    return 2",
+    }]);
+    assert.ok(done.ok);
+    assert.equal((await Deno.stat(join(root, "run.py"))).mode! & 0o7777, 0o755);
+  });
+});
+
 Deno.test("`code.patch` records an applied patch with its cell; a refused one writes no record", async () => {
   const state = await Deno.makeTempDir();
   const store = openStore(state);
