@@ -4,8 +4,15 @@
  * process in a sandbox has no business making — file handles (`open_by_handle_at`, the way out
  * of a bind mount), the kernel keyring, `ptrace`, `bpf`, mounts and namespaces, modules,
  * `kexec`, `perf_event_open`, `userfaultfd`, cross-process memory access, swap, reboot,
- * accounting, quotas and port I/O — with `EPERM`, and `clone3` with `ENOSYS` (its flags sit in
- * memory a filter cannot read; glibc falls back to `clone`, whose namespace flags are refused).
+ * accounting, quotas and port I/O — with `EPERM`, and `clone3` and `openat2` with `ENOSYS`
+ * (their flags and mode sit in memory a filter cannot read; glibc falls back to `clone` and
+ * `openat`, whose arguments are checked).
+ *
+ * Some calls are refused by their arguments: `clone` with a namespace flag, and — as systemd's
+ * `RestrictSUIDSGID=` does — every call that sets a mode (`chmod`, `fchmod`, `fchmodat`,
+ * `fchmodat2`, `mkdir`, `mkdirat`, `mknod`, `mknodat`, `creat`, and `open`/`openat` when they
+ * create) with `S_ISUID` or `S_ISGID` in it: as root, uid 1000 inside is uid 0 outside, so a
+ * setuid file a cell made in the workspace would be a setuid-root program for anyone outside.
  *
  * A foreign architecture (32-bit calls on a 64-bit kernel) and the x32 numbers are refused
  * outright: their tables differ, so a filter written for one table would let the other through.
@@ -22,10 +29,10 @@ const JGE_K = 0x35;
 const JSET_K = 0x45;
 const RET_K = 0x06;
 
-/** `struct seccomp_data` offsets: nr, arch, args[0] (its low 32 bits, little-endian). */
+/** `struct seccomp_data` offsets: nr, arch, and args[i]'s low 32 bits (little-endian). */
 const NR = 0;
 const ARCH = 4;
-const ARG0_LOW = 16;
+const argLow = (i: number) => 16 + 8 * i;
 
 /** Seccomp return values (linux/seccomp.h). */
 const RET_ALLOW = 0x7fff0000;
@@ -36,6 +43,12 @@ const ENOSYS = 38;
 
 /** `CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET`. */
 export const CLONE_NAMESPACE_FLAGS = 0x7e020000;
+
+/** `S_ISUID | S_ISGID`. */
+export const SETID_MODE_BITS = 0o6000;
+
+/** `O_CREAT | __O_TMPFILE`, the open flags that make a file with the given mode (alike on x86-64 and aarch64). */
+export const CREATE_FLAGS = 0o100 | 0o20000000;
 
 /** The system calls refused with `EPERM`, by name. */
 export const DENIED_SYSCALLS = [
@@ -83,13 +96,51 @@ export const DENIED_SYSCALLS = [
   "io_uring_register",
 ] as const;
 
+/** The system calls refused with `ENOSYS`, so that libc falls back to a call the filter can check. */
+export const ENOSYS_SYSCALLS = ["clone3", "openat2"] as const;
+
+/** A call refused with `EPERM` when argument `arg` has any of `bits` (and `onlyIf`'s argument any of its bits). */
+interface ArgumentRule {
+  /** The call's name in {@linkcode SYSCALL_TABLES}; an architecture without it skips the rule. */
+  call: string;
+  /** The argument's index; its low 32 bits are checked. */
+  arg: number;
+  /** Any of these set refuses the call. */
+  bits: number;
+  /** Another argument that must have any of its bits for the rule to apply (`open`'s flags). */
+  onlyIf?: { arg: number; bits: number };
+}
+
+/** The calls refused by their arguments: `clone` with a namespace flag, and any mode with a setid bit. */
+export const ARGUMENT_RULES = [
+  { call: "clone", arg: 0, bits: CLONE_NAMESPACE_FLAGS },
+  { call: "chmod", arg: 1, bits: SETID_MODE_BITS },
+  { call: "fchmod", arg: 1, bits: SETID_MODE_BITS },
+  { call: "fchmodat", arg: 2, bits: SETID_MODE_BITS },
+  { call: "fchmodat2", arg: 2, bits: SETID_MODE_BITS },
+  { call: "mkdir", arg: 1, bits: SETID_MODE_BITS },
+  { call: "mkdirat", arg: 2, bits: SETID_MODE_BITS },
+  { call: "mknod", arg: 1, bits: SETID_MODE_BITS },
+  { call: "mknodat", arg: 2, bits: SETID_MODE_BITS },
+  { call: "creat", arg: 1, bits: SETID_MODE_BITS },
+  // The mode counts only when the call creates; O_TMPFILE creates too (systemd checks O_CREAT only).
+  { call: "open", arg: 2, bits: SETID_MODE_BITS, onlyIf: { arg: 1, bits: CREATE_FLAGS } },
+  { call: "openat", arg: 3, bits: SETID_MODE_BITS, onlyIf: { arg: 2, bits: CREATE_FLAGS } },
+] as const satisfies readonly ArgumentRule[];
+
+/** Every call the filter names. */
+type CallName =
+  | typeof DENIED_SYSCALLS[number]
+  | typeof ENOSYS_SYSCALLS[number]
+  | typeof ARGUMENT_RULES[number]["call"];
+
 /** One architecture's audit id and system call numbers (a call it lacks is absent). */
 export interface SyscallTable {
   /** `AUDIT_ARCH_*`. */
   audit: number;
   /** Numbers at or above this are another ABI on the same architecture (x32); refused. */
   abiLimit?: number;
-  numbers: Partial<Record<typeof DENIED_SYSCALLS[number] | "clone" | "clone3", number>>;
+  numbers: Partial<Record<CallName, number>>;
 }
 
 /** The calls numbered alike on every architecture since Linux 5.1 (the unified table). */
@@ -107,6 +158,8 @@ const UNIFIED = {
   io_uring_enter: 426,
   io_uring_register: 427,
   clone3: 435,
+  openat2: 437,
+  fchmodat2: 452,
 };
 
 /** x86-64 (`asm/unistd_64.h`) and aarch64 (`asm-generic/unistd.h`). */
@@ -145,6 +198,16 @@ export const SYSCALL_TABLES: Record<"x86_64" | "aarch64", SyscallTable> = {
       iopl: 172,
       ioperm: 173,
       clone: 56,
+      open: 2,
+      openat: 257,
+      creat: 85,
+      chmod: 90,
+      fchmod: 91,
+      fchmodat: 268,
+      mkdir: 83,
+      mkdirat: 258,
+      mknod: 133,
+      mknodat: 259,
     },
   },
   aarch64: {
@@ -178,6 +241,11 @@ export const SYSCALL_TABLES: Record<"x86_64" | "aarch64", SyscallTable> = {
       acct: 89,
       quotactl: 60,
       clone: 220,
+      openat: 56,
+      fchmod: 52,
+      fchmodat: 53,
+      mkdirat: 34,
+      mknodat: 33,
     },
   },
 };
@@ -194,28 +262,42 @@ const op = (code: number, k: number, jt = 0, jf = 0): BpfInstruction => ({ code,
 
 /** The block of one architecture: entered with the arch checked, ends in a return. */
 function archBlock(table: SyscallTable): BpfInstruction[] {
-  const denied = DENIED_SYSCALLS.map((name) => table.numbers[name])
-    .filter((nr): nr is number => nr !== undefined);
-  const { clone, clone3 } = table.numbers;
-  // Layout: load nr, [abi test], one test per denied call, clone, clone3, then the returns
-  // allow, eperm, enosys, then clone's flags check (load arg0, jset, allow, eperm). A jump
-  // counts from the instruction after it.
+  const numbers = (names: readonly CallName[]) =>
+    names.map((name) => table.numbers[name]).filter((nr): nr is number => nr !== undefined);
+  const denied = numbers(DENIED_SYSCALLS);
+  const enosys = numbers(ENOSYS_SYSCALLS);
+  const rules: readonly ArgumentRule[] = ARGUMENT_RULES.filter((r) => r.call in table.numbers);
+  // Layout: load nr, [abi test], one test per denied, ENOSYS and argument-checked call, then the
+  // returns allow, eperm, enosys, then each argument check (it ends in its own returns: a jump
+  // only goes forward). A jump counts from the instruction after it.
   const out: BpfInstruction[] = [op(LD_W_ABS, NR)];
-  const tests = 1 + (table.abiLimit === undefined ? 0 : 1);
-  const allow = tests + denied.length + 2;
+  const allow = 1 + (table.abiLimit === undefined ? 0 : 1) + denied.length + enosys.length +
+    rules.length;
   const to = (target: number) => target - out.length - 1;
   if (table.abiLimit !== undefined) out.push(op(JGE_K, table.abiLimit, to(allow + 1)));
   for (const nr of denied) out.push(op(JEQ_K, nr, to(allow + 1)));
-  out.push(op(JEQ_K, clone!, to(allow + 3)));
-  out.push(op(JEQ_K, clone3!, to(allow + 2)));
+  for (const nr of enosys) out.push(op(JEQ_K, nr, to(allow + 2)));
+  const checks = rules.map(argumentCheck);
+  let check = allow + 3;
+  for (const [i, rule] of rules.entries()) {
+    out.push(op(JEQ_K, table.numbers[rule.call as CallName]!, to(check)));
+    check += checks[i].length;
+  }
   out.push(op(RET_K, RET_ALLOW));
   out.push(op(RET_K, RET_ERRNO | EPERM));
   out.push(op(RET_K, RET_ERRNO | ENOSYS));
-  out.push(op(LD_W_ABS, ARG0_LOW));
-  out.push(op(JSET_K, CLONE_NAMESPACE_FLAGS, 1, 0));
-  out.push(op(RET_K, RET_ALLOW));
-  out.push(op(RET_K, RET_ERRNO | EPERM));
+  for (const block of checks) out.push(...block);
   return out;
+}
+
+/** One rule's check: `EPERM` when its argument has any of its bits (and `onlyIf` holds), else allow. */
+function argumentCheck(rule: ArgumentRule): BpfInstruction[] {
+  const test = [op(LD_W_ABS, argLow(rule.arg)), op(JSET_K, rule.bits, 1, 0)];
+  const returns = [op(RET_K, RET_ALLOW), op(RET_K, RET_ERRNO | EPERM)];
+  if (rule.onlyIf === undefined) return [...test, ...returns];
+  // Without the flag the call is allowed: skip the test, straight to allow.
+  const only = [op(LD_W_ABS, argLow(rule.onlyIf.arg)), op(JSET_K, rule.onlyIf.bits, 0, 2)];
+  return [...only, ...test, ...returns];
 }
 
 /**

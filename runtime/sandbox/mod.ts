@@ -46,11 +46,15 @@ export {
 export { type Jail, LIMIT_POLL_MS, watchLimits } from "./_jail.ts";
 export { protectedPaths, refuseProtected } from "./_protect.ts";
 export {
+  ARGUMENT_RULES,
   type BpfInstruction,
   CLONE_NAMESPACE_FLAGS,
+  CREATE_FLAGS,
   DENIED_SYSCALLS,
+  ENOSYS_SYSCALLS,
   seccompBytes,
   seccompProgram,
+  SETID_MODE_BITS,
   SYSCALL_TABLES,
 } from "./_seccomp.ts";
 export { killProcessGroup, processGroupMembers } from "./_process_group.ts";
