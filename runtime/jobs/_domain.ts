@@ -105,7 +105,14 @@ export class Jobs {
       overBudget: (job, spent) => this.#runner.overBudget(job, spent),
       timers,
     };
-    this.#scheduler = new TimerScheduler({ store, log, timers, fire: (t) => this.#fire(t) });
+    this.#scheduler = new TimerScheduler({
+      store,
+      log,
+      timers,
+      fire: (t) => this.#fire(t),
+      // Finished jobs not announced yet are retried with the timers, on the same pause.
+      retry: () => this.#runner.announceWaiting(),
+    });
     this.#runner = new JobRunner({
       store,
       log,
@@ -115,6 +122,7 @@ export class Jobs {
         jobKernel(this.#workbenchDeps(job), job, this.rpcs(this.#jobScope(job.id))),
       run: (job, kernel, signal) => this.#runJob(job.id, kernel, signal),
       timers,
+      retryLater: () => this.#scheduler.retryLater(),
     });
     this.#maintenance = new MaintenanceSchedule({
       store,

@@ -54,6 +54,11 @@ export interface JobRunnerDeps {
   run: (job: JobRecord, kernel: KernelSupervisor, signal: AbortSignal) => Promise<JobEnding>;
   /** Host timers for each job's wall time. */
   timers: HostTimers;
+  /**
+   * Called when a job's completion input could not be admitted: it asks for
+   * {@linkcode JobRunner.announceWaiting} after the timers' retry pause.
+   */
+  retryLater: () => void;
 }
 
 interface LiveJob {
@@ -83,6 +88,8 @@ export class JobRunner {
   /** Aborted by {@linkcode shutdown}: every wait for a job ends. */
   readonly #stopping = new AbortController();
   readonly #queued = new Set<string>();
+  /** Sessions with an ended job whose completion input could not be admitted yet. */
+  readonly #unannounced = new Set<string>();
   /** Ends (of children, of spent budgets) still in progress, awaited at shutdown. */
   readonly #cascades = new Set<Promise<unknown>>();
   readonly #pump = new SerialRunner(() => Promise.resolve(this.#startPending()));
@@ -224,6 +231,21 @@ export class JobRunner {
     for (const job of unannouncedJobs(this.#d.store, session)) this.#announce(job);
   }
 
+  /**
+   * Admits the completion input of each ended job whose input could not be admitted before
+   * (the store refused the commit, the session did not run); returns how many still wait.
+   */
+  announceWaiting(): number {
+    let waiting = 0;
+    for (const session of [...this.#unannounced]) {
+      this.#unannounced.delete(session);
+      for (const job of unannouncedJobs(this.#d.store, session)) {
+        if (!this.#announce(job, { again: true })) waiting++;
+      }
+    }
+    return waiting;
+  }
+
   /** Stops every running job's group without ending it: the next start reports it `interrupted`. */
   async shutdown(): Promise<void> {
     this.#closing = true;
@@ -338,19 +360,27 @@ export class JobRunner {
     for (const waiter of waiters ?? []) waiter(ended);
   }
 
-  /** Admits the job's completion input and records it on the job, in one transaction. */
-  #announce(job: JobRecord): void {
+  /**
+   * Admits the job's completion input and records it on the job, in one transaction; one that
+   * cannot be admitted now is tried again after the retry pause (said once, not at each try).
+   */
+  #announce(job: JobRecord, options: { again?: boolean } = {}): boolean {
     const admitted = this.#d.admit(
       job.session,
       jobInput(job),
       (inputId) => announceJob(this.#d.store, job.id, inputId),
     );
-    if (!admitted) {
+    if (admitted) return true;
+    this.#unannounced.add(job.session);
+    this.#d.retryLater();
+    if (!options.again) {
       this.#d.log.warn(
         "job.unannounced",
-        `job ${job.id} ended ${job.state}; its input waits for the next start`,
+        `job ${job.id} ended ${job.state}; its input could not be admitted now and is tried ` +
+          "again every 5 s",
         { job_id: job.id },
       );
     }
+    return false;
   }
 }

@@ -9,6 +9,10 @@
  * store's pending timers are the schedule. The clock and the host timer are injected, so tests
  * drive time without sleeping.
  *
+ * What could not be admitted is retried after a pause ({@linkcode RETRY_MS}): a due timer, and
+ * the other unattended inputs given as `retry` (finished jobs not announced yet), so one loop
+ * serves both.
+ *
  * @module
  */
 
@@ -34,6 +38,12 @@ export interface TimerSchedulerOptions {
    * be admitted now (the session is not running, admission is closed). It stays pending then.
    */
   fire: (timer: TimerRecord) => boolean;
+  /**
+   * Admits the other inputs that wait to be admitted (finished jobs not announced yet); returns
+   * how many still cannot be. Run at each look at the store; while any is left, the scheduler
+   * looks again after the retry pause. @default nothing else waits
+   */
+  retry?: () => number;
   /** The host timer; `setTimeout` unless a test injects its own. */
   timers?: HostTimers;
 }
@@ -53,6 +63,8 @@ export class TimerScheduler {
   readonly #timers: HostTimers;
   #handle: unknown = undefined;
   #running = false;
+  /** When something that could not be admitted is tried again (store clock), if anything. */
+  #retryAt: number | undefined = undefined;
 
   /** Creates a stopped scheduler. */
   constructor(options: TimerSchedulerOptions) {
@@ -68,7 +80,17 @@ export class TimerScheduler {
 
   /** Re-arms for the earliest pending timer; call after a timer was set or cancelled. */
   poke(): void {
-    if (this.#running) this.#arm(undefined);
+    if (this.#running) this.#arm();
+  }
+
+  /**
+   * Looks again after the retry pause; call when an input the `retry` option admits could not
+   * be admitted now (a job's announcement). A retry already armed is left as it is.
+   */
+  retryLater(): void {
+    if (!this.#running || this.#retryAt !== undefined) return;
+    this.#retryAt = this.#o.store.clock() + RETRY_MS;
+    this.#arm();
   }
 
   /** Stops the host timer; pending timers stay pending in the store. */
@@ -103,17 +125,35 @@ export class TimerScheduler {
     this.#handle = undefined;
     if (!this.#running) return;
     const { blocked } = this.runDue();
-    this.#arm(blocked > 0 ? RETRY_MS : undefined);
+    const left = blocked + this.#retryOthers();
+    this.#retryAt = left > 0 ? this.#o.store.clock() + RETRY_MS : undefined;
+    this.#arm();
   }
 
-  #arm(atMost: number | undefined): void {
+  /** Admits the other waiting inputs; how many are left (one when `retry` itself failed). */
+  #retryOthers(): number {
+    try {
+      return this.#o.retry?.() ?? 0;
+    } catch (error) {
+      this.#o.log.error("timer.retry_failed", `cannot admit waiting inputs: ${error}`);
+      return 1;
+    }
+  }
+
+  #arm(): void {
     this.#disarm();
     if (!this.#running) return;
     const next = nextDueAt(this.#o.store);
-    if (next === undefined && atMost === undefined) return;
-    const untilNext = next === undefined ? MAX_SLEEP_MS : Math.max(0, next - this.#o.store.clock());
-    // A timer that could not be admitted is still due: retry after a pause, not at once.
-    const delay = atMost ?? Math.min(untilNext, MAX_SLEEP_MS);
+    const retryAt = this.#retryAt;
+    if (next === undefined && retryAt === undefined) return;
+    const now = this.#o.store.clock();
+    // What could not be admitted is still due: it waits for the retry after a pause, not a busy
+    // loop (and a poke does not put the retry off). A timer not due yet still fires on time.
+    const untilNext = next === undefined || (retryAt !== undefined && next <= now)
+      ? MAX_SLEEP_MS
+      : Math.max(0, next - now);
+    const untilRetry = retryAt === undefined ? MAX_SLEEP_MS : Math.max(0, retryAt - now);
+    const delay = Math.min(untilNext, untilRetry, MAX_SLEEP_MS);
     this.#handle = this.#timers.set(() => this.#tick(), delay);
   }
 

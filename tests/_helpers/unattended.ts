@@ -13,6 +13,7 @@ import { startGeneration } from "../../store/tables/kernel_generations.ts";
 import { recordRelease } from "../../store/tables/releases.ts";
 import { ensureSession } from "../../store/tables/sessions.ts";
 import { openStore, type Store } from "../../store/store.ts";
+import { KlbrError } from "../../runtime/core/mod.ts";
 import type { UnattendedInput } from "../../runtime/jobs/mod.ts";
 
 /** A store whose clock the test sets: `clock.now` is the time every write sees. */
@@ -94,18 +95,34 @@ export function someFrame(store: Store, session = "default"): string {
 
 /**
  * Admits like the coordinator: the input and `within` commit together; returns `false` (and
- * writes nothing) while `open.value` is false.
+ * writes nothing) while `open.value` is false, and for each of the next `options.full.commits`
+ * admissions, whose commit fails as on a full disk (the transaction is rolled back, and the
+ * coordinator's admission hears the error and returns `false`).
  */
-export function testAdmit(store: Store, open = { value: true }) {
+export function testAdmit(
+  store: Store,
+  open = { value: true },
+  options: { full?: { commits: number } } = {},
+) {
+  const full = options.full ?? { commits: 0 };
   const admitted: string[] = [];
   const admit = (session: string, input: UnattendedInput, within: (inputId: string) => void) => {
     if (!open.value) return false;
-    store.transaction(() => {
-      const result = admitInput(store, { session, ...input });
-      within(result.inputId);
-      admitted.push(result.inputId);
-    });
+    try {
+      store.transaction(() => {
+        const result = admitInput(store, { session, ...input });
+        within(result.inputId);
+        if (full.commits > 0) {
+          full.commits--;
+          throw new KlbrError("store_unavailable", "cannot commit: database or disk is full");
+        }
+        admitted.push(result.inputId);
+      });
+    } catch (error) {
+      if (error instanceof KlbrError && error.code === "store_unavailable") return false;
+      throw error;
+    }
     return true;
   };
-  return { admit, admitted, open };
+  return { admit, admitted, open, full };
 }
