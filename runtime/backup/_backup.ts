@@ -20,7 +20,7 @@ import { copyStore, describeStoreCopy, type StoreCopy } from "../../store/mainte
 import { verifyRelease } from "../../store/maintenance/snapshot_hash.ts";
 import { STORE_FILE } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
-import { copyFileSynced, copyTree, fileSha256, isEmptyOrAbsent } from "./_files.ts";
+import { copyFileSynced, copyTree, diskRefusal, fileSha256, isEmptyOrAbsent } from "./_files.ts";
 
 /** The manifest a backup carries, `backup.json`. */
 export const BackupManifest = z.object({
@@ -52,7 +52,8 @@ const EXTRA_FILES = ["config.kdl", "operator.token"];
  *
  * @throws {KlbrError} `invalid_input` for a target that holds something or is a file;
  *   `state_missing` for a state directory without a store; `release_invalid`/`store_corrupt`
- *   when the copy does not verify.
+ *   when the copy does not verify; `state_unusable` for a target on a full or read-only disk
+ *   ("window backup-disk-full" in `tests/crash/backup_restore.test.ts`).
  * @example
  * ```ts
  * const manifest = await backupState(".klbr", "/backups/klbr-2024-06-01");
@@ -73,8 +74,8 @@ export async function backupState(stateDir: string, target: string): Promise<Bac
     );
   }
   const temp = join(dirname(target), `.${basename(target)}.tmp-${crypto.randomUUID()}`);
-  await Deno.mkdir(temp, { recursive: true });
   try {
+    await Deno.mkdir(temp, { recursive: true });
     await copyStore(store, join(temp, STORE_FILE));
     const copy = describeStoreCopy(join(temp, STORE_FILE));
     requireIntact(copy, temp);
@@ -99,7 +100,7 @@ export async function backupState(stateDir: string, target: string): Promise<Bac
     return manifest;
   } catch (error) {
     await Deno.remove(temp, { recursive: true }).catch(() => {});
-    throw error;
+    throw diskRefusal("back up into", target, error) ?? error;
   }
 }
 

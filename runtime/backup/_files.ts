@@ -1,11 +1,12 @@
 /**
- * Copying the files of a backup: whole trees with their modes, single files fsynced, and the
- * sha256 of a file.
+ * Copying the files of a backup: whole trees with their modes, single files fsynced, the
+ * sha256 of a file, and what a full or read-only disk under a copy means.
  *
  * @module
  */
 
 import { join } from "node:path";
+import { KlbrError } from "../core/mod.ts";
 
 /** The sha256 of a file's bytes, hex. */
 export async function fileSha256(path: string): Promise<string> {
@@ -51,4 +52,38 @@ export async function isEmptyOrAbsent(dir: string): Promise<boolean> {
     if (error instanceof Deno.errors.NotADirectory) return false;
     throw error;
   }
+}
+
+// SQLite's primary result code for a full disk (the low byte of an extended code).
+const SQLITE_FULL = 13;
+
+/**
+ * The one-line refusal for a copy that the disk it writes to would not take: a full disk
+ * (the OS's `ENOSPC` or SQLite's `SQLITE_FULL`) or a read-only file system, naming `dir` and
+ * the fix; `undefined` for any other failure, which passes on as it is. Only writes meet
+ * these, and a backup or a restore writes only under the directory it is given.
+ *
+ * @example
+ * ```ts
+ * diskRefusal("back up into", "/mnt/full/b", error)?.code; // "state_unusable"
+ * ```
+ */
+export function diskRefusal(action: string, dir: string, cause: unknown): KlbrError | undefined {
+  if (cause instanceof KlbrError || !(cause instanceof Error)) return undefined;
+  const { code, errcode } = cause as { code?: unknown; errcode?: unknown };
+  // SQLite's online backup throws its message alone, without the result code.
+  const full = code === "ENOSPC" ||
+    (typeof errcode === "number" && (errcode & 0xff) === SQLITE_FULL) ||
+    (code === "ERR_SQLITE_ERROR" && /database or disk is full/.test(cause.message));
+  const reason = full
+    ? "the disk holding it is full; free space on it or give a directory on another disk"
+    : code === "EROFS"
+    ? "it is on a read-only file system; make it writable or give another directory"
+    : undefined;
+  if (reason === undefined) return undefined;
+  return new KlbrError(
+    "state_unusable",
+    `cannot ${action} ${dir}: ${reason}, then run it again (got ${cause.message.slice(0, 300)})`,
+    { cause },
+  );
 }

@@ -10,7 +10,7 @@ import { readOwnerLock } from "../../store/owner_lock.ts";
 import { STORE_FILE } from "../../store/store.ts";
 import { KlbrError } from "../core/mod.ts";
 import { type BackupManifest, verifyBackup } from "./_backup.ts";
-import { copyTree, isEmptyOrAbsent } from "./_files.ts";
+import { copyTree, diskRefusal, isEmptyOrAbsent } from "./_files.ts";
 
 /** Options for {@linkcode restoreState}. */
 export interface RestoreOptions {
@@ -35,7 +35,8 @@ export interface RestoreReport {
  * a backup taken during a burst restores every input acknowledged before it began".
  *
  * @throws {KlbrError} `owner_locked` for a live state directory; `invalid_input` for one that
- *   holds something without `replace`; whatever {@linkcode verifyBackup} throws.
+ *   holds something without `replace`; `state_unusable` for one on a full or read-only disk
+ *   ("window backup-disk-full"); whatever {@linkcode verifyBackup} throws.
  */
 export async function restoreState(
   backupDir: string,
@@ -74,6 +75,6 @@ export async function restoreState(
     return { manifest, movedAside };
   } catch (error) {
     await Deno.remove(temp, { recursive: true }).catch(() => {});
-    throw error;
+    throw diskRefusal("restore into", stateDir, error) ?? error;
   }
 }

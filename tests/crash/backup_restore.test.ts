@@ -18,6 +18,7 @@ import {
   waitRecord,
   withDb,
 } from "./_checks.ts";
+import { mountSmallFs } from "./_loopback_fs.ts";
 
 /** Runs `deno task klbr` with `args`; resolves with its exit code and output. */
 async function klbr(...args: string[]): Promise<{ code: number; out: string }> {
@@ -175,6 +176,53 @@ Deno.test("window backup-damaged: `klbr restore` of a damaged store copy says so
       assert.equal(await Deno.stat(join(parent, "r")).catch(() => null), null, "nothing restored");
     }
   } finally {
+    await Deno.remove(parent, { recursive: true }).catch(() => {});
+  }
+});
+
+Deno.test("window backup-disk-full: `klbr backup` onto a full or read-only disk, and `klbr restore` from one onto a full disk, say so in one line naming the fix and leave nothing", async () => {
+  const parent = await Deno.makeTempDir({ prefix: "klbr-backups-" });
+  // 64 KiB: the state's store alone (about 400 KiB) does not fit.
+  const small = await mountSmallFs(64);
+  try {
+    const state = join(parent, "state");
+    assert.equal((await klbr("init", "--state", state)).code, 0);
+    const full = await klbr("backup", join(small.dir, "b"), "--state", state);
+    assert.equal(full.code, 1, full.out);
+    assert.equal(full.out.trimEnd().split("\n").length, 1, full.out);
+    assert.match(
+      full.out.trimEnd(),
+      new RegExp(
+        `^klbr: cannot back up into ${small.dir}/b: the disk holding it is full; free space ` +
+          "on it or give a directory on another disk, then run it again \\(got .*full.*\\)$",
+      ),
+    );
+    // A restore onto the full disk, from a backup that is complete elsewhere.
+    const taken = await klbr("backup", join(parent, "b"), "--state", state);
+    assert.equal(taken.code, 0, taken.out);
+    const restore = await klbr("restore", join(parent, "b"), "--state", join(small.dir, "r"));
+    assert.equal(restore.code, 1, restore.out);
+    assert.match(
+      restore.out.trimEnd(),
+      new RegExp(
+        `^klbr: cannot restore into ${small.dir}/r: the disk holding it is full; free space ` +
+          "on it or give a directory on another disk, then run it again \\(got .*\\)$",
+      ),
+    );
+    await small.remount("ro");
+    const readOnly = await klbr("backup", join(small.dir, "b"), "--state", state);
+    assert.equal(readOnly.code, 1, readOnly.out);
+    assert.match(
+      readOnly.out.trimEnd(),
+      new RegExp(
+        `^klbr: cannot back up into ${small.dir}/b: it is on a read-only file system; make ` +
+          "it writable or give another directory, then run it again \\(got .*\\)$",
+      ),
+    );
+    // No partial copy is left to be mistaken for a backup.
+    assert.deepEqual([...Deno.readDirSync(small.dir)], []);
+  } finally {
+    await small.unmount();
     await Deno.remove(parent, { recursive: true }).catch(() => {});
   }
 });
