@@ -140,13 +140,15 @@ async function takeScheduled(options: BackupScheduleOptions, dir: string): Promi
       );
     }
   } catch (error) {
-    log.error(
-      "backup.failed",
-      `cannot back up into ${target}: ${
+    // A refusal klbr worded already names the directory and the fix; anything else is worded here.
+    const said = error instanceof KlbrError
+      ? error.message
+      : `cannot back up into ${target}: ${
         error instanceof Error ? error.message : error
-      }; free space there or set backup { dir … }; the next try is in ${duration(config.every!)}`,
-      { path: target },
-    );
+      }; free space there or set backup { dir … }`;
+    log.error("backup.failed", `${said}; the next try is in ${duration(config.every!)}`, {
+      path: target,
+    });
   }
 }
 
