@@ -48,7 +48,7 @@ export async function restoreState(
   if (owner?.alive) {
     throw new KlbrError(
       "owner_locked",
-      `cannot restore into ${stateDir}: it is live, owned by pid ${owner.holder.pid}; stop that daemon first (got ${stateDir})`,
+      `cannot restore into ${stateDir}: it is live, owned by pid ${owner.holder.pid}; stop that daemon first (kill -TERM ${owner.holder.pid} drains it; systemctl --user stop klbr when it runs as a service), then restore (got ${stateDir})`,
     );
   }
   let movedAside: string | null = null;

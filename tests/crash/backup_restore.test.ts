@@ -78,7 +78,7 @@ Deno.test("window backup: a backup taken during a burst restores every input ack
     assert.equal(refused.code, 2, "the caller's to fix, like a second serve on it");
     assert.match(
       refused.out,
-      /^klbr: cannot restore into .*: it is live, owned by pid \d+; stop that daemon first/m,
+      /^klbr: cannot restore into .*: it is live, owned by pid (\d+); stop that daemon first \(kill -TERM \1 drains it; systemctl --user stop klbr when it runs as a service\)/m,
     );
     await client.close();
     assert.equal(await daemon.stop(), 0);
