@@ -12,6 +12,11 @@ import { KlbrError } from "../core/mod.ts";
 export interface SpawnFailureText {
   /** The program (or its working directory) does not exist; without it, counted as `other`. */
   notFound?: string;
+  /**
+   * The system refused to execute it (EACCES: a directory, or a file without the execute bit);
+   * without it, counted as `forbidden`.
+   */
+  notExecutable?: string;
   /** Deno's permissions (or the system's) forbid running it. */
   forbidden: string;
   /** Anything else. */
@@ -31,6 +36,10 @@ export function spawnFailure(cause: unknown, text: SpawnFailureText): KlbrError 
   if (text.notFound !== undefined && cause instanceof Deno.errors.NotFound) {
     return new KlbrError("not_found", `cannot ${text.notFound}`, { cause });
   }
+  // Deno's own refusal is NotCapable; PermissionDenied is the system's EACCES.
+  if (text.notExecutable !== undefined && cause instanceof Deno.errors.PermissionDenied) {
+    return new KlbrError("path_invalid", `cannot ${text.notExecutable}`, { cause });
+  }
   if (cause instanceof Deno.errors.NotCapable || cause instanceof Deno.errors.PermissionDenied) {
     return new KlbrError("forbidden", `cannot ${text.forbidden}`, { cause });
   }
@@ -40,8 +49,8 @@ export function spawnFailure(cause: unknown, text: SpawnFailureText): KlbrError 
 /**
  * Spawns `program` with `options`, or throws a typed error naming the failure.
  *
- * @throws {KlbrError} `not_found`, `forbidden` or `internal`, with `text`'s message (the
- * cause's text appended to `other`).
+ * @throws {KlbrError} `not_found`, `path_invalid`, `forbidden` or `internal`, with `text`'s
+ * message (the cause's text appended to `other`).
  * @example
  * ```ts
  * const child = spawnChild("python3", { args: ["-V"], stdout: "piped" }, {

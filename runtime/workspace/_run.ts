@@ -97,10 +97,21 @@ async function readCapped(
   return { bytes: Buffer.concat(kept, length), truncated };
 }
 
-/** Whether bwrap itself reported that the program does not exist inside the sandbox. */
-function missingInSandbox(stderr: Uint8Array): boolean {
+/** What bwrap itself reported when it could not start the program inside the sandbox. */
+function execFailureInSandbox(stderr: Uint8Array): "missing" | "not_executable" | null {
   const text = new TextDecoder().decode(stderr.subarray(0, 512));
-  return /^bwrap: execvp [^\n]*: No such file or directory\n?$/.test(text);
+  const found = /^bwrap: execvp [^\n]*: (No such file or directory|Permission denied)\n?$/.exec(
+    text,
+  );
+  if (found === null) return null;
+  return found[1] === "Permission denied" ? "not_executable" : "missing";
+}
+
+/** The text after `cannot ` for a program that is a directory or not executable. */
+function notExecutableText(program: string): string {
+  return `run: the program is a directory or lacks the execute permission (got ${
+    JSON.stringify(program)
+  }); chmod +x a script, or name its interpreter first (["sh", "build.sh"])`;
 }
 
 function toBase64(bytes: Uint8Array): string {
@@ -126,8 +137,9 @@ function hostPath(): string {
  *
  * @throws {KlbrError} `invalid_input` when `params` or `options` fail their schema;
  * `path_escape`, `not_found` or `path_invalid` for a bad `cwd`; `not_found` naming `argv[0]`
- * when the program does not exist; `forbidden` when the host may not run it; `limit_reached`
- * when the confined program's tree reached its process or memory limit (its group is killed).
+ * when the program does not exist; `path_invalid` naming it when it is a directory or not
+ * executable; `forbidden` when the host may not run it; `limit_reached` when the confined
+ * program's tree reached its process or memory limit (its group is killed).
  * @example
  * ```ts
  * const r = await runInWorkspace({ argv: ["git", "status"], timeout_s: 30 }, { root: ws });
@@ -174,11 +186,17 @@ export async function runInWorkspace(
       })`,
     );
   }
-  if (o.sandbox !== undefined && status.code === 1 && missingInSandbox(stderr.bytes)) {
+  const execFailure = o.sandbox !== undefined && status.code === 1
+    ? execFailureInSandbox(stderr.bytes)
+    : null;
+  if (execFailure === "missing") {
     throw new KlbrError(
       "not_found",
       `cannot run: program not found on PATH or at that path (got ${JSON.stringify(argv[0])})`,
     );
+  }
+  if (execFailure === "not_executable") {
+    throw new KlbrError("path_invalid", `cannot ${notExecutableText(argv[0])}`);
   }
   return {
     exit_code: status.signal === null ? status.code : null,
@@ -268,6 +286,7 @@ function spawnRun(
     detached: true,
   }, {
     notFound: `run: program not found on PATH or at that path (got ${JSON.stringify(argv[0])})`,
+    notExecutable: notExecutableText(argv[0]),
     forbidden: `run: the host may not start this program (got ${JSON.stringify(argv[0])})`,
     other: `run: spawn failed (got ${JSON.stringify(argv[0])})`,
   });

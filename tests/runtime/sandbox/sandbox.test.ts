@@ -214,7 +214,7 @@ Deno.test("a confined workbench writes its workspace and sees neither the state 
   assert.doesNotMatch(await processArgs(), /sleep 31337/);
 });
 
-Deno.test("a confined `workspace.run` writes the root only, loses what it leaves behind, and reports a missing program", async () => {
+Deno.test("a confined `workspace.run` writes the root only, loses what it leaves behind, and reports a missing or non-executable program", async () => {
   await using at = await layout();
   const r = await runInWorkspace({
     argv: [
@@ -236,6 +236,15 @@ Deno.test("a confined `workspace.run` writes the root only, loses what it leaves
       isKlbrError(e, "not_found") &&
       e.message ===
         'cannot run: program not found on PATH or at that path (got "klbr-no-such-program")',
+  );
+  // bwrap's own execvp failure, not the program's exit 1 (before, exit_code 1 and bwrap's line).
+  await Deno.writeTextFile(join(at.workspace, "build.sh"), "#!/bin/sh\necho built\n");
+  await assert.rejects(
+    runInWorkspace({ argv: ["./build.sh"] }, { root: at.workspace, sandbox: at.base }),
+    (e) =>
+      isKlbrError(e, "path_invalid") &&
+      e.message ===
+        'cannot run: the program is a directory or lacks the execute permission (got "./build.sh"); chmod +x a script, or name its interpreter first (["sh", "build.sh"])',
   );
 });
 

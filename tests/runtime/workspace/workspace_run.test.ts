@@ -164,6 +164,24 @@ Deno.test("`runInWorkspace()` names argv[0] when the program does not exist", as
   );
 });
 
+Deno.test("`runInWorkspace()` names a program that is a directory or not executable, and the fix", async () => {
+  await using ws = await workspace();
+  await Deno.writeTextFile(join(ws.root, "build.sh"), "#!/bin/sh\necho built\n", { mode: 0o644 });
+  // EACCES from the system, not the host's policy: before, both read "the host may not start
+  // this program", as if KLBR_RUN_PROGRAMS had refused it.
+  for (const program of ["./build.sh", "./sub"]) {
+    await assert.rejects(
+      runInWorkspace({ argv: [program] }, { root: ws.root }),
+      (e) =>
+        isKlbrError(e, "path_invalid") &&
+        e.message ===
+          `cannot run: the program is a directory or lacks the execute permission (got ${
+            JSON.stringify(program)
+          }); chmod +x a script, or name its interpreter first (["sh", "build.sh"])`,
+    );
+  }
+});
+
 Deno.test("`runInWorkspace()` refuses bad params and options", async () => {
   await using ws = await workspace();
   await assert.rejects(
