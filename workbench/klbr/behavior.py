@@ -123,7 +123,8 @@ class Draft:
         return self.release
 
     async def activate(self) -> int:
-        """Publish (if not yet) and activate at the draft's base epoch; return the new epoch."""
+        """Publish (if not yet, or again after a write or bind) and activate at the draft's base
+        epoch; return the new epoch."""
         release = self.release or await self.publish()
         return await behavior.activate(release, self.base_epoch)
 

@@ -205,6 +205,16 @@ def _draft_id(draft: Any) -> str:
     return draft_id
 
 
+def _changed(draft: Any, draft_id: str) -> None:
+    """Forget the release a ``Draft`` of ``draft_id`` published: a bind changes its tree, so
+    ``Draft.activate()`` publishes (and tests) it again instead of activating the old tree."""
+    from klbr.behavior import behavior  # noqa: PLC0415 - behavior imports nothing of hooks
+
+    for known in (draft, behavior.last_draft):
+        if getattr(known, "id", None) == draft_id and hasattr(known, "release"):
+            known.release = None
+
+
 def _function_source(hook: str, function: Callable[..., Any]) -> tuple[str, str]:
     name = getattr(function, "__name__", "")
     if not inspect.isfunction(function) or name == "<lambda>":
@@ -272,6 +282,7 @@ class Hooks:
         if name not in HOOKS:
             raise ValueError(f"cannot bind: unknown hook name (got {name!r}; known: {', '.join(HOOKS)})")
         draft_id = _draft_id(draft)
+        _changed(draft, draft_id)
         if isinstance(function, str):
             target = function
         else:

@@ -4,6 +4,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { rejects, withEditor } from "./_editor.ts";
+import { connectLane } from "../../_helpers/lane_client.ts";
+import { stdoutOf, waitRecord, withModelDaemon } from "./_support.ts";
 
 Deno.test("`behaviorHandlers()` keeps draft paths inside the draft", async () => {
   await withEditor(async (call) => {
@@ -149,5 +151,37 @@ Deno.test("`behavior.test` calls turn.next with the arguments a turn gives it: o
     const narrow = await turnNext("def next(session):\n    return {'action': 'wait'}\n");
     assert.equal(narrow.ok, false, "the host's test calls it as a turn does");
     assert.match(narrow.detail, /unexpected keyword argument/);
+  });
+});
+
+// A cell that publishes, then binds a hook (which writes the draft), then activates: before the
+// fix `d.activate()` reused the release published before the bind, so the agent activated its
+// old tree and believed its new binding live.
+const BIND_AFTER_PUBLISH = [
+  "d = await behavior.draft()",
+  "before = await d.publish()",
+  "def decide(**context):",
+  "    return {'action': 'wait'}",
+  "await d.bind('turn.next', decide)",
+  "await d.activate()",
+  "after = (await behavior.status())['release_id']",
+  "print('bind', after != before, 'hooks.json' in await d.files())",
+  "e = await behavior.draft()",
+  "await e.publish()",
+  "await hooks.bind('model.plan', 'model.py:plan')",
+  "await e.activate()",
+  "print('default draft', (await behavior.status())['release_id'] != after)",
+  "wait()",
+].join("\n");
+
+Deno.test("`d.activate()` after a bind activates the bound tree, not the release published before it", async () => {
+  await withModelDaemon(async ({ fake, daemon }) => {
+    fake.enqueue({ toolCall: { code: BIND_AFTER_PUBLISH } });
+    const client = await connectLane({ port: daemon.port, token: daemon.token });
+    await client.request({ kind: "input", client_msg_id: "b1", text: "bind and activate" });
+    const cell = await waitRecord(client, "cell.finished");
+    assert.equal(cell.data.outcome, "ok", JSON.stringify(cell.data));
+    assert.equal(stdoutOf(cell), "bind True True\ndefault draft True\n");
+    await client.close();
   });
 });
