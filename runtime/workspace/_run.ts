@@ -118,6 +118,15 @@ function toBase64(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
 }
 
+/**
+ * `path` without its empty, `.` and other relative entries: a lookup through one (bwrap's
+ * `execvp` inside the sandbox) searches the working directory, the workspace, where a cell may
+ * leave a file named like a listed program.
+ */
+function absoluteEntries(path: string): string {
+  return path.split(":").filter((dir) => dir.startsWith("/")).join(":");
+}
+
 function hostPath(): string {
   try {
     return Deno.env.get("PATH") ?? FALLBACK_PATH;
@@ -275,7 +284,7 @@ function spawnRun(
     // No bytecode cache: CPython trusts a .pyc whose source has the same size and mtime second,
     // so a test run right after a same-size `code.patch` could run the old code.
     env: {
-      PATH: env.PATH ?? hostPath(),
+      PATH: absoluteEntries(env.PATH ?? hostPath()),
       HOME: realRoot,
       LANG: env.LANG,
       PYTHONDONTWRITEBYTECODE: "1",

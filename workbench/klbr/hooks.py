@@ -187,7 +187,7 @@ async def call_hook(
         return UNCHANGED  # equal to JSON, so JSON: the caller has it already
     try:
         json.dumps(result, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise _failed(name, f"hook returned a value that is not JSON ({exc})") from exc
     return result
 

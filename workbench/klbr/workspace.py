@@ -48,8 +48,8 @@ PRELUDE_NAMES = ("open_file", "ls", "search", "delete", "run")
 class RunResult:
     """What a ``run`` produced: exit status, captured bytes, caps and timing.
 
-    ``exit_code`` is the program's exit status (negative: killed by that signal; ``None``
-    when it never exited normally). ``stdout``/``stderr`` are bytes, capped by the host;
+    ``exit_code`` is the program's exit status, ``None`` when a signal ended it (the host's
+    timeout or a cancel kills its whole process group). ``stdout``/``stderr`` are bytes, capped by the host;
     ``*_truncated`` says when the cap was hit. ``timed_out`` means the host killed it.
     """
 

@@ -99,6 +99,15 @@ class HookTest(HookCase):
             err = await self.failure("model.plan", {"v": value}, {"revision": "r1", "path": self.dir})
             self.assertIn("not JSON", err.message)
 
+    async def test_too_deeply_nested_result_is_hook_failed(self) -> None:
+        """`call_hook()` refuses a result nested past the recursion limit as hook_failed, not internal."""
+        self.hook_file(
+            "model.py",
+            "def plan(**kw):\n    v = []\n    for _ in range(100_000):\n        v = [v]\n    return {'route': v}\n",
+        )
+        err = await self.failure("model.plan", {}, {"revision": "r1", "path": self.dir})
+        self.assertIn("not JSON", err.message)
+
     async def test_unknown_name_and_no_behavior(self) -> None:
         """`call_hook()` refuses an unknown hook name and a missing release."""
         unknown = await self.failure("model.route", {}, {"revision": "r1", "path": self.dir})

@@ -248,6 +248,20 @@ Deno.test("a confined `workspace.run` writes the root only, loses what it leaves
   );
 });
 
+Deno.test("a confined `workspace.run` looks a program up on the PATH's absolute directories only: a workspace file of a listed program's name never runs", async () => {
+  await using at = await layout();
+  // bwrap's execvp reads an empty or `.` entry as the working directory, the workspace.
+  await Deno.writeTextFile(join(at.workspace, "echo"), "#!/bin/sh\necho EVIL\n");
+  await Deno.chmod(join(at.workspace, "echo"), 0o755);
+  const r = await runInWorkspace({ argv: ["echo", "hi"] }, {
+    root: at.workspace,
+    sandbox: at.base,
+    programs: ["echo"],
+    env: { PATH: ":.:/usr/bin:/bin" },
+  });
+  assert.equal(text(r.stdout_b64), "hi\n");
+});
+
 Deno.test("`runInWorkspace()` starts listed programs only and never runs in the state directory", async () => {
   await using at = await layout(true);
   await Deno.mkdir(join(at.workspace, "src"));
