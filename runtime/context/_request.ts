@@ -21,6 +21,7 @@ import {
   messagesTokens,
   type RawLimits,
   rawLimits,
+  TOOLS_TOKENS,
 } from "./_budget.ts";
 import { withoutReasoning } from "./_route_shape.ts";
 
@@ -58,6 +59,9 @@ export interface RequestParts {
 
 /** Room kept for the note that names omitted items. */
 const NOTE_TOKENS = 80;
+
+/** Room kept, besides {@linkcode NOTE_TOKENS}, for the note that names the cut items. */
+const CUT_NOTE_TOKENS = 40;
 
 /** The newest items that fit `room`, oldest first, never starting with a tool result. */
 function fittingTail(
@@ -104,26 +108,39 @@ export function buildRequest(store: Store, session: string, parts: RequestParts)
   const head = summary === undefined ? undefined : `[runtime] ${summary.text}`;
   const fixed = messagesTokens([system, ...parts.opening]) +
     (head === undefined ? 0 : estimateTokens(JSON.stringify({ role: "user", content: head })));
-  const { tail, over, newest, used } = fittingTail(
-    store,
-    session,
-    after,
-    limits.request - fixed - NOTE_TOKENS,
-  );
+  const room = limits.request - fixed - NOTE_TOKENS;
+  const fitted = fittingTail(store, session, after, room);
+  const { over, newest } = fitted;
+  // The newest group alone larger than the request: it goes cut rather than not at all.
+  const cut = fitted.tail.length === 0 && newest > after
+    ? cutNewestGroup(store, session, {
+      after,
+      newest,
+      room: room - CUT_NOTE_TOKENS,
+      frameId: parts.frameId,
+    })
+    : undefined;
+  const tail = cut?.sizes ?? fitted.tail;
+  const used = cut?.used ?? fitted.used;
   const first = tail[0]?.idx ?? newest + 1;
   const omitted = first - 1 > after
     ? { count: first - 1 - after, fromIdx: after + 1, toIdx: first - 1 }
     : null;
-  const items = tail.length === 0 ? [] : readProviderRange(store, session, {
+  const items = cut?.messages ?? (tail.length === 0 ? [] : readProviderRange(store, session, {
     after: first - 1,
     through: tail[tail.length - 1].idx,
   }).map((item) =>
     keepsReasoning(item, parts.frameId) ? item.message : withoutReasoning(item.message)
-  );
-  const note = omitted === null ? undefined : `[runtime] ${omitted.count} older items ` +
-    `(#${omitted.fromIdx}–#${omitted.toIdx}) are left out of this request to keep it within ` +
-    `${parts.budget.contextTokens} tokens; await history.search("words") and ` +
-    `await history.read("item:N") reach them.`;
+  ));
+  const notes = [
+    omitted === null ? undefined : `[runtime] ${omitted.count} older items ` +
+      `(#${omitted.fromIdx}–#${omitted.toIdx}) are left out of this request to keep it within ` +
+      `${parts.budget.contextTokens} tokens; await history.search("words") and ` +
+      `await history.read("item:N") reach them.`,
+    cut === undefined ? undefined : `[runtime] the newest items (#${first}–#${newest}) are ` +
+      `cut to fit this request; await history.read("item:N") reads each one whole.`,
+  ].filter((part) => part !== undefined);
+  const note = notes.length === 0 ? undefined : notes.join("\n");
   const runtime = [head, note].filter((part) => part !== undefined).join("\n\n");
   const messages = [
     system,
@@ -144,6 +161,38 @@ export function buildRequest(store: Store, session: string, parts: RequestParts)
     summary,
     carried: tail,
   };
+}
+
+/**
+ * The newest group (a user item, or an assistant item and its tool results) with its longest
+ * contents cut to fit `room` raw tokens, for when it alone is larger than that: left out, the
+ * turn's own call and result would be missing, and the model would run the cell again.
+ * Undefined when the uncovered items hold no group start, or cutting cannot fit it.
+ */
+function cutNewestGroup(
+  store: Store,
+  session: string,
+  at: { after: number; newest: number; room: number; frameId?: string },
+): { sizes: ItemSize[]; messages: Record<string, unknown>[]; used: number } | undefined {
+  let start: number | undefined;
+  for (const size of itemSizesNewestFirst(store, session, at.after)) {
+    if (size.role === "tool") continue;
+    start = size.idx;
+    break;
+  }
+  if (start === undefined) return undefined;
+  const group = readProviderRange(store, session, { after: start - 1, through: at.newest });
+  const whole = group.map((item) =>
+    keepsReasoning(item, at.frameId) ? item.message : withoutReasoning(item.message)
+  );
+  const messages = fitMessages(whole, at.room + TOOLS_TOKENS);
+  if (messages === undefined) return undefined;
+  const sizes = group.map((item, i) => ({
+    idx: item.idx,
+    role: item.role,
+    tokens: estimateTokens(JSON.stringify(messages[i])),
+  }));
+  return { sizes, messages, used: sizes.reduce((sum, size) => sum + size.tokens, 0) };
 }
 
 /** Whether an item goes out with its reasoning: the turn's own, or a reply that made calls. */

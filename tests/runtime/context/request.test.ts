@@ -15,7 +15,7 @@ import {
   renderInputs,
 } from "../../../runtime/context/mod.ts";
 import type { InputRecord } from "../../../store/tables/inputs.ts";
-import { appendProviderItems } from "../../../store/tables/provider_items.ts";
+import { appendProviderItems, lastItemIdx } from "../../../store/tables/provider_items.ts";
 import { type Store } from "../../../store/store.ts";
 import { recordCalibration } from "../../../store/tables/token_counts.ts";
 
@@ -46,13 +46,13 @@ function appendGroups(store: Store, groups: { calls: number; size: number }[]) {
   }
 }
 
-Deno.test("`buildRequest()` stays within the budget and never starts inside a tool group", async () => {
+Deno.test("`buildRequest()` stays within the budget, never starts inside a tool group, and always carries the newest item", async () => {
   await fc.assert(
     fc.asyncProperty(
       fc.array(
         fc.record({
           calls: fc.integer({ min: 0, max: 3 }),
-          size: fc.integer({ min: 0, max: 3000 }),
+          size: fc.integer({ min: 0, max: 6000 }),
         }),
         {
           minLength: 1,
@@ -74,6 +74,8 @@ Deno.test("`buildRequest()` stays within the budget and never starts inside a to
             !(typeof m.content === "string" && m.content.startsWith("[runtime]"))
           );
           assert.notEqual(items[0]?.role, "tool");
+          // The newest item is always carried: cut when its group alone passes the budget.
+          assert.equal(built.carried.at(-1)?.idx, lastItemIdx(store, "default"));
           // Every tool result in the request follows its call.
           const calls = new Set<string>();
           for (const m of items) {
