@@ -2,8 +2,9 @@
  * The cleanup policy, as a recorded maintenance step: drafts untouched for longer than
  * `cleanup.draft_max_age_days`, and releases nothing pins (not active or last good in any
  * session, not used by a frame that is open or was made in the last `cleanup.release_keep_days`,
- * not pinned by a running kernel or an unfinished job, not published in that window) are removed
- * from disk. The run is recorded, with exactly what it will remove, before anything is removed.
+ * not pinned by a running kernel or an unfinished job, not published (first or again) in that
+ * window) are removed from disk. The run is recorded, with exactly what it will remove, before
+ * anything is removed.
  * Finished jobs' workbenches are reaped by the job runner when each job ends.
  *
  * @module

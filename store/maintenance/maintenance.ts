@@ -20,6 +20,8 @@ export interface ReleaseRetention {
   id: string;
   path: string;
   createdAt: number;
+  /** When it was last published; a tree published again counts from then. */
+  publishedAt: number;
   /** Why it must be kept; empty when nothing pins it. */
   pinnedBy: string[];
 }
@@ -27,7 +29,7 @@ export interface ReleaseRetention {
 /**
  * Every recorded release with what pins it at `now`: a session's active or last good release,
  * the release of a running kernel generation, of a frame still open or made in the last
- * `keepMs`, of a job not yet ended, or one published in the last `keepMs`.
+ * `keepMs`, of a job not yet ended, or one published (first or again) in the last `keepMs`.
  */
 export function releaseRetention(
   store: Store,
@@ -51,8 +53,8 @@ export function releaseRetention(
     pin(row.last_good_release, "last good");
   }
   const releases = store.statement(
-    "SELECT id, path, created_at FROM releases ORDER BY created_at, id",
-  ).all() as { id: string; path: string; created_at: number }[];
+    "SELECT id, path, created_at, published_at FROM releases ORDER BY created_at, id",
+  ).all() as { id: string; path: string; created_at: number; published_at: number }[];
   // Frames grow with history, releases do not: each release asks the frames index for one
   // recent frame of its own, and the open frames come from their partial index.
   for (
@@ -73,11 +75,12 @@ export function releaseRetention(
   ) pin(row.id, "kernel");
   for (const id of releasesPinnedByJobs(store)) pin(id, "job");
   return releases.map((row) => {
-    if (row.created_at >= since) pin(row.id, "recent");
+    if (row.published_at >= since) pin(row.id, "recent");
     return {
       id: row.id,
       path: releasePath(store, row.path),
       createdAt: row.created_at,
+      publishedAt: row.published_at,
       pinnedBy: [...(pins.get(row.id) ?? [])],
     };
   });

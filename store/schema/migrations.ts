@@ -59,10 +59,25 @@ export const RARE_KINDS_TERM = `kind IN (${RARE_KINDS.map((kind) => `'${kind}'`)
 const V2 =
   `CREATE INDEX events_rare_kinds ON events (session_id, kind, seq) WHERE ${RARE_KINDS_TERM};`;
 
+/**
+ * When a release was last published. A tree published again (an agent reverting to an earlier
+ * version) is the release it was, with its first row; retention keeps it for as long as a new
+ * one, so the row's one changing field is this time, and it only moves forward.
+ */
+const V3 = `ALTER TABLE releases ADD COLUMN published_at INTEGER NOT NULL DEFAULT 0;
+DROP TRIGGER releases_no_update;
+UPDATE releases SET published_at = created_at;
+CREATE TRIGGER releases_no_update BEFORE UPDATE ON releases
+WHEN NEW.id IS NOT OLD.id OR NEW.path IS NOT OLD.path OR NEW.created_at IS NOT OLD.created_at
+  OR NEW.file_count IS NOT OLD.file_count OR NEW.byte_count IS NOT OLD.byte_count
+  OR NEW.published_at < OLD.published_at
+BEGIN SELECT RAISE(ABORT, 'releases is append-only: a row changes only its published_at, forward'); END;`;
+
 /** Every migration, in order. Append only; never edit a released entry. */
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "the schema", sql: V1 },
   { version: 2, name: "an index of the rare record types", sql: V2 },
+  { version: 3, name: "when a release was last published", sql: V3 },
 ];
 
 /** The `user_version` a fully migrated store has. */

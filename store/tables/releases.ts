@@ -48,7 +48,10 @@ export interface ReleaseRecord {
   id: string;
   /** Where its files are, absolute; the row keeps it relative to the state directory. */
   path: string;
+  /** When it was first published. */
   createdAt: number;
+  /** When it was last published: a tree published again is the same release, published now. */
+  publishedAt: number;
   fileCount: number;
   byteCount: number;
 }
@@ -60,12 +63,15 @@ export function getRelease(store: Store, id: string): ReleaseRecord | undefined 
 }
 
 /**
- * Records a published release; recording the same id again keeps the first row.
+ * Records a published release; recording the same id again keeps the first row and marks it
+ * published now (`publishedAt`), so retention keeps it as long as a new one.
  *
  * When it returns the release row is committed. Call it only once the files are complete on
  * disk (`publishRelease` does). A path inside the state directory is stored relative to it, so
  * a moved state directory still finds its releases. Proven by "`publishRelease()` writes a
- * release once and records it" and "a moved state directory opens and finds its releases".
+ * release once and records it", "a moved state directory opens and finds its releases" and
+ * "`runMaintenance()` keeps a release published again, also after it removed its files, so it
+ * can be activated".
  *
  * @throws {KlbrError} `invalid_input` when the record fails its schema.
  */
@@ -75,8 +81,9 @@ export function recordRelease(store: Store, release: RecordRelease): ReleaseReco
   const { id, path, fileCount, byteCount } = parsed.data;
   return store.transaction(() => {
     store.statement(
-      `INSERT OR IGNORE INTO releases (id, path, created_at, file_count, byte_count)
-       VALUES (?, ?, ?, ?, ?)`,
+      `INSERT INTO releases (id, path, created_at, published_at, file_count, byte_count)
+       VALUES (?1, ?2, ?3, ?3, ?4, ?5)
+       ON CONFLICT (id) DO UPDATE SET published_at = max(published_at, excluded.published_at)`,
     ).run(id, storedPath(store.stateDir, path), store.clock(), fileCount, byteCount);
     return getRelease(store, id)!;
   });

@@ -155,21 +155,23 @@ Deno.test("`markLastGood()` refuses a release the session never activated", asyn
   });
 });
 
-Deno.test("`recordRelease()` keeps the first row and refuses a malformed id", async () => {
-  await withStore((store) => {
+Deno.test("`recordRelease()` keeps the first row, marks a release recorded again published now, and refuses a malformed id", async () => {
+  await withStore((store, _dir, time) => {
     const first = recordRelease(store, {
       id: RELEASE_A,
       path: "/r/one",
       fileCount: 1,
       byteCount: 1,
     });
+    assert.equal(first.publishedAt, first.createdAt);
+    time.now += 1000;
     const again = recordRelease(store, {
       id: RELEASE_A,
       path: "/r/two",
       fileCount: 1,
       byteCount: 1,
     });
-    assert.deepEqual(again, first);
+    assert.deepEqual(again, { ...first, publishedAt: first.createdAt + 1000 });
     throwsKlbr(
       () =>
         recordRelease(store, {

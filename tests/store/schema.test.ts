@@ -1,9 +1,10 @@
 /**
  * Schema version 1 squashed the 13 migrations of the development builds: a fresh store's
  * schema is what that chain left (its `sqlite_master` and seeded rows were dumped into
- * `fixtures/schema_dev13.json` before the squash) and the index migration 2 adds; a store at
- * version 1 migrates to 2 keeping its records; a store a development build wrote is refused with
- * what to do, left byte for byte as it was.
+ * `fixtures/schema_dev13.json` before the squash), the index migration 2 adds and the release
+ * column migration 3 adds; a store at version 1 migrates to 2 keeping its records, one at 2
+ * migrates to 3 keeping its releases; a store a development build wrote is refused with what to
+ * do, left byte for byte as it was.
  *
  * @module
  */
@@ -55,22 +56,50 @@ const RARE_KINDS_INDEX = [
   "('route.adapted', 'model.failing', 'model.recovered')",
 ];
 
-Deno.test("a fresh store's schema is the development chain's final schema and migration 2's index, exactly", async () => {
+/** Migration 3's two objects: the releases table with `published_at`, and its update rule. */
+const PUBLISHED_AT = [
+  [
+    "table",
+    "releases",
+    "releases",
+    "CREATE TABLE releases (\n  id TEXT PRIMARY KEY CHECK (length(id) = 64 AND id NOT GLOB " +
+    "'*[^0-9a-f]*'),\n  path TEXT NOT NULL,\n  created_at INTEGER NOT NULL,\n  file_count " +
+    "INTEGER NOT NULL,\n  byte_count INTEGER NOT NULL\n, published_at INTEGER NOT NULL DEFAULT 0) " +
+    "STRICT",
+  ],
+  [
+    "trigger",
+    "releases_no_update",
+    "releases",
+    "CREATE TRIGGER releases_no_update BEFORE UPDATE ON releases\nWHEN NEW.id IS NOT OLD.id OR " +
+    "NEW.path IS NOT OLD.path OR NEW.created_at IS NOT OLD.created_at\n  OR NEW.file_count IS NOT " +
+    "OLD.file_count OR NEW.byte_count IS NOT OLD.byte_count\n  OR NEW.published_at < " +
+    "OLD.published_at\nBEGIN SELECT RAISE(ABORT, 'releases is append-only: a row changes only " +
+    "its published_at, forward'); END",
+  ],
+];
+const CHANGED = new Set([RARE_KINDS_INDEX[1], ...PUBLISHED_AT.map((row) => row[1])]);
+
+Deno.test("a fresh store's schema is the development chain's final schema with migrations 2 and 3, exactly", async () => {
   await withDir((dir) => {
     openStore(dir).close();
     const db = new DatabaseSync(join(dir, "runtime.sqlite"), { readOnly: true });
     try {
-      assert.equal(LATEST_VERSION, 2);
+      assert.equal(LATEST_VERSION, 3);
       assert.equal(
         (db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version,
-        2,
+        3,
       );
       const objects = master(db);
       assert.deepEqual(
-        objects.filter((row) => row[1] !== RARE_KINDS_INDEX[1]),
-        DEV_CHAIN.sqlite_master,
+        objects.filter((row) => !CHANGED.has(row[1])),
+        DEV_CHAIN.sqlite_master.filter((row) => !CHANGED.has(row[1])),
       );
       assert.deepEqual(objects.filter((row) => row[1] === RARE_KINDS_INDEX[1]), [RARE_KINDS_INDEX]);
+      assert.deepEqual(
+        objects.filter((row) => PUBLISHED_AT.some((changed) => changed[1] === row[1])),
+        PUBLISHED_AT,
+      );
       // The seeded rows too; the one row added marks the store as version 1's line.
       assert.deepEqual(rows(db, "SELECT key, value FROM klbr_meta ORDER BY key"), [
         { key: "format", value: STORE_FORMAT },
@@ -105,7 +134,7 @@ Deno.test("a store at schema version 1 migrates to 2 with its records, and its r
       try {
         assert.equal(
           (db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version,
-          2,
+          LATEST_VERSION,
         );
         assert.equal((db.prepare("SELECT count(*) AS n FROM events").get() as { n: number }).n, 2);
         assert.deepEqual(master(db).filter((row) => row[1] === RARE_KINDS_INDEX[1]), [
@@ -116,6 +145,34 @@ Deno.test("a store at schema version 1 migrates to 2 with its records, and its r
       }
     } finally {
       store.close();
+    }
+  });
+});
+
+Deno.test("a store at schema version 2 migrates to 3: each release was last published when it was first, and only that time moves, forward", async () => {
+  await withDir((dir) => {
+    const path = join(dir, "runtime.sqlite");
+    const v2 = new DatabaseSync(path);
+    v2.exec("PRAGMA journal_mode = WAL");
+    v2.exec(MIGRATIONS[0].sql);
+    v2.exec(MIGRATIONS[1].sql);
+    v2.exec(`INSERT INTO releases (id, path, created_at, file_count, byte_count)
+               VALUES ('${"a".repeat(64)}', 'releases/a', 5, 1, 1);
+             PRAGMA user_version = 2;`);
+    v2.close();
+    openStore(dir).close();
+    const db = new DatabaseSync(path);
+    try {
+      assert.deepEqual(rows(db, "SELECT id, created_at, published_at FROM releases"), [
+        { id: "a".repeat(64), created_at: 5, published_at: 5 },
+      ]);
+      db.exec("UPDATE releases SET published_at = 9");
+      const refused = /releases is append-only: a row changes only its published_at, forward/;
+      assert.throws(() => db.exec("UPDATE releases SET published_at = 8"), refused);
+      assert.throws(() => db.exec("UPDATE releases SET created_at = 9"), refused);
+      assert.throws(() => db.exec("UPDATE releases SET path = 'elsewhere'"), refused);
+    } finally {
+      db.close();
     }
   });
 });

@@ -105,7 +105,11 @@ def _target(name: str, revision: str, path: str) -> tuple[str, str]:
 
 
 def _module_name(revision: str, path: str, filename: str) -> str:
-    key = hashlib.sha256(f"{revision}\0{os.path.realpath(path)}".encode()).hexdigest()[:20]
+    """The module name of ``filename`` in a release: one per file, readable in tracebacks.
+
+    The readable part maps ``a/b.py`` and ``a.b.py`` alike, so the key hashes the file too.
+    """
+    key = hashlib.sha256(f"{revision}\0{os.path.realpath(path)}\0{filename}".encode()).hexdigest()[:20]
     return f"klbr_behavior_{key}.{filename.removesuffix('.py').replace('/', '.')}"
 
 

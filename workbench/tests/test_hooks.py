@@ -139,6 +139,16 @@ class BindingTest(HookCase):
         behavior = {"revision": "bound", "path": self.dir}
         self.assertEqual(await call_hook("turn.next", {}, behavior), {"action": "stop"})
 
+    async def test_files_whose_paths_differ_only_by_slash_or_dot_are_separate_modules(self) -> None:
+        """`load_hook()` loads `a/b.py` and `a.b.py` of one release as two modules, each hook from its own file."""
+        os.makedirs(os.path.join(self.dir, "policy"))
+        self.hook_file("policy/turns.py", "def decide(**kw):\n    return {'action': 'stop'}\n")
+        self.hook_file("policy.turns.py", "def plan(**kw):\n    return {'route': 'dotted'}\n")
+        self.hook_file("hooks.json", '{"turn.next": "policy/turns.py:decide", "model.plan": "policy.turns.py:plan"}')
+        behavior = {"revision": "slash-or-dot", "path": self.dir}
+        self.assertEqual(await call_hook("turn.next", {}, behavior), {"action": "stop"})
+        self.assertEqual(await call_hook("model.plan", {}, behavior), {"route": "dotted"})
+
     async def test_bad_bindings_are_hook_failed(self) -> None:
         """`load_hook()` refuses a `hooks.json` with an unknown hook, an escaping target or bad JSON."""
         cases = {

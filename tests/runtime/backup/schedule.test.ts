@@ -14,7 +14,7 @@ import {
 import { createLogger } from "../../../runtime/core/mod.ts";
 import { schemaVersionOnDisk } from "../../../store/maintenance/backup.ts";
 import { DatabaseSync } from "node:sqlite";
-import { MIGRATIONS } from "../../../store/schema/migrations.ts";
+import { LATEST_VERSION, MIGRATIONS } from "../../../store/schema/migrations.ts";
 import { openStore } from "../../../store/store.ts";
 import { startTestDaemon, type TestDaemon } from "../../_helpers/daemon.ts";
 import { tempDir } from "../../_helpers/temp.ts";
@@ -130,12 +130,12 @@ Deno.test("a store of an older schema is backed up, verified and named in the lo
   const clock = () => Date.UTC(2026, 11, 3, 12, 0, 0);
 
   const path = await backupBeforeMigration({ stateDir: state, config, log, clock });
-  assert.equal(path, join(outside, "klbr-20261203T120000Z-before-schema-2"));
+  assert.equal(path, join(outside, `klbr-20261203T120000Z-before-schema-${LATEST_VERSION}`));
   assert.equal(lines.length, 1);
   assert.match(
     lines[0],
     new RegExp(
-      `INFO {2}store\\.backup_before_migration store schema 1 is older than 2: backed up and verified into ${path}; migrating now \\(from=1 to=2 `,
+      `INFO {2}store\\.backup_before_migration store schema 1 is older than ${LATEST_VERSION}: backed up and verified into ${path}; migrating now \\(from=1 to=${LATEST_VERSION} `,
     ),
   );
   // The backup holds the store as it was, and is whole: a restore verifies it again.
@@ -145,9 +145,9 @@ Deno.test("a store of an older schema is backed up, verified and named in the lo
 
   // Once migrated, the store is at this build's schema: nothing to migrate, no backup.
   openStore(state).close();
-  assert.equal(schemaVersionOnDisk(join(state, "runtime.sqlite")), 2);
+  assert.equal(schemaVersionOnDisk(join(state, "runtime.sqlite")), LATEST_VERSION);
   assert.equal(await backupBeforeMigration({ stateDir: state, config, log, clock }), undefined);
-  assert.deepEqual(await names(outside), ["klbr-20261203T120000Z-before-schema-2"]);
+  assert.deepEqual(await names(outside), [`klbr-20261203T120000Z-before-schema-${LATEST_VERSION}`]);
 });
 
 Deno.test("the backup node refuses a bad duration, keep or dir, naming the line", () => {

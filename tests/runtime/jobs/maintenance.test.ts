@@ -11,6 +11,7 @@ import { admitInput } from "../../../store/tables/inputs.ts";
 import { createJob } from "../../../store/tables/jobs.ts";
 import { startGeneration } from "../../../store/tables/kernel_generations.ts";
 import { activateRelease, markLastGood, recordRelease } from "../../../store/tables/releases.ts";
+import { publishRelease, verifyRelease } from "../../../store/maintenance/snapshot_hash.ts";
 import type { Store } from "../../../store/store.ts";
 import { EventBus, newId, SILENT_LOGGER } from "../../../runtime/core/mod.ts";
 import { parseConfig } from "../../../runtime/config/mod.ts";
@@ -162,6 +163,49 @@ Deno.test("`runMaintenance()` removes old drafts and unpinned releases, never a 
     const again = await runMaintenance(deps, "test");
     assert.deepEqual([again.runId, again.releases, again.drafts], [null, [], []]);
     assert.equal(readEventsOfKind(store, "default", "maintenance.started").length, 1);
+  }, start);
+});
+
+Deno.test("`runMaintenance()` keeps a release published again, also after it removed its files, so it can be activated", async () => {
+  const start = Date.now();
+  await withClockedStore(async ({ store, clock, dir }) => {
+    // Reverting to an earlier version publishes a tree that is already a release: its row is
+    // old, and a run between that publish and the activation must not take the files away.
+    const releasesDir = join(store.stateDir, "releases");
+    const tree = async (name: string, text: string) => {
+      await Deno.mkdir(join(dir, name), { recursive: true });
+      await Deno.writeTextFile(join(dir, name, "attention.py"), text);
+      return join(dir, name);
+    };
+    const removed = await tree("removed", "x = 1\n");
+    const present = await tree("present", "x = 2\n");
+    const first = await publishRelease(store, { sourceDir: removed, releasesDir });
+    const second = await publishRelease(store, { sourceDir: present, releasesDir });
+    const { config } = parseConfig("cleanup {\n release_keep_days 30\n}", { file: "t" });
+    const deps = { store, log: SILENT_LOGGER, cleanup: config.cleanup, session: "default" };
+
+    clock.now = start + 40 * DAY;
+    // Published again before any run removed it: the files are there and stay.
+    await publishRelease(store, { sourceDir: present, releasesDir });
+    const run = await runMaintenance(deps, "test");
+    assert.deepEqual(run.releases, [first.id]);
+    assert.equal(await exists(first.path), false);
+    assert.equal(await exists(second.path), true, "a release published again was removed");
+
+    // Published again after a run removed it: the files are written again and stay.
+    clock.now += HOUR;
+    const again = await publishRelease(store, { sourceDir: removed, releasesDir });
+    assert.deepEqual([again.id, again.created], [first.id, true]);
+    const next = await runMaintenance(deps, "test");
+    assert.deepEqual(next.releases, []);
+    await verifyRelease(again.path);
+    const activated = activateRelease(store, {
+      session: "default",
+      expectedEpoch: 0,
+      releaseId: again.id,
+      reason: "agent activate",
+    });
+    assert.equal(activated.epoch, 1);
   }, start);
 });
 
