@@ -179,9 +179,18 @@ export interface InstallReport {
  * On return the unit file is complete at `path`, or was not touched.
  *
  * @throws {KlbrError} `usage` when the unit directory cannot be written (say `sudo`, or
- *   leave out `--system`); `invalid_config` for a configuration that does not load.
+ *   leave out `--system`), or for a user unit under sudo (root's, not the caller's);
+ *   `invalid_config` for a configuration that does not load.
  */
 export async function installService(options: ServiceOptions): Promise<InstallReport> {
+  const { env } = options;
+  if (!options.system && env.USER === "root" && env.SUDO_USER && env.SUDO_USER !== "root") {
+    const owner = env.SUDO_USER;
+    throw new KlbrError(
+      "usage",
+      `cannot install the service: a user unit under sudo would be root's, not ${owner}'s (got USER=root, SUDO_USER=${owner}); run it without sudo for ${owner}'s user unit, or add --system for a system unit that runs as ${owner}`,
+    );
+  }
   const { facts, keyNames, doctorArgs } = await unitFacts(options);
   const text = renderUnit(facts);
   const dir = unitDirectory(options.system, options.env);
@@ -204,25 +213,45 @@ export async function installService(options: ServiceOptions): Promise<InstallRe
     }
     throw cause;
   }
-  return { path, text, replaced, next: nextSteps(options, facts, { keyNames, doctorArgs }) };
+  const noBus = options.system ? undefined : await missingUserManager(env);
+  const next = nextSteps(options, facts, { keyNames, doctorArgs, noBus });
+  return { path, text, replaced, next };
+}
+
+/**
+ * Why `systemctl --user` has no manager to talk to here (no XDG_RUNTIME_DIR, as over `su`,
+ * `sudo -u` or in a container; or no manager's socket in it), or undefined when it has one.
+ */
+async function missingUserManager(
+  env: Record<string, string | undefined>,
+): Promise<string | undefined> {
+  const runtime = env.XDG_RUNTIME_DIR;
+  if (!runtime) return "XDG_RUNTIME_DIR is unset";
+  for (const socket of ["systemd/private", "bus"]) {
+    if (await Deno.stat(join(runtime, socket)).then(() => true, () => false)) return undefined;
+  }
+  return `no systemd/private or bus socket in ${runtime}`;
 }
 
 function nextSteps(
   options: Pick<ServiceOptions, "system" | "env">,
   facts: UnitFacts,
-  more: { keyNames: string[]; doctorArgs: string[] },
+  more: { keyNames: string[]; doctorArgs: string[]; noBus?: string },
 ): string[] {
-  const { keyNames, doctorArgs } = more;
+  const { keyNames, doctorArgs, noBus } = more;
   const { system } = options;
   const ctl = system ? "sudo systemctl" : "systemctl --user";
+  const user = options.env.USER ?? "$USER";
   const steps = [
+    // The first step would fail with "Failed to connect to bus"; say why and what to do first.
+    ...(noBus === undefined ? [] : [
+      `note: \`systemctl --user\` will fail here with "Failed to connect to bus": there is no user session (${noBus}); run \`sudo loginctl enable-linger ${user}\` and log in again as ${user} (ssh, not su or sudo), or install a system unit instead: sudo deno task klbr service install --system …`,
+    ]),
     "enable and start it:",
     `  ${ctl} daemon-reload`,
     `  ${ctl} enable --now ${UNIT_NAME}`,
     ...(system ? [] : [
-      `  loginctl enable-linger ${
-        options.env.USER ?? "$USER"
-      }    # keeps it running while you are logged out`,
+      `  loginctl enable-linger ${user}    # keeps it running while you are logged out`,
     ]),
     `logs: journalctl ${system ? "" : "--user "}-u ${UNIT_NAME} -f`,
     `upgrade: ${ctl} stop ${UNIT_NAME}; git pull; deno task doctor ${

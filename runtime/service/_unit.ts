@@ -40,21 +40,34 @@ const START_LIMIT_BURST = 5;
 const START_LIMIT_INTERVAL_S = 600;
 
 /**
- * A value as systemd reads it: `%` (specifiers) doubled; in a command line (`exec`) `$`
- * doubled too; a command word or an assignment (`env`) with a space, a quote or a backslash
+ * A value as systemd reads it: `%` (specifiers) doubled; in a command's arguments (`exec`)
+ * `$` doubled too, but not in its program's path (`program`), where systemd expands no
+ * variable; a command word or an assignment (`env`) with a space, a quote or a backslash
  * double-quoted with `"` and `\` escaped.
  *
- * @throws {KlbrError} `usage` for a value with a line break, which no unit line can hold.
+ * @throws {KlbrError} `usage` for a value with a line break, which no unit line can hold, or a
+ *   program path with a quote, a backslash or a control character, which systemd never starts.
  */
-function escape(value: string, kind: "exec" | "env" | "plain"): string {
+function escape(value: string, kind: "program" | "exec" | "env" | "plain"): string {
   if (/[\n\r]/.test(value)) {
     throw new KlbrError(
       "usage",
       `cannot write the unit: a value holds a line break (got ${JSON.stringify(value)})`,
     );
   }
+  // systemd refuses such a program outright ("Executable name contains special characters").
+  // deno-lint-ignore no-control-regex
+  if (kind === "program" && /["'\\\x00-\x1f\x7f]/.test(value)) {
+    throw new KlbrError(
+      "usage",
+      `cannot write the unit: systemd does not start a program whose path holds a quote, a backslash or a control character (got ${
+        JSON.stringify(value)
+      }); install Deno at a path without them (or link it from one) and install the service again`,
+    );
+  }
   let text = value.replaceAll("%", "%%");
   if (kind === "plain") return text;
+  // `$` is expanded in the arguments only; in the program's path `$$` would stay `$$`.
   if (kind === "exec") text = text.replaceAll("$", "$$$$");
   return /[\s"'\\;]/.test(text) || text === ""
     ? `"${text.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`
@@ -64,7 +77,8 @@ function escape(value: string, kind: "exec" | "env" | "plain"): string {
 /**
  * Renders the unit file.
  *
- * @throws {KlbrError} `usage` for a path or value with a line break.
+ * @throws {KlbrError} `usage` for a path or value with a line break, or a Deno path systemd
+ *   refuses to start (a quote, a backslash, a control character).
  * @example
  * ```ts
  * const text = renderUnit(facts); // "[Unit]\nDescription=klbr …"
@@ -77,9 +91,13 @@ export function renderUnit(facts: UnitFacts): string {
     "# `deno task klbr service uninstall` removes it. See docs/operations.md.",
     "[Unit]",
     `Description=klbr agent runtime (state ${escape(facts.stateDir, "plain")})`,
-    // A list split at spaces: the path goes as one percent-encoded URL.
+    // A list split at spaces and quotes: the path goes as one percent-encoded URL, and the `'`
+    // a file URL leaves as is is encoded too.
     `Documentation=${
-      escape(pathToFileURL(join(facts.repoRoot, "docs", "operations.md")).href, "plain")
+      escape(
+        pathToFileURL(join(facts.repoRoot, "docs", "operations.md")).href.replaceAll("'", "%27"),
+        "plain",
+      )
     }`,
     ...(facts.system ? ["Wants=network-online.target", "After=network-online.target"] : []),
     `StartLimitIntervalSec=${START_LIMIT_INTERVAL_S}`,
@@ -91,7 +109,9 @@ export function renderUnit(facts: UnitFacts): string {
     `WorkingDirectory=${escape(facts.repoRoot, "plain")}`,
     ...facts.environment.map(([name, value]) => `Environment=${escape(`${name}=${value}`, "env")}`),
     `EnvironmentFile=-${escape(facts.environmentFile, "plain")}`,
-    `ExecStart=${facts.command.map((word) => escape(word, "exec")).join(" ")}`,
+    `ExecStart=${
+      facts.command.map((word, i) => escape(word, i === 0 ? "program" : "exec")).join(" ")
+    }`,
     "Restart=on-failure",
     `RestartSec=${RESTART_SEC}`,
     // SIGTERM to serve alone: it forwards it and the daemon drains; whatever is left when the
