@@ -7,7 +7,7 @@
  */
 
 import { closeSync, constants, fchmodSync, fsyncSync, openSync, writeSync } from "node:fs";
-import { basename, dirname } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { KlbrError } from "../core/mod.ts";
 import { refuseProtected } from "../sandbox/mod.ts";
 import { syncPath } from "../../store/tables/files.ts";
@@ -158,14 +158,9 @@ async function syntaxCheck(service: CodeService, plan: FilePlan): Promise<Syntax
  * `ok: false`, and when it throws, every file holds its old text. A crash between two files'
  * renames can leave the first renamed: that window is not covered. Proven by "a patch_many
  * with one bad edit leaves every file byte-identical" in `tests/runtime/code/patch.test.ts`.
- * Each file is written and renamed from inside its directory, checked again there: a directory
- * swapped for a symlink after the path check is refused, never written through ("a patch never
- * writes through a directory swapped for a symlink after its path check", same file).
  *
  * @throws {KlbrError} `invalid_input` for overlapping edits or a range that does not fit its
- * file; the path check's codes; `forbidden` for a read-only path (nothing is written);
- * `path_escape` when a file's directory changed since the check (nothing is written);
- * `internal` when writing or renaming fails (the files already
+ * file; the path check's codes; `forbidden` for a read-only path (nothing is written); `internal` when writing or renaming fails (the files already
  * renamed are restored first). The `code.patch` record is the caller's, committed after the
  * renames: a crash between the two leaves the files patched without their record.
  */
@@ -193,75 +188,24 @@ export function applyPatch(service: CodeService, edits: CodeEdit[]): Promise<Pat
 const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
 /**
- * Runs `run` with the working directory in the directory of `real`, after checking that the
- * kernel's own path of the directory it entered is still that directory. The daemon writes as
- * the owner while a cell may rename workspace directories at any moment: a directory on the
- * way swapped for a symlink since the path check (to `.git/hooks`, or out of the workspace)
- * shows another path and is refused. Once there, `run` names one entry of that directory, so a
- * later swap above it cannot carry the write elsewhere. `run` is synchronous: no other code
- * of the daemon runs while the working directory is moved.
- *
- * @throws {KlbrError} `path_escape` when the directory changed since the path check.
+ * Writes `bytes` to a new temp file beside `real` (fsynced); returns its path. It takes only the
+ * file's permission bits: a setuid, setgid or sticky bit a cell set on its file is not given to
+ * a file the host (the owner, root as a service) makes. It is made new, never through a link a
+ * cell left at its name, and its mode is set on the descriptor, not by name, which a cell could
+ * swap for a link meanwhile (the open's own mode would be narrowed by the umask).
  */
-function inDirectory<T>(
-  real: string,
-  options: { shown: string; root: string; run: (name: string) => T },
-): T {
-  const dir = dirname(real);
-  const back = Deno.cwd();
-  // Where the daemon started may be unreadable to it: come back to the workspace then.
-  const home = Deno.permissions.querySync({ name: "read", path: back }).state === "granted"
-    ? back
-    : options.root;
-  Deno.chdir(dir);
+function writeTemp(real: string, bytes: Uint8Array): string {
+  const temp = join(dirname(real), `.${basename(real)}.klbr-${crypto.randomUUID()}.tmp`);
+  const mode = (Deno.statSync(real).mode ?? 0o644) & 0o777;
+  const fd = openSync(temp, CREATE_NEW, mode);
   try {
-    const now = Deno.cwd();
-    if (now !== dir) {
-      throw new KlbrError(
-        "path_escape",
-        `cannot patch ${options.shown}: its directory changed since the path check; a directory on its path was replaced, so nothing was written (got ${now}, expected ${dir})`,
-      );
-    }
-    return options.run(basename(real));
+    fchmodSync(fd, mode);
+    for (let at = 0; at < bytes.length;) at += writeSync(fd, bytes, at);
+    fsyncSync(fd);
   } finally {
-    Deno.chdir(home);
+    closeSync(fd);
   }
-}
-
-/** Writes `bytes` to a new temp file beside `source`'s file (fsynced); returns its name. */
-function writeTemp(source: Source, options: { root: string; bytes: Uint8Array }): string {
-  return inDirectory(source.real, {
-    shown: source.path,
-    root: options.root,
-    run: (name) => {
-      const temp = `.${name}.klbr-${crypto.randomUUID()}.tmp`;
-      // The permission bits only: a setuid, setgid or sticky bit a cell set on its file is not
-      // given to a file the host (the owner, root as a service) makes.
-      const mode = (Deno.statSync(name).mode ?? 0o644) & 0o777;
-      // Made new (never through a link a cell left at the name), and its mode set on the
-      // descriptor, not by name, which a cell could swap for a link meanwhile; the open's own
-      // mode would be narrowed by the umask.
-      const fd = openSync(temp, CREATE_NEW, mode);
-      try {
-        fchmodSync(fd, mode);
-        const { bytes } = options;
-        for (let at = 0; at < bytes.length;) at += writeSync(fd, bytes, at);
-        fsyncSync(fd);
-      } finally {
-        closeSync(fd);
-      }
-      return temp;
-    },
-  });
-}
-
-/** Renames the temp file `temp` over `source`'s file, in the directory checked again. */
-function renameInto(source: Source, options: { root: string; temp: string }): void {
-  inDirectory(source.real, {
-    shown: source.path,
-    root: options.root,
-    run: (name) => Deno.renameSync(options.temp, name),
-  });
+  return temp;
 }
 
 /**
@@ -269,13 +213,10 @@ function renameInto(source: Source, options: { root: string; temp: string }): vo
  * them into place. Returns the files that changed under the patch (nothing renamed), or null.
  */
 async function writeAll(service: CodeService, plans: FilePlan[]): Promise<StaleRange[] | null> {
-  const root = service.root;
   const temps: string[] = [];
   let renamed = 0;
   try {
-    for (const plan of plans) {
-      temps.push(writeTemp(plan.source, { root, bytes: plan.after.bytes }));
-    }
+    for (const plan of plans) temps.push(writeTemp(plan.source.real, plan.after.bytes));
     const moved: StaleRange[] = [];
     for (const plan of plans) {
       const now = await service.source(plan.source.path, `patch ${plan.source.path}`);
@@ -285,14 +226,14 @@ async function writeAll(service: CodeService, plans: FilePlan[]): Promise<StaleR
     }
     if (moved.length > 0) return moved;
     for (; renamed < plans.length; renamed++) {
-      renameInto(plans[renamed].source, { root, temp: temps[renamed] });
+      await Deno.rename(temps[renamed], plans[renamed].source.real);
     }
   } catch (cause) {
     // Nothing renamed yet: the refusal (a path check, say) is the answer as it stands.
     if (renamed === 0 && cause instanceof KlbrError) throw cause;
     for (let i = 0; i < renamed; i++) {
-      const back = writeTemp(plans[i].source, { root, bytes: plans[i].source.bytes });
-      renameInto(plans[i].source, { root, temp: back });
+      const back = writeTemp(plans[i].source.real, plans[i].source.bytes);
+      await Deno.rename(back, plans[i].source.real);
     }
     throw new KlbrError(
       "internal",
@@ -302,15 +243,7 @@ async function writeAll(service: CodeService, plans: FilePlan[]): Promise<StaleR
       { cause },
     );
   } finally {
-    for (let i = renamed; i < temps.length; i++) {
-      try {
-        inDirectory(plans[i].source.real, {
-          shown: plans[i].source.path,
-          root,
-          run: () => Deno.removeSync(temps[i]),
-        });
-      } catch { /* gone, or its directory moved: nothing of ours to remove there */ }
-    }
+    for (let i = renamed; i < temps.length; i++) await Deno.remove(temps[i]).catch(() => {});
   }
   for (const dir of new Set(plans.map((p) => dirname(p.source.real)))) await syncPath(dir);
   return null;
