@@ -1,11 +1,11 @@
 /**
  * What a Discord message becomes before admission: parsed (camel-cased, from the gateway or from
- * history), classified (ignored: a bot, the bot itself, a channel that is neither configured
- * nor a thread of one nor a direct message, and a direct message under `dms #false`; admitted
- * otherwise) and described in the input's body — the text, where
- * it was said, whether it mentions the bot, is a direct message or replies to the bot, its
- * thread's parent, and its attachments, each fetched into a kept artifact (never evicted) when
- * small enough.
+ * history), classified (ignored: a bot, the bot itself, a system message such as a join or a
+ * pin, a channel that is neither configured nor a thread of one nor a direct message, and a
+ * direct message under `dms #false`; admitted otherwise) and described in the input's body —
+ * the text, where it was said, whether it mentions the bot, is a direct message or replies to
+ * the bot, its thread's parent, and its attachments, each fetched into a kept artifact (never
+ * evicted) when small enough.
  *
  * @module
  */
@@ -34,6 +34,8 @@ export const DiscordApiMessage = z.object({
     contentType: z.string().optional(),
   })).default([]),
   nonce: z.union([z.string(), z.number()]).optional().nullable(),
+  /** Discord's message type; absent is taken as DEFAULT (0). */
+  type: z.number().int().optional(),
 });
 
 /** A parsed message. */
@@ -93,6 +95,14 @@ export interface InboundContext {
   isOwnMessage: (messageId: string) => boolean;
 }
 
+/**
+ * The message types a person writes: DEFAULT (0) and REPLY (19). Every other type is Discord's
+ * system message (a member joined, a message pinned, a thread created, a boost, …): said by no
+ * one to the bot, and a pin's `message_reference` names the pinned message, which would read as
+ * a reply to the bot.
+ */
+const SPOKEN_TYPES: readonly number[] = [0, 19];
+
 /** How a message is handled: admitted, evidence about our own send, or ignored (and why). */
 export type Classified =
   | { kind: "admit"; message: DiscordApiMessage; threadOf: string | null }
@@ -100,8 +110,9 @@ export type Classified =
   | { kind: "ignore"; reason: string };
 
 /**
- * Sorts a message: bots and the bot itself are never admitted; a configured channel or a thread
- * of one is; a direct message (no guild) is when `context.dms`; other channels are not.
+ * Sorts a message: bots, the bot itself and Discord's system messages are never admitted; a
+ * configured channel or a thread of one is; a direct message (no guild) is when `context.dms`;
+ * other channels are not.
  */
 export function classify(data: unknown, context: InboundContext): Classified {
   const parsed = DiscordApiMessage.safeParse(data);
@@ -109,6 +120,9 @@ export function classify(data: unknown, context: InboundContext): Classified {
   const m = parsed.data;
   if (context.selfId !== null && m.author.id === context.selfId) return { kind: "own", message: m };
   if (m.author.bot === true) return { kind: "ignore", reason: "from a bot" };
+  if (m.type !== undefined && !SPOKEN_TYPES.includes(m.type)) {
+    return { kind: "ignore", reason: `a system message (type ${m.type})` };
+  }
   if (context.channels.includes(m.channelId)) return { kind: "admit", message: m, threadOf: null };
   const threadOf = context.threadParent(m.channelId);
   if (threadOf !== null) return { kind: "admit", message: m, threadOf };

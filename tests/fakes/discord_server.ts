@@ -73,6 +73,16 @@ export interface FakeMessage {
   /** The message this one replies to (`message_reference` and `referenced_message`). */
   replyTo?: { messageId: string; authorId: string };
   attachments?: { id: string; filename: string; size: number; content_type?: string }[];
+  /**
+   * Discord's message `type` ("Message Types" in its Message resource docs): default 19 (REPLY)
+   * with `replyTo`, else 0 (DEFAULT); 6 is CHANNEL_PINNED_MESSAGE, 7 USER_JOIN, 18 THREAD_CREATED.
+   */
+  type?: number;
+  /**
+   * A `message_reference` to this message id without `referenced_message`, as a pin's system
+   * message (type 6) carries: Discord returns `referenced_message` only for types 19, 21 and 23.
+   */
+  reference?: string;
 }
 
 /** Options for {@linkcode startFakeDiscord}. */
@@ -446,6 +456,10 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
       author,
       mentions: message.mentionBot ? [{ id: FAKE_BOT_ID, username: "klbr-bot", bot: true }] : [],
       attachments: files,
+      type: message.type ?? (message.replyTo ? 19 : 0),
+      ...(message.reference
+        ? { message_reference: { message_id: message.reference, channel_id: message.channelId } }
+        : {}),
       ...(message.replyTo
         ? {
           message_reference: {
