@@ -93,7 +93,8 @@ export async function requestStep(
     const request = await sink.context(opening, { route, mode, signal: ctx.signal });
     const streamed = await streamReply(scope, { route, provider, mode }, request.messages);
     if ("error" in streamed) {
-      if (!adapted && adaptToRefusal(scope, { route, provider, mode }, streamed)) {
+      const refused = { ...streamed, rawTokens: request.rawTokens };
+      if (!adapted && adaptToRefusal(scope, { route, provider, mode }, refused)) {
         adapted = true;
         continue;
       }
