@@ -206,6 +206,16 @@ function keepsReasoning(
 /** The marker a cut message content ends with. */
 const CUT = "\n[… cut here to keep the request within its context budget]";
 
+/** How {@linkcode fitMessages} cuts. */
+export interface FitOptions {
+  /**
+   * Never cut a `system` message (the contract: cut, the model loses the end of its
+   * instructions); other contents are cut instead, and the fit fails when they cannot make room.
+   * @default {false}
+   */
+  keepSystem?: boolean;
+}
+
 /**
  * Returns `messages` within `limit` raw tokens, cutting the longest string contents (never
  * dropping a message, so tool pairs stay whole); `undefined` when even that cannot fit.
@@ -213,6 +223,7 @@ const CUT = "\n[… cut here to keep the request within its context budget]";
 export function fitMessages(
   messages: readonly Record<string, unknown>[],
   limit: number,
+  options: FitOptions = {},
 ): Record<string, unknown>[] | undefined {
   const out = messages.map((message) => ({ ...message }));
   for (let round = 0; round < 16; round++) {
@@ -221,6 +232,7 @@ export function fitMessages(
     let longest = -1;
     for (let i = 0; i < out.length; i++) {
       const content = out[i].content;
+      if (options.keepSystem && out[i].role === "system") continue;
       if (typeof content !== "string" || content.length <= CUT.length) continue;
       if (longest < 0 || content.length > (out[longest].content as string).length) longest = i;
     }

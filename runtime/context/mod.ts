@@ -24,7 +24,13 @@ export {
 } from "./_compaction.ts";
 export { artifactReadRpc, type HistoryRpcDeps, historyRpcs } from "./_history_rpc.ts";
 export { AMBIENT_HEADING, renderAmbient, renderInputs } from "./_inputs.ts";
-export { buildRequest, type BuiltRequest, fitMessages, type RequestParts } from "./_request.ts";
+export {
+  buildRequest,
+  type BuiltRequest,
+  fitMessages,
+  type FitOptions,
+  type RequestParts,
+} from "./_request.ts";
 export { contextView } from "./_view.ts";
 export {
   AFTER_TOOLS,

@@ -17,6 +17,7 @@ import {
   refusalWords,
   RETRIABLE_STATUSES,
   statedContext,
+  statedPrompt,
 } from "./_refusal.ts";
 
 export type { ProviderRefusal };
@@ -42,6 +43,8 @@ export interface ProviderFailureDetails {
   serverMessage?: string;
   /** The context size, in tokens, a `context` refusal stated. */
   serverContext?: number;
+  /** The refused request's size, in the server's tokens, a `context` refusal stated. */
+  serverPrompt?: number;
   cause?: unknown;
 }
 
@@ -61,6 +64,8 @@ export class ProviderFailure extends Error {
   readonly serverMessage: string | undefined;
   /** The context size, in tokens, a `context` refusal stated. */
   readonly serverContext: number | undefined;
+  /** The refused request's size, in the server's tokens, a `context` refusal stated. */
+  readonly serverPrompt: number | undefined;
   /**
    * Whether the same request can succeed later: a connection failure, a cut or silent stream,
    * 408, 409, 425, 429 and 5xx — never a refusal (400, 401, 403, 404, 422, a 500 that names a
@@ -79,6 +84,7 @@ export class ProviderFailure extends Error {
     this.refusal = details.refusal ?? null;
     this.serverMessage = details.serverMessage;
     this.serverContext = details.serverContext;
+    this.serverPrompt = details.serverPrompt;
     this.retriable = isRetriable(reason, this.status, this.refusal);
   }
 }
@@ -110,6 +116,8 @@ export function modelFailureFacts(
   refusal?: ProviderRefusal;
   /** The context size, in tokens, the server stated when it refused a request past it. */
   serverContext?: number;
+  /** The refused request's size, in the server's tokens, when its context refusal stated it. */
+  serverPrompt?: number;
 } {
   const failure = error instanceof Error && error.cause instanceof ProviderFailure
     ? error.cause
@@ -120,6 +128,7 @@ export function modelFailureFacts(
     ...(failure.retryAfterMs === undefined ? {} : { retryAfterMs: failure.retryAfterMs }),
     ...(failure.refusal === null ? {} : { refusal: failure.refusal }),
     ...(failure.serverContext === undefined ? {} : { serverContext: failure.serverContext }),
+    ...(failure.serverPrompt === undefined ? {} : { serverPrompt: failure.serverPrompt }),
   };
 }
 
@@ -224,16 +233,16 @@ export async function failFromError(
 async function refusalFacts(
   call: CallState,
   answer: { status: number; words: string; code?: unknown; param?: unknown; body?: string },
-): Promise<Pick<FailureWords, "refusal" | "serverContext" | "fix">> {
+): Promise<Pick<FailureWords, "refusal" | "serverContext" | "serverPrompt" | "fix">> {
   const { status, words } = answer;
   const refusal = refusalOf(status, words, answer.code);
   const listed = refusal === "model" && call.listModels ? await call.listModels() : undefined;
-  const context = refusal === "context"
-    ? statedContext(`${words}\n${answer.body ?? ""}`)
-    : undefined;
+  const stated = `${words}\n${answer.body ?? ""}`;
+  const context = refusal === "context" ? statedContext(stated) : undefined;
   return {
     refusal,
     serverContext: context,
+    serverPrompt: refusal === "context" ? statedPrompt(stated) : undefined,
     fix: refusal === null ? undefined : refusalWords(refusal, {
       route: call.route,
       status,
@@ -253,6 +262,7 @@ interface FailureWords {
   got: string;
   serverMessage?: string;
   serverContext?: number;
+  serverPrompt?: number;
   refusal?: ProviderRefusal | null;
   /** The sentence naming the fix, after the message. */
   fix?: string;
@@ -275,6 +285,7 @@ export function failCall(
     refusal: words.refusal,
     serverMessage: words.serverMessage,
     serverContext: words.serverContext,
+    serverPrompt: words.serverPrompt,
     cause,
   });
   const what = words.what ?? {

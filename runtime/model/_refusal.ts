@@ -81,6 +81,40 @@ export function statedContext(message: string): number | undefined {
   return undefined;
 }
 
+/**
+ * The request's own size in the server's tokens, where its refusal says it: llama-server's
+ * `"n_prompt_tokens": M` beside "request (M tokens) exceeds the available context size";
+ * vLLM's "you requested T tokens (M in the messages, C in the completion)" and, in later
+ * versions, "your request has M input tokens"; OpenAI's "your messages resulted in M tokens";
+ * Mistral's "Prompt contains M tokens".
+ */
+const PROMPT_SIZE = [
+  /"n_prompt_tokens"\s*:\s*(\d+)/,
+  /request \((\d+) tokens\) exceeds/i,
+  /\((\d+) in the messages/i,
+  /request has (\d+) input tokens/i,
+  /resulted in (\d+) tokens/i,
+  /prompt contains (\d+) tokens/i,
+];
+
+/**
+ * The prompt size, in the server's tokens, a refusal of {@linkcode CONTEXT} states for the
+ * request it refused; undefined if it states none. It is the server's own count of what klbr
+ * estimated, so it calibrates the estimate as a reply's `prompt_tokens` does.
+ *
+ * @example
+ * ```ts
+ * statedPrompt("request (5200 tokens) exceeds the available context size (4096 tokens)"); // 5200
+ * ```
+ */
+export function statedPrompt(message: string): number | undefined {
+  for (const pattern of PROMPT_SIZE) {
+    const size = Number(pattern.exec(message)?.[1]);
+    if (Number.isSafeInteger(size) && size > 0) return size;
+  }
+  return undefined;
+}
+
 /** OpenAI "model_not_found"; vLLM "The model `x` does not exist."; Ollama "model \"x\" not found". */
 const MODEL =
   /model_not_found|model\b[^.]*\b(?:not found|does not exist|not exist|is not available|unknown)|unknown model|no such model|not a valid model|invalid model/i;

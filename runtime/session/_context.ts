@@ -22,6 +22,7 @@ import {
   fitMessages,
   heldBy,
   messagesTokens,
+  type RawLimits,
   rawLimits,
   renderAmbient,
   renderInputs as renderBounded,
@@ -29,6 +30,7 @@ import {
   shapeMessages,
 } from "../context/mod.ts";
 import { ambientBefore } from "../../store/tables/ambient_inputs.ts";
+import { KlbrError } from "../core/mod.ts";
 import type { HookResult } from "../behavior/mod.ts";
 import type { ChatMessage, Provider, ProviderTurn } from "../model/mod.ts";
 import { hookOr, type TurnHookDeps } from "./_turn_hooks.ts";
@@ -86,7 +88,10 @@ export function renderInputs(
  * `context.prepare`, then cut to the budget. A failed compaction is logged and the request
  * goes out without it (the newest items that fit, the rest named as left out). A route whose
  * server holds less than its configured `context_tokens` (`contextTokens`, what the server
- * stated when it refused a larger request) is sized, and compacted, to that.
+ * stated when it refused a larger request) is sized, and compacted, to that. The contract is
+ * never cut: the other contents make room for it.
+ *
+ * @throws {KlbrError} `invalid_config` when the contract alone passes the route's budget.
  */
 export async function prepareContext(
   deps: ContextDeps,
@@ -112,6 +117,7 @@ export async function prepareContext(
     frameId: options.frameId,
   };
   let built = buildRequest(sized.store, session, parts);
+  refuseOversizedContract(deps, session, { ...parts, limits: built.limits });
   if (built.overCompact) {
     try {
       const done = await compactContext(sized, session, {
@@ -138,11 +144,45 @@ export async function prepareContext(
     const messages = shapeMessages(base, options.shape) as unknown as ChatMessage[];
     return { messages, rawTokens: built.rawTokens };
   }
-  const messages = fitMessages(prepared as Record<string, unknown>[], built.limits.request) ??
-    fitMessages(base, built.limits.request) ?? base;
+  const keep = { keepSystem: true };
+  const messages = fitMessages(prepared as Record<string, unknown>[], built.limits.request, keep) ??
+    fitMessages(base, built.limits.request, keep) ?? base;
   // Shaped last, so neither the history nor the hook can send what the server refuses.
   const shaped = shapeMessages(messages, options.shape) as unknown as ChatMessage[];
   return { messages: shaped, rawTokens: messagesTokens(messages) };
+}
+
+/**
+ * Fails the request when the contract (the system message with its skills list) and the tool
+ * schema alone pass what the route's requests may hold: cut, the model would lose the end of
+ * its instructions without a word. The log (`context.contract_too_large`) and the error, which
+ * ends the turn with it, name the route, its context, what the contract needs and the fix.
+ *
+ * @throws {KlbrError} `invalid_config` when the contract alone does not fit.
+ */
+function refuseOversizedContract(
+  deps: ContextDeps,
+  session: string,
+  request: { route: string; budget: ContextBudget; system: string; limits: RawLimits },
+): void {
+  const { route, budget, limits } = request;
+  const raw = messagesTokens([{ role: "system", content: request.system }]);
+  if (raw <= limits.request) return;
+  const need = Math.ceil(raw * limits.ratio);
+  const held = budget.contextTokens;
+  const configured = deps.contextBudget(route).contextTokens;
+  const learned = held < configured ? `, learned from its server; configured ${configured}` : "";
+  const message = `cannot build a request for llm "${route}": its contract (the system message ` +
+    `and its skills list) alone needs about ${need} tokens, more than the ${held} its requests ` +
+    `may hold (context_tokens ${held}${learned}); raise context_tokens of llm "${route}" (and ` +
+    `the server's context), or remove skills (got ${need} tokens for ${held})`;
+  deps.log.warn("context.contract_too_large", message, {
+    session,
+    route,
+    context_tokens: held,
+    contract_tokens: need,
+  });
+  throw new KlbrError("invalid_config", message);
 }
 
 /**

@@ -7,6 +7,8 @@
  */
 
 import { lastEventOfKinds } from "../../store/tables/events.ts";
+import { recordCalibration } from "../../store/tables/token_counts.ts";
+import type { Store } from "../../store/store.ts";
 import { repairContext } from "../context/mod.ts";
 import { modelFailureFacts, type Provider } from "../model/mod.ts";
 import { contextMove, type RouteMode } from "./_route_mode.ts";
@@ -24,17 +26,31 @@ export interface RouteCall {
  * `auto` route still native → text mode; a role order refused on a relaxed route → strict; a
  * request past the server's context → requests within the context it stated (less the route's
  * `max_tokens`, which the server counts too), or three quarters of the current size when it
- * stated none.
+ * stated none. A context refusal that states the refused request's size in the server's
+ * tokens (llama-server's `n_prompt_tokens`, vLLM's and OpenAI's words) calibrates the route's
+ * estimate against `rawTokens`, the request's raw estimate, as a reply's `prompt_tokens` does:
+ * text the estimate undercounts (CJK, emoji, in a session calibrated on English) is sized by
+ * the server's count when the request is built again, so it fits at the first retry.
  */
 export function adaptToRefusal(
-  scope: Pick<TurnScope, "ctx" | "record">,
+  scope: Pick<TurnScope, "ctx" | "record"> & { options: { store: Store } },
   call: RouteCall,
-  failure: { error: unknown; message: string },
+  failure: { error: unknown; message: string; rawTokens?: number },
 ): boolean {
   if (scope.ctx.signal.aborted) return false;
-  const { refusal, serverContext } = modelFailureFacts(failure.error);
+  const { refusal, serverContext, serverPrompt } = modelFailureFacts(failure.error);
   const { shape, toolCalls } = call.mode;
-  if (refusal === "context") return adaptContext(scope, call, { ...failure, serverContext });
+  if (refusal === "context") {
+    const { rawTokens } = failure;
+    if (serverPrompt !== undefined && rawTokens !== undefined && rawTokens > 0) {
+      recordCalibration(scope.options.store, scope.ctx.session, {
+        route: call.route,
+        estimated: rawTokens,
+        reported: serverPrompt,
+      });
+    }
+    return adaptContext(scope, call, { ...failure, serverContext });
+  }
   if (refusal === "tools" && toolCalls === "auto" && shape.toolMode === "native") {
     scope.record("route.adapted", {
       route: call.route,

@@ -14,7 +14,13 @@
  */
 
 import type { Store } from "../../store/store.ts";
-import { type EventBus, newId, type RecordInput, type RecordType } from "../core/mod.ts";
+import {
+  type EventBus,
+  isKlbrError,
+  newId,
+  type RecordInput,
+  type RecordType,
+} from "../core/mod.ts";
 import {
   endedAtLength,
   endedByFilter,
@@ -90,10 +96,13 @@ export async function requestStep(
   let repaired = false;
   for (;;) {
     const mode = routeMode(options.store, session, provider.route);
-    const request = await sink.context(opening, { route, mode, signal: ctx.signal });
+    const request = await sink.context(opening, { route, mode, signal: ctx.signal })
+      .catch((error: unknown) => unsendable(scope, { route, provider, error }));
+    if ("ok" in request) return request;
     const streamed = await streamReply(scope, { route, provider, mode }, request.messages);
     if ("error" in streamed) {
-      if (!adapted && adaptToRefusal(scope, { route, provider, mode }, streamed)) {
+      const refused = { ...streamed, rawTokens: request.rawTokens };
+      if (!adapted && adaptToRefusal(scope, { route, provider, mode }, refused)) {
         adapted = true;
         continue;
       }
@@ -246,6 +255,34 @@ async function modelFailed(
       model: provider.route.model,
       error: message,
       ...modelFailureFacts(error),
+    },
+  };
+}
+
+/**
+ * The end of a turn whose request cannot be built within its route (`invalid_config`: the
+ * contract alone passes the route's context): recorded with the message that names the fix,
+ * and a refusal (not retried by itself), since no retry changes the configuration.
+ */
+function unsendable(
+  scope: StepScope,
+  failure: { route: string; provider: Provider; error: unknown },
+): TurnResult {
+  const { error, route, provider } = failure;
+  if (!isKlbrError(error) || error.code !== "invalid_config") throw error;
+  const { ctx, record, state } = scope;
+  record("turn.ended", { frame_id: ctx.frame.id, reason: error.message });
+  return {
+    ok: false,
+    reason: error.message,
+    effects: state.effects,
+    retriable: true,
+    model: {
+      route,
+      url: shownUrl(provider.route.url),
+      model: provider.route.model,
+      error: error.message,
+      retriable: false,
     },
   };
 }

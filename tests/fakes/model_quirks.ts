@@ -84,6 +84,14 @@ export interface FakeQuirks {
    * error, as LM Studio does ({@linkcode unexpectedEndpoint}).
    */
   unknownPathOk?: boolean;
+  /**
+   * How the fake counts a request's tokens ({@linkcode fakePromptTokens}): `bytes`, a third of
+   * a token per UTF-8 byte whatever the script; `bpe`, as a model's byte-level BPE vocabulary
+   * does, four ASCII characters a token and one token per other character (a CJK character, an
+   * emoji).
+   * @default {"bytes"}
+   */
+  tokenizer?: "bytes" | "bpe";
 }
 
 /** The named profiles: one server's documented behaviour each. */
@@ -143,13 +151,30 @@ export function refuseRequest(quirks: FakeQuirks, facts: RequestFacts): FakeRefu
 }
 
 /**
- * The fake's token count of a chat request: the UTF-8 bytes of its messages and tools, a third
- * of a token each (klbr's uncalibrated estimate assumes a quarter and a bit).
+ * The fake's token count of a chat request's messages and tools. `bytes` (the default): a third
+ * of a token per UTF-8 byte (klbr's uncalibrated estimate assumes a quarter and a bit), the same
+ * ratio for every script. `bpe`: what llama-server and vLLM report, since both count with the
+ * model's own tokenizer (llama.cpp's `llama_tokenize` on the GGUF vocabulary, vLLM's Hugging
+ * Face tokenizer) — the byte-level BPE vocabularies of Llama 3, Qwen2 and GPT-4-class models
+ * take common English at about four characters a token (OpenAI's tokenizer guide: "one token
+ * generally corresponds to ~4 characters of text for common English text") and CJK text or
+ * emoji at about one token per character or more; klbr's estimate (UTF-8 bytes / 4) takes a CJK
+ * character, three bytes, for three quarters of a token.
  */
-// deno-lint-ignore no-explicit-any
-export function fakePromptTokens(body: any): number {
+export function fakePromptTokens(
+  // deno-lint-ignore no-explicit-any
+  body: any,
+  tokenizer: FakeQuirks["tokenizer"] = "bytes",
+): number {
   const text = JSON.stringify({ messages: body?.messages ?? [], tools: body?.tools ?? [] });
-  return Math.ceil(new TextEncoder().encode(text).length / 3);
+  if (tokenizer === "bytes") return Math.ceil(new TextEncoder().encode(text).length / 3);
+  let ascii = 0;
+  let other = 0;
+  for (const character of text) {
+    if (character.codePointAt(0)! < 0x80) ascii++;
+    else other++;
+  }
+  return Math.ceil(ascii / 4) + other;
 }
 
 /**
@@ -167,7 +192,7 @@ export function fakePromptTokens(body: any): number {
 function refuseContext(quirks: FakeQuirks, body: any): FakeRefusal | undefined {
   const limit = quirks.context;
   if (limit === undefined) return undefined;
-  const prompt = fakePromptTokens(body);
+  const prompt = fakePromptTokens(body, quirks.tokenizer);
   const completion = typeof body?.max_tokens === "number" ? body.max_tokens : 0;
   const counted = limit.words === "vllm" ? prompt + completion : prompt;
   if (counted <= limit.tokens) return undefined;

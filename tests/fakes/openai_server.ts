@@ -509,12 +509,16 @@ export function startFakeOpenAI(options: FakeOpenAIOptions = {}): FakeOpenAI {
       ? (summarizer === "faithful"
         ? {
           text: faithfulSummary(JSON.parse(recorded.body.messages[1].content)),
-          usage: { prompt_tokens: fakePromptTokens(recorded.body), completion_tokens: 50 },
+          usage: {
+            prompt_tokens: fakePromptTokens(recorded.body, quirks.tokenizer),
+            completion_tokens: 50,
+          },
         }
         : summarizer(recorded))
       : queue.shift() ?? fallback(recorded);
     if (options.countTokens && response.usage === undefined && response.status === undefined) {
-      const prompt = Math.min(fakePromptTokens(recorded.body), quirks.truncateAt ?? Infinity);
+      const counted = fakePromptTokens(recorded.body, quirks.tokenizer);
+      const prompt = Math.min(counted, quirks.truncateAt ?? Infinity);
       response = { ...response, usage: { prompt_tokens: prompt, completion_tokens: 10 } };
     }
     if (response.status !== undefined) {
