@@ -35,7 +35,9 @@ Deno.test({
     const small = join(files, "fruit.csv");
     const big = join(files, "big.bin");
     await Deno.writeTextFile(small, CSV);
-    await Deno.writeFile(big, new Uint8Array(2048));
+    // Far over the limit: the daemon refuses it by its length and closes the connection, so
+    // Chromium, which reads no answer before it sent the whole body, reads the refusal.
+    await Deno.writeFile(big, new Uint8Array(8 << 20));
     const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
     const daemon = await startTestDaemon({
       modelUrl: fake.url,
