@@ -199,8 +199,16 @@ async function answerRequest(
   try {
     const response = await fetch(requestOf(incoming), { incoming });
     const body = new Uint8Array(await response.arrayBuffer());
+    // Answered before its body was read (an upload over its limit): the connection closes
+    // after the answer. Kept open, it waits for the client to send the rest, which nothing
+    // reads, while a browser reads no answer before it has sent the whole body.
+    const close = incoming.complete ? {} : { connection: "close" };
     // Whole bodies, with their length: no chunked encoding.
-    outgoing.writeHead(response.status, { ...headersOf(response), "content-length": body.length });
+    outgoing.writeHead(response.status, {
+      ...headersOf(response),
+      "content-length": body.length,
+      ...close,
+    });
     outgoing.end(body);
   } catch {
     if (!outgoing.headersSent) outgoing.writeHead(500);

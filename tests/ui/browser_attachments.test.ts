@@ -35,7 +35,9 @@ Deno.test({
     const small = join(files, "fruit.csv");
     const big = join(files, "big.bin");
     await Deno.writeTextFile(small, CSV);
-    await Deno.writeFile(big, new Uint8Array(2048));
+    // Far over the limit: the daemon refuses it by its length and closes the connection, so
+    // Chromium, which reads no answer before it sent the whole body, reads the refusal.
+    await Deno.writeFile(big, new Uint8Array(8 << 20));
     const fake = startFakeOpenAI({ fallback: () => ({ toolCall: { code: "wait()" } }) });
     const daemon = await startTestDaemon({
       modelUrl: fake.url,
@@ -108,6 +110,49 @@ Deno.test({
       await browser.close();
       await daemon.stop();
       await fake.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "a file sent while the daemon is down stays in the composer, which says to send again",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const files = await tempDir();
+    const small = join(files, "fruit.csv");
+    await Deno.writeTextFile(small, CSV);
+    let daemon = await startTestDaemon();
+    const browser = await launchChromium();
+    try {
+      const { page, errors } = await openPage(browser, 1280);
+      page.setDefaultTimeout(SLOW);
+      await page.goto(`${daemon.url}/#token=${daemon.token}`);
+      await page.waitForSelector("text=connected as operator");
+      await page.locator("#composer-input").fill("with the daemon down");
+      await page.locator("#composer-files").setInputFiles(small);
+      await daemon.stop();
+      await page.getByRole("button", { name: "Send" }).click();
+      // The upload cannot reach the daemon: the page says so and what to do; nothing is lost.
+      await page.locator("#composer-status").getByText(
+        /Not sent: cannot attach fruit\.csv: the daemon did not answer .*; the message and its files are kept here: send again once the daemon is back/,
+      ).waitFor();
+      assert.equal(await page.locator("#composer-input").inputValue(), "with the daemon down");
+      await page.locator(".composer-files").getByText("fruit.csv").waitFor();
+
+      // Back: one more Send records the message once, with its file.
+      daemon = await daemon.restart();
+      await page.waitForSelector("text=connected as operator");
+      await page.getByRole("button", { name: "Send" }).click();
+      const message = page.locator("#timeline li.msg-input[data-input-id]", {
+        hasText: "with the daemon down",
+      });
+      await message.locator(".attachments").getByText("fruit.csv").waitFor();
+      assert.equal(await message.count(), 1);
+      assert.deepEqual(errors, [], "the page threw");
+    } finally {
+      await browser.close();
+      await daemon.stop();
     }
   },
 });

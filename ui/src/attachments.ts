@@ -43,7 +43,8 @@ export function attachedFiles(body: unknown): AttachedFile[] {
  * The page's session cookie is the credential.
  *
  * @throws {Error} with the daemon's message (for a file over `lanes { attachment_max_bytes }`,
- *   the limit and how to raise it), or saying the daemon did not answer.
+ *   the limit and how to raise it), or saying the daemon did not answer and to send again
+ *   once it is back (the composer keeps the message and its files).
  */
 export async function uploadAttachment(file: File): Promise<InputAttachment> {
   let response: Response;
@@ -55,7 +56,9 @@ export async function uploadAttachment(file: File): Promise<InputAttachment> {
       headers: { "content-type": "application/octet-stream" },
     });
   } catch (error) {
-    throw new Error(`cannot attach ${file.name}: the daemon did not answer (${error})`);
+    throw new Error(
+      `cannot attach ${file.name}: the daemon did not answer (${error}); the message and its files are kept here: send again once the daemon is back`,
+    );
   }
   const reply = await response.json().catch(() => ({})) as Record<string, unknown>;
   if (!response.ok || typeof reply.artifact !== "string") {

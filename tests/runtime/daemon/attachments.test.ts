@@ -115,3 +115,57 @@ Deno.test("an attachment is kept before its upload is answered, offered to the m
     await fake.close();
   }
 });
+
+// A browser sends the whole body before it reads any answer. The daemon refuses an upload over
+// its limit by its `Content-Length`, without reading the rest; a connection kept open then waits
+// for bytes nothing reads, and the page said `Uploading 1 file…` for half a minute or more. The
+// refusal must close the connection, so the browser's next write fails and it reads the answer.
+Deno.test("an upload refused before its body is read is answered with the connection closed", async () => {
+  const daemon = await startTestDaemon({
+    extraConfig: "lanes {\n    attachment_max_bytes 1024\n}\n",
+  });
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: daemon.port });
+  try {
+    const declared = 20 << 20;
+    const head = [
+      "POST /attachments HTTP/1.1",
+      `host: 127.0.0.1:${daemon.port}`,
+      `authorization: Bearer ${daemon.token}`,
+      "content-type: application/octet-stream",
+      `content-length: ${declared}`,
+    ].join("\r\n") + "\r\n\r\n";
+    // The start of the body only: the rest is what a browser would still be sending.
+    await conn.write(new TextEncoder().encode(head));
+    await conn.write(new Uint8Array(64 * 1024));
+    const text = await readUntilClosed(conn);
+    const [status, ...lines] = text.slice(0, text.indexOf("\r\n\r\n")).split("\r\n");
+    assert.equal(status, "HTTP/1.1 413 Payload Too Large");
+    assert.ok(
+      lines.some((line) => line.toLowerCase() === "connection: close"),
+      `the refusal keeps the connection open:\n${lines.join("\n")}`,
+    );
+    assert.match(text, /the limit is 1024 bytes; send a smaller file/);
+  } finally {
+    try {
+      conn.close();
+    } catch { /* closed by the daemon */ }
+    await daemon.stop();
+  }
+});
+
+/**
+ * Reads until the response's head says the connection stays open (then returns at once, so the
+ * test fails rather than waits) or the daemon closes it.
+ */
+async function readUntilClosed(conn: Deno.Conn): Promise<string> {
+  const buf = new Uint8Array(64 * 1024);
+  let text = "";
+  for (let i = 0; i < 10_000; i++) {
+    const n = await conn.read(buf).catch(() => null);
+    if (n === null) break;
+    text += new TextDecoder().decode(buf.subarray(0, n));
+    const head = text.slice(0, text.indexOf("\r\n\r\n")).toLowerCase();
+    if (text.includes("\r\n\r\n") && !head.includes("connection: close")) break;
+  }
+  return text;
+}
