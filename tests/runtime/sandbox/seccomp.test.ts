@@ -169,7 +169,13 @@ Deno.test("`seccompProgram()` refuses a setuid or setgid mode to chmod, mkdir, m
   }
 });
 
-Deno.test("a process under the filter has seccomp mode 2, is refused file handles, namespaces and io_uring, and still runs subprocesses, threads, files and git", async () => {
+/**
+ * Runs `fn` with `run(script)`, which runs a Python script confined by bwrap with the filter (as
+ * the workbench runs, in the work directory `work`) and returns the JSON it printed.
+ */
+async function withFilteredPython(
+  fn: (run: (script: string) => Promise<unknown>, work: string) => Promise<void>,
+): Promise<void> {
   const python = await resolvePython("python3");
   const dir = await Deno.realPath(await Deno.makeTempDir({ prefix: "klbr-seccomp-" }));
   try {
@@ -177,6 +183,39 @@ Deno.test("a process under the filter has seccomp mode 2, is refused file handle
     await Deno.writeFile(filter, seccompBytes());
     const work = join(dir, "work");
     await Deno.mkdir(work);
+    const run = async (script: string) => {
+      const { program, args } = confinedCommand({
+        bwrap: "bwrap",
+        network: false,
+        readOnly: [python.home],
+        stateDir: join(dir, "state"),
+        userns: true,
+        seccomp: filter,
+        protect: [],
+        limits: null,
+      }, {
+        command: python.executable,
+        args: ["-c", script],
+        cwd: work,
+        readWrite: [work],
+        readOnly: [],
+      });
+      const output = await new Deno.Command(program, {
+        args,
+        clearEnv: true,
+        env: { PATH: "/usr/bin:/bin", HOME: work },
+      }).output();
+      assert.ok(output.success, new TextDecoder().decode(output.stderr));
+      return JSON.parse(new TextDecoder().decode(output.stdout));
+    };
+    await fn(run, work);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("a process under the filter has seccomp mode 2, is refused file handles, namespaces and io_uring, and still runs subprocesses, threads, files and git", async () => {
+  await withFilteredPython(async (run) => {
     const script = [
       "import ctypes, errno, json, os, subprocess, threading",
       "libc = ctypes.CDLL(None, use_errno=True)",
@@ -201,30 +240,8 @@ Deno.test("a process under the filter has seccomp mode 2, is refused file handle
       "out['git'] = g.returncode if g.returncode else os.path.isdir('repo/.git')",
       "print(json.dumps(out))",
     ].join("\n");
-    const { program, args } = confinedCommand({
-      bwrap: "bwrap",
-      network: false,
-      readOnly: [python.home],
-      stateDir: join(dir, "state"),
-      userns: true,
-      seccomp: filter,
-      protect: [],
-      limits: null,
-    }, {
-      command: python.executable,
-      args: ["-c", script],
-      cwd: work,
-      readWrite: [work],
-      readOnly: [],
-    });
-    const output = await new Deno.Command(program, {
-      args,
-      clearEnv: true,
-      env: { PATH: "/usr/bin:/bin", HOME: work },
-    }).output();
-    const stderr = new TextDecoder().decode(output.stderr);
-    assert.ok(output.success, stderr);
-    assert.deepEqual(JSON.parse(new TextDecoder().decode(output.stdout)), {
+    const output = await run(script);
+    assert.deepEqual(output, {
       seccomp: "2",
       name_to_handle_at: "EPERM",
       open_by_handle_at: "EPERM",
@@ -235,22 +252,14 @@ Deno.test("a process under the filter has seccomp mode 2, is refused file handle
       file: "data",
       git: true,
     });
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("a process under the filter cannot make a setuid or setgid file: chmod, open, mkdir and mknod with S_ISUID or S_ISGID are EPERM, plain modes still work", async () => {
   // As root, uid 1000 inside is uid 0 outside: before the fix a cell copied /bin/sh into the
   // workspace and chmod'ed it 0o4755, leaving a setuid-root shell for any local user who can
   // reach the workspace (no_new_privs only holds the cell itself back).
-  const python = await resolvePython("python3");
-  const dir = await Deno.realPath(await Deno.makeTempDir({ prefix: "klbr-seccomp-" }));
-  try {
-    const filter = join(dir, "seccomp.bpf");
-    await Deno.writeFile(filter, seccompBytes());
-    const work = join(dir, "work");
-    await Deno.mkdir(work);
+  await withFilteredPython(async (run, work) => {
     const script = [
       "import ctypes, errno, json, os, platform, shutil, stat",
       "libc = ctypes.CDLL(None, use_errno=True)",
@@ -284,29 +293,7 @@ Deno.test("a process under the filter cannot make a setuid or setgid file: chmod
       "probe('open 4755 without O_CREAT', lambda: os.open('p', os.O_RDONLY, 0o4755))",
       "print(json.dumps(out))",
     ].join("\n");
-    const { program, args } = confinedCommand({
-      bwrap: "bwrap",
-      network: false,
-      readOnly: [python.home],
-      stateDir: join(dir, "state"),
-      userns: true,
-      seccomp: filter,
-      protect: [],
-      limits: null,
-    }, {
-      command: python.executable,
-      args: ["-c", script],
-      cwd: work,
-      readWrite: [work],
-      readOnly: [],
-    });
-    const output = await new Deno.Command(program, {
-      args,
-      clearEnv: true,
-      env: { PATH: "/usr/bin:/bin", HOME: work },
-    }).output();
-    const stderr = new TextDecoder().decode(output.stderr);
-    assert.ok(output.success, stderr);
+    const output = await run(script);
     const legacy = Deno.build.arch === "x86_64"
       ? {
         "chmod(2) 4755": "EPERM",
@@ -315,7 +302,7 @@ Deno.test("a process under the filter cannot make a setuid or setgid file: chmod
         "mkdir(2) 2755": "EPERM",
       }
       : {};
-    assert.deepEqual(JSON.parse(new TextDecoder().decode(output.stdout)), {
+    assert.deepEqual(output, {
       "chmod 4755": "EPERM",
       "chmod 2755": "EPERM",
       "fchmod 6755": "EPERM",
@@ -334,7 +321,5 @@ Deno.test("a process under the filter cannot make a setuid or setgid file: chmod
       const { mode } = await Deno.lstat(join(work, entry.name));
       assert.equal(mode! & 0o6000, 0, `${entry.name} is ${mode!.toString(8)}`);
     }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
