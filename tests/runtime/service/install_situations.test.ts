@@ -8,9 +8,7 @@ import { join } from "node:path";
 import { cli } from "../../_helpers/cli.ts";
 import { tempDir } from "../../_helpers/temp.ts";
 import { renderUnit, unitFacts } from "../../../runtime/service/mod.ts";
-
-const ANALYZE = "/usr/bin/systemd-analyze";
-const HAS_ANALYZE = await Deno.stat(ANALYZE).then((s) => s.isFile, () => false);
+import { HAS_ANALYZE, verify } from "./_systemd.ts";
 
 /** The note `install` prints when `systemctl --user` has no manager to talk to. */
 function noBusNote(reason: string): string {
@@ -103,21 +101,7 @@ Deno.test("the unit runs a Deno whose path holds a `$` or a `%` by that very pat
   if (!HAS_ANALYZE) return;
   const path = join(root, "klbr.service");
   await Deno.writeTextFile(path, text);
-  const runtime = await tempDir("klbr-xdg-runtime-");
-  await Deno.chmod(runtime, 0o700);
-  const out = await new Deno.Command(ANALYZE, {
-    args: ["--user", "verify", path],
-    env: {
-      XDG_RUNTIME_DIR: runtime,
-      XDG_CONFIG_HOME: join(root, "config"),
-      SYSTEMD_LOG_COLOR: "0",
-    },
-  }).output();
-  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
-  assert.deepEqual({ code: out.code, output: decode(out.stdout) + decode(out.stderr) }, {
-    code: 0,
-    output: "",
-  });
+  assert.deepEqual(await verify(path, true, join(root, "config")), { code: 0, output: "" });
 });
 
 Deno.test("`service install` refuses a Deno whose path holds a quote or a backslash, which systemd never starts", async () => {
@@ -171,19 +155,5 @@ Deno.test("the unit of a checkout whose path holds an apostrophe, a `$` or non-A
   if (!HAS_ANALYZE) return;
   const path = join(root, "klbr.service");
   await Deno.writeTextFile(path, text);
-  const runtime = await tempDir("klbr-xdg-runtime-");
-  await Deno.chmod(runtime, 0o700);
-  const out = await new Deno.Command(ANALYZE, {
-    args: ["--user", "verify", path],
-    env: {
-      XDG_RUNTIME_DIR: runtime,
-      XDG_CONFIG_HOME: join(root, "config"),
-      SYSTEMD_LOG_COLOR: "0",
-    },
-  }).output();
-  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
-  assert.deepEqual({ code: out.code, output: decode(out.stdout) + decode(out.stderr) }, {
-    code: 0,
-    output: "",
-  });
+  assert.deepEqual(await verify(path, true, join(root, "config")), { code: 0, output: "" });
 });

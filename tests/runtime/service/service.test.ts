@@ -9,30 +9,11 @@ import { REPO_ROOT } from "../../_helpers/daemon.ts";
 import { cli } from "../../_helpers/cli.ts";
 import { tempDir } from "../../_helpers/temp.ts";
 import { renderUnit, unitFacts } from "../../../runtime/service/mod.ts";
-
-const ANALYZE = "/usr/bin/systemd-analyze";
-const HAS_ANALYZE = await Deno.stat(ANALYZE).then((s) => s.isFile, () => false);
+import { HAS_ANALYZE, verify } from "./_systemd.ts";
 
 /** The unit's `Key=value` lines, in order, without comments. */
 function keys(text: string): string[] {
   return text.split("\n").filter((line) => /^[A-Z]\w*=/.test(line));
-}
-
-/**
- * Runs `systemd-analyze verify` on a unit file, as a user manager (`--user`, with a private
- * runtime directory: the test has no login session) or as the system manager.
- */
-async function verify(path: string, user: boolean, configHome: string) {
-  const runtime = await tempDir("klbr-xdg-runtime-");
-  await Deno.chmod(runtime, 0o700);
-  const out = await new Deno.Command(ANALYZE, {
-    args: [...(user ? ["--user"] : []), "verify", path],
-    env: { XDG_RUNTIME_DIR: runtime, XDG_CONFIG_HOME: configHome, SYSTEMD_LOG_COLOR: "0" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
-  return { code: out.code, output: decode(out.stdout) + decode(out.stderr) };
 }
 
 Deno.test("`service install` prints an upgrade step whose doctor checks the unit's state directory, not ./.klbr", async () => {
