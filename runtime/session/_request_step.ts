@@ -243,18 +243,42 @@ async function modelFailed(
     record("turn.ended", { frame_id: frame.id, reason });
     return { ok: false, reason, effects: state.effects };
   }
-  record("turn.ended", { frame_id: frame.id, reason: `model failed: ${message}` });
+  return turnFailedOn(scope, {
+    route,
+    provider,
+    reason: `model failed: ${message}`,
+    error: message,
+    facts: modelFailureFacts(error),
+  });
+}
+
+/**
+ * Records the end of a turn its model call failed (`reason`) and returns the failed result: one
+ * the session retries, naming the route, its server and what the failure says (`facts`).
+ */
+function turnFailedOn(
+  scope: StepScope,
+  failure: {
+    route: string;
+    provider: Provider;
+    reason: string;
+    error: string;
+    facts: Record<string, unknown>;
+  },
+): TurnResult {
+  const { route, provider, reason, error, facts } = failure;
+  scope.record("turn.ended", { frame_id: scope.ctx.frame.id, reason });
   return {
     ok: false,
-    reason: `model failed: ${message}`,
-    effects: state.effects,
+    reason,
+    effects: scope.state.effects,
     retriable: true,
     model: {
       route,
       url: shownUrl(provider.route.url),
       model: provider.route.model,
-      error: message,
-      ...modelFailureFacts(error),
+      error,
+      ...facts,
     },
   };
 }
@@ -270,21 +294,14 @@ function unsendable(
 ): TurnResult {
   const { error, route, provider } = failure;
   if (!isKlbrError(error) || error.code !== "invalid_config") throw error;
-  const { ctx, record, state } = scope;
-  record("turn.ended", { frame_id: ctx.frame.id, reason: error.message });
-  return {
-    ok: false,
-    reason: error.message,
-    effects: state.effects,
-    retriable: true,
-    model: {
-      route,
-      url: shownUrl(provider.route.url),
-      model: provider.route.model,
-      error: error.message,
-      retriable: false,
-    },
-  };
+  const { message } = error;
+  return turnFailedOn(scope, {
+    route,
+    provider,
+    reason: message,
+    error: message,
+    facts: { retriable: false },
+  });
 }
 
 /** Why a turn was stopped, from its abort signal: the operator, or a signal's shutdown. */
