@@ -10,6 +10,7 @@ import { appendEvent } from "../../store/tables/events.ts";
 import type { Store } from "../../store/store.ts";
 import { newId } from "../core/mod.ts";
 import { defineRpc, type RpcCall } from "../kernel/mod.ts";
+import type { SandboxBase } from "../sandbox/mod.ts";
 import { findInWorkspace } from "./_find.ts";
 import { applyPatch } from "./_patch.ts";
 import {
@@ -40,6 +41,8 @@ export interface CodeRpcOptions {
   deny?: string[];
   /** Paths a patch may not write (klbr's own code, the git hooks and config). @default {[]} */
   readOnly?: string[];
+  /** The daemon's confinement of its cells; a patch then writes through a confined process. */
+  sandbox?: SandboxBase;
 }
 
 const services = new Map<string, CodeService>();
@@ -52,7 +55,12 @@ function sharedCodeService(deps: CodeRpcOptions): CodeService {
   if (deps.service !== undefined) return deps.service;
   let service = services.get(deps.workspace);
   if (service === undefined) {
-    service = new CodeService({ root: deps.workspace, deny: deps.deny, readOnly: deps.readOnly });
+    service = new CodeService({
+      root: deps.workspace,
+      deny: deps.deny,
+      readOnly: deps.readOnly,
+      sandbox: deps.sandbox,
+    });
     services.set(deps.workspace, service);
   }
   return service;

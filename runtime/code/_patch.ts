@@ -6,8 +6,7 @@
  * @module
  */
 
-import { closeSync, constants, fchmodSync, fsyncSync, openSync, writeSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { dirname } from "node:path";
 import { KlbrError } from "../core/mod.ts";
 import { refuseProtected } from "../sandbox/mod.ts";
 import { syncPath } from "../../store/tables/files.ts";
@@ -15,6 +14,7 @@ import { countSyntaxErrors, type SyntaxProblem } from "./_outline.ts";
 import type { CodeEdit, CodeRange } from "./_schemas.ts";
 import { checkRange, type CodeService, type StaleRange } from "./_service.ts";
 import { type Source, sourceFromBytes, utf8 } from "./_source.ts";
+import { fileWriter } from "./_write.ts";
 
 type Span = Pick<CodeRange, "start_byte" | "end_byte" | "start_line" | "end_line">;
 
@@ -154,7 +154,11 @@ async function syntaxCheck(service: CodeService, plan: FilePlan): Promise<Syntax
  * the order given). Runs under the service's patch lock, so patches never interleave.
  *
  * On return with `ok: true` every touched file holds its new text (each written to a temp
- * file in its directory, fsynced, renamed over the old one; the directory fsynced). With
+ * file in its directory, fsynced, renamed over the old one; the directory fsynced; where the
+ * service has a sandbox, the temp file is made, written and renamed by a confined process, so a
+ * directory swapped for a link after the path check cannot carry the write out: "a confined
+ * daemon's patch never writes through a directory swapped for a symlink after its path check"
+ * in `tests/runtime/code/patch_confined.test.ts`). With
  * `ok: false`, and when it throws, every file holds its old text. A crash between two files'
  * renames can leave the first renamed: that window is not covered. Proven by "a patch_many
  * with one bad edit leaves every file byte-identical" in `tests/runtime/code/patch.test.ts`.
@@ -184,39 +188,16 @@ export function applyPatch(service: CodeService, edits: CodeEdit[]): Promise<Pat
   });
 }
 
-/** `open(2)` flags of a temp file: write only, made new, never through a link at its name. */
-const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-
-/**
- * Writes `bytes` to a new temp file beside `real` (fsynced); returns its path. It takes only the
- * file's permission bits: a setuid, setgid or sticky bit a cell set on its file is not given to
- * a file the host (the owner, root as a service) makes. It is made new, never through a link a
- * cell left at its name, and its mode is set on the descriptor, not by name, which a cell could
- * swap for a link meanwhile (the open's own mode would be narrowed by the umask).
- */
-function writeTemp(real: string, bytes: Uint8Array): string {
-  const temp = join(dirname(real), `.${basename(real)}.klbr-${crypto.randomUUID()}.tmp`);
-  const mode = (Deno.statSync(real).mode ?? 0o644) & 0o777;
-  const fd = openSync(temp, CREATE_NEW, mode);
-  try {
-    fchmodSync(fd, mode);
-    for (let at = 0; at < bytes.length;) at += writeSync(fd, bytes, at);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  return temp;
-}
-
 /**
  * Writes every plan's new bytes beside its file, checks no file moved meanwhile, renames
  * them into place. Returns the files that changed under the patch (nothing renamed), or null.
  */
 async function writeAll(service: CodeService, plans: FilePlan[]): Promise<StaleRange[] | null> {
+  const writer = fileWriter(service.root, service.sandbox);
   const temps: string[] = [];
   let renamed = 0;
   try {
-    for (const plan of plans) temps.push(writeTemp(plan.source.real, plan.after.bytes));
+    for (const plan of plans) temps.push(await writer.temp(plan.source.real, plan.after.bytes));
     const moved: StaleRange[] = [];
     for (const plan of plans) {
       const now = await service.source(plan.source.path, `patch ${plan.source.path}`);
@@ -226,14 +207,14 @@ async function writeAll(service: CodeService, plans: FilePlan[]): Promise<StaleR
     }
     if (moved.length > 0) return moved;
     for (; renamed < plans.length; renamed++) {
-      await Deno.rename(temps[renamed], plans[renamed].source.real);
+      await writer.rename(temps[renamed], plans[renamed].source.real);
     }
   } catch (cause) {
     // Nothing renamed yet: the refusal (a path check, say) is the answer as it stands.
     if (renamed === 0 && cause instanceof KlbrError) throw cause;
     for (let i = 0; i < renamed; i++) {
-      const back = writeTemp(plans[i].source.real, plans[i].source.bytes);
-      await Deno.rename(back, plans[i].source.real);
+      const back = await writer.temp(plans[i].source.real, plans[i].source.bytes);
+      await writer.rename(back, plans[i].source.real);
     }
     throw new KlbrError(
       "internal",
@@ -243,7 +224,7 @@ async function writeAll(service: CodeService, plans: FilePlan[]): Promise<StaleR
       { cause },
     );
   } finally {
-    for (let i = renamed; i < temps.length; i++) await Deno.remove(temps[i]).catch(() => {});
+    for (let i = renamed; i < temps.length; i++) await writer.remove(temps[i]);
   }
   for (const dir of new Set(plans.map((p) => dirname(p.source.real)))) await syncPath(dir);
   return null;

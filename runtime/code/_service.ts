@@ -7,6 +7,7 @@
  */
 
 import { KlbrError } from "../core/mod.ts";
+import type { SandboxBase } from "../sandbox/mod.ts";
 import { type CachedTree, TreeCache } from "./_cache.ts";
 import { type Grammar, grammar } from "./_grammars.ts";
 import { languageOf } from "./_languages.ts";
@@ -34,6 +35,11 @@ export interface CodeServiceOptions {
   deny?: string[];
   /** Paths a patch may not write (klbr's own code, the git hooks and config). @default [] */
   readOnly?: string[];
+  /**
+   * The daemon's confinement of its cells: a patch's files are then written by a process
+   * confined as a cell's `workspace.run` is (`_write.ts`). @default unconfined: by the host
+   */
+  sandbox?: SandboxBase;
 }
 
 /** Counts that show the cache at work. */
@@ -51,6 +57,8 @@ export class CodeService {
   readonly deny: string[];
   /** Paths a patch may not write: read, but never changed. */
   readonly readOnly: string[];
+  /** Where a patch's writes are confined; null: the host writes them itself. */
+  readonly sandbox: SandboxBase | null;
   readonly #cache = new TreeCache();
   readonly #stats: CodeStats = { parses: 0, hits: 0 };
   #queue: Promise<unknown> = Promise.resolve();
@@ -60,6 +68,7 @@ export class CodeService {
     this.root = options.root;
     this.deny = options.deny ?? [];
     this.readOnly = options.readOnly ?? [];
+    this.sandbox = options.sandbox ?? null;
   }
 
   /** Parse counts so far (a copy). */

@@ -99,6 +99,7 @@ const SESSION_GROUPS: SessionGroup[] = [
     workspace: deps.workspace,
     deny: deps.stateDir === undefined ? [] : [deps.stateDir],
     readOnly: deps.protect,
+    sandbox: deps.sandbox,
   })),
 ];
 
