@@ -11,6 +11,7 @@ import { replaceFile } from "../../store/tables/files.ts";
 import type { Route } from "../config/mod.ts";
 import { DEFAULT_DRAIN_GRACE_MS, KlbrError } from "../core/mod.ts";
 import { loadStateConfig, REPO_ROOT, resolveConfigPath, shellWord } from "../setup/mod.ts";
+import { prepareEnvironmentFile } from "./_environment_file.ts";
 import { renderUnit, type UnitFacts } from "./_unit.ts";
 
 /** The unit's file name. */
@@ -176,10 +177,12 @@ export interface InstallReport {
 /**
  * Writes the unit (temp file, fsync, rename) and returns it with the commands that enable it.
  *
- * On return the unit file is complete at `path`, or was not touched.
+ * On return the unit file is complete at `path`, or was not touched; the environment file
+ * exists (created mode 600 when it was missing; an existing one is kept as it is, and named in
+ * `next` when group or others can read it).
  *
- * @throws {KlbrError} `usage` when the unit directory cannot be written (say `sudo`, or
- *   leave out `--system`), or for a user unit under sudo (root's, not the caller's);
+ * @throws {KlbrError} `usage` when the unit directory or the environment file cannot be
+ *   written (say `sudo`, or leave out `--system`), or for a user unit under sudo (root's, not the caller's);
  *   `invalid_config` for a configuration that does not load.
  */
 export async function installService(options: ServiceOptions): Promise<InstallReport> {
@@ -213,9 +216,11 @@ export async function installService(options: ServiceOptions): Promise<InstallRe
     }
     throw cause;
   }
+  // Made private here: one made by hand under umask 022 is world-readable.
+  const envNote = await prepareEnvironmentFile(facts.environmentFile, keyNames);
   const noBus = options.system ? undefined : await missingUserManager(env);
   const next = nextSteps(options, facts, { keyNames, doctorArgs, noBus });
-  return { path, text, replaced, next };
+  return { path, text, replaced, next: envNote === undefined ? next : [...next, envNote] };
 }
 
 /**
