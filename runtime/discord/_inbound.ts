@@ -5,7 +5,8 @@
  * direct message under `dms #false`; admitted otherwise) and described in the input's body —
  * the text, where it was said, whether it mentions the bot, is a direct message or replies to
  * the bot, its thread's parent, and its attachments, each fetched into a kept artifact (never
- * evicted) when small enough.
+ * evicted) when small enough. A forward's text and attachments are those of the message it
+ * forwards (its snapshot), its text marked as forwarded; a forward is no reply.
  *
  * @module
  */
@@ -14,6 +15,17 @@ import { z } from "zod";
 import { keepAttachment } from "../../store/tables/artifacts.ts";
 
 const Snowflake = z.string().regex(/^[0-9]{1,20}$/);
+
+const Attachment = z.object({
+  id: Snowflake,
+  filename: z.string(),
+  size: z.number().int().nonnegative(),
+  url: z.string(),
+  contentType: z.string().optional(),
+});
+
+/** Discord's "Message Reference Types": FORWARD (1) points at a message forwarded, not answered. */
+const FORWARD = 1;
 
 /** A message as the gateway (camelized by the library) or `camelize`d history gives it. */
 export const DiscordApiMessage = z.object({
@@ -24,14 +36,22 @@ export const DiscordApiMessage = z.object({
   timestamp: z.string(),
   author: z.object({ id: Snowflake, username: z.string().min(1), bot: z.boolean().optional() }),
   mentions: z.array(z.object({ id: Snowflake })).default([]),
-  messageReference: z.object({ messageId: Snowflake.optional() }).optional().nullable(),
+  /** `type` 0 (DEFAULT, absent in older payloads) for a reply, 1 (FORWARD) for a forward. */
+  messageReference: z.object({
+    messageId: Snowflake.optional(),
+    type: z.number().int().optional(),
+  }).optional().nullable(),
   referencedMessage: z.object({ author: z.object({ id: Snowflake }) }).optional().nullable(),
-  attachments: z.array(z.object({
-    id: Snowflake,
-    filename: z.string(),
-    size: z.number().int().nonnegative(),
-    url: z.string(),
-    contentType: z.string().optional(),
+  attachments: z.array(Attachment).default([]),
+  /**
+   * A forward's copy of the forwarded message (Discord's "Message Snapshot Object": a subset of
+   * its fields, no author); the forward's own `content` is empty.
+   */
+  messageSnapshots: z.array(z.object({
+    message: z.object({
+      content: z.string().default(""),
+      attachments: z.array(Attachment).default([]),
+    }),
   })).default([]),
   nonce: z.union([z.string(), z.number()]).optional().nullable(),
   /** Discord's message type; absent is taken as DEFAULT (0). */
@@ -74,6 +94,7 @@ export interface DiscordMessage {
   messageId: string;
   authorId: string;
   username: string;
+  /** The text as admitted (`body.text`): a forward's carries the forwarded text. */
   content: string;
   /** The message timestamp, in ms since the epoch. */
   receivedAt: number;
@@ -151,13 +172,16 @@ export async function describe(
   context: InboundContext,
   fetchOptions: { stateDir: string; maxBytes: number; timeoutMs: number; signal: AbortSignal },
 ): Promise<DiscordMessage> {
-  const replyId = m.messageReference?.messageId ?? null;
+  // A forward names the forwarded message in `message_reference` too; it answers no one.
+  const forwarded = m.messageReference?.type === FORWARD;
+  const replyId = forwarded ? null : m.messageReference?.messageId ?? null;
   const toBot = replyId !== null && (
     (context.selfId !== null && m.referencedMessage?.author.id === context.selfId) ||
     context.isOwnMessage(replyId)
   );
   const attachments: InputAttachment[] = [];
-  for (const a of m.attachments) {
+  const snapshots = forwarded ? m.messageSnapshots.map((s) => s.message) : [];
+  for (const a of [...m.attachments, ...snapshots.flatMap((s) => s.attachments)]) {
     attachments.push({
       id: a.id,
       filename: a.filename,
@@ -167,15 +191,19 @@ export async function describe(
     });
   }
   const at = Date.parse(m.timestamp);
+  const text = [
+    ...(m.content === "" ? [] : [m.content]),
+    ...snapshots.map((s) => s.content === "" ? FORWARDED : `${FORWARDED}\n${s.content}`),
+  ].join("\n");
   return {
     channelId: m.channelId,
     messageId: m.id,
     authorId: m.author.id,
     username: m.author.username,
-    content: m.content,
+    content: text,
     receivedAt: Number.isFinite(at) && at >= 0 ? at : Date.now(),
     body: {
-      text: m.content,
+      text,
       message_id: m.id,
       channel_id: m.channelId,
       guild_id: m.guildId ?? null,
@@ -187,6 +215,9 @@ export async function describe(
     },
   };
 }
+
+/** What a forward's text starts with, before the forwarded message's own text. */
+const FORWARDED = "[forwarded message]";
 
 async function fetchAttachment(
   a: { url: string; size: number },

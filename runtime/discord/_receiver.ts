@@ -11,7 +11,7 @@
  */
 
 import { camelize } from "@discordeno/utils";
-import { appendEvent } from "../../store/tables/events.ts";
+import { appendEvent, lastInputEvent } from "../../store/tables/events.ts";
 import { inputByDedupeKey } from "../../store/tables/inputs.ts";
 import { discordDedupeKey } from "../../store/tables/dedupe_keys.ts";
 import {
@@ -92,7 +92,8 @@ export class DiscordReceiver {
         return;
       case "MESSAGE_UPDATE":
         // Discord also sends it when a link's embed is attached or the message is pinned, with
-        // the text unchanged and `edited_timestamp` null: only an edit carries its time.
+        // the text unchanged and `edited_timestamp` null, or, for a message edited before, the
+        // last edit's time: only a new time or text is an edit (`#onOriginal`).
         if (typeof d.content === "string" && typeof d.editedTimestamp === "string") {
           this.#onOriginal(d, "input.edited", { text: d.content, edited_at: d.editedTimestamp });
         }
@@ -193,7 +194,10 @@ export class DiscordReceiver {
     return "admitted";
   }
 
-  /** Records an edit or a deletion on the input it concerns; unknown messages change nothing. */
+  /**
+   * Records an edit or a deletion on the input it concerns; unknown messages change nothing,
+   * and neither does an edit equal (text and `edited_at`) to the last one recorded.
+   */
   #onOriginal(
     d: Record<string, unknown>,
     kind: "input.edited" | "input.deleted",
@@ -209,6 +213,14 @@ export class DiscordReceiver {
     }
     const input = inputByDedupeKey(store, "discord", key);
     if (input === undefined) return;
+    if (kind === "input.edited") {
+      const last = lastInputEvent(store, input.session, {
+        kind,
+        inputId: input.id,
+        since: input.seq,
+      })?.body as { text?: unknown; edited_at?: unknown } | undefined;
+      if (last?.text === fields.text && last?.edited_at === fields.edited_at) return;
+    }
     const body = { input_id: input.id, message_id: d.id, ...fields } as never;
     // The type written out, so the records test finds each type's writer in the source.
     appendEvent(

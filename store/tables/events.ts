@@ -311,3 +311,20 @@ export function lastEventOfKinds(
   ).get(session, ...kinds) as EventText | undefined;
   return row && parsedEvent(session, row);
 }
+
+/**
+ * Returns `session`'s newest event of `options.kind` after seq `options.since` whose body names
+ * `options.inputId` as its `input_id`, or `undefined`: e.g. the last edit recorded on an input
+ * (`since` its admission).
+ */
+export function lastInputEvent(
+  store: Store,
+  session: string,
+  options: { kind: string; inputId: string; since: number },
+): EventRecord | undefined {
+  const row = store.statement(
+    "SELECT seq, kind, at, body FROM events WHERE session_id = ? AND seq > ? AND kind = ? " +
+      "AND json_extract(body, '$.input_id') = ? ORDER BY seq DESC LIMIT 1",
+  ).get(session, options.since, options.kind, options.inputId) as EventText | undefined;
+  return row && parsedEvent(session, row);
+}

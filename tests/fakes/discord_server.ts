@@ -83,6 +83,16 @@ export interface FakeMessage {
    * message (type 6) carries: Discord returns `referenced_message` only for types 19, 21 and 23.
    */
   reference?: string;
+  /**
+   * Forwards a message of the fake's history (Discord's "Message Reference Types": FORWARD, 1):
+   * the forwarding message has `type` 0, empty `content`, a `message_reference` of type 1 naming
+   * the original, no `referenced_message` (Discord returns it only for types 19, 21 and 23), and
+   * the original's content in `message_snapshots[0].message` — its "Message Snapshot Object", a
+   * subset of the message's fields (`type`, `content`, `embeds`, `attachments`, `timestamp`,
+   * `edited_timestamp`, `flags`, `mentions`, `mention_roles`), without its author or id
+   * (https://discord.com/developers/docs/resources/message#message-snapshot-object).
+   */
+  forwardOf?: { channelId: string; messageId: string };
 }
 
 /** Options for {@linkcode startFakeDiscord}. */
@@ -426,6 +436,33 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
     }
   })().catch(() => {});
 
+  /** The fields a forward of a stored message carries (see {@linkcode FakeMessage.forwardOf}). */
+  const forwardOf = (of: { channelId: string; messageId: string }) => {
+    const m = (history.get(of.channelId) ?? []).find((x) => x.id === of.messageId);
+    if (m === undefined) throw new Error(`the fake has no message ${of.messageId} to forward`);
+    return {
+      message_reference: {
+        type: 1,
+        message_id: m.id,
+        channel_id: m.channel_id,
+        guild_id: "900",
+      },
+      message_snapshots: [{
+        message: {
+          type: m.type ?? 0,
+          content: m.content,
+          embeds: m.embeds ?? [],
+          attachments: m.attachments ?? [],
+          timestamp: m.timestamp,
+          edited_timestamp: m.edited_timestamp ?? null,
+          flags: 0,
+          mentions: m.mentions ?? [],
+          mention_roles: [],
+        },
+      }],
+    };
+  };
+
   const messageOf = (message: FakeMessage): FakeStoredMessage => {
     const id = message.messageId ?? snowflake();
     const author = {
@@ -460,6 +497,7 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
       ...(message.reference
         ? { message_reference: { message_id: message.reference, channel_id: message.channelId } }
         : {}),
+      ...(message.forwardOf ? forwardOf(message.forwardOf) : {}),
       ...(message.replyTo
         ? {
           message_reference: {
@@ -546,24 +584,33 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
     /** The author edits a message: `MESSAGE_UPDATE`. */
     editMessage(channelId: string, messageId: string, content: string) {
       const m = history.get(channelId)?.find((x) => x.id === messageId);
-      if (m) m.content = content;
+      const editedAt = new Date().toISOString();
+      if (m) {
+        m.content = content;
+        m.edited_timestamp = editedAt;
+      }
       dispatch("MESSAGE_UPDATE", {
         id: messageId,
         channel_id: channelId,
         content,
-        edited_timestamp: new Date().toISOString(),
+        edited_timestamp: editedAt,
         author: m?.author,
       });
     },
     /**
      * Discord attaches a link's embed to a message (or it is pinned): `MESSAGE_UPDATE` with the
-     * whole message, its text unchanged and `edited_timestamp` null — not an edit.
+     * whole message, its text unchanged and its `edited_timestamp` as it was — null if it was
+     * never edited, else the last edit's time — not an edit.
      */
     embedMessage(channelId: string, messageId: string) {
       const m = history.get(channelId)?.find((x) => x.id === messageId);
       if (m === undefined) return;
       m.embeds = [{ type: "link", url: "https://example.com/" }];
-      dispatch("MESSAGE_UPDATE", { ...m, guild_id: "900", edited_timestamp: null });
+      dispatch("MESSAGE_UPDATE", {
+        ...m,
+        guild_id: "900",
+        edited_timestamp: m.edited_timestamp ?? null,
+      });
     },
     /** The author deletes a message: `MESSAGE_DELETE`. */
     deleteMessage(channelId: string, messageId: string) {

@@ -79,3 +79,92 @@ Deno.test("Discord's system messages (a join, a pin of the bot's message, a thre
     await model.close();
   }
 });
+
+const recordsOf = (client: LaneClient, type: string) =>
+  client.messages.filter((m): m is LaneRecord => m.kind === "record" && m.type === type);
+
+/** Waits until the message `id` of channel 123 is admitted, and returns its `input.admitted`. */
+async function admittedOf(client: LaneClient, id: string): Promise<LaneRecord> {
+  const key = `discord:123:${id}`;
+  await client.waitFor(
+    (m) => m.kind === "record" && m.type === "input.admitted" && m.data.dedupe_key === key,
+    30_000,
+  );
+  return recordsOf(client, "input.admitted").find((r) => r.data.dedupe_key === key)!;
+}
+
+Deno.test("a forwarded message is admitted with the forwarded text and attachments, and a forward of the bot's message is not a reply to it", async () => {
+  const { model, discord, daemon, client } = await startAll();
+  try {
+    model.enqueue({ toolCall: { code: "await discord.send('the build is green')\nwait()" } });
+    discord.dispatchMessage({
+      channelId: "123",
+      messageId: "700",
+      content: "hi",
+      mentionBot: true,
+    });
+    await client.waitFor((m) => m.kind === "record" && m.type === "outbox.confirmed", 30_000);
+    const botMessage = discord.botMessages("123")[0].id;
+    // The original of the first forward is said in a channel klbr does not listen in.
+    discord.serveAttachment("5001", new TextEncoder().encode("log line"));
+    discord.dispatchMessage({
+      channelId: "555",
+      messageId: "710",
+      content: "the deploy failed, log attached",
+      attachments: [{ id: "5001", filename: "deploy.log", size: 8, content_type: "text/plain" }],
+    });
+    // Discord's forward: empty content of its own, the original in `message_snapshots`.
+    discord.dispatchMessage({
+      channelId: "123",
+      messageId: "711",
+      content: "",
+      forwardOf: { channelId: "555", messageId: "710" },
+    });
+    discord.dispatchMessage({
+      channelId: "123",
+      messageId: "712",
+      content: "",
+      forwardOf: { channelId: "123", messageId: botMessage },
+    });
+    const first = (await admittedOf(client, "711")).data.body as Record<string, unknown>;
+    const second = (await admittedOf(client, "712")).data.body as Record<string, unknown>;
+    assert.equal(first.text, "[forwarded message]\nthe deploy failed, log attached");
+    const [note] = first.attachments as Record<string, unknown>[];
+    assert.deepEqual(
+      [note.id, note.filename, note.size, note.content_type, note.skipped],
+      ["5001", "deploy.log", 8, "text/plain", null],
+    );
+    assert.match(String(note.artifact), /\S/);
+    // Forwarding the bot's words is not answering the bot: nothing here addresses klbr.
+    assert.equal(second.text, "[forwarded message]\nthe build is green");
+    assert.equal(second.reply_to, null);
+    assert.equal(first.reply_to, null);
+  } finally {
+    await client.close();
+    await daemon.stop();
+    await discord.close();
+    await model.close();
+  }
+});
+
+Deno.test("an update after an edit that changes nothing (a link's embed, a pin: the same edited_timestamp) records no second input.edited", async () => {
+  const { model, discord, daemon, client } = await startAll();
+  try {
+    discord.dispatchMessage({ channelId: "123", messageId: "720", content: "see example.com" });
+    await admittedOf(client, "720");
+    discord.editMessage("123", "720", "see https://example.com/");
+    // Discord resends the whole message, its last edit's `edited_timestamp` unchanged.
+    discord.embedMessage("123", "720");
+    // A later message on the same socket: once it is admitted, the updates were handled.
+    discord.dispatchMessage({ channelId: "123", messageId: "721", content: "ok" });
+    await admittedOf(client, "721");
+    assert.deepEqual(recordsOf(client, "input.edited").map((r) => r.data.text), [
+      "see https://example.com/",
+    ]);
+  } finally {
+    await client.close();
+    await daemon.stop();
+    await discord.close();
+    await model.close();
+  }
+});
