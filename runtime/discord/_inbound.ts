@@ -13,6 +13,7 @@
 
 import { z } from "zod";
 import { keepAttachment } from "../../store/tables/artifacts.ts";
+import { describeIssues } from "../core/mod.ts";
 
 const Snowflake = z.string().regex(/^[0-9]{1,20}$/);
 
@@ -124,11 +125,21 @@ export interface InboundContext {
  */
 const SPOKEN_TYPES: readonly number[] = [0, 19];
 
-/** How a message is handled: admitted, evidence about our own send, or ignored (and why). */
+/**
+ * How a message is handled: admitted, evidence about our own send, ignored (and why), or
+ * unreadable (a payload this build does not know: which message, and why).
+ */
 export type Classified =
   | { kind: "admit"; message: DiscordApiMessage; threadOf: string | null }
   | { kind: "own"; message: DiscordApiMessage }
-  | { kind: "ignore"; reason: string };
+  | { kind: "ignore"; reason: string }
+  | { kind: "unreadable"; reason: string; id: string; channelId: string };
+
+/** The message's and its channel's ids, as far as a payload that does not parse gives them. */
+function idsOf(data: unknown): { id: string; channelId: string } {
+  const raw = (data ?? {}) as { id?: unknown; channelId?: unknown };
+  return { id: String(raw.id ?? "?"), channelId: String(raw.channelId ?? "?") };
+}
 
 /**
  * Sorts a message: bots, the bot itself and Discord's system messages are never admitted; a
@@ -137,7 +148,9 @@ export type Classified =
  */
 export function classify(data: unknown, context: InboundContext): Classified {
   const parsed = DiscordApiMessage.safeParse(data);
-  if (!parsed.success) return { kind: "ignore", reason: "does not parse" };
+  if (!parsed.success) {
+    return { kind: "unreadable", reason: describeIssues(parsed.error), ...idsOf(data) };
+  }
   const m = parsed.data;
   if (context.selfId !== null && m.author.id === context.selfId) return { kind: "own", message: m };
   if (m.author.bot === true) return { kind: "ignore", reason: "from a bot" };

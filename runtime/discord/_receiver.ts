@@ -164,6 +164,15 @@ export class DiscordReceiver {
       }
       return "skipped";
     }
+    if (sorted.kind === "unreadable") {
+      // A shape this build does not know: never admitted, but never lost without a word.
+      this.#o.log.warn(
+        "discord.message_unreadable",
+        `discord: cannot read message ${sorted.id} in channel ${sorted.channelId}: ${sorted.reason}; it was not admitted`,
+        { message: sorted.id, channel: sorted.channelId },
+      );
+      return "skipped";
+    }
     if (sorted.kind === "ignore") return "skipped";
     const m: DiscordApiMessage = backfill === undefined ? sorted.message : {
       ...sorted.message,

@@ -581,6 +581,10 @@ export function startFakeDiscord(options: FakeDiscordOptions = {}) {
       dispatch("MESSAGE_CREATE", d);
       return stored.id;
     },
+    /** Sends `data` as a `MESSAGE_CREATE` as it is, unchecked: a payload klbr may not read. */
+    dispatchRawMessage(data: Record<string, unknown>): void {
+      dispatch("MESSAGE_CREATE", data);
+    },
     /** The author edits a message: `MESSAGE_UPDATE`. */
     editMessage(channelId: string, messageId: string, content: string) {
       const m = history.get(channelId)?.find((x) => x.id === messageId);

@@ -168,3 +168,39 @@ Deno.test("an update after an edit that changes nothing (a link's embed, a pin: 
     await model.close();
   }
 });
+
+Deno.test("a message klbr cannot read is named in the log, not dropped in silence, and the next one is admitted", async () => {
+  const { model, discord, daemon, client } = await startAll();
+  try {
+    // A payload whose shape this build does not know (here no author name): skipped, but the
+    // owner hears which message and why, instead of a person's words vanishing.
+    discord.dispatchRawMessage({
+      id: "720",
+      channel_id: "123",
+      guild_id: "900",
+      content: "can you see this?",
+      timestamp: new Date().toISOString(),
+      author: { id: "55" },
+      mentions: [],
+      attachments: [],
+      type: 0,
+    });
+    discord.dispatchMessage({ channelId: "123", messageId: "721", content: "and this?" });
+    await client.waitFor(
+      (m) =>
+        m.kind === "record" && m.type === "input.admitted" &&
+        m.data.dedupe_key === "discord:123:721",
+      30_000,
+    );
+    assert.deepEqual(admittedKeys(client), ["discord:123:721"]);
+    assert.match(
+      daemon.logs(),
+      /discord: cannot read message 720 in channel 123: author\.username: .*; it was not admitted/,
+    );
+  } finally {
+    await client.close();
+    await daemon.stop();
+    await discord.close();
+    await model.close();
+  }
+});
