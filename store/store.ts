@@ -33,7 +33,7 @@ import { acquireOwnerLock, type OwnerLock, releaseOwnerLock } from "./owner_lock
 import { ifExists } from "./tables/files.ts";
 import { checkSqliteVersion, linkedSqliteVersion } from "./version_guard.ts";
 
-export { unusableState } from "./_store_errors.ts";
+export { storeFailure, unusableState } from "./_store_errors.ts";
 export type { Commit, CommitListener, Statement, Store, StoreHealth } from "./_store_types.ts";
 
 /** The store's file name inside the state directory. */

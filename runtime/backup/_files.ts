@@ -7,6 +7,7 @@
 
 import { join } from "node:path";
 import { KlbrError } from "../core/mod.ts";
+import { storeFailure } from "../../store/store.ts";
 
 /** The sha256 of a file's bytes, hex. */
 export async function fileSha256(path: string): Promise<string> {
@@ -54,9 +55,6 @@ export async function isEmptyOrAbsent(dir: string): Promise<boolean> {
   }
 }
 
-// SQLite's primary result code for a full disk (the low byte of an extended code).
-const SQLITE_FULL = 13;
-
 /**
  * The one-line refusal for a copy that the disk it writes to would not take: a full disk
  * (the OS's `ENOSPC` or SQLite's `SQLITE_FULL`) or a read-only file system, naming `dir` and
@@ -70,12 +68,10 @@ const SQLITE_FULL = 13;
  */
 export function diskRefusal(action: string, dir: string, cause: unknown): KlbrError | undefined {
   if (cause instanceof KlbrError || !(cause instanceof Error)) return undefined;
-  const { code, errcode } = cause as { code?: unknown; errcode?: unknown };
-  // SQLite's online backup throws its message alone, without the result code.
-  const full = code === "ENOSPC" ||
-    (typeof errcode === "number" && (errcode & 0xff) === SQLITE_FULL) ||
-    (code === "ERR_SQLITE_ERROR" && /database or disk is full/.test(cause.message));
-  const reason = full
+  const { code } = cause as { code?: unknown };
+  // The store's own reading of a full disk: SQLite's result code, or its message alone (the
+  // online backup throws no code), or the OS's "No space left on device".
+  const reason = storeFailure(cause) === "full"
     ? "the disk holding it is full; free space on it or give a directory on another disk"
     : code === "EROFS"
     ? "it is on a read-only file system; make it writable or give another directory"
