@@ -6,6 +6,7 @@
  */
 
 import { dirname } from "node:path";
+import { pathExists } from "../../store/tables/files.ts";
 import { KlbrError } from "../core/mod.ts";
 
 /**
@@ -43,7 +44,7 @@ export async function prepareEnvironmentFile(
     "",
   ].join("\n");
   try {
-    if (!await Deno.stat(dir).then(() => true, () => false)) {
+    if (!await pathExists(dir)) {
       await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
       await Deno.chmod(dir, 0o700);
     }
@@ -51,7 +52,8 @@ export async function prepareEnvironmentFile(
     const file = await Deno.open(path, { write: true, createNew: true, mode: 0o600 });
     try {
       await Deno.chmod(path, 0o600);
-      await file.write(new TextEncoder().encode(text));
+      const bytes = new TextEncoder().encode(text);
+      for (let at = 0; at < bytes.length;) at += await file.write(bytes.subarray(at));
       await file.sync();
     } finally {
       file.close();
