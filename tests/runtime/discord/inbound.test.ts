@@ -13,6 +13,22 @@ import { startFakeOpenAI } from "../../fakes/openai_server.ts";
 const TOKEN = "fake-bot-token-11";
 const WAIT_CELL = { toolCall: { code: "wait()" } };
 
+/** The fake model and Discord, a daemon using both, and a lane client to it. */
+type Parts = Awaited<ReturnType<typeof startAll>>;
+
+/** Runs `fn` with the parts started, and stops them after, whatever `fn` did. */
+async function withAll(fn: (parts: Parts) => Promise<void>): Promise<void> {
+  const parts = await startAll();
+  try {
+    await fn(parts);
+  } finally {
+    await parts.client.close();
+    await parts.daemon.stop();
+    await parts.discord.close();
+    await parts.model.close();
+  }
+}
+
 async function startAll() {
   const model = startFakeOpenAI({ fallback: () => WAIT_CELL });
   const discord = startFakeDiscord();
@@ -32,8 +48,7 @@ const admittedKeys = (client: LaneClient) =>
     .map((r) => r.data.dedupe_key as string);
 
 Deno.test("Discord's system messages (a join, a pin of the bot's message, a thread created) are not admitted", async () => {
-  const { model, discord, daemon, client } = await startAll();
-  try {
+  await withAll(async ({ model, discord, client }) => {
     model.enqueue({ toolCall: { code: "await discord.send('hello there')\nwait()" } });
     discord.dispatchMessage({
       channelId: "123",
@@ -72,12 +87,7 @@ Deno.test("Discord's system messages (a join, a pin of the bot's message, a thre
       30_000,
     );
     assert.deepEqual(admittedKeys(client), ["discord:123:700", "discord:123:704"]);
-  } finally {
-    await client.close();
-    await daemon.stop();
-    await discord.close();
-    await model.close();
-  }
+  });
 });
 
 const recordsOf = (client: LaneClient, type: string) =>
@@ -94,8 +104,7 @@ async function admittedOf(client: LaneClient, id: string): Promise<LaneRecord> {
 }
 
 Deno.test("a forwarded message is admitted with the forwarded text and attachments, and a forward of the bot's message is not a reply to it", async () => {
-  const { model, discord, daemon, client } = await startAll();
-  try {
+  await withAll(async ({ model, discord, client }) => {
     model.enqueue({ toolCall: { code: "await discord.send('the build is green')\nwait()" } });
     discord.dispatchMessage({
       channelId: "123",
@@ -139,17 +148,11 @@ Deno.test("a forwarded message is admitted with the forwarded text and attachmen
     assert.equal(second.text, "[forwarded message]\nthe build is green");
     assert.equal(second.reply_to, null);
     assert.equal(first.reply_to, null);
-  } finally {
-    await client.close();
-    await daemon.stop();
-    await discord.close();
-    await model.close();
-  }
+  });
 });
 
 Deno.test("an update after an edit that changes nothing (a link's embed, a pin: the same edited_timestamp) records no second input.edited", async () => {
-  const { model, discord, daemon, client } = await startAll();
-  try {
+  await withAll(async ({ discord, client }) => {
     discord.dispatchMessage({ channelId: "123", messageId: "720", content: "see example.com" });
     await admittedOf(client, "720");
     discord.editMessage("123", "720", "see https://example.com/");
@@ -161,17 +164,11 @@ Deno.test("an update after an edit that changes nothing (a link's embed, a pin: 
     assert.deepEqual(recordsOf(client, "input.edited").map((r) => r.data.text), [
       "see https://example.com/",
     ]);
-  } finally {
-    await client.close();
-    await daemon.stop();
-    await discord.close();
-    await model.close();
-  }
+  });
 });
 
 Deno.test("a message klbr cannot read is named in the log, not dropped in silence, and the next one is admitted", async () => {
-  const { model, discord, daemon, client } = await startAll();
-  try {
+  await withAll(async ({ discord, daemon, client }) => {
     // A payload whose shape this build does not know (here no author name): skipped, but the
     // owner hears which message and why, instead of a person's words vanishing.
     discord.dispatchRawMessage({
@@ -197,10 +194,5 @@ Deno.test("a message klbr cannot read is named in the log, not dropped in silenc
       daemon.logs(),
       /discord: cannot read message 720 in channel 123: author\.username: .*; it was not admitted/,
     );
-  } finally {
-    await client.close();
-    await daemon.stop();
-    await discord.close();
-    await model.close();
-  }
+  });
 });
